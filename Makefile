@@ -1,0 +1,98 @@
+# Portcullis — build, test and packaging targets. `make help` lists them.
+#
+# Tests that need the real npm MCP peers find them through PORTCULLIS_TEST_NPM
+# (exported below); tests that need the Go test servers build them themselves into a
+# temporary directory. The servers are their own module (testdata/servers/go.mod,
+# so that the main module's `go mod tidy` cannot drop their go-sdk dependency):
+#   go -C testdata/servers build -o DIR/echo ./echo
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+# fyne.io/tools release used by `make app` (the `fyne` packaging command).
+FYNE_TOOLS ?= fyne.io/tools/cmd/fyne@v1.7.4
+
+export PORTCULLIS_TEST_NPM := $(CURDIR)/testdata/npm/node_modules
+
+GO_FILES = $(shell find . -name '*.go' -not -path './.git/*' -not -path './testdata/npm/*' -not -path './bin/*')
+TEST_SERVERS = $(notdir $(patsubst %/,%,$(wildcard testdata/servers/*/)))
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build the menu-bar app with cgo and Fyne into bin/portcullis
+	CGO_ENABLED=1 $(GO) build -o bin/portcullis .
+
+.PHONY: build-headless
+build-headless: ## build without cgo (Fyne test driver, -tags ci) into bin/portcullis-headless
+	CGO_ENABLED=0 $(GO) build -tags ci -o bin/portcullis-headless .
+
+.PHONY: test-deps
+test-deps: ## install what the tests need when missing (Debian packages, npm peers)
+	bash scripts/test-deps.sh
+
+.PHONY: test
+test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service on Linux), then a cgo build of the app
+	CGO_ENABLED=0 scripts/with-secret-service.sh $(GO) test -tags ci -count=1 -timeout 20m ./...
+	@echo "compiling the cgo (Fyne) app once, so that a broken UI build cannot land"
+	CGO_ENABLED=1 $(GO) build -o /dev/null .
+
+.PHONY: vet
+vet: ## go vet (no cgo, -tags ci), including the test servers
+	CGO_ENABLED=0 $(GO) vet -tags ci ./...
+	CGO_ENABLED=0 $(GO) -C testdata/servers vet ./...
+
+.PHONY: fmt-check
+fmt-check: ## fail when a Go file is not gofmt-formatted
+	@out="$$(gofmt -l $(GO_FILES))"; if [[ -n "$$out" ]]; then echo "not gofmt-formatted (run make fmt):"; echo "$$out"; exit 1; fi
+
+.PHONY: check
+check: fmt-check vet test ## fmt-check, vet, test, then vet for macOS (darwin/arm64, no cgo)
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet -tags ci ./...
+
+.PHONY: bench
+bench: ## run the benchmarks (no tests); copy the figures into docs/BENCHMARKS.md
+	CGO_ENABLED=0 $(GO) test -tags ci -run '^$$' -bench . -benchmem ./...
+	@echo "Write these figures, with the machine and the date, into docs/BENCHMARKS.md."
+
+.PHONY: demo
+demo: ## run the scripted demo headless (inventory server, rebuild, approval)
+	CGO_ENABLED=0 $(GO) run -tags ci . demo
+
+.PHONY: testservers
+testservers: ## build the Go MCP test servers (testdata/servers/*) into bin/testservers/
+	@mkdir -p bin/testservers
+	for s in $(TEST_SERVERS); do CGO_ENABLED=0 $(GO) -C testdata/servers build -o $(CURDIR)/bin/testservers/$$s ./$$s; done
+	@ls -1 bin/testservers
+
+.PHONY: icons
+icons: ## redraw the PNG icons in assets/ (go run assets/gen/main.go)
+	CGO_ENABLED=0 $(GO) run assets/gen/main.go -out assets
+
+.PHONY: fmt
+fmt: ## gofmt every Go file
+	gofmt -l -w $(GO_FILES)
+
+.PHONY: app
+app: ## macOS only: package bin/Portcullis.app with fyne (Xcode command line tools needed)
+	@[[ "$$(uname -s)" == Darwin ]] || { echo "make app packages a macOS bundle and runs on macOS only"; exit 1; }
+	@mkdir -p bin
+	# --use-raw-icon: assets/icon.png already has the macOS tile, margin and corners.
+	# fyne package bumps Details.Build in FyneApp.toml; keep the committed file unchanged.
+	cp FyneApp.toml bin/FyneApp.toml.orig
+	CGO_ENABLED=1 $(GO) run $(FYNE_TOOLS) package --target darwin --release --use-raw-icon || { mv bin/FyneApp.toml.orig FyneApp.toml; exit 1; }
+	mv bin/FyneApp.toml.orig FyneApp.toml
+	# No Dock icon: fyne's Info.plist template has no LSUIElement, so add it, then
+	# re-sign ad hoc because editing Info.plist invalidates the bundle signature.
+	plutil -replace LSUIElement -bool YES Portcullis.app/Contents/Info.plist
+	codesign --force --deep --sign - Portcullis.app
+	rm -rf bin/Portcullis.app && mv Portcullis.app bin/Portcullis.app
+	@echo "built bin/Portcullis.app"
+
+.PHONY: clean
+clean: ## remove bin/
+	rm -rf bin

@@ -1,0 +1,217 @@
+// Package app is the one wiring point of Portcullis: it parses the command
+// line, builds the subsystems from core and platform, and runs them — the
+// menu-bar app (Fyne), the headless daemon, the `connect` shim and the CLI
+// commands (DESIGN.md, "Command line").
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/paths"
+	"github.com/portcullis/portcullis/core/shim"
+	"github.com/portcullis/portcullis/platform"
+)
+
+// Version is the program's version, set at build time with
+// -ldflags "-X github.com/portcullis/portcullis/app.Version=…".
+var Version = "0.1.0-dev"
+
+// App holds what every command needs: where data lives and where to write.
+type App struct {
+	Dirs   paths.Dirs
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// usageError is a mistake in the command line: the message is printed with
+// a hint, and the exit code is 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+const usage = `Portcullis supervises local MCP servers for AI agents.
+
+Usage:
+  portcullis                         menu-bar app (daemon + UI)
+  portcullis daemon                  the same daemon without UI
+  portcullis connect LABEL           stdio shim an agent launches instead of the server
+  portcullis servers list|show|add|remove
+                                     add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P]
+                                         [--restart on-change|manual] -- CMD ARGS…
+  portcullis status [--json]         per agent run: label, state, epoch, pid, digests
+  portcullis version
+
+Data: PORTCULLIS_HOME overrides the data directory (see README).
+`
+
+// Main runs the command in args (without the program name) and returns the
+// process exit code.
+func Main(args []string) int {
+	a := &App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	dirs, err := paths.Resolve()
+	if err != nil {
+		fmt.Fprintln(a.Stderr, "portcullis:", err)
+		return 1
+	}
+	a.Dirs = dirs
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = a.Run(ctx, args)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(a.Stderr, "portcullis: %s\nRun 'portcullis help' for usage.\n", ue.msg)
+		return 2
+	case errors.Is(err, errExit1):
+		return 1
+	default:
+		fmt.Fprintln(a.Stderr, "portcullis:", err)
+		return 1
+	}
+}
+
+// errExit1 ends a command with exit code 1 after it printed its own message.
+var errExit1 = errors.New("exit 1")
+
+// Run dispatches one command.
+func (a *App) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return a.runTray(ctx)
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "daemon":
+		return a.runDaemon(ctx, rest)
+	case "connect":
+		return a.runConnect(ctx, rest)
+	case "servers":
+		return a.runServers(rest)
+	case "status":
+		return a.runStatus(rest)
+	case "version", "--version":
+		fmt.Fprintln(a.Stdout, "portcullis", Version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(a.Stdout, usage)
+		return nil
+	}
+	return usagef("unknown command %q", cmd)
+}
+
+func (a *App) logger(name string) *slog.Logger {
+	level := slog.LevelInfo
+	if os.Getenv("PORTCULLIS_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level})).With("component", name)
+}
+
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return usagef("%s: %v", fs.Name(), err)
+	}
+	return nil
+}
+
+// newDaemon builds the daemon with this platform's implementations.
+func (a *App) newDaemon(log *slog.Logger) (*daemon.Daemon, error) {
+	return daemon.New(daemon.Options{
+		Dirs:   a.Dirs,
+		Peers:  platform.Peers{},
+		Procs:  platform.NewProcessInfo(),
+		Logger: log,
+	})
+}
+
+func (a *App) runDaemon(ctx context.Context, args []string) error {
+	fs := newFlags("daemon")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("daemon takes no arguments")
+	}
+	log := a.logger("daemon")
+	d, err := a.newDaemon(log)
+	if err != nil {
+		return configError(err)
+	}
+	return d.Serve(ctx)
+}
+
+// configError words a configuration failure for a person: the file, the
+// line and column, and what to do.
+func configError(err error) error {
+	if errors.Is(err, config.ErrInvalid) {
+		return fmt.Errorf("%w\nThe configuration file was not changed; fix it (or restore the .last-good copy beside it) and start again", err)
+	}
+	return err
+}
+
+func (a *App) runConnect(ctx context.Context, args []string) error {
+	fs := newFlags("connect")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("connect needs exactly one server label")
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	var start func() error
+	if err == nil {
+		start = func() error {
+			if err := a.Dirs.Ensure(); err != nil {
+				return err
+			}
+			return platform.StartDaemon(exe, filepath.Join(a.Dirs.State, "daemon.log"))
+		}
+	}
+	code := shim.Run(ctx, shim.Options{
+		Socket:    a.Dirs.Socket(),
+		Label:     fs.Arg(0),
+		Start:     start,
+		StartWait: envDuration("PORTCULLIS_START_WAIT", 10*time.Second),
+		Stdin:     a.Stdin,
+		Stdout:    a.Stdout,
+		Stderr:    a.Stderr,
+	})
+	if code != 0 {
+		return errExit1
+	}
+	return nil
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d
+		}
+	}
+	return def
+}

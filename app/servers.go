@@ -1,0 +1,291 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/gateway"
+)
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func (a *App) loadConfig() (*config.Config, error) {
+	cfg, err := config.Load(a.Dirs.ConfigFile())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, configError(err)
+	}
+	return cfg, nil
+}
+
+func (a *App) runServers(args []string) error {
+	if len(args) == 0 {
+		return usagef("servers needs a subcommand: list, show, add or remove")
+	}
+	switch args[0] {
+	case "list":
+		return a.serversList(args[1:])
+	case "show":
+		return a.serversShow(args[1:])
+	case "add":
+		return a.serversAdd(args[1:])
+	case "remove":
+		return a.serversRemove(args[1:])
+	}
+	return usagef("unknown servers subcommand %q (list, show, add, remove)", args[0])
+}
+
+func (a *App) serversList(args []string) error {
+	fs := newFlags("servers list")
+	asJSON := fs.Bool("json", false, "")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(a.Stdout, cfg.Servers)
+	}
+	if len(cfg.Servers) == 0 {
+		fmt.Fprintf(a.Stdout, "No servers configured in %s.\nAdd one with: portcullis servers add LABEL -- COMMAND ARGS…\n", a.Dirs.ConfigFile())
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LABEL\tRESTART\tCOMMAND")
+	for _, label := range sortedKeys(cfg.Servers) {
+		s := cfg.Servers[label]
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", label, s.RestartMode(), shellJoin(append([]string{s.Command}, s.Args...)))
+	}
+	return tw.Flush()
+}
+
+func (a *App) serversShow(args []string) error {
+	if len(args) != 1 {
+		return usagef("servers show needs exactly one label")
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	s, ok := cfg.Servers[args[0]]
+	if !ok {
+		return fmt.Errorf("no server labelled %q in %s", args[0], a.Dirs.ConfigFile())
+	}
+	return writeJSON(a.Stdout, map[string]config.Server{args[0]: s})
+}
+
+func (a *App) serversAdd(args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return usagef("servers add needs a label first: servers add LABEL [flags] -- COMMAND ARGS…")
+	}
+	label := args[0]
+	fs := newFlags("servers add")
+	cwd := fs.String("cwd", "", "")
+	restart := fs.String("restart", "", "")
+	var env, creds, watch multiFlag
+	fs.Var(&env, "env", "")
+	fs.Var(&creds, "cred", "")
+	fs.Var(&watch, "watch", "")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	cmd := fs.Args()
+	if len(cmd) == 0 {
+		return usagef("servers add %s: the server's command is missing after --", label)
+	}
+	s := config.Server{Command: cmd[0], Args: cmd[1:], Restart: *restart, Credentials: creds, Watch: watch}
+	if *cwd != "" {
+		abs, err := filepath.Abs(*cwd)
+		if err != nil {
+			return err
+		}
+		s.Cwd = abs
+	}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return usagef("--env %q: want NAME=VALUE", kv)
+		}
+		if s.Env == nil {
+			s.Env = map[string]string{}
+		}
+		s.Env[k] = v
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	if err := cfg.AddServer(label, s); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := a.Dirs.Ensure(); err != nil {
+		return err
+	}
+	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.Stdout, "Added %s. Agents reach it with: portcullis connect %s\n", label, label)
+	return nil
+}
+
+func (a *App) serversRemove(args []string) error {
+	if len(args) != 1 {
+		return usagef("servers remove needs exactly one label")
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	if err := cfg.RemoveServer(args[0]); err != nil {
+		return err
+	}
+	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.Stdout, "Removed %s. Agent runs already connected keep their server until they end.\n", args[0])
+	return nil
+}
+
+func (a *App) runStatus(args []string) error {
+	fs := newFlags("status")
+	asJSON := fs.Bool("json", false, "")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpStatus}, 5*time.Second)
+	if err != nil {
+		if errors.Is(err, control.ErrNoDaemon) {
+			if *asJSON {
+				_ = writeJSON(a.Stdout, map[string]any{"running": false, "socket": a.Dirs.Socket()})
+			} else {
+				fmt.Fprintf(a.Stdout, "Portcullis daemon: not running (no answer on %s).\nStart it with `portcullis` (menu-bar app) or `portcullis daemon`.\n", a.Dirs.Socket())
+			}
+			return errExit1
+		}
+		return err
+	}
+	var rep daemon.StatusReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return fmt.Errorf("reading the daemon's status: %w", err)
+	}
+	if *asJSON {
+		return writeJSON(a.Stdout, rep)
+	}
+	writeStatus(a.Stdout, rep)
+	return nil
+}
+
+func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// shellJoin quotes words that need it, for display only.
+func shellJoin(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		if w == "" || strings.ContainsAny(w, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			w = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+		out[i] = w
+	}
+	return strings.Join(out, " ")
+}
+
+// writeStatus prints the status report for a person.
+func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusReport) {
+	fmt.Fprintf(w, "Portcullis daemon: running (socket %s)\n", rep.Socket)
+	if rep.ConfigError != "" {
+		fmt.Fprintf(w, "Configuration file is invalid, the last good one is in force:\n  %s\n", rep.ConfigError)
+	}
+	if len(rep.Servers) == 0 {
+		fmt.Fprintf(w, "No servers configured in %s.\n", rep.ConfigFile)
+	}
+	if len(rep.Runs) == 0 {
+		fmt.Fprintln(w, "No agent runs.")
+	}
+	for _, r := range rep.Runs {
+		writeRun(w, r)
+	}
+	if len(rep.Ended) > 0 {
+		fmt.Fprintln(w, "\nRecently ended:")
+		for _, r := range rep.Ended {
+			writeRun(w, r)
+		}
+	}
+}
+
+func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
+	fmt.Fprintf(w, "\n%s  run %s  %s\n", r.Label, r.Run, r.State)
+	if r.Reason != "" {
+		fmt.Fprintf(w, "  reason    %s\n", r.Reason)
+	}
+	if r.Agent.Exe != "" || r.Agent.PID != 0 {
+		fmt.Fprintf(w, "  agent     %s (pid %d, shim pid %d)\n", r.Agent.Exe, r.Agent.PID, r.Agent.ShimPID)
+	}
+	if r.Epoch != "" {
+		fmt.Fprintf(w, "  epoch     %s  pid %d\n", r.Epoch, r.PID)
+	}
+	if rec := r.Record; rec != nil {
+		fmt.Fprintf(w, "  command   %s\n", shellJoin(rec.LaunchCommand))
+		fmt.Fprintf(w, "  exe       %s  %s\n", rec.ResolvedExecutable.SHA256, rec.ResolvedExecutable.Path)
+		if rec.Runtime != "" {
+			fmt.Fprintf(w, "  runtime   %s\n", rec.Runtime)
+		}
+		if rec.EntryDigest != "" {
+			fmt.Fprintf(w, "  entry     %s  %s\n", rec.EntryDigest, rec.Entry)
+		}
+		if rec.LockfileDigest != "" {
+			fmt.Fprintf(w, "  lockfile  %s  %s\n", rec.LockfileDigest, rec.Lockfile)
+		}
+		for _, p := range sortedKeys(rec.ExtraDigests) {
+			fmt.Fprintf(w, "  watched   %s  %s\n", rec.ExtraDigests[p], p)
+		}
+		for _, o := range rec.Observed {
+			fmt.Fprintf(w, "  observed  pid %d  %s\n", o.PID, o.Exe)
+		}
+	}
+	if r.Exit != nil {
+		fmt.Fprintf(w, "  exited    %s\n", r.Exit.String())
+	}
+	if n := len(r.StderrTail); n > 0 {
+		fmt.Fprintln(w, "  stderr (last lines):")
+		for _, l := range r.StderrTail[max(0, n-5):] {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
+	for _, d := range r.Diagnostics {
+		fmt.Fprintf(w, "  stdout noise: %s\n", d)
+	}
+}

@@ -1,0 +1,68 @@
+// Package audit is Portcullis's audit log: an append-only, hash-chained,
+// optionally HMAC-signed record of what the daemon did on a person's behalf
+// (servers started and replaced, catalog revisions, agent runs, approvals,
+// tool calls and refusals).
+//
+// # Files
+//
+// The log lives in one directory (mode 0700) as JSON Lines files named
+// audit-000001.jsonl, audit-000002.jsonl, … (mode 0600). A new file is started
+// when the current one would grow past Options.MaxFileBytes; the chain simply
+// continues into it. A small head.json next to them records the sequence
+// number, hash and signature of the last committed event, replaced atomically
+// (write to a temporary file, rename) after every group commit, so that the
+// loss of whole trailing lines can be told apart from a log that simply ends.
+// An advisory lock on audit.lock keeps a second daemon out of the directory.
+//
+// # Line format
+//
+// Every line is one event. Its canonical body C is the RFC 8785 (JSON
+// Canonicalization Scheme) serialisation of
+//
+//	{"fields":{…},"prev":"sha256:…","seq":N,"ts":"RFC 3339 UTC","type":"…"}
+//
+// where fields holds the type-specific members (see the Type constants and the
+// matching structs such as ToolCalled). The stored line is C with two more
+// members placed before its closing brace, followed by a newline:
+//
+//	…,"type":"tool_called","hash":"sha256:<64 hex>","sig":"hmac-sha256:<64 hex>"}
+//
+// so every line is ordinary JSON that jq and friends can read. The members are
+//
+//	hash = "sha256:" + hex(SHA-256(prev || C))       prev as its ASCII text
+//	sig  = "hmac-sha256:" + hex(HMAC-SHA256(key, hash))   only when a key is set
+//
+// The first event's prev is Genesis ("sha256:" followed by 64 zeros); every
+// later event's prev is the hash of the event before it, across files.
+// Because the writer produces C in canonical form, an independent verifier can
+// parse a line, drop hash and sig, canonicalise with any RFC 8785
+// implementation and obtain the same bytes; Verify checks exactly that the
+// stored body is canonical.
+//
+// # Durability and failure
+//
+// Append returns only after the event is written and fsynced (on macOS Go's
+// File.Sync issues F_FULLFSYNC). Concurrent appenders share fsyncs: a single
+// writer goroutine owns the file and commits everything queued while the
+// previous fsync ran (plus whatever arrives within
+// Options.GroupCommitWindow). Any write, sync, rotation or open failure makes
+// the Log fail closed: that Append and every later one return an error
+// wrapping ErrUnavailable until Recover succeeds (or the log is reopened), so
+// the gateway can refuse calls with audit_unavailable and tell the person. An
+// event whose Append failed may nevertheless be on disk (for example when the
+// write succeeded and the fsync did not); it is then part of the chain.
+//
+// # Crashes
+//
+// A crash can leave a torn last line (a prefix of a line without its
+// newline). Open and Recover never rewrite it: they append a newline if
+// needed and a log_recovered event whose fields give the torn bytes' file,
+// offset, length and SHA-256 digest, and the chain continues from the last
+// whole event. Verify accepts such a region only when a matching
+// log_recovered event follows it, and lists it in Report.Recovered.
+//
+// # Secrets
+//
+// The log records epochs, runs, scopes and argument digests (ArgsSummary),
+// never secret values: callers must not put credential values into fields.
+package audit

@@ -1,0 +1,536 @@
+package audit
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Genesis is the prev value of the first event of a log: "sha256:" followed
+// by 64 zeros.
+const Genesis = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+// Event types written by Portcullis. Each has a fields struct of the same
+// name (TypeToolCalled ↔ ToolCalled); Append accepts any type name made of
+// lower-case letters, digits and underscores.
+const (
+	TypeServerStarted       = "server_started"
+	TypeBuildDetected       = "build_detected"
+	TypeServerReplaced      = "server_replaced"
+	TypeServerExited        = "server_exited"
+	TypeCatalogRevised      = "catalog_revised"
+	TypeRunStarted          = "run_started"
+	TypeRunEnded            = "run_ended"
+	TypeApprovalRequested   = "approval_requested"
+	TypeApprovalGranted     = "approval_granted"
+	TypeApprovalDenied      = "approval_denied"
+	TypeToolCalled          = "tool_called"
+	TypeToolCompleted       = "tool_completed"
+	TypeAuthorizationDenied = "authorization_denied"
+	// TypeLogRecovered is written by the Log itself after a torn tail.
+	TypeLogRecovered = "log_recovered"
+	// TypeSigningEnabled is written by the Log itself when it is opened with
+	// a key on a log whose last event is unsigned.
+	TypeSigningEnabled = "signing_enabled"
+)
+
+// Event is one decoded line of the log.
+//
+// Fields is the canonical (RFC 8785) JSON object of the type-specific
+// members, exactly as hashed; decode it with DecodeFields. Prev and Hash are
+// "sha256:<64 hex>"; Sig is "hmac-sha256:<64 hex>" or empty for an unsigned
+// event. TS is in UTC with nanoseconds as written.
+type Event struct {
+	Seq    uint64          `json:"seq"`
+	TS     time.Time       `json:"ts"`
+	Type   string          `json:"type"`
+	Fields json.RawMessage `json:"fields"`
+	Prev   string          `json:"prev"`
+	Hash   string          `json:"hash"`
+	Sig    string          `json:"sig,omitempty"`
+}
+
+// DecodeFields unmarshals e.Fields into v (typically a pointer to the struct
+// matching e.Type, such as *ToolCalled).
+func (e Event) DecodeFields(v any) error {
+	if err := json.Unmarshal(e.Fields, v); err != nil {
+		return fmt.Errorf("audit: decoding fields of %s event %d: %w", e.Type, e.Seq, err)
+	}
+	return nil
+}
+
+// Agent identifies the agent behind an agent run: the client's self-reported
+// name and version (from the MCP handshake, informative only) and what the
+// kernel reported for the shim's peer process.
+type Agent struct {
+	Name       string `json:"name,omitempty"`
+	Version    string `json:"version,omitempty"`
+	Executable string `json:"executable,omitempty"`
+	PID        int    `json:"pid,omitempty"`
+}
+
+// DiffSummary counts and names what changed between two catalog revisions.
+type DiffSummary struct {
+	Added   []string `json:"added,omitempty"`   // tool names
+	Removed []string `json:"removed,omitempty"` // tool names
+	Changed []string `json:"changed,omitempty"` // tool names whose contract changed
+}
+
+// ServerStarted is the fields of a server_started event. Execution is the
+// execution record captured at launch (DESIGN "Execution identity").
+type ServerStarted struct {
+	ServerLabel string          `json:"serverLabel"`
+	AgentRun    string          `json:"agentRun,omitempty"`
+	Epoch       string          `json:"epoch"`
+	PID         int             `json:"pid,omitempty"`
+	Execution   json.RawMessage `json:"execution,omitempty"`
+}
+
+// BuildDetected is the fields of a build_detected event: artifacts changed on
+// disk while Epoch keeps running.
+type BuildDetected struct {
+	ServerLabel string   `json:"serverLabel"`
+	Epoch       string   `json:"epoch,omitempty"`
+	Paths       []string `json:"paths,omitempty"`
+	Digests     []string `json:"digests,omitempty"` // names of changed digests
+}
+
+// ServerReplaced is the fields of a server_replaced event.
+type ServerReplaced struct {
+	ServerLabel string `json:"serverLabel"`
+	AgentRun    string `json:"agentRun,omitempty"`
+	OldEpoch    string `json:"oldEpoch"`
+	NewEpoch    string `json:"newEpoch"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// ServerExited is the fields of a server_exited event. ExitCode is -1 when the
+// process was ended by Signal.
+type ServerExited struct {
+	ServerLabel string `json:"serverLabel"`
+	AgentRun    string `json:"agentRun,omitempty"`
+	Epoch       string `json:"epoch"`
+	PID         int    `json:"pid,omitempty"`
+	ExitCode    int    `json:"exitCode"`
+	Signal      string `json:"signal,omitempty"`
+}
+
+// CatalogRevised is the fields of a catalog_revised event. Digest is the
+// catalog digest ("sha256:…") of Revision.
+type CatalogRevised struct {
+	ServerLabel string      `json:"serverLabel"`
+	AgentRun    string      `json:"agentRun,omitempty"`
+	Epoch       string      `json:"epoch,omitempty"`
+	Revision    uint64      `json:"revision"`
+	Digest      string      `json:"digest"`
+	Diff        DiffSummary `json:"diff"`
+}
+
+// RunStarted is the fields of a run_started event (one agent connection).
+type RunStarted struct {
+	AgentRun    string `json:"agentRun"`
+	ServerLabel string `json:"serverLabel"`
+	Agent       Agent  `json:"agent"`
+}
+
+// RunEnded is the fields of a run_ended event.
+type RunEnded struct {
+	AgentRun    string `json:"agentRun"`
+	ServerLabel string `json:"serverLabel"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// ApprovalRequested is the fields of an approval_requested event.
+type ApprovalRequested struct {
+	Request         string   `json:"request"`
+	AgentRun        string   `json:"agentRun"`
+	ServerLabel     string   `json:"serverLabel"`
+	Epoch           string   `json:"epoch"`
+	CatalogRevision uint64   `json:"catalogRevision,omitempty"`
+	ToolScope       []string `json:"toolScope,omitempty"`
+	CredentialScope []string `json:"credentialScope,omitempty"`
+	Reason          string   `json:"reason,omitempty"`
+}
+
+// ApprovalGranted is the fields of an approval_granted event. ExpiresWhen is
+// "agent-run-ends" or "once".
+type ApprovalGranted struct {
+	Request         string   `json:"request"`
+	AgentRun        string   `json:"agentRun"`
+	ServerLabel     string   `json:"serverLabel"`
+	Epoch           string   `json:"epoch"`
+	ToolScope       []string `json:"toolScope,omitempty"`
+	CredentialScope []string `json:"credentialScope,omitempty"`
+	ExpiresWhen     string   `json:"expiresWhen"`
+}
+
+// ApprovalDenied is the fields of an approval_denied event. Reason is
+// "denied" (by the person) or "timeout".
+type ApprovalDenied struct {
+	Request     string `json:"request"`
+	AgentRun    string `json:"agentRun"`
+	ServerLabel string `json:"serverLabel"`
+	Epoch       string `json:"epoch"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// ToolCalled is the fields of a tool_called event, the intent written before a
+// call is forwarded. Arguments appear only as ArgsDigest and ArgKeys (see
+// ArgsSummary). Decision says why the call may go ahead: "allow" (policy) or
+// "grant" (with Grant naming the approval request that granted it).
+type ToolCalled struct {
+	Call            string   `json:"call"`
+	AgentRun        string   `json:"agentRun"`
+	ServerLabel     string   `json:"serverLabel"`
+	Epoch           string   `json:"epoch"`
+	CatalogRevision uint64   `json:"catalogRevision"`
+	Tool            string   `json:"tool"`
+	ArgsDigest      string   `json:"argsDigest"`
+	ArgKeys         []string `json:"argKeys"`
+	Decision        string   `json:"decision"`
+	Grant           string   `json:"grant,omitempty"`
+	CredentialScope []string `json:"credentialScope,omitempty"`
+}
+
+// ToolCompleted is the fields of a tool_completed event. Outcome is "ok",
+// "error" (isError result), "rpc_error", "epoch_ended" or "cancelled";
+// DurationMS is milliseconds from forwarding to the response.
+type ToolCompleted struct {
+	Call        string  `json:"call"`
+	AgentRun    string  `json:"agentRun"`
+	ServerLabel string  `json:"serverLabel"`
+	Epoch       string  `json:"epoch"`
+	Tool        string  `json:"tool"`
+	Outcome     string  `json:"outcome"`
+	DurationMS  float64 `json:"durationMs"`
+	Error       string  `json:"error,omitempty"`
+}
+
+// AuthorizationDenied is the fields of an authorization_denied event: a call
+// refused before forwarding. Reason is the refusal code sent to the agent
+// (authorization_stale, catalog_stale, invalid_arguments, approval_denied,
+// approval_timeout, epoch_ended, server_unavailable, audit_unavailable).
+type AuthorizationDenied struct {
+	Call            string `json:"call,omitempty"`
+	AgentRun        string `json:"agentRun"`
+	ServerLabel     string `json:"serverLabel"`
+	Tool            string `json:"tool,omitempty"`
+	Reason          string `json:"reason"`
+	ApprovedEpoch   string `json:"approvedEpoch,omitempty"`
+	CurrentEpoch    string `json:"currentEpoch,omitempty"`
+	CatalogRevision uint64 `json:"catalogRevision,omitempty"`
+}
+
+// LogRecovered is the fields of a log_recovered event, written by Open or
+// Recover after a torn tail: Length bytes starting at byte Offset of File,
+// whose SHA-256 is Digest, are not an event and were left as they were. After
+// is the sequence number of the last whole event before them; HeadSeq is the
+// sequence number head.json recorded as committed when the tail was found
+// (HeadSeq > After means committed events were lost, which a crash cannot
+// cause).
+type LogRecovered struct {
+	File    string `json:"file"`
+	Offset  int64  `json:"offset"`
+	Length  int64  `json:"length"`
+	Digest  string `json:"digest"`
+	After   uint64 `json:"after"`
+	HeadSeq uint64 `json:"headSeq"`
+}
+
+// SigningEnabled is the fields of a signing_enabled event, written (signed) by
+// Open when a key is given and the last event is unsigned. UnsignedThrough is
+// the last unsigned sequence number.
+type SigningEnabled struct {
+	UnsignedThrough uint64 `json:"unsignedThrough"`
+}
+
+// ArgsSummary returns what the audit log records of a tool call's arguments:
+// digest is "sha256:<hex>" of their RFC 8785 canonical form and keys the
+// sorted top-level member names (nil when args is not an object). Empty args
+// are treated as {} (MCP: omitted arguments). Arguments that are not valid
+// JSON are digested as raw bytes and have no keys.
+func ArgsSummary(args json.RawMessage) (digest string, keys []string) {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	canon, err := jcs.Transform(args)
+	if err != nil {
+		return sha256Text(args), nil
+	}
+	var obj map[string]json.RawMessage
+	if canon[0] == '{' && json.Unmarshal(canon, &obj) == nil {
+		keys = make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+	}
+	return sha256Text(canon), keys
+}
+
+func sha256Text(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// canonicalFields turns the caller's fields into the canonical JSON object
+// stored in an event.
+func canonicalFields(fields any) ([]byte, error) {
+	var raw []byte
+	switch v := fields.(type) {
+	case nil:
+		return []byte(`{}`), nil
+	case json.RawMessage:
+		raw = v
+	case []byte:
+		raw = v
+	default:
+		var err error
+		if raw, err = json.Marshal(fields); err != nil {
+			return nil, fmt.Errorf("%w: encoding fields: %v", ErrInvalid, err)
+		}
+	}
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return []byte(`{}`), nil
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: canonicalising fields: %v", ErrInvalid, err)
+	}
+	if canon[0] != '{' {
+		return nil, fmt.Errorf("%w: fields must be a JSON object", ErrInvalid)
+	}
+	if len(canon) > maxFieldsBytes {
+		return nil, fmt.Errorf("%w: fields are %d bytes, more than %d", ErrInvalid, len(canon), maxFieldsBytes)
+	}
+	return canon, nil
+}
+
+const maxFieldsBytes = 4 << 20
+
+func validType(t string) bool {
+	if t == "" || len(t) > 64 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	hashPrefix = "sha256:"
+	sigPrefix  = "hmac-sha256:"
+	hashLen    = len(hashPrefix) + 64
+	sigLen     = len(sigPrefix) + 64
+	hashMember = `,"hash":"`
+	sigMember  = `,"sig":"`
+	tsLayout   = time.RFC3339Nano
+)
+
+// encoder builds lines; it is owned by one goroutine.
+type encoder struct {
+	mac hash.Hash // nil when unsigned
+	h   hash.Hash
+	sum []byte
+}
+
+func newEncoder(key []byte) *encoder {
+	e := &encoder{h: sha256.New()}
+	if key != nil {
+		e.mac = hmac.New(sha256.New, key)
+	}
+	return e
+}
+
+// appendLine appends the stored line (with newline) of the event to dst and
+// returns it with the event's hash and signature.
+func (e *encoder) appendLine(dst []byte, seq uint64, ts time.Time, typ string, fields []byte, prev string) (out []byte, hashText, sig string) {
+	start := len(dst)
+	dst = append(dst, `{"fields":`...)
+	dst = append(dst, fields...)
+	dst = append(dst, `,"prev":"`...)
+	dst = append(dst, prev...)
+	dst = append(dst, `","seq":`...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	dst = append(dst, `,"ts":"`...)
+	dst = ts.UTC().AppendFormat(dst, tsLayout)
+	dst = append(dst, `","type":"`...)
+	dst = append(dst, typ...)
+	dst = append(dst, '"')
+	hashText = e.hash(prev, dst[start:])
+	dst = append(dst, hashMember...)
+	dst = append(dst, hashText...)
+	dst = append(dst, '"')
+	if e.mac != nil {
+		sig = e.sign(hashText)
+		dst = append(dst, sigMember...)
+		dst = append(dst, sig...)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, "}\n"...)
+	return dst, hashText, sig
+}
+
+// hash computes the event hash from prev and the canonical body without its
+// closing brace (open).
+func (e *encoder) hash(prev string, open []byte) string {
+	e.h.Reset()
+	e.h.Write([]byte(prev))
+	e.h.Write(open)
+	e.h.Write([]byte{'}'})
+	e.sum = e.h.Sum(e.sum[:0])
+	return hashPrefix + hex.EncodeToString(e.sum)
+}
+
+func (e *encoder) sign(hashText string) string {
+	e.mac.Reset()
+	e.mac.Write([]byte(hashText))
+	e.sum = e.mac.Sum(e.sum[:0])
+	return sigPrefix + hex.EncodeToString(e.sum)
+}
+
+// line is a parsed stored line. Its byte slices alias the input.
+type line struct {
+	open   []byte // canonical body without the closing brace
+	fields []byte
+	prev   string
+	seq    uint64
+	ts     []byte
+	typ    string
+	hash   string
+	sig    string
+}
+
+var errMalformed = errors.New("malformed line")
+
+// parseLine splits a stored line (without its newline) into its parts. It
+// checks the fixed layout written by encoder.appendLine but not the hash, and
+// not that fields is valid canonical JSON (see checkCanonical).
+func parseLine(b []byte) (line, error) {
+	var l line
+	n := len(b)
+	if n < 2 || b[n-1] != '}' {
+		return l, errMalformed
+	}
+	end := n - 1
+	if end >= len(sigMember)+sigLen+1 && b[end-1] == '"' &&
+		bytes.HasPrefix(b[end-1-sigLen-len(sigMember):], []byte(sigMember+sigPrefix)) {
+		s := end - 1 - sigLen
+		l.sig = string(b[s : end-1])
+		end = s - len(sigMember)
+	}
+	s := end - 1 - hashLen
+	if s < len(hashMember) || b[end-1] != '"' || !bytes.HasPrefix(b[s-len(hashMember):], []byte(hashMember+hashPrefix)) {
+		return l, errMalformed
+	}
+	l.hash = string(b[s : end-1])
+	if !isHexText(l.hash, hashPrefix) || l.sig != "" && !isHexText(l.sig, sigPrefix) {
+		return l, errMalformed
+	}
+	l.open = b[:s-len(hashMember)]
+	o := l.open
+	const head = `{"fields":`
+	if !bytes.HasPrefix(o, []byte(head)) {
+		return l, errMalformed
+	}
+	i := bytes.LastIndex(o, []byte(`,"prev":"`))
+	if i < len(head)+2 {
+		return l, errMalformed
+	}
+	l.fields = o[len(head):i]
+	if l.fields[0] != '{' || l.fields[len(l.fields)-1] != '}' {
+		return l, errMalformed
+	}
+	r := o[i+len(`,"prev":"`):]
+	if len(r) < hashLen {
+		return l, errMalformed
+	}
+	l.prev = string(r[:hashLen])
+	if !isHexText(l.prev, hashPrefix) {
+		return l, errMalformed
+	}
+	r = r[hashLen:]
+	if !bytes.HasPrefix(r, []byte(`","seq":`)) {
+		return l, errMalformed
+	}
+	r = r[len(`","seq":`):]
+	j := 0
+	for j < len(r) && r[j] >= '0' && r[j] <= '9' {
+		j++
+	}
+	if j == 0 || j > 1 && r[0] == '0' {
+		return l, errMalformed
+	}
+	seq, err := strconv.ParseUint(string(r[:j]), 10, 64)
+	if err != nil || seq == 0 {
+		return l, errMalformed
+	}
+	l.seq = seq
+	r = r[j:]
+	if !bytes.HasPrefix(r, []byte(`,"ts":"`)) {
+		return l, errMalformed
+	}
+	r = r[len(`,"ts":"`):]
+	j = bytes.IndexByte(r, '"')
+	if j < 0 {
+		return l, errMalformed
+	}
+	l.ts = r[:j]
+	r = r[j:]
+	if !bytes.HasPrefix(r, []byte(`","type":"`)) {
+		return l, errMalformed
+	}
+	r = r[len(`","type":"`):]
+	if len(r) < 2 || r[len(r)-1] != '"' {
+		return l, errMalformed
+	}
+	l.typ = string(r[:len(r)-1])
+	if !validType(l.typ) {
+		return l, errMalformed
+	}
+	return l, nil
+}
+
+func isHexText(s, prefix string) bool {
+	if len(s) != len(prefix)+64 || s[:len(prefix)] != prefix {
+		return false
+	}
+	for i := len(prefix); i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// event converts a parsed line into an Event, copying what it keeps.
+func (l line) event() (Event, error) {
+	ts, err := time.Parse(time.RFC3339Nano, string(l.ts))
+	if err != nil {
+		return Event{}, fmt.Errorf("%w: ts %q", errMalformed, l.ts)
+	}
+	return Event{
+		Seq:    l.seq,
+		TS:     ts.UTC(),
+		Type:   l.typ,
+		Fields: bytes.Clone(l.fields),
+		Prev:   l.prev,
+		Hash:   l.hash,
+		Sig:    l.sig,
+	}, nil
+}

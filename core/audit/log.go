@@ -1,0 +1,636 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// ErrUnavailable is wrapped by every error that means the log could not
+// record an event (open, lock, write, fsync, rotation failures, a closed Log).
+// The gateway answers such calls with audit_unavailable and does not forward
+// them. Errors also wrap the underlying cause (for example syscall.ENOSPC).
+var ErrUnavailable = errors.New("audit log unavailable")
+
+// ErrInvalid is returned by Append for an event the log refuses to record: a
+// type that is not made of [a-z0-9_], or fields that are not a JSON object
+// (or exceed 4 MiB in canonical form). It does not make the Log fail.
+var ErrInvalid = errors.New("invalid audit event")
+
+// DefaultMaxFileBytes is the rotation size used when Options.MaxFileBytes is 0.
+const DefaultMaxFileBytes = 64 << 20
+
+// maxBatch bounds the number of events committed by one write and fsync.
+const maxBatch = 4096
+
+// Options configures Open.
+type Options struct {
+	// Dir is the audit directory (created with mode 0700 when missing).
+	Dir string
+	// MaxFileBytes is the size in bytes past which a new file is started
+	// (default DefaultMaxFileBytes). A file exceeds it only when a single
+	// group commit does.
+	MaxFileBytes int64
+	// Key is the HMAC-SHA256 key that signs every event hash; nil writes
+	// unsigned events.
+	Key []byte
+	// Clock gives event timestamps (default time.Now); they are stored in UTC.
+	Clock func() time.Time
+	// Logger receives operational messages (default: discarded).
+	Logger *slog.Logger
+	// GroupCommitWindow is how long the writer waits after the first queued
+	// event for more before it writes and fsyncs (default 0: commit what is
+	// queued; events queue up anyway while an fsync runs).
+	GroupCommitWindow time.Duration
+
+	hooks *hooks // failure injection in tests; nil in production
+}
+
+// hooks let tests replace the file system calls the writer makes.
+type hooks struct {
+	write func(f *os.File, b []byte) (int, error)
+	sync  func(f *os.File) error
+	open  func(name string, flag int, perm os.FileMode) (*os.File, error)
+}
+
+// Log is an open audit log. Its methods are safe for concurrent use; one
+// writer goroutine owns the files.
+type Log struct {
+	opts Options
+	log  *slog.Logger
+	lock *os.File
+
+	reqs      chan *request // unbuffered: a sent request is always answered
+	quit      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+
+	// Owned by the writer goroutine (by Open before it starts).
+	w writer
+}
+
+type writer struct {
+	f       *os.File
+	fileNum int
+	size    int64
+	seq     uint64
+	prev    string
+	signed  bool // whether the last event carries a signature
+	enc     *encoder
+	plain   *encoder // unsigned encoder, for log_recovered before signing_enabled
+	failed  error    // sticky ErrUnavailable
+	buf     []byte
+	headBuf []byte
+}
+
+type request struct {
+	typ     string
+	fields  []byte
+	recover bool
+	done    chan result
+}
+
+type result struct {
+	ev  Event
+	err error
+}
+
+// item is one event to commit.
+type item struct {
+	typ      string
+	fields   []byte
+	unsigned bool
+}
+
+// Open opens (creating if needed) the audit log in o.Dir, takes its lock, and
+// reads the tail of the last file to continue the chain. A torn last line is
+// left in place and followed by a log_recovered event; if o.Key is set and the
+// last event is unsigned, a signed signing_enabled event is appended. Errors
+// wrap ErrUnavailable.
+func Open(o Options) (*Log, error) {
+	l, err := newLog(o)
+	if err != nil {
+		return nil, err
+	}
+	go l.run()
+	return l, nil
+}
+
+// newLog does all of Open but start the writer goroutine.
+func newLog(o Options) (*Log, error) {
+	if o.Dir == "" {
+		return nil, fmt.Errorf("%w: no directory", ErrUnavailable)
+	}
+	if o.MaxFileBytes <= 0 {
+		o.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.hooks == nil {
+		o.hooks = &hooks{}
+	}
+	if o.hooks.write == nil {
+		o.hooks.write = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
+	}
+	if o.hooks.sync == nil {
+		o.hooks.sync = func(f *os.File) error { return f.Sync() }
+	}
+	if o.hooks.open == nil {
+		o.hooks.open = os.OpenFile
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: creating %s: %w", ErrUnavailable, o.Dir, err)
+	}
+	lock, err := lockDir(filepath.Join(o.Dir, lockName))
+	if err != nil {
+		return nil, fmt.Errorf("%w: locking %s: %w", ErrUnavailable, o.Dir, err)
+	}
+	l := &Log{
+		opts: o,
+		log:  o.Logger,
+		lock: lock,
+		reqs: make(chan *request),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	l.w.enc = newEncoder(o.Key)
+	l.w.plain = newEncoder(nil)
+	if err := l.load(); err != nil {
+		if l.w.f != nil {
+			l.w.f.Close()
+		}
+		lock.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Append records one event of type typ (lower-case letters, digits and
+// underscores) with fields, which must encode to a JSON object (a struct such
+// as ToolCalled, a map, or json.RawMessage; nil means {}). It returns the
+// event once it is written and fsynced; concurrent callers share fsyncs.
+//
+// Errors: ErrInvalid for a bad type or fields; an error wrapping
+// ErrUnavailable when the log cannot be written, in which case the Log fails
+// closed until Recover succeeds; ctx.Err() when ctx ends first (the event
+// may still be recorded if it had already been handed to the writer).
+func (l *Log) Append(ctx context.Context, typ string, fields any) (Event, error) {
+	if !validType(typ) {
+		return Event{}, fmt.Errorf("%w: type %q", ErrInvalid, typ)
+	}
+	canon, err := canonicalFields(fields)
+	if err != nil {
+		return Event{}, err
+	}
+	return l.do(ctx, &request{typ: typ, fields: canon, done: make(chan result, 1)})
+}
+
+// Recover clears a failure: it closes the current file, reads the tail again
+// (recording any torn bytes with log_recovered, as Open does) and lets Append
+// write again. It returns nil when the log is healthy afterwards, else an
+// error wrapping ErrUnavailable.
+func (l *Log) Recover(ctx context.Context) error {
+	_, err := l.do(ctx, &request{recover: true, done: make(chan result, 1)})
+	return err
+}
+
+// Err returns the error wrapping ErrUnavailable that keeps the Log failing
+// closed, or nil when it is healthy.
+func (l *Log) Err() error {
+	_, err := l.do(context.Background(), &request{done: make(chan result, 1)})
+	return err
+}
+
+func (l *Log) do(ctx context.Context, r *request) (Event, error) {
+	select {
+	case l.reqs <- r:
+	case <-l.quit:
+		return Event{}, fmt.Errorf("%w: log closed", ErrUnavailable)
+	case <-ctx.Done():
+		return Event{}, ctx.Err()
+	}
+	select {
+	case res := <-r.done:
+		return res.ev, res.err
+	case <-ctx.Done():
+		return Event{}, ctx.Err()
+	}
+}
+
+// Close stops the writer after the events already handed to it are committed,
+// closes the file and releases the directory lock. Later Appends fail with
+// ErrUnavailable.
+func (l *Log) Close() error {
+	var err error
+	l.closeOnce.Do(func() {
+		close(l.quit)
+		<-l.done
+		if l.w.f != nil {
+			err = l.w.f.Close()
+		}
+		if cerr := l.lock.Close(); err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+// run is the writer goroutine.
+func (l *Log) run() {
+	defer close(l.done)
+	var timer *time.Timer
+	batch := make([]*request, 0, 64)
+	var ctrl []*request
+	items := make([]item, 0, 64)
+	for {
+		var first *request
+		select {
+		case first = <-l.reqs:
+		case <-l.quit:
+			return
+		}
+		if first.typ == "" {
+			l.control(first)
+			continue
+		}
+		batch = append(batch[:0], first)
+		ctrl = ctrl[:0]
+		if win := l.opts.GroupCommitWindow; win > 0 {
+			if timer == nil {
+				timer = time.NewTimer(win)
+			} else {
+				timer.Reset(win)
+			}
+		collect:
+			for len(batch) < maxBatch {
+				select {
+				case r := <-l.reqs:
+					if r.typ == "" {
+						ctrl = append(ctrl, r)
+						continue
+					}
+					batch = append(batch, r)
+				case <-timer.C:
+					break collect
+				}
+			}
+			timer.Stop()
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-l.reqs:
+				if r.typ == "" {
+					ctrl = append(ctrl, r)
+					continue
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		items = items[:0]
+		for _, r := range batch {
+			items = append(items, item{typ: r.typ, fields: r.fields})
+		}
+		evs, err := l.commitLocked(items)
+		for i, r := range batch {
+			if err != nil {
+				r.done <- result{err: err}
+			} else {
+				r.done <- result{ev: evs[i]}
+			}
+		}
+		for _, r := range ctrl {
+			l.control(r)
+		}
+	}
+}
+
+// control answers a request that carries no event: Recover or Err.
+func (l *Log) control(r *request) {
+	if r.recover {
+		r.done <- result{err: l.recoverLocked()}
+		return
+	}
+	r.done <- result{err: l.w.failed}
+}
+
+// commitLocked writes items as consecutive events with one write and one
+// fsync. On failure the Log fails closed. Called only by the owner of l.w.
+func (l *Log) commitLocked(items []item) ([]Event, error) {
+	w := &l.w
+	if w.failed != nil {
+		return nil, w.failed
+	}
+	w.buf = w.buf[:0]
+	evs := make([]Event, len(items))
+	seq, prev, signed := w.seq, w.prev, w.signed
+	for i, it := range items {
+		seq++
+		ts := l.opts.Clock().UTC()
+		enc := w.enc
+		if it.unsigned {
+			enc = w.plain
+		}
+		var h, sig string
+		w.buf, h, sig = enc.appendLine(w.buf, seq, ts, it.typ, it.fields, prev)
+		evs[i] = Event{Seq: seq, TS: ts, Type: it.typ, Fields: it.fields, Prev: prev, Hash: h, Sig: sig}
+		prev, signed = h, sig != ""
+	}
+	if w.size > 0 && w.size+int64(len(w.buf)) > l.opts.MaxFileBytes {
+		if err := l.rotateLocked(); err != nil {
+			return nil, l.failLocked("rotating", err)
+		}
+	}
+	n, err := l.opts.hooks.write(w.f, w.buf)
+	w.size += int64(n)
+	if err == nil && n < len(w.buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return nil, l.failLocked("writing "+w.f.Name(), err)
+	}
+	if err := l.opts.hooks.sync(w.f); err != nil {
+		return nil, l.failLocked("syncing "+w.f.Name(), err)
+	}
+	w.seq, w.prev, w.signed = seq, prev, signed
+	l.writeHeadLocked(evs[len(evs)-1])
+	return evs, nil
+}
+
+func (l *Log) failLocked(op string, err error) error {
+	l.w.failed = fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+	l.log.Error("audit log failed; refusing further events until recovered", "op", op, "err", err)
+	return l.w.failed
+}
+
+// rotateLocked starts the next file. It never reuses an existing file.
+func (l *Log) rotateLocked() error {
+	w := &l.w
+	next := w.fileNum + 1
+	f, err := l.opts.hooks.open(filepath.Join(l.opts.Dir, fileName(next)), os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := syncDir(l.opts.Dir); err != nil {
+		f.Close()
+		return err
+	}
+	if err := w.f.Close(); err != nil {
+		l.log.Warn("closing rotated audit file", "file", w.f.Name(), "err", err)
+	}
+	l.log.Info("audit log rotated", "file", fileName(next), "afterSeq", w.seq)
+	w.f, w.fileNum, w.size = f, next, 0
+	return nil
+}
+
+// writeHeadLocked replaces head.json with the last committed event. It is
+// not fsynced: after a crash it may be older than the log or empty, which
+// Verify tolerates, but it is written only after the events it names are
+// durable, so it is never ahead of the log.
+func (l *Log) writeHeadLocked(ev Event) {
+	w := &l.w
+	w.headBuf = append(w.headBuf[:0], `{"hash":"`...)
+	w.headBuf = append(w.headBuf, ev.Hash...)
+	w.headBuf = append(w.headBuf, `","seq":`...)
+	w.headBuf = fmt.Appendf(w.headBuf, "%d", ev.Seq)
+	if ev.Sig != "" {
+		w.headBuf = append(w.headBuf, `,"sig":"`...)
+		w.headBuf = append(w.headBuf, ev.Sig...)
+		w.headBuf = append(w.headBuf, '"')
+	}
+	w.headBuf = append(w.headBuf, "}\n"...)
+	tmp := filepath.Join(l.opts.Dir, headName+".tmp")
+	err := os.WriteFile(tmp, w.headBuf, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(l.opts.Dir, headName))
+	}
+	if err != nil {
+		l.log.Warn("writing audit head", "err", err)
+	}
+}
+
+func (l *Log) recoverLocked() error {
+	if l.w.f != nil {
+		l.w.f.Close()
+		l.w.f = nil
+	}
+	l.w.failed = nil
+	if err := l.load(); err != nil {
+		if l.w.failed == nil {
+			l.w.failed = err
+		}
+		return l.w.failed
+	}
+	l.log.Info("audit log recovered", "seq", l.w.seq)
+	return nil
+}
+
+// load opens the last file, finds the last whole event (looking into earlier
+// files when the last one has none) and records a torn tail. Called by Open
+// and by the writer goroutine.
+func (l *Log) load() error {
+	w := &l.w
+	dir := l.opts.Dir
+	files, err := listFiles(dir)
+	if err != nil {
+		return fmt.Errorf("%w: listing %s: %w", ErrUnavailable, dir, err)
+	}
+	w.seq, w.prev, w.signed = 0, Genesis, false
+	if len(files) == 0 {
+		f, err := l.opts.hooks.open(filepath.Join(dir, fileName(1)), os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		if err == nil {
+			err = syncDir(dir)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: creating %s: %w", ErrUnavailable, fileName(1), err)
+		}
+		w.f, w.fileNum, w.size = f, 1, 0
+		return nil
+	}
+	last := files[len(files)-1]
+	f, err := l.opts.hooks.open(last.path, os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: opening %s: %w", ErrUnavailable, last.name, err)
+	}
+	w.f, w.fileNum = f, last.num
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file", ErrUnavailable, last.name)
+	}
+	if st.Mode().Perm() != 0o600 {
+		if err := f.Chmod(0o600); err != nil {
+			l.log.Warn("tightening audit file mode", "file", last.name, "err", err)
+		}
+	}
+	w.size = st.Size()
+	t, err := scanTail(f, w.size)
+	if err != nil {
+		return fmt.Errorf("%w: reading %s: %w", ErrUnavailable, last.name, err)
+	}
+	if t.found {
+		w.seq, w.prev, w.signed = t.seq, t.hash, t.sig != ""
+	} else {
+		for i := len(files) - 2; i >= 0; i-- {
+			pt, err := scanFileTail(files[i].path)
+			if err != nil {
+				return fmt.Errorf("%w: reading %s: %w", ErrUnavailable, files[i].name, err)
+			}
+			if pt.found {
+				w.seq, w.prev, w.signed = pt.seq, pt.hash, pt.sig != ""
+				break
+			}
+		}
+	}
+	needSigning := l.opts.Key != nil && w.seq > 0 && !w.signed
+	if l.opts.Key == nil && w.signed {
+		l.log.Warn("audit log opened without a key after signed events; new events are unsigned")
+	}
+	var items []item
+	switch {
+	case t.goodEnd < w.size:
+		torn, err := digestRange(f, t.goodEnd, w.size-t.goodEnd)
+		if err != nil {
+			return fmt.Errorf("%w: reading torn tail of %s: %w", ErrUnavailable, last.name, err)
+		}
+		hd, _, _ := readHead(dir)
+		rec := LogRecovered{File: last.name, Offset: t.goodEnd, Length: w.size - t.goodEnd, Digest: torn.digest, After: w.seq, HeadSeq: hd.Seq}
+		if !torn.endsWithNewline {
+			if err := l.writeRawLocked([]byte{'\n'}); err != nil {
+				return err
+			}
+		}
+		l.log.Warn("audit log had a torn tail; recording log_recovered", "file", last.name, "offset", rec.Offset, "length", rec.Length, "after", rec.After)
+		if hd.Seq > w.seq {
+			l.log.Error("audit head names events that are no longer in the log", "headSeq", hd.Seq, "lastSeq", w.seq)
+		}
+		fields, _ := json.Marshal(rec)
+		canon, _ := canonicalFields(json.RawMessage(fields))
+		items = append(items, item{typ: TypeLogRecovered, fields: canon, unsigned: needSigning})
+	case t.unterminated:
+		if err := l.writeRawLocked([]byte{'\n'}); err != nil {
+			return err
+		}
+	}
+	if needSigning {
+		fields, _ := canonicalFields(SigningEnabled{UnsignedThrough: w.seq + uint64(len(items))})
+		items = append(items, item{typ: TypeSigningEnabled, fields: fields})
+	}
+	if len(items) > 0 {
+		if _, err := l.commitLocked(items); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Log) writeRawLocked(b []byte) error {
+	n, err := l.opts.hooks.write(l.w.f, b)
+	l.w.size += int64(n)
+	if err == nil {
+		err = l.opts.hooks.sync(l.w.f)
+	}
+	if err != nil {
+		return l.failLocked("writing "+l.w.f.Name(), err)
+	}
+	return nil
+}
+
+type tornRange struct {
+	digest          string
+	endsWithNewline bool
+}
+
+// digestRange returns the SHA-256 ("sha256:<hex>") of n bytes at off of f;
+// when they end with a newline that the recovery did not add, it is part of
+// the digest.
+func digestRange(f *os.File, off, n int64) (tornRange, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, off, n)); err != nil {
+		return tornRange{}, err
+	}
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], off+n-1); err != nil {
+		return tornRange{}, err
+	}
+	return tornRange{digest: hashPrefix + hex.EncodeToString(h.Sum(nil)), endsWithNewline: last[0] == '\n'}, nil
+}
+
+// tail describes the end of a log file.
+type tail struct {
+	found        bool
+	seq          uint64
+	hash, sig    string
+	goodEnd      int64 // offset just past the last whole event (and its newline)
+	unterminated bool  // the last event lacks its newline (goodEnd == size)
+}
+
+func scanFileTail(path string) (tail, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return tail{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return tail{}, err
+	}
+	return scanTail(f, st.Size())
+}
+
+// scanTail finds the last line of f (size bytes) that is a whole event whose
+// hash matches its content, reading backwards in growing windows.
+func scanTail(f io.ReaderAt, size int64) (tail, error) {
+	window := int64(64 << 10)
+	enc := newEncoder(nil)
+	for {
+		if window > size {
+			window = size
+		}
+		base := size - window
+		buf := make([]byte, window)
+		if _, err := f.ReadAt(buf, base); err != nil && err != io.EOF {
+			return tail{}, err
+		}
+		e, term := len(buf), false
+		if e > 0 && buf[e-1] == '\n' {
+			e, term = e-1, true
+		}
+		for {
+			s := bytes.LastIndexByte(buf[:e], '\n') + 1
+			if s == 0 && base > 0 {
+				break // the line may start before the window
+			}
+			if l, err := parseLine(buf[s:e]); err == nil && enc.hash(l.prev, l.open) == l.hash {
+				t := tail{found: true, seq: l.seq, hash: l.hash, sig: l.sig, goodEnd: base + int64(e), unterminated: !term}
+				if term {
+					t.goodEnd++
+				}
+				return t, nil
+			}
+			if s == 0 {
+				return tail{}, nil // no whole event in the file
+			}
+			e, term = s-1, true
+		}
+		window *= 2
+	}
+}

@@ -1,0 +1,393 @@
+package audit
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Problems Verify reports in Report.Problem.
+const (
+	// ProblemEdited: an event's content no longer matches its hash, a line
+	// is not a valid event, or an event was rewritten with a fresh hash so
+	// that the next event's prev (or head.json) no longer matches it.
+	ProblemEdited = "edited"
+	// ProblemDeleted: sequence numbers are missing and do not appear later.
+	ProblemDeleted = "deleted"
+	// ProblemReordered: an event appears out of sequence order (or twice).
+	ProblemReordered = "reordered"
+	// ProblemTruncated: the log ends before the last committed event that
+	// head.json records, or a file ends early while the next file exists, or
+	// a torn region swallowed committed events.
+	ProblemTruncated = "truncated"
+	// ProblemTorn: the last line is a partial event not yet followed by
+	// log_recovered (a crash while writing). Not a failure: every whole
+	// event before it verified; the next Open records it.
+	ProblemTorn = "torn"
+	// ProblemBadSignature: with a key, an event's sig is missing or wrong,
+	// or head.json's signature is wrong.
+	ProblemBadSignature = "bad-signature"
+)
+
+// ErrBroken is wrapped by the error Verify returns when the log fails
+// verification; the Report says where and how.
+var ErrBroken = errors.New("audit log verification failed")
+
+// Report is the outcome of Verify.
+type Report struct {
+	// Events is the number of events that verified (before FirstBad).
+	Events uint64
+	// Files is the number of log files found.
+	Files int
+	// FirstBad is the first sequence number at which the log departs from an
+	// intact chain (for a deleted or truncated range, the first missing one);
+	// 0 when Problem is empty.
+	FirstBad uint64
+	// Problem is one of the Problem constants, or empty.
+	Problem string
+	// Detail says in words what is wrong, naming files and byte offsets.
+	Detail string
+	// Signed reports whether signatures were checked (a key was given).
+	Signed bool
+	// Unsigned counts events before signing_enabled that carry no signature
+	// (a log that began before a key existed); only set when Signed.
+	Unsigned uint64
+	// Recovered lists torn regions that Open recorded with log_recovered.
+	Recovered []Recovered
+	// Warnings are conditions that are not failures (such as a missing
+	// head.json, which makes trailing truncation undetectable).
+	Warnings []string
+}
+
+// Recovered is a torn region found by Verify together with the seq of the
+// log_recovered event that accounts for it.
+type Recovered struct {
+	Seq    uint64 // of the log_recovered event
+	File   string
+	Offset int64
+	Length int64
+}
+
+// Failed reports whether the report describes a broken log. A torn last line
+// alone is not a failure.
+func (r Report) Failed() bool { return r.Problem != "" && r.Problem != ProblemTorn }
+
+// Verify checks the log in dir: every event's hash against its content
+// (which must be canonical RFC 8785 JSON), the prev links and sequence
+// numbers across all files, signatures when key is non-nil, and the chain's
+// end against head.json. It stops at the first problem. The error is nil for
+// a log that verifies (possibly with a torn last line, Problem "torn"), wraps
+// ErrBroken when the log fails (the Report holds FirstBad, Problem and
+// Detail), and is any other error when dir cannot be read.
+func Verify(dir string, key []byte) (Report, error) {
+	files, err := listFiles(dir)
+	if err != nil {
+		return Report{}, fmt.Errorf("audit: verifying %s: %w", dir, err)
+	}
+	v := &verifier{
+		files:    files,
+		enc:      newEncoder(nil),
+		expected: 1,
+		prev:     Genesis,
+		rep:      Report{Files: len(files), Signed: key != nil},
+	}
+	if key != nil {
+		v.mac = newEncoder(key)
+	}
+	v.head, v.hasHead, err = readHead(dir)
+	if err != nil {
+		return v.rep, fmt.Errorf("audit: reading %s: %w", headName, err)
+	}
+	if err := v.run(); err != nil {
+		return v.rep, err
+	}
+	if v.rep.Failed() {
+		return v.rep, fmt.Errorf("%w: seq %d %s: %s", ErrBroken, v.rep.FirstBad, v.rep.Problem, v.rep.Detail)
+	}
+	return v.rep, nil
+}
+
+type verifier struct {
+	files    []logFile
+	enc, mac *encoder
+	expected uint64
+	prev     string
+	rep      Report
+
+	head        head
+	hasHead     bool
+	headMatched bool
+
+	signedSeen    bool
+	firstUnsigned uint64
+
+	// position of the line being examined, for the lookahead
+	fi int
+	lr *lineReader
+	f  *os.File
+}
+
+func (v *verifier) fail(seq uint64, problem, format string, args ...any) {
+	v.rep.FirstBad, v.rep.Problem, v.rep.Detail = seq, problem, fmt.Sprintf(format, args...)
+	if seq > 0 && v.rep.Events > seq-1 {
+		v.rep.Events = seq - 1 // events from FirstBad on are not verified
+	}
+}
+
+func (v *verifier) run() error {
+	defer func() {
+		if v.f != nil {
+			v.f.Close()
+		}
+	}()
+	for v.fi = 0; v.fi < len(v.files); v.fi++ {
+		lf := v.files[v.fi]
+		if lf.num != v.fi+1 {
+			v.fail(v.expected, ProblemDeleted, "file %s is missing", fileName(v.fi+1))
+			return nil
+		}
+		if v.f != nil {
+			v.f.Close()
+		}
+		f, err := os.Open(lf.path)
+		if err != nil {
+			return fmt.Errorf("audit: verifying: %w", err)
+		}
+		v.f, v.lr = f, newLineReader(f, 0)
+		firstLine := true
+		for {
+			b, off, _, err := v.lr.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("audit: verifying %s: %w", lf.name, err)
+			}
+			l, ok := v.parse(b)
+			if !ok {
+				done, err := v.torn(lf, off)
+				if err != nil || done {
+					return err
+				}
+				firstLine = false
+				continue
+			}
+			if !v.check(lf, l, firstLine) {
+				return nil
+			}
+			firstLine = false
+		}
+	}
+	v.finish()
+	return nil
+}
+
+// parse parses and validates one line; ok is false for a line that is not a
+// well-formed canonical event.
+func (v *verifier) parse(b []byte) (line, bool) {
+	l, err := parseLine(b)
+	if err != nil || !isCanonical(l.fields) {
+		return l, false
+	}
+	ts, err := time.Parse(time.RFC3339Nano, string(l.ts))
+	if err != nil || ts.Location() != time.UTC || string(l.ts) != ts.Format(time.RFC3339Nano) {
+		return l, false
+	}
+	return l, true
+}
+
+// check verifies one parsed event; false means a problem was recorded.
+func (v *verifier) check(lf logFile, l line, firstLine bool) bool {
+	if v.enc.hash(l.prev, l.open) != l.hash {
+		v.fail(v.expected, ProblemEdited, "the event at seq position %d in %s does not match its hash", v.expected, lf.name)
+		return false
+	}
+	if !v.checkSig(l) {
+		return false
+	}
+	if l.seq != v.expected {
+		v.gap(lf, l, firstLine)
+		return false
+	}
+	if l.prev != v.prev {
+		bad := v.expected - 1
+		if bad == 0 {
+			bad = 1
+		}
+		v.fail(bad, ProblemEdited, "seq %d records prev %s but seq %d hashes to %s: seq %d was rewritten", l.seq, l.prev, v.expected-1, v.prev, bad)
+		return false
+	}
+	if v.hasHead && l.seq == v.head.Seq {
+		v.headMatched = l.hash == v.head.Hash
+	}
+	if l.typ == TypeLogRecovered {
+		var rec LogRecovered
+		if json.Unmarshal(l.fields, &rec) == nil && rec.HeadSeq > rec.After {
+			v.fail(rec.After+1, ProblemTruncated, "log_recovered at seq %d: head.json had recorded seq %d as committed but the log ended at seq %d", l.seq, rec.HeadSeq, rec.After)
+			return false
+		}
+	}
+	v.prev = l.hash
+	v.expected++
+	v.rep.Events++
+	return true
+}
+
+func (v *verifier) checkSig(l line) bool {
+	if v.mac == nil {
+		return true
+	}
+	if l.sig == "" {
+		if v.signedSeen {
+			v.fail(l.seq, ProblemBadSignature, "seq %d is unsigned but follows signed events", l.seq)
+			return false
+		}
+		if v.firstUnsigned == 0 {
+			v.firstUnsigned = l.seq
+		}
+		v.rep.Unsigned++
+		return true
+	}
+	if !hmac.Equal([]byte(v.mac.sign(l.hash)), []byte(l.sig)) {
+		v.fail(l.seq, ProblemBadSignature, "seq %d has a signature that does not match the key", l.seq)
+		return false
+	}
+	if !v.signedSeen && v.rep.Unsigned > 0 {
+		var se SigningEnabled
+		if l.typ != TypeSigningEnabled || json.Unmarshal(l.fields, &se) != nil || se.UnsignedThrough+1 != l.seq {
+			v.fail(v.firstUnsigned, ProblemBadSignature, "seq %d to %d are unsigned and not closed by a signing_enabled event", v.firstUnsigned, l.seq-1)
+			return false
+		}
+	}
+	v.signedSeen = true
+	return true
+}
+
+// gap classifies a sequence number that is not the expected one.
+func (v *verifier) gap(lf logFile, l line, firstLine bool) {
+	exp := v.expected
+	if l.seq < exp {
+		v.fail(exp, ProblemReordered, "seq %d appears where seq %d was expected (after seq %d)", l.seq, exp, exp-1)
+		return
+	}
+	where, found := v.findLater(exp)
+	switch {
+	case found:
+		v.fail(exp, ProblemReordered, "seq %d appears where seq %d was expected; seq %d comes later, in %s", l.seq, exp, exp, where)
+	case firstLine && v.fi > 0:
+		v.fail(exp, ProblemTruncated, "%s ends at seq %d but %s starts at seq %d", v.files[v.fi-1].name, exp-1, lf.name, l.seq)
+	default:
+		v.fail(exp, ProblemDeleted, "seq %d to %d are missing before %s", exp, l.seq-1, lf.name)
+	}
+}
+
+// findLater reads the rest of the log looking for seq; it consumes the
+// current reader.
+func (v *verifier) findLater(seq uint64) (string, bool) {
+	lr, name := v.lr, v.files[v.fi].name
+	for fi := v.fi; ; {
+		for {
+			b, _, _, err := lr.next()
+			if err != nil {
+				break
+			}
+			if l, err := parseLine(b); err == nil && l.seq == seq {
+				return name, true
+			}
+		}
+		fi++
+		if fi >= len(v.files) {
+			return "", false
+		}
+		f, err := os.Open(v.files[fi].path)
+		if err != nil {
+			return "", false
+		}
+		defer f.Close()
+		lr, name = newLineReader(f, 0), v.files[fi].name
+	}
+}
+
+// torn handles a line at off that is not an event: either the start of a
+// region that a following log_recovered accounts for, or a torn tail, or
+// an edit. done reports that verification ended.
+func (v *verifier) torn(lf logFile, off int64) (done bool, err error) {
+	// Skip to the next well-formed event in this file.
+	for {
+		b, next, _, err := v.lr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return true, fmt.Errorf("audit: verifying %s: %w", lf.name, err)
+		}
+		l, ok := v.parse(b)
+		if !ok {
+			continue
+		}
+		var rec LogRecovered
+		if l.typ != TypeLogRecovered || json.Unmarshal(l.fields, &rec) != nil ||
+			rec.File != lf.name || rec.Offset != off || !regionMatches(v.f, off, next, rec) {
+			v.fail(v.expected, ProblemEdited, "%s byte %d: a line that is not a valid event", lf.name, off)
+			return true, nil
+		}
+		v.rep.Recovered = append(v.rep.Recovered, Recovered{Seq: l.seq, File: lf.name, Offset: off, Length: rec.Length})
+		return !v.check(lf, l, false), nil
+	}
+	// The region runs to the end of the file.
+	if v.fi != len(v.files)-1 {
+		v.fail(v.expected, ProblemTruncated, "%s ends with a partial line at byte %d and the log continues in %s", lf.name, off, v.files[v.fi+1].name)
+		return true, nil
+	}
+	v.finish()
+	if v.rep.Problem == "" {
+		v.fail(v.expected, ProblemTorn, "%s ends with a partial line at byte %d, not yet recovered", lf.name, off)
+	}
+	return true, nil
+}
+
+// regionMatches checks that bytes [off, next) of f are the torn bytes rec
+// describes, plus the newline recovery may have added.
+func regionMatches(f *os.File, off, next int64, rec LogRecovered) bool {
+	n := next - off
+	if rec.Length != n && rec.Length != n-1 {
+		return false
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, off, rec.Length)); err != nil {
+		return false
+	}
+	return hashPrefix+hex.EncodeToString(h.Sum(nil)) == rec.Digest
+}
+
+// finish compares the end of the chain with head.json.
+func (v *verifier) finish() {
+	if v.rep.Problem != "" {
+		return
+	}
+	last := v.expected - 1
+	if v.mac != nil && !v.signedSeen && v.rep.Unsigned > 0 {
+		v.fail(v.firstUnsigned, ProblemBadSignature, "the log is not signed (seq %d to %d carry no signature)", v.firstUnsigned, last)
+		return
+	}
+	if !v.hasHead {
+		if last > 0 {
+			v.rep.Warnings = append(v.rep.Warnings, fmt.Sprintf("%s is missing or unreadable: loss of whole trailing events cannot be detected", headName))
+		}
+		return
+	}
+	switch {
+	case v.head.Seq > last:
+		v.fail(last+1, ProblemTruncated, "%s records seq %d as committed but the log ends at seq %d", headName, v.head.Seq, last)
+	case !v.headMatched:
+		v.fail(v.head.Seq, ProblemEdited, "seq %d does not have the hash %s records", v.head.Seq, headName)
+	case v.mac != nil && v.head.Sig != "" && !hmac.Equal([]byte(v.mac.sign(v.head.Hash)), []byte(v.head.Sig)):
+		v.fail(v.head.Seq, ProblemBadSignature, "%s has a signature that does not match the key", headName)
+	}
+}

@@ -1,0 +1,97 @@
+// Package catalog keeps the tool catalog of each MCP server label: what the tools
+// say they are, as advertised by `tools/list` (MCP specification 2025-06-18 and
+// 2025-11-25, "Tools", schema type Tool).
+//
+// It offers four things:
+//
+//   - Canonical tool digests ([ToolDigest]): SHA-256 over the RFC 8785 (JCS)
+//     canonical form of the tool object, with the spec's defaults for
+//     ToolAnnotations filled in (readOnlyHint false, destructiveHint true,
+//     idempotentHint false, openWorldHint true), so that a server which starts
+//     sending a default explicitly does not produce a new revision.
+//   - Catalog revisions ([Store]): a revision number per server label that
+//     increases by one whenever the set of tool digests changes and that survives
+//     daemon restarts (one JSON file per label, written atomically, mode 0600).
+//     The last [DefaultHistory] revisions are kept for diffing.
+//   - Diffs ([Compare]): every difference between two revisions, classified into
+//     a [Change] kind with a JSON pointer, old and new values, a [Severity] and a
+//     sentence for the approval card.
+//   - Argument checks ([Validator], [Defaults]): tools/call arguments validated
+//     against the current revision's inputSchema (JSON Schema drafts 4 to
+//     2020-12; a schema without $schema is read as 2020-12, as the 2025-11-25
+//     spec says), and the defaults that omitted arguments will take.
+//
+// # What the digest covers
+//
+// The digest covers the whole tool object: the fields the spec lists (name,
+// title, description, inputSchema, outputSchema, annotations, icons, _meta) and
+// any other top-level field the server sends (for example the 2025-11-25
+// `execution` object). Ignoring unknown fields would let a server change bytes
+// that the agent receives (the agent's tools/list is answered from the stored
+// revision with unknown fields preserved) without a new revision. Unknown fields
+// are compared verbatim and reported as "field_changed". Tools whose JSON has
+// duplicate object keys, invalid UTF-8 or numbers outside the IEEE 754 double
+// range are rejected: their meaning would depend on the reader. As RFC 8785
+// says, integers above 2^53 lose precision in the canonical form.
+//
+// The catalog digest is SHA-256 over the sorted tool digests, so a server that
+// only reorders its tools keeps its revision (the stored order is kept).
+//
+// # Severity rule table
+//
+// A [Change] is "authority" when it can widen what a call does or which calls
+// can be made, "contract" when it changes what the model must send or reads
+// without widening, and "cosmetic" when only display text changes.
+//
+//	kind                          when                                        severity
+//	tool_added                    a new tool name                             authority
+//	tool_renamed                  same contract (all but name, titles and     authority (the new
+//	                              icons equal), one-to-one, new name          name is not covered by grants)
+//	tool_removed                  a tool is gone                              contract
+//	title_changed                 title or annotations.title                  cosmetic
+//	icons_changed                 icons                                       cosmetic
+//	description_changed           text differs beyond whitespace              contract
+//	                              only whitespace differs                     cosmetic
+//	property_added                new property (optional or required)         authority
+//	property_removed              property gone                               contract
+//	required_added                existing property becomes required          contract
+//	required_removed              property no longer required                 contract
+//	type_narrowed                 new types ⊂ old types (number ⊃ integer)    contract
+//	type_widened                  new types ⊃ old types, or type removed      authority
+//	type_changed                  neither, or the same set spelled otherwise  authority (contract if equivalent)
+//	enum_value_added              a value joins an enum                       authority
+//	enum_value_removed            a value leaves an enum                      contract
+//	enum_added / enum_removed     enum keyword appears / disappears           contract / authority
+//	const_changed                 const appears / changes or disappears       contract / authority
+//	default_added, default_changed                                            authority
+//	default_removed                                                           contract
+//	bound_changed                 minimum, maximum, exclusiveMinimum,         contract when tightened,
+//	                              exclusiveMaximum (number or draft-04        authority when loosened,
+//	                              boolean), minLength, maxLength, minItems,   removed, or not comparable
+//	                              maxItems, minProperties, maxProperties,     (pattern changed, multipleOf
+//	                              multipleOf, uniqueItems, pattern            not a multiple of the old)
+//	additional_properties_changed to false (or a schema from true/absent)     contract
+//	                              from false, to true/absent, schema changed  authority
+//	schema_changed                any other JSON Schema keyword               authority (cannot tell
+//	                              ($ref, anyOf, format, $schema, …)           whether it widens)
+//	schema_annotation_changed     examples, $comment inside a schema          cosmetic
+//	                              deprecated, readOnly, writeOnly             contract
+//	output_schema_changed         outputSchema added, removed or changed      contract
+//	annotation_changed            readOnlyHint true→false,                    authority (claims more power)
+//	                              destructiveHint false→true,
+//	                              idempotentHint true→false,
+//	                              openWorldHint false→true
+//	                              the opposite flips                          contract (looks safer; hints
+//	                                                                          are not verified)
+//	                              other annotation keys or non-boolean values contract
+//	meta_changed                  _meta                                       contract
+//	field_changed                 any other top-level field                   contract
+//
+// Properties, items and additionalProperties schemas are compared recursively,
+// so a change in a nested argument carries the nested JSON pointer. When a
+// property is added or removed, its required-ness is told in that change and no
+// separate required_added / required_removed change is emitted for it.
+//
+// Annotations are hints for display: they never decide whether a call gets
+// credentials. They are classified only so the person sees what a tool now claims.
+package catalog

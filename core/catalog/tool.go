@@ -1,0 +1,222 @@
+package catalog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Sentinel errors of [Parse] and [ToolDigest]; a [*ParseError] wraps one of them.
+var (
+	// ErrMalformed reports a tools/list page or tool object that is not the JSON
+	// the spec describes (not an object, no "tools" array, duplicate keys, invalid
+	// UTF-8, numbers out of range).
+	ErrMalformed = errors.New("malformed tools/list result")
+	// ErrMissingName reports a tool without a non-empty string "name".
+	ErrMissingName = errors.New("tool has no name")
+	// ErrDuplicateTool reports two tools with the same name across all pages.
+	ErrDuplicateTool = errors.New("duplicate tool name")
+	// ErrBadInputSchema reports a tool whose "inputSchema" is absent or not a
+	// JSON object (the spec requires an object schema).
+	ErrBadInputSchema = errors.New("inputSchema is not a JSON object")
+)
+
+// Tool is one tool of a catalog revision.
+//
+// Raw is the tool object exactly as the server sent it (bytes kept verbatim, so
+// unknown fields reach the agent unchanged); Name is its "name"; Digest is
+// [ToolDigest] of Raw, "sha256:" followed by 64 lowercase hex digits. Treat Raw as
+// read-only: catalogs share it.
+type Tool struct {
+	Name   string
+	Raw    json.RawMessage
+	Digest string
+}
+
+// MarshalJSON encodes the tool for `portcullis catalog show` as
+// {"name":…,"digest":…,"tool":<the raw tool object>}.
+func (t Tool) MarshalJSON() ([]byte, error) {
+	raw := t.Raw
+	if len(raw) == 0 {
+		raw = json.RawMessage("null")
+	}
+	return json.Marshal(struct {
+		Name   string          `json:"name"`
+		Digest string          `json:"digest"`
+		Tool   json.RawMessage `json:"tool"`
+	}{t.Name, t.Digest, raw})
+}
+
+// ParseError tells which page and tool of a tools/list answer [Parse] refused.
+// Page and Index count from 0; Index is -1 when the page itself is at fault and
+// Tool is empty when the tool has no usable name. Err is one of the package's
+// sentinels, possibly wrapping a detail.
+type ParseError struct {
+	Page  int
+	Index int
+	Tool  string
+	Err   error
+}
+
+func (e *ParseError) Error() string {
+	switch {
+	case e.Index < 0:
+		return fmt.Sprintf("tools/list page %d: %v", e.Page, e.Err)
+	case e.Tool == "":
+		return fmt.Sprintf("tools/list page %d, tool %d: %v", e.Page, e.Index, e.Err)
+	default:
+		return fmt.Sprintf("tools/list page %d, tool %d (%q): %v", e.Page, e.Index, e.Tool, e.Err)
+	}
+}
+
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// Parse reads the result objects of every tools/list page (MCP "Tools" →
+// "Listing Tools": {"tools":[Tool…],"nextCursor"?:…}), in the order they were
+// fetched, and returns the tools in server order with their digests.
+//
+// Errors are [*ParseError] wrapping [ErrMalformed] (page not an object, "tools"
+// missing or not an array, tool not an object, invalid JSON in a tool),
+// [ErrMissingName], [ErrDuplicateTool] (same name on any two pages) or
+// [ErrBadInputSchema]. One bad tool fails the whole list: a partial catalog
+// would silently hide tools.
+func Parse(pages []json.RawMessage) ([]Tool, error) {
+	var tools []Tool
+	seen := make(map[string]struct{})
+	for p, page := range pages {
+		var res struct {
+			Tools *[]json.RawMessage `json:"tools"`
+		}
+		if err := json.Unmarshal(page, &res); err != nil {
+			return nil, &ParseError{Page: p, Index: -1, Err: fmt.Errorf("%w: %v", ErrMalformed, err)}
+		}
+		if res.Tools == nil {
+			return nil, &ParseError{Page: p, Index: -1, Err: fmt.Errorf("%w: no \"tools\" array", ErrMalformed)}
+		}
+		for i, raw := range *res.Tools {
+			t, err := parseTool(raw)
+			if err != nil {
+				return nil, &ParseError{Page: p, Index: i, Tool: t.Name, Err: err}
+			}
+			if _, dup := seen[t.Name]; dup {
+				return nil, &ParseError{Page: p, Index: i, Tool: t.Name, Err: ErrDuplicateTool}
+			}
+			seen[t.Name] = struct{}{}
+			tools = append(tools, t)
+		}
+	}
+	return tools, nil
+}
+
+// parseTool checks one tool object and digests it. The returned Tool carries
+// the name even on error, when one could be read.
+func parseTool(raw json.RawMessage) (Tool, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return Tool{}, fmt.Errorf("%w: tool is not a JSON object", ErrMalformed)
+	}
+	var name string
+	if n, ok := fields["name"]; !ok || json.Unmarshal(n, &name) != nil || name == "" {
+		return Tool{}, ErrMissingName
+	}
+	t := Tool{Name: name}
+	is := bytes.TrimSpace(fields["inputSchema"])
+	if len(is) == 0 || is[0] != '{' {
+		return t, ErrBadInputSchema
+	}
+	d, err := ToolDigest(raw)
+	if err != nil {
+		return t, err
+	}
+	t.Raw = append(json.RawMessage(nil), raw...)
+	t.Digest = d
+	return t, nil
+}
+
+// ToolDigest returns "sha256:<hex>" over the canonical form of one tool object
+// (see [Canonical]). Errors wrap [ErrMalformed].
+func ToolDigest(raw json.RawMessage) (string, error) {
+	c, err := Canonical(raw)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(c)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// annotationDefaults are the ToolAnnotations defaults of the MCP schema
+// (2025-06-18 and 2025-11-25), in canonical key order.
+var annotationDefaults = [...]struct {
+	key string
+	val json.RawMessage
+}{
+	{"destructiveHint", json.RawMessage("true")},
+	{"idempotentHint", json.RawMessage("false")},
+	{"openWorldHint", json.RawMessage("true")},
+	{"readOnlyHint", json.RawMessage("false")},
+}
+
+// Canonical returns the RFC 8785 canonical JSON of one tool object with the
+// spec's annotation defaults filled in: an absent or null "annotations" becomes
+// an object holding the four defaults, and an annotations object gets each
+// missing hint (readOnlyHint false, destructiveHint true, idempotentHint false,
+// openWorldHint true). Present values, even non-boolean ones, are kept. Every
+// other field, known or not, is kept as canonical JSON. Errors wrap
+// [ErrMalformed]: not a JSON object, duplicate keys, invalid UTF-8, numbers out
+// of range, nesting too deep.
+func Canonical(raw json.RawMessage) ([]byte, error) {
+	c, err := jcs.Transform(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if len(c) == 0 || c[0] != '{' {
+		return nil, fmt.Errorf("%w: tool is not a JSON object", ErrMalformed)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(c, &fields); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	ann, ok := fields["annotations"]
+	var hints map[string]json.RawMessage
+	switch {
+	case !ok || string(ann) == "null":
+		hints = make(map[string]json.RawMessage, len(annotationDefaults))
+	case ann[0] == '{':
+		if err := json.Unmarshal(ann, &hints); err != nil {
+			return nil, fmt.Errorf("%w: annotations: %v", ErrMalformed, err)
+		}
+	default:
+		return c, nil // not an object: nothing to fill in, kept as sent
+	}
+	missing := false
+	for _, d := range annotationDefaults {
+		if _, ok := hints[d.key]; !ok {
+			hints[d.key] = d.val
+			missing = true
+		}
+	}
+	if !missing && ok {
+		return c, nil
+	}
+	filled, err := json.Marshal(hints)
+	if err != nil {
+		return nil, fmt.Errorf("%w: annotations: %v", ErrMalformed, err)
+	}
+	fields["annotations"] = filled
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	// Re-canonicalize: encoding/json sorts keys by bytes and escapes HTML,
+	// RFC 8785 sorts by UTF-16 code units and escapes minimally.
+	c, err = jcs.Transform(out)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,241 @@
+// Package config loads, validates and saves Portcullis's configuration file: the
+// list of MCP servers Portcullis supervises, the credential scopes they may use and a
+// few daemon settings.
+//
+// The file is JSON (RFC 8259) shaped like the "mcpServers" block that agents such as
+// Claude Desktop, Claude Code and Cursor already use, extended with Portcullis's own
+// keys:
+//
+//	{"mcpServers":{"inventory-local":{"command":"node","args":["dist/server.js"],
+//	   "cwd":"/Users/dev/inventory","env":{"LOG_LEVEL":"debug"},
+//	   "credentials":["inventory-api-staging"],"watch":["dist","package-lock.json"],
+//	   "restart":"on-change","tools":{"inventory_lookup":{"policy":"allow"}}}},
+//	 "credentials":{"inventory-api-staging":{"inject":"env","envVar":"INVENTORY_TOKEN"}}}
+//
+// Reading is strict: unknown keys (compared case-sensitively), duplicate keys, wrong
+// types, null values and data after the top-level object are errors, reported with the
+// file name, line and column of the offending key or value. Secret values never appear
+// in this file: a credential entry names a scope whose secret lives in the system
+// keychain.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+)
+
+// Policy values for [ToolPolicy.Policy] (DESIGN.md "Authorization and credentials").
+const (
+	// PolicyAllow lets calls to the tool through without approval.
+	PolicyAllow = "allow"
+	// PolicyApprove requires a person's approval for the agent run and epoch. It is
+	// the default for tools the configuration does not mention.
+	PolicyApprove = "approve"
+	// PolicyDeny hides the tool from the agent and refuses calls to it.
+	PolicyDeny = "deny"
+)
+
+// Restart values for [Server.Restart].
+const (
+	// RestartOnChange replaces the server process when a watched path changes. It is
+	// the default when Restart is empty.
+	RestartOnChange = "on-change"
+	// RestartManual reports changes to watched paths but restarts only on request.
+	RestartManual = "manual"
+)
+
+// Inject values for [Credential.Inject].
+const (
+	// InjectEnv puts the secret into the environment of an approved server process,
+	// under [Credential.EnvVar].
+	InjectEnv = "env"
+	// InjectMeta puts the secret into params._meta of each approved tools/call.
+	InjectMeta = "meta"
+)
+
+// Defaults applied when the corresponding setting is zero (absent from the file).
+const (
+	// DefaultApprovalTimeout is how long an approval request waits for a person
+	// before the call is refused with approval_timeout.
+	DefaultApprovalTimeout = 2 * time.Minute
+	// DefaultHoldTimeout is how long a tools/call is held while a server is in the
+	// identity-pending state before it is refused.
+	DefaultHoldTimeout = 30 * time.Second
+	// DefaultStartupTimeout is how long a server process may take to answer its
+	// first request after launch.
+	DefaultStartupTimeout = 30 * time.Second
+)
+
+var (
+	// ErrInvalid matches every *SyntaxError and *ValidationError (errors.Is), for
+	// callers that only need to know the file is unusable.
+	ErrInvalid = errors.New("invalid configuration")
+	// ErrExists is returned by [Config.AddServer] when the label is already taken.
+	ErrExists = errors.New("server already exists")
+	// ErrNotFound is returned by [Config.RemoveServer] when no server has the label.
+	ErrNotFound = errors.New("server not found")
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	// Servers maps a server label (see [ValidLabel]) to how to launch it.
+	Servers map[string]Server `json:"mcpServers"`
+	// Credentials maps a credential scope name (same syntax as a label) to how its
+	// secret is injected. The secret itself is in the keychain, never here.
+	Credentials map[string]Credential `json:"credentials,omitempty"`
+	// Settings holds daemon-wide settings; every field has a default.
+	Settings Settings `json:"settings,omitzero"`
+}
+
+// Server describes one stdio MCP server and the rules Portcullis applies to it.
+type Server struct {
+	// Command is the executable, resolved through PATH at launch. Required.
+	Command string `json:"command"`
+	// Args are the arguments after Command.
+	Args []string `json:"args,omitempty"`
+	// Cwd is the absolute working directory of the process; empty means the
+	// daemon's own. Relative Watch paths are relative to it.
+	Cwd string `json:"cwd,omitempty"`
+	// Env holds extra environment variables (name → value) for the process. It must
+	// not set the variable of a credential the server uses.
+	Env map[string]string `json:"env,omitempty"`
+	// Credentials lists the credential scopes (keys of [Config.Credentials]) the
+	// server may receive after approval.
+	Credentials []string `json:"credentials,omitempty"`
+	// Watch lists files or directories whose change means a new build; relative
+	// paths are relative to Cwd, which must then be set.
+	Watch []string `json:"watch,omitempty"`
+	// Restart is [RestartOnChange] (the default when empty) or [RestartManual].
+	Restart string `json:"restart,omitempty"`
+	// Tools maps a tool name to its policy; tools not listed get [PolicyApprove].
+	Tools map[string]ToolPolicy `json:"tools,omitempty"`
+	// StartupTimeout overrides [DefaultStartupTimeout] for this server when
+	// non-zero. Written in the file as a Go duration string such as "45s".
+	StartupTimeout Duration `json:"startupTimeout,omitzero"`
+}
+
+// ToolPolicy is the per-tool authorization policy of a server.
+type ToolPolicy struct {
+	// Policy is [PolicyAllow], [PolicyApprove] or [PolicyDeny].
+	Policy string `json:"policy"`
+}
+
+// Credential describes how the secret of one credential scope reaches a server.
+type Credential struct {
+	// Inject is [InjectEnv] or [InjectMeta].
+	Inject string `json:"inject"`
+	// EnvVar is the environment variable name for [InjectEnv]; required there and
+	// forbidden for [InjectMeta].
+	EnvVar string `json:"envVar,omitempty"`
+	// AskEveryUse demands a person's approval for every use, not once per run.
+	AskEveryUse bool `json:"askEveryUse,omitempty"`
+}
+
+// Settings holds daemon-wide settings. A zero field means "use the default".
+type Settings struct {
+	// ApprovalTimeout overrides [DefaultApprovalTimeout] when non-zero.
+	ApprovalTimeout Duration `json:"approvalTimeout,omitzero"`
+	// HoldTimeout overrides [DefaultHoldTimeout] when non-zero.
+	HoldTimeout Duration `json:"holdTimeout,omitzero"`
+	// AuditSigning adds an HMAC, keyed by a keychain secret, to every audit record.
+	AuditSigning bool `json:"auditSigning,omitempty"`
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string ("30s",
+// "1m30s"; see time.ParseDuration). Numbers are not accepted, so that a bare 30 is
+// never mistaken for nanoseconds or seconds.
+type Duration time.Duration
+
+// MarshalText encodes d as time.Duration.String does ("1m30s").
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(d.String()), nil
+}
+
+// String returns d as time.Duration.String does ("1m30s").
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// UnmarshalText parses a Go duration string. It returns an error for anything
+// time.ParseDuration rejects.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("want a duration such as \"30s\" or \"2m\", got %q", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ApprovalTimeoutOrDefault returns ApprovalTimeout, or [DefaultApprovalTimeout] when
+// it is zero.
+func (s Settings) ApprovalTimeoutOrDefault() time.Duration {
+	return orDefault(s.ApprovalTimeout, DefaultApprovalTimeout)
+}
+
+// HoldTimeoutOrDefault returns HoldTimeout, or [DefaultHoldTimeout] when it is zero.
+func (s Settings) HoldTimeoutOrDefault() time.Duration {
+	return orDefault(s.HoldTimeout, DefaultHoldTimeout)
+}
+
+// StartupTimeoutOrDefault returns StartupTimeout, or [DefaultStartupTimeout] when it
+// is zero.
+func (s Server) StartupTimeoutOrDefault() time.Duration {
+	return orDefault(s.StartupTimeout, DefaultStartupTimeout)
+}
+
+func orDefault(d Duration, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return time.Duration(d)
+}
+
+// Policy returns the policy for the named tool: the configured one, or
+// [PolicyApprove] when the tool is not listed or its policy is empty.
+func (s Server) Policy(tool string) string {
+	if p := s.Tools[tool].Policy; p != "" {
+		return p
+	}
+	return PolicyApprove
+}
+
+// RestartMode returns Restart, or [RestartOnChange] when it is empty.
+func (s Server) RestartMode() string {
+	if s.Restart == "" {
+		return RestartOnChange
+	}
+	return s.Restart
+}
+
+// AddServer adds s under label. It returns an error wrapping [ErrExists] if the label
+// is taken, or a *ValidationError if the label or the server is invalid (for example
+// a credential scope that c does not define). c is unchanged on error.
+func (c *Config) AddServer(label string, s Server) error {
+	if _, ok := c.Servers[label]; ok {
+		return fmt.Errorf("adding server %q: %w", label, ErrExists)
+	}
+	next := *c
+	next.Servers = maps.Clone(c.Servers)
+	if next.Servers == nil {
+		next.Servers = make(map[string]Server)
+	}
+	next.Servers[label] = s
+	var problems []Problem
+	validateServer(&problems, &next, label, s)
+	if len(problems) > 0 {
+		return &ValidationError{Problems: problems}
+	}
+	c.Servers = next.Servers
+	return nil
+}
+
+// RemoveServer deletes the server with the given label. It returns an error wrapping
+// [ErrNotFound] if there is none. Credential scopes stay defined.
+func (c *Config) RemoveServer(label string) error {
+	if _, ok := c.Servers[label]; !ok {
+		return fmt.Errorf("removing server %q: %w", label, ErrNotFound)
+	}
+	delete(c.Servers, label)
+	return nil
+}

@@ -1,0 +1,115 @@
+// Package control is the protocol spoken on the daemon's Unix socket by the
+// `portcullis connect` shim and by the other CLI commands.
+//
+// Every connection starts with one line of JSON from the client, a Hello,
+// and one line of JSON from the daemon, a Reply. For "connect", the
+// connection then carries the agent's newline-delimited JSON-RPC messages in
+// both directions (MCP stdio framing) until either side closes. For every
+// other operation the Reply is the whole answer and the daemon closes the
+// connection.
+//
+// The socket lives in a directory of mode 0700 and is itself 0600; the
+// daemon also checks the peer's uid from the kernel (SO_PEERCRED,
+// LOCAL_PEERCRED) and refuses other users.
+package control
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Version is the control protocol version carried in every Hello.
+const Version = 1
+
+// Operations a Hello may name.
+const (
+	OpConnect = "connect" // become an agent run of Label
+	OpStatus  = "status"  // Reply.Data: []gateway.Status and the configured servers
+	OpPing    = "ping"    // is a daemon there?
+	OpStop    = "stop"    // stop the daemon: every server stopped, agents told
+)
+
+// Hello is the first line a client sends.
+type Hello struct {
+	Op      string `json:"op"`
+	Version int    `json:"version"`
+	Label   string `json:"label,omitempty"`
+}
+
+// Reply is the daemon's answer to a Hello. Code is a stable machine-readable
+// name for the failure (for example "unknown_server", "config_invalid"),
+// Error the text for a person.
+type Reply struct {
+	OK    bool            `json:"ok"`
+	Error string          `json:"error,omitempty"`
+	Code  string          `json:"code,omitempty"`
+	Run   string          `json:"run,omitempty"` // the new agent run's ULID, for connect
+	Data  json.RawMessage `json:"data,omitempty"`
+}
+
+// ErrNoDaemon is wrapped when nothing listens on the socket.
+var ErrNoDaemon = errors.New("no Portcullis daemon is running")
+
+// RefusedError is a Reply with OK false, as an error.
+type RefusedError struct{ Reply Reply }
+
+func (e *RefusedError) Error() string { return e.Reply.Error }
+
+// Conn is a client connection after a successful exchange of Hello and Reply.
+// Reader holds whatever the daemon sent after the Reply.
+type Conn struct {
+	net.Conn
+	Reader *bufio.Reader
+	Reply  Reply
+}
+
+// Dial connects to the daemon's socket, sends h and reads the Reply. It
+// returns an error wrapping ErrNoDaemon when no daemon listens, and a
+// *RefusedError when the daemon answered with OK false.
+func Dial(socket string, h Hello, timeout time.Duration) (*Conn, error) {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	c, err := net.DialTimeout("unix", socket, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("%w (socket %s: %v)", ErrNoDaemon, socket, err)
+	}
+	h.Version = Version
+	b, _ := json.Marshal(h)
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("sending %s to the daemon: %w", h.Op, err)
+	}
+	br := bufio.NewReader(c)
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("reading the daemon's reply to %s: %w", h.Op, err)
+	}
+	_ = c.SetDeadline(time.Time{})
+	var r Reply
+	if err := json.Unmarshal(line, &r); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("the daemon's reply to %s is not valid: %w", h.Op, err)
+	}
+	if !r.OK {
+		c.Close()
+		return nil, &RefusedError{Reply: r}
+	}
+	return &Conn{Conn: c, Reader: br, Reply: r}, nil
+}
+
+// Call sends h and returns the Reply's data, closing the connection.
+func Call(socket string, h Hello, timeout time.Duration) (json.RawMessage, error) {
+	c, err := Dial(socket, h, timeout)
+	if err != nil {
+		return nil, err
+	}
+	c.Close()
+	return c.Reply.Data, nil
+}

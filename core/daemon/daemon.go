@@ -1,0 +1,389 @@
+// Package daemon is the Portcullis daemon: it listens on the control socket,
+// turns each `portcullis connect` shim connection into an agent run with its
+// own server process (package gateway), and answers the CLI.
+//
+// The daemon is platform-independent. What needs the operating system (the
+// peer's credentials on the socket, the agent's executable, the executables
+// of a server's process tree) comes through the interfaces PeerInfo and
+// identity.ProcessInfo, which package platform implements.
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/paths"
+	"github.com/portcullis/portcullis/core/supervisor"
+)
+
+// PeerInfo reads, from the kernel, who is on the other end of a Unix socket
+// connection and which program started it.
+type PeerInfo interface {
+	// Peer returns the uid and pid of the process that connected.
+	Peer(c net.Conn) (uid, pid int, err error)
+	// Parent returns the parent pid of pid and the parent's executable path.
+	Parent(pid int) (ppid int, exe string, err error)
+}
+
+// ErrRunning is returned by Serve when another daemon answers on the socket.
+var ErrRunning = errors.New("another Portcullis daemon is already running")
+
+// Options configure a Daemon.
+type Options struct {
+	Dirs   paths.Dirs
+	Peers  PeerInfo
+	Procs  identity.ProcessInfo // nil: executables of the process tree are not observed
+	Logger *slog.Logger
+	// Supervisor sets the grace periods used to stop servers.
+	Supervisor supervisor.Options
+	// KeepEnded is how many ended agent runs `status` keeps showing (default 20).
+	KeepEnded int
+}
+
+// Daemon owns the agent runs. Create it with New, run it with Serve.
+type Daemon struct {
+	opts     Options
+	log      *slog.Logger
+	measurer *identity.Measurer
+	uid      int
+
+	mu     sync.Mutex
+	cfg    *config.Config              // guarded by mu; the last configuration that loaded
+	runs   map[string]*gateway.Session // guarded by mu; live agent runs by run id
+	order  []string                    // guarded by mu; run ids in start order
+	ended  []gateway.Status            // guarded by mu; most recent last
+	cancel context.CancelFunc          // guarded by mu
+	wg     sync.WaitGroup
+}
+
+// New loads the configuration and returns a Daemon. A configuration file that
+// does not parse or validate is an error naming the file, line, column and
+// reason (config.SyntaxError, config.ValidationError); a missing file means no
+// servers yet.
+func New(o Options) (*Daemon, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if o.KeepEnded <= 0 {
+		o.KeepEnded = 20
+	}
+	cfg, err := config.Load(o.Dirs.ConfigFile())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	return &Daemon{
+		opts:     o,
+		log:      log,
+		measurer: identity.NewMeasurer(log),
+		uid:      os.Getuid(),
+		cfg:      cfg,
+		runs:     map[string]*gateway.Session{},
+	}, nil
+}
+
+// Serve listens on the control socket until ctx is cancelled or a client
+// asks the daemon to stop. On return every server process has been stopped.
+func (d *Daemon) Serve(ctx context.Context) error {
+	if err := d.opts.Dirs.Ensure(); err != nil {
+		return err
+	}
+	sock := d.opts.Dirs.Socket()
+	ln, err := listen(sock)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	d.mu.Lock()
+	d.cancel = cancel
+	d.mu.Unlock()
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	d.log.Info("daemon listening", "socket", sock)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			d.log.Warn("accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.handle(ctx, c)
+		}()
+	}
+	// Agent runs end when their context is cancelled; wait for their
+	// servers to be stopped.
+	d.wg.Wait()
+	_ = os.Remove(sock)
+	return nil
+}
+
+// listen binds the socket with mode 0600, replacing a stale socket file left
+// by a daemon that died, and refusing when another daemon answers.
+func listen(sock string) (net.Listener, error) {
+	if _, err := os.Lstat(sock); err == nil {
+		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%w (socket %s)", ErrRunning, sock)
+		}
+		if err := os.Remove(sock); err != nil {
+			return nil, fmt.Errorf("removing stale socket %s: %w", sock, err)
+		}
+	}
+	// The directory is 0700 (paths.Dirs.Ensure); the umask closes the
+	// window in which the socket could be opened by others before Chmod.
+	old := umask(0o177)
+	ln, err := net.Listen("unix", sock)
+	umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", sock, err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("securing %s: %w", sock, err)
+	}
+	return ln, nil
+}
+
+func reply(c net.Conn, r control.Reply) {
+	r.OK = r.Error == ""
+	b, _ := json.Marshal(r)
+	_, _ = c.Write(append(b, '\n'))
+}
+
+func (d *Daemon) handle(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	uid, pid, err := d.opts.Peers.Peer(c)
+	if err != nil {
+		d.log.Warn("reading peer credentials", "err", err)
+		reply(c, control.Reply{Error: "cannot verify the connecting process: " + err.Error(), Code: "peer_unknown"})
+		return
+	}
+	if uid != d.uid {
+		d.log.Warn("refused a connection from another user", "uid", uid, "pid", pid)
+		reply(c, control.Reply{Error: "connection refused: the daemon serves only its own user", Code: "peer_refused"})
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	var h control.Hello
+	if err := json.Unmarshal(line, &h); err != nil {
+		reply(c, control.Reply{Error: "the first line must be a control hello: " + err.Error(), Code: "bad_hello"})
+		return
+	}
+	if h.Version != control.Version {
+		reply(c, control.Reply{Error: fmt.Sprintf("control protocol version %d is not %d: the shim and the daemon come from different builds; restart the daemon", h.Version, control.Version), Code: "version_mismatch"})
+		return
+	}
+	switch h.Op {
+	case control.OpPing:
+		reply(c, control.Reply{})
+	case control.OpStatus:
+		b, err := json.Marshal(d.Status())
+		if err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: "internal"})
+			return
+		}
+		reply(c, control.Reply{Data: b})
+	case control.OpStop:
+		reply(c, control.Reply{})
+		d.mu.Lock()
+		cancel := d.cancel
+		d.mu.Unlock()
+		cancel()
+	case control.OpConnect:
+		d.connect(ctx, c, br, h.Label, pid)
+	default:
+		reply(c, control.Reply{Error: fmt.Sprintf("unknown operation %q", h.Op), Code: "bad_hello"})
+	}
+}
+
+// config returns the configuration now in force: the file is read again at
+// every use so `portcullis servers add` needs no reload; a file that became
+// invalid keeps the last good configuration in force and is reported.
+func (d *Daemon) config() (*config.Config, error) {
+	cfg, err := config.Load(d.opts.Dirs.ConfigFile())
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.log.Warn("configuration file is invalid; keeping the last good one", "err", err)
+		return d.cfg, err
+	}
+	d.cfg = cfg
+	return cfg, nil
+}
+
+func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, label string, shimPID int) {
+	cfg, cfgErr := d.config()
+	srv, ok := cfg.Servers[label]
+	if !ok {
+		msg := fmt.Sprintf("no server labelled %q is configured in %s", label, d.opts.Dirs.ConfigFile())
+		if cfgErr != nil {
+			msg += " (the file is invalid: " + cfgErr.Error() + ")"
+		}
+		if names := slices.Sorted(mapsKeys(cfg.Servers)); len(names) > 0 {
+			msg += fmt.Sprintf("; configured: %v", names)
+		}
+		reply(c, control.Reply{Error: msg, Code: "unknown_server"})
+		return
+	}
+	agent := gateway.Agent{ShimPID: shimPID}
+	if ppid, exe, err := d.opts.Peers.Parent(shimPID); err == nil {
+		agent.PID, agent.Exe = ppid, exe
+	} else {
+		d.log.Info("agent of shim unknown", "shim", shimPID, "err", err)
+	}
+	runID := identity.NewEpoch()
+	sess := gateway.New(gateway.Options{
+		RunID:          runID,
+		Label:          label,
+		Agent:          agent,
+		Launch:         d.launcher(label, srv),
+		StartupTimeout: srv.StartupTimeoutOrDefault(),
+		Logger:         d.log,
+	})
+	d.mu.Lock()
+	d.runs[runID] = sess
+	d.order = append(d.order, runID)
+	d.mu.Unlock()
+	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
+	reply(c, control.Reply{Run: runID})
+
+	err := sess.Serve(ctx, br, c)
+	st := sess.Status()
+	d.mu.Lock()
+	delete(d.runs, runID)
+	d.order = slices.DeleteFunc(d.order, func(id string) bool { return id == runID })
+	d.ended = append(d.ended, st)
+	if len(d.ended) > d.opts.KeepEnded {
+		d.ended = d.ended[len(d.ended)-d.opts.KeepEnded:]
+	}
+	d.mu.Unlock()
+	d.log.Info("agent run ended", "run", runID, "err", err)
+}
+
+func mapsKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// launcher measures the execution identity, starts the process and observes
+// what the kernel says it runs: the epoch is minted here, by the supervisor,
+// never taken from the server.
+func (d *Daemon) launcher(label string, srv config.Server) gateway.Launcher {
+	return func(ctx context.Context) (*gateway.Epoch, error) {
+		env := make([]string, 0, len(srv.Env))
+		for k, v := range srv.Env {
+			env = append(env, k+"="+v)
+		}
+		sort.Strings(env)
+		rec, err := d.measurer.Measure(ctx, identity.MeasureSpec{
+			Label: label, Command: srv.Command, Args: srv.Args, Dir: srv.Cwd, Env: env, Extra: srv.Watch,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("measuring %s: %w", label, err)
+		}
+		proc, err := supervisor.Start(ctx, supervisor.Spec{
+			Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
+		}, d.supervisorOptions())
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", label, err)
+		}
+		rec.Epoch = identity.NewEpoch()
+		rec.ProcessID = proc.Pid()
+		rec.StartedAt = time.Now().UTC()
+		if d.opts.Procs != nil {
+			if obs, err := identity.Observe(ctx, d.opts.Procs, proc.Pid()); err == nil {
+				rec.Observed = obs
+			} else {
+				d.log.Info("observing process tree", "pid", proc.Pid(), "err", err)
+			}
+		}
+		d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
+		return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc}, nil
+	}
+}
+
+func (d *Daemon) supervisorOptions() supervisor.Options {
+	o := d.opts.Supervisor
+	o.Logger = d.log
+	return o
+}
+
+// ServerInfo is a configured server, as `portcullis status` lists it.
+type ServerInfo struct {
+	Label   string   `json:"label"`
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+	Runs    int      `json:"runs"` // live agent runs
+}
+
+// StatusReport is the answer to the status operation.
+type StatusReport struct {
+	Socket      string           `json:"socket"`
+	ConfigFile  string           `json:"configFile"`
+	ConfigError string           `json:"configError,omitempty"` // the file is invalid; the last good one is in force
+	Servers     []ServerInfo     `json:"servers"`
+	Runs        []gateway.Status `json:"runs"`  // live agent runs, oldest first
+	Ended       []gateway.Status `json:"ended"` // recently ended runs, oldest first
+}
+
+// Status returns a snapshot of every configured server and agent run.
+func (d *Daemon) Status() StatusReport {
+	cfg, cfgErr := d.config()
+	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}}
+	if cfgErr != nil {
+		rep.ConfigError = cfgErr.Error()
+	}
+	d.mu.Lock()
+	sessions := make([]*gateway.Session, 0, len(d.order))
+	for _, id := range d.order {
+		sessions = append(sessions, d.runs[id])
+	}
+	rep.Ended = append(rep.Ended, d.ended...)
+	d.mu.Unlock()
+	count := map[string]int{}
+	for _, s := range sessions {
+		st := s.Status()
+		count[st.Label]++
+		rep.Runs = append(rep.Runs, st)
+	}
+	for _, label := range slices.Sorted(mapsKeys(cfg.Servers)) {
+		s := cfg.Servers[label]
+		rep.Servers = append(rep.Servers, ServerInfo{Label: label, Command: s.Command, Args: s.Args, Runs: count[label]})
+	}
+	return rep
+}

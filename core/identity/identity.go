@@ -1,0 +1,163 @@
+// Package identity measures the execution identity of a local MCP server: which
+// code will receive a call. The supervisor, not the server, is the witness: before
+// launch it resolves the command through PATH and symlinks and digests the
+// executable, a shebang interpreter, the entry script, the nearest lockfile,
+// wrapper scripts and the paths the person names; after launch it records the
+// kernel's view of the running process tree. Every new record is bound to a new
+// execution epoch (a ULID) minted here, never by the server.
+//
+// Digests are SHA-256 (FIPS 180-4) written as "sha256:<64 lowercase hex>".
+package identity
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// DigestPrefix is the prefix of every digest string this package produces.
+const DigestPrefix = "sha256:"
+
+// ErrCommandNotFound reports that a launch command does not resolve to an
+// executable regular file (missing from PATH, missing on disk, a directory, or
+// without an execute bit). Errors wrap it with the command and the reason.
+var ErrCommandNotFound = errors.New("command not found")
+
+// FileDigest is one file and its content digest. Path is absolute with symlinks
+// resolved; SHA256 is "sha256:<hex>".
+type FileDigest struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
+// Observed is one process of a running server's tree as the kernel reports it.
+// Exe is the kernel's executable path (on Linux it may end in " (deleted)" when
+// the file was replaced); SHA256 is the digest of the file the process is
+// actually running, empty when it could not be read (the process had exited).
+// StartTime pairs with PID to tell a reused pid apart; its unit is
+// kernel-specific (Linux: clock ticks since boot, /proc/PID/stat field 22;
+// macOS: microseconds since the Unix epoch).
+type Observed struct {
+	PID       int    `json:"pid"`
+	PPID      int    `json:"ppid,omitempty"`
+	Exe       string `json:"exe"`
+	SHA256    string `json:"sha256,omitempty"`
+	StartTime uint64 `json:"startTime,omitempty"`
+}
+
+// Record is the execution record of one launch of one server (DESIGN.md
+// "Execution identity"). [Measurer.Measure] fills everything measured before
+// launch; the supervisor adds Epoch ([NewEpoch]), ProcessID, StartedAt and,
+// after launch, Observed ([Observe]). Digest fields are "sha256:<hex>"; paths
+// are absolute with symlinks resolved, except ExtraDigests keys, which are the
+// watch entries exactly as configured.
+type Record struct {
+	ServerLabel        string            `json:"serverLabel"`
+	LaunchCommand      []string          `json:"launchCommand"`
+	ResolvedExecutable FileDigest        `json:"resolvedExecutable"`
+	Runtime            string            `json:"runtime,omitempty"`     // e.g. "node v22.14.0"
+	EntryDigest        string            `json:"entryDigest,omitempty"` // script argument digest, or the binary itself
+	Entry              string            `json:"entry,omitempty"`       // its absolute path
+	Interpreter        *FileDigest       `json:"interpreter,omitempty"` // shebang interpreter
+	LockfileDigest     string            `json:"lockfileDigest,omitempty"`
+	Lockfile           string            `json:"lockfile,omitempty"`
+	Wrappers           []FileDigest      `json:"wrappers,omitempty"`
+	ExtraDigests       map[string]string `json:"extraDigests,omitempty"` // watched paths (files or dirs) -> "sha256:…"
+	WorkingDirectory   string            `json:"workingDirectory"`
+	Observed           []Observed        `json:"observed,omitempty"`
+	Epoch              string            `json:"epoch"`
+	ProcessID          int               `json:"processId"`
+	StartedAt          time.Time         `json:"startedAt"`
+}
+
+// epochEntropy is monotonic crypto/rand entropy; ulid.MonotonicEntropy is not
+// safe for concurrent use, so it is guarded by epochMu.
+var (
+	epochMu      sync.Mutex
+	epochEntropy = ulid.Monotonic(rand.Reader, 0) // guarded by epochMu
+)
+
+// NewEpoch returns a new execution epoch ID: a 26-character ULID
+// (github.com/ulid/spec) with the current time in milliseconds and
+// crypto/rand entropy, strictly increasing within one process even inside the
+// same millisecond.
+func NewEpoch() string {
+	epochMu.Lock()
+	defer epochMu.Unlock()
+	// crypto/rand never fails, and a monotonic overflow needs 2^80 IDs within
+	// one millisecond, so MustNew cannot panic in practice.
+	return ulid.MustNew(ulid.Timestamp(time.Now()), epochEntropy).String()
+}
+
+// ProcessInfo is the kernel's view of processes, implemented per OS in the
+// platform package (Linux /proc, macOS sysctl).
+type ProcessInfo interface {
+	// Tree returns the process and its descendants as the kernel sees them,
+	// with each executable path: pid first, then descendants breadth-first.
+	// An error wrapping fs.ErrNotExist means pid does not exist.
+	Tree(pid int) ([]Observed, error)
+	// OpenExecutable opens the file the kernel says pid is running (Linux
+	// /proc/PID/exe works even if the file was replaced on disk). An error
+	// wrapping fs.ErrNotExist means the process is gone.
+	OpenExecutable(pid int) (io.ReadCloser, error)
+}
+
+// Observe returns the process tree rooted at pid as pi reports it, with SHA256
+// filled by reading each process's running executable through
+// pi.OpenExecutable. A process that exits between listing and reading keeps an
+// empty SHA256; any other read error is returned with the pid and path.
+func Observe(ctx context.Context, pi ProcessInfo, pid int) ([]Observed, error) {
+	tree, err := pi.Tree(pid)
+	if err != nil {
+		return nil, fmt.Errorf("observing process %d: %w", pid, err)
+	}
+	for i := range tree {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		sum, err := digestExecutable(ctx, pi, tree[i].PID)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("observing process %d (%s): %w", tree[i].PID, tree[i].Exe, err)
+		}
+		tree[i].SHA256 = sum
+	}
+	return tree, nil
+}
+
+func digestExecutable(ctx context.Context, pi ProcessInfo, pid int) (string, error) {
+	rc, err := pi.OpenExecutable(pid)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, ctxReader{ctx, rc}, make([]byte, 256<<10)); err != nil {
+		return "", err
+	}
+	return DigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ctxReader stops a long copy when its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

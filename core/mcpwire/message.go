@@ -1,0 +1,442 @@
+package mcpwire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Kind says what a JSON-RPC 2.0 message is (JSON-RPC 2.0 spec, sections 4
+// and 5; MCP spec, basic/index, "Messages").
+type Kind uint8
+
+// The kinds of message.
+const (
+	KindRequest      Kind = iota + 1 // has "method" and "id"
+	KindNotification                 // has "method", no "id"
+	KindResponse                     // has "id" and "result" or "error"
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "request"
+	case KindNotification:
+		return "notification"
+	case KindResponse:
+		return "response"
+	}
+	return "invalid"
+}
+
+// Standard JSON-RPC 2.0 error codes (JSON-RPC 2.0 spec, section 5.1).
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+)
+
+// ErrInvalid is wrapped by every *InvalidError.
+var ErrInvalid = errors.New("invalid JSON-RPC message")
+
+// InvalidError reports a line that is not a usable JSON-RPC 2.0 message.
+// Code is CodeParseError when the line is not JSON, CodeInvalidRequest when it
+// is JSON but not a valid message. ID holds the message's id when it could be
+// recovered (so that an answer can name it), else nil.
+type InvalidError struct {
+	Code   int
+	Reason string
+	ID     json.RawMessage
+}
+
+func (e *InvalidError) Error() string { return "invalid JSON-RPC message: " + e.Reason }
+
+// Unwrap makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
+
+// Message is one parsed JSON-RPC message. Raw is the message exactly as read;
+// ID, Params, Result and Error are sub-slices of Raw (nil when absent), so a
+// Message must not be modified. Method is the decoded method name.
+type Message struct {
+	Raw    []byte
+	Kind   Kind
+	ID     json.RawMessage
+	Method string
+	Params json.RawMessage
+	Result json.RawMessage
+	Error  json.RawMessage
+}
+
+// Parse classifies one line. It keeps line (no copy): callers that reuse the
+// buffer must pass a copy. It returns an *InvalidError for anything that is
+// not a single JSON-RPC 2.0 request, notification or response. A JSON array
+// (a JSON-RPC batch, allowed only by MCP 2025-03-26) is reported as
+// CodeInvalidRequest with the reason "batch".
+func Parse(line []byte) (*Message, error) {
+	if !json.Valid(line) {
+		return nil, &InvalidError{Code: CodeParseError, Reason: "not valid JSON", ID: PeekID(line)}
+	}
+	i := skipSpace(line, 0)
+	if line[i] == '[' {
+		return nil, &InvalidError{Code: CodeInvalidRequest, Reason: "batch"}
+	}
+	if line[i] != '{' {
+		return nil, &InvalidError{Code: CodeInvalidRequest, Reason: "not a JSON object"}
+	}
+	m := &Message{Raw: line}
+	var version, method json.RawMessage
+	hasID := false
+	err := eachMember(line, func(key []byte, val []byte) bool {
+		switch string(key) {
+		case "jsonrpc":
+			version = val
+		case "id":
+			m.ID, hasID = val, true
+		case "method":
+			method = val
+		case "params":
+			m.Params = val
+		case "result":
+			m.Result = val
+		case "error":
+			m.Error = val
+		}
+		return true
+	})
+	if err != nil {
+		return nil, &InvalidError{Code: CodeParseError, Reason: err.Error()}
+	}
+	fail := func(reason string) (*Message, error) {
+		id := m.ID
+		if !validID(id) {
+			id = nil
+		}
+		return nil, &InvalidError{Code: CodeInvalidRequest, Reason: reason, ID: id}
+	}
+	if !bytes.Equal(version, []byte(`"2.0"`)) {
+		if version == nil {
+			return fail(`missing "jsonrpc": "2.0"`)
+		}
+		return fail(`"jsonrpc" must be "2.0"`)
+	}
+	if hasID && !validID(m.ID) && !(method == nil && isNull(m.ID) && m.Error != nil) {
+		return fail("id must be a string or a number")
+	}
+	switch {
+	case method != nil:
+		if err := json.Unmarshal(method, &m.Method); err != nil {
+			return fail("method must be a string")
+		}
+		if m.Params != nil && m.Params[0] != '{' && m.Params[0] != '[' {
+			return fail("params must be an object or an array")
+		}
+		if hasID {
+			m.Kind = KindRequest
+		} else {
+			m.Kind = KindNotification
+		}
+	case m.Result != nil || m.Error != nil:
+		if !hasID {
+			return fail("response without id")
+		}
+		if m.Result != nil && m.Error != nil {
+			return fail("response with both result and error")
+		}
+		m.Kind = KindResponse
+	default:
+		return fail("neither a request, a notification nor a response")
+	}
+	return m, nil
+}
+
+func validID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
+	c := id[0]
+	return c == '"' || c == '-' || (c >= '0' && c <= '9')
+}
+
+func isNull(v json.RawMessage) bool { return bytes.Equal(v, []byte("null")) }
+
+// PeekID recovers the top-level "id" of a message from a prefix of it, for
+// example the prefix of an oversized or malformed line. It returns nil when
+// no string or number id can be found before the data ends or goes wrong.
+func PeekID(prefix []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := kt.(string)
+		if key != "id" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil
+			}
+			continue
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil || !validID(raw) {
+			return nil
+		}
+		return raw
+	}
+	return nil
+}
+
+// IntID reads an id that the gateway minted itself (a non-negative integer).
+// A peer that echoes the number 7 as the string "7" still matches; coerced
+// reports that it did, so the mismatch can be logged.
+func IntID(id json.RawMessage) (n int64, coerced bool, ok bool) {
+	if len(id) == 0 {
+		return 0, false, false
+	}
+	s := id
+	if id[0] == '"' {
+		var str string
+		if json.Unmarshal(id, &str) != nil {
+			return 0, false, false
+		}
+		s, coerced = []byte(str), true
+	}
+	n, err := strconv.ParseInt(string(s), 10, 64)
+	if err != nil || n < 0 {
+		return 0, false, false
+	}
+	return n, coerced, true
+}
+
+// SetMember returns a copy of the JSON object raw with the top-level member
+// key set to value (raw JSON): replaced in place when present, appended when
+// absent. raw must be a valid JSON object.
+func SetMember(raw []byte, key string, value []byte) ([]byte, error) {
+	return SetPath(raw, []string{key}, value)
+}
+
+// SetPath is SetMember for a nested member: path names object keys from the
+// top level down. Missing intermediate objects are created. Every byte
+// outside the replaced value is kept. It fails when a value on the path
+// exists but is not an object.
+func SetPath(raw []byte, path []string, value []byte) ([]byte, error) {
+	if len(path) == 0 {
+		return nil, errors.New("empty path")
+	}
+	start, end, found, err := findMember(raw, path[0])
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		inner := value
+		if len(path) > 1 {
+			if raw[start] != '{' {
+				return nil, fmt.Errorf("member %q is not an object", path[0])
+			}
+			inner, err = SetPath(raw[start:end], path[1:], value)
+			if err != nil {
+				return nil, err
+			}
+		}
+		return splice(raw, start, end, inner), nil
+	}
+	// Append "key": value before the closing brace.
+	inner := value
+	for i := len(path) - 1; i >= 1; i-- {
+		inner = objectWith(path[i], inner)
+	}
+	closing := bytes.LastIndexByte(raw, '}')
+	if closing < 0 {
+		return nil, errors.New("not an object")
+	}
+	var b bytes.Buffer
+	b.Grow(len(raw) + len(path[0]) + len(inner) + 4)
+	b.Write(raw[:closing])
+	k, _ := json.Marshal(path[0])
+	if hasMembers(raw) {
+		b.WriteByte(',')
+	}
+	b.Write(k)
+	b.WriteByte(':')
+	b.Write(inner)
+	b.Write(raw[closing:])
+	return b.Bytes(), nil
+}
+
+// GetPath returns the raw value at the nested object path, or nil.
+func GetPath(raw []byte, path ...string) json.RawMessage {
+	for _, key := range path {
+		if len(raw) == 0 || raw[skipSpace(raw, 0)] != '{' {
+			return nil
+		}
+		start, end, found, err := findMember(raw, key)
+		if err != nil || !found {
+			return nil
+		}
+		raw = raw[start:end]
+	}
+	return raw
+}
+
+func objectWith(key string, value []byte) []byte {
+	k, _ := json.Marshal(key)
+	out := make([]byte, 0, len(k)+len(value)+3)
+	out = append(out, '{')
+	out = append(out, k...)
+	out = append(out, ':')
+	out = append(out, value...)
+	return append(out, '}')
+}
+
+func hasMembers(obj []byte) bool {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return false
+	}
+	i = skipSpace(obj, i+1)
+	return i < len(obj) && obj[i] != '}'
+}
+
+func splice(raw []byte, start, end int, value []byte) []byte {
+	out := make([]byte, 0, len(raw)-(end-start)+len(value))
+	out = append(out, raw[:start]...)
+	out = append(out, value...)
+	return append(out, raw[end:]...)
+}
+
+// findMember locates the value of the top-level member key in the object raw.
+func findMember(raw []byte, key string) (start, end int, found bool, err error) {
+	err = eachMemberSpan(raw, func(k []byte, s, e int) bool {
+		if string(k) == key {
+			start, end, found = s, e, true
+			return false
+		}
+		return true
+	})
+	return
+}
+
+// eachMember calls fn for each top-level member of the JSON object raw, in
+// order, with the decoded key and the raw value. raw must be valid JSON.
+func eachMember(raw []byte, fn func(key, val []byte) bool) error {
+	return eachMemberSpan(raw, func(k []byte, s, e int) bool { return fn(k, raw[s:e]) })
+}
+
+func eachMemberSpan(raw []byte, fn func(key []byte, start, end int) bool) error {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return errors.New("not an object")
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return nil
+	}
+	for i < len(raw) {
+		if raw[i] != '"' {
+			return fmt.Errorf("expected a member name at offset %d", i)
+		}
+		kend, err := skipString(raw, i)
+		if err != nil {
+			return err
+		}
+		key := raw[i+1 : kend-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var s string
+			if err := json.Unmarshal(raw[i:kend], &s); err != nil {
+				return err
+			}
+			key = []byte(s)
+		}
+		i = skipSpace(raw, kend)
+		if i >= len(raw) || raw[i] != ':' {
+			return fmt.Errorf("expected ':' at offset %d", i)
+		}
+		vstart := skipSpace(raw, i+1)
+		vend, err := skipValue(raw, vstart)
+		if err != nil {
+			return err
+		}
+		if !fn(key, vstart, vend) {
+			return nil
+		}
+		i = skipSpace(raw, vend)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+			continue
+		}
+		if i < len(raw) && raw[i] == '}' {
+			return nil
+		}
+		return fmt.Errorf("expected ',' or '}' at offset %d", i)
+	}
+	return errors.New("unterminated object")
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the offset just past the string that starts at b[i].
+func skipString(b []byte, i int) (int, error) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, errors.New("unterminated string")
+}
+
+// skipValue returns the offset just past the JSON value that starts at b[i].
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errors.New("missing value")
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, err := skipString(b, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errors.New("unterminated value")
+	default:
+		j := i
+		for j < len(b) {
+			switch b[j] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return j, nil
+			}
+			j++
+		}
+		return j, nil
+	}
+}

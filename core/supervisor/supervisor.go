@@ -1,0 +1,434 @@
+//go:build unix
+
+// Package supervisor launches and stops one local MCP server process over
+// stdio (DESIGN.md "Processes"). The server runs in its own process group so
+// that stopping it also stops whatever it spawned: Stop follows the MCP stdio
+// shutdown sequence (specification 2025-11-25, "Lifecycle" > "Shutdown" >
+// "stdio": close the server's stdin, wait, SIGTERM, wait, SIGKILL), sends the
+// signals to the whole group, and returns only once no process of the group is
+// left. Stderr is kept in a bounded ring so a crash can be explained without
+// the server ever blocking on a full pipe.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// Defaults for [Options] and [Spec].
+const (
+	DefaultStopGrace   = 2 * time.Second
+	DefaultKillGrace   = 3 * time.Second
+	DefaultStderrLimit = 64 << 10
+)
+
+// exitTailLines is how many stderr lines [ExitInfo] keeps.
+const exitTailLines = 20
+
+// stderrDrain bounds how long the reaper waits, after the direct child was
+// reaped, for stderr to reach end of file; grandchildren holding stderr open
+// keep it from ever doing so.
+const stderrDrain = 250 * time.Millisecond
+
+// groupGoneTimeout bounds how long Stop waits for the group to empty after
+// SIGKILL (a process in uninterruptible sleep can take a while).
+const groupGoneTimeout = 10 * time.Second
+
+// ErrGroupNotEmpty reports that processes of the server's group survived
+// SIGKILL for groupGoneTimeout (uninterruptible sleep, or a process of another
+// user that joined the group).
+var ErrGroupNotEmpty = errors.New("process group still has processes after SIGKILL")
+
+// Spec says what to launch. Command is as written in the configuration
+// ("node", "./run.sh", "/abs/bin") and is resolved with identity.LookPath: a
+// bare name through the PATH of the child's environment, a name with a slash
+// relative to Dir. Dir "" inherits the working directory. Env entries "K=V"
+// are added on top of os.Environ(), later entries winning. StderrLimit is how
+// many bytes of stderr are kept (0 or less = DefaultStderrLimit).
+type Spec struct {
+	Label       string
+	Command     string
+	Args        []string
+	Dir         string
+	Env         []string
+	StderrLimit int
+}
+
+// Options tune stopping. StopGrace is the wait after closing stdin before
+// SIGTERM to the group (0 = DefaultStopGrace); KillGrace the wait after SIGTERM
+// before SIGKILL to the group (0 = DefaultKillGrace). Logger receives lifecycle
+// events (nil discards); stderr content is never logged.
+type Options struct {
+	StopGrace time.Duration
+	KillGrace time.Duration
+	Logger    *slog.Logger
+}
+
+// ExitInfo is how the direct child ended. Code is the exit status, -1 when it
+// was killed by a signal; Signal is then the signal's name ("SIGKILL").
+// StderrTail holds its last stderr lines (newest last, at most 20), At the time
+// it was reaped.
+type ExitInfo struct {
+	Code       int
+	Signal     string
+	StderrTail []string
+	At         time.Time
+}
+
+// String returns "exit status N" or "killed by SIGNAME", without stderr, which
+// may hold secrets.
+func (e ExitInfo) String() string {
+	if e.Signal != "" {
+		return "killed by " + e.Signal
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
+
+// Process is one running server. Its methods are safe for concurrent use.
+type Process struct {
+	label  string
+	pid    int
+	cmd    *exec.Cmd
+	logger *slog.Logger
+	opts   Options
+
+	stdin  *stdinPipe
+	stdout *stdoutPipe
+	stderr *os.File // read end, closed by Stop
+	ring   *ring
+
+	stderrDone chan struct{} // closed when the stderr reader stops
+	done       chan struct{} // closed after the direct child is reaped
+
+	mu   sync.Mutex
+	exit ExitInfo // guarded by mu; set before done is closed
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when the stop sequence has finished
+	stopErr  error         // written before stopped is closed
+}
+
+// Start launches s in a new process group with pipes for stdin, stdout and
+// stderr. ctx bounds only the start itself: cancelling it later does not touch
+// the process; use [Process.Stop]. A command that does not resolve gives an
+// error wrapping identity.ErrCommandNotFound.
+func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
+	}
+	if o.KillGrace <= 0 {
+		o.KillGrace = DefaultKillGrace
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	limit := s.StderrLimit
+	if limit <= 0 {
+		limit = DefaultStderrLimit
+	}
+	env := slices.Concat(os.Environ(), s.Env)
+	path, err := identity.LookPath(s.Command, s.Dir, env)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", s.Label, err)
+	}
+
+	var files []*os.File // every pipe end, closed on failure
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: stdin pipe: %w", s.Label, err)
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("starting %s: stdout pipe: %w", s.Label, err)
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("starting %s: stderr pipe: %w", s.Label, err)
+	}
+	// Files (not io.Readers) as stdio, so os/exec starts no copying goroutines
+	// and Wait returns as soon as the child is reaped.
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        append([]string{s.Command}, s.Args...),
+		Dir:         s.Dir,
+		Env:         env,
+		Stdin:       inR,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("starting %s: %w", s.Label, err)
+	}
+	// The child holds its own copies now.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+
+	p := &Process{
+		label:      s.Label,
+		pid:        cmd.Process.Pid,
+		cmd:        cmd,
+		logger:     o.Logger.With("server", s.Label, "pid", cmd.Process.Pid),
+		opts:       o,
+		stdin:      &stdinPipe{f: inW},
+		stdout:     &stdoutPipe{f: outR},
+		stderr:     errR,
+		ring:       newRing(limit),
+		stderrDone: make(chan struct{}),
+		done:       make(chan struct{}),
+		stopped:    make(chan struct{}),
+	}
+	p.logger.Info("server started", "path", path)
+	go p.readStderr()
+	go p.reap()
+	return p, nil
+}
+
+// Pid returns the direct child's process ID, which is also its process group ID.
+func (p *Process) Pid() int { return p.pid }
+
+// Stdin returns the write end of the server's stdin. Closing it is the first
+// step of a graceful stop; Close is idempotent.
+func (p *Process) Stdin() io.WriteCloser { return p.stdin }
+
+// Stdout returns the read end of the server's stdout. It reports io.EOF once
+// every process holding the write end has exited, or after Stop has finished
+// (Stop closes it; output not yet read is then discarded).
+func (p *Process) Stdout() io.Reader { return p.stdout }
+
+// Done returns a channel closed when the direct child has exited and been
+// reaped (and its stderr drained, at most 250 ms when grandchildren keep
+// stderr open). Grandchildren may still run: only Stop waits for the group.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exit returns how the direct child ended; the zero ExitInfo before Done is
+// closed.
+func (p *Process) Exit() ExitInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.exit
+	e.StderrTail = slices.Clone(e.StderrTail)
+	return e
+}
+
+// StderrTail returns up to maxLines of the most recent stderr lines, newest
+// last, including an unterminated last line; maxLines <= 0 returns all kept
+// lines. Lines longer than the stderr limit are cut to it.
+func (p *Process) StderrTail(maxLines int) []string { return p.ring.tail(maxLines) }
+
+// reap waits for the direct child, drains stderr, records ExitInfo and closes done.
+func (p *Process) reap() {
+	_ = p.cmd.Wait() // the status is read from ProcessState below
+	at := time.Now()
+	info := ExitInfo{At: at}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		info.Code, info.Signal = -1, unix.SignalName(ws.Signal())
+		if info.Signal == "" {
+			info.Signal = ws.Signal().String()
+		}
+	} else {
+		info.Code = p.cmd.ProcessState.ExitCode()
+	}
+	t := time.NewTimer(stderrDrain)
+	select {
+	case <-p.stderrDone:
+	case <-t.C:
+	}
+	t.Stop()
+	info.StderrTail = p.ring.tail(exitTailLines)
+	p.mu.Lock()
+	p.exit = info
+	p.mu.Unlock()
+	p.logger.Info("server exited", "exit", info.String())
+	close(p.done)
+}
+
+// readStderr copies stderr into the ring until end of file or until Stop
+// closes the read end, so the server never blocks on a full stderr pipe.
+func (p *Process) readStderr() {
+	defer close(p.stderrDone)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := p.stderr.Read(buf)
+		p.ring.write(buf[:n])
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Stop ends the server and everything in its process group: close stdin, wait
+// up to StopGrace for the direct child to exit, SIGTERM the group, wait up to
+// KillGrace for the group to empty, SIGKILL the group, and wait until no
+// process of the group is left (zombies awaiting their reaper count as gone).
+// A child that already exited on its own skips straight to the group. It
+// then closes stdout and stderr. Stop is idempotent and safe to call
+// concurrently: every call waits for the same sequence, which keeps running
+// when ctx ends (Stop then returns ctx.Err()). It returns nil once the group is
+// gone, ErrGroupNotEmpty when processes survive SIGKILL, or a signalling error.
+func (p *Process) Stop(ctx context.Context) error {
+	p.stopOnce.Do(func() { go p.stop() })
+	select {
+	case <-p.stopped:
+		return p.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *Process) stop() {
+	defer close(p.stopped)
+	p.stopErr = p.stopGroup()
+	if p.stopErr != nil {
+		p.logger.Warn("stopping server", "err", p.stopErr)
+	}
+	// The group is gone, so every writer of stdout and stderr is too.
+	p.stdout.close()
+	t := time.NewTimer(stderrDrain)
+	select {
+	case <-p.stderrDone:
+	case <-t.C:
+	}
+	t.Stop()
+	p.stderr.Close()
+}
+
+func (p *Process) stopGroup() error {
+	pgid := p.pid
+	p.stdin.Close()
+	if !waitChan(p.done, p.opts.StopGrace) {
+		p.logger.Info("server did not exit after stdin closed; sending SIGTERM", "grace", p.opts.StopGrace)
+	}
+	alive, err := groupAlive(pgid)
+	if err != nil || !alive {
+		return err
+	}
+	if err := signalGroup(pgid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	if gone, err := waitGroupGone(pgid, p.done, p.opts.KillGrace); err != nil || gone {
+		return err
+	}
+	p.logger.Warn("server group alive after SIGTERM; sending SIGKILL", "grace", p.opts.KillGrace)
+	if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	gone, err := waitGroupGone(pgid, p.done, groupGoneTimeout)
+	if err != nil {
+		return err
+	}
+	if !gone {
+		return fmt.Errorf("stopping %s (process group %d): %w", p.label, pgid, ErrGroupNotEmpty)
+	}
+	return nil
+}
+
+// signalGroup sends sig to every process in the group; a group that emptied
+// meanwhile is not an error.
+func signalGroup(pgid int, sig syscall.Signal) error {
+	if err := syscall.Kill(pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("sending %s to process group %d: %w", unix.SignalName(sig), pgid, err)
+	}
+	return nil
+}
+
+// waitGroupGone waits up to d until the direct child is reaped (done) and no
+// process of the group is left.
+func waitGroupGone(pgid int, done <-chan struct{}, d time.Duration) (bool, error) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	select {
+	case <-done:
+	case <-deadline.C:
+		return false, nil
+	}
+	poll := time.Millisecond
+	for {
+		alive, err := groupAlive(pgid)
+		if err != nil || !alive {
+			return !alive, err
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-t.C:
+		case <-deadline.C:
+			t.Stop()
+			return false, nil
+		}
+		poll = min(2*poll, 50*time.Millisecond)
+	}
+}
+
+// waitChan reports whether c closed within d.
+func waitChan(c <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// stdinPipe is the server's stdin with an idempotent Close.
+type stdinPipe struct {
+	f    *os.File
+	once sync.Once
+	err  error
+}
+
+func (s *stdinPipe) Write(b []byte) (int, error) { return s.f.Write(b) }
+
+func (s *stdinPipe) Close() error {
+	s.once.Do(func() { s.err = s.f.Close() })
+	return s.err
+}
+
+// stdoutPipe is the server's stdout; reads after Stop closed it report io.EOF.
+type stdoutPipe struct {
+	f    *os.File
+	once sync.Once
+}
+
+func (s *stdoutPipe) Read(b []byte) (int, error) {
+	n, err := s.f.Read(b)
+	if errors.Is(err, os.ErrClosed) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (s *stdoutPipe) close() { s.once.Do(func() { s.f.Close() }) }

@@ -1,0 +1,30 @@
+//go:build !linux && !darwin
+
+// Package platform implements, per operating system, the small interfaces that
+// core declares: process identity here (identity.ProcessInfo).
+package platform
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// NewProcessInfo returns a ProcessInfo whose methods fail with an error naming
+// this operating system: process identity is implemented for Linux and macOS
+// only.
+func NewProcessInfo() identity.ProcessInfo { return unsupported{} }
+
+type unsupported struct{}
+
+var _ identity.ProcessInfo = unsupported{}
+
+func (unsupported) Tree(pid int) ([]identity.Observed, error) {
+	return nil, fmt.Errorf("process %d: process identity is not implemented on %s", pid, runtime.GOOS)
+}
+
+func (unsupported) OpenExecutable(pid int) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("process %d: process identity is not implemented on %s", pid, runtime.GOOS)
+}

@@ -1,0 +1,13 @@
+//go:build !unix
+
+package platform
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// StartDaemon is not implemented on this operating system.
+func StartDaemon(exe, logFile string) error {
+	return fmt.Errorf("starting the daemon is not supported on %s", runtime.GOOS)
+}

@@ -38,6 +38,7 @@ test-deps: ## install what the tests need when missing (Debian packages, npm pee
 .PHONY: test
 test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service on Linux), then a cgo build of the app
 	CGO_ENABLED=0 scripts/with-secret-service.sh $(GO) test -tags ci -count=1 -timeout 20m ./...
+	CGO_ENABLED=0 $(GO) -C testdata/servers test -count=1 -timeout 5m ./...
 	@echo "compiling the cgo (Fyne) app once, so that a broken UI build cannot land"
 	CGO_ENABLED=1 $(GO) build -o /dev/null .
 

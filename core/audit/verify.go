@@ -205,7 +205,7 @@ func (v *verifier) parse(b []byte) (line, bool) {
 // check verifies one parsed event; false means a problem was recorded.
 func (v *verifier) check(lf logFile, l line, firstLine bool) bool {
 	if v.enc.hash(l.prev, l.open) != l.hash {
-		v.fail(v.expected, ProblemEdited, "the event at seq position %d in %s does not match its hash", v.expected, lf.name)
+		v.fail(v.expected, ProblemEdited, "the event in place of seq %d in %s does not match its hash", v.expected, lf.name)
 		return false
 	}
 	if !v.checkSig(l) {
@@ -283,7 +283,7 @@ func (v *verifier) gap(lf logFile, l line, firstLine bool) {
 	case firstLine && v.fi > 0:
 		v.fail(exp, ProblemTruncated, "%s ends at seq %d but %s starts at seq %d", v.files[v.fi-1].name, exp-1, lf.name, l.seq)
 	default:
-		v.fail(exp, ProblemDeleted, "seq %d to %d are missing before %s", exp, l.seq-1, lf.name)
+		v.fail(exp, ProblemDeleted, "seq %d to %d are missing: seq %d follows seq %d in %s", exp, l.seq-1, l.seq, exp-1, lf.name)
 	}
 }
 

@@ -73,7 +73,9 @@ func TestVerify(t *testing.T) {
 		{"clean without key", nil, nil, "", 0},
 		{"edit fields", edit(func(t *testing.T, b []byte) []byte { return replaceOnce(t, b, `"tool_4"`, `"tool_9"`) }), nil, ProblemEdited, 5},
 		{"edit seq", edit(func(t *testing.T, b []byte) []byte { return replaceOnce(t, b, `"seq":5,`, `"seq":50,`) }), nil, ProblemEdited, 5},
-		{"edit ts", edit(func(t *testing.T, b []byte) []byte { return replaceOnce(t, b, `"ts":"2026-11-30T01`, `"ts":"2026-11-30T02`) }), nil, ProblemEdited, 5},
+		{"edit ts", edit(func(t *testing.T, b []byte) []byte {
+			return replaceOnce(t, b, `"ts":"2026-11-30T01`, `"ts":"2026-11-30T02`)
+		}), nil, ProblemEdited, 5},
 		{"edit type", edit(func(t *testing.T, b []byte) []byte {
 			return replaceOnce(t, b, `"type":"tool_called"`, `"type":"tool_completed"`)
 		}), nil, ProblemEdited, 5},

@@ -1,6 +1,9 @@
 package catalog
 
 import (
+	"fmt"
+	"os"
+	"time"
 	"bytes"
 	"encoding/json"
 	"strconv"
@@ -15,6 +18,8 @@ func FuzzToolDigest(f *testing.F) {
 	f.Add([]byte(`{"name":"t","inputSchema":{},"annotations":{"readOnlyHint":true}}`))
 	f.Add([]byte(`{"name":"t","annotations":"weird","x":[1.5e3,-0,"\u2028"]}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		tm := time.AfterFunc(2*time.Second, func() { os.WriteFile("/tmp/hang.bin", raw, 0o600); panic(fmt.Sprintf("HANG %q", raw)) })
+		defer tm.Stop()
 		d, err := ToolDigest(raw)
 		if err != nil {
 			return

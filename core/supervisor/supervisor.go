@@ -358,7 +358,7 @@ func (p *Process) stopGroup() error {
 // signalGroup sends sig to every process in the group; a group that emptied
 // meanwhile is not an error.
 func signalGroup(pgid int, sig syscall.Signal) error {
-	if err := syscall.Kill(pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("sending %s to process group %d: %w", unix.SignalName(sig), pgid, err)
 	}
 	return nil

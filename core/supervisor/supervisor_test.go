@@ -172,7 +172,9 @@ func TestStopKillsGrandchildHoldingStdout(t *testing.T) {
 }
 
 func TestStopKillsGrandchildIgnoringSIGTERM(t *testing.T) {
-	p := startFake(t, supervisortest.StubbornParent, fast)
+	// A long StopGrace lets the direct child leave on stdin EOF however slow
+	// the machine; KillGrace then bounds the grandchild's SIGTERM wait.
+	p := startFake(t, supervisortest.StubbornParent, supervisor.Options{StopGrace: 5 * time.Second, KillGrace: 200 * time.Millisecond})
 	line := readLine(t, bufio.NewReader(p.Stdout()))
 	gpid, err := strconv.Atoi(strings.TrimPrefix(line, "ready "))
 	if err != nil {

@@ -1,0 +1,315 @@
+// Package watch notices builds: it watches the files and directories that
+// make up servers' execution identities (executables, entry scripts,
+// lockfiles, the paths a person names), waits until writes settle, and then
+// reports which watched paths changed, per server label.
+//
+// It watches directories, never single files: editors and build tools
+// replace files by renaming a new one over the old, which ends a watch on
+// the file itself. A watched file is observed through its parent directory;
+// a watched directory is watched recursively, subdirectories created later
+// included. The report says only that something changed: whether the
+// identity really differs is decided by recomputing digests (package
+// identity), since a build that rewrites identical bytes is no new code.
+package watch
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Event reports that paths watched for Key changed and then stayed quiet for
+// the settle delay. Paths are the watched roots (as given to Set) under
+// which something changed, sorted. LastWrite is when the last change was
+// seen.
+type Event struct {
+	Key       string
+	Paths     []string
+	LastWrite time.Time
+}
+
+// Watcher watches sets of paths, one set per key (a server label).
+type Watcher struct {
+	settle time.Duration
+	log    *slog.Logger
+	fsw    *fsnotify.Watcher
+	events chan Event
+
+	mu      sync.Mutex
+	sets    map[string][]string       // guarded by mu; key → watched roots (absolute, clean)
+	held    map[string][]string       // guarded by mu; key → directories it acquired
+	dirs    map[string]int            // guarded by mu; directory → number of acquisitions
+	pending map[string]*pendingChange // guarded by mu; key → changes waiting to settle
+	isDir   map[string]bool           // guarded by mu; root → it is a directory tree
+	timers  map[string]*time.Timer    // guarded by mu
+	closed  bool                      // guarded by mu
+	clock   func() time.Time
+}
+
+type pendingChange struct {
+	paths map[string]bool
+	last  time.Time
+}
+
+// New returns a Watcher that reports a key's change once no write has been
+// seen under its paths for settle (200 ms when zero).
+func New(settle time.Duration, log *slog.Logger) (*Watcher, error) {
+	if settle <= 0 {
+		settle = 200 * time.Millisecond
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	return &Watcher{
+		settle:  settle,
+		log:     log,
+		fsw:     fsw,
+		events:  make(chan Event, 16),
+		sets:    map[string][]string{},
+		held:    map[string][]string{},
+		dirs:    map[string]int{},
+		pending: map[string]*pendingChange{},
+		isDir:   map[string]bool{},
+		timers:  map[string]*time.Timer{},
+		clock:   time.Now,
+	}, nil
+}
+
+// Events delivers settled changes. It is never closed: stop reading when
+// Serve has returned.
+func (w *Watcher) Events() <-chan Event { return w.events }
+
+// Set replaces the paths watched for key; an empty list stops watching for
+// key. Paths that do not exist yet are watched through the nearest existing
+// parent, so a build output created later is seen. Relative paths are made
+// absolute against the working directory of the daemon.
+func (w *Watcher) Set(key string, paths []string) error {
+	var roots []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return err
+		}
+		roots = append(roots, filepath.Clean(abs))
+	}
+	slices.Sort(roots)
+	roots = slices.Compact(roots)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errors.New("watcher closed")
+	}
+	for _, d := range w.held[key] {
+		w.releaseLocked(d)
+	}
+	delete(w.held, key)
+	delete(w.sets, key)
+	if len(roots) == 0 {
+		return nil
+	}
+	w.sets[key] = roots
+	var errs []error
+	for _, r := range roots {
+		for _, d := range w.dirsFor(r) {
+			if err := w.acquireLocked(key, d); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dirsFor lists the directories to watch for root: the tree when root is a
+// directory, else the nearest existing parent directory.
+func (w *Watcher) dirsFor(root string) []string {
+	info, err := os.Stat(root)
+	if err == nil && info.IsDir() {
+		w.isDir[root] = true
+		var dirs []string
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if d.IsDir() {
+				if p != root && skipDir(d.Name()) {
+					return filepath.SkipDir
+				}
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		return dirs
+	}
+	w.isDir[root] = false
+	dir := filepath.Dir(root)
+	for {
+		if info, err := os.Stat(dir); err == nil && info.IsDir() {
+			return []string{dir}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return nil
+		}
+		dir = parent
+	}
+}
+
+// skipDir leaves out version-control metadata, whose churn is no build.
+func skipDir(name string) bool { return name == ".git" || name == ".hg" || name == ".svn" }
+
+func (w *Watcher) acquireLocked(key, dir string) error {
+	w.held[key] = append(w.held[key], dir)
+	w.dirs[dir]++
+	if w.dirs[dir] > 1 {
+		return nil
+	}
+	if err := w.fsw.Add(dir); err != nil {
+		w.log.Warn("cannot watch directory", "dir", dir, "err", err)
+		return err
+	}
+	return nil
+}
+
+func (w *Watcher) releaseLocked(dir string) {
+	if w.dirs[dir] == 0 {
+		return
+	}
+	w.dirs[dir]--
+	if w.dirs[dir] == 0 {
+		delete(w.dirs, dir)
+		_ = w.fsw.Remove(dir)
+	}
+}
+
+// Serve handles file-system events until ctx ends.
+func (w *Watcher) Serve(ctx context.Context) error {
+	defer func() {
+		w.mu.Lock()
+		w.closed = true
+		for _, t := range w.timers {
+			t.Stop()
+		}
+		w.mu.Unlock()
+		w.fsw.Close()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.fsw.Events:
+			if !ok {
+				return nil
+			}
+			w.handle(ev)
+		case err, ok := <-w.fsw.Errors:
+			if !ok {
+				return nil
+			}
+			// An overflow loses events: treat every key as changed, so
+			// that digests are recomputed rather than a build missed.
+			w.log.Warn("file watching error", "err", err)
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				w.mu.Lock()
+				for key, roots := range w.sets {
+					for _, r := range roots {
+						w.noteLocked(key, r)
+					}
+				}
+				w.mu.Unlock()
+			}
+		}
+	}
+}
+
+func (w *Watcher) handle(ev fsnotify.Event) {
+	if ev.Op == fsnotify.Chmod {
+		return // metadata only: no new bytes
+	}
+	name := filepath.Clean(ev.Name)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ev.Op.Has(fsnotify.Create) {
+		if info, err := os.Stat(name); err == nil && info.IsDir() && !skipDir(filepath.Base(name)) {
+			// A new subdirectory of a watched tree: watch it and what
+			// was created inside before the watch began.
+			for key, roots := range w.sets {
+				for _, r := range roots {
+					if w.isDir[r] && within(name, r) {
+						for _, d := range w.dirsFor(name) {
+							_ = w.acquireLocked(key, d)
+						}
+					}
+				}
+			}
+		}
+	}
+	for key, roots := range w.sets {
+		for _, r := range roots {
+			if name == r || (w.isDir[r] && within(name, r)) {
+				w.noteLocked(key, r)
+			} else if !w.isDir[r] && within(r, name) && ev.Op.Has(fsnotify.Create) {
+				// A missing parent of a watched file appeared: watch
+				// closer to the file.
+				for _, d := range w.dirsFor(r) {
+					_ = w.acquireLocked(key, d)
+				}
+			}
+		}
+	}
+}
+
+// within reports whether p is root or inside it.
+func within(p, root string) bool {
+	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
+}
+
+func (w *Watcher) noteLocked(key, root string) {
+	pc := w.pending[key]
+	if pc == nil {
+		pc = &pendingChange{paths: map[string]bool{}}
+		w.pending[key] = pc
+	}
+	pc.paths[root] = true
+	pc.last = w.clock()
+	if t := w.timers[key]; t != nil {
+		t.Reset(w.settle)
+		return
+	}
+	w.timers[key] = time.AfterFunc(w.settle, func() { w.fire(key) })
+}
+
+func (w *Watcher) fire(key string) {
+	w.mu.Lock()
+	pc := w.pending[key]
+	delete(w.pending, key)
+	delete(w.timers, key)
+	closed := w.closed
+	w.mu.Unlock()
+	if pc == nil || closed {
+		return
+	}
+	ev := Event{Key: key, LastWrite: pc.last}
+	for p := range pc.paths {
+		ev.Paths = append(ev.Paths, p)
+	}
+	slices.Sort(ev.Paths)
+	// Blocks while the consumer is behind: a build is never dropped.
+	w.events <- ev
+}

@@ -1,0 +1,156 @@
+package watch
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func start(t *testing.T) *Watcher {
+	t.Helper()
+	w, err := New(50*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = w.Serve(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+func next(t *testing.T, w *Watcher) Event {
+	t.Helper()
+	select {
+	case ev := <-w.Events():
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event")
+	}
+	return Event{}
+}
+
+func quiet(t *testing.T, w *Watcher, d time.Duration) {
+	t.Helper()
+	select {
+	case ev := <-w.Events():
+		t.Fatalf("unexpected event %+v", ev)
+	case <-time.After(d):
+	}
+}
+
+func write(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatchFilesAndTrees(t *testing.T) {
+	root := t.TempDir()
+	dist := filepath.Join(root, "dist")
+	lock := filepath.Join(root, "package-lock.json")
+	write(t, filepath.Join(dist, "server.js"), "v1")
+	write(t, lock, "{}")
+	write(t, filepath.Join(root, "README"), "unrelated")
+
+	w := start(t)
+	if err := w.Set("inv", []string{dist, lock}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Several writes in a burst settle into one event.
+	for i := range 5 {
+		write(t, filepath.Join(dist, "server.js"), "v2-"+string(rune('a'+i)))
+	}
+	ev := next(t, w)
+	if diff := cmp.Diff(Event{Key: "inv", Paths: []string{dist}}, ev, cmpIgnoreTime); diff != "" {
+		t.Errorf("burst event (-want +got):\n%s", diff)
+	}
+	quiet(t, w, 200*time.Millisecond)
+
+	// An unrelated file beside a watched one is not a build.
+	write(t, filepath.Join(root, "README"), "changed")
+	quiet(t, w, 200*time.Millisecond)
+
+	// A lockfile replaced by rename is seen.
+	tmp := filepath.Join(root, ".lock.tmp")
+	write(t, tmp, `{"v":2}`)
+	if err := os.Rename(tmp, lock); err != nil {
+		t.Fatal(err)
+	}
+	ev = next(t, w)
+	if diff := cmp.Diff([]string{lock}, ev.Paths); diff != "" {
+		t.Errorf("rename event paths (-want +got):\n%s", diff)
+	}
+
+	// A subdirectory created later is watched, and so is what lands in it.
+	write(t, filepath.Join(dist, "chunks", "a.js"), "x")
+	next(t, w)
+	time.Sleep(100 * time.Millisecond)
+	write(t, filepath.Join(dist, "chunks", "a.js"), "y")
+	if ev := next(t, w); ev.Key != "inv" {
+		t.Errorf("event for %q", ev.Key)
+	}
+
+	// chmod alone changes no bytes.
+	if err := os.Chmod(lock, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	quiet(t, w, 200*time.Millisecond)
+
+	// Unwatching stops events.
+	if err := w.Set("inv", nil); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dist, "server.js"), "v3")
+	quiet(t, w, 200*time.Millisecond)
+}
+
+func TestWatchMissingFileAppears(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "out", "server")
+	w := start(t)
+	if err := w.Set("srv", []string{bin}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	write(t, bin, "binary")
+	ev := next(t, w)
+	if diff := cmp.Diff([]string{bin}, ev.Paths); diff != "" {
+		t.Errorf("paths (-want +got):\n%s", diff)
+	}
+}
+
+func TestTwoKeysShareADirectory(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a.js"), filepath.Join(root, "b.js")
+	write(t, a, "1")
+	write(t, b, "1")
+	w := start(t)
+	if err := w.Set("A", []string{a}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Set("B", []string{b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Set("A", nil); err != nil { // must not stop B's watch
+		t.Fatal(err)
+	}
+	write(t, b, "2")
+	if ev := next(t, w); ev.Key != "B" {
+		t.Errorf("event for %q, want B", ev.Key)
+	}
+}
+
+var cmpIgnoreTime = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".LastWrite" }, cmp.Ignore())

@@ -54,6 +54,9 @@ Usage:
                                      add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P]
                                          [--restart on-change|manual] -- CMD ARGS…
   portcullis status [--json]         per agent run: label, state, epoch, pid, digests
+  portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
+  portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]
+                                     catalog revisions and their classified diff
   portcullis version
 
 Data: PORTCULLIS_HOME overrides the data directory (see README).
@@ -105,6 +108,10 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		return a.runServers(rest)
 	case "status":
 		return a.runStatus(rest)
+	case "restart":
+		return a.runRestart(rest)
+	case "catalog":
+		return a.runCatalog(rest)
 	case "version", "--version":
 		fmt.Fprintln(a.Stdout, "portcullis", Version)
 		return nil

@@ -255,7 +255,16 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 		fmt.Fprintf(w, "  agent     %s (pid %d, shim pid %d)\n", r.Agent.Exe, r.Agent.PID, r.Agent.ShimPID)
 	}
 	if r.Epoch != "" {
-		fmt.Fprintf(w, "  epoch     %s  pid %d\n", r.Epoch, r.PID)
+		fmt.Fprintf(w, "  epoch     %s  pid %d  (%d launched in this run)\n", r.Epoch, r.PID, r.Epochs)
+	}
+	if r.CatalogRevision != 0 {
+		fmt.Fprintf(w, "  catalog   revision %d (the agent last fetched %d)\n", r.CatalogRevision, r.AgentRevision)
+	}
+	if r.Build != "" {
+		fmt.Fprintf(w, "  build     %s\n", r.Build)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "  warning   %s\n", warn)
 	}
 	if rec := r.Record; rec != nil {
 		fmt.Fprintf(w, "  command   %s\n", shellJoin(rec.LaunchCommand))

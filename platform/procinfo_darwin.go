@@ -1,7 +1,5 @@
 //go:build darwin
 
-// Package platform implements, per operating system, the small interfaces that
-// core declares: process identity here (identity.ProcessInfo).
 package platform
 
 import (

@@ -116,7 +116,9 @@ func TestFollow(t *testing.T) {
 
 	// Events 8–10 already exist; 11–40 are appended while following and
 	// cross several rotations.
+	appended := make(chan struct{})
 	go func() {
+		defer close(appended)
 		for range 30 {
 			if _, err := l.Append(context.Background(), "x", map[string]string{"pad": "0123456789012345678901234567890123456789"}); err != nil {
 				t.Error(err)
@@ -134,6 +136,7 @@ func TestFollow(t *testing.T) {
 			t.Fatalf("Follow stopped before seq %d", want)
 		}
 	}
+	<-appended
 	cancel()
 	if err := <-errc; err != context.Canceled {
 		t.Fatalf("Follow returned %v", err)

@@ -34,59 +34,69 @@ func (d *differ) schema(p, arg string, ov, nv any, oOK, nOK bool) {
 			continue
 		}
 		kp := p + "/" + escapePtr(k)
-		switch k {
-		case "properties":
-			d.properties(p, arg, om, nm)
-		case "required":
-			d.required(kp, arg, om, nm)
-		case "type":
-			d.typ(kp, arg, o, n, oOK, nOK)
-		case "enum":
-			d.enum(kp, arg, o, n, oOK, nOK)
-		case "const":
-			switch {
-			case !oOK:
-				d.add(KindConstChanged, kp, nil, n, Contract, fmt.Sprintf("%s: %s is now fixed to %s", d.tool, argLabel(arg), show(n, true)))
-			case !nOK:
-				d.add(KindConstChanged, kp, o, nil, Authority, fmt.Sprintf("%s: %s is no longer fixed to %s", d.tool, argLabel(arg), show(o, true)))
-			default:
-				d.add(KindConstChanged, kp, o, n, Authority, fmt.Sprintf("%s: %s is now fixed to %s instead of %s", d.tool, argLabel(arg), show(n, true), show(o, true)))
-			}
-		case "default":
-			switch {
-			case !oOK:
-				d.add(KindDefaultAdded, kp, nil, n, Authority, fmt.Sprintf("%s: %s now defaults to %s when omitted", d.tool, argLabel(arg), show(n, true)))
-			case !nOK:
-				d.add(KindDefaultRemoved, kp, o, nil, Contract, fmt.Sprintf("%s: %s no longer declares a default (was %s)", d.tool, argLabel(arg), show(o, true)))
-			default:
-				d.add(KindDefaultChanged, kp, o, n, Authority, fmt.Sprintf("%s: default of %s changed from %s to %s", d.tool, argLabel(arg), show(o, true), show(n, true)))
-			}
-		case "additionalProperties":
-			d.additional(kp, arg, o, n, oOK, nOK)
-		case "items":
-			_, m1 := o.(map[string]any)
-			_, m2 := n.(map[string]any)
-			if m1 && m2 {
-				d.schema(kp, arg+"[]", o, n, true, true)
-			} else {
-				d.add(KindSchemaChanged, kp, o, n, Authority, fmt.Sprintf("%s: items of %s changed from %s to %s", d.tool, argLabel(arg), show(o, oOK), show(n, nOK)))
-			}
-		case "description":
-			d.description(kp, argLabel(arg), o, n)
-		case "title":
-			d.add(KindTitleChanged, kp, o, n, Cosmetic, fmt.Sprintf("%s: title of %s changed from %s to %s", d.tool, argLabel(arg), show(o, oOK), show(n, nOK)))
-		case "examples", "$comment":
-			d.add(KindSchemaAnnotationChanged, kp, o, n, Cosmetic, fmt.Sprintf("%s: %s of %s changed", d.tool, k, argLabel(arg)))
-		case "deprecated", "readOnly", "writeOnly":
-			d.add(KindSchemaAnnotationChanged, kp, o, n, Contract, fmt.Sprintf("%s: %s of %s changed from %s to %s", d.tool, k, argLabel(arg), show(o, oOK), show(n, nOK)))
-		default:
-			if b, ok := bounds[k]; ok {
-				d.bound(kp, arg, k, b, o, n, oOK, nOK)
-				continue
-			}
-			d.add(KindSchemaChanged, kp, o, n, Authority, fmt.Sprintf("%s: %q of %s changed from %s to %s (cannot tell whether it widens)", d.tool, k, argLabel(arg), show(o, oOK), show(n, nOK)))
+		before := len(d.out)
+		if told := d.keyword(p, kp, arg, k, om, nm, o, n, oOK, nOK); !told && len(d.out) == before {
+			d.add(KindSchemaChanged, kp, o, n, Cosmetic, fmt.Sprintf("%s: %q of %s spelled differently (same meaning)", d.tool, k, argLabel(arg)))
 		}
 	}
+}
+
+// keyword compares one keyword k of two schemas om and nm at pointer p. told
+// is true when the difference is reported under another keyword.
+func (d *differ) keyword(p, kp, arg, k string, om, nm map[string]any, o, n any, oOK, nOK bool) (told bool) {
+	switch k {
+	case "properties":
+		d.properties(p, arg, om, nm)
+	case "required":
+		return d.required(kp, arg, om, nm)
+	case "type":
+		d.typ(kp, arg, o, n, oOK, nOK)
+	case "enum":
+		d.enum(kp, arg, o, n, oOK, nOK)
+	case "const":
+		switch {
+		case !oOK:
+			d.add(KindConstChanged, kp, nil, n, Contract, fmt.Sprintf("%s: %s is now fixed to %s", d.tool, argLabel(arg), show(n, true)))
+		case !nOK:
+			d.add(KindConstChanged, kp, o, nil, Authority, fmt.Sprintf("%s: %s is no longer fixed to %s", d.tool, argLabel(arg), show(o, true)))
+		default:
+			d.add(KindConstChanged, kp, o, n, Authority, fmt.Sprintf("%s: %s is now fixed to %s instead of %s", d.tool, argLabel(arg), show(n, true), show(o, true)))
+		}
+	case "default":
+		switch {
+		case !oOK:
+			d.add(KindDefaultAdded, kp, nil, n, Authority, fmt.Sprintf("%s: %s now defaults to %s when omitted", d.tool, argLabel(arg), show(n, true)))
+		case !nOK:
+			d.add(KindDefaultRemoved, kp, o, nil, Contract, fmt.Sprintf("%s: %s no longer declares a default (was %s)", d.tool, argLabel(arg), show(o, true)))
+		default:
+			d.add(KindDefaultChanged, kp, o, n, Authority, fmt.Sprintf("%s: default of %s changed from %s to %s", d.tool, argLabel(arg), show(o, true), show(n, true)))
+		}
+	case "additionalProperties":
+		d.additional(kp, arg, o, n, oOK, nOK)
+	case "items":
+		_, m1 := o.(map[string]any)
+		_, m2 := n.(map[string]any)
+		if m1 && m2 {
+			d.schema(kp, arg+"[]", o, n, true, true)
+		} else {
+			d.add(KindSchemaChanged, kp, o, n, Authority, fmt.Sprintf("%s: items of %s changed from %s to %s", d.tool, argLabel(arg), show(o, oOK), show(n, nOK)))
+		}
+	case "description":
+		d.description(kp, argLabel(arg), o, n)
+	case "title":
+		d.add(KindTitleChanged, kp, o, n, Cosmetic, fmt.Sprintf("%s: title of %s changed from %s to %s", d.tool, argLabel(arg), show(o, oOK), show(n, nOK)))
+	case "examples", "$comment":
+		d.add(KindSchemaAnnotationChanged, kp, o, n, Cosmetic, fmt.Sprintf("%s: %s of %s changed", d.tool, k, argLabel(arg)))
+	case "deprecated", "readOnly", "writeOnly":
+		d.add(KindSchemaAnnotationChanged, kp, o, n, Contract, fmt.Sprintf("%s: %s of %s changed from %s to %s", d.tool, k, argLabel(arg), show(o, oOK), show(n, nOK)))
+	default:
+		if b, ok := bounds[k]; ok {
+			d.bound(kp, arg, k, b, o, n, oOK, nOK)
+			return false
+		}
+		d.add(KindSchemaChanged, kp, o, n, Authority, fmt.Sprintf("%s: %q of %s changed from %s to %s (cannot tell whether it widens)", d.tool, k, argLabel(arg), show(o, oOK), show(n, nOK)))
+	}
+	return false
 }
 
 func childArg(arg, name string) string {
@@ -187,12 +197,14 @@ func isStringArray(v any, present bool) bool {
 	return true
 }
 
-func (d *differ) required(p, arg string, om, nm map[string]any) {
+// required reports changes of a "required" list; told is true when some
+// names are told by property_added / property_removed instead.
+func (d *differ) required(p, arg string, om, nm map[string]any) (told bool) {
 	o, oOK := om["required"]
 	n, nOK := nm["required"]
 	if !isStringArray(o, oOK) || !isStringArray(n, nOK) {
 		d.add(KindSchemaChanged, p, o, n, Authority, fmt.Sprintf("%s: required of %s changed from %s to %s", d.tool, argLabel(arg), show(o, oOK), show(n, nOK)))
-		return
+		return false
 	}
 	op, _ := om["properties"].(map[string]any)
 	np, _ := nm["properties"].(map[string]any)
@@ -204,7 +216,8 @@ func (d *differ) required(p, arg string, om, nm map[string]any) {
 		}
 		emitted = true
 		if _, added := np[name]; added && op[name] == nil {
-			continue // told by property_added
+			told = true // told by property_added
+			continue
 		}
 		d.add(KindRequiredAdded, p, nil, name, Contract, fmt.Sprintf("%s: %s is now required", d.tool, argLabel(childArg(arg, name))))
 	}
@@ -214,13 +227,15 @@ func (d *differ) required(p, arg string, om, nm map[string]any) {
 		}
 		emitted = true
 		if _, removed := op[name]; removed && np[name] == nil {
-			continue // told by property_removed
+			told = true // told by property_removed
+			continue
 		}
 		d.add(KindRequiredRemoved, p, name, nil, Contract, fmt.Sprintf("%s: %s is no longer required", d.tool, argLabel(childArg(arg, name))))
 	}
 	if !emitted {
 		d.add(KindOrderChanged, p, o, n, Cosmetic, fmt.Sprintf("%s: required list of %s reordered", d.tool, argLabel(arg)))
 	}
+	return told
 }
 
 func sortedSet(s map[string]bool) []string {

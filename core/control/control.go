@@ -31,6 +31,7 @@ const (
 	OpStatus  = "status"  // Reply.Data: []gateway.Status and the configured servers
 	OpPing    = "ping"    // is a daemon there?
 	OpStop    = "stop"    // stop the daemon: every server stopped, agents told
+	OpRestart = "restart" // replace the process of every agent run of Label with a new epoch
 )
 
 // Hello is the first line a client sends.

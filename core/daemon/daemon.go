@@ -18,17 +18,21 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/core/supervisor"
+	"github.com/portcullis/portcullis/core/watch"
 )
 
 // PeerInfo reads, from the kernel, who is on the other end of a Unix socket
@@ -53,6 +57,11 @@ type Options struct {
 	Supervisor supervisor.Options
 	// KeepEnded is how many ended agent runs `status` keeps showing (default 20).
 	KeepEnded int
+	// Settle is how long writes must pause before a build counts as
+	// complete (default 300 ms).
+	Settle time.Duration
+	// AuditKey signs the audit log (HMAC-SHA256); nil leaves it unsigned.
+	AuditKey []byte
 }
 
 // Daemon owns the agent runs. Create it with New, run it with Serve.
@@ -61,14 +70,20 @@ type Daemon struct {
 	log      *slog.Logger
 	measurer *identity.Measurer
 	uid      int
+	catalogs *catalog.Store
+	validate *catalog.Validator
+	audit    *audit.Log
+	watcher  *watch.Watcher
 
-	mu     sync.Mutex
-	cfg    *config.Config              // guarded by mu; the last configuration that loaded
-	runs   map[string]*gateway.Session // guarded by mu; live agent runs by run id
-	order  []string                    // guarded by mu; run ids in start order
-	ended  []gateway.Status            // guarded by mu; most recent last
-	cancel context.CancelFunc          // guarded by mu
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	cfg     *config.Config              // guarded by mu; the last configuration that loaded
+	runs    map[string]*gateway.Session // guarded by mu; live agent runs by run id
+	labels  map[string]string           // guarded by mu; run id → server label
+	watched map[string][]string         // guarded by mu; label → paths given to the watcher
+	order   []string                    // guarded by mu; run ids in start order
+	ended   []gateway.Status            // guarded by mu; most recent last
+	cancel  context.CancelFunc          // guarded by mu
+	wg      sync.WaitGroup
 }
 
 // New loads the configuration and returns a Daemon. A configuration file that
@@ -83,19 +98,41 @@ func New(o Options) (*Daemon, error) {
 	if o.KeepEnded <= 0 {
 		o.KeepEnded = 20
 	}
+	if o.Settle <= 0 {
+		o.Settle = 300 * time.Millisecond
+	}
 	cfg, err := config.Load(o.Dirs.ConfigFile())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
+	}
+	if err := o.Dirs.Ensure(); err != nil {
+		return nil, err
+	}
+	cats, err := catalog.OpenStore(filepath.Join(o.Dirs.State, "catalog"), catalog.WithStoreLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("opening the catalog store: %w", err)
+	}
+	w, err := watch.New(o.Settle, log)
+	if err != nil {
+		return nil, fmt.Errorf("starting the build watcher: %w", err)
 	}
 	return &Daemon{
 		opts:     o,
 		log:      log,
 		measurer: identity.NewMeasurer(log),
 		uid:      os.Getuid(),
+		catalogs: cats,
+		validate: catalog.NewValidator(catalog.WithValidatorLogger(log)),
+		watcher:  w,
 		cfg:      cfg,
 		runs:     map[string]*gateway.Session{},
+		labels:   map[string]string{},
+		watched:  map[string][]string{},
 	}, nil
 }
+
+// AuditDir is where the audit log of a data directory lives.
+func AuditDir(d paths.Dirs) string { return filepath.Join(d.State, "audit") }
 
 // Serve listens on the control socket until ctx is cancelled or a client
 // asks the daemon to stop. On return every server process has been stopped.
@@ -108,6 +145,13 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	al, err := audit.Open(audit.Options{Dir: AuditDir(d.opts.Dirs), Key: d.opts.AuditKey, Logger: d.log})
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("opening the audit log: %w", err)
+	}
+	d.audit = al
+	defer al.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	d.mu.Lock()
 	d.cancel = cancel
@@ -117,6 +161,8 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	go func() { _ = d.watcher.Serve(ctx) }()
+	go d.builds(ctx)
 	d.log.Info("daemon listening", "socket", sock)
 	for {
 		c, err := ln.Accept()
@@ -221,6 +267,14 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		cancel()
 	case control.OpConnect:
 		d.connect(ctx, c, br, h.Label, pid)
+	case control.OpRestart:
+		n := d.Restart(h.Label, "restart requested with portcullis restart")
+		if n == 0 {
+			reply(c, control.Reply{Error: fmt.Sprintf("no agent run of %q is connected: nothing to restart", h.Label), Code: "no_runs"})
+			return
+		}
+		b, _ := json.Marshal(map[string]int{"restarted": n})
+		reply(c, control.Reply{Data: b})
 	default:
 		reply(c, control.Reply{Error: fmt.Sprintf("unknown operation %q", h.Op), Code: "bad_hello"})
 	}
@@ -262,16 +316,25 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 		d.log.Info("agent of shim unknown", "shim", shimPID, "err", err)
 	}
 	runID := identity.NewEpoch()
-	sess := gateway.New(gateway.Options{
+	var sess *gateway.Session
+	sess = gateway.New(gateway.Options{
 		RunID:          runID,
 		Label:          label,
 		Agent:          agent,
-		Launch:         d.launcher(label, srv),
+		Launch:         d.launcher(label),
+		Catalog:        d.catalogs,
+		Validator:      d.validate,
+		Policy:         d.policy(label),
 		StartupTimeout: srv.StartupTimeoutOrDefault(),
+		HoldTimeout:    cfg.Settings.HoldTimeoutOrDefault(),
+		RestartOnCrash: true,
+		Audit:          d.audit,
 		Logger:         d.log,
+		OnChange:       func() { d.rewatch(label) },
 	})
 	d.mu.Lock()
 	d.runs[runID] = sess
+	d.labels[runID] = label
 	d.order = append(d.order, runID)
 	d.mu.Unlock()
 	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
@@ -281,12 +344,14 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 	st := sess.Status()
 	d.mu.Lock()
 	delete(d.runs, runID)
+	delete(d.labels, runID)
 	d.order = slices.DeleteFunc(d.order, func(id string) bool { return id == runID })
 	d.ended = append(d.ended, st)
 	if len(d.ended) > d.opts.KeepEnded {
 		d.ended = d.ended[len(d.ended)-d.opts.KeepEnded:]
 	}
 	d.mu.Unlock()
+	d.rewatch(label)
 	d.log.Info("agent run ended", "run", runID, "err", err)
 }
 
@@ -300,19 +365,44 @@ func mapsKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
 	}
 }
 
+// measureSpec is what the supervisor measures for a server's identity.
+func measureSpec(label string, srv config.Server) identity.MeasureSpec {
+	env := make([]string, 0, len(srv.Env))
+	for k, v := range srv.Env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return identity.MeasureSpec{Label: label, Command: srv.Command, Args: srv.Args, Dir: srv.Cwd, Env: env, Extra: srv.Watch}
+}
+
+// policy returns the per-tool policy function of label, read from the
+// configuration in force at each call.
+func (d *Daemon) policy(label string) func(tool string) string {
+	return func(tool string) string {
+		d.mu.Lock()
+		cfg := d.cfg
+		d.mu.Unlock()
+		if srv, ok := cfg.Servers[label]; ok {
+			return srv.Policy(tool)
+		}
+		return config.PolicyApprove
+	}
+}
+
 // launcher measures the execution identity, starts the process and observes
 // what the kernel says it runs: the epoch is minted here, by the supervisor,
-// never taken from the server.
-func (d *Daemon) launcher(label string, srv config.Server) gateway.Launcher {
+// never taken from the server. The configuration is read at each launch, so
+// a restart picks up an edited command.
+func (d *Daemon) launcher(label string) gateway.Launcher {
 	return func(ctx context.Context) (*gateway.Epoch, error) {
-		env := make([]string, 0, len(srv.Env))
-		for k, v := range srv.Env {
-			env = append(env, k+"="+v)
+		cfg, _ := d.config()
+		srv, ok := cfg.Servers[label]
+		if !ok {
+			return nil, fmt.Errorf("server %q is no longer configured", label)
 		}
-		sort.Strings(env)
-		rec, err := d.measurer.Measure(ctx, identity.MeasureSpec{
-			Label: label, Command: srv.Command, Args: srv.Args, Dir: srv.Cwd, Env: env, Extra: srv.Watch,
-		})
+		spec := measureSpec(label, srv)
+		env := spec.Env
+		rec, err := d.measurer.Measure(ctx, spec)
 		if err != nil {
 			return nil, fmt.Errorf("measuring %s: %w", label, err)
 		}

@@ -19,7 +19,11 @@ const (
 	methodInitialized   = "notifications/initialized"
 	methodCancelled     = "notifications/cancelled"
 	methodProgress      = "notifications/progress"
+	methodToolsChanged  = "notifications/tools/list_changed"
 	methodDiscover      = "server/discover"
+	methodListen        = "subscriptions/listen"
+	methodToolsList     = "tools/list"
+	methodToolsCall     = "tools/call"
 	metaSubscriptionKey = "io.modelcontextprotocol/subscriptionId"
 )
 
@@ -70,14 +74,113 @@ func (s *Session) readAgent(in io.Reader) error {
 	}
 }
 
+// agentRequest routes one request from the agent: the handshake goes
+// straight to the current process; everything else passes the gate, which
+// is closed while a new epoch is identity-pending or its catalog is being
+// fetched.
 func (s *Session) agentRequest(m *mcpwire.Message) {
-	if m.Method == methodPing {
+	switch m.Method {
+	case methodPing:
 		// Answered here, also while no process is running (DESIGN.md,
 		// "Protocol eras").
 		b, _ := mcpwire.NewResult(m.ID, nil)
 		s.writeAgent(b)
 		return
+	case methodInitialize:
+		s.mu.Lock()
+		s.era, s.initParams = eraLegacy, bytes.Clone(m.Params)
+		s.mu.Unlock()
+		s.forward(m, nil)
+		return
+	case methodDiscover:
+		s.mu.Lock()
+		s.era, s.discoverMeta = eraModern, bytes.Clone(mcpwire.GetPath(m.Params, "_meta"))
+		s.mu.Unlock()
+		s.forward(m, nil)
+		return
 	}
+	s.mu.Lock()
+	open, gate := s.gateOpen, s.gateCh
+	s.mu.Unlock()
+	if open {
+		s.handle(m)
+		return
+	}
+	// Held: never forwarded to either process until the gate opens.
+	go func() {
+		t := time.NewTimer(s.opts.HoldTimeout)
+		defer t.Stop()
+		select {
+		case <-gate:
+			s.handle(m)
+		case <-t.C:
+			s.mu.Lock()
+			st, cur := s.state, s.cur
+			s.mu.Unlock()
+			r := &Refusal{Error: HoldTimeout, Server: s.opts.Label,
+				Reason: fmt.Sprintf("the server was %s for more than %s", st, s.opts.HoldTimeout),
+				Retry:  "call again in a moment; if it persists, ask the person to check the server"}
+			if cur != nil {
+				r.CurrentEpoch = cur.ID
+			}
+			s.writeAgent(r.Response(m.ID))
+		}
+	}()
+}
+
+// handle runs a request past the gate.
+func (s *Session) handle(m *mcpwire.Message) {
+	s.mu.Lock()
+	e := s.cur
+	if e == nil || e.ended || s.state == StateFailed || s.state == StateCrashLooping {
+		r := s.unavailableLocked()
+		s.mu.Unlock()
+		s.writeAgent(r.Response(m.ID))
+		return
+	}
+	s.mu.Unlock()
+	switch m.Method {
+	case methodToolsList:
+		if s.answerToolsList(e, m) {
+			return
+		}
+	case methodToolsCall:
+		var name string
+		_ = json.Unmarshal(mcpwire.GetPath(m.Params, "name"), &name)
+		if r := s.checkCall(e, m); r != nil {
+			s.recordRefusal(name, r)
+			s.writeAgent(r.Response(m.ID))
+			return
+		}
+		decision := "allow"
+		if s.policy(name) != "allow" {
+			decision = "unchecked" // no authorizer in this build
+		}
+		rec, err := s.recordIntent(e, name, mcpwire.GetPath(m.Params, "arguments"), decision)
+		if err != nil {
+			r := &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
+				Reason: "the audit log cannot be written (" + err.Error() + "), so no call is forwarded",
+				Retry:  "ask the person to check the disk and the data directory"}
+			s.writeAgent(r.Response(m.ID))
+			return
+		}
+		s.forward(m, rec)
+		return
+	case methodListen:
+		s.mu.Lock()
+		s.listen = &listenState{
+			agentID: bytes.Clone(m.ID),
+			raw:     bytes.Clone(m.Raw),
+			toolsOn: bytes.Equal(mcpwire.GetPath(m.Params, "notifications", "toolsListChanged"), []byte("true")),
+		}
+		s.mu.Unlock()
+	}
+	s.forward(m, nil)
+}
+
+// forward sends an agent request to the current epoch under a gateway id;
+// call is set for a tools/call whose intent is in the audit log.
+func (s *Session) forward(m *mcpwire.Message, call *callRecord) {
 	token := ""
 	if t := mcpwire.GetPath(m.Params, "_meta", "progressToken"); t != nil {
 		token = string(t)
@@ -92,7 +195,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 	}
 	id := s.nextID
 	s.nextID++
-	p := &pending{agentID: m.ID, method: m.Method, ep: e, token: token}
+	p := &pending{agentID: m.ID, method: m.Method, ep: e, token: token, call: call}
 	s.pending[id] = p
 	s.byAgentID[string(m.ID)] = id
 	if !e.answered && e.timer == nil {
@@ -113,6 +216,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		if still {
 			r.Reason = "writing to the server failed: " + err.Error()
 			s.writeAgent(r.Response(m.ID))
+			s.recordCompletion(e, call, "epoch_ended", r.Reason)
 		}
 	}
 }
@@ -145,11 +249,15 @@ func (s *Session) failEpoch(e *epoch, why string) {
 			Retry: "ask the person to check the server's command and logs"}
 		answers = append(answers, r.Response(p.agentID))
 	}
+	if s.cur == e {
+		s.state, s.reason = StateFailed, why
+		s.openGateLocked()
+	}
 	s.mu.Unlock()
 	for _, a := range answers {
 		s.writeAgent(a)
 	}
-	s.endEpoch(e, why)
+	s.endEpoch(e, why, nil)
 }
 
 func (s *Session) agentNotification(m *mcpwire.Message) {
@@ -167,12 +275,16 @@ func (s *Session) agentNotification(m *mcpwire.Message) {
 			p = s.pending[id]
 			// The agent ignores any later answer (MCP basic/utilities/cancellation).
 			s.dropPendingLocked(id, p)
+			if p != nil && p.method == methodListen && s.listen != nil && string(s.listen.agentID) == string(reqID) {
+				s.listen = nil
+			}
 		}
 		s.mu.Unlock()
 		if !ok || p == nil {
 			s.log.Debug("cancellation for an unknown or finished request", "requestId", string(reqID))
 			return
 		}
+		s.recordCompletion(p.ep, p.call, "cancelled", "")
 		out, err := mcpwire.SetPath(m.Raw, []string{"params", "requestId"}, mcpwire.NumberID(id))
 		if err != nil {
 			s.log.Warn("rewriting cancellation", "err", err)
@@ -180,7 +292,7 @@ func (s *Session) agentNotification(m *mcpwire.Message) {
 		}
 		e, line = p.ep, out
 	case methodInitialized:
-		defer s.completeHandshake()
+		defer s.completeHandshake(e)
 	}
 	if e == nil || e.ended {
 		s.log.Debug("notification while no server runs", "method", m.Method)
@@ -202,7 +314,7 @@ func (s *Session) agentResponse(m *mcpwire.Message) {
 	}
 	s.mu.Unlock()
 	if !ok || r == nil {
-		s.log.Warn("agent answered an unknown request", "id", string(m.ID))
+		s.log.Info("agent answered a request of an ended epoch or an unknown one", "id", string(m.ID))
 		return
 	}
 	out, err := mcpwire.SetMember(m.Raw, "id", r.serverID)
@@ -225,7 +337,17 @@ func (s *Session) readServer(e *epoch) {
 				s.serverTooLarge(e, tl)
 				continue
 			}
-			s.endEpoch(e, "server closed its output")
+			s.mu.Lock()
+			ended := e.ended
+			s.mu.Unlock()
+			if !ended {
+				// Give the exit status a moment to arrive; it says more.
+				select {
+				case <-e.Proc.Done():
+				case <-time.After(200 * time.Millisecond):
+					s.exited(e, "server closed its output")
+				}
+			}
 			return
 		}
 		s.mu.Lock()
@@ -278,6 +400,7 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 		close(p.reply)
 		return
 	}
+	s.recordCompletion(e, p.call, "rpc_error", "message_too_large")
 	s.writeAgent((&Refusal{
 		Error: MessageTooLarge, Server: s.opts.Label, Epoch: e.ID, Limit: tl.Limit,
 		Reason: fmt.Sprintf("the server's answer to %s is %d bytes, over the %d-byte limit", p.method, tl.Size, tl.Limit),
@@ -301,6 +424,9 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 			e.timer.Stop()
 		}
 	}
+	if p.method == methodInitialize && m.Result != nil && e.initResult == nil {
+		e.initResult = bytes.Clone(m.Result)
+	}
 	s.mu.Unlock()
 	if coerced {
 		s.log.Warn("server changed the type of a request id", "epoch", e.ID, "sent", gid, "got", string(m.ID))
@@ -309,17 +435,25 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 		p.reply <- m
 		return
 	}
+	if p.call != nil {
+		switch {
+		case m.Error != nil:
+			s.recordCompletion(e, p.call, "rpc_error", string(mcpwire.GetPath(m.Error, "message")))
+		case bytes.Equal(mcpwire.GetPath(m.Result, "isError"), []byte("true")):
+			s.recordCompletion(e, p.call, "error", "")
+		default:
+			s.recordCompletion(e, p.call, "ok", "")
+		}
+	}
 	out, err := mcpwire.SetMember(m.Raw, "id", p.agentID)
 	if err != nil {
 		return
 	}
+	s.writeAgent(out)
 	if p.method == methodDiscover && m.Result != nil {
 		// 2026-07-28: no handshake follows a successful discovery.
-		s.writeAgent(out)
-		s.completeHandshake()
-		return
+		s.completeHandshake(e)
 	}
-	s.writeAgent(out)
 }
 
 func (s *Session) serverRequest(e *epoch, m *mcpwire.Message) {
@@ -345,6 +479,19 @@ func (s *Session) serverRequest(e *epoch, m *mcpwire.Message) {
 func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {
 	line := m.Raw
 	switch m.Method {
+	case methodToolsChanged:
+		// A signal to refetch, in either era, advertised or not (DESIGN.md:
+		// "a server's own list_changed is a signal to refetch, not proof of
+		// anything"). The agent hears of it once the new revision is known.
+		s.mu.Lock()
+		advertised := bytes.Equal(mcpwire.GetPath(e.initResult, "capabilities", "tools", "listChanged"), []byte("true"))
+		legacy := s.era == eraLegacy
+		s.mu.Unlock()
+		if legacy && !advertised && e.initResult != nil {
+			s.log.Info("server sent tools list_changed without advertising tools.listChanged; refetching anyway", "epoch", e.ID)
+		}
+		go s.refresh(e)
+		return
 	case methodProgress:
 		token := string(mcpwire.GetPath(m.Params, "progressToken"))
 		if !s.tokenInFlight(e, token) {

@@ -19,6 +19,12 @@
 //   - a request in flight when its epoch ends is answered at once with
 //     epoch_ended and never retried.
 //
+// It also keeps the refresh contract (DESIGN.md): the gateway fetches
+// tools/list itself at every epoch and after every list change, answers the
+// agent's tools/list from the current catalog revision, validates every
+// tools/call against it, and holds the agent's requests while a new epoch is
+// identity-pending.
+//
 // Progress tokens are chosen by the agent and pass through unchanged: a
 // server process serves exactly one agent run, and the gateway's own requests
 // carry no token, so tokens cannot collide. Progress for a token that no
@@ -35,6 +41,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
@@ -76,6 +84,13 @@ type Options struct {
 	Label  string // server label
 	Agent  Agent
 	Launch Launcher
+	// Catalog keeps the catalog revisions of every label; required.
+	Catalog *catalog.Store
+	// Validator checks tools/call arguments; a new one when nil.
+	Validator *catalog.Validator
+	// Policy gives a tool's policy ("allow", "approve", "deny"); every
+	// tool is "approve" when nil. "deny" hides the tool and refuses calls.
+	Policy func(tool string) string
 	// MaxMessage is the largest message accepted from either side, in
 	// bytes (mcpwire.DefaultMaxMessage when 0).
 	MaxMessage int
@@ -83,22 +98,39 @@ type Options struct {
 	// (default 30 s). On expiry the request is refused with
 	// server_unavailable and the process group is stopped.
 	StartupTimeout time.Duration
-	Logger         *slog.Logger
+	// HoldTimeout bounds how long a request is held while a new epoch is
+	// identity-pending (default 30 s); then it is refused with hold_timeout.
+	HoldTimeout time.Duration
+	// RestartOnCrash relaunches a process that exits on its own, with
+	// backoff; after CrashLimit crashes within CrashWindow the session is
+	// crash-looping and waits for Restart.
+	RestartOnCrash bool
+	CrashLimit     int           // default 5
+	CrashWindow    time.Duration // default 60 s
+	// Audit receives the events of the run; the tool_called intent is
+	// durable before a call is forwarded, and calls fail closed with
+	// audit_unavailable when it cannot be written. Nil: no audit.
+	Audit  Auditor
+	Logger *slog.Logger
 	// OnChange, when set, is called (without locks held) after the
 	// session's visible state changes.
 	OnChange func()
 }
 
-// State is where a session is in its life.
+// State is where a session is in its life (DESIGN.md, "The refresh
+// contract").
 type State string
 
-// Session states. Later epochs pass through identity-pending and
-// catalog-ready on their way to ready (DESIGN.md, "The refresh contract").
+// Session states.
 const (
-	StateStarting State = "starting"
-	StateReady    State = "ready"
-	StateFailed   State = "failed"
-	StateEnded    State = "ended"
+	StateStarting        State = "starting"         // first process launched, catalog not fetched yet
+	StateIdentityPending State = "identity-pending" // a new epoch is starting: requests are held
+	StateCatalogPending  State = "catalog-pending"  // the new epoch's tools/list is being fetched
+	StateReady           State = "ready"
+	StateRestarting      State = "restarting"    // the process crashed; a relaunch is scheduled
+	StateCrashLooping    State = "crash-looping" // too many crashes; waits for a person
+	StateFailed          State = "failed"
+	StateEnded           State = "ended"
 )
 
 // Session is one agent run: the agent's connection and the epochs that serve
@@ -112,6 +144,7 @@ type Session struct {
 
 	mu            sync.Mutex
 	state         State                   // guarded by mu
+	reason        string                  // guarded by mu; why the state is what it is
 	cur           *epoch                  // guarded by mu; nil before the first launch
 	nextID        int64                   // guarded by mu
 	pending       map[int64]*pending      // guarded by mu; gateway id → request toward the server
@@ -120,17 +153,51 @@ type Session struct {
 	handshakeDone bool                    // guarded by mu
 	queue         [][]byte                // guarded by mu; server → agent messages before the handshake
 	diagnostics   []string                // guarded by mu; non-JSON-RPC lines from servers
+	warnings      []string                // guarded by mu; things the person should know
+	gateOpen      bool                    // guarded by mu; agent requests flow
+	gateCh        chan struct{}           // guarded by mu; closed when the gate opens
+	agentRev      uint64                  // guarded by mu; catalog revision the agent last fetched
+	era           era                     // guarded by mu
+	initParams    json.RawMessage         // guarded by mu; the agent's initialize params
+	discoverMeta  json.RawMessage         // guarded by mu; the agent's _meta on server/discover
+	listen        *listenState            // guarded by mu; the agent's subscriptions/listen
+	refreshing    bool                    // guarded by mu
+	refreshAgain  bool                    // guarded by mu
+	buildNote     string                  // guarded by mu; a build seen on disk, not running
+	crashes       []time.Time             // guarded by mu
+	replacing     bool                    // guarded by mu
+	epochs        int                     // guarded by mu; epochs launched so far
 	startedAt     time.Time
 	ctx           context.Context // cancelled when Serve returns
+	cancel        context.CancelFunc
+}
+
+// era is the protocol era the agent chose (DESIGN.md, "Protocol eras").
+type era int
+
+const (
+	eraUnknown era = iota
+	eraLegacy      // initialize handshake (2024-11-05 … 2025-11-25)
+	eraModern      // server/discover, per-request _meta (2026-07-28)
+)
+
+type listenState struct {
+	agentID json.RawMessage // the agent's id of its subscriptions/listen request
+	raw     []byte          // the request as the agent sent it
+	toolsOn bool            // it asked for notifications/tools/list_changed
 }
 
 type epoch struct {
 	Epoch
-	wmu      sync.Mutex // serializes writes to Proc.Stdin
-	answered bool       // guarded by Session.mu: the process has answered a request
-	ended    bool       // guarded by Session.mu
-	endWhy   string     // guarded by Session.mu
-	timer    *time.Timer
+	wmu        sync.Mutex // serializes writes to Proc.Stdin
+	answered   bool       // guarded by Session.mu: the process has answered a request
+	ended      bool       // guarded by Session.mu
+	endWhy     string     // guarded by Session.mu
+	replaced   bool       // guarded by Session.mu: ended because a newer epoch took over
+	timer      *time.Timer
+	catalog    *catalog.Catalog // guarded by Session.mu; this epoch's revision once fetched
+	fallback   bool             // guarded by Session.mu; tools/list could not be fetched: pass through
+	initResult json.RawMessage  // guarded by Session.mu; its initialize result
 }
 
 type pending struct {
@@ -139,6 +206,7 @@ type pending struct {
 	ep      *epoch
 	token   string // progress token, raw JSON; "" when none
 	reply   chan *mcpwire.Message
+	call    *callRecord // a tools/call, for its tool_completed event
 }
 
 type reverseEntry struct {
@@ -153,8 +221,20 @@ func New(o Options) *Session {
 	if o.StartupTimeout <= 0 {
 		o.StartupTimeout = 30 * time.Second
 	}
+	if o.HoldTimeout <= 0 {
+		o.HoldTimeout = 30 * time.Second
+	}
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = mcpwire.DefaultMaxMessage
+	}
+	if o.CrashLimit <= 0 {
+		o.CrashLimit = 5
+	}
+	if o.CrashWindow <= 0 {
+		o.CrashWindow = 60 * time.Second
+	}
+	if o.Validator == nil {
+		o.Validator = catalog.NewValidator()
 	}
 	log := o.Logger
 	if log == nil {
@@ -169,8 +249,17 @@ func New(o Options) *Session {
 		pending:   map[int64]*pending{},
 		byAgentID: map[string]int64{},
 		reverse:   map[int64]*reverseEntry{},
+		gateOpen:  true,
+		gateCh:    closedChan(),
 		startedAt: time.Now(),
+		ctx:       context.Background(),
 	}
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }
 
 // Serve launches the first epoch and proxies until the agent's input ends or
@@ -180,11 +269,24 @@ func New(o Options) *Session {
 func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s.ctx = ctx
+	s.mu.Lock()
+	s.ctx, s.cancel = ctx, cancel
+	s.mu.Unlock()
 	s.agentOut = agentOut
+	s.record(audit.TypeRunStarted, audit.RunStarted{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+		Agent: audit.Agent{Executable: s.opts.Agent.Exe, PID: s.opts.Agent.PID}})
 
-	if err := s.launch(ctx); err != nil {
+	if e, err := s.startEpoch(ctx); err != nil {
 		s.log.Warn("launch failed", "err", err)
+		s.mu.Lock()
+		s.state, s.reason = StateFailed, "the server could not be launched: "+err.Error()
+		s.mu.Unlock()
+		s.changed()
+	} else {
+		s.mu.Lock()
+		s.cur = e
+		s.mu.Unlock()
+		s.changed()
 	}
 
 	agentDone := make(chan error, 1)
@@ -200,34 +302,32 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
+	s.record(audit.TypeRunEnded, audit.RunEnded{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Reason: "agent disconnected"})
 	return err
 }
 
-// launch starts a new epoch and makes it current.
-func (s *Session) launch(ctx context.Context) error {
+// startEpoch launches a process and starts reading it; the caller makes it
+// current.
+func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 	ep, err := s.opts.Launch(ctx)
 	if err != nil {
-		s.mu.Lock()
-		s.state = StateFailed
-		s.cur = &epoch{ended: true, endWhy: err.Error()}
-		s.mu.Unlock()
-		s.changed()
-		return err
+		return nil, err
 	}
 	e := &epoch{Epoch: *ep}
 	s.mu.Lock()
-	s.cur = e
-	s.state = StateReady
+	s.epochs++
 	s.mu.Unlock()
 	s.log.Info("epoch started", "epoch", e.ID, "pid", e.Proc.Pid())
+	s.recordServerStarted(e)
 	go s.readServer(e)
 	go func() {
 		<-e.Proc.Done()
 		exit := e.Proc.Exit()
-		s.endEpoch(e, "server process exited ("+exit.String()+")")
+		s.record(audit.TypeServerExited, audit.ServerExited{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
+			Epoch: e.ID, PID: e.Proc.Pid(), ExitCode: exit.Code, Signal: exit.Signal})
+		s.exited(e, "server process exited ("+exit.String()+")")
 	}()
-	s.changed()
-	return nil
+	return e, nil
 }
 
 func (s *Session) changed() {
@@ -239,39 +339,91 @@ func (s *Session) changed() {
 // shutdown stops every process the session started and fails what is left.
 func (s *Session) shutdown() {
 	s.mu.Lock()
-	ep := s.cur
-	s.state = StateEnded
+	e := s.cur
+	s.state, s.reason = StateEnded, "agent run ended"
+	s.openGateLocked()
 	s.mu.Unlock()
-	if ep != nil && ep.Proc != nil {
-		s.endEpoch(ep, "agent run ended")
+	if e != nil {
+		s.endEpoch(e, "agent run ended", nil)
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := ep.Proc.Stop(stopCtx); err != nil {
-			s.log.Warn("stopping server", "epoch", ep.ID, "err", err)
+		if err := e.Proc.Stop(stopCtx); err != nil {
+			s.log.Warn("stopping server", "epoch", e.ID, "err", err)
 		}
 		cancel()
 	}
 	s.changed()
 }
 
+// exited handles the end of a process that nobody asked to stop.
+func (s *Session) exited(e *epoch, why string) {
+	s.mu.Lock()
+	unexpected := !e.ended && s.cur == e && s.state != StateEnded
+	s.mu.Unlock()
+	s.endEpoch(e, why, nil)
+	if !unexpected {
+		return
+	}
+	s.mu.Lock()
+	now := time.Now()
+	s.crashes = append(s.crashes, now)
+	for len(s.crashes) > 0 && now.Sub(s.crashes[0]) > s.opts.CrashWindow {
+		s.crashes = s.crashes[1:]
+	}
+	n := len(s.crashes)
+	switch {
+	case !s.opts.RestartOnCrash:
+		s.state, s.reason = StateFailed, why
+		s.mu.Unlock()
+	case n >= s.opts.CrashLimit:
+		s.state = StateCrashLooping
+		s.reason = fmt.Sprintf("%s; %d crashes within %s, so it is not restarted until a person acts (portcullis restart %s)", why, n, s.opts.CrashWindow, s.opts.Label)
+		s.openGateLocked() // held requests learn why at once
+		s.mu.Unlock()
+		s.log.Warn("server is crash-looping", "crashes", n)
+	default:
+		delay := time.Duration(1<<min(n-1, 5)) * 500 * time.Millisecond
+		s.state, s.reason = StateRestarting, fmt.Sprintf("%s; restarting in %s", why, delay)
+		s.closeGateLocked()
+		ctx := s.ctx
+		s.mu.Unlock()
+		time.AfterFunc(delay, func() {
+			if ctx.Err() == nil {
+				s.Replace("restart after a crash")
+			}
+		})
+	}
+	s.changed()
+}
+
 // endEpoch marks e ended and answers every request still waiting on it with
-// epoch_ended. It is idempotent.
-func (s *Session) endEpoch(e *epoch, why string) {
+// epoch_ended, naming next when a newer epoch took over. A pending
+// subscriptions/listen of the agent is kept when next is set (it moves to
+// next). It is idempotent.
+func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 	s.mu.Lock()
 	if e.ended {
 		s.mu.Unlock()
 		return
 	}
-	e.ended, e.endWhy = true, why
+	e.ended, e.endWhy, e.replaced = true, why, next != nil
 	if e.timer != nil {
 		e.timer.Stop()
 	}
 	current := ""
-	if s.cur != nil && s.cur != e && !s.cur.ended {
-		current = s.cur.ID
+	if next != nil {
+		current = next.ID
 	}
 	var answers [][]byte
+	var ended []*callRecord
 	for id, p := range s.pending {
 		if p.ep != e {
+			continue
+		}
+		if p.call != nil {
+			ended = append(ended, p.call)
+		}
+		if next != nil && s.listen != nil && p.method == methodListen && string(p.agentID) == string(s.listen.agentID) {
+			delete(s.pending, id) // re-opened on next, the agent's stream goes on
 			continue
 		}
 		s.dropPendingLocked(id, p)
@@ -294,23 +446,21 @@ func (s *Session) endEpoch(e *epoch, why string) {
 			delete(s.reverse, id)
 		}
 	}
-	if s.cur == e && s.state != StateEnded {
-		s.state = StateFailed
-	}
 	s.mu.Unlock()
 	s.log.Info("epoch ended", "epoch", e.ID, "why", why, "answered", len(answers))
 	for _, a := range answers {
 		s.writeAgent(a)
 	}
-	if e.Proc != nil {
-		// Reap whatever the process group left behind (grandchildren that
-		// hold stdout, for instance).
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = e.Proc.Stop(ctx)
-		}()
+	for _, c := range ended {
+		s.recordCompletion(e, c, "epoch_ended", why)
 	}
+	// Reap whatever the process group left behind (grandchildren that
+	// hold stdout, for instance).
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = e.Proc.Stop(ctx)
+	}()
 	s.changed()
 }
 
@@ -323,6 +473,22 @@ func (s *Session) dropPendingLocked(id int64, p *pending) {
 	}
 }
 
+// closeGateLocked holds the agent's requests from now on.
+func (s *Session) closeGateLocked() {
+	if s.gateOpen {
+		s.gateOpen = false
+		s.gateCh = make(chan struct{})
+	}
+}
+
+// openGateLocked lets held requests go.
+func (s *Session) openGateLocked() {
+	if !s.gateOpen {
+		s.gateOpen = true
+		close(s.gateCh)
+	}
+}
+
 // writeAgent writes one message to the agent.
 func (s *Session) writeAgent(line []byte) {
 	s.amu.Lock()
@@ -331,7 +497,8 @@ func (s *Session) writeAgent(line []byte) {
 }
 
 func (s *Session) writeAgentLocked(line []byte) {
-	if _, err := s.agentOut.Write(append(line, '\n')); err != nil {
+	buf := make([]byte, 0, len(line)+1)
+	if _, err := s.agentOut.Write(append(append(buf, line...), '\n')); err != nil {
 		s.log.Debug("writing to agent", "err", err)
 	}
 }
@@ -352,21 +519,30 @@ func (s *Session) sendServerMessage(line []byte) {
 	s.writeAgentLocked(line)
 }
 
-// completeHandshake flushes what the server said before the agent was ready.
-func (s *Session) completeHandshake() {
+// completeHandshake flushes what the server said before the agent was ready
+// and fetches the first catalog.
+func (s *Session) completeHandshake(e *epoch) {
 	s.amu.Lock()
-	defer s.amu.Unlock()
 	s.mu.Lock()
 	if s.handshakeDone {
 		s.mu.Unlock()
+		s.amu.Unlock()
 		return
 	}
 	s.handshakeDone = true
 	q := s.queue
 	s.queue = nil
+	if e != nil && !e.ended && e.catalog == nil && !e.fallback {
+		// The agent's next requests wait for the catalog.
+		s.closeGateLocked()
+	}
 	s.mu.Unlock()
 	for _, line := range q {
 		s.writeAgentLocked(line)
+	}
+	s.amu.Unlock()
+	if e != nil {
+		go s.refresh(e)
 	}
 }
 
@@ -390,26 +566,41 @@ func (s *Session) diagnostic(e *epoch, text string) {
 	s.log.Info("server diagnostic", "epoch", e.ID, "line", text)
 }
 
+func (s *Session) warn(text string) {
+	s.mu.Lock()
+	if len(s.warnings) >= maxDiagnostics {
+		s.warnings = s.warnings[1:]
+	}
+	s.warnings = append(s.warnings, text)
+	s.mu.Unlock()
+	s.log.Warn(text)
+}
+
 // unavailableLocked describes why no epoch can take a request now.
 func (s *Session) unavailableLocked() *Refusal {
-	r := &Refusal{Error: ServerUnavailable, Server: s.opts.Label, Retry: "wait for the server to be restarted, or ask the person to fix it"}
+	r := &Refusal{Error: ServerUnavailable, Server: s.opts.Label, Reason: s.reason,
+		Retry: "wait for the server to be restarted, or ask the person to fix it"}
+	if s.state == StateCrashLooping {
+		r.Retry = "ask the person to fix the server and run `portcullis restart " + s.opts.Label + "`"
+	}
 	e := s.cur
-	switch {
-	case e == nil:
-		r.Reason = "the server has not started"
-	case e.Proc == nil:
-		r.Reason = "the server could not be launched: " + e.endWhy
-	default:
-		r.Reason = e.endWhy
-		r.Epoch = e.ID
-		select {
-		case <-e.Proc.Done():
-			exit := e.Proc.Exit()
-			r.ExitStatus = exit.String()
-			r.StderrTail = exit.StderrTail
-		default:
-			r.StderrTail = e.Proc.StderrTail(10)
+	if e == nil {
+		if r.Reason == "" {
+			r.Reason = "the server has not started"
 		}
+		return r
+	}
+	if r.Reason == "" {
+		r.Reason = e.endWhy
+	}
+	r.Epoch = e.ID
+	select {
+	case <-e.Proc.Done():
+		exit := e.Proc.Exit()
+		r.ExitStatus = exit.String()
+		r.StderrTail = exit.StderrTail
+	default:
+		r.StderrTail = e.Proc.StderrTail(10)
 	}
 	return r
 }

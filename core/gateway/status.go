@@ -11,42 +11,57 @@ import (
 // it. Record is the execution record of the current epoch (absent when no
 // process could be launched); Exit is set once that process has exited.
 type Status struct {
-	Run         string               `json:"run"`
-	Label       string               `json:"label"`
-	State       State                `json:"state"`
-	Agent       Agent                `json:"agent"`
-	StartedAt   time.Time            `json:"startedAt"`
-	Epoch       string               `json:"epoch,omitempty"`
-	PID         int                  `json:"pid,omitempty"`
-	Record      *identity.Record     `json:"record,omitempty"`
-	Reason      string               `json:"reason,omitempty"` // why the state is failed
-	Exit        *supervisor.ExitInfo `json:"exit,omitempty"`
-	StderrTail  []string             `json:"stderrTail,omitempty"`
-	Diagnostics []string             `json:"diagnostics,omitempty"` // non-JSON-RPC lines the server wrote on stdout
-	InFlight    int                  `json:"inFlight"`              // requests waiting for the server
+	Run       string    `json:"run"`
+	Label     string    `json:"label"`
+	State     State     `json:"state"`
+	Reason    string    `json:"reason,omitempty"` // why the state is what it is
+	Agent     Agent     `json:"agent"`
+	StartedAt time.Time `json:"startedAt"`
+	Epoch     string    `json:"epoch,omitempty"`
+	PID       int       `json:"pid,omitempty"`
+	Epochs    int       `json:"epochs"` // epochs launched for this run so far
+	// CatalogRevision is the revision of the current epoch's catalog (0:
+	// not fetched yet); AgentRevision the one the agent last fetched.
+	CatalogRevision uint64               `json:"catalogRevision,omitempty"`
+	AgentRevision   uint64               `json:"agentRevision,omitempty"`
+	Record          *identity.Record     `json:"record,omitempty"`
+	Build           string               `json:"build,omitempty"` // a build on disk that is not running
+	Exit            *supervisor.ExitInfo `json:"exit,omitempty"`
+	StderrTail      []string             `json:"stderrTail,omitempty"`
+	Diagnostics     []string             `json:"diagnostics,omitempty"` // non-JSON-RPC lines the server wrote on stdout
+	Warnings        []string             `json:"warnings,omitempty"`
+	InFlight        int                  `json:"inFlight"` // requests waiting for the server
 }
 
 // Status returns a snapshot of the session.
 func (s *Session) Status() Status {
 	s.mu.Lock()
 	st := Status{
-		Run:         s.opts.RunID,
-		Label:       s.opts.Label,
-		State:       s.state,
-		Agent:       s.opts.Agent,
-		StartedAt:   s.startedAt,
-		Diagnostics: append([]string(nil), s.diagnostics...),
-		InFlight:    len(s.pending),
+		Run:           s.opts.RunID,
+		Label:         s.opts.Label,
+		State:         s.state,
+		Reason:        s.reason,
+		Agent:         s.opts.Agent,
+		StartedAt:     s.startedAt,
+		Epochs:        s.epochs,
+		AgentRevision: s.agentRev,
+		Build:         s.buildNote,
+		Diagnostics:   append([]string(nil), s.diagnostics...),
+		Warnings:      append([]string(nil), s.warnings...),
+		InFlight:      len(s.pending),
 	}
 	e := s.cur
 	if e != nil {
 		st.Epoch = e.ID
-		if e.ended {
+		if e.catalog != nil {
+			st.CatalogRevision = e.catalog.Revision
+		}
+		if e.ended && st.Reason == "" {
 			st.Reason = e.endWhy
 		}
 	}
 	s.mu.Unlock()
-	if e != nil && e.Proc != nil {
+	if e != nil {
 		rec := e.Record
 		st.Record = &rec
 		st.PID = e.Proc.Pid()

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -11,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -130,13 +133,10 @@ const (
 type treeItem struct {
 	kind   byte
 	rel    string // slash-separated, "." for the root
-	mode   fs.FileMode
 	abs    string
-	key    fileKey
-	keyOK  bool
+	mode   fs.FileMode
 	target string // symlink text
 	sum    [sha256.Size]byte
-	hit    bool
 }
 
 // DigestTree returns "sha256:<hex>" over the tree at root (symlinks in root
@@ -146,8 +146,9 @@ type treeItem struct {
 // payload — a file's SHA-256, a symlink's target text (never followed), nothing
 // for directories, sockets, pipes and devices. Timestamps, owners and inode
 // numbers are not part of the digest. Files are cached as in
-// [Measurer.DigestFile], so an unchanged tree costs one lstat per entry.
-// Errors name the path that failed.
+// [Measurer.DigestFile], so an unchanged tree costs one lstat per entry; the
+// lstats and any hashing run on up to GOMAXPROCS goroutines. Errors name the
+// path that failed.
 func (m *Measurer) DigestTree(root string) (string, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -157,31 +158,26 @@ func (m *Measurer) DigestTree(root string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("digesting tree %s: %w", root, err)
 	}
+	// Listing only: names and types come from the directory entries, so no
+	// stat happens here.
 	var items []treeItem
 	err = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(real, p)
-		if err != nil {
-			return err
+		rel := "."
+		if p != real {
+			// WalkDir joins names onto real, so p starts with it.
+			rel = filepath.ToSlash(strings.TrimPrefix(p[len(real):], string(filepath.Separator)))
 		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		it := treeItem{rel: filepath.ToSlash(rel), mode: fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), abs: p}
-		switch t := fi.Mode().Type(); {
+		it := treeItem{rel: rel, abs: p}
+		switch t := d.Type(); {
 		case t.IsDir():
 			it.kind = kindDir
 		case t.IsRegular():
 			it.kind = kindFile
-			it.key, it.keyOK = statKey(fi)
 		case t&fs.ModeSymlink != 0:
 			it.kind = kindSymlink
-			if it.target, err = os.Readlink(p); err != nil {
-				return err
-			}
 		default:
 			it.kind = kindOther
 		}
@@ -191,7 +187,7 @@ func (m *Measurer) DigestTree(root string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("digesting tree %s: %w", root, err)
 	}
-	if err := m.sumFiles(items); err != nil {
+	if err := m.fillItems(items); err != nil {
 		return "", fmt.Errorf("digesting tree %s: %w", root, err)
 	}
 	h := sha256.New()
@@ -218,54 +214,73 @@ func (m *Measurer) DigestTree(root string) (string, error) {
 	return DigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// sumFiles fills sum for every file item: cache hits under one lock, misses
-// hashed by up to GOMAXPROCS workers.
-func (m *Measurer) sumFiles(items []treeItem) error {
-	var misses []int
-	m.mu.Lock()
-	for i := range items {
-		it := &items[i]
-		if it.kind != kindFile {
-			continue
-		}
-		if c, ok := m.files[it.abs]; ok && it.keyOK && c.key == it.key {
-			it.sum, it.hit = c.sum, true
-			continue
-		}
-		misses = append(misses, i)
-	}
-	m.mu.Unlock()
-	if len(misses) == 0 {
-		return nil
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(misses))
-	next := make(chan int)
+// fillChunk is how many tree entries one worker claims at a time.
+const fillChunk = 128
+
+// fillItems lstats every item for its mode, reads symlink targets, and sums
+// files from the cache or by hashing, on up to GOMAXPROCS workers.
+func (m *Measurer) fillItems(items []treeItem) error {
+	workers := min(runtime.GOMAXPROCS(0), (len(items)+fillChunk-1)/fillChunk)
+	var next atomic.Int64
 	errs := make([]error, workers)
+	var failed atomic.Bool
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			for i := range next {
-				if errs[w] != nil {
-					continue // drain
+			for !failed.Load() {
+				start := int(next.Add(fillChunk)) - fillChunk
+				if start >= len(items) {
+					return
 				}
-				it := &items[i]
-				sum, err := m.hashAndStore(it.abs, it.key, it.keyOK)
-				if err != nil {
-					errs[w] = fmt.Errorf("%s: %w", it.abs, err)
-					continue
+				for i := start; i < min(start+fillChunk, len(items)); i++ {
+					if err := m.fillItem(&items[i]); err != nil {
+						errs[w] = err
+						failed.Store(true)
+						return
+					}
 				}
-				it.sum = sum
 			}
 		})
 	}
-	for _, i := range misses {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+	return errors.Join(errs...)
+}
+
+func (m *Measurer) fillItem(it *treeItem) error {
+	fi, err := os.Lstat(it.abs)
+	if err != nil {
+		return err
+	}
+	// The entry may have changed type since it was listed; the lstat wins.
+	switch t := fi.Mode().Type(); {
+	case t.IsDir():
+		it.kind = kindDir
+	case t.IsRegular():
+		it.kind = kindFile
+	case t&fs.ModeSymlink != 0:
+		it.kind = kindSymlink
+	default:
+		it.kind = kindOther
+	}
+	it.mode = fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+	switch it.kind {
+	case kindSymlink:
+		if it.target, err = os.Readlink(it.abs); err != nil {
 			return err
+		}
+	case kindFile:
+		key, keyOK := statKey(fi)
+		if keyOK {
+			m.mu.Lock()
+			c, hit := m.files[it.abs]
+			m.mu.Unlock()
+			if hit && c.key == key {
+				it.sum = c.sum
+				return nil
+			}
+		}
+		if it.sum, err = m.hashAndStore(it.abs, key, keyOK); err != nil {
+			return fmt.Errorf("%s: %w", it.abs, err)
 		}
 	}
 	return nil

@@ -49,7 +49,8 @@ type MeasureSpec struct {
 
 // Measurer measures execution records. It caches file digests by (device,
 // inode, size, mtime, ctime) and runtime versions by executable digest, so
-// re-measuring an unchanged server reads no file contents. A Measurer is safe
+// re-measuring an unchanged server reads no file contents; the cache keeps one
+// entry (about 100 bytes) per file ever digested. A Measurer is safe
 // for concurrent use; the zero value is not usable, use [NewMeasurer].
 type Measurer struct {
 	logger         *slog.Logger

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -98,6 +99,8 @@ func (e ExitInfo) String() string {
 }
 
 // Process is one running server. Its methods are safe for concurrent use.
+// Call Stop when done with it, even after Done: Stop also ends grandchildren
+// left in the group and releases the pipes.
 type Process struct {
 	label  string
 	pid    int
@@ -115,6 +118,12 @@ type Process struct {
 
 	mu   sync.Mutex
 	exit ExitInfo // guarded by mu; set before done is closed
+
+	// groupGone is set by the reaper when the group was already empty once
+	// the direct child was reaped. An empty group never gains members, but
+	// its number may later be reused by an unrelated group, which Stop must
+	// then not signal.
+	groupGone atomic.Bool
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when the stop sequence has finished
@@ -268,6 +277,9 @@ func (p *Process) reap() {
 	}
 	t.Stop()
 	info.StderrTail = p.ring.tail(exitTailLines)
+	if alive, err := groupAlive(p.pid); err == nil && !alive {
+		p.groupGone.Store(true)
+	}
 	p.mu.Lock()
 	p.exit = info
 	p.mu.Unlock()
@@ -330,6 +342,8 @@ func (p *Process) stopGroup() error {
 	p.stdin.Close()
 	if !waitChan(p.done, p.opts.StopGrace) {
 		p.logger.Info("server did not exit after stdin closed; sending SIGTERM", "grace", p.opts.StopGrace)
+	} else if p.groupGone.Load() {
+		return nil
 	}
 	alive, err := groupAlive(pgid)
 	if err != nil || !alive {

@@ -1,0 +1,180 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/watch"
+)
+
+// sessionsOf returns the live agent runs of label.
+func (d *Daemon) sessionsOf(label string) []*gateway.Session {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*gateway.Session
+	for _, id := range d.order {
+		if d.labels[id] == label {
+			out = append(out, d.runs[id])
+		}
+	}
+	return out
+}
+
+// identityPaths lists the files of an execution record that a build can
+// change: executable, interpreter, entry, lockfile, wrappers.
+func identityPaths(r identity.Record) []string {
+	var out []string
+	add := func(p string) {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	add(r.ResolvedExecutable.Path)
+	if r.Interpreter != nil {
+		add(r.Interpreter.Path)
+	}
+	add(r.Entry)
+	add(r.Lockfile)
+	for _, w := range r.Wrappers {
+		add(w.Path)
+	}
+	return out
+}
+
+// rewatch points the build watcher at what the live runs of label execute,
+// plus the paths the configuration names.
+func (d *Daemon) rewatch(label string) {
+	var paths []string
+	for _, s := range d.sessionsOf(label) {
+		if ep, ok := s.Record(); ok {
+			paths = append(paths, identityPaths(ep.Record)...)
+		}
+	}
+	if len(paths) > 0 {
+		d.mu.Lock()
+		srv, ok := d.cfg.Servers[label]
+		d.mu.Unlock()
+		if ok {
+			for _, w := range srv.Watch {
+				if !filepath.IsAbs(w) {
+					w = filepath.Join(srv.Cwd, w)
+				}
+				paths = append(paths, w)
+			}
+		}
+	}
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
+	d.mu.Lock()
+	same := slices.Equal(d.watched[label], paths)
+	if !same {
+		d.watched[label] = paths
+	}
+	d.mu.Unlock()
+	if same {
+		return
+	}
+	if err := d.watcher.Set(label, paths); err != nil {
+		d.log.Warn("watching build paths", "server", label, "err", err)
+	}
+}
+
+// builds handles settled file changes until ctx ends.
+func (d *Daemon) builds(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-d.watcher.Events():
+			d.onBuild(ctx, ev)
+		}
+	}
+}
+
+// onBuild measures the identity again and, for each run whose epoch runs
+// something else now, records build_detected and replaces the process
+// (restart on-change) or notes the build in the status (restart manual).
+// A build that rewrote identical bytes changes nothing.
+func (d *Daemon) onBuild(ctx context.Context, ev watch.Event) {
+	cfg, _ := d.config()
+	srv, ok := cfg.Servers[ev.Key]
+	if !ok {
+		return
+	}
+	now, err := d.measurer.Measure(ctx, measureSpec(ev.Key, srv))
+	if err != nil {
+		d.log.Warn("build detected but the identity cannot be measured", "server", ev.Key, "err", err)
+		for _, s := range d.sessionsOf(ev.Key) {
+			s.NoteBuild(fmt.Sprintf("build changed %s but cannot be measured: %v", strings.Join(ev.Paths, ", "), err))
+		}
+		return
+	}
+	for _, s := range d.sessionsOf(ev.Key) {
+		ep, ok := s.Record()
+		if !ok {
+			continue
+		}
+		changes := identity.Diff(ep.Record, now)
+		if len(changes) == 0 {
+			d.log.Info("files changed but the execution identity did not", "server", ev.Key, "paths", ev.Paths)
+			continue
+		}
+		what := describeChanges(changes, srv.Cwd)
+		var fields []string
+		for _, c := range changes {
+			fields = append(fields, c.Field)
+		}
+		if _, err := d.audit.Append(ctx, audit.TypeBuildDetected, audit.BuildDetected{
+			ServerLabel: ev.Key, Epoch: ep.ID, Paths: ev.Paths, Digests: fields,
+		}); err != nil {
+			d.log.Error("audit log write failed", "type", audit.TypeBuildDetected, "err", err)
+		}
+		line := fmt.Sprintf("build complete: %s changed", what)
+		if srv.RestartMode() == config.RestartManual {
+			s.NoteBuild(fmt.Sprintf("%s; running server unchanged: pid=%d epoch=%s (portcullis restart %s)", line, ep.Proc.Pid(), ep.ID, ev.Key))
+			d.log.Info(line+"; running server unchanged", "server", ev.Key, "pid", ep.Proc.Pid(), "epoch", ep.ID)
+			continue
+		}
+		d.log.Info(line+"; replacing the server", "server", ev.Key, "epoch", ep.ID)
+		go s.Replace(line)
+	}
+}
+
+// describeChanges words identity changes for the status line, with paths
+// relative to the server's working directory when inside it.
+func describeChanges(changes []identity.Change, cwd string) string {
+	var parts []string
+	for _, c := range changes {
+		p := c.Path
+		if p == "" {
+			parts = append(parts, c.Field)
+			continue
+		}
+		if cwd != "" {
+			if rel, err := filepath.Rel(cwd, p); err == nil && !strings.HasPrefix(rel, "..") {
+				p = rel
+			}
+		}
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	return strings.Join(slices.Compact(parts), ", ")
+}
+
+// Restart replaces the process of every live agent run of label with a new
+// epoch and returns how many runs it restarted. A crash-looping run restarts
+// too: the person acted.
+func (d *Daemon) Restart(label, why string) int {
+	runs := d.sessionsOf(label)
+	for _, s := range runs {
+		go s.Restart(why)
+	}
+	return len(runs)
+}

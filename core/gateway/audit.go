@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// Auditor is the append-only audit log as the gateway uses it; *audit.Log
+// satisfies it. Append returns once the event is durable.
+type Auditor interface {
+	Append(ctx context.Context, typ string, fields any) (audit.Event, error)
+}
+
+// callRecord follows one forwarded tools/call from intent to completion.
+type callRecord struct {
+	id      string // the call's ULID in the audit log
+	tool    string
+	started time.Time
+}
+
+// record appends a non-call event; a failure is logged (calls fail closed on
+// their own intent write).
+func (s *Session) record(typ string, fields any) {
+	if s.opts.Audit == nil {
+		return
+	}
+	if _, err := s.opts.Audit.Append(context.Background(), typ, fields); err != nil {
+		s.log.Error("audit log write failed", "type", typ, "err", err)
+	}
+}
+
+// recordIntent writes the tool_called intent, durably, before the call is
+// forwarded. On failure the call must not be forwarded.
+func (s *Session) recordIntent(e *epoch, tool string, args json.RawMessage, decision string) (*callRecord, error) {
+	rec := &callRecord{id: identity.NewEpoch(), tool: tool, started: time.Now()}
+	if s.opts.Audit == nil {
+		return rec, nil
+	}
+	digest, keys := audit.ArgsSummary(args)
+	s.mu.Lock()
+	var rev uint64
+	if e.catalog != nil {
+		rev = e.catalog.Revision
+	}
+	s.mu.Unlock()
+	_, err := s.opts.Audit.Append(context.Background(), audit.TypeToolCalled, audit.ToolCalled{
+		Call: rec.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID,
+		CatalogRevision: rev, Tool: tool, ArgsDigest: digest, ArgKeys: keys, Decision: decision,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// recordCompletion writes tool_completed for a call that got an answer or
+// was ended.
+func (s *Session) recordCompletion(e *epoch, c *callRecord, outcome, errText string) {
+	if c == nil {
+		return
+	}
+	s.record(audit.TypeToolCompleted, audit.ToolCompleted{
+		Call: c.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID, Tool: c.tool,
+		Outcome: outcome, DurationMS: float64(time.Since(c.started).Microseconds()) / 1000, Error: errText,
+	})
+}
+
+// recordRefusal writes authorization_denied for a call refused before
+// forwarding.
+func (s *Session) recordRefusal(tool string, r *Refusal) {
+	s.record(audit.TypeAuthorizationDenied, audit.AuthorizationDenied{
+		AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Tool: tool, Reason: string(r.Error),
+		ApprovedEpoch: r.ApprovedEpoch, CurrentEpoch: r.CurrentEpoch, CatalogRevision: r.CurrentRevision,
+	})
+}
+
+func (s *Session) recordServerStarted(e *epoch) {
+	rec, _ := json.Marshal(e.Record)
+	s.record(audit.TypeServerStarted, audit.ServerStarted{
+		ServerLabel: s.opts.Label, AgentRun: s.opts.RunID, Epoch: e.ID, PID: e.Proc.Pid(), Execution: rec,
+	})
+}
+
+func (s *Session) recordCatalog(e *epoch, prev, cur catalog.Catalog) {
+	d := catalog.Compare(prev, cur)
+	var sum audit.DiffSummary
+	seen := map[string]bool{}
+	for _, c := range d.Changes {
+		switch c.Kind {
+		case catalog.KindToolAdded:
+			sum.Added = append(sum.Added, c.Tool)
+		case catalog.KindToolRemoved:
+			sum.Removed = append(sum.Removed, c.Tool)
+		default:
+			if !seen[c.Tool] {
+				seen[c.Tool] = true
+				sum.Changed = append(sum.Changed, c.Tool)
+			}
+		}
+	}
+	s.record(audit.TypeCatalogRevised, audit.CatalogRevised{
+		ServerLabel: s.opts.Label, AgentRun: s.opts.RunID, Epoch: e.ID, Revision: cur.Revision, Digest: cur.Digest, Diff: sum,
+	})
+}

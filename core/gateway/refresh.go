@@ -1,0 +1,508 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/mcpwire"
+)
+
+// maxListPages bounds a tools/list fetch: a server whose cursors never end
+// is not allowed to keep the gateway busy forever.
+const maxListPages = 1000
+
+// call sends one request of the gateway's own to e and waits for the answer,
+// at most timeout. A JSON-RPC error answer is returned as *RPCError.
+func (s *Session) call(e *epoch, method string, params any, timeout time.Duration) (json.RawMessage, error) {
+	reply := make(chan *mcpwire.Message, 1)
+	s.mu.Lock()
+	if e.ended {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%s: epoch %s ended: %s", method, e.ID, e.endWhy)
+	}
+	id := s.nextID
+	s.nextID++
+	s.pending[id] = &pending{method: method, ep: e, reply: reply}
+	s.mu.Unlock()
+	req, err := mcpwire.NewRequest(mcpwire.NumberID(id), method, params)
+	if err == nil {
+		err = e.write(req)
+	}
+	if err != nil {
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case m, ok := <-reply:
+		if !ok || m == nil {
+			return nil, fmt.Errorf("%s: epoch %s ended before answering", method, e.ID)
+		}
+		if m.Error != nil {
+			var we mcpwire.WireError
+			_ = json.Unmarshal(m.Error, &we)
+			return nil, &RPCError{Method: method, Code: we.Code, Message: we.Message}
+		}
+		return m.Result, nil
+	case <-t.C:
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%s: no answer within %s", method, timeout)
+	}
+}
+
+// RPCError is a JSON-RPC error answer to one of the gateway's own requests.
+type RPCError struct {
+	Method  string
+	Code    int
+	Message string
+}
+
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("%s: server answered error %d: %s", e.Method, e.Code, e.Message)
+}
+
+// requestParams adds the agent's 2026-07-28 request _meta (protocol version,
+// client capabilities) to params when the agent speaks that era.
+func (s *Session) requestParams(params map[string]any) map[string]any {
+	s.mu.Lock()
+	meta := s.discoverMeta
+	modern := s.era == eraModern
+	s.mu.Unlock()
+	if modern && len(meta) > 0 {
+		if params == nil {
+			params = map[string]any{}
+		}
+		params["_meta"] = json.RawMessage(meta)
+	}
+	return params
+}
+
+// fetchCatalog reads every page of tools/list from e.
+func (s *Session) fetchCatalog(e *epoch) ([]catalog.Tool, error) {
+	var pages []json.RawMessage
+	cursor := json.RawMessage(nil)
+	seen := map[string]bool{}
+	for range maxListPages {
+		params := map[string]any{}
+		if cursor != nil {
+			params["cursor"] = cursor
+		}
+		res, err := s.call(e, methodToolsList, s.requestParams(params), s.opts.StartupTimeout)
+		if err != nil {
+			return nil, err
+		}
+		pages = append(pages, res)
+		next := mcpwire.GetPath(res, "nextCursor")
+		if next == nil || bytes.Equal(next, []byte("null")) {
+			return catalog.Parse(pages)
+		}
+		if seen[string(next)] {
+			return nil, fmt.Errorf("tools/list: cursor %s repeats", next)
+		}
+		seen[string(next)] = true
+		cursor = bytes.Clone(next)
+	}
+	return nil, fmt.Errorf("tools/list: more than %d pages", maxListPages)
+}
+
+// refresh fetches e's catalog and makes it the revision the agent sees. A
+// burst of list_changed costs one extra fetch at most: a refresh asked for
+// while one runs is merged into a single follow-up.
+func (s *Session) refresh(e *epoch) {
+	s.mu.Lock()
+	if s.refreshing {
+		s.refreshAgain = true
+		s.mu.Unlock()
+		return
+	}
+	s.refreshing = true
+	s.mu.Unlock()
+	for {
+		tools, err := s.fetchCatalog(e)
+		var cat catalog.Catalog
+		var changed bool
+		prev, _ := s.opts.Catalog.Current(s.opts.Label)
+		if err == nil {
+			cat, changed, err = s.opts.Catalog.Update(s.opts.Label, e.ID, tools)
+		}
+		if err == nil && changed {
+			s.recordCatalog(e, prev, cat)
+		}
+		s.mu.Lock()
+		if e.ended {
+			s.refreshing, s.refreshAgain = false, false
+			s.mu.Unlock()
+			return
+		}
+		notify := false
+		if err != nil {
+			if e.catalog == nil {
+				// Without a catalog the gateway cannot answer tools/list
+				// or validate calls: pass them through, and say so.
+				e.fallback = true
+			}
+			s.mu.Unlock()
+			s.warn(fmt.Sprintf("could not fetch the catalog of epoch %s, passing tools/list through: %v", e.ID, err))
+			s.mu.Lock()
+		} else {
+			c := cat
+			e.catalog, e.fallback = &c, false
+			notify = s.agentRev != 0 && s.agentRev != c.Revision
+		}
+		if s.cur == e && (s.state == StateStarting || s.state == StateCatalogPending) {
+			s.state, s.reason = StateReady, ""
+		}
+		if s.cur == e && s.state == StateReady {
+			s.openGateLocked()
+		}
+		again := s.refreshAgain
+		s.refreshAgain = false
+		if !again {
+			s.refreshing = false
+		}
+		s.mu.Unlock()
+		if notify {
+			s.notifyToolsChanged()
+		}
+		s.changed()
+		if !again {
+			return
+		}
+	}
+}
+
+// notifyToolsChanged tells the agent that what it sees of the tools
+// changed, in the form its protocol era expects: a plain notification after
+// the initialize handshake, or on its subscriptions/listen stream.
+func (s *Session) notifyToolsChanged() {
+	s.mu.Lock()
+	modern := s.era == eraModern
+	listen := s.listen
+	done := s.handshakeDone
+	s.mu.Unlock()
+	if !done {
+		return // the handshake completion fetches and the agent lists anyway
+	}
+	var params any
+	if modern {
+		if listen == nil || !listen.toolsOn {
+			s.log.Info("tools changed but the agent has no subscription for it")
+			return
+		}
+		params = map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionKey: listen.agentID}}
+	}
+	b, err := mcpwire.NewNotification(methodToolsChanged, params)
+	if err != nil {
+		return
+	}
+	s.writeAgent(b)
+}
+
+// answerToolsList answers the agent's tools/list from e's catalog revision.
+// It returns false when the request must be passed through instead (no
+// catalog could be fetched, or the agent asks for a page by cursor).
+func (s *Session) answerToolsList(e *epoch, m *mcpwire.Message) bool {
+	s.mu.Lock()
+	cat := e.catalog
+	if cat == nil || e.fallback || mcpwire.GetPath(m.Params, "cursor") != nil {
+		s.mu.Unlock()
+		return false
+	}
+	s.agentRev = cat.Revision
+	s.mu.Unlock()
+	res := cat.ListResult(func(name string) bool { return s.policy(name) != "deny" })
+	b, err := mcpwire.NewResult(m.ID, res)
+	if err != nil {
+		return false
+	}
+	s.writeAgent(b)
+	s.changed()
+	return true
+}
+
+func (s *Session) policy(tool string) string {
+	if s.opts.Policy == nil {
+		return "approve"
+	}
+	return s.opts.Policy(tool)
+}
+
+// checkCall validates a tools/call against e's catalog revision and returns
+// the refusal, or nil to forward it.
+func (s *Session) checkCall(e *epoch, m *mcpwire.Message) *Refusal {
+	var name string
+	_ = json.Unmarshal(mcpwire.GetPath(m.Params, "name"), &name)
+	args := mcpwire.GetPath(m.Params, "arguments")
+	s.mu.Lock()
+	cat := e.catalog
+	agentRev := s.agentRev
+	s.mu.Unlock()
+	if name != "" && s.policy(name) == "deny" {
+		return &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: name, Epoch: e.ID,
+			Reason: fmt.Sprintf("tool %q is denied by the person's policy for %s", name, s.opts.Label),
+			Retry:  "do not call this tool"}
+	}
+	if cat == nil {
+		return nil // no catalog (fallback): the server judges
+	}
+	stale := func(reason string, problems []string) *Refusal {
+		return &Refusal{Error: CatalogStale, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
+			AgentRevision: agentRev, CurrentRevision: cat.Revision, Reason: reason, Problems: problems,
+			Retry: "refresh tool metadata (tools/list) and form the call again from the current schema"}
+	}
+	tool, ok := cat.Lookup(name)
+	if !ok || s.policy(name) == "deny" {
+		return stale(fmt.Sprintf("tool %q is not in catalog revision %d", name, cat.Revision), nil)
+	}
+	if agentRev != 0 && agentRev != cat.Revision {
+		if changes, ok := s.toolChangedSince(agentRev, cat, tool); !ok || len(changes) > 0 {
+			reason := fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
+			if !ok {
+				reason = fmt.Sprintf("catalog revision %d, which the agent last fetched, is no longer known; the current revision is %d", agentRev, cat.Revision)
+			}
+			return stale(reason, changes)
+		}
+	}
+	if err := s.opts.Validator.Validate(*cat, name, args); err != nil {
+		var ae *catalog.ArgumentError
+		if errors.As(err, &ae) {
+			return &Refusal{Error: InvalidArguments, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
+				AgentRevision: agentRev, CurrentRevision: cat.Revision, Problems: ae.Problems,
+				Reason: fmt.Sprintf("the arguments do not fit the inputSchema of %q in catalog revision %d", name, cat.Revision),
+				Retry:  "fix the arguments to match the current schema (refresh tool metadata if unsure)"}
+		}
+		if errors.Is(err, catalog.ErrInvalidSchema) {
+			s.log.Info("tool schema cannot be compiled; the server judges the arguments", "tool", name, "err", err)
+			return nil
+		}
+		return stale(err.Error(), nil)
+	}
+	return nil
+}
+
+// toolChangedSince lists the non-cosmetic changes of tool between revision
+// from and cur; ok is false when revision from is no longer stored.
+func (s *Session) toolChangedSince(from uint64, cur *catalog.Catalog, tool catalog.Tool) ([]string, bool) {
+	old, ok := s.opts.Catalog.Get(s.opts.Label, from)
+	if !ok {
+		return nil, false
+	}
+	before, had := old.Lookup(tool.Name)
+	if had && before.Digest == tool.Digest {
+		return nil, true
+	}
+	a := catalog.Catalog{Revision: old.Revision}
+	if had {
+		a.Tools = []catalog.Tool{before}
+	}
+	b := catalog.Catalog{Revision: cur.Revision, Tools: []catalog.Tool{tool}}
+	var out []string
+	for _, c := range catalog.Compare(a, b).Changes {
+		if c.Severity != catalog.Cosmetic {
+			out = append(out, c.Summary)
+		}
+	}
+	return out, true
+}
+
+// Replace starts a new epoch for this agent run and retires the current one
+// (DESIGN.md, "The refresh contract"): the session goes identity-pending and
+// holds the agent's requests; the new process is launched, calls still in
+// flight on the old one are answered with epoch_ended naming both epochs,
+// the old process group is stopped, the agent's handshake is replayed to the
+// new process, its catalog is fetched, and the agent is told when the tools
+// it sees changed. why is recorded in the status.
+func (s *Session) Replace(why string) {
+	s.mu.Lock()
+	if s.state == StateEnded || s.replacing {
+		s.mu.Unlock()
+		return
+	}
+	s.replacing = true
+	old := s.cur
+	ctx := s.ctx
+	s.state, s.reason = StateIdentityPending, why
+	s.buildNote = ""
+	s.closeGateLocked()
+	s.mu.Unlock()
+	s.changed()
+	defer func() {
+		s.mu.Lock()
+		s.replacing = false
+		s.mu.Unlock()
+	}()
+
+	e, err := s.startEpoch(ctx)
+	if err != nil {
+		s.mu.Lock()
+		if old != nil && !old.ended {
+			// The running process keeps serving: nothing new can run.
+			s.state, s.reason = StateReady, ""
+			s.mu.Unlock()
+			s.warn(fmt.Sprintf("could not launch a new epoch (%v); epoch %s keeps running", err, old.ID))
+			s.mu.Lock()
+		} else {
+			s.state, s.reason = StateFailed, "the server could not be launched: "+err.Error()
+		}
+		s.openGateLocked()
+		s.mu.Unlock()
+		s.changed()
+		return
+	}
+	s.mu.Lock()
+	s.cur = e
+	s.mu.Unlock()
+	if old != nil {
+		s.record(audit.TypeServerReplaced, audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
+			OldEpoch: old.ID, NewEpoch: e.ID, Reason: why})
+		s.endEpoch(old, why, e)
+		go func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = old.Proc.Stop(stopCtx)
+		}()
+	}
+	if err := s.handshake(e, old); err != nil {
+		s.failEpoch(e, "the new epoch did not complete the handshake: "+err.Error())
+		return
+	}
+	s.mu.Lock()
+	done := s.handshakeDone
+	if e.ended {
+		s.mu.Unlock()
+		return
+	}
+	if done {
+		s.state, s.reason = StateCatalogPending, ""
+	} else {
+		// The agent has not finished its own handshake: it goes to e.
+		s.state, s.reason = StateStarting, ""
+		s.openGateLocked()
+	}
+	s.mu.Unlock()
+	s.changed()
+	if done {
+		s.refresh(e)
+	}
+}
+
+// handshake replays the agent's handshake to a new epoch: the initialize
+// request (2025-11-25 and earlier) or a server/discover probe (2026-07-28),
+// since a rebuild can change the era. Capabilities the new epoch offers
+// beyond what the agent negotiated stay hidden and are reported.
+func (s *Session) handshake(e *epoch, old *epoch) error {
+	s.mu.Lock()
+	era, initParams, done, listen := s.era, s.initParams, s.handshakeDone, s.listen
+	var oldInit json.RawMessage
+	if old != nil {
+		oldInit = old.initResult
+	}
+	s.mu.Unlock()
+	if !done {
+		return nil
+	}
+	switch era {
+	case eraLegacy:
+		res, err := s.call(e, methodInitialize, json.RawMessage(initParams), s.opts.StartupTimeout)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		e.initResult = bytes.Clone(res)
+		s.mu.Unlock()
+		if extra := widerCapabilities(mcpwire.GetPath(oldInit, "capabilities"), mcpwire.GetPath(res, "capabilities")); len(extra) > 0 {
+			s.warn(fmt.Sprintf("epoch %s offers capabilities the agent did not negotiate (%s); they stay hidden: reconnect the agent to use them", e.ID, strings.Join(extra, ", ")))
+		}
+		if oldV, newV := mcpwire.GetPath(oldInit, "protocolVersion"), mcpwire.GetPath(res, "protocolVersion"); oldV != nil && !bytes.Equal(oldV, newV) {
+			s.warn(fmt.Sprintf("epoch %s negotiated protocol version %s instead of %s; reconnect the agent", e.ID, newV, oldV))
+		}
+		b, _ := mcpwire.NewNotification(methodInitialized, nil)
+		return e.write(b)
+	case eraModern:
+		if _, err := s.call(e, methodDiscover, s.requestParams(nil), s.opts.StartupTimeout); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		e.answered = true
+		s.mu.Unlock()
+		if listen != nil {
+			// Re-open the agent's subscription on the new process; its
+			// notifications keep the agent's subscription id.
+			m, err := mcpwire.Parse(listen.raw)
+			if err == nil {
+				s.forward(m, nil)
+			}
+		}
+	}
+	return nil
+}
+
+// widerCapabilities lists the capability paths present in cur but not in
+// negotiated (top level and one level down, e.g. "tools.listChanged").
+func widerCapabilities(negotiated, cur json.RawMessage) []string {
+	var a, b map[string]json.RawMessage
+	_ = json.Unmarshal(negotiated, &a)
+	if json.Unmarshal(cur, &b) != nil {
+		return nil
+	}
+	var out []string
+	for k, v := range b {
+		av, ok := a[k]
+		if !ok {
+			out = append(out, k)
+			continue
+		}
+		var am, bm map[string]json.RawMessage
+		if json.Unmarshal(av, &am) == nil && json.Unmarshal(v, &bm) == nil {
+			for k2, v2 := range bm {
+				if a2, ok := am[k2]; !ok || (bytes.Equal(v2, []byte("true")) && !bytes.Equal(a2, []byte("true"))) {
+					out = append(out, k+"."+k2)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// NoteBuild records a build seen on disk that the running epoch does not
+// run (restart policy manual). It shows in the status until the next epoch.
+func (s *Session) NoteBuild(note string) {
+	s.mu.Lock()
+	s.buildNote = note
+	s.mu.Unlock()
+	s.changed()
+}
+
+// Record returns the execution record of the current epoch, if any.
+func (s *Session) Record() (rec *Epoch, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return nil, false
+	}
+	ep := s.cur.Epoch
+	return &ep, true
+}
+
+// Restart is Replace asked for by a person: it also forgets past crashes,
+// so a crash-looping run gets a fresh start.
+func (s *Session) Restart(why string) {
+	s.mu.Lock()
+	s.crashes = nil
+	s.mu.Unlock()
+	s.Replace(why)
+}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/paths"
@@ -54,6 +55,9 @@ Usage:
                                      add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P]
                                          [--restart on-change|manual] -- CMD ARGS…
   portcullis status [--json]         per agent run: label, state, epoch, pid, digests
+  portcullis creds set|list|remove   set SCOPE [--env VAR|--meta] [--ask-every-use]  (secret from stdin)
+  portcullis approvals [--json]      pending approval requests, with their cards
+  portcullis approve ID [--once]     approve for this agent run (or one call); portcullis deny ID
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
   portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]
                                      catalog revisions and their classified diff
@@ -110,6 +114,14 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		return a.runStatus(rest)
 	case "restart":
 		return a.runRestart(rest)
+	case "approvals":
+		return a.runApprovals(rest)
+	case "approve":
+		return a.runDecide(authz.ApproveRun, rest)
+	case "deny":
+		return a.runDecide(authz.Deny, rest)
+	case "creds":
+		return a.runCreds(rest)
 	case "catalog":
 		return a.runCatalog(rest)
 	case "version", "--version":
@@ -146,10 +158,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // newDaemon builds the daemon with this platform's implementations.
 func (a *App) newDaemon(log *slog.Logger) (*daemon.Daemon, error) {
 	return daemon.New(daemon.Options{
-		Dirs:   a.Dirs,
-		Peers:  platform.Peers{},
-		Procs:  platform.NewProcessInfo(),
-		Logger: log,
+		Dirs:    a.Dirs,
+		Peers:   platform.Peers{},
+		Procs:   platform.NewProcessInfo(),
+		Secrets: platform.NewSecretStore(),
+		Logger:  log,
 	})
 }
 

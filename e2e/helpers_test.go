@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
@@ -37,6 +38,16 @@ func newHome(t *testing.T) *harness.Home {
 func addServer(t *testing.T, h *harness.Home, label string, command ...string) {
 	t.Helper()
 	if err := h.AddServer(testContext(t, 30*time.Second), label, nil, command...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// allowTools sets the policy of the named tools of label to allow, so that
+// calls to them need no approval: these tests are about the proxy, not
+// about authorization.
+func allowTools(t *testing.T, h *harness.Home, label string, tools ...string) {
+	t.Helper()
+	if err := h.SetToolPolicy(label, config.PolicyAllow, tools...); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -476,3 +476,35 @@ func TestSecretServiceLocked(t *testing.T) {
 		t.Errorf("get after unlocking: %q, %v", got, err)
 	}
 }
+
+// BenchmarkSecretServiceGet measures one Get against the real Secret Service,
+// connection to the session bus included (each operation opens its own).
+func BenchmarkSecretServiceGet(b *testing.B) {
+	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" || os.Getenv(testPasswordVar) == "" {
+		b.Skip("needs the throwaway Secret Service of scripts/with-secret-service.sh")
+	}
+	s := testStore(os.Getenv)
+	if err := s.Set("bench", []byte("s3cr3t-bench")); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Delete("bench")
+	for b.Loop() {
+		if _, err := s.Get("bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSecretServiceSet measures one Set (an update after the first).
+func BenchmarkSecretServiceSet(b *testing.B) {
+	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" || os.Getenv(testPasswordVar) == "" {
+		b.Skip("needs the throwaway Secret Service of scripts/with-secret-service.sh")
+	}
+	s := testStore(os.Getenv)
+	defer s.Delete("bench-set")
+	for b.Loop() {
+		if err := s.Set("bench-set", []byte("s3cr3t-bench")); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

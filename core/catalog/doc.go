@@ -45,35 +45,46 @@
 //
 //	kind                          when                                        severity
 //	tool_added                    a new tool name                             authority
-//	tool_renamed                  same contract (all but name, titles and     authority (the new
-//	                              icons equal), one-to-one, new name          name is not covered by grants)
+//	tool_renamed                  same contract (all but name, title,         authority (the new name is
+//	                              annotations.title, icons), one-to-one       not covered by grants)
 //	tool_removed                  a tool is gone                              contract
-//	title_changed                 title or annotations.title                  cosmetic
+//	title_changed                 title, annotations.title, schema title      cosmetic
 //	icons_changed                 icons                                       cosmetic
-//	description_changed           text differs beyond whitespace              contract
+//	description_changed           text differs beyond whitespace (tool or     contract (the model reads it)
+//	                              any schema inside inputSchema)
 //	                              only whitespace differs                     cosmetic
 //	property_added                new property (optional or required)         authority
 //	property_removed              property gone                               contract
 //	required_added                existing property becomes required          contract
 //	required_removed              property no longer required                 contract
-//	type_narrowed                 new types ⊂ old types (number ⊃ integer)    contract
+//	type_narrowed                 new types ⊂ old types (number ⊃ integer),   contract
+//	                              or a type appears
 //	type_widened                  new types ⊃ old types, or type removed      authority
-//	type_changed                  neither, or the same set spelled otherwise  authority (contract if equivalent)
+//	type_changed                  neither subset; malformed "type"            authority
+//	                              different spelling of the same values       contract
 //	enum_value_added              a value joins an enum                       authority
 //	enum_value_removed            a value leaves an enum                      contract
 //	enum_added / enum_removed     enum keyword appears / disappears           contract / authority
-//	const_changed                 const appears / changes or disappears       contract / authority
+//	const_changed                 const appears                               contract
+//	                              const changes or disappears                 authority
 //	default_added, default_changed                                            authority
 //	default_removed                                                           contract
-//	bound_changed                 minimum, maximum, exclusiveMinimum,         contract when tightened,
+//	bound_changed                 minimum, maximum, exclusiveMinimum,         contract when tightened;
 //	                              exclusiveMaximum (number or draft-04        authority when loosened,
 //	                              boolean), minLength, maxLength, minItems,   removed, or not comparable
 //	                              maxItems, minProperties, maxProperties,     (pattern changed, multipleOf
-//	                              multipleOf, uniqueItems, pattern            not a multiple of the old)
-//	additional_properties_changed to false (or a schema from true/absent)     contract
-//	                              from false, to true/absent, schema changed  authority
-//	schema_changed                any other JSON Schema keyword               authority (cannot tell
-//	                              ($ref, anyOf, format, $schema, …)           whether it widens)
+//	                              multipleOf, uniqueItems, pattern            not a multiple, number↔bool);
+//	                                                                          cosmetic for absent ↔ false
+//	additional_properties_changed → false, or true/absent → a schema          contract
+//	                              false → true/absent/schema, schema → true   authority
+//	                              absent ↔ true                               cosmetic
+//	order_changed                 same enum values / required names / types   cosmetic
+//	                              in another order
+//	schema_changed                any other JSON Schema keyword ($ref, anyOf, authority (cannot tell
+//	                              format, $schema, …), a boolean schema       whether it widens; a schema
+//	                              false → true, a malformed keyword           turning false: contract)
+//	                              a keyword spelled differently with the      cosmetic
+//	                              same meaning (absent ↔ "properties":{})
 //	schema_annotation_changed     examples, $comment inside a schema          cosmetic
 //	                              deprecated, readOnly, writeOnly             contract
 //	output_schema_changed         outputSchema added, removed or changed      contract
@@ -86,6 +97,8 @@
 //	                              other annotation keys or non-boolean values contract
 //	meta_changed                  _meta                                       contract
 //	field_changed                 any other top-level field                   contract
+//	tool_changed                  fallback if bytes differ and no rule above  authority
+//	                              matched (tests check it never happens)
 //
 // Properties, items and additionalProperties schemas are compared recursively,
 // so a change in a nested argument carries the nested JSON pointer. When a

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gowebpki/jcs"
 )
 
 // FuzzToolDigest checks that ToolDigest never panics, that the canonical form
@@ -23,6 +25,9 @@ func FuzzToolDigest(f *testing.F) {
 		c, err := Canonical(raw)
 		if err != nil {
 			t.Fatalf("ToolDigest ok but Canonical: %v", err)
+		}
+		if again, err := jcs.Transform(c); err != nil || !bytes.Equal(again, c) {
+			t.Fatalf("Canonical output %s is not RFC 8785 canonical (%s, %v)", c, again, err)
 		}
 		if d2, err := ToolDigest(c); err != nil || d2 != d {
 			t.Fatalf("canonical form digests to %s, %v; want %s", d2, err, d)

@@ -215,7 +215,8 @@ func (d *differ) required(p, arg string, om, nm map[string]any) (told bool) {
 			continue
 		}
 		emitted = true
-		if _, added := np[name]; added && op[name] == nil {
+		_, had := op[name]
+		if _, has := np[name]; has && !had {
 			told = true // told by property_added
 			continue
 		}
@@ -226,7 +227,8 @@ func (d *differ) required(p, arg string, om, nm map[string]any) (told bool) {
 			continue
 		}
 		emitted = true
-		if _, removed := op[name]; removed && np[name] == nil {
+		_, has := np[name]
+		if _, had := op[name]; had && !has {
 			told = true // told by property_removed
 			continue
 		}

@@ -2,11 +2,15 @@ package catalog
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
@@ -63,6 +67,7 @@ type ParseError struct {
 	Err   error
 }
 
+// Error names the page, tool index and tool name, then the cause.
 func (e *ParseError) Error() string {
 	switch {
 	case e.Index < 0:
@@ -74,6 +79,7 @@ func (e *ParseError) Error() string {
 	}
 }
 
+// Unwrap returns the sentinel (possibly wrapped) that says what was wrong.
 func (e *ParseError) Unwrap() error { return e.Err }
 
 // Parse reads the result objects of every tools/list page (MCP "Tools" →
@@ -161,6 +167,10 @@ var annotationDefaults = [...]struct {
 	{"readOnlyHint", json.RawMessage("false")},
 }
 
+// defaultAnnotations is the canonical ToolAnnotations object of a tool that
+// sends none.
+const defaultAnnotations = `{"destructiveHint":true,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false}`
+
 // Canonical returns the RFC 8785 canonical JSON of one tool object with the
 // spec's annotation defaults filled in: an absent or null "annotations" becomes
 // an object holding the four defaults, and an annotations object gets each
@@ -177,46 +187,108 @@ func Canonical(raw json.RawMessage) ([]byte, error) {
 	if len(c) == 0 || c[0] != '{' {
 		return nil, fmt.Errorf("%w: tool is not a JSON object", ErrMalformed)
 	}
+	// Members of a canonical object are canonical: splice the filled-in
+	// annotations into the top level without canonicalizing twice.
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(c, &fields); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	ann, ok := fields["annotations"]
-	var hints map[string]json.RawMessage
 	switch {
 	case !ok || string(ann) == "null":
-		hints = make(map[string]json.RawMessage, len(annotationDefaults))
+		fields["annotations"] = json.RawMessage(defaultAnnotations)
 	case ann[0] == '{':
+		var hints map[string]json.RawMessage
 		if err := json.Unmarshal(ann, &hints); err != nil {
 			return nil, fmt.Errorf("%w: annotations: %v", ErrMalformed, err)
 		}
+		missing := false
+		for _, d := range annotationDefaults {
+			if _, ok := hints[d.key]; !ok {
+				hints[d.key] = d.val
+				missing = true
+			}
+		}
+		if !missing {
+			return c, nil
+		}
+		fields["annotations"] = appendCanonicalObject(make([]byte, 0, len(ann)+len(defaultAnnotations)), hints)
 	default:
 		return c, nil // not an object: nothing to fill in, kept as sent
 	}
-	missing := false
-	for _, d := range annotationDefaults {
-		if _, ok := hints[d.key]; !ok {
-			hints[d.key] = d.val
-			missing = true
+	return appendCanonicalObject(make([]byte, 0, len(c)+len(defaultAnnotations)+16), fields), nil
+}
+
+// appendCanonicalObject writes an object whose member values are already RFC
+// 8785 canonical: names escaped as RFC 8785 §3.2.2.2 says and sorted by UTF-16
+// code units (§3.2.3).
+func appendCanonicalObject(b []byte, members map[string]json.RawMessage) []byte {
+	names := make([]string, 0, len(members))
+	for n := range members {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, compareUTF16)
+	b = append(b, '{')
+	for i, n := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendCanonicalString(b, n)
+		b = append(b, ':')
+		b = append(b, members[n]...)
+	}
+	return append(b, '}')
+}
+
+// appendCanonicalString writes s as an RFC 8785 string: '"' and '\\' escaped,
+// U+0000..U+001F as \b \t \n \f \r or \u00xx (lowercase hex), the rest as UTF-8.
+func appendCanonicalString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
 		}
 	}
-	if !missing && ok {
-		return c, nil
+	return append(b, '"')
+}
+
+// compareUTF16 orders strings by their UTF-16 code units (RFC 8785 §3.2.3).
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			return cmp.Compare(utf16Key(ra), utf16Key(rb))
+		}
+		a, b = a[na:], b[nb:]
 	}
-	filled, err := json.Marshal(hints)
-	if err != nil {
-		return nil, fmt.Errorf("%w: annotations: %v", ErrMalformed, err)
+	return cmp.Compare(len(a), len(b))
+}
+
+// utf16Key maps a rune to a value ordered like its first UTF-16 code unit,
+// then the second: runes above U+FFFF start with a surrogate (0xD800..0xDBFF),
+// which sorts below U+E000..U+FFFF.
+func utf16Key(r rune) uint32 {
+	if r < 0x10000 {
+		return uint32(r) << 16
 	}
-	fields["annotations"] = filled
-	out, err := json.Marshal(fields)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	// Re-canonicalize: encoding/json sorts keys by bytes and escapes HTML,
-	// RFC 8785 sorts by UTF-16 code units and escapes minimally.
-	c, err = jcs.Transform(out)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	return c, nil
+	hi, lo := utf16.EncodeRune(r)
+	return uint32(hi)<<16 | uint32(lo)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gowebpki/jcs"
 )
 
 func raws(ss ...string) []json.RawMessage {
@@ -142,6 +143,30 @@ func TestToolDigestKnownValue(t *testing.T) {
 	}
 }
 
+func TestCanonicalIsRFC8785(t *testing.T) {
+	// Keys from RFC 8785 §3.2.3's sorting example, at the top level and in
+	// annotations, plus control characters in names, so the spliced
+	// annotations must sort and escape exactly as the RFC says.
+	keys := `"\u20ac":1,"\r":2,"\ufb33":3,"1":4,"\ud83d\ude00":5,"\u0080":6,"\u00f6":7,"a\u0001\"\\b":8`
+	for _, raw := range []string{
+		`{"name":"t","inputSchema":{},` + keys + `}`,
+		`{"name":"t","inputSchema":{},"annotations":{` + keys + `,"readOnlyHint":true}}`,
+		`{"name":"t","inputSchema":{},"annotations":{"z":"<&>"},"~":"\u2028"}`,
+	} {
+		c, err := Canonical(json.RawMessage(raw))
+		if err != nil {
+			t.Fatalf("Canonical(%s): %v", raw, err)
+		}
+		again, err := jcs.Transform(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(again) != string(c) {
+			t.Errorf("Canonical(%s) =\n%s\nnot canonical; RFC 8785 form:\n%s", raw, c, again)
+		}
+	}
+}
+
 func TestToolDigestRejects(t *testing.T) {
 	for _, s := range []string{`[]`, `"x"`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{"a":1e999}`, `{`} {
 		if _, err := ToolDigest(json.RawMessage(s)); !errors.Is(err, ErrMalformed) {
@@ -221,5 +246,20 @@ func BenchmarkToolDigest(b *testing.B) {
 		if _, err := ToolDigest(raw); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestCatalogJSON(t *testing.T) {
+	c := mkCat(t, 4, tool("a", `{"type":"object"}`, `,"x-vendor":true`))
+	c.Epoch = "01JQ7R4S4S0QJ7GZP1S2"
+	c.FetchedAt = t0
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"label":"srv","revision":4,"digest":"` + c.Digest + `","tools":[{"name":"a","digest":"` + c.Tools[0].Digest +
+		`","tool":{"name":"a","inputSchema":{"type":"object"},"x-vendor":true}}],"fetchedAt":"2026-03-01T12:00:00Z","epoch":"01JQ7R4S4S0QJ7GZP1S2"}`
+	if string(b) != want {
+		t.Errorf("JSON =\n%s\nwant\n%s", b, want)
 	}
 }

@@ -38,6 +38,7 @@ type ArgumentError struct {
 	Problems []string
 }
 
+// Error names the tool and revision and joins the problems with "; ".
 func (e *ArgumentError) Error() string {
 	return fmt.Sprintf("invalid arguments for tool %q (catalog revision %d): %s", e.Tool, e.Revision, strings.Join(e.Problems, "; "))
 }
@@ -54,6 +55,7 @@ type SchemaError struct {
 	Err      error
 }
 
+// Error names the tool and revision and gives the compiler's detail.
 func (e *SchemaError) Error() string {
 	return fmt.Sprintf("tool %q (catalog revision %d): %v: %v", e.Tool, e.Revision, ErrInvalidSchema, e.Err)
 }
@@ -61,6 +63,7 @@ func (e *SchemaError) Error() string {
 // Is makes errors.Is(err, ErrInvalidSchema) true.
 func (e *SchemaError) Is(target error) bool { return target == ErrInvalidSchema }
 
+// Unwrap returns the compiler's error.
 func (e *SchemaError) Unwrap() error { return e.Err }
 
 // DefaultCacheSize is how many compiled input schemas a [Validator] keeps.
@@ -218,6 +221,7 @@ func (v *Validator) schemaFor(t Tool) (*jsonschema.Schema, error) {
 // noLoader refuses every external document.
 type noLoader struct{}
 
+// Load implements jsonschema.URLLoader by refusing.
 func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external schema %q is not loaded", url)
 }
@@ -225,8 +229,11 @@ func (noLoader) Load(url string) (any, error) {
 // lenientRegexp stands in for a pattern Go cannot compile: it matches all.
 type lenientRegexp string
 
+// MatchString matches every string.
 func (r lenientRegexp) MatchString(string) bool { return true }
-func (r lenientRegexp) String() string          { return string(r) }
+
+// String returns the pattern.
+func (r lenientRegexp) String() string { return string(r) }
 
 func (v *Validator) compile(t Tool) (*jsonschema.Schema, error) {
 	var fields struct {

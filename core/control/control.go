@@ -27,11 +27,13 @@ const Version = 1
 
 // Operations a Hello may name.
 const (
-	OpConnect = "connect" // become an agent run of Label
-	OpStatus  = "status"  // Reply.Data: []gateway.Status and the configured servers
-	OpPing    = "ping"    // is a daemon there?
-	OpStop    = "stop"    // stop the daemon: every server stopped, agents told
-	OpRestart = "restart" // replace the process of every agent run of Label with a new epoch
+	OpConnect   = "connect"   // become an agent run of Label
+	OpStatus    = "status"    // Reply.Data: []gateway.Status and the configured servers
+	OpPing      = "ping"      // is a daemon there?
+	OpStop      = "stop"      // stop the daemon: every server stopped, agents told
+	OpRestart   = "restart"   // replace the process of every agent run of Label with a new epoch
+	OpApprovals = "approvals" // Reply.Data: the pending approval requests ([]authz.Request)
+	OpDecide    = "decide"    // answer approval request Request with Choice
 )
 
 // Hello is the first line a client sends.
@@ -39,6 +41,8 @@ type Hello struct {
 	Op      string `json:"op"`
 	Version int    `json:"version"`
 	Label   string `json:"label,omitempty"`
+	Request string `json:"request,omitempty"` // approval request id, for decide
+	Choice  string `json:"choice,omitempty"`  // approve-run, approve-once or deny, for decide
 }
 
 // Reply is the daemon's answer to a Hello. Code is a stable machine-readable

@@ -25,12 +25,14 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/paths"
+	"github.com/portcullis/portcullis/core/secrets"
 	"github.com/portcullis/portcullis/core/supervisor"
 	"github.com/portcullis/portcullis/core/watch"
 )
@@ -62,6 +64,12 @@ type Options struct {
 	Settle time.Duration
 	// AuditKey signs the audit log (HMAC-SHA256); nil leaves it unsigned.
 	AuditKey []byte
+	// AuditNote says why AuditKey is nil, for `portcullis status` (see
+	// AuditSigning).
+	AuditNote string
+	// Secrets is the credential store (keychain); nil: no credentials can
+	// be injected, and servers that need them are refused at launch.
+	Secrets secrets.Store
 }
 
 // Daemon owns the agent runs. Create it with New, run it with Serve.
@@ -74,6 +82,7 @@ type Daemon struct {
 	validate *catalog.Validator
 	audit    *audit.Log
 	watcher  *watch.Watcher
+	authz    *authz.Authority
 
 	mu      sync.Mutex
 	cfg     *config.Config              // guarded by mu; the last configuration that loaded
@@ -116,7 +125,7 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the build watcher: %w", err)
 	}
-	return &Daemon{
+	d := &Daemon{
 		opts:     o,
 		log:      log,
 		measurer: identity.NewMeasurer(log),
@@ -128,8 +137,20 @@ func New(o Options) (*Daemon, error) {
 		runs:     map[string]*gateway.Session{},
 		labels:   map[string]string{},
 		watched:  map[string][]string{},
-	}, nil
+	}
+	d.authz = authz.New(authz.Options{
+		Timeout:     cfg.Settings.ApprovalTimeoutOrDefault(),
+		Logger:      log,
+		OnRequested: d.approvalRequested,
+		OnGranted:   d.approvalGranted,
+		OnDenied:    d.approvalDenied,
+	})
+	return d, nil
 }
+
+// Authority is the daemon's approval broker: the menu-bar app subscribes to
+// it and decides requests.
+func (d *Daemon) Authority() *authz.Authority { return d.authz }
 
 // AuditDir is where the audit log of a data directory lives.
 func AuditDir(d paths.Dirs) string { return filepath.Join(d.State, "audit") }
@@ -267,6 +288,15 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		cancel()
 	case control.OpConnect:
 		d.connect(ctx, c, br, h.Label, pid)
+	case control.OpApprovals:
+		b, _ := json.Marshal(d.authz.Pending())
+		reply(c, control.Reply{Data: b})
+	case control.OpDecide:
+		if err := d.authz.Decide(h.Request, authz.Decision{Choice: authz.Choice(h.Choice), By: "cli"}); err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: "decide_failed"})
+			return
+		}
+		reply(c, control.Reply{})
 	case control.OpRestart:
 		n := d.Restart(h.Label, "restart requested with portcullis restart")
 		if n == 0 {
@@ -321,7 +351,10 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 		RunID:          runID,
 		Label:          label,
 		Agent:          agent,
-		Launch:         d.launcher(label),
+		Launch:         d.launcher(label, runID, agent),
+		Authority:      d.authz,
+		Credentials:    credentialsOf(cfg, srv),
+		Secrets:        d.secret,
 		Catalog:        d.catalogs,
 		Validator:      d.validate,
 		Policy:         d.policy(label),
@@ -393,7 +426,7 @@ func (d *Daemon) policy(label string) func(tool string) string {
 // what the kernel says it runs: the epoch is minted here, by the supervisor,
 // never taken from the server. The configuration is read at each launch, so
 // a restart picks up an edited command.
-func (d *Daemon) launcher(label string) gateway.Launcher {
+func (d *Daemon) launcher(label, run string, agent gateway.Agent) gateway.Launcher {
 	return func(ctx context.Context) (*gateway.Epoch, error) {
 		cfg, _ := d.config()
 		srv, ok := cfg.Servers[label]
@@ -401,11 +434,15 @@ func (d *Daemon) launcher(label string) gateway.Launcher {
 			return nil, fmt.Errorf("server %q is no longer configured", label)
 		}
 		spec := measureSpec(label, srv)
-		env := spec.Env
 		rec, err := d.measurer.Measure(ctx, spec)
 		if err != nil {
 			return nil, fmt.Errorf("measuring %s: %w", label, err)
 		}
+		credEnv, err := d.envCredentials(ctx, cfg, srv, label, run, agent, rec)
+		if err != nil {
+			return nil, err
+		}
+		env := append(spec.Env, credEnv...)
 		proc, err := supervisor.Start(ctx, supervisor.Spec{
 			Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
 		}, d.supervisorOptions())
@@ -449,12 +486,14 @@ type StatusReport struct {
 	Servers     []ServerInfo     `json:"servers"`
 	Runs        []gateway.Status `json:"runs"`  // live agent runs, oldest first
 	Ended       []gateway.Status `json:"ended"` // recently ended runs, oldest first
+	Audit       AuditStatus      `json:"audit"`
 }
 
 // Status returns a snapshot of every configured server and agent run.
 func (d *Daemon) Status() StatusReport {
 	cfg, cfgErr := d.config()
 	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}}
+	rep.Audit = d.auditStatus()
 	if cfgErr != nil {
 		rep.ConfigError = cfgErr.Error()
 	}

@@ -222,6 +222,7 @@ func (s *Session) answerToolsList(e *epoch, m *mcpwire.Message) bool {
 		return false
 	}
 	s.agentRev = cat.Revision
+	s.agentListedEpoch = e.ID
 	s.mu.Unlock()
 	res := cat.ListResult(func(name string) bool { return s.policy(name) != "deny" })
 	b, err := mcpwire.NewResult(m.ID, res)
@@ -365,6 +366,13 @@ func (s *Session) Replace(why string) {
 	s.mu.Lock()
 	s.cur = e
 	s.mu.Unlock()
+	if a := s.opts.Authority; a != nil {
+		// Before anything reaches the new epoch: grants of older epochs
+		// no longer hold.
+		for _, g := range a.VoidEpoch(s.opts.RunID, e.ID, why) {
+			s.log.Info("grant voided by the epoch change", "grant", g.ID, "epoch", g.ExecutionEpoch, "newEpoch", e.ID)
+		}
+	}
 	if old != nil {
 		s.record(audit.TypeServerReplaced, audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
 			OldEpoch: old.ID, NewEpoch: e.ID, Reason: why})

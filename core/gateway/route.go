@@ -86,17 +86,30 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		b, _ := mcpwire.NewResult(m.ID, nil)
 		s.writeAgent(b)
 		return
-	case methodInitialize:
+	case methodInitialize, methodDiscover:
 		s.mu.Lock()
-		s.era, s.initParams = eraLegacy, bytes.Clone(m.Params)
+		if m.Method == methodInitialize {
+			s.era, s.initParams = eraLegacy, bytes.Clone(m.Params)
+		} else {
+			s.era, s.discoverMeta = eraModern, bytes.Clone(mcpwire.GetPath(m.Params, "_meta"))
+		}
+		launching := s.cur == nil && s.state == StateStarting
+		gate := s.gateCh
+		ctx := s.ctx
 		s.mu.Unlock()
-		s.forward(m, nil)
-		return
-	case methodDiscover:
-		s.mu.Lock()
-		s.era, s.discoverMeta = eraModern, bytes.Clone(mcpwire.GetPath(m.Params, "_meta"))
-		s.mu.Unlock()
-		s.forward(m, nil)
+		if !launching {
+			s.forward(m, nil)
+			return
+		}
+		// The first process is still being launched (bounded by the
+		// launch itself: measurement, and approval for credentials).
+		go func() {
+			select {
+			case <-gate:
+				s.forward(m, nil)
+			case <-ctx.Done():
+			}
+		}()
 		return
 	}
 	s.mu.Lock()
@@ -147,24 +160,25 @@ func (s *Session) handle(m *mcpwire.Message) {
 	case methodToolsCall:
 		var name string
 		_ = json.Unmarshal(mcpwire.GetPath(m.Params, "name"), &name)
-		if r := s.checkCall(e, m); r != nil {
+		r := s.staleAuthorization(e, m, name)
+		if r == nil {
+			r = s.checkCall(e, m)
+		}
+		if r != nil {
 			s.recordRefusal(name, r)
 			s.writeAgent(r.Response(m.ID))
 			return
 		}
-		decision := "allow"
-		if s.policy(name) != "allow" {
-			decision = "unchecked" // no authorizer in this build
-		}
-		rec, err := s.recordIntent(e, name, mcpwire.GetPath(m.Params, "arguments"), decision)
-		if err != nil {
-			r := &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
-				Reason: "the audit log cannot be written (" + err.Error() + "), so no call is forwarded",
-				Retry:  "ask the person to check the disk and the data directory"}
-			s.writeAgent(r.Response(m.ID))
+		dec, grant, out, r, wait := s.quickAuthorize(e, m, name)
+		if wait == "" {
+			s.sendCall(e, m, name, dec, grant, out, r)
 			return
 		}
-		s.forward(m, rec)
+		// Held for a person's decision, off the agent's reading loop.
+		go func() {
+			dec, grant, out, r := s.awaitApproval(e, m, name, wait)
+			s.sendCall(e, m, name, dec, grant, out, r)
+		}()
 		return
 	case methodListen:
 		s.mu.Lock()
@@ -178,9 +192,31 @@ func (s *Session) handle(m *mcpwire.Message) {
 	s.forward(m, nil)
 }
 
-// forward sends an agent request to the current epoch under a gateway id;
-// call is set for a tools/call whose intent is in the audit log.
-func (s *Session) forward(m *mcpwire.Message, call *callRecord) {
+// sendCall writes the intent of an authorized tools/call to the audit log
+// and forwards out (the call, credentials injected), or refuses it.
+func (s *Session) sendCall(e *epoch, m *mcpwire.Message, name, decision, grant string, out []byte, r *Refusal) {
+	if r != nil {
+		s.recordRefusal(name, r)
+		s.writeAgent(r.Response(m.ID))
+		return
+	}
+	rec, err := s.recordIntent(e, name, mcpwire.GetPath(m.Params, "arguments"), decision, grant)
+	if err != nil {
+		r := &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
+			Reason: "the audit log cannot be written (" + err.Error() + "), so no call is forwarded",
+			Retry:  "ask the person to check the disk and the data directory"}
+		s.writeAgent(r.Response(m.ID))
+		return
+	}
+	s.forwardRaw(m, out, rec)
+}
+
+// forward sends an agent request to the current epoch under a gateway id.
+func (s *Session) forward(m *mcpwire.Message, call *callRecord) { s.forwardRaw(m, m.Raw, call) }
+
+// forwardRaw sends raw (m, possibly rewritten) to the current epoch under a
+// gateway id; call is set for a tools/call whose intent is in the audit log.
+func (s *Session) forwardRaw(m *mcpwire.Message, raw []byte, call *callRecord) {
 	token := ""
 	if t := mcpwire.GetPath(m.Params, "_meta", "progressToken"); t != nil {
 		token = string(t)
@@ -203,7 +239,7 @@ func (s *Session) forward(m *mcpwire.Message, call *callRecord) {
 	}
 	s.mu.Unlock()
 
-	out, err := mcpwire.SetMember(m.Raw, "id", mcpwire.NumberID(id))
+	out, err := mcpwire.SetMember(raw, "id", mcpwire.NumberID(id))
 	if err == nil {
 		err = e.write(out)
 	}

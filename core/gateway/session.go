@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
@@ -107,6 +108,12 @@ type Options struct {
 	RestartOnCrash bool
 	CrashLimit     int           // default 5
 	CrashWindow    time.Duration // default 60 s
+	// Authority checks grants and raises approval requests for tools whose
+	// policy is "approve"; nil forwards them unchecked (tests, tools only).
+	Authority *authz.Authority
+	// Credentials are the server's credential scopes; Secrets reads them.
+	Credentials []Credential
+	Secrets     SecretSource
 	// Audit receives the events of the run; the tool_called intent is
 	// durable before a call is forwarded, and calls fail closed with
 	// audit_unavailable when it cannot be written. Nil: no audit.
@@ -142,34 +149,38 @@ type Session struct {
 	amu      sync.Mutex // serializes writes to the agent; taken before mu
 	agentOut io.Writer  // guarded by amu
 
-	mu            sync.Mutex
-	state         State                   // guarded by mu
-	reason        string                  // guarded by mu; why the state is what it is
-	cur           *epoch                  // guarded by mu; nil before the first launch
-	nextID        int64                   // guarded by mu
-	pending       map[int64]*pending      // guarded by mu; gateway id → request toward the server
-	byAgentID     map[string]int64        // guarded by mu; agent's raw id → gateway id
-	reverse       map[int64]*reverseEntry // guarded by mu; gateway id → server's request toward the agent
-	handshakeDone bool                    // guarded by mu
-	queue         [][]byte                // guarded by mu; server → agent messages before the handshake
-	diagnostics   []string                // guarded by mu; non-JSON-RPC lines from servers
-	warnings      []string                // guarded by mu; things the person should know
-	gateOpen      bool                    // guarded by mu; agent requests flow
-	gateCh        chan struct{}           // guarded by mu; closed when the gate opens
-	agentRev      uint64                  // guarded by mu; catalog revision the agent last fetched
-	era           era                     // guarded by mu
-	initParams    json.RawMessage         // guarded by mu; the agent's initialize params
-	discoverMeta  json.RawMessage         // guarded by mu; the agent's _meta on server/discover
-	listen        *listenState            // guarded by mu; the agent's subscriptions/listen
-	refreshing    bool                    // guarded by mu
-	refreshAgain  bool                    // guarded by mu
-	buildNote     string                  // guarded by mu; a build seen on disk, not running
-	crashes       []time.Time             // guarded by mu
-	replacing     bool                    // guarded by mu
-	epochs        int                     // guarded by mu; epochs launched so far
-	startedAt     time.Time
-	ctx           context.Context // cancelled when Serve returns
-	cancel        context.CancelFunc
+	mu               sync.Mutex
+	state            State                      // guarded by mu
+	reason           string                     // guarded by mu; why the state is what it is
+	cur              *epoch                     // guarded by mu; nil before the first launch
+	nextID           int64                      // guarded by mu
+	pending          map[int64]*pending         // guarded by mu; gateway id → request toward the server
+	byAgentID        map[string]int64           // guarded by mu; agent's raw id → gateway id
+	reverse          map[int64]*reverseEntry    // guarded by mu; gateway id → server's request toward the agent
+	handshakeDone    bool                       // guarded by mu
+	queue            [][]byte                   // guarded by mu; server → agent messages before the handshake
+	diagnostics      []string                   // guarded by mu; non-JSON-RPC lines from servers
+	warnings         []string                   // guarded by mu; things the person should know
+	gateOpen         bool                       // guarded by mu; agent requests flow
+	gateCh           chan struct{}              // guarded by mu; closed when the gate opens
+	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
+	era              era                        // guarded by mu
+	initParams       json.RawMessage            // guarded by mu; the agent's initialize params
+	discoverMeta     json.RawMessage            // guarded by mu; the agent's _meta on server/discover
+	listen           *listenState               // guarded by mu; the agent's subscriptions/listen
+	refreshing       bool                       // guarded by mu
+	refreshAgain     bool                       // guarded by mu
+	buildNote        string                     // guarded by mu; a build seen on disk, not running
+	crashes          []time.Time                // guarded by mu
+	replacing        bool                       // guarded by mu
+	epochs           int                        // guarded by mu; epochs launched so far
+	agentListedEpoch string                     // guarded by mu; epoch of the agent's last tools/list
+	approvedEpoch    string                     // guarded by mu; epoch of the last grant
+	approvedRev      uint64                     // guarded by mu; catalog revision of the last grant
+	records          map[string]identity.Record // guarded by mu; execution records of this run's epochs
+	startedAt        time.Time
+	ctx              context.Context // cancelled when Serve returns
+	cancel           context.CancelFunc
 }
 
 // era is the protocol era the agent chose (DESIGN.md, "Protocol eras").
@@ -249,6 +260,7 @@ func New(o Options) *Session {
 		pending:   map[int64]*pending{},
 		byAgentID: map[string]int64{},
 		reverse:   map[int64]*reverseEntry{},
+		records:   map[string]identity.Record{},
 		gateOpen:  true,
 		gateCh:    closedChan(),
 		startedAt: time.Now(),
@@ -276,18 +288,26 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	s.record(audit.TypeRunStarted, audit.RunStarted{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
 		Agent: audit.Agent{Executable: s.opts.Agent.Exe, PID: s.opts.Agent.PID}})
 
-	if e, err := s.startEpoch(ctx); err != nil {
-		s.log.Warn("launch failed", "err", err)
+	// The first launch may wait for a person (credentials at launch): the
+	// agent's messages are read meanwhile, and its handshake waits for it.
+	s.mu.Lock()
+	s.closeGateLocked()
+	s.mu.Unlock()
+	go func() {
+		e, err := s.startEpoch(ctx)
 		s.mu.Lock()
-		s.state, s.reason = StateFailed, "the server could not be launched: "+err.Error()
+		if err != nil {
+			s.state, s.reason = StateFailed, "the server could not be launched: "+err.Error()
+		} else {
+			s.cur = e
+		}
+		s.openGateLocked()
 		s.mu.Unlock()
+		if err != nil {
+			s.log.Warn("launch failed", "err", err)
+		}
 		s.changed()
-	} else {
-		s.mu.Lock()
-		s.cur = e
-		s.mu.Unlock()
-		s.changed()
-	}
+	}()
 
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- s.readAgent(agentIn) }()
@@ -316,6 +336,7 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 	e := &epoch{Epoch: *ep}
 	s.mu.Lock()
 	s.epochs++
+	s.records[e.ID] = e.Record
 	s.mu.Unlock()
 	s.log.Info("epoch started", "epoch", e.ID, "pid", e.Proc.Pid())
 	s.recordServerStarted(e)
@@ -343,6 +364,9 @@ func (s *Session) shutdown() {
 	s.state, s.reason = StateEnded, "agent run ended"
 	s.openGateLocked()
 	s.mu.Unlock()
+	if s.opts.Authority != nil {
+		s.opts.Authority.EndRun(s.opts.RunID) // grants expire with the run
+	}
 	if e != nil {
 		s.endEpoch(e, "agent run ended", nil)
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -19,7 +19,6 @@ import (
 type document struct {
 	target Target
 	data   []byte       // the file as read
-	std    []byte       // data with comments and trailing commas blanked; same offsets
 	root   hujson.Value // parsed from data
 }
 
@@ -82,7 +81,7 @@ func parseDocument(t Target, data []byte) (*document, error) {
 			return nil, serr(0, err.Error())
 		}
 	}
-	root, err := hujson.Parse(data)
+	root, err := hujson.Parse(bytes.Clone(data))
 	if err != nil {
 		var line, col int
 		if _, serr := fmt.Sscanf(err.Error(), "hujson: line %d, column %d:", &line, &col); serr != nil {
@@ -97,13 +96,7 @@ func parseDocument(t Target, data []byte) (*document, error) {
 	if _, ok := root.Value.(*hujson.Object); !ok {
 		return nil, serr(root.StartOffset, "the top-level value is not an object")
 	}
-	std := bytes.Clone(data)
-	if t.Format == JSONC {
-		c := root.Clone()
-		c.Standardize()
-		std = c.Pack()
-	}
-	return &document{target: t, data: data, std: std, root: root}, nil
+	return &document{target: t, data: data, root: root}, nil
 }
 
 // lineCol converts a byte offset into a line and a column, both from 1; the column
@@ -194,8 +187,13 @@ func (d *document) find(path []string) (entry, bool) {
 // fields decodes the entry's members (comments removed). It fails for an entry
 // that is not an object.
 func (d *document) fields(e entry) (map[string]json.RawMessage, error) {
+	v, err := hujson.Parse(bytes.Clone(d.data[e.start:e.end]))
+	if err != nil {
+		return nil, err
+	}
+	v.Standardize() // comments and trailing commas out
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(d.std[e.start:e.end], &m); err != nil || m == nil {
+	if err := json.Unmarshal(v.Pack(), &m); err != nil || m == nil {
 		return nil, errors.New("the entry is not a JSON object")
 	}
 	return m, nil
@@ -230,7 +228,7 @@ var launchKeys = []string{"command", "args", "env", "envFile", "cwd"}
 // `exe connect label` instead: "command" and "args" replaced in place, "env",
 // "envFile" and "cwd" removed, other members and comments kept.
 func rewriteEntry(text []byte, exe, label string) ([]byte, error) {
-	v, err := hujson.Parse(text)
+	v, err := hujson.Parse(bytes.Clone(text))
 	if err != nil {
 		return nil, err
 	}
@@ -260,14 +258,18 @@ func rewriteEntry(text []byte, exe, label string) ([]byte, error) {
 	if cmd < 0 {
 		return nil, errors.New(`the entry has no "command"`)
 	}
-	args, err := hujson.Parse([]byte(`["connect", ` + string(hujson.String(label)) + `]`))
+	sep := ", "
+	if !bytes.ContainsAny(text, " \t\n") { // a compact file stays compact
+		sep = ","
+	}
+	args, err := hujson.Parse([]byte(`["connect"` + sep + string(hujson.String(label)) + `]`))
 	if err != nil {
 		return nil, err
 	}
 	found := false
 	for i, m := range obj.Members {
 		if memberName(m) == "args" {
-			obj.Members[i].Value.Value = args.Value.Clone().Value
+			obj.Members[i].Value.Value = args.Clone().Value
 			found = true
 		}
 	}
@@ -320,7 +322,7 @@ func pointerEscape(s string) string {
 // the original literal was exactly hujson.String(value) — that is, whether putting
 // the secret back reproduces the file byte for byte.
 func stripSecrets(text []byte, names map[string]string) (string, map[string]int, map[string]bool, error) {
-	v, err := hujson.Parse(text)
+	v, err := hujson.Parse(bytes.Clone(text))
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -26,7 +26,7 @@ type SecretStore interface {
 var knownPrefixes = []string{
 	"sk-", "sk_live_", "sk_test_", "rk_live_", "pk_live_", // OpenAI, Anthropic (sk-ant-), Stripe
 	"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", // GitHub
-	"glpat-",                                   // GitLab
+	"glpat-",                                    // GitLab
 	"xoxb-", "xoxp-", "xoxa-", "xoxr-", "xapp-", // Slack
 	"AKIA", "ASIA", // AWS access key IDs
 	"AIza",     // Google API keys

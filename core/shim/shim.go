@@ -5,7 +5,7 @@
 //
 // The shim keeps track of the agent's requests that have not been answered,
 // so that whatever happens to the daemon the agent is never left hanging: if
-// no daemon can be reached, the agent's first request is answered with a
+// no daemon can be reached, each of the agent's requests is answered with a
 // server_unavailable error saying why; if the daemon goes away mid-session,
 // every request in flight is answered the same way. The reason is also
 // written on stderr, which agents show in their logs.
@@ -55,7 +55,7 @@ func Run(ctx context.Context, o Options) int {
 			reason = re.Reply.Error
 		}
 		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, reason)
-		answerFirstRequest(o, reason)
+		answerRequests(o, reason)
 		return 1
 	}
 	defer conn.Close()
@@ -95,9 +95,12 @@ func unavailable(o Options, reason string) *gateway.Refusal {
 	}
 }
 
-// answerFirstRequest reads the agent's messages until its first request and
-// answers it with the reason no daemon could serve it.
-func answerFirstRequest(o Options, reason string) {
+// answerRequests answers every request the agent sends, until its input
+// ends, with the reason no daemon could serve it: a dual-era client sends
+// server/discover first and falls back to initialize on an error, so
+// answering only the first request would leave the initialize that follows
+// without an answer and the agent would see a bare EOF instead of the reason.
+func answerRequests(o Options, reason string) {
 	r := mcpwire.NewReader(o.Stdin, o.MaxMessage)
 	for {
 		line, err := r.ReadLine()
@@ -111,8 +114,9 @@ func answerFirstRequest(o Options, reason string) {
 		if err != nil || m.Kind != mcpwire.KindRequest {
 			continue
 		}
-		_, _ = o.Stdout.Write(append(unavailable(o, reason).Response(m.ID), '\n'))
-		return
+		if _, err := o.Stdout.Write(append(unavailable(o, reason).Response(m.ID), '\n')); err != nil {
+			return
+		}
 	}
 }
 

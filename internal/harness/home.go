@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/daemon"
 )
 
@@ -97,6 +98,33 @@ func (h *Home) AddServer(ctx context.Context, label string, flags []string, comm
 	args = append(append(args, "--"), command...)
 	_, err := h.Run(ctx, args...)
 	return err
+}
+
+// SetToolPolicy sets the authorization policy (config.PolicyAllow,
+// PolicyApprove or PolicyDeny) of the named tools of server label in
+// config.json, as a person editing the file would; the daemon reads the file
+// again at the next agent run. It returns an error when the label is not
+// configured or the result does not validate.
+func (h *Home) SetToolPolicy(label, policy string, tools ...string) error {
+	cfg, err := config.Load(h.ConfigFile())
+	if err != nil {
+		return err
+	}
+	srv, ok := cfg.Servers[label]
+	if !ok {
+		return fmt.Errorf("no server labelled %q in %s", label, h.ConfigFile())
+	}
+	if srv.Tools == nil {
+		srv.Tools = map[string]config.ToolPolicy{}
+	}
+	for _, t := range tools {
+		srv.Tools[t] = config.ToolPolicy{Policy: policy}
+	}
+	cfg.Servers[label] = srv
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return config.Save(h.ConfigFile(), cfg)
 }
 
 // Status runs `portcullis status --json` and decodes the report.

@@ -109,6 +109,25 @@ func (w *Wire) Results(method string) []json.RawMessage {
 	return out
 }
 
+// LastResult returns the raw result of the most recent request of method
+// that this side sent, when a successful response to it was received.
+func (w *Wire) LastResult(method string) (json.RawMessage, bool) {
+	msgs := w.Messages()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if !m.Out || m.Response || m.Method != method || !m.ID.IsValid() {
+			continue
+		}
+		for _, r := range msgs[i+1:] {
+			if !r.Out && r.Response && r.ID == m.ID && r.Err == nil {
+				return r.Raw, true
+			}
+		}
+		return nil, false
+	}
+	return nil, false
+}
+
 // Received returns the params of the requests and notifications of method
 // that the peer sent, oldest first.
 func (w *Wire) Received(method string) []json.RawMessage {

@@ -1,0 +1,142 @@
+package authz
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// Card is what the approval window and `portcullis approvals` show: the
+// facts a person decides on (DESIGN.md, "Authorization and credentials").
+//
+// Identity is set on a request to launch a new execution identity with env
+// credentials (the digest of the measured identity); such a request grants
+// no tools. Tool and Arguments describe the call that raised the request,
+// Defaults the values that omitted arguments will take. ToolScope is what
+// "Approve for this run" grants by default: every approve tool of the
+// current catalog revision.
+type Card struct {
+	Reason           string            `json:"reason"`
+	AgentRun         string            `json:"agentRun"`
+	AgentExe         string            `json:"agentExe,omitempty"`
+	AgentPID         int               `json:"agentPid,omitempty"`
+	ServerLabel      string            `json:"serverLabel"`
+	PreviousEpoch    string            `json:"previousEpoch,omitempty"` // the epoch last approved for this run
+	CurrentEpoch     string            `json:"currentEpoch"`
+	Identity         string            `json:"identity,omitempty"`
+	IdentityChanges  []identity.Change `json:"identityChanges,omitempty"`
+	ApprovedRevision uint64            `json:"approvedRevision,omitempty"`
+	CatalogRevision  uint64            `json:"catalogRevision,omitempty"`
+	CatalogChanges   []catalog.Change  `json:"catalogChanges,omitempty"`
+	Tool             string            `json:"tool,omitempty"`
+	Arguments        json.RawMessage   `json:"arguments,omitempty"`
+	Defaults         map[string]any    `json:"defaults,omitempty"`
+	ToolScope        []string          `json:"toolScope,omitempty"`
+	CredentialScope  []string          `json:"credentialScope,omitempty"`
+	AskEveryUse      bool              `json:"askEveryUse,omitempty"`
+}
+
+// IdentityDigest is the digest that identity approvals bind to: the
+// measured digests of a record (executable, runtime, interpreter, entry,
+// lockfile, wrappers, watched paths), not its epoch, pid or start time.
+func IdentityDigest(r identity.Record) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "exe %s\nruntime %s\nentry %s\nlock %s\n", r.ResolvedExecutable.SHA256, r.Runtime, r.EntryDigest, r.LockfileDigest)
+	if r.Interpreter != nil {
+		fmt.Fprintf(&b, "interp %s\n", r.Interpreter.SHA256)
+	}
+	for _, w := range r.Wrappers {
+		fmt.Fprintf(&b, "wrap %s %s\n", w.Path, w.SHA256)
+	}
+	keys := make([]string, 0, len(r.ExtraDigests))
+	for k := range r.ExtraDigests {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "extra %s %s\n", k, r.ExtraDigests[k])
+	}
+	return identity.DigestPrefix + sha256Hex(b.String())
+}
+
+// Lines renders the card as text lines, most important first, for the
+// command line and the approval window. Secrets never appear on a card:
+// credentials are named by scope only.
+func (c Card) Lines() []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	add("%s", c.Reason)
+	agent := c.AgentExe
+	if agent == "" {
+		agent = "unknown agent"
+	}
+	add("Agent: %s (pid %d), run %s", agent, c.AgentPID, c.AgentRun)
+	add("Server: %s", c.ServerLabel)
+	switch {
+	case c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch:
+		add("Epoch: %s → %s (new code)", c.PreviousEpoch, c.CurrentEpoch)
+	default:
+		add("Epoch: %s", c.CurrentEpoch)
+	}
+	for _, ch := range c.IdentityChanges {
+		add("  changed on disk: %s %s (%s → %s)", ch.Field, ch.Path, short(ch.Old), short(ch.New))
+	}
+	if len(c.CatalogChanges) > 0 {
+		add("Catalog: revision %d → %d", c.ApprovedRevision, c.CatalogRevision)
+		d := catalog.Diff{From: c.ApprovedRevision, To: c.CatalogRevision, Changes: c.CatalogChanges}
+		for _, l := range strings.Split(strings.TrimRight(d.Text(), "\n"), "\n") {
+			if l != "" {
+				add("  %s", l)
+			}
+		}
+	}
+	if c.Tool != "" {
+		args := string(c.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		add("Call: %s %s", c.Tool, args)
+		keys := make([]string, 0, len(c.Defaults))
+		for k := range c.Defaults {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v, _ := json.Marshal(c.Defaults[k])
+			add("  omitted %s will be %s (default)", k, v)
+		}
+	}
+	if len(c.ToolScope) > 0 {
+		add("Tools: %s", strings.Join(c.ToolScope, ", "))
+	}
+	if len(c.CredentialScope) > 0 {
+		every := ""
+		if c.AskEveryUse {
+			every = " (asked on every use)"
+		}
+		add("Credentials: %s%s", strings.Join(c.CredentialScope, ", "), every)
+	}
+	return out
+}
+
+func short(d string) string {
+	d = strings.TrimPrefix(d, identity.DigestPrefix)
+	if len(d) > 12 {
+		return d[:12] + "…"
+	}
+	if d == "" {
+		return "none"
+	}
+	return d
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}

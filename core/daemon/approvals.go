@@ -1,0 +1,139 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// credentialsOf lists the credential scopes a server declares.
+func credentialsOf(cfg *config.Config, srv config.Server) []gateway.Credential {
+	var out []gateway.Credential
+	for _, scope := range srv.Credentials {
+		c, ok := cfg.Credentials[scope]
+		if !ok {
+			continue
+		}
+		out = append(out, gateway.Credential{Scope: scope, Inject: c.Inject, EnvVar: c.EnvVar, AskEveryUse: c.AskEveryUse})
+	}
+	return out
+}
+
+// secret reads a credential scope from the keychain.
+func (d *Daemon) secret(scope string) ([]byte, error) {
+	if d.opts.Secrets == nil {
+		return nil, fmt.Errorf("no credential store is available on this system")
+	}
+	return d.opts.Secrets.Get(scope)
+}
+
+// envCredentials returns the "env" credentials of srv as K=V pairs, after a
+// person approved this execution identity for them: a new identity waits for
+// approval, and its card shows what changed on disk. A secret that cannot be
+// read fails the launch: nothing is ever launched with an empty secret in its
+// place.
+func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv config.Server, label, run string, agent gateway.Agent, rec identity.Record) ([]string, error) {
+	var scopes []string
+	var creds []gateway.Credential
+	for _, c := range credentialsOf(cfg, srv) {
+		if c.Inject == config.InjectEnv {
+			scopes = append(scopes, c.Scope)
+			creds = append(creds, c)
+		}
+	}
+	if len(scopes) == 0 {
+		return nil, nil
+	}
+	ident := authz.IdentityDigest(rec)
+	if !d.authz.IdentityApproved(run, ident, scopes) {
+		card := authz.Card{
+			Reason:          fmt.Sprintf("%s asks for credentials %v at launch: approve this code before it receives them", label, scopes),
+			AgentRun:        run,
+			AgentExe:        agent.Exe,
+			AgentPID:        agent.PID,
+			ServerLabel:     label,
+			CurrentEpoch:    "(not started)",
+			Identity:        ident,
+			CredentialScope: scopes,
+		}
+		if prev, ok := d.lastRecord(run); ok {
+			card.PreviousEpoch = prev.Epoch
+			card.IdentityChanges = identity.Diff(prev, rec)
+		}
+		id := d.authz.Raise(card)
+		if _, err := d.authz.Wait(ctx, id); err != nil {
+			return nil, fmt.Errorf("credentials %v were not approved for this build of %s (%w); it was not launched", scopes, label, err)
+		}
+	}
+	var env []string
+	for _, c := range creds {
+		secret, err := d.secret(c.Scope)
+		if err == nil && len(secret) == 0 {
+			err = fmt.Errorf("the stored secret is empty")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("credential_unavailable: credential scope %q cannot be read (%v); %s was not launched — unlock the keychain or run `portcullis creds set %s`", c.Scope, err, label, c.Scope)
+		}
+		env = append(env, c.EnvVar+"="+string(secret))
+	}
+	return env, nil
+}
+
+// lastRecord is the execution record of the current epoch of run.
+func (d *Daemon) lastRecord(run string) (identity.Record, bool) {
+	d.mu.Lock()
+	s := d.runs[run]
+	d.mu.Unlock()
+	if s == nil {
+		return identity.Record{}, false
+	}
+	ep, ok := s.Record()
+	if !ok {
+		return identity.Record{}, false
+	}
+	return ep.Record, true
+}
+
+func (d *Daemon) session(run string) *gateway.Session {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.runs[run]
+}
+
+func (d *Daemon) approvalRequested(r authz.Request) {
+	d.appendAudit(audit.TypeApprovalRequested, audit.ApprovalRequested{
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch,
+		CatalogRevision: r.Card.CatalogRevision, ToolScope: r.Card.ToolScope, CredentialScope: r.Card.CredentialScope,
+		Reason: r.Card.Reason,
+	})
+}
+
+func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) {
+	d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
+		Request: r.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch,
+		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen,
+	})
+	if s := d.session(g.AgentRun); s != nil && g.Identity == "" {
+		s.NoteGranted(g)
+	}
+}
+
+func (d *Daemon) approvalDenied(r authz.Request, reason string) {
+	d.appendAudit(audit.TypeApprovalDenied, audit.ApprovalDenied{
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Reason: reason,
+	})
+}
+
+func (d *Daemon) appendAudit(typ string, fields any) {
+	if d.audit == nil {
+		return
+	}
+	if _, err := d.audit.Append(context.Background(), typ, fields); err != nil {
+		d.log.Error("audit log write failed", "type", typ, "err", err)
+	}
+}

@@ -1,0 +1,299 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/mcpwire"
+)
+
+// Credential is one credential scope a server may receive, as the
+// configuration declares it. Secrets are fetched only after the grant check.
+type Credential struct {
+	Scope       string
+	Inject      string // "env" (at launch) or "meta" (per call)
+	EnvVar      string
+	AskEveryUse bool
+}
+
+// SecretSource reads a credential scope's secret from the keychain.
+type SecretSource func(scope string) ([]byte, error)
+
+// metaCredentialKey is the params._meta key under which "meta" credentials
+// reach a tools/call: an object mapping scope name to secret. The reverse-DNS
+// prefix follows the MCP _meta naming rules (basic/index, "_meta").
+const metaCredentialKey = "dev.portcullis/credentials"
+
+// quickAuthorize decides at once whether a tools/call may go to e: it
+// returns the audit decision, the grant used and the message to forward
+// (with meta credentials injected), or a refusal, or the id of the approval
+// request the call must wait for (see awaitApproval).
+func (s *Session) quickAuthorize(e *epoch, m *mcpwire.Message, tool string) (decision, grantID string, out []byte, refusal *Refusal, wait string) {
+	a := s.opts.Authority
+	if s.policy(tool) == "allow" {
+		return "allow", "", m.Raw, nil, ""
+	}
+	if a == nil {
+		return "unchecked", "", m.Raw, nil, ""
+	}
+	metaCreds, askEvery := s.metaCredentials()
+	if !askEvery {
+		if g := a.Check(s.opts.RunID, e.ID, tool, metaCreds); g != nil {
+			out, r := s.injectMeta(e, m, tool, g.CredentialScope, metaCreds)
+			return "grant", g.ID, out, r, ""
+		}
+	}
+	return "", "", nil, nil, s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
+}
+
+// staleAuthorization refuses a call prepared before an epoch change: the
+// run's grant for the tool belonged to an older epoch and the agent has not
+// refreshed its tool metadata since. The approval request for the current
+// epoch is raised at the same moment. It runs before the catalog checks:
+// an epoch change is handled before a catalog change (DESIGN.md).
+func (s *Session) staleAuthorization(e *epoch, m *mcpwire.Message, tool string) *Refusal {
+	a := s.opts.Authority
+	if a == nil || s.policy(tool) != "approve" {
+		return nil
+	}
+	stale := a.Stale(s.opts.RunID, e.ID, tool)
+	if stale == nil {
+		return nil
+	}
+	s.mu.Lock()
+	refreshed := s.agentListedEpoch == e.ID
+	s.mu.Unlock()
+	if refreshed {
+		return nil
+	}
+	metaCreds, askEvery := s.metaCredentials()
+	s.requestFor(e, m, tool, metaCreds, askEvery, "server execution epoch changed", stale)
+	return &Refusal{
+		Error: AuthorizationStale, Reason: "server execution epoch changed", Server: s.opts.Label, Tool: tool,
+		ApprovedEpoch: stale.ExecutionEpoch, CurrentEpoch: e.ID,
+		Retry: "refresh tool metadata and request authorization",
+	}
+}
+
+// awaitApproval holds a call until the person decides request id (or it
+// times out), then returns what quickAuthorize would have.
+func (s *Session) awaitApproval(e *epoch, m *mcpwire.Message, tool, id string) (decision, grantID string, out []byte, refusal *Refusal) {
+	a := s.opts.Authority
+	metaCreds, _ := s.metaCredentials()
+	stop := s.progressWhileWaiting(m, id)
+	g, err := a.Wait(s.ctx, id)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, authz.ErrTimeout):
+		return "", "", nil, &Refusal{Error: ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			Reason: fmt.Sprintf("nobody answered approval request %s within %s", id, a.Timeout()),
+			Retry:  "ask the person to approve in Portcullis, then call again"}
+	default:
+		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			Reason: fmt.Sprintf("the person denied approval request %s", id),
+			Retry:  "do not retry this call unless the person asks you to"}
+	}
+	s.mu.Lock()
+	ended, cur := e.ended, s.cur
+	s.mu.Unlock()
+	if ended || g.ExecutionEpoch != e.ID || !g.Covers(tool, nil) {
+		r := &Refusal{Error: AuthorizationStale, Reason: "server execution epoch changed while the call waited for approval",
+			Server: s.opts.Label, Tool: tool, ApprovedEpoch: g.ExecutionEpoch, Retry: "refresh tool metadata and request authorization"}
+		if cur != nil {
+			r.CurrentEpoch = cur.ID
+		}
+		if g.Covers(tool, nil) && !ended {
+			r.Error, r.Reason = ApprovalDenied, fmt.Sprintf("the person approved other tools, not %s", tool)
+			r.Retry = "do not retry this call unless the person asks you to"
+		}
+		return "", "", nil, r
+	}
+	if g.ExpiresWhen == authz.ExpiresOnce {
+		a.Consume(s.opts.RunID, g.ID) // spent by this call
+	}
+	out, r := s.injectMeta(e, m, tool, g.CredentialScope, metaCreds)
+	return "grant", g.ID, out, r
+}
+
+// metaCredentials lists the server's per-call credential scopes and whether
+// any demands a decision on every use.
+func (s *Session) metaCredentials() (scopes []string, askEvery bool) {
+	for _, c := range s.opts.Credentials {
+		if c.Inject == "meta" {
+			scopes = append(scopes, c.Scope)
+			askEvery = askEvery || c.AskEveryUse
+		}
+	}
+	return scopes, askEvery
+}
+
+// injectMeta puts the granted meta credentials into the forwarded call's
+// params._meta. A secret that cannot be read refuses the call: nothing is
+// ever forwarded with an empty secret in its place.
+func (s *Session) injectMeta(e *epoch, m *mcpwire.Message, tool string, granted, wanted []string) ([]byte, *Refusal) {
+	if len(wanted) == 0 {
+		return m.Raw, nil
+	}
+	vals := map[string]string{}
+	for _, scope := range wanted {
+		if !slices.Contains(granted, scope) {
+			continue
+		}
+		var secret []byte
+		var err error
+		if s.opts.Secrets == nil {
+			err = errors.New("no credential store")
+		} else {
+			secret, err = s.opts.Secrets(scope)
+		}
+		if err == nil && len(secret) == 0 {
+			err = errors.New("the stored secret is empty")
+		}
+		if err != nil {
+			return nil, &Refusal{Error: CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+				Reason: fmt.Sprintf("credential scope %q cannot be read: %v", scope, err),
+				Retry:  "ask the person to unlock the keychain or set the credential (portcullis creds set " + scope + ")"}
+		}
+		vals[scope] = string(secret)
+	}
+	b, _ := json.Marshal(vals)
+	out, err := mcpwire.SetPath(m.Raw, []string{"params", "_meta", metaCredentialKey}, b)
+	if err != nil {
+		return nil, &Refusal{Error: CredentialUnavailable, Server: s.opts.Label, Tool: tool, Reason: "the call's params cannot carry credentials: " + err.Error()}
+	}
+	return out, nil
+}
+
+// requestFor returns the pending approval request this call waits on,
+// raising one with a full card when none covers it.
+func (s *Session) requestFor(e *epoch, m *mcpwire.Message, tool string, creds []string, askEvery bool, reason string, stale *authz.Grant) string {
+	a := s.opts.Authority
+	if !askEvery {
+		if id, ok := a.Find(s.opts.RunID, e.ID, tool, creds); ok {
+			return id
+		}
+	}
+	card := s.card(e, m, tool, creds, askEvery, reason, stale)
+	return a.Raise(card)
+}
+
+// card builds the approval card for a call on e.
+func (s *Session) card(e *epoch, m *mcpwire.Message, tool string, creds []string, askEvery bool, reason string, stale *authz.Grant) authz.Card {
+	s.mu.Lock()
+	cat := e.catalog
+	approvedEpoch, approvedRev := s.approvedEpoch, s.approvedRev
+	prevRec, hasPrev := s.records[approvedEpoch]
+	s.mu.Unlock()
+	if stale != nil {
+		approvedEpoch = stale.ExecutionEpoch
+		prevRec, hasPrev = s.recordOf(approvedEpoch)
+	}
+	args := mcpwire.GetPath(m.Params, "arguments")
+	c := authz.Card{
+		AgentRun: s.opts.RunID, AgentExe: s.opts.Agent.Exe, AgentPID: s.opts.Agent.PID,
+		ServerLabel: s.opts.Label, PreviousEpoch: approvedEpoch, CurrentEpoch: e.ID,
+		Tool: tool, Arguments: json.RawMessage(args), CredentialScope: creds, AskEveryUse: askEvery,
+		ApprovedRevision: approvedRev,
+	}
+	if hasPrev && approvedEpoch != e.ID {
+		c.IdentityChanges = identity.Diff(prevRec, e.Record)
+	}
+	if cat != nil {
+		c.CatalogRevision = cat.Revision
+		for _, t := range cat.Tools {
+			if s.policy(t.Name) == "approve" {
+				c.ToolScope = append(c.ToolScope, t.Name)
+			}
+		}
+		if t, ok := cat.Lookup(tool); ok {
+			c.Defaults = catalog.Defaults(t, args)
+		}
+		if approvedRev != 0 && approvedRev != cat.Revision {
+			if old, ok := s.opts.Catalog.Get(s.opts.Label, approvedRev); ok {
+				c.CatalogChanges = catalog.Compare(old, *cat).Changes
+			}
+		}
+	}
+	if !slices.Contains(c.ToolScope, tool) {
+		c.ToolScope = append(c.ToolScope, tool)
+	}
+	if askEvery {
+		c.ToolScope = []string{tool}
+	}
+	switch {
+	case reason != "":
+		c.Reason = reason
+	case askEvery:
+		c.Reason = "a credential of this server asks for approval on every use"
+	case approvedEpoch != "" && approvedEpoch != e.ID:
+		c.Reason = "server execution epoch changed: new code asks for the authority you gave the old code"
+	case approvedEpoch != "":
+		c.Reason = fmt.Sprintf("%s is not covered by what you approved for this run", tool)
+	default:
+		c.Reason = fmt.Sprintf("first use of %s in this agent run", tool)
+	}
+	if c.Reason == "server execution epoch changed" {
+		c.Reason = "server execution epoch changed: a call prepared for the old code was refused; approve the new code to continue"
+	}
+	return c
+}
+
+// recordOf returns the execution record of an epoch this run has seen.
+func (s *Session) recordOf(epochID string) (identity.Record, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.records[epochID]
+	return r, ok
+}
+
+// progressWhileWaiting tells an agent that supplied a progress token that
+// its call waits for a person, at once and then every 15 s.
+func (s *Session) progressWhileWaiting(m *mcpwire.Message, request string) (stop func()) {
+	token := mcpwire.GetPath(m.Params, "_meta", "progressToken")
+	if token == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	send := func(n int) {
+		b, err := mcpwire.NewNotification(methodProgress, map[string]any{
+			"progressToken": json.RawMessage(token), "progress": n,
+			"message": fmt.Sprintf("waiting for a person to approve this call in Portcullis (request %s)", request),
+		})
+		if err == nil {
+			s.writeAgent(b)
+		}
+	}
+	go func() {
+		send(0)
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				send(n)
+			}
+		}
+	}()
+	return cancel
+}
+
+// NoteGranted remembers the epoch and catalog revision a person approved,
+// for the next card's "what changed".
+func (s *Session) NoteGranted(g authz.Grant) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.approvedEpoch = g.ExecutionEpoch
+	if s.cur != nil && s.cur.ID == g.ExecutionEpoch && s.cur.catalog != nil {
+		s.approvedRev = s.cur.catalog.Revision
+	}
+}

@@ -92,6 +92,7 @@ type Daemon struct {
 	order   []string                    // guarded by mu; run ids in start order
 	ended   []gateway.Status            // guarded by mu; most recent last
 	cancel  context.CancelFunc          // guarded by mu
+	subs    map[chan struct{}]struct{}  // guarded by mu; Changes subscribers
 	wg      sync.WaitGroup
 }
 
@@ -363,13 +364,14 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 		RestartOnCrash: true,
 		Audit:          d.audit,
 		Logger:         d.log,
-		OnChange:       func() { d.rewatch(label) },
+		OnChange:       func() { d.rewatch(label); d.notify() },
 	})
 	d.mu.Lock()
 	d.runs[runID] = sess
 	d.labels[runID] = label
 	d.order = append(d.order, runID)
 	d.mu.Unlock()
+	d.notify()
 	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
 	reply(c, control.Reply{Run: runID})
 
@@ -385,6 +387,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 	}
 	d.mu.Unlock()
 	d.rewatch(label)
+	d.notify()
 	d.log.Info("agent run ended", "run", runID, "err", err)
 }
 

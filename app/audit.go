@@ -1,0 +1,573 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/platform"
+)
+
+// The audit commands read the log files directly (package audit's readers
+// and Verify), so they work whether or not the daemon runs and never write.
+
+const auditUsage = "audit needs a subcommand: tail [--json] [-n N] [-f], verify [--json], sessions [--server L] [--run R] [-n N] [--json], activity [--server L] [--run R] [-n N] [--json]"
+
+func (a *App) runAudit(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("%s", auditUsage)
+	}
+	switch args[0] {
+	case "tail":
+		return a.auditTail(ctx, args[1:])
+	case "verify":
+		return a.auditVerify(args[1:])
+	case "sessions":
+		return a.auditSessions(args[1:])
+	case "activity":
+		return a.auditActivity(args[1:])
+	}
+	return usagef("unknown audit subcommand %q (tail, verify, sessions, activity)", args[0])
+}
+
+// auditDir returns the audit directory, or a message for a person when
+// there is no log yet.
+func (a *App) auditDir() (dir string, missing bool, err error) {
+	dir = daemon.AuditDir(a.Dirs)
+	if _, err := os.Stat(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return dir, true, nil
+		}
+		return dir, false, err
+	}
+	return dir, false, nil
+}
+
+func (a *App) auditTail(ctx context.Context, args []string) error {
+	fs := newFlags("audit tail")
+	asJSON := fs.Bool("json", false, "")
+	n := fs.Int("n", 20, "")
+	follow := fs.Bool("f", false, "")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("audit tail takes no arguments")
+	}
+	if *n < 0 {
+		return usagef("audit tail: -n must not be negative")
+	}
+	dir, missing, err := a.auditDir()
+	if err != nil {
+		return err
+	}
+	print := func(e audit.Event) error {
+		if *asJSON {
+			b, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			_, err = a.Stdout.Write(append(b, '\n'))
+			return err
+		}
+		_, err := fmt.Fprintln(a.Stdout, eventLine(e))
+		return err
+	}
+	var from uint64 = 1
+	if missing {
+		if !*follow {
+			if !*asJSON {
+				fmt.Fprintf(a.Stdout, "No audit log yet in %s (the daemon starts it).\n", dir)
+			}
+			return nil
+		}
+		if err := waitForDir(ctx, dir); err != nil {
+			return nil // interrupted
+		}
+	} else {
+		evs, err := audit.Tail(dir, *n)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if err := print(e); err != nil {
+				return err
+			}
+		}
+		if len(evs) > 0 {
+			from = evs[len(evs)-1].Seq + 1
+		} else if *n == 0 {
+			// Start after the current end without printing anything.
+			if last, err := audit.Tail(dir, 1); err == nil && len(last) == 1 {
+				from = last[0].Seq + 1
+			}
+		}
+	}
+	if !*follow {
+		return nil
+	}
+	out := make(chan audit.Event)
+	done := make(chan error, 1)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { done <- audit.Follow(fctx, dir, from, out) }()
+	for {
+		select {
+		case e := <-out:
+			if err := print(e); err != nil {
+				return err
+			}
+		case err := <-done:
+			if ctx.Err() != nil {
+				return nil // interrupted: the normal end of -f
+			}
+			return err
+		}
+	}
+}
+
+// waitForDir polls until dir exists or ctx ends.
+func waitForDir(ctx context.Context, dir string) error {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, err := os.Stat(dir); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// eventFields is the union of the fields eventLine shows, across event types.
+type eventFields struct {
+	AgentRun        string              `json:"agentRun"`
+	ServerLabel     string              `json:"serverLabel"`
+	Epoch           string              `json:"epoch"`
+	OldEpoch        string              `json:"oldEpoch"`
+	NewEpoch        string              `json:"newEpoch"`
+	CurrentEpoch    string              `json:"currentEpoch"`
+	ApprovedEpoch   string              `json:"approvedEpoch"`
+	PID             int                 `json:"pid"`
+	ExitCode        *int                `json:"exitCode"`
+	Signal          string              `json:"signal"`
+	Tool            string              `json:"tool"`
+	Call            string              `json:"call"`
+	Decision        string              `json:"decision"`
+	Grant           string              `json:"grant"`
+	Reason          string              `json:"reason"`
+	Outcome         string              `json:"outcome"`
+	DurationMS      float64             `json:"durationMs"`
+	Error           string              `json:"error"`
+	Request         string              `json:"request"`
+	ToolScope       []string            `json:"toolScope"`
+	CredentialScope []string            `json:"credentialScope"`
+	ExpiresWhen     string              `json:"expiresWhen"`
+	Revision        uint64              `json:"revision"`
+	CatalogRevision uint64              `json:"catalogRevision"`
+	Diff            audit.DiffSummary   `json:"diff"`
+	Paths           []string            `json:"paths"`
+	Digests         []string            `json:"digests"`
+	Agent           audit.Agent         `json:"agent"`
+	File            string              `json:"file"`
+	Offset          int64               `json:"offset"`
+	Length          int64               `json:"length"`
+	After           uint64              `json:"after"`
+	UnsignedThrough uint64              `json:"unsignedThrough"`
+	Extra           map[string]struct{} `json:"-"`
+}
+
+// shortID returns the last 8 characters of a ULID (its random part), which
+// tell apart the epochs and runs a person sees in one log.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[len(id)-8:]
+	}
+	return id
+}
+
+// eventLine renders one event for a person, on one line: UTC time with
+// milliseconds, #seq, type, then the event's key fields as key=value (server,
+// run, epoch as its last 8 characters, tool, decision or reason…).
+func eventLine(e audit.Event) string {
+	var f eventFields
+	_ = e.DecodeFields(&f) // unknown or odd fields: show what decodes
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  #%d  %-20s", e.TS.UTC().Format("2006-01-02T15:04:05.000Z"), e.Seq, e.Type)
+	kv := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, " %s=%s", k, quoteValue(v))
+		}
+	}
+	kv("server", f.ServerLabel)
+	kv("run", f.AgentRun)
+	switch e.Type {
+	case audit.TypeServerReplaced:
+		kv("epoch", shortID(f.OldEpoch)+"->"+shortID(f.NewEpoch))
+	case audit.TypeAuthorizationDenied:
+		kv("epoch", shortID(f.CurrentEpoch))
+		kv("approvedEpoch", shortID(f.ApprovedEpoch))
+	default:
+		kv("epoch", shortID(f.Epoch))
+	}
+	if f.PID != 0 {
+		kv("pid", strconv.Itoa(f.PID))
+	}
+	kv("tool", f.Tool)
+	switch e.Type {
+	case audit.TypeToolCalled:
+		kv("decision", f.Decision)
+		kv("grant", f.Grant)
+		if f.CatalogRevision != 0 {
+			kv("catalog", strconv.FormatUint(f.CatalogRevision, 10))
+		}
+		kv("credentials", strings.Join(f.CredentialScope, ","))
+	case audit.TypeToolCompleted:
+		kv("outcome", f.Outcome)
+		kv("ms", strconv.FormatFloat(f.DurationMS, 'f', -1, 64))
+		kv("error", f.Error)
+	case audit.TypeAuthorizationDenied:
+		kv("reason", f.Reason)
+	case audit.TypeServerExited:
+		if f.Signal != "" {
+			kv("signal", f.Signal)
+		} else if f.ExitCode != nil {
+			kv("exit", strconv.Itoa(*f.ExitCode))
+		}
+	case audit.TypeBuildDetected:
+		kv("changed", strings.Join(f.Digests, ","))
+		kv("paths", strings.Join(f.Paths, ","))
+	case audit.TypeCatalogRevised:
+		kv("revision", strconv.FormatUint(f.Revision, 10))
+		kv("added", strings.Join(f.Diff.Added, ","))
+		kv("removed", strings.Join(f.Diff.Removed, ","))
+		kv("changed", strings.Join(f.Diff.Changed, ","))
+	case audit.TypeRunStarted:
+		kv("agent", f.Agent.Executable)
+		if f.Agent.PID != 0 {
+			kv("agentPid", strconv.Itoa(f.Agent.PID))
+		}
+	case audit.TypeApprovalRequested, audit.TypeApprovalGranted, audit.TypeApprovalDenied:
+		kv("request", f.Request)
+		kv("tools", strings.Join(f.ToolScope, ","))
+		kv("credentials", strings.Join(f.CredentialScope, ","))
+		kv("expires", f.ExpiresWhen)
+	case audit.TypeLogRecovered:
+		kv("file", f.File)
+		kv("offset", strconv.FormatInt(f.Offset, 10))
+		kv("length", strconv.FormatInt(f.Length, 10))
+		kv("after", strconv.FormatUint(f.After, 10))
+	case audit.TypeSigningEnabled:
+		kv("unsignedThrough", strconv.FormatUint(f.UnsignedThrough, 10))
+	}
+	if e.Type != audit.TypeAuthorizationDenied {
+		kv("reason", f.Reason)
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// quoteValue quotes a value that holds spaces, quotes or control characters.
+func quoteValue(v string) string {
+	if strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == '"' || r == 0x7f }) {
+		return strconv.Quote(v)
+	}
+	return v
+}
+
+// verifyResult is the JSON form of `portcullis audit verify --json`.
+type verifyResult struct {
+	Dir       string            `json:"dir"`
+	OK        bool              `json:"ok"`
+	Events    uint64            `json:"events"`
+	Files     int               `json:"files"`
+	FirstBad  uint64            `json:"firstBad,omitempty"`
+	Problem   string            `json:"problem,omitempty"`
+	Detail    string            `json:"detail,omitempty"`
+	Torn      bool              `json:"torn"`
+	Signed    bool              `json:"signaturesChecked"`
+	KeyNote   string            `json:"keyNote,omitempty"`
+	Unsigned  uint64            `json:"unsigned,omitempty"`
+	Recovered []audit.Recovered `json:"recovered,omitempty"`
+	Warnings  []string          `json:"warnings,omitempty"`
+}
+
+// auditKeyForVerify reads the signing key from the credential store. It
+// returns nil and a note when signatures cannot be checked.
+var auditKeyForVerify = func() ([]byte, string) {
+	key, err := daemon.ReadAuditKey(platform.NewSecretStore())
+	if err != nil {
+		return nil, err.Error()
+	}
+	return key, ""
+}
+
+func (a *App) auditVerify(args []string) error {
+	fs := newFlags("audit verify")
+	asJSON := fs.Bool("json", false, "")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("audit verify takes no arguments")
+	}
+	dir, missing, err := a.auditDir()
+	if err != nil {
+		return err
+	}
+	if missing {
+		if *asJSON {
+			_ = writeJSON(a.Stdout, verifyResult{Dir: dir, Problem: "missing", Detail: "no audit log in " + dir})
+		} else {
+			fmt.Fprintf(a.Stdout, "No audit log in %s: nothing to verify.\n", dir)
+		}
+		return errExit1
+	}
+	key, keyNote := auditKeyForVerify()
+	rep, err := audit.Verify(dir, key)
+	if err != nil && !errors.Is(err, audit.ErrBroken) {
+		return err
+	}
+	res := verifyResult{Dir: dir, OK: !rep.Failed(), Events: rep.Events, Files: rep.Files, FirstBad: rep.FirstBad,
+		Problem: rep.Problem, Detail: rep.Detail, Torn: rep.Problem == audit.ProblemTorn, Signed: rep.Signed,
+		KeyNote: keyNote, Unsigned: rep.Unsigned, Recovered: rep.Recovered, Warnings: rep.Warnings}
+	if res.Torn {
+		res.FirstBad, res.Problem = 0, ""
+	}
+	if *asJSON {
+		if err := writeJSON(a.Stdout, res); err != nil {
+			return err
+		}
+	} else {
+		writeVerify(a.Stdout, res)
+	}
+	if !res.OK {
+		return errExit1
+	}
+	return nil
+}
+
+// writeVerify prints a verification result for a person.
+func writeVerify(w io.Writer, r verifyResult) {
+	if !r.OK {
+		fmt.Fprintf(w, "Audit log FAILED verification at seq %d: %s\n  %s\n  %d events before it verified (%s, %d files).\n",
+			r.FirstBad, r.Problem, r.Detail, r.Events, r.Dir, r.Files)
+	} else {
+		fmt.Fprintf(w, "Audit log OK: %d events in %d files verified (%s): hashes, chain and sequence intact.\n", r.Events, r.Files, r.Dir)
+	}
+	switch {
+	case r.Signed && r.Unsigned > 0:
+		fmt.Fprintf(w, "Signatures checked (HMAC-SHA256, key %s); the first %d events predate signing.\n", daemon.AuditKeyScope, r.Unsigned)
+	case r.Signed:
+		fmt.Fprintf(w, "Signatures checked (HMAC-SHA256, key %s).\n", daemon.AuditKeyScope)
+	default:
+		fmt.Fprintf(w, "Signatures were NOT checked: no key from the credential store (%s).\n", r.KeyNote)
+	}
+	if r.Torn {
+		fmt.Fprintf(w, "The last line is torn (a crash while writing): %s\n  This is not a failure; the next daemon start records it with log_recovered.\n", r.Detail)
+	}
+	for _, rc := range r.Recovered {
+		fmt.Fprintf(w, "Torn bytes recorded by log_recovered at seq %d: %d bytes at offset %d of %s.\n", rc.Seq, rc.Length, rc.Offset, rc.File)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "Warning: %s\n", warn)
+	}
+}
+
+// auditFilterFlags parses --server, --run and -n for sessions and activity.
+func auditFilterFlags(name string, args []string) (audit.Filter, bool, error) {
+	fs := newFlags(name)
+	server := fs.String("server", "", "")
+	run := fs.String("run", "", "")
+	n := fs.Int("n", 0, "")
+	asJSON := fs.Bool("json", false, "")
+	if err := parseFlags(fs, args); err != nil {
+		return audit.Filter{}, false, err
+	}
+	if fs.NArg() > 0 {
+		return audit.Filter{}, false, usagef("%s takes no arguments (filter with --server LABEL, --run RUN)", name)
+	}
+	if *n < 0 {
+		return audit.Filter{}, false, usagef("%s: -n must not be negative", name)
+	}
+	return audit.Filter{Server: *server, Run: *run, Limit: *n}, *asJSON, nil
+}
+
+// sessionJSON is one agent run in `portcullis audit sessions --json`.
+type sessionJSON struct {
+	AgentRun    string      `json:"agentRun"`
+	ServerLabel string      `json:"serverLabel"`
+	Agent       audit.Agent `json:"agent"`
+	Started     *time.Time  `json:"started,omitempty"`
+	Ended       *time.Time  `json:"ended,omitempty"`
+	EndReason   string      `json:"endReason,omitempty"`
+	StartSeq    uint64      `json:"startSeq"`
+	EndSeq      uint64      `json:"endSeq,omitempty"`
+	Grants      []grantJSON `json:"grants"`
+	Calls       int         `json:"calls"`
+	Denied      int         `json:"denied"`
+}
+
+type grantJSON struct {
+	Seq             uint64    `json:"seq"`
+	TS              time.Time `json:"ts"`
+	Request         string    `json:"request"`
+	Epoch           string    `json:"epoch"`
+	ToolScope       []string  `json:"toolScope,omitempty"`
+	CredentialScope []string  `json:"credentialScope,omitempty"`
+	ExpiresWhen     string    `json:"expiresWhen"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func (a *App) auditSessions(args []string) error {
+	f, asJSON, err := auditFilterFlags("audit sessions", args)
+	if err != nil {
+		return err
+	}
+	dir, missing, err := a.auditDir()
+	if err != nil {
+		return err
+	}
+	var ss []audit.Session
+	if !missing {
+		if ss, err = audit.Sessions(dir, f); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		out := make([]sessionJSON, 0, len(ss))
+		for _, s := range ss {
+			j := sessionJSON{AgentRun: s.AgentRun, ServerLabel: s.ServerLabel, Agent: s.Agent, Started: timePtr(s.Started),
+				Ended: timePtr(s.Ended), EndReason: s.EndReason, StartSeq: s.StartSeq, EndSeq: s.EndSeq,
+				Grants: []grantJSON{}, Calls: s.Calls, Denied: s.Denied}
+			for _, g := range s.Grants {
+				j.Grants = append(j.Grants, grantJSON(g))
+			}
+			out = append(out, j)
+		}
+		return writeJSON(a.Stdout, out)
+	}
+	if len(ss) == 0 {
+		fmt.Fprintf(a.Stdout, "No agent runs recorded in %s.\n", dir)
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSERVER\tSTARTED\tENDED\tCALLS\tDENIED\tGRANTS\tAGENT")
+	for _, s := range ss {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.AgentRun, s.ServerLabel, fmtTime(s.Started), fmtTime(s.Ended),
+			s.Calls, s.Denied, len(s.Grants), agentText(s.Agent))
+	}
+	return tw.Flush()
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05Z")
+}
+
+func agentText(ag audit.Agent) string {
+	s := ag.Executable
+	if ag.Name != "" {
+		s = strings.TrimSpace(ag.Name + " " + ag.Version + " " + s)
+	}
+	if ag.PID != 0 {
+		s += fmt.Sprintf(" (pid %d)", ag.PID)
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// callJSON is one call in `portcullis audit activity --json`.
+type callJSON struct {
+	Seq             uint64    `json:"seq"`
+	TS              time.Time `json:"ts"`
+	Call            string    `json:"call,omitempty"`
+	AgentRun        string    `json:"agentRun"`
+	ServerLabel     string    `json:"serverLabel"`
+	Tool            string    `json:"tool"`
+	Epoch           string    `json:"epoch,omitempty"`
+	CatalogRevision uint64    `json:"catalogRevision,omitempty"`
+	Decision        string    `json:"decision"`
+	Grant           string    `json:"grant,omitempty"`
+	Reason          string    `json:"reason,omitempty"`
+	ArgsDigest      string    `json:"argsDigest,omitempty"`
+	ArgKeys         []string  `json:"argKeys,omitempty"`
+	Completed       bool      `json:"completed"`
+	CompletedSeq    uint64    `json:"completedSeq,omitempty"`
+	Outcome         string    `json:"outcome,omitempty"`
+	DurationMS      float64   `json:"durationMs,omitempty"`
+	Error           string    `json:"error,omitempty"`
+}
+
+func (a *App) auditActivity(args []string) error {
+	f, asJSON, err := auditFilterFlags("audit activity", args)
+	if err != nil {
+		return err
+	}
+	dir, missing, err := a.auditDir()
+	if err != nil {
+		return err
+	}
+	var calls []audit.Call
+	if !missing {
+		if calls, err = audit.Activity(dir, f); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		out := make([]callJSON, 0, len(calls))
+		for _, c := range calls {
+			out = append(out, callJSON{Seq: c.Seq, TS: c.TS, Call: c.Call, AgentRun: c.AgentRun, ServerLabel: c.ServerLabel,
+				Tool: c.Tool, Epoch: c.Epoch, CatalogRevision: c.CatalogRevision, Decision: c.Decision, Grant: c.Grant,
+				Reason: c.Reason, ArgsDigest: c.ArgsDigest, ArgKeys: c.ArgKeys, Completed: c.Completed,
+				CompletedSeq: c.CompletedSeq, Outcome: c.Outcome, DurationMS: float64(c.Duration.Microseconds()) / 1000, Error: c.Error})
+		}
+		return writeJSON(a.Stdout, out)
+	}
+	if len(calls) == 0 {
+		fmt.Fprintf(a.Stdout, "No tool calls recorded in %s.\n", dir)
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tSEQ\tSERVER\tRUN\tEPOCH\tTOOL\tDECISION\tOUTCOME\tMS")
+	for _, c := range calls {
+		decision := c.Decision
+		if c.Reason != "" {
+			decision += " (" + c.Reason + ")"
+		}
+		outcome, ms := "-", "-"
+		if c.Completed {
+			outcome, ms = c.Outcome, strconv.FormatFloat(float64(c.Duration.Microseconds())/1000, 'f', 1, 64)
+			if c.Error != "" {
+				outcome += ": " + c.Error
+			}
+		} else if c.Decision != "denied" {
+			outcome = "no completion recorded"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.TS.UTC().Format("2006-01-02T15:04:05.000Z"), c.Seq,
+			c.ServerLabel, shortID(c.AgentRun), shortID(c.Epoch), c.Tool, decision, outcome, ms)
+	}
+	return tw.Flush()
+}

@@ -71,7 +71,7 @@ func (a *App) auditTail(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	print := func(e audit.Event) error {
+	emit := func(e audit.Event) error {
 		if *asJSON {
 			b, err := json.Marshal(e)
 			if err != nil {
@@ -100,7 +100,7 @@ func (a *App) auditTail(ctx context.Context, args []string) error {
 			return err
 		}
 		for _, e := range evs {
-			if err := print(e); err != nil {
+			if err := emit(e); err != nil {
 				return err
 			}
 		}
@@ -124,7 +124,7 @@ func (a *App) auditTail(ctx context.Context, args []string) error {
 	for {
 		select {
 		case e := <-out:
-			if err := print(e); err != nil {
+			if err := emit(e); err != nil {
 				return err
 			}
 		case err := <-done:
@@ -154,40 +154,39 @@ func waitForDir(ctx context.Context, dir string) error {
 
 // eventFields is the union of the fields eventLine shows, across event types.
 type eventFields struct {
-	AgentRun        string              `json:"agentRun"`
-	ServerLabel     string              `json:"serverLabel"`
-	Epoch           string              `json:"epoch"`
-	OldEpoch        string              `json:"oldEpoch"`
-	NewEpoch        string              `json:"newEpoch"`
-	CurrentEpoch    string              `json:"currentEpoch"`
-	ApprovedEpoch   string              `json:"approvedEpoch"`
-	PID             int                 `json:"pid"`
-	ExitCode        *int                `json:"exitCode"`
-	Signal          string              `json:"signal"`
-	Tool            string              `json:"tool"`
-	Call            string              `json:"call"`
-	Decision        string              `json:"decision"`
-	Grant           string              `json:"grant"`
-	Reason          string              `json:"reason"`
-	Outcome         string              `json:"outcome"`
-	DurationMS      float64             `json:"durationMs"`
-	Error           string              `json:"error"`
-	Request         string              `json:"request"`
-	ToolScope       []string            `json:"toolScope"`
-	CredentialScope []string            `json:"credentialScope"`
-	ExpiresWhen     string              `json:"expiresWhen"`
-	Revision        uint64              `json:"revision"`
-	CatalogRevision uint64              `json:"catalogRevision"`
-	Diff            audit.DiffSummary   `json:"diff"`
-	Paths           []string            `json:"paths"`
-	Digests         []string            `json:"digests"`
-	Agent           audit.Agent         `json:"agent"`
-	File            string              `json:"file"`
-	Offset          int64               `json:"offset"`
-	Length          int64               `json:"length"`
-	After           uint64              `json:"after"`
-	UnsignedThrough uint64              `json:"unsignedThrough"`
-	Extra           map[string]struct{} `json:"-"`
+	AgentRun        string            `json:"agentRun"`
+	ServerLabel     string            `json:"serverLabel"`
+	Epoch           string            `json:"epoch"`
+	OldEpoch        string            `json:"oldEpoch"`
+	NewEpoch        string            `json:"newEpoch"`
+	CurrentEpoch    string            `json:"currentEpoch"`
+	ApprovedEpoch   string            `json:"approvedEpoch"`
+	PID             int               `json:"pid"`
+	ExitCode        *int              `json:"exitCode"`
+	Signal          string            `json:"signal"`
+	Tool            string            `json:"tool"`
+	Call            string            `json:"call"`
+	Decision        string            `json:"decision"`
+	Grant           string            `json:"grant"`
+	Reason          string            `json:"reason"`
+	Outcome         string            `json:"outcome"`
+	DurationMS      float64           `json:"durationMs"`
+	Error           string            `json:"error"`
+	Request         string            `json:"request"`
+	ToolScope       []string          `json:"toolScope"`
+	CredentialScope []string          `json:"credentialScope"`
+	ExpiresWhen     string            `json:"expiresWhen"`
+	Revision        uint64            `json:"revision"`
+	CatalogRevision uint64            `json:"catalogRevision"`
+	Diff            audit.DiffSummary `json:"diff"`
+	Paths           []string          `json:"paths"`
+	Digests         []string          `json:"digests"`
+	Agent           audit.Agent       `json:"agent"`
+	File            string            `json:"file"`
+	Offset          int64             `json:"offset"`
+	Length          int64             `json:"length"`
+	After           uint64            `json:"after"`
+	UnsignedThrough uint64            `json:"unsignedThrough"`
 }
 
 // shortID returns the last 8 characters of a ULID (its random part), which
@@ -306,7 +305,7 @@ type verifyResult struct {
 
 // auditKeyForVerify reads the signing key from the credential store. It
 // returns nil and a note when signatures cannot be checked.
-var auditKeyForVerify = func() ([]byte, string) {
+func auditKeyForVerify() ([]byte, string) {
 	key, err := daemon.ReadAuditKey(platform.NewSecretStore())
 	if err != nil {
 		return nil, err.Error()

@@ -102,9 +102,6 @@ func (a *App) runInstallOp(_ context.Context, op string, args []string) error {
 	if restore != nil {
 		opts.RestoreSecrets = *restore
 	}
-	if op != "uninstall" && store == nil {
-		fmt.Fprintln(a.Stderr, "portcullis: no keychain is available in this build: servers whose env holds a secret are left as they are")
-	}
 	if op == "install" && strings.Contains(exe, string(filepath.Separator)+"go-build") {
 		fmt.Fprintf(a.Stderr, "portcullis: warning: %s looks like a temporary `go run` binary; agents will not find it later\n", exe)
 	}

@@ -84,16 +84,17 @@ type Daemon struct {
 	watcher  *watch.Watcher
 	authz    *authz.Authority
 
-	mu      sync.Mutex
-	cfg     *config.Config              // guarded by mu; the last configuration that loaded
-	runs    map[string]*gateway.Session // guarded by mu; live agent runs by run id
-	labels  map[string]string           // guarded by mu; run id → server label
-	watched map[string][]string         // guarded by mu; label → paths given to the watcher
-	order   []string                    // guarded by mu; run ids in start order
-	ended   []gateway.Status            // guarded by mu; most recent last
-	cancel  context.CancelFunc          // guarded by mu
-	subs    map[chan struct{}]struct{}  // guarded by mu; Changes subscribers
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	cfg      *config.Config              // guarded by mu; the last configuration that loaded
+	runs     map[string]*gateway.Session // guarded by mu; live agent runs by run id
+	labels   map[string]string           // guarded by mu; run id → server label
+	watched  map[string][]string         // guarded by mu; label → paths given to the watcher
+	order    []string                    // guarded by mu; run ids in start order
+	ended    []gateway.Status            // guarded by mu; most recent last
+	cancel   context.CancelFunc          // guarded by mu
+	subs     map[chan struct{}]struct{}  // guarded by mu; Changes subscribers
+	children map[int]child               // guarded by mu; server processes running, by pid
+	wg       sync.WaitGroup
 }
 
 // New loads the configuration and returns a Daemon. A configuration file that
@@ -117,6 +118,9 @@ func New(o Options) (*Daemon, error) {
 	}
 	if err := o.Dirs.Ensure(); err != nil {
 		return nil, err
+	}
+	if err == nil {
+		keepLastGood(o.Dirs.ConfigFile(), log)
 	}
 	cats, err := catalog.OpenStore(filepath.Join(o.Dirs.State, "catalog"), catalog.WithStoreLogger(log))
 	if err != nil {
@@ -153,6 +157,25 @@ func New(o Options) (*Daemon, error) {
 // it and decides requests.
 func (d *Daemon) Authority() *authz.Authority { return d.authz }
 
+// keepLastGood copies a configuration file that loaded into its
+// .last-good sibling, so that a later hand edit that breaks it can be undone.
+func keepLastGood(path string, log *slog.Logger) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	backup := path + config.LastGoodSuffix
+	if old, err := os.ReadFile(backup); err == nil && string(old) == string(data) {
+		return
+	}
+	if err := os.WriteFile(backup+".tmp", data, 0o600); err == nil {
+		err = os.Rename(backup+".tmp", backup)
+		if err != nil {
+			log.Warn("keeping a last-good copy of the configuration", "err", err)
+		}
+	}
+}
+
 // AuditDir is where the audit log of a data directory lives.
 func AuditDir(d paths.Dirs) string { return filepath.Join(d.State, "audit") }
 
@@ -167,6 +190,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.reapOrphans()
 	al, err := audit.Open(audit.Options{Dir: AuditDir(d.opts.Dirs), Key: d.opts.AuditKey, Logger: d.log})
 	if err != nil {
 		ln.Close()
@@ -462,6 +486,11 @@ func (d *Daemon) launcher(label, run string, agent gateway.Agent) gateway.Launch
 				d.log.Info("observing process tree", "pid", proc.Pid(), "err", err)
 			}
 		}
+		d.trackChild(child{PID: proc.Pid(), StartTime: startTimeOf(rec.Observed, proc.Pid()), Label: label, Epoch: rec.Epoch})
+		go func() {
+			<-proc.Done()
+			d.untrackChild(proc.Pid())
+		}()
 		d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
 		return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc}, nil
 	}

@@ -90,7 +90,9 @@ func (s *Session) requestParams(params map[string]any) map[string]any {
 	return params
 }
 
-// fetchCatalog reads every page of tools/list from e.
+// fetchCatalog reads every page of tools/list from e. The first page's other
+// members (2026-07-28 ttlMs, cacheScope, resultType, _meta) are kept for the
+// answers given to the agent.
 func (s *Session) fetchCatalog(e *epoch) ([]catalog.Tool, error) {
 	var pages []json.RawMessage
 	cursor := json.RawMessage(nil)
@@ -105,6 +107,12 @@ func (s *Session) fetchCatalog(e *epoch) ([]catalog.Tool, error) {
 			return nil, err
 		}
 		pages = append(pages, res)
+		if len(pages) == 1 {
+			extra := listEnvelope(res)
+			s.mu.Lock()
+			e.listExtra = extra
+			s.mu.Unlock()
+		}
 		next := mcpwire.GetPath(res, "nextCursor")
 		if next == nil || bytes.Equal(next, []byte("null")) {
 			return catalog.Parse(pages)
@@ -116,6 +124,22 @@ func (s *Session) fetchCatalog(e *epoch) ([]catalog.Tool, error) {
 		cursor = bytes.Clone(next)
 	}
 	return nil, fmt.Errorf("tools/list: more than %d pages", maxListPages)
+}
+
+// listEnvelope returns the members of a tools/list result other than tools
+// and nextCursor, as a JSON object (nil when there are none).
+func listEnvelope(res json.RawMessage) json.RawMessage {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(res, &members) != nil {
+		return nil
+	}
+	delete(members, "tools")
+	delete(members, "nextCursor")
+	if len(members) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(members)
+	return b
 }
 
 // refresh fetches e's catalog and makes it the revision the agent sees. A
@@ -223,8 +247,24 @@ func (s *Session) answerToolsList(e *epoch, m *mcpwire.Message) bool {
 	}
 	s.agentRev = cat.Revision
 	s.agentListedEpoch = e.ID
+	extra := e.listExtra
 	s.mu.Unlock()
 	res := cat.ListResult(func(name string) bool { return s.policy(name) != "deny" })
+	if len(extra) > 0 {
+		var members map[string]json.RawMessage
+		if json.Unmarshal(extra, &members) == nil {
+			keys := make([]string, 0, len(members))
+			for k := range members {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				if out, err := mcpwire.SetMember(res, k, members[k]); err == nil {
+					res = out
+				}
+			}
+		}
+	}
 	b, err := mcpwire.NewResult(m.ID, res)
 	if err != nil {
 		return false

@@ -522,7 +522,14 @@ func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {
 		s.mu.Lock()
 		advertised := bytes.Equal(mcpwire.GetPath(e.initResult, "capabilities", "tools", "listChanged"), []byte("true"))
 		legacy := s.era == eraLegacy
+		ready := s.handshakeDone
 		s.mu.Unlock()
+		if !ready {
+			// Before the handshake nothing may be asked of the server;
+			// the handshake's completion fetches the catalog anyway.
+			s.log.Info("server sent tools list_changed before the handshake completed; the catalog is fetched once it has", "epoch", e.ID)
+			return
+		}
 		if legacy && !advertised && e.initResult != nil {
 			s.log.Info("server sent tools list_changed without advertising tools.listChanged; refetching anyway", "epoch", e.ID)
 		}

@@ -208,6 +208,7 @@ type epoch struct {
 	timer      *time.Timer
 	catalog    *catalog.Catalog // guarded by Session.mu; this epoch's revision once fetched
 	fallback   bool             // guarded by Session.mu; tools/list could not be fetched: pass through
+	listExtra  json.RawMessage  // guarded by Session.mu; the first tools/list page without tools and nextCursor
 	initResult json.RawMessage  // guarded by Session.mu; its initialize result
 }
 
@@ -382,9 +383,20 @@ func (s *Session) shutdown() {
 func (s *Session) exited(e *epoch, why string) {
 	s.mu.Lock()
 	unexpected := !e.ended && s.cur == e && s.state != StateEnded
+	served := e.answered
 	s.mu.Unlock()
 	s.endEpoch(e, why, nil)
 	if !unexpected {
+		return
+	}
+	if !served {
+		// It never answered: a start-up failure, not a crash to retry.
+		// Held requests learn the exit status and stderr at once.
+		s.mu.Lock()
+		s.state, s.reason = StateFailed, why+" before answering any request"
+		s.openGateLocked()
+		s.mu.Unlock()
+		s.changed()
 		return
 	}
 	s.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestLocate(t *testing.T) {
@@ -346,6 +347,39 @@ func TestImports(t *testing.T) {
 		if strings.HasPrefix(dep, "fyne.io/") || strings.Contains(dep, "/portcullis/platform") ||
 			strings.Contains(dep, "/portcullis/app") || dep == "C" || strings.Contains(dep, "go-keychain") {
 			t.Errorf("core/install depends on %s", dep)
+		}
+	}
+}
+
+// TestDiffLinesReconstructs checks on pseudo-random line lists that the edit
+// script keeps, removes and adds lines so that it turns x into y.
+func TestDiffLinesReconstructs(t *testing.T) {
+	seed := uint32(1)
+	next := func(n int) int { // xorshift: deterministic, no global state
+		seed ^= seed << 13
+		seed ^= seed >> 17
+		seed ^= seed << 5
+		return int(seed % uint32(n))
+	}
+	for range 300 {
+		var x, y []string
+		for range next(30) {
+			x = append(x, string(rune('a'+next(4)))+"\n")
+		}
+		for range next(30) {
+			y = append(y, string(rune('a'+next(4)))+"\n")
+		}
+		var gotX, gotY []string
+		for _, o := range diffLines(x, y) {
+			if o.kind != '+' {
+				gotX = append(gotX, o.text)
+			}
+			if o.kind != '-' {
+				gotY = append(gotY, o.text)
+			}
+		}
+		if !cmp.Equal(x, gotX, cmpopts.EquateEmpty()) || !cmp.Equal(y, gotY, cmpopts.EquateEmpty()) {
+			t.Fatalf("diffLines(%q, %q) does not reconstruct its inputs", x, y)
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package install
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -13,8 +15,78 @@ func unifiedDiff(nameA, nameB, a, b string) string {
 	if a == b {
 		return ""
 	}
-	x, y := splitLines(a), splitLines(b)
-	ops := diffLines(x, y)
+	return formatUnified(nameA, nameB, diffLines(splitLines(a), splitLines(b)))
+}
+
+// editDiff is unifiedDiff(nameA, nameB, old, apply(old, edits)) computed edit by
+// edit: only the lines an edit touches are compared, so the cost follows the
+// size of the edits, not of the file (Claude Code's ~/.claude.json can hold
+// megabytes of history around a few server entries).
+func editDiff(nameA, nameB string, old []byte, edits []edit) string {
+	if len(edits) == 0 {
+		return ""
+	}
+	edits = slices.Clone(edits)
+	slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })
+	lineStart := func(p int) int { return bytes.LastIndexByte(old[:p], '\n') + 1 }
+	lineEnd := func(p int) int {
+		if i := bytes.IndexByte(old[p:], '\n'); i >= 0 {
+			return p + i + 1
+		}
+		return len(old)
+	}
+	// Group edits into spans of whole lines; edits whose lines touch share one.
+	type span struct {
+		start, end int
+		edits      []edit
+	}
+	var spans []span
+	for _, e := range edits {
+		s, en := lineStart(e.start), lineEnd(max(e.end, e.start))
+		if n := len(spans); n > 0 && s <= spans[n-1].end {
+			spans[n-1].end = max(spans[n-1].end, en)
+			spans[n-1].edits = append(spans[n-1].edits, e)
+			continue
+		}
+		spans = append(spans, span{s, en, []edit{e}})
+	}
+	var ops []diffOp
+	ax, ay, pos := 0, 0, 0
+	for _, sp := range spans {
+		for _, l := range splitLines(string(old[pos:sp.start])) {
+			ops = append(ops, diffOp{' ', l, ax, ay})
+			ax++
+			ay++
+		}
+		local := make([]edit, len(sp.edits))
+		for i, e := range sp.edits {
+			local[i] = edit{e.start - sp.start, e.end - sp.start, e.text}
+		}
+		before := old[sp.start:sp.end]
+		after := apply(before, local)
+		for _, o := range diffLines(splitLines(string(before)), splitLines(string(after))) {
+			o.ax += ax
+			o.ay += ay
+			ops = append(ops, o)
+		}
+		ax += len(splitLines(string(before)))
+		ay += len(splitLines(string(after)))
+		pos = sp.end
+	}
+	for _, l := range splitLines(string(old[pos:])) {
+		ops = append(ops, diffOp{' ', l, ax, ay})
+		ax++
+		ay++
+	}
+	return formatUnified(nameA, nameB, ops)
+}
+
+// formatUnified prints an edit script as unified diff hunks with three lines of
+// context; it returns "" when the script changes nothing.
+func formatUnified(nameA, nameB string, ops []diffOp) string {
+	if !slices.ContainsFunc(ops, func(o diffOp) bool { return o.kind != ' ' }) {
+		return ""
+	}
 	const context = 3
 	var out strings.Builder
 	fmt.Fprintf(&out, "--- %s\n+++ %s\n", nameA, nameB)
@@ -113,7 +185,19 @@ func diffLines(x, y []string) []diffOp {
 	for i := range pre {
 		ops = append(ops, diffOp{' ', x[i], i, i})
 	}
-	for _, o := range myers(mx, my) {
+	var middle []diffOp
+	switch {
+	case len(mx) == 0 || len(my) == 0: // only additions or only removals
+		for i, l := range mx {
+			middle = append(middle, diffOp{'-', l, i, 0})
+		}
+		for i, l := range my {
+			middle = append(middle, diffOp{'+', l, len(mx), i})
+		}
+	default:
+		middle = myers(mx, my)
+	}
+	for _, o := range middle {
 		o.ax += pre
 		o.ay += pre
 		ops = append(ops, o)
@@ -130,11 +214,13 @@ func myers(x, y []string) []diffOp {
 	if maxD == 0 {
 		return nil
 	}
-	off := maxD
-	v := make([]int, 2*maxD+2)
+	off := maxD + 1
+	v := make([]int, 2*maxD+3)
+	// trace[d] holds v[k] for k in [-d-1, d+1] as it was when round d began,
+	// so memory grows with the square of the edit distance, not of the files.
 	var trace [][]int
 	for d := 0; d <= maxD; d++ {
-		trace = append(trace, append([]int(nil), v...))
+		trace = append(trace, append([]int(nil), v[off-d-1:off+d+2]...))
 		done := false
 		for k := -d; k <= d; k += 2 {
 			var px int
@@ -155,23 +241,22 @@ func myers(x, y []string) []diffOp {
 			}
 		}
 		if done {
-			trace = append(trace, v)
 			break
 		}
 	}
 	// Walk back through the trace.
 	var rev []diffOp
 	px, py := n, m
-	for d := len(trace) - 2; d >= 0; d-- {
-		vd := trace[d]
+	for d := len(trace) - 1; d >= 0; d-- {
+		vd := func(k int) int { return trace[d][k+d+1] }
 		k := px - py
 		var prevK int
-		if k == -d || (k != d && vd[off+k-1] < vd[off+k+1]) {
+		if k == -d || (k != d && vd(k-1) < vd(k+1)) {
 			prevK = k + 1
 		} else {
 			prevK = k - 1
 		}
-		prevX := vd[off+prevK]
+		prevX := vd(prevK)
 		prevY := prevX - prevK
 		for px > prevX && py > prevY {
 			px--
@@ -188,11 +273,6 @@ func myers(x, y []string) []diffOp {
 			}
 		}
 		px, py = prevX, prevY
-	}
-	for px > 0 && py > 0 {
-		px--
-		py--
-		rev = append(rev, diffOp{' ', x[px], px, py})
 	}
 	ops := make([]diffOp, len(rev))
 	for i, o := range rev {

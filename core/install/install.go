@@ -314,7 +314,7 @@ func run(opts Options, op string) (*Report, error) {
 				rep.Entries = append(rep.Entries, p.rep)
 				continue
 			}
-			re := recordEntry{Path: e.path, Label: label, Original: template, InstalledAt: opts.now().UTC()}
+			re := recordEntry{Path: e.path, Label: label, Command: opts.Exe, Original: template, InstalledAt: opts.now().UTC()}
 			for _, s := range secrets {
 				off, inEntry := offsets[s.EnvVar]
 				if !inEntry { // it came from the envFile, which stays as it is
@@ -346,7 +346,7 @@ func run(opts Options, op string) (*Report, error) {
 	rep.AgentChanged = !bytes.Equal(newData, data)
 	rep.ConfigChanged = !bytes.Equal(cfgAfter, cfgLoaded)
 	if opts.DryRun {
-		rep.AgentDiff = maskText(unifiedDiff(t.Path, t.Path+" (after "+op+")", string(data), string(newData)), masks)
+		rep.AgentDiff = maskText(editDiff(t.Path, t.Path+" (after "+op+")", data, edits), masks)
 		if rep.ConfigChanged {
 			rep.ConfigDiff = unifiedDiff(opts.ConfigFile, opts.ConfigFile+" (after "+op+")", string(cfgBefore), string(cfgAfter))
 		}

@@ -41,6 +41,8 @@ type recordEntry struct {
 	Path []string `json:"path"`
 	// Label is the Portcullis server label the entry now connects to.
 	Label string `json:"label"`
+	// Command is the executable the rewritten entry launches.
+	Command string `json:"command"`
 	// Original is the entry's text before install, secrets replaced by "".
 	Original string `json:"original"`
 	// Secrets lists the env members whose values moved to the secret store.

@@ -61,8 +61,8 @@ func Uninstall(opts Options) (*Report, error) {
 			rep.Entries = append(rep.Entries, er)
 			continue
 		}
-		if !doc.runsLabel(e, re.Label) {
-			er.Action, er.Reason = ActionSkipped, fmt.Sprintf("the entry changed since install (it no longer runs portcullis connect %s); left alone", re.Label)
+		if !doc.runsLabel(e, re.Label, re.Command, opts.Exe) {
+			er.Action, er.Reason = ActionSkipped, fmt.Sprintf("the entry changed since install (it no longer runs portcullis connect %s)", re.Label)
 			rep.Entries = append(rep.Entries, er)
 			continue
 		}
@@ -109,7 +109,7 @@ func Uninstall(opts Options) (*Report, error) {
 	}
 	rep.AgentChanged = !bytes.Equal(newData, data)
 	if opts.DryRun {
-		rep.AgentDiff = maskText(unifiedDiff(t.Path, t.Path+" (after uninstall)", string(data), string(newData)), masks)
+		rep.AgentDiff = maskText(editDiff(t.Path, t.Path+" (after uninstall)", data, edits), masks)
 		return rep, nil
 	}
 	if rep.AgentChanged {
@@ -128,8 +128,9 @@ func Uninstall(opts Options) (*Report, error) {
 	return rep, nil
 }
 
-// runsLabel reports whether entry e runs `portcullis connect label`.
-func (d *document) runsLabel(e entry, label string) bool {
+// runsLabel reports whether entry e runs `portcullis connect label`, where
+// portcullis is any executable named portcullis or one of exes.
+func (d *document) runsLabel(e entry, label string, exes ...string) bool {
 	fields, err := d.fields(e)
 	if err != nil {
 		return false
@@ -139,5 +140,9 @@ func (d *document) runsLabel(e entry, label string) bool {
 	if json.Unmarshal(fields["command"], &cmd) != nil || json.Unmarshal(fields["args"], &args) != nil {
 		return false
 	}
-	return routed(cmd, args, "") && len(args) == 2 && args[1] == label
+	known := false
+	for _, exe := range exes {
+		known = known || (exe != "" && routed(cmd, args, exe))
+	}
+	return (known || routed(cmd, args, "")) && len(args) == 2 && args[1] == label
 }

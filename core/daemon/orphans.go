@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// child is a server process group the daemon started, as recorded on disk
+// so that the next daemon can stop it if this one dies without doing so.
+// StartTime (the kernel's process start time) guards against pid reuse.
+type child struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"`
+	Label     string `json:"label"`
+	Epoch     string `json:"epoch"`
+}
+
+func (d *Daemon) childrenFile() string { return filepath.Join(d.opts.Dirs.State, "children.json") }
+
+// trackChild records a launched process; untrackChild forgets it.
+func (d *Daemon) trackChild(c child) {
+	d.mu.Lock()
+	if d.children == nil {
+		d.children = map[int]child{}
+	}
+	d.children[c.PID] = c
+	d.writeChildrenLocked()
+	d.mu.Unlock()
+}
+
+func (d *Daemon) untrackChild(pid int) {
+	d.mu.Lock()
+	delete(d.children, pid)
+	d.writeChildrenLocked()
+	d.mu.Unlock()
+}
+
+func (d *Daemon) writeChildrenLocked() {
+	list := make([]child, 0, len(d.children))
+	for _, c := range d.children {
+		list = append(list, c)
+	}
+	b, _ := json.Marshal(list)
+	tmp := d.childrenFile() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		d.log.Warn("recording server processes", "err", err)
+		return
+	}
+	if err := os.Rename(tmp, d.childrenFile()); err != nil {
+		d.log.Warn("recording server processes", "err", err)
+	}
+}
+
+// reapOrphans stops the server process groups that a previous daemon
+// started and did not stop (it was killed): each recorded process that
+// still runs with the same start time has its group terminated.
+func (d *Daemon) reapOrphans() {
+	b, err := os.ReadFile(d.childrenFile())
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		d.log.Warn("reading the previous daemon's server processes", "err", err)
+		return
+	}
+	var list []child
+	if err := json.Unmarshal(b, &list); err != nil {
+		d.log.Warn("the previous daemon's process list is unreadable; not stopping anything", "err", err)
+		return
+	}
+	for _, c := range list {
+		if !d.sameProcess(c) {
+			continue
+		}
+		d.log.Warn("stopping a server left running by a previous daemon", "server", c.Label, "pid", c.PID, "epoch", c.Epoch)
+		if err := killGroup(c.PID, 3*time.Second); err != nil {
+			d.log.Warn("stopping orphaned server", "pid", c.PID, "err", err)
+		}
+	}
+	_ = os.Remove(d.childrenFile())
+}
+
+// sameProcess reports whether c's pid still names the process recorded.
+func (d *Daemon) sameProcess(c child) bool {
+	if d.opts.Procs == nil || c.PID <= 0 || c.StartTime == 0 {
+		return false
+	}
+	tree, err := d.opts.Procs.Tree(c.PID)
+	if err != nil {
+		return false
+	}
+	for _, o := range tree {
+		if o.PID == c.PID {
+			return o.StartTime == c.StartTime
+		}
+	}
+	return false
+}
+
+// startTimeOf finds the kernel start time of pid in an observation.
+func startTimeOf(obs []identity.Observed, pid int) uint64 {
+	for _, o := range obs {
+		if o.PID == pid {
+			return o.StartTime
+		}
+	}
+	return 0
+}

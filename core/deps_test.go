@@ -1,0 +1,29 @@
+// Package core_test guards the direction of imports (STYLE.md, 1): core is
+// the platform-independent domain, so nothing under core may depend on Fyne,
+// on cgo, or on the app and platform packages that depend on core.
+package core_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestCoreImportsFlowOneWay(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{if .CgoFiles}}cgo{{end}}", "./...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const module = "github.com/portcullis/portcullis/"
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, flag, _ := strings.Cut(line, " ")
+		switch {
+		case strings.HasPrefix(path, "fyne.io/"):
+			t.Errorf("core depends on %s (UI belongs in app/)", path)
+		case strings.HasPrefix(path, module+"app"), strings.HasPrefix(path, module+"platform"):
+			t.Errorf("core depends on %s (imports flow app, platform → core)", path)
+		case flag == "cgo" && path != "runtime/cgo" && !strings.HasPrefix(path, "net") && !strings.HasPrefix(path, "os/user"):
+			t.Errorf("core depends on cgo package %s", path)
+		}
+	}
+}

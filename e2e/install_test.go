@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis/portcullis/core/install"
+	"github.com/portcullis/portcullis/internal/harness"
+)
+
+// TestInstallClaudeDesktop installs Portcullis into a Claude Desktop
+// configuration in a temporary HOME, launches the rewritten command line as
+// Claude Desktop would (go-sdk client over mcp.CommandTransport), lists and
+// calls the tools of the real echo server behind it, then uninstalls and checks
+// that the file is back byte for byte.
+func TestInstallClaudeDesktop(t *testing.T) {
+	h := newHome(t)
+	home := filepath.Join(t.TempDir(), "home")
+	// The agent's files are found from HOME; XDG_CONFIG_HOME and
+	// CLAUDE_CONFIG_DIR of the machine running the tests must not leak in.
+	h.Env = append(h.Env, "HOME="+home, "XDG_CONFIG_HOME=", "CLAUDE_CONFIG_DIR=")
+	target, err := install.Locate(install.ClaudeDesktop, install.ScopeUser, install.Env{GOOS: runtime.GOOS, Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	callLog := filepath.Join(h.Dir, "echo-calls.jsonl")
+	original := fmt.Sprintf(`{
+  "globalShortcut": "",
+  "mcpServers": {
+    "echo": {
+      "command": %q,
+      "env": {"ECHO_CALL_LOG": %q}
+    },
+    "weather": {
+      "command": "node",
+      "args": ["weather.js"],
+      "env": {"WEATHER_API_KEY": "sk-live-0123456789abcdef"}
+    },
+    "remote": {"type": "http", "url": "https://mcp.example.com/mcp"}
+  }
+}
+`, echoBin, callLog)
+	installWriteFile(t, target.Path, original)
+
+	startDaemon(t, h)
+	ctx := testContext(t, 2*time.Minute)
+
+	res, err := h.Run(ctx, "install", "claude-desktop")
+	if err != nil {
+		if strings.Contains(res.Stderr, `unknown command "install"`) {
+			t.Skip("skipping: this build's app/app.go does not dispatch `portcullis install` yet")
+		}
+		t.Fatalf("install: %v\nstdout: %s", err, res.Stdout)
+	}
+	t.Logf("portcullis install claude-desktop:\n%s", res.Stdout)
+	for _, want := range []string{"mcpServers.echo: installed", "mcpServers.weather: left alone", "mcpServers.remote: left alone: remote server"} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("install output lacks %q", want)
+		}
+	}
+	installed := installReadFile(t, target.Path)
+	backups, _ := filepath.Glob(target.Path + install.BackupSuffix + "*")
+	if len(backups) != 1 || installReadFile(t, backups[0]) != original {
+		t.Errorf("backups = %v, want one holding the original file", backups)
+	}
+
+	// A second install changes nothing.
+	res, err = h.Run(ctx, "install", "claude-desktop")
+	if err != nil {
+		t.Fatalf("second install: %v", err)
+	}
+	if got := installReadFile(t, target.Path); got != installed || !strings.Contains(res.Stdout, "Nothing to change") {
+		t.Errorf("second install changed the file or said so:\n%s", res.Stdout)
+	}
+
+	// The entry now launches this portcullis; the others are as they were.
+	var file struct {
+		MCPServers map[string]struct {
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(installed), &file); err != nil {
+		t.Fatalf("installed file: %v\n%s", err, installed)
+	}
+	entry := file.MCPServers["echo"]
+	wantExe, err := filepath.EvalSymlinks(portcullis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entry.Command != wantExe || !slices.Equal(entry.Args, []string{"connect", "echo"}) || entry.Env != nil {
+		t.Fatalf("echo entry = %+v, want command %s args [connect echo] and no env", entry, wantExe)
+	}
+	if w := file.MCPServers["weather"]; w.Command != "node" || w.Env["WEATHER_API_KEY"] == "" {
+		t.Errorf("weather entry (a secret and no keychain in this build) = %+v, want it untouched", w)
+	}
+
+	// Launch the entry as the agent would. Tool policies are a person's choice
+	// in Portcullis's configuration; this test is about the install.
+	allowTools(t, h, "echo", "echo", "add")
+	cmd := exec.Command(entry.Command, entry.Args...)
+	cmd.Env = h.Environ()
+	a := connectCmd(t, cmd, "")
+	tools, err := a.Session.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list through the installed entry: %v (shim stderr: %s)", err, a.Stderr.String())
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"add", "echo", "slow"}) {
+		t.Errorf("tools = %v, want [add echo slow]", names)
+	}
+	result, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "through the installed entry"}})
+	if err != nil {
+		t.Fatalf("tools/call echo: %v", err)
+	}
+	if result.IsError || len(result.Content) != 1 {
+		t.Fatalf("tools/call echo = %+v", result)
+	}
+	if text, ok := result.Content[0].(*mcp.TextContent); !ok || text.Text != "through the installed entry" {
+		t.Errorf("echo returned %+v", result.Content[0])
+	}
+	// The server got ECHO_CALL_LOG from the imported env: the call reached it.
+	if calls := installReadFile(t, callLog); !strings.Contains(calls, `"tool":"echo"`) {
+		t.Errorf("echo call log = %q, want the call", calls)
+	}
+	if err := a.Close(); err != nil {
+		t.Logf("closing the session: %v", err)
+	}
+
+	res, err = h.Run(ctx, "uninstall", "claude-desktop")
+	if err != nil {
+		t.Fatalf("uninstall: %v\nstdout: %s", err, res.Stdout)
+	}
+	if got := installReadFile(t, target.Path); got != original {
+		t.Errorf("after uninstall the file differs from the original:\n--- got\n%s\n--- want\n%s", got, original)
+	}
+}
+
+// TestInstallRefusesBrokenFile checks that install refuses a file that is not
+// JSON, naming line and column, and leaves it untouched; and that a missing
+// file is reported clearly.
+func TestInstallRefusesBrokenFile(t *testing.T) {
+	h := newHome(t)
+	home := filepath.Join(t.TempDir(), "home")
+	h.Env = append(h.Env, "HOME="+home, "XDG_CONFIG_HOME=", "CLAUDE_CONFIG_DIR=")
+	target, err := install.Locate(install.Cursor, install.ScopeUser, install.Env{GOOS: runtime.GOOS, Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t, time.Minute)
+	res, err := h.Run(ctx, "install", "cursor")
+	var ee *harness.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("install without a file: %v", err)
+	}
+	if strings.Contains(res.Stderr, `unknown command "install"`) {
+		t.Skip("skipping: this build's app/app.go does not dispatch `portcullis install` yet")
+	}
+	if want := "no Cursor config at " + target.Path + "; nothing to install"; !strings.Contains(res.Stderr, want) {
+		t.Errorf("stderr = %q, want %q", res.Stderr, want)
+	}
+	broken := "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}\n"
+	installWriteFile(t, target.Path, broken)
+	res, err = h.Run(ctx, "install", "cursor")
+	if !errors.As(err, &ee) || !strings.Contains(res.Stderr, target.Path+":3:26: not valid JSON") {
+		t.Errorf("install of a broken file: %v, stderr %q", err, res.Stderr)
+	}
+	if got := installReadFile(t, target.Path); got != broken {
+		t.Errorf("the broken file was changed")
+	}
+	if m, _ := filepath.Glob(target.Path + install.BackupSuffix + "*"); len(m) != 0 {
+		t.Errorf("backups written for a refused file: %v", m)
+	}
+}
+
+func installWriteFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func installReadFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

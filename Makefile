@@ -61,8 +61,8 @@ bench: ## run the benchmarks (no tests); copy the figures into docs/BENCHMARKS.m
 	@echo "Write these figures, with the machine and the date, into docs/BENCHMARKS.md."
 
 .PHONY: demo
-demo: ## run the scripted demo headless (inventory server, rebuild, approval)
-	CGO_ENABLED=0 $(GO) run -tags ci . demo
+demo: ## scripted headless demo: builds portcullis and the inventory server, drives an agent through the daemon
+	CGO_ENABLED=0 $(GO) run ./internal/demo
 
 .PHONY: testservers
 testservers: ## build the Go MCP test servers (testdata/servers/*) into bin/testservers/

@@ -61,6 +61,9 @@ Usage:
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
   portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]
                                      catalog revisions and their classified diff
+  portcullis install claude-desktop|claude-code|cursor|vscode [--dry-run] [--scope user|project] [--servers a,b]
+                                     route that agent's stdio servers through Portcullis (backup first)
+  portcullis uninstall AGENT [--restore-secrets]   portcullis import AGENT
   portcullis version
 
 Data: PORTCULLIS_HOME overrides the data directory (see README).
@@ -122,6 +125,12 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		return a.runDecide(authz.Deny, rest)
 	case "creds":
 		return a.runCreds(rest)
+	case "install":
+		return a.runInstall(ctx, rest)
+	case "uninstall":
+		return a.runUninstall(ctx, rest)
+	case "import":
+		return a.runImport(ctx, rest)
 	case "catalog":
 		return a.runCatalog(rest)
 	case "version", "--version":

@@ -288,19 +288,27 @@ func quoteValue(v string) string {
 
 // verifyResult is the JSON form of `portcullis audit verify --json`.
 type verifyResult struct {
-	Dir       string            `json:"dir"`
-	OK        bool              `json:"ok"`
-	Events    uint64            `json:"events"`
-	Files     int               `json:"files"`
-	FirstBad  uint64            `json:"firstBad,omitempty"`
-	Problem   string            `json:"problem,omitempty"`
-	Detail    string            `json:"detail,omitempty"`
-	Torn      bool              `json:"torn"`
-	Signed    bool              `json:"signaturesChecked"`
-	KeyNote   string            `json:"keyNote,omitempty"`
-	Unsigned  uint64            `json:"unsigned,omitempty"`
-	Recovered []audit.Recovered `json:"recovered,omitempty"`
-	Warnings  []string          `json:"warnings,omitempty"`
+	Dir       string          `json:"dir"`
+	OK        bool            `json:"ok"`
+	Events    uint64          `json:"events"`
+	Files     int             `json:"files"`
+	FirstBad  uint64          `json:"firstBad,omitempty"`
+	Problem   string          `json:"problem,omitempty"`
+	Detail    string          `json:"detail,omitempty"`
+	Torn      bool            `json:"torn"`
+	Signed    bool            `json:"signaturesChecked"`
+	KeyNote   string          `json:"keyNote,omitempty"`
+	Unsigned  uint64          `json:"unsigned,omitempty"`
+	Recovered []recoveredJSON `json:"recovered,omitempty"`
+	Warnings  []string        `json:"warnings,omitempty"`
+}
+
+// recoveredJSON is a torn region that a log_recovered event accounts for.
+type recoveredJSON struct {
+	Seq    uint64 `json:"seq"` // of the log_recovered event
+	File   string `json:"file"`
+	Offset int64  `json:"offset"`
+	Length int64  `json:"length"`
 }
 
 // auditKeyForVerify reads the signing key from the credential store. It
@@ -341,7 +349,10 @@ func (a *App) auditVerify(args []string) error {
 	}
 	res := verifyResult{Dir: dir, OK: !rep.Failed(), Events: rep.Events, Files: rep.Files, FirstBad: rep.FirstBad,
 		Problem: rep.Problem, Detail: rep.Detail, Torn: rep.Problem == audit.ProblemTorn, Signed: rep.Signed,
-		KeyNote: keyNote, Unsigned: rep.Unsigned, Recovered: rep.Recovered, Warnings: rep.Warnings}
+		KeyNote: keyNote, Unsigned: rep.Unsigned, Warnings: rep.Warnings}
+	for _, rc := range rep.Recovered {
+		res.Recovered = append(res.Recovered, recoveredJSON(rc))
+	}
 	if res.Torn {
 		res.FirstBad, res.Problem = 0, ""
 	}

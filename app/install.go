@@ -11,13 +11,14 @@ import (
 
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/install"
+	"github.com/portcullis/portcullis/platform"
 )
 
 // installSecretStore returns the keychain that install, import and uninstall
-// move secrets into and out of. Until the platform keychain is wired in it
-// returns nil: install then leaves entries whose env holds a secret as they are
-// and says so, and uninstall cannot --restore-secrets.
-var installSecretStore = func() (install.SecretStore, error) { return nil, nil }
+// move secrets into and out of (tests replace it). When the system has no
+// usable keychain the store's errors say so, and install leaves entries whose
+// env holds a secret as they are.
+var installSecretStore = func() (install.SecretStore, error) { return platform.NewSecretStore(), nil }
 
 // runInstall is `portcullis install AGENT [--dry-run] [--scope user|project]
 // [--servers a,b] [--plain-env VAR,…]`.

@@ -183,7 +183,7 @@ func checkParity(t *testing.T, spec paritySpec, add []string) {
 			}
 			if len(envelope) > 0 {
 				// Everything above passed; this one difference is a known bug.
-				t.Skipf("BUG: the gateway answers tools/list from its catalog and drops the other members of the server's result %v (direct %s)", envelope, dl)
+				t.Skipf("BUG: the gateway answers tools/list from its catalog and drops the other members of the server's result: %v", envelope)
 			}
 		})
 	}

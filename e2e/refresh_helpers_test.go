@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -55,8 +56,8 @@ type publishSetup struct {
 }
 
 // newPublishSetup builds revision A into a fresh directory, registers it with
-// `portcullis servers add pub FLAGS… --cwd BINDIR --env PUBLISH_CALL_LOG=…`
-// and starts a daemon.
+// `portcullis servers add pub FLAGS… --cwd BINDIR --env PUBLISH_CALL_LOG=…`,
+// sets every tool's policy to allow, and starts a daemon.
 func newPublishSetup(t *testing.T, flags ...string) *publishSetup {
 	t.Helper()
 	s := &publishSetup{home: newHome(t), binDir: t.TempDir()}
@@ -64,6 +65,11 @@ func newPublishSetup(t *testing.T, flags ...string) *publishSetup {
 	s.bin, _ = buildPublish(t, s.binDir, publishRevA)
 	flags = append([]string{"--cwd", s.binDir, "--env", "PUBLISH_CALL_LOG=" + s.callLog}, flags...)
 	if err := s.home.AddServer(testContext(t, 30*time.Second), pubLabel, flags, s.bin); err != nil {
+		t.Fatal(err)
+	}
+	// These tests are about the refresh contract, not authorization: every
+	// tool, including the one add_tool creates, is allowed without approval.
+	if err := s.home.SetToolPolicy(pubLabel, config.PolicyAllow, "publish_preview", "status", "slow_publish", "add_tool", "rollback"); err != nil {
 		t.Fatal(err)
 	}
 	s.daemon = startDaemon(t, s.home)

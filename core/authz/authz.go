@@ -145,6 +145,7 @@ type Authority struct {
 	grants   map[string][]*Grant     // guarded by mu; run → live grants
 	voided   map[string][]*Grant     // guarded by mu; run → grants voided by an epoch change
 	requests map[string]*Request     // guarded by mu; pending requests by id
+	decided  []*Request              // guarded by mu; the last maxDecided resolved requests, for a late Wait
 	subs     map[chan Event]struct{} // guarded by mu
 }
 
@@ -372,12 +373,21 @@ func (a *Authority) Raise(card Card) string {
 	return r.ID
 }
 
+// maxDecided is how many resolved requests Wait still knows: a call that
+// found a pending request (Find) may start waiting only after a person
+// decided it.
+const maxDecided = 256
+
 // Wait blocks until request id is decided or ctx ends. It returns the grant
-// made (nil with ErrDenied or ErrTimeout otherwise). A request already
-// resolved and forgotten gives ErrNoRequest.
+// made (nil with ErrDenied or ErrTimeout otherwise). A request decided
+// before Wait was called gives its outcome as well, as long as it is among
+// the last 256 decided; an unknown or forgotten one gives ErrNoRequest.
 func (a *Authority) Wait(ctx context.Context, id string) (*Grant, error) {
 	a.mu.Lock()
 	r, ok := a.requests[id]
+	for i := len(a.decided) - 1; !ok && i >= 0; i-- {
+		r, ok = a.decided[i], a.decided[i].ID == id
+	}
 	a.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrNoRequest, id)
@@ -414,6 +424,9 @@ func (a *Authority) resolve(id string, d Decision) error {
 		return fmt.Errorf("%w: %s", ErrNoRequest, id)
 	}
 	delete(a.requests, id)
+	if a.decided = append(a.decided, r); len(a.decided) > maxDecided {
+		a.decided = slices.Delete(a.decided, 0, len(a.decided)-maxDecided)
+	}
 	r.decision = d
 	var g *Grant
 	if d.Choice == ApproveRun || d.Choice == ApproveOnce {

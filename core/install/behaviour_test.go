@@ -3,9 +3,11 @@ package install
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -380,6 +382,48 @@ func TestDiffLinesReconstructs(t *testing.T) {
 		}
 		if !cmp.Equal(x, gotX, cmpopts.EquateEmpty()) || !cmp.Equal(y, gotY, cmpopts.EquateEmpty()) {
 			t.Fatalf("diffLines(%q, %q) does not reconstruct its inputs", x, y)
+		}
+	}
+}
+
+// TestEditDiffApplies checks with patch(1) that the per-edit diff of random
+// edits turns the old text into the new one.
+func TestEditDiffApplies(t *testing.T) {
+	patch, err := exec.LookPath("patch")
+	if err != nil {
+		t.Skip("skipping: patch(1) not installed")
+	}
+	seed := uint32(7)
+	next := func(n int) int {
+		seed ^= seed << 13
+		seed ^= seed >> 17
+		seed ^= seed << 5
+		return int(seed % uint32(n))
+	}
+	dir := t.TempDir()
+	for i := range 40 {
+		var b strings.Builder
+		for range 5 + next(40) {
+			b.WriteString(strings.Repeat(string(rune('a'+next(3))), 1+next(6)) + "\n")
+		}
+		old := []byte(b.String())
+		var edits []edit
+		for pos := next(len(old)); pos < len(old); {
+			end := min(len(old), pos+next(15))
+			texts := []string{"", "X", "Y\nZ\n", "\n"}
+			edits = append(edits, edit{pos, end, []byte(texts[next(len(texts))])})
+			pos = end + 1 + next(30)
+		}
+		want := string(apply(old, slices.Clone(edits)))
+		f := filepath.Join(dir, fmt.Sprintf("f%d", i))
+		writeFile(t, f, string(old), 0o600)
+		cmd := exec.Command(patch, "-s", f)
+		cmd.Stdin = strings.NewReader(editDiff("f", "f", old, edits))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("patch: %v\n%s\ndiff:\n%s", err, out, editDiff("f", "f", old, edits))
+		}
+		if got := readString(t, f); got != want {
+			t.Fatalf("case %d: patched = %q, want %q", i, got, want)
 		}
 	}
 }

@@ -31,7 +31,7 @@ func bigClaudeJSON(n int) string {
 }
 
 // BenchmarkInstallClaudeCodeLarge measures a dry run of install on a ~/.claude.json
-// of 300 projects (about 2 MB, 600 server entries): parse, analysis, labels,
+// of 300 projects (about 0.6 MB, 600 server entries): parse, analysis, labels,
 // rewriting and the unified diffs of both files.
 func BenchmarkInstallClaudeCodeLarge(b *testing.B) {
 	dir := b.TempDir()

@@ -28,7 +28,6 @@ type entry struct {
 	name       string   // the entry's own name (the last element of path)
 	projectDir string   // project the entry belongs to, or ""
 	start, end int      // the entry value's byte offsets in document.data
-	value      *hujson.Value
 }
 
 // where returns the entry's place in its file for people:
@@ -153,7 +152,6 @@ func (d *document) entries() []entry {
 				projectDir: projectDir,
 				start:      m.Value.StartOffset,
 				end:        m.Value.EndOffset,
-				value:      &m.Value,
 			})
 		}
 	}

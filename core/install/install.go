@@ -385,6 +385,9 @@ func run(opts Options, op string) (*Report, error) {
 			rec.Entries[i].Backup = backup
 		}
 	}
+	if slices.ContainsFunc(newRecords, func(r recordEntry) bool { return len(r.Secrets) > 0 }) {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the backup %s still holds the moved secrets in plain text (mode 0600); delete it once the servers work through Portcullis", backup))
+	}
 	if err := rec.save(recPath); err != nil {
 		rep.Warnings = append(rep.Warnings, err.Error())
 	}

@@ -1,0 +1,456 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// recorder collects what an Authority reports through its Options hooks.
+type recorder struct {
+	mu        sync.Mutex
+	requested []string // request ids, guarded by mu
+	granted   []Grant  // guarded by mu
+	denied    []string // "request reason", guarded by mu
+}
+
+func (r *recorder) options(o Options) Options {
+	o.OnRequested = func(q Request) { r.mu.Lock(); r.requested = append(r.requested, q.ID); r.mu.Unlock() }
+	o.OnGranted = func(_ Request, g Grant) { r.mu.Lock(); r.granted = append(r.granted, g); r.mu.Unlock() }
+	o.OnDenied = func(q Request, why string) { r.mu.Lock(); r.denied = append(r.denied, q.ID+" "+why); r.mu.Unlock() }
+	return o
+}
+
+func (r *recorder) deniedList() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.denied)
+}
+
+// toolCard is the card of a first call of tool on epoch of run.
+func toolCard(run, epoch, tool string, scope []string, creds ...string) Card {
+	return Card{Reason: "first use of " + tool, AgentRun: run, ServerLabel: "srv", CurrentEpoch: epoch,
+		Tool: tool, ToolScope: scope, CredentialScope: creds}
+}
+
+// grantFor raises card and approves it with d, returning the grant made.
+func grantFor(t *testing.T, a *Authority, card Card, d Decision) *Grant {
+	t.Helper()
+	id := a.Raise(card)
+	if err := a.Decide(id, d); err != nil {
+		t.Fatalf("Decide(%s, %+v): %v", id, d, err)
+	}
+	g, err := a.Wait(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Wait(%s): %v", id, err)
+	}
+	return g
+}
+
+func TestCheckCoversRunEpochToolsAndCredentials(t *testing.T) {
+	a := New(Options{})
+	g := grantFor(t, a, toolCard("run1", "E1", "write", []string{"write", "delete"}, "api"), Decision{Choice: ApproveRun, By: "cli"})
+	if g.ExpiresWhen != ExpiresRunEnds || g.ExecutionEpoch != "E1" || g.AgentRun != "run1" || g.Request == "" {
+		t.Fatalf("grant = %+v", g)
+	}
+	tests := []struct {
+		name             string
+		run, epoch, tool string
+		creds            []string
+		want             bool
+	}{
+		{"granted tool", "run1", "E1", "write", nil, true},
+		{"other tool of the scope", "run1", "E1", "delete", nil, true},
+		{"granted credential", "run1", "E1", "write", []string{"api"}, true},
+		{"tool outside the scope", "run1", "E1", "drop", nil, false},
+		{"credential outside the scope", "run1", "E1", "write", []string{"api", "db"}, false},
+		{"other epoch", "run1", "E2", "write", nil, false},
+		{"other agent run", "run2", "E1", "write", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := a.Check(tt.run, tt.epoch, tt.tool, tt.creds)
+			if (got != nil) != tt.want {
+				t.Errorf("Check(%s, %s, %s, %v) = %+v, want a grant: %v", tt.run, tt.epoch, tt.tool, tt.creds, got, tt.want)
+			}
+		})
+	}
+	// A run grant is not consumed by use.
+	if a.Check("run1", "E1", "write", nil) == nil || len(a.Grants("run1")) != 1 {
+		t.Errorf("run grant consumed by Check: %+v", a.Grants("run1"))
+	}
+}
+
+func TestApproveRunWithTickedTools(t *testing.T) {
+	a := New(Options{})
+	g := grantFor(t, a, toolCard("r", "E", "write", []string{"write", "delete", "drop"}), Decision{Choice: ApproveRun, Tools: []string{"drop", "write", "unknown"}})
+	if diff := cmp.Diff([]string{"write", "drop"}, g.ToolScope); diff != "" {
+		t.Errorf("tool scope (-want +got):\n%s", diff)
+	}
+	if a.Check("r", "E", "delete", nil) != nil {
+		t.Error("an unticked tool is covered")
+	}
+}
+
+func TestOnceGrantIsConsumedByOneCall(t *testing.T) {
+	a := New(Options{})
+	g := grantFor(t, a, toolCard("r", "E", "write", []string{"write", "delete"}, "api"), Decision{Choice: ApproveOnce})
+	if g.ExpiresWhen != ExpiresOnce {
+		t.Fatalf("expires %q", g.ExpiresWhen)
+	}
+	if diff := cmp.Diff([]string{"write"}, g.ToolScope); diff != "" {
+		t.Errorf("a once grant covers the card's call only (-want +got):\n%s", diff)
+	}
+	if a.Check("r", "E", "delete", nil) != nil {
+		t.Error("approve once covered another tool of the scope")
+	}
+	first := a.Check("r", "E", "write", []string{"api"})
+	if first == nil || first.ID != g.ID {
+		t.Fatalf("first Check = %+v, want grant %s", first, g.ID)
+	}
+	if again := a.Check("r", "E", "write", []string{"api"}); again != nil {
+		t.Errorf("second Check = %+v, want nil: a once grant serves one call", again)
+	}
+	if n := len(a.Grants("r")); n != 0 {
+		t.Errorf("%d grants left, want 0", n)
+	}
+
+	// Consume spends a once grant taken through Wait rather than Check.
+	g2 := grantFor(t, a, toolCard("r", "E", "write", nil), Decision{Choice: ApproveOnce})
+	a.Consume("r", g2.ID)
+	if a.Check("r", "E", "write", nil) != nil {
+		t.Error("a consumed grant still covers the tool")
+	}
+}
+
+func TestVoidEpochKeepsIdentityGrants(t *testing.T) {
+	a := New(Options{})
+	tool := grantFor(t, a, toolCard("r", "E1", "write", []string{"write"}, "api"), Decision{Choice: ApproveRun})
+	ident := grantFor(t, a, Card{AgentRun: "r", ServerLabel: "srv", CurrentEpoch: "(not started)", Identity: "sha256:aaa", CredentialScope: []string{"token"}}, Decision{Choice: ApproveRun})
+	if ident.ToolScope != nil || ident.Identity != "sha256:aaa" {
+		t.Fatalf("identity grant = %+v, want no tools and the identity", ident)
+	}
+	// An identity grant never passes as a tool grant.
+	if g := a.Check("r", "(not started)", "", []string{"token"}); g != nil {
+		t.Errorf("Check returned the identity grant %+v", g)
+	}
+	if a.Stale("r", "E1", "write") != nil {
+		t.Error("Stale with a live grant on the epoch")
+	}
+
+	voided := a.VoidEpoch("r", "E2", "rebuild")
+	if len(voided) != 1 || voided[0].ID != tool.ID || voided[0].Voided != "rebuild" {
+		t.Fatalf("voided = %+v, want only the tool grant %s, why rebuild", voided, tool.ID)
+	}
+	if a.Check("r", "E1", "write", nil) != nil {
+		t.Error("a voided grant still covers its old epoch")
+	}
+	if !a.IdentityApproved("r", "sha256:aaa", []string{"token"}) {
+		t.Error("the identity grant did not survive the epoch change")
+	}
+	if a.IdentityApproved("r", "sha256:bbb", []string{"token"}) || a.IdentityApproved("r", "sha256:aaa", []string{"token", "other"}) {
+		t.Error("IdentityApproved for another identity or a wider credential scope")
+	}
+	st := a.Stale("r", "E2", "write")
+	if st == nil || st.ID != tool.ID || st.ExecutionEpoch != "E1" {
+		t.Fatalf("Stale = %+v, want the voided grant of E1", st)
+	}
+	if a.Stale("r", "E2", "other") != nil || a.Stale("other-run", "E2", "write") != nil {
+		t.Error("Stale for a tool or run the old grant never covered")
+	}
+	// Stale consumes nothing; a new grant on E2 ends staleness.
+	if a.Stale("r", "E2", "write") == nil {
+		t.Error("Stale consumed the voided grant")
+	}
+	grantFor(t, a, toolCard("r", "E2", "write", []string{"write"}), Decision{Choice: ApproveRun})
+	if a.Stale("r", "E2", "write") != nil {
+		t.Error("Stale despite a live grant on the current epoch")
+	}
+	// Voiding again for the same current epoch voids nothing new.
+	if v := a.VoidEpoch("r", "E2", "again"); len(v) != 0 {
+		t.Errorf("second VoidEpoch voided %+v", v)
+	}
+}
+
+func TestEndRunDeniesPendingRequests(t *testing.T) {
+	rec := &recorder{}
+	a := New(rec.options(Options{}))
+	grantFor(t, a, toolCard("r", "E", "write", []string{"write"}), Decision{Choice: ApproveRun})
+	mine := a.Raise(toolCard("r", "E", "delete", []string{"delete"}))
+	other := a.Raise(toolCard("r2", "E", "delete", []string{"delete"}))
+
+	errc := make(chan error, 1)
+	go func() { _, err := a.Wait(context.Background(), mine); errc <- err }()
+	a.EndRun("r")
+	if err := <-errc; !errors.Is(err, ErrDenied) {
+		t.Errorf("Wait on a request of an ended run: %v, want ErrDenied", err)
+	}
+	if got := a.Grants("r"); len(got) != 0 {
+		t.Errorf("grants after EndRun: %+v", got)
+	}
+	if a.Stale("r", "E2", "write") != nil {
+		t.Error("voided grants outlive the run")
+	}
+	pending := a.Pending()
+	if len(pending) != 1 || pending[0].ID != other {
+		t.Errorf("pending after EndRun = %+v, want only %s of the other run", pending, other)
+	}
+	if diff := cmp.Diff([]string{mine + " agent run ended"}, rec.deniedList()); diff != "" {
+		t.Errorf("OnDenied (-want +got):\n%s", diff)
+	}
+}
+
+func TestDecideErrors(t *testing.T) {
+	a := New(Options{})
+	id := a.Raise(toolCard("r", "E", "write", nil))
+	tests := []struct {
+		name string
+		id   string
+		d    Decision
+		want error
+	}{
+		{"unknown choice", id, Decision{Choice: "maybe"}, ErrBadChoice},
+		{"timeout is not a person's choice", id, Decision{Choice: timedOut}, ErrBadChoice},
+		{"unknown request", "apr_nope", Decision{Choice: ApproveRun}, ErrNoRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := a.Decide(tt.id, tt.d); !errors.Is(err, tt.want) {
+				t.Errorf("Decide = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	if len(a.Pending()) != 1 {
+		t.Fatal("a refused decision resolved the request")
+	}
+	if err := a.Decide(id, Decision{Choice: Deny}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Decide(id, Decision{Choice: ApproveRun}); !errors.Is(err, ErrNoRequest) {
+		t.Errorf("deciding twice: %v, want ErrNoRequest", err)
+	}
+	// A Wait that starts after the decision still learns it (a call that
+	// found the request with Find may get there late).
+	if _, err := a.Wait(context.Background(), id); !errors.Is(err, ErrDenied) {
+		t.Errorf("Wait after the denial: %v, want ErrDenied", err)
+	}
+	if _, err := a.Wait(context.Background(), "apr_unknown"); !errors.Is(err, ErrNoRequest) {
+		t.Errorf("Wait on an unknown request: %v, want ErrNoRequest", err)
+	}
+	if len(a.Grants("r")) != 0 {
+		t.Error("a denial made a grant")
+	}
+}
+
+func TestWaitReturnsWhenContextEnds(t *testing.T) {
+	a := New(Options{})
+	id := a.Raise(toolCard("r", "E", "write", nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := a.Wait(ctx, id); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait = %v, want context.Canceled", err)
+	}
+	if len(a.Pending()) != 1 {
+		t.Error("an abandoned Wait resolved the request")
+	}
+}
+
+func TestTimeoutDeniesAsApprovalTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		a := New(rec.options(Options{Timeout: 2 * time.Second}))
+		start := time.Now()
+		id := a.Raise(toolCard("r", "E", "write", nil))
+		p := a.Pending()
+		if len(p) != 1 || !p[0].Deadline.Equal(start.Add(2*time.Second)) {
+			t.Fatalf("pending = %+v, want deadline %s", p, start.Add(2*time.Second))
+		}
+		_, err := a.Wait(context.Background(), id)
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("Wait = %v, want ErrTimeout", err)
+		}
+		if waited := time.Since(start); waited != 2*time.Second {
+			t.Errorf("timed out after %s, want 2s", waited)
+		}
+		if diff := cmp.Diff([]string{id + " timeout"}, rec.deniedList()); diff != "" {
+			t.Errorf("OnDenied (-want +got):\n%s", diff)
+		}
+		if err := a.Decide(id, Decision{Choice: ApproveRun}); !errors.Is(err, ErrNoRequest) {
+			t.Errorf("approving after the timeout: %v, want ErrNoRequest", err)
+		}
+	})
+}
+
+func TestDecidedRequestDoesNotTimeOutLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		a := New(rec.options(Options{Timeout: time.Second}))
+		g := grantFor(t, a, toolCard("r", "E", "write", []string{"write"}), Decision{Choice: ApproveRun})
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if len(rec.deniedList()) != 0 || a.Check("r", "E", "write", nil) == nil {
+			t.Errorf("after the deadline: denied %v, grant %s gone: %v", rec.deniedList(), g.ID, a.Check("r", "E", "write", nil) == nil)
+		}
+	})
+}
+
+func TestSubscribeEvents(t *testing.T) {
+	rec := &recorder{}
+	a := New(rec.options(Options{}))
+	ch, cancel := a.Subscribe()
+	id1 := a.Raise(toolCard("r", "E", "write", []string{"write"}))
+	id2 := a.Raise(toolCard("r", "E", "drop", []string{"drop"}))
+	if err := a.Decide(id1, Decision{Choice: ApproveOnce, By: "app"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Decide(id2, Decision{Choice: Deny, By: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	cancel() // idempotent
+	type ev struct {
+		Kind    EventKind
+		Request string
+		Choice  Choice
+	}
+	var got []ev
+	for e := range ch { // closed by cancel
+		x := ev{Kind: e.Kind, Request: e.Request.ID}
+		if e.Decision != nil {
+			x.Choice = e.Decision.Choice
+		}
+		got = append(got, x)
+	}
+	want := []ev{{EventRaised, id1, ""}, {EventRaised, id2, ""}, {EventResolved, id1, ApproveOnce}, {EventResolved, id2, Deny}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	// After cancel nothing is delivered, and raising does not block.
+	a.Raise(toolCard("r", "E", "x", nil))
+	if diff := cmp.Diff([]string{id2 + " denied"}, rec.deniedList()); diff != "" {
+		t.Errorf("OnDenied (-want +got):\n%s", diff)
+	}
+	if len(rec.granted) != 1 || rec.granted[0].ExpiresWhen != ExpiresOnce || len(rec.requested) != 3 {
+		t.Errorf("OnGranted %+v, OnRequested %v", rec.granted, rec.requested)
+	}
+}
+
+func TestLateWaitForgetsOldDecisions(t *testing.T) {
+	a := New(Options{})
+	first := a.Raise(toolCard("r", "E", "w", []string{"w"}))
+	if err := a.Decide(first, Decision{Choice: ApproveRun}); err != nil {
+		t.Fatal(err)
+	}
+	for range maxDecided {
+		if err := a.Decide(a.Raise(toolCard("r", "E", "w", nil)), Decision{Choice: Deny}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Wait(context.Background(), first); !errors.Is(err, ErrNoRequest) {
+		t.Errorf("Wait on a request decided %d decisions ago: %v, want ErrNoRequest", maxDecided, err)
+	}
+}
+
+func TestSlowSubscriberDoesNotBlock(t *testing.T) {
+	a := New(Options{})
+	_, cancel := a.Subscribe() // never read
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		for range 200 {
+			a.Raise(toolCard("r", "E", "w", nil))
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Raise blocked on a subscriber that does not read")
+	}
+	if n := len(a.Pending()); n != 200 {
+		t.Errorf("%d pending, want 200", n)
+	}
+}
+
+func TestFindSharesOneDecisionPerRunAndEpoch(t *testing.T) {
+	a := New(Options{})
+	id := a.Raise(toolCard("r", "E", "write", []string{"write", "delete"}, "api"))
+	a.Raise(Card{AgentRun: "r", CurrentEpoch: "E", Identity: "sha256:x", CredentialScope: []string{"token"}})
+	tests := []struct {
+		name             string
+		run, epoch, tool string
+		creds            []string
+		want             string
+	}{
+		{"same tool", "r", "E", "write", nil, id},
+		{"another tool of the scope", "r", "E", "delete", []string{"api"}, id},
+		{"tool outside the scope", "r", "E", "drop", nil, ""},
+		{"wider credential scope", "r", "E", "write", []string{"api", "db"}, ""},
+		{"other epoch", "r", "E2", "write", nil, ""},
+		{"other run", "r2", "E", "write", nil, ""},
+		{"identity requests are not shared with calls", "r", "E", "", []string{"token"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := a.Find(tt.run, tt.epoch, tt.tool, tt.creds)
+			if got != tt.want || ok != (tt.want != "") {
+				t.Errorf("Find = %q, %v; want %q", got, ok, tt.want)
+			}
+		})
+	}
+}
+
+func TestPendingOldestFirst(t *testing.T) {
+	base := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	n := 0
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return base.Add(time.Duration(10-n) * time.Second) // each call earlier than the last
+	}
+	a := New(Options{Clock: clock, Timeout: time.Hour})
+	ids := []string{a.Raise(toolCard("r", "E", "a", nil)), a.Raise(toolCard("r", "E", "b", nil)), a.Raise(toolCard("r", "E", "c", nil))}
+	var got []string
+	for _, r := range a.Pending() {
+		got = append(got, r.ID)
+		if !r.Deadline.Equal(r.Created.Add(time.Hour)) {
+			t.Errorf("request %s: deadline %s, created %s", r.ID, r.Deadline, r.Created)
+		}
+	}
+	if diff := cmp.Diff([]string{ids[2], ids[1], ids[0]}, got); diff != "" {
+		t.Errorf("pending order (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(toolCard("r", "E", "b", nil), a.Pending()[1].Card, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("card (-want +got):\n%s", diff)
+	}
+}
+
+func TestGrantCovers(t *testing.T) {
+	g := Grant{ToolScope: []string{"a", "b"}, CredentialScope: []string{"x"}}
+	tests := []struct {
+		tool  string
+		creds []string
+		want  bool
+	}{
+		{"a", nil, true},
+		{"b", []string{"x"}, true},
+		{"c", nil, false},
+		{"a", []string{"y"}, false},
+		{"", []string{"x"}, true}, // credentials only (identity checks)
+		{"", nil, true},
+	}
+	for _, tt := range tests {
+		if got := g.Covers(tt.tool, tt.creds); got != tt.want {
+			t.Errorf("Covers(%q, %v) = %v, want %v", tt.tool, tt.creds, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package authz
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+const (
+	digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+func TestCardLines(t *testing.T) {
+	tests := []struct {
+		name string
+		card Card
+		want []string
+	}{
+		{
+			name: "first use",
+			card: Card{Reason: "first use of write_note in this agent run", AgentRun: "RUN1", AgentExe: "/usr/bin/claude", AgentPID: 4242,
+				ServerLabel: "notes", CurrentEpoch: "EPOCH_A", Tool: "write_note", Arguments: json.RawMessage(`{"text":"hi"}`),
+				ToolScope: []string{"write_note", "delete_note"}},
+			want: []string{
+				"first use of write_note in this agent run",
+				"Agent: /usr/bin/claude (pid 4242), run RUN1",
+				"Server: notes",
+				"Epoch: EPOCH_A",
+				`Call: write_note {"text":"hi"}`,
+				"Tools: write_note, delete_note",
+			},
+		},
+		{
+			name: "rebuild with identity and catalog changes, defaults, ask every use",
+			card: Card{Reason: "server execution epoch changed: new code asks for the authority you gave the old code",
+				AgentRun: "RUN1", ServerLabel: "notes", PreviousEpoch: "EPOCH_A", CurrentEpoch: "EPOCH_B",
+				IdentityChanges:  []identity.Change{{Field: "entry", Path: "/srv/notes", Old: digestA, New: digestB}},
+				ApprovedRevision: 1, CatalogRevision: 2,
+				CatalogChanges: []catalog.Change{
+					{Tool: "write_note", Kind: "property_added", Severity: catalog.Contract, Summary: "write_note: new optional argument target"},
+					{Tool: "drop_all", Kind: "tool_added", Severity: catalog.Authority, Summary: "drop_all: new tool"},
+				},
+				Tool: "write_note", Defaults: map[string]any{"target": "preview", "count": 3},
+				ToolScope: []string{"write_note"}, CredentialScope: []string{"notes-api"}, AskEveryUse: true},
+			want: []string{
+				"server execution epoch changed: new code asks for the authority you gave the old code",
+				"Agent: unknown agent (pid 0), run RUN1",
+				"Server: notes",
+				"Epoch: EPOCH_A → EPOCH_B (new code)",
+				"  changed on disk: entry /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
+				"Catalog: revision 1 → 2",
+				"  authority drop_all: new tool",
+				"  contract  write_note: new optional argument target",
+				"Call: write_note {}",
+				"  omitted count will be 3 (default)",
+				`  omitted target will be "preview" (default)`,
+				"Tools: write_note",
+				"Credentials: notes-api (asked on every use)",
+			},
+		},
+		{
+			name: "identity approval for env credentials",
+			card: Card{Reason: "notes asks for credentials [notes-token] at launch: approve this code before it receives them",
+				AgentRun: "RUN1", AgentExe: "/usr/bin/agent", AgentPID: 7, ServerLabel: "notes",
+				PreviousEpoch: "EPOCH_A", CurrentEpoch: "(not started)", Identity: digestB,
+				IdentityChanges: []identity.Change{
+					{Field: "resolvedExecutable", Path: "/srv/notes", Old: digestA, New: digestB},
+					{Field: "lockfile", Path: "/srv/go.sum", Old: "", New: "sha256:1234"},
+				},
+				CredentialScope: []string{"notes-token"}},
+			want: []string{
+				"notes asks for credentials [notes-token] at launch: approve this code before it receives them",
+				"Agent: /usr/bin/agent (pid 7), run RUN1",
+				"Server: notes",
+				"Epoch: EPOCH_A → (not started) (new code)",
+				"  changed on disk: resolvedExecutable /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
+				"  changed on disk: lockfile /srv/go.sum (none → 1234)",
+				"Credentials: notes-token",
+			},
+		},
+		{
+			name: "same epoch as approved",
+			card: Card{Reason: "drop is not covered", AgentRun: "R", ServerLabel: "s", PreviousEpoch: "E", CurrentEpoch: "E"},
+			want: []string{"drop is not covered", "Agent: unknown agent (pid 0), run R", "Server: s", "Epoch: E"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, tt.card.Lines()); diff != "" {
+				t.Errorf("Lines (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCardNamesCredentialsByScopeOnly: a card rendered to text or JSON holds
+// scope names, never a value, whatever the arguments look like.
+func TestCardJSONRoundTrip(t *testing.T) {
+	c := Card{Reason: "r", AgentRun: "R", ServerLabel: "s", CurrentEpoch: "E", Tool: "t",
+		Arguments: json.RawMessage(`{"a":1}`), Defaults: map[string]any{"b": "x"}, CredentialScope: []string{"api"}}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Card
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(c.Lines(), back.Lines()); diff != "" {
+		t.Errorf("lines after a JSON round trip (-want +got):\n%s", diff)
+	}
+	if strings.Contains(string(b), "identity") {
+		t.Errorf("empty identity fields are encoded: %s", b)
+	}
+}
+
+func TestIdentityDigest(t *testing.T) {
+	base := identity.Record{
+		ServerLabel: "notes", ResolvedExecutable: identity.FileDigest{Path: "/srv/notes", SHA256: digestA},
+		EntryDigest: digestA, Entry: "/srv/notes", Runtime: "go1.26",
+		ExtraDigests: map[string]string{"dist": digestA, "assets": digestB},
+		Epoch:        "EPOCH_A", ProcessID: 100, StartedAt: time.Unix(1, 0),
+	}
+	d := IdentityDigest(base)
+	if !strings.HasPrefix(d, identity.DigestPrefix) || len(d) != len(identity.DigestPrefix)+64 {
+		t.Fatalf("digest %q", d)
+	}
+	same := base
+	same.Epoch, same.ProcessID, same.StartedAt = "EPOCH_B", 200, time.Unix(2, 0)
+	same.Observed = []identity.Observed{{PID: 200, Exe: "/srv/notes"}}
+	same.ExtraDigests = map[string]string{"assets": digestB, "dist": digestA}
+	if got := IdentityDigest(same); got != d {
+		t.Errorf("a relaunch of the same code has another identity digest: %s vs %s", got, d)
+	}
+	changes := map[string]func(*identity.Record){
+		"executable":  func(r *identity.Record) { r.ResolvedExecutable.SHA256 = digestB },
+		"runtime":     func(r *identity.Record) { r.Runtime = "go1.27" },
+		"entry":       func(r *identity.Record) { r.EntryDigest = digestB },
+		"lockfile":    func(r *identity.Record) { r.LockfileDigest = digestB },
+		"interpreter": func(r *identity.Record) { r.Interpreter = &identity.FileDigest{Path: "/bin/sh", SHA256: digestA} },
+		"wrapper":     func(r *identity.Record) { r.Wrappers = []identity.FileDigest{{Path: "run.sh", SHA256: digestA}} },
+		"extra":       func(r *identity.Record) { r.ExtraDigests = map[string]string{"dist": digestB, "assets": digestB} },
+	}
+	for name, change := range changes {
+		r := base
+		r.ExtraDigests = map[string]string{"dist": digestA, "assets": digestB}
+		change(&r)
+		if IdentityDigest(r) == d {
+			t.Errorf("changing the %s does not change the identity digest", name)
+		}
+	}
+}

@@ -56,8 +56,9 @@ check: fmt-check vet test ## fmt-check, vet, test, then vet for macOS (darwin/ar
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet -tags ci ./...
 
 .PHONY: bench
-bench: ## run the benchmarks (no tests); copy the figures into docs/BENCHMARKS.md
+bench: ## run the benchmarks (no tests) and the relay comparison; copy the figures into docs/BENCHMARKS.md
 	CGO_ENABLED=0 $(GO) test -tags ci -run '^$$' -bench . -benchmem ./...
+	CGO_ENABLED=0 $(GO) run ./bench/cmd/relaybench
 	@echo "Write these figures, with the machine and the date, into docs/BENCHMARKS.md."
 
 .PHONY: demo

@@ -61,6 +61,8 @@ Usage:
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
   portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]
                                      catalog revisions and their classified diff
+  portcullis audit tail [--json] [-n N] [-f] | verify [--json] | sessions|activity [--server L] [--run R] [--json]
+                                     the hash-chained audit log
   portcullis install claude-desktop|claude-code|cursor|vscode [--dry-run] [--scope user|project] [--servers a,b]
                                      route that agent's stdio servers through Portcullis (backup first)
   portcullis uninstall AGENT [--restore-secrets]   portcullis import AGENT
@@ -125,6 +127,8 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		return a.runDecide(authz.Deny, rest)
 	case "creds":
 		return a.runCreds(rest)
+	case "audit":
+		return a.runAudit(ctx, rest)
 	case "install":
 		return a.runInstall(ctx, rest)
 	case "uninstall":
@@ -166,12 +170,22 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 // newDaemon builds the daemon with this platform's implementations.
 func (a *App) newDaemon(log *slog.Logger) (*daemon.Daemon, error) {
+	store := platform.NewSecretStore()
+	key, note, err := daemon.AuditSigning(store, daemon.AuditDir(a.Dirs))
+	if err != nil {
+		return nil, err
+	}
+	if note != "" {
+		log.Warn(note)
+	}
 	return daemon.New(daemon.Options{
-		Dirs:    a.Dirs,
-		Peers:   platform.Peers{},
-		Procs:   platform.NewProcessInfo(),
-		Secrets: platform.NewSecretStore(),
-		Logger:  log,
+		Dirs:      a.Dirs,
+		Peers:     platform.Peers{},
+		Procs:     platform.NewProcessInfo(),
+		Secrets:   store,
+		AuditKey:  key,
+		AuditNote: note,
+		Logger:    log,
 	})
 }
 

@@ -99,6 +99,9 @@ func (a *App) auditTail(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		if len(evs) == 0 && *n > 0 && !*asJSON && !*follow {
+			fmt.Fprintf(a.Stdout, "The audit log in %s holds no events yet.\n", dir)
+		}
 		for _, e := range evs {
 			if err := emit(e); err != nil {
 				return err

@@ -209,11 +209,15 @@ func (a *Authority) Stale(run, epoch, tool string) *Grant {
 	return nil
 }
 
-// Consume removes the grant id of run (a once grant spent by its call).
-func (a *Authority) Consume(run, id string) {
+// Consume removes the grant id of run (a once grant spent by its call). It
+// reports whether the grant was still there: of several calls that waited
+// on one request approved once, only the one that consumes it may go.
+func (a *Authority) Consume(run, id string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	n := len(a.grants[run])
 	a.grants[run] = slices.DeleteFunc(a.grants[run], func(g *Grant) bool { return g.ID == id })
+	return len(a.grants[run]) < n
 }
 
 // IdentityApproved reports whether run holds a grant for credential

@@ -130,10 +130,13 @@ func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 }
 
 func (d *Daemon) appendAudit(typ string, fields any) {
-	if d.audit == nil {
+	d.mu.Lock()
+	w := d.auditW
+	d.mu.Unlock()
+	if w == nil {
 		return
 	}
-	if _, err := d.audit.Append(context.Background(), typ, fields); err != nil {
+	if _, err := w.Append(context.Background(), typ, fields); err != nil {
 		d.log.Error("audit log write failed", "type", typ, "err", err)
 	}
 }

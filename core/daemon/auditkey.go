@@ -177,8 +177,11 @@ func (d *Daemon) auditStatus() AuditStatus {
 	} else if st.Note == "" {
 		st.Note = "the audit log is not signed: the daemon was started without a key"
 	}
-	if d.audit != nil {
-		if err := d.audit.Err(); err != nil {
+	d.mu.Lock()
+	al := d.audit
+	d.mu.Unlock()
+	if al != nil {
+		if err := al.Err(); err != nil {
 			st.Error = err.Error()
 		}
 	} else {

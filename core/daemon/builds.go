@@ -131,7 +131,7 @@ func (d *Daemon) onBuild(ctx context.Context, ev watch.Event) {
 		for _, c := range changes {
 			fields = append(fields, c.Field)
 		}
-		if _, err := d.audit.Append(ctx, audit.TypeBuildDetected, audit.BuildDetected{
+		if _, err := d.auditW.Append(ctx, audit.TypeBuildDetected, audit.BuildDetected{
 			ServerLabel: ev.Key, Epoch: ep.ID, Paths: ev.Paths, Digests: fields,
 		}); err != nil {
 			d.log.Error("audit log write failed", "type", audit.TypeBuildDetected, "err", err)

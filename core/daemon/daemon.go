@@ -80,7 +80,8 @@ type Daemon struct {
 	uid      int
 	catalogs *catalog.Store
 	validate *catalog.Validator
-	audit    *audit.Log
+	audit    *audit.Log  // set once by Serve before any connection
+	auditW   *recovering // the same log, recovering after write failures
 	watcher  *watch.Watcher
 	authz    *authz.Authority
 
@@ -196,7 +197,10 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		ln.Close()
 		return fmt.Errorf("opening the audit log: %w", err)
 	}
+	d.mu.Lock()
 	d.audit = al
+	d.auditW = &recovering{log: al, retryEvery: time.Second}
+	d.mu.Unlock()
 	defer al.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	d.mu.Lock()
@@ -386,7 +390,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 		StartupTimeout: srv.StartupTimeoutOrDefault(),
 		HoldTimeout:    cfg.Settings.HoldTimeoutOrDefault(),
 		RestartOnCrash: true,
-		Audit:          d.audit,
+		Audit:          d.auditW,
 		Logger:         d.log,
 		OnChange:       func() { d.rewatch(label); d.notify() },
 	})

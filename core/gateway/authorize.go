@@ -86,10 +86,17 @@ func (s *Session) staleAuthorization(e *epoch, m *mcpwire.Message, tool string) 
 // times out), then returns what quickAuthorize would have.
 func (s *Session) awaitApproval(e *epoch, m *mcpwire.Message, tool, id string) (decision, grantID string, out []byte, refusal *Refusal) {
 	a := s.opts.Authority
-	metaCreds, _ := s.metaCredentials()
+	metaCreds, askEvery := s.metaCredentials()
 	stop := s.progressWhileWaiting(m, id)
+	defer stop()
 	g, err := a.Wait(s.ctx, id)
-	stop()
+	// A once grant serves one call: another call that waited on the same
+	// request (or took the grant through Check) spent it, so this one asks
+	// again, while its epoch still runs.
+	for err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ExecutionEpoch == e.ID && !a.Consume(s.opts.RunID, g.ID) && !s.ended(e) {
+		id = s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
+		g, err = a.Wait(s.ctx, id)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, authz.ErrTimeout):
@@ -116,11 +123,15 @@ func (s *Session) awaitApproval(e *epoch, m *mcpwire.Message, tool, id string) (
 		}
 		return "", "", nil, r
 	}
-	if g.ExpiresWhen == authz.ExpiresOnce {
-		a.Consume(s.opts.RunID, g.ID) // spent by this call
-	}
 	out, r := s.injectMeta(e, m, tool, g.CredentialScope, metaCreds)
 	return "grant", g.ID, out, r
+}
+
+// ended reports whether e has ended.
+func (s *Session) ended(e *epoch) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return e.ended
 }
 
 // metaCredentials lists the server's per-call credential scopes and whether

@@ -192,3 +192,22 @@ func DesktopEntryEnabled(data []byte) bool {
 	}
 	return true
 }
+
+// LaunchdDisabled reports whether the output of `launchctl print-disabled
+// gui/UID` marks label as disabled: a line `"LABEL" => disabled` (macOS 13
+// and later) or `"LABEL" => true` (earlier releases). Such an override makes
+// launchd skip the LaunchAgent at login even though its plist exists.
+func LaunchdDisabled(printDisabled []byte, label string) bool {
+	quoted := `"` + label + `"`
+	for line := range strings.Lines(string(printDisabled)) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=>")
+		if !ok || strings.TrimSpace(k) != quoted {
+			continue
+		}
+		switch strings.TrimSpace(v) {
+		case "disabled", "true":
+			return true
+		}
+	}
+	return false
+}

@@ -1,10 +1,13 @@
 package loginitem
 
 import (
+	"bytes"
+	"encoding/xml"
 	"errors"
 	"flag"
 	"go/parser"
 	"go/token"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -232,5 +235,64 @@ func TestImports(t *testing.T) {
 				t.Errorf("%s imports %s; core/loginitem uses the standard library only", name, path)
 			}
 		}
+	}
+}
+
+func TestLaunchdDisabled(t *testing.T) {
+	out := `disabled services = {
+	"com.apple.ftp-proxy" => disabled
+	"dev.portcullis.app.helper" => disabled
+	"dev.portcullis.app" => enabled
+}
+`
+	tests := []struct {
+		name, out string
+		want      bool
+	}{
+		{"enabled", out, false},
+		{"disabled (macOS 13+)", strings.Replace(out, `"dev.portcullis.app" => enabled`, `"dev.portcullis.app" => disabled`, 1), true},
+		{"disabled (older)", "disabled services = {\n\t\"dev.portcullis.app\" => true\n}\n", true},
+		{"enabled (older)", "disabled services = {\n\t\"dev.portcullis.app\" => false\n}\n", false},
+		{"absent", "disabled services = {\n}\n", false},
+		{"prefix of another label does not count", "\t\"dev.portcullis.app.helper\" => disabled\n", false},
+		{"empty", "", false},
+	}
+	for _, tt := range tests {
+		if got := LaunchdDisabled([]byte(tt.out), ID); got != tt.want {
+			t.Errorf("%s: LaunchdDisabled = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestLaunchAgentPlistXML checks that the plist is well-formed XML whose
+// strings read back as given, whatever the path holds.
+func TestLaunchAgentPlistXML(t *testing.T) {
+	exe := `/Users/dev/A & B/<x> "q" 'a'/ü/portcullis`
+	dec := xml.NewDecoder(bytes.NewReader(LaunchAgentPlist(ID, exe, ID)))
+	dec.Strict = true
+	var strs []string
+	var inString bool
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("plist is not well-formed XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			inString = tok.Name.Local == "string"
+		case xml.EndElement:
+			inString = false
+		case xml.CharData:
+			if inString {
+				strs = append(strs, string(tok))
+			}
+		}
+	}
+	want := []string{ID, exe, "Aqua", "Interactive", ID}
+	if diff := cmp.Diff(want, strs); diff != "" {
+		t.Errorf("plist strings (-want +got):\n%s", diff)
 	}
 }

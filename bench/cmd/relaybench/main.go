@@ -1,0 +1,193 @@
+// Command relaybench measures per-call latency and throughput of the echo
+// test server reached directly, through a socat byte relay, through the npm
+// supergateway pair and through Portcullis, alternating the paths round
+// after round, then the daemon's resident memory with 0 and with 10 running
+// servers (package bench). It prints Markdown tables for docs/BENCHMARKS.md.
+//
+//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-servers 10]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis/portcullis/bench"
+	"github.com/portcullis/portcullis/internal/harness"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 3, "rounds; each runs every path once per concurrency")
+	calls := flag.Int("calls", 1000, "calls per path, concurrency and round")
+	servers := flag.Int("servers", 10, "running servers for the loaded memory figure (0: skip)")
+	only := flag.String("paths", "direct,socat,supergateway,portcullis", "comma-separated paths to measure")
+	flag.Parse()
+	selected = map[string]bool{}
+	for _, p := range strings.Split(*only, ",") {
+		selected[strings.TrimSpace(p)] = true
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Stdout, *rounds, *calls, *servers); err != nil {
+		fmt.Fprintln(os.Stderr, "relaybench:", err)
+		os.Exit(1)
+	}
+}
+
+// selected holds the names of the paths to measure (-paths).
+var selected map[string]bool
+
+func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "portcullis-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	e := bench.Env{Work: work}
+	if e.Portcullis, err = harness.BuildPortcullis(ctx, root, work); err != nil {
+		return err
+	}
+	if e.Echo, err = harness.BuildServer(ctx, root, work, "echo", ""); err != nil {
+		return err
+	}
+	if e.NPM, err = harness.NPM(root); err != nil {
+		if !errors.Is(err, harness.ErrNoNPM) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "relaybench: skipping supergateway: %v\n", err)
+		e.NPM = ""
+	}
+
+	var paths []*bench.Path
+	defer func() {
+		for _, p := range paths {
+			p.Close()
+		}
+	}()
+	for _, open := range []func(context.Context, bench.Env) (*bench.Path, error){bench.Direct, bench.Socat, bench.Supergateway, bench.Portcullis} {
+		p, err := open(ctx, e)
+		if err != nil {
+			if e.NPM == "" && strings.HasPrefix(err.Error(), "supergateway") {
+				continue
+			}
+			return err
+		}
+		if !selected[p.Name] {
+			p.Close()
+			continue
+		}
+		if p.Daemon != 0 {
+			fmt.Fprintf(os.Stderr, "relaybench: %s: daemon-side pid %d\n", p.Name, p.Daemon)
+		}
+		paths = append(paths, p)
+	}
+	fmt.Fprintf(out, "relaybench: %s/%s, %d CPUs, %s; %d rounds × %d calls per path and concurrency, protocol %s\n\n",
+		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), rounds, calls, bench.Protocol)
+
+	// Warm up every path (process start, JIT of node, page cache).
+	for _, p := range paths {
+		if _, err := bench.Calls(ctx, p.Session, 200, 8); err != nil {
+			return fmt.Errorf("%s warm-up: %w", p.Name, err)
+		}
+	}
+	concurrency := []int{1, 8}
+	batches := map[string][]bench.Batch{}
+	key := func(p *bench.Path, c int) string { return fmt.Sprintf("%s/%d", p.Name, c) }
+	for r := range rounds {
+		for _, c := range concurrency {
+			// Rotate the order each round so no path always goes first.
+			for i := range paths {
+				p := paths[(i+r)%len(paths)]
+				b, err := bench.Calls(ctx, p.Session, calls, c)
+				if err != nil {
+					return fmt.Errorf("%s, %d callers: %w", p.Name, c, err)
+				}
+				batches[key(p, c)] = append(batches[key(p, c)], b)
+			}
+		}
+	}
+	fmt.Fprintln(out, "| path | callers | calls | p50 | p99 | calls/s |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|")
+	for _, c := range concurrency {
+		for _, p := range paths {
+			s := bench.Summarize(batches[key(p, c)])
+			fmt.Fprintf(out, "| %s | %d | %d | %s | %s | %.0f |\n", p.Name, c, s.Calls, us(s.P50), us(s.P99), s.CallsPerSec)
+		}
+	}
+	for _, p := range paths {
+		p.Close()
+	}
+	paths = nil
+	if servers <= 0 {
+		return nil
+	}
+	return memory(ctx, out, e, servers)
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+
+// memory reports the daemon's VmRSS idle, then with n agent runs (n
+// running servers), each having made one call.
+func memory(ctx context.Context, out io.Writer, e bench.Env, n int) error {
+	h, d, err := bench.StartDaemon(ctx, e, "memory-home")
+	if err != nil {
+		return err
+	}
+	defer d.Stop(30 * time.Second)
+	settle := func() (int64, error) {
+		time.Sleep(time.Second)
+		return harness.RSS(d.PID())
+	}
+	idle, err := settle()
+	if err != nil {
+		return err
+	}
+	var agents []*harness.Agent
+	defer func() {
+		for _, a := range agents {
+			_ = a.Close()
+		}
+	}()
+	for range n {
+		client := mcp.NewClient(&mcp.Implementation{Name: "portcullis-bench", Version: "1.0.0"}, nil)
+		a, err := harness.Connect(ctx, client, h.ConnectCommand("echo"), &mcp.ClientSessionOptions{ProtocolVersion: bench.Protocol})
+		if err != nil {
+			return err
+		}
+		agents = append(agents, a)
+		if _, err := bench.Calls(ctx, a.Session, 1, 1); err != nil {
+			return err
+		}
+	}
+	rep, err := h.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if len(rep.Runs) != n {
+		return fmt.Errorf("status shows %d runs, want %d", len(rep.Runs), n)
+	}
+	loaded, err := settle()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| daemon | VmRSS |")
+	fmt.Fprintln(out, "|---|---:|")
+	fmt.Fprintf(out, "| idle, 0 servers | %.1f MB |\n", float64(idle)/(1<<20))
+	fmt.Fprintf(out, "| %d agent runs, %d servers running | %.1f MB |\n", n, n, float64(loaded)/(1<<20))
+	return nil
+}

@@ -1,0 +1,319 @@
+// Package bench measures what Portcullis costs on the path of a tool call,
+// against the same Go echo test server (testdata/servers/echo, tool "echo")
+// reached four ways in the same run:
+//
+//   - direct: the client runs the server itself over stdio;
+//   - socat: a plain byte relay of the same shape as Portcullis's path —
+//     `socat STDIO UNIX-CONNECT:S` as the agent's command and
+//     `socat UNIX-LISTEN:S,fork EXEC:server` as the daemon;
+//   - supergateway: the npm supergateway pair, stdio → HTTP (SSE) → stdio;
+//   - portcullis: `portcullis connect` and `portcullis daemon`.
+//
+// Each path carries one go-sdk client session (protocol 2025-06-18, so every
+// path speaks the same era). Latency is measured per call in the client,
+// from CallTool to its result; calls/s is calls over the wall time of a
+// batch. Batches of the four paths alternate, round after round, so that a
+// drift of the machine affects all of them alike. It also reads the
+// daemon's resident set size (VmRSS) idle and with running servers.
+//
+// `go run ./bench/cmd/relaybench` (make bench) prints the figures that
+// docs/BENCHMARKS.md records.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/internal/harness"
+)
+
+// Protocol is the protocol version every benchmarked session negotiates.
+const Protocol = "2025-06-18"
+
+// Env is what the paths are built from.
+type Env struct {
+	Work       string // scratch directory (sockets, PORTCULLIS_HOME)
+	Portcullis string // the portcullis executable
+	Echo       string // the echo test server executable
+	NPM        string // node_modules with supergateway; "" skips that path
+}
+
+// Path is one connected way to reach the echo server.
+type Path struct {
+	Name    string
+	Session *mcp.ClientSession
+	// Daemon is the pid of the process that sits between client and server
+	// on the daemon side (socat listener, supergateway server, portcullis
+	// daemon); 0 for the direct path.
+	Daemon  int
+	cleanup []func()
+}
+
+// Close ends the session and stops everything the path started.
+func (p *Path) Close() {
+	if p.Session != nil {
+		_ = p.Session.Close()
+	}
+	for i := len(p.cleanup) - 1; i >= 0; i-- {
+		p.cleanup[i]()
+	}
+}
+
+func newClient() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "portcullis-bench", Version: "1.0.0"}, nil)
+}
+
+func (p *Path) connect(ctx context.Context, cmd *exec.Cmd) error {
+	a, err := harness.Connect(ctx, newClient(), cmd, &mcp.ClientSessionOptions{ProtocolVersion: Protocol})
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.Name, err)
+	}
+	p.Session = a.Session
+	return nil
+}
+
+// background starts cmd in its own process group and registers its stop.
+func (p *Path) background(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: starting %s: %w", p.Name, cmd.Path, err)
+	}
+	p.Daemon = cmd.Process.Pid
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	p.cleanup = append(p.cleanup, func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+	return nil
+}
+
+// Direct connects the client to the echo server it runs itself.
+func Direct(ctx context.Context, e Env) (*Path, error) {
+	p := &Path{Name: "direct"}
+	if err := p.connect(ctx, exec.Command(e.Echo)); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Socat connects through a socat byte relay over a Unix socket.
+func Socat(ctx context.Context, e Env) (*Path, error) {
+	socat, err := exec.LookPath("socat")
+	if err != nil {
+		return nil, fmt.Errorf("socat: %w", err)
+	}
+	p := &Path{Name: "socat"}
+	sock := filepath.Join(e.Work, "socat.sock")
+	_ = os.Remove(sock)
+	if err := p.background(exec.Command(socat, "UNIX-LISTEN:"+sock+",fork", "EXEC:"+e.Echo)); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, func() bool { _, err := os.Stat(sock); return err == nil }); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("socat: socket %s did not appear: %w", sock, err)
+	}
+	if err := p.connect(ctx, exec.Command(socat, "STDIO", "UNIX-CONNECT:"+sock)); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Supergateway connects through the npm supergateway pair: the server side
+// runs the echo server over stdio and serves SSE on a loopback port, the
+// client side is the stdio command the client runs.
+func Supergateway(ctx context.Context, e Env) (*Path, error) {
+	if e.NPM == "" {
+		return nil, errors.New("supergateway: npm peers not installed")
+	}
+	node, err := harness.Node()
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	entry := filepath.Join(e.NPM, harness.SupergatewayEntry)
+	p := &Path{Name: "supergateway"}
+	if err := p.background(exec.Command(node, entry, "--stdio", e.Echo, "--port", strconv.Itoa(port), "--logLevel", "none")); err != nil {
+		return nil, err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/sse", port)
+	if err := waitFor(ctx, func() bool {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("supergateway: port %d did not open: %w", port, err)
+	}
+	if err := p.connect(ctx, exec.Command(node, entry, "--sse", url, "--logLevel", "none", "--protocolVersion", Protocol)); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Portcullis connects through `portcullis connect` to a `portcullis daemon`
+// with the echo server registered and its echo tool allowed.
+func Portcullis(ctx context.Context, e Env) (*Path, error) {
+	p := &Path{Name: "portcullis"}
+	h, d, err := StartDaemon(ctx, e, "portcullis-home")
+	if err != nil {
+		return nil, err
+	}
+	p.Daemon = d.PID()
+	p.cleanup = append(p.cleanup, func() { _ = d.Stop(30 * time.Second) })
+	if err := p.connect(ctx, h.ConnectCommand("echo")); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// StartDaemon starts `portcullis daemon` in a new PORTCULLIS_HOME under
+// e.Work/name with the echo server registered as "echo" and its echo tool
+// allowed without approval.
+func StartDaemon(ctx context.Context, e Env, name string) (*harness.Home, *harness.Daemon, error) {
+	h, err := harness.NewHome(e.Portcullis, filepath.Join(e.Work, name))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := h.AddServer(ctx, "echo", nil, e.Echo); err != nil {
+		return nil, nil, err
+	}
+	if err := h.SetToolPolicy("echo", config.PolicyAllow, "echo"); err != nil {
+		return nil, nil, err
+	}
+	d, err := h.StartDaemon(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, d, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitFor(ctx context.Context, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Batch is the outcome of one batch of calls on one path.
+type Batch struct {
+	Latencies []time.Duration // one per call, in completion order
+	Wall      time.Duration   // from the first call to the last result
+}
+
+// Calls makes n calls of the echo tool on s with the given number of
+// concurrent callers (each making its share in sequence) and returns their
+// latencies. A call that fails or returns a tool error fails the batch.
+func Calls(ctx context.Context, s *mcp.ClientSession, n, callers int) (Batch, error) {
+	var (
+		mu   sync.Mutex
+		lat  = make([]time.Duration, 0, n)
+		errs []error
+		wg   sync.WaitGroup
+	)
+	params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "ping"}}
+	start := time.Now()
+	for c := range callers {
+		share := n / callers
+		if c < n%callers {
+			share++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, share)
+			for range share {
+				t0 := time.Now()
+				res, err := s.CallTool(ctx, params)
+				d := time.Since(t0)
+				if err == nil && res.IsError {
+					err = fmt.Errorf("echo returned a tool error: %+v", res.Content)
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				local = append(local, d)
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b := Batch{Latencies: lat, Wall: time.Since(start)}
+	if len(errs) > 0 {
+		return b, fmt.Errorf("%d of %d calls failed, first: %w", len(errs), n, errs[0])
+	}
+	return b, nil
+}
+
+// Summary is the figures of many batches of one path and concurrency.
+type Summary struct {
+	Calls       int
+	P50, P99    time.Duration
+	CallsPerSec float64
+}
+
+// Summarize pools the latencies of batches and computes p50 and p99
+// (nearest rank) and calls per second over the summed wall time.
+func Summarize(batches []Batch) Summary {
+	var all []time.Duration
+	var wall time.Duration
+	for _, b := range batches {
+		all = append(all, b.Latencies...)
+		wall += b.Wall
+	}
+	if len(all) == 0 {
+		return Summary{}
+	}
+	slices.Sort(all)
+	rank := func(p float64) time.Duration {
+		i := int(p*float64(len(all))+0.999999) - 1
+		return all[min(max(i, 0), len(all)-1)]
+	}
+	return Summary{Calls: len(all), P50: rank(0.50), P99: rank(0.99), CallsPerSec: float64(len(all)) / wall.Seconds()}
+}

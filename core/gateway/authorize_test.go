@@ -1,0 +1,294 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
+)
+
+// mustResult fails t when line is a refusal, and returns its text.
+func mustResult(t *testing.T, line json.RawMessage) string {
+	t.Helper()
+	if code, r := refusal(t, line); r != nil {
+		t.Fatalf("refused with %d: %+v", code, r)
+	}
+	var res struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	_ = json.Unmarshal(json.RawMessage(mustGet(line, "result")), &res)
+	if len(res.Content) == 0 {
+		t.Fatalf("no content in %s", line)
+	}
+	return res.Content[0].Text
+}
+
+func mustGet(line json.RawMessage, key string) []byte {
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(line, &m)
+	return m[key]
+}
+
+func decide(t *testing.T, r *rig, id string, c authz.Choice) {
+	t.Helper()
+	if err := r.auth.Decide(id, authz.Decision{Choice: c, By: "cli"}); err != nil {
+		t.Fatalf("Decide(%s, %s): %v", id, c, err)
+	}
+}
+
+// TestCallWaitsForApprovalThenGetsCredential: the first call to an approve
+// tool is held (with progress notifications, since the agent gave a token)
+// until the person approves; only then is it forwarded, with the meta
+// credential in params._meta. An allow tool needs no approval and never
+// receives a credential.
+func TestCallWaitsForApprovalThenGetsCredential(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	defer r.close()
+	r.handshake()
+	r.agent.request(1, "tools/list", nil)
+	r.agent.wait(1, 5*time.Second)
+
+	r.agent.request(2, "tools/call", callParams(toolWrite, 2, "tok-2"))
+	req := r.pendingFor(5 * time.Second)
+	c := req.Card
+	if c.Tool != toolWrite || c.CurrentEpoch != "E1" || c.AgentPID != 42 || c.Reason != "first use of write in this agent run" {
+		t.Errorf("card = %+v", c)
+	}
+	if diff := cmp.Diff([]string{toolWrite}, c.ToolScope); diff != "" {
+		t.Errorf("tool scope (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{credScope}, c.CredentialScope); diff != "" {
+		t.Errorf("credential scope (-want +got):\n%s", diff)
+	}
+	// Held: nothing reached the server, and the agent was told why.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(r.agent.notifications("notifications/progress")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	prog := r.agent.notifications("notifications/progress")
+	if len(prog) == 0 || !strings.Contains(string(prog[0]), req.ID) || !strings.Contains(string(prog[0]), `"progressToken":"tok-2"`) {
+		t.Errorf("progress while waiting = %s, want one naming %s for token tok-2", prog, req.ID)
+	}
+	if got := r.launcher.received(); len(got) != 0 {
+		t.Fatalf("the server received %+v before approval", got)
+	}
+	if _, ok := r.agent.response(2); ok {
+		t.Fatal("the call was answered before approval")
+	}
+
+	decide(t, r, req.ID, authz.ApproveRun)
+	if got := mustResult(t, r.agent.wait(2, 5*time.Second)); got != "write 2 on E1" {
+		t.Errorf("result %q", got)
+	}
+	r.agent.request(3, "tools/call", callParams(toolWrite, 3, ""))
+	mustResult(t, r.agent.wait(3, 5*time.Second)) // the run grant covers it
+	r.agent.request(4, "tools/call", callParams(toolRead, 4, ""))
+	mustResult(t, r.agent.wait(4, 5*time.Second))
+
+	want := []received{
+		{Epoch: "E1", Tool: toolWrite, N: 2, Cred: testSecret},
+		{Epoch: "E1", Tool: toolWrite, N: 3, Cred: testSecret},
+		{Epoch: "E1", Tool: toolRead, N: 4},
+	}
+	if diff := cmp.Diff(want, r.launcher.received(), ignoreSeqAndRaw); diff != "" {
+		t.Errorf("calls the server received (-want +got):\n%s", diff)
+	}
+	// The audit intent names the grant for write and the policy for read.
+	var decisions []string
+	for _, e := range r.audit.entries() {
+		if tc, ok := e.Fields.(audit.ToolCalled); ok {
+			decisions = append(decisions, tc.Tool+":"+tc.Decision+":"+tc.Epoch)
+			if tc.Decision == "grant" && tc.Grant == "" {
+				t.Errorf("tool_called %+v names no grant", tc)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"write:grant:E1", "write:grant:E1", "read:allow:E1"}, decisions); diff != "" {
+		t.Errorf("tool_called decisions (-want +got):\n%s", diff)
+	}
+}
+
+var ignoreSeqAndRaw = cmp.FilterPath(func(p cmp.Path) bool {
+	s := p.Last().String()
+	return s == ".Seq" || s == ".Creds"
+}, cmp.Ignore())
+
+// TestStaleAfterEpochChange is the rebuild story at unit level: a grant for
+// epoch E1; the server is replaced by E2; a call prepared before the agent
+// refreshed is refused as authorization_stale naming both epochs — before
+// the catalog checks, so even arguments that do not fit are refused this
+// way — and the request for E2 is raised at the same moment, with the
+// identity change on its card. After tools/list and approval the call goes
+// to E2, with the credential; E2 received nothing before.
+func TestStaleAfterEpochChange(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	defer r.close()
+	r.handshake()
+	r.agent.request(1, "tools/list", nil)
+	r.agent.wait(1, 5*time.Second)
+	r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
+	decide(t, r, r.pendingFor(5*time.Second).ID, authz.ApproveRun)
+	mustResult(t, r.agent.wait(2, 5*time.Second))
+
+	r.sess.Replace("rebuild")
+	if st := r.waitState(StateReady, 5*time.Second); st.Epoch != "E2" {
+		t.Fatalf("after Replace: epoch %s", st.Epoch)
+	}
+	if live := r.auth.Grants("RUN"); len(live) != 0 {
+		t.Errorf("grants of E1 still live after the epoch change: %+v", live)
+	}
+
+	// Arguments that do not fit the schema: the epoch change is reported first.
+	r.agent.request(3, "tools/call", map[string]any{"name": toolWrite, "arguments": map[string]any{"n": "not a number"}})
+	code, ref := refusal(t, r.agent.wait(3, 5*time.Second))
+	want := &Refusal{Error: AuthorizationStale, Reason: "server execution epoch changed", Server: "fake", Tool: toolWrite,
+		ApprovedEpoch: "E1", CurrentEpoch: "E2", Retry: "refresh tool metadata and request authorization"}
+	if code != -31020 {
+		t.Errorf("code %d, want -31020", code)
+	}
+	if diff := cmp.Diff(want, ref); diff != "" {
+		t.Errorf("refusal (-want +got):\n%s", diff)
+	}
+	// The request for E2 was raised at the same moment.
+	p := r.auth.Pending()
+	if len(p) != 1 {
+		t.Fatalf("pending after the stale refusal: %+v, want one request", p)
+	}
+	c := p[0].Card
+	if c.PreviousEpoch != "E1" || c.CurrentEpoch != "E2" || len(c.IdentityChanges) == 0 || !strings.Contains(c.Reason, "epoch changed") {
+		t.Errorf("card of the request for E2 = %+v", c)
+	}
+
+	r.agent.request(4, "tools/list", nil)
+	r.agent.wait(4, 5*time.Second)
+	r.agent.request(5, "tools/call", callParams(toolWrite, 5, ""))
+	time.Sleep(20 * time.Millisecond)
+	if n := len(r.auth.Pending()); n != 1 {
+		t.Errorf("%d pending requests after the retry, want the one raised with the refusal", n)
+	}
+	decide(t, r, p[0].ID, authz.ApproveRun)
+	if got := mustResult(t, r.agent.wait(5, 5*time.Second)); got != "write 5 on E2" {
+		t.Errorf("result %q", got)
+	}
+	want2 := []received{{Epoch: "E1", Tool: toolWrite, N: 2, Cred: testSecret}, {Epoch: "E2", Tool: toolWrite, N: 5, Cred: testSecret}}
+	if diff := cmp.Diff(want2, r.launcher.received(), ignoreSeqAndRaw); diff != "" {
+		t.Errorf("calls the servers received (-want +got):\n%s", diff)
+	}
+	var denied []audit.AuthorizationDenied
+	for _, e := range r.audit.entries() {
+		if d, ok := e.Fields.(audit.AuthorizationDenied); ok {
+			denied = append(denied, d)
+		}
+	}
+	if len(denied) != 1 || denied[0].Reason != "authorization_stale" || denied[0].ApprovedEpoch != "E1" || denied[0].CurrentEpoch != "E2" {
+		t.Errorf("authorization_denied events %+v", denied)
+	}
+}
+
+func TestDenyTimeoutOnceAndAskEveryUse(t *testing.T) {
+	t.Run("deny", func(t *testing.T) {
+		r := newRig(t, rigOptions{})
+		defer r.close()
+		r.handshake()
+		r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
+		decide(t, r, r.pendingFor(5*time.Second).ID, authz.Deny)
+		code, ref := refusal(t, r.agent.wait(1, 5*time.Second))
+		if code != -31021 || ref == nil || ref.Error != ApprovalDenied || ref.CurrentEpoch != "E1" {
+			t.Errorf("refusal %d %+v, want approval_denied", code, ref)
+		}
+		if got := r.launcher.received(); len(got) != 0 {
+			t.Errorf("a denied call reached the server: %+v", got)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		r := newRig(t, rigOptions{approvalTimeout: 30 * time.Millisecond})
+		defer r.close()
+		r.handshake()
+		r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
+		code, ref := refusal(t, r.agent.wait(1, 5*time.Second))
+		if code != -31022 || ref == nil || ref.Error != ApprovalTimeout || !strings.Contains(ref.Reason, "30ms") {
+			t.Errorf("refusal %d %+v, want approval_timeout after 30ms", code, ref)
+		}
+		if got := r.launcher.received(); len(got) != 0 {
+			t.Errorf("a call nobody approved reached the server: %+v", got)
+		}
+	})
+	t.Run("once", func(t *testing.T) {
+		r := newRig(t, rigOptions{})
+		defer r.close()
+		r.handshake()
+		r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
+		first := r.pendingFor(5 * time.Second)
+		decide(t, r, first.ID, authz.ApproveOnce)
+		mustResult(t, r.agent.wait(1, 5*time.Second))
+		r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
+		second := r.pendingFor(5 * time.Second)
+		if second.ID == first.ID {
+			t.Fatal("the second call shares the spent request")
+		}
+		decide(t, r, second.ID, authz.Deny)
+		if code, _ := refusal(t, r.agent.wait(2, 5*time.Second)); code != -31021 {
+			t.Errorf("second call: code %d, want approval_denied", code)
+		}
+		if n := len(r.launcher.received()); n != 1 {
+			t.Errorf("%d calls reached the server, want 1", n)
+		}
+	})
+	t.Run("ask every use", func(t *testing.T) {
+		r := newRig(t, rigOptions{askEveryUse: true})
+		defer r.close()
+		r.handshake()
+		for i := int64(1); i <= 3; i++ {
+			r.agent.request(i, "tools/call", callParams(toolWrite, i, ""))
+			req := r.pendingFor(5 * time.Second)
+			if !req.Card.AskEveryUse || !strings.Contains(req.Card.Reason, "every use") {
+				t.Errorf("card %+v does not say it asks on every use", req.Card)
+			}
+			decide(t, r, req.ID, authz.ApproveRun)
+			mustResult(t, r.agent.wait(i, 5*time.Second))
+		}
+		if n := len(r.grants()); n != 3 {
+			t.Errorf("%d grants for 3 calls, want one decision per call", n)
+		}
+	})
+}
+
+// TestCredentialUnavailableRefusesTheCall: the keychain cannot give the
+// secret: the approved call is refused as credential_unavailable and never
+// forwarded with an empty secret.
+func TestCredentialUnavailableRefusesTheCall(t *testing.T) {
+	r := newRig(t, rigOptions{secrets: func(string) ([]byte, error) { return nil, errLocked }})
+	defer r.close()
+	r.handshake()
+	r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
+	decide(t, r, r.pendingFor(5*time.Second).ID, authz.ApproveRun)
+	code, ref := refusal(t, r.agent.wait(1, 5*time.Second))
+	if code != -31023 || ref == nil || ref.Error != CredentialUnavailable || !strings.Contains(ref.Reason, "keychain is locked") || !strings.Contains(ref.Retry, "portcullis creds set api") {
+		t.Errorf("refusal %d %+v", code, ref)
+	}
+	// An empty secret is refused just the same.
+	r2 := newRig(t, rigOptions{secrets: func(string) ([]byte, error) { return []byte{}, nil }})
+	defer r2.close()
+	r2.handshake()
+	r2.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
+	decide(t, r2, r2.pendingFor(5*time.Second).ID, authz.ApproveRun)
+	if code, _ := refusal(t, r2.agent.wait(1, 5*time.Second)); code != -31023 {
+		t.Errorf("empty secret: code %d, want credential_unavailable", code)
+	}
+	if got := append(r.launcher.received(), r2.launcher.received()...); len(got) != 0 {
+		t.Errorf("calls reached the server without their credential: %+v", got)
+	}
+}
+
+type lockedError struct{}
+
+func (lockedError) Error() string { return "the keychain is locked" }
+
+var errLocked error = lockedError{}

@@ -1,0 +1,514 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/mcpwire"
+	"github.com/portcullis/portcullis/core/supervisor"
+)
+
+// Tools of the fake server: "write" needs approval (policy approve) and a
+// meta credential; "read" is allowed without one.
+const (
+	toolWrite = "write"
+	toolRead  = "read"
+	credScope = "api"
+)
+
+var fakeTools = json.RawMessage(`{"tools":[` +
+	`{"name":"write","description":"writes","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},` +
+	`{"name":"read","description":"reads","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}}},"annotations":{"readOnlyHint":true}}]}`)
+
+// seq orders what the fakes observe across goroutines.
+var seq atomic.Int64
+
+// received is one tools/call a fake server process read from its stdin.
+type received struct {
+	Seq   int64
+	Epoch string // the epoch of the process that read it
+	Tool  string
+	N     int64  // arguments.n: the driver's call number
+	Cred  string // params._meta["dev.portcullis/credentials"][api], "" when absent
+	Creds json.RawMessage
+}
+
+// fakeProc is an in-memory server process: its stdin and stdout are
+// io.Pipes, and a goroutine answers initialize, tools/list and tools/call
+// and records every call it reads.
+type fakeProc struct {
+	pid   int
+	epoch string
+	inR   *io.PipeReader
+	inW   *io.PipeWriter
+	outR  *io.PipeReader
+	outW  *io.PipeWriter
+	done  chan struct{}
+	once  sync.Once
+	calls func(received)
+
+	wmu sync.Mutex // serializes writes to outW
+}
+
+var _ Process = (*fakeProc)(nil)
+
+func newFakeProc(pid int, epoch string, calls func(received)) *fakeProc {
+	p := &fakeProc{pid: pid, epoch: epoch, done: make(chan struct{}), calls: calls}
+	p.inR, p.inW = io.Pipe()
+	p.outR, p.outW = io.Pipe()
+	go p.serve()
+	return p
+}
+
+func (p *fakeProc) Pid() int                         { return p.pid }
+func (p *fakeProc) Stdin() io.WriteCloser            { return p.inW }
+func (p *fakeProc) Stdout() io.Reader                { return p.outR }
+func (p *fakeProc) Done() <-chan struct{}            { return p.done }
+func (p *fakeProc) Exit() supervisor.ExitInfo        { return supervisor.ExitInfo{Code: 0} }
+func (p *fakeProc) StderrTail(maxLines int) []string { return nil }
+
+// Stop ends the process: both pipes close and Done is closed.
+func (p *fakeProc) Stop(context.Context) error {
+	p.once.Do(func() {
+		p.inR.Close()
+		p.outW.Close()
+		close(p.done)
+	})
+	return nil
+}
+
+func (p *fakeProc) send(v any) {
+	b, _ := json.Marshal(v)
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_, _ = p.outW.Write(append(b, '\n'))
+}
+
+// sendRaw writes one line to the gateway (a notification, for instance).
+func (p *fakeProc) sendRaw(line string) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_, _ = p.outW.Write([]byte(line + "\n"))
+}
+
+func (p *fakeProc) serve() {
+	// Answers go out through their own goroutine so that reading stdin
+	// never waits for the gateway to read stdout.
+	out := make(chan any, 4096)
+	go func() {
+		for v := range out {
+			p.send(v)
+		}
+	}()
+	defer close(out)
+	sc := bufio.NewScanner(p.inR)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil || m.ID == nil || m.Method == "" {
+			continue // notifications and responses
+		}
+		reply := map[string]any{"jsonrpc": "2.0", "id": m.ID}
+		switch m.Method {
+		case "initialize":
+			reply["result"] = map[string]any{"protocolVersion": "2025-06-18",
+				"capabilities": map[string]any{"tools": map[string]any{"listChanged": true}},
+				"serverInfo":   map[string]any{"name": "fake", "version": p.epoch}}
+		case "tools/list":
+			reply["result"] = fakeTools
+		case "tools/call":
+			var c struct {
+				Name      string `json:"name"`
+				Arguments struct {
+					N int64 `json:"n"`
+				} `json:"arguments"`
+			}
+			_ = json.Unmarshal(m.Params, &c)
+			creds := mcpwire.GetPath(m.Params, "_meta", metaCredentialKey)
+			var vals map[string]string
+			_ = json.Unmarshal(creds, &vals)
+			p.calls(received{Seq: seq.Add(1), Epoch: p.epoch, Tool: c.Name, N: c.Arguments.N, Cred: vals[credScope], Creds: creds})
+			reply["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": fmt.Sprintf("%s %d on %s", c.Name, c.Arguments.N, p.epoch)}}}
+		default:
+			reply["error"] = map[string]any{"code": -32601, "message": "method not found"}
+		}
+		out <- reply
+	}
+}
+
+// fakeLauncher starts fakeProcs, each with a new epoch "E1", "E2", …; the
+// identity record's entry digest differs per epoch (a rebuild).
+type fakeLauncher struct {
+	mu    sync.Mutex
+	procs []*fakeProc // guarded by mu
+	calls []received  // guarded by mu
+	fail  atomic.Bool // the next launches fail
+	delay time.Duration
+}
+
+func (l *fakeLauncher) launch(ctx context.Context) (*Epoch, error) {
+	if l.fail.Load() {
+		return nil, fmt.Errorf("launch refused by the test")
+	}
+	if l.delay > 0 {
+		time.Sleep(l.delay)
+	}
+	l.mu.Lock()
+	n := len(l.procs) + 1
+	id := fmt.Sprintf("E%d", n)
+	p := newFakeProc(1000+n, id, l.record)
+	l.procs = append(l.procs, p)
+	l.mu.Unlock()
+	rec := identity.Record{ServerLabel: "fake", Epoch: id, ProcessID: p.pid,
+		ResolvedExecutable: identity.FileDigest{Path: "/srv/fake", SHA256: fmt.Sprintf("sha256:%064d", n)},
+		Entry:              "/srv/fake", EntryDigest: fmt.Sprintf("sha256:%064d", n)}
+	return &Epoch{ID: id, Record: rec, Proc: p}, nil
+}
+
+func (l *fakeLauncher) record(r received) {
+	l.mu.Lock()
+	l.calls = append(l.calls, r)
+	l.mu.Unlock()
+}
+
+func (l *fakeLauncher) received() []received {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+func (l *fakeLauncher) proc(i int) *fakeProc {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.procs[i]
+}
+
+func (l *fakeLauncher) stopAll() {
+	l.mu.Lock()
+	ps := slices.Clone(l.procs)
+	l.mu.Unlock()
+	for _, p := range ps {
+		_ = p.Stop(context.Background())
+	}
+}
+
+// fakeAudit records what the gateway appends.
+type fakeAudit struct {
+	mu     sync.Mutex
+	events []auditEntry // guarded by mu
+}
+
+type auditEntry struct {
+	Seq    int64
+	Type   string
+	Fields any
+}
+
+var _ Auditor = (*fakeAudit)(nil)
+
+func (f *fakeAudit) Append(_ context.Context, typ string, fields any) (audit.Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, auditEntry{Seq: seq.Add(1), Type: typ, Fields: fields})
+	return audit.Event{Type: typ}, nil
+}
+
+func (f *fakeAudit) entries() []auditEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.events)
+}
+
+// agentConn is the agent's side of a Session: it writes requests and
+// collects the responses and notifications the gateway writes back.
+type agentConn struct {
+	t     testing.TB
+	inW   *io.PipeWriter
+	outR  *io.PipeReader
+	mu    sync.Mutex
+	resp  map[string]json.RawMessage // guarded by mu; raw id → whole response line
+	notes []json.RawMessage          // guarded by mu; notifications, in order
+	got   chan struct{}              // receives after each message (buffered 1)
+}
+
+func newAgentConn(t testing.TB) (*agentConn, io.Reader, io.Writer) {
+	a := &agentConn{t: t, resp: map[string]json.RawMessage{}, got: make(chan struct{}, 1)}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	a.inW, a.outR = inW, outR
+	go a.read()
+	return a, inR, outW
+}
+
+func (a *agentConn) read() {
+	sc := bufio.NewScanner(a.outR)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := json.RawMessage(append([]byte(nil), sc.Bytes()...))
+		id := mcpwire.GetPath(line, "id")
+		a.mu.Lock()
+		if id != nil && mcpwire.GetPath(line, "method") == nil {
+			a.resp[string(id)] = line
+		} else {
+			a.notes = append(a.notes, line)
+		}
+		a.mu.Unlock()
+		select {
+		case a.got <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (a *agentConn) send(line string) {
+	if _, err := a.inW.Write([]byte(line + "\n")); err != nil {
+		a.t.Errorf("writing to the gateway: %v", err)
+	}
+}
+
+// request sends a request with the numeric id.
+func (a *agentConn) request(id int64, method string, params any) {
+	b, err := mcpwire.NewRequest(mcpwire.NumberID(id), method, params)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.send(string(b))
+}
+
+func (a *agentConn) response(id int64) (json.RawMessage, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, ok := a.resp[string(mcpwire.NumberID(id))]
+	return r, ok
+}
+
+// wait returns the response to id, failing after d.
+func (a *agentConn) wait(id int64, d time.Duration) json.RawMessage {
+	a.t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		if r, ok := a.response(id); ok {
+			return r
+		}
+		select {
+		case <-a.got:
+		case <-time.After(5 * time.Millisecond):
+		case <-deadline.C:
+			a.t.Fatalf("no response to request %d within %s", id, d)
+		}
+	}
+}
+
+func (a *agentConn) notifications(method string) []json.RawMessage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []json.RawMessage
+	for _, n := range a.notes {
+		var m string
+		_ = json.Unmarshal(mcpwire.GetPath(n, "method"), &m)
+		if m == method {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// refusal decodes the gateway's refusal in a response line, or nil for a
+// result.
+func refusal(t testing.TB, line json.RawMessage) (int, *Refusal) {
+	t.Helper()
+	e := mcpwire.GetPath(line, "error")
+	if e == nil {
+		return 0, nil
+	}
+	var we struct {
+		Code    int      `json:"code"`
+		Message string   `json:"message"`
+		Data    *Refusal `json:"data"`
+	}
+	if err := json.Unmarshal(e, &we); err != nil {
+		t.Fatalf("error %s: %v", e, err)
+	}
+	if we.Data == nil {
+		we.Data = &Refusal{Reason: we.Message}
+	}
+	return we.Code, we.Data
+}
+
+// rig is one Session over a fake launcher, with a fake audit log and an
+// Authority of its own.
+type rig struct {
+	t        testing.TB
+	sess     *Session
+	launcher *fakeLauncher
+	audit    *fakeAudit
+	auth     *authz.Authority
+	agent    *agentConn
+	served   chan error
+	secret   string
+
+	mu      sync.Mutex
+	granted []authz.Grant // guarded by mu; every grant made, in order
+	grantAt map[string]int64
+	denied  []string // guarded by mu
+}
+
+type rigOptions struct {
+	approvalTimeout time.Duration
+	holdTimeout     time.Duration
+	askEveryUse     bool
+	noCredentials   bool
+	secrets         SecretSource // nil: a fixed secret
+}
+
+const testSecret = "PCSECRET-gateway-7f3a9c21d4"
+
+func newRig(t testing.TB, o rigOptions) *rig {
+	if o.approvalTimeout == 0 {
+		o.approvalTimeout = 10 * time.Second
+	}
+	if o.holdTimeout == 0 {
+		o.holdTimeout = 10 * time.Second
+	}
+	r := &rig{t: t, launcher: &fakeLauncher{}, audit: &fakeAudit{}, served: make(chan error, 1), secret: testSecret, grantAt: map[string]int64{}}
+	r.auth = authz.New(authz.Options{
+		Timeout: o.approvalTimeout,
+		OnGranted: func(_ authz.Request, g authz.Grant) {
+			r.mu.Lock()
+			r.granted = append(r.granted, g)
+			r.grantAt[g.ID] = seq.Add(1)
+			r.mu.Unlock()
+		},
+		OnDenied: func(q authz.Request, why string) {
+			r.mu.Lock()
+			r.denied = append(r.denied, why)
+			r.mu.Unlock()
+		},
+	})
+	cats, err := catalog.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := o.secrets
+	if secrets == nil {
+		secrets = func(scope string) ([]byte, error) {
+			if scope != credScope {
+				return nil, fmt.Errorf("no secret for %q", scope)
+			}
+			return []byte(r.secret), nil
+		}
+	}
+	var creds []Credential
+	if !o.noCredentials {
+		creds = []Credential{{Scope: credScope, Inject: "meta", AskEveryUse: o.askEveryUse}}
+	}
+	r.sess = New(Options{
+		RunID: "RUN", Label: "fake", Agent: Agent{PID: 42, Exe: "/usr/bin/agent"},
+		Launch: r.launcher.launch, Catalog: cats, Authority: r.auth,
+		Policy: func(tool string) string {
+			if tool == toolRead {
+				return "allow"
+			}
+			return "approve"
+		},
+		Credentials: creds, Secrets: secrets,
+		StartupTimeout: 5 * time.Second, HoldTimeout: o.holdTimeout,
+		Audit: r.audit,
+	})
+	agent, in, out := newAgentConn(t)
+	r.agent = agent
+	go func() { r.served <- r.sess.Serve(context.Background(), in, out) }()
+	return r
+}
+
+// handshake runs the agent's legacy initialize handshake and waits until
+// the first catalog is in force.
+func (r *rig) handshake() {
+	r.t.Helper()
+	r.agent.request(1_000_000, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "test", "version": "1"}})
+	if _, ref := refusal(r.t, r.agent.wait(1_000_000, 10*time.Second)); ref != nil {
+		r.t.Fatalf("initialize refused: %+v", ref)
+	}
+	r.agent.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	r.waitState(StateReady, 10*time.Second)
+}
+
+func (r *rig) waitState(want State, d time.Duration) Status {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		st := r.sess.Status()
+		if st.State == want && (want != StateReady || st.CatalogRevision != 0) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("session state %s (%s), want %s within %s", st.State, st.Reason, want, d)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// pendingFor waits until a pending request exists for the run and returns
+// the newest one.
+func (r *rig) pendingFor(d time.Duration) authz.Request {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if p := r.auth.Pending(); len(p) > 0 {
+			return p[len(p)-1]
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("no approval request within %s", d)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// close ends the agent's input and waits for Serve to return.
+func (r *rig) close() {
+	r.t.Helper()
+	r.agent.inW.Close()
+	select {
+	case err := <-r.served:
+		if err != nil {
+			r.t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		r.t.Error("Serve did not return within 10 s of the agent's input ending")
+	}
+	r.launcher.stopAll()
+	r.agent.outR.Close()
+}
+
+func (r *rig) grants() []authz.Grant {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.granted)
+}
+
+// callParams is a tools/call of tool with {"n": n}, with a progress token
+// when token is not empty.
+func callParams(tool string, n int64, token string) map[string]any {
+	p := map[string]any{"name": tool, "arguments": map[string]any{"n": n}}
+	if token != "" {
+		p["_meta"] = map[string]any{"progressToken": token}
+	}
+	return p
+}

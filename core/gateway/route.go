@@ -154,6 +154,14 @@ func (s *Session) handle(m *mcpwire.Message) {
 	s.mu.Unlock()
 	switch m.Method {
 	case methodToolsList:
+		s.mu.Lock()
+		unsubscribed := s.era == eraModern && (s.listen == nil || !s.listen.toolsOn) && e.catalog != nil
+		s.mu.Unlock()
+		if unsubscribed {
+			// 2026-07-28: without a subscription nothing tells the gateway
+			// that the list changed, so it asks the server again now.
+			s.refresh(e)
+		}
 		if s.answerToolsList(e, m) {
 			return
 		}

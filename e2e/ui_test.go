@@ -1,0 +1,224 @@
+//go:build ci
+
+package e2e
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis/portcullis/app"
+	"github.com/portcullis/portcullis/app/ui"
+	"github.com/portcullis/portcullis/core/paths"
+	"github.com/portcullis/portcullis/internal/harness"
+)
+
+// TestApprovalWindowAfterRebuild runs the menu-bar app in this process (the
+// real daemon, Fyne's headless driver) with a real go-sdk agent connected
+// through `portcullis connect`. The agent's first call to publish_preview
+// waits for approval: the approval window appears and the test presses
+// "Approve for this run". Then the publish server is rebuilt as revision B:
+// a new epoch, whose old grant is void. The agent refreshes its tools and
+// calls again; the call is held, the window shows the new card (old → new
+// epoch, catalog diff), the test presses "Approve for this run" once more,
+// and the held call completes on the new process. Quit from the tray menu
+// stops the daemon, which ends the agent run: the agent's session closes.
+func TestApprovalWindowAfterRebuild(t *testing.T) {
+	home := newHome(t)
+	binDir := t.TempDir()
+	callLog := filepath.Join(t.TempDir(), "calls.jsonl")
+	bin, _ := buildPublish(t, binDir, publishRevA)
+	if err := home.AddServer(testContext(t, 30*time.Second), pubLabel,
+		[]string{"--cwd", binDir, "--env", "PUBLISH_CALL_LOG=" + callLog}, bin); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv(paths.EnvHome, home.Dir)
+	dirs, err := paths.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &harness.SyncBuffer{}
+	a := &app.App{Dirs: dirs, Stdin: strings.NewReader(""), Stdout: logs, Stderr: logs}
+	fa := test.NewTempApp(t)
+	trays := make(chan *ui.Tray, 1)
+	ended := make(chan error, 1)
+	go func() { ended <- a.RunUI(t.Context(), fa, func(tr *ui.Tray) { trays <- tr }) }()
+	var tray *ui.Tray
+	select {
+	case tray = <-trays:
+	case err := <-ended:
+		t.Fatalf("the app ended before its tray existed: %v\n%s", err, logs)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tray within 30s")
+	}
+	quitted := false
+	t.Cleanup(func() {
+		if !quitted {
+			fyne.DoAndWait(func() { tray.Menu().Items[len(tray.Menu().Items)-1].Action() })
+			<-ended
+		}
+		if t.Failed() {
+			t.Logf("app log:\n%s", logs)
+		}
+	})
+	waitSocket(t, home)
+
+	agent := connectListChanged(t, home, pubLabel, "")
+	if _, err := agent.Session.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// First use: held until the person approves in the window.
+	first := callAsync(t, agent.Session, "publish_preview", map[string]any{"branch": "main"})
+	card := pressInWindow(t, tray, "Approve for this run")
+	if !strings.Contains(card, "first use of publish_preview") {
+		t.Errorf("first approval card does not say why:\n%s", card)
+	}
+	if got := awaitText(t, first); got != "revision A published branch main to preview" {
+		t.Fatalf("first call: %q", got)
+	}
+	before := waitRun(t, home, agent.PID(), 10*time.Second, "ready", readyOn(""))
+
+	// Rebuild: a new epoch; the agent refreshes, calls, and is held.
+	buildPublish(t, binDir, publishRevB)
+	after := waitRun(t, home, agent.PID(), buildWait, "ready on a new epoch", readyOn(before.Epoch))
+	agent.waitListChanged(t, 1, 10*time.Second)
+	if _, err := agent.Session.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	second := callAsync(t, agent.Session, "publish_preview", map[string]any{"branch": "main"})
+	card = pressInWindow(t, tray, "Approve for this run")
+	for _, want := range []string{before.Epoch + " →", after.Epoch + " (new code)", "Catalog changes", "target"} {
+		if !strings.Contains(card, want) {
+			t.Errorf("approval card after the rebuild lacks %q:\n%s", want, card)
+		}
+	}
+	if got := awaitText(t, second); got != "revision B published branch main to preview" {
+		t.Fatalf("held call after approval: %q", got)
+	}
+	calls := readCalls(t, callLog)
+	if len(calls) != 2 || calls[1].Revision != "B" || calls[1].PID != after.PID {
+		t.Errorf("call log %+v: want the second call on revision B, pid %d", calls, after.PID)
+	}
+
+	// Quit from the menu: the daemon stops, the agent's session closes.
+	fyne.DoAndWait(func() {
+		q := tray.Menu().Items[len(tray.Menu().Items)-1]
+		if !q.IsQuit {
+			t.Errorf("last menu item %q is not Quit", q.Label)
+		}
+		q.Action()
+	})
+	quitted = true
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("RunUI after Quit: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the app did not stop within 60s of Quit")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- agent.Session.Wait() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Error("the agent's session stayed open after Quit")
+	}
+}
+
+// waitSocket waits until the in-process daemon answers `portcullis status`,
+// so that `portcullis connect` never starts a daemon of its own.
+func waitSocket(t *testing.T, h *harness.Home) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := h.Status(testContext(t, 10*time.Second)); err == nil {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the daemon did not answer within 30s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type callResult struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+func callAsync(t *testing.T, s *mcp.ClientSession, tool string, args map[string]any) <-chan callResult {
+	ch := make(chan callResult, 1)
+	ctx := testContext(t, 2*time.Minute)
+	go func() {
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		ch <- callResult{res, err}
+	}()
+	return ch
+}
+
+func awaitText(t *testing.T, ch <-chan callResult) string {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("call: %v", r.err)
+		}
+		if r.res.IsError {
+			t.Fatalf("call: tool error %q", resultText(r.res))
+		}
+		return resultText(r.res)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the held call did not complete within 60s of the approval")
+		return ""
+	}
+}
+
+// pressInWindow waits until the approval window shows a request, returns
+// the text of its card, and taps the button labelled label.
+func pressInWindow(t *testing.T, tray *ui.Tray, label string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var text string
+		var btn *widget.Button
+		fyne.DoAndWait(func() {
+			if ids, _ := tray.Approval.Queue(); !tray.Approval.Visible() || len(ids) == 0 {
+				return
+			}
+			var parts []string
+			for _, o := range test.LaidOutObjects(tray.Approval.Window().Content()) {
+				switch w := o.(type) {
+				case *widget.Label:
+					parts = append(parts, w.Text)
+				case *widget.RichText:
+					parts = append(parts, w.String())
+				case *widget.Check:
+					parts = append(parts, w.Text)
+				case *widget.Button:
+					if w.Text == label && !w.Disabled() {
+						btn = w
+					}
+				}
+			}
+			text = strings.Join(parts, "\n")
+		})
+		if btn != nil {
+			fyne.DoAndWait(func() { test.Tap(btn) })
+			return text
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(errors.New("the approval window did not show a request with " + label + " within 30s"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+

@@ -21,13 +21,23 @@ func openPTY(t *testing.T) (controller, tty *os.File) {
 		t.Skipf("no pseudo-terminals here: %v", err)
 	}
 	t.Cleanup(func() { controller.Close() })
-	fd := int(controller.Fd())
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	// Not controller.Fd(): that would make the file blocking and void the read
+	// deadline below.
+	raw, err := controller.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
+	}
+	var n int
+	var ioErr error
+	if err := raw.Control(func(fd uintptr) {
+		if ioErr = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); ioErr == nil {
+			n, ioErr = unix.IoctlGetInt(int(fd), unix.TIOCGPTN)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ioErr != nil {
+		t.Fatal(ioErr)
 	}
 	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {

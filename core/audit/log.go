@@ -91,7 +91,12 @@ type writer struct {
 	failed  error    // sticky ErrUnavailable
 	buf     []byte
 	headBuf []byte
+	headF   *os.File // head.json, overwritten in place
 }
+
+// headSize is the fixed size of head.json: the record padded with spaces,
+// so that overwriting it in place never leaves bytes of an older, longer one.
+const headSize = 256
 
 type request struct {
 	typ     string
@@ -241,6 +246,10 @@ func (l *Log) Close() error {
 		<-l.done
 		if l.w.f != nil {
 			err = l.w.f.Close()
+		}
+		if l.w.headF != nil {
+			l.w.headF.Close()
+			l.w.headF = nil
 		}
 		if cerr := l.lock.Close(); err == nil {
 			err = cerr
@@ -414,11 +423,23 @@ func (l *Log) writeHeadLocked(ev Event) {
 		w.headBuf = append(w.headBuf, ev.Sig...)
 		w.headBuf = append(w.headBuf, '"')
 	}
-	w.headBuf = append(w.headBuf, "}\n"...)
-	tmp := filepath.Join(l.opts.Dir, headName+".tmp")
-	err := os.WriteFile(tmp, w.headBuf, 0o600)
+	w.headBuf = append(w.headBuf, '}')
+	for len(w.headBuf) < headSize-1 {
+		w.headBuf = append(w.headBuf, ' ')
+	}
+	w.headBuf = append(w.headBuf, '\n')
+	// Overwritten in place (one pwrite, no rename): this runs after every
+	// commit, on the path of every tool call. A crash mid-write leaves a
+	// head that does not parse, which Verify treats as absent.
+	var err error
+	if w.headF == nil {
+		w.headF, err = os.OpenFile(filepath.Join(l.opts.Dir, headName), os.O_RDWR|os.O_CREATE, 0o600)
+		if err == nil {
+			err = w.headF.Truncate(0)
+		}
+	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(l.opts.Dir, headName))
+		_, err = w.headF.WriteAt(w.headBuf, 0)
 	}
 	if err != nil {
 		l.log.Warn("writing audit head", "err", err)

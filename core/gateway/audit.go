@@ -59,15 +59,18 @@ func (s *Session) recordIntent(e *epoch, tool string, args json.RawMessage, deci
 }
 
 // recordCompletion writes tool_completed for a call that got an answer or
-// was ended.
+// was ended, asynchronously.
 func (s *Session) recordCompletion(e *epoch, c *callRecord, outcome, errText string) {
 	if c == nil {
 		return
 	}
-	s.record(audit.TypeToolCompleted, audit.ToolCompleted{
+	ev := audit.ToolCompleted{
 		Call: c.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID, Tool: c.tool,
 		Outcome: outcome, DurationMS: float64(time.Since(c.started).Microseconds()) / 1000, Error: errText,
-	})
+	}
+	// The outcome is recorded off the response path: only the intent must
+	// be durable before anything happens.
+	go s.record(audit.TypeToolCompleted, ev)
 }
 
 // recordRefusal writes authorization_denied for a call refused before

@@ -178,14 +178,21 @@ func (s *Session) handle(m *mcpwire.Message) {
 			return
 		}
 		dec, grant, out, r, wait := s.quickAuthorize(e, m, name)
-		if wait == "" {
-			s.sendCall(e, m, name, dec, grant, out, r)
+		// The call is in flight from now on (a cancellation or the end of
+		// its epoch reaches it), but it is sent only once its intent is
+		// durable — off the agent's reading loop, so that concurrent calls
+		// share the audit log's fsyncs and a call waiting for a person
+		// holds nothing else up.
+		id, p, rr := s.reserve(e, m)
+		if rr != nil {
+			s.writeAgent(rr.Response(m.ID))
 			return
 		}
-		// Held for a person's decision, off the agent's reading loop.
 		go func() {
-			dec, grant, out, r := s.awaitApproval(e, m, name, wait)
-			s.sendCall(e, m, name, dec, grant, out, r)
+			if wait != "" {
+				dec, grant, out, r = s.awaitApproval(e, m, name, wait)
+			}
+			s.sendCall(e, m, id, p, name, dec, grant, out, r)
 		}()
 		return
 	case methodListen:
@@ -200,12 +207,15 @@ func (s *Session) handle(m *mcpwire.Message) {
 	s.forward(m, nil)
 }
 
-// sendCall writes the intent of an authorized tools/call to the audit log
-// and forwards out (the call, credentials injected), or refuses it.
-func (s *Session) sendCall(e *epoch, m *mcpwire.Message, name, decision, grant string, out []byte, r *Refusal) {
+// sendCall writes the intent of an authorized tools/call (reserved as id)
+// to the audit log and forwards out (the call, credentials injected), or
+// refuses it.
+func (s *Session) sendCall(e *epoch, m *mcpwire.Message, id int64, p *pending, name, decision, grant string, out []byte, r *Refusal) {
 	if r != nil {
-		s.recordRefusal(name, r)
-		s.writeAgent(r.Response(m.ID))
+		if s.abandon(id, p) {
+			s.recordRefusal(name, r)
+			s.writeAgent(r.Response(m.ID))
+		}
 		return
 	}
 	rec, err := s.recordIntent(e, name, mcpwire.GetPath(m.Params, "arguments"), decision, grant)
@@ -213,56 +223,105 @@ func (s *Session) sendCall(e *epoch, m *mcpwire.Message, name, decision, grant s
 		r := &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
 			Reason: "the audit log cannot be written (" + err.Error() + "), so no call is forwarded",
 			Retry:  "ask the person to check the disk and the data directory"}
-		s.writeAgent(r.Response(m.ID))
+		if s.abandon(id, p) {
+			s.writeAgent(r.Response(m.ID))
+		}
 		return
 	}
-	s.forwardRaw(m, out, rec)
+	s.mu.Lock()
+	p.call = rec
+	s.mu.Unlock()
+	if !s.transmit(id, p, out) {
+		s.recordCompletion(e, rec, "not_forwarded", "cancelled or its epoch ended before it was sent")
+	}
 }
 
 // forward sends an agent request to the current epoch under a gateway id.
 func (s *Session) forward(m *mcpwire.Message, call *callRecord) { s.forwardRaw(m, m.Raw, call) }
 
 // forwardRaw sends raw (m, possibly rewritten) to the current epoch under a
-// gateway id; call is set for a tools/call whose intent is in the audit log.
+// gateway id.
 func (s *Session) forwardRaw(m *mcpwire.Message, raw []byte, call *callRecord) {
+	s.mu.Lock()
+	e := s.cur
+	s.mu.Unlock()
+	id, p, r := s.reserve(e, m)
+	if r != nil {
+		s.writeAgent(r.Response(m.ID))
+		return
+	}
+	p.call = call
+	s.transmit(id, p, raw)
+}
+
+// reserve registers m as in flight on e under a new gateway id, before it
+// is sent; it refuses when e is no longer the live epoch.
+func (s *Session) reserve(e *epoch, m *mcpwire.Message) (int64, *pending, *Refusal) {
 	token := ""
 	if t := mcpwire.GetPath(m.Params, "_meta", "progressToken"); t != nil {
 		token = string(t)
 	}
 	s.mu.Lock()
-	e := s.cur
-	if e == nil || e.ended {
+	defer s.mu.Unlock()
+	if e == nil || e.ended || s.cur != e {
 		r := s.unavailableLocked()
-		s.mu.Unlock()
-		s.writeAgent(r.Response(m.ID))
-		return
+		if e != nil && s.cur != nil && s.cur != e && !s.cur.ended {
+			r = &Refusal{Error: EpochEnded, Server: s.opts.Label, Epoch: e.ID, CurrentEpoch: s.cur.ID,
+				Reason: "the server was replaced before the request was sent; it was not sent", Retry: "call again"}
+		}
+		return 0, nil, r
 	}
 	id := s.nextID
 	s.nextID++
-	p := &pending{agentID: m.ID, method: m.Method, ep: e, token: token, call: call}
+	p := &pending{agentID: m.ID, method: m.Method, ep: e, token: token, unsent: true}
 	s.pending[id] = p
 	s.byAgentID[string(m.ID)] = id
 	if !e.answered && e.timer == nil {
-		e.timer = time.AfterFunc(s.opts.StartupTimeout, func() { s.startupTimeout(e, m.Method) })
+		method := m.Method
+		e.timer = time.AfterFunc(s.opts.StartupTimeout, func() { s.startupTimeout(e, method) })
 	}
-	s.mu.Unlock()
+	return id, p, nil
+}
 
+// abandon forgets a reserved request that will not be sent; it reports
+// whether it was still waiting (so that the caller answers it).
+func (s *Session) abandon(id int64, p *pending) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[id] != p {
+		return false // cancelled, or answered by the end of its epoch
+	}
+	s.dropPendingLocked(id, p)
+	return true
+}
+
+// transmit sends raw under the reserved id, unless the request was
+// cancelled or its epoch ended meanwhile (then it reports false).
+func (s *Session) transmit(id int64, p *pending, raw []byte) bool {
+	s.mu.Lock()
+	if s.pending[id] != p {
+		s.mu.Unlock()
+		return false
+	}
+	p.unsent = false
+	s.mu.Unlock()
 	out, err := mcpwire.SetMember(raw, "id", mcpwire.NumberID(id))
 	if err == nil {
-		err = e.write(out)
+		err = p.ep.write(out)
 	}
 	if err != nil {
 		s.mu.Lock()
-		_, still := s.pending[id]
+		still := s.pending[id] == p
 		s.dropPendingLocked(id, p)
 		r := s.unavailableLocked()
 		s.mu.Unlock()
 		if still {
 			r.Reason = "writing to the server failed: " + err.Error()
-			s.writeAgent(r.Response(m.ID))
-			s.recordCompletion(e, call, "epoch_ended", r.Reason)
+			s.writeAgent(r.Response(p.agentID))
+			s.recordCompletion(p.ep, p.call, "epoch_ended", r.Reason)
 		}
 	}
+	return true
 }
 
 // startupTimeout fires when a new process has not answered its first

@@ -219,6 +219,7 @@ type pending struct {
 	token   string // progress token, raw JSON; "" when none
 	reply   chan *mcpwire.Message
 	call    *callRecord // a tools/call, for its tool_completed event
+	unsent  bool        // reserved, not yet written to the server
 }
 
 type reverseEntry struct {
@@ -467,9 +468,13 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 			close(p.reply)
 			continue
 		}
+		reason := fmt.Sprintf("%s before answering %s; the call was not retried and may or may not have taken effect", why, p.method)
+		if p.unsent {
+			reason = fmt.Sprintf("%s before %s was sent to it; it was not sent", why, p.method)
+		}
 		r := &Refusal{
 			Error:        EpochEnded,
-			Reason:       fmt.Sprintf("%s before answering %s; the call was not retried and may or may not have taken effect", why, p.method),
+			Reason:       reason,
 			Server:       s.opts.Label,
 			Epoch:        e.ID,
 			CurrentEpoch: current,

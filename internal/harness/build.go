@@ -49,10 +49,12 @@ type BuildError struct {
 	Err    error
 }
 
+// Error returns "building TARGET: ERR" and the compiler's output.
 func (e *BuildError) Error() string {
 	return fmt.Sprintf("building %s: %v\n%s", e.Target, e.Err, strings.TrimSpace(e.Output))
 }
 
+// Unwrap returns the error of the go command.
 func (e *BuildError) Unwrap() error { return e.Err }
 
 // BuildPortcullis builds the headless command (`CGO_ENABLED=0 go build -tags

@@ -72,6 +72,7 @@ type ExitError struct {
 	Result Result
 }
 
+// Error names the command, its exit code and its stderr.
 func (e *ExitError) Error() string {
 	return fmt.Sprintf("portcullis %s: exit code %d\nstderr: %s", strings.Join(e.Args, " "), e.Result.Code, strings.TrimSpace(e.Result.Stderr))
 }

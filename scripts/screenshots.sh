@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# screenshots.sh takes the screenshots in docs/screenshots/ from the real
+# menu-bar app (`make screenshots`):
+#
+#   approval.png, approval@2x.png        the approval window after a rebuild
+#   preferences.png, preferences@2x.png  Preferences
+#   audit.png, audit@2x.png              the audit viewer
+#
+# It builds the cgo (Fyne, GLFW) app and the publish test server, starts Xvfb
+# and a private D-Bus session bus, and for each scale (FYNE_SCALE=1 and 2):
+# runs the app with a temporary PORTCULLIS_HOME (its daemon runs inside the
+# app), connects an agent through `portcullis connect` (a JSON-RPC client in
+# this script, protocol 2025-06-18), approves its first call with the CLI,
+# rebuilds the server as revision B (a new execution epoch with a changed
+# catalog), refreshes the tool list and calls again: the call is held and
+# the approval window pops up. Preferences and the audit viewer are opened
+# from the app's own tray menu over D-Bus (com.canonical.dbusmenu, as a
+# panel would). Windows are captured with ImageMagick's `import -window`.
+#
+# Needs (Debian): xvfb imagemagick x11-utils dbus libglib2.0-bin, and the cgo
+# build dependencies of Fyne (libgl1-mesa-dev xorg-dev). There is no
+# StatusNotifierWatcher on the private bus, so the app logs that the tray
+# could not register; the rest runs.
+set -euo pipefail
+
+note() { printf 'screenshots: %s\n' "$*" >&2; }
+die() {
+	note "$*"
+	for f in "${tmp:-/nonexistent}"/*.log "${tmp:-/nonexistent}"/agent.err; do
+		[[ -s "$f" ]] && { note "--- ${f##*/}"; tail -n 30 "$f" >&2; }
+	done
+	exit 1
+}
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root="$PWD"
+out="$root/docs/screenshots"
+
+if [[ "${1:-}" != --inside ]]; then
+	for tool in Xvfb import xwininfo dbus-run-session gdbus go; do
+		command -v "$tool" >/dev/null 2>&1 || die "$tool not found (Debian: apt-get install xvfb imagemagick x11-utils dbus libglib2.0-bin)"
+	done
+	# Everything the app and a keyring daemon activated on the bus write
+	# (keyrings, autostart entries, caches) stays in a throwaway directory.
+	xdg="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-shots-xdg.XXXXXX")"
+	trap 'rm -rf "$xdg"' EXIT
+	mkdir -p "$xdg"/{data,config,cache,runtime}
+	chmod 700 "$xdg/runtime"
+	status=0
+	XDG_DATA_HOME="$xdg/data" XDG_CONFIG_HOME="$xdg/config" XDG_CACHE_HOME="$xdg/cache" XDG_RUNTIME_DIR="$xdg/runtime" \
+		dbus-run-session -- "$0" --inside || status=$?
+	exit "$status"
+fi
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-shots.XXXXXX")"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+note "building the app (cgo) and the publish server"
+CGO_ENABLED=1 go build -o "$tmp/portcullis" .
+mkdir -p "$tmp/srv" "$out"
+build_server() { CGO_ENABLED=0 go -C testdata/servers build -ldflags "-X main.revision=$1" -o "$tmp/srv/publish" ./publish; }
+bin="$tmp/portcullis"
+
+export DISPLAY=:99
+Xvfb :99 -screen 0 2560x1600x24 -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 50); do xwininfo -root >/dev/null 2>&1 && break; sleep 0.1; done
+xwininfo -root >/dev/null 2>&1 || die "Xvfb did not start: $(cat "$tmp/xvfb.log")"
+
+# wait_for SECONDS DESCRIPTION COMMAND...: retry COMMAND every 0.2 s.
+wait_for() {
+	local secs="$1" what="$2"
+	shift 2
+	for _ in $(seq 1 $((secs * 5))); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.2
+	done
+	die "timed out after ${secs}s waiting for $what"
+}
+
+# window_id TITLE: the X window id of the mapped window with that title.
+window_id() { xwininfo -root -tree | grep -F "\"$1\"" | grep -v '1x1+' | awk '{print $1}' | head -n 1; }
+has_window() { [[ -n "$(window_id "$1")" ]]; }
+
+# shoot TITLE FILE: capture a window after it has drawn.
+shoot() {
+	wait_for 20 "the window \"$1\"" has_window "$1"
+	sleep 2
+	import -window "$(window_id "$1")" "$2"
+	note "wrote ${2#"$root"/}"
+}
+
+# Agent: JSON-RPC over the stdio of `portcullis connect pub`.
+send() { printf '%s\n' "$1" >&"${AGENT[1]}"; }
+# recv ID: read lines until the response with that id (notifications skipped).
+recv() {
+	local line
+	while IFS= read -r -t 60 line <&"${AGENT[0]}"; do
+		if [[ "$line" == *"\"id\":$1,"* || "$line" == *"\"id\":$1}"* ]]; then
+			printf '%s\n' "$line" >>"$tmp/agent.log"
+			return 0
+		fi
+	done
+	die "no response $1 from the agent connection"
+}
+
+approval_id() { "$bin" approvals --json | grep -o '"id":"apr_[A-Z0-9]*"' | head -n 1 | cut -d'"' -f4; }
+has_approval() { [[ -n "$(approval_id)" ]]; }
+new_epoch_ready() {
+	local s
+	s="$("$bin" status --json | tr -d ' \n')"
+	[[ "$s" == *'"state":"ready"'* && "$s" == *'"epochs":2'* ]]
+}
+
+# click_menu LABEL: click the tray menu item LABEL through com.canonical.dbusmenu.
+click_menu() {
+	local name="org.kde.StatusNotifierItem-$1-1" label="$2" layout id
+	layout="$(gdbus call --session --dest "$name" --object-path /StatusNotifierMenu \
+		--method com.canonical.dbusmenu.GetLayout 0 -1 '[]')"
+	id="$(grep -o "([0-9]*, {[^}]*'label': <'$label'>" <<<"$layout" | head -n 1 | grep -o '^([0-9]*' | tr -d '(')"
+	[[ -n "$id" ]] || die "no menu item \"$label\" in: $layout"
+	gdbus call --session --dest "$name" --object-path /StatusNotifierMenu \
+		--method com.canonical.dbusmenu.Event "$id" clicked '<0>' 0 >/dev/null
+}
+
+for scale in 1 2; do
+	suffix=""
+	[[ $scale == 1 ]] || suffix="@${scale}x"
+	note "scale $scale"
+	export PORTCULLIS_HOME="$tmp/home$scale"
+	mkdir -p "$PORTCULLIS_HOME"
+	build_server A
+	"$bin" servers add pub --cwd "$tmp/srv" -- "$tmp/srv/publish" >/dev/null
+
+	FYNE_SCALE=$scale "$bin" >"$tmp/app$scale.log" 2>&1 &
+	app=$!
+	pids+=("$app")
+	wait_for 30 "the daemon in the app" "$bin" status
+
+	coproc AGENT { exec "$bin" connect pub 2>>"$tmp/agent.err"; }
+	send '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"screenshot-agent","version":"1.0.0"}}}'
+	recv 1
+	send '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+	send '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
+	recv 2
+	# First use: approved from the command line.
+	send '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
+	wait_for 20 "the first approval request" has_approval
+	"$bin" approve "$(approval_id)" >/dev/null
+	recv 3
+
+	# Rebuild as revision B: new epoch, new catalog; refresh, call, held.
+	build_server B
+	wait_for 30 "the new epoch" new_epoch_ready
+	send '{"jsonrpc":"2.0","id":4,"method":"tools/list"}'
+	recv 4
+	send '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main","target":"production"}}}'
+	wait_for 20 "the approval request after the rebuild" has_approval
+	shoot "Portcullis — Approval needed" "$out/approval$suffix.png"
+	"$bin" approve "$(approval_id)" >/dev/null
+	recv 5
+
+	click_menu "$app" "Preferences…"
+	shoot "Portcullis Preferences" "$out/preferences$suffix.png"
+	click_menu "$app" "Audit log…"
+	shoot "Portcullis Audit Log" "$out/audit$suffix.png"
+
+	click_menu "$app" "Quit Portcullis"
+	wait_for 30 "the app to quit" bash -c "! kill -0 $app"
+	exec {AGENT[1]}>&- || true
+	wait "$AGENT_PID" 2>/dev/null || true
+done
+note "done: $(ls "$out" | tr '\n' ' ')"

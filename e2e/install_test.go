@@ -64,7 +64,14 @@ func TestInstallClaudeDesktop(t *testing.T) {
 		t.Fatalf("install: %v\nstdout: %s", err, res.Stdout)
 	}
 	t.Logf("portcullis install claude-desktop:\n%s", res.Stdout)
-	for _, want := range []string{"mcpServers.echo: installed", "mcpServers.weather: left alone", "mcpServers.remote: left alone: remote server"} {
+	// With a Secret Service (make test runs under one), the weather key moves
+	// into the keychain; without one, the entry is left as it was.
+	keychain := os.Getenv("DBUS_SESSION_BUS_ADDRESS") != ""
+	weatherWant := "mcpServers.weather: left alone"
+	if keychain {
+		weatherWant = "mcpServers.weather: installed"
+	}
+	for _, want := range []string{"mcpServers.echo: installed", weatherWant, "mcpServers.remote: left alone: remote server"} {
 		if !strings.Contains(res.Stdout, want) {
 			t.Errorf("install output lacks %q", want)
 		}
@@ -103,8 +110,15 @@ func TestInstallClaudeDesktop(t *testing.T) {
 	if entry.Command != wantExe || !slices.Equal(entry.Args, []string{"connect", "echo"}) || entry.Env != nil {
 		t.Fatalf("echo entry = %+v, want command %s args [connect echo] and no env", entry, wantExe)
 	}
-	if w := file.MCPServers["weather"]; w.Command != "node" || w.Env["WEATHER_API_KEY"] == "" {
-		t.Errorf("weather entry (a secret and no keychain in this build) = %+v, want it untouched", w)
+	w := file.MCPServers["weather"]
+	switch {
+	case keychain && (w.Command != wantExe || w.Env != nil):
+		t.Errorf("weather entry = %+v, want it routed through Portcullis with its secret moved out", w)
+	case !keychain && (w.Command != "node" || w.Env["WEATHER_API_KEY"] == ""):
+		t.Errorf("weather entry (a secret and no keychain) = %+v, want it untouched", w)
+	}
+	if strings.Contains(installed, "sk-live-0123456789abcdef") && keychain {
+		t.Errorf("the secret is still in the agent's file:\n%s", installed)
 	}
 
 	// Launch the entry as the agent would. Tool policies are a person's choice
@@ -143,7 +157,7 @@ func TestInstallClaudeDesktop(t *testing.T) {
 		t.Logf("closing the session: %v", err)
 	}
 
-	res, err = h.Run(ctx, "uninstall", "claude-desktop")
+	res, err = h.Run(ctx, "uninstall", "claude-desktop", "--restore-secrets")
 	if err != nil {
 		t.Fatalf("uninstall: %v\nstdout: %s", err, res.Stdout)
 	}

@@ -366,13 +366,38 @@ func (s *Session) toolChangedSince(from uint64, cur *catalog.Catalog, tool catal
 // the old process group is stopped, the agent's handshake is replayed to the
 // new process, its catalog is fetched, and the agent is told when the tools
 // it sees changed. why is recorded in the status.
+// A Replace asked for while one runs is merged into one more replacement
+// right after it, so a build that lands mid-replacement is never missed.
 func (s *Session) Replace(why string) {
 	s.mu.Lock()
-	if s.state == StateEnded || s.replacing {
+	if s.state == StateEnded {
+		s.mu.Unlock()
+		return
+	}
+	if s.replacing {
+		s.replaceAgain, s.replaceWhy = true, why
 		s.mu.Unlock()
 		return
 	}
 	s.replacing = true
+	s.mu.Unlock()
+	for {
+		s.replaceOnce(why)
+		s.mu.Lock()
+		again := s.replaceAgain && s.state != StateEnded
+		why = s.replaceWhy
+		s.replaceAgain = false
+		if !again {
+			s.replacing = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Session) replaceOnce(why string) {
+	s.mu.Lock()
 	old := s.cur
 	ctx := s.ctx
 	s.state, s.reason = StateIdentityPending, why
@@ -380,11 +405,6 @@ func (s *Session) Replace(why string) {
 	s.closeGateLocked()
 	s.mu.Unlock()
 	s.changed()
-	defer func() {
-		s.mu.Lock()
-		s.replacing = false
-		s.mu.Unlock()
-	}()
 
 	e, err := s.startEpoch(ctx)
 	if err != nil {

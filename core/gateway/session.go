@@ -173,6 +173,8 @@ type Session struct {
 	buildNote        string                     // guarded by mu; a build seen on disk, not running
 	crashes          []time.Time                // guarded by mu
 	replacing        bool                       // guarded by mu
+	replaceAgain     bool                       // guarded by mu; a Replace arrived during one
+	replaceWhy       string                     // guarded by mu
 	epochs           int                        // guarded by mu; epochs launched so far
 	agentListedEpoch string                     // guarded by mu; epoch of the agent's last tools/list
 	approvedEpoch    string                     // guarded by mu; epoch of the last grant
@@ -210,6 +212,7 @@ type epoch struct {
 	fallback   bool             // guarded by Session.mu; tools/list could not be fetched: pass through
 	listExtra  json.RawMessage  // guarded by Session.mu; the first tools/list page without tools and nextCursor
 	initResult json.RawMessage  // guarded by Session.mu; its initialize result
+	idMismatch bool             // guarded by Session.mu; it answered a numeric id with a string
 }
 
 type pending struct {
@@ -386,18 +389,15 @@ func (s *Session) exited(e *epoch, why string) {
 	unexpected := !e.ended && s.cur == e && s.state != StateEnded
 	served := e.answered
 	s.mu.Unlock()
-	s.endEpoch(e, why, nil)
-	if !unexpected {
+	if unexpected && !served {
+		// It never answered: a start-up failure, not a crash to retry.
+		// Its requests, and held ones, learn the exit status and stderr
+		// at once, as server_unavailable: they never reached working code.
+		s.failEpoch(e, why+" before answering any request")
 		return
 	}
-	if !served {
-		// It never answered: a start-up failure, not a crash to retry.
-		// Held requests learn the exit status and stderr at once.
-		s.mu.Lock()
-		s.state, s.reason = StateFailed, why+" before answering any request"
-		s.openGateLocked()
-		s.mu.Unlock()
-		s.changed()
+	s.endEpoch(e, why, nil)
+	if !unexpected {
 		return
 	}
 	s.mu.Lock()
@@ -621,7 +621,8 @@ func (s *Session) warn(text string) {
 func (s *Session) unavailableLocked() *Refusal {
 	r := &Refusal{Error: ServerUnavailable, Server: s.opts.Label, Reason: s.reason,
 		Retry: "wait for the server to be restarted, or ask the person to fix it"}
-	if s.state == StateCrashLooping {
+	if s.state == StateCrashLooping || s.state == StateFailed {
+		// Neither is restarted automatically.
 		r.Retry = "ask the person to fix the server and run `portcullis restart " + s.opts.Label + "`"
 	}
 	e := s.cur
@@ -635,13 +636,18 @@ func (s *Session) unavailableLocked() *Refusal {
 		r.Reason = e.endWhy
 	}
 	r.Epoch = e.ID
+	r.ExitStatus, r.StderrTail = exitDetails(e)
+	return r
+}
+
+// exitDetails returns the exit status of e's process ("" while it runs) and
+// the last lines it wrote on stderr.
+func exitDetails(e *epoch) (status string, stderrTail []string) {
 	select {
 	case <-e.Proc.Done():
 		exit := e.Proc.Exit()
-		r.ExitStatus = exit.String()
-		r.StderrTail = exit.StderrTail
+		return exit.String(), exit.StderrTail
 	default:
-		r.StderrTail = e.Proc.StderrTail(10)
+		return "", e.Proc.StderrTail(10)
 	}
-	return r
 }

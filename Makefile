@@ -36,11 +36,30 @@ test-deps: ## install what the tests need when missing (Debian packages, npm pee
 	bash scripts/test-deps.sh
 
 .PHONY: test
-test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service on Linux), then a cgo build of the app
+test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service on Linux), 10s of each fuzz target, then a cgo build of the app
 	CGO_ENABLED=0 scripts/with-secret-service.sh $(GO) test -tags ci -count=1 -timeout 20m ./...
 	CGO_ENABLED=0 $(GO) -C testdata/servers test -count=1 -timeout 5m ./...
+	@echo "fuzzing each fuzz target for 10s (about 70 s in all)"
+	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 	@echo "compiling the cgo (Fyne) app once, so that a broken UI build cannot land"
 	CGO_ENABLED=1 $(GO) build -o /dev/null .
+
+# How long `make fuzz` runs each fuzz target; `make test` runs them for 10s each.
+FUZZTIME ?= 20s
+# How long `make soak` drives traffic.
+SOAK_DURATION ?= 3m
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target (func FuzzX under core/, internal/) for FUZZTIME each (default 20s); corpora in each package's testdata/fuzz
+	@grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' core internal | sort -u | while IFS=: read -r file fn; do \
+		name="$${fn#func }"; dir="./$$(dirname "$$file")"; \
+		echo "fuzzing $$name in $$dir for $(FUZZTIME)"; \
+		CGO_ENABLED=0 $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$dir" || exit 1; \
+	done
+
+.PHONY: soak
+soak: ## soak test (SOAK_DURATION, default 3m): 20 agent runs, 5 servers, rebuilds, random kills; no leaked process or fd, audit verifies
+	CGO_ENABLED=0 $(GO) test -tags 'ci soak' -count=1 -timeout 30m -run '^TestRobustSoak$$' -v ./e2e/ -args -soak.duration $(SOAK_DURATION)
 
 .PHONY: vet
 vet: ## go vet (no cgo, -tags ci), including the test servers
@@ -72,6 +91,10 @@ testservers: ## build the Go MCP test servers (testdata/servers/*) into bin/test
 	@mkdir -p bin/testservers
 	for s in $(TEST_SERVERS); do CGO_ENABLED=0 $(GO) -C testdata/servers build -o $(CURDIR)/bin/testservers/$$s ./$$s; done
 	@ls -1 bin/testservers
+
+.PHONY: screenshots
+screenshots: ## docs/screenshots/*.png (1x and 2x) from the real cgo app under Xvfb (scripts/screenshots.sh)
+	bash scripts/screenshots.sh
 
 .PHONY: icons
 icons: ## redraw the PNG icons in assets/ (go run assets/gen/main.go)

@@ -3,23 +3,38 @@ package app
 import (
 	"context"
 	"fmt"
-	"time"
+	"path/filepath"
 
 	"fyne.io/fyne/v2"
 	fyneapp "fyne.io/fyne/v2/app"
 	"fyne.io/fyne/v2/driver/desktop"
 
-	"github.com/portcullis/portcullis/assets"
+	"github.com/portcullis/portcullis/app/ui"
+	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/daemon"
-	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/loginitem"
+	"github.com/portcullis/portcullis/platform"
 )
 
 // AppID is the application identifier (FyneApp.toml, the macOS bundle id).
 const AppID = "dev.portcullis.app"
 
-// runTray runs the daemon and the menu-bar icon in one process. Quitting
-// from the menu stops every server cleanly.
+// runTray runs the daemon and the menu-bar app in one process.
 func (a *App) runTray(ctx context.Context) error {
+	return a.RunUI(ctx, fyneapp.NewWithID(AppID), nil)
+}
+
+// RunUI runs the daemon with the menu-bar UI of fa (tray, approval window,
+// notifications) until ctx ends, the person quits from the menu, or the
+// daemon fails; it returns the daemon's error. Quitting stops every server
+// cleanly: the daemon's context is cancelled, the daemon ends each agent
+// run (connected shims get EOF), and Fyne quits once the daemon returned.
+//
+// With a desktop driver, RunUI runs Fyne's event loop and must be called on
+// the main goroutine. With a headless driver (-tags ci, or the test app of
+// fyne.io/fyne/v2/test) there is no loop: RunUI waits for ctx. started, if
+// not nil, receives the tray once it exists (tests drive it).
+func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) error {
 	log := a.logger("app")
 	d, err := a.newDaemon(log)
 	if err != nil {
@@ -28,68 +43,65 @@ func (a *App) runTray(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	fa := fyneapp.NewWithID(AppID)
-	desk, ok := fa.(desktop.App)
-	if !ok {
-		return fmt.Errorf("this platform has no system tray; run `portcullis daemon` instead")
+	fa.SetIcon(ui.AppIcon())
+	notifier := platform.NewNotifier(platform.NotifierOptions{
+		Logger:   log,
+		Fallback: func(title, body string) { fa.SendNotification(fyne.NewNotification(title, body)) },
+	})
+	defer notifier.Close()
+	secrets := platform.NewSecretStore()
+	var login loginitem.Item
+	if li, err := platform.NewLoginItem(); err != nil {
+		log.Warn("launch at login is unavailable", "err", err)
+	} else {
+		login = li
 	}
-	icon := fyne.NewStaticResource("tray-template.png", assets.TrayReady)
-	desk.SetSystemTrayIcon(icon)
-	quit := func() {
+	tray := ui.NewTray(fa, ui.Options{
+		Daemon:    d,
+		Approvals: d.Authority(),
+		Notifier:  notifier,
+		LoginItem: login,
+		Preferences: func() ui.PrefsDeps {
+			// A store opened now reads the revisions the daemon wrote so far.
+			cats, err := catalog.OpenStore(filepath.Join(a.Dirs.State, "catalog"))
+			if err != nil {
+				log.Warn("reading the catalog store for Preferences", "err", err)
+				cats = nil
+			}
+			return ui.PrefsDeps{ConfigFile: a.Dirs.ConfigFile(), Catalogs: cats, Secrets: secrets, Login: login}
+		},
+		Audit: func() ui.AuditDeps {
+			key, err := daemon.ReadAuditKey(secrets)
+			if err != nil {
+				log.Info("the audit viewer checks the hash chain only", "err", err)
+			}
+			return ui.AuditDeps{Dir: daemon.AuditDir(a.Dirs), Key: key}
+		},
+		Quit:   cancel,
+		Logger: log,
+	})
+	if started != nil {
+		started(tray)
+	}
+
+	_, gui := fa.Driver().(desktop.Driver)
+	served := make(chan error, 1)
+	go func() {
+		err := d.Serve(ctx)
+		cancel()
+		if gui {
+			fyne.Do(fa.Quit)
+		}
+		served <- err
+	}()
+	go tray.Run(ctx)
+	if gui {
+		fa.Run() // until Quit: from the menu (after the daemon stopped) or from the system
 		cancel()
 	}
-	desk.SetSystemTrayMenu(fyne.NewMenu("Portcullis", trayItems(d.Status(), quit)...))
-
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx) }()
-	go func() {
-		// The status is refreshed from the daemon once a second until core
-		// events exist for the menu to subscribe to.
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				fyne.Do(fa.Quit)
-				return
-			case <-t.C:
-				items := trayItems(d.Status(), quit)
-				fyne.Do(func() { desk.SetSystemTrayMenu(fyne.NewMenu("Portcullis", items...)) })
-			}
-		}
-	}()
-	fa.Run()
-	cancel()
-	return <-served
-}
-
-// trayItems is the menu for a status report: one line per agent run, then
-// Quit.
-func trayItems(rep daemon.StatusReport, quit func()) []*fyne.MenuItem {
-	var items []*fyne.MenuItem
-	if len(rep.Runs) == 0 {
-		it := fyne.NewMenuItem("No agent connected", nil)
-		it.Disabled = true
-		items = append(items, it)
+	err = <-served
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
 	}
-	for _, r := range rep.Runs {
-		it := fyne.NewMenuItem(runLine(r), nil)
-		it.Disabled = true
-		items = append(items, it)
-	}
-	items = append(items, fyne.NewMenuItemSeparator(), fyne.NewMenuItem("Quit Portcullis", quit))
-	return items
-}
-
-// runLine is one menu line: label, state, short epoch and pid.
-func runLine(r gateway.Status) string {
-	line := fmt.Sprintf("%s — %s", r.Label, r.State)
-	if r.Epoch != "" {
-		e := r.Epoch
-		if len(e) > 8 {
-			e = e[len(e)-8:]
-		}
-		line += fmt.Sprintf(" · epoch …%s · pid %d", e, r.PID)
-	}
-	return line
+	return nil
 }

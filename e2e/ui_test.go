@@ -221,4 +221,3 @@ func pressInWindow(t *testing.T, tray *ui.Tray, label string) string {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-

@@ -110,7 +110,7 @@ recv() {
 	die "no response $1 from the agent connection"
 }
 
-approval_id() { "$bin" approvals --json | grep -o '"id":"apr_[A-Z0-9]*"' | head -n 1 | cut -d'"' -f4; }
+approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | head -n 1 | cut -d'"' -f4; }
 has_approval() { [[ -n "$(approval_id)" ]]; }
 new_epoch_ready() {
 	local s
@@ -122,7 +122,7 @@ new_epoch_ready() {
 click_menu() {
 	local name="org.kde.StatusNotifierItem-$1-1" label="$2" layout id
 	layout="$(gdbus call --session --dest "$name" --object-path /StatusNotifierMenu \
-		--method com.canonical.dbusmenu.GetLayout 0 -1 '[]')"
+		--method com.canonical.dbusmenu.GetLayout 0 10 '[]')"
 	id="$(grep -o "([0-9]*, {[^}]*'label': <'$label'>" <<<"$layout" | head -n 1 | grep -o '^([0-9]*' | tr -d '(')"
 	[[ -n "$id" ]] || die "no menu item \"$label\" in: $layout"
 	gdbus call --session --dest "$name" --object-path /StatusNotifierMenu \
@@ -160,7 +160,7 @@ for scale in 1 2; do
 	wait_for 30 "the new epoch" new_epoch_ready
 	send '{"jsonrpc":"2.0","id":4,"method":"tools/list"}'
 	recv 4
-	send '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main","target":"production"}}}'
+	send '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
 	wait_for 20 "the approval request after the rebuild" has_approval
 	shoot "Portcullis — Approval needed" "$out/approval$suffix.png"
 	"$bin" approve "$(approval_id)" >/dev/null
@@ -173,7 +173,7 @@ for scale in 1 2; do
 
 	click_menu "$app" "Quit Portcullis"
 	wait_for 30 "the app to quit" bash -c "! kill -0 $app"
-	exec {AGENT[1]}>&- || true
-	wait "$AGENT_PID" 2>/dev/null || true
+	# Quitting ended the agent run: the shim got EOF and exited.
+	wait "${AGENT_PID:-}" 2>/dev/null || true
 done
 note "done: $(ls "$out" | tr '\n' ' ')"

@@ -455,13 +455,12 @@ func (a *Authority) resolve(id string, d Decision) error {
 			g.ToolScope = nil
 		}
 		r.grant = g
-		a.grants[c.AgentRun] = append(a.grants[c.AgentRun], g)
 	}
-	close(r.done)
-	dd := d
-	a.publishLocked(Event{Kind: EventResolved, Request: r.snapshot(), Decision: &dd})
 	a.mu.Unlock()
 
+	// The hooks (the audit log's approval_granted / approval_denied) run
+	// before the grant can be used and before waiters learn the decision,
+	// so that the record of a decision always precedes the calls it let go.
 	if g != nil {
 		a.log.Info("approval granted", "request", id, "grant", g.ID, "expires", g.ExpiresWhen, "tools", g.ToolScope)
 		if a.opts.OnGranted != nil {
@@ -479,6 +478,14 @@ func (a *Authority) resolve(id string, d Decision) error {
 			a.opts.OnDenied(r.snapshot(), reason)
 		}
 	}
+	a.mu.Lock()
+	if g != nil {
+		a.grants[g.AgentRun] = append(a.grants[g.AgentRun], g)
+	}
+	close(r.done)
+	dd := d
+	a.publishLocked(Event{Kind: EventResolved, Request: r.snapshot(), Decision: &dd})
+	a.mu.Unlock()
 	return nil
 }
 

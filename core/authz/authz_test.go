@@ -454,3 +454,36 @@ func TestGrantCovers(t *testing.T) {
 		}
 	}
 }
+
+// TestHooksRunBeforeTheGrantIsUsable: the audit hook of a decision runs
+// before a waiter learns it and before Check can use the grant, so that
+// approval_granted always precedes the calls it lets go in the audit log.
+func TestHooksRunBeforeTheGrantIsUsable(t *testing.T) {
+	var a *Authority
+	waited := make(chan struct{})
+	var usableInHook, waiterDoneInHook bool
+	a = New(Options{OnGranted: func(_ Request, g Grant) {
+		usableInHook = a.Check(g.AgentRun, g.ExecutionEpoch, "write", nil) != nil
+		select {
+		case <-waited:
+			waiterDoneInHook = true
+		case <-time.After(50 * time.Millisecond):
+		}
+	}})
+	id := a.Raise(toolCard("r", "E", "write", []string{"write"}))
+	go func() {
+		_, _ = a.Wait(context.Background(), id)
+		close(waited)
+	}()
+	time.Sleep(10 * time.Millisecond) // let the waiter block
+	if err := a.Decide(id, Decision{Choice: ApproveRun}); err != nil {
+		t.Fatal(err)
+	}
+	<-waited
+	if usableInHook || waiterDoneInHook {
+		t.Errorf("during OnGranted: grant usable %v, waiter returned %v; want neither", usableInHook, waiterDoneInHook)
+	}
+	if a.Check("r", "E", "write", nil) == nil {
+		t.Error("the grant is not usable after the decision")
+	}
+}

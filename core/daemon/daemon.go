@@ -10,10 +10,12 @@ package daemon
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -113,7 +115,7 @@ func New(o Options) (*Daemon, error) {
 	if o.Settle <= 0 {
 		o.Settle = 300 * time.Millisecond
 	}
-	cfg, err := config.Load(o.Dirs.ConfigFile())
+	cfg, data, err := loadConfig(o.Dirs.ConfigFile())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
@@ -121,7 +123,7 @@ func New(o Options) (*Daemon, error) {
 		return nil, err
 	}
 	if err == nil {
-		keepLastGood(o.Dirs.ConfigFile(), log)
+		keepLastGood(o.Dirs.ConfigFile(), data, log)
 	}
 	cats, err := catalog.OpenStore(filepath.Join(o.Dirs.State, "catalog"), catalog.WithStoreLogger(log))
 	if err != nil {
@@ -158,15 +160,34 @@ func New(o Options) (*Daemon, error) {
 // it and decides requests.
 func (d *Daemon) Authority() *authz.Authority { return d.authz }
 
-// keepLastGood copies a configuration file that loaded into its
-// .last-good sibling, so that a later hand edit that breaks it can be undone.
-func keepLastGood(path string, log *slog.Logger) {
-	data, err := os.ReadFile(path)
+// loadConfig reads and parses the configuration file at path like
+// config.Load, and also returns the bytes it parsed (nil when it failed), so
+// that exactly what loaded can be kept as the last good copy.
+func loadConfig(path string) (*config.Config, []byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return
+		cfg, err := config.Load(path) // the same answer for a missing or unreadable file
+		return cfg, nil, err
 	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileSize+1))
+	if err != nil || len(data) > config.MaxFileSize {
+		cfg, err := config.Load(path)
+		return cfg, nil, err
+	}
+	cfg, err := config.Parse(data, path)
+	if err != nil {
+		return nil, nil, err // as config.Load: FILE:LINE:COL: reason
+	}
+	return cfg, data, nil
+}
+
+// keepLastGood writes data, the contents of the configuration file at path
+// that just loaded, to its .last-good sibling (unless it already holds
+// them), so that a later hand edit that breaks the file can be undone.
+func keepLastGood(path string, data []byte, log *slog.Logger) {
 	backup := path + config.LastGoodSuffix
-	if old, err := os.ReadFile(backup); err == nil && string(old) == string(data) {
+	if old, err := os.ReadFile(backup); err == nil && bytes.Equal(old, data) {
 		return
 	}
 	if err := os.WriteFile(backup+".tmp", data, 0o600); err == nil {
@@ -343,7 +364,12 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 // every use so `portcullis servers add` needs no reload; a file that became
 // invalid keeps the last good configuration in force and is reported.
 func (d *Daemon) config() (*config.Config, error) {
-	cfg, err := config.Load(d.opts.Dirs.ConfigFile())
+	cfg, data, err := loadConfig(d.opts.Dirs.ConfigFile())
+	if err == nil {
+		// A file changed while the daemon runs (servers add, a hand edit)
+		// becomes the new backup once it loads.
+		keepLastGood(d.opts.Dirs.ConfigFile(), data, d.log)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

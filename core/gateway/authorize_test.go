@@ -292,3 +292,30 @@ type lockedError struct{}
 func (lockedError) Error() string { return "the keychain is locked" }
 
 var errLocked error = lockedError{}
+
+// TestReplaceWhileIntentIsWritten: a granted call whose audit intent is
+// still being written when the server is replaced is never sent to the new
+// epoch (its grant belongs to the old one): the agent gets epoch_ended
+// naming both epochs, and neither process receives it.
+func TestReplaceWhileIntentIsWritten(t *testing.T) {
+	r := newRig(t, rigOptions{auditDelay: 100 * time.Millisecond})
+	defer r.close()
+	r.handshake()
+	r.agent.request(1, "tools/list", nil)
+	r.agent.wait(1, 5*time.Second)
+	r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
+	decide(t, r, r.pendingFor(5*time.Second).ID, authz.ApproveRun)
+	mustResult(t, r.agent.wait(2, 5*time.Second))
+
+	r.agent.request(3, "tools/call", callParams(toolWrite, 3, ""))
+	time.Sleep(30 * time.Millisecond) // granted at once; its intent takes 100 ms
+	r.sess.Replace("rebuild")
+	code, ref := refusal(t, r.agent.wait(3, 5*time.Second))
+	if code != -31030 || ref == nil || ref.Epoch != "E1" || ref.CurrentEpoch != "E2" {
+		t.Errorf("refusal %d %+v, want epoch_ended from E1 to E2", code, ref)
+	}
+	want := []received{{Epoch: "E1", Tool: toolWrite, N: 2, Cred: testSecret}}
+	if diff := cmp.Diff(want, r.launcher.received(), ignoreSeqAndRaw); diff != "" {
+		t.Errorf("calls the servers received (-want +got):\n%s", diff)
+	}
+}

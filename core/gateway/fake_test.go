@@ -211,7 +211,8 @@ func (l *fakeLauncher) stopAll() {
 // fakeAudit records what the gateway appends.
 type fakeAudit struct {
 	mu     sync.Mutex
-	events []auditEntry // guarded by mu
+	events []auditEntry  // guarded by mu
+	delay  time.Duration // each tool_called intent takes this long to be durable
 }
 
 type auditEntry struct {
@@ -223,6 +224,9 @@ type auditEntry struct {
 var _ Auditor = (*fakeAudit)(nil)
 
 func (f *fakeAudit) Append(_ context.Context, typ string, fields any) (audit.Event, error) {
+	if f.delay > 0 && typ == audit.TypeToolCalled {
+		time.Sleep(f.delay)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, auditEntry{Seq: seq.Add(1), Type: typ, Fields: fields})
@@ -376,6 +380,8 @@ type rigOptions struct {
 	askEveryUse     bool
 	noCredentials   bool
 	secrets         SecretSource // nil: a fixed secret
+	auditDelay      time.Duration
+	launchDelay     time.Duration
 }
 
 const testSecret = "PCSECRET-gateway-7f3a9c21d4"
@@ -387,7 +393,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if o.holdTimeout == 0 {
 		o.holdTimeout = 10 * time.Second
 	}
-	r := &rig{t: t, launcher: &fakeLauncher{}, audit: &fakeAudit{}, served: make(chan error, 1), secret: testSecret, grantAt: map[string]int64{}}
+	r := &rig{t: t, launcher: &fakeLauncher{delay: o.launchDelay}, audit: &fakeAudit{delay: o.auditDelay}, served: make(chan error, 1), secret: testSecret, grantAt: map[string]int64{}}
 	r.auth = authz.New(authz.Options{
 		Timeout: o.approvalTimeout,
 		OnGranted: func(_ authz.Request, g authz.Grant) {

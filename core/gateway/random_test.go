@@ -84,6 +84,8 @@ func randomRun(t *testing.T, rnd *rand.Rand) int {
 		holdTimeout:     300 * time.Millisecond,
 		askEveryUse:     rnd.IntN(4) == 0,
 		noCredentials:   rnd.IntN(6) == 0,
+		auditDelay:      time.Duration(rnd.IntN(3)) * time.Duration(rnd.IntN(400)) * time.Microsecond,
+		launchDelay:     time.Duration(rnd.IntN(2)) * time.Duration(rnd.IntN(400)) * time.Microsecond,
 	}
 	if rnd.IntN(10) == 0 {
 		o.secrets = func(string) ([]byte, error) { return nil, errLocked }
@@ -91,7 +93,7 @@ func randomRun(t *testing.T, rnd *rand.Rand) int {
 	r := newRig(t, o)
 	defer r.close()
 	r.handshake()
-	st := &randomState{t: t, r: r, creds: !o.noCredentials, askEvery: o.askEveryUse, nextN: 1,
+	st := &randomState{t: t, r: r, creds: !o.noCredentials, askEvery: o.askEveryUse && !o.noCredentials, nextN: 1,
 		sent: map[int64]string{}, byDigest: map[string]int64{}, perGrant: map[string]int{}, seen: map[int64]bool{}}
 	replacing := make(chan struct{}, 1)
 	for range *randomSteps {
@@ -150,7 +152,7 @@ func randomRun(t *testing.T, rnd *rand.Rand) int {
 	for _, id := range st.other {
 		r.agent.wait(id, time.Until(deadline)+time.Second)
 	}
-	<-replacing
+	replacing <- struct{}{} // a Replace still running has returned
 	st.check()
 	return *randomSteps
 }
@@ -249,7 +251,12 @@ func (st *randomState) check() {
 			}
 			st.perGrant[g.ID]++
 			if (g.ExpiresWhen == authz.ExpiresOnce || st.askEvery) && st.perGrant[g.ID] > 1 {
-				t.Errorf("%s: grant %s (%s, ask every use %v) served %d calls", where, g.ID, g.ExpiresWhen, st.askEvery, st.perGrant[g.ID])
+				t.Errorf("%s: grant %s (%s, ask every use %v, request %s) served %d calls", where, g.ID, g.ExpiresWhen, st.askEvery, g.Request, st.perGrant[g.ID])
+				for n, in := range intents {
+					if in.Grant == g.ID {
+						t.Logf("call %d: intent %+v", n, in)
+					}
+				}
 			}
 			switch {
 			case st.creds && c.Cred != st.r.secret:

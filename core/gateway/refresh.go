@@ -424,6 +424,18 @@ func (s *Session) replaceOnce(why string) {
 		return
 	}
 	s.mu.Lock()
+	if s.state == StateEnded {
+		// The agent run ended while the process was being launched:
+		// shutdown stopped the processes it knew of, this one is ours.
+		s.mu.Unlock()
+		s.endEpoch(e, "agent run ended", nil)
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := e.Proc.Stop(stopCtx); err != nil {
+			s.log.Warn("stopping server", "epoch", e.ID, "err", err)
+		}
+		return
+	}
 	s.cur = e
 	s.mu.Unlock()
 	if a := s.opts.Authority; a != nil {

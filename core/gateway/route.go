@@ -310,6 +310,21 @@ func (s *Session) transmit(id int64, p *pending, raw []byte) bool {
 		err = p.ep.write(out)
 	}
 	if err != nil {
+		// Writing fails when the process is gone, and its exit status
+		// says more than EPIPE: once it has exited, the end of its epoch
+		// answers the request (exited → failEpoch or endEpoch), as for
+		// every request still waiting on it.
+		t := time.NewTimer(time.Second)
+		select {
+		case <-p.ep.Proc.Done():
+			t.Stop()
+			s.mu.Lock()
+			p.unsent = true
+			s.mu.Unlock()
+			s.log.Debug("the server exited before a request could be written", "epoch", p.ep.ID, "method", p.method)
+			return true
+		case <-t.C:
+		}
 		s.mu.Lock()
 		still := s.pending[id] == p
 		s.dropPendingLocked(id, p)
@@ -343,13 +358,18 @@ func (s *Session) startupTimeout(e *epoch, method string) {
 func (s *Session) failEpoch(e *epoch, why string) {
 	s.mu.Lock()
 	var answers [][]byte
+	var calls []*callRecord
+	status, tail := exitDetails(e)
 	for id, p := range s.pending {
 		if p.ep != e || p.reply != nil {
 			continue
 		}
 		s.dropPendingLocked(id, p)
-		r := &Refusal{Error: ServerUnavailable, Reason: why, Server: s.opts.Label, Epoch: e.ID, StderrTail: e.Proc.StderrTail(10),
-			Retry: "ask the person to check the server's command and logs"}
+		if p.call != nil {
+			calls = append(calls, p.call)
+		}
+		r := &Refusal{Error: ServerUnavailable, Reason: why, Server: s.opts.Label, Epoch: e.ID, ExitStatus: status, StderrTail: tail,
+			Retry: "ask the person to fix the server and run `portcullis restart " + s.opts.Label + "`"}
 		answers = append(answers, r.Response(p.agentID))
 	}
 	if s.cur == e {
@@ -360,7 +380,11 @@ func (s *Session) failEpoch(e *epoch, why string) {
 	for _, a := range answers {
 		s.writeAgent(a)
 	}
+	for _, c := range calls {
+		s.recordCompletion(e, c, "epoch_ended", why)
+	}
 	s.endEpoch(e, why, nil)
+	s.changed()
 }
 
 func (s *Session) agentNotification(m *mcpwire.Message) {
@@ -533,6 +557,13 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	s.mu.Unlock()
 	if coerced {
 		s.log.Warn("server changed the type of a request id", "epoch", e.ID, "sent", gid, "got", string(m.ID))
+		s.mu.Lock()
+		first := !e.idMismatch
+		e.idMismatch = true
+		s.mu.Unlock()
+		if first {
+			s.diagnostic(e, fmt.Sprintf("the server answered with a string id (%s) a request whose id was the number %d; the agent got its own id, further mismatches are not listed", m.ID, gid))
+		}
 	}
 	if p.reply != nil {
 		p.reply <- m

@@ -298,7 +298,9 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	s.mu.Lock()
 	s.closeGateLocked()
 	s.mu.Unlock()
+	launched := make(chan struct{})
 	go func() {
+		defer close(launched)
 		e, err := s.startEpoch(ctx)
 		s.mu.Lock()
 		if err != nil {
@@ -323,6 +325,11 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	// A launch still in progress (measurement, an approval for
+	// credentials) gives up; one that completed is stopped by shutdown, so
+	// that an agent leaving during the launch leaves no process behind.
+	cancel()
+	<-launched
 	s.shutdown()
 	if errors.Is(err, io.EOF) {
 		err = nil

@@ -3,6 +3,7 @@ package gateway
 import (
 	"time"
 
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
@@ -31,6 +32,9 @@ type Status struct {
 	Diagnostics     []string             `json:"diagnostics,omitempty"` // non-JSON-RPC lines the server wrote on stdout
 	Warnings        []string             `json:"warnings,omitempty"`
 	InFlight        int                  `json:"inFlight"` // requests waiting for the server
+	// Grants are the live grants of the run (none once it ended: grants
+	// expire with the agent run).
+	Grants []authz.Grant `json:"grants,omitempty"`
 }
 
 // Status returns a snapshot of the session.
@@ -61,6 +65,9 @@ func (s *Session) Status() Status {
 		}
 	}
 	s.mu.Unlock()
+	if s.opts.Authority != nil {
+		st.Grants = s.opts.Authority.Grants(s.opts.RunID)
+	}
 	if e != nil {
 		rec := e.Record
 		st.Record = &rec

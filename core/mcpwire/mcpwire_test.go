@@ -127,6 +127,10 @@ func TestParse(t *testing.T) {
 		{`[{"jsonrpc":"2.0","id":1,"method":"x"}]`, 0, "", "", CodeInvalidRequest, ""},
 		{`"just a string"`, 0, "", "", CodeInvalidRequest, ""},
 		{`Starting server...`, 0, "", "", CodeParseError, ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"x","id":2}`, 0, "", "", CodeInvalidRequest, ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}`, 0, "", "", CodeInvalidRequest, "1"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}`, 0, "", "", CodeInvalidRequest, "1"},
+		{`{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":{"b":1,"b":2}}}`, KindRequest, "1", "x", 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -75,7 +75,10 @@ type Message struct {
 // buffer must pass a copy. It returns an *InvalidError for anything that is
 // not a single JSON-RPC 2.0 request, notification or response. A JSON array
 // (a JSON-RPC batch, allowed only by MCP 2025-03-26) is reported as
-// CodeInvalidRequest with the reason "batch".
+// CodeInvalidRequest with the reason "batch". A member name that occurs twice
+// at the top level or in params is CodeInvalidRequest too: RFC 8259 section
+// 4 leaves such objects to each parser, so the gateway and the peer could
+// read different ids, methods or tool names from one message.
 func Parse(line []byte) (*Message, error) {
 	if !json.Valid(line) {
 		return nil, &InvalidError{Code: CodeParseError, Reason: "not valid JSON", ID: PeekID(line)}
@@ -90,7 +93,16 @@ func Parse(line []byte) (*Message, error) {
 	m := &Message{Raw: line}
 	var version, method json.RawMessage
 	hasID := false
+	var seen map[string]bool
+	dup := ""
 	err := eachMember(line, func(key []byte, val []byte) bool {
+		if seen == nil {
+			seen = make(map[string]bool, 8)
+		}
+		if seen[string(key)] && dup == "" {
+			dup = string(key)
+		}
+		seen[string(key)] = true
 		switch string(key) {
 		case "jsonrpc":
 			version = val
@@ -116,6 +128,23 @@ func Parse(line []byte) (*Message, error) {
 			id = nil
 		}
 		return nil, &InvalidError{Code: CodeInvalidRequest, Reason: reason, ID: id}
+	}
+	if dup == "" && len(m.Params) > 0 && m.Params[0] == '{' {
+		pseen := map[string]bool{}
+		_ = eachMember(m.Params, func(key []byte, _ []byte) bool {
+			if pseen[string(key)] {
+				dup = "params." + string(key)
+				return false
+			}
+			pseen[string(key)] = true
+			return true
+		})
+	}
+	if dup != "" {
+		if dup == "id" {
+			m.ID = nil // which one the peer would answer is anyone's guess
+		}
+		return fail(fmt.Sprintf("member %q occurs more than once", dup))
 	}
 	if !bytes.Equal(version, []byte(`"2.0"`)) {
 		if version == nil {

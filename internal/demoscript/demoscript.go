@@ -97,6 +97,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		s.adjust,
 		s.lookup(startQty + delta),
 		s.status,
+		s.authChapter, // story_auth.go: approvals bound to epochs, told with a rebuild
 	} {
 		if err := st(ctx); err != nil {
 			return err

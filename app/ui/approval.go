@@ -1,0 +1,396 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/portcullis/portcullis/core/authz"
+)
+
+// Texts of the approval window's buttons, as the design names the choices.
+const (
+	approveRunText  = "Approve for this run"
+	approveOnceText = "Approve once"
+	denyText        = "Deny"
+)
+
+// approvalTitle is the approval window's title.
+const approvalTitle = "Portcullis — Approval needed"
+
+// ApprovalWindow shows the pending approval requests, one card at a time
+// ("1 of 3"), and sends the person's decision to the authority with By
+// "app". It pops up when a request arrives. No button is the default: Enter
+// decides nothing. Escape denies the request shown; closing the window
+// denies every request it holds. A request decided elsewhere (the command
+// line) or timed out leaves the window when the authority says so.
+//
+// All methods run on the Fyne goroutine (inside fyne.Do).
+type ApprovalWindow struct {
+	app   fyne.App
+	auth  Approvals
+	clock func() time.Time
+	log   *slog.Logger
+
+	win     fyne.Window     // created on first use
+	queue   []authz.Request // oldest first
+	cur     int             // index of the request shown
+	unticks map[string]map[string]bool
+	visible bool
+
+	heading     *widget.Label
+	queueLabel  *widget.Label
+	prev, next  *widget.Button
+	body        *fyne.Container
+	scroll      *container.Scroll
+	countdown   *widget.Label
+	approveRun  *widget.Button
+	approveOnce *widget.Button
+	deny        *widget.Button
+}
+
+func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
+	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, unticks: map[string]map[string]bool{}}
+}
+
+// ensure creates the window and its widgets on first use.
+func (w *ApprovalWindow) ensure() {
+	if w.win != nil {
+		return
+	}
+	w.win = w.app.NewWindow(approvalTitle)
+	w.win.SetIcon(appIcon)
+	w.heading = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	w.heading.SizeName = theme.SizeNameSubHeadingText
+	w.heading.Truncation = fyne.TextTruncateEllipsis
+	w.queueLabel = widget.NewLabel("")
+	w.prev = widget.NewButtonWithIcon("", theme.NavigateBackIcon(), func() { w.move(-1) })
+	w.next = widget.NewButtonWithIcon("", theme.NavigateNextIcon(), func() { w.move(+1) })
+	w.prev.Importance, w.next.Importance = widget.LowImportance, widget.LowImportance
+	w.body = container.NewVBox()
+	w.scroll = container.NewVScroll(w.body)
+	w.countdown = widget.NewLabel("")
+	w.countdown.Wrapping = fyne.TextWrapWord
+	w.deny = widget.NewButtonWithIcon(denyText, theme.CancelIcon(), func() { w.decide(authz.Deny) })
+	w.approveOnce = widget.NewButtonWithIcon(approveOnceText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveOnce) })
+	w.approveRun = widget.NewButtonWithIcon(approveRunText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveRun) })
+
+	top := container.NewBorder(nil, nil, nil, container.NewHBox(w.queueLabel, w.prev, w.next), w.heading)
+	buttons := container.NewHBox(layout.NewSpacer(), w.deny, w.approveOnce, w.approveRun)
+	bottom := container.NewVBox(widget.NewSeparator(), w.countdown, buttons)
+	w.win.SetContent(container.NewBorder(container.NewVBox(top, widget.NewSeparator()), bottom, nil, nil, w.scroll))
+	w.win.Resize(fyne.NewSize(720, 800))
+	w.win.CenterOnScreen()
+	w.win.SetCloseIntercept(w.closeRequested)
+	w.win.Canvas().SetOnTypedKey(func(ev *fyne.KeyEvent) {
+		if ev.Name == fyne.KeyEscape {
+			w.decide(authz.Deny)
+		}
+	})
+}
+
+// sync makes the queue the pending requests (oldest first), keeping the
+// request shown when it is still pending. With raise, requests new to the
+// window bring it to the front. An empty queue hides the window.
+func (w *ApprovalWindow) sync(pending []authz.Request, raise bool) {
+	shown := w.currentID()
+	known := map[string]bool{}
+	for _, r := range w.queue {
+		known[r.ID] = true
+	}
+	added := false
+	for _, r := range pending {
+		added = added || !known[r.ID]
+	}
+	w.queue = slices.Clone(pending)
+	w.cur = 0
+	for i, r := range w.queue {
+		if r.ID == shown {
+			w.cur = i
+		}
+	}
+	for id := range w.unticks {
+		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return r.ID == id }) {
+			delete(w.unticks, id)
+		}
+	}
+	switch {
+	case len(w.queue) == 0:
+		w.hide()
+	case raise && added:
+		w.Show()
+	case w.visible:
+		w.render()
+	}
+}
+
+// Show brings the window to the front with the request shown (or the
+// oldest). On macOS the accessory app activates itself first.
+func (w *ApprovalWindow) Show() {
+	w.ensure()
+	w.render()
+	activateApp()
+	w.win.Show()
+	w.win.RequestFocus()
+	w.win.Canvas().Unfocus() // no control takes Enter
+	w.visible = true
+}
+
+// ShowRequest shows request id (a notification was clicked) if it is still
+// pending, else the oldest one.
+func (w *ApprovalWindow) ShowRequest(id string) {
+	for i, r := range w.queue {
+		if r.ID == id {
+			w.cur = i
+		}
+	}
+	w.Show()
+}
+
+// Visible reports whether the window is shown.
+func (w *ApprovalWindow) Visible() bool { return w.visible }
+
+// Queue returns the ids of the requests in the window, oldest first, and
+// the index of the one shown.
+func (w *ApprovalWindow) Queue() (ids []string, shown int) {
+	for _, r := range w.queue {
+		ids = append(ids, r.ID)
+	}
+	return ids, w.cur
+}
+
+// Window returns the Fyne window (nil before the first request).
+func (w *ApprovalWindow) Window() fyne.Window { return w.win }
+
+func (w *ApprovalWindow) hide() {
+	if w.win != nil && w.visible {
+		w.win.Hide()
+	}
+	w.visible = false
+}
+
+func (w *ApprovalWindow) currentID() string {
+	if w.cur < len(w.queue) {
+		return w.queue[w.cur].ID
+	}
+	return ""
+}
+
+// move shows the previous (-1) or next (+1) request of the queue.
+func (w *ApprovalWindow) move(d int) {
+	if n := w.cur + d; n >= 0 && n < len(w.queue) {
+		w.cur = n
+		w.render()
+	}
+}
+
+// decide answers the request shown with choice and shows the next one.
+func (w *ApprovalWindow) decide(choice authz.Choice) {
+	if w.cur >= len(w.queue) {
+		return
+	}
+	r := w.queue[w.cur]
+	d := authz.Decision{Choice: choice, By: "app"}
+	if choice == authz.ApproveRun {
+		d.Tools = w.ticked(r)
+	}
+	w.queue = slices.Delete(w.queue, w.cur, w.cur+1)
+	delete(w.unticks, r.ID)
+	if w.cur >= len(w.queue) && w.cur > 0 {
+		w.cur--
+	}
+	if err := w.auth.Decide(r.ID, d); err != nil {
+		// Decided elsewhere or timed out meanwhile: the authority's event
+		// says which; nothing to undo here.
+		level := slog.LevelWarn
+		if errors.Is(err, authz.ErrNoRequest) {
+			level = slog.LevelInfo
+		}
+		w.log.Log(context.Background(), level, "approval decision not taken", "request", r.ID, "choice", choice, "err", err)
+	}
+	if len(w.queue) == 0 {
+		w.hide()
+		return
+	}
+	w.render()
+}
+
+// closeRequested denies every request in the window and hides it: closing
+// the window is a "no" to all of them.
+func (w *ApprovalWindow) closeRequested() {
+	for len(w.queue) > 0 {
+		w.cur = 0
+		w.decide(authz.Deny)
+	}
+	w.hide()
+}
+
+// ticked is the tool scope the person left ticked on r's card, in card
+// order.
+func (w *ApprovalWindow) ticked(r authz.Request) []string {
+	out := []string{}
+	for _, t := range r.Card.ToolScope {
+		if !w.unticks[r.ID][t] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// tick redraws the countdown.
+func (w *ApprovalWindow) tick() {
+	if w.win == nil || w.cur >= len(w.queue) {
+		return
+	}
+	w.countdown.SetText(countdownText(w.clock(), w.queue[w.cur].Deadline))
+}
+
+// render shows the current request's card.
+func (w *ApprovalWindow) render() {
+	w.ensure()
+	if w.cur >= len(w.queue) {
+		w.heading.SetText("No approval requests are waiting")
+		w.queueLabel.SetText("")
+		w.prev.Hide()
+		w.next.Hide()
+		w.body.Objects = nil
+		w.body.Refresh()
+		w.countdown.SetText("")
+		w.approveRun.Disable()
+		w.approveOnce.Disable()
+		w.deny.Disable()
+		return
+	}
+	r := w.queue[w.cur]
+	v := cardModel(r.Card)
+	w.heading.SetText("Approve " + v.Title + "?")
+	w.queueLabel.SetText(queueText(w.cur, len(w.queue)))
+	if len(w.queue) > 1 {
+		w.prev.Show()
+		w.next.Show()
+	} else {
+		w.prev.Hide()
+		w.next.Hide()
+	}
+	setEnabled(w.prev, w.cur > 0)
+	setEnabled(w.next, w.cur < len(w.queue)-1)
+	w.body.Objects = w.cardObjects(r, v)
+	w.body.Refresh()
+	w.scroll.ScrollToTop()
+	w.tick()
+	w.approveOnce.Enable()
+	w.deny.Enable()
+	w.updateApproveRun(r)
+	if w.win != nil {
+		w.win.Canvas().Unfocus()
+	}
+}
+
+// updateApproveRun enables "Approve for this run" while at least one tool
+// is ticked (a launch request, with no tools, always).
+func (w *ApprovalWindow) updateApproveRun(r authz.Request) {
+	setEnabled(w.approveRun, len(r.Card.ToolScope) == 0 || len(w.ticked(r)) > 0)
+}
+
+func setEnabled(b *widget.Button, on bool) {
+	if on {
+		b.Enable()
+	} else {
+		b.Disable()
+	}
+}
+
+// cardObjects draws a card: reason, facts, disk changes, the catalog diff
+// with colour-coded severities, the call with its defaults, the tool scope
+// as checkboxes and the credential scope.
+func (w *ApprovalWindow) cardObjects(r authz.Request, v cardView) []fyne.CanvasObject {
+	reason := widget.NewLabelWithStyle(v.Reason, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	reason.Wrapping = fyne.TextWrapWord
+	objs := []fyne.CanvasObject{reason}
+
+	form := container.New(layout.NewFormLayout())
+	for _, f := range v.Facts {
+		form.Add(factLabel(f.Label))
+		form.Add(valueLabel(f.Value))
+	}
+	if v.Credentials != "" {
+		form.Add(factLabel("Credentials"))
+		form.Add(valueLabel(v.Credentials))
+	}
+	objs = append(objs, form)
+
+	if len(v.Disk) > 0 {
+		objs = append(objs, sectionHeading("Changed on disk"))
+		for _, l := range v.Disk {
+			objs = append(objs, monoLabel(l))
+		}
+	}
+	if v.CatalogHeading != "" {
+		objs = append(objs, sectionHeading(v.CatalogHeading))
+		var segs []widget.RichTextSegment
+		for _, c := range v.Changes {
+			segs = append(segs,
+				&widget.TextSegment{Text: severityLabel(c.Severity) + "  ", Style: widget.RichTextStyle{
+					Inline: true, ColorName: severityColor(c.Severity), TextStyle: fyne.TextStyle{Monospace: true}}},
+				&widget.TextSegment{Text: c.Text, Style: widget.RichTextStyleParagraph},
+			)
+		}
+		diff := widget.NewRichText(segs...)
+		diff.Wrapping = fyne.TextWrapWord
+		objs = append(objs, diff)
+	}
+	if v.Call != "" {
+		objs = append(objs, sectionHeading("Call"), monoLabel(v.Call))
+		for _, d := range v.Defaults {
+			objs = append(objs, monoLabel("  "+d))
+		}
+	}
+	if len(v.Tools) > 0 {
+		objs = append(objs, sectionHeading("“Approve for this run” covers these tools"))
+		checks := container.NewGridWithColumns(2)
+		for _, tool := range v.Tools {
+			id := r.ID
+			c := widget.NewCheck(tool, nil)
+			c.SetChecked(!w.unticks[id][tool])
+			c.OnChanged = func(on bool) {
+				if w.unticks[id] == nil {
+					w.unticks[id] = map[string]bool{}
+				}
+				w.unticks[id][tool] = !on
+				w.updateApproveRun(r)
+				w.win.Canvas().Unfocus() // keep Escape for the window
+			}
+			checks.Add(c)
+		}
+		objs = append(objs, checks)
+	}
+	return objs
+}
+
+func factLabel(s string) *widget.Label {
+	return widget.NewLabelWithStyle(s, fyne.TextAlignTrailing, fyne.TextStyle{Bold: true})
+}
+
+func valueLabel(s string) *widget.Label {
+	l := widget.NewLabel(s)
+	l.Wrapping = fyne.TextWrapBreak
+	return l
+}
+
+func monoLabel(s string) *widget.Label {
+	l := widget.NewLabelWithStyle(s, fyne.TextAlignLeading, fyne.TextStyle{Monospace: true})
+	l.Wrapping = fyne.TextWrapBreak
+	return l
+}
+
+func sectionHeading(s string) fyne.CanvasObject {
+	return widget.NewLabelWithStyle(s, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+}

@@ -1,0 +1,206 @@
+package ui
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/portcullis/portcullis/core/authz"
+)
+
+var testNow = time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+
+// request returns a pending request for card, created i seconds after
+// testNow, with two minutes to decide.
+func request(id string, i int, card authz.Card) authz.Request {
+	created := testNow.Add(time.Duration(i) * time.Second)
+	return authz.Request{ID: id, Card: card, Created: created, Deadline: created.Add(2 * time.Minute)}
+}
+
+// newTestWindow returns an approval window over fake approvals holding
+// reqs, synced as the tray does when they are raised.
+func newTestWindow(t *testing.T, reqs ...authz.Request) (*ApprovalWindow, *fakeApprovals) {
+	t.Helper()
+	a := test.NewTempApp(t)
+	f := newFakeApprovals(reqs...)
+	w := newApprovalWindow(a, f, func() time.Time { return testNow }, slog.New(slog.DiscardHandler))
+	w.sync(f.Pending(), true)
+	return w, f
+}
+
+func typeKey(w *ApprovalWindow, k fyne.KeyName) {
+	w.win.Canvas().OnTypedKey()(&fyne.KeyEvent{Name: k})
+}
+
+// checks returns the tool checkboxes of the card shown, by tool.
+func checks(w *ApprovalWindow) map[string]*widget.Check {
+	out := map[string]*widget.Check{}
+	for _, o := range test.LaidOutObjects(w.win.Content()) {
+		if c, ok := o.(*widget.Check); ok {
+			out[c.Text] = c
+		}
+	}
+	return out
+}
+
+func TestApprovalButtons(t *testing.T) {
+	tests := []struct {
+		name    string
+		act     func(w *ApprovalWindow)
+		want    []decision
+		visible bool
+	}{
+		{"approve for this run grants every ticked tool", func(w *ApprovalWindow) { test.Tap(w.approveRun) },
+			[]decision{{"apr_1", authz.Decision{Choice: authz.ApproveRun, Tools: []string{"inventory_adjust", "inventory_lookup"}, By: "app"}}}, false},
+		{"approve for this run with a tool unticked", func(w *ApprovalWindow) {
+			checks(w)["inventory_lookup"].SetChecked(false)
+			test.Tap(w.approveRun)
+		}, []decision{{"apr_1", authz.Decision{Choice: authz.ApproveRun, Tools: []string{"inventory_adjust"}, By: "app"}}}, false},
+		{"approve once", func(w *ApprovalWindow) { test.Tap(w.approveOnce) },
+			[]decision{{"apr_1", authz.Decision{Choice: authz.ApproveOnce, By: "app"}}}, false},
+		{"deny", func(w *ApprovalWindow) { test.Tap(w.deny) },
+			[]decision{{"apr_1", authz.Decision{Choice: authz.Deny, By: "app"}}}, false},
+		{"escape denies", func(w *ApprovalWindow) { typeKey(w, fyne.KeyEscape) },
+			[]decision{{"apr_1", authz.Decision{Choice: authz.Deny, By: "app"}}}, false},
+		{"closing the window denies", func(w *ApprovalWindow) { w.closeRequested() },
+			[]decision{{"apr_1", authz.Decision{Choice: authz.Deny, By: "app"}}}, false},
+		{"enter decides nothing", func(w *ApprovalWindow) {
+			typeKey(w, fyne.KeyReturn)
+			typeKey(w, fyne.KeyEnter)
+		}, nil, true},
+		{"with every tool unticked, approve for this run is disabled", func(w *ApprovalWindow) {
+			for _, c := range checks(w) {
+				c.SetChecked(false)
+			}
+			test.Tap(w.approveRun)
+		}, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, f := newTestWindow(t, request("apr_1", 0, rebuildCard()))
+			if !w.Visible() {
+				t.Fatal("the window is not shown for a new request")
+			}
+			tt.act(w)
+			if d := cmp.Diff(tt.want, f.decisions()); d != "" {
+				t.Errorf("decisions (-want +got):\n%s", d)
+			}
+			if w.Visible() != tt.visible {
+				t.Errorf("visible = %v, want %v", w.Visible(), tt.visible)
+			}
+		})
+	}
+}
+
+func TestApprovalQueueOfThree(t *testing.T) {
+	cards := []authz.Card{rebuildCard(), rebuildCard(), rebuildCard()}
+	cards[1].ServerLabel, cards[2].ServerLabel = "echo", "pub"
+	w, f := newTestWindow(t, request("apr_1", 0, cards[0]), request("apr_2", 1, cards[1]), request("apr_3", 2, cards[2]))
+
+	type view struct{ Heading, Queue string }
+	seen := func() view { return view{w.heading.Text, w.queueLabel.Text} }
+	if d := cmp.Diff(view{"Approve inventory-local?", "1 of 3"}, seen()); d != "" {
+		t.Fatalf("first view (-want +got):\n%s", d)
+	}
+	test.Tap(w.next)
+	test.Tap(w.next)
+	if d := cmp.Diff(view{"Approve pub?", "3 of 3"}, seen()); d != "" {
+		t.Fatalf("after next, next (-want +got):\n%s", d)
+	}
+	if !w.next.Disabled() || w.prev.Disabled() {
+		t.Errorf("at the last request: next disabled = %v, prev disabled = %v", w.next.Disabled(), w.prev.Disabled())
+	}
+	test.Tap(w.approveOnce) // decides pub, shows echo (the one before)
+	if d := cmp.Diff(view{"Approve echo?", "2 of 2"}, seen()); d != "" {
+		t.Fatalf("after deciding the last (-want +got):\n%s", d)
+	}
+	test.Tap(w.prev)
+	test.Tap(w.deny) // decides inventory-local
+	if d := cmp.Diff(view{"Approve echo?", ""}, seen()); d != "" {
+		t.Fatalf("with one left (-want +got):\n%s", d)
+	}
+	test.Tap(w.approveRun)
+	want := []decision{
+		{"apr_3", authz.Decision{Choice: authz.ApproveOnce, By: "app"}},
+		{"apr_1", authz.Decision{Choice: authz.Deny, By: "app"}},
+		{"apr_2", authz.Decision{Choice: authz.ApproveRun, Tools: []string{"inventory_adjust", "inventory_lookup"}, By: "app"}},
+	}
+	if d := cmp.Diff(want, f.decisions()); d != "" {
+		t.Errorf("decisions (-want +got):\n%s", d)
+	}
+	if w.Visible() {
+		t.Error("the window stays shown with no request left")
+	}
+}
+
+func TestApprovalCloseDeniesAll(t *testing.T) {
+	w, f := newTestWindow(t, request("apr_1", 0, rebuildCard()), request("apr_2", 1, rebuildCard()), request("apr_3", 2, rebuildCard()))
+	test.Tap(w.next)
+	w.closeRequested()
+	deny := authz.Decision{Choice: authz.Deny, By: "app"}
+	want := []decision{{"apr_1", deny}, {"apr_2", deny}, {"apr_3", deny}}
+	if d := cmp.Diff(want, f.decisions()); d != "" {
+		t.Errorf("decisions (-want +got):\n%s", d)
+	}
+	if w.Visible() {
+		t.Error("the window stays shown after closing")
+	}
+}
+
+// TestApprovalTimeoutRemoves raises a request on a real authority whose
+// timeout is short: the tray opens the window, and when the authority
+// denies the request as a timeout the window lets go of it and hides.
+func TestApprovalTimeoutRemoves(t *testing.T) {
+	a := test.NewTempApp(t)
+	auth := authz.New(authz.Options{Timeout: 300 * time.Millisecond})
+	notes := &fakeNotifier{added: make(chan struct{}, 1)}
+	tr := NewTray(a, Options{Daemon: newFakeDaemon(), Approvals: auth, Notifier: notes, Quit: func() {}})
+	refreshed := make(chan [2]any, 16)
+	tr.refreshed = func() {
+		ids, _ := tr.Approval.Queue()
+		refreshed <- [2]any{tr.Approval.Visible(), len(ids)}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { tr.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-refreshed // Run's first refresh
+
+	id := auth.Raise(rebuildCard())
+	wait := func(want [2]any) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case got := <-refreshed:
+				if got == want {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("the window never reached visible=%v with %v requests", want[0], want[1])
+			}
+		}
+	}
+	wait([2]any{true, 1})
+	if _, err := auth.Wait(t.Context(), id); err == nil {
+		t.Fatal("the request was granted; want a timeout")
+	}
+	wait([2]any{false, 0})
+	if n := len(notes.all()); n != 1 {
+		t.Errorf("%d notifications sent, want 1", n)
+	}
+}
+
+// TestApprovalCardMarkup renders the card of a rebuild (epoch change, disk
+// change, catalog diff with three severities, defaults, tools,
+// credentials) and compares it with the golden markup in testdata.
+func TestApprovalCardMarkup(t *testing.T) {
+	w, _ := newTestWindow(t, request("apr_1", 0, rebuildCard()), request("apr_2", 1, rebuildCard()))
+	test.AssertRendersToMarkup(t, "approval_rebuild.xml", w.win.Canvas())
+}

@@ -1,0 +1,169 @@
+package ui
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// cardFact is one "label: value" line of the approval card.
+type cardFact struct {
+	Label, Value string
+}
+
+// cardChange is one catalog change on the card, with its severity for the
+// colour of its badge.
+type cardChange struct {
+	Severity catalog.Severity
+	Text     string
+}
+
+// cardView is the approval card laid out for the window: every text the
+// window shows for an authz.Card, from the pure function cardModel.
+type cardView struct {
+	Title          string     // the server label, as the heading
+	Reason         string     // why the person is asked
+	Facts          []cardFact // agent, server, epoch, identity, catalog revision
+	Disk           []string   // identity digests that changed on disk
+	CatalogHeading string     // "Catalog changes, revision 12 → 13"; "" without changes
+	Changes        []cardChange
+	Call           string   // the call that raised the request; "" for a launch
+	Defaults       []string // what omitted arguments will be
+	Tools          []string // the tool scope "Approve for this run" offers
+	Credentials    string   // the credential scope; "" when none
+}
+
+// cardModel lays out card for the approval window. Secrets never appear:
+// credentials are named by scope only (as on authz.Card.Lines).
+func cardModel(c authz.Card) cardView {
+	v := cardView{Title: c.ServerLabel, Reason: c.Reason}
+	agent := c.AgentExe
+	if agent == "" {
+		agent = "unknown agent"
+	}
+	if c.AgentPID != 0 {
+		agent += fmt.Sprintf(" (pid %d)", c.AgentPID)
+	}
+	v.Facts = append(v.Facts, cardFact{"Agent", agent}, cardFact{"Agent run", c.AgentRun}, cardFact{"Server", c.ServerLabel})
+	if c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch {
+		v.Facts = append(v.Facts, cardFact{"Epoch", c.PreviousEpoch + " →\n" + c.CurrentEpoch + " (new code)"})
+	} else {
+		v.Facts = append(v.Facts, cardFact{"Epoch", c.CurrentEpoch})
+	}
+	if c.Identity != "" {
+		v.Facts = append(v.Facts, cardFact{"Launch", "new execution identity " + shortDigest(c.Identity) + ", with credentials"})
+	}
+	if c.CatalogRevision != 0 && len(c.CatalogChanges) == 0 {
+		v.Facts = append(v.Facts, cardFact{"Catalog", fmt.Sprintf("revision %d", c.CatalogRevision)})
+	}
+	for _, ch := range c.IdentityChanges {
+		v.Disk = append(v.Disk, diskLine(ch))
+	}
+	if len(c.CatalogChanges) > 0 {
+		v.CatalogHeading = fmt.Sprintf("Catalog changes, revision %d → %d", c.ApprovedRevision, c.CatalogRevision)
+		cs := slices.Clone(c.CatalogChanges)
+		slices.SortStableFunc(cs, func(a, b catalog.Change) int { return severityRank(b.Severity) - severityRank(a.Severity) })
+		for _, ch := range cs {
+			v.Changes = append(v.Changes, cardChange{Severity: ch.Severity, Text: ch.Summary})
+		}
+	}
+	if c.Tool != "" {
+		args := strings.TrimSpace(string(c.Arguments))
+		if args == "" || args == "null" {
+			args = "{}"
+		}
+		v.Call = c.Tool + " " + args
+		for _, k := range slices.Sorted(mapKeys(c.Defaults)) {
+			b, _ := json.Marshal(c.Defaults[k])
+			v.Defaults = append(v.Defaults, fmt.Sprintf("%s omitted: will be %s (default)", k, b))
+		}
+	}
+	v.Tools = slices.Clone(c.ToolScope)
+	if len(c.CredentialScope) > 0 {
+		v.Credentials = strings.Join(c.CredentialScope, ", ")
+		if c.AskEveryUse {
+			v.Credentials += " (asked on every use)"
+		}
+	}
+	return v
+}
+
+func mapKeys(m map[string]any) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func severityRank(s catalog.Severity) int {
+	switch s {
+	case catalog.Authority:
+		return 3
+	case catalog.Contract:
+		return 2
+	case catalog.Cosmetic:
+		return 1
+	}
+	return 0
+}
+
+// diskLine words one identity digest that changed on disk: what and where
+// on the first line, old → new digest on the second.
+func diskLine(ch identity.Change) string {
+	what := ch.Field
+	switch {
+	case ch.Field == "resolvedExecutable":
+		what = "executable"
+	case ch.Field == "entry":
+		what = "entry file"
+	case ch.Field == "wrappers":
+		what = "wrapper"
+	case strings.HasPrefix(ch.Field, "extra:"):
+		what = "watched path"
+	}
+	line := what
+	if ch.Path != "" {
+		line += " " + ch.Path
+	}
+	return fmt.Sprintf("%s\n  %s → %s", line, shortDigest(ch.Old), shortDigest(ch.New))
+}
+
+// shortDigest is the first twelve hex digits of a digest, "none" for an
+// absent one; other values (runtime versions, paths) are kept whole.
+func shortDigest(d string) string {
+	if d == "" {
+		return "none"
+	}
+	h, ok := strings.CutPrefix(d, identity.DigestPrefix)
+	if ok && len(h) > 12 {
+		return h[:12] + "…"
+	}
+	return h
+}
+
+// countdownText tells how long the person has left to decide.
+func countdownText(now, deadline time.Time) string {
+	left := deadline.Sub(now)
+	if left <= 0 {
+		return "Time is up: the request is being denied (approval_timeout)."
+	}
+	secs := int((left + time.Second - 1) / time.Second) // round up: never show 0:00 early
+	return fmt.Sprintf("Answer within %d:%02d, or the request is denied (approval_timeout).", secs/60, secs%60)
+}
+
+// queueText is the position of the request shown among those waiting.
+func queueText(i, n int) string {
+	if n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d", i+1, n)
+}

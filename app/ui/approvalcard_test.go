@@ -1,0 +1,156 @@
+package ui
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// rebuildCard is the card of a call held after a rebuild: new epoch, an
+// entry file changed on disk, a catalog diff of three severities, a call
+// with a defaulted argument, two tools and a credential.
+func rebuildCard() authz.Card {
+	return authz.Card{
+		Reason:        "server execution epoch changed: new code asks for the authority you gave the old code",
+		AgentRun:      "01JQ7R00000000000000RUN001",
+		AgentExe:      "/usr/local/bin/claude",
+		AgentPID:      4242,
+		ServerLabel:   "inventory-local",
+		PreviousEpoch: epochA,
+		CurrentEpoch:  epochB,
+		IdentityChanges: []identity.Change{
+			{Field: "entry", Path: "/home/dev/inventory/dist/server.js", Old: identity.DigestPrefix + "1111111111111111aaaa", New: identity.DigestPrefix + "2222222222222222bbbb"},
+			{Field: "runtime", Old: "node v22.14.0", New: "node v22.15.0"},
+		},
+		ApprovedRevision: 12,
+		CatalogRevision:  13,
+		CatalogChanges: []catalog.Change{
+			{Tool: "inventory_adjust", Kind: catalog.KindDescriptionChanged, Severity: catalog.Cosmetic, Summary: "inventory_adjust: description changed"},
+			{Tool: "inventory_adjust", Kind: catalog.KindEnumValueAdded, Severity: catalog.Authority, Summary: `inventory_adjust: argument "env" now also accepts "production"`},
+			{Tool: "inventory_adjust", Kind: catalog.KindRequiredAdded, Severity: catalog.Contract, Summary: `inventory_adjust: argument "reason" is now required`},
+		},
+		Tool:            "inventory_adjust",
+		Arguments:       json.RawMessage(`{"sku":"A-100","delta":-3}`),
+		Defaults:        map[string]any{"env": "staging", "dryRun": false},
+		ToolScope:       []string{"inventory_adjust", "inventory_lookup"},
+		CredentialScope: []string{"inventory-api-staging"},
+	}
+}
+
+func TestCardModel(t *testing.T) {
+	tests := []struct {
+		name string
+		card authz.Card
+		want cardView
+	}{
+		{
+			name: "rebuild with catalog changes",
+			card: rebuildCard(),
+			want: cardView{
+				Title:  "inventory-local",
+				Reason: "server execution epoch changed: new code asks for the authority you gave the old code",
+				Facts: []cardFact{
+					{"Agent", "/usr/local/bin/claude (pid 4242)"},
+					{"Agent run", "01JQ7R00000000000000RUN001"},
+					{"Server", "inventory-local"},
+					{"Epoch", epochA + " →\n" + epochB + " (new code)"},
+				},
+				Disk: []string{
+					"entry file /home/dev/inventory/dist/server.js\n  111111111111… → 222222222222…",
+					"runtime\n  node v22.14.0 → node v22.15.0",
+				},
+				CatalogHeading: "Catalog changes, revision 12 → 13",
+				Changes: []cardChange{ // most severe first
+					{catalog.Authority, `inventory_adjust: argument "env" now also accepts "production"`},
+					{catalog.Contract, `inventory_adjust: argument "reason" is now required`},
+					{catalog.Cosmetic, "inventory_adjust: description changed"},
+				},
+				Call:        `inventory_adjust {"sku":"A-100","delta":-3}`,
+				Defaults:    []string{"dryRun omitted: will be false (default)", `env omitted: will be "staging" (default)`},
+				Tools:       []string{"inventory_adjust", "inventory_lookup"},
+				Credentials: "inventory-api-staging",
+			},
+		},
+		{
+			name: "first use: same epoch, no arguments, unknown agent",
+			card: authz.Card{Reason: "first use of echo in this agent run", AgentRun: "run1", ServerLabel: "echo",
+				CurrentEpoch: epochA, CatalogRevision: 1, Tool: "echo", ToolScope: []string{"echo"}},
+			want: cardView{
+				Title: "echo", Reason: "first use of echo in this agent run",
+				Facts: []cardFact{{"Agent", "unknown agent"}, {"Agent run", "run1"}, {"Server", "echo"}, {"Epoch", epochA}, {"Catalog", "revision 1"}},
+				Call:  "echo {}", Tools: []string{"echo"},
+			},
+		},
+		{
+			name: "launch of a new identity with env credentials",
+			card: authz.Card{Reason: "launch with credentials", AgentRun: "run1", AgentPID: 7, ServerLabel: "inv", CurrentEpoch: epochB,
+				Identity: identity.DigestPrefix + "abcdefabcdefabcdef", CredentialScope: []string{"tok"}, AskEveryUse: true},
+			want: cardView{
+				Title: "inv", Reason: "launch with credentials",
+				Facts: []cardFact{{"Agent", "unknown agent (pid 7)"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", epochB},
+					{"Launch", "new execution identity abcdefabcdef…, with credentials"}},
+				Credentials: "tok (asked on every use)",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if d := cmp.Diff(tt.want, cardModel(tt.card)); d != "" {
+				t.Errorf("cardModel (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestDiskLine(t *testing.T) {
+	tests := []struct {
+		ch   identity.Change
+		want string
+	}{
+		{identity.Change{Field: "resolvedExecutable", Path: "/usr/bin/node", Old: identity.DigestPrefix + "0123456789abcdef", New: identity.DigestPrefix + "fedcba9876543210"}, "executable /usr/bin/node\n  0123456789ab… → fedcba987654…"},
+		{identity.Change{Field: "lockfile", Path: "/p/package-lock.json", Old: "", New: identity.DigestPrefix + "fedcba9876543210"}, "lockfile /p/package-lock.json\n  none → fedcba987654…"},
+		{identity.Change{Field: "extra:/p/node_modules", Path: "/p/node_modules", Old: identity.DigestPrefix + "aa", New: identity.DigestPrefix + "bb"}, "watched path /p/node_modules\n  aa → bb"},
+		{identity.Change{Field: "wrappers", Path: "/p/run.sh", Old: "/old/run.sh", New: "/p/run.sh"}, "wrapper /p/run.sh\n  /old/run.sh → /p/run.sh"},
+	}
+	for _, tt := range tests {
+		if got := diskLine(tt.ch); got != tt.want {
+			t.Errorf("diskLine(%+v) = %q, want %q", tt.ch, got, tt.want)
+		}
+	}
+}
+
+func TestCountdownText(t *testing.T) {
+	now := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		left time.Duration
+		want string
+	}{
+		{120 * time.Second, "Answer within 2:00, or the request is denied (approval_timeout)."},
+		{61*time.Second + 200*time.Millisecond, "Answer within 1:02, or the request is denied (approval_timeout)."},
+		{500 * time.Millisecond, "Answer within 0:01, or the request is denied (approval_timeout)."},
+		{0, "Time is up: the request is being denied (approval_timeout)."},
+		{-time.Second, "Time is up: the request is being denied (approval_timeout)."},
+	}
+	for _, tt := range tests {
+		if got := countdownText(now, now.Add(tt.left)); got != tt.want {
+			t.Errorf("countdownText(%s left) = %q, want %q", tt.left, got, tt.want)
+		}
+	}
+}
+
+func TestQueueText(t *testing.T) {
+	for _, tt := range []struct {
+		i, n int
+		want string
+	}{{0, 0, ""}, {0, 1, ""}, {0, 3, "1 of 3"}, {2, 3, "3 of 3"}} {
+		if got := queueText(tt.i, tt.n); got != tt.want {
+			t.Errorf("queueText(%d, %d) = %q, want %q", tt.i, tt.n, got, tt.want)
+		}
+	}
+}

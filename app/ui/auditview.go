@@ -1,0 +1,516 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/portcullis/portcullis/core/audit"
+)
+
+// AuditDeps is what the audit viewer reads.
+type AuditDeps struct {
+	// Dir is the audit log directory (daemon.AuditDir).
+	Dir string
+	// Key is the HMAC-SHA256 key that signs the log (daemon.ReadAuditKey),
+	// or nil: Verify then checks the hash chain only and says so.
+	Key []byte
+}
+
+// Audit viewer size, in Fyne units, and how many rows each table keeps (the
+// most recent ones).
+var (
+	auditSize = fyne.NewSize(1080, 680)
+	auditRows = 10000
+)
+
+// Choices of the filters that mean "no filter".
+const (
+	allServers = "All servers"
+	allRuns    = "All runs"
+)
+
+// ShowAuditViewer opens the audit viewer and returns it: the agent runs
+// (audit.Sessions) and tool calls with refusals (audit.Activity) of the log
+// in d.Dir as two tables, newest first, filtered by server label and agent
+// run; a Verify button that checks the whole log with audit.Verify and
+// shows the outcome (event count and whether signatures were checked, or
+// the first bad sequence number and the problem, in red); and a Refresh
+// button. Times are local, durations in milliseconds; epochs and run IDs are
+// shortened in the tables, and selecting a row shows it in full below.
+//
+// The log is read off the UI goroutine, never written. Only one audit viewer
+// exists per app: calling ShowAuditViewer again refreshes it and brings it to
+// the front. Call it on the UI goroutine.
+func ShowAuditViewer(a fyne.App, d AuditDeps) fyne.Window {
+	if w := reopenSingleton(a, "audit"); w != nil {
+		return w
+	}
+	v := newAuditView(a, d, uiOptions{})
+	v.win.Show()
+	return v.win
+}
+
+// auditView is the audit viewer window.
+type auditView struct {
+	deps AuditDeps
+	opts uiOptions
+	win  fyne.Window
+
+	all      []audit.Session // unfiltered, log order: the filter choices
+	sessions []audit.Session // shown, newest first
+	calls    []audit.Call    // shown, newest first
+
+	server     *widget.Select
+	run        *widget.Select
+	refreshBtn *widget.Button
+	verifyBtn  *widget.Button
+	verifyMsg  *widget.Label
+	info       *widget.Label
+	tabs       *container.AppTabs
+	sessTable  *widget.Table
+	callTable  *widget.Table
+	detail     *widget.Label
+	loading    bool // filter choices are being set: no reload
+}
+
+// auditColumn is one column of a table: its title, width, and the text of
+// a row.
+type auditColumn[T any] struct {
+	title string
+	width float32
+	text  func(v *auditView, row T) string
+}
+
+var sessionColumns = []auditColumn[audit.Session]{
+	{"Started", 150, func(v *auditView, s audit.Session) string { return v.when(s.Started) }},
+	{"Agent run", 120, func(_ *auditView, s audit.Session) string { return auditShort(s.AgentRun) }},
+	{"Server", 130, func(_ *auditView, s audit.Session) string { return s.ServerLabel }},
+	{"Agent", 190, func(_ *auditView, s audit.Session) string { return agentText(s.Agent) }},
+	{"Calls", 60, func(_ *auditView, s audit.Session) string { return strconv.Itoa(s.Calls) }},
+	{"Refused", 70, func(_ *auditView, s audit.Session) string { return strconv.Itoa(s.Denied) }},
+	{"Grants", 70, func(_ *auditView, s audit.Session) string { return strconv.Itoa(len(s.Grants)) }},
+	{"Ended", 250, func(v *auditView, s audit.Session) string {
+		if s.Ended.IsZero() {
+			return "open"
+		}
+		return strings.TrimSpace(v.when(s.Ended) + " " + s.EndReason)
+	}},
+}
+
+var callColumns = []auditColumn[audit.Call]{
+	{"Time", 150, func(v *auditView, c audit.Call) string { return v.when(c.TS) }},
+	{"Server", 120, func(_ *auditView, c audit.Call) string { return c.ServerLabel }},
+	{"Agent run", 115, func(_ *auditView, c audit.Call) string { return auditShort(c.AgentRun) }},
+	{"Tool", 165, func(_ *auditView, c audit.Call) string { return c.Tool }},
+	{"Decision", 75, func(_ *auditView, c audit.Call) string { return c.Decision }},
+	{"Outcome", 190, func(_ *auditView, c audit.Call) string { return outcomeText(c) }},
+	{"ms", 60, func(_ *auditView, c audit.Call) string { return durationMS(c) }},
+	{"Epoch", 115, func(_ *auditView, c audit.Call) string { return auditShort(c.Epoch) }},
+	{"Rev", 45, func(_ *auditView, c audit.Call) string { return revText(c.CatalogRevision) }},
+}
+
+func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
+	v := &auditView{deps: d, opts: o, win: a.NewWindow("Portcullis Audit Log")}
+	v.server = widget.NewSelect([]string{allServers}, func(string) { v.filterChanged(true) })
+	v.run = widget.NewSelect([]string{allRuns}, func(string) { v.filterChanged(false) })
+	v.loading = true
+	v.server.SetSelected(allServers)
+	v.run.SetSelected(allRuns)
+	v.loading = false
+	v.refreshBtn = widget.NewButtonWithIcon("Refresh", theme.ViewRefreshIcon(), v.refresh)
+	v.verifyBtn = widget.NewButtonWithIcon("Verify", theme.ConfirmIcon(), v.verify)
+	v.verifyMsg = newMessageLabel()
+	v.info = newMessageLabel()
+	v.detail = widget.NewLabel("Select a row to see it in full.")
+	v.detail.Wrapping = fyne.TextWrapWord
+	v.detail.Selectable = true
+
+	v.sessTable = newAuditTable(v, sessionColumns, func() []audit.Session { return v.sessions })
+	v.sessTable.OnSelected = func(id widget.TableCellID) {
+		if id.Row >= 0 && id.Row < len(v.sessions) {
+			v.showDetail(sessionDetail(v, v.sessions[id.Row]))
+		}
+	}
+	v.callTable = newAuditTable(v, callColumns, func() []audit.Call { return v.calls })
+	v.callTable.OnSelected = func(id widget.TableCellID) {
+		if id.Row >= 0 && id.Row < len(v.calls) {
+			v.showDetail(callDetail(v, v.calls[id.Row]))
+		}
+	}
+	v.tabs = container.NewAppTabs(
+		container.NewTabItem("Sessions", v.sessTable),
+		container.NewTabItem("Activity", v.callTable),
+	)
+	v.tabs.OnSelected = func(*container.TabItem) { v.showDetail("Select a row to see it in full.") }
+
+	filters := container.NewHBox(
+		widget.NewLabel("Server"), container.NewGridWrap(fyne.NewSize(200, v.server.MinSize().Height), v.server),
+		widget.NewLabel("Agent run"), container.NewGridWrap(fyne.NewSize(290, v.run.MinSize().Height), v.run),
+	)
+	top := container.NewVBox(
+		container.NewBorder(nil, nil, filters, container.NewHBox(v.refreshBtn, v.verifyBtn)),
+		v.verifyMsg, v.info)
+	bottom := container.NewVBox(widget.NewSeparator(), v.detail)
+	v.win.SetContent(container.NewPadded(container.NewBorder(top, bottom, nil, nil, v.tabs)))
+	v.win.Resize(auditSize)
+	v.refresh()
+	registerSingleton(a, "audit", v.win, v.refresh)
+	return v
+}
+
+// newAuditTable returns a table with a header row showing rows() with cols.
+func newAuditTable[T any](v *auditView, cols []auditColumn[T], rows func() []T) *widget.Table {
+	t := widget.NewTableWithHeaders(
+		func() (int, int) { return len(rows()), len(cols) },
+		func() fyne.CanvasObject {
+			l := widget.NewLabel("")
+			l.Truncation = fyne.TextTruncateEllipsis
+			return l
+		},
+		func(id widget.TableCellID, o fyne.CanvasObject) {
+			rs := rows()
+			if id.Row < 0 || id.Row >= len(rs) || id.Col < 0 || id.Col >= len(cols) {
+				o.(*widget.Label).SetText("")
+				return
+			}
+			o.(*widget.Label).SetText(cols[id.Col].text(v, rs[id.Row]))
+		},
+	)
+	t.ShowHeaderColumn = false
+	t.CreateHeader = func() fyne.CanvasObject {
+		return widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	}
+	t.UpdateHeader = func(id widget.TableCellID, o fyne.CanvasObject) {
+		if id.Col >= 0 && id.Col < len(cols) {
+			o.(*widget.Label).SetText(cols[id.Col].title)
+		}
+	}
+	for i, c := range cols {
+		t.SetColumnWidth(i, c.width)
+	}
+	return t
+}
+
+// filter returns the log filter the Select widgets describe.
+func (v *auditView) filter() audit.Filter {
+	var f audit.Filter
+	if s := v.server.Selected; s != allServers {
+		f.Server = s
+	}
+	if r := v.run.Selected; r != allRuns {
+		f.Run = r
+	}
+	return f
+}
+
+// filterChanged reloads the tables for a new choice; a new server resets
+// the run choice to the runs of that server.
+func (v *auditView) filterChanged(serverChanged bool) {
+	if v.loading {
+		return
+	}
+	if serverChanged {
+		v.loading = true
+		v.run.SetSelected(allRuns)
+		v.loading = false
+	}
+	v.refresh()
+}
+
+// auditData is one read of the log.
+type auditData struct {
+	missing  bool
+	all      []audit.Session
+	sessions []audit.Session
+	calls    []audit.Call
+	err      error
+}
+
+// refresh reads the log off the UI goroutine and shows it.
+func (v *auditView) refresh() {
+	f := v.filter()
+	dir := v.deps.Dir
+	var d auditData
+	v.refreshBtn.Disable()
+	v.opts.run(func() { d = readAudit(dir, f) }, func() {
+		v.refreshBtn.Enable()
+		v.show(d)
+	})
+}
+
+// readAudit reads the sessions and the calls matching f from the log in dir.
+func readAudit(dir string, f audit.Filter) auditData {
+	var d auditData
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		d.missing = true
+		return d
+	}
+	d.all, d.err = audit.Sessions(dir, audit.Filter{})
+	if d.err != nil {
+		return d
+	}
+	for _, s := range d.all {
+		if (f.Server == "" || s.ServerLabel == f.Server) && (f.Run == "" || s.AgentRun == f.Run) {
+			d.sessions = append(d.sessions, s)
+		}
+	}
+	if len(d.sessions) > auditRows {
+		d.sessions = d.sessions[len(d.sessions)-auditRows:]
+	}
+	slices.Reverse(d.sessions)
+	f.Limit = auditRows
+	d.calls, d.err = audit.Activity(dir, f)
+	slices.Reverse(d.calls)
+	return d
+}
+
+// show puts a read of the log on screen.
+func (v *auditView) show(d auditData) {
+	v.all, v.sessions, v.calls = d.all, d.sessions, d.calls
+	switch {
+	case d.missing:
+		setMessageLabel(v.info, "No audit log yet in "+v.deps.Dir+": Portcullis starts it when the daemon first runs.", false)
+		v.info.Importance = widget.MediumImportance
+		v.info.Refresh()
+		v.verifyBtn.Disable()
+	case d.err != nil:
+		setMessageLabel(v.info, "Cannot read the audit log: "+d.err.Error(), true)
+		v.verifyBtn.Enable()
+	default:
+		setMessageLabel(v.info, "", false)
+		v.verifyBtn.Enable()
+	}
+	v.setChoices()
+	v.sessTable.UnselectAll()
+	v.callTable.UnselectAll()
+	v.sessTable.Refresh()
+	v.callTable.Refresh()
+	v.tabs.Items[0].Text = fmt.Sprintf("Sessions (%d)", len(v.sessions))
+	v.tabs.Items[1].Text = fmt.Sprintf("Activity (%d)", len(v.calls))
+	v.tabs.Refresh()
+	v.showDetail("Select a row to see it in full.")
+}
+
+// setChoices fills the filters with the servers and runs of the log,
+// keeping the current choices.
+func (v *auditView) setChoices() {
+	servers := []string{allServers}
+	runs := []string{allRuns}
+	for _, s := range v.all {
+		if !slices.Contains(servers, s.ServerLabel) {
+			servers = append(servers, s.ServerLabel)
+		}
+		if v.server.Selected == allServers || v.server.Selected == s.ServerLabel {
+			runs = append(runs, s.AgentRun)
+		}
+	}
+	slices.Sort(servers[1:])
+	v.server.Options = servers
+	v.run.Options = runs
+	v.server.Refresh()
+	v.run.Refresh()
+}
+
+func (v *auditView) showDetail(text string) {
+	v.detail.SetText(text)
+}
+
+// verify checks the whole log off the UI goroutine and shows the outcome.
+func (v *auditView) verify() {
+	v.verifyBtn.Disable()
+	setMessageLabel(v.verifyMsg, "Verifying…", false)
+	v.verifyMsg.Importance = widget.MediumImportance
+	v.verifyMsg.Refresh()
+	var rep audit.Report
+	var err error
+	dir, key := v.deps.Dir, v.deps.Key
+	v.opts.run(func() { rep, err = audit.Verify(dir, key) }, func() {
+		v.verifyBtn.Enable()
+		text, imp := verifyText(rep, err)
+		setMessageLabel(v.verifyMsg, text, imp == widget.DangerImportance)
+		v.verifyMsg.Importance = imp
+		v.verifyMsg.Refresh()
+	})
+}
+
+// verifyText says what audit.Verify found, and how prominently.
+func verifyText(rep audit.Report, err error) (string, widget.Importance) {
+	switch {
+	case errors.Is(err, audit.ErrBroken):
+		return fmt.Sprintf("Verification failed at seq %d: %s. %s (%d events before it verified.)",
+			rep.FirstBad, problemText(rep.Problem), rep.Detail, rep.Events), widget.DangerImportance
+	case err != nil:
+		return "Cannot verify the audit log: " + err.Error(), widget.DangerImportance
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "OK: %d events in %d file", rep.Events, rep.Files)
+	if rep.Files != 1 {
+		b.WriteString("s")
+	}
+	b.WriteString(", hash chain intact")
+	switch {
+	case rep.Signed && rep.Unsigned > 0:
+		fmt.Fprintf(&b, "; signatures checked (%d older events from before signing began carry none)", rep.Unsigned)
+	case rep.Signed:
+		b.WriteString("; signatures checked")
+	default:
+		b.WriteString("; signatures not checked (no key)")
+	}
+	b.WriteString(".")
+	if n := len(rep.Recovered); n > 0 {
+		fmt.Fprintf(&b, " %d torn region(s) after crashes are accounted for by log_recovered events.", n)
+	}
+	imp := widget.SuccessImportance
+	if rep.Problem == audit.ProblemTorn {
+		fmt.Fprintf(&b, " The last line is torn (a crash while writing): %s", rep.Detail)
+		imp = widget.WarningImportance
+	}
+	for _, w := range rep.Warnings {
+		b.WriteString(" Note: " + w)
+	}
+	return b.String(), imp
+}
+
+// problemText explains a Report.Problem in words.
+func problemText(p string) string {
+	switch p {
+	case audit.ProblemEdited:
+		return "an event was edited"
+	case audit.ProblemDeleted:
+		return "events were deleted"
+	case audit.ProblemReordered:
+		return "events are out of order"
+	case audit.ProblemTruncated:
+		return "the log was truncated"
+	case audit.ProblemBadSignature:
+		return "a signature is missing or wrong"
+	}
+	return p
+}
+
+// when formats t in the viewer's time zone, or "—" for the zero time.
+func (v *auditView) when(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return v.opts.local(t).Format("2006-01-02 15:04:05")
+}
+
+// auditShort abbreviates a long identifier (a ULID epoch or run) to its first 6
+// and last 4 characters; selecting the row shows it in full.
+func auditShort(id string) string {
+	if len(id) <= 12 {
+		return id
+	}
+	return id[:6] + "…" + id[len(id)-4:]
+}
+
+func agentText(a audit.Agent) string {
+	name := strings.TrimSpace(a.Name + " " + a.Version)
+	if name == "" && a.Executable != "" {
+		name = filepath.Base(a.Executable)
+	}
+	if a.PID != 0 {
+		name = strings.TrimSpace(fmt.Sprintf("%s (pid %d)", name, a.PID))
+	}
+	if name == "" {
+		return "—"
+	}
+	return name
+}
+
+func outcomeText(c audit.Call) string {
+	switch {
+	case c.Decision == "denied":
+		return "refused: " + c.Reason
+	case !c.Completed:
+		return "no answer recorded"
+	case c.Error != "":
+		return c.Outcome + ": " + c.Error
+	}
+	return c.Outcome
+}
+
+func durationMS(c audit.Call) string {
+	if !c.Completed {
+		return ""
+	}
+	return strconv.FormatFloat(float64(c.Duration)/float64(time.Millisecond), 'f', 1, 64)
+}
+
+func revText(r uint64) string {
+	if r == 0 {
+		return ""
+	}
+	return strconv.FormatUint(r, 10)
+}
+
+// sessionDetail is the full text of a session row.
+func sessionDetail(v *auditView, s audit.Session) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Agent run %s on %s, seq %d", s.AgentRun, s.ServerLabel, s.StartSeq)
+	if s.EndSeq != 0 {
+		fmt.Fprintf(&b, "–%d", s.EndSeq)
+	}
+	fmt.Fprintf(&b, ". Agent: %s", agentText(s.Agent))
+	if s.Agent.Executable != "" {
+		fmt.Fprintf(&b, ", %s", s.Agent.Executable)
+	}
+	fmt.Fprintf(&b, ". Started %s, ended %s.", v.when(s.Started), sessionColumns[len(sessionColumns)-1].text(v, s))
+	for _, g := range s.Grants {
+		fmt.Fprintf(&b, "\nGrant (seq %d, %s, request %s) for epoch %s, until %s: tools %s",
+			g.Seq, v.when(g.TS), g.Request, g.Epoch, g.ExpiresWhen, auditList(g.ToolScope))
+		if len(g.CredentialScope) > 0 {
+			fmt.Fprintf(&b, "; credentials %s", auditList(g.CredentialScope))
+		}
+	}
+	return b.String()
+}
+
+// callDetail is the full text of an activity row.
+func callDetail(v *auditView, c audit.Call) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Call %s (seq %d) at %s: %s on %s, agent run %s, epoch %s, catalog revision %s.",
+		auditOrDash(c.Call), c.Seq, v.when(c.TS), c.Tool, c.ServerLabel, c.AgentRun, auditOrDash(c.Epoch), auditOrDash(revText(c.CatalogRevision)))
+	switch c.Decision {
+	case "denied":
+		fmt.Fprintf(&b, "\nRefused: %s.", c.Reason)
+	case "grant":
+		fmt.Fprintf(&b, "\nAllowed by the grant of request %s.", c.Grant)
+	default:
+		fmt.Fprintf(&b, "\nAllowed by policy (%s).", c.Decision)
+	}
+	if c.ArgsDigest != "" {
+		fmt.Fprintf(&b, " Arguments %s, keys %s.", c.ArgsDigest, auditList(c.ArgKeys))
+	}
+	if c.Completed {
+		fmt.Fprintf(&b, "\nCompleted (seq %d): %s in %s ms.", c.CompletedSeq, outcomeText(c), durationMS(c))
+	}
+	return b.String()
+}
+
+func auditList(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+func auditOrDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}

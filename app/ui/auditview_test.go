@@ -1,0 +1,278 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/portcullis/portcullis/core/audit"
+)
+
+const (
+	runA   = "01JQ7R4S4S0QJ7GZP1S2AAAAAA"
+	runB   = "01JQ7R4S4S0QJ7GZP1S2BBBBBB"
+	epoch1 = "01JQ7R4S4S0QJ7GZP1S2EPOCH1"
+	epoch2 = "01JQ7R4S4S0QJ7GZP1S2EPOCH2"
+)
+
+var auditKey = []byte("0123456789abcdef0123456789abcdef")
+
+// writeAuditLog writes a small log of two agent runs on two servers into a
+// new directory and returns it: run A on "inv" with a grant, two calls and a
+// refusal, run B on "docs" with a call allowed by policy, still open.
+func writeAuditLog(t *testing.T, key []byte) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "audit")
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(1500 * time.Millisecond)
+		return now
+	}
+	l, err := audit.Open(audit.Options{Dir: dir, Key: key, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	events := []struct {
+		typ    string
+		fields any
+	}{
+		{audit.TypeRunStarted, audit.RunStarted{AgentRun: runA, ServerLabel: "inv",
+			Agent: audit.Agent{Name: "claude-code", Version: "2.1.0", Executable: "/usr/local/bin/claude", PID: 4242}}},
+		{audit.TypeServerStarted, audit.ServerStarted{ServerLabel: "inv", AgentRun: runA, Epoch: epoch1, PID: 5000}},
+		{audit.TypeApprovalGranted, audit.ApprovalGranted{Request: "req-1", AgentRun: runA, ServerLabel: "inv", Epoch: epoch1,
+			ToolScope: []string{"inventory_adjust"}, CredentialScope: []string{"api"}, ExpiresWhen: "agent-run-ends"}},
+		{audit.TypeToolCalled, audit.ToolCalled{Call: "1", AgentRun: runA, ServerLabel: "inv", Epoch: epoch1, CatalogRevision: 12,
+			Tool: "inventory_adjust", ArgsDigest: "sha256:9f2c", ArgKeys: []string{"count", "sku"}, Decision: "grant", Grant: "req-1"}},
+		{audit.TypeToolCompleted, audit.ToolCompleted{Call: "1", AgentRun: runA, ServerLabel: "inv", Epoch: epoch1,
+			Tool: "inventory_adjust", Outcome: "ok", DurationMS: 12.5}},
+		{audit.TypeRunStarted, audit.RunStarted{AgentRun: runB, ServerLabel: "docs", Agent: audit.Agent{Executable: "/Applications/Cursor.app/Contents/MacOS/Cursor"}}},
+		{audit.TypeToolCalled, audit.ToolCalled{Call: "7", AgentRun: runB, ServerLabel: "docs", Epoch: epoch2, CatalogRevision: 3,
+			Tool: "search", ArgsDigest: "sha256:aa01", ArgKeys: []string{"q"}, Decision: "allow"}},
+		{audit.TypeAuthorizationDenied, audit.AuthorizationDenied{Call: "2", AgentRun: runA, ServerLabel: "inv", Tool: "inventory_adjust",
+			Reason: "authorization_stale", ApprovedEpoch: epoch1, CurrentEpoch: epoch2, CatalogRevision: 13}},
+		{audit.TypeToolCalled, audit.ToolCalled{Call: "3", AgentRun: runA, ServerLabel: "inv", Epoch: epoch2, CatalogRevision: 13,
+			Tool: "inventory_lookup", ArgsDigest: "sha256:77", ArgKeys: []string{"sku"}, Decision: "allow"}},
+		{audit.TypeToolCompleted, audit.ToolCompleted{Call: "3", AgentRun: runA, ServerLabel: "inv", Epoch: epoch2,
+			Tool: "inventory_lookup", Outcome: "error", DurationMS: 250, Error: "no such sku"}},
+		{audit.TypeRunEnded, audit.RunEnded{AgentRun: runA, ServerLabel: "inv", Reason: "agent disconnected"}},
+	}
+	for _, e := range events {
+		if _, err := l.Append(context.Background(), e.typ, e.fields); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func newTestAuditView(t *testing.T, d AuditDeps) *auditView {
+	t.Helper()
+	a := test.NewTempApp(t)
+	v := newAuditView(a, d, uiOptions{inline: true, loc: time.UTC})
+	t.Cleanup(v.win.Close)
+	return v
+}
+
+// tableText returns the cells of a table as the viewer renders them.
+func tableText[T any](v *auditView, cols []auditColumn[T], rows []T) [][]string {
+	var out [][]string
+	for _, r := range rows {
+		var line []string
+		for _, c := range cols {
+			line = append(line, c.text(v, r))
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func TestAuditViewerTables(t *testing.T) {
+	dir := writeAuditLog(t, auditKey)
+	v := newTestAuditView(t, AuditDeps{Dir: dir, Key: auditKey})
+
+	wantSessions := [][]string{ // newest first
+		{"2026-11-30 08:00:09", "01JQ7R…BBBB", "docs", "Cursor", "1", "0", "0", "open"},
+		{"2026-11-30 08:00:01", "01JQ7R…AAAA", "inv", "claude-code 2.1.0 (pid 4242)", "2", "1", "1", "2026-11-30 08:00:16 agent disconnected"},
+	}
+	if diff := cmp.Diff(wantSessions, tableText(v, sessionColumns, v.sessions)); diff != "" {
+		t.Errorf("sessions (-want +got):\n%s", diff)
+	}
+	wantCalls := [][]string{
+		{"2026-11-30 08:00:13", "inv", "01JQ7R…AAAA", "inventory_lookup", "allow", "error: no such sku", "250.0", "01JQ7R…OCH2", "13"},
+		{"2026-11-30 08:00:12", "inv", "01JQ7R…AAAA", "inventory_adjust", "denied", "refused: authorization_stale", "", "01JQ7R…OCH2", "13"},
+		{"2026-11-30 08:00:10", "docs", "01JQ7R…BBBB", "search", "allow", "no answer recorded", "", "01JQ7R…OCH2", "3"},
+		{"2026-11-30 08:00:06", "inv", "01JQ7R…AAAA", "inventory_adjust", "grant", "ok", "12.5", "01JQ7R…OCH1", "12"},
+	}
+	if diff := cmp.Diff(wantCalls, tableText(v, callColumns, v.calls)); diff != "" {
+		t.Errorf("activity (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{allServers, "docs", "inv"}, v.server.Options); diff != "" {
+		t.Errorf("server choices (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{allRuns, runA, runB}, v.run.Options); diff != "" {
+		t.Errorf("run choices (-want +got):\n%s", diff)
+	}
+	test.AssertRendersToMarkup(t, "auditview_sessions.xml", v.win.Canvas())
+
+	// Selecting a row shows it in full: the epoch and run are not shortened.
+	v.tabs.SelectIndex(1)
+	v.callTable.Select(widget.TableCellID{Row: 1, Col: 0})
+	for _, want := range []string{runA, epoch2, "Refused: authorization_stale", "catalog revision 13"} {
+		if !strings.Contains(v.detail.Text, want) {
+			t.Errorf("detail %q lacks %q", v.detail.Text, want)
+		}
+	}
+	v.tabs.SelectIndex(0)
+	v.sessTable.Select(widget.TableCellID{Row: 1, Col: 2})
+	for _, want := range []string{runA, "/usr/local/bin/claude", "request req-1", epoch1, "tools inventory_adjust", "credentials api"} {
+		if !strings.Contains(v.detail.Text, want) {
+			t.Errorf("detail %q lacks %q", v.detail.Text, want)
+		}
+	}
+}
+
+func TestAuditViewerFilter(t *testing.T) {
+	dir := writeAuditLog(t, nil)
+	v := newTestAuditView(t, AuditDeps{Dir: dir})
+
+	v.server.SetSelected("inv")
+	if len(v.sessions) != 1 || v.sessions[0].AgentRun != runA {
+		t.Errorf("sessions for inv: %+v", v.sessions)
+	}
+	for _, c := range v.calls {
+		if c.ServerLabel != "inv" {
+			t.Errorf("call of %s shown for inv", c.ServerLabel)
+		}
+	}
+	if len(v.calls) != 3 {
+		t.Errorf("%d calls for inv, want 3", len(v.calls))
+	}
+	if diff := cmp.Diff([]string{allRuns, runA}, v.run.Options); diff != "" {
+		t.Errorf("run choices for inv (-want +got):\n%s", diff)
+	}
+
+	v.server.SetSelected(allServers)
+	v.run.SetSelected(runB)
+	if len(v.sessions) != 1 || v.sessions[0].AgentRun != runB || len(v.calls) != 1 || v.calls[0].Tool != "search" {
+		t.Errorf("run B: sessions %+v, calls %+v", v.sessions, v.calls)
+	}
+	// A new server choice resets the run choice.
+	v.server.SetSelected("inv")
+	if v.run.Selected != allRuns || len(v.calls) != 3 {
+		t.Errorf("after choosing inv: run %q, %d calls", v.run.Selected, len(v.calls))
+	}
+}
+
+func TestAuditViewerVerify(t *testing.T) {
+	dir := writeAuditLog(t, auditKey)
+	v := newTestAuditView(t, AuditDeps{Dir: dir, Key: auditKey})
+	test.Tap(v.verifyBtn)
+	if got := v.verifyMsg.Text; !strings.Contains(got, "OK: 11 events") || !strings.Contains(got, "signatures checked") {
+		t.Errorf("verify message %q", got)
+	}
+	if v.verifyMsg.Importance != widget.SuccessImportance {
+		t.Errorf("verify importance %v, want success", v.verifyMsg.Importance)
+	}
+
+	// Without the key the chain is still checked, and the message says so.
+	v.deps.Key = nil
+	test.Tap(v.verifyBtn)
+	if got := v.verifyMsg.Text; !strings.Contains(got, "OK: 11 events") || !strings.Contains(got, "signatures not checked") {
+		t.Errorf("verify message without key %q", got)
+	}
+	v.deps.Key = auditKey
+
+	// Edit one event (the denied call's reason) in place.
+	path := filepath.Join(dir, "audit-000001.jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := bytes.Replace(data, []byte(`"reason":"authorization_stale"`), []byte(`"reason":"approval_denied"`), 1)
+	if bytes.Equal(tampered, data) {
+		t.Fatal("the event to tamper with is not in the log")
+	}
+	if err := os.WriteFile(path, tampered, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	test.Tap(v.verifyBtn)
+	got := v.verifyMsg.Text
+	if !strings.Contains(got, "Verification failed at seq 8") || !strings.Contains(got, "an event was edited") {
+		t.Errorf("verify message after tampering %q, want seq 8 edited", got)
+	}
+	if v.verifyMsg.Importance != widget.DangerImportance {
+		t.Errorf("verify importance %v, want danger (red)", v.verifyMsg.Importance)
+	}
+	test.AssertRendersToMarkup(t, "auditview_verify_failed.xml", v.win.Canvas())
+
+	// Refresh reads the edited log.
+	test.Tap(v.refreshBtn)
+	if v.calls[1].Reason != "approval_denied" {
+		t.Errorf("after Refresh, refusal reason %q", v.calls[1].Reason)
+	}
+}
+
+func TestAuditViewerNoLog(t *testing.T) {
+	v := newTestAuditView(t, AuditDeps{Dir: filepath.Join(t.TempDir(), "audit")})
+	if !strings.Contains(v.info.Text, "No audit log yet") || !v.verifyBtn.Disabled() {
+		t.Errorf("info %q, verify disabled %v", v.info.Text, v.verifyBtn.Disabled())
+	}
+	if len(v.sessions) != 0 || len(v.calls) != 0 {
+		t.Error("rows shown without a log")
+	}
+}
+
+func TestVerifyText(t *testing.T) {
+	tests := []struct {
+		name string
+		rep  audit.Report
+		err  error
+		want string
+		imp  widget.Importance
+	}{
+		{"signed", audit.Report{Events: 5, Files: 1, Signed: true}, nil,
+			"OK: 5 events in 1 file, hash chain intact; signatures checked.", widget.SuccessImportance},
+		{"unsigned prefix", audit.Report{Events: 9, Files: 2, Signed: true, Unsigned: 3}, nil,
+			"OK: 9 events in 2 files, hash chain intact; signatures checked (3 older events from before signing began carry none).", widget.SuccessImportance},
+		{"no key", audit.Report{Events: 2, Files: 1}, nil,
+			"OK: 2 events in 1 file, hash chain intact; signatures not checked (no key).", widget.SuccessImportance},
+		{"torn", audit.Report{Events: 2, Files: 1, Problem: audit.ProblemTorn, Detail: "audit-000001.jsonl: 17 bytes"}, nil,
+			"OK: 2 events in 1 file, hash chain intact; signatures not checked (no key). The last line is torn (a crash while writing): audit-000001.jsonl: 17 bytes", widget.WarningImportance},
+		{"broken", audit.Report{Events: 3, FirstBad: 4, Problem: audit.ProblemDeleted, Detail: "seq 4 to 6 are missing."},
+			audit.ErrBroken, "Verification failed at seq 4: events were deleted. seq 4 to 6 are missing. (3 events before it verified.)", widget.DangerImportance},
+		{"bad signature", audit.Report{FirstBad: 1, Problem: audit.ProblemBadSignature, Detail: "wrong sig."},
+			audit.ErrBroken, "Verification failed at seq 1: a signature is missing or wrong. wrong sig. (0 events before it verified.)", widget.DangerImportance},
+		{"unreadable", audit.Report{}, os.ErrPermission, "Cannot verify the audit log: permission denied", widget.DangerImportance},
+	}
+	for _, tt := range tests {
+		got, imp := verifyText(tt.rep, tt.err)
+		if got != tt.want || imp != tt.imp {
+			t.Errorf("%s: verifyText = %q, %v; want %q, %v", tt.name, got, imp, tt.want, tt.imp)
+		}
+	}
+}
+
+func TestAuditShort(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                           "",
+		"req-1":                      "req-1",
+		"123456789012":               "123456789012",
+		"01JQ7R4S4S0QJ7GZP1S2XYZWAB": "01JQ7R…ZWAB",
+	} {
+		if got := auditShort(in); got != want {
+			t.Errorf("auditShort(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

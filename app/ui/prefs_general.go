@@ -1,0 +1,251 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/secrets"
+)
+
+// Fields of the General tab.
+const (
+	fLogin           = "login"
+	fApprovalTimeout = "approvalTimeout"
+	fHoldTimeout     = "holdTimeout"
+	fAudit           = "audit"
+)
+
+// generalTab holds the daemon-wide settings, launch at login and the state
+// of audit signing.
+type generalTab struct {
+	p       *prefs
+	content fyne.CanvasObject
+
+	loading bool
+	login   *widget.Check
+	approve *widget.Entry
+	hold    *widget.Entry
+	audit   *widget.Label
+	fields  map[string]*prefsField
+	saveBtn *widget.Button
+}
+
+func newGeneralTab(p *prefs) *generalTab {
+	t := &generalTab{p: p}
+	t.login = widget.NewCheck("Open Portcullis when I log in", t.setLogin)
+	t.approve = widget.NewEntry()
+	t.approve.SetPlaceHolder(config.DefaultApprovalTimeout.String() + " (default)")
+	t.approve.OnChanged = func(string) { t.changed() }
+	t.hold = widget.NewEntry()
+	t.hold.SetPlaceHolder(config.DefaultHoldTimeout.String() + " (default)")
+	t.hold.OnChanged = func(string) { t.changed() }
+	t.audit = widget.NewLabel("")
+	t.audit.Wrapping = fyne.TextWrapWord
+	t.fields = map[string]*prefsField{
+		fLogin: newPrefsField("Startup", t.login, ""),
+		fApprovalTimeout: newPrefsField("Approval timeout", t.approve,
+			"How long a tool call waits for your decision before it is refused, such as 90s or 2m. Applies from the next start of Portcullis."),
+		fHoldTimeout: newPrefsField("Hold timeout", t.hold,
+			"How long a tool call is held while a rebuilt server starts. Applies to agents that connect from now on."),
+		fAudit: newPrefsField("Audit log", t.audit,
+			"Signing starts by itself where a credential store works, and never stops silently; Verify in the audit viewer checks it."),
+	}
+	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
+	t.saveBtn.Importance = widget.HighImportance
+	f := t.fields
+	body := container.NewVBox(prefsForm(f[fLogin], f[fApprovalTimeout], f[fHoldTimeout], f[fAudit]))
+	t.content = container.NewPadded(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), t.saveBtn), nil, nil,
+		container.NewVScroll(body)))
+	return t
+}
+
+func (t *generalTab) reload() {
+	t.loading = true
+	defer func() { t.loading = false }()
+	s := t.p.config().Settings
+	t.approve.SetText(durationText(s.ApprovalTimeout))
+	t.hold.SetText(durationText(s.HoldTimeout))
+	for _, f := range t.fields {
+		f.setProblems(nil)
+	}
+	if t.p.cfg == nil {
+		t.saveBtn.Disable()
+	} else {
+		t.saveBtn.Enable()
+	}
+	t.reloadLogin()
+	t.reloadAudit()
+}
+
+// durationText shows a configured duration, or "" for the default.
+func durationText(d config.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func (t *generalTab) reloadLogin() {
+	t.loading = true
+	defer func() { t.loading = false }()
+	if t.p.deps.Login == nil {
+		t.login.SetChecked(false)
+		t.login.Disable()
+		t.fields[fLogin].setProblems([]string{"Launch at login is not available on this system."})
+		return
+	}
+	t.login.Enable()
+	on, err := t.p.deps.Login.Enabled()
+	t.login.SetChecked(on)
+	if err != nil {
+		t.fields[fLogin].setProblems([]string{err.Error()})
+	} else {
+		t.fields[fLogin].setProblems(nil)
+	}
+}
+
+// setLogin turns launch at login on or off at once; on failure the box
+// shows the actual state again and the error.
+func (t *generalTab) setLogin(on bool) {
+	if t.loading || t.p.deps.Login == nil {
+		return
+	}
+	var err error
+	if on {
+		err = t.p.deps.Login.Enable()
+	} else {
+		err = t.p.deps.Login.Disable()
+	}
+	t.reloadLogin()
+	if err != nil {
+		t.fields[fLogin].setProblems([]string{err.Error()})
+		t.p.setStatus("Launch at login was not changed.", true)
+		return
+	}
+	if on {
+		t.p.setStatus("Portcullis will open when you log in.", false)
+	} else {
+		t.p.setStatus("Portcullis will no longer open when you log in.", false)
+	}
+}
+
+// reloadAudit shows whether the audit log's signing key is in the
+// credential store, asking the store off the UI goroutine.
+func (t *generalTab) reloadAudit() {
+	t.audit.SetText("Checking the credential store…")
+	var text string
+	t.p.opts.run(func() { text = auditSigningText(t.p.deps.Secrets) }, func() { t.audit.SetText(text) })
+}
+
+// auditSigningText describes the state of audit signing from the key's
+// presence in store; the key itself is dropped at once.
+func auditSigningText(store secrets.Store) string {
+	if store == nil {
+		return "Not signed: no credential store is available. Events are hash-chained all the same."
+	}
+	key, err := daemon.ReadAuditKey(store)
+	clear(key)
+	switch {
+	case err == nil:
+		return "Signed with HMAC-SHA256; the key is kept in the credential store as " + daemon.AuditKeyScope + "."
+	case errors.Is(err, secrets.ErrNotFound):
+		return "Not signed yet: Portcullis creates the key at its next start. Events are hash-chained all the same."
+	}
+	return "Unknown: " + storeErrorText(err)
+}
+
+func (t *generalTab) changed() {
+	if t.loading {
+		return
+	}
+	t.check()
+}
+
+// candidate parses the duration fields; ps holds the ones that do not parse.
+func (t *generalTab) candidate() (config.Settings, problemSet) {
+	ps := problemSet{}
+	s := t.p.config().Settings
+	parse := func(e *widget.Entry, name string) config.Duration {
+		txt := strings.TrimSpace(e.Text)
+		if txt == "" {
+			return 0
+		}
+		d, err := time.ParseDuration(txt)
+		if err != nil {
+			ps.add(name, fmt.Sprintf("%q is not a duration: write it like 90s, 2m or 1m30s", txt))
+			return 0
+		}
+		return config.Duration(d)
+	}
+	s.ApprovalTimeout = parse(t.approve, fApprovalTimeout)
+	s.HoldTimeout = parse(t.hold, fHoldTimeout)
+	return s, ps
+}
+
+// generalProblems maps problems of settings.* to the fields.
+func generalProblems(problems []config.Problem) problemSet {
+	ps := problemSet{}
+	for _, pr := range problems {
+		seg, _, ok := splitProblemPath("settings", pr.Path)
+		switch {
+		case ok && seg == "approvalTimeout":
+			ps.add(fApprovalTimeout, pr.Reason)
+		case ok && seg == "holdTimeout":
+			ps.add(fHoldTimeout, pr.Reason)
+		default:
+			ps.add(fOther, pr.String())
+		}
+	}
+	return ps
+}
+
+func (t *generalTab) check() bool {
+	s, ps := t.candidate()
+	c := *t.p.config()
+	c.Settings = s
+	var ve *config.ValidationError
+	if err := c.Validate(); errors.As(err, &ve) {
+		for name, msgs := range generalProblems(ve.Problems) {
+			ps[name] = append(ps[name], msgs...)
+		}
+	}
+	t.showProblems(ps)
+	return len(ps) == 0
+}
+
+func (t *generalTab) showProblems(ps problemSet) {
+	t.fields[fApprovalTimeout].setProblems(ps[fApprovalTimeout])
+	t.fields[fHoldTimeout].setProblems(ps[fHoldTimeout])
+}
+
+func (t *generalTab) save() {
+	if !t.check() {
+		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		return
+	}
+	s, _ := t.candidate()
+	err := t.p.update(func(c *config.Config) error {
+		c.Settings.ApprovalTimeout, c.Settings.HoldTimeout = s.ApprovalTimeout, s.HoldTimeout
+		return nil
+	})
+	var ve *config.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		t.showProblems(generalProblems(ve.Problems))
+		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+	case err != nil:
+		t.p.setStatus("Not saved: "+err.Error(), true)
+	default:
+		t.p.setStatus("Saved the general settings.", false)
+	}
+}

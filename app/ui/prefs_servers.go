@@ -1,0 +1,607 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/portcullis/portcullis/core/config"
+)
+
+// Fields of the server editor, as problems name them.
+const (
+	fLabel       = "label"
+	fCommand     = "command"
+	fArgs        = "args"
+	fCwd         = "cwd"
+	fEnv         = "env"
+	fWatch       = "watch"
+	fRestart     = "restart"
+	fTools       = "tools"
+	fCredentials = "credentials"
+	fOther       = "" // problems that belong to no field
+)
+
+// serverFieldOf maps the first segment of a problem path below a server to
+// the editor prefsField that shows it.
+var serverFieldOf = map[string]string{
+	"": fLabel, "command": fCommand, "args": fArgs, "cwd": fCwd, "env": fEnv,
+	"watch": fWatch, "restart": fRestart, "tools": fTools, "credentials": fCredentials,
+}
+
+// problemSet collects problem texts per field.
+type problemSet map[string][]string
+
+func (ps problemSet) add(name, msg string) { ps[name] = append(ps[name], msg) }
+
+// serverProblems sorts the problems of a configuration into the fields of
+// the editor of the server called label; problems elsewhere go to fOther
+// with their path.
+func serverProblems(label string, problems []config.Problem) problemSet {
+	ps := problemSet{}
+	base := "mcpServers." + pathKey(label)
+	for _, pr := range problems {
+		seg, rest, ok := splitProblemPath(base, pr.Path)
+		f, known := serverFieldOf[seg]
+		if !ok || !known {
+			ps.add(fOther, pr.String())
+			continue
+		}
+		prefix := ""
+		if f == fArgs || f == fWatch {
+			prefix = lineOf(rest)
+		}
+		if f == fTools {
+			if tool, _, ok := splitProblemPath("x", "x"+rest); ok && tool != "" {
+				prefix = tool + ": "
+			}
+		}
+		ps.add(f, prefix+pr.Reason)
+	}
+	return ps
+}
+
+// restart options and tool policies, as written in the file.
+var (
+	restartOptions = []string{config.RestartOnChange, config.RestartManual}
+	policyOptions  = []string{config.PolicyAllow, config.PolicyApprove, config.PolicyDeny}
+)
+
+// toolRow is the policy of one tool in the editor.
+type toolRow struct {
+	name   string
+	policy *widget.RadioGroup
+	// keep writes the policy even when it is the default "approve": the
+	// tool was in the file already, or the person added it by name.
+	keep bool
+}
+
+// serversTab lists the servers and edits one at a time.
+type serversTab struct {
+	p       *prefs
+	content fyne.CanvasObject
+
+	labels    []string
+	list      *widget.List
+	addBtn    *widget.Button
+	removeBtn *widget.Button
+
+	// The server being edited: orig is its label in the file ("" for a new
+	// one), base its settings as read (kept for fields the editor does not
+	// show, such as startupTimeout).
+	editing bool
+	isNew   bool
+	orig    string
+	base    config.Server
+	loading bool // fields are being filled in: no change events
+	touched bool // the person changed something since loading
+
+	editor      *fyne.Container
+	placeholder fyne.CanvasObject
+	title       *widget.Label
+	label       *widget.Entry
+	command     *widget.Entry
+	args        *widget.Entry
+	cwd         *widget.Entry
+	env         *widget.Entry
+	watch       *widget.Entry
+	restart     *widget.RadioGroup
+	tools       []*toolRow
+	toolsGrid   *fyne.Container
+	toolsNote   *widget.Label
+	newTool     *widget.Entry
+	creds       *widget.CheckGroup
+	credsNote   *widget.Label
+	fields      map[string]*prefsField
+	other       *widget.Label // problems that belong to no field
+	saveBtn     *widget.Button
+	revertBtn   *widget.Button
+	cwdChooser  *widget.Button
+	editorPanel *fyne.Container
+}
+
+func newServersTab(p *prefs) *serversTab {
+	t := &serversTab{p: p}
+	t.list = widget.NewList(
+		func() int { return len(t.labels) },
+		func() fyne.CanvasObject { return widget.NewLabel("server-label-template") },
+		func(id widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(t.labels[id]) },
+	)
+	t.list.OnSelected = func(id widget.ListItemID) {
+		if id >= 0 && id < len(t.labels) && (t.isNew || t.orig != t.labels[id] || !t.editing) {
+			t.edit(t.labels[id])
+		}
+	}
+	t.addBtn = widget.NewButtonWithIcon("Add", theme.ContentAddIcon(), t.startNew)
+	t.removeBtn = widget.NewButtonWithIcon("Remove", theme.ContentRemoveIcon(), t.confirmRemove)
+
+	changed := func(string) { t.changed() }
+	entry := func(placeholder string) *widget.Entry {
+		e := widget.NewEntry()
+		e.SetPlaceHolder(placeholder)
+		e.OnChanged = changed
+		return e
+	}
+	multi := func(placeholder string) *widget.Entry {
+		e := widget.NewMultiLineEntry()
+		e.SetPlaceHolder(placeholder)
+		e.SetMinRowsVisible(3)
+		e.OnChanged = changed
+		return e
+	}
+	t.title = prefsHeading("")
+	t.label = entry("inventory-local")
+	t.command = entry("node")
+	t.args = multi("dist/server.js")
+	t.cwd = entry("/Users/you/src/inventory")
+	t.cwdChooser = widget.NewButtonWithIcon("", theme.FolderOpenIcon(), t.chooseCwd)
+	t.env = multi("LOG_LEVEL=debug")
+	t.watch = multi("dist\npackage-lock.json")
+	t.restart = widget.NewRadioGroup(restartOptions, changed)
+	t.restart.Horizontal = true
+	t.restart.Required = true
+	t.toolsGrid = container.New(layout.NewFormLayout())
+	t.toolsNote = widget.NewLabel("")
+	t.toolsNote.Wrapping = fyne.TextWrapWord
+	t.toolsNote.SizeName = theme.SizeNameCaptionText
+	t.newTool = widget.NewEntry()
+	t.newTool.SetPlaceHolder("tool name")
+	t.newTool.OnSubmitted = func(string) { t.addTool() }
+	addTool := widget.NewButtonWithIcon("Add policy", theme.ContentAddIcon(), t.addTool)
+	t.creds = widget.NewCheckGroup(nil, func([]string) { t.changed() })
+	t.creds.Horizontal = true
+	t.credsNote = widget.NewLabel("")
+	t.credsNote.Wrapping = fyne.TextWrapWord
+	t.credsNote.SizeName = theme.SizeNameCaptionText
+
+	t.fields = map[string]*prefsField{
+		fLabel:   newPrefsField("Label", t.label, "The name agents connect to: portcullis connect LABEL."),
+		fCommand: newPrefsField("Command", t.command, "Looked up in PATH when the server starts."),
+		fArgs:    newPrefsField("Arguments", t.args, "One argument per line."),
+		fCwd:     newPrefsField("Working directory", container.NewBorder(nil, nil, nil, t.cwdChooser, t.cwd), "Absolute path; relative watch paths start here."),
+		fEnv:     newPrefsField("Environment", t.env, "One NAME=value per line. Secrets belong in the Credentials tab."),
+		fWatch:   newPrefsField("Watch", t.watch, "Files or directories whose change means a new build, one per line."),
+		fRestart: newPrefsField("Restart", t.restart, "on-change replaces the server when a build completes; manual only reports it."),
+		fTools: newPrefsField("Tool policies", container.NewVBox(t.toolsNote, t.toolsGrid,
+			container.NewBorder(nil, nil, nil, addTool, t.newTool)),
+			"allow: no approval; approve: asked once per agent run and epoch; deny: hidden and refused."),
+		fCredentials: newPrefsField("Credentials", container.NewVBox(t.creds, t.credsNote), ""),
+	}
+	t.other = newMessageLabel()
+	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
+	t.saveBtn.Importance = widget.HighImportance
+	t.revertBtn = widget.NewButton("Revert", t.revert)
+
+	f := t.fields
+	t.editor = container.NewVBox(t.title,
+		prefsForm(f[fLabel], f[fCommand], f[fArgs], f[fCwd], f[fEnv], f[fWatch], f[fRestart], f[fTools], f[fCredentials]),
+		t.other)
+	ph := widget.NewLabel("Select a server, or add one.")
+	ph.Alignment = fyne.TextAlignCenter
+	t.placeholder = container.NewCenter(ph)
+	buttons := container.NewHBox(layout.NewSpacer(), t.revertBtn, t.saveBtn)
+	t.editorPanel = container.NewStack(t.placeholder)
+	right := container.NewBorder(nil, buttons, nil, nil, t.editorPanel)
+
+	left := container.NewBorder(prefsHeading("Servers"), container.NewGridWithColumns(2, t.addBtn, t.removeBtn), nil, nil, t.list)
+	split := container.NewHSplit(left, container.NewPadded(right))
+	split.Offset = 0.24
+	t.content = split
+	t.showEditor(false)
+	return t
+}
+
+// showEditor switches the right pane between the editor and the placeholder.
+func (t *serversTab) showEditor(on bool) {
+	t.editing = on
+	if on {
+		t.editorPanel.Objects = []fyne.CanvasObject{container.NewVScroll(container.NewPadded(t.editor))}
+		t.saveBtn.Enable()
+		t.revertBtn.Enable()
+	} else {
+		t.editorPanel.Objects = []fyne.CanvasObject{t.placeholder}
+		t.saveBtn.Disable()
+		t.revertBtn.Disable()
+	}
+	t.editorPanel.Refresh()
+	if on && !t.isNew {
+		t.removeBtn.Enable()
+	} else {
+		t.removeBtn.Disable()
+	}
+}
+
+// refreshList re-reads the labels from the configuration.
+func (t *serversTab) refreshList() {
+	t.labels = slices.Sorted(maps.Keys(t.p.config().Servers))
+	t.list.Refresh()
+	if i := slices.Index(t.labels, t.orig); t.editing && !t.isNew && i >= 0 {
+		t.list.Select(i) // keep the highlight on the edited server
+	}
+}
+
+// reload shows the configuration as read: the server being edited again,
+// or the first one.
+func (t *serversTab) reload() {
+	t.refreshList()
+	if t.p.cfg == nil {
+		t.addBtn.Disable()
+		t.list.UnselectAll()
+		t.showEditor(false)
+		return
+	}
+	t.addBtn.Enable()
+	want := t.orig
+	if _, ok := t.p.cfg.Servers[want]; !ok || t.isNew {
+		want = ""
+		if len(t.labels) > 0 {
+			want = t.labels[0]
+		}
+	}
+	if want == "" {
+		t.list.UnselectAll()
+		t.isNew, t.orig = false, ""
+		t.showEditor(false)
+		return
+	}
+	t.edit(want)
+}
+
+// edit loads the server called label into the editor and selects it.
+func (t *serversTab) edit(label string) {
+	t.isNew = false
+	t.load(label, t.p.config().Servers[label])
+	if i := slices.Index(t.labels, label); i >= 0 {
+		t.list.Select(i)
+	}
+}
+
+// startNew empties the editor for a new server.
+func (t *serversTab) startNew() {
+	t.list.UnselectAll()
+	t.isNew = true
+	t.load("", config.Server{})
+	t.p.win.Canvas().Focus(t.label)
+}
+
+// load fills the editor with s, the server called label in the file.
+func (t *serversTab) load(label string, s config.Server) {
+	t.loading = true
+	defer func() { t.loading = false }()
+	t.orig, t.base, t.touched = label, s, false
+	if t.isNew {
+		t.title.SetText("New server")
+	} else {
+		t.title.SetText("Server “" + label + "”")
+	}
+	t.label.SetText(label)
+	t.command.SetText(s.Command)
+	t.args.SetText(strings.Join(s.Args, "\n"))
+	t.cwd.SetText(s.Cwd)
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		env = append(env, k+"="+s.Env[k])
+	}
+	t.env.SetText(strings.Join(env, "\n"))
+	t.watch.SetText(strings.Join(s.Watch, "\n"))
+	t.restart.SetSelected(s.RestartMode())
+	t.loadTools(label, s)
+	scopes := slices.Sorted(maps.Keys(t.p.config().Credentials))
+	t.creds.Options = scopes
+	t.creds.SetSelected(slices.Clone(s.Credentials))
+	t.creds.Refresh()
+	if len(scopes) == 0 {
+		t.credsNote.SetText("No credential scopes yet: add one in the Credentials tab.")
+	} else {
+		t.credsNote.SetText("Secrets this server may receive, each after your approval.")
+	}
+	t.newTool.SetText("")
+	t.showProblems(problemSet{})
+	t.showEditor(true)
+}
+
+// loadTools builds one policy row per tool: the tools of the latest catalog
+// revision of label, in server order, then those only the file names.
+func (t *serversTab) loadTools(label string, s config.Server) {
+	t.tools = nil
+	t.toolsGrid.Objects = nil
+	var names []string
+	if t.p.deps.Catalogs != nil && label != "" {
+		if cat, ok := t.p.deps.Catalogs.Current(label); ok {
+			names = cat.Names()
+			t.toolsNote.SetText(fmt.Sprintf("Tools of catalog revision %d, fetched %s.", cat.Revision, t.p.opts.local(cat.FetchedAt).Format("2006-01-02 15:04")))
+		}
+	}
+	if len(names) == 0 {
+		t.toolsNote.SetText("No catalog yet: the tools appear here once an agent has connected. You can name tools below.")
+	}
+	known := map[string]bool{}
+	for _, n := range names {
+		known[n] = true
+		t.addToolRow(n, s.Policy(n), mapHas(s.Tools, n), "")
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.Tools)) {
+		if !known[n] {
+			t.addToolRow(n, s.Policy(n), true, "not in the latest catalog")
+		}
+	}
+	t.toolsGrid.Refresh()
+}
+
+func mapHas[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+func (t *serversTab) addToolRow(name, policy string, keep bool, note string) {
+	r := &toolRow{name: name, keep: keep}
+	r.policy = widget.NewRadioGroup(policyOptions, func(string) { t.changed() })
+	r.policy.Horizontal = true
+	r.policy.Required = true
+	r.policy.SetSelected(policy)
+	caption := widget.NewLabel(name)
+	var left fyne.CanvasObject = caption
+	if note != "" {
+		n := widget.NewLabel(note)
+		n.SizeName = theme.SizeNameCaptionText
+		n.Importance = widget.WarningImportance
+		left = container.New(layout.NewCustomPaddedVBoxLayout(0), caption, n)
+	}
+	t.tools = append(t.tools, r)
+	t.toolsGrid.Add(left)
+	t.toolsGrid.Add(r.policy)
+}
+
+// addTool adds a policy row for the tool named in the newTool entry.
+func (t *serversTab) addTool() {
+	name := strings.TrimSpace(t.newTool.Text)
+	if name == "" || slices.ContainsFunc(t.tools, func(r *toolRow) bool { return r.name == name }) {
+		return
+	}
+	t.addToolRow(name, config.PolicyApprove, true, "added")
+	t.toolsGrid.Refresh()
+	t.newTool.SetText("")
+	t.changed()
+}
+
+func (t *serversTab) chooseCwd() {
+	dialog.ShowFolderOpen(func(u fyne.ListableURI, err error) {
+		if err == nil && u != nil {
+			t.cwd.SetText(u.Path())
+		}
+	}, t.p.win)
+}
+
+// changed re-checks the edited server after each edit.
+func (t *serversTab) changed() {
+	if t.loading || !t.editing {
+		return
+	}
+	t.touched = true
+	t.check()
+}
+
+// candidate returns the edited server and its label, and the problems the
+// editor finds itself (lines of the environment that are not NAME=value).
+func (t *serversTab) candidate() (string, config.Server, problemSet) {
+	ps := problemSet{}
+	s := t.base
+	s.Command = strings.TrimSpace(t.command.Text)
+	s.Args = entryLines(t.args.Text)
+	s.Cwd = strings.TrimSpace(t.cwd.Text)
+	s.Watch = entryLines(t.watch.Text)
+	s.Env = nil
+	n := 0
+	for l := range strings.Lines(t.env.Text) {
+		n++
+		l = strings.TrimRight(l, "\r\n")
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		k = strings.TrimSpace(k)
+		switch {
+		case !ok || k == "":
+			ps.add(fEnv, fmt.Sprintf("line %d: write NAME=value", n))
+			continue
+		case mapHas(s.Env, k):
+			ps.add(fEnv, fmt.Sprintf("line %d: %s is set twice", n, k))
+			continue
+		}
+		if s.Env == nil {
+			s.Env = map[string]string{}
+		}
+		s.Env[k] = v
+	}
+	if t.restart.Selected != t.base.RestartMode() {
+		s.Restart = t.restart.Selected
+	}
+	s.Tools = nil
+	for _, r := range t.tools {
+		if r.policy.Selected == config.PolicyApprove && !r.keep {
+			continue
+		}
+		if s.Tools == nil {
+			s.Tools = map[string]config.ToolPolicy{}
+		}
+		s.Tools[r.name] = config.ToolPolicy{Policy: r.policy.Selected}
+	}
+	// Keep the order of the scopes already listed; add new ones sorted.
+	s.Credentials = nil
+	for _, c := range t.base.Credentials {
+		if slices.Contains(t.creds.Selected, c) {
+			s.Credentials = append(s.Credentials, c)
+		}
+	}
+	for _, c := range slices.Sorted(slices.Values(t.creds.Selected)) {
+		if !slices.Contains(s.Credentials, c) {
+			s.Credentials = append(s.Credentials, c)
+		}
+	}
+	return strings.TrimSpace(t.label.Text), s, ps
+}
+
+// apply puts server s under label into c, replacing the edited server. It
+// fails when label is taken by another server, or when the edited server
+// has disappeared from the file meanwhile.
+func (t *serversTab) apply(c *config.Config, label string, s config.Server) error {
+	if c.Servers == nil {
+		c.Servers = map[string]config.Server{}
+	}
+	if !t.isNew {
+		if _, ok := c.Servers[t.orig]; !ok {
+			return fmt.Errorf("server “%s” was removed from %s meanwhile; Revert to see the file as it is", t.orig, t.p.deps.ConfigFile)
+		}
+	}
+	if (t.isNew || label != t.orig) && mapHas(c.Servers, label) {
+		return &labelTakenError{label}
+	}
+	if !t.isNew {
+		delete(c.Servers, t.orig)
+	}
+	c.Servers[label] = s
+	return nil
+}
+
+// labelTakenError: another server already has the label.
+type labelTakenError struct{ label string }
+
+func (e *labelTakenError) Error() string {
+	return fmt.Sprintf("a server called “%s” already exists", e.label)
+}
+
+// check validates the edited server against the configuration as read and
+// shows the problems; it reports whether there are none.
+func (t *serversTab) check() bool {
+	label, s, ps := t.candidate()
+	c := *t.p.config()
+	c.Servers = maps.Clone(c.Servers)
+	if err := t.apply(&c, label, s); err != nil {
+		var lt *labelTakenError
+		if !errors.As(err, &lt) {
+			ps.add(fOther, err.Error())
+			t.showProblems(ps)
+			return false
+		}
+		ps.add(fLabel, err.Error())
+		// Check the rest of the server all the same, in the taken
+		// label's place.
+		if !t.isNew {
+			delete(c.Servers, t.orig)
+		}
+		c.Servers[label] = s
+	}
+	if err := c.Validate(); err != nil {
+		var ve *config.ValidationError
+		if !errors.As(err, &ve) {
+			ps.add(fOther, err.Error())
+		} else {
+			for f, msgs := range serverProblems(label, ve.Problems) {
+				ps[f] = append(ps[f], msgs...)
+			}
+		}
+	}
+	t.showProblems(ps)
+	return len(ps) == 0
+}
+
+func (t *serversTab) showProblems(ps problemSet) {
+	for name, f := range t.fields {
+		f.setProblems(ps[name])
+	}
+	setMessageLabel(t.other, strings.Join(ps[fOther], "\n"), true)
+}
+
+// save writes the edited server, unless it has problems.
+func (t *serversTab) save() {
+	if !t.editing {
+		return
+	}
+	if !t.check() {
+		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		return
+	}
+	label, s, _ := t.candidate()
+	err := t.p.update(func(c *config.Config) error { return t.apply(c, label, s) })
+	var ve *config.ValidationError
+	var lt *labelTakenError
+	switch {
+	case errors.As(err, &ve):
+		t.showProblems(serverProblems(label, ve.Problems))
+		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		return
+	case errors.As(err, &lt):
+		t.showProblems(problemSet{fLabel: {err.Error()}})
+		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		return
+	case err != nil:
+		t.p.setStatus("Not saved: "+err.Error(), true)
+		return
+	}
+	t.edit(label)
+	t.p.setStatus("Saved server “"+label+"”. Agents that connect from now on get the new settings.", false)
+}
+
+// revert reloads the edited server from the file.
+func (t *serversTab) revert() {
+	t.p.reload()
+}
+
+func (t *serversTab) confirmRemove() {
+	if !t.editing || t.isNew {
+		return
+	}
+	label := t.orig
+	d := dialog.NewConfirm("Remove server",
+		fmt.Sprintf("Remove “%s” from the configuration?\nAgents can no longer connect to it. The previous file is kept as %s%s.",
+			label, "config.json", config.LastGoodSuffix),
+		func(ok bool) {
+			if ok {
+				t.remove(label)
+			}
+		}, t.p.win)
+	d.SetConfirmText("Remove")
+	d.SetDismissText("Cancel")
+	d.Show()
+}
+
+// remove deletes the server called label from the file.
+func (t *serversTab) remove(label string) {
+	err := t.p.update(func(c *config.Config) error { return c.RemoveServer(label) })
+	if err != nil {
+		t.p.setStatus("Not removed: "+err.Error(), true)
+		return
+	}
+	t.orig, t.isNew = "", false
+	t.reload()
+	t.p.setStatus("Removed server “"+label+"”.", false)
+}

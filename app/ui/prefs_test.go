@@ -1,0 +1,705 @@
+package ui
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/loginitem"
+	"github.com/portcullis/portcullis/core/secrets"
+)
+
+const prefsConfig = `{
+  "mcpServers": {
+    "inv": {
+      "command": "node",
+      "args": ["dist/server.js"],
+      "cwd": "/src/inventory",
+      "env": {"LOG_LEVEL": "debug"},
+      "watch": ["dist"],
+      "startupTimeout": "45s",
+      "tools": {"legacy_tool": {"policy": "deny"}}
+    }
+  },
+  "credentials": {
+    "api": {"inject": "env", "envVar": "INV_TOKEN"}
+  }
+}
+`
+
+// fakeLogin is a loginitem.Item in memory; fail makes Enable and Disable
+// fail.
+type fakeLogin struct {
+	on    bool
+	fail  error
+	calls []string
+}
+
+var _ loginitem.Item = (*fakeLogin)(nil)
+
+func (f *fakeLogin) Enabled() (bool, error) { return f.on, nil }
+func (f *fakeLogin) Enable() error {
+	f.calls = append(f.calls, "enable")
+	if f.fail != nil {
+		return f.fail
+	}
+	f.on = true
+	return nil
+}
+func (f *fakeLogin) Disable() error {
+	f.calls = append(f.calls, "disable")
+	if f.fail != nil {
+		return f.fail
+	}
+	f.on = false
+	return nil
+}
+
+type prefsFixture struct {
+	p      *prefs
+	path   string
+	store  *secrets.Memory
+	login  *fakeLogin
+	saved  int
+	window fyne.Window
+}
+
+// newPrefsFixture writes cfg (when not empty) to a config file in a
+// temporary directory and opens the Preferences window on it, with a catalog
+// store holding one revision of "inv".
+func newPrefsFixture(t *testing.T, cfg string) *prefsFixture {
+	t.Helper()
+	a := test.NewTempApp(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "portcullis", "config.json")
+	if cfg != "" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetched := time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC)
+	cats, err := catalog.OpenStore(filepath.Join(dir, "catalogs"), catalog.WithClock(func() time.Time { return fetched }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := []catalog.Tool{
+		{Name: "inventory_lookup", Raw: json.RawMessage(`{"name":"inventory_lookup","inputSchema":{"type":"object"}}`)},
+		{Name: "inventory_adjust", Raw: json.RawMessage(`{"name":"inventory_adjust","inputSchema":{"type":"object"}}`)},
+	}
+	if _, _, err := cats.Update("inv", "01JQ7R4S4S0QJ7GZP1S2XYZW", tools); err != nil {
+		t.Fatal(err)
+	}
+	f := &prefsFixture{path: path, store: &secrets.Memory{}, login: &fakeLogin{}}
+	f.p = newPrefs(a, PrefsDeps{ConfigFile: path, Catalogs: cats, Secrets: f.store, Login: f.login,
+		OnSaved: func() { f.saved++ }}, uiOptions{inline: true, loc: time.UTC})
+	f.window = f.p.win
+	t.Cleanup(f.window.Close)
+	return f
+}
+
+func (f *prefsFixture) read(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (f *prefsFixture) load(t *testing.T) *config.Config {
+	t.Helper()
+	c, err := config.Load(f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// problems returns the problem texts shown under each field that has some.
+func problems(fields map[string]*prefsField) map[string]string {
+	out := map[string]string{}
+	for name, f := range fields {
+		if p := f.problems(); p != "" {
+			out[name] = p
+		}
+	}
+	return out
+}
+
+// wantProblems checks that exactly the fields in want show problems, each
+// containing the wanted text.
+func wantProblems(t *testing.T, fields map[string]*prefsField, want map[string]string) {
+	t.Helper()
+	got := problems(fields)
+	for name, sub := range want {
+		if !strings.Contains(got[name], sub) {
+			t.Errorf("field %q shows %q, want it to contain %q", name, got[name], sub)
+		}
+	}
+	for name, text := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("field %q shows unexpected problems: %q", name, text)
+		}
+	}
+}
+
+// tapButton taps the button labelled text on the canvas or in one of its
+// overlays (dialogs).
+func tapButton(t *testing.T, c fyne.Canvas, text string) {
+	t.Helper()
+	roots := []fyne.CanvasObject{c.Content()}
+	roots = append(roots, c.Overlays().List()...)
+	for i := len(roots) - 1; i >= 0; i-- { // overlays first
+		for _, o := range test.LaidOutObjects(roots[i]) {
+			if b, ok := o.(*widget.Button); ok && b.Text == text && b.Visible() {
+				test.Tap(b)
+				return
+			}
+		}
+	}
+	t.Fatalf("no button %q on the canvas", text)
+}
+
+// allText returns every text the window holds or draws: widget texts
+// (labels, entries, selects, checks) and rendered text, including overlays.
+func allText(c fyne.Canvas) string {
+	var b strings.Builder
+	roots := append([]fyne.CanvasObject{c.Content()}, c.Overlays().List()...)
+	for _, r := range roots {
+		for _, o := range test.LaidOutObjects(r) {
+			switch w := o.(type) {
+			case *widget.Entry:
+				b.WriteString(w.Text + "\n" + w.PlaceHolder + "\n")
+			case *widget.Label:
+				b.WriteString(w.Text + "\n")
+			case *widget.Select:
+				b.WriteString(w.Selected + "\n")
+			case *widget.Check:
+				b.WriteString(w.Text + "\n")
+			}
+		}
+	}
+	b.WriteString(test.RenderToMarkup(c))
+	return b.String()
+}
+
+func TestPrefsLoadsServer(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	s := f.p.servers
+	if !s.editing || s.orig != "inv" {
+		t.Fatalf("editing %v %q, want the first server inv", s.editing, s.orig)
+	}
+	got := map[string]string{"label": s.label.Text, "command": s.command.Text, "args": s.args.Text, "cwd": s.cwd.Text,
+		"env": s.env.Text, "watch": s.watch.Text, "restart": s.restart.Selected}
+	want := map[string]string{"label": "inv", "command": "node", "args": "dist/server.js", "cwd": "/src/inventory",
+		"env": "LOG_LEVEL=debug", "watch": "dist", "restart": "on-change"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("editor fields (-want +got):\n%s", diff)
+	}
+	var tools []string
+	for _, r := range s.tools {
+		tools = append(tools, r.name+"="+r.policy.Selected)
+	}
+	// Catalog tools in server order, then the one only the file names.
+	if diff := cmp.Diff([]string{"inventory_lookup=approve", "inventory_adjust=approve", "legacy_tool=deny"}, tools); diff != "" {
+		t.Errorf("tool policies (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"api"}, s.creds.Options); diff != "" {
+		t.Errorf("credential choices (-want +got):\n%s", diff)
+	}
+	wantProblems(t, s.fields, nil)
+}
+
+func TestPrefsEditServer(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	s := f.p.servers
+	before := f.read(t)
+
+	// Invalid edits show their problems next to the fields as they are typed.
+	s.cwd.SetText("")
+	test.Type(s.cwd, "relative/dir")
+	s.env.SetText("LOG_LEVEL=debug\nINV_TOKEN=oops\nnot a pair")
+	s.creds.SetSelected([]string{"api"})
+	wantProblems(t, s.fields, map[string]string{
+		fCwd: "cwd must be an absolute path",
+		fEnv: "line 3: write NAME=value",
+	})
+	if got := s.fields[fEnv].problems(); !strings.Contains(got, "env must not set INV_TOKEN") {
+		t.Errorf("env problems %q lack the collision with credential api", got)
+	}
+	test.AssertRendersToMarkup(t, "prefs_servers_invalid.xml", f.window.Canvas())
+
+	// Saving refuses and leaves the file alone.
+	tapButton(t, f.window.Canvas(), "Save")
+	if !bytes.Equal(f.read(t), before) {
+		t.Error("the file changed although the edit is invalid")
+	}
+	if _, err := os.Stat(f.path + config.LastGoodSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a backup appeared although nothing was saved: %v", err)
+	}
+	if !strings.Contains(f.p.status.Text, "Not saved") || f.p.status.Importance != widget.DangerImportance {
+		t.Errorf("status %q (importance %v), want a red Not saved", f.p.status.Text, f.p.status.Importance)
+	}
+	if f.saved != 0 {
+		t.Errorf("OnSaved called %d times for an invalid edit", f.saved)
+	}
+
+	// Fixed, it saves atomically with a backup, keeping what the editor
+	// does not show (startupTimeout) and the explicit policy of a tool the
+	// catalog no longer lists.
+	s.cwd.SetText("/src/inventory")
+	s.env.SetText("LOG_LEVEL=info")
+	s.args.SetText("dist/server.js\n\n--port=0\n")
+	s.restart.SetSelected(config.RestartManual)
+	s.tools[1].policy.SetSelected(config.PolicyDeny)  // inventory_adjust
+	s.tools[0].policy.SetSelected(config.PolicyAllow) // inventory_lookup
+	wantProblems(t, s.fields, nil)
+	tapButton(t, f.window.Canvas(), "Save")
+	if f.p.status.Importance != widget.SuccessImportance {
+		t.Fatalf("status %q, want success", f.p.status.Text)
+	}
+	got := f.load(t).Servers["inv"]
+	want := config.Server{Command: "node", Args: []string{"dist/server.js", "--port=0"}, Cwd: "/src/inventory",
+		Env: map[string]string{"LOG_LEVEL": "info"}, Credentials: []string{"api"}, Watch: []string{"dist"},
+		Restart: "manual", StartupTimeout: config.Duration(45 * time.Second),
+		Tools: map[string]config.ToolPolicy{"inventory_adjust": {Policy: "deny"}, "inventory_lookup": {Policy: "allow"},
+			"legacy_tool": {Policy: "deny"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("saved server (-want +got):\n%s", diff)
+	}
+	if last, err := os.ReadFile(f.path + config.LastGoodSuffix); err != nil || !bytes.Equal(last, before) {
+		t.Errorf("backup = %q, %v; want the previous file", last, err)
+	}
+	if f.saved != 1 {
+		t.Errorf("OnSaved called %d times, want 1", f.saved)
+	}
+}
+
+func TestPrefsAddAndRemoveServer(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	s := f.p.servers
+	c := f.window.Canvas()
+	tapButton(t, c, "Add")
+	if !s.isNew || s.label.Text != "" {
+		t.Fatalf("Add did not open an empty editor")
+	}
+	test.Type(s.label, "inv")
+	wantProblems(t, s.fields, map[string]string{fLabel: "already exists", fCommand: "command must not be empty"})
+	s.label.SetText("new.server") // a label the problem paths quote
+	s.watch.SetText("build")
+	wantProblems(t, s.fields, map[string]string{fCommand: "must not be empty", fWatch: "line 1: relative watch path"})
+	before := f.read(t)
+	tapButton(t, c, "Save")
+	if !bytes.Equal(f.read(t), before) {
+		t.Fatal("an invalid new server was written")
+	}
+	test.Type(s.command, "python3")
+	s.watch.SetText("/abs/build")
+	s.newTool.SetText("run_query")
+	tapButton(t, c, "Add policy")
+	s.tools[len(s.tools)-1].policy.SetSelected(config.PolicyAllow)
+	wantProblems(t, s.fields, nil)
+	tapButton(t, c, "Save")
+	cfg := f.load(t)
+	want := config.Server{Command: "python3", Watch: []string{"/abs/build"},
+		Tools: map[string]config.ToolPolicy{"run_query": {Policy: "allow"}}}
+	if diff := cmp.Diff(want, cfg.Servers["new.server"]); diff != "" {
+		t.Errorf("added server (-want +got):\n%s", diff)
+	}
+	if _, ok := cfg.Servers["inv"]; !ok {
+		t.Error("adding a server lost the other one")
+	}
+	if diff := cmp.Diff([]string{"inv", "new.server"}, s.labels); diff != "" {
+		t.Errorf("server list (-want +got):\n%s", diff)
+	}
+	if s.isNew || s.orig != "new.server" {
+		t.Errorf("after saving, editing %q (new %v), want new.server", s.orig, s.isNew)
+	}
+
+	// Remove asks first; Cancel keeps the server.
+	tapButton(t, c, "Remove")
+	tapButton(t, c, "Cancel")
+	if _, ok := f.load(t).Servers["new.server"]; !ok {
+		t.Fatal("Cancel removed the server")
+	}
+	tapButton(t, c, "Remove")
+	tapButton(t, c, "Remove") // the dialog's confirm button
+	if _, ok := f.load(t).Servers["new.server"]; ok {
+		t.Error("the server is still in the file")
+	}
+	if diff := cmp.Diff([]string{"inv"}, s.labels); diff != "" {
+		t.Errorf("server list after removal (-want +got):\n%s", diff)
+	}
+	if f.saved != 2 {
+		t.Errorf("OnSaved called %d times, want 2", f.saved)
+	}
+}
+
+// TestPrefsKeepsConcurrentChanges: a save applies the edit to the file as it
+// is on disk, so a server another process added meanwhile survives.
+func TestPrefsKeepsConcurrentChanges(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	other := f.load(t)
+	if err := other.AddServer("cli-added", config.Server{Command: "deno"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.Save(f.path, other); err != nil {
+		t.Fatal(err)
+	}
+	f.p.servers.command.SetText("bun")
+	tapButton(t, f.window.Canvas(), "Save")
+	got := f.load(t)
+	if got.Servers["inv"].Command != "bun" || got.Servers["cli-added"].Command != "deno" {
+		t.Errorf("servers after save: %+v", got.Servers)
+	}
+}
+
+func TestPrefsBrokenFile(t *testing.T) {
+	broken := `{"mcpServers": {"inv": {"command": "node",}}}`
+	f := newPrefsFixture(t, broken)
+	if !f.p.banner.Visible() || !strings.Contains(f.p.banner.Text, "cannot be used") {
+		t.Errorf("banner %q, want the file's error", f.p.banner.Text)
+	}
+	if f.p.servers.editing || !f.p.servers.addBtn.Disabled() {
+		t.Error("servers can be edited while the file is broken")
+	}
+	f.p.tabs.SelectIndex(2)
+	f.p.general.approve.SetText("90s")
+	if !f.p.general.saveBtn.Disabled() {
+		t.Error("General can be saved while the file is broken")
+	}
+	// Even forced, a save reads the file afresh and refuses.
+	f.p.general.save()
+	if got := string(f.read(t)); got != broken {
+		t.Errorf("broken file rewritten:\n%s", got)
+	}
+	if !strings.Contains(f.p.status.Text, "Not saved") {
+		t.Errorf("status %q, want Not saved", f.p.status.Text)
+	}
+	// Fixed on disk, a reload makes everything editable again.
+	if err := os.WriteFile(f.path, []byte(prefsConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.p.reload()
+	if f.p.banner.Visible() || !f.p.servers.editing || f.p.general.saveBtn.Disabled() {
+		t.Error("still locked after the file was fixed and reloaded")
+	}
+}
+
+func TestPrefsMissingFileCreatesIt(t *testing.T) {
+	f := newPrefsFixture(t, "")
+	s := f.p.servers
+	if s.editing {
+		t.Fatal("editing a server of an empty configuration")
+	}
+	tapButton(t, f.window.Canvas(), "Add")
+	s.label.SetText("echo")
+	s.command.SetText("/usr/bin/echo-server")
+	tapButton(t, f.window.Canvas(), "Save")
+	if got := f.load(t).Servers["echo"].Command; got != "/usr/bin/echo-server" {
+		t.Errorf("saved command %q", got)
+	}
+	if fi, err := os.Stat(f.path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("config file: %v, %v; want mode 0600", fi, err)
+	}
+}
+
+func TestPrefsCredentials(t *testing.T) {
+	const secret = "s3cr3t-Value-9f2c1d"
+	const replaced = "another-Secret-77aa"
+	f := newPrefsFixture(t, prefsConfig)
+	cr := f.p.creds
+	c := f.window.Canvas()
+	f.p.tabs.SelectIndex(1)
+	if cr.orig != "api" || !strings.Contains(cr.state.Text, "Not stored") {
+		t.Fatalf("editing %q, state %q; want api, not stored", cr.orig, cr.state.Text)
+	}
+
+	// A new scope needs a valid variable and a secret.
+	tapButton(t, c, "Add")
+	test.Type(cr.scope, "deploy-key")
+	test.Type(cr.envVar, "1BAD")
+	wantProblems(t, cr.fields, map[string]string{fEnvVar: "is invalid"})
+	cr.envVar.SetText("DEPLOY_KEY")
+	before := f.read(t)
+	tapButton(t, c, "Save")
+	wantProblems(t, cr.fields, map[string]string{fSecret: "Enter the secret"})
+	if !bytes.Equal(f.read(t), before) || f.store.Len() != 0 {
+		t.Fatal("a scope without secret was saved")
+	}
+
+	// A store that refuses changes nothing.
+	f.store.Fail(secrets.ErrLocked)
+	test.Type(cr.secret, secret)
+	tapButton(t, c, "Save")
+	if !bytes.Equal(f.read(t), before) {
+		t.Fatal("the configuration changed although the store refused the secret")
+	}
+	if got := cr.fields[fSecret].problems(); !strings.Contains(got, "locked") {
+		t.Errorf("secret problems %q, want the store's error", got)
+	}
+	f.store.Fail(nil)
+
+	tapButton(t, c, "Save")
+	if v, err := f.store.Get("deploy-key"); err != nil || string(v) != secret {
+		t.Fatalf("store holds %q, %v", v, err)
+	}
+	if diff := cmp.Diff(config.Credential{Inject: "env", EnvVar: "DEPLOY_KEY"}, f.load(t).Credentials["deploy-key"]); diff != "" {
+		t.Errorf("saved scope (-want +got):\n%s", diff)
+	}
+	if cr.secret.Text != "" {
+		t.Error("the password entry still holds the secret after saving")
+	}
+	if !strings.Contains(cr.state.Text, "Stored") {
+		t.Errorf("state %q, want Stored", cr.state.Text)
+	}
+	if strings.Contains(allText(c), secret) {
+		t.Error("the secret appears in the window")
+	}
+	test.AssertRendersToMarkup(t, "prefs_credentials.xml", c)
+
+	// Replace the secret and switch to _meta with approval on every use.
+	cr.inject.SetSelected(injectMetaText)
+	if !cr.envVar.Disabled() {
+		t.Error("the variable entry is enabled for _meta injection")
+	}
+	cr.ask.SetChecked(true)
+	test.Type(cr.secret, replaced)
+	tapButton(t, c, "Save")
+	if v, _ := f.store.Get("deploy-key"); string(v) != replaced {
+		t.Errorf("store holds %q after replacing", v)
+	}
+	if diff := cmp.Diff(config.Credential{Inject: "meta", AskEveryUse: true}, f.load(t).Credentials["deploy-key"]); diff != "" {
+		t.Errorf("saved scope (-want +got):\n%s", diff)
+	}
+	if text := allText(c); strings.Contains(text, secret) || strings.Contains(text, replaced) {
+		t.Error("a secret appears in the window")
+	}
+
+	// Remove the secret, keep the scope.
+	tapButton(t, c, "Remove secret")
+	if f.store.Len() != 0 || !strings.Contains(cr.state.Text, "Not stored") {
+		t.Errorf("after Remove secret: %d stored, state %q", f.store.Len(), cr.state.Text)
+	}
+	if _, ok := f.load(t).Credentials["deploy-key"]; !ok {
+		t.Error("Remove secret deleted the scope")
+	}
+
+	// A scope a server uses cannot be deleted; an unused one can.
+	if err := f.store.Set("api", []byte("x-api-secret")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.load(t)
+	inv := cfg.Servers["inv"]
+	inv.Credentials = []string{"api"}
+	cfg.Servers["inv"] = inv
+	if err := config.Save(f.path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.p.reload()
+	f.p.tabs.SelectIndex(1)
+	cr.edit("api")
+	tapButton(t, c, "Delete scope")
+	if !strings.Contains(f.p.status.Text, "still used by inv") {
+		t.Errorf("status %q, want a refusal naming inv", f.p.status.Text)
+	}
+	cr.edit("deploy-key")
+	tapButton(t, c, "Delete scope")
+	tapButton(t, c, "Delete")
+	if _, ok := f.load(t).Credentials["deploy-key"]; ok {
+		t.Error("the scope is still in the file")
+	}
+	if _, err := f.store.Get("api"); err != nil {
+		t.Errorf("deleting deploy-key touched api's secret: %v", err)
+	}
+}
+
+func TestPrefsCredentialCollision(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	cr := f.p.creds
+	// inv sets LOG_LEVEL; a credential it uses may not set it too.
+	cfg := f.load(t)
+	inv := cfg.Servers["inv"]
+	inv.Credentials = []string{"api"}
+	cfg.Servers["inv"] = inv
+	if err := config.Save(f.path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.p.reload()
+	cr.edit("api")
+	cr.envVar.SetText("LOG_LEVEL")
+	if got := cr.other.Text; !strings.Contains(got, "mcpServers.inv.env.LOG_LEVEL") || !cr.other.Visible() {
+		t.Errorf("other problems %q, want the collision with inv's env", got)
+	}
+}
+
+func TestPrefsGeneral(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	g := f.p.general
+	c := f.window.Canvas()
+	f.p.tabs.SelectIndex(2)
+
+	// Launch at login applies at once.
+	g.login.SetChecked(true)
+	if !f.login.on || !strings.Contains(f.p.status.Text, "will open") {
+		t.Errorf("login on=%v, status %q", f.login.on, f.p.status.Text)
+	}
+	f.login.fail = errors.New("disk full")
+	g.login.SetChecked(false)
+	if !g.login.Checked || !f.login.on {
+		t.Error("the box shows off although disabling failed")
+	}
+	wantProblems(t, g.fields, map[string]string{fLogin: "disk full"})
+	if diff := cmp.Diff([]string{"enable", "disable"}, f.login.calls); diff != "" {
+		t.Errorf("login calls (-want +got):\n%s", diff)
+	}
+
+	// Audit signing state comes from the credential store.
+	if !strings.Contains(g.audit.Text, "Not signed yet") {
+		t.Errorf("audit state %q, want not signed yet", g.audit.Text)
+	}
+	if err := f.store.Set(daemon.AuditKeyScope, []byte(strings.Repeat("ab", daemon.AuditKeySize))); err != nil {
+		t.Fatal(err)
+	}
+	f.p.reload()
+	if !strings.Contains(g.audit.Text, "Signed with HMAC-SHA256") {
+		t.Errorf("audit state %q, want signed", g.audit.Text)
+	}
+	if strings.Contains(allText(c), strings.Repeat("ab", daemon.AuditKeySize)) {
+		t.Error("the audit key appears in the window")
+	}
+
+	// Timeouts are checked as typed and saved as durations.
+	before := f.read(t)
+	test.Type(g.approve, "soon")
+	g.hold.SetText("-5s")
+	wantProblems(t, g.fields, map[string]string{fApprovalTimeout: "not a duration", fHoldTimeout: "must not be negative"})
+	test.AssertRendersToMarkup(t, "prefs_general_invalid.xml", c)
+	tapButton(t, c, "Save")
+	if !bytes.Equal(f.read(t), before) {
+		t.Fatal("invalid timeouts were written")
+	}
+	g.approve.SetText("90s")
+	g.hold.SetText("")
+	tapButton(t, c, "Save")
+	got := f.load(t).Settings
+	if diff := cmp.Diff(config.Settings{ApprovalTimeout: config.Duration(90 * time.Second)}, got); diff != "" {
+		t.Errorf("settings (-want +got):\n%s", diff)
+	}
+	if f.saved != 1 {
+		t.Errorf("OnSaved called %d times, want 1", f.saved)
+	}
+}
+
+func TestPrefsWithoutLoginItem(t *testing.T) {
+	a := test.NewTempApp(t)
+	p := newPrefs(a, PrefsDeps{ConfigFile: filepath.Join(t.TempDir(), "config.json"), Secrets: &secrets.Memory{}},
+		uiOptions{inline: true, loc: time.UTC})
+	defer p.win.Close()
+	if !p.general.login.Disabled() || !strings.Contains(p.general.fields[fLogin].problems(), "not available") {
+		t.Error("launch at login offered without a login item")
+	}
+}
+
+func TestShowPreferencesOnce(t *testing.T) {
+	a := test.NewTempApp(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte(prefsConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := PrefsDeps{ConfigFile: path, Secrets: &secrets.Memory{}}
+	w1 := ShowPreferences(a, d)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.AddServer("later", config.Server{Command: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.Save(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if w2 := ShowPreferences(a, d); w2 != w1 {
+		t.Fatal("a second Preferences window opened")
+	}
+	// The reopened window shows the file as it is now.
+	if !strings.Contains(allText(w1.Canvas()), "later") {
+		t.Error("reopening did not reload the file")
+	}
+	w1.Close()
+	w3 := ShowPreferences(a, d)
+	defer w3.Close()
+	if w3 == w1 {
+		t.Error("a closed window was reused")
+	}
+}
+
+func TestServerProblems(t *testing.T) {
+	ps := []config.Problem{
+		{Path: "mcpServers.inv.command", Reason: "command must not be empty"},
+		{Path: "mcpServers.inv.watch[1]", Reason: "watch path must not be empty"},
+		{Path: "mcpServers.inv.args[0]", Reason: "argument must not contain a NUL character"},
+		{Path: "mcpServers.inv.tools.\"a.b\".policy", Reason: "policy must be …"},
+		{Path: "mcpServers.inv.tools.run_query.policy", Reason: "bad policy"},
+		{Path: "mcpServers.inv.env.LOG", Reason: "env must not set LOG"},
+		{Path: "mcpServers.inv.credentials[0]", Reason: "credential \"x\" is not defined"},
+		{Path: "mcpServers.inv.startupTimeout", Reason: "duration must not be negative"},
+		{Path: "mcpServers.inventory.command", Reason: "another server"},
+		{Path: "credentials.api.envVar", Reason: "bad var"},
+	}
+	got := serverProblems("inv", ps)
+	want := problemSet{
+		fCommand:     {"command must not be empty"},
+		fWatch:       {"line 2: watch path must not be empty"},
+		fArgs:        {"line 1: argument must not contain a NUL character"},
+		fTools:       {"a.b: policy must be …", "run_query: bad policy"},
+		fEnv:         {"env must not set LOG"},
+		fCredentials: {"credential \"x\" is not defined"},
+		fOther: {"mcpServers.inv.startupTimeout: duration must not be negative",
+			"mcpServers.inventory.command: another server", "credentials.api.envVar: bad var"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("serverProblems (-want +got):\n%s", diff)
+	}
+	// A label the paths quote.
+	got = serverProblems("new.server", []config.Problem{
+		{Path: `mcpServers."new.server"`, Reason: "bad label"},
+		{Path: `mcpServers."new.server".watch[0]`, Reason: "relative"},
+	})
+	want = problemSet{fLabel: {"bad label"}, fWatch: {"line 1: relative"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("serverProblems with a quoted label (-want +got):\n%s", diff)
+	}
+}
+
+// TestProblemPathsMatchConfig keeps pathKey in step with the paths
+// config.Validate writes, for labels that need quoting and those that do not.
+func TestProblemPathsMatchConfig(t *testing.T) {
+	for _, label := range []string{"inv", "new.server", "a_b-c", "v1.2"} {
+		c := &config.Config{Servers: map[string]config.Server{label: {Command: ""}}}
+		var ve *config.ValidationError
+		if !errors.As(c.Validate(), &ve) {
+			t.Fatalf("%s: no validation error", label)
+		}
+		ps := serverProblems(label, ve.Problems)
+		if len(ps[fCommand]) != 1 || len(ps) != 1 {
+			t.Errorf("%s: problems %v, want one on the command", label, ps)
+		}
+	}
+}

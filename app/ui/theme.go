@@ -1,0 +1,50 @@
+package ui
+
+import (
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/theme"
+
+	"github.com/portcullis/portcullis/assets"
+	"github.com/portcullis/portcullis/core/catalog"
+)
+
+// severityColor is the theme colour of a catalog change's severity on the
+// approval card: authority changes in the error colour (red), contract
+// changes in the warning colour (orange), cosmetic ones in the
+// placeholder colour (grey).
+func severityColor(s catalog.Severity) fyne.ThemeColorName {
+	switch s {
+	case catalog.Authority:
+		return theme.ColorNameError
+	case catalog.Contract:
+		return theme.ColorNameWarning
+	}
+	return theme.ColorNamePlaceHolder
+}
+
+// severityLabel is the badge text of a severity, upper case and padded to
+// one width so that the summaries after it line up.
+func severityLabel(s catalog.Severity) string {
+	switch s {
+	case catalog.Authority:
+		return "AUTHORITY"
+	case catalog.Contract:
+		return "CONTRACT "
+	case catalog.Cosmetic:
+		return "COSMETIC "
+	}
+	return "CHANGE   "
+}
+
+// trayResources are the menu-bar icons of the three tray states, made once.
+var trayResources = map[TrayState]fyne.Resource{
+	TrayReady:    trayIcon("portcullis-tray-ready.png", assets.TrayReady),
+	TrayApproval: trayIcon("portcullis-tray-approval.png", assets.TrayApproval),
+	TrayFailed:   trayIcon("portcullis-tray-failed.png", assets.TrayFailed),
+}
+
+// appIcon is the colour application icon (windows, notifications).
+var appIcon = fyne.NewStaticResource("portcullis.png", assets.Icon)
+
+// AppIcon returns the colour application icon as a Fyne resource.
+func AppIcon() fyne.Resource { return appIcon }

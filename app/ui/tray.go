@@ -1,0 +1,295 @@
+// Package ui is the menu-bar app's user interface, built with Fyne: the
+// tray icon and menu, the approval window, notifications, Preferences and
+// the audit viewer.
+//
+// Every widget is touched only inside fyne.Do (STYLE.md 7). The UI
+// subscribes to core events — the daemon's Changes and the approval
+// authority's Subscribe — and never polls or blocks a gateway goroutine.
+// Menu and card text come from pure functions (menuModel, runLine,
+// cardModel, …) that table tests cover.
+package ui
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/driver/desktop"
+
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/loginitem"
+)
+
+// Daemon is what the tray needs from the daemon (*daemon.Daemon).
+type Daemon interface {
+	// Status is a snapshot of every configured server and agent run.
+	Status() daemon.StatusReport
+	// Changes signals (coalesced) after any agent run's visible state
+	// changes; cancel ends the subscription.
+	Changes() (ch <-chan struct{}, cancel func())
+	// Restart replaces the process of every live agent run of label with a
+	// new epoch and returns how many it restarted.
+	Restart(label, why string) int
+}
+
+// Approvals is what the approval window needs from the approval broker
+// (*authz.Authority).
+type Approvals interface {
+	// Subscribe delivers request events until cancel is called.
+	Subscribe() (ch <-chan authz.Event, cancel func())
+	// Pending returns the pending requests, oldest first.
+	Pending() []authz.Request
+	// Decide answers a pending request; authz.ErrNoRequest when it is no
+	// longer pending.
+	Decide(id string, d authz.Decision) error
+}
+
+var (
+	_ Daemon    = (*daemon.Daemon)(nil)
+	_ Approvals = (*authz.Authority)(nil)
+)
+
+// Options configure a Tray. Daemon, Approvals and Quit are required.
+type Options struct {
+	Daemon    Daemon
+	Approvals Approvals
+	// Notifier announces approval requests; nil: Fyne's notification,
+	// which cannot be clicked.
+	Notifier Notifier
+	// LoginItem is the launch-at-login setting; nil: the menu entry is
+	// disabled.
+	LoginItem loginitem.Item
+	// Preferences returns what the Preferences window needs; it is called
+	// each time the window opens (from the menu), so that it reads fresh
+	// state. Nil: the menu entry is disabled.
+	Preferences func() PrefsDeps
+	// Audit returns what the audit viewer needs, called each time it opens.
+	// Nil: the menu entry is disabled.
+	Audit func() AuditDeps
+	// Quit stops the daemon (cancels its context): the daemon ends every
+	// agent run, so connected agents' shims get EOF; the caller quits Fyne
+	// once the daemon returned.
+	Quit func()
+	// Clock is the approval window's clock for its countdown (default
+	// time.Now).
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+// Tray is the menu-bar icon and menu, the approval window and the
+// notifications of one Fyne app. Create it with NewTray (before the app
+// runs), then call Run on a goroutine of its own.
+type Tray struct {
+	app  fyne.App
+	opts Options
+	log  *slog.Logger
+	desk desktop.App // nil when the driver has no system tray (tests)
+
+	// Approval is the approval window.
+	Approval *ApprovalWindow
+
+	// Touched only on the Fyne goroutine (inside fyne.Do):
+	entries []menuEntry // the menu model last shown
+	menu    *fyne.Menu  // the menu last built
+	state   TrayState   // the icon last shown
+	iconSet bool        // an icon was given to the desktop tray
+
+	refreshed func() // test hook: after each refresh, on the Fyne goroutine
+}
+
+// NewTray builds the tray of app. On a desktop driver it sets an initial
+// menu and icon at once, as Fyne requires the system tray to be set up
+// before the app runs.
+func NewTray(app fyne.App, o Options) *Tray {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if o.Notifier == nil {
+		o.Notifier = FyneNotifier{App: app}
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	t := &Tray{app: app, opts: o, log: log}
+	t.Approval = newApprovalWindow(app, o.Approvals, o.Clock, log)
+	if d, ok := app.(desktop.App); ok {
+		t.desk = d
+	}
+	t.show(o.Daemon.Status(), o.Approvals.Pending(), t.login())
+	return t
+}
+
+// Run keeps the menu, the icon and the approval window up to date from core
+// events until ctx ends: a daemon change rebuilds the menu; an approval
+// request raised opens the approval window and sends a notification; one
+// resolved leaves the window. While requests wait, the countdown is redrawn
+// every second. Run also makes the app an accessory app on macOS (no Dock
+// icon).
+func (t *Tray) Run(ctx context.Context) {
+	changes, stopChanges := t.opts.Daemon.Changes()
+	defer stopChanges()
+	events, stopEvents := t.opts.Approvals.Subscribe()
+	defer stopEvents()
+	fyne.Do(setAccessoryPolicy)
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	refresh := func(raised []authz.Request) {
+		rep, pending, login := t.opts.Daemon.Status(), t.opts.Approvals.Pending(), t.login()
+		for _, r := range raised {
+			t.notify(r)
+		}
+		fyne.Do(func() {
+			t.Approval.sync(pending, len(raised) > 0)
+			t.show(rep, pending, login)
+			if t.refreshed != nil {
+				t.refreshed()
+			}
+		})
+	}
+	refresh(nil) // requests raised before Run subscribed
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-changes:
+			if !ok {
+				return
+			}
+			refresh(nil)
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			var raised []authz.Request
+			if ev.Kind == authz.EventRaised {
+				raised = append(raised, ev.Request)
+			}
+			refresh(raised)
+		case <-tick.C:
+			fyne.Do(t.Approval.tick)
+		}
+	}
+}
+
+// notify announces a raised request; clicking the notification brings the
+// approval window forward on that request.
+func (t *Tray) notify(r authz.Request) {
+	title, body := notificationText(r)
+	id := r.ID
+	err := t.opts.Notifier.Notify(title, body, func() {
+		fyne.Do(func() { t.Approval.ShowRequest(id) })
+	})
+	if err != nil {
+		t.log.Warn("approval notification not shown", "request", id, "err", err)
+	}
+}
+
+// login reads the launch-at-login state.
+func (t *Tray) login() loginState {
+	if t.opts.LoginItem == nil {
+		return loginState{}
+	}
+	on, err := t.opts.LoginItem.Enabled()
+	if err != nil {
+		t.log.Warn("reading the launch-at-login setting", "err", err)
+		return loginState{}
+	}
+	return loginState{Available: true, Enabled: on}
+}
+
+// show rebuilds the menu and sets the icon (Fyne goroutine).
+func (t *Tray) show(rep daemon.StatusReport, pending []authz.Request, login loginState) {
+	t.entries = menuModel(rep, pending, login)
+	t.menu = fyne.NewMenu("Portcullis", t.buildMenu(t.entries)...)
+	state := trayStateOf(rep, len(pending))
+	if t.desk == nil {
+		t.state = state
+		return
+	}
+	t.desk.SetSystemTrayMenu(t.menu)
+	if state != t.state || !t.iconSet {
+		t.desk.SetSystemTrayIcon(trayResources[state])
+		t.iconSet = true
+	}
+	t.state = state
+}
+
+// Menu returns the menu last built. Fyne goroutine only (tests: the
+// test driver runs fyne.Do inline).
+func (t *Tray) Menu() *fyne.Menu { return t.menu }
+
+// State returns the icon state last shown. Fyne goroutine only.
+func (t *Tray) State() TrayState { return t.state }
+
+// buildMenu turns menu entries into Fyne menu items with their actions.
+func (t *Tray) buildMenu(entries []menuEntry) []*fyne.MenuItem {
+	items := make([]*fyne.MenuItem, 0, len(entries))
+	for _, e := range entries {
+		if e.Kind == entrySeparator {
+			items = append(items, fyne.NewMenuItemSeparator())
+			continue
+		}
+		it := fyne.NewMenuItem(e.Label, t.action(e))
+		it.Disabled, it.Checked = e.Disabled || it.Action == nil && e.Kind != entryInfo, e.Checked
+		it.IsQuit = e.Kind == entryQuit
+		items = append(items, it)
+	}
+	return items
+}
+
+// action is what clicking a menu entry does (run on the Fyne goroutine).
+func (t *Tray) action(e menuEntry) func() {
+	switch e.Kind {
+	case entryApprovals:
+		return t.Approval.Show
+	case entryRestart:
+		label := e.Server
+		return func() {
+			// Restart starts its work on goroutines of its own; it only
+			// reads the daemon's tables here.
+			n := t.opts.Daemon.Restart(label, "restart requested from the menu bar")
+			t.log.Info("restart requested from the menu bar", "server", label, "runs", n)
+		}
+	case entryPrefs:
+		if t.opts.Preferences == nil {
+			return nil
+		}
+		return func() { ShowPreferences(t.app, t.opts.Preferences()) }
+	case entryAudit:
+		if t.opts.Audit == nil {
+			return nil
+		}
+		return func() { ShowAuditViewer(t.app, t.opts.Audit()) }
+	case entryLogin:
+		want := !e.Checked
+		return func() { t.setLogin(want) }
+	case entryQuit:
+		return t.opts.Quit
+	}
+	return nil
+}
+
+// setLogin turns launch at login on or off and redraws the menu.
+func (t *Tray) setLogin(on bool) {
+	item := t.opts.LoginItem
+	if item == nil {
+		return
+	}
+	go func() {
+		var err error
+		if on {
+			err = item.Enable()
+		} else {
+			err = item.Disable()
+		}
+		if err != nil {
+			t.log.Warn("changing the launch-at-login setting", "enable", on, "err", err)
+		}
+		rep, pending, login := t.opts.Daemon.Status(), t.opts.Approvals.Pending(), t.login()
+		fyne.Do(func() { t.show(rep, pending, login) })
+	}()
+}

@@ -1,0 +1,124 @@
+package ui
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/gateway"
+)
+
+// labels returns the menu's item labels ("—" for a separator).
+func labels(m *fyne.Menu) []string {
+	var out []string
+	for _, it := range m.Items {
+		if it.IsSeparator {
+			out = append(out, "—")
+			continue
+		}
+		out = append(out, it.Label)
+	}
+	return out
+}
+
+func item(t *testing.T, m *fyne.Menu, prefix string) *fyne.MenuItem {
+	t.Helper()
+	for _, it := range m.Items {
+		if strings.HasPrefix(it.Label, prefix) {
+			return it
+		}
+	}
+	t.Fatalf("no menu item %q in %q", prefix, labels(m))
+	return nil
+}
+
+// TestTrayFollowsEvents runs the tray against a fake daemon and fake
+// approvals: a daemon change signal rebuilds the menu (no polling: nothing
+// changes without a signal), a raised request opens the window, sends a
+// notification whose click shows that request, and turns the icon to the
+// approval state; the menu's Restart and Quit entries reach the daemon.
+func TestTrayFollowsEvents(t *testing.T) {
+	a := test.NewTempApp(t)
+	d := newFakeDaemon()
+	f := newFakeApprovals()
+	notes := &fakeNotifier{added: make(chan struct{}, 1)}
+	quit := make(chan struct{}, 1)
+	tr := NewTray(a, Options{Daemon: d, Approvals: f, Notifier: notes, Quit: func() { quit <- struct{}{} },
+		Clock: func() time.Time { return testNow }})
+	if got := labels(tr.Menu()); got[0] != "No servers configured" {
+		t.Fatalf("initial menu %q", got)
+	}
+	refreshed := make(chan []string, 16)
+	tr.refreshed = func() { refreshed <- labels(tr.Menu()) }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { tr.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	next := func() []string {
+		t.Helper()
+		select {
+		case m := <-refreshed:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("the menu was not rebuilt")
+			return nil
+		}
+	}
+	next() // Run's first refresh
+
+	d.set(daemon.StatusReport{Runs: []gateway.Status{run("r1", "inventory", gateway.StateReady, epochA, 12)}})
+	want := []string{"inventory — ready · epoch …AAAAAA · catalog r12", "—", "No approvals waiting", "Restart inventory",
+		"—", "Preferences…", "Audit log…", "Launch at login", "—", "Quit Portcullis"}
+	if d := cmp.Diff(want, next()); d != "" {
+		t.Fatalf("menu after a change (-want +got):\n%s", d)
+	}
+	select {
+	case m := <-refreshed:
+		t.Fatalf("menu rebuilt without an event: %q", m)
+	case <-time.After(1500 * time.Millisecond): // the countdown ticks once meanwhile
+	}
+
+	req := request("apr_1", 0, rebuildCard())
+	req.Card.AgentRun = "r1"
+	f.mu.Lock()
+	f.pending = append(f.pending, req)
+	f.mu.Unlock()
+	f.ch <- authz.Event{Kind: authz.EventRaised, Request: req}
+	got := next()
+	if got[0] != "inventory — waiting for approval · epoch …AAAAAA · catalog r12" || got[2] != "Approvals (1)…" {
+		t.Errorf("menu with a request waiting: %q", got)
+	}
+	if tr.State() != TrayApproval || !tr.Approval.Visible() {
+		t.Errorf("state %v, window visible %v; want approval, true", tr.State(), tr.Approval.Visible())
+	}
+	sent := notes.all()
+	if len(sent) != 1 || sent[0].Title != "Portcullis: approval needed for inventory-local" || sent[0].click == nil {
+		t.Fatalf("notifications %+v", sent)
+	}
+	tr.Approval.hide()
+	sent[0].click() // fyne.Do runs inline in the test driver
+	if !tr.Approval.Visible() {
+		t.Error("clicking the notification did not show the window")
+	}
+
+	item(t, tr.Menu(), "Restart inventory").Action()
+	if d.restarts[0] != "inventory" {
+		t.Errorf("restarts %q", d.restarts)
+	}
+	item(t, tr.Menu(), "Quit").Action()
+	select {
+	case <-quit:
+	default:
+		t.Error("Quit did not call Options.Quit")
+	}
+	if !item(t, tr.Menu(), "Quit").IsQuit {
+		t.Error("the Quit item is not marked IsQuit: Fyne would add a second one")
+	}
+}

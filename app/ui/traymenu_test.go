@@ -1,0 +1,175 @@
+package ui
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/gateway"
+)
+
+const (
+	epochA = "01JQ7R4S4S0QJ7GZP1S2AAAAAA"
+	epochB = "01JQ7R9X3Y0QJ7GZP1S2BBBBBB"
+)
+
+func run(id, label string, st gateway.State, epoch string, rev uint64) gateway.Status {
+	return gateway.Status{Run: id, Label: label, State: st, Epoch: epoch, CatalogRevision: rev,
+		Agent: gateway.Agent{Exe: "/usr/local/bin/claude", PID: 4242}}
+}
+
+func TestRunLine(t *testing.T) {
+	tests := []struct {
+		name      string
+		st        gateway.Status
+		waiting   bool
+		withAgent bool
+		want      string
+	}{
+		{"ready", run("r1", "inventory", gateway.StateReady, epochA, 13), false, false, "inventory — ready · epoch …AAAAAA · catalog r13"},
+		{"waiting wins over state", run("r1", "inventory", gateway.StateReady, epochB, 14), true, false, "inventory — waiting for approval · epoch …BBBBBB · catalog r14"},
+		{"identity pending, no catalog yet", run("r1", "inventory", gateway.StateIdentityPending, epochB, 0), false, false, "inventory — identity pending · epoch …BBBBBB"},
+		{"failed before any epoch", run("r1", "inventory", gateway.StateFailed, "", 0), false, false, "inventory — failed"},
+		{"crash-looping", run("r1", "echo", gateway.StateCrashLooping, epochA, 2), false, false, "echo — crash-looping · epoch …AAAAAA · catalog r2"},
+		{"two runs of a label name the agent", run("r1", "echo", gateway.StateReady, epochA, 2), false, true, "echo (claude 4242) — ready · epoch …AAAAAA · catalog r2"},
+		{"unknown state shown as is", run("r1", "echo", gateway.State("odd"), "", 0), false, false, "echo — odd"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := runLine(tt.st, tt.waiting, tt.withAgent); got != tt.want {
+				t.Errorf("runLine = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStateText(t *testing.T) {
+	want := map[gateway.State]string{
+		gateway.StateStarting: "starting", gateway.StateIdentityPending: "identity pending",
+		gateway.StateCatalogPending: "fetching tools", gateway.StateReady: "ready",
+		gateway.StateRestarting: "restarting", gateway.StateCrashLooping: "crash-looping",
+		gateway.StateFailed: "failed", gateway.StateEnded: "ended",
+	}
+	got := map[gateway.State]string{}
+	for s := range want {
+		got[s] = stateText(s, false)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("stateText (-want +got):\n%s", d)
+	}
+}
+
+func TestMenuModel(t *testing.T) {
+	pendingFor := func(runs ...string) []authz.Request {
+		var out []authz.Request
+		for i, r := range runs {
+			out = append(out, authz.Request{ID: "apr_" + r, Card: authz.Card{AgentRun: r}, Created: time.Unix(int64(i), 0)})
+		}
+		return out
+	}
+	sep := menuEntry{Kind: entrySeparator}
+	tail := func(login menuEntry) []menuEntry {
+		return []menuEntry{sep,
+			{Kind: entryPrefs, Label: "Preferences…"},
+			{Kind: entryAudit, Label: "Audit log…"},
+			login,
+			sep,
+			{Kind: entryQuit, Label: "Quit Portcullis"},
+		}
+	}
+	loginOff := menuEntry{Kind: entryLogin, Label: "Launch at login", Disabled: true}
+	tests := []struct {
+		name    string
+		rep     daemon.StatusReport
+		pending []authz.Request
+		login   loginState
+		want    []menuEntry
+	}{
+		{
+			name: "no servers configured",
+			want: append([]menuEntry{
+				{Kind: entryInfo, Label: "No servers configured", Disabled: true},
+				sep,
+				{Kind: entryApprovals, Label: "No approvals waiting", Disabled: true},
+			}, tail(loginOff)...),
+		},
+		{
+			name:  "servers but no agent; launch at login on",
+			rep:   daemon.StatusReport{Servers: []daemon.ServerInfo{{Label: "echo"}}},
+			login: loginState{Available: true, Enabled: true},
+			want: append([]menuEntry{
+				{Kind: entryInfo, Label: "No agent connected", Disabled: true},
+				sep,
+				{Kind: entryApprovals, Label: "No approvals waiting", Disabled: true},
+			}, tail(menuEntry{Kind: entryLogin, Label: "Launch at login", Checked: true})...),
+		},
+		{
+			name: "runs, two of one label, one waiting; restarts per label, sorted",
+			rep: daemon.StatusReport{Runs: []gateway.Status{
+				run("r1", "pub", gateway.StateReady, epochB, 4),
+				run("r2", "echo", gateway.StateReady, epochA, 1),
+				run("r3", "pub", gateway.StateIdentityPending, epochA, 0),
+			}},
+			pending: pendingFor("r1", "r1"),
+			login:   loginState{Available: true},
+			want: append([]menuEntry{
+				{Kind: entryInfo, Label: "pub (claude 4242) — waiting for approval · epoch …BBBBBB · catalog r4", Disabled: true},
+				{Kind: entryInfo, Label: "echo — ready · epoch …AAAAAA · catalog r1", Disabled: true},
+				{Kind: entryInfo, Label: "pub (claude 4242) — identity pending · epoch …AAAAAA", Disabled: true},
+				sep,
+				{Kind: entryApprovals, Label: "Approvals (2)…"},
+				{Kind: entryRestart, Label: "Restart echo", Server: "echo"},
+				{Kind: entryRestart, Label: "Restart pub", Server: "pub"},
+			}, tail(menuEntry{Kind: entryLogin, Label: "Launch at login"})...),
+		},
+		{
+			name: "invalid configuration is said first",
+			rep:  daemon.StatusReport{ConfigError: "config.json:3:4: bad", Runs: []gateway.Status{run("r1", "echo", gateway.StateFailed, "", 0)}},
+			want: append([]menuEntry{
+				{Kind: entryInfo, Label: "Configuration file invalid: the last good one is in force", Disabled: true},
+				{Kind: entryInfo, Label: "echo — failed", Disabled: true},
+				sep,
+				{Kind: entryApprovals, Label: "No approvals waiting", Disabled: true},
+				{Kind: entryRestart, Label: "Restart echo", Server: "echo"},
+			}, tail(loginOff)...),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := menuModel(tt.rep, tt.pending, tt.login)
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("menuModel (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestTrayStateOf(t *testing.T) {
+	ready := run("r1", "a", gateway.StateReady, epochA, 1)
+	failed := run("r2", "b", gateway.StateFailed, "", 0)
+	looping := run("r3", "c", gateway.StateCrashLooping, epochA, 1)
+	pending := run("r4", "d", gateway.StateIdentityPending, epochB, 0)
+	tests := []struct {
+		name    string
+		runs    []gateway.Status
+		pending int
+		want    TrayState
+	}{
+		{"nothing running", nil, 0, TrayReady},
+		{"all ready", []gateway.Status{ready, pending}, 0, TrayReady},
+		{"failed", []gateway.Status{ready, failed}, 0, TrayFailed},
+		{"crash-looping", []gateway.Status{looping}, 0, TrayFailed},
+		{"approval waiting", []gateway.Status{ready}, 1, TrayApproval},
+		{"approval wins over failure", []gateway.Status{failed}, 2, TrayApproval},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := trayStateOf(daemon.StatusReport{Runs: tt.runs}, tt.pending); got != tt.want {
+				t.Errorf("trayStateOf = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,368 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/internal/harness"
+	"github.com/portcullis/portcullis/platform"
+)
+
+// TestRebuildVoidsGrants is the rebuild story with a real go-sdk agent in
+// both protocol eras: the creds server's revision A runs; the person
+// approves note_write for the run (`portcullis approve` after polling
+// `portcullis approvals --json`) and the call reaches A with the meta
+// credential. The developer rebuilds B with `go build`; the agent's call,
+// prepared before it refreshed, is refused as authorization_stale naming
+// both epochs (code −31020), and the approval request for B is raised at
+// the same moment, its card showing the old and new epoch, the changed
+// digest and the catalog diff. After tools/list and approval the call
+// reaches B. The server saw the credential only in approved calls, and the
+// audit log tells the story in order.
+func TestRebuildVoidsGrants(t *testing.T) {
+	needSecretService(t)
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			secret := newSecret(t)
+			scope := "notes-api"
+			s := newCredsSetup(t, []credsScope{{scope: scope, secret: secret}}, nil, false)
+			a := connectListChanged(t, s.home, credsLabel, era.version)
+			ctx := testContext(t, 3*time.Minute)
+			if _, err := a.Session.ListTools(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			epochA := epochOf(t, s.home, a.PID(), "")
+
+			// An allow tool needs no approval and gets no credential.
+			if got := callText(t, a.Session, noteRead, map[string]any{}); got != "revision=A holds 0 notes" {
+				t.Errorf("note_read: %q", got)
+			}
+			// The write waits for a person.
+			pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "first"})
+			req := waitApproval(t, s.home, "note_write on A", forTool(noteWrite, epochA))
+			if !slices.Equal(req.Card.CredentialScope, []string{scope}) || !slices.Contains(req.Card.ToolScope, noteWrite) || slices.Contains(req.Card.ToolScope, noteRead) {
+				t.Errorf("card of A: tools %v credentials %v", req.Card.ToolScope, req.Card.CredentialScope)
+			}
+			if calls := readCredsCalls(t, s.callLog); len(calls) != 1 {
+				t.Fatalf("before approval the server received %+v, want only note_read", calls)
+			}
+			if out := decideCLI(t, s.home, "approve", req.ID); !strings.Contains(out, "Approved "+req.ID) {
+				t.Errorf("approve printed %q", out)
+			}
+			if got := okText(t, await(t, pending)); got != wroteWith("A", 1, secret) {
+				t.Errorf("note_write on A: %q, want %q", got, wroteWith("A", 1, secret))
+			}
+
+			// Rebuild B over the same path.
+			buildCreds(t, s.binDir, credsRevB)
+			epochB := epochOf(t, s.home, a.PID(), epochA)
+
+			// The call the agent prepared before refreshing is refused.
+			_, err := a.Session.CallTool(ctx, callParamsOf(noteWrite, map[string]any{"text": "stale"}))
+			code, ref := refusalOf(t, err)
+			if code != -31020 || ref.Error != gateway.AuthorizationStale || ref.ApprovedEpoch != epochA || ref.CurrentEpoch != epochB ||
+				ref.Retry != "refresh tool metadata and request authorization" {
+				t.Errorf("stale call: code %d, refusal %+v; want authorization_stale %s → %s", code, ref, epochA, epochB)
+			}
+			// … and the request for B was raised with it.
+			reqB := waitApproval(t, s.home, "note_write on B", forTool(noteWrite, epochB))
+			c := reqB.Card
+			if c.PreviousEpoch != epochA || len(c.IdentityChanges) == 0 || c.CatalogRevision == c.ApprovedRevision {
+				t.Errorf("card of B: previous %s, identity changes %+v, catalog %d → %d", c.PreviousEpoch, c.IdentityChanges, c.ApprovedRevision, c.CatalogRevision)
+			}
+			lines := strings.Join(c.Lines(), "\n")
+			for _, want := range []string{"Epoch: " + epochA + " → " + epochB + " (new code)", "changed on disk:", "Catalog: revision", "tag"} {
+				if !strings.Contains(lines, want) {
+					t.Errorf("card of B lacks %q:\n%s", want, lines)
+				}
+			}
+
+			// Refetch, approve, call again.
+			if _, err := a.Session.ListTools(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			pending = asyncCall(t, a.Session, noteWrite, map[string]any{"text": "second", "tag": "b"})
+			time.Sleep(100 * time.Millisecond)
+			if n := len(approvals(t, s.home)); n != 1 {
+				t.Errorf("%d pending requests, want the one raised with the refusal", n)
+			}
+			decideCLI(t, s.home, "approve", reqB.ID)
+			if got := okText(t, await(t, pending)); got != wroteWith("B", 1, secret) {
+				t.Errorf("note_write on B: %q, want %q", got, wroteWith("B", 1, secret))
+			}
+
+			// The server received the credential only in approved calls.
+			want := []credsCall{
+				{Tool: noteRead, Revision: "A"},
+				{Tool: noteWrite, Revision: "A", Meta: digest(secret)},
+				{Tool: noteWrite, Revision: "B", Meta: digest(secret)},
+			}
+			got := readCredsCalls(t, s.callLog)
+			for i := range got {
+				got[i].PID = 0
+			}
+			if !slices.Equal(want, got) {
+				t.Errorf("calls the server received:\n got %+v\nwant %+v", got, want)
+			}
+
+			run := waitRun(t, s.home, a.PID(), time.Second, "known", func(gateway.Status) bool { return true }).Run
+			evs := auditEvents(t, s.home)
+			is := func(k, v string) func(map[string]any) bool { return func(f map[string]any) bool { return f[k] == v } }
+			found := auditFindInOrder(t, evs, []auditStep{
+				{"epoch A started", audit.TypeServerStarted, is("epoch", epochA)},
+				{"A approved", audit.TypeApprovalGranted, func(f map[string]any) bool {
+					return f["epoch"] == epochA && f["agentRun"] == run && f["expiresWhen"] == authz.ExpiresRunEnds && f["request"] == req.ID
+				}},
+				{"write on A", audit.TypeToolCalled, func(f map[string]any) bool {
+					return f["epoch"] == epochA && f["tool"] == noteWrite && f["decision"] == "grant"
+				}},
+				{"A replaced by B", audit.TypeServerReplaced, func(f map[string]any) bool { return f["oldEpoch"] == epochA && f["newEpoch"] == epochB }},
+				{"stale call refused", audit.TypeAuthorizationDenied, func(f map[string]any) bool {
+					return f["reason"] == "authorization_stale" && f["approvedEpoch"] == epochA && f["currentEpoch"] == epochB
+				}},
+				{"B approved", audit.TypeApprovalGranted, func(f map[string]any) bool { return f["epoch"] == epochB && f["request"] == reqB.ID }},
+				{"write on B", audit.TypeToolCalled, func(f map[string]any) bool {
+					return f["epoch"] == epochB && f["tool"] == noteWrite && f["decision"] == "grant"
+				}},
+			})
+			if g := auditFields(t, found[6])["grant"]; g == auditFields(t, found[2])["grant"] {
+				t.Errorf("the call on B used A's grant %v", g)
+			}
+			for _, e := range evs {
+				if strings.Contains(string(e.Fields), secret) {
+					t.Errorf("audit event %d (%s) holds the secret", e.Seq, e.Type)
+				}
+			}
+		})
+	}
+}
+
+// TestApprovalChoices: deny gives approval_denied (audit approval_denied
+// "denied"); no answer within settings.approvalTimeout gives
+// approval_timeout (audit "timeout"); approve --once covers one call, the
+// next needs a new decision; a credential with --ask-every-use asks on every
+// call even after "approve for this run".
+func TestApprovalChoices(t *testing.T) {
+	needSecretService(t)
+	secret := newSecret(t)
+	s := newCredsSetup(t, []credsScope{{scope: "notes-api", secret: secret}}, approvalTimeout(2*time.Second), false)
+	a := connectListChanged(t, s.home, credsLabel, "")
+	ctx := testContext(t, 3*time.Minute)
+	if _, err := a.Session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	epoch := epochOf(t, s.home, a.PID(), "")
+	write := func(text string) <-chan asyncResult {
+		return asyncCall(t, a.Session, noteWrite, map[string]any{"text": text})
+	}
+
+	// Deny.
+	pending := write("denied")
+	req := waitApproval(t, s.home, "the first call", forTool(noteWrite, epoch))
+	decideCLI(t, s.home, "deny", req.ID)
+	code, ref := refusalOf(t, await(t, pending).err)
+	if code != -31021 || ref.Error != gateway.ApprovalDenied || !strings.Contains(ref.Reason, req.ID) {
+		t.Errorf("denied call: %d %+v", code, ref)
+	}
+
+	// Nobody answers.
+	start := time.Now()
+	code, ref = refusalOf(t, await(t, write("ignored")).err)
+	if code != -31022 || ref.Error != gateway.ApprovalTimeout || !strings.Contains(ref.Reason, "2s") {
+		t.Errorf("unanswered call: %d %+v", code, ref)
+	}
+	if took := time.Since(start); took < 2*time.Second || took > 20*time.Second {
+		t.Errorf("approval_timeout after %s, want about 2s", took)
+	}
+
+	// Approve once, twice.
+	var onceIDs []string
+	for i, text := range []string{"once-1", "once-2"} {
+		pending := write(text)
+		req := waitApproval(t, s.home, "a call approved once", forTool(noteWrite, epoch))
+		if slices.Contains(onceIDs, req.ID) {
+			t.Fatalf("call %d shares the spent request %s", i+1, req.ID)
+		}
+		onceIDs = append(onceIDs, req.ID)
+		if out := decideCLI(t, s.home, "approve", req.ID, "--once"); !strings.Contains(out, "for one call") {
+			t.Errorf("approve --once printed %q", out)
+		}
+		if got := okText(t, await(t, pending)); got != wroteWith("A", i+1, secret) {
+			t.Errorf("call approved once: %q", got)
+		}
+	}
+
+	// Ask every use: turn it on (a new agent run reads the configuration).
+	setCred(t, s.home, credsScope{scope: "notes-api", secret: secret, askEveryUse: true})
+	b := connectListChanged(t, s.home, credsLabel, "")
+	if _, err := b.Session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	epochB := epochOf(t, s.home, b.PID(), "")
+	var everyIDs []string
+	for i := range 2 {
+		pending := asyncCall(t, b.Session, noteWrite, map[string]any{"text": "every"})
+		req := waitApproval(t, s.home, "an ask-every-use call", forTool(noteWrite, epochB))
+		if !req.Card.AskEveryUse || slices.Contains(everyIDs, req.ID) {
+			t.Errorf("call %d: card %+v (seen %v)", i+1, req.Card, everyIDs)
+		}
+		everyIDs = append(everyIDs, req.ID)
+		decideCLI(t, s.home, "approve", req.ID) // for the run: still asked next time
+		if got := okText(t, await(t, pending)); got != wroteWith("A", i+1, secret) {
+			t.Errorf("ask-every-use call %d: %q", i+1, got)
+		}
+	}
+
+	// The audit log has the decisions.
+	var kinds []string
+	for _, e := range auditEvents(t, s.home) {
+		f := auditFields(t, e)
+		switch e.Type {
+		case audit.TypeApprovalDenied:
+			kinds = append(kinds, "denied:"+f["reason"].(string))
+		case audit.TypeApprovalGranted:
+			kinds = append(kinds, "granted:"+f["expiresWhen"].(string))
+		}
+	}
+	want := []string{"denied:denied", "denied:timeout", "granted:once", "granted:once", "granted:agent-run-ends", "granted:agent-run-ends"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("approval decisions in the audit log: %v, want %v", kinds, want)
+	}
+	if n := len(readCredsCalls(t, s.callLog)); n != 4 {
+		t.Errorf("the server received %d calls, want the 4 approved ones", n)
+	}
+}
+
+// TestEnvCredentialsWaitForIdentityApproval: a server with an env credential
+// is launched only after the person approved its execution identity; a
+// rebuild (a new identity) waits again and the card lists the changed
+// digest; the server got the secret only in approved identities. With the
+// secret removed from the keychain, a relaunch fails with a
+// credential_unavailable message and nothing is launched; a daemon without
+// a session bus (no keychain) refuses the launch the same way.
+func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
+	needSecretService(t)
+	secret := newSecret(t)
+	scope := "notes-token"
+	s := newCredsSetup(t, []credsScope{{scope: scope, envVar: "NOTES_TOKEN", secret: secret}}, nil, false)
+
+	connected := make(chan *listChangedAgent, 1)
+	go func() { connected <- connectListChanged(t, s.home, credsLabel, "2025-06-18") }()
+	req := waitApproval(t, s.home, "the first launch", forIdentity)
+	if req.Card.CurrentEpoch != "(not started)" || !slices.Equal(req.Card.CredentialScope, []string{scope}) || len(req.Card.ToolScope) != 0 {
+		t.Errorf("identity card %+v", req.Card)
+	}
+	if rep, err := s.home.Status(testContext(t, 30*time.Second)); err != nil || len(rep.Runs) != 1 || rep.Runs[0].PID != 0 {
+		t.Errorf("before approval: runs %+v (%v), want one run with no process", rep.Runs, err)
+	}
+	decideCLI(t, s.home, "approve", req.ID)
+	var a *listChangedAgent
+	select {
+	case a = <-connected:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the agent did not connect after the identity approval")
+	}
+	epochA := epochOf(t, s.home, a.PID(), "")
+
+	pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "env"})
+	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "note_write", forTool(noteWrite, epochA)).ID)
+	if got := okText(t, await(t, pending)); got != wroteWith("A", 1, secret) {
+		t.Errorf("note_write with the env credential: %q", got)
+	}
+
+	// Rebuild: a new identity waits for approval before launch.
+	buildCreds(t, s.binDir, credsRevB)
+	req = waitApproval(t, s.home, "the rebuilt identity", forIdentity)
+	lines := strings.Join(req.Card.Lines(), "\n")
+	if req.Card.PreviousEpoch != epochA || len(req.Card.IdentityChanges) == 0 || !strings.Contains(lines, "changed on disk: ") {
+		t.Errorf("identity card after the rebuild:\n%s", lines)
+	}
+	if st := waitRun(t, s.home, a.PID(), time.Second, "status", func(gateway.Status) bool { return true }); st.Epochs != 1 {
+		t.Errorf("before the approval %d epochs were launched, want 1", st.Epochs)
+	}
+	decideCLI(t, s.home, "approve", req.ID)
+	epochB := epochOf(t, s.home, a.PID(), epochA)
+	if _, err := a.Session.ListTools(testContext(t, time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	pending = asyncCall(t, a.Session, noteWrite, map[string]any{"text": "env-b"})
+	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "note_write on B", forTool(noteWrite, epochB)).ID)
+	if got := okText(t, await(t, pending)); got != wroteWith("B", 1, secret) {
+		t.Errorf("note_write on B: %q", got)
+	}
+
+	// The secret is removed; rebuilding A again (an approved identity)
+	// cannot launch: nothing is launched with an empty secret.
+	// (`portcullis creds remove` refuses a scope still configured, so the
+	// keychain item goes the way a person deleting it in Seahorse would.)
+	if err := platform.NewSecretStore().Delete(scope); err != nil {
+		t.Fatal(err)
+	}
+	buildCreds(t, s.binDir, "")
+	st := waitRun(t, s.home, a.PID(), buildWait, "a warning about the credential", func(r gateway.Status) bool {
+		return slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "credential_unavailable") })
+	})
+	if st.Epochs != 2 || st.Epoch != epochB {
+		t.Errorf("after the failed relaunch: %d epochs, current %s; want 2, %s still running", st.Epochs, st.Epoch, epochB)
+	}
+	for _, c := range readCredsCalls(t, s.callLog) {
+		if c.Env != digest(secret) {
+			t.Errorf("a process got env credential %q: %+v", c.Env, c)
+		}
+	}
+
+	// No keychain at all: a daemon without a session bus.
+	t.Run("no keychain", func(t *testing.T) {
+		s := newCredsSetup(t, []credsScope{{scope: scope, envVar: "NOTES_TOKEN", secret: secret}}, nil, true)
+		s.home.Env = append(s.home.Env, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR="+t.TempDir())
+		startDaemon(t, s.home)
+		errc := make(chan error, 1)
+		go func() {
+			client := mcp.NewClient(&mcp.Implementation{Name: "portcullis-e2e-authz", Version: "1.0.0"}, nil)
+			a, err := harness.Connect(testContext(t, 2*time.Minute), client, s.home.ConnectCommand(credsLabel), &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+			if err == nil {
+				a.Close()
+			}
+			errc <- err
+		}()
+		decideCLI(t, s.home, "approve", waitApproval(t, s.home, "the launch without a keychain", forIdentity).ID)
+		var err error
+		select {
+		case err = <-errc:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the agent's connection did not end")
+		}
+		if err == nil || !strings.Contains(err.Error(), "credential_unavailable") || !strings.Contains(err.Error(), scope) {
+			t.Errorf("connecting without a keychain: %v, want a credential_unavailable failure naming %s", err, scope)
+		}
+		if calls := readCredsCalls(t, s.callLog); len(calls) != 0 {
+			t.Errorf("a server process ran: %+v", calls)
+		}
+		rep, err := s.home.Status(testContext(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range append(rep.Runs, rep.Ended...) {
+			if r.Epochs != 0 || r.PID != 0 {
+				t.Errorf("run %s launched %d epochs (pid %d), want none", r.Run, r.Epochs, r.PID)
+			}
+		}
+		for _, e := range auditEvents(t, s.home) {
+			if e.Type == audit.TypeServerStarted {
+				t.Errorf("server_started %s without a keychain", e.Fields)
+			}
+		}
+	})
+}
+
+// callParamsOf is a tools/call of tool with args.
+func callParamsOf(tool string, args map[string]any) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: tool, Arguments: args}
+}

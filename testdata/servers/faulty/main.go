@@ -1,0 +1,343 @@
+// Command faulty is a scripted, misbehaving MCP server over stdio: each flag
+// turns on one fault that real servers show, so that Portcullis's robustness
+// tests can prove that the fault is contained. It writes the wire by hand
+// (newline-delimited JSON-RPC, MCP spec basic/transports "stdio") instead of
+// using the go-sdk, because most faults are violations the SDK would not
+// produce.
+//
+// Without flags it is a well-behaved legacy-era server (initialize handshake,
+// protocol versions 2024-11-05 … 2025-11-25; server/discover is answered with
+// −32601, as older servers do) with these tools:
+//
+//   - echo {message}: the message as the only text content.
+//   - blob {bytes}: a text content of bytes 'x' characters (a 40 MB blob makes
+//     one 40 MB line on stdout).
+//   - slow {ms}: answers "slept" after ms milliseconds (at most 10 minutes).
+//   - crash {code}: exits with code (default 3) without answering: a process
+//     that dies during a tools/call.
+//
+// Faults (flags):
+//
+//	-banner               write a line that is not JSON-RPC on stdout first
+//	-bad-json             write "{bad json" on stdout before every answer
+//	-string-ids           answer a request whose id is the number N with the string "N"
+//	-crlf                 end every line with "\r\n"
+//	-early-list-changed   send notifications/tools/list_changed before answering initialize
+//	-traceback            write a Python traceback on stderr and exit 1 at start
+//	-silent               never answer anything (initialize included)
+//	-stubborn             ignore the end of stdin and SIGTERM (only SIGKILL ends it)
+//	-description-bytes N  give echo a description of N bytes
+//	-log FILE             append the method of every message received to FILE, one per line
+//
+// -ldflags "-X main.buildLabel=B" gives another binary with the same catalog
+// (serverInfo.version says the label): a rebuild for soak tests.
+//
+// Logs go to stderr; stdout carries JSON-RPC (and the faults above).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// bannerLine is what -banner writes to stdout before anything else.
+const bannerLine = "faulty test server 1.0 starting up (this line is not JSON-RPC)"
+
+// traceback is what -traceback writes to stderr before exiting with 1.
+const traceback = `Traceback (most recent call last):
+  File "/srv/mcp/server.py", line 3, in <module>
+    from mcp.server.fastmcp import FastMCP
+ModuleNotFoundError: No module named 'mcp'
+`
+
+// buildLabel is set with -ldflags "-X main.buildLabel=…"; it is the
+// serverInfo version.
+var buildLabel = "dev"
+
+// maxSlow bounds the slow tool, so that a mistaken test cannot hang for long.
+const maxSlow = 10 * time.Minute
+
+// legacyVersions are the protocol versions the server accepts; it answers
+// with the agent's version when known and the latest otherwise
+// (basic/lifecycle, "Version Negotiation").
+var legacyVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+
+type server struct {
+	stringIDs, badJSON, earlyListChanged bool
+	eol                                  string
+	description                          string
+	log                                  *os.File // nil without -log
+
+	mu  sync.Mutex // serializes writes to stdout
+	out *bufio.Writer
+}
+
+func main() {
+	banner := flag.Bool("banner", false, "write a non-JSON line to stdout first")
+	badJSON := flag.Bool("bad-json", false, "write {bad json before every answer")
+	stringIDs := flag.Bool("string-ids", false, "answer numeric ids as strings")
+	crlf := flag.Bool("crlf", false, "end lines with \\r\\n")
+	early := flag.Bool("early-list-changed", false, "send tools/list_changed before answering initialize")
+	tb := flag.Bool("traceback", false, "write a traceback on stderr and exit 1")
+	silent := flag.Bool("silent", false, "never answer")
+	stubborn := flag.Bool("stubborn", false, "ignore end of stdin and SIGTERM")
+	descBytes := flag.Int("description-bytes", 0, "length of echo's description in bytes (0: a short one)")
+	logFile := flag.String("log", "", "append the method of every message received to this file")
+	flag.Parse()
+
+	if *tb {
+		fmt.Fprint(os.Stderr, traceback)
+		os.Exit(1)
+	}
+	if *stubborn {
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	}
+	s := &server{
+		stringIDs: *stringIDs, badJSON: *badJSON, earlyListChanged: *early,
+		eol:         "\n",
+		description: "Echoes its message back unchanged.",
+		out:         bufio.NewWriterSize(os.Stdout, 64<<10),
+	}
+	if *crlf {
+		s.eol = "\r\n"
+	}
+	if *descBytes > 0 {
+		s.description = strings.Repeat("d", *descBytes)
+	}
+	if *logFile != "" {
+		f, err := os.OpenFile(*logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "faulty:", err)
+			os.Exit(2)
+		}
+		s.log = f
+	}
+	fmt.Fprintf(os.Stderr, "faulty: pid %d serving (args %q)\n", os.Getpid(), os.Args[1:])
+	if *banner {
+		s.writeRaw(bannerLine)
+	}
+
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	for {
+		line, err := in.ReadBytes('\n')
+		if len(strings.TrimSpace(string(line))) > 0 {
+			if *silent {
+				s.note(line)
+			} else {
+				s.handle(line)
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				fmt.Fprintln(os.Stderr, "faulty: reading stdin:", err)
+			}
+			break
+		}
+	}
+	if *stubborn {
+		fmt.Fprintln(os.Stderr, "faulty: stdin closed; staying alive anyway")
+		select {} // until SIGKILL
+	}
+	fmt.Fprintln(os.Stderr, "faulty: stdin closed; exiting")
+}
+
+// message is the part of a JSON-RPC message the server looks at.
+type message struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// note logs the method of a received message to -log.
+func (s *server) note(line []byte) *message {
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		fmt.Fprintf(os.Stderr, "faulty: undecodable line: %v\n", err)
+		return nil
+	}
+	if s.log != nil {
+		method := m.Method
+		if method == "" {
+			method = "(response)"
+		}
+		fmt.Fprintln(s.log, method)
+	}
+	return &m
+}
+
+func (s *server) handle(line []byte) {
+	m := s.note(line)
+	if m == nil || m.Method == "" {
+		return // undecodable, or a response to nothing we asked
+	}
+	if len(m.ID) == 0 {
+		return // notifications need no answer
+	}
+	switch m.Method {
+	case "initialize":
+		if s.earlyListChanged {
+			s.write(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+			s.flush()
+			time.Sleep(100 * time.Millisecond) // let it arrive first, on its own
+		}
+		var p struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		v := legacyVersions[len(legacyVersions)-1]
+		for _, known := range legacyVersions {
+			if known == p.ProtocolVersion {
+				v = known
+			}
+		}
+		s.result(m.ID, map[string]any{
+			"protocolVersion": v,
+			"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
+			"serverInfo":      map[string]any{"name": "faulty", "version": buildLabel},
+		})
+	case "ping":
+		s.result(m.ID, map[string]any{})
+	case "tools/list":
+		s.result(m.ID, map[string]any{"tools": s.tools()})
+	case "tools/call":
+		s.call(m)
+	default:
+		s.error(m.ID, -32601, "Method not found: "+m.Method)
+	}
+}
+
+func (s *server) tools() []map[string]any {
+	obj := func(props map[string]any, required ...string) map[string]any {
+		o := map[string]any{"type": "object", "properties": props}
+		if len(required) > 0 {
+			o["required"] = required
+		}
+		return o
+	}
+	integer := map[string]any{"type": "integer", "minimum": 0}
+	return []map[string]any{
+		{"name": "echo", "description": s.description, "inputSchema": obj(map[string]any{"message": map[string]any{"type": "string"}}, "message")},
+		{"name": "blob", "description": "Returns a text of the given number of bytes.", "inputSchema": obj(map[string]any{"bytes": integer}, "bytes")},
+		{"name": "slow", "description": "Answers after ms milliseconds.", "inputSchema": obj(map[string]any{"ms": integer}, "ms")},
+		{"name": "crash", "description": "Exits without answering.", "inputSchema": obj(map[string]any{"code": integer})},
+	}
+}
+
+func (s *server) call(m *message) {
+	var p struct {
+		Name      string `json:"name"`
+		Arguments struct {
+			Message string `json:"message"`
+			Bytes   int    `json:"bytes"`
+			MS      int64  `json:"ms"`
+			Code    *int   `json:"code"`
+		} `json:"arguments"`
+	}
+	if err := json.Unmarshal(m.Params, &p); err != nil {
+		s.error(m.ID, -32602, "Invalid params: "+err.Error())
+		return
+	}
+	text := func(t string) map[string]any {
+		return map[string]any{"content": []map[string]any{{"type": "text", "text": t}}}
+	}
+	switch p.Name {
+	case "echo":
+		s.result(m.ID, text(p.Arguments.Message))
+	case "blob":
+		s.result(m.ID, text(strings.Repeat("x", p.Arguments.Bytes)))
+	case "slow":
+		d := min(time.Duration(p.Arguments.MS)*time.Millisecond, maxSlow)
+		go func() {
+			time.Sleep(d)
+			s.result(m.ID, text("slept"))
+		}()
+	case "crash":
+		code := 3
+		if p.Arguments.Code != nil {
+			code = *p.Arguments.Code
+		}
+		fmt.Fprintf(os.Stderr, "faulty: crashing with exit code %d during tools/call\n", code)
+		os.Exit(code)
+	default:
+		s.error(m.ID, -32602, "Unknown tool: "+p.Name)
+	}
+}
+
+// id returns the id to answer with: the request's, or with -string-ids a
+// numeric id turned into a string (7 → "7").
+func (s *server) id(id json.RawMessage) json.RawMessage {
+	if s.stringIDs {
+		if _, err := strconv.ParseInt(string(id), 10, 64); err == nil {
+			return json.RawMessage(strconv.Quote(string(id)))
+		}
+	}
+	return id
+}
+
+func (s *server) result(id json.RawMessage, result any) {
+	s.answer(map[string]any{"jsonrpc": "2.0", "id": s.id(id), "result": result})
+}
+
+func (s *server) error(id json.RawMessage, code int, msg string) {
+	s.answer(map[string]any{"jsonrpc": "2.0", "id": s.id(id), "error": map[string]any{"code": code, "message": msg}})
+}
+
+func (s *server) answer(v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.badJSON {
+		s.writeLocked([]byte("{bad json"))
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faulty: encoding:", err)
+		return
+	}
+	s.writeLocked(b)
+	s.flushLocked()
+}
+
+func (s *server) write(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faulty: encoding:", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeLocked(b)
+}
+
+func (s *server) writeRaw(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeLocked([]byte(line))
+	s.flushLocked()
+}
+
+func (s *server) writeLocked(b []byte) {
+	s.out.Write(b)
+	s.out.WriteString(s.eol)
+}
+
+func (s *server) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushLocked()
+}
+
+func (s *server) flushLocked() {
+	if err := s.out.Flush(); err != nil {
+		fmt.Fprintln(os.Stderr, "faulty: writing stdout:", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -408,7 +409,21 @@ func newRig(t testing.TB, o rigOptions) *rig {
 			r.mu.Unlock()
 		},
 	})
-	cats, err := catalog.OpenStore(t.TempDir())
+	// Not t.TempDir: a refresh that began before the agent left may still
+	// write the store while Serve returns; the directory goes when quiet.
+	dir, err := os.MkdirTemp("", "gateway-catalog-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 50 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	cats, err := catalog.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

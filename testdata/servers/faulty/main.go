@@ -146,7 +146,9 @@ func main() {
 	}
 	if *stubborn {
 		fmt.Fprintln(os.Stderr, "faulty: stdin closed; staying alive anyway")
-		select {} // until SIGKILL
+		for { // until SIGKILL (a bare select{} would be a detected deadlock)
+			time.Sleep(time.Hour)
+		}
 	}
 	fmt.Fprintln(os.Stderr, "faulty: stdin closed; exiting")
 }

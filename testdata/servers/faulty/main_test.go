@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// envServe makes the test binary run main with the flags it holds: the
+// tests start the server as a real process, as Portcullis does.
+const envServe = "FAULTY_TEST_SERVE"
+
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv(envServe); ok {
+		os.Args = append([]string{"faulty"}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// proc is the faulty server running as a child process.
+type proc struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr *bytes.Buffer
+}
+
+func start(t *testing.T, flags string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), envServe+"="+flags)
+	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}}
+	cmd.Stderr = p.stderr
+	var err error
+	if p.in, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.out = bufio.NewReader(out)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return p
+}
+
+func (p *proc) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(p.in, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lines reads n lines with their line endings, failing after 10 s.
+func (p *proc) lines(t *testing.T, n int) []string {
+	t.Helper()
+	got := make(chan []string, 1)
+	go func() {
+		var out []string
+		for range n {
+			l, err := p.out.ReadString('\n')
+			if err != nil {
+				break
+			}
+			out = append(out, l)
+		}
+		got <- out
+	}()
+	select {
+	case out := <-got:
+		return out
+	case <-time.After(10 * time.Second):
+		t.Fatalf("fewer than %d lines within 10 s", n)
+	}
+	return nil
+}
+
+// exitCode waits up to d for the process to exit; -2 when it did not.
+func (p *proc) exitCode(d time.Duration) int {
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(d):
+		return -2
+	}
+}
+
+const (
+	initLine = `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`
+	initOK   = `{"id":7,"jsonrpc":"2.0","result":{"capabilities":{"tools":{"listChanged":true}},"protocolVersion":"2025-06-18","serverInfo":{"name":"faulty","version":"dev"}}}` + "\n"
+)
+
+// TestFaults proves each fault flag puts on the wire exactly what its
+// documentation says.
+func TestFaults(t *testing.T) {
+	tests := []struct {
+		flags string
+		send  []string
+		want  []string
+	}{
+		{"", []string{initLine}, []string{initOK}},
+		{"-string-ids", []string{initLine}, []string{strings.Replace(initOK, `"id":7`, `"id":"7"`, 1)}},
+		{"-crlf", []string{initLine}, []string{strings.TrimSuffix(initOK, "\n") + "\r\n"}},
+		{"-bad-json", []string{initLine}, []string{"{bad json\n", initOK}},
+		{"-banner", []string{initLine}, []string{bannerLine + "\n", initOK}},
+		{"-early-list-changed", []string{initLine}, []string{`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}` + "\n", initOK}},
+		{"", []string{`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"blob","arguments":{"bytes":5}}}`},
+			[]string{`{"id":"b","jsonrpc":"2.0","result":{"content":[{"text":"xxxxx","type":"text"}]}}` + "\n"}},
+		{"", []string{`{"jsonrpc":"2.0","id":1,"method":"server/discover"}`},
+			[]string{`{"error":{"code":-32601,"message":"Method not found: server/discover"},"id":1,"jsonrpc":"2.0"}` + "\n"}},
+		{"-description-bytes 3", []string{`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.flags+" "+tt.send[0], func(t *testing.T) {
+			p := start(t, tt.flags)
+			for _, l := range tt.send {
+				p.send(t, l)
+			}
+			if tt.want == nil { // tools/list: check the description
+				l := p.lines(t, 1)
+				if !strings.Contains(l[0], `"description":"ddd"`) || strings.Count(l[0], `"name":`) != 4 {
+					t.Errorf("tools/list = %s", l)
+				}
+				return
+			}
+			if diff := cmp.Diff(tt.want, p.lines(t, len(tt.want))); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+			p.in.Close()
+			if code := p.exitCode(10 * time.Second); code != 0 {
+				t.Errorf("exit code %d after stdin closed, want 0", code)
+			}
+		})
+	}
+}
+
+// TestExits proves the faults that end (or refuse to end) the process.
+func TestExits(t *testing.T) {
+	t.Run("traceback", func(t *testing.T) {
+		p := start(t, "-traceback")
+		if code := p.exitCode(10 * time.Second); code != 1 {
+			t.Errorf("exit code %d, want 1", code)
+		}
+		if p.stderr.String() != traceback {
+			t.Errorf("stderr %q", p.stderr.String())
+		}
+	})
+	t.Run("crash", func(t *testing.T) {
+		p := start(t, "")
+		p.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"crash","arguments":{"code":4}}}`)
+		if code := p.exitCode(10 * time.Second); code != 4 {
+			t.Errorf("exit code %d, want 4", code)
+		}
+	})
+	t.Run("silent", func(t *testing.T) {
+		p := start(t, "-silent")
+		p.send(t, initLine)
+		p.in.Close()
+		if b, err := io.ReadAll(p.out); err != nil || len(b) > 0 {
+			t.Errorf("a silent server wrote %q (%v)", b, err)
+		}
+		if code := p.exitCode(10 * time.Second); code != 0 {
+			t.Errorf("exit code %d, want 0", code)
+		}
+	})
+	t.Run("stubborn", func(t *testing.T) {
+		p := start(t, "-stubborn")
+		p.send(t, initLine)
+		p.lines(t, 1)
+		p.in.Close()
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.exitCode(2 * time.Second); code != -2 {
+			t.Fatalf("a stubborn server exited (%d) after stdin closed and SIGTERM", code)
+		}
+		if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err)
+		}
+	})
+}

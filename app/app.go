@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -229,10 +230,15 @@ func (a *App) runConnect(ctx context.Context, args []string) error {
 	var start func() error
 	if err == nil {
 		start = func() error {
+			// A daemon would refuse this configuration: say why now rather
+			// than after the start-up wait.
+			if _, err := config.Load(a.Dirs.ConfigFile()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+				return configError(err)
+			}
 			if err := a.Dirs.Ensure(); err != nil {
 				return err
 			}
-			return platform.StartDaemon(exe, filepath.Join(a.Dirs.State, "daemon.log"))
+			return platform.StartDaemon(exe, a.daemonLog())
 		}
 	}
 	code := shim.Run(ctx, shim.Options{
@@ -240,6 +246,7 @@ func (a *App) runConnect(ctx context.Context, args []string) error {
 		Label:     fs.Arg(0),
 		Start:     start,
 		StartWait: envDuration("PORTCULLIS_START_WAIT", 10*time.Second),
+		StartLog:  a.daemonLog(),
 		Stdin:     a.Stdin,
 		Stdout:    a.Stdout,
 		Stderr:    a.Stderr,
@@ -249,6 +256,9 @@ func (a *App) runConnect(ctx context.Context, args []string) error {
 	}
 	return nil
 }
+
+// daemonLog is where a daemon started by `connect` writes its output.
+func (a *App) daemonLog() string { return filepath.Join(a.Dirs.State, "daemon.log") }
 
 func envDuration(name string, def time.Duration) time.Duration {
 	if v := os.Getenv(name); v != "" {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/portcullis/portcullis/core/authz"
@@ -38,13 +40,14 @@ func (a *App) runApprovals(args []string) error {
 		for _, l := range r.Card.Lines() {
 			fmt.Fprintf(a.Stdout, "  %s\n", l)
 		}
-		fmt.Fprintf(a.Stdout, "  → portcullis approve %s   |   portcullis approve %s --once   |   portcullis deny %s\n\n", r.ID, r.ID, r.ID)
+		fmt.Fprintf(a.Stdout, "  → portcullis approve %s [--tools a,b]   |   portcullis approve %s --once   |   portcullis deny %s\n\n", r.ID, r.ID, r.ID)
 	}
 	return nil
 }
 
 // runDecide answers one approval request: approve (for the agent run, or
-// --once) or deny.
+// --once; --tools narrows the run approval to some of the card's tools) or
+// deny.
 func (a *App) runDecide(choice authz.Choice, args []string) error {
 	name := "approve"
 	if choice == authz.Deny {
@@ -52,14 +55,17 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	}
 	fs := newFlags(name)
 	once := fs.Bool("once", false, "")
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		// Accept the id before or after the flags.
-		args = append(args[1:], args[0])
+	tools := fs.String("tools", "", "")
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:] // the id may come before the flags
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	} else if fs.NArg() != 0 || id == "" {
 		return usagef("%s needs exactly one approval request id (see portcullis approvals)", name)
 	}
 	if *once {
@@ -68,19 +74,59 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		}
 		choice = authz.ApproveOnce
 	}
-	id := fs.Arg(0)
-	if _, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpDecide, Request: id, Choice: string(choice)}, 5*time.Second); err != nil {
+	var narrowed []string
+	if *tools != "" {
+		if choice != authz.ApproveRun {
+			return usagef("--tools goes with approve (for this run)")
+		}
+		narrowed = strings.Split(*tools, ",")
+	}
+	req, err := a.pendingRequest(id)
+	if err != nil {
+		return err
+	}
+	for _, t := range narrowed {
+		if !slices.Contains(req.Card.ToolScope, t) {
+			return usagef("--tools: %q is not in the request's tool scope (%s)", t, strings.Join(req.Card.ToolScope, ", "))
+		}
+	}
+	hello := control.Hello{Op: control.OpDecide, Request: id, Choice: string(choice), Tools: narrowed}
+	if _, err := control.Call(a.Dirs.Socket(), hello, 5*time.Second); err != nil {
 		return daemonError(err)
 	}
-	switch choice {
-	case authz.ApproveRun:
-		fmt.Fprintf(a.Stdout, "Approved %s for this agent run and epoch.\n", id)
-	case authz.ApproveOnce:
-		fmt.Fprintf(a.Stdout, "Approved %s for one call.\n", id)
+	granted := req.Card.ToolScope
+	if narrowed != nil {
+		granted = narrowed
+	}
+	switch {
+	case choice == authz.ApproveRun && req.Card.Identity != "":
+		fmt.Fprintf(a.Stdout, "Approved %s: this build of %s may receive %s.\n", id, req.Card.ServerLabel, strings.Join(req.Card.CredentialScope, ", "))
+	case choice == authz.ApproveRun:
+		fmt.Fprintf(a.Stdout, "Approved %s for this agent run and epoch %s: %s.\n", id, req.Card.CurrentEpoch, strings.Join(granted, ", "))
+	case choice == authz.ApproveOnce:
+		fmt.Fprintf(a.Stdout, "Approved %s for one call of %s.\n", id, req.Card.Tool)
 	default:
 		fmt.Fprintf(a.Stdout, "Denied %s.\n", id)
 	}
 	return nil
+}
+
+// pendingRequest fetches one pending approval request from the daemon.
+func (a *App) pendingRequest(id string) (authz.Request, error) {
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpApprovals}, 5*time.Second)
+	if err != nil {
+		return authz.Request{}, daemonError(err)
+	}
+	var reqs []authz.Request
+	if err := json.Unmarshal(data, &reqs); err != nil {
+		return authz.Request{}, fmt.Errorf("reading the daemon's answer: %w", err)
+	}
+	for _, r := range reqs {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return authz.Request{}, fmt.Errorf("no pending approval request %s (it was decided, timed out, or its agent run ended); see portcullis approvals", id)
 }
 
 // daemonError words a failure to talk to the daemon.

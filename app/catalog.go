@@ -1,7 +1,7 @@
 package app
 
 import (
-	"errors"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -17,15 +17,21 @@ func (a *App) runRestart(args []string) error {
 	if len(args) != 1 {
 		return usagef("restart needs exactly one server label")
 	}
-	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpRestart, Label: args[0]}, 10*time.Second)
-	if err != nil {
-		var re *control.RefusedError
-		if errors.As(err, &re) {
-			return errors.New(re.Reply.Error)
+	label := args[0]
+	if cfg, err := a.loadConfig(); err == nil {
+		if _, ok := cfg.Servers[label]; !ok {
+			return fmt.Errorf("no server labelled %q is configured in %s", label, a.Dirs.ConfigFile())
 		}
-		return err
 	}
-	fmt.Fprintf(a.Stdout, "Restarting %s: %s\n", args[0], data)
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpRestart, Label: label}, 10*time.Second)
+	if err != nil {
+		return daemonError(err)
+	}
+	var n struct {
+		Restarted int `json:"restarted"`
+	}
+	_ = json.Unmarshal(data, &n)
+	fmt.Fprintf(a.Stdout, "Restarting %s for %d agent run(s): each gets a new epoch and must be approved again (portcullis status).\n", label, n.Restarted)
 	return nil
 }
 

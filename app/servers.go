@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/install"
 )
 
 // multiFlag collects a repeatable string flag.
@@ -44,8 +46,10 @@ func (a *App) runServers(args []string) error {
 		return a.serversAdd(args[1:])
 	case "remove":
 		return a.serversRemove(args[1:])
+	case "policy":
+		return a.serversPolicy(args[1:])
 	}
-	return usagef("unknown servers subcommand %q (list, show, add, remove)", args[0])
+	return usagef("unknown servers subcommand %q (list, show, add, remove, policy)", args[0])
 }
 
 func (a *App) serversList(args []string) error {
@@ -108,11 +112,23 @@ func (a *App) serversAdd(args []string) error {
 	if len(cmd) == 0 {
 		return usagef("servers add %s: the server's command is missing after --", label)
 	}
+	if !slices.Contains(args, "--") {
+		// Without --, flags after the command would silently become its
+		// arguments.
+		for _, w := range cmd[1:] {
+			if name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "="); strings.HasPrefix(w, "-") && fs.Lookup(name) != nil {
+				return usagef("servers add %s: %s comes after the command, so it would be passed to the server; put Portcullis's flags before -- and the command after it", label, w)
+			}
+		}
+	}
 	s := config.Server{Command: cmd[0], Args: cmd[1:], Restart: *restart, Credentials: creds, Watch: watch}
 	if *cwd != "" {
 		abs, err := filepath.Abs(*cwd)
 		if err != nil {
 			return err
+		}
+		if info, err := os.Stat(abs); err != nil || !info.IsDir() {
+			return fmt.Errorf("servers add %s: --cwd %s is not an existing directory", label, abs)
 		}
 		s.Cwd = abs
 	}
@@ -125,6 +141,10 @@ func (a *App) serversAdd(args []string) error {
 			s.Env = map[string]string{}
 		}
 		s.Env[k] = v
+		if secret, why := install.Secret(k, v); secret {
+			fmt.Fprintf(a.Stderr, "warning: %s looks like a secret (%s) and would be stored in plain text in %s;\n  keep it in the keychain instead: portcullis creds set %s-%s --env %s (secret on stdin), then --cred %s-%s\n",
+				k, why, a.Dirs.ConfigFile(), label, strings.ToLower(k), k, label, strings.ToLower(k))
+		}
 	}
 	cfg, err := a.loadConfig()
 	if err != nil {
@@ -143,6 +163,37 @@ func (a *App) serversAdd(args []string) error {
 		return err
 	}
 	fmt.Fprintf(a.Stdout, "Added %s. Agents reach it with: portcullis connect %s\n", label, label)
+	return nil
+}
+
+// serversPolicy sets the per-tool policy of a server: allow (no approval),
+// approve (the default: a person approves per agent run and epoch) or deny
+// (hidden from the agent and refused).
+func (a *App) serversPolicy(args []string) error {
+	if len(args) != 3 {
+		return usagef("servers policy needs LABEL TOOL allow|approve|deny")
+	}
+	label, tool, policy := args[0], args[1], args[2]
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	srv, ok := cfg.Servers[label]
+	if !ok {
+		return fmt.Errorf("no server labelled %q in %s", label, a.Dirs.ConfigFile())
+	}
+	if srv.Tools == nil {
+		srv.Tools = map[string]config.ToolPolicy{}
+	}
+	srv.Tools[tool] = config.ToolPolicy{Policy: policy}
+	cfg.Servers[label] = srv
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.Stdout, "%s of %s: %s (applies to the next call)\n", tool, label, policy)
 	return nil
 }
 
@@ -237,6 +288,16 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	}
 	for _, r := range rep.Runs {
 		writeRun(w, r)
+		for _, q := range rep.Approvals {
+			if q.Card.AgentRun != r.Run {
+				continue
+			}
+			what := q.Card.Tool
+			if what == "" {
+				what = "credentials " + strings.Join(q.Card.CredentialScope, ", ") + " at launch"
+			}
+			fmt.Fprintf(w, "  waiting   for a person: %s (%s), expires %s — see portcullis approvals\n", q.ID, what, q.Deadline.Local().Format("15:04:05"))
+		}
 	}
 	if len(rep.Ended) > 0 {
 		fmt.Fprintln(w, "\nRecently ended:")

@@ -79,6 +79,8 @@ func (c Card) Lines() []string {
 	add("Agent: %s (pid %d), run %s", agent, c.AgentPID, c.AgentRun)
 	add("Server: %s", c.ServerLabel)
 	switch {
+	case c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch && len(c.IdentityChanges) == 0:
+		add("Epoch: %s → %s (new process)", c.PreviousEpoch, c.CurrentEpoch)
 	case c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch:
 		add("Epoch: %s → %s (new code)", c.PreviousEpoch, c.CurrentEpoch)
 	default:

@@ -43,6 +43,9 @@ type Hello struct {
 	Label   string `json:"label,omitempty"`
 	Request string `json:"request,omitempty"` // approval request id, for decide
 	Choice  string `json:"choice,omitempty"`  // approve-run, approve-once or deny, for decide
+	// Tools narrows an approve-run decision to these tools of the card's
+	// tool scope (nil: all of it).
+	Tools []string `json:"tools,omitempty"`
 }
 
 // Reply is the daemon's answer to a Hello. Code is a stable machine-readable

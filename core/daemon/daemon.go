@@ -342,7 +342,7 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		b, _ := json.Marshal(d.authz.Pending())
 		reply(c, control.Reply{Data: b})
 	case control.OpDecide:
-		if err := d.authz.Decide(h.Request, authz.Decision{Choice: authz.Choice(h.Choice), By: "cli"}); err != nil {
+		if err := d.authz.Decide(h.Request, authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, By: "cli"}); err != nil {
 			reply(c, control.Reply{Error: err.Error(), Code: "decide_failed"})
 			return
 		}
@@ -490,6 +490,11 @@ func (d *Daemon) launcher(label, run string, agent gateway.Agent) gateway.Launch
 		if !ok {
 			return nil, fmt.Errorf("server %q is no longer configured", label)
 		}
+		if srv.Cwd != "" {
+			if info, err := os.Stat(srv.Cwd); err != nil || !info.IsDir() {
+				return nil, fmt.Errorf("the working directory of %s, %s, does not exist or is not a directory", label, srv.Cwd)
+			}
+		}
 		spec := measureSpec(label, srv)
 		rec, err := d.measurer.Measure(ctx, spec)
 		if err != nil {
@@ -546,9 +551,12 @@ type StatusReport struct {
 	ConfigFile  string           `json:"configFile"`
 	ConfigError string           `json:"configError,omitempty"` // the file is invalid; the last good one is in force
 	Servers     []ServerInfo     `json:"servers"`
-	Runs        []gateway.Status `json:"runs"`  // live agent runs, oldest first
-	Ended       []gateway.Status `json:"ended"` // recently ended runs, oldest first
-	Audit       AuditStatus      `json:"audit"`
+	Runs        []gateway.Status `json:"runs"` // live agent runs, oldest first
+	// Approvals are the pending approval requests, oldest first: a call
+	// whose run has one here is waiting for a person.
+	Approvals []authz.Request  `json:"approvals"`
+	Ended     []gateway.Status `json:"ended"` // recently ended runs, oldest first
+	Audit     AuditStatus      `json:"audit"`
 }
 
 // Status returns a snapshot of every configured server and agent run.
@@ -566,6 +574,7 @@ func (d *Daemon) Status() StatusReport {
 	}
 	rep.Ended = append(rep.Ended, d.ended...)
 	d.mu.Unlock()
+	rep.Approvals = d.authz.Pending()
 	count := map[string]int{}
 	for _, s := range sessions {
 		st := s.Status()

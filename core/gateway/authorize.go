@@ -244,6 +244,8 @@ func (s *Session) card(e *epoch, m *mcpwire.Message, tool string, creds []string
 		c.Reason = reason
 	case askEvery:
 		c.Reason = "a credential of this server asks for approval on every use"
+	case approvedEpoch != "" && approvedEpoch != e.ID && hasPrev && len(c.IdentityChanges) == 0:
+		c.Reason = "the server process was restarted (same code on disk): a new process needs a new approval"
 	case approvedEpoch != "" && approvedEpoch != e.ID:
 		c.Reason = "server execution epoch changed: new code asks for the authority you gave the old code"
 	case approvedEpoch != "":
@@ -253,6 +255,9 @@ func (s *Session) card(e *epoch, m *mcpwire.Message, tool string, creds []string
 	}
 	if c.Reason == "server execution epoch changed" {
 		c.Reason = "server execution epoch changed: a call prepared for the old code was refused; approve the new code to continue"
+		if hasPrev && len(c.IdentityChanges) == 0 {
+			c.Reason = "the server process was restarted (same code on disk): a call prepared for the old process was refused; approve the new process to continue"
+		}
 	}
 	return c
 }

@@ -306,6 +306,13 @@ func (s *Session) checkCall(e *epoch, m *mcpwire.Message) *Refusal {
 	}
 	tool, ok := cat.Lookup(name)
 	if !ok || s.policy(name) == "deny" {
+		if agentRev == cat.Revision {
+			// The agent has the current list: the name is simply not in it.
+			return &Refusal{Error: UnknownTool, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
+				AgentRevision: agentRev, CurrentRevision: cat.Revision,
+				Reason: fmt.Sprintf("there is no tool %q in catalog revision %d", name, cat.Revision),
+				Retry:  "call one of the tools that tools/list returned"}
+		}
 		return stale(fmt.Sprintf("tool %q is not in catalog revision %d", name, cat.Revision), nil)
 	}
 	if agentRev != 0 && agentRev != cat.Revision {
@@ -486,10 +493,7 @@ func (s *Session) replaceOnce(why string) {
 func (s *Session) handshake(e *epoch, old *epoch) error {
 	s.mu.Lock()
 	era, initParams, done, listen := s.era, s.initParams, s.handshakeDone, s.listen
-	var oldInit json.RawMessage
-	if old != nil {
-		oldInit = old.initResult
-	}
+	oldInit := s.negotiated // what the agent itself was told
 	s.mu.Unlock()
 	if !done {
 		return nil
@@ -503,7 +507,7 @@ func (s *Session) handshake(e *epoch, old *epoch) error {
 		s.mu.Lock()
 		e.initResult = bytes.Clone(res)
 		s.mu.Unlock()
-		if extra := widerCapabilities(mcpwire.GetPath(oldInit, "capabilities"), mcpwire.GetPath(res, "capabilities")); len(extra) > 0 {
+		if extra := widerCapabilities(mcpwire.GetPath(oldInit, "capabilities"), mcpwire.GetPath(res, "capabilities")); oldInit != nil && len(extra) > 0 {
 			s.warn(fmt.Sprintf("epoch %s offers capabilities the agent did not negotiate (%s); they stay hidden: reconnect the agent to use them", e.ID, strings.Join(extra, ", ")))
 		}
 		if oldV, newV := mcpwire.GetPath(oldInit, "protocolVersion"), mcpwire.GetPath(res, "protocolVersion"); oldV != nil && !bytes.Equal(oldV, newV) {

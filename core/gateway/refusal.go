@@ -26,11 +26,18 @@ const (
 	MessageTooLarge       Reason = "message_too_large"
 	AuditUnavailable      Reason = "audit_unavailable"
 	HoldTimeout           Reason = "hold_timeout"
+	// UnknownTool answers a tools/call naming a tool the current revision
+	// does not have, when the agent already holds that revision. It uses
+	// JSON-RPC's -32602 (Invalid params), as MCP's server/tools section
+	// specifies for unknown tools.
+	UnknownTool Reason = "unknown_tool"
 )
 
 // Code returns the JSON-RPC error code of r.
 func (r Reason) Code() int {
 	switch r {
+	case UnknownTool:
+		return -32602
 	case CatalogStale:
 		return -31010
 	case InvalidArguments:
@@ -87,7 +94,7 @@ type Refusal struct {
 func (r *Refusal) Message() string {
 	msg := fmt.Sprintf("%s: %s", r.Error, r.Reason)
 	if r.Retry != "" {
-		msg += " (" + r.Retry + ")"
+		msg += "; " + r.Retry
 	}
 	return msg
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -187,6 +188,11 @@ func (s *Session) handle(m *mcpwire.Message) {
 		if rr != nil {
 			s.writeAgent(rr.Response(m.ID))
 			return
+		}
+		if wait != "" {
+			s.mu.Lock()
+			p.approval = wait
+			s.mu.Unlock()
 		}
 		go func() {
 			if wait != "" {
@@ -412,6 +418,7 @@ func (s *Session) agentNotification(m *mcpwire.Message) {
 			return
 		}
 		s.recordCompletion(p.ep, p.call, "cancelled", "")
+		s.withdrawIfUnwaited(p.approval)
 		out, err := mcpwire.SetPath(m.Raw, []string{"params", "requestId"}, mcpwire.NumberID(id))
 		if err != nil {
 			s.log.Warn("rewriting cancellation", "err", err)
@@ -427,6 +434,26 @@ func (s *Session) agentNotification(m *mcpwire.Message) {
 	}
 	if err := e.write(line); err != nil {
 		s.log.Debug("forwarding notification", "method", m.Method, "err", err)
+	}
+}
+
+// withdrawIfUnwaited denies approval request id when no call waits on it
+// any more (its only caller cancelled): a person is not asked about a call
+// that will not happen.
+func (s *Session) withdrawIfUnwaited(id string) {
+	if id == "" || s.opts.Authority == nil {
+		return
+	}
+	s.mu.Lock()
+	for _, q := range s.pending {
+		if q.approval == id {
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.mu.Unlock()
+	if err := s.opts.Authority.Decide(id, authz.Decision{Choice: authz.Deny, By: "withdrawn: the agent cancelled the call"}); err == nil {
+		s.log.Info("approval request withdrawn: its call was cancelled", "request", id)
 	}
 }
 
@@ -553,6 +580,9 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	}
 	if p.method == methodInitialize && m.Result != nil && e.initResult == nil {
 		e.initResult = bytes.Clone(m.Result)
+		if p.agentID != nil {
+			s.negotiated = e.initResult // the agent's own handshake
+		}
 	}
 	s.mu.Unlock()
 	if coerced {

@@ -166,6 +166,7 @@ type Session struct {
 	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
 	era              era                        // guarded by mu
 	initParams       json.RawMessage            // guarded by mu; the agent's initialize params
+	negotiated       json.RawMessage            // guarded by mu; the initialize result the agent received
 	discoverMeta     json.RawMessage            // guarded by mu; the agent's _meta on server/discover
 	listen           *listenState               // guarded by mu; the agent's subscriptions/listen
 	refreshing       bool                       // guarded by mu
@@ -216,13 +217,14 @@ type epoch struct {
 }
 
 type pending struct {
-	agentID json.RawMessage // the agent's id, nil for the gateway's own requests
-	method  string
-	ep      *epoch
-	token   string // progress token, raw JSON; "" when none
-	reply   chan *mcpwire.Message
-	call    *callRecord // a tools/call, for its tool_completed event
-	unsent  bool        // reserved, not yet written to the server
+	agentID  json.RawMessage // the agent's id, nil for the gateway's own requests
+	method   string
+	ep       *epoch
+	token    string // progress token, raw JSON; "" when none
+	reply    chan *mcpwire.Message
+	call     *callRecord // a tools/call, for its tool_completed event
+	unsent   bool        // reserved, not yet written to the server
+	approval string      // the approval request it waits on, if any
 }
 
 type reverseEntry struct {

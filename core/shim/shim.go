@@ -34,7 +34,10 @@ type Options struct {
 	// Start launches a daemon in the background; nil never starts one.
 	Start func() error
 	// StartWait bounds the wait for a started daemon to answer (default 10 s).
-	StartWait  time.Duration
+	StartWait time.Duration
+	// StartLog is where a started daemon writes its output, named in the
+	// error when it does not come up.
+	StartLog   string
 	Stdin      io.Reader
 	Stdout     io.Writer
 	Stderr     io.Writer
@@ -49,13 +52,13 @@ func Run(ctx context.Context, o Options) int {
 	}
 	conn, err := dial(ctx, o)
 	if err != nil {
-		reason := err.Error()
+		ref := unavailable(o, err.Error())
 		var re *control.RefusedError
 		if errors.As(err, &re) {
-			reason = re.Reply.Error
+			ref = refused(o, re.Reply)
 		}
-		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, reason)
-		answerRequests(o, reason)
+		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, ref.Reason)
+		answerRequests(o, ref)
 		return 1
 	}
 	defer conn.Close()
@@ -78,7 +81,11 @@ func dial(ctx context.Context, o Options) (*control.Conn, error) {
 			return conn, err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("started a daemon but it did not answer within %s: %w", o.StartWait, err)
+			where := ""
+			if o.StartLog != "" {
+				where = "; its output is in " + o.StartLog
+			}
+			return nil, fmt.Errorf("started a daemon but it did not answer within %s%s", o.StartWait, where)
 		}
 		select {
 		case <-ctx.Done():
@@ -95,12 +102,26 @@ func unavailable(o Options, reason string) *gateway.Refusal {
 	}
 }
 
+// refused words a daemon's refusal of the connection for the agent.
+func refused(o Options, r control.Reply) *gateway.Refusal {
+	ref := unavailable(o, r.Error)
+	switch r.Code {
+	case "unknown_server":
+		ref.Retry = "ask the person to add it (portcullis servers add " + o.Label + " -- COMMAND ARGS…) or to fix the label in the agent's configuration"
+	case "version_mismatch":
+		ref.Retry = "ask the person to restart Portcullis so that the daemon and this shim come from the same build"
+	default:
+		ref.Retry = "ask the person to check Portcullis"
+	}
+	return ref
+}
+
 // answerRequests answers every request the agent sends, until its input
 // ends, with the reason no daemon could serve it: a dual-era client sends
 // server/discover first and falls back to initialize on an error, so
 // answering only the first request would leave the initialize that follows
 // without an answer and the agent would see a bare EOF instead of the reason.
-func answerRequests(o Options, reason string) {
+func answerRequests(o Options, ref *gateway.Refusal) {
 	r := mcpwire.NewReader(o.Stdin, o.MaxMessage)
 	for {
 		line, err := r.ReadLine()
@@ -114,7 +135,7 @@ func answerRequests(o Options, reason string) {
 		if err != nil || m.Kind != mcpwire.KindRequest {
 			continue
 		}
-		if _, err := o.Stdout.Write(append(unavailable(o, reason).Response(m.ID), '\n')); err != nil {
+		if _, err := o.Stdout.Write(append(ref.Response(m.ID), '\n')); err != nil {
 			return
 		}
 	}

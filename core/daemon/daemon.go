@@ -223,6 +223,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.auditW = &recovering{log: al, retryEvery: time.Second}
 	d.mu.Unlock()
 	defer al.Close()
+	d.closeAbandonedRuns(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	d.mu.Lock()
 	d.cancel = cancel

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/identity"
 )
 
@@ -111,4 +113,27 @@ func startTimeOf(obs []identity.Observed, pid int) uint64 {
 		}
 	}
 	return 0
+}
+
+// closeAbandonedRuns ends, in the audit log, the agent runs that a previous
+// daemon started and never ended (it was killed): without it their sessions
+// would stay open forever. Calls of those runs that have no tool_completed
+// stay as they are: whether they took effect is unknown.
+func (d *Daemon) closeAbandonedRuns(ctx context.Context) {
+	sessions, err := audit.Sessions(AuditDir(d.opts.Dirs), audit.Filter{})
+	if err != nil {
+		d.log.Warn("reading the audit log's sessions", "err", err)
+		return
+	}
+	for _, s := range sessions {
+		if s.EndSeq != 0 || s.Started.IsZero() {
+			continue
+		}
+		if _, err := d.auditW.Append(ctx, audit.TypeRunEnded, audit.RunEnded{
+			AgentRun: s.AgentRun, ServerLabel: s.ServerLabel,
+			Reason: "the daemon stopped without ending this run (killed or crashed); its server was stopped by the next daemon",
+		}); err != nil {
+			d.log.Warn("closing an abandoned run in the audit log", "run", s.AgentRun, "err", err)
+		}
+	}
 }

@@ -405,10 +405,13 @@ func (s *Session) exited(e *epoch, why string) {
 		s.failEpoch(e, why+" before answering any request")
 		return
 	}
-	s.endEpoch(e, why, nil)
 	if !unexpected {
+		s.endEpoch(e, why, nil)
 		return
 	}
+	// The decision comes before the epoch's end is announced, so that a
+	// request arriving meanwhile is held for the restart (or refused as
+	// crash-looping) rather than refused because no process runs.
 	s.mu.Lock()
 	now := time.Now()
 	s.crashes = append(s.crashes, now)
@@ -416,27 +419,33 @@ func (s *Session) exited(e *epoch, why string) {
 		s.crashes = s.crashes[1:]
 	}
 	n := len(s.crashes)
+	var restartIn time.Duration
 	switch {
 	case !s.opts.RestartOnCrash:
 		s.state, s.reason = StateFailed, why
-		s.mu.Unlock()
 	case n >= s.opts.CrashLimit:
 		s.state = StateCrashLooping
 		s.reason = fmt.Sprintf("%s; %d crashes within %s, so it is not restarted until a person acts (portcullis restart %s)", why, n, s.opts.CrashWindow, s.opts.Label)
-		s.openGateLocked() // held requests learn why at once
-		s.mu.Unlock()
-		s.log.Warn("server is crash-looping", "crashes", n)
 	default:
-		delay := time.Duration(1<<min(n-1, 5)) * 500 * time.Millisecond
-		s.state, s.reason = StateRestarting, fmt.Sprintf("%s; restarting in %s", why, delay)
+		restartIn = time.Duration(1<<min(n-1, 5)) * 500 * time.Millisecond
+		s.state, s.reason = StateRestarting, fmt.Sprintf("%s; restarting in %s", why, restartIn)
 		s.closeGateLocked()
-		ctx := s.ctx
-		s.mu.Unlock()
-		time.AfterFunc(delay, func() {
+	}
+	ctx := s.ctx
+	s.mu.Unlock()
+	s.endEpoch(e, why, nil)
+	switch {
+	case restartIn > 0:
+		time.AfterFunc(restartIn, func() {
 			if ctx.Err() == nil {
 				s.Replace("restart after a crash")
 			}
 		})
+	case n >= s.opts.CrashLimit && s.opts.RestartOnCrash:
+		s.log.Warn("server is crash-looping", "crashes", n)
+		s.mu.Lock()
+		s.openGateLocked() // held requests learn why at once
+		s.mu.Unlock()
 	}
 	s.changed()
 }

@@ -247,9 +247,15 @@ func (a *App) runConnect(ctx context.Context, args []string) error {
 		Start:     start,
 		StartWait: envDuration("PORTCULLIS_START_WAIT", 10*time.Second),
 		StartLog:  a.daemonLog(),
-		Stdin:     a.Stdin,
-		Stdout:    a.Stdout,
-		Stderr:    a.Stderr,
+		MaxMessage: func() int {
+			if cfg, err := config.Load(a.Dirs.ConfigFile()); err == nil {
+				return cfg.Settings.MaxMessageOrDefault()
+			}
+			return config.DefaultMaxMessageBytes
+		}(),
+		Stdin:  a.Stdin,
+		Stdout: a.Stdout,
+		Stderr: a.Stderr,
 	})
 	if code != 0 {
 		return errExit1

@@ -139,8 +139,27 @@ type Settings struct {
 	ApprovalTimeout Duration `json:"approvalTimeout,omitzero"`
 	// HoldTimeout overrides [DefaultHoldTimeout] when non-zero.
 	HoldTimeout Duration `json:"holdTimeout,omitzero"`
-	// AuditSigning adds an HMAC, keyed by a keychain secret, to every audit record.
-	AuditSigning bool `json:"auditSigning,omitempty"`
+	// MaxMessageBytes overrides [DefaultMaxMessageBytes], the largest
+	// JSON-RPC message (one line) accepted from an agent or a server, in
+	// bytes, when non-zero. A longer message fails only its own request
+	// with message_too_large. Between [MinMaxMessageBytes] and
+	// [MaxMaxMessageBytes].
+	MaxMessageBytes int `json:"maxMessageBytes,omitzero"`
+}
+
+// Message size limits, in bytes.
+const (
+	DefaultMaxMessageBytes = 32 << 20
+	MinMaxMessageBytes     = 1 << 20
+	MaxMaxMessageBytes     = 1 << 30
+)
+
+// MaxMessageOrDefault is the message size limit in force, in bytes.
+func (s Settings) MaxMessageOrDefault() int {
+	if s.MaxMessageBytes == 0 {
+		return DefaultMaxMessageBytes
+	}
+	return s.MaxMessageBytes
 }
 
 // Duration is a time.Duration written in JSON as a Go duration string ("30s",

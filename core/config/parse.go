@@ -12,6 +12,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -97,7 +98,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 
 	w := &walker{data: data, dec: json.NewDecoder(bytes.NewReader(data)), pos: make(map[string]int64)}
-	w.dec.UseNumber() // numbers are never valid here; this keeps 1e999 a type problem
+	w.dec.UseNumber() // numbers stay text: 1e999 is a type problem, not an overflow
 	w.pos[""] = 0
 	if err := w.value(reflect.TypeFor[Config](), ""); err != nil {
 		return nil, w.syntaxError(name, err)
@@ -304,6 +305,11 @@ func (w *walker) value(t reflect.Type, path string) error {
 			return mismatch()
 		}
 		return nil
+	case t.Kind() == reflect.Int:
+		if !isWholeNumber(tok) {
+			return mismatch()
+		}
+		return nil
 	case t.Kind() == reflect.Slice:
 		if tok != json.Delim('[') {
 			return mismatch()
@@ -476,6 +482,8 @@ func describeType(t reflect.Type) string {
 		return "a string"
 	case t.Kind() == reflect.Bool:
 		return "true or false"
+	case t.Kind() == reflect.Int:
+		return "a whole number"
 	case t.Kind() == reflect.Slice:
 		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(describeType(t.Elem()), "a "), "an ") + "s"
 	default:
@@ -499,4 +507,16 @@ func describeToken(tok json.Token) string {
 	default:
 		return "null"
 	}
+}
+
+// isWholeNumber reports whether a JSON token is an integer that fits an int.
+func isWholeNumber(tok json.Token) bool {
+	switch n := tok.(type) {
+	case json.Number:
+		_, err := strconv.ParseInt(string(n), 10, 0)
+		return err == nil
+	case float64:
+		return n == float64(int64(n)) && n >= -(1<<53) && n <= 1<<53
+	}
+	return false
 }

@@ -40,11 +40,11 @@ func TestParseDesignExample(t *testing.T) {
 
 func TestParseSettings(t *testing.T) {
 	c, err := Parse([]byte(`{"mcpServers":{"a":{"command":"x","startupTimeout":"1m30s"}},
-		"settings":{"approvalTimeout":"45s","holdTimeout":"2s","auditSigning":true}}`), "c.json")
+		"settings":{"approvalTimeout":"45s","holdTimeout":"2s","maxMessageBytes":2097152}}`), "c.json")
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	want := Settings{ApprovalTimeout: Duration(45 * time.Second), HoldTimeout: Duration(2 * time.Second), AuditSigning: true}
+	want := Settings{ApprovalTimeout: Duration(45 * time.Second), HoldTimeout: Duration(2 * time.Second), MaxMessageBytes: 2097152}
 	if diff := cmp.Diff(want, c.Settings); diff != "" {
 		t.Errorf("settings (-want +got):\n%s", diff)
 	}
@@ -159,7 +159,7 @@ func TestSchemaProblems(t *testing.T) {
     },
     "inventory": {"command": "again"}
   },
-  "settings": {"approvalTimeout": 30, "auditSigning": "yes"},
+  "settings": {"approvalTimeout": 30, "maxMessageBytes": "yes"},
   "version": 2
 }`
 	want := []Problem{
@@ -173,7 +173,7 @@ func TestSchemaProblems(t *testing.T) {
 		{Path: "mcpServers.inventory.tools.t.why", Line: 10, Column: 42, Reason: `unknown key "why"; known keys here: policy`},
 		{Path: "mcpServers.inventory", Line: 12, Column: 5, Reason: `duplicate key "inventory"; it first appears at line 3, column 5`},
 		{Path: "settings.approvalTimeout", Line: 14, Column: 35, Reason: `want a duration string such as "30s", not the number 30`},
-		{Path: "settings.auditSigning", Line: 14, Column: 55, Reason: `want true or false, not the string "yes"`},
+		{Path: "settings.maxMessageBytes", Line: 14, Column: 58, Reason: `want a whole number, not the string "yes"`},
 		{Path: "version", Line: 15, Column: 3, Reason: `unknown key "version"; known keys here: credentials, mcpServers, settings`},
 	}
 	_, err := Parse([]byte(in), "c.json")

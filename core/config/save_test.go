@@ -21,7 +21,7 @@ func fullConfig() *Config {
 	s.StartupTimeout = Duration(90 * time.Second)
 	c.Servers["inventory"] = s
 	c.Servers["second.one"] = Server{Command: "/usr/bin/env", Args: []string{"python3"}, Restart: RestartOnChange}
-	c.Settings = Settings{ApprovalTimeout: Duration(time.Minute), HoldTimeout: Duration(1500 * time.Millisecond), AuditSigning: true}
+	c.Settings = Settings{ApprovalTimeout: Duration(time.Minute), HoldTimeout: Duration(1500 * time.Millisecond), MaxMessageBytes: 2097152}
 	return c
 }
 

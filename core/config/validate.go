@@ -116,6 +116,10 @@ func (c *Config) Validate() error {
 	}
 	validateDuration(&problems, joinPath("settings", "approvalTimeout"), c.Settings.ApprovalTimeout)
 	validateDuration(&problems, joinPath("settings", "holdTimeout"), c.Settings.HoldTimeout)
+	if m := c.Settings.MaxMessageBytes; m != 0 && (m < MinMaxMessageBytes || m > MaxMaxMessageBytes) {
+		problems = append(problems, Problem{Path: joinPath("settings", "maxMessageBytes"),
+			Reason: fmt.Sprintf("must be between %d (1 MiB) and %d (1 GiB) bytes, or left out for the default %d (32 MiB)", MinMaxMessageBytes, MaxMaxMessageBytes, DefaultMaxMessageBytes)})
+	}
 	if len(problems) == 0 {
 		return nil
 	}

@@ -416,6 +416,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 		Policy:         d.policy(label),
 		StartupTimeout: srv.StartupTimeoutOrDefault(),
 		HoldTimeout:    cfg.Settings.HoldTimeoutOrDefault(),
+		MaxMessage:     cfg.Settings.MaxMessageOrDefault(),
 		RestartOnCrash: true,
 		Audit:          d.auditW,
 		Logger:         d.log,

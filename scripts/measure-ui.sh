@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# measure-ui.sh measures the real menu-bar app (`make bench-ui`; figures in
+# docs/BENCHMARKS.md, section "Menu-bar app"):
+#
+#   idle RSS   VmRSS of the app (daemon + UI in one process) from
+#              /proc/PID/status, with 5 servers running for 5 connected
+#              agent runs, after IDLE seconds without traffic: once before
+#              any approval window existed, once after the approvals below
+#              (the window created, then hidden). Target: under 80 MB.
+#   approval   for each of the 5 agent runs, its first tools/call needs a
+#              person: the time from the daemon's "approval requested" log
+#              line (millisecond timestamps), and from the agent sending
+#              the call, to the approval window being mapped on the X
+#              server (`xwininfo` map state IsViewable, polled in a tight
+#              loop, a few ms per poll). The first sample creates the
+#              window; the others show it again after the previous request
+#              was approved from the command line and the window hid.
+#              Target: under 200 ms.
+#
+# It builds the cgo (Fyne, GLFW) app and the Go echo test server
+# (testdata/servers/echo), starts Xvfb and a private D-Bus session bus, runs
+# the app with a temporary PORTCULLIS_HOME and 5 servers echo1…echo5
+# configured, and connects one raw JSON-RPC agent (protocol 2025-06-18) per
+# server through `portcullis connect`. Nothing outside temporary
+# directories is touched.
+#
+# Needs (Debian): xvfb x11-utils dbus, and the cgo build dependencies of
+# Fyne (libgl1-mesa-dev xorg-dev). A cold cgo build of the app takes a few
+# minutes. Environment: IDLE (seconds, default 5).
+set -euo pipefail
+
+note() { printf 'measure-ui: %s\n' "$*" >&2; }
+die() {
+	note "$*"
+	for f in "${tmp:-/nonexistent}"/*.log "${tmp:-/nonexistent}"/agent.err; do
+		[[ -s "$f" ]] && { note "--- ${f##*/}"; tail -n 30 "$f" >&2; }
+	done
+	exit 1
+}
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+idle="${IDLE:-5}"
+servers=5
+title="Portcullis — Approval needed"
+
+if [[ "${1:-}" != --inside ]]; then
+	for tool in Xvfb xwininfo dbus-run-session go; do
+		command -v "$tool" >/dev/null 2>&1 || die "$tool not found (Debian: apt-get install xvfb x11-utils dbus)"
+	done
+	xdg="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-mui-xdg.XXXXXX")"
+	trap 'rm -rf "$xdg"' EXIT
+	mkdir -p "$xdg"/{data,config,cache,runtime}
+	chmod 700 "$xdg/runtime"
+	status=0
+	XDG_DATA_HOME="$xdg/data" XDG_CONFIG_HOME="$xdg/config" XDG_CACHE_HOME="$xdg/cache" XDG_RUNTIME_DIR="$xdg/runtime" \
+		dbus-run-session -- "$0" --inside || status=$?
+	exit "$status"
+fi
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-mui.XXXXXX")"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+note "building the app (cgo) and the echo server"
+CGO_ENABLED=1 go build -o "$tmp/portcullis" .
+CGO_ENABLED=0 go -C testdata/servers build -o "$tmp/echo" ./echo
+bin="$tmp/portcullis"
+
+display=":$((90 + RANDOM % 9))"
+export DISPLAY="$display"
+Xvfb "$display" -screen 0 1920x1200x24 -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 50); do xwininfo -root >/dev/null 2>&1 && break; sleep 0.1; done
+xwininfo -root >/dev/null 2>&1 || die "Xvfb did not start on $display: $(cat "$tmp/xvfb.log")"
+
+# wait_for SECONDS DESCRIPTION COMMAND...: retry COMMAND every 0.1 s.
+wait_for() {
+	local secs="$1" what="$2"
+	shift 2
+	for _ in $(seq 1 $((secs * 10))); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	die "timed out after ${secs}s waiting for $what"
+}
+
+# now_ms: wall-clock milliseconds (bash's EPOCHREALTIME, no fork).
+now_ms() { local t="${EPOCHREALTIME/[.,]/}"; echo $((t / 1000)); }
+
+# window_id: the X window id of the approval window, if it exists.
+window_id() { xwininfo -root -tree | grep -F "\"$title\"" | grep -v '1x1+' | awk '{print $1}' | head -n 1; }
+# map_state ID: IsViewable, IsUnMapped or IsUnviewable.
+map_state() { xwininfo -id "$1" 2>/dev/null | awk '/Map State:/ {print $3}'; }
+window_viewable() {
+	local id
+	id="$(window_id)"
+	[[ -n "$id" && "$(map_state "$id")" == IsViewable ]]
+}
+window_gone() { ! window_viewable; }
+
+# rss_kb PID: VmRSS in kB.
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+export PORTCULLIS_HOME="$tmp/home"
+mkdir -p "$PORTCULLIS_HOME"
+for i in $(seq 1 "$servers"); do
+	"$bin" servers add "echo$i" --cwd "$tmp" -- "$tmp/echo" >/dev/null
+done
+
+"$bin" >"$tmp/app.log" 2>&1 &
+app=$!
+pids+=("$app")
+wait_for 30 "the daemon in the app" "$bin" status
+note "app pid $app; VmRSS right after start: $(rss_kb "$app") kB"
+
+# Agents: raw JSON-RPC over FIFOs to `portcullis connect echoN`.
+declare -a to from
+send() { printf '%s\n' "$2" >&"${to[$1]}"; }
+# recv AGENT ID: read lines until the response with that id.
+recv() {
+	local line
+	while IFS= read -r -t 60 line <&"${from[$1]}"; do
+		if [[ "$line" == *"\"id\":$2,"* || "$line" == *"\"id\":$2}"* ]]; then
+			printf '%s\n' "$line" >>"$tmp/agent$1.log"
+			[[ "$line" != *'"error"'* ]] || die "agent $1, request $2: $line"
+			return 0
+		fi
+	done
+	die "no response $2 on agent connection $1"
+}
+for i in $(seq 1 "$servers"); do
+	mkfifo "$tmp/a$i.in" "$tmp/a$i.out"
+	"$bin" connect "echo$i" <"$tmp/a$i.in" >"$tmp/a$i.out" 2>>"$tmp/agent.err" &
+	pids+=($!)
+	exec {w}>"$tmp/a$i.in"
+	exec {r}<"$tmp/a$i.out"
+	to[i]=$w
+	from[i]=$r
+	send "$i" '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"measure-ui","version":"1.0.0"}}}'
+	recv "$i" 1
+	send "$i" '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+	send "$i" '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
+	recv "$i" 2
+done
+runs="$("$bin" status --json | grep -c '"state": *"ready"' || true)"
+[[ "$runs" == "$servers" ]] || die "$runs agent runs ready, want $servers: $("$bin" status)"
+servers_up="$(pgrep -P "$app" -c -x echo || true)"
+note "$runs agent runs ready, $servers_up echo server processes under the app; idle ${idle}s"
+sleep "$idle"
+rss_before="$(rss_kb "$app")"
+
+approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | head -n 1 | cut -d'"' -f4; }
+
+# Approvals: one per agent run (the first tools/call of each).
+declare -a raised_ms sent_ms shown_ms
+for i in $(seq 1 "$servers"); do
+	window_gone || die "the approval window is still shown before call $i"
+	sent_ms[i]="$(now_ms)"
+	send "$i" "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"message\":\"ping $i\"}}}"
+	deadline=$(($(now_ms) + 20000))
+	until window_viewable; do
+		(($(now_ms) < deadline)) || die "the approval window did not show for call $i"
+	done
+	shown_ms[i]="$(now_ms)"
+	id="$(approval_id)"
+	[[ -n "$id" ]] || die "the window showed but no approval is pending for call $i"
+	"$bin" approve "$id" >/dev/null
+	recv "$i" 3
+	wait_for 20 "the approval window to hide after call $i" window_gone
+done
+
+# The daemon's "approval requested" lines, oldest first (slog's
+# millisecond RFC 3339 time).
+mapfile -t lines < <(grep -F 'msg="approval requested"' "$tmp/app.log" | grep -o '^time=[^ ]*' | cut -d= -f2)
+((${#lines[@]} == servers)) || die "${#lines[@]} \"approval requested\" lines in the app log, want $servers"
+for i in $(seq 1 "$servers"); do
+	raised_ms[i]="$(date -d "${lines[i - 1]}" +%s%3N)"
+done
+
+sleep "$idle"
+rss_after="$(rss_kb "$app")"
+
+printf '\napproval window (ms)     requested→mapped   call sent→mapped\n'
+for i in $(seq 1 "$servers"); do
+	kind="again"
+	((i > 1)) || kind="first"
+	printf '  call %d (%-5s)         %8d          %8d\n' "$i" "$kind" $((shown_ms[i] - raised_ms[i])) $((shown_ms[i] - sent_ms[i]))
+done
+printf '\nidle VmRSS of the app, %d agent runs, %d servers:\n' "$runs" "$servers"
+printf '  before any approval window   %6d kB (%s MB)\n' "$rss_before" "$(awk -v k="$rss_before" 'BEGIN {printf "%.1f", k / 1024}')"
+printf '  after %d approvals            %6d kB (%s MB)\n' "$servers" "$rss_after" "$(awk -v k="$rss_after" 'BEGIN {printf "%.1f", k / 1024}')"
+printf '  VmHWM (peak)                 %6d kB\n' "$(awk '/^VmHWM:/ {print $2}' "/proc/$app/status")"
+
+kill -TERM "$app"
+wait_for 30 "the app to quit" bash -c "! kill -0 $app"

@@ -82,6 +82,10 @@ bench: ## run the benchmarks (no tests) and the relay comparison; copy the figur
 	CGO_ENABLED=0 $(GO) run ./bench/cmd/relaybench
 	@echo "Write these figures, with the machine and the date, into docs/BENCHMARKS.md."
 
+.PHONY: bench-ui
+bench-ui: ## the menu-bar app under Xvfb (scripts/measure-ui.sh): approval request → window mapped, idle RSS with 5 servers; copy the figures into docs/BENCHMARKS.md
+	bash scripts/measure-ui.sh
+
 .PHONY: demo
 demo: ## scripted headless demo: builds portcullis and the inventory server, drives an agent through the daemon
 	CGO_ENABLED=0 $(GO) run ./internal/demo

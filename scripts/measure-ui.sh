@@ -6,16 +6,17 @@
 #              /proc/PID/status, with 5 servers running for 5 connected
 #              agent runs, after IDLE seconds without traffic: once before
 #              any approval window existed, once after the approvals below
-#              (the window created, then hidden). Target: under 80 MB.
-#   approval   for each of the 5 agent runs, its first tools/call needs a
-#              person: the time from the daemon's "approval requested" log
-#              line (millisecond timestamps), and from the agent sending
-#              the call, to the approval window being mapped on the X
-#              server (`xwininfo` map state IsViewable, polled in a tight
-#              loop, a few ms per poll). The first sample creates the
-#              window; the others show it again after the previous request
-#              was approved from the command line and the window hid.
-#              Target: under 200 ms.
+#              (the window created, then hidden), with where the resident
+#              memory lies (/proc/PID/smaps) and the Go heap at the last GC
+#              (GODEBUG=gctrace=1). Target: under 80 MB.
+#   approval   APPROVALS tools/calls, round-robin over the 5 agent runs,
+#              each needing a person (approved once from the command line):
+#              the time from the daemon's "approval requested" log line
+#              (millisecond timestamps), and from the agent sending the
+#              call, to the approval window being mapped on the X server
+#              (`xwininfo` map state IsViewable, polled in a tight loop, a
+#              few ms per poll). The first call creates the window; the
+#              others show it again after it hid. Target: under 200 ms.
 #
 # It builds the cgo (Fyne, GLFW) app and the Go echo test server
 # (testdata/servers/echo), starts Xvfb and a private D-Bus session bus, runs
@@ -26,7 +27,9 @@
 #
 # Needs (Debian): xvfb x11-utils dbus, and the cgo build dependencies of
 # Fyne (libgl1-mesa-dev xorg-dev). A cold cgo build of the app takes a few
-# minutes. Environment: IDLE (seconds, default 5).
+# minutes. Environment: IDLE (seconds, default 5); APPROVALS (default 10);
+# BIN, a cgo build of the
+# app to measure instead of building one.
 set -euo pipefail
 
 note() { printf 'measure-ui: %s\n' "$*" >&2; }
@@ -40,6 +43,7 @@ die() {
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 idle="${IDLE:-5}"
+approvals="${APPROVALS:-10}"
 servers=5
 title="Portcullis — Approval needed"
 
@@ -66,10 +70,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-note "building the app (cgo) and the echo server"
-CGO_ENABLED=1 go build -o "$tmp/portcullis" .
+bin="${BIN:-$tmp/portcullis}"
+if [[ -z "${BIN:-}" ]]; then
+	note "building the app (cgo)"
+	CGO_ENABLED=1 go build -o "$bin" .
+fi
+[[ -x "$bin" ]] || die "no app executable at $bin"
+note "building the echo server"
 CGO_ENABLED=0 go -C testdata/servers build -o "$tmp/echo" ./echo
-bin="$tmp/portcullis"
 
 display=":$((90 + RANDOM % 9))"
 export DISPLAY="$display"
@@ -105,6 +113,22 @@ window_gone() { ! window_viewable; }
 
 # rss_kb PID: VmRSS in kB.
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# last_gc: the Go heap at the app's last GC ("start->end->live MB, goal"),
+# from its gctrace lines.
+last_gc() { grep -o '[0-9]*->[0-9]*->[0-9]* MB, [0-9]* MB goal' "$tmp/app.log" | tail -n 1; }
+# rss_parts PID: resident kB by mapping (file name, [heap] for C's brk
+# heap, or anonymous), largest first.
+rss_parts() {
+	awk '
+		/^[0-9a-f]+-[0-9a-f]+ / {
+			name = $6 != "" ? $6 : "anonymous (Go heap, C malloc, GL buffers)"
+			sub(/.*\//, "", name)
+			next
+		}
+		/^Rss:/ { kb[name] += $2 }
+		END { for (n in kb) if (kb[n] >= 1024) printf "%8d kB  %s\n", kb[n], n }
+	' "/proc/$1/smaps" | sort -rn | head -n 12
+}
 
 export PORTCULLIS_HOME="$tmp/home"
 mkdir -p "$PORTCULLIS_HOME"
@@ -112,7 +136,8 @@ for i in $(seq 1 "$servers"); do
 	"$bin" servers add "echo$i" --cwd "$tmp" -- "$tmp/echo" >/dev/null
 done
 
-"$bin" >"$tmp/app.log" 2>&1 &
+# gctrace: the Go runtime writes one line per GC (heap sizes) to the log.
+GODEBUG=gctrace=1 "$bin" >"$tmp/app.log" 2>&1 &
 app=$!
 pids+=("$app")
 wait_for 30 "the daemon in the app" "$bin" status
@@ -153,48 +178,59 @@ servers_up="$(pgrep -P "$app" -c -x echo || true)"
 note "$runs agent runs ready, $servers_up echo server processes under the app; idle ${idle}s"
 sleep "$idle"
 rss_before="$(rss_kb "$app")"
+gc_before="$(last_gc)"
+parts_before="$(rss_parts "$app")"
 
 approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | head -n 1 | cut -d'"' -f4; }
 
-# Approvals: one per agent run (the first tools/call of each).
-declare -a raised_ms sent_ms shown_ms
-for i in $(seq 1 "$servers"); do
-	window_gone || die "the approval window is still shown before call $i"
-	sent_ms[i]="$(now_ms)"
-	send "$i" "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"message\":\"ping $i\"}}}"
+# Approvals: APPROVALS calls, round-robin over the agent runs, each
+# approved once from the command line (a once grant is used up by its call,
+# so every call needs a person).
+declare -a raised_ms sent_ms shown_ms gc_trend
+for k in $(seq 1 "$approvals"); do
+	i=$(((k - 1) % servers + 1))
+	window_gone || die "the approval window is still shown before call $k"
+	sent_ms[k]="$(now_ms)"
+	send "$i" "{\"jsonrpc\":\"2.0\",\"id\":$((k + 2)),\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"message\":\"ping $k\"}}}"
 	deadline=$(($(now_ms) + 20000))
 	until window_viewable; do
-		(($(now_ms) < deadline)) || die "the approval window did not show for call $i"
+		(($(now_ms) < deadline)) || die "the approval window did not show for call $k"
 	done
-	shown_ms[i]="$(now_ms)"
+	shown_ms[k]="$(now_ms)"
 	id="$(approval_id)"
-	[[ -n "$id" ]] || die "the window showed but no approval is pending for call $i"
-	"$bin" approve "$id" >/dev/null
-	recv "$i" 3
-	wait_for 20 "the approval window to hide after call $i" window_gone
+	[[ -n "$id" ]] || die "the window showed but no approval is pending for call $k"
+	"$bin" approve --once "$id" >/dev/null
+	recv "$i" $((k + 2))
+	wait_for 20 "the approval window to hide after call $k" window_gone
+	gc_trend+=("$(last_gc | cut -d' ' -f1)")
 done
 
 # The daemon's "approval requested" lines, oldest first (slog's
 # millisecond RFC 3339 time).
 mapfile -t lines < <(grep -F 'msg="approval requested"' "$tmp/app.log" | grep -o '^time=[^ ]*' | cut -d= -f2)
-((${#lines[@]} == servers)) || die "${#lines[@]} \"approval requested\" lines in the app log, want $servers"
-for i in $(seq 1 "$servers"); do
-	raised_ms[i]="$(date -d "${lines[i - 1]}" +%s%3N)"
+((${#lines[@]} == approvals)) || die "${#lines[@]} \"approval requested\" lines in the app log, want $approvals"
+for k in $(seq 1 "$approvals"); do
+	raised_ms[k]="$(date -d "${lines[k - 1]}" +%s%3N)"
 done
 
 sleep "$idle"
 rss_after="$(rss_kb "$app")"
+gc_after="$(last_gc)"
+parts_after="$(rss_parts "$app")"
 
 printf '\napproval window (ms)     requested→mapped   call sent→mapped\n'
-for i in $(seq 1 "$servers"); do
+for k in $(seq 1 "$approvals"); do
 	kind="again"
-	((i > 1)) || kind="first"
-	printf '  call %d (%-5s)         %8d          %8d\n' "$i" "$kind" $((shown_ms[i] - raised_ms[i])) $((shown_ms[i] - sent_ms[i]))
+	((k > 1)) || kind="first"
+	printf '  call %2d (%-5s)        %8d          %8d\n' "$k" "$kind" $((shown_ms[k] - raised_ms[k])) $((shown_ms[k] - sent_ms[k]))
 done
+printf 'Go heap (MB, start->end->live) at the last GC after each approval: %s\n' "${gc_trend[*]}"
 printf '\nidle VmRSS of the app, %d agent runs, %d servers:\n' "$runs" "$servers"
 printf '  before any approval window   %6d kB (%s MB)\n' "$rss_before" "$(awk -v k="$rss_before" 'BEGIN {printf "%.1f", k / 1024}')"
-printf '  after %d approvals            %6d kB (%s MB)\n' "$servers" "$rss_after" "$(awk -v k="$rss_after" 'BEGIN {printf "%.1f", k / 1024}')"
+printf '  after %2d approvals           %6d kB (%s MB)\n' "$approvals" "$rss_after" "$(awk -v k="$rss_after" 'BEGIN {printf "%.1f", k / 1024}')"
 printf '  VmHWM (peak)                 %6d kB\n' "$(awk '/^VmHWM:/ {print $2}' "/proc/$app/status")"
+printf '\nbefore any approval window: Go heap at the last GC %s; resident by mapping (1 MB and more):\n%s\n' "$gc_before" "$parts_before"
+printf '\nafter %d approvals: Go heap at the last GC %s; resident by mapping:\n%s\n' "$approvals" "$gc_after" "$parts_after"
 
 kill -TERM "$app"
 wait_for 30 "the app to quit" bash -c "! kill -0 $app"

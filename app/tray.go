@@ -2,8 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 
 	"fyne.io/fyne/v2"
 	fyneapp "fyne.io/fyne/v2/app"
@@ -21,6 +24,10 @@ const AppID = "dev.portcullis.app"
 
 // runTray runs the daemon and the menu-bar app in one process.
 func (a *App) runTray(ctx context.Context) error {
+	if runtime.GOOS != "darwin" && runtime.GOOS != "windows" && os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+		// GLFW would panic without a display; say what to run instead.
+		return errors.New("no graphical session (DISPLAY and WAYLAND_DISPLAY are unset), so the menu-bar app cannot start; run `portcullis daemon` for the same daemon without UI (approvals with `portcullis approvals` and `portcullis approve`)")
+	}
 	return a.RunUI(ctx, fyneapp.NewWithID(AppID), nil)
 }
 

@@ -872,16 +872,25 @@ func storeSecrets(store SecretStore, pending map[string]string) error {
 	return nil
 }
 
-// maskText replaces every secret in text (as written, and as escaped inside a JSON
-// string) with its [Mask].
+// maskText replaces every secret in text with its [Mask]: always where it stands
+// as a whole JSON string ("…"), and, for secrets of at least minEmbedded
+// characters, also where it is embedded in other text (as written, and as
+// escaped inside a JSON string). A short secret is never replaced inside other
+// words: that would garble unrelated text and, by the pattern of what changed,
+// reveal the secret.
 func maskText(text string, secrets []string) string {
+	const minEmbedded = 8
 	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	for _, s := range secrets {
 		if s == "" {
 			continue
 		}
-		text = strings.ReplaceAll(text, s, Mask(s))
 		lit := string(hujson.String(s))
+		text = strings.ReplaceAll(text, lit, string(hujson.String(Mask(s))))
+		if len(s) < minEmbedded {
+			continue
+		}
+		text = strings.ReplaceAll(text, s, Mask(s))
 		if inner := lit[1 : len(lit)-1]; inner != s {
 			text = strings.ReplaceAll(text, inner, Mask(s))
 		}

@@ -349,6 +349,12 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 	if r.Exit != nil {
 		fmt.Fprintf(w, "  exited    %s\n", r.Exit.String())
 	}
+	if le := r.LastExit; le != nil && le.Epoch != r.Epoch {
+		fmt.Fprintf(w, "  previous  epoch %s (pid %d) %s\n", le.Epoch, le.PID, le.Exit.String())
+		for _, l := range le.Exit.StderrTail[max(0, len(le.Exit.StderrTail)-5):] {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
 	if n := len(r.StderrTail); n > 0 {
 		fmt.Fprintln(w, "  stderr (last lines):")
 		for _, l := range r.StderrTail[max(0, n-5):] {

@@ -176,6 +176,7 @@ type Session struct {
 	replacing        bool                       // guarded by mu
 	replaceAgain     bool                       // guarded by mu; a Replace arrived during one
 	replaceWhy       string                     // guarded by mu
+	lastExit         *EpochExit                 // guarded by mu; the latest process of this run to exit
 	epochs           int                        // guarded by mu; epochs launched so far
 	agentListedEpoch string                     // guarded by mu; epoch of the agent's last tools/list
 	approvedEpoch    string                     // guarded by mu; epoch of the last grant
@@ -360,6 +361,9 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 		exit := e.Proc.Exit()
 		s.record(audit.TypeServerExited, audit.ServerExited{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
 			Epoch: e.ID, PID: e.Proc.Pid(), ExitCode: exit.Code, Signal: exit.Signal})
+		s.mu.Lock()
+		s.lastExit = &EpochExit{Epoch: e.ID, PID: e.Proc.Pid(), Exit: exit}
+		s.mu.Unlock()
 		s.exited(e, "server process exited ("+exit.String()+")")
 	}()
 	return e, nil

@@ -28,13 +28,23 @@ type Status struct {
 	Record          *identity.Record     `json:"record,omitempty"`
 	Build           string               `json:"build,omitempty"` // a build on disk that is not running
 	Exit            *supervisor.ExitInfo `json:"exit,omitempty"`
-	StderrTail      []string             `json:"stderrTail,omitempty"`
-	Diagnostics     []string             `json:"diagnostics,omitempty"` // non-JSON-RPC lines the server wrote on stdout
-	Warnings        []string             `json:"warnings,omitempty"`
-	InFlight        int                  `json:"inFlight"` // requests waiting for the server
+	// LastExit is the latest process of this run to exit (a crash, a
+	// replaced epoch), with its stderr tail, kept after a restart.
+	LastExit    *EpochExit `json:"lastExit,omitempty"`
+	StderrTail  []string   `json:"stderrTail,omitempty"`
+	Diagnostics []string   `json:"diagnostics,omitempty"` // non-JSON-RPC lines the server wrote on stdout
+	Warnings    []string   `json:"warnings,omitempty"`
+	InFlight    int        `json:"inFlight"` // requests waiting for the server
 	// Grants are the live grants of the run (none once it ended: grants
 	// expire with the agent run).
 	Grants []authz.Grant `json:"grants,omitempty"`
+}
+
+// EpochExit is how the process of one epoch ended.
+type EpochExit struct {
+	Epoch string              `json:"epoch"`
+	PID   int                 `json:"pid"`
+	Exit  supervisor.ExitInfo `json:"exit"`
 }
 
 // Status returns a snapshot of the session.
@@ -53,6 +63,7 @@ func (s *Session) Status() Status {
 		Diagnostics:   append([]string(nil), s.diagnostics...),
 		Warnings:      append([]string(nil), s.warnings...),
 		InFlight:      len(s.pending),
+		LastExit:      s.lastExit,
 	}
 	e := s.cur
 	if e != nil {

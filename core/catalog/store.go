@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/portcullis/portcullis/core/internal/atomicfile"
 )
 
 // DefaultHistory is how many revisions per label a [Store] keeps by default.
@@ -257,50 +259,8 @@ func (s *Store) writeLocked(label string, revs []Catalog) error {
 		return fmt.Errorf("saving catalog of %q: %w", label, err)
 	}
 	name := escapeLabel(label) + ".json"
-	if err := writeAtomic(s.dir, name, b); err != nil {
+	if err := atomicfile.Write(filepath.Join(s.dir, name), b, 0o600); err != nil {
 		return fmt.Errorf("saving catalog of %q: %w", label, err)
-	}
-	return nil
-}
-
-// writeAtomic replaces dir/name with data: temp file (mode 0600), fsync,
-// rename, fsync of dir.
-func writeAtomic(dir, name string, data []byte) (err error) {
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return err
 	}
 	return nil
 }

@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
+
+	"github.com/portcullis/portcullis/core/internal/atomicfile"
 )
 
 // LastGoodSuffix is appended to the configuration file's path to name the copy of
@@ -54,12 +55,12 @@ func Save(path string, c *Config) error {
 	if _, err := Parse(data, path); err != nil {
 		return fmt.Errorf("saving configuration: the encoded file does not parse back: %w", err)
 	}
-	path = followLinks(path)
+	path = atomicfile.FollowLinks(path)
 	old, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		if _, perr := Parse(old, path); perr == nil {
-			if err := writeAtomic(path+LastGoodSuffix, old); err != nil {
+			if err := atomicfile.Write(path+LastGoodSuffix, old, 0o600); err != nil {
 				return fmt.Errorf("saving configuration: keeping the previous file: %w", err)
 			}
 		}
@@ -67,70 +68,8 @@ func Save(path string, c *Config) error {
 	default:
 		return fmt.Errorf("saving configuration: %w", err)
 	}
-	if err := writeAtomic(path, data); err != nil {
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
 		return fmt.Errorf("saving configuration: %w", err)
-	}
-	return nil
-}
-
-// followLinks returns the file that path names after following symbolic links, even
-// a final one that dangles, so that Save replaces the target and keeps the link. It
-// gives up after 40 links (the Linux limit) and returns the last path reached.
-func followLinks(path string) string {
-	for range 40 {
-		fi, err := os.Lstat(path)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			return path
-		}
-		target, err := os.Readlink(path)
-		if err != nil {
-			return path
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(path), target)
-		}
-		path = target
-	}
-	return path
-}
-
-// writeAtomic replaces path with data (mode 0600) through a synced temporary file
-// in the same directory and a rename, then syncs the directory.
-func writeAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	// Make the rename itself durable. Some file systems cannot sync a directory;
-	// the file's data is already on disk then, so that is not an error.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/portcullis/portcullis/core/internal/atomicfile"
 )
 
 // BackupSuffix starts the suffix of the backup copy written next to an agent file
@@ -30,7 +31,7 @@ var ErrChanged = errors.New("file changed while Portcullis was editing it")
 // readFile reads the file at path, following symbolic links to the file they name;
 // it returns that file's path, contents and mode.
 func readFile(path string) (string, []byte, fs.FileMode, error) {
-	real := followLinks(path)
+	real := atomicfile.FollowLinks(path)
 	fi, err := os.Stat(real)
 	if err != nil {
 		return real, nil, 0, err
@@ -43,27 +44,6 @@ func readFile(path string) (string, []byte, fs.FileMode, error) {
 	}
 	data, err := os.ReadFile(real)
 	return real, data, fi.Mode().Perm(), err
-}
-
-// followLinks returns the file that path names after following symbolic links, so
-// that a link (a dotfile managed elsewhere) is kept and its target is written. It
-// gives up after 40 links and returns the last path reached.
-func followLinks(path string) string {
-	for range 40 {
-		fi, err := os.Lstat(path)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			return path
-		}
-		target, err := os.Readlink(path)
-		if err != nil {
-			return path
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(path), target)
-		}
-		path = target
-	}
-	return path
 }
 
 // replaceFile writes data to path safely: it checks that path still holds old
@@ -85,51 +65,11 @@ func replaceFile(path string, old, data []byte, mode fs.FileMode, now time.Time)
 		}
 		backup = path + BackupSuffix + now.UTC().Format(BackupTimeLayout) + fmt.Sprintf("-%d", i)
 	}
-	if err := writeAtomic(backup, old, 0o600); err != nil {
+	if err := atomicfile.Write(backup, old, 0o600); err != nil {
 		return "", fmt.Errorf("writing the backup %s: %w", backup, err)
 	}
-	if err := writeAtomic(path, data, mode); err != nil {
+	if err := atomicfile.Write(path, data, mode); err != nil {
 		return backup, fmt.Errorf("writing %s: %w", path, err)
 	}
 	return backup, nil
-}
-
-// writeAtomic replaces path with data (with the given permission bits) through a
-// synced temporary file in the same directory and a rename, then syncs the
-// directory, so a reader sees the old or the new file, never a mix.
-func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync() // some file systems cannot sync a directory; the data is on disk
-		d.Close()
-	}
-	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/portcullis/portcullis/core/internal/atomicfile"
 )
 
 // RecordDir is the directory, inside Portcullis's state directory, that holds one
@@ -122,7 +124,7 @@ func (r *record) save(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(path, append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("writing the install record: %w", err)
 	}
 	return nil

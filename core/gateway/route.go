@@ -661,7 +661,7 @@ func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {
 		if legacy && !advertised && e.initResult != nil {
 			s.log.Info("server sent tools list_changed without advertising tools.listChanged; refetching anyway", "epoch", e.ID)
 		}
-		go s.refresh(e)
+		s.background(func() { s.refresh(e) })
 		return
 	case methodProgress:
 		token := string(mcpwire.GetPath(m.Params, "progressToken"))

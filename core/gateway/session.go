@@ -177,6 +177,7 @@ type Session struct {
 	replaceAgain     bool                       // guarded by mu; a Replace arrived during one
 	replaceWhy       string                     // guarded by mu
 	lastExit         *EpochExit                 // guarded by mu; the latest process of this run to exit
+	bg               sync.WaitGroup             // catalog fetches under way; Serve waits for them
 	epochs           int                        // guarded by mu; epochs launched so far
 	agentListedEpoch string                     // guarded by mu; epoch of the agent's last tools/list
 	approvedEpoch    string                     // guarded by mu; epoch of the last grant
@@ -337,6 +338,9 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
+	// A catalog fetch that began before the end returns at once (its
+	// epoch ended); waiting for it keeps the catalog store quiet after Serve.
+	s.bg.Wait()
 	s.record(audit.TypeRunEnded, audit.RunEnded{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Reason: "agent disconnected"})
 	return err
 }
@@ -367,6 +371,15 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 		s.exited(e, "server process exited ("+exit.String()+")")
 	}()
 	return e, nil
+}
+
+// background runs f in a goroutine that Serve waits for before returning.
+func (s *Session) background(f func()) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		f()
+	}()
 }
 
 func (s *Session) changed() {
@@ -605,7 +618,7 @@ func (s *Session) completeHandshake(e *epoch) {
 	}
 	s.amu.Unlock()
 	if e != nil {
-		go s.refresh(e)
+		s.background(func() { s.refresh(e) })
 	}
 }
 

@@ -89,10 +89,11 @@ func (o uiOptions) local(t time.Time) time.Time {
 	return t.In(o.loc)
 }
 
-// run calls work off the UI goroutine and then done on it; with inline both
-// run at once on the caller's goroutine.
+// run calls work off the UI goroutine and then done on it; with inline (and
+// under the headless driver, see headless) both run at once on the caller's
+// goroutine.
 func (o uiOptions) run(work, done func()) {
-	if o.inline {
+	if o.inline || headless {
 		work()
 		done()
 		return

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,18 @@ type proc struct {
 	in     io.WriteCloser
 	out    *bufio.Reader
 	stderr *bytes.Buffer
+	once   sync.Once
+	waited chan struct{} // closed once cmd.Wait has returned
+}
+
+// wait calls cmd.Wait exactly once (a second concurrent Wait can block for
+// ever) and returns a channel closed when it has returned.
+func (p *proc) wait() <-chan struct{} {
+	p.once.Do(func() {
+		p.waited = make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(p.waited) }()
+	})
+	return p.waited
 }
 
 func start(t *testing.T, flags string) *proc {
@@ -56,7 +69,11 @@ func start(t *testing.T, flags string) *proc {
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		select {
+		case <-p.wait():
+		case <-time.After(10 * time.Second):
+			t.Errorf("the faulty server did not end after SIGKILL")
+		}
 	})
 	return p
 }
@@ -94,10 +111,8 @@ func (p *proc) lines(t *testing.T, n int) []string {
 
 // exitCode waits up to d for the process to exit; -2 when it did not.
 func (p *proc) exitCode(d time.Duration) int {
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.wait():
 		return p.cmd.ProcessState.ExitCode()
 	case <-time.After(d):
 		return -2

@@ -387,3 +387,20 @@ func lineOf(rest string) string {
 	}
 	return fmt.Sprintf("line %d: ", n+1)
 }
+
+// nameList is the list on the left of a preferences tab (server labels,
+// credential scopes): names gives the current names, template sizes the rows,
+// and pick runs with the name a person selects.
+func nameList(names func() []string, template string, pick func(name string)) *widget.List {
+	l := widget.NewList(
+		func() int { return len(names()) },
+		func() fyne.CanvasObject { return widget.NewLabel(template) },
+		func(id widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(names()[id]) },
+	)
+	l.OnSelected = func(id widget.ListItemID) {
+		if ns := names(); id >= 0 && id < len(ns) {
+			pick(ns[id])
+		}
+	}
+	return l
+}

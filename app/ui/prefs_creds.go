@@ -69,16 +69,11 @@ type credsTab struct {
 
 func newCredsTab(p *prefs) *credsTab {
 	t := &credsTab{p: p}
-	t.list = widget.NewList(
-		func() int { return len(t.scopes) },
-		func() fyne.CanvasObject { return widget.NewLabel("credential-scope-template") },
-		func(id widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(t.scopes[id]) },
-	)
-	t.list.OnSelected = func(id widget.ListItemID) {
-		if id >= 0 && id < len(t.scopes) && (t.isNew || t.orig != t.scopes[id] || !t.editing) {
-			t.edit(t.scopes[id])
+	t.list = nameList(func() []string { return t.scopes }, "credential-scope-template", func(name string) {
+		if t.isNew || t.orig != name || !t.editing {
+			t.edit(name)
 		}
-	}
+	})
 	t.addBtn = widget.NewButtonWithIcon("Add", theme.ContentAddIcon(), t.startNew)
 
 	changed := func(string) { t.changed() }

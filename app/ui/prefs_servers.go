@@ -131,16 +131,11 @@ type serversTab struct {
 
 func newServersTab(p *prefs) *serversTab {
 	t := &serversTab{p: p}
-	t.list = widget.NewList(
-		func() int { return len(t.labels) },
-		func() fyne.CanvasObject { return widget.NewLabel("server-label-template") },
-		func(id widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(t.labels[id]) },
-	)
-	t.list.OnSelected = func(id widget.ListItemID) {
-		if id >= 0 && id < len(t.labels) && (t.isNew || t.orig != t.labels[id] || !t.editing) {
-			t.edit(t.labels[id])
+	t.list = nameList(func() []string { return t.labels }, "server-label-template", func(name string) {
+		if t.isNew || t.orig != name || !t.editing {
+			t.edit(name)
 		}
-	}
+	})
 	t.addBtn = widget.NewButtonWithIcon("Add", theme.ContentAddIcon(), t.startNew)
 	t.removeBtn = widget.NewButtonWithIcon("Remove", theme.ContentRemoveIcon(), t.confirmRemove)
 

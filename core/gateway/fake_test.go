@@ -194,12 +194,6 @@ func (l *fakeLauncher) received() []received {
 	return slices.Clone(l.calls)
 }
 
-func (l *fakeLauncher) proc(i int) *fakeProc {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.procs[i]
-}
-
 func (l *fakeLauncher) stopAll() {
 	l.mu.Lock()
 	ps := slices.Clone(l.procs)

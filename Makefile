@@ -13,6 +13,12 @@ SHELL := bash
 GO ?= go
 # fyne.io/tools release used by `make app` (the `fyne` packaging command).
 FYNE_TOOLS ?= fyne.io/tools/cmd/fyne@v1.7.4
+# Build tags of the real (cgo) app. no_emoji leaves out Fyne's bundled colour
+# emoji font (4 MB in the binary, and parsed again for each text style the
+# first time a window is laid out: 14 MB of Go heap, measured in
+# docs/BENCHMARKS.md); an emoji in a tool description falls back to the
+# system's fonts. Exported for scripts/measure-ui.sh and scripts/screenshots.sh.
+export APP_TAGS ?= no_emoji
 
 export PORTCULLIS_TEST_NPM := $(CURDIR)/testdata/npm/node_modules
 
@@ -25,7 +31,7 @@ help: ## list the targets
 
 .PHONY: build
 build: ## build the menu-bar app with cgo and Fyne into bin/portcullis
-	CGO_ENABLED=1 $(GO) build -o bin/portcullis .
+	CGO_ENABLED=1 $(GO) build -tags '$(APP_TAGS)' -o bin/portcullis .
 
 .PHONY: build-headless
 build-headless: ## build without cgo (Fyne test driver, -tags ci) into bin/portcullis-headless
@@ -42,7 +48,7 @@ test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service o
 	@echo "fuzzing each fuzz target for 50000 executions (about 40 s in all)"
 	$(MAKE) --no-print-directory fuzz FUZZTIME=50000x
 	@echo "compiling the cgo (Fyne) app once, so that a broken UI build cannot land"
-	CGO_ENABLED=1 $(GO) build -o /dev/null .
+	CGO_ENABLED=1 $(GO) build -tags '$(APP_TAGS)' -o /dev/null .
 
 # How long `make fuzz` runs each fuzz target, as a count of executions (`make
 # test` runs 50000 of each). A count rather than a duration: with a duration,
@@ -119,7 +125,7 @@ app: ## macOS only: package bin/Portcullis.app with fyne (Xcode command line too
 	# --use-raw-icon: assets/icon.png already has the macOS tile, margin and corners.
 	# fyne package bumps Details.Build in FyneApp.toml; keep the committed file unchanged.
 	cp FyneApp.toml bin/FyneApp.toml.orig
-	CGO_ENABLED=1 $(GO) run $(FYNE_TOOLS) package --target darwin --release --use-raw-icon || { mv bin/FyneApp.toml.orig FyneApp.toml; exit 1; }
+	CGO_ENABLED=1 $(GO) run $(FYNE_TOOLS) package --target darwin --release --use-raw-icon --tags '$(APP_TAGS)' || { mv bin/FyneApp.toml.orig FyneApp.toml; exit 1; }
 	mv bin/FyneApp.toml.orig FyneApp.toml
 	# No Dock icon: fyne's Info.plist template has no LSUIElement, so add it, then
 	# re-sign ad hoc because editing Info.plist invalidates the bundle signature.

@@ -73,7 +73,7 @@ trap cleanup EXIT
 bin="${BIN:-$tmp/portcullis}"
 if [[ -z "${BIN:-}" ]]; then
 	note "building the app (cgo)"
-	CGO_ENABLED=1 go build -o "$bin" .
+	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$bin" .
 fi
 [[ -x "$bin" ]] || die "no app executable at $bin"
 note "building the echo server"

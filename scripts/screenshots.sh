@@ -62,7 +62,7 @@ cleanup() {
 trap cleanup EXIT
 
 note "building the app (cgo) and the publish server"
-CGO_ENABLED=1 go build -o "$tmp/portcullis" .
+CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis" .
 mkdir -p "$tmp/srv" "$out"
 build_server() { CGO_ENABLED=0 go -C testdata/servers build -ldflags "-X main.revision=$1" -o "$tmp/srv/publish" ./publish; }
 bin="$tmp/portcullis"

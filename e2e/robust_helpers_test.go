@@ -20,7 +20,7 @@ import (
 )
 
 // faultyTools are the tools of the faulty test server (testdata/servers/faulty).
-var faultyTools = []string{"echo", "blob", "slow", "crash"}
+var faultyTools = []string{"echo", "blob", "slow", "crash", "broken"}
 
 // faultyBin builds testdata/servers/faulty into a temporary directory of t
 // and returns its path (the build cache makes this about a second).

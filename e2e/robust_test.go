@@ -152,6 +152,51 @@ func TestRobustLargeMessages(t *testing.T) {
 	}
 }
 
+// TestRobustInvalidAnswer proves that an answer a server breaks (no
+// "jsonrpc" member, both result and error, a line cut short) is not left
+// for the agent to wait on for ever: the gateway keeps the line as a
+// diagnostic and answers the call at once with invalid_response, keeping the
+// agent's id; the session and its process go on. The server answers numeric
+// ids as strings, so the broken answers carry "7" for 7, as in case 3.
+func TestRobustInvalidAnswer(t *testing.T) {
+	h := newHome(t)
+	addFaulty(t, h, "faulty", "-string-ids")
+	startDaemon(t, h)
+	a := startRaw(t, h, "faulty")
+	a.handshake("1")
+	a.call("2", "tools/list", nil, 30*time.Second)
+	before, _ := runOf(t, h, a.pid(), "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
+
+	for i, kind := range []string{"no-jsonrpc", "result-and-error", "truncated"} {
+		id := fmt.Sprint(10 + i)
+		start := time.Now()
+		m := a.call(id, "tools/call", toolCall("broken", map[string]any{"kind": kind}), 30*time.Second)
+		if string(m.ID) != id || m.Error == nil {
+			t.Fatalf("%s: answered %.300s, want an error with id %s", kind, m.Raw, id)
+		}
+		ref := m.refusal(t)
+		if m.Error.Code != -31041 || ref.Error != gateway.InvalidResponse || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != before.Epoch {
+			t.Errorf("%s: got code %d, data %+v; want -31041 invalid_response naming tools/call and epoch %s", kind, m.Error.Code, ref, before.Epoch)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%s: the refusal took %v", kind, d)
+		}
+		echo := fmt.Sprint(20 + i)
+		if got := a.call(echo, "tools/call", toolCall("echo", map[string]any{"message": kind}), 30*time.Second); got.text(t) != kind {
+			t.Errorf("after %s, echo answered %.300s", kind, got.Raw)
+		}
+	}
+	after, _ := runOf(t, h, a.pid(), "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
+	if after.Epoch != before.Epoch || after.Epochs != 1 {
+		t.Errorf("the session changed epoch: %s → %s (%d epochs)", before.Epoch, after.Epoch, after.Epochs)
+	}
+	for _, want := range []string{`"text":"no jsonrpc member"`, `"message":"both"`, `"text":"cut sh`} {
+		if !slices.ContainsFunc(after.Diagnostics, func(s string) bool { return strings.Contains(s, want) }) {
+			t.Errorf("status diagnostics %q do not keep the line with %s", after.Diagnostics, want)
+		}
+	}
+}
+
 // TestRobustListChangedBeforeInitialize proves case 6: a server that sends
 // notifications/tools/list_changed before answering initialize is accepted,
 // nothing reaches the agent before the initialize answer, and the catalog

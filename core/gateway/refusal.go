@@ -24,6 +24,7 @@ const (
 	EpochEnded            Reason = "epoch_ended"
 	ServerUnavailable     Reason = "server_unavailable"
 	MessageTooLarge       Reason = "message_too_large"
+	InvalidResponse       Reason = "invalid_response"
 	AuditUnavailable      Reason = "audit_unavailable"
 	HoldTimeout           Reason = "hold_timeout"
 	// UnknownTool answers a tools/call naming a tool the current revision
@@ -58,6 +59,8 @@ func (r Reason) Code() int {
 		return -31032
 	case MessageTooLarge:
 		return -31040
+	case InvalidResponse:
+		return -31041
 	case AuditUnavailable:
 		return -31050
 	}

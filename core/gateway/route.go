@@ -513,7 +513,7 @@ func (s *Session) readServer(e *epoch) {
 		}
 		m, err := mcpwire.Parse(bytes.Clone(line))
 		if err != nil {
-			s.diagnostic(e, truncate(string(line), 512))
+			s.serverInvalid(e, line, err)
 			continue
 		}
 		switch m.Kind {
@@ -559,6 +559,52 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 		Error: MessageTooLarge, Server: s.opts.Label, Epoch: e.ID, Limit: tl.Limit,
 		Reason: fmt.Sprintf("the server's answer to %s is %d bytes, over the %d-byte limit", p.method, tl.Size, tl.Limit),
 		Retry:  "ask for less data (a narrower query or a smaller page)",
+	}).Response(p.agentID))
+}
+
+// serverInvalid handles a line from the server that is not a JSON-RPC
+// message: a banner, a log line, broken JSON, or an answer that breaks the
+// protocol (no "jsonrpc", both result and error...). It is kept as a
+// diagnostic. When it still names, by its id, a request of this epoch that
+// waits for an answer, that request is answered at once with
+// invalid_response rather than left to wait for a reply that will not come.
+// A line that names a method is the server's own (broken) request or
+// notification, never taken for an answer.
+func (s *Session) serverInvalid(e *epoch, line []byte, err error) {
+	s.diagnostic(e, truncate(string(line), 512))
+	var ie *mcpwire.InvalidError
+	if !errors.As(err, &ie) || ie.ID == nil {
+		return
+	}
+	if json.Valid(line) {
+		if mcpwire.GetPath(line, "method") != nil {
+			return
+		}
+	} else if bytes.Contains(line, []byte(`"method"`)) {
+		return
+	}
+	gid, _, ok := mcpwire.IntID(ie.ID)
+	s.mu.Lock()
+	p := s.pending[gid]
+	if ok && p != nil && p.ep == e {
+		s.dropPendingLocked(gid, p)
+	} else {
+		p = nil
+	}
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	s.log.Warn("server answered with an invalid message", "epoch", e.ID, "method", p.method, "reason", ie.Reason)
+	if p.reply != nil {
+		close(p.reply) // the gateway's own request fails
+		return
+	}
+	s.recordCompletion(e, p.call, "rpc_error", "invalid_response")
+	s.writeAgent((&Refusal{
+		Error: InvalidResponse, Server: s.opts.Label, Epoch: e.ID,
+		Reason: fmt.Sprintf("the server's answer to %s is not a valid JSON-RPC response (%s); it is kept in the server's diagnostics", p.method, ie.Reason),
+		Retry:  "the server is at fault: retry once, then report it (portcullis status " + s.opts.Label + " shows the line)",
 	}).Response(p.agentID))
 }
 

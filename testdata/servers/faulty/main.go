@@ -232,6 +232,8 @@ func (s *server) tools() []map[string]any {
 		{"name": "blob", "description": "Returns a text of the given number of bytes.", "inputSchema": obj(map[string]any{"bytes": integer}, "bytes")},
 		{"name": "slow", "description": "Answers after ms milliseconds.", "inputSchema": obj(map[string]any{"ms": integer}, "ms")},
 		{"name": "crash", "description": "Exits without answering.", "inputSchema": obj(map[string]any{"code": integer})},
+		{"name": "broken", "description": "Answers with a message that is not valid JSON-RPC: no-jsonrpc, result-and-error or truncated.",
+			"inputSchema": obj(map[string]any{"kind": map[string]any{"type": "string", "enum": []string{"no-jsonrpc", "result-and-error", "truncated"}}}, "kind")},
 	}
 }
 
@@ -243,6 +245,7 @@ func (s *server) call(m *message) {
 			Bytes   int    `json:"bytes"`
 			MS      int64  `json:"ms"`
 			Code    *int   `json:"code"`
+			Kind    string `json:"kind"`
 		} `json:"arguments"`
 	}
 	if err := json.Unmarshal(m.Params, &p); err != nil {
@@ -270,6 +273,18 @@ func (s *server) call(m *message) {
 		}
 		fmt.Fprintf(os.Stderr, "faulty: crashing with exit code %d during tools/call\n", code)
 		os.Exit(code)
+	case "broken":
+		id := string(s.id(m.ID))
+		switch p.Arguments.Kind {
+		case "no-jsonrpc":
+			s.writeRaw(`{"id":` + id + `,"result":{"content":[{"type":"text","text":"no jsonrpc member"}]}}`)
+		case "result-and-error":
+			s.writeRaw(`{"jsonrpc":"2.0","id":` + id + `,"result":{},"error":{"code":-32603,"message":"both"}}`)
+		case "truncated":
+			s.writeRaw(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"cut sh`)
+		default:
+			s.error(m.ID, -32602, "Invalid params: unknown kind "+strconv.Quote(p.Arguments.Kind))
+		}
 	default:
 		s.error(m.ID, -32602, "Unknown tool: "+p.Name)
 	}

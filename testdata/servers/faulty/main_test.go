@@ -142,6 +142,12 @@ func TestFaults(t *testing.T) {
 			[]string{`{"id":"b","jsonrpc":"2.0","result":{"content":[{"text":"xxxxx","type":"text"}]}}` + "\n"}},
 		{"", []string{`{"jsonrpc":"2.0","id":1,"method":"server/discover"}`},
 			[]string{`{"error":{"code":-32601,"message":"Method not found: server/discover"},"id":1,"jsonrpc":"2.0"}` + "\n"}},
+		{"", []string{`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"broken","arguments":{"kind":"no-jsonrpc"}}}`},
+			[]string{`{"id":3,"result":{"content":[{"type":"text","text":"no jsonrpc member"}]}}` + "\n"}},
+		{"", []string{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"broken","arguments":{"kind":"result-and-error"}}}`},
+			[]string{`{"jsonrpc":"2.0","id":4,"result":{},"error":{"code":-32603,"message":"both"}}` + "\n"}},
+		{"-string-ids", []string{`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"broken","arguments":{"kind":"truncated"}}}`},
+			[]string{`{"jsonrpc":"2.0","id":"5","result":{"content":[{"type":"text","text":"cut sh` + "\n"}},
 		{"-description-bytes 3", []string{`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`}, nil},
 	}
 	for _, tt := range tests {
@@ -152,7 +158,7 @@ func TestFaults(t *testing.T) {
 			}
 			if tt.want == nil { // tools/list: check the description
 				l := p.lines(t, 1)
-				if !strings.Contains(l[0], `"description":"ddd"`) || strings.Count(l[0], `"name":`) != 4 {
+				if !strings.Contains(l[0], `"description":"ddd"`) || strings.Count(l[0], `"name":`) != 5 {
 					t.Errorf("tools/list = %s", l)
 				}
 				return

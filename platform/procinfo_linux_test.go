@@ -47,7 +47,8 @@ func startGroup(t *testing.T, argv ...string) *exec.Cmd {
 }
 
 // waitTree polls Tree until it lists n processes (bounded at 5 s).
-func waitTree(t *testing.T, pi identity.ProcessInfo, pid, n int) []identity.Observed {
+// waitTree polls pid's process tree until done accepts it, or 5 s passed.
+func waitTree(t *testing.T, pi identity.ProcessInfo, pid int, done func([]identity.Observed) bool) []identity.Observed {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -55,7 +56,7 @@ func waitTree(t *testing.T, pi identity.ProcessInfo, pid, n int) []identity.Obse
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(tree) >= n || time.Now().After(deadline) {
+		if done(tree) || time.Now().After(deadline) {
 			return tree
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -76,7 +77,10 @@ func TestTreeAndExecutable(t *testing.T) {
 	}
 	cmd := startGroup(t, "/bin/sh", "-c", "sleep 5 & wait")
 	pi := NewProcessInfo()
-	tree := waitTree(t, pi, cmd.Process.Pid, 2)
+	// Until the child has run exec: just after the fork it is still sh.
+	tree := waitTree(t, pi, cmd.Process.Pid, func(tree []identity.Observed) bool {
+		return len(tree) >= 2 && tree[1].Exe == sleep
+	})
 	if len(tree) != 2 {
 		t.Fatalf("Tree = %+v, want sh and sleep", tree)
 	}

@@ -87,8 +87,16 @@ type Daemon struct {
 	watcher  *watch.Watcher
 	authz    *authz.Authority
 
+	// loadMu serializes reading the configuration file (config, fresh).
+	loadMu sync.Mutex
+	// policyKick signals applyPolicies that the configuration changed.
+	policyKick chan struct{}
+
 	mu       sync.Mutex
 	cfg      *config.Config              // guarded by mu; the last configuration that loaded
+	cfgData  []byte                      // guarded by mu; the file's bytes that cfg was parsed from (nil: no file)
+	cfgStamp fileStamp                   // guarded by mu; the file as it was when last read, loaded or not
+	cfgErr   error                       // guarded by mu; why the file on disk is not in force, nil when it is
 	runs     map[string]*gateway.Session // guarded by mu; live agent runs by run id
 	labels   map[string]string           // guarded by mu; run id → server label
 	watched  map[string][]string         // guarded by mu; label → paths given to the watcher
@@ -115,6 +123,7 @@ func New(o Options) (*Daemon, error) {
 	if o.Settle <= 0 {
 		o.Settle = 300 * time.Millisecond
 	}
+	stamp := stampOf(o.Dirs.ConfigFile())
 	cfg, data, err := loadConfig(o.Dirs.ConfigFile())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
@@ -142,9 +151,13 @@ func New(o Options) (*Daemon, error) {
 		validate: catalog.NewValidator(catalog.WithValidatorLogger(log)),
 		watcher:  w,
 		cfg:      cfg,
+		cfgData:  data,
+		cfgStamp: stamp,
 		runs:     map[string]*gateway.Session{},
 		labels:   map[string]string{},
 		watched:  map[string][]string{},
+
+		policyKick: make(chan struct{}, 1),
 	}
 	d.authz = authz.New(authz.Options{
 		Timeout:     cfg.Settings.ApprovalTimeoutOrDefault(),
@@ -235,6 +248,8 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}()
 	go func() { _ = d.watcher.Serve(ctx) }()
 	go d.builds(ctx)
+	go d.watchConfig(ctx)
+	go d.applyPolicies(ctx)
 	d.log.Info("daemon listening", "socket", sock)
 	for {
 		c, err := ln.Accept()
@@ -363,23 +378,9 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 
 // config returns the configuration now in force: the file is read again at
 // every use so `portcullis servers add` needs no reload; a file that became
-// invalid keeps the last good configuration in force and is reported.
-func (d *Daemon) config() (*config.Config, error) {
-	cfg, data, err := loadConfig(d.opts.Dirs.ConfigFile())
-	if err == nil {
-		// A file changed while the daemon runs (servers add, a hand edit)
-		// becomes the new backup once it loads.
-		keepLastGood(d.opts.Dirs.ConfigFile(), data, d.log)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		d.log.Warn("configuration file is invalid; keeping the last good one", "err", err)
-		return d.cfg, err
-	}
-	d.cfg = cfg
-	return cfg, nil
-}
+// invalid keeps the last good configuration in force and is reported (see
+// load).
+func (d *Daemon) config() (*config.Config, error) { return d.load(true) }
 
 func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, label string, shimPID int) {
 	cfg, cfgErr := d.config()
@@ -467,13 +468,15 @@ func measureSpec(label string, srv config.Server) identity.MeasureSpec {
 	return identity.MeasureSpec{Label: label, Command: srv.Command, Args: srv.Args, Dir: srv.Cwd, Env: env, Extra: srv.Watch}
 }
 
-// policy returns the per-tool policy function of label, read from the
-// configuration in force at each call.
+// policy returns the per-tool policy function of label. Each answer comes
+// from the configuration file as it is on disk at that moment (fresh: a stat,
+// and a new read only when the file changed), so that `portcullis servers
+// policy`, a hand edit or the Preferences window take effect at the next
+// tools/list and tools/call of a running agent run, even before the file
+// watcher has noticed.
 func (d *Daemon) policy(label string) func(tool string) string {
 	return func(tool string) string {
-		d.mu.Lock()
-		cfg := d.cfg
-		d.mu.Unlock()
+		cfg := d.fresh()
 		if srv, ok := cfg.Servers[label]; ok {
 			return srv.Policy(tool)
 		}

@@ -108,6 +108,13 @@ func (s *Session) awaitApproval(e *epoch, m *mcpwire.Message, tool, id string) (
 			Reason: fmt.Sprintf("the person denied approval request %s", id),
 			Retry:  "do not retry this call unless the person asks you to"}
 	}
+	if s.policy(tool) == policyDeny {
+		// The person denied the tool in the configuration while the call
+		// waited: deny wins over the approval given meanwhile.
+		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval", tool, s.opts.Label),
+			Retry:  "do not call this tool"}
+	}
 	s.mu.Lock()
 	ended, cur := e.ended, s.cur
 	s.mu.Unlock()

@@ -159,13 +159,13 @@ type fakeLauncher struct {
 	mu    sync.Mutex
 	procs []*fakeProc // guarded by mu
 	calls []received  // guarded by mu
-	fail  atomic.Bool // the next launches fail
+	fail  atomic.Bool // the next launches fail: the configured command is not found
 	delay time.Duration
 }
 
 func (l *fakeLauncher) launch(ctx context.Context) (*Epoch, error) {
 	if l.fail.Load() {
-		return nil, fmt.Errorf("launch refused by the test")
+		return nil, fmt.Errorf("measuring fake: %w: ./srv/fake: no such file", identity.ErrCommandNotFound)
 	}
 	if l.delay > 0 {
 		time.Sleep(l.delay)
@@ -377,6 +377,7 @@ type rigOptions struct {
 	secrets         SecretSource // nil: a fixed secret
 	auditDelay      time.Duration
 	launchDelay     time.Duration
+	launchFails     bool // every launch fails: command not found
 }
 
 const testSecret = "PCSECRET-gateway-7f3a9c21d4"
@@ -449,6 +450,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	})
 	agent, in, out := newAgentConn(t)
 	r.agent = agent
+	r.launcher.fail.Store(o.launchFails)
 	go func() { r.served <- r.sess.Serve(context.Background(), in, out) }()
 	return r
 }

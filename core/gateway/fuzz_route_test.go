@@ -202,7 +202,9 @@ func FuzzRoute(f *testing.F) {
 			l, err := r.ReadLine()
 			var tl *mcpwire.TooLargeError
 			if errors.As(err, &tl) {
-				lines = append(lines, tl.Prefix) // answered by the id it starts with
+				if tl.ID != nil { // answered by its id, wherever it stands
+					lines = append(lines, []byte(`{"id":`+string(tl.ID)+`}`))
+				}
 				continue
 			}
 			if err != nil {

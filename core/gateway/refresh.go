@@ -197,9 +197,12 @@ func (s *Session) refresh(e *epoch) {
 		if !again {
 			s.refreshing = false
 		}
+		fetched := err == nil
 		s.mu.Unlock()
-		if notify {
-			s.notifyToolsChanged()
+		if fetched {
+			// A new revision is announced; so is the same revision when
+			// the policy changed what the agent sees while it was fetched.
+			s.announceTools(e, notify)
 		}
 		s.changed()
 		if !again {
@@ -210,35 +213,51 @@ func (s *Session) refresh(e *epoch) {
 
 // notifyToolsChanged tells the agent that what it sees of the tools
 // changed, in the form its protocol era expects: a plain notification after
-// the initialize handshake, or on its subscriptions/listen stream.
-func (s *Session) notifyToolsChanged() {
+// the initialize handshake, or on its subscriptions/listen stream. It
+// reports whether the agent was told.
+func (s *Session) notifyToolsChanged() bool {
 	s.mu.Lock()
 	modern := s.era == eraModern
 	listen := s.listen
 	done := s.handshakeDone
 	s.mu.Unlock()
 	if !done {
-		return // the handshake completion fetches and the agent lists anyway
+		return false // the handshake completion fetches and the agent lists anyway
 	}
 	var params any
 	if modern {
 		if listen == nil || !listen.toolsOn {
 			s.log.Info("tools changed but the agent has no subscription for it")
-			return
+			return false
 		}
 		params = map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionKey: listen.agentID}}
 	}
 	b, err := mcpwire.NewNotification(methodToolsChanged, params)
 	if err != nil {
-		return
+		return false
 	}
 	s.writeAgent(b)
+	return true
 }
 
 // answerToolsList answers the agent's tools/list from e's catalog revision.
 // It returns false when the request must be passed through instead (no
 // catalog could be fetched, or the agent asks for a page by cursor).
 func (s *Session) answerToolsList(e *epoch, m *mcpwire.Message) bool {
+	if !s.writeToolsList(e, m) {
+		return false
+	}
+	s.changed()
+	return true
+}
+
+// writeToolsList writes answerToolsList's answer and records what the agent
+// was shown. What the agent is shown and the record of it go together, under
+// vmu: a policy change announced meanwhile is either in this answer or told
+// after it.
+func (s *Session) writeToolsList(e *epoch, m *mcpwire.Message) bool {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
 	s.mu.Lock()
 	cat := e.catalog
 	if cat == nil || e.fallback || mcpwire.GetPath(m.Params, "cursor") != nil {
@@ -249,7 +268,15 @@ func (s *Session) answerToolsList(e *epoch, m *mcpwire.Message) bool {
 	s.agentListedEpoch = e.ID
 	extra := e.listExtra
 	s.mu.Unlock()
-	res := cat.ListResult(func(name string) bool { return s.policy(name) != "deny" })
+	shown := make([]string, 0, len(cat.Tools))
+	res := cat.ListResult(func(name string) bool {
+		if s.policy(name) == policyDeny {
+			return false
+		}
+		shown = append(shown, name)
+		return true
+	})
+	slices.Sort(shown)
 	if len(extra) > 0 {
 		var members map[string]json.RawMessage
 		if json.Unmarshal(extra, &members) == nil {
@@ -269,16 +296,11 @@ func (s *Session) answerToolsList(e *epoch, m *mcpwire.Message) bool {
 	if err != nil {
 		return false
 	}
+	s.mu.Lock()
+	s.announced = shown
+	s.mu.Unlock()
 	s.writeAgent(b)
-	s.changed()
 	return true
-}
-
-func (s *Session) policy(tool string) string {
-	if s.opts.Policy == nil {
-		return "approve"
-	}
-	return s.opts.Policy(tool)
 }
 
 // checkCall validates a tools/call against e's catalog revision and returns
@@ -291,7 +313,7 @@ func (s *Session) checkCall(e *epoch, m *mcpwire.Message) *Refusal {
 	cat := e.catalog
 	agentRev := s.agentRev
 	s.mu.Unlock()
-	if name != "" && s.policy(name) == "deny" {
+	if name != "" && s.policy(name) == policyDeny {
 		return &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: name, Epoch: e.ID,
 			Reason: fmt.Sprintf("tool %q is denied by the person's policy for %s", name, s.opts.Label),
 			Retry:  "do not call this tool"}
@@ -305,7 +327,7 @@ func (s *Session) checkCall(e *epoch, m *mcpwire.Message) *Refusal {
 			Retry: "refresh tool metadata (tools/list) and form the call again from the current schema"}
 	}
 	tool, ok := cat.Lookup(name)
-	if !ok || s.policy(name) == "deny" {
+	if !ok || s.policy(name) == policyDeny {
 		if agentRev == cat.Revision {
 			// The agent has the current list: the name is simply not in it.
 			return &Refusal{Error: UnknownTool, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,

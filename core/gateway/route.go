@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/portcullis/portcullis/core/authz"
@@ -36,13 +37,7 @@ func (s *Session) readAgent(in io.Reader) error {
 		if err != nil {
 			var tl *mcpwire.TooLargeError
 			if errors.As(err, &tl) {
-				s.log.Warn("agent message too large", "bytes", tl.Size)
-				if id := mcpwire.PeekID(tl.Prefix); id != nil {
-					s.writeAgent((&Refusal{
-						Error: MessageTooLarge, Server: s.opts.Label, Limit: tl.Limit,
-						Reason: fmt.Sprintf("the request is %d bytes, over the %d-byte limit", tl.Size, tl.Limit),
-					}).Response(id))
-				}
+				s.agentTooLarge(tl)
 				continue
 			}
 			return err
@@ -80,6 +75,23 @@ func (s *Session) readAgent(in io.Reader) error {
 // is closed while a new epoch is identity-pending or its catalog is being
 // fetched.
 func (s *Session) agentRequest(m *mcpwire.Message) {
+	if s.idInFlight(m.ID) {
+		// JSON-RPC 2.0 (section 4) and MCP (basic/index, "Requests"): an
+		// id is unique among the requestor's requests; two answers with one
+		// id could not be told apart. The first request goes on untouched.
+		s.log.Warn("agent reused the id of a request in flight; refused", "id", string(m.ID), "method", m.Method)
+		s.writeAgent(mcpwire.NewError(m.ID, mcpwire.CodeInvalidRequest,
+			fmt.Sprintf("Invalid Request: request id %s is already in use by a request in flight; give each request an id of its own", m.ID), nil))
+		return
+	}
+	if m.Method == methodToolsCall {
+		if why := toolsCallProblem(m.Params); why != "" {
+			s.log.Info("tools/call with invalid params", "id", string(m.ID), "problem", why)
+			s.writeAgent(mcpwire.NewError(m.ID, mcpwire.CodeInvalidParams,
+				"Invalid params: tools/call needs params.name, a string ("+why+")", nil))
+			return
+		}
+	}
 	switch m.Method {
 	case methodPing:
 		// Answered here, also while no process is running (DESIGN.md,
@@ -104,7 +116,9 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		}
 		// The first process is still being launched (bounded by the
 		// launch itself: measurement, and approval for credentials).
+		s.hold(m.ID)
 		go func() {
+			defer s.unhold(m.ID)
 			select {
 			case <-gate:
 				s.forward(m, nil)
@@ -121,7 +135,9 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		return
 	}
 	// Held: never forwarded to either process until the gate opens.
+	s.hold(m.ID)
 	go func() {
+		defer s.unhold(m.ID)
 		t := time.NewTimer(s.opts.HoldTimeout)
 		defer t.Stop()
 		select {
@@ -534,10 +550,40 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// serverTooLarge handles a line from the process of e over the size limit,
+// which the reader has discarded: an answer to a request in flight (found by
+// its id, wherever the id stands in the line) answers that request with
+// message_too_large; the server's own request (a line with a "method") is
+// answered to the server the same way, so that it does not wait; anything
+// else is dropped. Whatever is dropped is kept in the diagnostics.
 func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
-	s.log.Warn("server message too large", "epoch", e.ID, "bytes", tl.Size)
-	id := mcpwire.PeekID(tl.Prefix)
-	gid, _, ok := mcpwire.IntID(id)
+	s.log.Warn("server message too large", "epoch", e.ID, "bytes", tl.Size, "limit", tl.Limit,
+		"id", string(tl.ID), "method", tl.Method, "hasMethod", tl.HasMethod)
+	if tl.HasMethod {
+		// The server's own request or notification: never an answer.
+		what := "notification"
+		if tl.ID != nil {
+			what = "request (id " + string(tl.ID) + ")"
+		}
+		if tl.Method != "" {
+			what = strconv.Quote(tl.Method) + " " + what
+		}
+		s.mu.Lock()
+		ended := e.ended
+		s.mu.Unlock()
+		if tl.ID != nil && !ended {
+			r := &Refusal{Error: MessageTooLarge, Server: s.opts.Label, Epoch: e.ID, Limit: tl.Limit,
+				Reason: fmt.Sprintf("the request is %d bytes, over the %d-byte limit; it did not reach the agent", tl.Size, tl.Limit),
+				Retry:  "send less data in one request"}
+			if err := e.write(r.Response(tl.ID)); err != nil {
+				s.log.Debug("answering an oversized server request", "err", err)
+			}
+			what += ", answered with message_too_large"
+		}
+		s.diagnostic(e, fmt.Sprintf("dropped the server's %d-byte %s over the %d-byte limit", tl.Size, what, tl.Limit))
+		return
+	}
+	gid, _, ok := mcpwire.IntID(tl.ID)
 	s.mu.Lock()
 	p := s.pending[gid]
 	if ok && p != nil && p.ep == e {
@@ -547,7 +593,11 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 	}
 	s.mu.Unlock()
 	if p == nil {
-		s.diagnostic(e, fmt.Sprintf("dropped a %d-byte message over the %d-byte limit", tl.Size, tl.Limit))
+		why := "it has no id that could be read"
+		if tl.ID != nil {
+			why = "its id " + string(tl.ID) + " names no request in flight"
+		}
+		s.diagnostic(e, fmt.Sprintf("dropped a %d-byte message over the %d-byte limit; %s", tl.Size, tl.Limit, why))
 		return
 	}
 	if p.reply != nil {
@@ -774,3 +824,100 @@ func (s *Session) reverseID(e *epoch, serverID json.RawMessage) (int64, bool) {
 	}
 	return 0, false
 }
+
+// agentTooLarge handles a line from the agent over the size limit, which the
+// reader has discarded. A request (a "method" and an id, wherever the id
+// stands in the line) is refused with message_too_large for its id; an
+// answer to a server's request (an id, no "method") answers that request
+// to the server with message_too_large, so that it does not wait; a line
+// without a usable id is dropped with a warning in the daemon's log.
+func (s *Session) agentTooLarge(tl *mcpwire.TooLargeError) {
+	switch {
+	case tl.ID != nil && tl.HasMethod:
+		s.log.Warn("agent request too large; refused with message_too_large", "bytes", tl.Size, "limit", tl.Limit, "id", string(tl.ID), "method", tl.Method)
+		s.writeAgent((&Refusal{
+			Error: MessageTooLarge, Server: s.opts.Label, Limit: tl.Limit,
+			Reason: fmt.Sprintf("the request is %d bytes, over the %d-byte limit", tl.Size, tl.Limit),
+		}).Response(tl.ID))
+	case tl.ID != nil:
+		gid, _, ok := mcpwire.IntID(tl.ID)
+		s.mu.Lock()
+		r := s.reverse[gid]
+		if ok && r != nil {
+			delete(s.reverse, gid)
+		}
+		s.mu.Unlock()
+		if !ok || r == nil {
+			s.log.Warn("agent answer too large, to no request of a live epoch; dropped", "bytes", tl.Size, "limit", tl.Limit, "id", string(tl.ID))
+			return
+		}
+		s.log.Warn("agent answer too large; the server's request gets message_too_large", "bytes", tl.Size, "limit", tl.Limit, "epoch", r.ep.ID)
+		ref := &Refusal{Error: MessageTooLarge, Server: s.opts.Label, Epoch: r.ep.ID, Limit: tl.Limit,
+			Reason: fmt.Sprintf("the agent's answer is %d bytes, over the %d-byte limit", tl.Size, tl.Limit)}
+		if err := r.ep.write(ref.Response(r.serverID)); err != nil {
+			s.log.Debug("answering the server's request", "err", err)
+		}
+	default:
+		s.log.Warn("agent message too large and without an id to answer; dropped", "bytes", tl.Size, "limit", tl.Limit, "method", tl.Method, "hasMethod", tl.HasMethod)
+	}
+}
+
+// toolsCallProblem says what makes the params of a tools/call unusable, or
+// "" when they name a tool: params must be an object whose "name" is a
+// non-empty string (MCP server/tools, CallToolRequest).
+func toolsCallProblem(params json.RawMessage) string {
+	switch {
+	case params == nil:
+		return "params is missing"
+	case params[0] != '{':
+		return "params is not an object"
+	}
+	raw := mcpwire.GetPath(params, "name")
+	var name string
+	switch {
+	case raw == nil:
+		return "params.name is missing"
+	case raw[0] != '"' || json.Unmarshal(raw, &name) != nil:
+		return "params.name is not a string"
+	case name == "":
+		return "params.name is empty"
+	}
+	return ""
+}
+
+// hold records that the agent's request id waits for the gate to open (or
+// for the first launch): in flight, though not yet registered in byAgentID,
+// which only knows requests reserved toward a process. unhold ends it.
+func (s *Session) hold(id json.RawMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = map[string]int{}
+	}
+	s.held[idKey(id)]++
+}
+
+func (s *Session) unhold(id json.RawMessage) {
+	key := idKey(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[key]--; s.held[key] <= 0 {
+		delete(s.held, key)
+	}
+}
+
+// idInFlight reports whether a request of the agent with this id is in
+// flight: held at the gate, waiting for approval or for the audit log, or
+// sent to a process and not yet answered or cancelled. Ids compare by
+// their bytes as the agent wrote them, white space around them aside: 1
+// and "1" are different ids, and so are 1 and 1.0 (JSON-RPC leaves number
+// spellings to the peers; no agent writes one id two ways).
+func (s *Session) idInFlight(id json.RawMessage) bool {
+	key := idKey(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.byAgentID[key]
+	return ok || s.held[key] > 0
+}
+
+func idKey(id json.RawMessage) string { return string(bytes.TrimSpace(id)) }

@@ -91,6 +91,10 @@ type Options struct {
 	Validator *catalog.Validator
 	// Policy gives a tool's policy ("allow", "approve", "deny"); every
 	// tool is "approve" when nil. "deny" hides the tool and refuses calls.
+	// It is asked at every use (each tools/list answer, each tools/call)
+	// and must answer with the policy in force now; after it changes, call
+	// PolicyChanged so that the agent hears of tools it no longer sees or
+	// sees again.
 	Policy func(tool string) string
 	// MaxMessage is the largest message accepted from either side, in
 	// bytes (mcpwire.DefaultMaxMessage when 0).
@@ -146,6 +150,10 @@ type Session struct {
 	opts Options
 	log  *slog.Logger
 
+	// vmu serializes what the agent is told of the tools it sees (a
+	// tools/list answer, a list_changed) with the record of it, announced;
+	// taken before amu.
+	vmu      sync.Mutex
 	amu      sync.Mutex // serializes writes to the agent; taken before mu
 	agentOut io.Writer  // guarded by amu
 
@@ -156,6 +164,8 @@ type Session struct {
 	nextID           int64                      // guarded by mu
 	pending          map[int64]*pending         // guarded by mu; gateway id → request toward the server
 	byAgentID        map[string]int64           // guarded by mu; agent's raw id → gateway id
+	held             map[string]int             // guarded by mu; raw ids of agent requests held at the gate (route.go)
+	configFault      bool                       // guarded by mu; the launch failed on the configured command itself
 	reverse          map[int64]*reverseEntry    // guarded by mu; gateway id → server's request toward the agent
 	handshakeDone    bool                       // guarded by mu
 	queue            [][]byte                   // guarded by mu; server → agent messages before the handshake
@@ -164,6 +174,7 @@ type Session struct {
 	gateOpen         bool                       // guarded by mu; agent requests flow
 	gateCh           chan struct{}              // guarded by mu; closed when the gate opens
 	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
+	announced        []string                   // guarded by mu; names of the tools the agent was last shown or told of (sorted), nil until it lists
 	era              era                        // guarded by mu
 	initParams       json.RawMessage            // guarded by mu; the agent's initialize params
 	negotiated       json.RawMessage            // guarded by mu; the initialize result the agent received
@@ -309,6 +320,7 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 		s.mu.Lock()
 		if err != nil {
 			s.state, s.reason = StateFailed, "the server could not be launched: "+err.Error()
+			s.configFault = errors.Is(err, identity.ErrCommandNotFound)
 		} else {
 			s.cur = e
 		}
@@ -659,6 +671,11 @@ func (s *Session) unavailableLocked() *Refusal {
 	if s.state == StateCrashLooping || s.state == StateFailed {
 		// Neither is restarted automatically.
 		r.Retry = "ask the person to fix the server and run `portcullis restart " + s.opts.Label + "`"
+		if s.configFault {
+			// A restart would run the same command: the configuration
+			// must change first.
+			r.Retry = "ask the person to correct the command of " + s.opts.Label + " in Portcullis's configuration (Preferences, or `portcullis servers remove` and `add` with an absolute path), then reconnect"
+		}
 	}
 	e := s.cur
 	if e == nil {

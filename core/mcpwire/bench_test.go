@@ -2,6 +2,7 @@ package mcpwire
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,21 @@ func BenchmarkParseLargeResult(b *testing.B) {
 			b.Fatal(err)
 		}
 		if _, err := SetMember(m.Raw, "id", []byte(`"agent-7"`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReadOversized is the cost of discarding a 32 MiB line (one byte
+// over the limit) while finding the id it ends with.
+func BenchmarkReadOversized(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"` + strings.Repeat("x", DefaultMaxMessage) + `"}]},"id":7}` + "\n")
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for range b.N {
+		_, err := NewReader(bytes.NewReader(line), 0).ReadLine()
+		var tl *TooLargeError
+		if !errors.As(err, &tl) || string(tl.ID) != "7" {
 			b.Fatal(err)
 		}
 	}

@@ -252,23 +252,42 @@ func FuzzParse(f *testing.F) {
 
 func FuzzReader(f *testing.F) {
 	f.Add([]byte("a\nbb\r\nccc"), 2)
+	f.Add([]byte(`{"method":"m","params":{"id":1},"id":2}`+"\n"+`{"id":3}`), 8)
 	f.Fuzz(func(t *testing.T, b []byte, max int) {
 		if max <= 0 || max > 1<<16 {
 			max = 8
 		}
+		// The lines the reader must return: split at '\n', one '\r'
+		// trimmed, blank ones skipped, oversized ones reported with the id
+		// and method the scanner finds in them.
+		segs := bytes.Split(b, []byte("\n"))
+		if len(segs[len(segs)-1]) == 0 {
+			segs = segs[:len(segs)-1]
+		}
 		r := NewReader(bytes.NewReader(b), max)
-		for i := 0; i < len(b)+2; i++ {
+		for _, seg := range segs {
+			want := bytes.TrimSuffix(seg, []byte("\r"))
+			if len(want) <= max && len(bytes.TrimSpace(want)) == 0 {
+				continue
+			}
 			line, err := r.ReadLine()
-			if err == io.EOF {
-				return
+			if len(want) > max {
+				var tl *TooLargeError
+				if !errors.As(err, &tl) {
+					t.Fatalf("line of %d bytes over %d: got %q, %v", len(want), max, line, err)
+				}
+				id, method, has := ScanID(seg)
+				if tl.Size != int64(len(want)) || !bytes.Equal(tl.ID, id) || tl.Method != method || tl.HasMethod != has {
+					t.Fatalf("TooLargeError %d %s %q %v, want %d %s %q %v", tl.Size, tl.ID, tl.Method, tl.HasMethod, len(want), id, method, has)
+				}
+				continue
 			}
-			if err != nil && !errors.Is(err, ErrTooLarge) {
-				t.Fatal(err)
-			}
-			if len(line) > max || bytes.ContainsAny(line, "\n") {
-				t.Fatalf("bad line %q (max %d)", line, max)
+			if err != nil || !bytes.Equal(line, want) {
+				t.Fatalf("got %q %v, want %q", line, err, want)
 			}
 		}
-		t.Fatal("reader did not reach EOF")
+		if line, err := r.ReadLine(); err != io.EOF {
+			t.Fatalf("after the last line: %q %v, want EOF", line, err)
+		}
 	})
 }

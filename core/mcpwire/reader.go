@@ -15,6 +15,7 @@ package mcpwire
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,13 +31,22 @@ var ErrTooLarge = errors.New("message too large")
 
 // TooLargeError reports a line longer than the reader's limit. The line has
 // been consumed up to and including its newline, so the stream continues with
-// the next message. Prefix holds the first bytes of the line (at most
-// PrefixKeep), enough in practice to recover the JSON-RPC id of the message
-// with PeekID and fail only that request.
+// the next message.
+//
+// While it discards the line, the reader runs an IDScanner over all of it, so
+// that only that message fails: ID is the line's top-level "id" wherever it
+// stands (the official TypeScript SDK writes it last), nil when there is no
+// usable one (see IDScanner.ID); HasMethod reports a top-level "method"
+// member, which makes the line a request or a notification, never an answer,
+// and Method is its name when it could be read. Prefix holds the first bytes
+// of the line (at most PrefixKeep), for diagnostics.
 type TooLargeError struct {
-	Size   int64  // bytes in the line, without the newline
-	Limit  int    // the reader's limit, in bytes
-	Prefix []byte // first bytes of the line
+	Size      int64           // bytes in the line, without the newline
+	Limit     int             // the reader's limit, in bytes
+	Prefix    []byte          // first bytes of the line
+	ID        json.RawMessage // the top-level id, a string or a number as written; nil when none
+	Method    string          // the top-level method, when HasMethod and it is a string
+	HasMethod bool            // the line has a top-level "method" member
 }
 
 // PrefixKeep is how many leading bytes of an oversized line TooLargeError keeps.
@@ -54,9 +64,10 @@ func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
 // final line without a newline at end of stream is returned as a message.
 // Reader is not safe for concurrent use.
 type Reader struct {
-	br  *bufio.Reader
-	max int
-	buf []byte
+	br   *bufio.Reader
+	max  int
+	buf  []byte
+	scan IDScanner // reset for each oversized line
 }
 
 // NewReader returns a Reader over r that accepts lines of at most max bytes
@@ -96,6 +107,9 @@ func (r *Reader) readLine() ([]byte, error) {
 		if !tooLarge {
 			if len(r.buf)+len(chunk) > r.max+2 { // room for "\r\n"
 				tooLarge = true
+				r.scan = IDScanner{key: r.scan.key[:0], val: r.scan.val[:0]}
+				_, _ = r.scan.Write(r.buf)
+				_, _ = r.scan.Write(chunk)
 				keep := min(PrefixKeep, len(r.buf)+len(chunk))
 				prefix := make([]byte, 0, keep)
 				prefix = append(prefix, r.buf[:min(len(r.buf), keep)]...)
@@ -104,6 +118,8 @@ func (r *Reader) readLine() ([]byte, error) {
 			} else {
 				r.buf = append(r.buf, chunk...)
 			}
+		} else {
+			_, _ = r.scan.Write(chunk)
 		}
 		switch {
 		case err == nil:
@@ -121,17 +137,20 @@ func (r *Reader) readLine() ([]byte, error) {
 		n := size
 		if !tooLarge {
 			line := trimEOL(r.buf)
-			if len(line) > r.max {
-				tooLarge = true
-				n = int64(len(line))
-				r.buf = r.buf[:min(len(r.buf), PrefixKeep)]
-			} else {
+			if len(line) <= r.max {
 				return line, nil
 			}
+			n = int64(len(line))
+			r.scan = IDScanner{key: r.scan.key[:0], val: r.scan.val[:0]}
+			_, _ = r.scan.Write(line)
+			r.buf = r.buf[:min(len(r.buf), PrefixKeep)]
 		} else {
 			n = size - eolLen(chunk)
 		}
-		return nil, &TooLargeError{Size: n, Limit: r.max, Prefix: bytes.Clone(r.buf)}
+		_ = r.scan.Close()
+		tl := &TooLargeError{Size: n, Limit: r.max, Prefix: bytes.Clone(r.buf), ID: bytes.Clone(r.scan.ID())}
+		tl.Method, tl.HasMethod = r.scan.Method()
+		return nil, tl
 	}
 }
 

@@ -126,7 +126,13 @@ func answerRequests(o Options, ref *gateway.Refusal) {
 	for {
 		line, err := r.ReadLine()
 		if err != nil {
-			if errors.Is(err, mcpwire.ErrTooLarge) {
+			var tl *mcpwire.TooLargeError
+			if errors.As(err, &tl) {
+				if tl.ID != nil && tl.HasMethod {
+					if _, err := o.Stdout.Write(append(ref.Response(tl.ID), '\n')); err != nil {
+						return
+					}
+				}
 				continue
 			}
 			return
@@ -141,43 +147,79 @@ func answerRequests(o Options, ref *gateway.Refusal) {
 	}
 }
 
-// inflight is the set of the agent's request ids not yet answered.
+// inflight is the set of the agent's request ids not yet answered, each
+// with the number of its requests in flight: an agent that reuses an id
+// gets an error for the second request from the daemon, and that answer
+// must not make the shim forget the first.
 type inflight struct {
 	mu  sync.Mutex
-	ids map[string]json.RawMessage // guarded by mu
+	ids map[string]*pendingID // guarded by mu
+}
+
+type pendingID struct {
+	id json.RawMessage
+	n  int
 }
 
 func (f *inflight) add(id json.RawMessage) {
 	f.mu.Lock()
-	f.ids[string(id)] = bytes.Clone(id)
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	p := f.ids[string(id)]
+	if p == nil {
+		p = &pendingID{id: bytes.Clone(id)}
+		f.ids[string(id)] = p
+	}
+	p.n++
 }
 
-func (f *inflight) done(id json.RawMessage) {
+// done forgets one request with id and reports whether there was one.
+func (f *inflight) done(id json.RawMessage) bool {
 	f.mu.Lock()
-	delete(f.ids, string(id))
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	p := f.ids[string(id)]
+	if p == nil {
+		return false
+	}
+	if p.n--; p.n <= 0 {
+		delete(f.ids, string(id))
+	}
+	return true
 }
 
+// drain returns the id of every request in flight (an id twice when two
+// requests with it are) and forgets them.
 func (f *inflight) drain() []json.RawMessage {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]json.RawMessage, 0, len(f.ids))
-	for _, id := range f.ids {
-		out = append(out, id)
+	var out []json.RawMessage
+	for _, p := range f.ids {
+		for range p.n {
+			out = append(out, p.id)
+		}
 	}
 	clear(f.ids)
 	return out
 }
 
 func relay(ctx context.Context, o Options, conn *control.Conn) int {
-	pend := &inflight{ids: map[string]json.RawMessage{}}
+	pend := &inflight{ids: map[string]*pendingID{}}
 	var wmu sync.Mutex // serializes writes to the agent
 	writeAgent := func(b []byte) error {
 		wmu.Lock()
 		defer wmu.Unlock()
 		_, err := o.Stdout.Write(b)
 		return err
+	}
+	var dmu sync.Mutex // serializes writes to the daemon
+	writeDaemon := func(line []byte) error {
+		dmu.Lock()
+		defer dmu.Unlock()
+		buf := make([]byte, 0, len(line)+1)
+		_, err := conn.Write(append(append(buf, line...), '\n'))
+		return err
+	}
+	warn := func(format string, args ...any) {
+		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, fmt.Sprintf(format, args...))
 	}
 
 	agentDone := make(chan error, 1)
@@ -190,9 +232,11 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 			if err != nil {
 				var tl *mcpwire.TooLargeError
 				if errors.As(err, &tl) {
-					// Never forwarded: answered here with the id it carries.
-					if id := mcpwire.PeekID(tl.Prefix); id != nil {
-						_ = writeAgent(append(refusalTooLarge(o, tl).Response(id), '\n'))
+					// Never forwarded: answered here by the id it
+					// carries, wherever that stands in the line.
+					err = agentTooLarge(o, tl, writeAgent, writeDaemon, warn)
+					if err != nil {
+						break
 					}
 					continue
 				}
@@ -201,8 +245,7 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 			if m, perr := mcpwire.Parse(line); perr == nil && m.Kind == mcpwire.KindRequest {
 				pend.add(m.ID)
 			}
-			buf := make([]byte, 0, len(line)+1)
-			if _, err = conn.Write(append(append(buf, line...), '\n')); err != nil {
+			if err = writeDaemon(line); err != nil {
 				break
 			}
 		}
@@ -219,8 +262,16 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 		for {
 			line, err := r.ReadLine()
 			if err != nil {
-				if errors.Is(err, mcpwire.ErrTooLarge) {
-					continue // the daemon never sends more than the limit
+				var tl *mcpwire.TooLargeError
+				if errors.As(err, &tl) {
+					// The daemon keeps to its own limit, but ids it
+					// rewrites can lengthen a line, and this shim may
+					// have read a lower limit from the configuration.
+					if err := daemonTooLarge(o, tl, pend, writeAgent, writeDaemon, warn); err != nil {
+						daemonErr <- err
+						return
+					}
+					continue
 				}
 				daemonErr <- err
 				return
@@ -267,9 +318,60 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 	}
 }
 
-func refusalTooLarge(o Options, tl *mcpwire.TooLargeError) *gateway.Refusal {
+// requestName names an oversized request for stderr: "tools/call request".
+func requestName(tl *mcpwire.TooLargeError) string {
+	if tl.Method == "" {
+		return "request"
+	}
+	return tl.Method + " request"
+}
+
+func refusalTooLarge(o Options, tl *mcpwire.TooLargeError, what string) *gateway.Refusal {
 	return &gateway.Refusal{
 		Error: gateway.MessageTooLarge, Server: o.Label, Limit: tl.Limit,
-		Reason: fmt.Sprintf("the request is %d bytes, over the %d-byte limit", tl.Size, tl.Limit),
+		Reason: fmt.Sprintf("the %s is %d bytes, over the %d-byte limit", what, tl.Size, tl.Limit),
+	}
+}
+
+// agentTooLarge handles a line from the agent over the limit, which is
+// never forwarded: a request is refused with message_too_large for its id;
+// an answer to a server's request is replaced, toward the daemon, by a
+// message_too_large error with the same id, so that the server's request
+// is answered; anything else is dropped. Each case is told on stderr. It
+// returns only the error of writing to the daemon.
+func agentTooLarge(o Options, tl *mcpwire.TooLargeError, writeAgent, writeDaemon func([]byte) error, warn func(string, ...any)) error {
+	switch {
+	case tl.ID != nil && tl.HasMethod:
+		warn("refused the agent's %d-byte %s %s: over the %d-byte limit", tl.Size, requestName(tl), tl.ID, tl.Limit)
+		_ = writeAgent(append(refusalTooLarge(o, tl, "request").Response(tl.ID), '\n'))
+		return nil
+	case tl.ID != nil:
+		warn("the agent's %d-byte answer %s is over the %d-byte limit; the server's request gets an error instead", tl.Size, tl.ID, tl.Limit)
+		return writeDaemon(refusalTooLarge(o, tl, "agent's answer").Response(tl.ID))
+	default:
+		warn("dropped a %d-byte message from the agent: over the %d-byte limit, and without an id that could be answered", tl.Size, tl.Limit)
+		return nil
+	}
+}
+
+// daemonTooLarge handles a line from the daemon over the limit: an answer
+// to a request of the agent in flight answers it with message_too_large; a
+// server's request is answered to the daemon the same way; anything else
+// is dropped. Each case is told on stderr. It returns only the error of
+// writing to the agent.
+func daemonTooLarge(o Options, tl *mcpwire.TooLargeError, pend *inflight, writeAgent, writeDaemon func([]byte) error, warn func(string, ...any)) error {
+	switch {
+	case tl.ID != nil && !tl.HasMethod && pend.done(tl.ID):
+		warn("the %d-byte answer to the agent's request %s is over the %d-byte limit; the agent gets message_too_large", tl.Size, tl.ID, tl.Limit)
+		r := refusalTooLarge(o, tl, "answer")
+		r.Retry = "ask for less data (a narrower query or a smaller page)"
+		return writeAgent(append(r.Response(tl.ID), '\n'))
+	case tl.ID != nil && tl.HasMethod:
+		warn("the server's %d-byte %s is over the %d-byte limit; it gets message_too_large", tl.Size, requestName(tl), tl.Limit)
+		_ = writeDaemon(refusalTooLarge(o, tl, "request").Response(tl.ID))
+		return nil
+	default:
+		warn("dropped a %d-byte message from the daemon: over the %d-byte limit, and it answers no request in flight", tl.Size, tl.Limit)
+		return nil
 	}
 }

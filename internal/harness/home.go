@@ -103,8 +103,8 @@ func (h *Home) AddServer(ctx context.Context, label string, flags []string, comm
 
 // SetToolPolicy sets the authorization policy (config.PolicyAllow,
 // PolicyApprove or PolicyDeny) of the named tools of server label in
-// config.json, as a person editing the file would; the daemon reads the file
-// again at the next agent run. It returns an error when the label is not
+// config.json, as a person editing the file would; a running daemon applies
+// it at once, to agent runs already connected too. It returns an error when the label is not
 // configured or the result does not validate.
 func (h *Home) SetToolPolicy(label, policy string, tools ...string) error {
 	cfg, err := config.Load(h.ConfigFile())

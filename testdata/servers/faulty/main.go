@@ -22,6 +22,8 @@
 //	-bad-json             write "{bad json" on stdout before every answer
 //	-string-ids           answer a request whose id is the number N with the string "N"
 //	-crlf                 end every line with "\r\n"
+//	-id-last              write "id" as the last member of every answer, as the
+//	                      official TypeScript SDK does ({...result, jsonrpc, id})
 //	-early-list-changed   send notifications/tools/list_changed before answering initialize
 //	-traceback            write a Python traceback on stderr and exit 1 at start
 //	-silent               never answer anything (initialize included)
@@ -74,6 +76,7 @@ var legacyVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11
 
 type server struct {
 	stringIDs, badJSON, earlyListChanged bool
+	idLast                               bool
 	eol                                  string
 	description                          string
 	log                                  *os.File // nil without -log
@@ -87,6 +90,7 @@ func main() {
 	badJSON := flag.Bool("bad-json", false, "write {bad json before every answer")
 	stringIDs := flag.Bool("string-ids", false, "answer numeric ids as strings")
 	crlf := flag.Bool("crlf", false, "end lines with \\r\\n")
+	idLast := flag.Bool("id-last", false, "write \"id\" last in every answer")
 	early := flag.Bool("early-list-changed", false, "send tools/list_changed before answering initialize")
 	tb := flag.Bool("traceback", false, "write a traceback on stderr and exit 1")
 	silent := flag.Bool("silent", false, "never answer")
@@ -103,7 +107,7 @@ func main() {
 		signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	}
 	s := &server{
-		stringIDs: *stringIDs, badJSON: *badJSON, earlyListChanged: *early,
+		stringIDs: *stringIDs, badJSON: *badJSON, earlyListChanged: *early, idLast: *idLast,
 		eol:         "\n",
 		description: "Echoes its message back unchanged.",
 		out:         bufio.NewWriterSize(os.Stdout, 64<<10),
@@ -309,19 +313,44 @@ func (s *server) error(id json.RawMessage, code int, msg string) {
 	s.answer(map[string]any{"jsonrpc": "2.0", "id": s.id(id), "error": map[string]any{"code": code, "message": msg}})
 }
 
-func (s *server) answer(v any) {
+func (s *server) answer(v map[string]any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.badJSON {
 		s.writeLocked([]byte("{bad json"))
 	}
-	b, err := json.Marshal(v)
+	b, err := s.encodeAnswer(v)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faulty: encoding:", err)
 		return
 	}
 	s.writeLocked(b)
 	s.flushLocked()
+}
+
+// encodeAnswer encodes v with its members in key order, or with -id-last
+// with "id" moved to the end.
+func (s *server) encodeAnswer(v map[string]any) ([]byte, error) {
+	id, ok := v["id"]
+	if !s.idLast || !ok {
+		return json.Marshal(v)
+	}
+	rest := make(map[string]any, len(v))
+	for k, x := range v {
+		if k != "id" {
+			rest[k] = x
+		}
+	}
+	b, err := json.Marshal(rest)
+	if err != nil {
+		return nil, err
+	}
+	idb, err := json.Marshal(id)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b[:len(b)-1], `,"id":`...)
+	return append(append(b, idb...), '}'), nil
 }
 
 func (s *server) write(v any) {

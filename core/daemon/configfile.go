@@ -1,0 +1,181 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/internal/atomicfile"
+	"github.com/portcullis/portcullis/core/watch"
+)
+
+// configSettle is how long the configuration file must stay quiet after a
+// change before the watcher reads it: editors and config.Save write a
+// temporary file and rename it, in a burst of events.
+const configSettle = 100 * time.Millisecond
+
+// fileStamp is what a stat of the configuration file says, enough to tell
+// that it changed: config.Save replaces the file by renaming a new one over
+// it (a new inode), and an edit in place changes its size or modification
+// time.
+type fileStamp struct {
+	info os.FileInfo // nil when the stat failed
+	err  string      // the stat's error, "" when it succeeded
+}
+
+// stampOf stats path, following symbolic links.
+func stampOf(path string) fileStamp {
+	info, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{err: err.Error()}
+	}
+	return fileStamp{info: info}
+}
+
+// same reports whether s and o describe the same file contents, as far as a
+// stat tells.
+func (s fileStamp) same(o fileStamp) bool {
+	if s.info == nil || o.info == nil {
+		return s.info == nil && o.info == nil && s.err == o.err
+	}
+	return os.SameFile(s.info, o.info) && s.info.Size() == o.info.Size() &&
+		s.info.ModTime().Equal(o.info.ModTime()) && s.info.Mode() == o.info.Mode()
+}
+
+// load reads the configuration file and puts it in force when it loads.
+// Unless always is set, a file whose stamp did not change since the last
+// read is not read again. A file that does not parse or validate keeps the
+// last good configuration in force, and so does a file that disappeared
+// after one had loaded (an editor that saves by renaming the old file away
+// leaves it missing for a moment): neither ever widens what an agent may
+// do. The error says why the file on disk is not in force.
+//
+// When the configuration in force changed, every agent run re-checks the
+// tools its agent sees (applyPolicies) and Changes subscribers are told.
+func (d *Daemon) load(always bool) (*config.Config, error) {
+	path := d.opts.Dirs.ConfigFile()
+	d.loadMu.Lock()
+	defer d.loadMu.Unlock()
+	// The stamp is taken before the read: a change that lands between
+	// them is seen as a change at the next stat, never missed.
+	stamp := stampOf(path)
+	if !always {
+		d.mu.Lock()
+		if stamp.same(d.cfgStamp) {
+			cfg, err := d.cfg, d.cfgErr
+			d.mu.Unlock()
+			return cfg, err
+		}
+		d.mu.Unlock()
+	}
+	cfg, data, err := loadConfig(path)
+	if err == nil {
+		// A file changed while the daemon runs (servers add, a hand edit)
+		// becomes the new backup once it loads.
+		keepLastGood(path, data, d.log)
+	}
+	d.mu.Lock()
+	d.cfgStamp = stamp
+	missing := errors.Is(err, fs.ErrNotExist)
+	if err != nil && (!missing || d.cfgData != nil) {
+		repeated := d.cfgErr != nil && d.cfgErr.Error() == err.Error()
+		d.cfgErr = err
+		cfg := d.cfg
+		d.mu.Unlock()
+		if !repeated || always {
+			d.log.Warn("configuration file is invalid or missing; keeping the last good one", "err", err)
+		}
+		return cfg, err
+	}
+	changed := !bytes.Equal(data, d.cfgData)
+	d.cfg, d.cfgData, d.cfgErr = cfg, data, nil
+	d.mu.Unlock()
+	if changed {
+		d.log.Info("configuration changed", "file", path)
+		select {
+		case d.policyKick <- struct{}{}:
+		default: // a re-check is pending already
+		}
+		d.notify()
+	}
+	return cfg, nil
+}
+
+// fresh returns the configuration in force, after reading the file again
+// when a stat says it changed since it was last read. It is what every tool
+// policy decision uses: one stat, and a read only after a change.
+func (d *Daemon) fresh() *config.Config {
+	stamp := stampOf(d.opts.Dirs.ConfigFile())
+	d.mu.Lock()
+	cfg, same := d.cfg, stamp.same(d.cfgStamp)
+	d.mu.Unlock()
+	if same {
+		return cfg
+	}
+	cfg, _ = d.load(false)
+	return cfg
+}
+
+// watchConfig reads the configuration file again shortly after it changes
+// on disk, so that a policy edited by `portcullis servers policy`, by hand
+// or in Preferences reaches running agent runs by itself (applyPolicies
+// tells their agents), until ctx ends. The file's directory is watched
+// (config.Save renames a new file over the old one), and so is the
+// directory of the file a symbolic link points to.
+func (d *Daemon) watchConfig(ctx context.Context) {
+	w, err := watch.New(configSettle, d.log)
+	if err != nil {
+		d.log.Warn("cannot watch the configuration file; changes take effect at the next tool call", "err", err)
+		return
+	}
+	path := d.opts.Dirs.ConfigFile()
+	var target string
+	set := func() {
+		t := atomicfile.FollowLinks(path)
+		if t == target {
+			return
+		}
+		target = t
+		paths := []string{path}
+		if t != path {
+			paths = append(paths, t)
+		}
+		if err := w.Set("config", paths); err != nil {
+			d.log.Warn("watching the configuration file", "err", err)
+		}
+	}
+	set()
+	go func() { _ = w.Serve(ctx) }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.Events():
+			_, _ = d.config()
+			set()
+		}
+	}
+}
+
+// applyPolicies has every live agent run check, after each configuration
+// change, whether the tools its agent sees changed (a tool denied or no
+// longer denied), until ctx ends.
+func (d *Daemon) applyPolicies(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.policyKick:
+			d.mu.Lock()
+			for _, s := range d.runs {
+				// Each on its own: an agent slow to read holds up no other.
+				go s.PolicyChanged()
+			}
+			d.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/paths"
+)
+
+// newTestDaemon returns a Daemon (not serving: no file watcher runs) over a
+// data directory whose configuration has server "srv" with the given tool
+// policies.
+func newTestDaemon(t *testing.T, policies map[string]string) *Daemon {
+	t.Helper()
+	dir := t.TempDir()
+	dirs := paths.Dirs{Config: filepath.Join(dir, "config"), State: filepath.Join(dir, "state"), Runtime: filepath.Join(dir, "run")}
+	if err := dirs.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	savePolicies(t, dirs.ConfigFile(), policies)
+	d, err := New(Options{Dirs: dirs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func savePolicies(t *testing.T, path string, policies map[string]string) {
+	t.Helper()
+	srv := config.Server{Command: "/bin/true", Tools: map[string]config.ToolPolicy{}}
+	for tool, p := range policies {
+		srv.Tools[tool] = config.ToolPolicy{Policy: p}
+	}
+	cfg := &config.Config{Servers: map[string]config.Server{"srv": srv}}
+	if err := config.Save(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPolicyReadsTheFileAsItIsNow: a tool's policy is the one in the file on
+// disk at the moment it is asked, with no file watcher and nothing else
+// reading the configuration in between; a file that breaks (syntax,
+// validation) or disappears keeps the last good policies in force.
+func TestPolicyReadsTheFileAsItIsNow(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"read": "allow", "write": "approve"})
+	path := d.opts.Dirs.ConfigFile()
+	pol := d.policy("srv")
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		for tool, p := range want {
+			if got := pol(tool); got != p {
+				t.Errorf("%s: policy of %s is %q, want %q", when, tool, got, p)
+			}
+		}
+	}
+	check("at start", map[string]string{"read": "allow", "write": "approve", "other": "approve"})
+
+	savePolicies(t, path, map[string]string{"read": "deny", "write": "approve"})
+	check("after servers policy read deny", map[string]string{"read": "deny", "write": "approve"})
+
+	savePolicies(t, path, map[string]string{"read": "deny", "write": "deny"})
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after write deny", map[string]string{"read": "deny", "write": "deny"})
+
+	// Broken by hand, in place: every tool would be allowed if it parsed.
+	broken := bytes.ReplaceAll(good, []byte(`"deny"`), []byte(`"allow"`))
+	broken = append([]byte("{,"), broken[1:]...)
+	if err := os.WriteFile(path, broken, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("with a file that does not parse", map[string]string{"read": "deny", "write": "deny"})
+	if _, err := d.config(); err == nil {
+		t.Error("config() does not report the broken file")
+	}
+
+	// Valid JSON, invalid configuration.
+	invalid := bytes.ReplaceAll(good, []byte(`"deny"`), []byte(`"sure"`))
+	if err := os.WriteFile(path, invalid, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("with a file that does not validate", map[string]string{"read": "deny", "write": "deny"})
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	check("with the file gone", map[string]string{"read": "deny", "write": "deny"})
+
+	savePolicies(t, path, map[string]string{"read": "allow"})
+	check("once a good file is back", map[string]string{"read": "allow", "write": "approve"})
+}
+
+// TestPolicyEditInPlace: an edit that rewrites the file in place (same
+// inode) is seen as well as config.Save's rename.
+func TestPolicyEditInPlace(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"read": "allow"})
+	path := d.opts.Dirs.ConfigFile()
+	pol := d.policy("srv")
+	if got := pol("read"); got != "allow" {
+		t.Fatalf("policy %q, want allow", got)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "allow" → "deny " keeps the size; the modification time moves on.
+	edited := bytes.Replace(b, []byte(`"allow"`), []byte(`"deny" `), 1)
+	if len(edited) != len(b) {
+		t.Fatal("the edit changed the size")
+	}
+	info, _ := os.Stat(path)
+	if err := os.WriteFile(path, edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Some file systems keep modification times in coarse steps: make
+	// sure this one moved, as any later edit's would.
+	if after, _ := os.Stat(path); after.ModTime().Equal(info.ModTime()) {
+		if err := os.Chtimes(path, time.Time{}, info.ModTime().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := pol("read"); got != "deny" {
+		t.Errorf("after an edit in place, policy %q, want deny", got)
+	}
+}
+
+// TestConfigWatcherAppliesChanges: while the daemon serves, a change of the
+// file is read by itself (no call, no status) and announced to Changes
+// subscribers.
+func TestConfigWatcherAppliesChanges(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"read": "allow"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes, stop := d.Changes()
+	defer stop()
+	go d.watchConfig(ctx)
+	// The watcher is set up asynchronously: edit until it has seen one.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		p := "deny"
+		if i%2 == 1 {
+			p = "approve"
+		}
+		savePolicies(t, d.opts.Dirs.ConfigFile(), map[string]string{"read": p})
+		select {
+		case <-changes:
+			d.mu.Lock()
+			got := d.cfg.Servers["srv"].Policy("read")
+			d.mu.Unlock()
+			if got == p {
+				return
+			}
+			// The signal was for an earlier edit: go on.
+		case <-time.After(time.Second):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the configuration watcher did not read the edited file within 10 s")
+		}
+	}
+}

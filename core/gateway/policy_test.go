@@ -1,0 +1,301 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/mcpwire"
+)
+
+// policies is a tool policy table a test edits while the session runs, as
+// a person edits the configuration file.
+type policies struct {
+	mu sync.Mutex
+	m  map[string]string // guarded by mu; tool → policy, "approve" when absent
+}
+
+func (p *policies) get(tool string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v, ok := p.m[tool]; ok {
+		return v
+	}
+	return policyApprove
+}
+
+func (p *policies) set(tool, policy string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.m[tool] = policy
+}
+
+// newPolicyRig is newRig without credentials, whose tool policies come from
+// pol at every use.
+func newPolicyRig(t *testing.T, pol *policies) *rig {
+	t.Helper()
+	r := &rig{t: t, launcher: &fakeLauncher{}, audit: &fakeAudit{}, served: make(chan error, 1), grantAt: map[string]int64{}}
+	r.auth = authz.New(authz.Options{Timeout: 10 * time.Second})
+	dir, err := os.MkdirTemp("", "gateway-catalog-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 50 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	cats, err := catalog.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sess = New(Options{
+		RunID: "RUN", Label: "fake", Agent: Agent{PID: 42, Exe: "/usr/bin/agent"},
+		Launch: r.launcher.launch, Catalog: cats, Authority: r.auth,
+		Policy:         pol.get,
+		StartupTimeout: 5 * time.Second, HoldTimeout: 10 * time.Second,
+		Audit: r.audit,
+	})
+	agent, in, out := newAgentConn(t)
+	r.agent = agent
+	go func() { r.served <- r.sess.Serve(context.Background(), in, out) }()
+	return r
+}
+
+// listedTools asks for tools/list under id and returns the names listed.
+func (r *rig) listedTools(id int64) []string {
+	r.t.Helper()
+	r.agent.request(id, "tools/list", nil)
+	line := r.agent.wait(id, 10*time.Second)
+	var res struct {
+		Tools []struct{ Name string } `json:"tools"`
+	}
+	if err := json.Unmarshal(mcpwire.GetPath(line, "result"), &res); err != nil {
+		r.t.Fatalf("tools/list answered %s", line)
+	}
+	var names []string
+	for _, t := range res.Tools {
+		names = append(names, t.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// callTool calls tool and returns its refusal, nil when it was answered by
+// the server.
+func (r *rig) callTool(id int64, tool string) *Refusal {
+	r.t.Helper()
+	r.agent.request(id, "tools/call", callParams(tool, id, ""))
+	_, ref := refusal(r.t, r.agent.wait(id, 10*time.Second))
+	return ref
+}
+
+// waitListChanged waits until the agent has received n list_changed.
+func (r *rig) waitListChanged(n int) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.agent.notifications(methodToolsChanged)) < n {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d tools/list_changed within 10 s, want %d", len(r.agent.notifications(methodToolsChanged)), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (r *rig) forwarded(tool string) int {
+	n := 0
+	for _, c := range r.launcher.received() {
+		if c.Tool == tool {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPolicyDenyHidesAndAnnounces: a tool that becomes denied during an
+// agent run disappears from tools/list, its calls are refused and never
+// forwarded, and the agent is told with list_changed; allowed again, it is
+// listed, announced and served. Re-checks that change nothing say nothing.
+func TestPolicyDenyHidesAndAnnounces(t *testing.T) {
+	pol := &policies{m: map[string]string{toolRead: policyAllow}}
+	r := newPolicyRig(t, pol)
+	defer r.close()
+	r.handshake()
+	if got := r.listedTools(1); !slices.Equal(got, []string{toolRead, toolWrite}) {
+		t.Fatalf("tools/list %v", got)
+	}
+	if ref := r.callTool(2, toolRead); ref != nil {
+		t.Fatalf("allowed call refused: %+v", ref)
+	}
+
+	pol.set(toolRead, policyDeny)
+	r.sess.PolicyChanged()
+	r.waitListChanged(1)
+	if got := r.listedTools(3); !slices.Equal(got, []string{toolWrite}) {
+		t.Errorf("tools/list after deny %v, want only %s", got, toolWrite)
+	}
+	if ref := r.callTool(4, toolRead); ref == nil || ref.Error != ApprovalDenied {
+		t.Errorf("call of a denied tool: refusal %+v, want %s", ref, ApprovalDenied)
+	}
+	if n := r.forwarded(toolRead); n != 1 {
+		t.Errorf("%s reached the server %d times, want 1 (before the deny)", toolRead, n)
+	}
+	// Nothing changed since: nothing more is said.
+	r.sess.PolicyChanged()
+	pol.set(toolWrite, policyApprove) // approve → approve
+	r.sess.PolicyChanged()
+
+	pol.set(toolRead, policyAllow)
+	r.sess.PolicyChanged()
+	r.waitListChanged(2)
+	if got := r.listedTools(5); !slices.Equal(got, []string{toolRead, toolWrite}) {
+		t.Errorf("tools/list after allow %v", got)
+	}
+	if ref := r.callTool(6, toolRead); ref != nil {
+		t.Errorf("call allowed again refused: %+v", ref)
+	}
+	if n := len(r.agent.notifications(methodToolsChanged)); n != 2 {
+		t.Errorf("%d list_changed, want 2", n)
+	}
+}
+
+// TestPolicyDenyBeforeListSaysNothing: before the agent listed the tools
+// (and before its handshake) nothing is announced, and the first list it
+// asks for already hides the denied tool.
+func TestPolicyDenyBeforeListSaysNothing(t *testing.T) {
+	pol := &policies{m: map[string]string{toolRead: policyAllow}}
+	r := newPolicyRig(t, pol)
+	defer r.close()
+	r.sess.PolicyChanged() // before the handshake
+	r.handshake()
+	pol.set(toolRead, policyDeny)
+	r.sess.PolicyChanged()
+	if got := r.listedTools(1); !slices.Equal(got, []string{toolWrite}) {
+		t.Errorf("tools/list %v, want only %s", got, toolWrite)
+	}
+	r.sess.PolicyChanged()
+	r.listedTools(2) // what was written before its answer has been read
+	if n := len(r.agent.notifications(methodToolsChanged)); n != 0 {
+		t.Errorf("%d list_changed, want none", n)
+	}
+}
+
+// TestPolicyAllowToApproveAsksAtTheNextCall: tightening allow → approve
+// leaves the list as it is (no list_changed) and the next call waits for a
+// person; a grant the person gave for the run then serves, and loosening
+// back to allow needs none.
+func TestPolicyAllowToApproveAsksAtTheNextCall(t *testing.T) {
+	pol := &policies{m: map[string]string{toolRead: policyAllow}}
+	r := newPolicyRig(t, pol)
+	defer r.close()
+	r.handshake()
+	r.listedTools(1)
+	if ref := r.callTool(2, toolRead); ref != nil {
+		t.Fatalf("allowed call refused: %+v", ref)
+	}
+	if p := r.auth.Pending(); len(p) != 0 {
+		t.Fatalf("an allowed call raised %d approval requests", len(p))
+	}
+
+	pol.set(toolRead, policyApprove)
+	r.sess.PolicyChanged()
+	r.agent.request(3, "tools/call", callParams(toolRead, 3, ""))
+	req := r.pendingFor(10 * time.Second)
+	if req.Card.Tool != toolRead {
+		t.Fatalf("approval request for %q, want %q", req.Card.Tool, toolRead)
+	}
+	if err := r.auth.Decide(req.ID, authz.Decision{Choice: authz.ApproveRun}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ref := refusal(t, r.agent.wait(3, 10*time.Second)); ref != nil {
+		t.Fatalf("approved call refused: %+v", ref)
+	}
+	// The grant for the run serves the next call without asking.
+	if ref := r.callTool(4, toolRead); ref != nil {
+		t.Errorf("call under the grant refused: %+v", ref)
+	}
+	if p := r.auth.Pending(); len(p) != 0 {
+		t.Errorf("a call under a grant raised %d approval requests", len(p))
+	}
+	// Deny wins over the grant.
+	pol.set(toolRead, policyDeny)
+	if ref := r.callTool(5, toolRead); ref == nil || ref.Error != ApprovalDenied {
+		t.Errorf("denied tool with a grant: refusal %+v, want %s", ref, ApprovalDenied)
+	}
+	if n := len(r.agent.notifications(methodToolsChanged)); n != 0 {
+		t.Errorf("%d list_changed before PolicyChanged was called, want none", n)
+	}
+	r.sess.PolicyChanged()
+	r.waitListChanged(1)
+	if n := r.forwarded(toolRead); n != 3 {
+		t.Errorf("%s reached the server %d times, want 3", toolRead, n)
+	}
+}
+
+// TestPolicyChangeDuringRefresh: a deny that lands while a new epoch's
+// catalog is fetched (no PolicyChanged can see it: the epoch has no catalog
+// yet) is announced once the catalog is in, although its revision is the
+// one the agent has.
+func TestPolicyChangeDuringRefresh(t *testing.T) {
+	pol := &policies{m: map[string]string{toolRead: policyAllow}}
+	r := newPolicyRig(t, pol)
+	defer r.close()
+	r.handshake()
+	r.listedTools(1)
+	pol.set(toolRead, policyDeny) // not announced: the refresh must see it
+	r.sess.Replace("test restart")
+	r.waitState(StateReady, 10*time.Second)
+	r.waitListChanged(1)
+	if got := r.listedTools(2); !slices.Equal(got, []string{toolWrite}) {
+		t.Errorf("tools/list %v, want only %s", got, toolWrite)
+	}
+}
+
+// TestPolicyDenyWhileWaitingForApproval: a call that waits for a person
+// when its tool becomes denied is refused even if the person then
+// approves it: deny wins, and the call never reaches the server.
+func TestPolicyDenyWhileWaitingForApproval(t *testing.T) {
+	pol := &policies{m: map[string]string{}}
+	r := newPolicyRig(t, pol)
+	defer r.close()
+	r.handshake()
+	r.listedTools(1)
+	r.agent.request(2, "tools/call", callParams(toolRead, 2, ""))
+	req := r.pendingFor(10 * time.Second)
+	pol.set(toolRead, policyDeny)
+	if err := r.auth.Decide(req.ID, authz.Decision{Choice: authz.ApproveRun}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ref := refusal(t, r.agent.wait(2, 10*time.Second)); ref == nil || ref.Error != ApprovalDenied {
+		t.Errorf("call approved after its tool was denied: refusal %+v, want %s", ref, ApprovalDenied)
+	}
+	if n := r.forwarded(toolRead); n != 0 {
+		t.Errorf("%s reached the server %d times, want 0", toolRead, n)
+	}
+}
+
+// TestLaunchCommandNotFoundSaysFixTheConfig: when the configured command
+// does not exist, a restart would fail the same way, so the refusal tells
+// the agent to have the configuration corrected, not to restart.
+func TestLaunchCommandNotFoundSaysFixTheConfig(t *testing.T) {
+	r := newRig(t, rigOptions{launchFails: true})
+	defer r.close()
+	r.agent.request(1, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}})
+	_, ref := refusal(t, r.agent.wait(1, 10*time.Second))
+	if ref == nil || ref.Error != ServerUnavailable {
+		t.Fatalf("initialize after a failed launch: refusal %+v, want %s", ref, ServerUnavailable)
+	}
+	if !strings.Contains(ref.Reason, "command not found") || !strings.Contains(ref.Retry, "correct the command of fake") || strings.Contains(ref.Retry, "restart") {
+		t.Errorf("reason %q, retry %q: want the missing command named and a fix of the configuration asked for", ref.Reason, ref.Retry)
+	}
+}

@@ -1,0 +1,504 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/mcpwire"
+	"github.com/portcullis/portcullis/core/supervisor"
+)
+
+// scriptProc is a server process the test drives line by line: it answers
+// initialize and tools/list itself (tool "t", and "slow") and hands every
+// other line it reads to the test, which writes whatever it likes back.
+type scriptProc struct {
+	inR, outR *io.PipeReader
+	inW, outW *io.PipeWriter
+	done      chan struct{}
+	once      sync.Once
+	wmu       sync.Mutex
+	got       chan json.RawMessage // lines the gateway wrote, handshake aside
+}
+
+var _ Process = (*scriptProc)(nil)
+
+func newScriptProc() *scriptProc {
+	p := &scriptProc{done: make(chan struct{}), got: make(chan json.RawMessage, 64)}
+	p.inR, p.inW = io.Pipe()
+	p.outR, p.outW = io.Pipe()
+	go p.serve()
+	return p
+}
+
+func (p *scriptProc) Pid() int                         { return 7777 }
+func (p *scriptProc) Stdin() io.WriteCloser            { return p.inW }
+func (p *scriptProc) Stdout() io.Reader                { return p.outR }
+func (p *scriptProc) Done() <-chan struct{}            { return p.done }
+func (p *scriptProc) Exit() supervisor.ExitInfo        { return supervisor.ExitInfo{} }
+func (p *scriptProc) StderrTail(maxLines int) []string { return nil }
+
+func (p *scriptProc) Stop(context.Context) error {
+	p.once.Do(func() {
+		p.inR.Close()
+		p.outW.Close()
+		close(p.done)
+	})
+	return nil
+}
+
+func (p *scriptProc) write(line string) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_, _ = p.outW.Write([]byte(line + "\n"))
+}
+
+func (p *scriptProc) serve() {
+	sc := bufio.NewScanner(p.inR)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	for sc.Scan() {
+		line := json.RawMessage(append([]byte(nil), sc.Bytes()...))
+		m, err := mcpwire.Parse(line)
+		if err == nil && m.Kind == mcpwire.KindRequest {
+			switch m.Method {
+			case methodInitialize:
+				b, _ := mcpwire.NewResult(m.ID, json.RawMessage(`{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"script","version":"1"}}`))
+				p.write(string(b))
+				continue
+			case methodToolsList:
+				b, _ := mcpwire.NewResult(m.ID, json.RawMessage(`{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`))
+				p.write(string(b))
+				continue
+			}
+		}
+		if err == nil && m.Kind == mcpwire.KindNotification && m.Method == methodInitialized {
+			continue
+		}
+		p.got <- line
+	}
+}
+
+// next returns the next line the gateway wrote to the process.
+func (p *scriptProc) next(t *testing.T) json.RawMessage {
+	t.Helper()
+	select {
+	case l := <-p.got:
+		return l
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server received nothing within 5 s")
+	}
+	return nil
+}
+
+// quiet fails t when the gateway writes anything to the process within d.
+func (p *scriptProc) quiet(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case l := <-p.got:
+		t.Fatalf("the server received %.200s", l)
+	case <-time.After(d):
+	}
+}
+
+// lineAgent is the agent side of a Session that keeps every line it gets,
+// in order.
+type lineAgent struct {
+	t     *testing.T
+	inW   *io.PipeWriter
+	mu    sync.Mutex
+	lines []json.RawMessage // guarded by mu
+}
+
+func (a *lineAgent) send(line string) {
+	a.t.Helper()
+	if _, err := a.inW.Write([]byte(line + "\n")); err != nil {
+		a.t.Fatalf("writing to the gateway: %v", err)
+	}
+}
+
+// answers returns the responses with the raw id, in order.
+func (a *lineAgent) answers(id string) []json.RawMessage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []json.RawMessage
+	for _, l := range a.lines {
+		if string(mcpwire.GetPath(l, "id")) == id && mcpwire.GetPath(l, "method") == nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// wait returns the n-th (from 1) response with the raw id, failing after 5 s.
+func (a *lineAgent) wait(id string, n int) json.RawMessage {
+	a.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if got := a.answers(id); len(got) >= n {
+			return got[n-1]
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("no answer %d to id %s within 5 s; got %d", n, id, len(a.answers(id)))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitRequest returns the next request from the server (method set, id set).
+func (a *lineAgent) waitRequest(method string) json.RawMessage {
+	a.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a.mu.Lock()
+		for _, l := range a.lines {
+			var m string
+			_ = json.Unmarshal(mcpwire.GetPath(l, "method"), &m)
+			if m == method && mcpwire.GetPath(l, "id") != nil {
+				a.mu.Unlock()
+				return l
+			}
+		}
+		a.mu.Unlock()
+		if time.Now().After(deadline) {
+			a.t.Fatalf("no %s request from the server within 5 s", method)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// scriptRig is a Session over one scriptProc, every tool allowed.
+type scriptRig struct {
+	sess   *Session
+	proc   *scriptProc
+	agent  *lineAgent
+	served chan error
+}
+
+func newScriptRig(t *testing.T, maxMessage int, holdTimeout time.Duration) *scriptRig {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gateway-route-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 50 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	cats, err := catalog.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &scriptRig{proc: newScriptProc(), served: make(chan error, 1)}
+	r.sess = New(Options{
+		RunID: "RUN", Label: "script",
+		Launch: func(context.Context) (*Epoch, error) {
+			return &Epoch{ID: "E1", Proc: r.proc}, nil
+		},
+		Catalog: cats, Policy: func(string) string { return "allow" },
+		MaxMessage: maxMessage, StartupTimeout: 5 * time.Second, HoldTimeout: holdTimeout,
+	})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	r.agent = &lineAgent{t: t, inW: inW}
+	go func() {
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(make([]byte, 64<<10), 8<<20)
+		for sc.Scan() {
+			r.agent.mu.Lock()
+			r.agent.lines = append(r.agent.lines, append(json.RawMessage(nil), sc.Bytes()...))
+			r.agent.mu.Unlock()
+		}
+	}()
+	go func() { r.served <- r.sess.Serve(context.Background(), inR, outW) }()
+	t.Cleanup(func() {
+		inW.Close()
+		select {
+		case <-r.served:
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return")
+		}
+		_ = r.proc.Stop(context.Background())
+		outR.Close()
+	})
+	return r
+}
+
+// handshake runs initialize (id 1) and waits for the catalog.
+func (r *scriptRig) handshake(t *testing.T) {
+	t.Helper()
+	r.agent.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+	r.agent.wait("1", 1)
+	r.agent.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for st := r.sess.Status(); st.State != StateReady || st.CatalogRevision == 0; st = r.sess.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s, want ready", st.State)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// wireError decodes the error of a response line.
+func wireError(t *testing.T, line json.RawMessage) (code int, message string, data *Refusal) {
+	t.Helper()
+	var e struct {
+		Code    int      `json:"code"`
+		Message string   `json:"message"`
+		Data    *Refusal `json:"data"`
+	}
+	raw := mcpwire.GetPath(line, "error")
+	if raw == nil || json.Unmarshal(raw, &e) != nil {
+		t.Fatalf("want an error response, got %.300s", line)
+	}
+	return e.Code, e.Message, e.Data
+}
+
+// TestOversizedIDLast: a line over the limit whose "id" comes after
+// everything else (as the TypeScript SDK writes it) still fails only its own
+// request, in each direction; a server's oversized request is never taken
+// for the answer to a call that has the same id; what cannot be answered is
+// kept in the diagnostics.
+func TestOversizedIDLast(t *testing.T) {
+	const limit = 64 << 10
+	pad := strings.Repeat(`{"id":0,"s":"\"id\":1"},`, 8000) // ~190 KB, decoy ids included
+	r := newScriptRig(t, limit, 5*time.Second)
+	r.handshake(t)
+
+	// Agent → server: refused with message_too_large for the agent's id.
+	r.agent.send(`{"method":"tools/call","params":{"name":"t","arguments":{"a":[` + pad + `{}]}},"jsonrpc":"2.0","id":"big-1"}`)
+	code, _, ref := wireError(t, r.agent.wait(`"big-1"`, 1))
+	if code != -31040 || ref.Error != MessageTooLarge || ref.Limit != limit {
+		t.Errorf("oversized call: code %d, %+v; want -31040 message_too_large with limit %d", code, ref, limit)
+	}
+	r.proc.quiet(t, 100*time.Millisecond)
+
+	// Server → agent: the answer to a call in flight, id last.
+	r.agent.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}`)
+	call := r.proc.next(t)
+	gid := string(mcpwire.GetPath(call, "id"))
+	r.proc.write(`{"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 2*limit) + `"}],"id":99},"jsonrpc":"2.0","id":` + gid + `}`)
+	code, _, ref = wireError(t, r.agent.wait("7", 1))
+	if code != -31040 || ref.Error != MessageTooLarge || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != "E1" {
+		t.Errorf("oversized answer: code %d, %+v; want -31040 message_too_large naming tools/call and E1", code, ref)
+	}
+
+	// The server's own oversized request, whose id happens to equal the
+	// gateway id of a call in flight: answered to the server, never taken
+	// for the call's answer.
+	r.agent.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t"}}`)
+	call = r.proc.next(t)
+	gid = string(mcpwire.GetPath(call, "id"))
+	r.proc.write(`{"method":"sampling/createMessage","params":{"messages":[` + pad + `{}]},"jsonrpc":"2.0","id":` + gid + `}`)
+	back := r.proc.next(t)
+	if string(mcpwire.GetPath(back, "id")) != gid || mcpwire.GetPath(back, "error", "code") == nil || string(mcpwire.GetPath(back, "error", "code")) != "-31040" {
+		t.Errorf("the server's oversized request was answered %.300s, want error -31040 with id %s", back, gid)
+	}
+	if got := r.agent.answers("8"); len(got) != 0 {
+		t.Fatalf("call 8 was answered by the server's request: %.300s", got[0])
+	}
+	r.proc.write(`{"jsonrpc":"2.0","id":` + gid + `,"result":{"content":[{"type":"text","text":"fine"}]}}`)
+	if got := r.agent.wait("8", 1); mcpwire.GetPath(got, "result") == nil {
+		t.Errorf("call 8 answered %.300s, want its result", got)
+	}
+
+	// A notification and an answer without id: dropped, with a trace.
+	r.proc.write(`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":[` + pad + `{}]}}`)
+	r.proc.write(`{"jsonrpc":"2.0","result":{"data":[` + pad + `{}]}}`)
+	r.proc.write(`{"jsonrpc":"2.0","result":{"data":[` + pad + `{}]},"id":12345}`)
+
+	// Agent → server: the agent's oversized answer to a server request
+	// answers that request to the server with an error.
+	r.proc.write(`{"jsonrpc":"2.0","id":"srv-1","method":"roots/list"}`)
+	req := r.agent.waitRequest("roots/list")
+	aid := string(mcpwire.GetPath(req, "id"))
+	r.agent.send(`{"result":{"roots":[` + pad + `{}]},"jsonrpc":"2.0","id":` + aid + `}`)
+	back = r.proc.next(t)
+	if string(mcpwire.GetPath(back, "id")) != `"srv-1"` || string(mcpwire.GetPath(back, "error", "code")) != "-31040" {
+		t.Errorf("the server's roots/list was answered %.300s, want error -31040 with id \"srv-1\"", back)
+	}
+
+	deadline := time.Now().Add(5 * time.Second)
+	want := []string{`"sampling/createMessage" request (id ` + gid + `), answered with message_too_large`, `"notifications/message" notification`, "it has no id that could be read", "its id 12345 names no request in flight"}
+	for {
+		diags := r.sess.Status().Diagnostics
+		missing := ""
+		for _, w := range want {
+			if !slices.ContainsFunc(diags, func(d string) bool { return strings.Contains(d, w) }) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("diagnostics %q do not mention %q", diags, missing)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := r.sess.Status(); st.State != StateReady || st.InFlight != 0 {
+		t.Errorf("session %s with %d in flight, want ready and none", st.State, st.InFlight)
+	}
+}
+
+// TestToolsCallInvalidParams: a tools/call whose params do not name a tool
+// is -32602 Invalid params (JSON-RPC 2.0 section 5.1), not catalog_stale; a
+// well-formed name absent from the revision the agent holds stays
+// catalog_stale.
+func TestToolsCallInvalidParams(t *testing.T) {
+	r := newScriptRig(t, 0, 5*time.Second)
+	r.handshake(t)
+	tests := []struct{ params, why string }{
+		{``, "params is missing"},
+		{`,"params":[1]`, "params is not an object"},
+		{`,"params":{}`, "params.name is missing"},
+		{`,"params":{"arguments":{}}`, "params.name is missing"},
+		{`,"params":{"name":5}`, "params.name is not a string"},
+		{`,"params":{"name":null}`, "params.name is not a string"},
+		{`,"params":{"name":["t"]}`, "params.name is not a string"},
+		{`,"params":{"name":""}`, "params.name is empty"},
+	}
+	for i, tt := range tests {
+		id := fmt.Sprint(100 + i)
+		r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call"` + tt.params + `}`)
+		code, msg, _ := wireError(t, r.agent.wait(id, 1))
+		if code != -32602 || !strings.Contains(msg, "tools/call needs params.name, a string") || !strings.Contains(msg, tt.why) {
+			t.Errorf("params %s: code %d %q, want -32602 naming params.name and %q", tt.params, code, msg, tt.why)
+		}
+	}
+	r.proc.quiet(t, 50*time.Millisecond)
+
+	// Before tools/list the agent holds no revision: a name not in the
+	// catalog is catalog_stale, as before.
+	r.agent.send(`{"jsonrpc":"2.0","id":200,"method":"tools/call","params":{"name":"nope"}}`)
+	code, _, ref := wireError(t, r.agent.wait("200", 1))
+	if code != CatalogStale.Code() || ref.Error != CatalogStale || ref.Tool != "nope" {
+		t.Errorf("unknown tool: code %d %+v, want catalog_stale", code, ref)
+	}
+	// A good call still goes through.
+	r.agent.send(`{"jsonrpc":"2.0","id":201,"method":"tools/call","params":{"name":"t"}}`)
+	call := r.proc.next(t)
+	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
+	if got := r.agent.wait("201", 1); mcpwire.GetPath(got, "result") == nil {
+		t.Errorf("good call answered %.300s", got)
+	}
+}
+
+// TestDuplicateIDInFlight: a request whose id equals that of a request of
+// the agent still in flight is refused with -32600 and that id, and the
+// first request goes on: its answer comes back once. Ids compare as
+// written: 60 and "60" differ. Once answered, an id may be used again.
+func TestDuplicateIDInFlight(t *testing.T) {
+	r := newScriptRig(t, 0, 5*time.Second)
+	r.handshake(t)
+
+	r.agent.send(`{"jsonrpc":"2.0","id":60,"method":"tools/call","params":{"name":"t","arguments":{"first":true}}}`)
+	first := r.proc.next(t)
+	for _, dup := range []string{
+		`{"jsonrpc":"2.0","id":60,"method":"tools/call","params":{"name":"t","arguments":{"second":true}}}`,
+		`{"jsonrpc":"2.0","id":60,"method":"ping"}`,
+		`{"jsonrpc":"2.0","method":"tools/list","id": 60 }`,
+	} {
+		n := len(r.agent.answers("60"))
+		r.agent.send(dup)
+		code, msg, _ := wireError(t, r.agent.wait("60", n+1))
+		if code != -32600 || !strings.Contains(msg, "request id 60 is already in use by a request in flight") {
+			t.Errorf("%s: code %d %q, want -32600 naming id 60", dup, code, msg)
+		}
+	}
+	r.proc.quiet(t, 50*time.Millisecond)
+
+	// "60" is another id.
+	r.agent.send(`{"jsonrpc":"2.0","id":"60","method":"tools/call","params":{"name":"t"}}`)
+	other := r.proc.next(t)
+	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(other, "id")) + `,"result":{"content":[{"type":"text","text":"string"}]}}`)
+	if got := r.agent.wait(`"60"`, 1); mcpwire.GetPath(got, "result") == nil {
+		t.Errorf(`call "60" answered %.300s`, got)
+	}
+
+	// The first call's answer reaches the agent once, with its id.
+	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(first, "id")) + `,"result":{"content":[{"type":"text","text":"first"}]}}`)
+	got := r.agent.wait("60", 4)
+	if !strings.Contains(string(got), `"text":"first"`) {
+		t.Errorf("call 60 answered %.300s, want its result", got)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := len(r.agent.answers("60")); n != 4 {
+		t.Errorf("id 60 answered %d times, want 3 refusals and 1 result", n)
+	}
+
+	// Answered: the id is free again.
+	r.agent.send(`{"jsonrpc":"2.0","id":60,"method":"ping"}`)
+	if got := r.agent.wait("60", 5); mcpwire.GetPath(got, "result") == nil {
+		t.Errorf("ping 60 after the answer: %.300s", got)
+	}
+}
+
+// TestDuplicateIDWhileHeld: requests held at the closed gate (the first
+// launch, here) are in flight too.
+func TestDuplicateIDWhileHeld(t *testing.T) {
+	dir := t.TempDir()
+	cats, err := catalog.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := newScriptProc()
+	release := make(chan struct{})
+	sess := New(Options{
+		RunID: "RUN", Label: "script",
+		Launch: func(context.Context) (*Epoch, error) {
+			<-release
+			return &Epoch{ID: "E1", Proc: proc}, nil
+		},
+		Catalog: cats, Policy: func(string) string { return "allow" },
+		StartupTimeout: 5 * time.Second, HoldTimeout: 5 * time.Second,
+	})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	a := &lineAgent{t: t, inW: inW}
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			a.mu.Lock()
+			a.lines = append(a.lines, append(json.RawMessage(nil), sc.Bytes()...))
+			a.mu.Unlock()
+		}
+	}()
+	served := make(chan error, 1)
+	go func() { served <- sess.Serve(context.Background(), inR, outW) }()
+	var releaseOnce sync.Once
+	defer func() {
+		releaseOnce.Do(func() { close(release) })
+		inW.Close()
+		select {
+		case <-served:
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return")
+		}
+		_ = proc.Stop(context.Background())
+		outR.Close()
+	}()
+
+	a.send(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+	a.send(`{"jsonrpc":"2.0","id":"i","method":"ping"}`)
+	code, msg, _ := wireError(t, a.wait(`"i"`, 1))
+	if code != -32600 || !strings.Contains(msg, `request id "i" is already in use`) {
+		t.Errorf("ping reusing the held initialize's id: code %d %q, want -32600", code, msg)
+	}
+	releaseOnce.Do(func() { close(release) })
+	if got := a.wait(`"i"`, 2); mcpwire.GetPath(got, "result", "serverInfo") == nil {
+		t.Errorf("initialize answered %.300s, want its result", got)
+	}
+}

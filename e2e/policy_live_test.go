@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/internal/harness"
+)
+
+// TestPolicyLive: a tool policy changed with `portcullis servers policy`
+// while an agent run is connected takes effect in that run, by itself: a
+// tool set to deny is announced with tools/list_changed (in the form of the
+// agent's protocol era), disappears from tools/list and is refused without
+// reaching the server; a tool tightened from allow to approve asks a person
+// at its next call, and the list does not change; a config.json broken by
+// hand changes nothing; set back to allow, the tool is announced, listed
+// and served again.
+func TestPolicyLive(t *testing.T) {
+	for _, era := range []struct{ name, version string }{
+		{"legacy", "2025-06-18"},
+		{"modern", ""}, // the go-sdk's default, 2026-07-28
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			h := newHome(t)
+			callLog := filepath.Join(t.TempDir(), "calls.jsonl")
+			if err := h.AddServer(testContext(t, 30*time.Second), "echo", []string{"--env", "ECHO_CALL_LOG=" + callLog}, echoBin); err != nil {
+				t.Fatal(err)
+			}
+			allowTools(t, h, "echo", "echo", "add")
+			startDaemon(t, h)
+			a := connectListChanged(t, h, "echo", era.version)
+
+			if got := listedNames(t, a.Session); !slices.Contains(got, "echo") || !slices.Contains(got, "add") {
+				t.Fatalf("tools/list %v lacks echo or add", got)
+			}
+			if got := callText(t, a.Session, "echo", map[string]any{"message": "before"}); got != "before" {
+				t.Fatalf("echo answered %q", got)
+			}
+
+			// deny: announced, hidden, refused, never forwarded.
+			out := policyCLI(t, h, "echo", "deny")
+			if !strings.Contains(out, "in force at once") {
+				t.Errorf("servers policy printed %q, want it to say the policy is in force at once", out)
+			}
+			a.waitListChanged(t, 1, 20*time.Second)
+			if got := listedNames(t, a.Session); slices.Contains(got, "echo") || !slices.Contains(got, "add") {
+				t.Errorf("tools/list after deny %v: want add and not echo", got)
+			}
+			expectDenied(t, a.Session, "after deny")
+			if n := echoCalls(t, callLog); n != 1 {
+				t.Errorf("the server received %d echo calls, want 1 (before the deny)", n)
+			}
+
+			// allow → approve: the next call waits for a person; the list
+			// the agent sees is the same, so nothing is announced.
+			policyCLI(t, h, "add", "approve")
+			pending := asyncCall(t, a.Session, "add", map[string]any{"a": 1, "b": 2})
+			req := waitApproval(t, h, "add after allow → approve", forTool("add", ""))
+			decideCLI(t, h, "deny", req.ID)
+			if r := await(t, pending); r.err == nil {
+				t.Errorf("add, tightened to approve and denied by the person, was served: %+v", r.res)
+			} else if _, ref := refusalOf(t, r.err); ref.Error != gateway.ApprovalDenied {
+				t.Errorf("add refused with %s, want %s", ref.Error, gateway.ApprovalDenied)
+			}
+			if n := a.listChanged(); n != 1 {
+				t.Errorf("%d list_changed after allow → approve, want still 1", n)
+			}
+
+			// A config.json broken by hand, one that would allow echo if it
+			// parsed: the daemon reads it, reports it and keeps the policy.
+			good, err := os.ReadFile(h.ConfigFile())
+			if err != nil {
+				t.Fatal(err)
+			}
+			broken := bytes.ReplaceAll(good, []byte(`"deny"`), []byte(`"allow"`))
+			broken = bytes.Replace(broken, []byte(`"mcpServers": {`), []byte(`"mcpServers": {,`), 1)
+			if bytes.Equal(broken, good) || !bytes.Contains(good, []byte(`"deny"`)) {
+				t.Fatalf("nothing to break in:\n%s", good)
+			}
+			if err := os.WriteFile(h.ConfigFile(), broken, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			waitConfigError(t, h)
+			expectDenied(t, a.Session, "with a broken config.json")
+			if got := listedNames(t, a.Session); slices.Contains(got, "echo") {
+				t.Errorf("tools/list with a broken config.json shows echo: %v", got)
+			}
+			if n := a.listChanged(); n != 1 {
+				t.Errorf("%d list_changed after config.json broke, want still 1", n)
+			}
+
+			// Repaired, then allowed again: announced, listed, served.
+			if err := os.WriteFile(h.ConfigFile(), good, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			policyCLI(t, h, "echo", "allow")
+			a.waitListChanged(t, 2, 20*time.Second)
+			if got := listedNames(t, a.Session); !slices.Contains(got, "echo") {
+				t.Errorf("tools/list after allow %v lacks echo", got)
+			}
+			if got := callText(t, a.Session, "echo", map[string]any{"message": "after"}); got != "after" {
+				t.Errorf("echo answered %q", got)
+			}
+			if n := echoCalls(t, callLog); n != 2 {
+				t.Errorf("the server received %d echo calls, want 2", n)
+			}
+			if n := a.listChanged(); n != 2 {
+				t.Errorf("%d list_changed in all, want 2", n)
+			}
+		})
+	}
+}
+
+// policyCLI runs `portcullis servers policy echo TOOL POLICY` and returns
+// what it printed.
+func policyCLI(t *testing.T, h *harness.Home, tool, policy string) string {
+	t.Helper()
+	r, err := h.Run(testContext(t, 30*time.Second), "servers", "policy", "echo", tool, policy)
+	if err != nil {
+		t.Fatalf("servers policy echo %s %s: %v", tool, policy, err)
+	}
+	return r.Stdout
+}
+
+// listedNames returns the names in the agent's tools/list, sorted.
+func listedNames(t *testing.T, s *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := s.ListTools(testContext(t, 30*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tl := range res.Tools {
+		out = append(out, tl.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// expectDenied calls echo and wants it refused by the deny policy.
+func expectDenied(t *testing.T, s *mcp.ClientSession, when string) {
+	t.Helper()
+	res, err := s.CallTool(testContext(t, 30*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "denied"}})
+	if err == nil {
+		t.Errorf("%s: echo was served: %s", when, resultText(res))
+		return
+	}
+	if _, ref := refusalOf(t, err); ref.Error != gateway.ApprovalDenied || !strings.Contains(ref.Reason, "policy") {
+		t.Errorf("%s: echo refused with %s (%s), want %s by the policy", when, ref.Error, ref.Reason, gateway.ApprovalDenied)
+	}
+}
+
+// echoCalls counts the echo calls in the echo server's call log.
+func echoCalls(t *testing.T, path string) int {
+	t.Helper()
+	n := 0
+	for _, c := range readCallLog(t, path) {
+		if c.Tool == "echo" {
+			n++
+		}
+	}
+	return n
+}
+
+// waitConfigError polls `portcullis status` until it reports the broken
+// configuration file, failing t after 20 s.
+func waitConfigError(t *testing.T, h *harness.Home) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rep, err := h.Status(testContext(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.ConfigError != "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("status reported no configError within 20 s of config.json breaking")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

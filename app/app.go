@@ -52,15 +52,17 @@ Usage:
   portcullis                         menu-bar app (daemon + UI)
   portcullis daemon                  the same daemon without UI
   portcullis connect LABEL           stdio shim an agent launches instead of the server
-  portcullis servers list|show|add|remove
+  portcullis servers list|show|add|remove|policy|cred
                                      add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P]
                                          [--restart on-change|manual] -- CMD ARGS…
+                                     policy LABEL TOOL allow|approve|deny
+                                     cred LABEL add|remove SCOPE
   portcullis status [--json]         per agent run: label, state, epoch, pid, digests
   portcullis creds set|list|remove   set SCOPE [--env VAR|--meta] [--ask-every-use]  (secret from stdin)
   portcullis approvals [--json]      pending approval requests, with their cards
   portcullis approve ID [--once]     approve for this agent run (or one call); portcullis deny ID
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
-  portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]
+  portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]   [--json]
                                      catalog revisions and their classified diff
   portcullis audit tail [--json] [-n N] [-f] | verify [--json] | sessions|activity [--server L] [--run R] [--json]
                                      the hash-chained audit log
@@ -201,16 +203,23 @@ func (a *App) runDaemon(ctx context.Context, args []string) error {
 	log := a.logger("daemon")
 	d, err := a.newDaemon(log)
 	if err != nil {
-		return configError(err)
+		return configError(err, againDaemon)
 	}
 	return d.Serve(ctx)
 }
 
+// What to do once an invalid configuration file is fixed, per command.
+const (
+	againDaemon  = "start the daemon again"
+	againConnect = "reconnect the agent"
+	againCommand = "run the command again"
+)
+
 // configError words a configuration failure for a person: the file, the
-// line and column, and what to do.
-func configError(err error) error {
+// line and column, and what to do (again: "run the command again"…).
+func configError(err error, again string) error {
 	if errors.Is(err, config.ErrInvalid) {
-		return fmt.Errorf("%w\nThe configuration file was not changed; fix it (or restore the .last-good copy beside it) and start again", err)
+		return fmt.Errorf("%w\nThe configuration file was not changed; fix it (or restore the .last-good copy beside it) and %s", err, again)
 	}
 	return err
 }
@@ -233,7 +242,7 @@ func (a *App) runConnect(ctx context.Context, args []string) error {
 			// A daemon would refuse this configuration: say why now rather
 			// than after the start-up wait.
 			if _, err := config.Load(a.Dirs.ConfigFile()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
-				return configError(err)
+				return configError(err, againConnect)
 			}
 			if err := a.Dirs.Ensure(); err != nil {
 				return err

@@ -40,9 +40,23 @@ func (a *App) runApprovals(args []string) error {
 		for _, l := range r.Card.Lines() {
 			fmt.Fprintf(a.Stdout, "  %s\n", l)
 		}
-		fmt.Fprintf(a.Stdout, "  → portcullis approve %s [--tools a,b]   |   portcullis approve %s --once   |   portcullis deny %s\n\n", r.ID, r.ID, r.ID)
+		fmt.Fprintf(a.Stdout, "  → %s\n\n", decideHint(r))
 	}
 	return nil
+}
+
+// decideHint is the line under a card that says how to answer it: --tools
+// only when the card has tools to narrow, and what --once means for it.
+func decideHint(r authz.Request) string {
+	run := "portcullis approve " + r.ID
+	if len(r.Card.ToolScope) > 1 {
+		run += " [--tools a,b]"
+	}
+	once := "portcullis approve " + r.ID + " --once"
+	if r.Card.Identity != "" {
+		once += " (this launch only)"
+	}
+	return run + "   |   " + once + "   |   portcullis deny " + r.ID
 }
 
 // runDecide answers one approval request: approve (for the agent run, or
@@ -103,8 +117,12 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		fmt.Fprintf(a.Stdout, "Approved %s: this build of %s may receive %s.\n", id, req.Card.ServerLabel, strings.Join(req.Card.CredentialScope, ", "))
 	case choice == authz.ApproveRun:
 		fmt.Fprintf(a.Stdout, "Approved %s for this agent run and epoch %s: %s.\n", id, req.Card.CurrentEpoch, strings.Join(granted, ", "))
-	case choice == authz.ApproveOnce:
+	case choice == authz.ApproveOnce && req.Card.Identity != "":
+		fmt.Fprintf(a.Stdout, "Approved %s once: this launch of %s may receive %s; a later launch asks again.\n", id, req.Card.ServerLabel, strings.Join(req.Card.CredentialScope, ", "))
+	case choice == authz.ApproveOnce && req.Card.Tool != "":
 		fmt.Fprintf(a.Stdout, "Approved %s for one call of %s.\n", id, req.Card.Tool)
+	case choice == authz.ApproveOnce:
+		fmt.Fprintf(a.Stdout, "Approved %s for one call.\n", id)
 	default:
 		fmt.Fprintf(a.Stdout, "Denied %s.\n", id)
 	}

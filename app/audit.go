@@ -202,13 +202,14 @@ func shortID(id string) string {
 }
 
 // eventLine renders one event for a person, on one line: UTC time with
-// milliseconds, #seq, type, then the event's key fields as key=value (server,
+// milliseconds, #seq (padded), type, then the event's key fields as key=value (server,
 // run, epoch as its last 8 characters, tool, decision or reason…).
 func eventLine(e audit.Event) string {
 	var f eventFields
 	_ = e.DecodeFields(&f) // unknown or odd fields: show what decodes
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  #%d  %-20s", e.TS.UTC().Format("2006-01-02T15:04:05.000Z"), e.Seq, e.Type)
+	// #seq is padded so that the columns after it stay aligned up to #999999.
+	fmt.Fprintf(&b, "%s  %-7s  %-20s", e.TS.UTC().Format("2006-01-02T15:04:05.000Z"), "#"+strconv.FormatUint(e.Seq, 10), e.Type)
 	kv := func(k, v string) {
 		if v != "" {
 			fmt.Fprintf(&b, " %s=%s", k, quoteValue(v))

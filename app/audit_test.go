@@ -21,27 +21,27 @@ func TestEventLine(t *testing.T) {
 	}{
 		{audit.TypeToolCalled, audit.ToolCalled{Call: "c", AgentRun: run, ServerLabel: "inv", Epoch: epochA, CatalogRevision: 3,
 			Tool: "inventory_adjust", ArgsDigest: "sha256:x", ArgKeys: []string{"sku"}, Decision: "grant", Grant: "REQ"},
-			"2026-11-30T01:02:03.456Z  #7  tool_called          server=inv run=" + run + " epoch=S2AAAAAA tool=inventory_adjust decision=grant grant=REQ catalog=3"},
+			"2026-11-30T01:02:03.456Z  #7       tool_called          server=inv run=" + run + " epoch=S2AAAAAA tool=inventory_adjust decision=grant grant=REQ catalog=3"},
 		{audit.TypeServerReplaced, audit.ServerReplaced{ServerLabel: "inv", AgentRun: run, OldEpoch: epochA, NewEpoch: epochB, Reason: "build complete: dist changed"},
-			"2026-11-30T01:02:03.456Z  #7  server_replaced      server=inv run=" + run + ` epoch=S2AAAAAA->S2BBBBBB reason="build complete: dist changed"`},
+			"2026-11-30T01:02:03.456Z  #7       server_replaced      server=inv run=" + run + ` epoch=S2AAAAAA->S2BBBBBB reason="build complete: dist changed"`},
 		{audit.TypeAuthorizationDenied, audit.AuthorizationDenied{AgentRun: run, ServerLabel: "inv", Tool: "t", Reason: "authorization_stale", ApprovedEpoch: epochA, CurrentEpoch: epochB},
-			"2026-11-30T01:02:03.456Z  #7  authorization_denied server=inv run=" + run + " epoch=S2BBBBBB approvedEpoch=S2AAAAAA tool=t reason=authorization_stale"},
+			"2026-11-30T01:02:03.456Z  #7       authorization_denied server=inv run=" + run + " epoch=S2BBBBBB approvedEpoch=S2AAAAAA tool=t reason=authorization_stale"},
 		{audit.TypeToolCompleted, audit.ToolCompleted{Call: "c", AgentRun: run, ServerLabel: "inv", Epoch: epochB, Tool: "t", Outcome: "rpc_error", DurationMS: 1.25, Error: "boom"},
-			"2026-11-30T01:02:03.456Z  #7  tool_completed       server=inv run=" + run + " epoch=S2BBBBBB tool=t outcome=rpc_error ms=1.25 error=boom"},
+			"2026-11-30T01:02:03.456Z  #7       tool_completed       server=inv run=" + run + " epoch=S2BBBBBB tool=t outcome=rpc_error ms=1.25 error=boom"},
 		{audit.TypeServerExited, audit.ServerExited{ServerLabel: "inv", Epoch: epochA, PID: 42, ExitCode: -1, Signal: "killed"},
-			"2026-11-30T01:02:03.456Z  #7  server_exited        server=inv epoch=S2AAAAAA pid=42 signal=killed"},
+			"2026-11-30T01:02:03.456Z  #7       server_exited        server=inv epoch=S2AAAAAA pid=42 signal=killed"},
 		{audit.TypeServerExited, audit.ServerExited{ServerLabel: "inv", Epoch: epochA, PID: 42, ExitCode: 0},
-			"2026-11-30T01:02:03.456Z  #7  server_exited        server=inv epoch=S2AAAAAA pid=42 exit=0"},
+			"2026-11-30T01:02:03.456Z  #7       server_exited        server=inv epoch=S2AAAAAA pid=42 exit=0"},
 		{audit.TypeBuildDetected, audit.BuildDetected{ServerLabel: "inv", Epoch: epochA, Paths: []string{"dist/server.js"}, Digests: []string{"entry"}},
-			"2026-11-30T01:02:03.456Z  #7  build_detected       server=inv epoch=S2AAAAAA changed=entry paths=dist/server.js"},
+			"2026-11-30T01:02:03.456Z  #7       build_detected       server=inv epoch=S2AAAAAA changed=entry paths=dist/server.js"},
 		{audit.TypeCatalogRevised, audit.CatalogRevised{ServerLabel: "inv", Epoch: epochB, Revision: 2, Diff: audit.DiffSummary{Added: []string{"a"}, Changed: []string{"b", "c"}}},
-			"2026-11-30T01:02:03.456Z  #7  catalog_revised      server=inv epoch=S2BBBBBB revision=2 added=a changed=b,c"},
+			"2026-11-30T01:02:03.456Z  #7       catalog_revised      server=inv epoch=S2BBBBBB revision=2 added=a changed=b,c"},
 		{audit.TypeApprovalGranted, audit.ApprovalGranted{Request: "R", AgentRun: run, ServerLabel: "inv", Epoch: epochA, ToolScope: []string{"x", "y"}, ExpiresWhen: "agent-run-ends"},
-			"2026-11-30T01:02:03.456Z  #7  approval_granted     server=inv run=" + run + " epoch=S2AAAAAA request=R tools=x,y expires=agent-run-ends"},
+			"2026-11-30T01:02:03.456Z  #7       approval_granted     server=inv run=" + run + " epoch=S2AAAAAA request=R tools=x,y expires=agent-run-ends"},
 		{audit.TypeLogRecovered, audit.LogRecovered{File: "audit-000001.jsonl", Offset: 100, Length: 9, After: 6},
-			"2026-11-30T01:02:03.456Z  #7  log_recovered        file=audit-000001.jsonl offset=100 length=9 after=6"},
+			"2026-11-30T01:02:03.456Z  #7       log_recovered        file=audit-000001.jsonl offset=100 length=9 after=6"},
 		{"future_event", map[string]any{"serverLabel": "inv", "novel": true},
-			"2026-11-30T01:02:03.456Z  #7  future_event         server=inv"},
+			"2026-11-30T01:02:03.456Z  #7       future_event         server=inv"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.typ, func(t *testing.T) {
@@ -57,5 +57,27 @@ func TestEventLine(t *testing.T) {
 				t.Errorf("line break in %q", got)
 			}
 		})
+	}
+}
+
+// TestEventLineColumnsAligned: the type column starts at the same place for
+// one- and six-digit sequence numbers, and an approval request made before
+// its process started shows no epoch at all.
+func TestEventLineColumnsAligned(t *testing.T) {
+	ts := time.Date(2026, 11, 30, 1, 2, 3, 0, time.UTC)
+	b, err := json.Marshal(audit.ApprovalRequested{Request: "apr_1", AgentRun: "RUN", ServerLabel: "inv", CredentialScope: []string{"tok"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var col []int
+	for _, seq := range []uint64{1, 10, 999999} {
+		line := eventLine(audit.Event{Seq: seq, TS: ts, Type: audit.TypeApprovalRequested, Fields: b})
+		col = append(col, strings.Index(line, audit.TypeApprovalRequested))
+		if strings.Contains(line, "epoch=") {
+			t.Errorf("an approval without an epoch shows one: %q", line)
+		}
+	}
+	if col[0] != col[1] || col[1] != col[2] {
+		t.Errorf("the type column starts at %v, want one place", col)
 	}
 }

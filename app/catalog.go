@@ -3,11 +3,15 @@ package app
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 )
 
@@ -18,7 +22,8 @@ func (a *App) runRestart(args []string) error {
 		return usagef("restart needs exactly one server label")
 	}
 	label := args[0]
-	if cfg, err := a.loadConfig(); err == nil {
+	cfg, cfgErr := a.loadConfig()
+	if cfgErr == nil {
 		if _, ok := cfg.Servers[label]; !ok {
 			return fmt.Errorf("no server labelled %q is configured in %s", label, a.Dirs.ConfigFile())
 		}
@@ -31,23 +36,86 @@ func (a *App) runRestart(args []string) error {
 		Restarted int `json:"restarted"`
 	}
 	_ = json.Unmarshal(data, &n)
-	fmt.Fprintf(a.Stdout, "Restarting %s for %d agent run(s): each gets a new epoch and must be approved again (portcullis status).\n", label, n.Restarted)
+	if n.Restarted == 0 {
+		fmt.Fprintf(a.Stdout, "No agent run of %s is connected, so nothing was restarted; the next agent to connect starts it with the current configuration.\n", label)
+		return nil
+	}
+	fmt.Fprintf(a.Stdout, "Restarting %s for %d agent run(s): each gets a new epoch (portcullis status).\n", label, n.Restarted)
+	if cfgErr == nil {
+		fmt.Fprintln(a.Stdout, a.restartApprovals(cfg, label))
+	}
 	return nil
+}
+
+// restartApprovals says what a new epoch of label asks a person, as far as
+// the configuration and the latest stored catalog revision tell.
+func (a *App) restartApprovals(cfg *config.Config, label string) string {
+	srv := cfg.Servers[label]
+	var approve []string
+	known := false
+	if store, err := a.openCatalogs(); err == nil {
+		if cur, ok := store.Current(label); ok {
+			known = true
+			for _, name := range cur.Names() {
+				if srv.Policy(name) == config.PolicyApprove {
+					approve = append(approve, name)
+				}
+			}
+		}
+	}
+	var s string
+	switch {
+	case !known:
+		s = "Grants end with the old epoch: tools with policy approve (the default) ask for approval again at their next call."
+	case len(approve) == 0:
+		s = "Every tool of its latest catalog revision has policy allow or deny, so calls need no new approval."
+	default:
+		s = fmt.Sprintf("Grants end with the old epoch: %s (policy approve) ask for approval again at their next call.", strings.Join(approve, ", "))
+	}
+	if slices.ContainsFunc(srv.Credentials, func(scope string) bool { return cfg.Credentials[scope].Inject == config.InjectEnv }) {
+		s += " Its env credentials reach a relaunch of the same build without asking; a changed build waits for approval first."
+	}
+	return s
 }
 
 func (a *App) openCatalogs() (*catalog.Store, error) {
 	return catalog.OpenStore(filepath.Join(a.Dirs.State, "catalog"))
 }
 
-// runCatalog prints catalog revisions and diffs from the catalog store.
+const catalogUsage = "catalog needs a subcommand and a label: catalog show LABEL [REV] [--json] | catalog diff LABEL [FROM TO] [--json]"
+
+// runCatalog prints catalog revisions and diffs from the catalog store, as
+// text for a person or, with --json, as JSON.
 //
-//	portcullis catalog show LABEL [REV]
-//	portcullis catalog diff LABEL [FROM TO]   (default: previous → current)
+//	portcullis catalog show LABEL [REV] [--json]
+//	portcullis catalog diff LABEL [FROM TO] [--json]   (default: previous → current)
 func (a *App) runCatalog(args []string) error {
-	if len(args) < 2 {
-		return usagef("catalog needs a subcommand and a label: catalog show LABEL [REV] | catalog diff LABEL [FROM TO]")
+	if len(args) < 1 {
+		return usagef("%s", catalogUsage)
 	}
-	sub, label, rest := args[0], args[1], args[2:]
+	sub := args[0]
+	if sub != "show" && sub != "diff" {
+		return usagef("unknown catalog subcommand %q (show, diff)", sub)
+	}
+	fs := newFlags("catalog " + sub)
+	asJSON := fs.Bool("json", false, "")
+	// Flags may come anywhere: collect the words that are not flags.
+	var words []string
+	rest := args[1:]
+	for len(rest) > 0 {
+		if err := parseFlags(fs, rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		words = append(words, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(words) == 0 {
+		return usagef("%s", catalogUsage)
+	}
+	label, words := words[0], words[1:]
 	store, err := a.openCatalogs()
 	if err != nil {
 		return err
@@ -70,33 +138,190 @@ func (a *App) runCatalog(args []string) error {
 	switch sub {
 	case "show":
 		c, _ := store.Current(label)
-		if len(rest) == 1 {
-			if c, err = get(rest[0]); err != nil {
+		if len(words) == 1 {
+			if c, err = get(words[0]); err != nil {
 				return err
 			}
-		} else if len(rest) > 1 {
+		} else if len(words) > 1 {
 			return usagef("catalog show takes a label and at most one revision")
 		}
-		return writeJSON(a.Stdout, c)
-	case "diff":
+		if *asJSON {
+			return writeJSON(a.Stdout, c)
+		}
+		var srv *config.Server
+		if cfg, err := a.loadConfig(); err == nil {
+			if s, ok := cfg.Servers[label]; ok {
+				srv = &s
+			}
+		}
+		return writeCatalogText(a.Stdout, c, revs, srv)
+	default: // diff
 		var from, to catalog.Catalog
-		switch len(rest) {
+		switch len(words) {
 		case 0:
 			to, _ = store.Current(label)
 			if len(revs) > 1 {
 				from, _ = store.Get(label, revs[len(revs)-2])
 			}
 		case 2:
-			if from, err = get(rest[0]); err != nil {
+			if from, err = get(words[0]); err != nil {
 				return err
 			}
-			if to, err = get(rest[1]); err != nil {
+			if to, err = get(words[1]); err != nil {
 				return err
 			}
 		default:
 			return usagef("catalog diff takes a label and either no revision or two (FROM TO)")
 		}
-		return writeJSON(a.Stdout, catalog.Compare(from, to))
+		d := catalog.Compare(from, to)
+		if *asJSON {
+			return writeJSON(a.Stdout, d)
+		}
+		return writeDiffText(a.Stdout, label, d)
 	}
-	return usagef("unknown catalog subcommand %q (show, diff)", sub)
+}
+
+// writeCatalogText prints one catalog revision for a person: the revision,
+// then per tool its policy, hints, description and arguments.
+func writeCatalogText(w io.Writer, c catalog.Catalog, revs []uint64, srv *config.Server) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: catalog revision %d", c.Label, c.Revision)
+	if n := len(revs); n > 0 && revs[n-1] != c.Revision {
+		fmt.Fprintf(&b, " (the latest is %d)", revs[n-1])
+	} else {
+		b.WriteString(" (the latest)")
+	}
+	fmt.Fprintf(&b, ", %d tool(s)\n", len(c.Tools))
+	if !c.FetchedAt.IsZero() {
+		fmt.Fprintf(&b, "fetched %s from epoch %s\n", c.FetchedAt.UTC().Format("2006-01-02T15:04:05Z"), c.Epoch)
+	}
+	fmt.Fprintf(&b, "digest %s\n", c.Digest)
+	for _, t := range c.Tools {
+		var tool struct {
+			Title       string `json:"title"`
+			Description string `json:"description"`
+			InputSchema struct {
+				Properties map[string]struct {
+					Type    any   `json:"type"`
+					Enum    []any `json:"enum"`
+					Default any   `json:"default"`
+				} `json:"properties"`
+				Required []string `json:"required"`
+			} `json:"inputSchema"`
+			Annotations struct {
+				ReadOnly    *bool `json:"readOnlyHint"`
+				Destructive *bool `json:"destructiveHint"`
+				Idempotent  *bool `json:"idempotentHint"`
+				OpenWorld   *bool `json:"openWorldHint"`
+			} `json:"annotations"`
+		}
+		_ = json.Unmarshal(t.Raw, &tool)
+		fmt.Fprintf(&b, "\n%s", t.Name)
+		if tool.Title != "" && tool.Title != t.Name {
+			fmt.Fprintf(&b, " — %s", tool.Title)
+		}
+		b.WriteString("\n")
+		var facts []string
+		if srv != nil {
+			facts = append(facts, "policy "+srv.Policy(t.Name))
+		}
+		hint := func(p *bool, yes, no string) {
+			if p != nil && *p && yes != "" {
+				facts = append(facts, yes)
+			} else if p != nil && !*p && no != "" {
+				facts = append(facts, no)
+			}
+		}
+		hint(tool.Annotations.ReadOnly, "read-only hint", "")
+		hint(tool.Annotations.Destructive, "destructive hint", "not destructive (hint)")
+		hint(tool.Annotations.Idempotent, "idempotent hint", "")
+		hint(tool.Annotations.OpenWorld, "open-world hint", "")
+		if len(facts) > 0 {
+			fmt.Fprintf(&b, "  %s\n", strings.Join(facts, ", "))
+		}
+		if d := firstLine(tool.Description, 100); d != "" {
+			fmt.Fprintf(&b, "  %s\n", d)
+		}
+		names := make([]string, 0, len(tool.InputSchema.Properties))
+		for k := range tool.InputSchema.Properties {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			p := tool.InputSchema.Properties[k]
+			var parts []string
+			switch typ := p.Type.(type) {
+			case string:
+				parts = append(parts, typ)
+			case nil:
+			default: // a list of types
+				var names []string
+				if list, ok := typ.([]any); ok {
+					for _, x := range list {
+						names = append(names, fmt.Sprint(x))
+					}
+				}
+				if names != nil {
+					parts = append(parts, strings.Join(names, "|"))
+				} else {
+					parts = append(parts, compactJSON(typ))
+				}
+			}
+			if slices.Contains(tool.InputSchema.Required, k) {
+				parts = append(parts, "required")
+			}
+			if p.Enum != nil {
+				parts = append(parts, "one of "+compactJSON(p.Enum))
+			}
+			if p.Default != nil {
+				parts = append(parts, "default "+compactJSON(p.Default))
+			}
+			fmt.Fprintf(&b, "  · %s", k)
+			if len(parts) > 0 {
+				fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\nFull tool objects: add --json.\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeDiffText prints a catalog diff for a person: the revisions, then one
+// line per change with its severity, most severe first (as on the card).
+func writeDiffText(w io.Writer, label string, d catalog.Diff) error {
+	var b strings.Builder
+	if d.From == 0 {
+		fmt.Fprintf(&b, "%s: catalog revision %d is the first stored one; every tool counts as added\n", label, d.To)
+	} else {
+		fmt.Fprintf(&b, "%s: catalog revision %d → %d", label, d.From, d.To)
+		if m := d.MaxSeverity(); m != catalog.SeverityNone {
+			fmt.Fprintf(&b, " (most severe change: %s)", m)
+		}
+		b.WriteString("\n")
+	}
+	for _, l := range strings.Split(strings.TrimRight(d.Text(), "\n"), "\n") {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// firstLine returns the first line of s, cut to n characters.
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	s = strings.TrimSpace(s)
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func compactJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }

@@ -117,10 +117,10 @@ func (a *App) credsSet(args []string) error {
 	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
 		return fmt.Errorf("the secret of %s is stored, but recording the scope failed: %w", scope, err)
 	}
-	fmt.Fprintf(a.Stdout, "Stored the secret of %s in the credential store; %s in %s.\n",
-		scope, describeCredential(cred), a.Dirs.ConfigFile())
+	fmt.Fprintf(a.Stdout, "Stored the secret of %s in the credential store, and its settings in %s: %s.\n",
+		scope, a.Dirs.ConfigFile(), describeCredential(cred))
 	if users := serversUsing(cfg, scope); len(users) == 0 {
-		fmt.Fprintf(a.Stdout, "No server uses it yet: list %q under a server's \"credentials\" (portcullis servers add LABEL --cred %s -- …).\n", scope, scope)
+		fmt.Fprintf(a.Stdout, "No server uses it yet: give it to one with portcullis servers cred LABEL add %s (or --cred %s when adding a new server).\n", scope, scope)
 	} else {
 		fmt.Fprintf(a.Stdout, "Used by: %s. Running servers get it at their next approved launch.\n", strings.Join(users, ", "))
 	}
@@ -319,8 +319,8 @@ func (a *App) credsRemove(args []string) error {
 		return err
 	}
 	if users := serversUsing(cfg, scope); len(users) > 0 {
-		return fmt.Errorf("credential scope %s is still used by %s: remove it from their \"credentials\" in %s first; nothing was changed",
-			scope, strings.Join(users, ", "), a.Dirs.ConfigFile())
+		return fmt.Errorf("credential scope %s is still used by %s: take it away first with portcullis servers cred LABEL remove %s; nothing was changed",
+			scope, strings.Join(users, ", "), scope)
 	}
 	_, inConfig := cfg.Credentials[scope]
 	deleted := true

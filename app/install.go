@@ -11,6 +11,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/install"
+	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/platform"
 )
 
@@ -97,6 +98,11 @@ func (a *App) runInstallOp(_ context.Context, op string, args []string) error {
 		DryRun:     *dryRun,
 		Logger:     a.logger(op),
 	}
+	if home := os.Getenv(paths.EnvHome); home != "" {
+		// The agent launches `portcullis connect` without this shell's
+		// environment: the entry must carry the data directory itself.
+		opts.Home = filepath.Clean(home)
+	}
 	if plainEnv != nil {
 		opts.PlainEnv = splitList(*plainEnv)
 	}
@@ -121,7 +127,7 @@ func (a *App) runInstallOp(_ context.Context, op string, args []string) error {
 		}
 	}
 	if errors.Is(err, config.ErrInvalid) {
-		return configError(err)
+		return configError(err, againCommand)
 	}
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/install"
 )
 
@@ -28,14 +29,14 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 func (a *App) loadConfig() (*config.Config, error) {
 	cfg, err := config.Load(a.Dirs.ConfigFile())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, configError(err)
+		return nil, configError(err, againCommand)
 	}
 	return cfg, nil
 }
 
 func (a *App) runServers(args []string) error {
 	if len(args) == 0 {
-		return usagef("servers needs a subcommand: list, show, add or remove")
+		return usagef("servers needs a subcommand: list, show, add, remove, policy or cred")
 	}
 	switch args[0] {
 	case "list":
@@ -48,8 +49,10 @@ func (a *App) runServers(args []string) error {
 		return a.serversRemove(args[1:])
 	case "policy":
 		return a.serversPolicy(args[1:])
+	case "cred":
+		return a.serversCred(args[1:])
 	}
-	return usagef("unknown servers subcommand %q (list, show, add, remove, policy)", args[0])
+	return usagef("unknown servers subcommand %q (list, show, add, remove, policy, cred)", args[0])
 }
 
 func (a *App) serversList(args []string) error {
@@ -132,6 +135,10 @@ func (a *App) serversAdd(args []string) error {
 		}
 		s.Cwd = abs
 	}
+	notes, err := resolvePaths(&s, *cwd != "")
+	if err != nil {
+		return err
+	}
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -162,8 +169,78 @@ func (a *App) serversAdd(args []string) error {
 	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
 		return err
 	}
+	for _, n := range notes {
+		fmt.Fprintln(a.Stdout, n)
+	}
+	for _, w := range launchWarnings(s) {
+		fmt.Fprintf(a.Stderr, "warning: %s\n", w)
+	}
 	fmt.Fprintf(a.Stdout, "Added %s. Agents reach it with: portcullis connect %s\n", label, label)
 	return nil
+}
+
+// resolvePaths makes the paths of a new server independent of the directory
+// the daemon happens to run in (the shim may start it anywhere): a command
+// holding a slash that is relative is resolved against the server's cwd when
+// one was given, else the current directory; watch paths are relative to
+// cwd in the configuration, so without --cwd a relative one is resolved
+// against the current directory. A bare command name stays a PATH lookup.
+// It returns one line per resolved path for the person.
+func resolvePaths(s *config.Server, haveCwd bool) ([]string, error) {
+	base, against := s.Cwd, "--cwd"
+	if !haveCwd {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("resolving relative paths: %w", err)
+		}
+		base, against = wd, "the current directory"
+	}
+	var notes []string
+	if strings.ContainsRune(s.Command, '/') && !filepath.IsAbs(s.Command) {
+		abs := filepath.Join(base, s.Command)
+		notes = append(notes, fmt.Sprintf("Command %s is relative: stored as %s (resolved against %s), so it works wherever the daemon runs.", s.Command, abs, against))
+		s.Command = abs
+	}
+	if !haveCwd {
+		for i, w := range s.Watch {
+			if w != "" && !filepath.IsAbs(w) {
+				abs := filepath.Join(base, w)
+				notes = append(notes, fmt.Sprintf("Watch path %s is relative and there is no --cwd: stored as %s (resolved against the current directory).", w, abs))
+				s.Watch[i] = abs
+			}
+		}
+	}
+	return notes, nil
+}
+
+// launchWarnings are what looks wrong with a server's command line now,
+// without refusing it (a build may not have happened yet).
+func launchWarnings(s config.Server) []string {
+	var out []string
+	env := os.Environ()
+	if p, ok := s.Env["PATH"]; ok {
+		env = append(env, "PATH="+p)
+	}
+	if _, err := identity.LookPath(s.Command, s.Cwd, env); err != nil {
+		if strings.ContainsRune(s.Command, '/') {
+			out = append(out, fmt.Sprintf("%v; the server cannot start until it does", err))
+		} else {
+			out = append(out, fmt.Sprintf("%s is not in this shell's PATH; the daemon looks it up in its own PATH at each launch", s.Command))
+		}
+	}
+	if s.Cwd == "" {
+		for _, arg := range s.Args {
+			if arg == "" || strings.HasPrefix(arg, "-") || filepath.IsAbs(arg) {
+				continue
+			}
+			if _, err := os.Stat(arg); err == nil {
+				wd, _ := os.Getwd()
+				out = append(out, fmt.Sprintf("argument %s names a file here, but without --cwd the server runs in the daemon's working directory, which may be anywhere; use an absolute path, or remove the server and add it again with --cwd %s", arg, shellJoin([]string{wd})))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // serversPolicy sets the per-tool policy of a server: allow (no approval),
@@ -171,7 +248,7 @@ func (a *App) serversAdd(args []string) error {
 // (hidden from the agent and refused).
 func (a *App) serversPolicy(args []string) error {
 	if len(args) != 3 {
-		return usagef("servers policy needs LABEL TOOL allow|approve|deny")
+		return usagef("servers policy needs LABEL TOOL allow|approve|deny (allow: no approval; approve: a person approves, once per agent run and server process; deny: hidden from the agent and refused)")
 	}
 	label, tool, policy := args[0], args[1], args[2]
 	cfg, err := a.loadConfig()
@@ -193,7 +270,91 @@ func (a *App) serversPolicy(args []string) error {
 	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.Stdout, "%s of %s: %s (applies to the next call)\n", tool, label, policy)
+	a.warnUnknownTool(label, tool)
+	what := map[string]string{
+		config.PolicyAllow:   "calls need no approval",
+		config.PolicyApprove: "calls need a person's approval, unless given already for the agent run and server process",
+		config.PolicyDeny:    "hidden from agents and refused",
+	}[policy]
+	// A running daemon reads the file again before each tool call and
+	// tells agents whose tool list changed (core/daemon, fresh).
+	fmt.Fprintf(a.Stdout, "%s of %s: %s (%s); in force at once, for agent runs already connected too.\n", tool, label, policy, what)
+	return nil
+}
+
+// warnUnknownTool warns, on its own line, when tool is not in the latest
+// stored catalog revision of label (a typo would otherwise pass silently),
+// or says that there is no catalog to check against yet.
+func (a *App) warnUnknownTool(label, tool string) {
+	store, err := a.openCatalogs()
+	if err != nil {
+		return
+	}
+	cur, ok := store.Current(label)
+	switch {
+	case !ok:
+		fmt.Fprintf(a.Stderr, "note: no catalog of %s is stored yet (one is recorded once an agent connects), so %q could not be checked against its tools\n", label, tool)
+	case !slices.Contains(cur.Names(), tool):
+		has := "it has no tools"
+		if names := cur.Names(); len(names) > 0 {
+			has = "it has: " + strings.Join(names, ", ")
+		}
+		fmt.Fprintf(a.Stderr, "warning: %s offers no tool %q in its latest catalog revision %d (%s); the policy is stored and takes effect if the server offers that tool later\n",
+			label, tool, cur.Revision, has)
+	}
+}
+
+// serversCred adds a credential scope to a server or removes one from it:
+//
+//	portcullis servers cred LABEL add|remove SCOPE
+//
+// The scope itself (its secret and how it is injected) is managed with
+// `portcullis creds set|remove`.
+func (a *App) serversCred(args []string) error {
+	const synopsis = "servers cred LABEL add|remove SCOPE"
+	if len(args) != 3 || (args[1] != "add" && args[1] != "remove") {
+		return usagef("servers cred needs %s", synopsis)
+	}
+	label, op, scope := args[0], args[1], args[2]
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	srv, ok := cfg.Servers[label]
+	if !ok {
+		return fmt.Errorf("no server labelled %q in %s", label, a.Dirs.ConfigFile())
+	}
+	has := slices.Contains(srv.Credentials, scope)
+	switch {
+	case op == "add" && has:
+		fmt.Fprintf(a.Stdout, "%s already uses credential scope %s; nothing changed.\n", label, scope)
+		return nil
+	case op == "add":
+		if _, defined := cfg.Credentials[scope]; !defined {
+			return fmt.Errorf("no credential scope %s in %s: create it first with portcullis creds set %s --env VAR (or --meta), secret on stdin; nothing was changed", scope, a.Dirs.ConfigFile(), scope)
+		}
+		srv.Credentials = append(slices.Clone(srv.Credentials), scope)
+	case !has:
+		return fmt.Errorf("%s does not use credential scope %s (it uses: %s); nothing was changed", label, scope, orDash(strings.Join(srv.Credentials, ", ")))
+	default:
+		srv.Credentials = slices.DeleteFunc(slices.Clone(srv.Credentials), func(c string) bool { return c == scope })
+		if len(srv.Credentials) == 0 {
+			srv.Credentials = nil
+		}
+	}
+	cfg.Servers[label] = srv
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("servers cred %s %s %s: the configuration would be invalid, nothing was changed: %w", label, op, scope, err)
+	}
+	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
+		return err
+	}
+	if op == "add" {
+		fmt.Fprintf(a.Stdout, "%s now uses credential scope %s (%s).\n", label, scope, describeCredential(cfg.Credentials[scope]))
+	} else {
+		fmt.Fprintf(a.Stdout, "%s no longer uses credential scope %s; its secret stays in the credential store (portcullis creds remove %s deletes it).\n", label, scope, scope)
+	}
+	fmt.Fprintf(a.Stdout, "Agent runs that connect from now on see the change; a run already connected sees an env credential change at its server's next launch (portcullis restart %s), a meta credential change only after the agent reconnects.\n", label)
 	return nil
 }
 

@@ -45,7 +45,7 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 	log := a.logger("app")
 	d, err := a.newDaemon(log)
 	if err != nil {
-		return configError(err)
+		return configError(err, "start Portcullis again")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -256,8 +256,14 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 	connected := make(chan *listChangedAgent, 1)
 	go func() { connected <- connectListChanged(t, s.home, credsLabel, "2025-06-18") }()
 	req := waitApproval(t, s.home, "the first launch", forIdentity)
-	if req.Card.CurrentEpoch != "(not started)" || !slices.Equal(req.Card.CredentialScope, []string{scope}) || len(req.Card.ToolScope) != 0 {
+	if req.Card.CurrentEpoch != "" || !slices.Equal(req.Card.CredentialScope, []string{scope}) || len(req.Card.ToolScope) != 0 {
 		t.Errorf("identity card %+v", req.Card)
+	}
+	if req.Card.Executable == "" || req.Card.ExecutableDigest == "" || len(req.Card.LaunchCommand) == 0 {
+		t.Errorf("identity card without the code it approves: %+v", req.Card)
+	}
+	if lines := strings.Join(req.Card.Lines(), "\n"); !strings.Contains(lines, "Epoch: not started yet") || !strings.Contains(lines, "Executable: "+req.Card.Executable) {
+		t.Errorf("identity card text:\n%s", lines)
 	}
 	if rep, err := s.home.Status(testContext(t, 30*time.Second)); err != nil || len(rep.Runs) != 1 || rep.Runs[0].PID != 0 {
 		t.Errorf("before approval: runs %+v (%v), want one run with no process", rep.Runs, err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +72,7 @@ func TestInstallClaudeDesktop(t *testing.T) {
 	if keychain {
 		weatherWant = "mcpServers.weather: installed"
 	}
-	for _, want := range []string{"mcpServers.echo: installed", weatherWant, "mcpServers.remote: left alone: remote server"} {
+	for _, want := range []string{"mcpServers.echo: installed", weatherWant, "mcpServers.remote: left alone: remote server", "PORTCULLIS_HOME=" + h.Dir} {
 		if !strings.Contains(res.Stdout, want) {
 			t.Errorf("install output lacks %q", want)
 		}
@@ -107,12 +108,15 @@ func TestInstallClaudeDesktop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if entry.Command != wantExe || !slices.Equal(entry.Args, []string{"connect", "echo"}) || entry.Env != nil {
-		t.Fatalf("echo entry = %+v, want command %s args [connect echo] and no env", entry, wantExe)
+	// Under a custom PORTCULLIS_HOME (as here) the entry carries it: the agent
+	// launches it without this shell's environment.
+	if entry.Command != wantExe || !slices.Equal(entry.Args, []string{"connect", "echo"}) || !maps.Equal(entry.Env, map[string]string{"PORTCULLIS_HOME": h.Dir}) {
+		t.Fatalf("echo entry = %+v, want command %s args [connect echo] and env PORTCULLIS_HOME=%s only", entry, wantExe, h.Dir)
 	}
+
 	w := file.MCPServers["weather"]
 	switch {
-	case keychain && (w.Command != wantExe || w.Env != nil):
+	case keychain && (w.Command != wantExe || len(w.Env) != 1 || w.Env["PORTCULLIS_HOME"] != h.Dir):
 		t.Errorf("weather entry = %+v, want it routed through Portcullis with its secret moved out", w)
 	case !keychain && (w.Command != "node" || w.Env["WEATHER_API_KEY"] == ""):
 		t.Errorf("weather entry (a secret and no keychain) = %+v, want it untouched", w)
@@ -124,8 +128,17 @@ func TestInstallClaudeDesktop(t *testing.T) {
 	// Launch the entry as the agent would. Tool policies are a person's choice
 	// in Portcullis's configuration; this test is about the install.
 	allowTools(t, h, "echo", "echo", "add")
+	// Only the entry's env says where the data directory is, as when an
+	// agent launches it.
 	cmd := exec.Command(entry.Command, entry.Args...)
-	cmd.Env = h.Environ()
+	for _, kv := range h.Environ() {
+		if !strings.HasPrefix(kv, "PORTCULLIS_HOME=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	for k, v := range entry.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	a := connectCmd(t, cmd, "")
 	tools, err := a.Session.ListTools(ctx, nil)
 	if err != nil {

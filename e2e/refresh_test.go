@@ -383,7 +383,7 @@ func TestRuntimeToolAdded(t *testing.T) {
 				t.Errorf("rollback: %q", got)
 			}
 
-			res, err := s.home.Run(testContext(t, 30*time.Second), "catalog", "show", pubLabel)
+			res, err := s.home.Run(testContext(t, 30*time.Second), "catalog", "show", pubLabel, "--json")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -398,7 +398,7 @@ func TestRuntimeToolAdded(t *testing.T) {
 				t.Errorf("catalog show lacks rollback: %v", cat.Names())
 			}
 
-			res, err = s.home.Run(testContext(t, 30*time.Second), "catalog", "diff", pubLabel)
+			res, err = s.home.Run(testContext(t, 30*time.Second), "catalog", "diff", pubLabel, "--json")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -29,7 +29,7 @@ type cardChange struct {
 type cardView struct {
 	Title          string     // the server label, as the heading
 	Reason         string     // why the person is asked
-	Facts          []cardFact // agent, server, epoch, identity, catalog revision
+	Facts          []cardFact // agent, server, epoch, identity (command, executable, entry), catalog revision
 	Disk           []string   // identity digests that changed on disk
 	CatalogHeading string     // "Catalog changes, revision 12 → 13"; "" without changes
 	Changes        []cardChange
@@ -51,13 +51,23 @@ func cardModel(c authz.Card) cardView {
 		agent += fmt.Sprintf(" (pid %d)", c.AgentPID)
 	}
 	v.Facts = append(v.Facts, cardFact{"Agent", agent}, cardFact{"Agent run", c.AgentRun}, cardFact{"Server", c.ServerLabel})
+	cur := authz.EpochText(c.CurrentEpoch)
 	if c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch {
-		v.Facts = append(v.Facts, cardFact{"Epoch", c.PreviousEpoch + " →\n" + c.CurrentEpoch + " (new code)"})
+		v.Facts = append(v.Facts, cardFact{"Epoch", c.PreviousEpoch + " →\n" + cur + " (new code)"})
 	} else {
-		v.Facts = append(v.Facts, cardFact{"Epoch", c.CurrentEpoch})
+		v.Facts = append(v.Facts, cardFact{"Epoch", cur})
 	}
 	if c.Identity != "" {
 		v.Facts = append(v.Facts, cardFact{"Launch", "new execution identity " + shortDigest(c.Identity) + ", with credentials"})
+	}
+	if len(c.LaunchCommand) > 0 {
+		v.Facts = append(v.Facts, cardFact{"Command", authz.CommandText(c.LaunchCommand)})
+	}
+	if c.Executable != "" {
+		v.Facts = append(v.Facts, cardFact{"Executable", c.Executable + "\nsha256 " + shortDigest(c.ExecutableDigest)})
+	}
+	if c.Entry != "" {
+		v.Facts = append(v.Facts, cardFact{"Entry", c.Entry + "\nsha256 " + shortDigest(c.EntryDigest)})
 	}
 	if c.CatalogRevision != 0 && len(c.CatalogChanges) == 0 {
 		v.Facts = append(v.Facts, cardFact{"Catalog", fmt.Sprintf("revision %d", c.CatalogRevision)})

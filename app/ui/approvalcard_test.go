@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"fyne.io/fyne/v2/test"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/portcullis/portcullis/core/authz"
@@ -41,6 +42,27 @@ func rebuildCard() authz.Card {
 		ToolScope:       []string{"inventory_adjust", "inventory_lookup"},
 		CredentialScope: []string{"inventory-api-staging"},
 	}
+}
+
+// launchCard is the card of a first launch with an env credential: no epoch
+// yet, and the code to approve named by command, executable and entry.
+func launchCard() authz.Card {
+	return authz.Card{
+		Reason:   "inventory-local asks for credentials inventory-api-staging at launch: approve this code before it receives them",
+		AgentRun: "01JQ7R00000000000000RUN001", AgentExe: "/usr/local/bin/claude", AgentPID: 4242,
+		ServerLabel: "inventory-local", Identity: identity.DigestPrefix + "abcdefabcdefabcdef",
+		LaunchCommand: []string{"node", "dist/server.js"},
+		Executable:    "/usr/bin/node", ExecutableDigest: identity.DigestPrefix + "0123456789abcdef",
+		Entry: "/home/dev/inventory/dist/server.js", EntryDigest: identity.DigestPrefix + "fedcba9876543210",
+		CredentialScope: []string{"inventory-api-staging"},
+	}
+}
+
+// TestApprovalLaunchCardMarkup renders the card of a first launch with
+// credentials and compares it with the golden markup in testdata.
+func TestApprovalLaunchCardMarkup(t *testing.T) {
+	w, _ := newTestWindow(t, request("apr_1", 0, launchCard()))
+	test.AssertRendersToMarkup(t, "approval_launch.xml", w.win.Canvas())
 }
 
 func TestCardModel(t *testing.T) {
@@ -89,13 +111,31 @@ func TestCardModel(t *testing.T) {
 		},
 		{
 			name: "launch of a new identity with env credentials",
-			card: authz.Card{Reason: "launch with credentials", AgentRun: "run1", AgentPID: 7, ServerLabel: "inv", CurrentEpoch: epochB,
+			card: authz.Card{Reason: "launch with credentials", AgentRun: "run1", AgentPID: 7, ServerLabel: "inv", PreviousEpoch: epochA,
 				Identity: identity.DigestPrefix + "abcdefabcdefabcdef", CredentialScope: []string{"tok"}, AskEveryUse: true},
 			want: cardView{
 				Title: "inv", Reason: "launch with credentials",
-				Facts: []cardFact{{"Agent", "unknown agent (pid 7)"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", epochB},
+				Facts: []cardFact{{"Agent", "unknown agent (pid 7)"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", epochA + " →\nnot started yet (new code)"},
 					{"Launch", "new execution identity abcdefabcdef…, with credentials"}},
 				Credentials: "tok (asked on every use)",
+			},
+		},
+		{
+			name: "first launch with env credentials names the code",
+			card: authz.Card{Reason: "inv asks for credentials tok at launch: approve this code before it receives them", AgentRun: "run1",
+				ServerLabel: "inv", Identity: identity.DigestPrefix + "abcdefabcdefabcdef",
+				LaunchCommand: []string{"node", "dist/server.js", "--name", "my inventory"},
+				Executable:    "/usr/bin/node", ExecutableDigest: identity.DigestPrefix + "0123456789abcdef",
+				Entry: "/src/inv/dist/server.js", EntryDigest: identity.DigestPrefix + "fedcba9876543210",
+				CredentialScope: []string{"tok"}},
+			want: cardView{
+				Title: "inv", Reason: "inv asks for credentials tok at launch: approve this code before it receives them",
+				Facts: []cardFact{{"Agent", "unknown agent"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", "not started yet"},
+					{"Launch", "new execution identity abcdefabcdef…, with credentials"},
+					{"Command", "node dist/server.js --name 'my inventory'"},
+					{"Executable", "/usr/bin/node\nsha256 0123456789ab…"},
+					{"Entry", "/src/inv/dist/server.js\nsha256 fedcba987654…"}},
+				Credentials: "tok",
 			},
 		},
 	}

@@ -221,12 +221,14 @@ func (a *Authority) Consume(run, id string) bool {
 }
 
 // IdentityApproved reports whether run holds a grant for credential
-// injection into the execution identity digest ident.
+// injection into the execution identity digest ident. A grant approved once
+// was spent by the launch that waited for it, so it never counts here: a
+// later launch of the same identity asks again.
 func (a *Authority) IdentityApproved(run, ident string, creds []string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, g := range a.grants[run] {
-		if g.Identity == ident && g.Covers("", creds) {
+		if g.Identity == ident && g.ExpiresWhen != ExpiresOnce && g.Covers("", creds) {
 			return true
 		}
 	}

@@ -54,6 +54,19 @@ func grantFor(t *testing.T, a *Authority, card Card, d Decision) *Grant {
 	return g
 }
 
+// TestIdentityApprovedOnceIsSpent: an identity approved once lets the launch
+// that waited for it go; a later launch of the same identity asks again.
+func TestIdentityApprovedOnceIsSpent(t *testing.T) {
+	a := New(Options{})
+	g := grantFor(t, a, Card{AgentRun: "r", ServerLabel: "srv", Identity: "sha256:aaa", CredentialScope: []string{"token"}}, Decision{Choice: ApproveOnce})
+	if g == nil || g.Identity != "sha256:aaa" || g.ExpiresWhen != ExpiresOnce {
+		t.Fatalf("grant = %+v, want a once grant of the identity", g)
+	}
+	if a.IdentityApproved("r", "sha256:aaa", []string{"token"}) {
+		t.Error("an identity approved once still counts for a later launch")
+	}
+}
+
 func TestCheckCoversRunEpochToolsAndCredentials(t *testing.T) {
 	a := New(Options{})
 	g := grantFor(t, a, toolCard("run1", "E1", "write", []string{"write", "delete"}, "api"), Decision{Choice: ApproveRun, By: "cli"})
@@ -133,12 +146,12 @@ func TestOnceGrantIsConsumedByOneCall(t *testing.T) {
 func TestVoidEpochKeepsIdentityGrants(t *testing.T) {
 	a := New(Options{})
 	tool := grantFor(t, a, toolCard("r", "E1", "write", []string{"write"}, "api"), Decision{Choice: ApproveRun})
-	ident := grantFor(t, a, Card{AgentRun: "r", ServerLabel: "srv", CurrentEpoch: "(not started)", Identity: "sha256:aaa", CredentialScope: []string{"token"}}, Decision{Choice: ApproveRun})
+	ident := grantFor(t, a, Card{AgentRun: "r", ServerLabel: "srv", Identity: "sha256:aaa", CredentialScope: []string{"token"}}, Decision{Choice: ApproveRun})
 	if ident.ToolScope != nil || ident.Identity != "sha256:aaa" {
 		t.Fatalf("identity grant = %+v, want no tools and the identity", ident)
 	}
 	// An identity grant never passes as a tool grant.
-	if g := a.Check("r", "(not started)", "", []string{"token"}); g != nil {
+	if g := a.Check("r", "", "", []string{"token"}); g != nil {
 		t.Errorf("Check returned the identity grant %+v", g)
 	}
 	if a.Stale("r", "E1", "write") != nil {

@@ -17,7 +17,9 @@ import (
 //
 // Identity is set on a request to launch a new execution identity with env
 // credentials (the digest of the measured identity); such a request grants
-// no tools. Tool and Arguments describe the call that raised the request,
+// no tools, and LaunchCommand, Executable, ExecutableDigest, Entry and
+// EntryDigest say which code that digest measured. CurrentEpoch is empty
+// until the process has started (a launch request comes before its epoch). Tool and Arguments describe the call that raised the request,
 // Defaults the values that omitted arguments will take. ToolScope is what
 // "Approve for this run" grants by default: every approve tool of the
 // current catalog revision.
@@ -28,8 +30,13 @@ type Card struct {
 	AgentPID         int               `json:"agentPid,omitempty"`
 	ServerLabel      string            `json:"serverLabel"`
 	PreviousEpoch    string            `json:"previousEpoch,omitempty"` // the epoch last approved for this run
-	CurrentEpoch     string            `json:"currentEpoch"`
+	CurrentEpoch     string            `json:"currentEpoch,omitempty"`  // "" before the process has started
 	Identity         string            `json:"identity,omitempty"`
+	LaunchCommand    []string          `json:"launchCommand,omitempty"`
+	Executable       string            `json:"executable,omitempty"`
+	ExecutableDigest string            `json:"executableDigest,omitempty"`
+	Entry            string            `json:"entry,omitempty"` // the script or file run, when not the executable itself
+	EntryDigest      string            `json:"entryDigest,omitempty"`
 	IdentityChanges  []identity.Change `json:"identityChanges,omitempty"`
 	ApprovedRevision uint64            `json:"approvedRevision,omitempty"`
 	CatalogRevision  uint64            `json:"catalogRevision,omitempty"`
@@ -78,13 +85,26 @@ func (c Card) Lines() []string {
 	}
 	add("Agent: %s (pid %d), run %s", agent, c.AgentPID, c.AgentRun)
 	add("Server: %s", c.ServerLabel)
+	cur := EpochText(c.CurrentEpoch)
 	switch {
 	case c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch && len(c.IdentityChanges) == 0:
-		add("Epoch: %s → %s (new process)", c.PreviousEpoch, c.CurrentEpoch)
+		add("Epoch: %s → %s (new process)", c.PreviousEpoch, cur)
 	case c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch:
-		add("Epoch: %s → %s (new code)", c.PreviousEpoch, c.CurrentEpoch)
+		add("Epoch: %s → %s (new code)", c.PreviousEpoch, cur)
 	default:
-		add("Epoch: %s", c.CurrentEpoch)
+		add("Epoch: %s", cur)
+	}
+	if len(c.LaunchCommand) > 0 {
+		add("Command: %s", CommandText(c.LaunchCommand))
+	}
+	if c.Executable != "" {
+		add("Executable: %s (sha256 %s)", c.Executable, short(c.ExecutableDigest))
+	}
+	if c.Entry != "" {
+		add("Entry: %s (sha256 %s)", c.Entry, short(c.EntryDigest))
+	}
+	if c.Identity != "" {
+		add("Identity digest: %s", short(c.Identity))
 	}
 	for _, ch := range c.IdentityChanges {
 		add("  changed on disk: %s %s (%s → %s)", ch.Field, ch.Path, short(ch.Old), short(ch.New))
@@ -125,6 +145,28 @@ func (c Card) Lines() []string {
 		add("Credentials: %s%s", strings.Join(c.CredentialScope, ", "), every)
 	}
 	return out
+}
+
+// CommandText joins a command line for display, quoting the words that hold
+// spaces, quotes or other characters a shell would read differently.
+func CommandText(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		if w == "" || strings.ContainsAny(w, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			w = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+		out[i] = w
+	}
+	return strings.Join(out, " ")
+}
+
+// EpochText is an epoch as a person reads it: the epoch ID, or "not started
+// yet" before the process has started (a launch waiting for approval).
+func EpochText(epoch string) string {
+	if epoch == "" {
+		return "not started yet"
+	}
+	return epoch
 }
 
 func short(d string) string {

@@ -67,22 +67,44 @@ func TestCardLines(t *testing.T) {
 		},
 		{
 			name: "identity approval for env credentials",
-			card: Card{Reason: "notes asks for credentials [notes-token] at launch: approve this code before it receives them",
+			card: Card{Reason: "notes asks for credentials notes-token at launch: approve this code before it receives them",
 				AgentRun: "RUN1", AgentExe: "/usr/bin/agent", AgentPID: 7, ServerLabel: "notes",
-				PreviousEpoch: "EPOCH_A", CurrentEpoch: "(not started)", Identity: digestB,
+				PreviousEpoch: "EPOCH_A", Identity: digestA,
+				LaunchCommand: []string{"/srv/notes", "--db", "my notes.db"}, Executable: "/srv/notes", ExecutableDigest: digestB,
 				IdentityChanges: []identity.Change{
 					{Field: "resolvedExecutable", Path: "/srv/notes", Old: digestA, New: digestB},
 					{Field: "lockfile", Path: "/srv/go.sum", Old: "", New: "sha256:1234"},
 				},
 				CredentialScope: []string{"notes-token"}},
 			want: []string{
-				"notes asks for credentials [notes-token] at launch: approve this code before it receives them",
+				"notes asks for credentials notes-token at launch: approve this code before it receives them",
 				"Agent: /usr/bin/agent (pid 7), run RUN1",
 				"Server: notes",
-				"Epoch: EPOCH_A → (not started) (new code)",
+				"Epoch: EPOCH_A → not started yet (new code)",
+				"Command: /srv/notes --db 'my notes.db'",
+				"Executable: /srv/notes (sha256 bbbbbbbbbbbb…)",
+				"Identity digest: aaaaaaaaaaaa…",
 				"  changed on disk: resolvedExecutable /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
 				"  changed on disk: lockfile /srv/go.sum (none → 1234)",
 				"Credentials: notes-token",
+			},
+		},
+		{
+			name: "first launch of a script with env credentials",
+			card: Card{Reason: "inv asks for credentials tok at launch: approve this code before it receives them",
+				AgentRun: "RUN1", ServerLabel: "inv", Identity: digestA,
+				LaunchCommand: []string{"node", "dist/server.js"}, Executable: "/usr/bin/node", ExecutableDigest: digestB,
+				Entry: "/src/inv/dist/server.js", EntryDigest: digestA, CredentialScope: []string{"tok"}},
+			want: []string{
+				"inv asks for credentials tok at launch: approve this code before it receives them",
+				"Agent: unknown agent (pid 0), run RUN1",
+				"Server: inv",
+				"Epoch: not started yet",
+				"Command: node dist/server.js",
+				"Executable: /usr/bin/node (sha256 bbbbbbbbbbbb…)",
+				"Entry: /src/inv/dist/server.js (sha256 aaaaaaaaaaaa…)",
+				"Identity digest: aaaaaaaaaaaa…",
+				"Credentials: tok",
 			},
 		},
 		{
@@ -118,6 +140,21 @@ func TestCardJSONRoundTrip(t *testing.T) {
 	}
 	if strings.Contains(string(b), "identity") {
 		t.Errorf("empty identity fields are encoded: %s", b)
+	}
+}
+
+// TestCardJSONLaunchHasNoEpoch: a launch request, made before its process
+// has an epoch, leaves currentEpoch out of the JSON instead of a placeholder.
+func TestCardJSONLaunchHasNoEpoch(t *testing.T) {
+	b, err := json.Marshal(Card{Reason: "r", AgentRun: "R", ServerLabel: "s", Identity: digestA, Executable: "/srv/notes", ExecutableDigest: digestB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "currentEpoch") || strings.Contains(string(b), "not started") {
+		t.Errorf("launch card JSON: %s", b)
+	}
+	if !strings.Contains(string(b), `"executable":"/srv/notes"`) {
+		t.Errorf("launch card JSON without its executable: %s", b)
 	}
 }
 

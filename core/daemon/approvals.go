@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
@@ -51,15 +52,22 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 	}
 	ident := authz.IdentityDigest(rec)
 	if !d.authz.IdentityApproved(run, ident, scopes) {
+		// No epoch yet: the process starts once this is approved, so
+		// CurrentEpoch stays empty and the card names the code instead.
 		card := authz.Card{
-			Reason:          fmt.Sprintf("%s asks for credentials %v at launch: approve this code before it receives them", label, scopes),
-			AgentRun:        run,
-			AgentExe:        agent.Exe,
-			AgentPID:        agent.PID,
-			ServerLabel:     label,
-			CurrentEpoch:    "(not started)",
-			Identity:        ident,
-			CredentialScope: scopes,
+			Reason:           fmt.Sprintf("%s asks for credentials %s at launch: approve this code before it receives them", label, strings.Join(scopes, ", ")),
+			AgentRun:         run,
+			AgentExe:         agent.Exe,
+			AgentPID:         agent.PID,
+			ServerLabel:      label,
+			Identity:         ident,
+			LaunchCommand:    rec.LaunchCommand,
+			Executable:       rec.ResolvedExecutable.Path,
+			ExecutableDigest: rec.ResolvedExecutable.SHA256,
+			CredentialScope:  scopes,
+		}
+		if rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path {
+			card.Entry, card.EntryDigest = rec.Entry, rec.EntryDigest
 		}
 		if prev, ok := d.lastRecord(run); ok {
 			card.PreviousEpoch = prev.Epoch
@@ -67,7 +75,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 		}
 		id := d.authz.Raise(card)
 		if _, err := d.authz.Wait(ctx, id); err != nil {
-			return nil, fmt.Errorf("credentials %v were not approved for this build of %s (%w); it was not launched", scopes, label, err)
+			return nil, fmt.Errorf("credentials %s were not approved for this build of %s (%w); it was not launched", strings.Join(scopes, ", "), label, err)
 		}
 	}
 	var env []string

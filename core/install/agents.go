@@ -179,6 +179,20 @@ func Locate(agent Agent, scope Scope, env Env) (Target, error) {
 	return t, nil
 }
 
+// projectFile is where agent keeps a project's servers, relative to the
+// project directory, or "" when it has no project file.
+func projectFile(agent Agent) string {
+	switch agent {
+	case ClaudeCode:
+		return ".mcp.json"
+	case Cursor:
+		return filepath.Join(".cursor", "mcp.json")
+	case VSCode:
+		return filepath.Join(".vscode", "mcp.json")
+	}
+	return ""
+}
+
 // ResolveExecutable returns the path agents should launch Portcullis by: self
 // (the running executable, symbolic links resolved) when it already lies inside a
 // macOS application bundle ("….app/Contents/MacOS/…") or when bundles is empty;

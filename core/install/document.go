@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -224,8 +225,10 @@ var launchKeys = []string{"command", "args", "env", "envFile", "cwd"}
 
 // rewriteEntry returns the text of an entry (given as its own text) that launches
 // `exe connect label` instead: "command" and "args" replaced in place, "env",
-// "envFile" and "cwd" removed, other members and comments kept.
-func rewriteEntry(text []byte, exe, label string) ([]byte, error) {
+// "envFile" and "cwd" removed, other members and comments kept. When env is not
+// empty, a new "env" member with it follows "args" (PORTCULLIS_HOME, so that the
+// shim finds the same data directory).
+func rewriteEntry(text []byte, exe, label string, env map[string]string) ([]byte, error) {
 	v, err := hujson.Parse(bytes.Clone(text))
 	if err != nil {
 		return nil, err
@@ -264,20 +267,44 @@ func rewriteEntry(text []byte, exe, label string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	found := false
+	found := -1
 	for i, m := range obj.Members {
 		if memberName(m) == "args" {
 			obj.Members[i].Value.Value = args.Clone().Value
-			found = true
+			found = i
 		}
 	}
-	if !found {
-		c := obj.Members[cmd]
+	c := obj.Members[cmd]
+	if found < 0 {
 		m := hujson.ObjectMember{
 			Name:  hujson.Value{BeforeExtra: lineBreakOf(c.Name.BeforeExtra), Value: hujson.String("args")},
 			Value: hujson.Value{BeforeExtra: lineBreakOf(c.Value.BeforeExtra), Value: args.Value},
 		}
 		obj.Members = slices.Insert(obj.Members, cmd+1, m)
+		found = cmd + 1
+	}
+	if len(env) > 0 {
+		var b bytes.Buffer
+		b.WriteByte('{')
+		for i, k := range slices.Sorted(maps.Keys(env)) {
+			if i > 0 {
+				b.WriteString(sep)
+			}
+			b.Write(hujson.String(k))
+			b.WriteString(strings.Replace(sep, ",", ":", 1))
+			b.Write(hujson.String(env[k]))
+		}
+		b.WriteByte('}')
+		val, err := hujson.Parse(b.Bytes())
+		if err != nil {
+			return nil, err
+		}
+		prev := obj.Members[found] // "args": the new member goes on its own line, or after it on the same one
+		m := hujson.ObjectMember{
+			Name:  hujson.Value{BeforeExtra: lineBreakOf(prev.Name.BeforeExtra), Value: hujson.String("env")},
+			Value: hujson.Value{BeforeExtra: lineBreakOf(prev.Value.BeforeExtra), Value: val.Value},
+		}
+		obj.Members = slices.Insert(obj.Members, found+1, m)
 	}
 	return v.Pack(), nil
 }

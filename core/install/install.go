@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/paths"
 	"github.com/tailscale/hujson"
 )
 
@@ -62,11 +63,18 @@ type MissingFileError struct {
 	Path string
 	// Op is "install", "import" or "uninstall".
 	Op string
+	// Scope is the scope that selected the file.
+	Scope Scope
 }
 
-// Error returns "no Claude Desktop config at PATH; nothing to install".
+// Error returns "no Claude Desktop config at PATH; nothing to install", and for
+// the user file of an agent that also has project files, where to look instead.
 func (e *MissingFileError) Error() string {
-	return fmt.Sprintf("no %s config at %s; nothing to %s", e.Agent.Name(), e.Path, e.Op)
+	msg := fmt.Sprintf("no %s config at %s; nothing to %s", e.Agent.Name(), e.Path, e.Op)
+	if f := projectFile(e.Agent); f != "" && e.Scope == ScopeUser {
+		msg += fmt.Sprintf(" (for a project's %s, run portcullis %s %s --scope project in the project directory)", f, e.Op, e.Agent)
+	}
+	return msg
 }
 
 // Is reports whether target is [ErrNoFile].
@@ -118,6 +126,10 @@ type Options struct {
 	// RestoreSecrets (Uninstall only) puts moved secrets back into the agent's
 	// file, read from Store; without it their env members are left out.
 	RestoreSecrets bool
+	// Home, when not empty, is the PORTCULLIS_HOME this Portcullis runs with: each
+	// rewritten entry sets it in its "env", so that `portcullis connect` finds the
+	// same data directory when the agent launches it.
+	Home string
 	// Now returns the current time, for backup names; nil means time.Now.
 	Now func() time.Time
 	// Logger receives debug logs; nil discards them.
@@ -194,6 +206,8 @@ type EntryReport struct {
 	Kept []string
 	// Notes are other things a person should know about this entry.
 	Notes []string
+	// Warnings are things about this entry that will likely not work as is.
+	Warnings []string
 }
 
 // Report is the result of [Install], [Import] or [Uninstall].
@@ -217,6 +231,8 @@ type Report struct {
 	ConfigFile string
 	// Warnings are things that went wrong without stopping the command.
 	Warnings []string
+	// Home is Options.Home: the PORTCULLIS_HOME rewritten entries set.
+	Home string
 }
 
 // Install routes the target's stdio servers through Portcullis: see the package
@@ -238,14 +254,17 @@ type plan struct {
 	server  config.Server     // without credentials
 	secrets map[string]string // env var → value, moved to the store
 	rep     EntryReport
+	// relative is the command when it is a relative path with no cwd to
+	// resolve it against.
+	relative string
 }
 
 func run(opts Options, op string) (*Report, error) {
 	t := opts.Target
-	rep := &Report{Op: op, Target: t, DryRun: opts.DryRun, ConfigFile: opts.ConfigFile}
+	rep := &Report{Op: op, Target: t, DryRun: opts.DryRun, ConfigFile: opts.ConfigFile, Home: opts.Home}
 	path, data, mode, err := readFile(t.Path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &MissingFileError{Agent: t.Agent, Path: t.Path, Op: op}
+		return nil, &MissingFileError{Agent: t.Agent, Path: t.Path, Op: op, Scope: t.Scope}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the %s config: %w", t.Agent.Name(), err)
@@ -301,8 +320,16 @@ func run(opts Options, op string) (*Report, error) {
 		}
 		p.rep.Label, p.rep.Secrets = label, secrets
 		p.rep.Action = ActionImported
+		if p.relative != "" {
+			p.rep.Warnings = append(p.rep.Warnings, fmt.Sprintf("the command %s is a relative path and the entry has no cwd: the daemon would resolve it against its own working directory, which may be anywhere, so launches will likely fail with \"command not found\". It is kept as is; make it an absolute path in the agent's entry first, or replace the server afterwards: portcullis servers remove %s, then portcullis servers add %s -- /absolute/path/to/%s …",
+				p.relative, label, label, filepath.Base(p.relative)))
+		}
 		if op == "install" {
-			text, err := rewriteEntry(data[e.start:e.end], opts.Exe, label)
+			var env map[string]string
+			if opts.Home != "" {
+				env = map[string]string{paths.EnvHome: opts.Home}
+			}
+			text, err := rewriteEntry(data[e.start:e.end], opts.Exe, label, env)
 			if err != nil {
 				p.rep.Action, p.rep.Reason = ActionSkipped, "cannot rewrite the entry: "+err.Error()
 				rep.Entries = append(rep.Entries, p.rep)
@@ -498,6 +525,18 @@ func analyze(d *document, e entry, opts *Options, cfg *config.Config) (plan, boo
 		if _, ok := cfg.Servers[args[1]]; !ok {
 			p.rep.Notes = append(p.rep.Notes, fmt.Sprintf("Portcullis's configuration has no server %q; add it with `portcullis servers add`", args[1]))
 		}
+		var env map[string]any
+		_ = json.Unmarshal(fields["env"], &env)
+		switch home, _ := env[paths.EnvHome].(string); {
+		case home == opts.Home:
+		case home == "":
+			p.rep.Warnings = append(p.rep.Warnings, fmt.Sprintf("it runs without %s, so it reaches the default Portcullis data directory, not this one (%s); add \"env\": {\"%s\": \"%s\"} to the entry to change that",
+				paths.EnvHome, opts.Home, paths.EnvHome, opts.Home))
+		case opts.Home == "":
+			p.rep.Warnings = append(p.rep.Warnings, fmt.Sprintf("it runs with %s=%s, not the default data directory this command uses; remove it from the entry's \"env\" to change that", paths.EnvHome, home))
+		default:
+			p.rep.Warnings = append(p.rep.Warnings, fmt.Sprintf("it runs with %s=%s, not this one (%s); change it in the entry's \"env\" to reach this one", paths.EnvHome, home, opts.Home))
+		}
 		return p, false
 	}
 	t := d.target
@@ -560,6 +599,12 @@ func analyze(d *document, e entry, opts *Options, cfg *config.Config) (plan, boo
 		cwd = filepath.Join(baseDir, cwd)
 	case cwd == "":
 		cwd = e.projectDir
+	}
+	if strings.ContainsRune(cmd, '/') && !filepath.IsAbs(cmd) && cwd == "" {
+		// The agent resolves it against whatever directory it runs in; so would
+		// the daemon. Neither is known here: keep it, and say so (run adds
+		// the warning once the label is known).
+		p.relative = cmd
 	}
 	for k := range fields {
 		if !slices.Contains(launchKeys, k) && k != "type" {

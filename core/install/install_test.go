@@ -202,6 +202,7 @@ func TestGolden(t *testing.T) {
 		servers  []string
 		plainEnv []string
 		noInput  bool
+		home     bool // run with PORTCULLIS_HOME set (Options.Home)
 	}{
 		{name: "claude-desktop", agent: ClaudeDesktop},
 		{name: "claude-desktop-nostore", agent: ClaudeDesktop, noStore: true, plainEnv: []string{"SEARCH_API_KEY"}},
@@ -216,6 +217,7 @@ func TestGolden(t *testing.T) {
 		{name: "collision", agent: ClaudeDesktop, servers: []string{"github", "time"},
 			config: `{"mcpServers":{"github":{"command":"docker","args":["run","-i","ghcr.io/github/github-mcp-server"]},"time":{"command":"uvx","args":["mcp-server-time"]}}}`},
 		{name: "missing", agent: Cursor, noInput: true},
+		{name: "portcullis-home", agent: Cursor, home: true},
 		{name: "invalid-json", agent: ClaudeDesktop},
 		{name: "invalid-jsonc", agent: VSCode, scope: ScopeProject},
 	}
@@ -244,6 +246,9 @@ func TestGolden(t *testing.T) {
 				opts.Store = nil
 			}
 			opts.Servers, opts.PlainEnv = tt.servers, tt.plainEnv
+			if tt.home {
+				opts.Home = f.pc
+			}
 			before := snapshot(t, f.tmp)
 
 			var out strings.Builder

@@ -3,6 +3,7 @@ package install
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -37,6 +38,12 @@ func (r *Report) Write(w io.Writer) error {
 		for _, n := range e.Notes {
 			fmt.Fprintf(&b, "    note: %s\n", n)
 		}
+		for _, w := range e.Warnings {
+			fmt.Fprintf(&b, "    warning: %s\n", w)
+		}
+	}
+	if r.Home != "" && r.Op == "install" && slices.ContainsFunc(r.Entries, func(e EntryReport) bool { return e.Action == ActionInstalled }) {
+		fmt.Fprintf(&b, "PORTCULLIS_HOME is set: the rewritten entries set PORTCULLIS_HOME=%s in their \"env\", so that portcullis connect uses this data directory.\n", r.Home)
 	}
 	for _, w := range r.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)

@@ -1,0 +1,388 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/install"
+)
+
+// chdir changes the working directory for the rest of the test.
+func chdir(t *testing.T, dir string) {
+	t.Helper()
+	old, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chdir(old) })
+}
+
+// servers runs a servers command on e's App.
+func (e *credsEnv) servers(args ...string) error {
+	e.stdout.Reset()
+	e.stderr.Reset()
+	return e.a.runServers(args)
+}
+
+func (e *credsEnv) config(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.Load(e.a.Dirs.ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// storeCatalog records one catalog revision of label with the named tools.
+func (e *credsEnv) storeCatalog(t *testing.T, label string, tools ...string) {
+	t.Helper()
+	store, err := e.a.openCatalogs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []string
+	for _, name := range tools {
+		objs = append(objs, `{"name":"`+name+`","description":"Does `+name+`.","inputSchema":{"type":"object","properties":{"sku":{"type":"string"},"env":{"type":"string","enum":["staging","production"],"default":"staging"}},"required":["sku"]},"annotations":{"destructiveHint":true}}`)
+	}
+	parsed, err := catalog.Parse([]json.RawMessage{json.RawMessage(`{"tools":[` + strings.Join(objs, ",") + `]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.Update(label, "01JQ7R4S4S0QJ7GZP1S2AAAAAA", parsed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServersAddResolvesRelativePaths: a command holding a slash is made
+// absolute against --cwd or the current directory, and the output says so;
+// a bare name stays a PATH lookup; relative watch paths without --cwd are
+// made absolute, with --cwd they stay relative to it.
+func TestServersAddResolvesRelativePaths(t *testing.T) {
+	e := newCredsEnv(t)
+	work := t.TempDir()
+	proj := t.TempDir()
+	for _, p := range []string{filepath.Join(work, "faulty"), filepath.Join(proj, "bin", "server")} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chdir(t, work)
+
+	if err := e.servers("add", "faulty", "--watch", "dist", "--", "./faulty", "-x"); err != nil {
+		t.Fatal(err)
+	}
+	out := e.stdout.String()
+	abs := filepath.Join(work, "faulty")
+	for _, want := range []string{"Command ./faulty is relative: stored as " + abs + " (resolved against the current directory)", "Watch path dist is relative", "Added faulty."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("servers add output lacks %q:\n%s", want, out)
+		}
+	}
+	if e.stderr.Len() != 0 {
+		t.Errorf("warnings for an existing executable: %s", e.stderr.String())
+	}
+	s := e.config(t).Servers["faulty"]
+	if s.Command != abs || !slices.Equal(s.Args, []string{"-x"}) || !slices.Equal(s.Watch, []string{filepath.Join(work, "dist")}) {
+		t.Errorf("stored %+v, want command %s and an absolute watch path", s, abs)
+	}
+
+	if err := e.servers("add", "proj", "--cwd", proj, "--watch", "dist", "--", "bin/server"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(e.stdout.String(), "(resolved against --cwd)") {
+		t.Errorf("servers add --cwd output:\n%s", e.stdout.String())
+	}
+	s = e.config(t).Servers["proj"]
+	if s.Command != filepath.Join(proj, "bin", "server") || !slices.Equal(s.Watch, []string{"dist"}) || s.Cwd != proj {
+		t.Errorf("stored %+v, want the command under --cwd and the watch path relative to it", s)
+	}
+
+	if err := e.servers("add", "bare", "--", "portcullis-no-such-command-here", "server.js"); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.config(t).Servers["bare"]; s.Command != "portcullis-no-such-command-here" {
+		t.Errorf("a bare name was changed to %q", s.Command)
+	}
+	if strings.Contains(e.stdout.String(), "is relative") || !strings.Contains(e.stderr.String(), "is not in this shell's PATH") {
+		t.Errorf("bare name: stdout %q stderr %q", e.stdout.String(), e.stderr.String())
+	}
+
+	// A relative command that does not exist (yet) is stored, with a warning;
+	// an argument naming a file here, without --cwd, is pointed out.
+	if err := os.WriteFile(filepath.Join(work, "server.js"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.servers("add", "later", "--", "./build/out", "server.js"); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.config(t).Servers["later"]; s.Command != filepath.Join(work, "build", "out") {
+		t.Errorf("stored command %q", s.Command)
+	}
+	for _, want := range []string{"command not found", "argument server.js names a file here", "--cwd " + work} {
+		if !strings.Contains(e.stderr.String(), want) {
+			t.Errorf("warnings lack %q:\n%s", want, e.stderr.String())
+		}
+	}
+}
+
+func TestServersCred(t *testing.T) {
+	e := newCredsEnv(t)
+	if err := e.servers("add", "inv", "--", "/bin/true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.servers("cred", "inv", "add", "tok"); err == nil || !strings.Contains(err.Error(), "portcullis creds set tok") {
+		t.Errorf("adding an undefined scope: %v, want advice to create it", err)
+	}
+	if err := e.run("s3cret\n", "set", "tok", "--env", "TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.stdout.String(); !strings.Contains(out, "portcullis servers cred LABEL add tok") || strings.Contains(out, "servers add LABEL --cred") ||
+		!strings.Contains(out, "settings in "+e.a.Dirs.ConfigFile()+": injected as $TOKEN into the environment") {
+		t.Errorf("creds set output:\n%s", out)
+	}
+	if err := e.servers("cred", "inv", "add", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(e.stdout.String(), "inv now uses credential scope tok") {
+		t.Errorf("servers cred add output:\n%s", e.stdout.String())
+	}
+	if got := e.config(t).Servers["inv"].Credentials; !slices.Equal(got, []string{"tok"}) {
+		t.Errorf("credentials %v, want [tok]", got)
+	}
+	if err := e.servers("cred", "inv", "add", "tok"); err != nil || !strings.Contains(e.stdout.String(), "already uses") {
+		t.Errorf("adding twice: %v %q", err, e.stdout.String())
+	}
+	if err := e.run("", "remove", "tok"); err == nil || !strings.Contains(err.Error(), "portcullis servers cred LABEL remove tok") {
+		t.Errorf("creds remove of a used scope: %v", err)
+	}
+	if err := e.servers("cred", "inv", "remove", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.config(t).Servers["inv"].Credentials; len(got) != 0 {
+		t.Errorf("credentials after remove: %v", got)
+	}
+	if err := e.servers("cred", "inv", "remove", "tok"); err == nil {
+		t.Error("removing a scope the server does not use succeeded")
+	}
+	if err := e.servers("cred", "inv", "drop", "tok"); !isUsage(err) {
+		t.Errorf("bad verb: %v, want a usage error", err)
+	}
+	if err := e.servers("cred", "nope", "add", "tok"); err == nil || !strings.Contains(err.Error(), `no server labelled "nope"`) {
+		t.Errorf("unknown label: %v", err)
+	}
+}
+
+// TestServersPolicyWarnsAboutUnknownTools: a tool absent from the latest
+// stored catalog revision is warned about, not refused; without a catalog
+// the note says it could not be checked.
+func TestServersPolicyWarnsAboutUnknownTools(t *testing.T) {
+	e := newCredsEnv(t)
+	if err := e.servers("add", "inv", "--", "/bin/true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.servers("policy", "inv", "lookup", "allow"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(e.stderr.String(), "no catalog of inv is stored yet") {
+		t.Errorf("without a catalog: stderr %q", e.stderr.String())
+	}
+	e.storeCatalog(t, "inv", "lookup", "adjust")
+	if err := e.servers("policy", "inv", "lookup", "allow"); err != nil {
+		t.Fatal(err)
+	}
+	if e.stderr.Len() != 0 {
+		t.Errorf("a known tool warned: %q", e.stderr.String())
+	}
+	if err := e.servers("policy", "inv", "nosuchtool", "allow"); err != nil {
+		t.Fatalf("an unknown tool failed: %v", err)
+	}
+	if want := `warning: inv offers no tool "nosuchtool" in its latest catalog revision 1 (it has: lookup, adjust)`; !strings.Contains(e.stderr.String(), want) {
+		t.Errorf("stderr %q, want %q", e.stderr.String(), want)
+	}
+	if p := e.config(t).Servers["inv"].Policy("nosuchtool"); p != config.PolicyAllow {
+		t.Errorf("the policy of the unknown tool was not stored: %q", p)
+	}
+}
+
+func TestServersUsageNamesEverySubcommand(t *testing.T) {
+	e := newCredsEnv(t)
+	err := e.servers()
+	if !isUsage(err) || !strings.Contains(err.Error(), "policy") || !strings.Contains(err.Error(), "cred") {
+		t.Errorf("servers without a subcommand: %v", err)
+	}
+	for _, want := range []string{"servers list|show|add|remove|policy|cred", "policy LABEL TOOL allow|approve|deny", "cred LABEL add|remove SCOPE"} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("portcullis help lacks %q", want)
+		}
+	}
+}
+
+func TestConfigErrorWording(t *testing.T) {
+	e := newCredsEnv(t)
+	if err := os.MkdirAll(e.a.Dirs.Config, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.a.Dirs.ConfigFile(), []byte(`{"mcpServers":{"x":{}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := e.servers("list")
+	if err == nil || !errors.Is(err, config.ErrInvalid) || !strings.HasSuffix(err.Error(), "fix it (or restore the .last-good copy beside it) and run the command again") {
+		t.Errorf("servers list on an invalid file: %v", err)
+	}
+}
+
+func TestCatalogText(t *testing.T) {
+	e := newCredsEnv(t)
+	if err := e.servers("add", "inv", "--", "/bin/true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.servers("policy", "inv", "lookup", "allow"); err != nil {
+		t.Fatal(err)
+	}
+	e.storeCatalog(t, "inv", "lookup")
+	e.storeCatalog(t, "inv", "lookup", "adjust")
+	run := func(args ...string) string {
+		t.Helper()
+		e.stdout.Reset()
+		if err := e.a.runCatalog(args); err != nil {
+			t.Fatalf("catalog %v: %v", args, err)
+		}
+		return e.stdout.String()
+	}
+	show := run("show", "inv")
+	for _, want := range []string{"inv: catalog revision 2 (the latest), 2 tool(s)", "\nlookup\n  policy allow, destructive hint\n  Does lookup.\n",
+		"\nadjust\n  policy approve, destructive hint\n", `  · env (string, one of ["staging","production"], default "staging")`, "  · sku (string, required)"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("catalog show lacks %q:\n%s", want, show)
+		}
+	}
+	if old := run("show", "inv", "1"); !strings.Contains(old, "revision 1 (the latest is 2), 1 tool(s)") {
+		t.Errorf("catalog show inv 1:\n%s", old)
+	}
+	var c catalog.Catalog
+	if err := json.Unmarshal([]byte(run("show", "--json", "inv")), &c); err != nil || c.Revision != 2 {
+		t.Errorf("catalog show --json: revision %d, %v", c.Revision, err)
+	}
+	diff := run("diff", "inv")
+	if want := "inv: catalog revision 1 → 2 (most severe change: "; !strings.HasPrefix(diff, want) || !strings.Contains(diff, "\n  authority ") {
+		t.Errorf("catalog diff:\n%s", diff)
+	}
+	var d struct {
+		From, To uint64
+		Changes  []catalog.Change
+	}
+	if err := json.Unmarshal([]byte(run("diff", "inv", "1", "2", "--json")), &d); err != nil || d.From != 1 || d.To != 2 || len(d.Changes) != 1 {
+		t.Errorf("catalog diff --json: %+v, %v", d, err)
+	}
+}
+
+func TestDecideHint(t *testing.T) {
+	tests := []struct {
+		card authz.Card
+		want string
+	}{
+		{authz.Card{Tool: "a", ToolScope: []string{"a", "b"}}, "portcullis approve R [--tools a,b]   |   portcullis approve R --once   |   portcullis deny R"},
+		{authz.Card{Tool: "a", ToolScope: []string{"a"}}, "portcullis approve R   |   portcullis approve R --once   |   portcullis deny R"},
+		{authz.Card{Identity: "sha256:x", CredentialScope: []string{"tok"}}, "portcullis approve R   |   portcullis approve R --once (this launch only)   |   portcullis deny R"},
+	}
+	for _, tt := range tests {
+		if got := decideHint(authz.Request{ID: "R", Card: tt.card, Deadline: time.Now()}); got != tt.want {
+			t.Errorf("decideHint(%+v):\n got %q\nwant %q", tt.card, got, tt.want)
+		}
+	}
+}
+
+func TestRestartApprovals(t *testing.T) {
+	e := newCredsEnv(t)
+	if err := e.servers("add", "inv", "--", "/bin/true"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config(t)
+	if got := e.a.restartApprovals(cfg, "inv"); !strings.Contains(got, "tools with policy approve (the default) ask for approval again") {
+		t.Errorf("without a catalog: %q", got)
+	}
+	e.storeCatalog(t, "inv", "lookup", "adjust")
+	if got := e.a.restartApprovals(cfg, "inv"); !strings.Contains(got, "lookup, adjust (policy approve) ask for approval again") {
+		t.Errorf("with approve tools: %q", got)
+	}
+	for _, tool := range []string{"lookup", "adjust"} {
+		if err := e.servers("policy", "inv", tool, "allow"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := e.a.restartApprovals(e.config(t), "inv")
+	if diff := cmp.Diff("Every tool of its latest catalog revision has policy allow or deny, so calls need no new approval.", got); diff != "" {
+		t.Errorf("every tool allowed (-want +got):\n%s", diff)
+	}
+}
+
+// TestInstallWritesPortcullisHome: under a custom PORTCULLIS_HOME, install
+// writes it into each rewritten entry's env and says so.
+func TestInstallWritesPortcullisHome(t *testing.T) {
+	e := newCredsEnv(t)
+	home, pc := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("PORTCULLIS_HOME", pc)
+	old := installSecretStore
+	installSecretStore = func() (install.SecretStore, error) { return nil, nil }
+	t.Cleanup(func() { installSecretStore = old })
+	agentFile := filepath.Join(home, ".cursor", "mcp.json")
+	if err := os.MkdirAll(filepath.Dir(agentFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(agentFile, []byte(`{"mcpServers":{"time":{"command":"uvx","args":["mcp-server-time"]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.a.runInstall(context.Background(), []string{"cursor"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(e.stdout.String(), "PORTCULLIS_HOME="+pc) {
+		t.Errorf("install output does not mention PORTCULLIS_HOME:\n%s", e.stdout.String())
+	}
+	var doc struct {
+		MCPServers map[string]struct {
+			Command string
+			Args    []string
+			Env     map[string]string
+		}
+	}
+	b, err := os.ReadFile(agentFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := doc.MCPServers["time"]; !slices.Equal(got.Args, []string{"connect", "time"}) || got.Env["PORTCULLIS_HOME"] != pc {
+		t.Errorf("rewritten entry %+v, want connect time with PORTCULLIS_HOME=%s", got, pc)
+	}
+}
+
+func TestInstallMissingUserFileMentionsProjectScope(t *testing.T) {
+	e := newCredsEnv(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", "")
+	err := e.a.runInstall(context.Background(), []string{"vscode"})
+	if err == nil || !strings.Contains(err.Error(), "--scope project") || !strings.Contains(err.Error(), filepath.Join(".vscode", "mcp.json")) {
+		t.Errorf("install vscode without a user file: %v", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/platform"
 )
@@ -164,6 +165,7 @@ type eventFields struct {
 	NewEpoch        string            `json:"newEpoch"`
 	CurrentEpoch    string            `json:"currentEpoch"`
 	ApprovedEpoch   string            `json:"approvedEpoch"`
+	Identity        string            `json:"identity"`
 	PID             int               `json:"pid"`
 	ExitCode        *int              `json:"exitCode"`
 	Signal          string            `json:"signal"`
@@ -225,6 +227,10 @@ func eventLine(e audit.Event) string {
 		kv("approvedEpoch", shortID(f.ApprovedEpoch))
 	default:
 		kv("epoch", shortID(f.Epoch))
+	}
+	if f.Identity != "" {
+		// A launch approval, before any epoch: the code it is for.
+		kv("identity", authz.ShortDigest(f.Identity))
 	}
 	if f.PID != 0 {
 		kv("pid", strconv.Itoa(f.PID))

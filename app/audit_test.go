@@ -38,6 +38,8 @@ func TestEventLine(t *testing.T) {
 			"2026-11-30T01:02:03.456Z  #7       catalog_revised      server=inv epoch=S2BBBBBB revision=2 added=a changed=b,c"},
 		{audit.TypeApprovalGranted, audit.ApprovalGranted{Request: "R", AgentRun: run, ServerLabel: "inv", Epoch: epochA, ToolScope: []string{"x", "y"}, ExpiresWhen: "agent-run-ends"},
 			"2026-11-30T01:02:03.456Z  #7       approval_granted     server=inv run=" + run + " epoch=S2AAAAAA request=R tools=x,y expires=agent-run-ends"},
+		{audit.TypeApprovalRequested, audit.ApprovalRequested{Request: "R", AgentRun: run, ServerLabel: "inv", Identity: "sha256:0123456789abcdef0123", CredentialScope: []string{"tok"}},
+			"2026-11-30T01:02:03.456Z  #7       approval_requested   server=inv run=" + run + " identity=0123456789ab… request=R credentials=tok"},
 		{audit.TypeLogRecovered, audit.LogRecovered{File: "audit-000001.jsonl", Offset: 100, Length: 9, After: 6},
 			"2026-11-30T01:02:03.456Z  #7       log_recovered        file=audit-000001.jsonl offset=100 length=9 after=6"},
 		{"future_event", map[string]any{"serverLabel": "inv", "novel": true},

@@ -150,12 +150,16 @@ type RunEnded struct {
 	Reason      string `json:"reason,omitempty"`
 }
 
-// ApprovalRequested is the fields of an approval_requested event.
+// ApprovalRequested is the fields of an approval_requested event. Epoch is
+// the execution epoch the request is for; a request to launch a server with
+// credentials, made before its process exists, has no epoch but the
+// execution identity digest it would approve (Identity).
 type ApprovalRequested struct {
 	Request         string   `json:"request"`
 	AgentRun        string   `json:"agentRun"`
 	ServerLabel     string   `json:"serverLabel"`
-	Epoch           string   `json:"epoch"`
+	Epoch           string   `json:"epoch,omitempty"`
+	Identity        string   `json:"identity,omitempty"`
 	CatalogRevision uint64   `json:"catalogRevision,omitempty"`
 	ToolScope       []string `json:"toolScope,omitempty"`
 	CredentialScope []string `json:"credentialScope,omitempty"`
@@ -163,12 +167,13 @@ type ApprovalRequested struct {
 }
 
 // ApprovalGranted is the fields of an approval_granted event. ExpiresWhen is
-// "agent-run-ends" or "once".
+// "agent-run-ends" or "once". Epoch and Identity as in ApprovalRequested.
 type ApprovalGranted struct {
 	Request         string   `json:"request"`
 	AgentRun        string   `json:"agentRun"`
 	ServerLabel     string   `json:"serverLabel"`
-	Epoch           string   `json:"epoch"`
+	Epoch           string   `json:"epoch,omitempty"`
+	Identity        string   `json:"identity,omitempty"`
 	ToolScope       []string `json:"toolScope,omitempty"`
 	CredentialScope []string `json:"credentialScope,omitempty"`
 	ExpiresWhen     string   `json:"expiresWhen"`
@@ -180,7 +185,8 @@ type ApprovalDenied struct {
 	Request     string `json:"request"`
 	AgentRun    string `json:"agentRun"`
 	ServerLabel string `json:"serverLabel"`
-	Epoch       string `json:"epoch"`
+	Epoch       string `json:"epoch,omitempty"`
+	Identity    string `json:"identity,omitempty"`
 	Reason      string `json:"reason,omitempty"`
 }
 

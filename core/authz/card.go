@@ -98,16 +98,16 @@ func (c Card) Lines() []string {
 		add("Command: %s", CommandText(c.LaunchCommand))
 	}
 	if c.Executable != "" {
-		add("Executable: %s (sha256 %s)", c.Executable, short(c.ExecutableDigest))
+		add("Executable: %s (sha256 %s)", c.Executable, ShortDigest(c.ExecutableDigest))
 	}
 	if c.Entry != "" {
-		add("Entry: %s (sha256 %s)", c.Entry, short(c.EntryDigest))
+		add("Entry: %s (sha256 %s)", c.Entry, ShortDigest(c.EntryDigest))
 	}
 	if c.Identity != "" {
-		add("Identity digest: %s", short(c.Identity))
+		add("Identity digest: %s", ShortDigest(c.Identity))
 	}
 	for _, ch := range c.IdentityChanges {
-		add("  changed on disk: %s %s (%s → %s)", ch.Field, ch.Path, short(ch.Old), short(ch.New))
+		add("  changed on disk: %s %s (%s → %s)", ch.Field, ch.Path, ShortDigest(ch.Old), ShortDigest(ch.New))
 	}
 	if len(c.CatalogChanges) > 0 {
 		add("Catalog: revision %d → %d", c.ApprovedRevision, c.CatalogRevision)
@@ -169,7 +169,9 @@ func EpochText(epoch string) string {
 	return epoch
 }
 
-func short(d string) string {
+// ShortDigest is the first twelve hex digits of a digest (its "sha256:"
+// prefix dropped), "none" for an absent one.
+func ShortDigest(d string) string {
 	d = strings.TrimPrefix(d, identity.DigestPrefix)
 	if len(d) > 12 {
 		return d[:12] + "…"

@@ -115,7 +115,7 @@ func (d *Daemon) session(run string) *gateway.Session {
 
 func (d *Daemon) approvalRequested(r authz.Request) {
 	d.appendAudit(audit.TypeApprovalRequested, audit.ApprovalRequested{
-		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch,
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
 		CatalogRevision: r.Card.CatalogRevision, ToolScope: r.Card.ToolScope, CredentialScope: r.Card.CredentialScope,
 		Reason: r.Card.Reason,
 	})
@@ -123,7 +123,7 @@ func (d *Daemon) approvalRequested(r authz.Request) {
 
 func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) {
 	d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
-		Request: r.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch,
+		Request: r.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
 		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen,
 	})
 	if s := d.session(g.AgentRun); s != nil && g.Identity == "" {
@@ -133,7 +133,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) {
 
 func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 	d.appendAudit(audit.TypeApprovalDenied, audit.ApprovalDenied{
-		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Reason: reason,
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity, Reason: reason,
 	})
 }
 

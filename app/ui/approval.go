@@ -44,6 +44,7 @@ type ApprovalWindow struct {
 	queue   []authz.Request // oldest first
 	cur     int             // index of the request shown
 	unticks map[string]map[string]bool
+	popped  map[string]bool // pending requests the window popped up for
 	visible bool
 
 	heading     *widget.Label
@@ -58,7 +59,7 @@ type ApprovalWindow struct {
 }
 
 func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
-	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, unticks: map[string]map[string]bool{}}
+	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, unticks: map[string]map[string]bool{}, popped: map[string]bool{}}
 }
 
 // ensure creates the window and its widgets on first use.
@@ -98,17 +99,24 @@ func (w *ApprovalWindow) ensure() {
 }
 
 // sync makes the queue the pending requests (oldest first), keeping the
-// request shown when it is still pending. With raise, requests new to the
-// window bring it to the front. An empty queue hides the window.
-func (w *ApprovalWindow) sync(pending []authz.Request, raise bool) {
+// request shown when it is still pending. A request the window has not
+// popped up for yet brings it to the front, whichever event told of it
+// first (the daemon's status change and the authority's "raised" event
+// race), and whether it was raised before the tray subscribed. An empty
+// queue hides the window.
+func (w *ApprovalWindow) sync(pending []authz.Request) {
 	shown := w.currentID()
-	known := map[string]bool{}
-	for _, r := range w.queue {
-		known[r.ID] = true
-	}
 	added := false
 	for _, r := range pending {
-		added = added || !known[r.ID]
+		if !w.popped[r.ID] {
+			w.popped[r.ID] = true
+			added = true
+		}
+	}
+	for id := range w.popped {
+		if !slices.ContainsFunc(pending, func(r authz.Request) bool { return r.ID == id }) {
+			delete(w.popped, id)
+		}
 	}
 	w.queue = slices.Clone(pending)
 	w.cur = 0
@@ -125,7 +133,7 @@ func (w *ApprovalWindow) sync(pending []authz.Request, raise bool) {
 	switch {
 	case len(w.queue) == 0:
 		w.hide()
-	case raise && added:
+	case added:
 		w.Show()
 	case w.visible:
 		w.render()

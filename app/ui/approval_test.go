@@ -30,7 +30,7 @@ func newTestWindow(t *testing.T, reqs ...authz.Request) (*ApprovalWindow, *fakeA
 	a := test.NewTempApp(t)
 	f := newFakeApprovals(reqs...)
 	w := newApprovalWindow(a, f, func() time.Time { return testNow }, slog.New(slog.DiscardHandler))
-	w.sync(f.Pending(), true)
+	w.sync(f.Pending())
 	return w, f
 }
 
@@ -136,6 +136,36 @@ func TestApprovalQueueOfThree(t *testing.T) {
 	}
 	if w.Visible() {
 		t.Error("the window stays shown with no request left")
+	}
+}
+
+// TestApprovalPopsForEveryNewRequest: the window comes forward for each
+// request it has not shown before, whichever event brought it (the
+// daemon's status change may arrive before the authority's "raised" event,
+// and a request may predate the tray), and not again for one it showed.
+func TestApprovalPopsForEveryNewRequest(t *testing.T) {
+	w, _ := newTestWindow(t)
+	if w.Visible() {
+		t.Fatal("shown with no request")
+	}
+	r1 := request("apr_1", 0, rebuildCard())
+	w.sync([]authz.Request{r1})
+	if !w.Visible() {
+		t.Fatal("a first sync with a new request did not show the window")
+	}
+	test.Tap(w.deny)
+	if w.Visible() {
+		t.Fatal("still shown after the only request was decided")
+	}
+	w.sync([]authz.Request{r1}) // a stale view of the same request
+	if w.Visible() {
+		t.Error("a request already shown and decided popped the window again")
+	}
+	r2 := request("apr_2", 1, rebuildCard())
+	w.sync(nil)
+	w.sync([]authz.Request{r2})
+	if !w.Visible() {
+		t.Error("a second new request did not show the window")
 	}
 }
 

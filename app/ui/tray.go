@@ -143,7 +143,7 @@ func (t *Tray) Run(ctx context.Context) {
 			t.notify(r)
 		}
 		fyne.Do(func() {
-			t.Approval.sync(pending, len(raised) > 0)
+			t.Approval.sync(pending)
 			t.show(rep, pending, login)
 			if t.refreshed != nil {
 				t.refreshed()

@@ -299,3 +299,43 @@ func TestLaunchCommandNotFoundSaysFixTheConfig(t *testing.T) {
 		t.Errorf("reason %q, retry %q: want the missing command named and a fix of the configuration asked for", ref.Reason, ref.Retry)
 	}
 }
+
+// TestForAgent: the agent's initialize answer advertises tools.listChanged
+// (the gateway sends it whatever the server does), and a tools/list passed
+// through from the server loses the denied tools; other answers, and
+// answers that need nothing, keep their bytes.
+func TestForAgent(t *testing.T) {
+	pol := &policies{m: map[string]string{"secret_tool": policyDeny}}
+	s := New(Options{Label: "fake", Policy: pol.get})
+	e := &epoch{Epoch: Epoch{ID: "E1"}}
+	tests := []struct {
+		method, in, want string
+	}{
+		{methodInitialize,
+			`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"s","version":"1"}}}`},
+		{methodInitialize,
+			`{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"tools":{"listChanged":false}}}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"tools":{"listChanged":true}}}}`},
+		{methodInitialize, // already true: untouched
+			`{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"tools": {"listChanged": true}}}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"tools": {"listChanged": true}}}}`},
+		{methodInitialize, // no tools capability: nothing to add
+			`{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"prompts":{}}}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"prompts":{}}}}`},
+		{methodToolsList,
+			`{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a","inputSchema":{"type":"object"}},{"name":"secret_tool","inputSchema":{"type":"object"}}],"nextCursor":"c2"}}`,
+			`{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a","inputSchema":{"type":"object"}}],"nextCursor":"c2"}}`},
+		{methodToolsList, // nothing denied: untouched, spacing included
+			`{"jsonrpc":"2.0","id":2,"result":{"tools": [ {"name":"a"} ]}}`,
+			`{"jsonrpc":"2.0","id":2,"result":{"tools": [ {"name":"a"} ]}}`},
+		{methodToolsCall,
+			`{"jsonrpc":"2.0","id":3,"result":{"content":[],"capabilities":{"tools":{}}}}`,
+			`{"jsonrpc":"2.0","id":3,"result":{"content":[],"capabilities":{"tools":{}}}}`},
+	}
+	for _, tt := range tests {
+		if got := string(s.forAgent(e, tt.method, []byte(tt.in))); got != tt.want {
+			t.Errorf("%s %s:\n got %s\nwant %s", tt.method, tt.in, got, tt.want)
+		}
+	}
+}

@@ -709,11 +709,87 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	if err != nil {
 		return
 	}
+	if m.Result != nil {
+		out = s.forAgent(e, p.method, out)
+	}
 	s.writeAgent(out)
 	if p.method == methodDiscover && m.Result != nil {
 		// 2026-07-28: no handshake follows a successful discovery.
 		s.completeHandshake(e)
 	}
+}
+
+// forAgent adjusts a server's answer passed to the agent (out, the agent's
+// id already in place) where Portcullis, not the server, is the agent's
+// peer:
+//
+//   - initialize: a server that offers tools gets "listChanged": true added
+//     to its tools capability (MCP server/tools, "Capabilities"), since the
+//     gateway itself sends notifications/tools/list_changed after a rebuild
+//     or a policy change, whatever the server does; an agent that trusts the
+//     capability would otherwise ignore them.
+//   - tools/list passed through (no catalog could be fetched, or a page by
+//     cursor): tools the person's policy denies are removed, as from the
+//     lists the gateway answers itself.
+//
+// Anything it cannot adjust is passed as it is, and logged.
+func (s *Session) forAgent(e *epoch, method string, out []byte) []byte {
+	switch method {
+	case methodInitialize:
+		tools := mcpwire.GetPath(out, "result", "capabilities", "tools")
+		if len(tools) == 0 || tools[0] != '{' || bytes.Equal(mcpwire.GetPath(tools, "listChanged"), []byte("true")) {
+			return out
+		}
+		adj, err := mcpwire.SetPath(out, []string{"result", "capabilities", "tools", "listChanged"}, []byte("true"))
+		if err != nil {
+			s.log.Warn("could not advertise tools.listChanged to the agent", "epoch", e.ID, "err", err)
+			return out
+		}
+		s.log.Info("the server does not advertise tools.listChanged; the agent is told it will hear of tool changes, which Portcullis sends", "epoch", e.ID)
+		return adj
+	case methodToolsList:
+		return s.filterDenied(e, out)
+	}
+	return out
+}
+
+// filterDenied removes the denied tools from a tools/list answer passed
+// through from the server.
+func (s *Session) filterDenied(e *epoch, out []byte) []byte {
+	raw := mcpwire.GetPath(out, "result", "tools")
+	if len(raw) == 0 || raw[0] != '[' {
+		return out
+	}
+	var tools []json.RawMessage
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return out
+	}
+	kept := tools[:0:0]
+	var denied []string
+	for _, t := range tools {
+		var name string
+		if err := json.Unmarshal(mcpwire.GetPath(t, "name"), &name); err == nil && s.policy(name) == policyDeny {
+			denied = append(denied, name)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	if len(denied) == 0 {
+		return out
+	}
+	b, err := json.Marshal(kept)
+	if err == nil {
+		var adj []byte
+		if adj, err = mcpwire.SetPath(out, []string{"result", "tools"}, b); err == nil {
+			s.log.Info("tools/list passed through: denied tools removed", "epoch", e.ID, "denied", denied)
+			return adj
+		}
+	}
+	// Never show a denied tool: an answer that cannot be filtered is
+	// replaced by an empty list rather than passed as it is.
+	s.log.Warn("could not remove denied tools from a tools/list answer; the agent gets an empty list", "epoch", e.ID, "err", err)
+	adj, _ := mcpwire.SetPath(out, []string{"result", "tools"}, []byte("[]"))
+	return adj
 }
 
 func (s *Session) serverRequest(e *epoch, m *mcpwire.Message) {

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
@@ -76,7 +77,7 @@ func (a *App) serversList(args []string) error {
 	fmt.Fprintln(tw, "LABEL\tRESTART\tCOMMAND")
 	for _, label := range sortedKeys(cfg.Servers) {
 		s := cfg.Servers[label]
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", label, s.RestartMode(), shellJoin(append([]string{s.Command}, s.Args...)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", label, s.RestartMode(), authz.CommandText(append([]string{s.Command}, s.Args...)))
 	}
 	return tw.Flush()
 }
@@ -235,7 +236,7 @@ func launchWarnings(s config.Server) []string {
 			}
 			if _, err := os.Stat(arg); err == nil {
 				wd, _ := os.Getwd()
-				out = append(out, fmt.Sprintf("argument %s names a file here, but without --cwd the server runs in the daemon's working directory, which may be anywhere; use an absolute path, or remove the server and add it again with --cwd %s", arg, shellJoin([]string{wd})))
+				out = append(out, fmt.Sprintf("argument %s names a file here, but without --cwd the server runs in the daemon's working directory, which may be anywhere; use an absolute path, or remove the server and add it again with --cwd %s", arg, authz.CommandText([]string{wd})))
 				break
 			}
 		}
@@ -423,18 +424,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// shellJoin quotes words that need it, for display only.
-func shellJoin(words []string) string {
-	out := make([]string, len(words))
-	for i, w := range words {
-		if w == "" || strings.ContainsAny(w, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
-			w = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
-		}
-		out[i] = w
-	}
-	return strings.Join(out, " ")
-}
-
 // writeStatus prints the status report for a person.
 func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusReport) {
 	fmt.Fprintf(w, "Portcullis daemon: running (socket %s)\n", rep.Socket)
@@ -489,7 +478,7 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 		fmt.Fprintf(w, "  warning   %s\n", warn)
 	}
 	if rec := r.Record; rec != nil {
-		fmt.Fprintf(w, "  command   %s\n", shellJoin(rec.LaunchCommand))
+		fmt.Fprintf(w, "  command   %s\n", authz.CommandText(rec.LaunchCommand))
 		fmt.Fprintf(w, "  exe       %s  %s\n", rec.ResolvedExecutable.SHA256, rec.ResolvedExecutable.Path)
 		if rec.Runtime != "" {
 			fmt.Fprintf(w, "  runtime   %s\n", rec.Runtime)

@@ -583,15 +583,7 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 		s.diagnostic(e, fmt.Sprintf("dropped the server's %d-byte %s over the %d-byte limit", tl.Size, what, tl.Limit))
 		return
 	}
-	gid, _, ok := mcpwire.IntID(tl.ID)
-	s.mu.Lock()
-	p := s.pending[gid]
-	if ok && p != nil && p.ep == e {
-		s.dropPendingLocked(gid, p)
-	} else {
-		p = nil
-	}
-	s.mu.Unlock()
+	p := s.takePending(e, tl.ID)
 	if p == nil {
 		why := "it has no id that could be read"
 		if tl.ID != nil {
@@ -612,6 +604,23 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 	}).Response(p.agentID))
 }
 
+// takePending removes and returns the request of e waiting for the answer
+// with this id (one the gateway minted), or nil when none does.
+func (s *Session) takePending(e *epoch, id json.RawMessage) *pending {
+	gid, _, ok := mcpwire.IntID(id)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending[gid]
+	if p == nil || p.ep != e {
+		return nil
+	}
+	s.dropPendingLocked(gid, p)
+	return p
+}
+
 // serverInvalid handles a line from the server that is not a JSON-RPC
 // message: a banner, a log line, broken JSON, or an answer that breaks the
 // protocol (no "jsonrpc", both result and error...). It is kept as a
@@ -626,22 +635,10 @@ func (s *Session) serverInvalid(e *epoch, line []byte, err error) {
 	if !errors.As(err, &ie) || ie.ID == nil {
 		return
 	}
-	if json.Valid(line) {
-		if mcpwire.GetPath(line, "method") != nil {
-			return
-		}
-	} else if bytes.Contains(line, []byte(`"method"`)) {
+	if _, _, hasMethod := mcpwire.ScanID(line); hasMethod {
 		return
 	}
-	gid, _, ok := mcpwire.IntID(ie.ID)
-	s.mu.Lock()
-	p := s.pending[gid]
-	if ok && p != nil && p.ep == e {
-		s.dropPendingLocked(gid, p)
-	} else {
-		p = nil
-	}
-	s.mu.Unlock()
+	p := s.takePending(e, ie.ID)
 	if p == nil {
 		return
 	}

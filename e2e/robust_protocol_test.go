@@ -80,6 +80,35 @@ func TestRobustOversizedIDLast(t *testing.T) {
 	}
 }
 
+// TestRobustOversizedCatalog: when the server's own tools/list answer is
+// over settings.maxMessageBytes, the gateway cannot fetch the catalog; it
+// says so truthfully (the answer was too large, not "the epoch ended"),
+// passes tools/list through, and the agent's tools/list fails alone with
+// message_too_large while calls still reach the server.
+func TestRobustOversizedCatalog(t *testing.T) {
+	const limit = config.MinMaxMessageBytes
+	h := newHome(t)
+	addFaulty(t, h, "faulty", "-description-bytes", fmt.Sprint(limit+1000))
+	setMaxMessage(t, h, limit)
+	d := startDaemon(t, h)
+	a := startRaw(t, h, "faulty")
+	a.handshake("1")
+	m := a.call("2", "tools/list", nil, 30*time.Second)
+	if ref := m.refusal(t); m.Error == nil || ref.Error != gateway.MessageTooLarge {
+		t.Errorf("tools/list with an oversized answer: %.300s; want message_too_large", m.Raw)
+	}
+	if got := a.call("3", "tools/call", toolCall("blob", map[string]any{"bytes": 3}), 30*time.Second); got.text(t) != "xxx" {
+		t.Errorf("blob answered %.300s", got.Raw)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(d.Output(), "over the 1048576-byte limit") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out := d.Output(); !strings.Contains(out, "could not fetch the catalog") || !strings.Contains(out, "over the 1048576-byte limit") || strings.Contains(out, "ended before answering") {
+		t.Errorf("the daemon's log does not say that the catalog answer was too large:\n%s", out)
+	}
+}
+
 // TestRobustToolsCallParamsAndDuplicateIDs proves, through the real shim
 // and daemon, that a tools/call without a usable params.name is −32602
 // Invalid params (not catalog_stale), and that a request reusing the id of

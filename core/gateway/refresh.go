@@ -49,6 +49,11 @@ func (s *Session) call(e *epoch, method string, params any, timeout time.Duratio
 		if !ok || m == nil {
 			return nil, fmt.Errorf("%s: epoch %s ended before answering", method, e.ID)
 		}
+		if m.Raw == nil {
+			// The gateway's own verdict on what the server sent (see
+			// failReply), not an answer of the server.
+			return nil, fmt.Errorf("%s: %s", method, m.Method)
+		}
 		if m.Error != nil {
 			var we mcpwire.WireError
 			_ = json.Unmarshal(m.Error, &we)

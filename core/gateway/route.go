@@ -593,7 +593,7 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 		return
 	}
 	if p.reply != nil {
-		close(p.reply)
+		failReply(p, fmt.Sprintf("the server's answer is %d bytes, over the %d-byte limit (settings.maxMessageBytes)", tl.Size, tl.Limit))
 		return
 	}
 	s.recordCompletion(e, p.call, "rpc_error", "message_too_large")
@@ -602,6 +602,13 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 		Reason: fmt.Sprintf("the server's answer to %s is %d bytes, over the %d-byte limit", p.method, tl.Size, tl.Limit),
 		Retry:  "ask for less data (a narrower query or a smaller page)",
 	}).Response(p.agentID))
+}
+
+// failReply fails a request of the gateway's own (p.reply) with why, for
+// Session.call to report: a message without Raw is the gateway's verdict,
+// its Method the reason.
+func failReply(p *pending, why string) {
+	p.reply <- &mcpwire.Message{Method: why}
 }
 
 // takePending removes and returns the request of e waiting for the answer
@@ -644,7 +651,7 @@ func (s *Session) serverInvalid(e *epoch, line []byte, err error) {
 	}
 	s.log.Warn("server answered with an invalid message", "epoch", e.ID, "method", p.method, "reason", ie.Reason)
 	if p.reply != nil {
-		close(p.reply) // the gateway's own request fails
+		failReply(p, "the server's answer is not a valid JSON-RPC response ("+ie.Reason+")")
 		return
 	}
 	s.recordCompletion(e, p.call, "rpc_error", "invalid_response")

@@ -179,6 +179,80 @@ func TestInstallClaudeDesktop(t *testing.T) {
 	}
 }
 
+// TestInstallClaudeCodeRestoreSecretsLater follows the advice that `portcullis
+// uninstall` gives when it leaves a secret out: install a Claude Code entry whose
+// env holds only a secret (it moves to the Secret Service), uninstall without
+// --restore-secrets (the entry comes back without the secret and without an
+// empty "env"), then `uninstall --restore-secrets`, which reads the secret from
+// the keychain and gives back the original file byte for byte.
+func TestInstallClaudeCodeRestoreSecretsLater(t *testing.T) {
+	// Only the throwaway keyring of scripts/with-secret-service.sh (which sets
+	// PORTCULLIS_TEST_KEYRING_PASSWORD): never a person's own keychain.
+	if runtime.GOOS != "linux" || os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" || os.Getenv("PORTCULLIS_TEST_KEYRING_PASSWORD") == "" {
+		t.Skip("skipping: needs the throwaway Secret Service of scripts/with-secret-service.sh")
+	}
+	h := newHome(t)
+	home := filepath.Join(t.TempDir(), "home")
+	h.Env = append(h.Env, "HOME="+home, "XDG_CONFIG_HOME=", "CLAUDE_CONFIG_DIR=")
+	target, err := install.Locate(install.ClaudeCode, install.ScopeUser, install.Env{GOOS: runtime.GOOS, Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "sk-live-0123456789abcdef"
+	original := `{
+  "numStartups": 3,
+  "mcpServers": {
+    "weather": {
+      "command": "node",
+      "args": ["weather.js"],
+      "env": {"API_KEY": "` + secret + `"}
+    }
+  }
+}
+`
+	installWriteFile(t, target.Path, original)
+	ctx := testContext(t, time.Minute)
+
+	res, err := h.Run(ctx, "install", "claude-code")
+	if err != nil {
+		t.Fatalf("install: %v\nstdout: %s", err, res.Stdout)
+	}
+	if !strings.Contains(res.Stdout, "mcpServers.weather: installed") || strings.Contains(installReadFile(t, target.Path), secret) {
+		t.Fatalf("install did not move the secret to the keychain:\n%s", res.Stdout)
+	}
+
+	res, err = h.Run(ctx, "uninstall", "claude-code")
+	if err != nil {
+		t.Fatalf("uninstall: %v\nstdout: %s", err, res.Stdout)
+	}
+	advice := "run portcullis uninstall claude-code --restore-secrets to put it back"
+	if !strings.Contains(res.Stdout, "secret API_KEY: left out") || !strings.Contains(res.Stdout, advice) {
+		t.Errorf("uninstall output lacks the advice %q:\n%s", advice, res.Stdout)
+	}
+	withoutSecret := strings.Replace(original, ",\n      \"env\": {\"API_KEY\": \""+secret+"\"}", "", 1)
+	if got := installReadFile(t, target.Path); got != withoutSecret {
+		t.Errorf("after uninstall the file is\n%s\nwant\n%s", got, withoutSecret)
+	}
+
+	// Follow the advice.
+	res, err = h.Run(ctx, "uninstall", "claude-code", "--restore-secrets")
+	if err != nil {
+		t.Fatalf("uninstall --restore-secrets after uninstall: %v\nstdout: %s\nstderr: %s", err, res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(res.Stdout, "secret API_KEY: restored from credential scope") || strings.Contains(res.Stdout, secret) {
+		t.Errorf("uninstall --restore-secrets output:\n%s", res.Stdout)
+	}
+	if got := installReadFile(t, target.Path); got != original {
+		t.Errorf("after uninstall --restore-secrets the file differs from the original:\n--- got\n%s\n--- want\n%s", got, original)
+	}
+	// Now nothing is left to uninstall.
+	res, err = h.Run(ctx, "uninstall", "claude-code")
+	var ee *harness.ExitError
+	if !errors.As(err, &ee) || !strings.Contains(res.Stderr, "not installed") {
+		t.Errorf("uninstall after everything was restored: %v, stderr %q", err, res.Stderr)
+	}
+}
+
 // TestInstallRefusesBrokenFile checks that install refuses a file that is not
 // JSON, naming line and column, and leaves it untouched; and that a missing
 // file is reported clearly.

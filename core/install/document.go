@@ -394,7 +394,9 @@ func stripSecrets(text []byte, names map[string]string) (string, map[string]int,
 
 // restoreEntry rebuilds an entry's original text from its template (see
 // stripSecrets): the secrets in values are put back at their offsets, and the env
-// members of the others are removed.
+// members of the others are removed. An "env" left with no member by that is
+// removed too: the entry then reads as if it never had one, rather than with an
+// "env": {} that the original did not have.
 func restoreEntry(template string, offsets map[string]int, values map[string][]byte) ([]byte, error) {
 	type put struct {
 		off int
@@ -430,5 +432,66 @@ func restoreEntry(template string, offsets map[string]int, values map[string][]b
 			return nil, fmt.Errorf("leaving %s out: %w", name, err)
 		}
 	}
+	if obj, ok := v.Value.(*hujson.Object); ok {
+		dropEmptyEnv(obj)
+	}
 	return v.Pack(), nil
+}
+
+// dropEmptyEnv removes obj's "env" member when it is an empty object. A comment
+// written before the member (JSON with comments) stays where it was, before the
+// next member or the closing brace; so does a trailing comma. An "env" with a
+// comment elsewhere in it, or present more than once, is kept.
+func dropEmptyEnv(obj *hujson.Object) {
+	i := -1
+	for j, m := range obj.Members {
+		if memberName(m) == "env" {
+			if i >= 0 {
+				return
+			}
+			i = j
+		}
+	}
+	if i < 0 {
+		return
+	}
+	m := obj.Members[i]
+	env, ok := m.Value.Value.(*hujson.Object)
+	if !ok || len(env.Members) != 0 {
+		return
+	}
+	for _, x := range []hujson.Extra{m.Name.AfterExtra, m.Value.BeforeExtra, env.AfterExtra, m.Value.AfterExtra} {
+		if hasComment(x) {
+			return
+		}
+	}
+	var comment hujson.Extra
+	if hasComment(m.Name.BeforeExtra) {
+		comment = bytes.TrimRight(m.Name.BeforeExtra, " \t\r\n")
+	}
+	last := i == len(obj.Members)-1
+	trailingComma := last && m.Value.AfterExtra != nil
+	obj.Members = slices.Delete(obj.Members, i, i+1)
+	switch {
+	case !last:
+		next := &obj.Members[i].Name
+		next.BeforeExtra = slices.Concat(comment, next.BeforeExtra)
+	case i > 0:
+		prev := &obj.Members[i-1].Value
+		switch {
+		case trailingComma && prev.AfterExtra == nil:
+			prev.AfterExtra = hujson.Extra{}
+		case !trailingComma && prev.AfterExtra != nil:
+			obj.AfterExtra = slices.Concat(prev.AfterExtra, obj.AfterExtra)
+			prev.AfterExtra = nil
+		}
+		obj.AfterExtra = slices.Concat(comment, obj.AfterExtra)
+	default:
+		obj.AfterExtra = slices.Concat(comment, obj.AfterExtra)
+	}
+}
+
+// hasComment reports whether extra holds a comment.
+func hasComment(extra hujson.Extra) bool {
+	return len(bytes.Trim(extra, " \t\r\n")) > 0
 }

@@ -324,6 +324,11 @@ func run(opts Options, op string) (*Report, error) {
 			p.rep.Warnings = append(p.rep.Warnings, fmt.Sprintf("the command %s is a relative path and the entry has no cwd: the daemon would resolve it against its own working directory, which may be anywhere, so launches will likely fail with \"command not found\". It is kept as is; make it an absolute path in the agent's entry first, or replace the server afterwards: portcullis servers remove %s, then portcullis servers add %s -- /absolute/path/to/%s …",
 				p.relative, label, label, filepath.Base(p.relative)))
 		}
+		if prev, ok := rec.find(e.path); ok {
+			if note := leftOutNote(prev, p.secrets, op); note != "" {
+				p.rep.Notes = append(p.rep.Notes, note)
+			}
+		}
 		if op == "install" {
 			var env map[string]string
 			if opts.Home != "" {
@@ -420,6 +425,27 @@ func run(opts Options, op string) (*Report, error) {
 	}
 	opts.log().Debug("agent file rewritten", "file", t.Path, "backup", backup)
 	return rep, nil
+}
+
+// leftOutNote says that an earlier uninstall put the entry back without some
+// secrets that are still not in it (found holds those that are), so op does not
+// bring them back; "" when there are none.
+func leftOutNote(re recordEntry, found map[string]string, op string) string {
+	var parts []string
+	for _, s := range re.Secrets {
+		if _, back := found[s.EnvVar]; slices.Contains(re.LeftOut, s.EnvVar) && !back {
+			parts = append(parts, fmt.Sprintf("%s (credential scope %s)", s.EnvVar, s.Scope))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	note := fmt.Sprintf("portcullis uninstall left %s out of this entry on %s, so this %s does not carry it",
+		strings.Join(parts, ", "), re.UninstalledAt.Format("2006-01-02 15:04 MST"), op)
+	if op == "install" {
+		note += "; a later uninstall gives back the entry as it is now, without it"
+	}
+	return note
 }
 
 // checkSelection fails when names lists an entry the file lacks.

@@ -189,7 +189,9 @@ func restoreSnapshot(t *testing.T, dir string, snap map[string]string) {
 // they print and write with testdata/NAME.golden. Beyond the golden text it checks
 // the safety properties: a second install changes nothing, the backup holds the
 // original bytes, the file keeps its mode, and uninstall (with --restore-secrets
-// when secrets moved) gives back the original file byte for byte.
+// when secrets moved) gives back the original file byte for byte. When secrets
+// moved, it also follows the advice of a plain uninstall: a later uninstall
+// --restore-secrets gives back the original file byte for byte too.
 func TestGolden(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -357,6 +359,31 @@ func TestGolden(t *testing.T) {
 				for v := range store.m {
 					if strings.Contains(restored, string(store.m[v])) {
 						t.Errorf("uninstall without --restore-secrets put back the secret of %s", v)
+					}
+				}
+				// The advice it gave is followable: uninstall --restore-secrets
+				// afterwards puts the secrets back from the store. (Secrets that
+				// came from an envFile were never in the entry: nothing is left
+				// out then, and no record is kept.)
+				_, statErr := os.Stat(recordPath(f.pc, tg.Agent, tg.Path))
+				if leftOut := strings.Contains(out.String(), ": left out: "); leftOut != (statErr == nil) {
+					t.Fatalf("secrets left out: %v, but install record kept: %v", leftOut, statErr)
+				}
+				if statErr != nil {
+					fmt.Fprintf(&out, "-- then uninstall --restore-secrets --\n(no install record left: nothing was left out)\n")
+				} else {
+					later := opts
+					later.RestoreSecrets = true
+					lrep, err := Uninstall(later)
+					if err != nil {
+						t.Fatalf("uninstall --restore-secrets after uninstall: %v", err)
+					}
+					fmt.Fprintf(&out, "-- then uninstall --restore-secrets --\n%s", reportText(t, lrep))
+					if got := readString(t, tg.Path); got != original {
+						t.Errorf("uninstall --restore-secrets after uninstall did not restore the original file:\n%s", cmp.Diff(original, got))
+					}
+					if _, err := os.Stat(recordPath(f.pc, tg.Agent, tg.Path)); !errors.Is(err, fs.ErrNotExist) {
+						t.Errorf("install record left after uninstall --restore-secrets: %v", err)
 					}
 				}
 				// From the same installed state, uninstall --restore-secrets.

@@ -24,6 +24,13 @@ import (
 // replaced by an empty string, and for each such secret the environment variable,
 // the credential scope that now holds it and the offset of its placeholder. Secret
 // values are never written to a record.
+//
+// Uninstall removes an entry from the record once it has put it back whole. When
+// it put an entry back without some of its secrets (no --restore-secrets, or the
+// store could not be read), the entry stays in the record, marked with the
+// secrets left out, so that a later `portcullis uninstall AGENT
+// --restore-secrets` can still put them in. The record file is deleted when no
+// entry is left.
 const RecordDir = "installs"
 
 // recordVersion is the version of the record format.
@@ -51,8 +58,16 @@ type recordEntry struct {
 	Secrets []recordSecret `json:"secrets,omitempty"`
 	// InstalledAt is when the entry was rewritten (UTC).
 	InstalledAt time.Time `json:"installedAt"`
-	// Backup is the backup file written just before.
+	// Backup is the backup file written just before. It holds the original
+	// entry, secrets included, in plain text.
 	Backup string `json:"backup,omitempty"`
+	// LeftOut is set once uninstall has put the original entry back without
+	// these secrets (their EnvVar names, a subset of Secrets): the entry then
+	// holds restoreEntry(Original) with only the other secrets put back.
+	LeftOut []string `json:"leftOut,omitempty"`
+	// UninstalledAt is when that uninstall ran (UTC); zero while the entry is
+	// installed.
+	UninstalledAt time.Time `json:"uninstalledAt,omitzero"`
 }
 
 // recordSecret is one moved secret.
@@ -101,6 +116,16 @@ func (r *record) put(e recordEntry) {
 		}
 	}
 	r.Entries = append(r.Entries, e)
+}
+
+// find returns the entry at path.
+func (r *record) find(path []string) (recordEntry, bool) {
+	for _, e := range r.Entries {
+		if slices.Equal(e.Path, path) {
+			return e, true
+		}
+	}
+	return recordEntry{}, false
 }
 
 // remove deletes the entry at path.

@@ -24,10 +24,10 @@ func (r *Report) Write(w io.Writer) error {
 		fmt.Fprintf(&b, "  %s: %s\n", e.Where, entrySummary(r, e))
 		for _, s := range e.Secrets {
 			switch {
-			case e.Action == ActionSkipped:
-				fmt.Fprintf(&b, "    looks like a secret: %s=%s (%s)\n", s.EnvVar, s.Masked, s.Why)
 			case r.Op == "uninstall":
 				fmt.Fprintf(&b, "    secret %s: %s\n", s.EnvVar, s.Why)
+			case e.Action == ActionSkipped:
+				fmt.Fprintf(&b, "    looks like a secret: %s=%s (%s)\n", s.EnvVar, s.Masked, s.Why)
 			default:
 				fmt.Fprintf(&b, "    secret %s=%s (%s) → credential scope %s in the keychain\n", s.EnvVar, s.Masked, s.Why, s.Scope)
 			}
@@ -106,6 +106,9 @@ func entrySummary(r *Report, e EntryReport) string {
 	case ActionSkipped:
 		return "left alone: " + e.Reason
 	case ActionRestored:
+		if e.Reason != "" {
+			return fmt.Sprintf("%s (%s)", verb, e.Reason)
+		}
 		return fmt.Sprintf("%s (was portcullis connect %s)", verb, e.Label)
 	}
 	return verb

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"os"
 	"slices"
+	"strings"
 )
 
 // Uninstall puts back the entries that [Install] rewrote in the target file, from
@@ -14,9 +17,14 @@ import (
 // `portcullis connect LABEL` for its recorded label; one the person changed or
 // removed since is left alone and reported. Secrets that install moved to the
 // store are put back only with Options.RestoreSecrets (read from Options.Store);
-// otherwise their env members are left out and the report says so. When nothing
-// else in the file changed, the restored file equals the original byte for byte.
-// Servers and credential scopes stay in Portcullis's configuration.
+// otherwise their env members are left out (and an "env" left empty by that
+// too), the report says so, and the record keeps the entry so that a later
+// Uninstall with RestoreSecrets puts them in — provided the entry is still what
+// the first Uninstall wrote; if it is not, the report says which secrets are
+// missing, which credential scopes hold them and which backup holds them in
+// plain text. When nothing else in the file changed, the restored file equals the
+// original byte for byte. Servers and credential scopes stay in Portcullis's
+// configuration.
 //
 // Errors: a *MissingFileError, a *SyntaxError, an error wrapping
 // [ErrNotInstalled] when there is no record for the file, [ErrNoStore] for
@@ -49,13 +57,27 @@ func Uninstall(opts Options) (*Report, error) {
 	}
 	var edits []edit
 	var masks []string
-	var restored [][]string
-	for _, re := range rec.Entries {
+	var restored [][]string       // entries put back whole: out of the record
+	leftOut := map[int][]string{} // record index → secrets left out of the restored entry
+	for i, re := range rec.Entries {
 		er := EntryReport{Where: entry{path: re.Path}.where(), Name: re.Path[len(re.Path)-1], Label: re.Label}
 		if len(opts.Servers) > 0 && !slices.Contains(opts.Servers, er.Name) {
 			continue
 		}
 		e, ok := doc.find(re.Path)
+		if len(re.LeftOut) > 0 && !(ok && doc.runsLabel(e, re.Label, re.Command, opts.Exe)) {
+			// An earlier uninstall put this entry back without some secrets.
+			text, values := restoreLeftOut(&opts, doc, re, e, ok, &er, rep)
+			if text != nil {
+				for _, v := range values {
+					masks = append(masks, string(v))
+				}
+				edits = append(edits, edit{e.start, e.end, text})
+				restored = append(restored, re.Path)
+			}
+			rep.Entries = append(rep.Entries, er)
+			continue
+		}
 		if !ok {
 			er.Action, er.Reason = ActionSkipped, "the entry is no longer in the file; nothing to restore"
 			rep.Entries = append(rep.Entries, er)
@@ -68,17 +90,20 @@ func Uninstall(opts Options) (*Report, error) {
 		}
 		offsets := map[string]int{}
 		values := map[string][]byte{}
+		var missing []string
 		for _, s := range re.Secrets {
 			offsets[s.EnvVar] = s.Offset
 			ms := MovedSecret{EnvVar: s.EnvVar, Scope: s.Scope}
 			switch {
 			case !opts.RestoreSecrets:
-				ms.Why = "left out: the secret stays in credential scope " + s.Scope + "; pass --restore-secrets to put it back"
+				ms.Why = fmt.Sprintf("left out: the secret stays in credential scope %s; run %s to put it back", s.Scope, restoreCommand(opts, er.Name))
+				missing = append(missing, s.EnvVar)
 			default:
 				v, err := opts.Store.Get(s.Scope)
 				if err != nil {
-					ms.Why = fmt.Sprintf("left out: reading credential scope %s failed: %v", s.Scope, err)
+					ms.Why = fmt.Sprintf("left out: reading credential scope %s failed: %v; run %s again once the keychain can be read", s.Scope, err, restoreCommand(opts, er.Name))
 					rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %s was not restored", er.Where, s.EnvVar))
+					missing = append(missing, s.EnvVar)
 					break
 				}
 				values[s.EnvVar] = v
@@ -98,7 +123,11 @@ func Uninstall(opts Options) (*Report, error) {
 			continue
 		}
 		edits = append(edits, edit{e.start, e.end, text})
-		restored = append(restored, re.Path)
+		if len(missing) > 0 {
+			leftOut[i] = missing
+		} else {
+			restored = append(restored, re.Path)
+		}
 		er.Action = ActionRestored
 		er.Notes = append(er.Notes, fmt.Sprintf("server %q stays in Portcullis's configuration", re.Label))
 		rep.Entries = append(rep.Entries, er)
@@ -111,6 +140,18 @@ func Uninstall(opts Options) (*Report, error) {
 	if opts.DryRun {
 		rep.AgentDiff = maskText(editDiff(t.Path, t.Path+" (after uninstall)", data, edits), masks)
 		return rep, nil
+	}
+	if len(leftOut) > 0 {
+		// The record first, as install does: once the file is written, a later
+		// uninstall --restore-secrets must find what it needs.
+		now := opts.now().UTC()
+		for i, names := range leftOut {
+			rec.Entries[i].LeftOut = names
+			rec.Entries[i].UninstalledAt = now
+		}
+		if err := rec.save(recPath); err != nil {
+			return nil, fmt.Errorf("%w; nothing was written", err)
+		}
 	}
 	if rep.AgentChanged {
 		backup, err := replaceFile(t.Path, data, newData, mode, opts.now())
@@ -126,6 +167,125 @@ func Uninstall(opts Options) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, err.Error())
 	}
 	return rep, nil
+}
+
+// restoreLeftOut handles an entry that an earlier uninstall put back without
+// the secrets in re.LeftOut (e is the entry now in the file, when found). With
+// Options.RestoreSecrets, and when the entry is still exactly what that
+// uninstall wrote, it returns the original entry with every secret put back
+// (read from the store) and the values read; otherwise nil, with er saying why
+// and where the secrets are.
+func restoreLeftOut(opts *Options, doc *document, re recordEntry, e entry, found bool, er *EntryReport, rep *Report) ([]byte, map[string][]byte) {
+	when := re.UninstalledAt.Format("2006-01-02 15:04 MST")
+	var missing []recordSecret
+	for _, s := range re.Secrets {
+		if slices.Contains(re.LeftOut, s.EnvVar) {
+			missing = append(missing, s)
+		}
+	}
+	er.Action = ActionSkipped
+	if !opts.RestoreSecrets {
+		er.Reason = fmt.Sprintf("already restored by portcullis uninstall on %s, without its secrets", when)
+		for _, s := range missing {
+			er.Secrets = append(er.Secrets, MovedSecret{EnvVar: s.EnvVar, Scope: s.Scope,
+				Why: fmt.Sprintf("left out: the secret stays in credential scope %s; run %s to put it back", s.Scope, restoreCommand(*opts, er.Name))})
+		}
+		return nil, nil
+	}
+	// by hand explains, for each missing secret, where the person finds it.
+	byHand := func(reason string) ([]byte, map[string][]byte) {
+		er.Reason = reason
+		for _, s := range missing {
+			why := fmt.Sprintf("not restored: credential scope %s still holds it (Portcullis never shows a secret)", s.Scope)
+			if backupExists(re.Backup) {
+				why += fmt.Sprintf("; the backup %s holds the original entry with its value in plain text: copy \"%s\" from there into the entry's \"env\"", re.Backup, s.EnvVar)
+			} else if re.Backup != "" {
+				why += fmt.Sprintf("; the backup %s that held it in plain text is gone", re.Backup)
+			}
+			er.Secrets = append(er.Secrets, MovedSecret{EnvVar: s.EnvVar, Scope: s.Scope, Why: why})
+		}
+		return nil, nil
+	}
+	if !found {
+		return byHand(fmt.Sprintf("the entry is no longer in the file, so the secrets that portcullis uninstall left out on %s cannot be put back into it", when))
+	}
+	offsets := map[string]int{}
+	values := map[string][]byte{}
+	for _, s := range re.Secrets {
+		offsets[s.EnvVar] = s.Offset
+		v, err := opts.Store.Get(s.Scope)
+		if err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: its secrets were not restored", er.Where))
+			return byHand(fmt.Sprintf("reading credential scope %s failed: %v; run %s again once the keychain can be read", s.Scope, err, restoreCommand(*opts, er.Name)))
+		}
+		values[s.EnvVar] = v
+	}
+	kept := maps.Clone(values)
+	for _, name := range re.LeftOut {
+		delete(kept, name)
+	}
+	expected, err := restoreEntry(re.Original, offsets, kept)
+	if err != nil {
+		return byHand(err.Error())
+	}
+	if !bytes.Equal(doc.data[e.start:e.end], expected) {
+		return byHand(fmt.Sprintf("the entry changed since portcullis uninstall put it back without its secrets on %s, so Portcullis does not edit it (undo the change and run this again, or add the secrets by hand)", when))
+	}
+	text, err := restoreEntry(re.Original, offsets, values)
+	if err != nil {
+		return byHand(err.Error())
+	}
+	er.Action = ActionRestored
+	er.Reason = fmt.Sprintf("its secrets, left out by portcullis uninstall on %s, put back", when)
+	for _, s := range missing {
+		ms := MovedSecret{EnvVar: s.EnvVar, Scope: s.Scope, Masked: Mask(string(values[s.EnvVar])), Why: "restored from credential scope " + s.Scope}
+		if s.Reencoded {
+			ms.Why += " (its escaping in the file differs from the original)"
+		}
+		er.Secrets = append(er.Secrets, ms)
+	}
+	er.Notes = append(er.Notes, fmt.Sprintf("server %q stays in Portcullis's configuration", re.Label))
+	return text, values
+}
+
+// restoreCommand is the command that puts back the secrets of the entry named
+// name, as `portcullis uninstall AGENT [--scope project] [--servers NAME]
+// --restore-secrets`; --servers only when this uninstall was limited to some
+// entries, so that the command does not uninstall the others.
+func restoreCommand(opts Options, name string) string {
+	cmd := "portcullis uninstall " + string(opts.Target.Agent)
+	if opts.Target.Scope == ScopeProject {
+		cmd += " --scope project"
+	}
+	if len(opts.Servers) > 0 {
+		cmd += " --servers " + shellQuote(name)
+	}
+	return cmd + " --restore-secrets"
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but letters,
+// digits and -_./@%+=:,.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./@%+=:,", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// backupExists reports whether the backup file at path is still there.
+func backupExists(path string) bool {
+	if path == "" {
+		return false
+	}
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // runsLabel reports whether entry e runs `portcullis connect label`, where

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -211,7 +212,6 @@ func (a *App) runDaemon(ctx context.Context, args []string) error {
 // What to do once an invalid configuration file is fixed, per command.
 const (
 	againDaemon  = "start the daemon again"
-	againConnect = "reconnect the agent"
 	againCommand = "run the command again"
 )
 
@@ -236,18 +236,28 @@ func (a *App) runConnect(ctx context.Context, args []string) error {
 	if err == nil {
 		exe, err = filepath.EvalSymlinks(exe)
 	}
-	var start func() error
+	var start func() (<-chan error, error)
 	if err == nil {
-		start = func() error {
+		start = func() (<-chan error, error) {
 			// A daemon would refuse this configuration: say why now rather
-			// than after the start-up wait.
-			if _, err := config.Load(a.Dirs.ConfigFile()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
-				return configError(err, againConnect)
+			// than start one that exits at once.
+			if err := a.connectConfigError(); err != nil {
+				return nil, err
 			}
 			if err := a.Dirs.Ensure(); err != nil {
-				return err
+				return nil, err
 			}
-			return platform.StartDaemon(exe, a.daemonLog())
+			st, err := platform.StartDaemon(exe, a.daemonLog())
+			if err != nil || st.Exited == nil {
+				return nil, err
+			}
+			why := make(chan error, 1)
+			go func() {
+				if status, ok := <-st.Exited; ok {
+					why <- a.daemonExited(st, status)
+				}
+			}()
+			return why, nil
 		}
 	}
 	code := shim.Run(ctx, shim.Options{
@@ -270,6 +280,75 @@ func (a *App) runConnect(ctx context.Context, args []string) error {
 		return errExit1
 	}
 	return nil
+}
+
+// connectConfigError returns, worded for an agent whose shim found no
+// daemon, why a daemon would refuse the configuration file; nil when it
+// would not (a missing file is an empty configuration).
+func (a *App) connectConfigError() error {
+	file := a.Dirs.ConfigFile()
+	_, err := config.Load(file)
+	if err == nil || errors.Is(err, iofs.ErrNotExist) {
+		return nil
+	}
+	retry := "ask the person to fix " + file
+	if _, serr := os.Stat(file + config.LastGoodSuffix); serr == nil {
+		retry += " (or to restore " + file + config.LastGoodSuffix + ", the last version that loaded)"
+	}
+	return &shim.StartError{
+		Reason: "no daemon was running, and none can start with this configuration file: " + err.Error(),
+		Retry:  retry + ", then reconnect the agent",
+	}
+}
+
+// daemonExited words the end of a daemon that `connect` started and that
+// exited before it answered, with status its exit status: the reason the
+// daemon wrote to its log (the line `portcullis: REASON` of Main), or,
+// when it wrote none, status itself.
+func (a *App) daemonExited(st *platform.Started, status error) error {
+	// The configuration may have broken since it was checked.
+	if err := a.connectConfigError(); err != nil {
+		return err
+	}
+	reason := daemonReason(st.Output())
+	if reason == "" {
+		return status
+	}
+	return &shim.StartError{
+		Reason: "started a daemon but it exited at once: " + reason,
+		Retry:  "once the person has dealt with that (the daemon's output is in " + st.Log + "), reconnect the agent",
+	}
+}
+
+// daemonReason finds, in the output of a daemon that failed to start, the
+// reason it gave: the last `portcullis: ` message with the lines that
+// continue it (not log records), or a Go panic's message; "" when there is
+// neither.
+func daemonReason(out string) string {
+	lines := strings.Split(out, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		msg, ok := strings.CutPrefix(lines[i], "portcullis: ")
+		if !ok {
+			continue
+		}
+		parts := []string{strings.TrimSpace(msg)}
+		for _, l := range lines[i+1:] {
+			l = strings.TrimSpace(l)
+			if strings.HasPrefix(l, "time=") || strings.HasPrefix(l, "Run 'portcullis help'") {
+				break
+			}
+			if l != "" {
+				parts = append(parts, l)
+			}
+		}
+		return strings.Join(parts, "\n") // the shim makes it one line
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "panic: ") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }
 
 // daemonLog is where a daemon started by `connect` writes its output.

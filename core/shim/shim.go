@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,8 +32,13 @@ import (
 type Options struct {
 	Socket string // the daemon's control socket
 	Label  string // server label to connect to
-	// Start launches a daemon in the background; nil never starts one.
-	Start func() error
+	// Start launches a daemon in the background; nil never starts one. It
+	// returns an error when no daemon could be started (a *StartError
+	// words the reason and the advice for the agent); otherwise a channel
+	// that receives why, should the started daemon end before it answers
+	// (a *StartError when it can be worded, nil when nothing is known), or
+	// a nil channel when its end cannot be seen.
+	Start func() (exited <-chan error, err error)
 	// StartWait bounds the wait for a started daemon to answer (default 10 s).
 	StartWait time.Duration
 	// StartLog is where a started daemon writes its output, named in the
@@ -52,12 +58,21 @@ func Run(ctx context.Context, o Options) int {
 	}
 	conn, err := dial(ctx, o)
 	if err != nil {
-		ref := unavailable(o, err.Error())
+		ref := unavailable(o, oneLine(err.Error()))
 		var re *control.RefusedError
-		if errors.As(err, &re) {
+		var se *StartError
+		switch {
+		case errors.As(err, &re):
 			ref = refused(o, re.Reply)
+		case errors.As(err, &se):
+			// Starting a daemon is what failed: the advice is the cause's.
+			ref.Reason, ref.Retry = oneLine(se.Reason), oneLine(se.Retry)
 		}
-		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, ref.Reason)
+		line := oneLine(ref.Reason)
+		if ref.Retry != "" {
+			line += "; " + oneLine(ref.Retry)
+		}
+		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, line)
 		answerRequests(o, ref)
 		return 1
 	}
@@ -65,34 +80,108 @@ func Run(ctx context.Context, o Options) int {
 	return relay(ctx, o, conn)
 }
 
+// StartError is why no daemon could be started for the agent, worded for
+// it: Reason says what happened, Retry the one thing to do about it.
+type StartError struct {
+	Reason string
+	Retry  string
+}
+
+func (e *StartError) Error() string { return e.Reason }
+
 func dial(ctx context.Context, o Options) (*control.Conn, error) {
 	hello := control.Hello{Op: control.OpConnect, Label: o.Label}
 	conn, err := control.Dial(o.Socket, hello, 10*time.Second)
 	if err == nil || !errors.Is(err, control.ErrNoDaemon) || o.Start == nil {
 		return conn, err
 	}
-	if serr := o.Start(); serr != nil {
-		return nil, fmt.Errorf("no daemon was running and starting one failed: %w", serr)
+	exited, serr := o.Start()
+	if serr != nil {
+		var se *StartError
+		if errors.As(serr, &se) {
+			return nil, se
+		}
+		return nil, &StartError{
+			Reason: "no daemon was running and starting one failed: " + serr.Error(),
+			Retry:  "ask the person to check Portcullis (`portcullis daemon` in a terminal shows why it does not start), then reconnect the agent",
+		}
 	}
-	deadline := time.Now().Add(o.StartWait)
+	deadline := time.NewTimer(o.StartWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		conn, err = control.Dial(o.Socket, hello, 10*time.Second)
 		if err == nil || !errors.Is(err, control.ErrNoDaemon) {
 			return conn, err
 		}
-		if time.Now().After(deadline) {
-			where := ""
-			if o.StartLog != "" {
-				where = "; its output is in " + o.StartLog
-			}
-			return nil, fmt.Errorf("started a daemon but it did not answer within %s%s", o.StartWait, where)
-		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case xerr := <-exited:
+			// The daemon started here ended before it answered. Another
+			// daemon may have won the race to the socket (the one started
+			// here then exits at once): one more try tells.
+			conn, err = control.Dial(o.Socket, hello, 10*time.Second)
+			if err == nil || !errors.Is(err, control.ErrNoDaemon) {
+				return conn, err
+			}
+			return nil, exitedError(o, xerr)
+		case <-deadline.C:
+			return nil, &StartError{
+				Reason: fmt.Sprintf("started a daemon but it did not answer within %s%s", o.StartWait, logWhere(o)),
+				Retry:  "ask the person to check Portcullis (its output tells why it did not come up), then reconnect the agent",
+			}
+		case <-tick.C:
 		}
 	}
+}
+
+// exitedError words the end of a daemon started for this connection that
+// never answered, from what Start's channel said about it.
+func exitedError(o Options, xerr error) *StartError {
+	var se *StartError
+	if errors.As(xerr, &se) {
+		return se
+	}
+	reason := "started a daemon but it exited at once"
+	if xerr != nil {
+		reason += " (" + xerr.Error() + ")"
+	}
+	return &StartError{
+		Reason: reason + logWhere(o),
+		Retry:  "ask the person to check Portcullis (`portcullis daemon` in a terminal shows why it does not start), then reconnect the agent",
+	}
+}
+
+// logWhere names the started daemon's log, when there is one.
+func logWhere(o Options) string {
+	if o.StartLog == "" {
+		return ""
+	}
+	return "; its output is in " + o.StartLog
+}
+
+// oneLine joins the lines of s (a multi-line error) into one.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	var b strings.Builder
+	for _, l := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			if strings.ContainsAny(b.String()[b.Len()-1:], ";:,") {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }
 
 func unavailable(o Options, reason string) *gateway.Refusal {
@@ -128,10 +217,15 @@ func answerRequests(o Options, ref *gateway.Refusal) {
 		if err != nil {
 			var tl *mcpwire.TooLargeError
 			if errors.As(err, &tl) {
-				if tl.ID != nil && tl.HasMethod {
+				switch {
+				case tl.ID != nil && tl.HasMethod:
 					if _, err := o.Stdout.Write(append(ref.Response(tl.ID), '\n')); err != nil {
 						return
 					}
+				case tl.ID != nil:
+					stderrf(o, "dropped the agent's %d-byte answer %s: over the %d-byte limit, and no daemon to pass it on to", tl.Size, tl.ID, tl.Limit)
+				default:
+					stderrf(o, "dropped a %d-byte message from the agent: over the %d-byte limit, and without an id that could be answered", tl.Size, tl.Limit)
 				}
 				continue
 			}
@@ -145,6 +239,11 @@ func answerRequests(o Options, ref *gateway.Refusal) {
 			return
 		}
 	}
+}
+
+// stderrf writes one line on stderr.
+func stderrf(o Options, format string, args ...any) {
+	fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, fmt.Sprintf(format, args...))
 }
 
 // inflight is the set of the agent's request ids not yet answered, each
@@ -218,9 +317,7 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 		_, err := conn.Write(append(append(buf, line...), '\n'))
 		return err
 	}
-	warn := func(format string, args ...any) {
-		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, fmt.Sprintf(format, args...))
-	}
+	warn := func(format string, args ...any) { stderrf(o, format, args...) }
 
 	agentDone := make(chan error, 1)
 	go func() {

@@ -64,7 +64,12 @@ func fakeDaemon(t *testing.T) (socket string, conns <-chan net.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket = filepath.Join(dir, "s")
+	return fakeDaemonAt(t, filepath.Join(dir, "s"))
+}
+
+// fakeDaemonAt is fakeDaemon listening on socket.
+func fakeDaemonAt(t *testing.T, socket string) (string, <-chan net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)
@@ -244,5 +249,175 @@ func TestNoDaemonAnswersOversized(t *testing.T) {
 	}
 	if got := out.answer(t, "3", 1); !strings.Contains(string(got), "server_unavailable") {
 		t.Errorf("answered %.300s, want server_unavailable for id 3", got)
+	}
+}
+
+// runNoDaemon runs the shim on a socket nobody listens on, with start as
+// Options.Start and a start-up wait far longer than any test waits, and
+// returns the agent's input, what the agent and stderr receive, and the
+// exit code once it exits.
+func runNoDaemon(t *testing.T, socket string, start func() (<-chan error, error)) (io.WriteCloser, *lines, *lines, <-chan int) {
+	t.Helper()
+	if socket == "" {
+		socket = filepath.Join(t.TempDir(), "none")
+	}
+	// An OS pipe, as an agent's: what the agent writes while the shim waits
+	// for a daemon is buffered, not blocked.
+	agentIn, agentW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agentIn.Close() })
+	out, errs := &lines{}, &lines{}
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(context.Background(), Options{Socket: socket, Label: "x", Start: start,
+			StartWait: time.Minute, StartLog: "/state/daemon.log",
+			Stdin: agentIn, Stdout: out, Stderr: errs, MaxMessage: 4096})
+	}()
+	t.Cleanup(func() { agentW.Close() })
+	return agentW, out, errs, code
+}
+
+// stderrLines returns the non-empty lines of s.
+func stderrLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestStartedDaemonExits: a daemon started for the connection that exits
+// before it answers ends the start-up wait at once: the agent's request
+// (sent while the shim waits) is answered with the reason Start's channel
+// gave, with its advice (not "start Portcullis", which is what failed),
+// and stderr gets the same on one line.
+func TestStartedDaemonExits(t *testing.T) {
+	exited := make(chan error, 1)
+	started := make(chan struct{})
+	agent, out, errs, code := runNoDaemon(t, "", func() (<-chan error, error) {
+		close(started)
+		return exited, nil
+	})
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shim did not start a daemon")
+	}
+	if _, err := agent.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the request is read while the shim waits
+	exited <- &StartError{
+		Reason: "started a daemon but it exited at once: the audit log is signed but its key cannot be used: locked;\nmove /state/audit aside",
+		Retry:  "once the person has dealt with that, reconnect the agent",
+	}
+	got := string(out.answer(t, "1", 1)) // fails after 5 s, far less than StartWait
+	for _, want := range []string{"server_unavailable", "the audit log is signed but its key cannot be used", "move /state/audit aside", "reconnect the agent"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("initialize answered %s, want it to carry %q", got, want)
+		}
+	}
+	if strings.Contains(got, "start Portcullis") || strings.Contains(got, "did not answer within") {
+		t.Errorf("initialize answered %s: advice to start Portcullis, or a wait that did not happen", got)
+	}
+	agent.Close()
+	select {
+	case c := <-code:
+		if c != 1 {
+			t.Errorf("exit code %d, want 1", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shim did not exit")
+	}
+	if l := stderrLines(errs.String()); len(l) != 1 || !strings.Contains(l[0], "the audit log is signed but its key cannot be used: locked; move /state/audit aside") {
+		t.Errorf("stderr %q, want one line with the daemon's reason", errs.String())
+	}
+}
+
+// TestStartedDaemonLostRace: the daemon started here exits because another
+// one, started at the same moment by another shim, took the socket: the
+// shim connects to that one instead of reporting a failure.
+func TestStartedDaemonLostRace(t *testing.T) {
+	dir, err := os.MkdirTemp("", "shim-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "s")
+	exited := make(chan error, 1)
+	listening := make(chan (<-chan net.Conn), 1)
+	_, _, errs, _ := runNoDaemon(t, socket, func() (<-chan error, error) {
+		// The other daemon listens, then ours exits.
+		_, conns := fakeDaemonAt(t, socket)
+		listening <- conns
+		exited <- &StartError{Reason: "another Portcullis daemon is already running"}
+		return exited, nil
+	})
+	var conns <-chan net.Conn
+	select {
+	case conns = <-listening:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shim did not start a daemon")
+	}
+	select {
+	case c := <-conns:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the shim did not connect to the daemon that won; stderr: %s", errs.String())
+	}
+}
+
+// TestStartFails: when Start itself fails with a StartError, the agent gets
+// its reason and its one piece of advice, and stderr one line.
+func TestStartFails(t *testing.T) {
+	in := `{"jsonrpc":"2.0","id":"a","method":"server/discover"}` + "\n" + `{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}` + "\n"
+	out, errs := &lines{}, &lines{}
+	c := Run(context.Background(), Options{Socket: filepath.Join(t.TempDir(), "none"), Label: "x",
+		Start: func() (<-chan error, error) {
+			return nil, &StartError{
+				Reason: "no daemon was running, and none can start with this configuration file: /c/config.json: 2 problems in configuration\n\t/c/config.json:3:4: one\n\t/c/config.json:5:6: two",
+				Retry:  "ask the person to fix /c/config.json, then reconnect the agent",
+			}
+		},
+		Stdin: strings.NewReader(in), Stdout: out, Stderr: errs})
+	if c != 1 {
+		t.Errorf("exit code %d, want 1", c)
+	}
+	for _, id := range []string{`"a"`, "2"} {
+		got := string(out.answer(t, id, 1))
+		if !strings.Contains(got, "ask the person to fix /c/config.json, then reconnect the agent") || !strings.Contains(got, "/c/config.json:5:6: two") || strings.Contains(got, "start Portcullis") {
+			t.Errorf("request %s answered %s, want the configuration problem and one piece of advice", id, got)
+		}
+	}
+	if l := stderrLines(errs.String()); len(l) != 1 || !strings.Contains(l[0], "/c/config.json:3:4: one; /c/config.json:5:6: two; ask the person to fix") {
+		t.Errorf("stderr %q, want one line with the reason and the advice", errs.String())
+	}
+}
+
+// TestNoDaemonNotesDropped: without a daemon, an oversized notification
+// and an oversized answer cannot be answered; each is noted on stderr, as
+// when connected.
+func TestNoDaemonNotesDropped(t *testing.T) {
+	big := strings.Repeat("x", 10_000)
+	in := `{"jsonrpc":"2.0","method":"notifications/message","params":{"a":"` + big + `"}}` + "\n" +
+		`{"jsonrpc":"2.0","id":7,"result":{"a":"` + big + `"}}` + "\n"
+	out, errs := &lines{}, &lines{}
+	Run(context.Background(), Options{Socket: filepath.Join(t.TempDir(), "none"), Label: "x",
+		Stdin: strings.NewReader(in), Stdout: out, Stderr: errs, MaxMessage: 4096})
+	stderr := errs.String()
+	for _, want := range []string{
+		`dropped a 10`, `-byte message from the agent: over the 4096-byte limit, and without an id`,
+		`dropped the agent's 10`, `-byte answer 7: over the 4096-byte limit`,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not mention %q:\n%s", want, stderr)
+		}
+	}
+	if out.String() != "" {
+		t.Errorf("the agent received %q, want nothing", out.String())
 	}
 }

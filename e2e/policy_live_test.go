@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -185,6 +186,161 @@ func waitConfigError(t *testing.T, h *harness.Home) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("status reported no configError within 20 s of config.json breaking")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPolicyLiveWhileWaiting: a policy change reaches a call that already
+// waits for a person. Denied meanwhile, the call is refused at once (not at
+// the approval timeout) by the policy, and its request, which no call waits
+// on any more, leaves `portcullis approvals`; allowed meanwhile, the call
+// is served at once without anybody approving, and its request leaves too.
+func TestPolicyLiveWhileWaiting(t *testing.T) {
+	h := newHome(t)
+	callLog := filepath.Join(t.TempDir(), "calls.jsonl")
+	if err := h.AddServer(testContext(t, 30*time.Second), "echo", []string{"--env", "ECHO_CALL_LOG=" + callLog}, echoBin); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, h)
+	a := connectListChanged(t, h, "echo", "")
+
+	// approve → deny while the call waits.
+	pending := asyncCall(t, a.Session, "echo", map[string]any{"message": "held"})
+	req := waitApproval(t, h, "echo", forTool("echo", ""))
+	policyCLI(t, h, "echo", "deny")
+	r := awaitWithin(t, pending, 20*time.Second, "echo denied while it waited")
+	if r.err == nil {
+		t.Fatalf("echo, denied while it waited, was served: %s", resultText(r.res))
+	}
+	if _, ref := refusalOf(t, r.err); ref.Error != gateway.ApprovalDenied || !strings.Contains(ref.Reason, "denied by the person's policy") {
+		t.Errorf("echo refused with %s (%s), want %s by the policy", ref.Error, ref.Reason, gateway.ApprovalDenied)
+	}
+	waitApprovalGone(t, h, req.ID)
+	if n := echoCallsSoFar(t, callLog); n != 0 {
+		t.Errorf("the server received %d echo calls, want 0", n)
+	}
+	if _, err := h.Run(testContext(t, 30*time.Second), "approve", req.ID); err == nil {
+		t.Errorf("approve %s succeeded after the request was withdrawn", req.ID)
+	}
+
+	// approve → allow while the call waits.
+	policyCLI(t, h, "echo", "approve")
+	pending = asyncCall(t, a.Session, "echo", map[string]any{"message": "released"})
+	req = waitApproval(t, h, "echo again", forTool("echo", ""))
+	policyCLI(t, h, "echo", "allow")
+	if got := okText(t, awaitWithin(t, pending, 20*time.Second, "echo allowed while it waited")); got != "released" {
+		t.Errorf("echo answered %q, want released", got)
+	}
+	waitApprovalGone(t, h, req.ID)
+	if n := echoCalls(t, callLog); n != 1 {
+		t.Errorf("the server received %d echo calls, want 1", n)
+	}
+}
+
+// TestPolicyLiveServerRemoved: `portcullis servers remove` (or a config.json
+// replaced by a valid `{}`) while an agent run is connected changes nothing
+// for that run: its denied tool stays hidden and refused, its allowed tool
+// is served without approval, and nothing is announced. When the label
+// comes back, its new policies apply.
+func TestPolicyLiveServerRemoved(t *testing.T) {
+	h := newHome(t)
+	callLog := filepath.Join(t.TempDir(), "calls.jsonl")
+	if err := h.AddServer(testContext(t, 30*time.Second), "echo", []string{"--env", "ECHO_CALL_LOG=" + callLog}, echoBin); err != nil {
+		t.Fatal(err)
+	}
+	allowTools(t, h, "echo", "add")
+	if err := h.SetToolPolicy("echo", "deny", "echo"); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, h)
+	a := connectListChanged(t, h, "echo", "")
+	if got := listedNames(t, a.Session); slices.Contains(got, "echo") || !slices.Contains(got, "add") {
+		t.Fatalf("tools/list %v: want add and not echo", got)
+	}
+
+	check := func(when string) {
+		t.Helper()
+		if got := listedNames(t, a.Session); slices.Contains(got, "echo") || !slices.Contains(got, "add") {
+			t.Errorf("%s: tools/list %v: want add and not echo", when, got)
+		}
+		// Bounded: a call that waited for a person would block.
+		if r := awaitWithin(t, asyncCall(t, a.Session, "add", map[string]any{"a": 1, "b": 2}), 20*time.Second, when+": add"); r.err != nil {
+			t.Errorf("%s: the allowed add failed: %v", when, r.err)
+		}
+		r := awaitWithin(t, asyncCall(t, a.Session, "echo", map[string]any{"message": "x"}), 20*time.Second, when+": echo")
+		if r.err == nil {
+			t.Errorf("%s: the denied echo was served", when)
+		} else if _, ref := refusalOf(t, r.err); ref.Error != gateway.ApprovalDenied {
+			t.Errorf("%s: echo refused with %s, want %s", when, ref.Error, gateway.ApprovalDenied)
+		}
+		if reqs := approvals(t, h); len(reqs) != 0 {
+			t.Errorf("%s: approval requests pending: %+v", when, reqs)
+		}
+	}
+
+	if _, err := h.Run(testContext(t, 30*time.Second), "servers", "remove", "echo"); err != nil {
+		t.Fatal(err)
+	}
+	check("after servers remove")
+	if err := os.WriteFile(h.ConfigFile(), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("with config.json {}")
+	if n := a.listChanged(); n != 0 {
+		t.Errorf("%d list_changed after the server was removed, want none", n)
+	}
+
+	// Back, with the default policies: echo is shown again (announced)
+	// and asks a person.
+	if err := h.AddServer(testContext(t, 30*time.Second), "echo", []string{"--env", "ECHO_CALL_LOG=" + callLog}, echoBin); err != nil {
+		t.Fatal(err)
+	}
+	a.waitListChanged(t, 1, 20*time.Second)
+	if got := listedNames(t, a.Session); !slices.Contains(got, "echo") {
+		t.Errorf("tools/list after the label came back %v lacks echo", got)
+	}
+	pending := asyncCall(t, a.Session, "add", map[string]any{"a": 1, "b": 2})
+	req := waitApproval(t, h, "add after the label came back", forTool("add", ""))
+	decideCLI(t, h, "approve", req.ID)
+	if r := awaitWithin(t, pending, 20*time.Second, "add approved"); r.err != nil {
+		t.Errorf("approved add failed: %v", r.err)
+	}
+}
+
+// echoCallsSoFar is echoCalls, zero while the call log is empty or absent.
+func echoCallsSoFar(t *testing.T, path string) int {
+	t.Helper()
+	if b, err := os.ReadFile(path); err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return 0
+	}
+	return echoCalls(t, path)
+}
+
+// awaitWithin waits up to d for the call's result, failing t otherwise.
+func awaitWithin(t *testing.T, ch <-chan asyncResult, d time.Duration, what string) asyncResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(d):
+		t.Fatalf("%s: no answer within %s", what, d)
+	}
+	return asyncResult{}
+}
+
+// waitApprovalGone polls `portcullis approvals --json` until request id is
+// no longer pending, failing t after 20 s.
+func waitApprovalGone(t *testing.T, h *harness.Home, id string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		reqs := approvals(t, h)
+		if !slices.ContainsFunc(reqs, func(r authz.Request) bool { return r.ID == id }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("approval request %s still pending after 20 s: %+v", id, reqs)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,7 +93,14 @@ var (
 	ErrDenied    = errors.New("approval denied")
 	ErrTimeout   = errors.New("approval timed out")
 	ErrBadChoice = errors.New("unknown choice")
+	// ErrWithdrawn is what Wait returns for a request withdrawn by the
+	// gateway rather than denied by a person (its call was cancelled, or
+	// the tool policy changed while it waited); it wraps ErrDenied.
+	ErrWithdrawn = fmt.Errorf("%w: the request was withdrawn", ErrDenied)
 )
+
+// withdrawnPrefix starts the Decision.By of a withdrawal (see Withdraw).
+const withdrawnPrefix = "withdrawn"
 
 // Request is a pending approval request.
 type Request struct {
@@ -133,6 +141,10 @@ type Options struct {
 	OnRequested func(r Request)
 	OnGranted   func(r Request, g Grant)
 	OnDenied    func(r Request, reason string)
+	// ToolDenied reports whether tool of server label is denied by the
+	// person's policy now; a grant never includes such a tool, whatever
+	// the card's tool scope said when it was raised. Called without locks.
+	ToolDenied func(label, tool string) bool
 }
 
 // Authority keeps grants and approval requests for every agent run of a
@@ -409,7 +421,17 @@ func (a *Authority) Wait(ctx context.Context, id string) (*Grant, error) {
 	case timedOut:
 		return nil, ErrTimeout
 	}
+	if strings.HasPrefix(r.decision.By, withdrawnPrefix) {
+		return nil, ErrWithdrawn
+	}
 	return nil, ErrDenied
+}
+
+// Withdraw denies pending request id on the gateway's behalf, because no
+// call needs it any more (why says what happened): it leaves Pending and
+// the approval window, and its waiters get ErrWithdrawn.
+func (a *Authority) Withdraw(id, why string) error {
+	return a.resolve(id, Decision{Choice: Deny, By: withdrawnPrefix + ": " + why})
 }
 
 // Decide answers a pending request (from the CLI or the app).
@@ -423,6 +445,26 @@ func (a *Authority) Decide(id string, d Decision) error {
 }
 
 func (a *Authority) resolve(id string, d Decision) error {
+	// The tools denied now are looked up before the lock is taken (the
+	// lookup may read the configuration file).
+	var denied []string
+	if (d.Choice == ApproveRun || d.Choice == ApproveOnce) && a.opts.ToolDenied != nil {
+		a.mu.Lock()
+		r, ok := a.requests[id]
+		var c Card
+		if ok {
+			c = r.Card
+		}
+		a.mu.Unlock()
+		for _, t := range c.ToolScope {
+			if a.opts.ToolDenied(c.ServerLabel, t) {
+				denied = append(denied, t)
+			}
+		}
+		if c.Tool != "" && !slices.Contains(c.ToolScope, c.Tool) && a.opts.ToolDenied(c.ServerLabel, c.Tool) {
+			denied = append(denied, c.Tool)
+		}
+	}
 	a.mu.Lock()
 	r, ok := a.requests[id]
 	if !ok {
@@ -456,6 +498,9 @@ func (a *Authority) resolve(id string, d Decision) error {
 		if c.Identity != "" {
 			g.ToolScope = nil
 		}
+		// A tool denied by the person's policy is never granted, even
+		// if it was in the card's scope when the request was raised.
+		g.ToolScope = slices.DeleteFunc(slices.Clone(g.ToolScope), func(t string) bool { return slices.Contains(denied, t) })
 		r.grant = g
 	}
 	a.mu.Unlock()

@@ -500,3 +500,68 @@ func TestHooksRunBeforeTheGrantIsUsable(t *testing.T) {
 		t.Error("the grant is not usable after the decision")
 	}
 }
+
+// TestWithdraw: a withdrawn request leaves Pending, its waiters get
+// ErrWithdrawn (which is also ErrDenied), the audit hook hears why, and a
+// person's denial is not a withdrawal.
+func TestWithdraw(t *testing.T) {
+	rec := &recorder{}
+	a := New(rec.options(Options{}))
+	id := a.Raise(toolCard("r", "E", "write", []string{"write"}))
+	errc := make(chan error, 1)
+	go func() { _, err := a.Wait(context.Background(), id); errc <- err }()
+	if err := a.Withdraw(id, "the policy changed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrWithdrawn) || !errors.Is(err, ErrDenied) {
+		t.Errorf("Wait on a withdrawn request: %v, want ErrWithdrawn (an ErrDenied)", err)
+	}
+	if p := a.Pending(); len(p) != 0 {
+		t.Errorf("pending after Withdraw: %+v", p)
+	}
+	if err := a.Withdraw(id, "again"); !errors.Is(err, ErrNoRequest) {
+		t.Errorf("second Withdraw: %v, want ErrNoRequest", err)
+	}
+	if diff := cmp.Diff([]string{id + " withdrawn: the policy changed"}, rec.deniedList()); diff != "" {
+		t.Errorf("OnDenied (-want +got):\n%s", diff)
+	}
+	denied := a.Raise(toolCard("r", "E", "write", []string{"write"}))
+	if err := a.Decide(denied, Decision{Choice: Deny, By: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Wait(context.Background(), denied); !errors.Is(err, ErrDenied) || errors.Is(err, ErrWithdrawn) {
+		t.Errorf("Wait on a denied request: %v, want ErrDenied, not ErrWithdrawn", err)
+	}
+}
+
+// TestGrantExcludesDeniedTools: whatever the card's scope and the ticked
+// tools, a tool that ToolDenied reports denied at the decision is never
+// granted; once for a denied tool grants nothing.
+func TestGrantExcludesDeniedTools(t *testing.T) {
+	var mu sync.Mutex
+	deniedNow := map[string]bool{}
+	a := New(Options{ToolDenied: func(label, tool string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return label == "srv" && deniedNow[tool]
+	}})
+	card := toolCard("r", "E", "write", []string{"write", "delete", "drop"})
+	mu.Lock()
+	deniedNow["delete"] = true
+	mu.Unlock()
+	if g := grantFor(t, a, card, Decision{Choice: ApproveRun}); !slices.Equal(g.ToolScope, []string{"write", "drop"}) {
+		t.Errorf("approve-run grant scope %v, want [write drop]", g.ToolScope)
+	}
+	if g := grantFor(t, a, card, Decision{Choice: ApproveRun, Tools: []string{"delete", "drop"}}); !slices.Equal(g.ToolScope, []string{"drop"}) {
+		t.Errorf("ticked grant scope %v, want [drop]", g.ToolScope)
+	}
+	mu.Lock()
+	deniedNow["write"] = true
+	mu.Unlock()
+	if g := grantFor(t, a, card, Decision{Choice: ApproveOnce}); len(g.ToolScope) != 0 {
+		t.Errorf("once grant for a denied tool has scope %v, want none", g.ToolScope)
+	}
+	if a.Check("r", "E", "delete", nil) != nil {
+		t.Error("delete, denied at every decision, is covered by a grant")
+	}
+}

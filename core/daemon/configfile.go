@@ -93,6 +93,7 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 	}
 	changed := !bytes.Equal(data, d.cfgData)
 	d.cfg, d.cfgData, d.cfgErr = cfg, data, nil
+	d.rememberLocked(cfg)
 	d.mu.Unlock()
 	if changed {
 		d.log.Info("configuration changed", "file", path)

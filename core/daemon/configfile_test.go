@@ -5,9 +5,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/paths"
 )
@@ -164,4 +166,57 @@ func TestConfigWatcherAppliesChanges(t *testing.T) {
 			t.Fatal("the configuration watcher did not read the edited file within 10 s")
 		}
 	}
+}
+
+// TestPolicyOfRemovedServerIsKept: an agent run whose server label left the
+// configuration (`portcullis servers remove`, a config.json replaced by a
+// valid `{}`) keeps the tool policies it had — a denied tool stays denied,
+// an allowed one allowed, nothing falls back to the default — and a label
+// that comes back has its new policies. The authority's ToolDenied hook
+// answers the same way.
+func TestPolicyOfRemovedServerIsKept(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"read": "allow", "write": "deny"})
+	path := d.opts.Dirs.ConfigFile()
+	pol := d.policy("srv")
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		for tool, p := range want {
+			if got := pol(tool); got != p {
+				t.Errorf("%s: policy of %s is %q, want %q", when, tool, got, p)
+			}
+		}
+	}
+	check("at start", map[string]string{"read": "allow", "write": "deny", "other": "approve"})
+
+	// A later edit, then the removal (`servers remove` saves a file
+	// without the label).
+	savePolicies(t, path, map[string]string{"read": "allow", "write": "deny", "other": "deny"})
+	if _, err := d.config(); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.Save(path, &config.Config{Servers: map[string]config.Server{"else": {Command: "/bin/true"}}}); err != nil {
+		t.Fatal(err)
+	}
+	check("after servers remove", map[string]string{"read": "allow", "write": "deny", "other": "deny", "new": "approve"})
+
+	// A valid `{}` written by hand.
+	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("with config.json `{}`", map[string]string{"read": "allow", "write": "deny", "other": "deny"})
+	if _, err := d.config(); err != nil {
+		t.Fatalf("`{}` does not load: %v", err)
+	}
+	// A request raised with write in its scope grants read only.
+	id := d.authz.Raise(authz.Card{AgentRun: "RUN", ServerLabel: "srv", CurrentEpoch: "E", Tool: "read", ToolScope: []string{"read", "write"}})
+	if err := d.authz.Decide(id, authz.Decision{Choice: authz.ApproveRun}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := d.authz.Wait(context.Background(), id); err != nil || !slices.Equal(g.ToolScope, []string{"read"}) {
+		t.Errorf("grant %+v (%v): want the tool scope [read], without the denied write", g, err)
+	}
+
+	// The label comes back with other policies: they apply.
+	savePolicies(t, path, map[string]string{"write": "allow"})
+	check("once srv is back", map[string]string{"read": "approve", "write": "allow", "other": "approve"})
 }

@@ -18,6 +18,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -97,6 +98,7 @@ type Daemon struct {
 	cfgData  []byte                      // guarded by mu; the file's bytes that cfg was parsed from (nil: no file)
 	cfgStamp fileStamp                   // guarded by mu; the file as it was when last read, loaded or not
 	cfgErr   error                       // guarded by mu; why the file on disk is not in force, nil when it is
+	known    map[string]config.Server    // guarded by mu; label → its entry in the last configuration in force that had it (see policyOf)
 	runs     map[string]*gateway.Session // guarded by mu; live agent runs by run id
 	labels   map[string]string           // guarded by mu; run id → server label
 	watched  map[string][]string         // guarded by mu; label → paths given to the watcher
@@ -159,12 +161,14 @@ func New(o Options) (*Daemon, error) {
 
 		policyKick: make(chan struct{}, 1),
 	}
+	d.rememberLocked(cfg)
 	d.authz = authz.New(authz.Options{
 		Timeout:     cfg.Settings.ApprovalTimeoutOrDefault(),
 		Logger:      log,
 		OnRequested: d.approvalRequested,
 		OnGranted:   d.approvalGranted,
 		OnDenied:    d.approvalDenied,
+		ToolDenied:  func(label, tool string) bool { return d.policyOf(label, tool) == config.PolicyDeny },
 	})
 	return d, nil
 }
@@ -362,7 +366,14 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 			reply(c, control.Reply{Error: err.Error(), Code: "decide_failed"})
 			return
 		}
-		reply(c, control.Reply{})
+		// Reply.Data is the grant made (authz.Grant), absent for a denial:
+		// its tool scope is what was granted, without the tools the
+		// person's policy denies now, which the card may still have named.
+		var data json.RawMessage
+		if g, err := d.authz.Wait(ctx, h.Request); err == nil && g != nil {
+			data, _ = json.Marshal(g)
+		}
+		reply(c, control.Reply{Data: data})
 	case control.OpRestart:
 		n := d.Restart(h.Label, "restart requested with portcullis restart")
 		if n == 0 {
@@ -468,19 +479,48 @@ func measureSpec(label string, srv config.Server) identity.MeasureSpec {
 	return identity.MeasureSpec{Label: label, Command: srv.Command, Args: srv.Args, Dir: srv.Cwd, Env: env, Extra: srv.Watch}
 }
 
-// policy returns the per-tool policy function of label. Each answer comes
-// from the configuration file as it is on disk at that moment (fresh: a stat,
-// and a new read only when the file changed), so that `portcullis servers
-// policy`, a hand edit or the Preferences window take effect at the next
-// tools/list and tools/call of a running agent run, even before the file
-// watcher has noticed.
+// policy returns the per-tool policy function of label (see policyOf).
 func (d *Daemon) policy(label string) func(tool string) string {
-	return func(tool string) string {
-		cfg := d.fresh()
-		if srv, ok := cfg.Servers[label]; ok {
-			return srv.Policy(tool)
-		}
-		return config.PolicyApprove
+	return func(tool string) string { return d.policyOf(label, tool) }
+}
+
+// policyOf returns the policy of tool of server label. Each answer comes
+// from the configuration file as it is on disk at that moment (fresh: a
+// stat, and a new read only when the file changed), so that `portcullis
+// servers policy`, a hand edit or the Preferences window take effect at the
+// next tools/list and tools/call of a running agent run, even before the
+// file watcher has noticed.
+//
+// A label no longer configured (`portcullis servers remove`, a config.json
+// replaced) keeps the tool policies of the last configuration in force that
+// had it: agent runs already connected keep their server until they end,
+// and what their agents may do is neither widened nor changed by the
+// removal. A label that comes back has its new policies.
+func (d *Daemon) policyOf(label, tool string) string {
+	cfg := d.fresh()
+	if srv, ok := cfg.Servers[label]; ok {
+		return srv.Policy(tool)
+	}
+	d.mu.Lock()
+	srv, ok := d.known[label]
+	d.mu.Unlock()
+	if ok {
+		return srv.Policy(tool)
+	}
+	return config.PolicyApprove
+}
+
+// rememberLocked records the servers of cfg, now in force, for policyOf.
+func (d *Daemon) rememberLocked(cfg *config.Config) {
+	if cfg == nil {
+		return
+	}
+	if d.known == nil {
+		d.known = map[string]config.Server{}
+	}
+	for label, srv := range cfg.Servers {
+		srv.Tools = maps.Clone(srv.Tools)
+		d.known[label] = srv
 	}
 }
 

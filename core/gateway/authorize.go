@@ -82,20 +82,71 @@ func (s *Session) staleAuthorization(e *epoch, m *mcpwire.Message, tool string) 
 	}
 }
 
+// policyRecheck is how often a call waiting for a person re-checks its
+// tool's policy by itself, in case no PolicyChanged tells it (the
+// configuration file's watcher may be unavailable).
+const policyRecheck = 2 * time.Second
+
+// errPolicyWake says a wait for a decision was interrupted so that the call
+// re-checks its tool's policy.
+var errPolicyWake = errors.New("re-check the tool's policy")
+
 // awaitApproval holds a call until the person decides request id (or it
-// times out), then returns what quickAuthorize would have.
+// times out), then returns what quickAuthorize would have. While it waits,
+// the call re-checks its tool's policy whenever PolicyChanged runs and
+// every policyRecheck: a tool denied meanwhile refuses the call at once,
+// one allowed meanwhile lets it go without a grant; either way a request
+// no call waits on any more is withdrawn. A request withdrawn under a call
+// that still needs a decision (another call's tool was denied) is raised
+// again for it.
 func (s *Session) awaitApproval(e *epoch, m *mcpwire.Message, tool, id string) (decision, grantID string, out []byte, refusal *Refusal) {
 	a := s.opts.Authority
 	metaCreds, askEvery := s.metaCredentials()
 	stop := s.progressWhileWaiting(m, id)
 	defer stop()
-	g, err := a.Wait(s.ctx, id)
-	// A once grant serves one call: another call that waited on the same
-	// request (or took the grant through Check) spent it, so this one asks
-	// again, while its epoch still runs.
-	for err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ExecutionEpoch == e.ID && !a.Consume(s.opts.RunID, g.ID) && !s.ended(e) {
-		id = s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
-		g, err = a.Wait(s.ctx, id)
+	var g *authz.Grant
+	var err error
+wait:
+	for {
+		g, err = s.waitDecision(id, tool)
+		if s.runCtx().Err() != nil {
+			break
+		}
+		pol := s.policy(tool)
+		if pol == policyDeny {
+			// The person denied the tool in the configuration while the
+			// call waited: deny wins over any approval given meanwhile.
+			s.stopWaiting(m, id, fmt.Sprintf("the person's policy denies %s now", tool))
+			s.withdrawDenied()
+			return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+				Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval", tool, s.opts.Label),
+				Retry:  "do not call this tool"}
+		}
+		if pol == policyAllow && (err == nil || errors.Is(err, errPolicyWake) || errors.Is(err, authz.ErrWithdrawn) || errors.Is(err, authz.ErrTimeout)) {
+			// Allowed while the call waited (and no person denied it):
+			// it goes as an allowed call does, without a grant.
+			s.stopWaiting(m, id, fmt.Sprintf("the person's policy allows %s now", tool))
+			if err == nil && g.ExpiresWhen == authz.ExpiresOnce {
+				a.Consume(s.opts.RunID, g.ID) // it was for this call
+			}
+			return "allow", "", m.Raw, nil
+		}
+		switch {
+		case errors.Is(err, errPolicyWake):
+			continue
+		case errors.Is(err, authz.ErrWithdrawn) && !s.ended(e) && s.waitingOn(m, id):
+			// Withdrawn under this call (a tool of its scope was denied):
+			// it asks again, with the scope in force now.
+		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ExecutionEpoch == e.ID && !a.Consume(s.opts.RunID, g.ID) && !s.ended(e):
+			// A once grant serves one call: another call that waited on
+			// the same request (or took the grant through Check) spent it,
+			// so this one asks again, while its epoch still runs.
+		default:
+			break wait
+		}
+		next := s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
+		s.moveWaiting(m, id, next)
+		id = next
 	}
 	switch {
 	case err == nil:
@@ -107,13 +158,6 @@ func (s *Session) awaitApproval(e *epoch, m *mcpwire.Message, tool, id string) (
 		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("the person denied approval request %s", id),
 			Retry:  "do not retry this call unless the person asks you to"}
-	}
-	if s.policy(tool) == policyDeny {
-		// The person denied the tool in the configuration while the call
-		// waited: deny wins over the approval given meanwhile.
-		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-			Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval", tool, s.opts.Label),
-			Retry:  "do not call this tool"}
 	}
 	s.mu.Lock()
 	ended, cur := e.ended, s.cur
@@ -132,6 +176,96 @@ func (s *Session) awaitApproval(e *epoch, m *mcpwire.Message, tool, id string) (
 	}
 	out, r := s.injectMeta(e, m, tool, g.CredentialScope, metaCreds)
 	return "grant", g.ID, out, r
+}
+
+// runCtx is the context of the run (cancelled when Serve returns).
+func (s *Session) runCtx() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctx
+}
+
+// waitDecision waits for the decision on request id like Authority.Wait,
+// but returns errPolicyWake when tool's policy is no longer "approve", when
+// PolicyChanged runs or when policyRecheck has passed, so that the caller
+// re-checks the policy.
+func (s *Session) waitDecision(id, tool string) (*authz.Grant, error) {
+	s.mu.Lock()
+	run, wake := s.ctx, s.policyWakeLocked()
+	s.mu.Unlock()
+	// Asked after the channel is taken: a change that PolicyChanged
+	// reports from now on closes it, and one before is seen here.
+	if s.policy(tool) != policyApprove {
+		return nil, errPolicyWake
+	}
+	ctx, cancel := context.WithCancel(run)
+	defer cancel()
+	t := time.AfterFunc(policyRecheck, cancel)
+	defer t.Stop()
+	go func() {
+		select {
+		case <-wake:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	g, err := s.opts.Authority.Wait(ctx, id)
+	if err != nil && errors.Is(err, context.Canceled) && run.Err() == nil {
+		return nil, errPolicyWake
+	}
+	return g, err
+}
+
+// waiterLocked returns the in-flight entry of call m while it waits on
+// approval request id, or nil (it was cancelled or ended, or waits on
+// another request).
+func (s *Session) waiterLocked(m *mcpwire.Message, id string) *pending {
+	gid, ok := s.byAgentID[string(m.ID)]
+	if !ok {
+		return nil
+	}
+	if p := s.pending[gid]; p != nil && p.approval == id {
+		return p
+	}
+	return nil
+}
+
+// waitingOn reports whether call m still waits on approval request id.
+func (s *Session) waitingOn(m *mcpwire.Message, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiterLocked(m, id) != nil
+}
+
+// moveWaiting records that call m now waits on approval request to instead
+// of from (so that a cancellation withdraws the right one).
+func (s *Session) moveWaiting(m *mcpwire.Message, from, to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.waiterLocked(m, from); p != nil {
+		p.approval = to
+	}
+}
+
+// stopWaiting records that call m no longer waits on approval request id
+// (its tool's policy decided it) and withdraws the request, saying why,
+// when no other call waits on it: a person is not asked about calls that
+// no longer need them. A request other calls still wait on stays.
+func (s *Session) stopWaiting(m *mcpwire.Message, id, why string) {
+	s.mu.Lock()
+	if p := s.waiterLocked(m, id); p != nil {
+		p.approval = ""
+	}
+	for _, q := range s.pending {
+		if q.approval == id {
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.mu.Unlock()
+	if err := s.opts.Authority.Withdraw(id, why); err == nil {
+		s.log.Info("approval request withdrawn: no call waits on it any more", "request", id, "why", why)
+	}
 }
 
 // ended reports whether e has ended.

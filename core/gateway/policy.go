@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/portcullis/portcullis/core/catalog"
@@ -42,12 +43,56 @@ func (s *Session) visibleTools(cat *catalog.Catalog) []string {
 // after its handshake only, and its next tools/list shows the change. A
 // change that leaves the visible tools as they were (allow ↔ approve) says
 // nothing: it takes effect at the next call.
+//
+// Calls waiting for a person re-check their tool's policy at once (see
+// awaitApproval): denied now, they are refused; allowed now, they go on
+// without a grant. A pending approval request of the run whose tool scope
+// holds a tool denied now is withdrawn (a denied tool is never granted, and
+// its card would say otherwise); the calls still waiting on it raise a new
+// one with the scope in force now.
 func (s *Session) PolicyChanged() {
 	s.mu.Lock()
 	e := s.cur
+	if s.policyWake != nil {
+		close(s.policyWake)
+		s.policyWake = nil
+	}
 	s.mu.Unlock()
+	s.withdrawDenied()
 	if e != nil {
 		s.announceTools(e, false)
+	}
+}
+
+// policyWakeLocked returns the channel PolicyChanged closes next.
+func (s *Session) policyWakeLocked() <-chan struct{} {
+	if s.policyWake == nil {
+		s.policyWake = make(chan struct{})
+	}
+	return s.policyWake
+}
+
+// withdrawDenied withdraws the pending approval requests of the run whose
+// tool scope holds a tool denied now.
+func (s *Session) withdrawDenied() {
+	a := s.opts.Authority
+	if a == nil {
+		return
+	}
+	for _, r := range a.Pending() {
+		c := r.Card
+		if c.AgentRun != s.opts.RunID || c.Identity != "" {
+			continue
+		}
+		for _, t := range append(slices.Clone(c.ToolScope), c.Tool) {
+			if t == "" || s.policy(t) != policyDeny {
+				continue
+			}
+			if err := a.Withdraw(r.ID, fmt.Sprintf("the person's policy denies %s now", t)); err == nil {
+				s.log.Info("approval request withdrawn: a tool of its scope is denied now", "request", r.ID, "tool", t)
+			}
+			break
+		}
 	}
 }
 

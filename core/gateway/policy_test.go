@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/mcpwire"
@@ -42,7 +44,8 @@ func (p *policies) set(tool, policy string) {
 func newPolicyRig(t *testing.T, pol *policies) *rig {
 	t.Helper()
 	r := &rig{t: t, launcher: &fakeLauncher{}, audit: &fakeAudit{}, served: make(chan error, 1), grantAt: map[string]int64{}}
-	r.auth = authz.New(authz.Options{Timeout: 10 * time.Second})
+	r.auth = authz.New(authz.Options{Timeout: 10 * time.Second,
+		ToolDenied: func(_, tool string) bool { return pol.get(tool) == policyDeny }})
 	dir, err := os.MkdirTemp("", "gateway-catalog-")
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +284,259 @@ func TestPolicyDenyWhileWaitingForApproval(t *testing.T) {
 	}
 	if n := r.forwarded(toolRead); n != 0 {
 		t.Errorf("%s reached the server %d times, want 0", toolRead, n)
+	}
+}
+
+// waitCall waits for the answer to call id and returns its refusal (nil
+// when served) and how long it took from since.
+func (r *rig) waitCall(id int64, since time.Time) (*Refusal, time.Duration) {
+	r.t.Helper()
+	_, ref := refusal(r.t, r.agent.wait(id, 10*time.Second))
+	return ref, time.Since(since)
+}
+
+// waitProgress waits until the agent has received n progress
+// notifications (a call with a progress token hears one when it starts
+// waiting for a person).
+func (r *rig) waitProgress(n int) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.agent.notifications(methodProgress)) < n {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d progress notifications within 10 s, want %d", len(r.agent.notifications(methodProgress)), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitNoPending waits until the run has no pending approval request.
+func (r *rig) waitNoPending(d time.Duration) {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for len(r.auth.Pending()) > 0 {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("approval requests still pending after %s: %+v", d, r.auth.Pending())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// intentDecisions lists the decisions of the tool_called intents of tool.
+func (r *rig) intentDecisions(tool string) []string {
+	var out []string
+	for _, e := range r.audit.entries() {
+		if c, ok := e.Fields.(audit.ToolCalled); ok && c.Tool == tool {
+			out = append(out, c.Decision)
+		}
+	}
+	return out
+}
+
+// TestPolicyDenyWhileWaitingRefusesAtOnce: a call waiting for a person is
+// refused as soon as PolicyChanged reports its tool denied — not when the
+// person decides or the request times out — and its request, which no call
+// waits on any more, is withdrawn: it leaves Pending and its waiters hear
+// ErrWithdrawn. The tool never reaches the server.
+func TestPolicyDenyWhileWaitingRefusesAtOnce(t *testing.T) {
+	pol := &policies{m: map[string]string{}}
+	r := newPolicyRig(t, pol)
+	defer r.close()
+	r.handshake()
+	r.listedTools(1)
+	r.agent.request(2, "tools/call", callParams(toolRead, 2, ""))
+	req := r.pendingFor(10 * time.Second)
+	pol.set(toolRead, policyDeny)
+	start := time.Now()
+	r.sess.PolicyChanged()
+	ref, took := r.waitCall(2, start)
+	if ref == nil || ref.Error != ApprovalDenied || !strings.Contains(ref.Reason, "denied by the person's policy") {
+		t.Fatalf("call whose tool was denied while it waited: refusal %+v, want %s by the policy", ref, ApprovalDenied)
+	}
+	if took >= policyRecheck {
+		t.Errorf("refused after %s, want at once (PolicyChanged), well before the %s re-check", took, policyRecheck)
+	}
+	r.waitNoPending(5 * time.Second)
+	if _, err := r.auth.Wait(context.Background(), req.ID); !errors.Is(err, authz.ErrWithdrawn) {
+		t.Errorf("request %s ended with %v, want %v", req.ID, err, authz.ErrWithdrawn)
+	}
+	if err := r.auth.Decide(req.ID, authz.Decision{Choice: authz.ApproveRun}); !errors.Is(err, authz.ErrNoRequest) {
+		t.Errorf("approving the withdrawn request: %v, want %v", err, authz.ErrNoRequest)
+	}
+	if n := r.forwarded(toolRead); n != 0 {
+		t.Errorf("%s reached the server %d times, want 0", toolRead, n)
+	}
+	if g := r.auth.Grants("RUN"); len(g) != 0 {
+		t.Errorf("grants %+v, want none", g)
+	}
+}
+
+// TestPolicyAllowWhileWaitingServesAtOnce: the mirror case — allowed while
+// it waits, the call goes at once, without a grant (its intent is recorded
+// with decision "allow"), and the request nobody waits on is withdrawn.
+func TestPolicyAllowWhileWaitingServesAtOnce(t *testing.T) {
+	pol := &policies{m: map[string]string{}}
+	r := newPolicyRig(t, pol)
+	defer r.close()
+	r.handshake()
+	r.listedTools(1)
+	r.agent.request(2, "tools/call", callParams(toolRead, 2, ""))
+	r.pendingFor(10 * time.Second)
+	pol.set(toolRead, policyAllow)
+	start := time.Now()
+	r.sess.PolicyChanged()
+	ref, took := r.waitCall(2, start)
+	if ref != nil {
+		t.Fatalf("call whose tool was allowed while it waited refused: %+v", ref)
+	}
+	if took >= policyRecheck {
+		t.Errorf("served after %s, want at once", took)
+	}
+	r.waitNoPending(5 * time.Second)
+	if n := r.forwarded(toolRead); n != 1 {
+		t.Errorf("%s reached the server %d times, want 1", toolRead, n)
+	}
+	if g := r.auth.Grants("RUN"); len(g) != 0 {
+		t.Errorf("grants %+v, want none", g)
+	}
+	if got := r.intentDecisions(toolRead); !slices.Equal(got, []string{"allow"}) {
+		t.Errorf("intent decisions %v, want [allow]", got)
+	}
+}
+
+// TestPolicyChangeWithTwoWaiters: two calls share one request (its scope
+// holds both tools). One tool allowed: its call goes, the other still
+// waits on the same request, which stays. One tool denied: its call is
+// refused, the request that names a denied tool is withdrawn, and the
+// other call raises a new one whose scope lacks the denied tool; approved,
+// it serves that call and grants nothing denied.
+func TestPolicyChangeWithTwoWaiters(t *testing.T) {
+	t.Run("allow", func(t *testing.T) {
+		pol := &policies{m: map[string]string{}}
+		r := newPolicyRig(t, pol)
+		defer r.close()
+		r.handshake()
+		r.listedTools(1)
+		r.agent.request(2, "tools/call", callParams(toolRead, 2, ""))
+		req := r.pendingFor(10 * time.Second)
+		r.agent.request(3, "tools/call", callParams(toolWrite, 3, "tok3"))
+		r.waitProgress(1) // write waits on a request: the one read raised
+		pol.set(toolRead, policyAllow)
+		r.sess.PolicyChanged()
+		if ref, _ := r.waitCall(2, time.Now()); ref != nil {
+			t.Fatalf("allowed call refused: %+v", ref)
+		}
+		if p := r.auth.Pending(); len(p) != 1 || p[0].ID != req.ID {
+			t.Fatalf("pending %+v, want %s still (write waits on it)", p, req.ID)
+		}
+		if _, ok := r.agent.response(3); ok {
+			t.Fatal("write was answered before the person decided")
+		}
+		if err := r.auth.Decide(req.ID, authz.Decision{Choice: authz.ApproveRun}); err != nil {
+			t.Fatal(err)
+		}
+		if ref, _ := r.waitCall(3, time.Now()); ref != nil {
+			t.Errorf("approved write refused: %+v", ref)
+		}
+	})
+	t.Run("deny", func(t *testing.T) {
+		pol := &policies{m: map[string]string{}}
+		r := newPolicyRig(t, pol)
+		defer r.close()
+		r.handshake()
+		r.listedTools(1)
+		r.agent.request(2, "tools/call", callParams(toolRead, 2, ""))
+		req := r.pendingFor(10 * time.Second)
+		if !slices.Contains(req.Card.ToolScope, toolWrite) {
+			t.Fatalf("tool scope %v lacks %s", req.Card.ToolScope, toolWrite)
+		}
+		r.agent.request(3, "tools/call", callParams(toolWrite, 3, "tok3"))
+		r.waitProgress(1) // write waits on a request: the one read raised
+		pol.set(toolRead, policyDeny)
+		r.sess.PolicyChanged()
+		if ref, _ := r.waitCall(2, time.Now()); ref == nil || ref.Error != ApprovalDenied {
+			t.Fatalf("denied call: refusal %+v, want %s", ref, ApprovalDenied)
+		}
+		var next authz.Request
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if p := r.auth.Pending(); len(p) == 1 && p[0].ID != req.ID {
+				next = p[0]
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pending %+v, want one new request for write", r.auth.Pending())
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if slices.Contains(next.Card.ToolScope, toolRead) || next.Card.Tool != toolWrite {
+			t.Errorf("new request for %s with scope %v: want write, without the denied read", next.Card.Tool, next.Card.ToolScope)
+		}
+		if _, ok := r.agent.response(3); ok {
+			t.Fatal("write was answered before the person decided")
+		}
+		if err := r.auth.Decide(next.ID, authz.Decision{Choice: authz.ApproveRun}); err != nil {
+			t.Fatal(err)
+		}
+		if ref, _ := r.waitCall(3, time.Now()); ref != nil {
+			t.Errorf("approved write refused: %+v", ref)
+		}
+		for _, g := range r.auth.Grants("RUN") {
+			if slices.Contains(g.ToolScope, toolRead) {
+				t.Errorf("grant %+v includes the denied %s", g, toolRead)
+			}
+		}
+		if n := r.forwarded(toolRead); n != 0 {
+			t.Errorf("%s reached the server %d times, want 0", toolRead, n)
+		}
+	})
+}
+
+// TestPolicyDenyNoticedWithoutPolicyChanged: with no PolicyChanged (the
+// configuration watcher is unavailable), a waiting call notices its tool's
+// deny by itself within a re-check period.
+func TestPolicyDenyNoticedWithoutPolicyChanged(t *testing.T) {
+	pol := &policies{m: map[string]string{}}
+	r := newPolicyRig(t, pol)
+	defer r.close()
+	r.handshake()
+	r.listedTools(1)
+	r.agent.request(2, "tools/call", callParams(toolRead, 2, ""))
+	r.pendingFor(10 * time.Second)
+	pol.set(toolRead, policyDeny)
+	ref, took := r.waitCall(2, time.Now())
+	if ref == nil || ref.Error != ApprovalDenied {
+		t.Fatalf("refusal %+v, want %s", ref, ApprovalDenied)
+	}
+	if took > 3*policyRecheck {
+		t.Errorf("noticed after %s, want within about %s", took, policyRecheck)
+	}
+	r.waitNoPending(5 * time.Second)
+}
+
+// TestApprovalNeverGrantsADeniedTool: a person who approves a request
+// whose card still names a tool denied since (the change not yet reported
+// by PolicyChanged) grants the rest of the scope only.
+func TestApprovalNeverGrantsADeniedTool(t *testing.T) {
+	pol := &policies{m: map[string]string{}}
+	r := newPolicyRig(t, pol)
+	defer r.close()
+	r.handshake()
+	r.listedTools(1)
+	r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
+	req := r.pendingFor(10 * time.Second)
+	if !slices.Contains(req.Card.ToolScope, toolRead) {
+		t.Fatalf("tool scope %v lacks %s", req.Card.ToolScope, toolRead)
+	}
+	pol.set(toolRead, policyDeny)
+	if err := r.auth.Decide(req.ID, authz.Decision{Choice: authz.ApproveRun}); err != nil {
+		t.Fatal(err)
+	}
+	if ref, _ := r.waitCall(2, time.Now()); ref != nil {
+		t.Fatalf("approved write refused: %+v", ref)
+	}
+	g := r.auth.Grants("RUN")
+	if len(g) != 1 || !slices.Equal(g[0].ToolScope, []string{toolWrite}) {
+		t.Errorf("grants %+v, want one for [write] only", g)
 	}
 }
 

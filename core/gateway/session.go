@@ -194,6 +194,7 @@ type Session struct {
 	approvedEpoch    string                     // guarded by mu; epoch of the last grant
 	approvedRev      uint64                     // guarded by mu; catalog revision of the last grant
 	records          map[string]identity.Record // guarded by mu; execution records of this run's epochs
+	policyWake       chan struct{}              // guarded by mu; nil until a call waits; closed by PolicyChanged so waiting calls re-check their tool's policy
 	startedAt        time.Time
 	ctx              context.Context // cancelled when Serve returns
 	cancel           context.CancelFunc

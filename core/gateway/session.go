@@ -189,6 +189,7 @@ type Session struct {
 	replaceWhy       string                     // guarded by mu
 	lastExit         *EpochExit                 // guarded by mu; the latest process of this run to exit
 	bg               sync.WaitGroup             // catalog fetches under way; Serve waits for them
+	bgClosed         bool                       // guarded by mu; Serve waits for bg: start nothing more
 	epochs           int                        // guarded by mu; epochs launched so far
 	agentListedEpoch string                     // guarded by mu; epoch of the agent's last tools/list
 	approvedEpoch    string                     // guarded by mu; epoch of the last grant
@@ -353,6 +354,9 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	}
 	// A catalog fetch that began before the end returns at once (its
 	// epoch ended); waiting for it keeps the catalog store quiet after Serve.
+	s.mu.Lock()
+	s.bgClosed = true
+	s.mu.Unlock()
 	s.bg.Wait()
 	s.record(audit.TypeRunEnded, audit.RunEnded{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Reason: "agent disconnected"})
 	return err
@@ -386,9 +390,18 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 	return e, nil
 }
 
-// background runs f in a goroutine that Serve waits for before returning.
+// background runs f (a catalog fetch) on its own goroutine, one Serve waits
+// for before it returns. Once Serve has started to wait, nothing more is
+// started: the session is over, and an Add racing the Wait would misuse
+// the WaitGroup. Not called with mu held.
 func (s *Session) background(f func()) {
+	s.mu.Lock()
+	if s.bgClosed {
+		s.mu.Unlock()
+		return
+	}
 	s.bg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.bg.Done()
 		f()

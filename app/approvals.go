@@ -105,12 +105,19 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		}
 	}
 	hello := control.Hello{Op: control.OpDecide, Request: id, Choice: string(choice), Tools: narrowed}
-	if _, err := control.Call(a.Dirs.Socket(), hello, 5*time.Second); err != nil {
+	data, err := control.Call(a.Dirs.Socket(), hello, 5*time.Second)
+	if err != nil {
 		return daemonError(err)
 	}
 	granted := req.Card.ToolScope
 	if narrowed != nil {
 		granted = narrowed
+	}
+	// The daemon answers with the grant it made: tools denied by a policy
+	// meanwhile are left out of it, so it is what the person gave.
+	var g authz.Grant
+	if len(data) > 0 && json.Unmarshal(data, &g) == nil && g.ID != "" {
+		granted = g.ToolScope
 	}
 	switch {
 	case choice == authz.ApproveRun && req.Card.Identity != "":

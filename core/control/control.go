@@ -33,7 +33,7 @@ const (
 	OpStop      = "stop"      // stop the daemon: every server stopped, agents told
 	OpRestart   = "restart"   // replace the process of every agent run of Label with a new epoch
 	OpApprovals = "approvals" // Reply.Data: the pending approval requests ([]authz.Request)
-	OpDecide    = "decide"    // answer approval request Request with Choice
+	OpDecide    = "decide"    // answer approval request Request with Choice; Reply.Data: the grant made (authz.Grant), absent for a denial
 )
 
 // Hello is the first line a client sends.

@@ -104,6 +104,9 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 			return usagef("--tools: %q is not in the request's tool scope (%s)", t, strings.Join(req.Card.ToolScope, ", "))
 		}
 	}
+	if narrowed != nil && req.Card.Tool != "" && !slices.Contains(narrowed, req.Card.Tool) {
+		return usagef("--tools must include %s, the tool of the call that waits (to refuse that call, use portcullis deny %s)", req.Card.Tool, id)
+	}
 	hello := control.Hello{Op: control.OpDecide, Request: id, Choice: string(choice), Tools: narrowed}
 	data, err := control.Call(a.Dirs.Socket(), hello, 5*time.Second)
 	if err != nil {

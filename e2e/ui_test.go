@@ -5,6 +5,7 @@ package e2e
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,17 +184,22 @@ func awaitText(t *testing.T, ch <-chan callResult) string {
 }
 
 // pressInWindow waits until the approval window shows a request, returns
-// the text of its card, and taps the button labelled label.
+// the text of its card, and taps the button labelled label, again while the
+// request stays (approve buttons ignore clicks for a moment after a card
+// appears, as a person's double click would be).
 func pressInWindow(t *testing.T, tray *ui.Tray, label string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var text string
+		var text, shown string
 		var btn *widget.Button
 		fyne.DoAndWait(func() {
-			if ids, _ := tray.Approval.Queue(); !tray.Approval.Visible() || len(ids) == 0 {
+			ids, cur := tray.Approval.Queue()
+			if !tray.Approval.Visible() || len(ids) == 0 {
 				return
 			}
+			shown = ids[cur]
+			btn = tray.Approval.Button(label)
 			var parts []string
 			for _, o := range test.LaidOutObjects(tray.Approval.Window().Content()) {
 				switch w := o.(type) {
@@ -203,17 +209,24 @@ func pressInWindow(t *testing.T, tray *ui.Tray, label string) string {
 					parts = append(parts, w.String())
 				case *widget.Check:
 					parts = append(parts, w.Text)
-				case *widget.Button:
-					if w.Text == label && !w.Disabled() {
-						btn = w
-					}
 				}
 			}
 			text = strings.Join(parts, "\n")
 		})
 		if btn != nil {
-			fyne.DoAndWait(func() { test.Tap(btn) })
-			return text
+			for time.Now().Before(deadline) {
+				fyne.DoAndWait(func() { test.Tap(btn) })
+				gone := false
+				fyne.DoAndWait(func() {
+					ids, _ := tray.Approval.Queue()
+					gone = !slices.Contains(ids, shown)
+				})
+				if gone {
+					return text
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Fatalf("pressing %s did not decide request %s within 30s", label, shown)
 		}
 		if time.Now().After(deadline) {
 			t.Fatal(errors.New("the approval window did not show a request with " + label + " within 30s"))

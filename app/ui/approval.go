@@ -47,15 +47,25 @@ type ApprovalWindow struct {
 	popped  map[string]bool // pending requests the window popped up for
 	visible bool
 
+	// guard is how long after a card appears (the window popped up, or the
+	// next request of the queue replaced the one decided) its approve
+	// buttons ignore clicks: a click aimed at what was there before, or a
+	// double click, must not approve a request the person has not seen.
+	// Deny is never held back. shownID and shownAt say which card appeared
+	// when (wall clock, not the countdown's clock).
+	guard   time.Duration
+	shownID string
+	shownAt time.Time
+
 	heading     *widget.Label
 	queueLabel  *widget.Label
-	prev, next  *widget.Button
+	prev, next  *escButton
 	body        *fyne.Container
 	scroll      *container.Scroll
 	countdown   *widget.Label
-	approveRun  *widget.Button
-	approveOnce *widget.Button
-	deny        *widget.Button
+	approveRun  *escButton
+	approveOnce *escButton
+	deny        *escButton
 }
 
 func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
@@ -73,27 +83,29 @@ func (w *ApprovalWindow) ensure() {
 	w.heading.SizeName = theme.SizeNameSubHeadingText
 	w.heading.Truncation = fyne.TextTruncateEllipsis
 	w.queueLabel = widget.NewLabel("")
-	w.prev = widget.NewButtonWithIcon("", theme.NavigateBackIcon(), func() { w.move(-1) })
-	w.next = widget.NewButtonWithIcon("", theme.NavigateNextIcon(), func() { w.move(+1) })
+	w.prev = w.button("", theme.NavigateBackIcon(), func() { w.move(-1) })
+	w.next = w.button("", theme.NavigateNextIcon(), func() { w.move(+1) })
 	w.prev.Importance, w.next.Importance = widget.LowImportance, widget.LowImportance
 	w.body = container.NewVBox()
 	w.scroll = container.NewVScroll(w.body)
 	w.countdown = widget.NewLabel("")
 	w.countdown.Wrapping = fyne.TextWrapWord
-	w.deny = widget.NewButtonWithIcon(denyText, theme.CancelIcon(), func() { w.decide(authz.Deny) })
-	w.approveOnce = widget.NewButtonWithIcon(approveOnceText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveOnce) })
-	w.approveRun = widget.NewButtonWithIcon(approveRunText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveRun) })
+	w.deny = w.button(denyText, theme.CancelIcon(), func() { w.decide(authz.Deny) })
+	w.approveOnce = w.button(approveOnceText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveOnce) })
+	w.approveRun = w.button(approveRunText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveRun) })
 
 	top := container.NewBorder(nil, nil, nil, container.NewHBox(w.queueLabel, w.prev, w.next), w.heading)
 	buttons := container.NewHBox(layout.NewSpacer(), w.deny, w.approveOnce, w.approveRun)
 	bottom := container.NewVBox(widget.NewSeparator(), w.countdown, buttons)
 	w.win.SetContent(container.NewBorder(container.NewVBox(top, widget.NewSeparator()), bottom, nil, nil, w.scroll))
-	w.win.Resize(fyne.NewSize(720, 800))
+	// Small enough for a 768-pixel-high screen at scale 1 (the card
+	// scrolls; the buttons and the countdown stay in view).
+	w.win.Resize(fyne.NewSize(680, 600))
 	w.win.CenterOnScreen()
 	w.win.SetCloseIntercept(w.closeRequested)
 	w.win.Canvas().SetOnTypedKey(func(ev *fyne.KeyEvent) {
 		if ev.Name == fyne.KeyEscape {
-			w.decide(authz.Deny)
+			w.escape()
 		}
 	})
 }
@@ -144,6 +156,9 @@ func (w *ApprovalWindow) sync(pending []authz.Request) {
 // oldest). On macOS the accessory app activates itself first.
 func (w *ApprovalWindow) Show() {
 	w.ensure()
+	if !w.visible {
+		w.shownID = "" // popping up: the card appears now
+	}
 	w.render()
 	activateApp()
 	w.win.Show()
@@ -206,6 +221,12 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		return
 	}
 	r := w.queue[w.cur]
+	if choice != authz.Deny && w.guard > 0 {
+		if since := time.Since(w.shownAt); since < w.guard {
+			w.log.Info("approval click ignored: the card appeared just before", "request", r.ID, "after", since.Round(time.Millisecond))
+			return
+		}
+	}
 	d := authz.Decision{Choice: choice, By: "app"}
 	if choice == authz.ApproveRun {
 		d.Tools = w.ticked(r)
@@ -246,7 +267,7 @@ func (w *ApprovalWindow) closeRequested() {
 func (w *ApprovalWindow) ticked(r authz.Request) []string {
 	out := []string{}
 	for _, t := range r.Card.ToolScope {
-		if !w.unticks[r.ID][t] {
+		if t == r.Card.Tool || !w.unticks[r.ID][t] {
 			out = append(out, t)
 		}
 	}
@@ -278,6 +299,9 @@ func (w *ApprovalWindow) render() {
 		return
 	}
 	r := w.queue[w.cur]
+	if r.ID != w.shownID {
+		w.shownID, w.shownAt = r.ID, time.Now()
+	}
 	v := cardModel(r.Card)
 	w.heading.SetText("Approve " + v.Title + "?")
 	w.queueLabel.SetText(queueText(w.cur, len(w.queue)))
@@ -308,7 +332,7 @@ func (w *ApprovalWindow) updateApproveRun(r authz.Request) {
 	setEnabled(w.approveRun, len(r.Card.ToolScope) == 0 || len(w.ticked(r)) > 0)
 }
 
-func setEnabled(b *widget.Button, on bool) {
+func setEnabled(b fyne.Disableable, on bool) {
 	if on {
 		b.Enable()
 	} else {
@@ -366,7 +390,15 @@ func (w *ApprovalWindow) cardObjects(r authz.Request, v cardView) []fyne.CanvasO
 		checks := container.NewGridWithColumns(2)
 		for _, tool := range v.Tools {
 			id := r.ID
-			c := widget.NewCheck(tool, nil)
+			c := w.check(tool)
+			if tool == r.Card.Tool {
+				// Approving the run approves the call that waits: its
+				// tool cannot be left out (Deny refuses the call).
+				c.SetChecked(true)
+				c.Disable()
+				checks.Add(c)
+				continue
+			}
 			c.SetChecked(!w.unticks[id][tool])
 			c.OnChanged = func(on bool) {
 				if w.unticks[id] == nil {
@@ -401,4 +433,69 @@ func monoLabel(s string) *widget.Label {
 
 func sectionHeading(s string) fyne.CanvasObject {
 	return widget.NewLabelWithStyle(s, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+}
+
+// escButton is a button that passes Escape to the window: Escape denies
+// the request shown whatever has the keyboard focus (a focused widget
+// receives the keys the canvas would otherwise get).
+type escButton struct {
+	widget.Button
+	escape func()
+}
+
+func (w *ApprovalWindow) button(text string, icon fyne.Resource, tapped func()) *escButton {
+	b := &escButton{escape: w.escape}
+	b.Text, b.Icon, b.OnTapped = text, icon, tapped
+	b.ExtendBaseWidget(b)
+	return b
+}
+
+func (b *escButton) TypedKey(ev *fyne.KeyEvent) {
+	if ev.Name == fyne.KeyEscape {
+		b.escape()
+		return
+	}
+	b.Button.TypedKey(ev)
+}
+
+// escCheck is a tool check box that passes Escape to the window.
+type escCheck struct {
+	widget.Check
+	escape func()
+}
+
+func (w *ApprovalWindow) check(text string) *escCheck {
+	c := &escCheck{escape: w.escape}
+	c.Text = text
+	c.ExtendBaseWidget(c)
+	return c
+}
+
+func (c *escCheck) TypedKey(ev *fyne.KeyEvent) {
+	if ev.Name == fyne.KeyEscape {
+		c.escape()
+		return
+	}
+	c.Check.TypedKey(ev)
+}
+
+// escape denies the request shown (the Escape key), and gives the keyboard
+// back to the window.
+func (w *ApprovalWindow) escape() {
+	if w.win != nil {
+		w.win.Canvas().Unfocus()
+	}
+	w.decide(authz.Deny)
+}
+
+// Button returns the enabled button of the window labelled text (Approve
+// for this run, Approve once, Deny), or nil: tests drive the real window
+// with it.
+func (w *ApprovalWindow) Button(text string) *widget.Button {
+	for _, b := range []*escButton{w.approveRun, w.approveOnce, w.deny} {
+		if b != nil && b.Text == text && !b.Disabled() {
+			return &b.Button
+		}
+	}
+	return nil
 }

@@ -42,8 +42,8 @@ func typeKey(w *ApprovalWindow, k fyne.KeyName) {
 func checks(w *ApprovalWindow) map[string]*widget.Check {
 	out := map[string]*widget.Check{}
 	for _, o := range test.LaidOutObjects(w.win.Content()) {
-		if c, ok := o.(*widget.Check); ok {
-			out[c.Text] = c
+		if c, ok := o.(*escCheck); ok {
+			out[c.Text] = &c.Check
 		}
 	}
 	return out
@@ -74,11 +74,29 @@ func TestApprovalButtons(t *testing.T) {
 			typeKey(w, fyne.KeyReturn)
 			typeKey(w, fyne.KeyEnter)
 		}, nil, true},
-		{"with every tool unticked, approve for this run is disabled", func(w *ApprovalWindow) {
-			for _, c := range checks(w) {
-				c.SetChecked(false)
+		{"the called tool cannot be unticked: approve for this run covers it", func(w *ApprovalWindow) {
+			c := checks(w)
+			if !c["inventory_adjust"].Disabled() || !c["inventory_adjust"].Checked {
+				t.Error("the called tool's check box is not ticked and locked")
 			}
+			c["inventory_lookup"].SetChecked(false)
 			test.Tap(w.approveRun)
+		}, []decision{{"apr_1", authz.Decision{Choice: authz.ApproveRun, Tools: []string{"inventory_adjust"}, By: "app"}}}, false},
+		{"escape denies when a button has the focus", func(w *ApprovalWindow) {
+			w.win.Canvas().Focus(w.approveRun)
+			w.win.Canvas().Focused().TypedKey(&fyne.KeyEvent{Name: fyne.KeyEscape})
+		}, []decision{{"apr_1", authz.Decision{Choice: authz.Deny, By: "app"}}}, false},
+		{"escape denies when a tool check box has the focus", func(w *ApprovalWindow) {
+			for _, o := range test.LaidOutObjects(w.win.Content()) {
+				if c, ok := o.(*escCheck); ok && c.Text == "inventory_lookup" {
+					w.win.Canvas().Focus(c)
+				}
+			}
+			w.win.Canvas().Focused().TypedKey(&fyne.KeyEvent{Name: fyne.KeyEscape})
+		}, []decision{{"apr_1", authz.Decision{Choice: authz.Deny, By: "app"}}}, false},
+		{"a button with the focus takes no Enter", func(w *ApprovalWindow) {
+			w.win.Canvas().Focus(w.approveRun)
+			w.win.Canvas().Focused().TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
 		}, nil, true},
 	}
 	for _, tt := range tests {
@@ -166,6 +184,32 @@ func TestApprovalPopsForEveryNewRequest(t *testing.T) {
 	w.sync([]authz.Request{r2})
 	if !w.Visible() {
 		t.Error("a second new request did not show the window")
+	}
+}
+
+// TestApprovalGuard: right after a card appears, its approve buttons
+// ignore clicks (a double click, or a click aimed at the card decided just
+// before, must not approve a request the person has not seen); Deny is
+// never held back.
+func TestApprovalGuard(t *testing.T) {
+	w, f := newTestWindow(t, request("apr_1", 0, rebuildCard()), request("apr_2", 1, rebuildCard()))
+	w.guard = time.Hour
+	test.Tap(w.approveRun)
+	test.Tap(w.approveOnce)
+	if got := f.decisions(); len(got) != 0 {
+		t.Fatalf("approvals taken within the guard: %+v", got)
+	}
+	test.Tap(w.deny)
+	want := []decision{{"apr_1", authz.Decision{Choice: authz.Deny, By: "app"}}}
+	if d := cmp.Diff(want, f.decisions()); d != "" {
+		t.Fatalf("deny within the guard (-want +got):\n%s", d)
+	}
+	w.guard = time.Millisecond
+	time.Sleep(5 * time.Millisecond)
+	test.Tap(w.approveOnce)
+	want = append(want, decision{"apr_2", authz.Decision{Choice: authz.ApproveOnce, By: "app"}})
+	if d := cmp.Diff(want, f.decisions()); d != "" {
+		t.Errorf("approval after the guard (-want +got):\n%s", d)
 	}
 }
 

@@ -115,6 +115,7 @@ func NewTray(app fyne.App, o Options) *Tray {
 	}
 	t := &Tray{app: app, opts: o, log: log}
 	t.Approval = newApprovalWindow(app, o.Approvals, o.Clock, log)
+	t.Approval.guard = approvalGuard
 	if d, ok := app.(desktop.App); ok {
 		t.desk = d
 	}
@@ -128,6 +129,11 @@ func NewTray(app fyne.App, o Options) *Tray {
 // resolved leaves the window. While requests wait, the countdown is redrawn
 // every second. Run also makes the app an accessory app on macOS (no Dock
 // icon).
+// approvalGuard is how long a card must have been on screen before its
+// approve buttons take a click (see ApprovalWindow.guard): longer than a
+// double click, shorter than reading a card.
+const approvalGuard = 500 * time.Millisecond
+
 func (t *Tray) Run(ctx context.Context) {
 	changes, stopChanges := t.opts.Daemon.Changes()
 	defer stopChanges()

@@ -168,8 +168,10 @@ wait:
 		if cur != nil {
 			r.CurrentEpoch = cur.ID
 		}
-		if g.Covers(tool, nil) && !ended {
+		if !ended && g.ExecutionEpoch == e.ID && !g.Covers(tool, nil) {
+			// Same epoch: the grant simply leaves this call's tool out.
 			r.Error, r.Reason = ApprovalDenied, fmt.Sprintf("the person approved other tools, not %s", tool)
+			r.ApprovedEpoch = ""
 			r.Retry = "do not retry this call unless the person asks you to"
 		}
 		return "", "", nil, r

@@ -595,3 +595,25 @@ func TestForAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovedOtherTools: a person who approves the run for other tools
+// than the one a waiting call needs denies that call, and the refusal says
+// so (it said the epoch had changed, with the same epoch on both sides).
+func TestApprovedOtherTools(t *testing.T) {
+	r := newPolicyRig(t, &policies{m: map[string]string{}})
+	defer r.close()
+	r.handshake()
+	r.listedTools(1)
+	r.agent.request(2, "tools/call", callParams(toolRead, 2, ""))
+	req := r.pendingFor(10 * time.Second)
+	if err := r.auth.Decide(req.ID, authz.Decision{Choice: authz.ApproveRun, Tools: []string{toolWrite}}); err != nil {
+		t.Fatal(err)
+	}
+	_, ref := refusal(t, r.agent.wait(2, 10*time.Second))
+	if ref == nil || ref.Error != ApprovalDenied || !strings.Contains(ref.Reason, "approved other tools") || ref.ApprovedEpoch != "" {
+		t.Errorf("refusal %+v, want approval_denied saying other tools were approved", ref)
+	}
+	if n := r.forwarded(toolRead); n != 0 {
+		t.Errorf("%s reached the server %d times", toolRead, n)
+	}
+}

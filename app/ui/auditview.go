@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,23 +86,34 @@ type auditView struct {
 	loading    bool // filter choices are being set: no reload
 }
 
-// auditColumn is one column of a table: its title, width, and the text of
-// a row.
+// auditColumn is one column of a table: its title, the widest text it
+// usually holds (sample), how much of the width left over it takes (flex: 0
+// for a column of fixed-size values such as times, short IDs and counts),
+// and the text of a row.
 type auditColumn[T any] struct {
-	title string
-	width float32
-	text  func(v *auditView, row T) string
+	title  string
+	sample string
+	flex   float32
+	text   func(v *auditView, row T) string
 }
 
+// Samples of the widest values of the fixed columns. A short ID is 8
+// characters of the ULID alphabet, whose widest letters are M and W.
+const (
+	sampleTime  = "2026-12-31 23:59:59"
+	sampleShort = "MMMMMMMM"
+	sampleCount = "99999"
+)
+
 var sessionColumns = []auditColumn[audit.Session]{
-	{"Started", 150, func(v *auditView, s audit.Session) string { return v.when(s.Started) }},
-	{"Agent run", 120, func(_ *auditView, s audit.Session) string { return auditShort(s.AgentRun) }},
-	{"Server", 130, func(_ *auditView, s audit.Session) string { return s.ServerLabel }},
-	{"Agent", 190, func(_ *auditView, s audit.Session) string { return agentText(s.Agent) }},
-	{"Calls", 60, func(_ *auditView, s audit.Session) string { return strconv.Itoa(s.Calls) }},
-	{"Refused", 70, func(_ *auditView, s audit.Session) string { return strconv.Itoa(s.Denied) }},
-	{"Grants", 70, func(_ *auditView, s audit.Session) string { return strconv.Itoa(len(s.Grants)) }},
-	{"Ended", 250, func(v *auditView, s audit.Session) string {
+	{"Started", sampleTime, 0, func(v *auditView, s audit.Session) string { return v.when(s.Started) }},
+	{"Agent run", sampleShort, 0, func(_ *auditView, s audit.Session) string { return auditShort(s.AgentRun) }},
+	{"Server", "inventory-local", 1, func(_ *auditView, s audit.Session) string { return s.ServerLabel }},
+	{"Agent", "claude-code 2.1.0", 2, func(_ *auditView, s audit.Session) string { return agentText(s.Agent) }},
+	{"Calls", sampleCount, 0, func(_ *auditView, s audit.Session) string { return strconv.Itoa(s.Calls) }},
+	{"Refused", sampleCount, 0, func(_ *auditView, s audit.Session) string { return strconv.Itoa(s.Denied) }},
+	{"Grants", sampleCount, 0, func(_ *auditView, s audit.Session) string { return strconv.Itoa(len(s.Grants)) }},
+	{"Ended", sampleTime, 2, func(v *auditView, s audit.Session) string {
 		if s.Ended.IsZero() {
 			return "open"
 		}
@@ -110,15 +122,90 @@ var sessionColumns = []auditColumn[audit.Session]{
 }
 
 var callColumns = []auditColumn[audit.Call]{
-	{"Time", 150, func(v *auditView, c audit.Call) string { return v.when(c.TS) }},
-	{"Server", 120, func(_ *auditView, c audit.Call) string { return c.ServerLabel }},
-	{"Agent run", 115, func(_ *auditView, c audit.Call) string { return auditShort(c.AgentRun) }},
-	{"Tool", 165, func(_ *auditView, c audit.Call) string { return c.Tool }},
-	{"Decision", 75, func(_ *auditView, c audit.Call) string { return c.Decision }},
-	{"Outcome", 190, func(_ *auditView, c audit.Call) string { return outcomeText(c) }},
-	{"ms", 60, func(_ *auditView, c audit.Call) string { return durationMS(c) }},
-	{"Epoch", 115, func(_ *auditView, c audit.Call) string { return auditShort(c.Epoch) }},
-	{"Rev", 45, func(_ *auditView, c audit.Call) string { return revText(c.CatalogRevision) }},
+	{"Time", sampleTime, 0, func(v *auditView, c audit.Call) string { return v.when(c.TS) }},
+	{"Server", "inventory-local", 1, func(_ *auditView, c audit.Call) string { return c.ServerLabel }},
+	{"Agent run", sampleShort, 0, func(_ *auditView, c audit.Call) string { return auditShort(c.AgentRun) }},
+	{"Tool", "inventory_lookup", 2, func(_ *auditView, c audit.Call) string { return c.Tool }},
+	{"Decision", "denied", 0, func(_ *auditView, c audit.Call) string { return c.Decision }},
+	{"Outcome", "refused: authorization_stale", 2, func(_ *auditView, c audit.Call) string { return outcomeText(c) }},
+	{"ms", "99999.9", 0, func(_ *auditView, c audit.Call) string { return durationMS(c) }},
+	{"Epoch", sampleShort, 0, func(_ *auditView, c audit.Call) string { return auditShort(c.Epoch) }},
+	{"Rev", sampleCount, 0, func(_ *auditView, c audit.Call) string { return revText(c.CatalogRevision) }},
+}
+
+// auditColumnWidths sizes cols for a table width wide: each column as wide
+// as its title and sample need, and what is left of the width shared among
+// the flexible columns by their flex. When the width is too small, the
+// flexible columns give up their samples' width, down to their titles';
+// below that the table scrolls.
+func auditColumnWidths[T any](th fyne.Theme, cols []auditColumn[T], width float32) []float32 {
+	measure := func(l *widget.Label) float32 { return float32(math.Ceil(float64(l.MinSize().Width))) }
+	widths := make([]float32, len(cols))
+	floors := make([]float32, len(cols))
+	var flex, fixed, need, floor float32
+	for i, c := range cols {
+		title := measure(widget.NewLabelWithStyle(c.title, fyne.TextAlignLeading, fyne.TextStyle{Bold: true}))
+		widths[i] = max(title, measure(widget.NewLabel(c.sample)))
+		if c.flex == 0 {
+			fixed += widths[i]
+			continue
+		}
+		floors[i] = title
+		flex += c.flex
+		need += widths[i]
+		floor += title
+	}
+	// Each column is followed by a separator as wide as the padding.
+	left := width - fixed - float32(len(cols))*th.Size(theme.SizeNamePadding)
+	switch {
+	case flex == 0:
+	case left >= need:
+		for i, c := range cols {
+			widths[i] += float32(math.Floor(float64((left - need) * c.flex / flex)))
+		}
+	case left > floor:
+		for i, c := range cols {
+			if c.flex > 0 {
+				widths[i] = floors[i] + float32(math.Floor(float64((left-floor)*(widths[i]-floors[i])/(need-floor))))
+			}
+		}
+	default:
+		for i, c := range cols {
+			if c.flex > 0 {
+				widths[i] = floors[i]
+			}
+		}
+	}
+	return widths
+}
+
+// auditTableLayout fits the columns of a table to its width whenever the
+// width changes.
+type auditTableLayout struct {
+	table  *widget.Table
+	widths func(width float32) []float32
+	width  float32
+}
+
+func (l *auditTableLayout) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	if size.Width != l.width {
+		l.width = size.Width
+		for i, w := range l.widths(size.Width) {
+			l.table.SetColumnWidth(i, w)
+		}
+	}
+	for _, o := range objs {
+		o.Move(fyne.NewPos(0, 0))
+		o.Resize(size)
+	}
+}
+
+func (l *auditTableLayout) MinSize(objs []fyne.CanvasObject) fyne.Size {
+	var m fyne.Size
+	for _, o := range objs {
+		m = m.Max(o.MinSize())
+	}
+	return m
 }
 
 func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
@@ -150,8 +237,8 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 		}
 	}
 	v.tabs = container.NewAppTabs(
-		container.NewTabItem("Sessions", v.sessTable),
-		container.NewTabItem("Activity", v.callTable),
+		container.NewTabItem("Sessions", fitAuditTable(v.sessTable, sessionColumns)),
+		container.NewTabItem("Activity", fitAuditTable(v.callTable, callColumns)),
 	)
 	v.tabs.OnSelected = func(*container.TabItem) { v.showDetail("Select a row to see it in full.") }
 
@@ -165,6 +252,7 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 	bottom := container.NewVBox(widget.NewSeparator(), v.detail)
 	v.win.SetContent(container.NewPadded(container.NewBorder(top, bottom, nil, nil, v.tabs)))
 	v.win.Resize(auditSize)
+	v.win.CenterOnScreen()
 	v.refresh()
 	registerSingleton(a, "audit", v.win, v.refresh)
 	return v
@@ -197,10 +285,18 @@ func newAuditTable[T any](v *auditView, cols []auditColumn[T], rows func() []T) 
 			o.(*widget.Label).SetText(cols[id.Col].title)
 		}
 	}
-	for i, c := range cols {
-		t.SetColumnWidth(i, c.width)
+	for i, w := range auditColumnWidths(t.Theme(), cols, auditSize.Width) {
+		t.SetColumnWidth(i, w)
 	}
 	return t
+}
+
+// fitAuditTable returns t in a container that fits its columns cols to its
+// width.
+func fitAuditTable[T any](t *widget.Table, cols []auditColumn[T]) fyne.CanvasObject {
+	return container.New(&auditTableLayout{table: t, widths: func(width float32) []float32 {
+		return auditColumnWidths(t.Theme(), cols, width)
+	}}, t)
 }
 
 // filter returns the log filter the Select widgets describe.
@@ -408,13 +504,15 @@ func (v *auditView) when(t time.Time) string {
 	return v.opts.local(t).Format("2006-01-02 15:04:05")
 }
 
-// auditShort abbreviates a long identifier (a ULID epoch or run) to its first 6
-// and last 4 characters; selecting the row shows it in full.
+// auditShort abbreviates a long identifier (a ULID epoch or run) to its last
+// 8 characters, as "portcullis audit" shows it (the first ones are the
+// time, shared by IDs minted close together); selecting the row shows it in
+// full.
 func auditShort(id string) string {
-	if len(id) <= 12 {
+	if len(id) <= 8 {
 		return id
 	}
-	return id[:6] + "…" + id[len(id)-4:]
+	return id[len(id)-8:]
 }
 
 func agentText(a audit.Agent) string {

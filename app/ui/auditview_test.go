@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/google/go-cmp/cmp"
 
@@ -103,17 +105,17 @@ func TestAuditViewerTables(t *testing.T) {
 	v := newTestAuditView(t, AuditDeps{Dir: dir, Key: auditKey})
 
 	wantSessions := [][]string{ // newest first
-		{"2026-11-30 08:00:09", "01JQ7R…BBBB", "docs", "Cursor", "1", "0", "0", "open"},
-		{"2026-11-30 08:00:01", "01JQ7R…AAAA", "inv", "claude-code 2.1.0 (pid 4242)", "2", "1", "1", "2026-11-30 08:00:16 agent disconnected"},
+		{"2026-11-30 08:00:09", "S2BBBBBB", "docs", "Cursor", "1", "0", "0", "open"},
+		{"2026-11-30 08:00:01", "S2AAAAAA", "inv", "claude-code 2.1.0 (pid 4242)", "2", "1", "1", "2026-11-30 08:00:16 agent disconnected"},
 	}
 	if diff := cmp.Diff(wantSessions, tableText(v, sessionColumns, v.sessions)); diff != "" {
 		t.Errorf("sessions (-want +got):\n%s", diff)
 	}
 	wantCalls := [][]string{
-		{"2026-11-30 08:00:13", "inv", "01JQ7R…AAAA", "inventory_lookup", "allow", "error: no such sku", "250.0", "01JQ7R…OCH2", "13"},
-		{"2026-11-30 08:00:12", "inv", "01JQ7R…AAAA", "inventory_adjust", "denied", "refused: authorization_stale", "", "01JQ7R…OCH2", "13"},
-		{"2026-11-30 08:00:10", "docs", "01JQ7R…BBBB", "search", "allow", "no answer recorded", "", "01JQ7R…OCH2", "3"},
-		{"2026-11-30 08:00:06", "inv", "01JQ7R…AAAA", "inventory_adjust", "grant", "ok", "12.5", "01JQ7R…OCH1", "12"},
+		{"2026-11-30 08:00:13", "inv", "S2AAAAAA", "inventory_lookup", "allow", "error: no such sku", "250.0", "S2EPOCH2", "13"},
+		{"2026-11-30 08:00:12", "inv", "S2AAAAAA", "inventory_adjust", "denied", "refused: authorization_stale", "", "S2EPOCH2", "13"},
+		{"2026-11-30 08:00:10", "docs", "S2BBBBBB", "search", "allow", "no answer recorded", "", "S2EPOCH2", "3"},
+		{"2026-11-30 08:00:06", "inv", "S2AAAAAA", "inventory_adjust", "grant", "ok", "12.5", "S2EPOCH1", "12"},
 	}
 	if diff := cmp.Diff(wantCalls, tableText(v, callColumns, v.calls)); diff != "" {
 		t.Errorf("activity (-want +got):\n%s", diff)
@@ -125,6 +127,9 @@ func TestAuditViewerTables(t *testing.T) {
 		t.Errorf("run choices (-want +got):\n%s", diff)
 	}
 	test.AssertRendersToMarkup(t, "auditview_sessions.xml", v.win.Canvas())
+	v.tabs.SelectIndex(1)
+	test.AssertRendersToMarkup(t, "auditview_activity.xml", v.win.Canvas())
+	v.tabs.SelectIndex(0)
 
 	// Selecting a row shows it in full: the epoch and run are not shortened.
 	v.tabs.SelectIndex(1)
@@ -268,11 +273,57 @@ func TestAuditShort(t *testing.T) {
 	for in, want := range map[string]string{
 		"":                           "",
 		"req-1":                      "req-1",
-		"123456789012":               "123456789012",
-		"01JQ7R4S4S0QJ7GZP1S2XYZWAB": "01JQ7R…ZWAB",
+		"12345678":                   "12345678",
+		"123456789":                  "23456789",
+		"01JQ7R4S4S0QJ7GZP1S2XYZWAB": "S2XYZWAB",
 	} {
 		if got := auditShort(in); got != want {
 			t.Errorf("auditShort(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// columnsFit checks that the columns fit a table width wide, and that each
+// fixed column shows its title and every value of rows in full.
+func columnsFit[T any](t *testing.T, name string, tbl *widget.Table, v *auditView, cols []auditColumn[T], rows []T, width float32) {
+	t.Helper()
+	th := tbl.Theme()
+	widths := auditColumnWidths(th, cols, width)
+	total := float32(len(cols)) * th.Size(theme.SizeNamePadding)
+	for i, c := range cols {
+		total += widths[i]
+		need := widget.NewLabelWithStyle(c.title, fyne.TextAlignLeading, fyne.TextStyle{Bold: true}).MinSize().Width
+		for _, r := range rows {
+			if c.flex == 0 {
+				need = max(need, widget.NewLabel(c.text(v, r)).MinSize().Width)
+			}
+		}
+		if widths[i] < need {
+			t.Errorf("%s: column %q is %v wide, needs %v", name, c.title, widths[i], need)
+		}
+	}
+	if total > width {
+		t.Errorf("%s: columns take %v of %v", name, total, width)
+	}
+}
+
+// The columns fit the table at the window's default size, short IDs and
+// counts are never cut, and the columns follow the width of the window.
+func TestAuditColumnsFit(t *testing.T) {
+	dir := writeAuditLog(t, auditKey)
+	v := newTestAuditView(t, AuditDeps{Dir: dir, Key: auditKey})
+	width := v.sessTable.Size().Width
+	if width < auditSize.Width-40 {
+		t.Fatalf("table width %v at window width %v", width, auditSize.Width)
+	}
+	columnsFit(t, "sessions", v.sessTable, v, sessionColumns, v.sessions, width)
+	columnsFit(t, "activity", v.callTable, v, callColumns, v.calls, width)
+
+	narrow := auditColumnWidths(v.sessTable.Theme(), sessionColumns, width)
+	wide := auditColumnWidths(v.sessTable.Theme(), sessionColumns, width+300)
+	for i, c := range sessionColumns {
+		if grew := wide[i] > narrow[i]; grew != (c.flex > 0) {
+			t.Errorf("column %q: %v wide in a wider window, was %v", c.title, wide[i], narrow[i])
 		}
 	}
 }

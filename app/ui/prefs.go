@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,18 @@ type uiOptions struct {
 	inline bool
 	// loc is the time zone of displayed times (nil: time.Local).
 	loc *time.Location
+	// home is the home directory examples are drawn from ("": the user's).
+	home string
+}
+
+// homeDir returns the home directory of the person, for examples of paths
+// (placeholders); "" when unknown.
+func (o uiOptions) homeDir() string {
+	if o.home != "" {
+		return o.home
+	}
+	h, _ := os.UserHomeDir()
+	return h
 }
 
 // local converts t to the display time zone.
@@ -179,6 +192,7 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	p.tabs.OnSelected = func(*container.TabItem) { p.setStatus("", false) }
 	p.win.SetContent(container.NewBorder(p.banner, container.NewPadded(p.status), nil, nil, p.tabs))
 	p.win.Resize(prefsSize)
+	p.win.CenterOnScreen()
 	p.reload()
 	registerSingleton(a, "prefs", p.win, p.reload)
 	return p
@@ -248,6 +262,17 @@ func (p *prefs) update(change func(c *config.Config) error) error {
 // setStatus shows text in the window's status line, in red when bad.
 func (p *prefs) setStatus(text string, bad bool) { setMessageLabel(p.status, text, bad) }
 
+// notSavedFields is the status of a save refused for invalid fields.
+const notSavedFields = "Not saved: correct the fields marked in red."
+
+// fieldsValid clears the status of a save refused for invalid fields once
+// the person has corrected them: it no longer describes the window.
+func (p *prefs) fieldsValid() {
+	if p.status.Visible() && p.status.Text == notSavedFields {
+		p.setStatus("", false)
+	}
+}
+
 // newMessageLabel returns a wrapping label for messages, hidden while empty.
 func newMessageLabel() *widget.Label {
 	l := widget.NewLabel("")
@@ -271,49 +296,85 @@ func setMessageLabel(l *widget.Label, text string, bad bool) {
 	}
 }
 
-// prefsField is one row of a form: a caption, the input, an optional hint and the
-// problems found with the value, shown in red under it.
+// prefsField is one row of a form: a caption, the input, and one note line
+// under the input. The note shows the hint, or in its place the problems
+// found with the value (in the error colour) or warnings (in the warning
+// colour), so that live validation does not move the fields below.
 type prefsField struct {
-	caption string
-	input   fyne.CanvasObject
-	hint    *widget.Label
-	errs    *widget.Label
+	caption  string
+	input    fyne.CanvasObject
+	hint     string
+	problems []string
+	warnings []string
+	note     *widget.Label
 }
 
 func newPrefsField(caption string, input fyne.CanvasObject, hint string) *prefsField {
-	f := &prefsField{caption: caption, input: input, errs: newMessageLabel()}
-	if hint != "" {
-		f.hint = widget.NewLabel(hint)
-		f.hint.Wrapping = fyne.TextWrapWord
-		f.hint.SizeName = theme.SizeNameCaptionText
-	}
+	f := &prefsField{caption: caption, input: input, hint: hint, note: widget.NewLabel("")}
+	f.note.Wrapping = fyne.TextWrapWord
+	f.note.SizeName = theme.SizeNameCaptionText
+	f.show()
 	return f
 }
 
-// setProblems shows msgs (one per line) under the field, or clears them.
-func (f *prefsField) setProblems(msgs []string) {
-	setMessageLabel(f.errs, strings.Join(msgs, "\n"), true)
+// setHint changes the text the note shows while the value has no problems
+// or warnings.
+func (f *prefsField) setHint(hint string) {
+	f.hint = hint
+	f.show()
 }
 
-// problems returns the text shown under the field ("" when none).
-func (f *prefsField) problems() string {
-	if !f.errs.Visible() {
+// setProblems shows msgs (one per line) in the note, or clears them.
+func (f *prefsField) setProblems(msgs []string) {
+	f.problems = slices.Clone(msgs)
+	f.show()
+}
+
+// setWarnings shows msgs (one per line) in the note when there are no
+// problems, or clears them. A warning does not prevent saving.
+func (f *prefsField) setWarnings(msgs []string) {
+	f.warnings = slices.Clone(msgs)
+	f.show()
+}
+
+// show puts the problems, else the warnings, else the hint in the note. A
+// field without a hint keeps its note hidden while there is nothing to say.
+func (f *prefsField) show() {
+	text, imp := f.hint, widget.MediumImportance
+	switch {
+	case len(f.problems) > 0:
+		text, imp = strings.Join(f.problems, "\n"), widget.DangerImportance
+	case len(f.warnings) > 0:
+		text, imp = strings.Join(f.warnings, "\n"), widget.WarningImportance
+	}
+	f.note.Importance = imp
+	f.note.SetText(text)
+	if text == "" {
+		f.note.Hide()
+	} else {
+		f.note.Show()
+	}
+}
+
+// problemText returns the problem text shown under the field ("" when none).
+func (f *prefsField) problemText() string { return strings.Join(f.problems, "\n") }
+
+// warningText returns the warnings shown under the field ("" when none, or
+// when problems hide them).
+func (f *prefsField) warningText() string {
+	if len(f.problems) > 0 {
 		return ""
 	}
-	return f.errs.Text
+	return strings.Join(f.warnings, "\n")
 }
 
 // prefsForm lays fields out in two aligned columns: captions right-aligned at the
-// top of their row, inputs with their hint and problems on the right.
+// top of their row, inputs with their note on the right.
 func prefsForm(fields ...*prefsField) *fyne.Container {
 	var objs []fyne.CanvasObject
 	for _, f := range fields {
 		caption := widget.NewLabelWithStyle(f.caption, fyne.TextAlignTrailing, fyne.TextStyle{Bold: true})
-		right := container.New(layout.NewCustomPaddedVBoxLayout(0), f.input)
-		if f.hint != nil {
-			right.Add(f.hint)
-		}
-		right.Add(f.errs)
+		right := container.New(layout.NewCustomPaddedVBoxLayout(0), f.input, f.note)
 		objs = append(objs, container.NewVBox(caption), right)
 	}
 	return container.New(layout.NewFormLayout(), objs...)
@@ -403,4 +464,72 @@ func nameList(names func() []string, template string, pick func(name string)) *w
 		}
 	}
 	return l
+}
+
+// reasonRewrites put the problems config.Validate words with the keys of
+// config.json ("cwd", "envVar") into the words of the Preferences window,
+// which names fields by their captions.
+var reasonRewrites = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`^cwd must be an absolute path, not (.*)$`), "Working directory must be an absolute path, not $1"},
+	{regexp.MustCompile(`^relative watch path (.*) needs a cwd to be relative to; set cwd or use an absolute path$`),
+		"relative path $1 needs a Working directory to be relative to: set one, or use an absolute path"},
+	{regexp.MustCompile(`^command must (.*)$`), "Command must $1"},
+	{regexp.MustCompile(`^restart must be (.*)$`), "Restart must be $1"},
+	{regexp.MustCompile(`^credential (".*") is not defined under "credentials"$`), "credential scope $1 does not exist: add it in the Credentials tab"},
+	{regexp.MustCompile(`^credentials (".*") and (".*") both set (.*)$`), "credential scopes $1 and $2 both set $3"},
+	{regexp.MustCompile(`^env must not set (\S+): credential (".*") injects it from the keychain$`),
+		"$1 must not be set here: credential scope $2 sets it from the credential store"},
+	{regexp.MustCompile(`^inject "env" needs envVar, the variable to set$`), "name the environment variable to set"},
+	{regexp.MustCompile(`^envVar is not used with inject "meta"; remove it$`), "Variable is not used when injecting into _meta: clear it"},
+	{regexp.MustCompile(`^inject must be (.*)$`), "Inject into must be $1"},
+}
+
+// fieldReason words a config.Problem's reason for the window.
+func fieldReason(reason string) string {
+	for _, r := range reasonRewrites {
+		if r.re.MatchString(reason) {
+			return r.re.ReplaceAllString(reason, r.repl)
+		}
+	}
+	return reason
+}
+
+// problemLine words a problem that belongs to no field of the tab showing
+// it: the server, scope or setting it concerns by name and caption, else
+// its path in config.json.
+func problemLine(pr config.Problem) string {
+	reason := fieldReason(pr.Reason)
+	in := func(base string, captions map[string]string) (name, where string, ok bool) {
+		name, rest, ok := splitProblemPath(base, pr.Path)
+		if !ok || name == "" {
+			return "", "", false
+		}
+		seg, rest, _ := splitProblemPath("x", "x"+rest)
+		if seg == "" {
+			return name, "", true
+		}
+		c, known := captions[seg]
+		if !known {
+			return name, ", " + seg + rest + " in config.json", true
+		}
+		if strings.HasPrefix(rest, ".") {
+			if sub, _, ok := splitProblemPath("x", "x"+rest); ok && sub != "" && !strings.Contains(reason, sub) {
+				c += " " + sub
+			}
+		}
+		return name, ", " + c + " " + strings.TrimSuffix(lineOf(rest), ": "), true
+	}
+	if name, where, ok := in("mcpServers", serverCaptions); ok {
+		return "Server “" + name + "”" + strings.TrimRight(where, " ") + ": " + reason
+	}
+	if name, where, ok := in("credentials", credCaptions); ok {
+		return "Credential scope “" + name + "”" + strings.TrimRight(where, " ") + ": " + reason
+	}
+	if seg, _, ok := splitProblemPath("settings", pr.Path); ok && generalCaptions[seg] != "" {
+		return "General, " + generalCaptions[seg] + ": " + reason
+	}
+	return pr.String()
 }

@@ -32,6 +32,10 @@ const (
 	fSecret = "secret"
 )
 
+// credCaptions are the captions of the editor's fields, by key of a
+// credential in config.json.
+var credCaptions = map[string]string{"inject": "Inject into", "envVar": "Variable", "askEveryUse": "Approval"}
+
 // credsTab lists the credential scopes and edits one at a time. Secret
 // values go from the password entry straight to the credential store; they
 // are never read back into a widget.
@@ -94,13 +98,14 @@ func newCredsTab(p *prefs) *credsTab {
 	t.secret.ActionItem = layout.NewSpacer()
 	t.secret.SetPlaceHolder("Paste or type the secret; it is never shown")
 	t.secret.OnSubmitted = func(string) { t.save() }
+	t.secret.OnChanged = changed // clears a refusal of the secret; the value is not checked as typed
 	t.usedBy = widget.NewLabel("")
 	t.usedBy.Wrapping = fyne.TextWrapWord
 	t.fields = map[string]*prefsField{
 		fScope:  newPrefsField("Scope", t.scope, "Servers list this name under Credentials."),
-		fInject: newPrefsField("Inject into", t.inject, "An environment variable of an approved server process, or params._meta of each approved tool call."),
-		fEnvVar: newPrefsField("Variable", t.envVar, ""),
-		"ask":   newPrefsField("Approval", t.ask, "Otherwise one approval per agent run and server epoch covers it."),
+		fInject: newPrefsField(credCaptions["inject"], t.inject, "An environment variable of an approved server process, or params._meta of each approved tool call."),
+		fEnvVar: newPrefsField(credCaptions["envVar"], t.envVar, "The environment variable that holds the secret in the server process."),
+		"ask":   newPrefsField(credCaptions["askEveryUse"], t.ask, "Otherwise one approval per agent run and server epoch covers it."),
 		fSecret: newPrefsField("Secret", container.NewVBox(t.state, t.secret), "Stored in the system's credential store, never in config.json."),
 		"used":  newPrefsField("Used by", t.usedBy, ""),
 	}
@@ -319,13 +324,13 @@ func credProblems(scope string, problems []config.Problem) problemSet {
 		seg, _, ok := splitProblemPath(base, pr.Path)
 		switch {
 		case ok && seg == "":
-			ps.add(fScope, pr.Reason)
+			ps.add(fScope, fieldReason(pr.Reason))
 		case ok && seg == "envVar":
-			ps.add(fEnvVar, pr.Reason)
+			ps.add(fEnvVar, fieldReason(pr.Reason))
 		case ok && seg == "inject":
-			ps.add(fInject, pr.Reason)
+			ps.add(fInject, fieldReason(pr.Reason))
 		default:
-			ps.add(fOther, pr.String())
+			ps.add(fOther, problemLine(pr))
 		}
 	}
 	return ps
@@ -355,6 +360,9 @@ func (t *credsTab) check() bool {
 		}
 	}
 	t.showProblems(ps)
+	if len(ps) == 0 {
+		t.p.fieldsValid()
+	}
 	return len(ps) == 0
 }
 
@@ -373,19 +381,19 @@ func (t *credsTab) save() {
 		return
 	}
 	if !t.check() {
-		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		t.p.setStatus(notSavedFields, true)
 		return
 	}
 	scope, cred := t.candidate()
 	secret := []byte(t.secret.Text)
 	if len(secret) > 0 && secrets.CheckSecret(secret) != nil {
 		t.showProblems(problemSet{fSecret: {"The secret is only white space."}})
-		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		t.p.setStatus(notSavedFields, true)
 		return
 	}
 	if t.isNew && len(secret) == 0 {
 		t.showProblems(problemSet{fSecret: {"Enter the secret of the new scope."}})
-		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		t.p.setStatus(notSavedFields, true)
 		return
 	}
 	writeConfig := func() {
@@ -394,7 +402,7 @@ func (t *credsTab) save() {
 		switch {
 		case errors.As(err, &ve):
 			t.showProblems(credProblems(scope, ve.Problems))
-			t.p.setStatus("Not saved: correct the fields marked in red.", true)
+			t.p.setStatus(notSavedFields, true)
 			return
 		case err != nil && len(secret) > 0:
 			t.p.setStatus("The secret is stored, but saving the scope's settings failed: "+err.Error(), true)

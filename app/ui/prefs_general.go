@@ -25,6 +25,10 @@ const (
 	fAudit           = "audit"
 )
 
+// generalCaptions are the captions of the tab's fields, by key of the
+// settings in config.json.
+var generalCaptions = map[string]string{"approvalTimeout": "Approval timeout", "holdTimeout": "Hold timeout"}
+
 // generalTab holds the daemon-wide settings, launch at login and the state
 // of audit signing.
 type generalTab struct {
@@ -52,10 +56,10 @@ func newGeneralTab(p *prefs) *generalTab {
 	t.audit = widget.NewLabel("")
 	t.audit.Wrapping = fyne.TextWrapWord
 	t.fields = map[string]*prefsField{
-		fLogin: newPrefsField("Startup", t.login, ""),
-		fApprovalTimeout: newPrefsField("Approval timeout", t.approve,
+		fLogin: newPrefsField("Startup", t.login, "Applies at once."),
+		fApprovalTimeout: newPrefsField(generalCaptions["approvalTimeout"], t.approve,
 			"How long a tool call waits for your decision before it is refused, such as 90s or 2m. Applies from the next start of Portcullis."),
-		fHoldTimeout: newPrefsField("Hold timeout", t.hold,
+		fHoldTimeout: newPrefsField(generalCaptions["holdTimeout"], t.hold,
 			"How long a tool call is held while a rebuilt server starts. Applies to agents that connect from now on."),
 		fAudit: newPrefsField("Audit log", t.audit,
 			"Signing starts by itself where a credential store works, and never stops silently; Verify in the audit viewer checks it."),
@@ -199,11 +203,11 @@ func generalProblems(problems []config.Problem) problemSet {
 		seg, _, ok := splitProblemPath("settings", pr.Path)
 		switch {
 		case ok && seg == "approvalTimeout":
-			ps.add(fApprovalTimeout, pr.Reason)
+			ps.add(fApprovalTimeout, fieldReason(pr.Reason))
 		case ok && seg == "holdTimeout":
-			ps.add(fHoldTimeout, pr.Reason)
+			ps.add(fHoldTimeout, fieldReason(pr.Reason))
 		default:
-			ps.add(fOther, pr.String())
+			ps.add(fOther, problemLine(pr))
 		}
 	}
 	return ps
@@ -220,6 +224,9 @@ func (t *generalTab) check() bool {
 		}
 	}
 	t.showProblems(ps)
+	if len(ps) == 0 {
+		t.p.fieldsValid()
+	}
 	return len(ps) == 0
 }
 
@@ -230,7 +237,7 @@ func (t *generalTab) showProblems(ps problemSet) {
 
 func (t *generalTab) save() {
 	if !t.check() {
-		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		t.p.setStatus(notSavedFields, true)
 		return
 	}
 	s, _ := t.candidate()
@@ -242,7 +249,7 @@ func (t *generalTab) save() {
 	switch {
 	case errors.As(err, &ve):
 		t.showProblems(generalProblems(ve.Problems))
-		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		t.p.setStatus(notSavedFields, true)
 	case err != nil:
 		t.p.setStatus("Not saved: "+err.Error(), true)
 	default:

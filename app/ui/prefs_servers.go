@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/install"
 )
 
 // Fields of the server editor, as problems name them.
@@ -38,6 +40,13 @@ var serverFieldOf = map[string]string{
 	"watch": fWatch, "restart": fRestart, "tools": fTools, "credentials": fCredentials,
 }
 
+// serverCaptions are the captions of the editor's fields, by key of a
+// server in config.json.
+var serverCaptions = map[string]string{
+	"command": "Command", "args": "Arguments", "cwd": "Working directory", "env": "Environment",
+	"watch": "Watch", "restart": "Restart", "tools": "Tool policies", "credentials": "Credentials",
+}
+
 // problemSet collects problem texts per field.
 type problemSet map[string][]string
 
@@ -53,7 +62,7 @@ func serverProblems(label string, problems []config.Problem) problemSet {
 		seg, rest, ok := splitProblemPath(base, pr.Path)
 		f, known := serverFieldOf[seg]
 		if !ok || !known {
-			ps.add(fOther, pr.String())
+			ps.add(fOther, problemLine(pr))
 			continue
 		}
 		prefix := ""
@@ -65,7 +74,7 @@ func serverProblems(label string, problems []config.Problem) problemSet {
 				prefix = tool + ": "
 			}
 		}
-		ps.add(f, prefix+pr.Reason)
+		ps.add(f, prefix+fieldReason(pr.Reason))
 	}
 	return ps
 }
@@ -120,7 +129,6 @@ type serversTab struct {
 	toolsNote   *widget.Label
 	newTool     *widget.Entry
 	creds       *widget.CheckGroup
-	credsNote   *widget.Label
 	fields      map[string]*prefsField
 	other       *widget.Label // problems that belong to no field
 	saveBtn     *widget.Button
@@ -157,7 +165,7 @@ func newServersTab(p *prefs) *serversTab {
 	t.label = entry("inventory-local")
 	t.command = entry("node")
 	t.args = multi("dist/server.js")
-	t.cwd = entry("/Users/you/src/inventory")
+	t.cwd = entry(cwdExample(p.opts.homeDir()))
 	t.cwdChooser = widget.NewButtonWithIcon("", theme.FolderOpenIcon(), t.chooseCwd)
 	t.env = multi("LOG_LEVEL=debug")
 	t.watch = multi("dist\npackage-lock.json")
@@ -174,22 +182,20 @@ func newServersTab(p *prefs) *serversTab {
 	addTool := widget.NewButtonWithIcon("Add policy", theme.ContentAddIcon(), t.addTool)
 	t.creds = widget.NewCheckGroup(nil, func([]string) { t.changed() })
 	t.creds.Horizontal = true
-	t.credsNote = widget.NewLabel("")
-	t.credsNote.Wrapping = fyne.TextWrapWord
-	t.credsNote.SizeName = theme.SizeNameCaptionText
 
 	t.fields = map[string]*prefsField{
 		fLabel:   newPrefsField("Label", t.label, "The name agents connect to: portcullis connect LABEL."),
-		fCommand: newPrefsField("Command", t.command, "Looked up in PATH when the server starts."),
-		fArgs:    newPrefsField("Arguments", t.args, "One argument per line."),
-		fCwd:     newPrefsField("Working directory", container.NewBorder(nil, nil, nil, t.cwdChooser, t.cwd), "Absolute path; relative watch paths start here."),
-		fEnv:     newPrefsField("Environment", t.env, "One NAME=value per line. Secrets belong in the Credentials tab."),
-		fWatch:   newPrefsField("Watch", t.watch, "Files or directories whose change means a new build, one per line."),
-		fRestart: newPrefsField("Restart", t.restart, "on-change replaces the server when a build completes; manual only reports it."),
-		fTools: newPrefsField("Tool policies", container.NewVBox(t.toolsNote, t.toolsGrid,
+		fCommand: newPrefsField(serverCaptions["command"], t.command, commandHint("", "")),
+		fArgs:    newPrefsField(serverCaptions["args"], t.args, "One argument per line."),
+		fCwd: newPrefsField(serverCaptions["cwd"], container.NewBorder(nil, nil, nil, t.cwdChooser, t.cwd),
+			"Absolute path; a relative Command and relative Watch paths start here."),
+		fEnv:     newPrefsField(serverCaptions["env"], t.env, "One NAME=value per line. Secrets belong in the Credentials tab."),
+		fWatch:   newPrefsField(serverCaptions["watch"], t.watch, "Files or directories whose change means a new build, one per line."),
+		fRestart: newPrefsField(serverCaptions["restart"], t.restart, "on-change replaces the server when a build completes; manual only reports it."),
+		fTools: newPrefsField(serverCaptions["tools"], container.NewVBox(t.toolsNote, t.toolsGrid,
 			container.NewBorder(nil, nil, nil, addTool, t.newTool)),
 			"allow: no approval; approve: asked once per agent run and epoch; deny: hidden and refused."),
-		fCredentials: newPrefsField("Credentials", container.NewVBox(t.creds, t.credsNote), ""),
+		fCredentials: newPrefsField(serverCaptions["credentials"], t.creds, noScopesHint),
 	}
 	t.other = newMessageLabel()
 	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
@@ -315,12 +321,13 @@ func (t *serversTab) load(label string, s config.Server) {
 	t.creds.SetSelected(slices.Clone(s.Credentials))
 	t.creds.Refresh()
 	if len(scopes) == 0 {
-		t.credsNote.SetText("No credential scopes yet: add one in the Credentials tab.")
+		t.fields[fCredentials].setHint(noScopesHint)
 	} else {
-		t.credsNote.SetText("Secrets this server may receive, each after your approval.")
+		t.fields[fCredentials].setHint("Secrets this server may receive, each after your approval.")
 	}
 	t.newTool.SetText("")
 	t.showProblems(problemSet{})
+	t.showNotes()
 	t.showEditor(true)
 }
 
@@ -405,14 +412,90 @@ func (t *serversTab) changed() {
 	t.check()
 }
 
+// Hints of the editor that depend on what it shows.
+const noScopesHint = "No credential scopes yet: add one in the Credentials tab."
+
+// cwdExample is the placeholder of the working directory: a directory in
+// home, the person's home directory ("" when unknown).
+func cwdExample(home string) string {
+	if home == "" || !filepath.IsAbs(home) {
+		return filepath.Join(string(filepath.Separator), "path", "to", "inventory")
+	}
+	return filepath.Join(home, "src", "inventory")
+}
+
+// commandHint says where the server's program is found for the command and
+// working directory typed, the way the daemon finds it: a bare name in PATH
+// when the server starts, a path as that file, a relative one from the
+// working directory (and saved as the absolute path it names).
+func commandHint(command, cwd string) string {
+	command, cwd = strings.TrimSpace(command), strings.TrimSpace(cwd)
+	switch {
+	case command == "":
+		return "A program name, looked up in PATH when the server starts, or the path of the program."
+	case !strings.ContainsRune(command, '/'):
+		return "“" + command + "” is looked up in PATH when the server starts."
+	case filepath.IsAbs(command):
+		return "Runs the file " + command + "."
+	case filepath.IsAbs(cwd):
+		return "Runs the file " + filepath.Join(cwd, command) + ": a relative path starts at the Working directory, and is saved as the absolute path."
+	}
+	return "A relative path starts at the Working directory, which must be an absolute path."
+}
+
+// relativeCommandProblem is the refusal of a relative command holding a
+// slash without a working directory to resolve it against: the app has no
+// meaningful current directory.
+const relativeCommandProblem = "a relative path needs a Working directory, or give an absolute path"
+
+// showNotes updates the hints and warnings that follow what is typed: where
+// the command is found, and environment values that look like secrets.
+func (t *serversTab) showNotes() {
+	t.fields[fCommand].setHint(commandHint(t.command.Text, t.cwd.Text))
+	t.fields[fEnv].setWarnings(t.envWarnings())
+}
+
+// envWarnings are the lines of the environment whose name or value looks
+// like a secret (install.Secret, as the CLI warns about): they would be
+// stored in plain text in config.json.
+func (t *serversTab) envWarnings() []string {
+	var out []string
+	n := 0
+	for l := range strings.Lines(t.env.Text) {
+		n++
+		k, v, ok := strings.Cut(strings.TrimRight(l, "\r\n"), "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			continue
+		}
+		if secret, why := install.Secret(k, v); secret {
+			out = append(out, fmt.Sprintf("line %d: %s looks like a secret (%s) and would be stored in plain text in config.json: "+
+				"keep it in the Credentials tab instead, and tick that scope under Credentials.", n, k, why))
+		}
+	}
+	return out
+}
+
 // candidate returns the edited server and its label, and the problems the
-// editor finds itself (lines of the environment that are not NAME=value).
+// editor finds itself (lines of the environment that are not NAME=value, a
+// relative command without a working directory).
 func (t *serversTab) candidate() (string, config.Server, problemSet) {
 	ps := problemSet{}
 	s := t.base
 	s.Command = strings.TrimSpace(t.command.Text)
 	s.Args = entryLines(t.args.Text)
 	s.Cwd = strings.TrimSpace(t.cwd.Text)
+	// A relative command holding a slash is saved as the absolute path it
+	// names from the working directory, as "portcullis servers add" does;
+	// a relative working directory is refused on its own field.
+	if strings.ContainsRune(s.Command, '/') && !filepath.IsAbs(s.Command) {
+		switch {
+		case s.Cwd == "":
+			ps.add(fCommand, relativeCommandProblem)
+		case filepath.IsAbs(s.Cwd):
+			s.Command = filepath.Join(s.Cwd, s.Command)
+		}
+	}
 	s.Watch = entryLines(t.watch.Text)
 	s.Env = nil
 	n := 0
@@ -526,6 +609,10 @@ func (t *serversTab) check() bool {
 		}
 	}
 	t.showProblems(ps)
+	t.showNotes()
+	if len(ps) == 0 {
+		t.p.fieldsValid()
+	}
 	return len(ps) == 0
 }
 
@@ -542,28 +629,33 @@ func (t *serversTab) save() {
 		return
 	}
 	if !t.check() {
-		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		t.p.setStatus(notSavedFields, true)
 		return
 	}
 	label, s, _ := t.candidate()
+	typedCommand := t.command.Text
 	err := t.p.update(func(c *config.Config) error { return t.apply(c, label, s) })
 	var ve *config.ValidationError
 	var lt *labelTakenError
 	switch {
 	case errors.As(err, &ve):
 		t.showProblems(serverProblems(label, ve.Problems))
-		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		t.p.setStatus(notSavedFields, true)
 		return
 	case errors.As(err, &lt):
 		t.showProblems(problemSet{fLabel: {err.Error()}})
-		t.p.setStatus("Not saved: correct the fields marked in red.", true)
+		t.p.setStatus(notSavedFields, true)
 		return
 	case err != nil:
 		t.p.setStatus("Not saved: "+err.Error(), true)
 		return
 	}
 	t.edit(label)
-	t.p.setStatus("Saved server “"+label+"”. Agents that connect from now on get the new settings.", false)
+	msg := "Saved server “" + label + "”."
+	if cmd := strings.TrimSpace(typedCommand); cmd != s.Command {
+		msg += " Command " + cmd + " is stored as " + s.Command + "."
+	}
+	t.p.setStatus(msg+" Agents that connect from now on get the new settings.", false)
 }
 
 // revert reloads the edited server from the file.

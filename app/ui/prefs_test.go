@@ -107,7 +107,7 @@ func newPrefsFixture(t *testing.T, cfg string) *prefsFixture {
 	}
 	f := &prefsFixture{path: path, store: &secrets.Memory{}, login: &fakeLogin{}}
 	f.p = newPrefs(a, PrefsDeps{ConfigFile: path, Catalogs: cats, Secrets: f.store, Login: f.login,
-		OnSaved: func() { f.saved++ }}, uiOptions{inline: true, loc: time.UTC})
+		OnSaved: func() { f.saved++ }}, uiOptions{inline: true, loc: time.UTC, home: "/home/you"})
 	f.window = f.p.win
 	t.Cleanup(f.window.Close)
 	return f
@@ -135,7 +135,7 @@ func (f *prefsFixture) load(t *testing.T) *config.Config {
 func problems(fields map[string]*prefsField) map[string]string {
 	out := map[string]string{}
 	for name, f := range fields {
-		if p := f.problems(); p != "" {
+		if p := f.problemText(); p != "" {
 			out[name] = p
 		}
 	}
@@ -237,10 +237,10 @@ func TestPrefsEditServer(t *testing.T) {
 	s.env.SetText("LOG_LEVEL=debug\nINV_TOKEN=oops\nnot a pair")
 	s.creds.SetSelected([]string{"api"})
 	wantProblems(t, s.fields, map[string]string{
-		fCwd: "cwd must be an absolute path",
+		fCwd: `Working directory must be an absolute path, not "relative/dir"`,
 		fEnv: "line 3: write NAME=value",
 	})
-	if got := s.fields[fEnv].problems(); !strings.Contains(got, "env must not set INV_TOKEN") {
+	if got := s.fields[fEnv].problemText(); !strings.Contains(got, `INV_TOKEN must not be set here: credential scope "api" sets it`) {
 		t.Errorf("env problems %q lack the collision with credential api", got)
 	}
 	test.AssertRendersToMarkup(t, "prefs_servers_invalid.xml", f.window.Canvas())
@@ -300,10 +300,10 @@ func TestPrefsAddAndRemoveServer(t *testing.T) {
 		t.Fatalf("Add did not open an empty editor")
 	}
 	test.Type(s.label, "inv")
-	wantProblems(t, s.fields, map[string]string{fLabel: "already exists", fCommand: "command must not be empty"})
+	wantProblems(t, s.fields, map[string]string{fLabel: "already exists", fCommand: "Command must not be empty"})
 	s.label.SetText("new.server") // a label the problem paths quote
 	s.watch.SetText("build")
-	wantProblems(t, s.fields, map[string]string{fCommand: "must not be empty", fWatch: "line 1: relative watch path"})
+	wantProblems(t, s.fields, map[string]string{fCommand: "must not be empty", fWatch: `line 1: relative path "build" needs a Working directory`})
 	before := f.read(t)
 	tapButton(t, c, "Save")
 	if !bytes.Equal(f.read(t), before) {
@@ -451,7 +451,7 @@ func TestPrefsCredentials(t *testing.T) {
 	if !bytes.Equal(f.read(t), before) {
 		t.Fatal("the configuration changed although the store refused the secret")
 	}
-	if got := cr.fields[fSecret].problems(); !strings.Contains(got, "locked") {
+	if got := cr.fields[fSecret].problemText(); !strings.Contains(got, "locked") {
 		t.Errorf("secret problems %q, want the store's error", got)
 	}
 	f.store.Fail(nil)
@@ -544,7 +544,7 @@ func TestPrefsCredentialCollision(t *testing.T) {
 	f.p.reload()
 	cr.edit("api")
 	cr.envVar.SetText("LOG_LEVEL")
-	if got := cr.other.Text; !strings.Contains(got, "mcpServers.inv.env.LOG_LEVEL") || !cr.other.Visible() {
+	if got := cr.other.Text; !strings.Contains(got, `Server “inv”, Environment: LOG_LEVEL must not be set here: credential scope "api"`) || !cr.other.Visible() {
 		t.Errorf("other problems %q, want the collision with inv's env", got)
 	}
 }
@@ -612,7 +612,7 @@ func TestPrefsWithoutLoginItem(t *testing.T) {
 	p := newPrefs(a, PrefsDeps{ConfigFile: filepath.Join(t.TempDir(), "config.json"), Secrets: &secrets.Memory{}},
 		uiOptions{inline: true, loc: time.UTC})
 	defer p.win.Close()
-	if !p.general.login.Disabled() || !strings.Contains(p.general.fields[fLogin].problems(), "not available") {
+	if !p.general.login.Disabled() || !strings.Contains(p.general.fields[fLogin].problemText(), "not available") {
 		t.Error("launch at login offered without a login item")
 	}
 }
@@ -665,14 +665,14 @@ func TestServerProblems(t *testing.T) {
 	}
 	got := serverProblems("inv", ps)
 	want := problemSet{
-		fCommand:     {"command must not be empty"},
+		fCommand:     {"Command must not be empty"},
 		fWatch:       {"line 2: watch path must not be empty"},
 		fArgs:        {"line 1: argument must not contain a NUL character"},
 		fTools:       {"a.b: policy must be …", "run_query: bad policy"},
 		fEnv:         {"env must not set LOG"},
 		fCredentials: {"credential \"x\" is not defined"},
-		fOther: {"mcpServers.inv.startupTimeout: duration must not be negative",
-			"mcpServers.inventory.command: another server", "credentials.api.envVar: bad var"},
+		fOther: {"Server “inv”, startupTimeout in config.json: duration must not be negative",
+			"Server “inventory”, Command: another server", "Credential scope “api”, Variable: bad var"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("serverProblems (-want +got):\n%s", diff)
@@ -700,6 +700,263 @@ func TestProblemPathsMatchConfig(t *testing.T) {
 		ps := serverProblems(label, ve.Problems)
 		if len(ps[fCommand]) != 1 || len(ps) != 1 {
 			t.Errorf("%s: problems %v, want one on the command", label, ps)
+		}
+	}
+}
+
+func TestCommandHint(t *testing.T) {
+	for _, tt := range []struct{ command, cwd, want string }{
+		{"", "", "looked up in PATH when the server starts, or the path"},
+		{"node", "/src/inventory", "“node” is looked up in PATH when the server starts."},
+		{"/opt/inventory/bin/server", "", "Runs the file /opt/inventory/bin/server."},
+		{"./srv", "/src/inventory", "Runs the file /src/inventory/srv: a relative path starts at the Working directory"},
+		{"bin/srv", "relative", "which must be an absolute path"},
+	} {
+		if got := commandHint(tt.command, tt.cwd); !strings.Contains(got, tt.want) {
+			t.Errorf("commandHint(%q, %q) = %q, want it to contain %q", tt.command, tt.cwd, got, tt.want)
+		}
+	}
+}
+
+// A relative command holding a slash is resolved against the working
+// directory and saved absolute; without a working directory it is refused
+// (the app has no meaningful current directory). The hint says where the
+// command is found.
+func TestPrefsRelativeCommand(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	s := f.p.servers
+	c := f.window.Canvas()
+	hint := func() string { return s.fields[fCommand].note.Text }
+	if !strings.Contains(hint(), "“node” is looked up in PATH") {
+		t.Errorf("hint for node %q", hint())
+	}
+	s.command.SetText("/opt/inventory/bin/server")
+	if want := "Runs the file /opt/inventory/bin/server."; hint() != want {
+		t.Errorf("hint %q, want %q", hint(), want)
+	}
+
+	before := f.read(t)
+	s.cwd.SetText("")
+	s.watch.SetText("/src/inventory/dist")
+	s.command.SetText("./srv")
+	wantProblems(t, s.fields, map[string]string{fCommand: relativeCommandProblem})
+	if s.fields[fCommand].note.Importance != widget.DangerImportance || hint() != relativeCommandProblem {
+		t.Errorf("command note %q (importance %v), want the problem in red in the hint's place", hint(), s.fields[fCommand].note.Importance)
+	}
+	tapButton(t, c, "Save")
+	if !bytes.Equal(f.read(t), before) {
+		t.Fatal("a relative command without a working directory was written")
+	}
+
+	s.cwd.SetText("/src/inventory")
+	wantProblems(t, s.fields, nil)
+	if !strings.Contains(hint(), "Runs the file /src/inventory/srv") {
+		t.Errorf("hint %q, want the resolved path", hint())
+	}
+	if f.p.status.Visible() {
+		t.Errorf("status %q still shown once the fields are valid", f.p.status.Text)
+	}
+	tapButton(t, c, "Save")
+	if got := f.load(t).Servers["inv"].Command; got != "/src/inventory/srv" {
+		t.Errorf("saved command %q, want /src/inventory/srv", got)
+	}
+	if !strings.Contains(f.p.status.Text, "Command ./srv is stored as /src/inventory/srv") || f.p.status.Importance != widget.SuccessImportance {
+		t.Errorf("status %q, want a success naming the stored command", f.p.status.Text)
+	}
+	if s.command.Text != "/src/inventory/srv" {
+		t.Errorf("editor shows %q after saving, want the stored command", s.command.Text)
+	}
+}
+
+func TestCwdPlaceholder(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	if got, want := f.p.servers.cwd.PlaceHolder, filepath.Join("/home/you", "src", "inventory"); got != want {
+		t.Errorf("placeholder %q, want %q", got, want)
+	}
+	if got := cwdExample(""); got != filepath.FromSlash("/path/to/inventory") {
+		t.Errorf("cwdExample without a home = %q", got)
+	}
+}
+
+// "Not saved: correct the fields marked in red." goes once no field is
+// marked any more, in each tab.
+func TestPrefsStatusClearsWhenFixed(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	c := f.window.Canvas()
+	s := f.p.servers
+	s.cwd.SetText("relative")
+	tapButton(t, c, "Save")
+	if f.p.status.Text != notSavedFields || !f.p.status.Visible() {
+		t.Fatalf("status %q, want %q", f.p.status.Text, notSavedFields)
+	}
+	s.cwd.SetText("/src/other")
+	if f.p.status.Visible() {
+		t.Errorf("status %q stays after the fields were corrected", f.p.status.Text)
+	}
+	// Another message stays until the next action.
+	f.p.setStatus("Saved server “inv”.", false)
+	s.cwd.SetText("/src/inventory")
+	if !f.p.status.Visible() {
+		t.Error("a success message was cleared by typing")
+	}
+
+	f.p.tabs.SelectIndex(2)
+	g := f.p.general
+	g.approve.SetText("soon")
+	tapButton(t, c, "Save")
+	if f.p.status.Text != notSavedFields {
+		t.Fatalf("general: status %q", f.p.status.Text)
+	}
+	g.approve.SetText("2m")
+	if f.p.status.Visible() {
+		t.Errorf("general: status %q stays after the fields were corrected", f.p.status.Text)
+	}
+
+	f.p.tabs.SelectIndex(1)
+	cr := f.p.creds
+	cr.edit("api")
+	cr.envVar.SetText("")
+	tapButton(t, c, "Save")
+	if f.p.status.Text != notSavedFields {
+		t.Fatalf("credentials: status %q", f.p.status.Text)
+	}
+	wantProblems(t, cr.fields, map[string]string{fEnvVar: "name the environment variable to set"})
+	cr.envVar.SetText("INV_TOKEN")
+	if f.p.status.Visible() {
+		t.Errorf("credentials: status %q stays after the fields were corrected", f.p.status.Text)
+	}
+}
+
+// A problem takes the place of the hint, so the fields below do not move
+// as problems come and go.
+func TestPrefsProblemsKeepLayout(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	s := f.p.servers
+	d := fyne.CurrentApp().Driver()
+	below := func() fyne.Position {
+		f.window.Content().Refresh()
+		return d.AbsolutePositionForObject(s.env)
+	}
+	start := below()
+	if start.Y <= 0 {
+		t.Fatalf("the environment field is at %v: not laid out", start)
+	}
+	test.Type(s.cwd, "x") // "/src/inventoryx": valid
+	s.cwd.SetText("src")
+	if s.fields[fCwd].problemText() == "" {
+		t.Fatal("no problem for a relative working directory")
+	}
+	if got := below(); got != start {
+		t.Errorf("the environment field moved from %v to %v when a problem appeared", start, got)
+	}
+	s.cwd.SetText("/src/inventory")
+	if got := below(); got != start {
+		t.Errorf("the environment field moved from %v to %v when the problem went", start, got)
+	}
+	if n := s.fields[fCwd].note; n.Text != s.fields[fCwd].hint || n.Importance != widget.MediumImportance {
+		t.Errorf("cwd note %q (importance %v), want the hint back", n.Text, n.Importance)
+	}
+}
+
+// Environment entries that look like secrets are saved, with a warning that
+// points to the Credentials tab.
+func TestPrefsEnvSecretWarning(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	s := f.p.servers
+	s.env.SetText("LOG_LEVEL=debug\nSECRET_TOKEN=abc")
+	wantProblems(t, s.fields, nil)
+	w := s.fields[fEnv].warningText()
+	for _, want := range []string{"line 2: SECRET_TOKEN looks like a secret (name contains SECRET)", "plain text in config.json", "Credentials tab"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("env warning %q lacks %q", w, want)
+		}
+	}
+	if n := s.fields[fEnv].note; n.Text != w || n.Importance != widget.WarningImportance {
+		t.Errorf("env note %q (importance %v), want the warning", n.Text, n.Importance)
+	}
+	s.env.SetText("GITHUB=ghp_0123456789abcdefghij")
+	if w := s.fields[fEnv].warningText(); !strings.Contains(w, "GITHUB looks like a secret (starts with ghp_)") {
+		t.Errorf("env warning %q, want the value's shape", w)
+	}
+	tapButton(t, f.window.Canvas(), "Save")
+	if got := f.load(t).Servers["inv"].Env["GITHUB"]; got != "ghp_0123456789abcdefghij" {
+		t.Errorf("a warned value was not saved: %q", got)
+	}
+	// Loading the server again still warns.
+	if w := s.fields[fEnv].warningText(); !strings.Contains(w, "GITHUB looks like a secret") {
+		t.Errorf("env warning after reload %q", w)
+	}
+	s.env.SetText("LOG_LEVEL=debug")
+	if w := s.fields[fEnv].warningText(); w != "" {
+		t.Errorf("warning %q for a harmless environment", w)
+	}
+}
+
+func TestProblemWording(t *testing.T) {
+	for _, pr := range []config.Problem{
+		{Path: "mcpServers.inv.cwd", Reason: `cwd must be an absolute path, not "src"`},
+		{Path: "mcpServers.inv.watch[0]", Reason: `relative watch path "dist" needs a cwd to be relative to; set cwd or use an absolute path`},
+		{Path: "mcpServers.inv.credentials[0]", Reason: `credential "x" is not defined under "credentials"`},
+		{Path: "credentials.api.envVar", Reason: `inject "env" needs envVar, the variable to set`},
+		{Path: "credentials.api.envVar", Reason: `envVar is not used with inject "meta"; remove it`},
+	} {
+		got := fieldReason(pr.Reason)
+		for _, key := range []string{"cwd", "envVar", `"credentials"`, "inject \""} {
+			if strings.Contains(got, key) {
+				t.Errorf("%q words %s with the key %s: %q", pr.Reason, pr.Path, key, got)
+			}
+		}
+	}
+	// The problems config.Validate really writes for the editor's fields.
+	c := &config.Config{Servers: map[string]config.Server{"inv": {Command: "node", Cwd: "src", Watch: []string{"dist"}}}}
+	var ve *config.ValidationError
+	if !errors.As(c.Validate(), &ve) {
+		t.Fatal("no validation error")
+	}
+	for f, msgs := range serverProblems("inv", ve.Problems) {
+		for _, m := range msgs {
+			if strings.Contains(m, "cwd") {
+				t.Errorf("field %q: %q names the key cwd", f, m)
+			}
+		}
+	}
+}
+
+// recordingApp records the windows it makes, to see them centred.
+type recordingApp struct {
+	fyne.App
+	wins []*recordingWindow
+}
+
+type recordingWindow struct {
+	fyne.Window
+	centred bool
+}
+
+func (a *recordingApp) NewWindow(title string) fyne.Window {
+	w := &recordingWindow{Window: a.App.NewWindow(title)}
+	a.wins = append(a.wins, w)
+	return w
+}
+
+func (w *recordingWindow) CenterOnScreen() {
+	w.centred = true
+	w.Window.CenterOnScreen()
+}
+
+func TestWindowsCentred(t *testing.T) {
+	a := &recordingApp{App: test.NewTempApp(t)}
+	p := newPrefs(a, PrefsDeps{ConfigFile: filepath.Join(t.TempDir(), "config.json"), Secrets: &secrets.Memory{}},
+		uiOptions{inline: true, loc: time.UTC})
+	defer p.win.Close()
+	v := newAuditView(a, AuditDeps{Dir: filepath.Join(t.TempDir(), "audit")}, uiOptions{inline: true, loc: time.UTC})
+	defer v.win.Close()
+	if len(a.wins) != 2 {
+		t.Fatalf("%d windows made, want 2", len(a.wins))
+	}
+	for _, w := range a.wins {
+		if !w.centred {
+			t.Errorf("window %q is not centred on screen", w.Title())
 		}
 	}
 }

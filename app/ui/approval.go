@@ -340,9 +340,11 @@ func setEnabled(b fyne.Disableable, on bool) {
 	}
 }
 
-// cardObjects draws a card: reason, facts, disk changes, the catalog diff
-// with colour-coded severities, the call with its defaults, the tool scope
-// as checkboxes and the credential scope.
+// cardObjects draws a card: reason, facts, the catalog diff with
+// colour-coded severities, the call with its defaults, the tool scope as
+// checkboxes, then the digests that changed on disk (what a person decides
+// on first, the evidence last: the window is small enough for a laptop
+// screen, so the card scrolls).
 func (w *ApprovalWindow) cardObjects(r authz.Request, v cardView) []fyne.CanvasObject {
 	reason := widget.NewLabelWithStyle(v.Reason, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	reason.Wrapping = fyne.TextWrapWord
@@ -359,12 +361,6 @@ func (w *ApprovalWindow) cardObjects(r authz.Request, v cardView) []fyne.CanvasO
 	}
 	objs = append(objs, form)
 
-	if len(v.Disk) > 0 {
-		objs = append(objs, sectionHeading("Changed on disk"))
-		for _, l := range v.Disk {
-			objs = append(objs, monoLabel(l))
-		}
-	}
 	if v.CatalogHeading != "" {
 		objs = append(objs, sectionHeading(v.CatalogHeading))
 		var segs []widget.RichTextSegment
@@ -411,6 +407,12 @@ func (w *ApprovalWindow) cardObjects(r authz.Request, v cardView) []fyne.CanvasO
 			checks.Add(c)
 		}
 		objs = append(objs, checks)
+	}
+	if len(v.Disk) > 0 {
+		objs = append(objs, sectionHeading("Changed on disk"))
+		for _, l := range v.Disk {
+			objs = append(objs, monoLabel(l))
+		}
 	}
 	return objs
 }

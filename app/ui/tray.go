@@ -123,17 +123,17 @@ func NewTray(app fyne.App, o Options) *Tray {
 	return t
 }
 
+// approvalGuard is how long a card must have been on screen before its
+// approve buttons take a click (see ApprovalWindow.guard): longer than a
+// double click, shorter than reading a card.
+const approvalGuard = 500 * time.Millisecond
+
 // Run keeps the menu, the icon and the approval window up to date from core
 // events until ctx ends: a daemon change rebuilds the menu; an approval
 // request raised opens the approval window and sends a notification; one
 // resolved leaves the window. While requests wait, the countdown is redrawn
 // every second. Run also makes the app an accessory app on macOS (no Dock
 // icon).
-// approvalGuard is how long a card must have been on screen before its
-// approve buttons take a click (see ApprovalWindow.guard): longer than a
-// double click, shorter than reading a card.
-const approvalGuard = 500 * time.Millisecond
-
 func (t *Tray) Run(ctx context.Context) {
 	changes, stopChanges := t.opts.Daemon.Changes()
 	defer stopChanges()

@@ -382,6 +382,30 @@ type rigOptions struct {
 
 const testSecret = "PCSECRET-gateway-7f3a9c21d4"
 
+// tempCatalogs opens a catalog store in a new temporary directory. Not
+// t.TempDir: a refresh that began before the agent left may still write the
+// store while Serve returns; the directory goes when quiet.
+func tempCatalogs(t testing.TB) *catalog.Store {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gateway-catalog-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 50 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	cats, err := catalog.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cats
+}
+
 func newRig(t testing.TB, o rigOptions) *rig {
 	if o.approvalTimeout == 0 {
 		o.approvalTimeout = 10 * time.Second
@@ -404,24 +428,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 			r.mu.Unlock()
 		},
 	})
-	// Not t.TempDir: a refresh that began before the agent left may still
-	// write the store while Serve returns; the directory goes when quiet.
-	dir, err := os.MkdirTemp("", "gateway-catalog-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for range 50 {
-			if os.RemoveAll(dir) == nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	cats, err := catalog.OpenStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cats := tempCatalogs(t)
 	secrets := o.secrets
 	if secrets == nil {
 		secrets = func(scope string) ([]byte, error) {

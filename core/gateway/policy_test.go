@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
-	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -46,22 +44,7 @@ func newPolicyRig(t *testing.T, pol *policies) *rig {
 	r := &rig{t: t, launcher: &fakeLauncher{}, audit: &fakeAudit{}, served: make(chan error, 1), grantAt: map[string]int64{}}
 	r.auth = authz.New(authz.Options{Timeout: 10 * time.Second,
 		ToolDenied: func(_, tool string) bool { return pol.get(tool) == policyDeny }})
-	dir, err := os.MkdirTemp("", "gateway-catalog-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for range 50 {
-			if os.RemoveAll(dir) == nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	cats, err := catalog.OpenStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cats := tempCatalogs(t)
 	r.sess = New(Options{
 		RunID: "RUN", Label: "fake", Agent: Agent{PID: 42, Exe: "/usr/bin/agent"},
 		Launch: r.launcher.launch, Catalog: cats, Authority: r.auth,

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -185,22 +184,7 @@ type scriptRig struct {
 
 func newScriptRig(t *testing.T, maxMessage int, holdTimeout time.Duration) *scriptRig {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "gateway-route-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for range 50 {
-			if os.RemoveAll(dir) == nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	cats, err := catalog.OpenStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cats := tempCatalogs(t)
 	r := &scriptRig{proc: newScriptProc(), served: make(chan error, 1)}
 	r.sess = New(Options{
 		RunID: "RUN", Label: "script",

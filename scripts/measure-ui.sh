@@ -101,7 +101,7 @@ wait_for() {
 now_ms() { local t="${EPOCHREALTIME/[.,]/}"; echo $((t / 1000)); }
 
 # window_id: the X window id of the approval window, if it exists.
-window_id() { xwininfo -root -tree | grep -F "\"$title\"" | grep -v '1x1+' | awk '{print $1}' | head -n 1; }
+window_id() { xwininfo -root -tree | grep -F "\"$title\"" | grep -v '1x1+' | awk 'NR == 1 {print $1}'; }
 # map_state ID: IsViewable, IsUnMapped or IsUnviewable.
 map_state() { xwininfo -id "$1" 2>/dev/null | awk '/Map State:/ {print $3}'; }
 window_viewable() {
@@ -127,7 +127,7 @@ rss_parts() {
 		}
 		/^Rss:/ { kb[name] += $2 }
 		END { for (n in kb) if (kb[n] >= 1024) printf "%8d kB  %s\n", kb[n], n }
-	' "/proc/$1/smaps" | sort -rn | head -n 12
+	' "/proc/$1/smaps" | sort -rn | sed -n 1,12p
 }
 
 export PORTCULLIS_HOME="$tmp/home"
@@ -181,7 +181,7 @@ rss_before="$(rss_kb "$app")"
 gc_before="$(last_gc)"
 parts_before="$(rss_parts "$app")"
 
-approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | head -n 1 | cut -d'"' -f4; }
+approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | sed -n 1p | cut -d'"' -f4; }
 
 # Approvals: APPROVALS calls, round-robin over the agent runs, each
 # approved once from the command line (a once grant is used up by its call,

@@ -85,7 +85,7 @@ wait_for() {
 }
 
 # window_id TITLE: the X window id of the mapped window with that title.
-window_id() { xwininfo -root -tree | grep -F "\"$1\"" | grep -v '1x1+' | awk '{print $1}' | head -n 1; }
+window_id() { xwininfo -root -tree | grep -F "\"$1\"" | grep -v '1x1+' | awk 'NR == 1 {print $1}'; }
 has_window() { [[ -n "$(window_id "$1")" ]]; }
 
 # shoot TITLE FILE: capture a window after it has drawn.
@@ -110,7 +110,7 @@ recv() {
 	die "no response $1 from the agent connection"
 }
 
-approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | head -n 1 | cut -d'"' -f4; }
+approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | sed -n 1p | cut -d'"' -f4; }
 has_approval() { [[ -n "$(approval_id)" ]]; }
 new_epoch_ready() {
 	local s
@@ -123,7 +123,7 @@ click_menu() {
 	local name="org.kde.StatusNotifierItem-$1-1" label="$2" layout id
 	layout="$(gdbus call --session --dest "$name" --object-path /StatusNotifierMenu \
 		--method com.canonical.dbusmenu.GetLayout 0 10 '[]')"
-	id="$(grep -o "([0-9]*, {[^}]*'label': <'$label'>" <<<"$layout" | head -n 1 | grep -o '^([0-9]*' | tr -d '(')"
+	id="$(grep -o "([0-9]*, {[^}]*'label': <'$label'>" <<<"$layout" | sed -n 1p | grep -o '^([0-9]*' | tr -d '(')"
 	[[ -n "$id" ]] || die "no menu item \"$label\" in: $layout"
 	gdbus call --session --dest "$name" --object-path /StatusNotifierMenu \
 		--method com.canonical.dbusmenu.Event "$id" clicked '<0>' 0 >/dev/null

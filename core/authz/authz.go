@@ -272,7 +272,8 @@ func (a *Authority) VoidEpoch(run, current, why string) []Grant {
 	return voided
 }
 
-// EndRun expires every grant of run and denies its pending requests.
+// EndRun expires every grant of run and withdraws its pending requests
+// (their waiters get ErrWithdrawn: nobody denied them).
 func (a *Authority) EndRun(run string) {
 	a.mu.Lock()
 	delete(a.grants, run)
@@ -285,7 +286,7 @@ func (a *Authority) EndRun(run string) {
 	}
 	a.mu.Unlock()
 	for _, id := range ids {
-		_ = a.resolve(id, Decision{Choice: Deny, By: "agent run ended"})
+		_ = a.Withdraw(id, "the agent run ended")
 	}
 }
 

@@ -192,7 +192,7 @@ func TestVoidEpochKeepsIdentityGrants(t *testing.T) {
 	}
 }
 
-func TestEndRunDeniesPendingRequests(t *testing.T) {
+func TestEndRunWithdrawsPendingRequests(t *testing.T) {
 	rec := &recorder{}
 	a := New(rec.options(Options{}))
 	grantFor(t, a, toolCard("r", "E", "write", []string{"write"}), Decision{Choice: ApproveRun})
@@ -202,8 +202,8 @@ func TestEndRunDeniesPendingRequests(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { _, err := a.Wait(context.Background(), mine); errc <- err }()
 	a.EndRun("r")
-	if err := <-errc; !errors.Is(err, ErrDenied) {
-		t.Errorf("Wait on a request of an ended run: %v, want ErrDenied", err)
+	if err := <-errc; !errors.Is(err, ErrWithdrawn) {
+		t.Errorf("Wait on a request of an ended run: %v, want ErrWithdrawn (nobody denied it)", err)
 	}
 	if got := a.Grants("r"); len(got) != 0 {
 		t.Errorf("grants after EndRun: %+v", got)
@@ -215,7 +215,7 @@ func TestEndRunDeniesPendingRequests(t *testing.T) {
 	if len(pending) != 1 || pending[0].ID != other {
 		t.Errorf("pending after EndRun = %+v, want only %s of the other run", pending, other)
 	}
-	if diff := cmp.Diff([]string{mine + " agent run ended"}, rec.deniedList()); diff != "" {
+	if diff := cmp.Diff([]string{mine + " withdrawn: the agent run ended"}, rec.deniedList()); diff != "" {
 		t.Errorf("OnDenied (-want +got):\n%s", diff)
 	}
 }

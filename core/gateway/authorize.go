@@ -102,8 +102,8 @@ var errPolicyWake = errors.New("re-check the tool's policy")
 func (s *Session) awaitApproval(e *epoch, m *mcpwire.Message, tool, id string) (decision, grantID string, out []byte, refusal *Refusal) {
 	a := s.opts.Authority
 	metaCreds, askEvery := s.metaCredentials()
-	stop := s.progressWhileWaiting(m, id)
-	defer stop()
+	progress := s.progressWhileWaiting(m, id)
+	defer progress.stop()
 	var g *authz.Grant
 	var err error
 wait:
@@ -147,6 +147,7 @@ wait:
 		next := s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
 		s.moveWaiting(m, id, next)
 		id = next
+		progress.move(id)
 	}
 	switch {
 	case err == nil:
@@ -154,6 +155,12 @@ wait:
 		return "", "", nil, &Refusal{Error: ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("nobody answered approval request %s within %s", id, a.Timeout()),
 			Retry:  "ask the person to approve in Portcullis, then call again"}
+	case errors.Is(err, authz.ErrWithdrawn):
+		// Nobody decided: the request was withdrawn (the run ended, the
+		// call was cancelled, or the policy changed under it).
+		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it", id),
+			Retry:  "call again if the tool is still needed"}
 	default:
 		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("the person denied approval request %s", id),
@@ -413,15 +420,26 @@ func (s *Session) recordOf(epochID string) (identity.Record, bool) {
 	return r, ok
 }
 
-// progressWhileWaiting tells an agent that supplied a progress token that
-// its call waits for a person, at once and then every 15 s.
-func (s *Session) progressWhileWaiting(m *mcpwire.Message, request string) (stop func()) {
+// waitProgress tells an agent that supplied a progress token that its call
+// waits for a person (MCP basic/utilities/progress): at once, then every 15 s,
+// and at once again when the call moves to a new approval request; each
+// message names the request the call waits on then.
+type waitProgress struct {
+	moved  chan string
+	cancel context.CancelFunc
+}
+
+// progressWhileWaiting starts the progress messages of call m, which waits
+// on approval request id. Without a progress token it sends nothing.
+func (s *Session) progressWhileWaiting(m *mcpwire.Message, id string) *waitProgress {
+	p := &waitProgress{moved: make(chan string, 1), cancel: func() {}}
 	token := mcpwire.GetPath(m.Params, "_meta", "progressToken")
 	if token == nil {
-		return func() {}
+		return p
 	}
-	ctx, cancel := context.WithCancel(s.ctx)
-	send := func(n int) {
+	var ctx context.Context
+	ctx, p.cancel = context.WithCancel(s.ctx)
+	send := func(n int, request string) {
 		b, err := mcpwire.NewNotification(methodProgress, map[string]any{
 			"progressToken": json.RawMessage(token), "progress": n,
 			"message": fmt.Sprintf("waiting for a person to approve this call in Portcullis (request %s)", request),
@@ -431,20 +449,34 @@ func (s *Session) progressWhileWaiting(m *mcpwire.Message, request string) (stop
 		}
 	}
 	go func() {
-		send(0)
 		t := time.NewTicker(15 * time.Second)
 		defer t.Stop()
-		for n := 1; ; n++ {
+		// progress increases with each message, as the spec requires.
+		for n := 0; ; n++ {
+			send(n, id)
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				send(n)
+			case id = <-p.moved:
+				t.Reset(15 * time.Second)
 			}
 		}
 	}()
-	return cancel
+	return p
 }
+
+// move says that the call now waits on approval request id.
+func (p *waitProgress) move(id string) {
+	select {
+	case <-p.moved: // an older move not yet sent: this one replaces it
+	default:
+	}
+	p.moved <- id
+}
+
+// stop ends the messages.
+func (p *waitProgress) stop() { p.cancel() }
 
 // NoteGranted remembers the epoch and catalog revision a person approved,
 // for the next card's "what changed".

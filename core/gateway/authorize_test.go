@@ -241,6 +241,52 @@ func TestDenyTimeoutOnceAndAskEveryUse(t *testing.T) {
 			t.Errorf("%d calls reached the server, want 1", n)
 		}
 	})
+	t.Run("once, two calls waiting", func(t *testing.T) {
+		// Both calls wait on one request; the once grant serves one of
+		// them and the other asks again. Its progress messages then name
+		// the new request at once, not the spent one.
+		r := newRig(t, rigOptions{})
+		defer r.close()
+		r.handshake()
+		r.agent.request(1, "tools/call", callParams(toolWrite, 1, "tok-1"))
+		first := r.pendingFor(5 * time.Second)
+		r.agent.request(2, "tools/call", callParams(toolWrite, 2, "tok-2"))
+		waitFor(t, "both calls' first progress message", func() bool {
+			return len(r.agent.notifications("notifications/progress")) >= 2
+		})
+		if p := r.auth.Pending(); len(p) != 1 {
+			t.Fatalf("%d pending requests for two calls of one tool, want 1", len(p))
+		}
+		decide(t, r, first.ID, authz.ApproveOnce)
+		var second authz.Request
+		waitFor(t, "a new request for the call the once grant did not serve", func() bool {
+			p := r.auth.Pending()
+			if len(p) == 1 && p[0].ID != first.ID {
+				second = p[0]
+				return true
+			}
+			return false
+		})
+		waitFor(t, "a progress message naming the new request", func() bool {
+			for _, n := range r.agent.notifications("notifications/progress") {
+				if strings.Contains(string(n), second.ID) {
+					return true
+				}
+			}
+			return false
+		})
+		decide(t, r, second.ID, authz.ApproveOnce)
+		mustResult(t, r.agent.wait(1, 5*time.Second))
+		mustResult(t, r.agent.wait(2, 5*time.Second))
+		var last = map[string]string{}
+		for _, n := range r.agent.notifications("notifications/progress") {
+			tok := string(mustGet(mustGet(n, "params"), "progressToken"))
+			last[tok] = string(n)
+		}
+		if moved := last[`"tok-1"`] + last[`"tok-2"`]; !strings.Contains(moved, second.ID) {
+			t.Errorf("the last progress messages %q do not name the new request %s", moved, second.ID)
+		}
+	})
 	t.Run("ask every use", func(t *testing.T) {
 		r := newRig(t, rigOptions{askEveryUse: true})
 		defer r.close()

@@ -536,3 +536,15 @@ func callParams(tool string, n int64, token string) map[string]any {
 	}
 	return p
 }
+
+// waitFor polls cond until it holds, failing the test after 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 5s for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -468,7 +467,7 @@ func (s *Session) withdrawIfUnwaited(id string) {
 		}
 	}
 	s.mu.Unlock()
-	if err := s.opts.Authority.Decide(id, authz.Decision{Choice: authz.Deny, By: "withdrawn: the agent cancelled the call"}); err == nil {
+	if err := s.opts.Authority.Withdraw(id, "the agent cancelled the call"); err == nil {
 		s.log.Info("approval request withdrawn: its call was cancelled", "request", id)
 	}
 }

@@ -318,6 +318,24 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 	if st.Epochs != 2 || st.Epoch != epochB {
 		t.Errorf("after the failed relaunch: %d epochs, current %s; want 2, %s still running", st.Epochs, st.Epoch, epochB)
 	}
+	// A build never approved, with the secret still missing: nobody is
+	// asked to approve a launch that could not receive its credential.
+	credWarnings := func(r gateway.Status) (n int) {
+		for _, w := range r.Warnings {
+			if strings.Contains(w, "credential_unavailable") && strings.Contains(w, scope) {
+				n++
+			}
+		}
+		return n
+	}
+	before := credWarnings(st)
+	buildCreds(t, s.binDir, "-X main.revision=C")
+	waitRun(t, s.home, a.PID(), buildWait, "a warning about the credential for revision C", func(r gateway.Status) bool {
+		return credWarnings(r) > before && r.Epochs == 2
+	})
+	if p := approvals(t, s.home); len(p) != 0 {
+		t.Errorf("approval requests raised for a launch whose secret is missing: %+v", p)
+	}
 	for _, c := range readCredsCalls(t, s.callLog) {
 		if c.Env != digest(secret) {
 			t.Errorf("a process got env credential %q: %+v", c.Env, c)
@@ -338,12 +356,15 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 			}
 			errc <- err
 		}()
-		decideCLI(t, s.home, "approve", waitApproval(t, s.home, "the launch without a keychain", forIdentity).ID)
+		// Nobody is asked: without a keychain the launch cannot happen.
 		var err error
 		select {
 		case err = <-errc:
 		case <-time.After(60 * time.Second):
-			t.Fatal("the agent's connection did not end")
+			t.Fatalf("the agent's connection did not end (approval requests: %+v)", approvals(t, s.home))
+		}
+		if p := approvals(t, s.home); len(p) != 0 {
+			t.Errorf("approval requests raised without a keychain: %+v", p)
 		}
 		if err == nil || !strings.Contains(err.Error(), "credential_unavailable") || !strings.Contains(err.Error(), scope) {
 			t.Errorf("connecting without a keychain: %v, want a credential_unavailable failure naming %s", err, scope)

@@ -74,6 +74,25 @@ func (macKeychain) Get(scope string) ([]byte, error) {
 	return results[0].Data, nil
 }
 
+// Exists looks scope's item up by its attributes, without its data (so
+// macOS does not ask the person to allow access); see [secrets.Store.Exists].
+func (macKeychain) Exists(scope string) error {
+	if err := secrets.Precheck(keychainStoreName, "look up", scope, nil); err != nil {
+		return err
+	}
+	q := keychainQuery(scope)
+	q.SetMatchLimit(keychain.MatchLimitOne)
+	q.SetReturnAttributes(true)
+	results, err := keychain.QueryItem(q)
+	if err != nil {
+		return keychainError("look up", scope, err)
+	}
+	if len(results) == 0 {
+		return keychainError("look up", scope, keychain.ErrorItemNotFound)
+	}
+	return nil
+}
+
 // Set adds scope's item, or updates it when it exists; see
 // [secrets.Store.Set].
 func (macKeychain) Set(scope string, secret []byte) error {

@@ -30,4 +30,6 @@ func (k noKeychain) Get(scope string) ([]byte, error) { return nil, k.fail("get"
 func (k noKeychain) Set(scope string, secret []byte) error { return k.fail("set", scope, secret) }
 
 // Delete fails with [secrets.ErrUnavailable]; see [noKeychain].
+func (k noKeychain) Exists(scope string) error { return k.fail("look up", scope, nil) }
+
 func (k noKeychain) Delete(scope string) error { return k.fail("delete", scope, nil) }

@@ -349,6 +349,38 @@ func (s *secretService) Set(scope string, secret []byte) error {
 	return nil
 }
 
+// Exists searches the default collection for scope's item without reading
+// its secret and without unlocking anything; see [secrets.Store.Exists]. A
+// locked collection that finds nothing gives ErrLocked: a Secret Service
+// need not search what it cannot decrypt.
+func (s *secretService) Exists(scope string) error {
+	c, done, err := s.open("look up", scope, nil)
+	if err != nil {
+		return err
+	}
+	defer done()
+	coll, err := c.collection()
+	if err != nil {
+		return err
+	}
+	if coll == ssNoObject {
+		return c.fail(secrets.ErrNotFound, "the Secret Service has no default collection", nil)
+	}
+	items, err := c.search(coll)
+	if err != nil {
+		return err
+	}
+	if len(items) > 0 {
+		return nil
+	}
+	if locked, err := c.locked(coll, ssCollection); err != nil {
+		return err
+	} else if locked {
+		return c.fail(secrets.ErrLocked, fmt.Sprintf("the collection %s is locked", coll), nil)
+	}
+	return c.fail(secrets.ErrNotFound, "", nil)
+}
+
 // Delete removes every item of scope from the default collection; see
 // [secrets.Store.Delete].
 func (s *secretService) Delete(scope string) error {

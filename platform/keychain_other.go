@@ -34,4 +34,6 @@ func (s unsupportedStore) Get(scope string) ([]byte, error) { return nil, s.fail
 func (s unsupportedStore) Set(scope string, secret []byte) error { return s.fail("set", scope, secret) }
 
 // Delete fails with [secrets.ErrUnavailable]; see [unsupportedStore].
+func (s unsupportedStore) Exists(scope string) error { return s.fail("look up", scope, nil) }
+
 func (s unsupportedStore) Delete(scope string) error { return s.fail("delete", scope, nil) }

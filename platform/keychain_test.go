@@ -75,7 +75,8 @@ func wantKind(t *testing.T, what string, err, kind error, secret []byte) {
 // allOps runs Get, Set and Delete of scope and returns their errors by name.
 func allOps(s secrets.Store, scope string, secret []byte) map[string]error {
 	_, gerr := s.Get(scope)
-	return map[string]error{"get": gerr, "set": s.Set(scope, secret), "delete": s.Delete(scope)}
+	serr := s.Set(scope, secret)
+	return map[string]error{"get": gerr, "set": serr, "exists": s.Exists(scope), "delete": s.Delete(scope)}
 }
 
 func TestSecretServiceNoBus(t *testing.T) {
@@ -278,6 +279,7 @@ func TestSecretServiceRoundTrip(t *testing.T) {
 
 	_, err := s.Get(scope)
 	wantKind(t, "get before set", err, secrets.ErrNotFound, first)
+	wantKind(t, "exists before set", s.Exists(scope), secrets.ErrNotFound, first)
 	wantKind(t, "delete before set", s.Delete(scope), secrets.ErrNotFound, first)
 
 	if err := s.Set(scope, first); err != nil {
@@ -322,9 +324,13 @@ func TestSecretServiceRoundTrip(t *testing.T) {
 		t.Errorf("get after setting another scope: %q, %v", got, err)
 	}
 
+	if err := s.Exists(scope); err != nil {
+		t.Errorf("exists after set: %v", err)
+	}
 	if err := s.Delete(scope); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
+	wantKind(t, "exists after delete", s.Exists(scope), secrets.ErrNotFound, second)
 	_, err = s.Get(scope)
 	wantKind(t, "get after delete", err, secrets.ErrNotFound, second)
 	wantKind(t, "delete after delete", s.Delete(scope), secrets.ErrNotFound, second)
@@ -458,7 +464,15 @@ func TestSecretServiceLocked(t *testing.T) {
 			setLocked(t, false, password)
 		}
 	}()
+	// Exists reads no secret: gnome-keyring searches a locked collection
+	// by hashed attributes, so a stored item is found while locked.
+	if err := s.Exists("locked"); err != nil {
+		t.Errorf("exists of a stored item while locked: %v, want nil", err)
+	}
 	for op, err := range allOps(s, "locked", secret) {
+		if op == "exists" {
+			continue // after the delete above failed, the same as just checked
+		}
 		wantKind(t, op, err, secrets.ErrLocked, secret)
 		if !strings.Contains(secrets.Hint(err), "unlock") {
 			t.Errorf("%s: hint %q does not say to unlock", op, secrets.Hint(err))
@@ -468,6 +482,7 @@ func TestSecretServiceLocked(t *testing.T) {
 	// collection does not say what it holds.
 	_, err := s.Get("never-stored")
 	wantKind(t, "get of a scope never stored", err, secrets.ErrLocked, secret)
+	wantKind(t, "exists of a scope never stored", s.Exists("never-stored"), secrets.ErrLocked, secret)
 
 	setLocked(t, false, password)
 	unlocked = true

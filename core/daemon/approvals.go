@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/secrets"
 )
 
 // credentialsOf lists the credential scopes a server declares.
@@ -33,6 +35,20 @@ func (d *Daemon) secret(scope string) ([]byte, error) {
 	return d.opts.Secrets.Get(scope)
 }
 
+// secretMissing tells whether scope's secret cannot be had whatever a person
+// decides: nothing is stored, or there is no credential store. A locked
+// store is not missing (the person may unlock it while deciding).
+func (d *Daemon) secretMissing(scope string) error {
+	if d.opts.Secrets == nil {
+		return fmt.Errorf("no credential store is available on this system")
+	}
+	err := d.opts.Secrets.Exists(scope)
+	if err == nil || errors.Is(err, secrets.ErrLocked) {
+		return nil
+	}
+	return err
+}
+
 // envCredentials returns the "env" credentials of srv as K=V pairs, after a
 // person approved this execution identity for them: a new identity waits for
 // approval, and its card shows what changed on disk. A secret that cannot be
@@ -49,6 +65,13 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 	}
 	if len(scopes) == 0 {
 		return nil, nil
+	}
+	// A secret that is not there fails the launch before anyone is asked
+	// to approve a launch that could not happen.
+	for _, scope := range scopes {
+		if err := d.secretMissing(scope); err != nil {
+			return nil, credentialUnavailable(label, scope, err)
+		}
 	}
 	ident := authz.IdentityDigest(rec)
 	if !d.authz.IdentityApproved(run, ident, scopes) {
@@ -85,11 +108,17 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			err = fmt.Errorf("the stored secret is empty")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("credential_unavailable: credential scope %q cannot be read (%v); %s was not launched — unlock the keychain or run `portcullis creds set %s`", c.Scope, err, label, c.Scope)
+			return nil, credentialUnavailable(label, c.Scope, err)
 		}
 		env = append(env, c.EnvVar+"="+string(secret))
 	}
 	return env, nil
+}
+
+// credentialUnavailable is the launch failure of label when scope's secret
+// cannot be had.
+func credentialUnavailable(label, scope string, err error) error {
+	return fmt.Errorf("credential_unavailable: credential scope %q cannot be read (%v); %s was not launched — unlock the keychain or run `portcullis creds set %s`", scope, err, label, scope)
 }
 
 // lastRecord is the execution record of the current epoch of run.

@@ -423,6 +423,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 		Authority:      d.authz,
 		Credentials:    credentialsOf(cfg, srv),
 		Secrets:        d.secret,
+		SecretMissing:  d.secretMissing,
 		Catalog:        d.catalogs,
 		Validator:      d.validate,
 		Policy:         d.policy(label),

@@ -50,7 +50,27 @@ func (s *Session) quickAuthorize(e *epoch, m *mcpwire.Message, tool string) (dec
 			return "grant", g.ID, out, r, ""
 		}
 	}
+	if r := s.missingCredential(e, tool, metaCreds); r != nil {
+		return "", "", nil, r, ""
+	}
 	return "", "", nil, nil, s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
+}
+
+// missingCredential refuses a call whose credential scopes include one
+// whose secret cannot be had whatever a person decides, before anyone is
+// asked to approve it.
+func (s *Session) missingCredential(e *epoch, tool string, scopes []string) *Refusal {
+	if s.opts.SecretMissing == nil {
+		return nil
+	}
+	for _, scope := range scopes {
+		if err := s.opts.SecretMissing(scope); err != nil {
+			return &Refusal{Error: CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+				Reason: fmt.Sprintf("credential scope %q cannot be read: %v", scope, err),
+				Retry:  "ask the person to set the credential (portcullis creds set " + scope + ")"}
+		}
+	}
+	return nil
 }
 
 // staleAuthorization refuses a call prepared before an epoch change: the
@@ -74,7 +94,11 @@ func (s *Session) staleAuthorization(e *epoch, m *mcpwire.Message, tool string) 
 		return nil
 	}
 	metaCreds, askEvery := s.metaCredentials()
-	s.requestFor(e, m, tool, metaCreds, askEvery, "server execution epoch changed", stale)
+	if s.missingCredential(e, tool, metaCreds) == nil {
+		// (A request nobody could approve usefully is not raised; the
+		// call after the refresh is refused for the credential.)
+		s.requestFor(e, m, tool, metaCreds, askEvery, "server execution epoch changed", stale)
+	}
 	return &Refusal{
 		Error: AuthorizationStale, Reason: "server execution epoch changed", Server: s.opts.Label, Tool: tool,
 		ApprovedEpoch: stale.ExecutionEpoch, CurrentEpoch: e.ID,

@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,6 +307,41 @@ func TestDenyTimeoutOnceAndAskEveryUse(t *testing.T) {
 			t.Errorf("%d grants for 3 calls, want one decision per call", n)
 		}
 	})
+}
+
+// TestMissingCredentialRaisesNoRequest: a call whose credential scope has no
+// secret stored is refused at once as credential_unavailable: nobody is asked
+// to approve a call that could not carry its credential. A call without
+// credentials still asks as usual.
+func TestMissingCredentialRaisesNoRequest(t *testing.T) {
+	var asked atomic.Int32
+	r := newRig(t, rigOptions{secretMissing: func(scope string) error {
+		asked.Add(1)
+		return fmt.Errorf("nothing stored for %s", scope)
+	}})
+	defer r.close()
+	r.handshake()
+	r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
+	code, ref := refusal(t, r.agent.wait(1, 5*time.Second))
+	if code != -31023 || ref == nil || ref.Error != CredentialUnavailable || !strings.Contains(ref.Reason, "nothing stored for "+credScope) || !strings.Contains(ref.Retry, "portcullis creds set "+credScope) {
+		t.Errorf("refusal %d %+v, want credential_unavailable naming the scope", code, ref)
+	}
+	if p := r.auth.Pending(); len(p) != 0 {
+		t.Errorf("approval requests raised for a call that cannot get its credential: %+v", p)
+	}
+	if asked.Load() == 0 {
+		t.Error("the store was never asked whether the secret exists")
+	}
+	if got := r.launcher.received(); len(got) != 0 {
+		t.Errorf("the call reached the server: %+v", got)
+	}
+
+	r2 := newRig(t, rigOptions{noCredentials: true, secretMissing: func(string) error { return errors.New("nothing stored") }})
+	defer r2.close()
+	r2.handshake()
+	r2.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
+	decide(t, r2, r2.pendingFor(5*time.Second).ID, authz.ApproveRun)
+	mustResult(t, r2.agent.wait(1, 5*time.Second))
 }
 
 // TestCredentialUnavailableRefusesTheCall: the keychain cannot give the

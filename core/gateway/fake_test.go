@@ -375,6 +375,7 @@ type rigOptions struct {
 	askEveryUse     bool
 	noCredentials   bool
 	secrets         SecretSource // nil: a fixed secret
+	secretMissing   func(string) error
 	auditDelay      time.Duration
 	launchDelay     time.Duration
 	launchFails     bool // every launch fails: command not found
@@ -451,7 +452,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 			}
 			return "approve"
 		},
-		Credentials: creds, Secrets: secrets,
+		Credentials: creds, Secrets: secrets, SecretMissing: o.secretMissing,
 		StartupTimeout: 5 * time.Second, HoldTimeout: o.holdTimeout,
 		Audit: r.audit,
 	})

@@ -118,6 +118,10 @@ type Options struct {
 	// Credentials are the server's credential scopes; Secrets reads them.
 	Credentials []Credential
 	Secrets     SecretSource
+	// SecretMissing, when set, says why a credential scope's secret cannot
+	// be had whatever a person decides (nothing stored, no store), or nil:
+	// a call needing it is refused at once instead of raising a request.
+	SecretMissing func(scope string) error
 	// Audit receives the events of the run; the tool_called intent is
 	// durable before a call is forwarded, and calls fail closed with
 	// audit_unavailable when it cannot be written. Nil: no audit.

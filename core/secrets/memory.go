@@ -78,6 +78,19 @@ func (m *Memory) Set(scope string, secret []byte) error {
 	return nil
 }
 
+// Exists reports whether a secret is stored for scope; see [Store.Exists].
+func (m *Memory) Exists(scope string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkLocked("look up", scope, nil); err != nil {
+		return err
+	}
+	if _, ok := m.items[scope]; !ok {
+		return &Error{Store: memoryName, Op: "look up", Scope: scope, Kind: ErrNotFound}
+	}
+	return nil
+}
+
 // Delete removes the secret of scope; see [Store.Delete].
 func (m *Memory) Delete(scope string) error {
 	m.mu.Lock()

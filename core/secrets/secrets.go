@@ -36,6 +36,13 @@ type Store interface {
 	// error matching [ErrEmpty] for an empty or all-whitespace secret, and
 	// [ErrLocked] or [ErrUnavailable] as Get does. Set does not keep secret.
 	Set(scope string, secret []byte) error
+	// Exists reports whether a secret is stored for scope without reading
+	// it, so that nobody is asked to approve a use that cannot happen. It
+	// returns nil when an item exists (also in a locked store that can
+	// tell), an error matching [ErrNotFound] when none does, [ErrLocked]
+	// when a locked store cannot tell, and [ErrUnavailable] as Get does.
+	// An item that exists may still fail Get (locked, or empty).
+	Exists(scope string) error
 	// Delete removes the secret of scope. It returns an error matching
 	// [ErrNotFound] when none is stored, and [ErrLocked] or [ErrUnavailable]
 	// as Get does.

@@ -366,8 +366,11 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 		if p := approvals(t, s.home); len(p) != 0 {
 			t.Errorf("approval requests raised without a keychain: %+v", p)
 		}
-		if err == nil || !strings.Contains(err.Error(), "credential_unavailable") || !strings.Contains(err.Error(), scope) {
-			t.Errorf("connecting without a keychain: %v, want a credential_unavailable failure naming %s", err, scope)
+		if err == nil || !strings.Contains(err.Error(), scope) {
+			t.Fatalf("connecting without a keychain: %v, want a credential_unavailable failure naming %s", err, scope)
+		}
+		if code, ref := refusalOf(t, err); code != -31023 || ref.Error != gateway.CredentialUnavailable || !strings.Contains(ref.Retry, "creds set") {
+			t.Errorf("connecting without a keychain: code %d, refusal %+v; want -31023 credential_unavailable", code, ref)
 		}
 		if calls := readCredsCalls(t, s.callLog); len(calls) != 0 {
 			t.Errorf("a server process ran: %+v", calls)

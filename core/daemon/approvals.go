@@ -118,7 +118,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 // credentialUnavailable is the launch failure of label when scope's secret
 // cannot be had.
 func credentialUnavailable(label, scope string, err error) error {
-	return fmt.Errorf("credential_unavailable: credential scope %q cannot be read (%v); %s was not launched — unlock the keychain or run `portcullis creds set %s`", scope, err, label, scope)
+	return fmt.Errorf("%w: credential scope %q cannot be read (%v); %s was not launched — unlock the keychain or run `portcullis creds set %s`", gateway.ErrCredentialUnavailable, scope, err, label, scope)
 }
 
 // lastRecord is the execution record of the current epoch of run.

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -33,6 +35,27 @@ const (
 	// specifies for unknown tools.
 	UnknownTool Reason = "unknown_tool"
 )
+
+// ErrCredentialUnavailable is wrapped by a Launcher's error when a
+// credential the process needs at launch cannot be had (nothing stored, a
+// locked keychain): requests are then refused as credential_unavailable, not
+// server_unavailable, so that the agent can tell the person what to fix.
+var ErrCredentialUnavailable = errors.New(string(CredentialUnavailable))
+
+// launchRefusal names the refusal of a first launch that failed with err:
+// a credential that cannot be had, an approval of the launch denied or timed
+// out, and otherwise server_unavailable.
+func launchRefusal(err error) Reason {
+	switch {
+	case errors.Is(err, ErrCredentialUnavailable):
+		return CredentialUnavailable
+	case errors.Is(err, authz.ErrTimeout):
+		return ApprovalTimeout
+	case errors.Is(err, authz.ErrDenied):
+		return ApprovalDenied
+	}
+	return ServerUnavailable
+}
 
 // Code returns the JSON-RPC error code of r.
 func (r Reason) Code() int {

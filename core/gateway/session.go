@@ -170,6 +170,7 @@ type Session struct {
 	byAgentID        map[string]int64           // guarded by mu; agent's raw id → gateway id
 	held             map[string]int             // guarded by mu; raw ids of agent requests held at the gate (route.go)
 	configFault      bool                       // guarded by mu; the launch failed on the configured command itself
+	launchFault      Reason                     // guarded by mu; the refusal of a first launch that failed
 	reverse          map[int64]*reverseEntry    // guarded by mu; gateway id → server's request toward the agent
 	handshakeDone    bool                       // guarded by mu
 	queue            [][]byte                   // guarded by mu; server → agent messages before the handshake
@@ -327,6 +328,7 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 		if err != nil {
 			s.state, s.reason = StateFailed, "the server could not be launched: "+err.Error()
 			s.configFault = errors.Is(err, identity.ErrCommandNotFound)
+			s.launchFault = launchRefusal(err)
 		} else {
 			s.cur = e
 		}
@@ -699,6 +701,17 @@ func (s *Session) unavailableLocked() *Refusal {
 	if e == nil {
 		if r.Reason == "" {
 			r.Reason = "the server has not started"
+		}
+		switch s.launchFault {
+		case CredentialUnavailable:
+			r.Error = CredentialUnavailable
+			r.Retry = "ask the person to unlock the keychain or set the credential (portcullis creds set), then reconnect"
+		case ApprovalDenied:
+			r.Error = ApprovalDenied
+			r.Retry = "do not reconnect unless the person asks you to"
+		case ApprovalTimeout:
+			r.Error = ApprovalTimeout
+			r.Retry = "ask the person to approve the launch in Portcullis, then reconnect"
 		}
 		return r
 	}

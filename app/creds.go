@@ -140,6 +140,9 @@ func describeCredential(c config.Credential) string {
 	}
 	if c.AskEveryUse {
 		s += ", with approval on every use"
+		if c.Inject == config.InjectEnv {
+			s += " (every launch and every tools/call)"
+		}
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -390,6 +391,64 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEnvCredentialAskEveryUse: an "env" credential marked askEveryUse asks
+// a person at every launch (also of a build approved before: a restart) and
+// for every tools/call of an "approve" tool, since the process holds the
+// secret for all of them. A run grant does not carry over to the next call.
+func TestEnvCredentialAskEveryUse(t *testing.T) {
+	needSecretService(t)
+	secret := newSecret(t)
+	scope := "notes-token"
+	s := newCredsSetup(t, []credsScope{{scope: scope, envVar: "NOTES_TOKEN", secret: secret, askEveryUse: true}}, nil, false)
+
+	connected := make(chan *listChangedAgent, 1)
+	go func() { connected <- connectListChanged(t, s.home, credsLabel, "2025-06-18") }()
+	req := waitApproval(t, s.home, "the first launch", forIdentity)
+	if !req.Card.AskEveryUse {
+		t.Errorf("launch card %+v does not say the credential asks on every use", req.Card)
+	}
+	decideCLI(t, s.home, "approve", req.ID)
+	var a *listChangedAgent
+	select {
+	case a = <-connected:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the agent did not connect after the launch approval")
+	}
+	epoch := epochOf(t, s.home, a.PID(), "")
+
+	for i := 1; i <= 2; i++ {
+		pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": fmt.Sprint("every-", i)})
+		req := waitApproval(t, s.home, fmt.Sprint("note_write call ", i), forTool(noteWrite, epoch))
+		if !strings.Contains(req.Card.Reason, "every use") {
+			t.Errorf("call %d: card reason %q does not say why it asks again", i, req.Card.Reason)
+		}
+		decideCLI(t, s.home, "approve", req.ID) // "for this agent run", yet the next call asks again
+		if got := okText(t, await(t, pending)); got != wroteWith("A", i, secret) {
+			t.Errorf("call %d: %q", i, got)
+		}
+	}
+
+	// A restart of the same build asks again before the new process gets
+	// the secret.
+	if _, err := s.home.Run(testContext(t, 30*time.Second), "restart", credsLabel); err != nil {
+		t.Fatal(err)
+	}
+	req = waitApproval(t, s.home, "the relaunch of an approved build", forIdentity)
+	if req.Card.ExecutableDigest == "" || !req.Card.AskEveryUse {
+		t.Errorf("relaunch card %+v", req.Card)
+	}
+	decideCLI(t, s.home, "deny", req.ID)
+	st := waitRun(t, s.home, a.PID(), buildWait, "the denied relaunch to leave the old epoch running", func(r gateway.Status) bool {
+		return slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "not approved") })
+	})
+	if st.Epochs != 1 {
+		t.Errorf("%d epochs after a denied relaunch, want 1", st.Epochs)
+	}
+	if calls := readCredsCalls(t, s.callLog); len(calls) != 2 {
+		t.Errorf("the server saw %d calls, want 2: %+v", len(calls), calls)
+	}
 }
 
 // callParamsOf is a tools/call of tool with args.

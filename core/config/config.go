@@ -129,7 +129,10 @@ type Credential struct {
 	// EnvVar is the environment variable name for [InjectEnv]; required there and
 	// forbidden for [InjectMeta].
 	EnvVar string `json:"envVar,omitempty"`
-	// AskEveryUse demands a person's approval for every use, not once per run.
+	// AskEveryUse demands a person's approval for every use, not once per run:
+	// every tools/call of a server that has the credential (whose tool's
+	// policy is "approve"), and for [InjectEnv] also every launch of its
+	// process, even of a build approved before.
 	AskEveryUse bool `json:"askEveryUse,omitempty"`
 }
 

@@ -53,14 +53,17 @@ func (d *Daemon) secretMissing(scope string) error {
 // person approved this execution identity for them: a new identity waits for
 // approval, and its card shows what changed on disk. A secret that cannot be
 // read fails the launch: nothing is ever launched with an empty secret in its
-// place.
+// place. A credential that asks on every use waits for a person at every
+// launch, of approved builds too.
 func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv config.Server, label, run string, agent gateway.Agent, rec identity.Record) ([]string, error) {
 	var scopes []string
 	var creds []gateway.Credential
+	askEvery := false
 	for _, c := range credentialsOf(cfg, srv) {
 		if c.Inject == config.InjectEnv {
 			scopes = append(scopes, c.Scope)
 			creds = append(creds, c)
+			askEvery = askEvery || c.AskEveryUse
 		}
 	}
 	if len(scopes) == 0 {
@@ -74,11 +77,12 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 		}
 	}
 	ident := authz.IdentityDigest(rec)
-	if !d.authz.IdentityApproved(run, ident, scopes) {
+	if askEvery || !d.authz.IdentityApproved(run, ident, scopes) {
 		// No epoch yet: the process starts once this is approved, so
 		// CurrentEpoch stays empty and the card names the code instead.
 		card := authz.Card{
 			Reason:           fmt.Sprintf("%s asks for credentials %s at launch: approve this code before it receives them", label, strings.Join(scopes, ", ")),
+			AskEveryUse:      askEvery,
 			AgentRun:         run,
 			AgentExe:         agent.Exe,
 			AgentPID:         agent.PID,

@@ -309,13 +309,15 @@ func (s *Session) ended(e *epoch) bool {
 }
 
 // metaCredentials lists the server's per-call credential scopes and whether
-// any demands a decision on every use.
+// any credential of the server demands a decision on every use. An "env"
+// credential counts too: the process holds it, so every call it serves
+// uses it.
 func (s *Session) metaCredentials() (scopes []string, askEvery bool) {
 	for _, c := range s.opts.Credentials {
 		if c.Inject == "meta" {
 			scopes = append(scopes, c.Scope)
-			askEvery = askEvery || c.AskEveryUse
 		}
+		askEvery = askEvery || c.AskEveryUse
 	}
 	return scopes, askEvery
 }

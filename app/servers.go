@@ -430,6 +430,9 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	if rep.ConfigError != "" {
 		fmt.Fprintf(w, "Configuration file is invalid, the last good one is in force:\n  %s\n", rep.ConfigError)
 	}
+	if rep.Audit.Error != "" {
+		fmt.Fprintf(w, "Audit log cannot be written: every tool call is refused (audit_unavailable) until it can:\n  %s\n", rep.Audit.Error)
+	}
 	if len(rep.Servers) == 0 {
 		fmt.Fprintf(w, "No servers configured in %s.\n", rep.ConfigFile)
 	}

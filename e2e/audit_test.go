@@ -215,6 +215,9 @@ func TestAuditUnwritableFailsClosed(t *testing.T) {
 	if rep.Audit.Error == "" {
 		t.Errorf("status does not report the failing audit log: %+v", rep.Audit)
 	}
+	if out, err := h.Run(ctx, "status"); err != nil || !strings.Contains(out.Stdout, "Audit log cannot be written: every tool call is refused") {
+		t.Errorf("portcullis status does not tell the person the audit log fails (%v):\n%s", err, out.Stdout)
+	}
 
 	// What was written before the failure still verifies, and no refused
 	// call left an intent behind.

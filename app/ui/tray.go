@@ -97,6 +97,8 @@ type Tray struct {
 	iconSet bool        // an icon was given to the desktop tray
 
 	refreshed func() // test hook: after each refresh, on the Fyne goroutine
+
+	auditErr string // Run's goroutine only: the audit error last seen
 }
 
 // NewTray builds the tray of app. On a desktop driver it sets an initial
@@ -148,6 +150,10 @@ func (t *Tray) Run(ctx context.Context) {
 		for _, r := range raised {
 			t.notify(r)
 		}
+		if rep.Audit.Error != "" && t.auditErr == "" {
+			t.notifyAudit(rep.Audit.Error)
+		}
+		t.auditErr = rep.Audit.Error
 		fyne.Do(func() {
 			t.Approval.sync(pending)
 			t.show(rep, pending, login)
@@ -197,6 +203,21 @@ func (t *Tray) notify(r authz.Request) {
 	})
 	if err != nil {
 		t.log.Warn("approval notification not shown", "request", id, "err", err)
+	}
+}
+
+// notifyAudit tells the person, once per failure, that the audit log cannot
+// be written and tool calls are refused meanwhile; clicking opens the audit
+// viewer.
+func (t *Tray) notifyAudit(why string) {
+	err := t.opts.Notifier.Notify("Portcullis: audit log cannot be written",
+		"Every tool call is refused until it can: "+why, func() {
+			if t.opts.Audit != nil {
+				fyne.Do(func() { ShowAuditViewer(t.app, t.opts.Audit()) })
+			}
+		})
+	if err != nil {
+		t.log.Warn("audit failure notification not shown", "err", err)
 	}
 }
 

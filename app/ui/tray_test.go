@@ -122,3 +122,55 @@ func TestTrayFollowsEvents(t *testing.T) {
 		t.Error("the Quit item is not marked IsQuit: Fyne would add a second one")
 	}
 }
+
+// TestTrayAuditFailure: an audit log that cannot be written turns the icon
+// to failed, says so at the top of the menu, and sends one notification per
+// failure (not one per status change while it lasts); once the log works
+// again, a new failure is announced again.
+func TestTrayAuditFailure(t *testing.T) {
+	a := test.NewTempApp(t)
+	d := newFakeDaemon()
+	notes := &fakeNotifier{added: make(chan struct{}, 4)}
+	tr := NewTray(a, Options{Daemon: d, Approvals: newFakeApprovals(), Notifier: notes, Clock: func() time.Time { return testNow }})
+	refreshed := make(chan []string, 16)
+	tr.refreshed = func() { refreshed <- labels(tr.Menu()) }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { tr.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	next := func() []string {
+		t.Helper()
+		select {
+		case m := <-refreshed:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("the menu was not rebuilt")
+			return nil
+		}
+	}
+	next()
+	ready := []gateway.Status{run("r1", "inventory", gateway.StateReady, epochA, 3)}
+	failing := daemon.StatusReport{Runs: ready, Audit: daemon.AuditStatus{Error: "audit log unavailable: writing 000001.jsonl: no space left on device"}}
+	d.set(failing)
+	if got := next(); got[0] != "Audit log cannot be written: tool calls are refused" {
+		t.Errorf("menu while the audit log fails: %q", got)
+	}
+	if tr.State() != TrayFailed {
+		t.Errorf("state %v while the audit log fails, want failed", tr.State())
+	}
+	d.set(failing) // another change while it still fails
+	next()
+	sent := notes.all()
+	if len(sent) != 1 || !strings.Contains(sent[0].Title, "audit log cannot be written") || !strings.Contains(sent[0].Body, "no space left on device") {
+		t.Fatalf("notifications %+v, want one about the audit log", sent)
+	}
+	d.set(daemon.StatusReport{Runs: ready})
+	if got := next(); got[0] != "inventory — ready · epoch …AAAAAA · catalog r3" || tr.State() != TrayReady {
+		t.Errorf("after recovery: state %v, menu %q", tr.State(), got)
+	}
+	d.set(failing)
+	next()
+	if n := len(notes.all()); n != 2 {
+		t.Errorf("%d notifications after a second failure, want 2", n)
+	}
+}

@@ -34,10 +34,14 @@ func (s TrayState) String() string {
 }
 
 // trayStateOf is the icon state for a status report and the number of
-// pending approval requests.
+// pending approval requests. An audit log that cannot be written shows as
+// failed: every tool call is refused meanwhile.
 func trayStateOf(rep daemon.StatusReport, pending int) TrayState {
 	if pending > 0 {
 		return TrayApproval
+	}
+	if rep.Audit.Error != "" {
+		return TrayFailed
 	}
 	for _, r := range rep.Runs {
 		if r.State == gateway.StateFailed || r.State == gateway.StateCrashLooping {
@@ -91,6 +95,9 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 	sep := menuEntry{Kind: entrySeparator}
 	if rep.ConfigError != "" {
 		out = append(out, menuEntry{Kind: entryInfo, Label: "Configuration file invalid: the last good one is in force", Disabled: true})
+	}
+	if rep.Audit.Error != "" {
+		out = append(out, menuEntry{Kind: entryInfo, Label: "Audit log cannot be written: tool calls are refused", Disabled: true})
 	}
 	if len(rep.Runs) == 0 {
 		label := "No agent connected"

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -16,13 +17,33 @@ import (
 type recovering struct {
 	log        *audit.Log
 	retryEvery time.Duration
+	// onHealth, when set, is called (without locks held) when appends
+	// start failing and when they work again, so that the person is told
+	// (status, tray) while calls are refused with audit_unavailable.
+	onHealth func()
 
-	mu   sync.Mutex
-	last time.Time // guarded by mu; last recovery attempt
+	mu     sync.Mutex
+	last   time.Time // guarded by mu; last recovery attempt
+	failed bool      // guarded by mu; the last append failed
 }
 
 // Append writes one event durably, trying to recover a failed log first.
 func (r *recovering) Append(ctx context.Context, typ string, fields any) (audit.Event, error) {
+	ev, err := r.append(ctx, typ, fields)
+	failed := err != nil && errors.Is(err, audit.ErrUnavailable)
+	r.mu.Lock()
+	changed := failed != r.failed && (failed || err == nil)
+	if changed {
+		r.failed = failed
+	}
+	r.mu.Unlock()
+	if changed && r.onHealth != nil {
+		r.onHealth()
+	}
+	return ev, err
+}
+
+func (r *recovering) append(ctx context.Context, typ string, fields any) (audit.Event, error) {
 	if r.log.Err() != nil {
 		r.mu.Lock()
 		try := time.Since(r.last) >= r.retryEvery

@@ -237,7 +237,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	d.audit = al
-	d.auditW = &recovering{log: al, retryEvery: time.Second}
+	d.auditW = &recovering{log: al, retryEvery: time.Second, onHealth: d.notify}
 	d.mu.Unlock()
 	defer al.Close()
 	d.closeAbandonedRuns(ctx)

@@ -393,6 +393,60 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 	})
 }
 
+// TestApprovedCodeIsWhatRuns: the binary is replaced while its launch
+// waits for approval. Approving the card of the old build does not launch
+// the new one: a new card names the new build, and only once that is
+// approved does a process start, with the credential, running it.
+func TestApprovedCodeIsWhatRuns(t *testing.T) {
+	needSecretService(t)
+	secret := newSecret(t)
+	scope := "notes-token"
+	s := newCredsSetup(t, []credsScope{{scope: scope, envVar: "NOTES_TOKEN", secret: secret}}, nil, false)
+
+	connected := make(chan *listChangedAgent, 1)
+	go func() { connected <- connectListChanged(t, s.home, credsLabel, "2025-06-18") }()
+	first := waitApproval(t, s.home, "the first launch", forIdentity)
+	buildCreds(t, s.binDir, credsRevB) // swapped while the person reads the card
+	decideCLI(t, s.home, "approve", first.ID)
+
+	second := waitApproval(t, s.home, "a new card for the swapped build", func(c authz.Card) bool {
+		return c.Identity != "" && c.Identity != first.Card.Identity
+	})
+	if second.Card.ExecutableDigest == first.Card.ExecutableDigest {
+		t.Errorf("the new card shows the old executable digest %s", first.Card.ExecutableDigest)
+	}
+	select {
+	case <-connected:
+		t.Fatal("the agent connected before the swapped build was approved")
+	default:
+	}
+	if rep, err := s.home.Status(testContext(t, 30*time.Second)); err != nil || len(rep.Runs) != 1 || rep.Runs[0].Epochs != 0 {
+		t.Fatalf("before the second approval: runs %+v (%v), want one run with nothing launched", rep.Runs, err)
+	}
+	decideCLI(t, s.home, "approve", second.ID)
+	var a *listChangedAgent
+	select {
+	case a = <-connected:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the agent did not connect after the second approval")
+	}
+	epoch := epochOf(t, s.home, a.PID(), "")
+	st := waitRun(t, s.home, a.PID(), time.Second, "status", func(gateway.Status) bool { return true })
+	if st.Epochs != 1 {
+		t.Errorf("%d epochs launched, want 1", st.Epochs)
+	}
+	pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "swapped"})
+	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "note_write", forTool(noteWrite, epoch)).ID)
+	if got := okText(t, await(t, pending)); got != wroteWith("B", 1, secret) {
+		t.Errorf("note_write: %q, want revision B's answer", got)
+	}
+	for _, e := range auditEvents(t, s.home) {
+		if e.Type == audit.TypeServerStarted && !strings.Contains(string(e.Fields), second.Card.ExecutableDigest) {
+			t.Errorf("server_started does not record the approved digest %s: %s", second.Card.ExecutableDigest, e.Fields)
+		}
+	}
+}
+
 // TestEnvCredentialAskEveryUse: an "env" credential marked askEveryUse asks
 // a person at every launch (also of a build approved before: a restart) and
 // for every tools/call of an "approve" tool, since the process holds the

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -525,56 +526,122 @@ func (d *Daemon) rememberLocked(cfg *config.Config) {
 	}
 }
 
+// maxCodeChanges bounds how many times one launch starts over because the
+// code changed on disk between its measurement and its start.
+const maxCodeChanges = 3
+
+// errCodeChanged says the code on disk changed between the measurement of a
+// launch and its start.
+var errCodeChanged = errors.New("the code changed on disk while it was being launched")
+
 // launcher measures the execution identity, starts the process and observes
 // what the kernel says it runs: the epoch is minted here, by the supervisor,
 // never taken from the server. The configuration is read at each launch, so
 // a restart picks up an edited command.
+//
+// What a person approved is what runs: a launch that waited for approval of
+// its credentials measures again just before it starts, and the kernel's
+// view of the started executable is compared with the measurement; either
+// differing starts the launch over (a new measurement, a new approval for
+// new code), at most maxCodeChanges times.
 func (d *Daemon) launcher(label, run string, agent gateway.Agent) gateway.Launcher {
 	return func(ctx context.Context) (*gateway.Epoch, error) {
-		cfg, _ := d.config()
-		srv, ok := cfg.Servers[label]
-		if !ok {
-			return nil, fmt.Errorf("server %q is no longer configured", label)
-		}
-		if srv.Cwd != "" {
-			if info, err := os.Stat(srv.Cwd); err != nil || !info.IsDir() {
-				return nil, fmt.Errorf("the working directory of %s, %s, does not exist or is not a directory", label, srv.Cwd)
+		for attempt := 0; ; attempt++ {
+			ep, err := d.launch(ctx, label, run, agent)
+			if !errors.Is(err, errCodeChanged) {
+				return ep, err
+			}
+			d.log.Warn("launch started over", "server", label, "run", run, "why", err)
+			if attempt+1 >= maxCodeChanges {
+				return nil, fmt.Errorf("%s was not launched: %w %d times in a row; launch it again once the build has finished", label, err, maxCodeChanges)
 			}
 		}
-		spec := measureSpec(label, srv)
-		rec, err := d.measurer.Measure(ctx, spec)
+	}
+}
+
+// launch is one attempt of launcher; it returns an error wrapping
+// errCodeChanged when the code changed under it.
+func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Agent) (*gateway.Epoch, error) {
+	cfg, _ := d.config()
+	srv, ok := cfg.Servers[label]
+	if !ok {
+		return nil, fmt.Errorf("server %q is no longer configured", label)
+	}
+	if srv.Cwd != "" {
+		if info, err := os.Stat(srv.Cwd); err != nil || !info.IsDir() {
+			return nil, fmt.Errorf("the working directory of %s, %s, does not exist or is not a directory", label, srv.Cwd)
+		}
+	}
+	spec := measureSpec(label, srv)
+	rec, err := d.measurer.Measure(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("measuring %s: %w", label, err)
+	}
+	credEnv, err := d.envCredentials(ctx, cfg, srv, label, run, agent, rec)
+	if err != nil {
+		return nil, err
+	}
+	if len(credEnv) > 0 {
+		// The approval may have taken minutes: the code approved must
+		// still be the code on disk.
+		now, err := d.measurer.Measure(ctx, spec)
 		if err != nil {
 			return nil, fmt.Errorf("measuring %s: %w", label, err)
 		}
-		credEnv, err := d.envCredentials(ctx, cfg, srv, label, run, agent, rec)
-		if err != nil {
-			return nil, err
-		}
-		env := append(spec.Env, credEnv...)
-		proc, err := supervisor.Start(ctx, supervisor.Spec{
-			Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
-		}, d.supervisorOptions())
-		if err != nil {
-			return nil, fmt.Errorf("starting %s: %w", label, err)
-		}
-		rec.Epoch = identity.NewEpoch()
-		rec.ProcessID = proc.Pid()
-		rec.StartedAt = time.Now().UTC()
-		if d.opts.Procs != nil {
-			if obs, err := identity.Observe(ctx, d.opts.Procs, proc.Pid()); err == nil {
-				rec.Observed = obs
-			} else {
-				d.log.Info("observing process tree", "pid", proc.Pid(), "err", err)
+		if authz.IdentityDigest(now) != authz.IdentityDigest(rec) {
+			var what []string
+			for _, c := range identity.Diff(rec, now) {
+				what = append(what, c.Field+" "+c.Path)
 			}
+			return nil, fmt.Errorf("%w while its approval was asked (changed: %s)", errCodeChanged, strings.Join(what, ", "))
 		}
-		d.trackChild(child{PID: proc.Pid(), StartTime: startTimeOf(rec.Observed, proc.Pid()), Label: label, Epoch: rec.Epoch})
-		go func() {
-			<-proc.Done()
-			d.untrackChild(proc.Pid())
-		}()
-		d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
-		return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc}, nil
 	}
+	env := append(spec.Env, credEnv...)
+	proc, err := supervisor.Start(ctx, supervisor.Spec{
+		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
+	}, d.supervisorOptions())
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", label, err)
+	}
+	rec.Epoch = identity.NewEpoch()
+	rec.ProcessID = proc.Pid()
+	rec.StartedAt = time.Now().UTC()
+	if d.opts.Procs != nil {
+		if obs, err := identity.Observe(ctx, d.opts.Procs, proc.Pid()); err == nil {
+			rec.Observed = obs
+		} else {
+			d.log.Info("observing process tree", "pid", proc.Pid(), "err", err)
+		}
+	}
+	if got, ok := swappedExecutable(rec, proc.Pid()); ok {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = proc.Stop(stopCtx)
+		cancel()
+		return nil, fmt.Errorf("%w (%s was measured as %s, the kernel runs %s)", errCodeChanged, rec.ResolvedExecutable.Path, rec.ResolvedExecutable.SHA256, got)
+	}
+	d.trackChild(child{PID: proc.Pid(), StartTime: startTimeOf(rec.Observed, proc.Pid()), Label: label, Epoch: rec.Epoch})
+	go func() {
+		<-proc.Done()
+		d.untrackChild(proc.Pid())
+	}()
+	d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
+	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc}, nil
+}
+
+// swappedExecutable reports whether the kernel runs, as process pid, an
+// executable other than the one measured, and its digest. Only a launch
+// without interpreter or wrapper is compared: a shebang or a wrapper execs
+// further programs, so the first process's executable changes by design.
+func swappedExecutable(rec identity.Record, pid int) (string, bool) {
+	if rec.Interpreter != nil || len(rec.Wrappers) > 0 {
+		return "", false
+	}
+	for _, o := range rec.Observed {
+		if o.PID == pid && o.SHA256 != "" && o.SHA256 != rec.ResolvedExecutable.SHA256 {
+			return o.SHA256, true
+		}
+	}
+	return "", false
 }
 
 func (d *Daemon) supervisorOptions() supervisor.Options {

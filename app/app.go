@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -61,15 +62,23 @@ Usage:
   portcullis status [--json]         per agent run: label, state, epoch, pid, digests
   portcullis creds set|list|remove   set SCOPE [--env VAR|--meta] [--ask-every-use]  (secret from stdin)
   portcullis approvals [--json]      pending approval requests, with their cards
-  portcullis approve ID [--once]     approve for this agent run (or one call); portcullis deny ID
+  portcullis approve ID [--once] [--tools a,b]
+                                     approve for this agent run (--once: one call; --tools: only these)
+  portcullis deny ID                 deny a pending approval request
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
   portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]   [--json]
                                      catalog revisions and their classified diff
-  portcullis audit tail [--json] [-n N] [-f] | verify [--json] | sessions|activity [--server L] [--run R] [--json]
+  portcullis audit tail [--json] [-n N] [-f] | verify [--json]
+                                     | sessions|activity [-n N] [--server L] [--run R] [--json]
                                      the hash-chained audit log
-  portcullis install claude-desktop|claude-code|cursor|vscode [--dry-run] [--scope user|project] [--servers a,b]
-                                     route that agent's stdio servers through Portcullis (backup first)
-  portcullis uninstall AGENT [--restore-secrets]   portcullis import AGENT
+  portcullis install claude-desktop|claude-code|cursor|vscode [--dry-run] [--scope user|project]
+                                         [--servers a,b] [--plain-env VAR,…]
+                                     route that agent's stdio servers through Portcullis (backup first;
+                                     secret-looking env values move to the keychain unless --plain-env)
+  portcullis uninstall AGENT [--restore-secrets]
+                                     give the agent its servers back
+  portcullis import AGENT [--dry-run] [--scope user|project] [--servers a,b] [--plain-env VAR,…]
+                                     add the agent's servers to Portcullis without changing its config
   portcullis version
 
 Data: PORTCULLIS_HOME overrides the data directory (see README).
@@ -87,7 +96,13 @@ func Main(args []string) int {
 	a.Dirs = dirs
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = a.Run(ctx, args)
+	return a.main(ctx, args)
+}
+
+// main runs the command in args, prints its error if any, and returns the
+// process exit code.
+func (a *App) main(ctx context.Context, args []string) int {
+	err := a.Run(ctx, args)
 	var ue *usageError
 	switch {
 	case err == nil:
@@ -112,6 +127,23 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		return a.runTray(ctx)
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "help" && len(rest) > 0 {
+		return a.help(rest)
+	}
+	if slices.Contains(commands, cmd) && wantsHelp(rest) {
+		return a.help(args)
+	}
+	err := a.dispatch(ctx, cmd, rest)
+	if errors.Is(err, errHelp) { // a help flag wantsHelp did not see
+		return a.help(args)
+	}
+	return err
+}
+
+// commands are the commands of Run; `CMD … --help` prints CMD's usage.
+var commands = []string{"daemon", "connect", "servers", "status", "restart", "approvals", "approve", "deny", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
+
+func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	switch cmd {
 	case "daemon":
 		return a.runDaemon(ctx, rest)
@@ -151,6 +183,69 @@ func (a *App) Run(ctx context.Context, args []string) error {
 	return usagef("unknown command %q", cmd)
 }
 
+// wantsHelp reports whether args ask for help: -h or --help (or -help, --h,
+// with or without =VALUE: what package flag takes for a help request)
+// anywhere before "--", after which the words are a server's command.
+func wantsHelp(args []string) bool {
+	for _, w := range args {
+		if w == "--" {
+			return false
+		}
+		switch name, _, _ := strings.Cut(w, "="); name {
+		case "-h", "--h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// help prints, on stdout, the usage of the command args names (`help CMD
+// [SUB…]`, `CMD [SUB…] --help`): its lines of the main usage text, or the
+// whole text for `help help` or when there are no such lines.
+func (a *App) help(args []string) error {
+	cmd := args[0]
+	if cmd == "help" || wantsHelp(args[:1]) {
+		fmt.Fprint(a.Stdout, usage)
+		return nil
+	}
+	if !slices.Contains(commands, cmd) {
+		return usagef("unknown command %q", cmd)
+	}
+	lines := commandUsage(cmd)
+	if lines == "" {
+		fmt.Fprint(a.Stdout, usage)
+		return nil
+	}
+	fmt.Fprintf(a.Stdout, "Usage:\n%s\nRun 'portcullis help' for every command.\n", lines)
+	return nil
+}
+
+// commandUsage returns the lines of the main usage text about cmd: the line
+// that names `portcullis CMD` and the indented lines that continue it; ""
+// if no line names it.
+func commandUsage(cmd string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(usage, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  portcullis"):
+			if in {
+				return b.String()
+			}
+			fields := strings.Fields(line)
+			for i := 0; i+1 < len(fields) && !in; i++ {
+				in = fields[i] == "portcullis" && fields[i+1] == cmd
+			}
+		case in && !strings.HasPrefix(line, "   "):
+			return b.String()
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
 func (a *App) logger(name string) *slog.Logger {
 	level := slog.LevelInfo
 	if os.Getenv("PORTCULLIS_DEBUG") != "" {
@@ -165,8 +260,14 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
+// errHelp is a help request package flag found; Run prints the command's
+// usage for it (wantsHelp normally sees the request first).
+var errHelp = errors.New("help requested")
+
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return errHelp
+	} else if err != nil {
 		return usagef("%s: %v", fs.Name(), err)
 	}
 	return nil

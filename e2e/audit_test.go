@@ -335,12 +335,9 @@ func TestAuditRebuildStory(t *testing.T) {
 		{"call under B", audit.TypeToolCalled, func(f map[string]any) bool {
 			return f["epoch"] == epochB && f["tool"] == "inventory_lookup" && f["argsDigest"] == auditArgsDigest(t, map[string]any{"sku": "GADGET-2"})
 		}},
-		// TODO(issue 4, authorization): once approvals exist, run these
-		// tools under policy "approve" and expect approval_requested and
-		// approval_granted for epoch A before the call under A, the grant
-		// voided by the replacement, and a new approval_requested /
-		// approval_granted for epoch B before the call under B (with
-		// tool_called.decision "grant" naming the request).
+		// (The same story under policy "approve" — approval_requested and
+		// approval_granted before each call, the grant voided by the
+		// replacement — is checked by TestRebuildVoidsGrants.)
 	}
 	evs := auditEvents(t, h)
 	found := auditFindInOrder(t, evs, story)

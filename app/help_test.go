@@ -1,0 +1,206 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/core/install"
+)
+
+// exit runs args through the CLI's entry point (Run and the printing of its
+// error, as Main does) and returns the exit code.
+func (e *credsEnv) exit(t *testing.T, args ...string) int {
+	t.Helper()
+	e.stdout.Reset()
+	e.stderr.Reset()
+	// A command that ran instead of printing its usage must not run long.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return e.a.main(ctx, args)
+}
+
+// helpEnv is a credsEnv where a command that runs by mistake instead of
+// printing its usage changes nothing outside the test.
+func helpEnv(t *testing.T) *credsEnv {
+	e := newCredsEnv(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("CLAUDE_CONFIG_DIR", "")
+	t.Setenv("PORTCULLIS_HOME", t.TempDir())
+	chdir(t, home)
+	old := installSecretStore
+	installSecretStore = func() (install.SecretStore, error) { return nil, nil }
+	t.Cleanup(func() { installSecretStore = old })
+	return e
+}
+
+// helpCases are every command and subcommand of the usage text, with the
+// lines of that text their help must show. args may hold positional words
+// and flags; the help flag is added at the end.
+var helpCases = []struct {
+	args []string
+	want []string
+}{
+	{[]string{"daemon"}, []string{"portcullis daemon "}},
+	{[]string{"connect"}, []string{"portcullis connect LABEL"}},
+	{[]string{"connect", "inv"}, []string{"portcullis connect LABEL"}},
+	{[]string{"servers"}, []string{"portcullis servers list|show|add|remove|policy|cred"}},
+	{[]string{"servers", "list"}, []string{"portcullis servers list|"}},
+	{[]string{"servers", "show"}, []string{"portcullis servers list|show|"}},
+	{[]string{"servers", "show", "inv"}, []string{"portcullis servers list|show|"}},
+	{[]string{"servers", "add"}, []string{"add LABEL [--cwd D]", "[--restart on-change|manual] -- CMD ARGS…"}},
+	{[]string{"servers", "add", "inv", "--cwd", "/nonexistent"}, []string{"add LABEL [--cwd D]"}},
+	{[]string{"servers", "remove"}, []string{"|remove|"}},
+	{[]string{"servers", "remove", "inv"}, []string{"|remove|"}},
+	{[]string{"servers", "policy"}, []string{"policy LABEL TOOL allow|approve|deny"}},
+	{[]string{"servers", "policy", "inv", "tool", "deny"}, []string{"policy LABEL TOOL allow|approve|deny"}},
+	{[]string{"servers", "cred"}, []string{"cred LABEL add|remove SCOPE"}},
+	{[]string{"servers", "cred", "inv", "add", "api"}, []string{"cred LABEL add|remove SCOPE"}},
+	{[]string{"status"}, []string{"portcullis status [--json]"}},
+	{[]string{"status", "--json"}, []string{"portcullis status [--json]"}},
+	{[]string{"creds"}, []string{"portcullis creds set|list|remove"}},
+	{[]string{"creds", "set"}, []string{"set SCOPE [--env VAR|--meta] [--ask-every-use]"}},
+	{[]string{"creds", "set", "api", "--env", "API_KEY"}, []string{"set SCOPE [--env VAR|--meta]"}},
+	{[]string{"creds", "list"}, []string{"portcullis creds set|list|remove"}},
+	{[]string{"creds", "remove"}, []string{"portcullis creds set|list|remove"}},
+	{[]string{"creds", "remove", "api"}, []string{"portcullis creds set|list|remove"}},
+	{[]string{"approvals"}, []string{"portcullis approvals [--json]"}},
+	{[]string{"approve"}, []string{"portcullis approve ID [--once]"}},
+	{[]string{"approve", "ID", "--tools", "a"}, []string{"portcullis approve ID [--once]"}},
+	{[]string{"deny"}, []string{"portcullis deny ID"}},
+	{[]string{"deny", "ID"}, []string{"portcullis deny ID"}},
+	{[]string{"restart"}, []string{"portcullis restart LABEL"}},
+	{[]string{"restart", "inv"}, []string{"portcullis restart LABEL"}},
+	{[]string{"catalog"}, []string{"portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]"}},
+	{[]string{"catalog", "show"}, []string{"portcullis catalog show LABEL"}},
+	{[]string{"catalog", "show", "inv", "1"}, []string{"portcullis catalog show LABEL"}},
+	{[]string{"catalog", "diff"}, []string{"| diff LABEL [FROM TO]"}},
+	{[]string{"catalog", "diff", "inv", "--json"}, []string{"| diff LABEL [FROM TO]"}},
+	{[]string{"audit"}, []string{"portcullis audit tail", "the hash-chained audit log"}},
+	{[]string{"audit", "tail"}, []string{"portcullis audit tail [--json] [-n N] [-f]"}},
+	{[]string{"audit", "tail", "-f"}, []string{"portcullis audit tail [--json] [-n N] [-f]"}},
+	{[]string{"audit", "verify"}, []string{"| verify [--json]"}},
+	{[]string{"audit", "sessions"}, []string{"sessions|activity [-n N] [--server L] [--run R]"}},
+	{[]string{"audit", "activity"}, []string{"sessions|activity [-n N] [--server L] [--run R]"}},
+	{[]string{"install"}, []string{"portcullis install claude-desktop|claude-code|cursor|vscode", "route that agent's stdio servers"}},
+	{[]string{"install", "cursor"}, []string{"portcullis install claude-desktop|"}},
+	{[]string{"uninstall"}, []string{"portcullis uninstall AGENT [--restore-secrets]"}},
+	{[]string{"uninstall", "cursor", "--restore-secrets"}, []string{"portcullis uninstall AGENT"}},
+	{[]string{"import"}, []string{"portcullis import AGENT"}},
+	{[]string{"import", "cursor"}, []string{"portcullis import AGENT"}},
+	{[]string{"version"}, []string{"portcullis version"}},
+}
+
+// TestHelpEveryCommand: `CMD [SUB…] --help` and `-h` (at the end or right
+// after the command), and `help CMD [SUB…]`, print that command's lines of
+// the usage text on stdout, nothing on stderr, exit 0, and run nothing.
+func TestHelpEveryCommand(t *testing.T) {
+	e := helpEnv(t)
+	for _, tc := range helpCases {
+		var runs [][]string
+		for _, flag := range []string{"--help", "-h"} {
+			runs = append(runs,
+				append(slices.Clone(tc.args), flag),
+				append([]string{tc.args[0], flag}, tc.args[1:]...))
+		}
+		runs = append(runs, append([]string{"help"}, tc.args...))
+		for _, args := range runs {
+			code := e.exit(t, args...)
+			out := e.stdout.String()
+			if code != 0 || e.stderr.Len() != 0 {
+				t.Errorf("portcullis %s: exit %d, stderr %q, want exit 0 and nothing on stderr", strings.Join(args, " "), code, e.stderr.String())
+			}
+			if !strings.HasPrefix(out, "Usage:\n") || out == usage {
+				t.Errorf("portcullis %s: stdout is not the command's usage:\n%s", strings.Join(args, " "), out)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("portcullis %s: stdout lacks %q:\n%s", strings.Join(args, " "), want, out)
+				}
+			}
+			// Each printed line is a line of the usage text.
+			for _, line := range strings.Split(strings.TrimSuffix(strings.TrimPrefix(out, "Usage:\n"), "\n\nRun 'portcullis help' for every command.\n"), "\n") {
+				if !strings.Contains(usage, line+"\n") {
+					t.Errorf("portcullis %s: line %q is not in the usage text", strings.Join(args, " "), line)
+				}
+			}
+		}
+	}
+	if _, err := os.Stat(e.a.Dirs.ConfigFile()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a help request wrote the configuration file (%v)", err)
+	}
+	if e.store.Len() != 0 {
+		t.Errorf("a help request stored a secret")
+	}
+}
+
+// TestHelpCasesCoverUsage: every `portcullis CMD` of the usage text is in
+// helpCases and in Run's commands, so a new command gets a help test.
+func TestHelpCasesCoverUsage(t *testing.T) {
+	tested := map[string]bool{}
+	for _, tc := range helpCases {
+		tested[tc.args[0]] = true
+	}
+	// "portcullis CMD", not the line of the bare "portcullis" (menu-bar app).
+	for _, m := range regexp.MustCompile(`portcullis ([a-z][a-z-]*)`).FindAllStringSubmatch(usage, -1) {
+		cmd := m[1]
+		if !tested[cmd] {
+			t.Errorf("usage names portcullis %s, which helpCases lacks", cmd)
+		}
+		if !slices.Contains(commands, cmd) {
+			t.Errorf("usage names portcullis %s, which commands lacks", cmd)
+		}
+	}
+}
+
+// TestHelpWholeUsage: portcullis help, -h, --help, help help still print
+// the whole usage; unknown commands stay usage errors.
+func TestHelpWholeUsage(t *testing.T) {
+	e := helpEnv(t)
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"help", "help"}, {"help", "--help"}} {
+		if code := e.exit(t, args...); code != 0 || e.stdout.String() != usage || e.stderr.Len() != 0 {
+			t.Errorf("portcullis %v: exit %d, stdout %q, stderr %q", args, code, e.stdout.String(), e.stderr.String())
+		}
+	}
+	for _, args := range [][]string{{"frob", "--help"}, {"help", "frob"}} {
+		if code := e.exit(t, args...); code != 2 || e.stdout.Len() != 0 || !strings.Contains(e.stderr.String(), `unknown command "frob"`) {
+			t.Errorf("portcullis %v: exit %d, stdout %q, stderr %q", args, code, e.stdout.String(), e.stderr.String())
+		}
+	}
+}
+
+// TestHelpAfterDoubleDash: after -- in servers add, --help and -h are the
+// server's arguments.
+func TestHelpAfterDoubleDash(t *testing.T) {
+	e := helpEnv(t)
+	for label, flag := range map[string]string{"long": "--help", "short": "-h"} {
+		if code := e.exit(t, "servers", "add", label, "--", "/bin/echo", flag); code != 0 || !strings.Contains(e.stdout.String(), "Added "+label+".") {
+			t.Fatalf("servers add %s -- /bin/echo %s: exit %d, stdout %q, stderr %q", label, flag, code, e.stdout.String(), e.stderr.String())
+		}
+		if s := e.config(t).Servers[label]; s.Command != "/bin/echo" || !slices.Equal(s.Args, []string{flag}) {
+			t.Errorf("stored %+v, want /bin/echo %s", s, flag)
+		}
+		if code := e.exit(t, "servers", "show", label); code != 0 || !strings.Contains(e.stdout.String(), `"`+flag+`"`) {
+			t.Errorf("servers show %s: exit %d, stdout %q", label, code, e.stdout.String())
+		}
+	}
+}
+
+// TestParseFlagsHelp: a help request that reaches package flag is errHelp
+// (Run prints the command's usage), never "flag: help requested".
+func TestParseFlagsHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help=1"}} {
+		fs := newFlags("x")
+		fs.Bool("json", false, "")
+		if err := parseFlags(fs, args); !errors.Is(err, errHelp) {
+			t.Errorf("parseFlags(%v) = %v, want errHelp", args, err)
+		}
+	}
+}

@@ -63,7 +63,7 @@ Usage:
   portcullis creds set|list|remove   set SCOPE [--env VAR|--meta] [--ask-every-use]  (secret from stdin)
   portcullis approvals [--json]      pending approval requests, with their cards
   portcullis approve ID [--once] [--tools a,b]
-                                     approve for this agent run (--once: one call; --tools: only these)
+                                     approve for this agent run (--once: the call shown only; --tools: only these)
   portcullis deny ID                 deny a pending approval request
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
   portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]   [--json]

@@ -55,6 +55,8 @@ func decideHint(r authz.Request) string {
 	once := "portcullis approve " + r.ID + " --once"
 	if r.Card.Identity != "" {
 		once += " (this launch only)"
+	} else if r.Card.Tool != "" {
+		once += " (this call only)"
 	}
 	return run + "   |   " + once + "   |   portcullis deny " + r.ID
 }
@@ -130,7 +132,7 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	case choice == authz.ApproveOnce && req.Card.Identity != "":
 		fmt.Fprintf(a.Stdout, "Approved %s once: this launch of %s may receive %s; a later launch asks again.\n", id, req.Card.ServerLabel, strings.Join(req.Card.CredentialScope, ", "))
 	case choice == authz.ApproveOnce && req.Card.Tool != "":
-		fmt.Fprintf(a.Stdout, "Approved %s for one call of %s.\n", id, req.Card.Tool)
+		fmt.Fprintf(a.Stdout, "Approved %s for the call shown: %s with these arguments, once; other calls ask again.\n", id, req.Card.Tool)
 	case choice == authz.ApproveOnce:
 		fmt.Fprintf(a.Stdout, "Approved %s for one call.\n", id)
 	default:

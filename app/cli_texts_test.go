@@ -299,8 +299,8 @@ func TestDecideHint(t *testing.T) {
 		card authz.Card
 		want string
 	}{
-		{authz.Card{Tool: "a", ToolScope: []string{"a", "b"}}, "portcullis approve R [--tools a,b]   |   portcullis approve R --once   |   portcullis deny R"},
-		{authz.Card{Tool: "a", ToolScope: []string{"a"}}, "portcullis approve R   |   portcullis approve R --once   |   portcullis deny R"},
+		{authz.Card{Tool: "a", ToolScope: []string{"a", "b"}}, "portcullis approve R [--tools a,b]   |   portcullis approve R --once (this call only)   |   portcullis deny R"},
+		{authz.Card{Tool: "a", ToolScope: []string{"a"}}, "portcullis approve R   |   portcullis approve R --once (this call only)   |   portcullis deny R"},
 		{authz.Card{Identity: "sha256:x", CredentialScope: []string{"tok"}}, "portcullis approve R   |   portcullis approve R --once (this launch only)   |   portcullis deny R"},
 	}
 	for _, tt := range tests {

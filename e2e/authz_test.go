@@ -192,7 +192,7 @@ func TestApprovalChoices(t *testing.T) {
 			t.Fatalf("call %d shares the spent request %s", i+1, req.ID)
 		}
 		onceIDs = append(onceIDs, req.ID)
-		if out := decideCLI(t, s.home, "approve", req.ID, "--once"); !strings.Contains(out, "for one call") {
+		if out := decideCLI(t, s.home, "approve", req.ID, "--once"); !strings.Contains(out, "for the call shown") {
 			t.Errorf("approve --once printed %q", out)
 		}
 		if got := okText(t, await(t, pending)); got != wroteWith("A", i+1, secret) {

@@ -51,8 +51,11 @@ type Grant struct {
 	IssuedAt        time.Time `json:"issuedAt"`
 	ExpiresWhen     string    `json:"expiresWhen"`
 	Identity        string    `json:"identity,omitempty"`
-	Request         string    `json:"request"`
-	Voided          string    `json:"voided,omitempty"` // why it no longer holds
+	// ArgsDigest binds a grant approved once to the call its card showed:
+	// only a call of the tool with these arguments may spend it.
+	ArgsDigest string `json:"argsDigest,omitempty"`
+	Request    string `json:"request"`
+	Voided     string `json:"voided,omitempty"` // why it no longer holds
 }
 
 // Covers reports whether g allows tool (and every credential in creds).
@@ -188,10 +191,21 @@ func (a *Authority) Timeout() time.Duration { return a.opts.Timeout }
 
 // Check returns a live grant of run on epoch covering tool and creds, or
 // nil. It consumes a once grant it returns (use it for exactly one call).
+// A once grant bound to a call's arguments is not returned (see CheckCall).
 func (a *Authority) Check(run, epoch, tool string, creds []string) *Grant {
+	return a.CheckCall(run, epoch, tool, creds, "")
+}
+
+// CheckCall is Check for a call whose arguments have digest args: a once
+// grant bound to arguments (Grant.ArgsDigest) covers only a call with the
+// same digest.
+func (a *Authority) CheckCall(run, epoch, tool string, creds []string, args string) *Grant {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, g := range a.grants[run] {
+		if g.ExpiresWhen == ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != args {
+			continue
+		}
 		if g.ExecutionEpoch == epoch && g.Covers(tool, creds) && g.Identity == "" {
 			if g.ExpiresWhen == ExpiresOnce {
 				a.grants[run] = slices.Delete(a.grants[run], i, i+1)
@@ -484,17 +498,17 @@ func (a *Authority) resolve(id string, d Decision) error {
 		if d.Choice == ApproveRun && d.Tools != nil {
 			tools = intersect(c.ToolScope, d.Tools)
 		}
-		exp := ExpiresRunEnds
+		exp, argsDigest := ExpiresRunEnds, ""
 		if d.Choice == ApproveOnce {
 			exp = ExpiresOnce
 			if c.Tool != "" {
-				tools = []string{c.Tool}
+				tools, argsDigest = []string{c.Tool}, c.ArgsDigest
 			}
 		}
 		g = &Grant{
 			ID: "grt_" + ulid.Make().String(), AgentRun: c.AgentRun, ServerLabel: c.ServerLabel,
 			ExecutionEpoch: c.CurrentEpoch, ToolScope: tools, CredentialScope: c.CredentialScope,
-			IssuedAt: a.opts.Clock(), ExpiresWhen: exp, Identity: c.Identity, Request: id,
+			IssuedAt: a.opts.Clock(), ExpiresWhen: exp, Identity: c.Identity, Request: id, ArgsDigest: argsDigest,
 		}
 		if c.Identity != "" {
 			g.ToolScope = nil

@@ -19,8 +19,11 @@ import (
 // credentials (the digest of the measured identity); such a request grants
 // no tools, and LaunchCommand, Executable, ExecutableDigest, Entry and
 // EntryDigest say which code that digest measured. CurrentEpoch is empty
-// until the process has started (a launch request comes before its epoch). Tool and Arguments describe the call that raised the request,
-// Defaults the values that omitted arguments will take. ToolScope is what
+// until the process has started (a launch request comes before its epoch).
+// Tool and Arguments describe the call that raised the request, ArgsDigest
+// identifies those arguments (the audit log's argsDigest): a grant approved
+// once covers that call only, not another call of the tool. Defaults are the
+// values that omitted arguments will take. ToolScope is what
 // "Approve for this run" grants by default: every approve tool of the
 // current catalog revision.
 type Card struct {
@@ -43,6 +46,7 @@ type Card struct {
 	CatalogChanges   []catalog.Change  `json:"catalogChanges,omitempty"`
 	Tool             string            `json:"tool,omitempty"`
 	Arguments        json.RawMessage   `json:"arguments,omitempty"`
+	ArgsDigest       string            `json:"argsDigest,omitempty"`
 	Defaults         map[string]any    `json:"defaults,omitempty"`
 	ToolScope        []string          `json:"toolScope,omitempty"`
 	CredentialScope  []string          `json:"credentialScope,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/identity"
@@ -45,7 +46,7 @@ func (s *Session) quickAuthorize(e *epoch, m *mcpwire.Message, tool string) (dec
 	}
 	metaCreds, askEvery := s.metaCredentials()
 	if !askEvery {
-		if g := a.Check(s.opts.RunID, e.ID, tool, metaCreds); g != nil {
+		if g := a.CheckCall(s.opts.RunID, e.ID, tool, metaCreds, argsDigestOf(m)); g != nil {
 			out, r := s.injectMeta(e, m, tool, g.CredentialScope, metaCreds)
 			return "grant", g.ID, out, r, ""
 		}
@@ -54,6 +55,13 @@ func (s *Session) quickAuthorize(e *epoch, m *mcpwire.Message, tool string) (dec
 		return "", "", nil, r, ""
 	}
 	return "", "", nil, nil, s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
+}
+
+// argsDigestOf is the digest of call m's arguments, as the audit log and
+// approval cards record it.
+func argsDigestOf(m *mcpwire.Message) string {
+	d, _ := audit.ArgsSummary(mcpwire.GetPath(m.Params, "arguments"))
+	return d
 }
 
 // missingCredential refuses a call whose credential scopes include one
@@ -161,6 +169,9 @@ wait:
 		case errors.Is(err, authz.ErrWithdrawn) && !s.ended(e) && s.waitingOn(m, id):
 			// Withdrawn under this call (a tool of its scope was denied):
 			// it asks again, with the scope in force now.
+		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != argsDigestOf(m) && !s.ended(e):
+			// Approved once for the call its card showed, another call
+			// of the tool with other arguments: this one asks for itself.
 		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ExecutionEpoch == e.ID && !a.Consume(s.opts.RunID, g.ID) && !s.ended(e):
 			// A once grant serves one call: another call that waited on
 			// the same request (or took the grant through Check) spent it,
@@ -384,10 +395,11 @@ func (s *Session) card(e *epoch, m *mcpwire.Message, tool string, creds []string
 		prevRec, hasPrev = s.recordOf(approvedEpoch)
 	}
 	args := mcpwire.GetPath(m.Params, "arguments")
+	argsDigest, _ := audit.ArgsSummary(args)
 	c := authz.Card{
 		AgentRun: s.opts.RunID, AgentExe: s.opts.Agent.Exe, AgentPID: s.opts.Agent.PID,
 		ServerLabel: s.opts.Label, PreviousEpoch: approvedEpoch, CurrentEpoch: e.ID,
-		Tool: tool, Arguments: json.RawMessage(args), CredentialScope: creds, AskEveryUse: askEvery,
+		Tool: tool, Arguments: json.RawMessage(args), ArgsDigest: argsDigest, CredentialScope: creds, AskEveryUse: askEvery,
 		ApprovedRevision: approvedRev,
 	}
 	if hasPrev && approvedEpoch != e.ID {

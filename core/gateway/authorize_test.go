@@ -309,6 +309,39 @@ func TestDenyTimeoutOnceAndAskEveryUse(t *testing.T) {
 	})
 }
 
+// TestOnceGrantCoversTheCallShown: a grant approved once for the call its
+// card showed (here raised for a call refused as stale, which the agent
+// makes again later) is not spent by another call of the tool with other
+// arguments: that call asks for itself; the call shown goes on the grant.
+func TestOnceGrantCoversTheCallShown(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	defer r.close()
+	r.handshake()
+	r.agent.request(1, "tools/list", nil)
+	r.agent.wait(1, 5*time.Second)
+	shown, _ := audit.ArgsSummary(json.RawMessage(`{"n":1}`))
+	id := r.auth.Raise(authz.Card{AgentRun: "RUN", ServerLabel: "fake", CurrentEpoch: "E1", Tool: toolWrite,
+		Arguments: json.RawMessage(`{"n":1}`), ArgsDigest: shown, ToolScope: []string{toolWrite}, CredentialScope: []string{credScope}})
+	decide(t, r, id, authz.ApproveOnce)
+
+	r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
+	other := r.pendingFor(5 * time.Second)
+	if other.Card.Tool != toolWrite || string(other.Card.Arguments) != `{"n":2}` {
+		t.Errorf("card for the other call: %+v", other.Card)
+	}
+	if got := r.launcher.received(); len(got) != 0 {
+		t.Fatalf("a call with other arguments went on the once grant: %+v", got)
+	}
+	r.agent.request(3, "tools/call", callParams(toolWrite, 1, ""))
+	if got := mustResult(t, r.agent.wait(3, 5*time.Second)); got != "write 1 on E1" {
+		t.Errorf("the call shown: %q", got)
+	}
+	decide(t, r, other.ID, authz.Deny)
+	if code, _ := refusal(t, r.agent.wait(2, 5*time.Second)); code != -31021 {
+		t.Errorf("the other call: code %d, want approval_denied", code)
+	}
+}
+
 // TestMissingCredentialRaisesNoRequest: a call whose credential scope has no
 // secret stored is refused at once as credential_unavailable: nobody is asked
 // to approve a call that could not carry its credential. A call without

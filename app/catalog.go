@@ -73,7 +73,7 @@ func (a *App) restartApprovals(cfg *config.Config, label string) string {
 		s = fmt.Sprintf("Grants end with the old epoch: %s (policy approve) ask for approval again at their next call.", strings.Join(approve, ", "))
 	}
 	if slices.ContainsFunc(srv.Credentials, func(scope string) bool { return cfg.Credentials[scope].Inject == config.InjectEnv }) {
-		s += " Its env credentials reach a relaunch of the same build without asking; a changed build waits for approval first."
+		s += " Its env credentials reach a relaunch of the same build without asking; a build whose measured files changed (executable, entry, lockfile, watched paths: see portcullis status) waits for approval first."
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -187,6 +188,53 @@ func TestServersCred(t *testing.T) {
 	}
 	if err := e.servers("cred", "nope", "add", "tok"); err == nil || !strings.Contains(err.Error(), `no server labelled "nope"`) {
 		t.Errorf("unknown label: %v", err)
+	}
+}
+
+// TestIdentityNote: a server run by a runtime from an entry file, without
+// watched paths, is told that only the entry (and lockfile) identify its
+// code — at servers add, and when an env credential is added to it; with
+// --watch, or for a binary that is its own entry, nothing is said.
+func TestIdentityNote(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed (make test-deps): %v", err)
+	}
+	dir := t.TempDir()
+	entry := filepath.Join(dir, "server.mjs")
+	if err := os.WriteFile(entry, []byte("import './lib.mjs'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newCredsEnv(t)
+	if err := e.servers("add", "js", "--", node, entry); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.stdout.String(); !strings.Contains(out, "only "+entry+" identifies the code of js") || !strings.Contains(out, "--watch "+dir) {
+		t.Errorf("servers add of a node entry without --watch:\n%s", out)
+	}
+	if err := e.servers("add", "js-watched", "--watch", dir, "--", node, entry); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.servers("add", "bin", "--", "/bin/true"); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.stdout.String(); strings.Contains(out, "identif") {
+		t.Errorf("a binary that is its own entry got a note:\n%s", out)
+	}
+	if err := e.run("s3cret\n", "set", "tok", "--env", "TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.servers("cred", "js", "add", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.stdout.String(); !strings.Contains(out, "env credentials reach it without a new approval") {
+		t.Errorf("servers cred add of an env credential:\n%s", out)
+	}
+	if err := e.servers("cred", "js-watched", "add", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.stdout.String(); strings.Contains(out, "identif") {
+		t.Errorf("a watched server got the note:\n%s", out)
 	}
 }
 

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,6 +177,9 @@ func (a *App) serversAdd(args []string) error {
 	for _, w := range launchWarnings(s) {
 		fmt.Fprintf(a.Stderr, "warning: %s\n", w)
 	}
+	if n := identityNote(label, s); n != "" {
+		fmt.Fprintln(a.Stdout, n)
+	}
 	fmt.Fprintf(a.Stdout, "Added %s. Agents reach it with: portcullis connect %s\n", label, label)
 	return nil
 }
@@ -242,6 +246,37 @@ func launchWarnings(s config.Server) []string {
 		}
 	}
 	return out
+}
+
+// identityNote says, for a server run by a runtime from an entry file
+// (node dist/server.js, python server.py) with no watched paths, that only
+// the files Portcullis measures identify its code: a change to a module the
+// entry imports is not new code to Portcullis (no new epoch, and env
+// credentials reach it without a new approval) unless a watched path covers
+// it. "" when the server has watched paths or no separate entry, or when it
+// cannot be measured now.
+func identityNote(label string, s config.Server) string {
+	if len(s.Watch) > 0 {
+		return ""
+	}
+	env := os.Environ()
+	for k, v := range s.Env {
+		env = append(env, k+"="+v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*identity.DefaultVersionTimeout)
+	defer cancel()
+	rec, err := identity.NewMeasurer(nil).Measure(ctx, identity.MeasureSpec{Label: label, Command: s.Command, Args: s.Args, Dir: s.Cwd, Env: env})
+	if err != nil || rec.Entry == "" || rec.Entry == rec.ResolvedExecutable.Path {
+		return ""
+	}
+	measured := "only " + rec.Entry + " identifies"
+	if rec.Lockfile != "" {
+		measured = "only " + rec.Entry + " and " + rec.Lockfile + " identify"
+	}
+	return fmt.Sprintf("note: %s the code of %s (besides %s): a change to a file the entry imports is not\n"+
+		"  noticed, so it starts no new epoch and env credentials reach it without a new approval.\n"+
+		"  Watch the source or build output too: portcullis servers remove %s, then add it again with --watch %s",
+		measured, label, filepath.Base(rec.ResolvedExecutable.Path), label, authz.CommandText([]string{filepath.Dir(rec.Entry)}))
 }
 
 // serversPolicy sets the per-tool policy of a server: allow (no approval),
@@ -352,6 +387,9 @@ func (a *App) serversCred(args []string) error {
 	}
 	if op == "add" {
 		fmt.Fprintf(a.Stdout, "%s now uses credential scope %s (%s).\n", label, scope, describeCredential(cfg.Credentials[scope]))
+		if n := identityNote(label, srv); n != "" && cfg.Credentials[scope].Inject == config.InjectEnv {
+			fmt.Fprintln(a.Stdout, n)
+		}
 	} else {
 		fmt.Fprintf(a.Stdout, "%s no longer uses credential scope %s; its secret stays in the credential store (portcullis creds remove %s deletes it).\n", label, scope, scope)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -444,6 +445,42 @@ func TestApprovedCodeIsWhatRuns(t *testing.T) {
 		if e.Type == audit.TypeServerStarted && !strings.Contains(string(e.Fields), second.Card.ExecutableDigest) {
 			t.Errorf("server_started does not record the approved digest %s: %s", second.Card.ExecutableDigest, e.Fields)
 		}
+	}
+}
+
+// TestPipelinedHandshakeWhileLaunchWaits: an agent that sends initialize,
+// notifications/initialized and tools/list without waiting for answers, while
+// the launch waits for a person to approve its env credential, has them
+// reach the server in that order once the launch is approved: tools/list is
+// answered with the catalog and the run becomes ready (the notification was
+// once dropped, and the server refused tools/list as sent before the
+// handshake was complete).
+func TestPipelinedHandshakeWhileLaunchWaits(t *testing.T) {
+	needSecretService(t)
+	s := newCredsSetup(t, []credsScope{{scope: "notes-token", envVar: "NOTES_TOKEN", secret: newSecret(t)}}, nil, false)
+	a := startRaw(t, s.home, credsLabel)
+	a.request("1", "initialize", map[string]any{
+		"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "pipelining-agent", "version": "1.0.0"},
+	})
+	a.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	a.request("2", "tools/list", nil)
+	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "the launch", forIdentity).ID)
+	if m, _ := a.await("1", 60*time.Second); m.Error != nil {
+		t.Fatalf("initialize: %s", m.Raw)
+	}
+	m, _ := a.await("2", 60*time.Second)
+	var list struct {
+		Tools []struct{ Name string } `json:"tools"`
+	}
+	if m.Error != nil || json.Unmarshal(m.Result, &list) != nil || len(list.Tools) == 0 {
+		t.Fatalf("tools/list sent ahead: %s", m.Raw)
+	}
+	st := waitRun(t, s.home, a.pid(), buildWait, "ready with a catalog", func(r gateway.Status) bool {
+		return r.State == gateway.StateReady && r.CatalogRevision > 0
+	})
+	if st.AgentRevision != st.CatalogRevision {
+		t.Errorf("the agent holds revision %d, the catalog is at %d", st.AgentRevision, st.CatalogRevision)
 	}
 }
 

@@ -106,55 +106,48 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 			s.era, s.discoverMeta = eraModern, bytes.Clone(mcpwire.GetPath(m.Params, "_meta"))
 		}
 		launching := s.cur == nil && s.state == StateStarting
-		gate := s.gateCh
-		ctx := s.ctx
-		s.mu.Unlock()
-		if !launching {
+		if !launching && !s.releasingLocked() {
+			s.mu.Unlock()
 			s.forward(m, nil)
 			return
 		}
 		// The first process is still being launched (bounded by the
-		// launch itself: measurement, and approval for credentials).
-		s.hold(m.ID)
-		go func() {
-			defer s.unhold(m.ID)
-			select {
-			case <-gate:
-				s.forward(m, nil)
-			case <-ctx.Done():
-			}
-		}()
+		// launch itself: measurement, and approval for credentials), or
+		// messages sent before are still held: it keeps its place.
+		s.holdLocked(m.ID)
+		s.queueLocked(func() {
+			s.forward(m, nil)
+			s.unhold(m.ID)
+		}, nil, 0)
+		s.mu.Unlock()
 		return
 	}
 	s.mu.Lock()
-	open, gate := s.gateOpen, s.gateCh
-	s.mu.Unlock()
-	if open {
+	if !s.inLineLocked() {
+		s.mu.Unlock()
 		s.handle(m)
 		return
 	}
-	// Held: never forwarded to either process until the gate opens.
-	s.hold(m.ID)
-	go func() {
-		defer s.unhold(m.ID)
-		t := time.NewTimer(s.opts.HoldTimeout)
-		defer t.Stop()
-		select {
-		case <-gate:
-			s.handle(m)
-		case <-t.C:
-			s.mu.Lock()
-			st, cur := s.state, s.cur
-			s.mu.Unlock()
-			r := &Refusal{Error: HoldTimeout, Server: s.opts.Label,
-				Reason: fmt.Sprintf("the server was %s for more than %s", st, s.opts.HoldTimeout),
-				Retry:  "call again in a moment; if it persists, ask the person to check the server"}
-			if cur != nil {
-				r.CurrentEpoch = cur.ID
-			}
-			s.writeAgent(r.Response(m.ID))
+	// Held: never forwarded to either process until the gate opens, and
+	// then in the order the agent sent it.
+	s.holdLocked(m.ID)
+	s.queueLocked(func() {
+		s.handle(m)
+		s.unhold(m.ID)
+	}, func() {
+		s.mu.Lock()
+		st, cur := s.state, s.cur
+		s.mu.Unlock()
+		r := &Refusal{Error: HoldTimeout, Server: s.opts.Label,
+			Reason: fmt.Sprintf("the server was %s for more than %s", st, s.opts.HoldTimeout),
+			Retry:  "call again in a moment; if it persists, ask the person to check the server"}
+		if cur != nil {
+			r.CurrentEpoch = cur.ID
 		}
-	}()
+		s.writeAgent(r.Response(m.ID))
+		s.unhold(m.ID)
+	}, s.opts.HoldTimeout)
+	s.mu.Unlock()
 }
 
 // handle runs a request past the gate.
@@ -409,6 +402,25 @@ func (s *Session) failEpoch(e *epoch, why string) {
 }
 
 func (s *Session) agentNotification(m *mcpwire.Message) {
+	s.mu.Lock()
+	// While the first process is launched, or held requests are still to
+	// be released, a notification keeps its place behind them
+	// (notifications/initialized after initialize, before tools/list). A
+	// cancellation of a request already in flight goes at once.
+	_, inFlight := s.byAgentID[string(mcpwire.GetPath(m.Params, "requestId"))]
+	cancelNow := m.Method == methodCancelled && inFlight
+	if !cancelNow && (s.inLineLocked() || (s.cur == nil && s.state == StateStarting)) {
+		s.queueLocked(func() { s.routeNotification(m) }, nil, 0)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.routeNotification(m)
+}
+
+// routeNotification forwards one notification of the agent to the current
+// process (a cancellation to the process its request went to).
+func (s *Session) routeNotification(m *mcpwire.Message) {
 	s.mu.Lock()
 	e := s.cur
 	s.mu.Unlock()
@@ -967,9 +979,8 @@ func toolsCallProblem(params json.RawMessage) string {
 // hold records that the agent's request id waits for the gate to open (or
 // for the first launch): in flight, though not yet registered in byAgentID,
 // which only knows requests reserved toward a process. unhold ends it.
-func (s *Session) hold(id json.RawMessage) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// holdLocked counts id as held at the gate (see idInFlight).
+func (s *Session) holdLocked(id json.RawMessage) {
 	if s.held == nil {
 		s.held = map[string]int{}
 	}

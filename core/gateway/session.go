@@ -178,6 +178,7 @@ type Session struct {
 	warnings         []string                   // guarded by mu; things the person should know
 	gateOpen         bool                       // guarded by mu; agent requests flow
 	gateCh           chan struct{}              // guarded by mu; closed when the gate opens
+	heldTail         chan struct{}              // guarded by mu; closed once the last held message went its way (nil: none held yet)
 	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
 	announced        []string                   // guarded by mu; names of the tools the agent was last shown or told of (sorted), nil until it lists
 	era              era                        // guarded by mu
@@ -587,6 +588,79 @@ func (s *Session) closeGateLocked() {
 		s.gateOpen = false
 		s.gateCh = make(chan struct{})
 	}
+}
+
+// inLineLocked reports whether a message from the agent must queue behind
+// held ones (see hold order): the gate is closed, or held messages are
+// still being released.
+func (s *Session) inLineLocked() bool {
+	return !s.gateOpen || s.releasingLocked()
+}
+
+// releasingLocked reports whether held messages have not all gone their
+// way yet.
+func (s *Session) releasingLocked() bool {
+	if s.heldTail == nil {
+		return false
+	}
+	select {
+	case <-s.heldTail:
+		return false
+	default:
+		return true
+	}
+}
+
+// queueLocked runs deliver for an agent message held at the gate, in the
+// order the agent sent it: once every message held before it went its way
+// and the gate is open (a message delivered before may have closed it
+// again: notifications/initialized starts the catalog fetch). expire runs
+// instead when the wait outlasts timeout (0: no limit); the message keeps
+// its place in line either way.
+func (s *Session) queueLocked(deliver, expire func(), timeout time.Duration) {
+	prev, done := s.heldTail, make(chan struct{})
+	s.heldTail = done
+	ctx := s.ctx
+	go func() {
+		defer close(done)
+		var timer <-chan time.Time
+		if timeout > 0 {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
+			timer = t.C
+		}
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-timer:
+				expire()
+				select { // the next message waits for those before this one
+				case <-prev:
+				case <-ctx.Done():
+				}
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		for {
+			s.mu.Lock()
+			open, gate := s.gateOpen, s.gateCh
+			s.mu.Unlock()
+			if open {
+				deliver()
+				return
+			}
+			select {
+			case <-gate:
+			case <-timer:
+				expire()
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 }
 
 // openGateLocked lets held requests go.

@@ -122,6 +122,11 @@ func (a *App) runCatalog(args []string) error {
 	}
 	revs := store.Revisions(label)
 	if len(revs) == 0 {
+		if cfg, err := a.loadConfig(); err == nil {
+			if _, ok := cfg.Servers[label]; !ok {
+				return fmt.Errorf("no server labelled %q in %s (servers: %s), and no catalog revision recorded for that label", label, a.Dirs.ConfigFile(), orDash(strings.Join(sortedKeys(cfg.Servers), ", ")))
+			}
+		}
 		return fmt.Errorf("no catalog revision of %q yet: revisions are recorded once an agent has connected to it", label)
 	}
 	get := func(s string) (catalog.Catalog, error) {

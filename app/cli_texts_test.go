@@ -305,6 +305,15 @@ func TestCatalogText(t *testing.T) {
 	if err := e.servers("policy", "inv", "lookup", "allow"); err != nil {
 		t.Fatal(err)
 	}
+	if err := e.servers("add", "fresh", "--", "/bin/true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.a.runCatalog([]string{"show", "fresh"}); err == nil || !strings.Contains(err.Error(), "once an agent has connected") {
+		t.Errorf("catalog show of a server never connected: %v", err)
+	}
+	if err := e.a.runCatalog([]string{"show", "nosuch"}); err == nil || !strings.Contains(err.Error(), `no server labelled "nosuch"`) || !strings.Contains(err.Error(), "fresh, inv") {
+		t.Errorf("catalog show of an unknown label: %v", err)
+	}
 	e.storeCatalog(t, "inv", "lookup")
 	e.storeCatalog(t, "inv", "lookup", "adjust")
 	run := func(args ...string) string {

@@ -515,8 +515,12 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 	if r.Build != "" {
 		fmt.Fprintf(w, "  build     %s\n", r.Build)
 	}
+	label := "warning  "
+	if r.State == gateway.StateEnded {
+		label = "earlier  " // its warnings were true while it ran, not now
+	}
 	for _, warn := range r.Warnings {
-		fmt.Fprintf(w, "  warning   %s\n", warn)
+		fmt.Fprintf(w, "  %s %s\n", label, warn)
 	}
 	if rec := r.Record; rec != nil {
 		fmt.Fprintf(w, "  command   %s\n", authz.CommandText(rec.LaunchCommand))

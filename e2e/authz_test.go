@@ -12,6 +12,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 	"github.com/portcullis/portcullis/platform"
@@ -482,6 +483,29 @@ func TestPipelinedHandshakeWhileLaunchWaits(t *testing.T) {
 	if st.AgentRevision != st.CatalogRevision {
 		t.Errorf("the agent holds revision %d, the catalog is at %d", st.AgentRevision, st.CatalogRevision)
 	}
+}
+
+// TestApprovalTimeoutReloads: settings.approvalTimeout changed while the
+// daemon runs sets the deadline of the next approval request.
+func TestApprovalTimeoutReloads(t *testing.T) {
+	s := newCredsSetup(t, nil, nil, false)
+	a := connectListChanged(t, s.home, credsLabel, "2025-06-18")
+	epoch := epochOf(t, s.home, a.PID(), "")
+	cfg, err := config.Load(s.home.ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvalTimeout(7 * time.Minute)(cfg)
+	if err := config.Save(s.home.ConfigFile(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "deadline"})
+	req := waitApproval(t, s.home, "note_write", forTool(noteWrite, epoch))
+	if d := req.Deadline.Sub(req.Created); d != 7*time.Minute {
+		t.Errorf("request deadline %s after it was raised, want 7m0s from the reloaded settings", d)
+	}
+	decideCLI(t, s.home, "deny", req.ID)
+	await(t, pending)
 }
 
 // TestEnvCredentialAskEveryUse: an "env" credential marked askEveryUse asks

@@ -187,7 +187,20 @@ func New(o Options) *Authority {
 }
 
 // Timeout is how long requests wait for a decision.
-func (a *Authority) Timeout() time.Duration { return a.opts.Timeout }
+func (a *Authority) Timeout() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.opts.Timeout
+}
+
+// SetTimeout changes how long requests raised from now on wait for a
+// decision (a configuration reloaded while the daemon runs); requests
+// already pending keep their deadline.
+func (a *Authority) SetTimeout(d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.opts.Timeout = d
+}
 
 // Check returns a live grant of run on epoch covering tool and creds, or
 // nil. It consumes a once grant it returns (use it for exactly one call).
@@ -386,12 +399,12 @@ func containsAll(set, items []string) bool {
 // Raise opens an approval request for card and returns its id. The request
 // is denied as a timeout when nobody decides before the deadline.
 func (a *Authority) Raise(card Card) string {
-	now := a.opts.Clock()
+	now, timeout := a.opts.Clock(), a.Timeout()
 	r := &Request{
 		ID:       "apr_" + ulid.Make().String(),
 		Card:     card,
 		Created:  now,
-		Deadline: now.Add(a.opts.Timeout),
+		Deadline: now.Add(timeout),
 		done:     make(chan struct{}),
 	}
 	a.mu.Lock()
@@ -402,7 +415,7 @@ func (a *Authority) Raise(card Card) string {
 	if a.opts.OnRequested != nil {
 		a.opts.OnRequested(r.snapshot())
 	}
-	time.AfterFunc(a.opts.Timeout, func() { _ = a.resolve(r.ID, Decision{Choice: timedOut, By: "timeout"}) })
+	time.AfterFunc(timeout, func() { _ = a.resolve(r.ID, Decision{Choice: timedOut, By: "timeout"}) })
 	return r.ID
 }
 

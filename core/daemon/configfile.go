@@ -94,7 +94,12 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 	changed := !bytes.Equal(data, d.cfgData)
 	d.cfg, d.cfgData, d.cfgErr = cfg, data, nil
 	d.rememberLocked(cfg)
+	az := d.authz
 	d.mu.Unlock()
+	if az != nil {
+		// Requests raised from now on; pending ones keep their deadline.
+		az.SetTimeout(cfg.Settings.ApprovalTimeoutOrDefault())
+	}
 	if changed {
 		d.log.Info("configuration changed", "file", path)
 		select {

@@ -397,8 +397,11 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 			reason += ": " + err.Error()
 		}
 		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, reason)
+		// Each of these was handed to the daemon, which may have sent it
+		// to the server before it went away.
+		inFlight := reason + " while this request was in flight: it may or may not have taken effect; check before retrying anything that writes"
 		for _, id := range pend.drain() {
-			_ = writeAgent(append(unavailable(o, reason).Response(id), '\n'))
+			_ = writeAgent(append(unavailable(o, inFlight).Response(id), '\n'))
 		}
 		return 1
 	case <-agentDone:

@@ -455,6 +455,22 @@ func (a *Authority) Wait(ctx context.Context, id string) (*Grant, error) {
 	return nil, ErrDenied
 }
 
+// CardOf returns the card of request id, pending or among the last
+// decided ones.
+func (a *Authority) CardOf(id string) (Card, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r, ok := a.requests[id]; ok {
+		return r.Card, true
+	}
+	for _, r := range slices.Backward(a.decided) {
+		if r.ID == id {
+			return r.Card, true
+		}
+	}
+	return Card{}, false
+}
+
 // Withdraw denies pending request id on the gateway's behalf, because no
 // call needs it any more (why says what happened): it leaves Pending and
 // the approval window, and its waiters get ErrWithdrawn.

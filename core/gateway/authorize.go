@@ -57,6 +57,13 @@ func (s *Session) quickAuthorize(e *epoch, m *mcpwire.Message, tool string) (dec
 	return "", "", nil, nil, s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
 }
 
+// shown reports whether approval request id was raised for call m of tool:
+// its card showed this very call.
+func (s *Session) shown(id string, m *mcpwire.Message, tool string) bool {
+	c, ok := s.opts.Authority.CardOf(id)
+	return ok && c.Tool == tool && c.ArgsDigest == argsDigestOf(m)
+}
+
 // argsDigestOf is the digest of call m's arguments, as the audit log and
 // approval cards record it.
 func argsDigestOf(m *mcpwire.Message) string {
@@ -169,6 +176,10 @@ wait:
 		case errors.Is(err, authz.ErrWithdrawn) && !s.ended(e) && s.waitingOn(m, id):
 			// Withdrawn under this call (a tool of its scope was denied):
 			// it asks again, with the scope in force now.
+		case err == nil && g.ExecutionEpoch == e.ID && !g.Covers(tool, nil) && !s.ended(e) && !s.shown(id, m, tool):
+			// Approved for other tools by a person who never saw this
+			// call (it waited on a request raised for another call):
+			// it asks for itself.
 		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != argsDigestOf(m) && !s.ended(e):
 			// Approved once for the call its card showed, another call
 			// of the tool with other arguments: this one asks for itself.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -340,6 +341,60 @@ func TestOnceGrantCoversTheCallShown(t *testing.T) {
 	if code, _ := refusal(t, r.agent.wait(2, 5*time.Second)); code != -31021 {
 		t.Errorf("the other call: code %d, want approval_denied", code)
 	}
+}
+
+// TestCallNotShownAsksForItself: a call that waited on a request raised for
+// another call (its tool was in that card's scope) and that the person's
+// narrowed approval leaves out was never shown to anyone: it is not refused
+// as "approved other tools" but asks with a card of its own.
+func TestCallNotShownAsksForItself(t *testing.T) {
+	r := newRig(t, rigOptions{policy: func(string) string { return "approve" }})
+	defer r.close()
+	r.handshake()
+	r.agent.request(1, "tools/list", nil)
+	r.agent.wait(1, 5*time.Second)
+	r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
+	first := r.pendingFor(5 * time.Second)
+	if !slices.Equal(first.Card.ToolScope, []string{toolWrite, toolRead}) {
+		t.Fatalf("card tool scope %v, want both approve tools", first.Card.ToolScope)
+	}
+	r.agent.request(3, "tools/call", callParams(toolRead, 3, ""))
+	// The read call waits on the write call's request (its tool is in scope).
+	waitFor(t, "both calls waiting on the first request", func() bool {
+		r.sess.mu.Lock()
+		defer r.sess.mu.Unlock()
+		n := 0
+		for _, p := range r.sess.pending {
+			if p.approval == first.ID {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if p := r.auth.Pending(); len(p) != 1 {
+		t.Fatalf("%d pending requests, want the read call to wait on the first", len(p))
+	}
+	if err := r.auth.Decide(first.ID, authz.Decision{Choice: authz.ApproveRun, Tools: []string{toolWrite}, By: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	mustResult(t, r.agent.wait(2, 5*time.Second))
+	var second authz.Request
+	waitFor(t, "a card for the read call", func() bool {
+		p := r.auth.Pending()
+		if len(p) == 1 && p[0].ID != first.ID {
+			second = p[0]
+			return true
+		}
+		return false
+	})
+	if second.Card.Tool != toolRead || string(second.Card.Arguments) != `{"n":3}` {
+		t.Errorf("the read call's own card: %+v", second.Card)
+	}
+	if _, ok := r.agent.response(3); ok {
+		t.Fatal("the read call was answered before its own card was decided")
+	}
+	decide(t, r, second.ID, authz.ApproveOnce)
+	mustResult(t, r.agent.wait(3, 5*time.Second))
 }
 
 // TestMissingCredentialRaisesNoRequest: a call whose credential scope has no

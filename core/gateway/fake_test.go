@@ -376,6 +376,7 @@ type rigOptions struct {
 	noCredentials   bool
 	secrets         SecretSource // nil: a fixed secret
 	secretMissing   func(string) error
+	policy          func(tool string) string // nil: read allow, everything else approve
 	auditDelay      time.Duration
 	launchDelay     time.Duration
 	launchFails     bool // every launch fails: command not found
@@ -446,12 +447,12 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	r.sess = New(Options{
 		RunID: "RUN", Label: "fake", Agent: Agent{PID: 42, Exe: "/usr/bin/agent"},
 		Launch: r.launcher.launch, Catalog: cats, Authority: r.auth,
-		Policy: func(tool string) string {
+		Policy: cmpOr(o.policy, func(tool string) string {
 			if tool == toolRead {
 				return "allow"
 			}
 			return "approve"
-		},
+		}),
 		Credentials: creds, Secrets: secrets, SecretMissing: o.secretMissing,
 		StartupTimeout: 5 * time.Second, HoldTimeout: o.holdTimeout,
 		Audit: r.audit,
@@ -548,4 +549,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// cmpOr returns f, or def when f is nil.
+func cmpOr(f, def func(string) string) func(string) string {
+	if f != nil {
+		return f
+	}
+	return def
 }

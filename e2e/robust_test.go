@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -654,5 +655,62 @@ func TestRobustCorruptConfig(t *testing.T) {
 	}
 	if lg, _ := os.ReadFile(h.ConfigFile() + ".last-good"); !bytes.Equal(lg, good) {
 		t.Errorf("config.json.last-good is not the last good file (with server two):\n%s", lg)
+	}
+}
+
+// TestRobustRequestsBeforeHandshake: a request that comes before any
+// initialize or server/discover is refused as an Invalid Request unless it
+// carries the 2026-07-28 protocol version in its _meta; then the agent
+// skipped discovery (which that era allows), the gateway fetches the catalog
+// itself, and the request is checked against it: an unknown tool is
+// unknown_tool, arguments missing a required member are invalid_arguments,
+// no approval request is raised for either, and a good call goes through.
+func TestRobustRequestsBeforeHandshake(t *testing.T) {
+	h := newHome(t)
+	log := filepath.Join(t.TempDir(), "calls.jsonl")
+	auditAddServer(t, h, "echo", config.Server{Command: echoBin, Env: map[string]string{"ECHO_CALL_LOG": log}})
+	startDaemon(t, h)
+
+	legacy := startRaw(t, h, "echo")
+	m := legacy.call("1", "tools/call", toolCall("echo", map[string]any{"message": "early"}), 30*time.Second)
+	if m.Error == nil || m.Error.Code != -32600 || !strings.Contains(m.Error.Message, "before the session was initialized") {
+		t.Errorf("a legacy call before initialize answered %.300s, want -32600", m.Raw)
+	}
+	legacy.handshake("2")
+	if got := legacy.call("3", "tools/list", nil, 30*time.Second); got.Error != nil || !strings.Contains(string(got.Result), `"echo"`) {
+		t.Errorf("tools/list after the handshake answered %.300s", got.Raw)
+	}
+	if calls := auditCallLog(t, log); len(calls) != 0 {
+		t.Errorf("the refused call reached the server: %s", calls)
+	}
+
+	modern := startRaw(t, h, "echo")
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	call := func(id, tool string, args map[string]any) wireMsg {
+		return modern.call(id, "tools/call", map[string]any{"name": tool, "arguments": args, "_meta": meta}, 60*time.Second)
+	}
+	// The agent has not listed the tools yet: the catalog the gateway
+	// fetched itself tells it to.
+	if m := call("1", "nope", map[string]any{}); m.refusal(t).Error != gateway.CatalogStale {
+		t.Errorf("an unknown tool without discovery answered %.300s, want catalog_stale", m.Raw)
+	}
+	if l := modern.call("2", "tools/list", map[string]any{"_meta": meta}, 30*time.Second); l.Error != nil || !strings.Contains(string(l.Result), `"echo"`) {
+		t.Fatalf("tools/list without discovery answered %.300s", l.Raw)
+	}
+	if m := call("3", "nope", map[string]any{}); m.Error == nil || m.Error.Code != -32602 {
+		t.Errorf("an unknown tool answered %.300s, want unknown_tool (-32602)", m.Raw)
+	}
+	if m := call("4", "echo", map[string]any{}); m.refusal(t).Error != gateway.InvalidArguments {
+		t.Errorf("echo without its required message answered %.300s, want invalid_arguments", m.Raw)
+	}
+	if p := approvals(t, h); len(p) != 0 {
+		t.Errorf("approval requests raised for calls the catalog refuses: %+v", p)
+	}
+	st := waitRun(t, h, modern.pid(), buildWait, "ready with a catalog", func(r gateway.Status) bool {
+		return r.State == gateway.StateReady && r.CatalogRevision > 0
+	})
+	if st.Epochs != 1 {
+		t.Errorf("%d epochs, want 1", st.Epochs)
 	}
 }

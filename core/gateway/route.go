@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/portcullis/portcullis/core/mcpwire"
@@ -26,6 +27,7 @@ const (
 	methodToolsList     = "tools/list"
 	methodToolsCall     = "tools/call"
 	metaSubscriptionKey = "io.modelcontextprotocol/subscriptionId"
+	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 )
 
 // readAgent routes every message the agent sends until its input ends.
@@ -120,6 +122,10 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 			s.unhold(m.ID)
 		}, nil, 0)
 		s.mu.Unlock()
+		return
+	}
+	if refused := s.beforeHandshake(m); refused != nil {
+		s.writeAgent(refused)
 		return
 	}
 	s.mu.Lock()
@@ -979,6 +985,65 @@ func toolsCallProblem(params json.RawMessage) string {
 // hold records that the agent's request id waits for the gate to open (or
 // for the first launch): in flight, though not yet registered in byAgentID,
 // which only knows requests reserved toward a process. unhold ends it.
+// beforeHandshake looks at a request (other than ping and the handshake's
+// own) that comes before any initialize or server/discover. One carrying
+// the 2026-07-28 protocol version in its _meta is from an agent that skips
+// discovery (allowed in that era): the session takes its era and its
+// _meta, and completes the handshake — the catalog is fetched, and the
+// request waits for it at the gate like any other. Anything else is
+// answered with the returned error: the session is not initialized (MCP
+// basic/lifecycle), and a call must not reach a server, nor a person's
+// approval window, before its tools are known.
+func (s *Session) beforeHandshake(m *mcpwire.Message) []byte {
+	s.mu.Lock()
+	if s.era != eraUnknown {
+		s.mu.Unlock()
+		return nil
+	}
+	if mcpwire.GetPath(m.Params, "_meta", metaProtocolVersion) == nil {
+		s.mu.Unlock()
+		s.log.Info("request before the handshake refused", "id", string(m.ID), "method", m.Method)
+		return mcpwire.NewError(m.ID, mcpwire.CodeInvalidRequest, fmt.Sprintf(
+			"Invalid Request: %s before the session was initialized; send initialize (MCP 2025-11-25) or server/discover (2026-07-28) first, or give the request %s in its _meta",
+			m.Method, metaProtocolVersion), nil)
+	}
+	s.era, s.discoverMeta = eraModern, protocolMeta(m.Params)
+	if s.cur == nil || s.inLineLocked() {
+		// The first process is still launching: the handshake completes
+		// in turn, before this request.
+		s.queueLocked(func() {
+			s.mu.Lock()
+			e := s.cur
+			s.mu.Unlock()
+			s.completeHandshake(e)
+		}, nil, 0)
+		s.mu.Unlock()
+		return nil
+	}
+	e := s.cur
+	s.mu.Unlock()
+	s.completeHandshake(e)
+	return nil
+}
+
+// protocolMeta keeps, of a request's _meta, the members the 2026-07-28
+// protocol defines for every request (protocol version, client
+// capabilities…), for the gateway's own requests to the server; a
+// subscription id or a progress token belongs to that request only.
+func protocolMeta(params json.RawMessage) json.RawMessage {
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(mcpwire.GetPath(params, "_meta"), &meta) != nil {
+		return nil
+	}
+	for k := range meta {
+		if !strings.HasPrefix(k, "io.modelcontextprotocol/") || k == metaSubscriptionKey {
+			delete(meta, k)
+		}
+	}
+	b, _ := json.Marshal(meta)
+	return b
+}
+
 // holdLocked counts id as held at the gate (see idInFlight).
 func (s *Session) holdLocked(id json.RawMessage) {
 	if s.held == nil {

@@ -58,7 +58,7 @@ func newGeneralTab(p *prefs) *generalTab {
 	t.fields = map[string]*prefsField{
 		fLogin: newPrefsField("Startup", t.login, "Applies at once."),
 		fApprovalTimeout: newPrefsField(generalCaptions["approvalTimeout"], t.approve,
-			"How long a tool call waits for your decision before it is refused, such as 90s or 2m. Applies from the next start of Portcullis."),
+			"How long a tool call waits for your decision before it is refused, such as 90s or 2m. Applies to requests from now on."),
 		fHoldTimeout: newPrefsField(generalCaptions["holdTimeout"], t.hold,
 			"How long a tool call is held while a rebuilt server starts. Applies to agents that connect from now on."),
 		fAudit: newPrefsField("Audit log", t.audit,

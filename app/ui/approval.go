@@ -3,12 +3,14 @@ package ui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -66,6 +68,8 @@ type ApprovalWindow struct {
 	approveRun  *escButton
 	approveOnce *escButton
 	deny        *escButton
+
+	closing dialog.Dialog // the confirmation shown when closing would deny several requests
 }
 
 func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
@@ -254,7 +258,38 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 
 // closeRequested denies every request in the window and hides it: closing
 // the window is a "no" to all of them.
+//
+// With one request, closing denies it, like Escape. With several, the person
+// is asked first: closing would deny requests they may not have looked at.
 func (w *ApprovalWindow) closeRequested() {
+	if len(w.queue) <= 1 {
+		w.closeAnswer(true)
+		return
+	}
+	if w.closing != nil {
+		return
+	}
+	msg := widget.NewLabel(fmt.Sprintf("%d approval requests are waiting. Closing this window denies every one of them, also those you have not looked at.", len(w.queue)))
+	msg.Wrapping = fyne.TextWrapWord
+	d := dialog.NewCustomConfirm("Deny every waiting request?", closeDenyText, closeKeepText, msg, w.closeAnswer, w.win)
+	d.Resize(fyne.NewSize(420, 0))
+	w.closing = d
+	d.Show()
+}
+
+// Buttons of the confirmation closeRequested shows.
+const (
+	closeDenyText = "Deny all and close"
+	closeKeepText = "Keep open"
+)
+
+// closeAnswer denies every request and hides the window (denyAll), or
+// leaves everything as it is.
+func (w *ApprovalWindow) closeAnswer(denyAll bool) {
+	w.closing = nil
+	if !denyAll {
+		return
+	}
 	for len(w.queue) > 0 {
 		w.cur = 0
 		w.decide(authz.Deny)

@@ -213,10 +213,35 @@ func TestApprovalGuard(t *testing.T) {
 	}
 }
 
+// dialogButton returns the button labelled text of the dialog shown over
+// w's window.
+func dialogButton(t *testing.T, w *ApprovalWindow, text string) *widget.Button {
+	t.Helper()
+	top := w.win.Canvas().Overlays().Top()
+	if top == nil {
+		t.Fatal("no dialog is shown")
+	}
+	for _, o := range test.LaidOutObjects(top) {
+		if b, ok := o.(*widget.Button); ok && b.Text == text {
+			return b
+		}
+	}
+	t.Fatalf("the dialog has no %q button", text)
+	return nil
+}
+
+// TestApprovalCloseDeniesAll: closing the window with three requests asks
+// first; "Keep open" changes nothing, "Deny all and close" denies every one.
 func TestApprovalCloseDeniesAll(t *testing.T) {
 	w, f := newTestWindow(t, request("apr_1", 0, rebuildCard()), request("apr_2", 1, rebuildCard()), request("apr_3", 2, rebuildCard()))
 	test.Tap(w.next)
 	w.closeRequested()
+	test.Tap(dialogButton(t, w, closeKeepText))
+	if got := f.decisions(); len(got) != 0 || !w.Visible() {
+		t.Fatalf("after Keep open: decisions %+v, visible %v; want none, true", got, w.Visible())
+	}
+	w.closeRequested()
+	test.Tap(dialogButton(t, w, closeDenyText))
 	deny := authz.Decision{Choice: authz.Deny, By: "app"}
 	want := []decision{{"apr_1", deny}, {"apr_2", deny}, {"apr_3", deny}}
 	if d := cmp.Diff(want, f.decisions()); d != "" {

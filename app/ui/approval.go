@@ -69,7 +69,8 @@ type ApprovalWindow struct {
 	approveOnce *escButton
 	deny        *escButton
 
-	closing dialog.Dialog // the confirmation shown when closing would deny several requests
+	top     *fyne.Container // heading, queue position and arrows
+	closing dialog.Dialog   // the confirmation shown when closing would deny several requests
 }
 
 func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
@@ -98,7 +99,8 @@ func (w *ApprovalWindow) ensure() {
 	w.approveOnce = w.button(approveOnceText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveOnce) })
 	w.approveRun = w.button(approveRunText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveRun) })
 
-	top := container.NewBorder(nil, nil, nil, container.NewHBox(w.queueLabel, w.prev, w.next), w.heading)
+	w.top = container.NewBorder(nil, nil, nil, container.NewHBox(w.queueLabel, w.prev, w.next), w.heading)
+	top := w.top
 	buttons := container.NewHBox(layout.NewSpacer(), w.deny, w.approveOnce, w.approveRun)
 	bottom := container.NewVBox(widget.NewSeparator(), w.countdown, buttons)
 	w.win.SetContent(container.NewBorder(container.NewVBox(top, widget.NewSeparator()), bottom, nil, nil, w.scroll))
@@ -349,6 +351,7 @@ func (w *ApprovalWindow) render() {
 	}
 	setEnabled(w.prev, w.cur > 0)
 	setEnabled(w.next, w.cur < len(w.queue)-1)
+	w.top.Refresh() // lay the header out again: the position text and the arrows changed size
 	w.body.Objects = w.cardObjects(r, v)
 	w.body.Refresh()
 	w.scroll.ScrollToTop()

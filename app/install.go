@@ -12,14 +12,27 @@ import (
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/install"
 	"github.com/portcullis/portcullis/core/paths"
+	"github.com/portcullis/portcullis/core/secrets"
 	"github.com/portcullis/portcullis/platform"
 )
 
 // installSecretStore returns the keychain that install, import and uninstall
 // move secrets into and out of (tests replace it). When the system has no
-// usable keychain the store's errors say so, and install leaves entries whose
-// env holds a secret as they are.
-var installSecretStore = func() (install.SecretStore, error) { return platform.NewSecretStore(), nil }
+// keychain at all (no Secret Service on the session bus, a build without
+// Keychain access) it returns nil: install then leaves entries whose env
+// holds a secret as they are, and says why, instead of refusing the whole
+// file. A locked keychain is a keychain: its errors say to unlock it.
+var installSecretStore = func() (install.SecretStore, error) {
+	s := platform.NewSecretStore()
+	if err := s.Exists(installProbeScope); errors.Is(err, secrets.ErrUnavailable) {
+		return nil, nil
+	}
+	return s, nil
+}
+
+// installProbeScope is the scope looked up (never stored) to learn whether a
+// keychain answers at all.
+const installProbeScope = "portcullis-install-probe"
 
 // runInstall is `portcullis install AGENT [--dry-run] [--scope user|project]
 // [--servers a,b] [--plain-env VAR,…]`.

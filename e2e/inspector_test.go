@@ -41,7 +41,7 @@ func TestInspectorFilesystem(t *testing.T) {
 	// The Inspector CLI gives the server it starts its own environment,
 	// PORTCULLIS_HOME included.
 	through := []string{h.Bin, "connect", "fs"}
-	listed := inspect(t, npm, h, append(through, "--method", "tools/list"))
+	listed := inspect(t, npm, h.Environ(), append(through, "--method", "tools/list"))
 	direct := inspect(t, npm, nil, append(slices.Clone(server), "--method", "tools/list"))
 	names := toolNames(t, listed)
 	if len(names) < 14 || !slices.Contains(names, "read_text_file") || !slices.Contains(names, "list_allowed_directories") {
@@ -51,7 +51,7 @@ func TestInspectorFilesystem(t *testing.T) {
 		t.Errorf("tools/list differs through Portcullis (-direct +proxied):\n%s", diff)
 	}
 
-	called := inspect(t, npm, h, append(through, "--method", "tools/call", "--tool-name", "read_text_file",
+	called := inspect(t, npm, h.Environ(), append(through, "--method", "tools/call", "--tool-name", "read_text_file",
 		"--tool-arg", "path="+filepath.Join(files, "note.txt")))
 	var res struct {
 		Content []struct{ Type, Text string }
@@ -67,16 +67,15 @@ func TestInspectorFilesystem(t *testing.T) {
 
 // inspect runs the Inspector CLI with args (server command first, then the
 // method flags) from node_modules, as it needs (testdata/npm/README.md), with
-// h's environment when h is not nil, and returns its stdout, the JSON result.
-func inspect(t *testing.T, npm string, h *harness.Home, args []string) []byte {
+// the environment env (nil: the test's own), which the Inspector passes on to
+// the server it starts, and returns its stdout, the JSON result.
+func inspect(t *testing.T, npm string, env []string, args []string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", append([]string{harness.InspectorEntry}, args...)...)
 	cmd.Dir = npm
-	if h != nil {
-		cmd.Env = h.Environ()
-	}
+	cmd.Env = env
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {

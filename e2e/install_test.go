@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -14,18 +13,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/install"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
 // TestInstallClaudeDesktop installs Portcullis into a Claude Desktop
-// configuration in a temporary HOME, launches the rewritten command line as
-// Claude Desktop would (go-sdk client over mcp.CommandTransport), lists and
-// calls the tools of the real echo server behind it, then uninstalls and checks
-// that the file is back byte for byte.
+// configuration in a temporary HOME, launches the rewritten entry as Claude
+// Desktop would (command, args and env as written in the file) with the MCP
+// Inspector CLI, lists and calls the tools of the real echo server behind it,
+// then uninstalls and checks that the file is back byte for byte.
 func TestInstallClaudeDesktop(t *testing.T) {
+	npm := needNPM(t)
 	h := newHome(t)
 	home := filepath.Join(t.TempDir(), "home")
 	// The agent's files are found from HOME; XDG_CONFIG_HOME and
@@ -59,9 +58,6 @@ func TestInstallClaudeDesktop(t *testing.T) {
 
 	res, err := h.Run(ctx, "install", "claude-desktop")
 	if err != nil {
-		if strings.Contains(res.Stderr, `unknown command "install"`) {
-			t.Skip("skipping: this build's app/app.go does not dispatch `portcullis install` yet")
-		}
 		t.Fatalf("install: %v\nstdout: %s", err, res.Stdout)
 	}
 	t.Logf("portcullis install claude-desktop:\n%s", res.Stdout)
@@ -125,49 +121,53 @@ func TestInstallClaudeDesktop(t *testing.T) {
 		t.Errorf("the secret is still in the agent's file:\n%s", installed)
 	}
 
-	// Launch the entry as the agent would. Tool policies are a person's choice
-	// in Portcullis's configuration; this test is about the install.
-	allowTools(t, h, "echo", "echo", "add")
-	// Only the entry's env says where the data directory is, as when an
-	// agent launches it.
-	cmd := exec.Command(entry.Command, entry.Args...)
+	// Launch the entry as the agent would, with the MCP Inspector CLI as the
+	// agent: the command, args and env written in the file, on top of an
+	// environment without PORTCULLIS_HOME, so that only the entry's env says
+	// where the data directory is. Tool policies are a person's choice in
+	// Portcullis's configuration; this test is about the install.
+	allowTools(t, h, "echo", "echo")
+	var env []string
 	for _, kv := range h.Environ() {
 		if !strings.HasPrefix(kv, "PORTCULLIS_HOME=") {
-			cmd.Env = append(cmd.Env, kv)
+			env = append(env, kv)
 		}
 	}
-	for k, v := range entry.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	for _, k := range slices.Sorted(maps.Keys(entry.Env)) {
+		env = append(env, k+"="+entry.Env[k])
 	}
-	a := connectCmd(t, cmd, "")
-	tools, err := a.Session.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatalf("tools/list through the installed entry: %v (shim stderr: %s)", err, a.Stderr.String())
-	}
-	var names []string
-	for _, tool := range tools.Tools {
-		names = append(names, tool.Name)
-	}
+	launch := append([]string{entry.Command}, entry.Args...)
+	names := toolNames(t, inspect(t, npm, env, append(slices.Clone(launch), "--method", "tools/list")))
 	slices.Sort(names)
 	if !slices.Equal(names, []string{"add", "echo", "slow"}) {
-		t.Errorf("tools = %v, want [add echo slow]", names)
+		t.Errorf("tools/list through the installed entry = %v, want the echo server's [add echo slow]", names)
 	}
-	result, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "through the installed entry"}})
-	if err != nil {
-		t.Fatalf("tools/call echo: %v", err)
+	const message = "through the installed entry"
+	called := inspect(t, npm, env, append(slices.Clone(launch), "--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message="+message))
+	var result struct {
+		Content []struct{ Type, Text string }
+		IsError bool
 	}
-	if result.IsError || len(result.Content) != 1 {
-		t.Fatalf("tools/call echo = %+v", result)
+	if err := json.Unmarshal(called, &result); err != nil {
+		t.Fatalf("tools/call output: %v\n%s", err, called)
 	}
-	if text, ok := result.Content[0].(*mcp.TextContent); !ok || text.Text != "through the installed entry" {
-		t.Errorf("echo returned %+v", result.Content[0])
+	if result.IsError || len(result.Content) != 1 || result.Content[0].Text != message {
+		t.Errorf("tools/call echo through the installed entry returned %s, want the text %q", called, message)
 	}
 	// The server got ECHO_CALL_LOG from the imported env: the call reached it.
 	if calls := installReadFile(t, callLog); !strings.Contains(calls, `"tool":"echo"`) {
 		t.Errorf("echo call log = %q, want the call", calls)
 	}
-	if err := a.Close(); err != nil {
-		t.Logf("closing the session: %v", err)
+	// And it went through this Portcullis: its audit log holds the call.
+	var audited bool
+	for _, e := range auditEvents(t, h) {
+		if e.Type == audit.TypeToolCalled {
+			f := auditFields(t, e)
+			audited = audited || f["serverLabel"] == "echo" && f["tool"] == "echo"
+		}
+	}
+	if !audited {
+		t.Errorf("the audit log of %s has no tool_called for echo.echo", h.Dir)
 	}
 
 	res, err = h.Run(ctx, "uninstall", "claude-desktop", "--restore-secrets")
@@ -269,9 +269,6 @@ func TestInstallRefusesBrokenFile(t *testing.T) {
 	var ee *harness.ExitError
 	if !errors.As(err, &ee) {
 		t.Fatalf("install without a file: %v", err)
-	}
-	if strings.Contains(res.Stderr, `unknown command "install"`) {
-		t.Skip("skipping: this build's app/app.go does not dispatch `portcullis install` yet")
 	}
 	if want := "no Cursor config at " + target.Path + "; nothing to install"; !strings.Contains(res.Stderr, want) {
 		t.Errorf("stderr = %q, want %q", res.Stderr, want)

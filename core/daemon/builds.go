@@ -165,7 +165,15 @@ func describeChanges(changes []identity.Change, cwd string) string {
 		parts = append(parts, p)
 	}
 	slices.Sort(parts)
-	return strings.Join(slices.Compact(parts), ", ")
+	parts = slices.Compact(parts)
+	// A watched directory that changed because a file named too changed
+	// in it says nothing more: "dist/server.mjs", not "dist, dist/server.mjs".
+	parts = slices.DeleteFunc(parts, func(dir string) bool {
+		return slices.ContainsFunc(parts, func(p string) bool {
+			return p != dir && strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+		})
+	})
+	return strings.Join(parts, ", ")
 }
 
 // Restart replaces the process of every live agent run of label with a new

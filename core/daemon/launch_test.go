@@ -41,3 +41,20 @@ func TestSwappedExecutable(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeChanges: the status line names changed files relative to the
+// working directory, once each, and leaves out a watched directory whose
+// change is a file already named.
+func TestDescribeChanges(t *testing.T) {
+	changes := []identity.Change{
+		{Field: "extra:/p/dist", Path: "/p/dist"},
+		{Field: "entry", Path: "/p/dist/server.mjs"},
+		{Field: "lockfile", Path: "/p/package-lock.json"},
+		{Field: "extra:/p/distant", Path: "/p/distant"},
+		{Field: "runtime"},
+		{Field: "entry", Path: "/p/dist/server.mjs"},
+	}
+	if got, want := describeChanges(changes, "/p"), "dist/server.mjs, distant, package-lock.json, runtime"; got != want {
+		t.Errorf("describeChanges = %q, want %q", got, want)
+	}
+}

@@ -52,7 +52,8 @@ func Uninstall(opts Options) (*Report, error) {
 	if len(rec.Entries) == 0 {
 		return nil, fmt.Errorf("Portcullis has no record of installing into %s (looked for %s): %w", t.Path, recPath, ErrNotInstalled)
 	}
-	if opts.RestoreSecrets && opts.Store == nil {
+	// The keychain is needed only when there is a secret to put back.
+	if opts.RestoreSecrets && opts.Store == nil && slices.ContainsFunc(rec.Entries, func(e recordEntry) bool { return len(e.Secrets) > 0 }) {
 		return nil, fmt.Errorf("--restore-secrets needs the system keychain: %w", ErrNoStore)
 	}
 	var edits []edit

@@ -982,9 +982,6 @@ func toolsCallProblem(params json.RawMessage) string {
 	return ""
 }
 
-// hold records that the agent's request id waits for the gate to open (or
-// for the first launch): in flight, though not yet registered in byAgentID,
-// which only knows requests reserved toward a process. unhold ends it.
 // beforeHandshake looks at a request (other than ping and the handshake's
 // own) that comes before any initialize or server/discover. One carrying
 // the 2026-07-28 protocol version in its _meta is from an agent that skips
@@ -1044,7 +1041,10 @@ func protocolMeta(params json.RawMessage) json.RawMessage {
 	return b
 }
 
-// holdLocked counts id as held at the gate (see idInFlight).
+// holdLocked records that the agent's request id waits for the gate to open
+// (or for the first launch): in flight, though not yet registered in
+// byAgentID, which only knows requests reserved toward a process. unhold
+// ends it.
 func (s *Session) holdLocked(id json.RawMessage) {
 	if s.held == nil {
 		s.held = map[string]int{}

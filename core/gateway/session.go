@@ -591,7 +591,7 @@ func (s *Session) closeGateLocked() {
 }
 
 // inLineLocked reports whether a message from the agent must queue behind
-// held ones (see hold order): the gate is closed, or held messages are
+// held ones (see queueLocked): the gate is closed, or held messages are
 // still being released.
 func (s *Session) inLineLocked() bool {
 	return !s.gateOpen || s.releasingLocked()

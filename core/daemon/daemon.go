@@ -553,7 +553,7 @@ func (d *Daemon) launcher(label, run string, agent gateway.Agent) gateway.Launch
 			}
 			d.log.Warn("launch started over", "server", label, "run", run, "why", err)
 			if attempt+1 >= maxCodeChanges {
-				return nil, fmt.Errorf("%s was not launched: %w %d times in a row; launch it again once the build has finished", label, err, maxCodeChanges)
+				return nil, fmt.Errorf("%s was not launched: the code changed on disk during %d launch attempts in a row (last: %w); launch it again once the build has finished", label, maxCodeChanges, err)
 			}
 		}
 	}

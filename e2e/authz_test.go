@@ -271,13 +271,7 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 	if rep, err := s.home.Status(testContext(t, 30*time.Second)); err != nil || len(rep.Runs) != 1 || rep.Runs[0].PID != 0 {
 		t.Errorf("before approval: runs %+v (%v), want one run with no process", rep.Runs, err)
 	}
-	decideCLI(t, s.home, "approve", req.ID)
-	var a *listChangedAgent
-	select {
-	case a = <-connected:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the agent did not connect after the identity approval")
-	}
+	a := approveLaunch(t, s.home, req.ID, connected, "identity approval")
 	epochA := epochOf(t, s.home, a.PID(), "")
 
 	pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "env"})
@@ -425,13 +419,7 @@ func TestApprovedCodeIsWhatRuns(t *testing.T) {
 	if rep, err := s.home.Status(testContext(t, 30*time.Second)); err != nil || len(rep.Runs) != 1 || rep.Runs[0].Epochs != 0 {
 		t.Fatalf("before the second approval: runs %+v (%v), want one run with nothing launched", rep.Runs, err)
 	}
-	decideCLI(t, s.home, "approve", second.ID)
-	var a *listChangedAgent
-	select {
-	case a = <-connected:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the agent did not connect after the second approval")
-	}
+	a := approveLaunch(t, s.home, second.ID, connected, "second approval")
 	epoch := epochOf(t, s.home, a.PID(), "")
 	st := waitRun(t, s.home, a.PID(), time.Second, "status", func(gateway.Status) bool { return true })
 	if st.Epochs != 1 {
@@ -524,13 +512,7 @@ func TestEnvCredentialAskEveryUse(t *testing.T) {
 	if !req.Card.AskEveryUse {
 		t.Errorf("launch card %+v does not say the credential asks on every use", req.Card)
 	}
-	decideCLI(t, s.home, "approve", req.ID)
-	var a *listChangedAgent
-	select {
-	case a = <-connected:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the agent did not connect after the launch approval")
-	}
+	a := approveLaunch(t, s.home, req.ID, connected, "launch approval")
 	epoch := epochOf(t, s.home, a.PID(), "")
 
 	for i := 1; i <= 2; i++ {
@@ -563,6 +545,21 @@ func TestEnvCredentialAskEveryUse(t *testing.T) {
 	}
 	if calls := readCredsCalls(t, s.callLog); len(calls) != 2 {
 		t.Errorf("the server saw %d calls, want 2: %+v", len(calls), calls)
+	}
+}
+
+// approveLaunch approves launch request id with `portcullis approve` and
+// returns the agent that connected once the launch went ahead (what names
+// the approval, for the failure message).
+func approveLaunch(t *testing.T, h *harness.Home, id string, connected <-chan *listChangedAgent, what string) *listChangedAgent {
+	t.Helper()
+	decideCLI(t, h, "approve", id)
+	select {
+	case a := <-connected:
+		return a
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the agent did not connect after the %s", what)
+		return nil
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/portcullis/portcullis/core/audit"
-	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/internal/harness"
@@ -162,25 +161,7 @@ func TestNodeDistRewrite(t *testing.T) {
 			}
 
 			// portcullis catalog diff: previous → current revision.
-			res, err := h.Run(testContext(t, 30*time.Second), "catalog", "diff", nodeLabel, "--json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var diff struct {
-				From, To    uint64
-				MaxSeverity catalog.Severity
-				Changes     []catalog.Change
-			}
-			if err := json.Unmarshal([]byte(res.Stdout), &diff); err != nil {
-				t.Fatalf("catalog diff: %v\n%s", err, res.Stdout)
-			}
-			var kinds []string
-			for _, c := range diff.Changes {
-				kinds = append(kinds, c.Tool+" "+c.Kind)
-			}
-			if diff.From != before.CatalogRevision || diff.To != after.CatalogRevision || !cmp.Equal(kinds, []string{"farewell tool_added"}) || diff.MaxSeverity == catalog.SeverityNone {
-				t.Errorf("catalog diff = %s, want revision %d → %d with one tool_added for farewell", res.Stdout, before.CatalogRevision, after.CatalogRevision)
-			}
+			wantCatalogDiff(t, h, nodeLabel, before.CatalogRevision, after.CatalogRevision, "farewell tool_added")
 
 			// The audit log: the build on the old epoch naming the entry,
 			// the replacement A → B, and B's execution record.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
@@ -299,4 +301,29 @@ func readyOn(old string) func(gateway.Status) bool {
 var eras = []struct{ name, version string }{
 	{"default", ""},
 	{"2025-06-18", "2025-06-18"},
+}
+
+// wantCatalogDiff checks `portcullis catalog diff LABEL --json`: revision
+// from → to, with exactly the changes want ("TOOL KIND") and a severity.
+func wantCatalogDiff(t *testing.T, h *harness.Home, label string, from, to uint64, want ...string) {
+	t.Helper()
+	res, err := h.Run(testContext(t, 30*time.Second), "catalog", "diff", label, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var diff struct {
+		From, To    uint64
+		MaxSeverity catalog.Severity
+		Changes     []catalog.Change
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &diff); err != nil {
+		t.Fatalf("catalog diff: %v\n%s", err, res.Stdout)
+	}
+	var kinds []string
+	for _, c := range diff.Changes {
+		kinds = append(kinds, c.Tool+" "+c.Kind)
+	}
+	if diff.From != from || diff.To != to || !slices.Equal(kinds, want) || diff.MaxSeverity == catalog.SeverityNone {
+		t.Errorf("catalog diff = %s, want revision %d → %d with %q", res.Stdout, from, to, want)
+	}
 }

@@ -398,25 +398,7 @@ func TestRuntimeToolAdded(t *testing.T) {
 				t.Errorf("catalog show lacks rollback: %v", cat.Names())
 			}
 
-			res, err = s.home.Run(testContext(t, 30*time.Second), "catalog", "diff", pubLabel, "--json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var diff struct {
-				From, To    uint64
-				MaxSeverity catalog.Severity
-				Changes     []catalog.Change
-			}
-			if err := json.Unmarshal([]byte(res.Stdout), &diff); err != nil {
-				t.Fatalf("catalog diff: %v\n%s", err, res.Stdout)
-			}
-			var kinds []string
-			for _, c := range diff.Changes {
-				kinds = append(kinds, c.Tool+" "+c.Kind)
-			}
-			if diff.From != before.CatalogRevision || diff.To != after.CatalogRevision || !cmp.Equal(kinds, []string{"rollback tool_added"}) || diff.MaxSeverity == catalog.SeverityNone {
-				t.Errorf("catalog diff = %s, want revision %d → %d with one tool_added for rollback", res.Stdout, before.CatalogRevision, after.CatalogRevision)
-			}
+			wantCatalogDiff(t, s.home, pubLabel, before.CatalogRevision, after.CatalogRevision, "rollback tool_added")
 		})
 	}
 }

@@ -39,6 +39,27 @@ func item(t *testing.T, m *fyne.Menu, prefix string) *fyne.MenuItem {
 	return nil
 }
 
+// runTray runs tr until the test ends; next returns the menu labels of the
+// next refresh (failing after 10 s), refreshed delivers them all.
+func runTray(t *testing.T, tr *Tray) (next func() []string, refreshed <-chan []string) {
+	ch := make(chan []string, 16)
+	tr.refreshed = func() { ch <- labels(tr.Menu()) }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { tr.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() []string {
+		t.Helper()
+		select {
+		case m := <-ch:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("the menu was not rebuilt")
+			return nil
+		}
+	}, ch
+}
+
 // TestTrayFollowsEvents runs the tray against a fake daemon and fake
 // approvals: a daemon change signal rebuilds the menu (no polling: nothing
 // changes without a signal), a raised request opens the window, sends a
@@ -55,22 +76,7 @@ func TestTrayFollowsEvents(t *testing.T) {
 	if got := labels(tr.Menu()); got[0] != "No servers configured" {
 		t.Fatalf("initial menu %q", got)
 	}
-	refreshed := make(chan []string, 16)
-	tr.refreshed = func() { refreshed <- labels(tr.Menu()) }
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { tr.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	next := func() []string {
-		t.Helper()
-		select {
-		case m := <-refreshed:
-			return m
-		case <-time.After(10 * time.Second):
-			t.Fatal("the menu was not rebuilt")
-			return nil
-		}
-	}
+	next, refreshed := runTray(t, tr)
 	next() // Run's first refresh
 
 	d.set(daemon.StatusReport{Runs: []gateway.Status{run("r1", "inventory", gateway.StateReady, epochA, 12)}})
@@ -132,22 +138,7 @@ func TestTrayAuditFailure(t *testing.T) {
 	d := newFakeDaemon()
 	notes := &fakeNotifier{added: make(chan struct{}, 4)}
 	tr := NewTray(a, Options{Daemon: d, Approvals: newFakeApprovals(), Notifier: notes, Clock: func() time.Time { return testNow }})
-	refreshed := make(chan []string, 16)
-	tr.refreshed = func() { refreshed <- labels(tr.Menu()) }
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { tr.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	next := func() []string {
-		t.Helper()
-		select {
-		case m := <-refreshed:
-			return m
-		case <-time.After(10 * time.Second):
-			t.Fatal("the menu was not rebuilt")
-			return nil
-		}
-	}
+	next, _ := runTray(t, tr)
 	next()
 	ready := []gateway.Status{run("r1", "inventory", gateway.StateReady, epochA, 3)}
 	failing := daemon.StatusReport{Runs: ready, Audit: daemon.AuditStatus{Error: "audit log unavailable: writing 000001.jsonl: no space left on device"}}

@@ -207,6 +207,15 @@ func TestAuditUnwritableFailsClosed(t *testing.T) {
 	if got := auditCallLog(t, callLog); len(got) != 1 {
 		t.Errorf("the echo server recorded %d calls, want only the one made before the log failed: %s", len(got), got)
 	}
+	// A tool that needs approval: nobody is asked to approve what the log
+	// could not record.
+	_, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
+	if code, ref := refusalOf(t, err); code != int64(gateway.AuditUnavailable.Code()) || ref.Error != gateway.AuditUnavailable {
+		t.Errorf("an approve tool while the log fails: code %d, %+v; want audit_unavailable", code, ref)
+	}
+	if p := approvals(t, h); len(p) != 0 {
+		t.Errorf("approval requests raised while the log fails: %+v", p)
+	}
 
 	rep, err := h.Status(ctx)
 	if err != nil {

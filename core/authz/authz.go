@@ -100,10 +100,18 @@ var (
 	// gateway rather than denied by a person (its call was cancelled, or
 	// the tool policy changed while it waited); it wraps ErrDenied.
 	ErrWithdrawn = fmt.Errorf("%w: the request was withdrawn", ErrDenied)
+	// ErrUnrecorded is what Decide and Wait return for an approval the
+	// audit log could not record (see Options.OnGranted); it wraps
+	// ErrDenied: nothing was granted.
+	ErrUnrecorded = fmt.Errorf("%w: the audit log could not record the approval", ErrDenied)
 )
 
-// withdrawnPrefix starts the Decision.By of a withdrawal (see Withdraw).
-const withdrawnPrefix = "withdrawn"
+// withdrawnPrefix starts the Decision.By of a withdrawal (see Withdraw);
+// unrecordedPrefix that of an approval the audit log could not record.
+const (
+	withdrawnPrefix  = "withdrawn"
+	unrecordedPrefix = "audit_unavailable"
+)
 
 // Request is a pending approval request.
 type Request struct {
@@ -140,9 +148,12 @@ type Options struct {
 	Clock   func() time.Time
 	Logger  *slog.Logger
 	// OnGranted and OnDenied are called (without locks) after a decision,
-	// for the audit log.
+	// for the audit log. A grant OnGranted cannot record (it returns an
+	// error) is not made: the request is denied instead, Decide returns
+	// an error wrapping ErrUnrecorded and waiters get ErrUnrecorded, so
+	// that no grant exists that the audit log never saw.
 	OnRequested func(r Request)
-	OnGranted   func(r Request, g Grant)
+	OnGranted   func(r Request, g Grant) error
 	OnDenied    func(r Request, reason string)
 	// ToolDenied reports whether tool of server label is denied by the
 	// person's policy now; a grant never includes such a tool, whatever
@@ -452,6 +463,9 @@ func (a *Authority) Wait(ctx context.Context, id string) (*Grant, error) {
 	if strings.HasPrefix(r.decision.By, withdrawnPrefix) {
 		return nil, ErrWithdrawn
 	}
+	if strings.HasPrefix(r.decision.By, unrecordedPrefix) {
+		return nil, ErrUnrecorded
+	}
 	return nil, ErrDenied
 }
 
@@ -552,12 +566,24 @@ func (a *Authority) resolve(id string, d Decision) error {
 	// The hooks (the audit log's approval_granted / approval_denied) run
 	// before the grant can be used and before waiters learn the decision,
 	// so that the record of a decision always precedes the calls it let go.
+	var unrecorded error
+	if g != nil && a.opts.OnGranted != nil {
+		if err := a.opts.OnGranted(r.snapshot(), *g); err != nil {
+			// Fail closed: a grant the audit log never saw is not made.
+			unrecorded = err
+			a.log.Error("approval not granted: the audit log cannot record it", "request", id, "err", err)
+			a.mu.Lock()
+			r.grant, r.decision = nil, Decision{Choice: Deny, By: unrecordedPrefix + ": " + err.Error()}
+			a.mu.Unlock()
+			g = nil
+			if a.opts.OnDenied != nil {
+				a.opts.OnDenied(r.snapshot(), unrecordedPrefix)
+			}
+		}
+	}
 	if g != nil {
 		a.log.Info("approval granted", "request", id, "grant", g.ID, "expires", g.ExpiresWhen, "tools", g.ToolScope)
-		if a.opts.OnGranted != nil {
-			a.opts.OnGranted(r.snapshot(), *g)
-		}
-	} else {
+	} else if unrecorded == nil {
 		reason := "denied"
 		if d.Choice == timedOut {
 			reason = "timeout"
@@ -574,9 +600,12 @@ func (a *Authority) resolve(id string, d Decision) error {
 		a.grants[g.AgentRun] = append(a.grants[g.AgentRun], g)
 	}
 	close(r.done)
-	dd := d
+	dd := r.decision
 	a.publishLocked(Event{Kind: EventResolved, Request: r.snapshot(), Decision: &dd})
 	a.mu.Unlock()
+	if unrecorded != nil {
+		return fmt.Errorf("%w (%v); request %s is denied", ErrUnrecorded, unrecorded, id)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -23,7 +24,12 @@ type recorder struct {
 
 func (r *recorder) options(o Options) Options {
 	o.OnRequested = func(q Request) { r.mu.Lock(); r.requested = append(r.requested, q.ID); r.mu.Unlock() }
-	o.OnGranted = func(_ Request, g Grant) { r.mu.Lock(); r.granted = append(r.granted, g); r.mu.Unlock() }
+	o.OnGranted = func(_ Request, g Grant) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.granted = append(r.granted, g)
+		return nil
+	}
 	o.OnDenied = func(q Request, why string) { r.mu.Lock(); r.denied = append(r.denied, q.ID+" "+why); r.mu.Unlock() }
 	return o
 }
@@ -475,13 +481,14 @@ func TestHooksRunBeforeTheGrantIsUsable(t *testing.T) {
 	var a *Authority
 	waited := make(chan struct{})
 	var usableInHook, waiterDoneInHook bool
-	a = New(Options{OnGranted: func(_ Request, g Grant) {
+	a = New(Options{OnGranted: func(_ Request, g Grant) error {
 		usableInHook = a.Check(g.AgentRun, g.ExecutionEpoch, "write", nil) != nil
 		select {
 		case <-waited:
 			waiterDoneInHook = true
 		case <-time.After(50 * time.Millisecond):
 		}
+		return nil
 	}})
 	id := a.Raise(toolCard("r", "E", "write", []string{"write"}))
 	go func() {
@@ -563,5 +570,32 @@ func TestGrantExcludesDeniedTools(t *testing.T) {
 	}
 	if a.Check("r", "E", "delete", nil) != nil {
 		t.Error("delete, denied at every decision, is covered by a grant")
+	}
+}
+
+// TestUnrecordedGrantIsNotMade: an approval the audit hook cannot record is
+// turned into a denial: Decide says so, the waiter learns ErrUnrecorded, no
+// grant exists, and the denial hook hears why.
+func TestUnrecordedGrantIsNotMade(t *testing.T) {
+	var denied []string
+	a := New(Options{
+		OnGranted: func(Request, Grant) error { return errors.New("disk full") },
+		OnDenied:  func(_ Request, why string) { denied = append(denied, why) },
+	})
+	id := a.Raise(toolCard("r", "E", "write", []string{"write"}))
+	errc := make(chan error, 1)
+	go func() { _, err := a.Wait(context.Background(), id); errc <- err }()
+	err := a.Decide(id, Decision{Choice: ApproveRun})
+	if !errors.Is(err, ErrUnrecorded) || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("Decide: %v, want ErrUnrecorded naming the cause", err)
+	}
+	if err := <-errc; !errors.Is(err, ErrUnrecorded) || !errors.Is(err, ErrDenied) {
+		t.Errorf("Wait: %v, want ErrUnrecorded (an ErrDenied)", err)
+	}
+	if g := a.Grants("r"); len(g) != 0 || a.Check("r", "E", "write", nil) != nil {
+		t.Errorf("grants after an unrecorded approval: %+v", g)
+	}
+	if !slices.Equal(denied, []string{"audit_unavailable"}) {
+		t.Errorf("OnDenied heard %q", denied)
 	}
 }

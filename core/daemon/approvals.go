@@ -154,14 +154,19 @@ func (d *Daemon) approvalRequested(r authz.Request) {
 	})
 }
 
-func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) {
-	d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
+// approvalGranted records a grant in the audit log before it can be used;
+// a grant the log cannot record is not made (authz.Options.OnGranted).
+func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
+	if err := d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
 		Request: r.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
 		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen,
-	})
+	}); err != nil {
+		return err
+	}
 	if s := d.session(g.AgentRun); s != nil && g.Identity == "" {
 		s.NoteGranted(g)
 	}
+	return nil
 }
 
 func (d *Daemon) approvalDenied(r authz.Request, reason string) {
@@ -170,14 +175,16 @@ func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 	})
 }
 
-func (d *Daemon) appendAudit(typ string, fields any) {
+func (d *Daemon) appendAudit(typ string, fields any) error {
 	d.mu.Lock()
 	w := d.auditW
 	d.mu.Unlock()
 	if w == nil {
-		return
+		return nil
 	}
-	if _, err := w.Append(context.Background(), typ, fields); err != nil {
+	_, err := w.Append(context.Background(), typ, fields)
+	if err != nil {
 		d.log.Error("audit log write failed", "type", typ, "err", err)
 	}
+	return err
 }

@@ -43,17 +43,34 @@ func (r *recovering) Append(ctx context.Context, typ string, fields any) (audit.
 	return ev, err
 }
 
+// Err reports why the log cannot be written now (after trying to recover
+// it, at most once per retryEvery), or nil: the gateway asks before it
+// raises an approval request, so that nobody is asked to approve what
+// could not be recorded.
+func (r *recovering) Err() error {
+	if r == nil || r.log.Err() == nil {
+		return nil
+	}
+	r.tryRecover(context.Background())
+	return r.log.Err()
+}
+
+// tryRecover tries audit.Log.Recover, at most once per retryEvery.
+func (r *recovering) tryRecover(ctx context.Context) {
+	r.mu.Lock()
+	try := time.Since(r.last) >= r.retryEvery
+	if try {
+		r.last = time.Now()
+	}
+	r.mu.Unlock()
+	if try {
+		_ = r.log.Recover(ctx)
+	}
+}
+
 func (r *recovering) append(ctx context.Context, typ string, fields any) (audit.Event, error) {
 	if r.log.Err() != nil {
-		r.mu.Lock()
-		try := time.Since(r.last) >= r.retryEvery
-		if try {
-			r.last = time.Now()
-		}
-		r.mu.Unlock()
-		if try {
-			_ = r.log.Recover(ctx)
-		}
+		r.tryRecover(ctx)
 	}
 	return r.log.Append(ctx, typ, fields)
 }

@@ -16,6 +16,28 @@ type Auditor interface {
 	Append(ctx context.Context, typ string, fields any) (audit.Event, error)
 }
 
+// auditHealth is an Auditor that can tell, without writing, that it cannot
+// write now.
+type auditHealth interface {
+	Err() error
+}
+
+// auditDown refuses a call for tool before a person is asked to approve it
+// when the audit log cannot be written: the approval could not be recorded,
+// nor the call's intent.
+func (s *Session) auditDown(e *epoch, tool string) *Refusal {
+	h, ok := s.opts.Audit.(auditHealth)
+	if !ok {
+		return nil
+	}
+	if err := h.Err(); err != nil {
+		return &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			Reason: "the audit log cannot be written (" + err.Error() + "), so no approval is asked and no call is forwarded",
+			Retry:  "ask the person to check the disk and the data directory"}
+	}
+	return nil
+}
+
 // callRecord follows one forwarded tools/call from intent to completion.
 type callRecord struct {
 	id      string // the call's ULID in the audit log

@@ -54,6 +54,9 @@ func (s *Session) quickAuthorize(e *epoch, m *mcpwire.Message, tool string) (dec
 	if r := s.missingCredential(e, tool, metaCreds); r != nil {
 		return "", "", nil, r, ""
 	}
+	if r := s.auditDown(e, tool); r != nil {
+		return "", "", nil, r, ""
+	}
 	return "", "", nil, nil, s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
 }
 
@@ -109,7 +112,7 @@ func (s *Session) staleAuthorization(e *epoch, m *mcpwire.Message, tool string) 
 		return nil
 	}
 	metaCreds, askEvery := s.metaCredentials()
-	if s.missingCredential(e, tool, metaCreds) == nil {
+	if s.missingCredential(e, tool, metaCreds) == nil && s.auditDown(e, tool) == nil {
 		// (A request nobody could approve usefully is not raised; the
 		// call after the refresh is refused for the credential.)
 		s.requestFor(e, m, tool, metaCreds, askEvery, "server execution epoch changed", stale)
@@ -201,6 +204,10 @@ wait:
 		return "", "", nil, &Refusal{Error: ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("nobody answered approval request %s within %s", id, a.Timeout()),
 			Retry:  "ask the person to approve in Portcullis, then call again"}
+	case errors.Is(err, authz.ErrUnrecorded):
+		return "", "", nil, &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			Reason: fmt.Sprintf("the person approved request %s, but the audit log could not record it, so nothing was granted", id),
+			Retry:  "ask the person to check the disk and the data directory"}
 	case errors.Is(err, authz.ErrWithdrawn):
 		// Nobody decided: the request was withdrawn (the run ended, the
 		// call was cancelled, or the policy changed under it).

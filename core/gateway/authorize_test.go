@@ -397,6 +397,44 @@ func TestCallNotShownAsksForItself(t *testing.T) {
 	mustResult(t, r.agent.wait(3, 5*time.Second))
 }
 
+// TestAuditDownAsksNobody: while the audit log cannot be written, a call
+// that needs approval is refused with audit_unavailable before anyone is
+// asked; a call already waiting when the log fails is refused the same way
+// when the person approves, and nothing is granted.
+func TestAuditDownAsksNobody(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	defer r.close()
+	r.handshake()
+	r.agent.request(1, "tools/list", nil)
+	r.agent.wait(1, 5*time.Second)
+
+	r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
+	waiting := r.pendingFor(5 * time.Second)
+	r.audit.fail(errors.New("no space left on device"))
+	if err := r.auth.Decide(waiting.ID, authz.Decision{Choice: authz.ApproveRun, By: "cli"}); !errors.Is(err, authz.ErrUnrecorded) {
+		t.Errorf("approving while the log fails: %v, want ErrUnrecorded", err)
+	}
+	code, ref := refusal(t, r.agent.wait(2, 5*time.Second))
+	if code != -31050 || ref == nil || ref.Error != AuditUnavailable || !strings.Contains(ref.Reason, "nothing was granted") {
+		t.Errorf("the waiting call: %d %+v, want audit_unavailable", code, ref)
+	}
+	if g := r.grants(); len(g) != 0 {
+		t.Errorf("grants made while the log failed: %+v", g)
+	}
+
+	r.agent.request(3, "tools/call", callParams(toolWrite, 3, ""))
+	code, ref = refusal(t, r.agent.wait(3, 5*time.Second))
+	if code != -31050 || ref == nil || !strings.Contains(ref.Reason, "no approval is asked") {
+		t.Errorf("a new call while the log fails: %d %+v, want audit_unavailable", code, ref)
+	}
+	if p := r.auth.Pending(); len(p) != 0 {
+		t.Errorf("approval requests raised while the log fails: %+v", p)
+	}
+	if got := r.launcher.received(); len(got) != 0 {
+		t.Errorf("calls reached the server: %+v", got)
+	}
+}
+
 // TestMissingCredentialRaisesNoRequest: a call whose credential scope has no
 // secret stored is refused at once as credential_unavailable: nobody is asked
 // to approve a call that could not carry its credential. A call without

@@ -208,6 +208,21 @@ type fakeAudit struct {
 	mu     sync.Mutex
 	events []auditEntry  // guarded by mu
 	delay  time.Duration // each tool_called intent takes this long to be durable
+	down   error         // guarded by mu; every Append fails with it, and Err reports it
+}
+
+// Err reports the failure set by fail (see auditHealth).
+func (f *fakeAudit) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.down
+}
+
+// fail makes every later Append fail with err (nil: work again).
+func (f *fakeAudit) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = err
 }
 
 type auditEntry struct {
@@ -224,6 +239,9 @@ func (f *fakeAudit) Append(_ context.Context, typ string, fields any) (audit.Eve
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.down != nil {
+		return audit.Event{}, f.down
+	}
 	f.events = append(f.events, auditEntry{Seq: seq.Add(1), Type: typ, Fields: fields})
 	return audit.Event{Type: typ}, nil
 }
@@ -418,11 +436,15 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	r := &rig{t: t, launcher: &fakeLauncher{delay: o.launchDelay}, audit: &fakeAudit{delay: o.auditDelay}, served: make(chan error, 1), secret: testSecret, grantAt: map[string]int64{}}
 	r.auth = authz.New(authz.Options{
 		Timeout: o.approvalTimeout,
-		OnGranted: func(_ authz.Request, g authz.Grant) {
+		OnGranted: func(_ authz.Request, g authz.Grant) error {
+			if err := r.audit.Err(); err != nil {
+				return err // as the daemon: a grant the log cannot record is not made
+			}
 			r.mu.Lock()
 			r.granted = append(r.granted, g)
 			r.grantAt[g.ID] = seq.Add(1)
 			r.mu.Unlock()
+			return nil
 		},
 		OnDenied: func(q authz.Request, why string) {
 			r.mu.Lock()

@@ -69,8 +69,9 @@ type ApprovalWindow struct {
 	approveOnce *escButton
 	deny        *escButton
 
-	top     *fyne.Container // heading, queue position and arrows
-	closing dialog.Dialog   // the confirmation shown when closing would deny several requests
+	top        *fyne.Container // heading, queue position and arrows
+	closing    dialog.Dialog   // the confirmation shown when closing would deny several requests
+	unrecorded dialog.Dialog   // the notice shown when an approval could not be recorded
 }
 
 func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
@@ -242,7 +243,8 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 	if w.cur >= len(w.queue) && w.cur > 0 {
 		w.cur--
 	}
-	if err := w.auth.Decide(r.ID, d); err != nil {
+	err := w.auth.Decide(r.ID, d)
+	if err != nil {
 		// Decided elsewhere or timed out meanwhile: the authority's event
 		// says which; nothing to undo here.
 		level := slog.LevelWarn
@@ -251,11 +253,26 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		}
 		w.log.Log(context.Background(), level, "approval decision not taken", "request", r.ID, "choice", choice, "err", err)
 	}
-	if len(w.queue) == 0 {
-		w.hide()
+	if len(w.queue) > 0 {
+		w.render()
+	}
+	if errors.Is(err, authz.ErrUnrecorded) {
+		// The person approved and nothing was granted: they must know.
+		d := dialog.NewInformation("Not approved: the audit log cannot be written",
+			"Portcullis grants nothing it cannot record, so the call was refused (audit_unavailable). "+
+				"Check the disk and the data directory; the menu bar shows when the audit log works again.", w.win)
+		d.SetOnClosed(func() {
+			if len(w.queue) == 0 {
+				w.hide()
+			}
+		})
+		w.unrecorded = d
+		d.Show()
 		return
 	}
-	w.render()
+	if len(w.queue) == 0 {
+		w.hide()
+	}
 }
 
 // closeRequested denies every request in the window and hides it: closing

@@ -2,7 +2,10 @@ package ui
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -302,4 +305,31 @@ func TestApprovalTimeoutRemoves(t *testing.T) {
 func TestApprovalCardMarkup(t *testing.T) {
 	w, _ := newTestWindow(t, request("apr_1", 0, rebuildCard()), request("apr_2", 1, rebuildCard()))
 	test.AssertRendersToMarkup(t, "approval_rebuild.xml", w.win.Canvas())
+}
+
+// TestApprovalUnrecorded: an approval the audit log could not record grants
+// nothing; the window says so instead of vanishing as if it had worked.
+func TestApprovalUnrecorded(t *testing.T) {
+	w, f := newTestWindow(t, request("apr_1", 0, rebuildCard()))
+	f.mu.Lock()
+	f.refuse = fmt.Errorf("%w (disk full)", authz.ErrUnrecorded)
+	f.mu.Unlock()
+	test.Tap(w.approveRun)
+	if !w.Visible() || w.unrecorded == nil {
+		t.Fatalf("after an unrecorded approval: visible %v, notice %v; want the window and its notice", w.Visible(), w.unrecorded != nil)
+	}
+	top := w.win.Canvas().Overlays().Top()
+	var texts []string
+	for _, o := range test.LaidOutObjects(top) {
+		if l, ok := o.(*widget.Label); ok {
+			texts = append(texts, l.Text)
+		}
+	}
+	if !slices.ContainsFunc(texts, func(s string) bool { return strings.Contains(s, "grants nothing it cannot record") }) {
+		t.Errorf("the notice says %q", texts)
+	}
+	test.Tap(dialogButton(t, w, "OK"))
+	if w.Visible() {
+		t.Error("the window stays shown after the notice, with nothing left to decide")
+	}
 }

@@ -16,6 +16,7 @@ type fakeApprovals struct {
 	pending []authz.Request // guarded by mu
 	decided []decision      // guarded by mu
 	ch      chan authz.Event
+	refuse  error // guarded by mu; Decide of an approval returns it (an unrecordable grant)
 }
 
 type decision struct {
@@ -46,6 +47,9 @@ func (f *fakeApprovals) Decide(id string, d authz.Decision) error {
 	}
 	f.pending = slices.Delete(f.pending, i, i+1)
 	f.decided = append(f.decided, decision{id, d})
+	if d.Choice != authz.Deny {
+		return f.refuse
+	}
 	return nil
 }
 

@@ -52,6 +52,14 @@ func decideHint(r authz.Request) string {
 	if len(r.Card.ToolScope) > 1 {
 		run += " [--tools a,b]"
 	}
+	if r.Card.AskEveryUse {
+		// Every approval of such a card serves one call or launch.
+		what := "this call only"
+		if r.Card.Identity != "" {
+			what = "this launch only"
+		}
+		return "portcullis approve " + r.ID + " (" + what + ": a credential asks on every use)   |   portcullis deny " + r.ID
+	}
 	once := "portcullis approve " + r.ID + " --once"
 	if r.Card.Identity != "" {
 		once += " (this launch only)"
@@ -125,6 +133,10 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		granted = g.ToolScope
 	}
 	switch {
+	case choice != authz.Deny && req.Card.AskEveryUse && req.Card.Identity != "":
+		fmt.Fprintf(a.Stdout, "Approved %s for this launch only: %s asks on every use, so the next launch asks again.\n", id, strings.Join(req.Card.CredentialScope, ", "))
+	case choice != authz.Deny && req.Card.AskEveryUse:
+		fmt.Fprintf(a.Stdout, "Approved %s for the call shown only (%s): a credential of %s asks on every use, so the next call asks again.\n", id, req.Card.Tool, req.Card.ServerLabel)
 	case choice == authz.ApproveRun && req.Card.Identity != "":
 		fmt.Fprintf(a.Stdout, "Approved %s: this build of %s may receive %s.\n", id, req.Card.ServerLabel, strings.Join(req.Card.CredentialScope, ", "))
 	case choice == authz.ApproveRun:

@@ -72,7 +72,20 @@ func (a *App) restartApprovals(cfg *config.Config, label string) string {
 	default:
 		s = fmt.Sprintf("Grants end with the old epoch: %s (policy approve) ask for approval again at their next call.", strings.Join(approve, ", "))
 	}
-	if slices.ContainsFunc(srv.Credentials, func(scope string) bool { return cfg.Credentials[scope].Inject == config.InjectEnv }) {
+	var every []string
+	env := false
+	for _, scope := range srv.Credentials {
+		if c := cfg.Credentials[scope]; c.Inject == config.InjectEnv {
+			env = true
+			if c.AskEveryUse {
+				every = append(every, scope)
+			}
+		}
+	}
+	switch {
+	case env && len(every) > 0:
+		s += fmt.Sprintf(" Its env credentials %s ask on every use: the relaunch waits for your approval.", strings.Join(every, ", "))
+	case env:
 		s += " Its env credentials reach a relaunch of the same build without asking; a build whose measured files changed (executable, entry, lockfile, watched paths: see portcullis status) waits for approval first."
 	}
 	return s

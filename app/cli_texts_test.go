@@ -359,6 +359,8 @@ func TestDecideHint(t *testing.T) {
 		{authz.Card{Tool: "a", ToolScope: []string{"a", "b"}}, "portcullis approve R [--tools a,b]   |   portcullis approve R --once (this call only)   |   portcullis deny R"},
 		{authz.Card{Tool: "a", ToolScope: []string{"a"}}, "portcullis approve R   |   portcullis approve R --once (this call only)   |   portcullis deny R"},
 		{authz.Card{Identity: "sha256:x", CredentialScope: []string{"tok"}}, "portcullis approve R   |   portcullis approve R --once (this launch only)   |   portcullis deny R"},
+		{authz.Card{Tool: "a", ToolScope: []string{"a"}, AskEveryUse: true}, "portcullis approve R (this call only: a credential asks on every use)   |   portcullis deny R"},
+		{authz.Card{Identity: "sha256:x", AskEveryUse: true}, "portcullis approve R (this launch only: a credential asks on every use)   |   portcullis deny R"},
 	}
 	for _, tt := range tests {
 		if got := decideHint(authz.Request{ID: "R", Card: tt.card, Deadline: time.Now()}); got != tt.want {

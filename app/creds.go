@@ -141,7 +141,7 @@ func describeCredential(c config.Credential) string {
 	if c.AskEveryUse {
 		s += ", with approval on every use"
 		if c.Inject == config.InjectEnv {
-			s += " (every launch and every tools/call)"
+			s += " (every launch, and every tools/call of a tool whose policy is approve)"
 		}
 	}
 	return s

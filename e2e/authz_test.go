@@ -521,7 +521,9 @@ func TestEnvCredentialAskEveryUse(t *testing.T) {
 		if !strings.Contains(req.Card.Reason, "every use") {
 			t.Errorf("call %d: card reason %q does not say why it asks again", i, req.Card.Reason)
 		}
-		decideCLI(t, s.home, "approve", req.ID) // "for this agent run", yet the next call asks again
+		if out := decideCLI(t, s.home, "approve", req.ID); !strings.Contains(out, "for the call shown only") {
+			t.Errorf("call %d: approve printed %q, want it to say it covers this call only", i, out)
+		}
 		if got := okText(t, await(t, pending)); got != wroteWith("A", i, secret) {
 			t.Errorf("call %d: %q", i, got)
 		}
@@ -529,8 +531,8 @@ func TestEnvCredentialAskEveryUse(t *testing.T) {
 
 	// A restart of the same build asks again before the new process gets
 	// the secret.
-	if _, err := s.home.Run(testContext(t, 30*time.Second), "restart", credsLabel); err != nil {
-		t.Fatal(err)
+	if res, err := s.home.Run(testContext(t, 30*time.Second), "restart", credsLabel); err != nil || !strings.Contains(res.Stdout, "ask on every use: the relaunch waits for your approval") {
+		t.Fatalf("restart: %v\n%s", err, res.Stdout)
 	}
 	req = waitApproval(t, s.home, "the relaunch of an approved build", forIdentity)
 	if req.Card.ExecutableDigest == "" || !req.Card.AskEveryUse {
@@ -545,6 +547,11 @@ func TestEnvCredentialAskEveryUse(t *testing.T) {
 	}
 	if calls := readCredsCalls(t, s.callLog); len(calls) != 2 {
 		t.Errorf("the server saw %d calls, want 2: %+v", len(calls), calls)
+	}
+	for _, e := range auditEvents(t, s.home) {
+		if f := auditFields(t, e); e.Type == audit.TypeApprovalGranted && f["expiresWhen"] != authz.ExpiresOnce {
+			t.Errorf("a grant for a credential that asks on every use expires %v, want once", f["expiresWhen"])
+		}
 	}
 }
 

@@ -383,7 +383,15 @@ func (w *ApprovalWindow) render() {
 
 // updateApproveRun enables "Approve for this run" while at least one tool
 // is ticked (a launch request, with no tools, always).
+//
+// A card whose credential asks on every use offers no approval for the run:
+// every approval of it serves one call or launch.
 func (w *ApprovalWindow) updateApproveRun(r authz.Request) {
+	if r.Card.AskEveryUse {
+		w.approveRun.Hide()
+		return
+	}
+	w.approveRun.Show()
 	setEnabled(w.approveRun, len(r.Card.ToolScope) == 0 || len(w.ticked(r)) > 0)
 }
 

@@ -333,3 +333,18 @@ func TestApprovalUnrecorded(t *testing.T) {
 		t.Error("the window stays shown after the notice, with nothing left to decide")
 	}
 }
+
+// TestApprovalAskEveryUse: a card whose credential asks on every use offers
+// no approval for the run, only once or deny.
+func TestApprovalAskEveryUse(t *testing.T) {
+	c := rebuildCard()
+	c.AskEveryUse = true
+	w, _ := newTestWindow(t, request("apr_1", 0, c), request("apr_2", 1, rebuildCard()))
+	if w.approveRun.Visible() || !w.approveOnce.Visible() {
+		t.Errorf("ask-every-use card: approve for this run visible %v, approve once visible %v", w.approveRun.Visible(), w.approveOnce.Visible())
+	}
+	test.Tap(w.next)
+	if !w.approveRun.Visible() {
+		t.Error("the next, ordinary card has no approve for this run")
+	}
+}

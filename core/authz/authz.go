@@ -542,7 +542,10 @@ func (a *Authority) resolve(id string, d Decision) error {
 			tools = intersect(c.ToolScope, d.Tools)
 		}
 		exp, argsDigest := ExpiresRunEnds, ""
-		if d.Choice == ApproveOnce {
+		// A credential that asks on every use is never approved for the
+		// run: whatever the choice, the grant serves this one call or
+		// launch.
+		if d.Choice == ApproveOnce || c.AskEveryUse {
 			exp = ExpiresOnce
 			if c.Tool != "" {
 				tools, argsDigest = []string{c.Tool}, c.ArgsDigest

@@ -215,6 +215,16 @@ func TestIdentityNote(t *testing.T) {
 	if err := e.servers("add", "js-watched", "--watch", dir, "--", node, entry); err != nil {
 		t.Fatal(err)
 	}
+	wrapper := filepath.Join(dir, "run.sh")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\nexec \"$(dirname \"$0\")/server\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.servers("add", "wrapped", "--", wrapper); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.stdout.String(); !strings.Contains(out, "wrapped starts through a wrapper ("+wrapper+")") || !strings.Contains(out, "--watch PATH") {
+		t.Errorf("servers add of a wrapper script:\n%s", out)
+	}
 	if err := e.servers("add", "bin", "--", "/bin/true"); err != nil {
 		t.Fatal(err)
 	}

@@ -248,13 +248,14 @@ func launchWarnings(s config.Server) []string {
 	return out
 }
 
-// identityNote says, for a server run by a runtime from an entry file
-// (node dist/server.js, python server.py) with no watched paths, that only
-// the files Portcullis measures identify its code: a change to a module the
-// entry imports is not new code to Portcullis (no new epoch, and env
-// credentials reach it without a new approval) unless a watched path covers
-// it. "" when the server has watched paths or no separate entry, or when it
-// cannot be measured now.
+// identityNote says, for a server with no watched paths that is run by a
+// runtime from an entry file (node dist/server.js, python server.py) or
+// through a wrapper (a shell script, npx), that only the files Portcullis
+// measures identify its code: a change to a module the entry imports, or to
+// the program a wrapper runs, is not new code to Portcullis (no new epoch,
+// and env credentials reach it without a new approval) unless a watched path
+// covers it. "" when the server has watched paths, is a binary that is its
+// own entry, or cannot be measured now.
 func identityNote(label string, s config.Server) string {
 	if len(s.Watch) > 0 {
 		return ""
@@ -266,7 +267,22 @@ func identityNote(label string, s config.Server) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*identity.DefaultVersionTimeout)
 	defer cancel()
 	rec, err := identity.NewMeasurer(nil).Measure(ctx, identity.MeasureSpec{Label: label, Command: s.Command, Args: s.Args, Dir: s.Cwd, Env: env})
-	if err != nil || rec.Entry == "" || rec.Entry == rec.ResolvedExecutable.Path {
+	if err != nil {
+		return ""
+	}
+	if len(rec.Wrappers) > 0 {
+		// A wrapper (a shell script, sh -c, npx…) runs a program that
+		// Portcullis does not measure.
+		var names []string
+		for _, w := range rec.Wrappers {
+			names = append(names, w.Path)
+		}
+		return fmt.Sprintf("note: %s starts through a wrapper (%s): the program the wrapper runs is not measured, so a\n"+
+			"  change to it starts no new epoch and env credentials reach it without a new approval.\n"+
+			"  Run the program itself, or watch it: portcullis servers remove %s, then add it again with --watch PATH",
+			label, strings.Join(names, ", "), label)
+	}
+	if rec.Entry == "" || rec.Entry == rec.ResolvedExecutable.Path {
 		return ""
 	}
 	measured := "only " + rec.Entry + " identifies"

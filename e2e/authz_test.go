@@ -366,7 +366,7 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), scope) {
 			t.Fatalf("connecting without a keychain: %v, want a credential_unavailable failure naming %s", err, scope)
 		}
-		if code, ref := refusalOf(t, err); code != -31023 || ref.Error != gateway.CredentialUnavailable || !strings.Contains(ref.Retry, "creds set") {
+		if code, ref := refusalOf(t, err); code != -31023 || ref.Error != gateway.CredentialUnavailable || !strings.Contains(ref.Reason, "no keychain answers") || !strings.Contains(ref.Retry, "reconnect") {
 			t.Errorf("connecting without a keychain: code %d, refusal %+v; want -31023 credential_unavailable", code, ref)
 		}
 		if calls := readCredsCalls(t, s.callLog); len(calls) != 0 {

@@ -35,18 +35,14 @@ func (d *Daemon) secret(scope string) ([]byte, error) {
 	return d.opts.Secrets.Get(scope)
 }
 
-// secretMissing tells whether scope's secret cannot be had whatever a person
-// decides: nothing is stored, or there is no credential store. A locked
-// store is not missing (the person may unlock it while deciding).
-func (d *Daemon) secretMissing(scope string) error {
+// secretCheck says, without reading it, whether scope's secret can be had
+// (see gateway.Options.SecretCheck): nil, or the store's error (matching
+// secrets.ErrNotFound, ErrLocked, ErrUnavailable…).
+func (d *Daemon) secretCheck(scope string) error {
 	if d.opts.Secrets == nil {
-		return fmt.Errorf("no credential store is available on this system")
+		return &secrets.Error{Store: "credential store", Op: "look up", Scope: scope, Kind: secrets.ErrUnavailable, Detail: "no credential store is available on this system"}
 	}
-	err := d.opts.Secrets.Exists(scope)
-	if err == nil || errors.Is(err, secrets.ErrLocked) {
-		return nil
-	}
-	return err
+	return d.opts.Secrets.Exists(scope)
 }
 
 // envCredentials returns the "env" credentials of srv as K=V pairs, after a
@@ -71,8 +67,12 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 	}
 	// A secret that is not there fails the launch before anyone is asked
 	// to approve a launch that could not happen.
+	var locked []string
 	for _, scope := range scopes {
-		if err := d.secretMissing(scope); err != nil {
+		switch err := d.secretCheck(scope); {
+		case errors.Is(err, secrets.ErrLocked):
+			locked = append(locked, scope) // the person may unlock it while deciding
+		case err != nil:
 			return nil, credentialUnavailable(label, scope, err)
 		}
 	}
@@ -92,6 +92,9 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			Executable:       rec.ResolvedExecutable.Path,
 			ExecutableDigest: rec.ResolvedExecutable.SHA256,
 			CredentialScope:  scopes,
+		}
+		if len(locked) > 0 {
+			card.Reason += fmt.Sprintf(" (the keychain holding %s is locked: unlock it before you approve, or the launch fails)", strings.Join(locked, ", "))
 		}
 		if rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path {
 			card.Entry, card.EntryDigest = rec.Entry, rec.EntryDigest
@@ -120,9 +123,20 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 }
 
 // credentialUnavailable is the launch failure of label when scope's secret
-// cannot be had.
+// cannot be had, with what to do about it.
 func credentialUnavailable(label, scope string, err error) error {
-	return fmt.Errorf("%w: credential scope %q cannot be read (%v); %s was not launched — unlock the keychain or run `portcullis creds set %s`", gateway.ErrCredentialUnavailable, scope, err, label, scope)
+	var what, fix string
+	switch {
+	case errors.Is(err, secrets.ErrNotFound):
+		what, fix = fmt.Sprintf("no secret is stored for credential scope %q", scope), fmt.Sprintf("store it with `portcullis creds set %s` (secret on stdin)", scope)
+	case errors.Is(err, secrets.ErrLocked):
+		what, fix = fmt.Sprintf("the keychain holding credential scope %q is locked (%v)", scope, err), "unlock it"
+	case errors.Is(err, secrets.ErrUnavailable):
+		what, fix = fmt.Sprintf("no keychain answers for credential scope %q (%v)", scope, err), "start the system keychain (Secret Service) in this session"
+	default:
+		what, fix = fmt.Sprintf("credential scope %q cannot be read (%v)", scope, err), fmt.Sprintf("check it with `portcullis creds list`, or set it again with `portcullis creds set %s`", scope)
+	}
+	return fmt.Errorf("%w: %s; %s was not launched — %s", gateway.ErrCredentialUnavailable, what, label, fix)
 }
 
 // lastRecord is the execution record of the current epoch of run.

@@ -424,7 +424,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 		Authority:      d.authz,
 		Credentials:    credentialsOf(cfg, srv),
 		Secrets:        d.secret,
-		SecretMissing:  d.secretMissing,
+		SecretCheck:    d.secretCheck,
 		Catalog:        d.catalogs,
 		Validator:      d.validate,
 		Policy:         d.policy(label),

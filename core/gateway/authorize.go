@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
@@ -13,6 +14,7 @@ import (
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
+	"github.com/portcullis/portcullis/core/secrets"
 )
 
 // Credential is one credential scope a server may receive, as the
@@ -76,19 +78,43 @@ func argsDigestOf(m *mcpwire.Message) string {
 
 // missingCredential refuses a call whose credential scopes include one
 // whose secret cannot be had whatever a person decides, before anyone is
-// asked to approve it.
+// asked to approve it. A locked keychain is not missing.
 func (s *Session) missingCredential(e *epoch, tool string, scopes []string) *Refusal {
-	if s.opts.SecretMissing == nil {
+	if s.opts.SecretCheck == nil {
 		return nil
 	}
 	for _, scope := range scopes {
-		if err := s.opts.SecretMissing(scope); err != nil {
+		if err := s.opts.SecretCheck(scope); err != nil && !errors.Is(err, secrets.ErrLocked) {
 			return &Refusal{Error: CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-				Reason: fmt.Sprintf("credential scope %q cannot be read: %v", scope, err),
-				Retry:  "ask the person to set the credential (portcullis creds set " + scope + ")"}
+				Reason: fmt.Sprintf("credential scope %q cannot be had: %v", scope, err),
+				Retry:  credentialAdvice(scope, err)}
 		}
 	}
 	return nil
+}
+
+// lockedCredentials lists the scopes whose keychain is locked now, for the
+// card: approving is useless until the person unlocks it.
+func (s *Session) lockedCredentials(scopes []string) []string {
+	var out []string
+	for _, scope := range scopes {
+		if s.opts.SecretCheck != nil && errors.Is(s.opts.SecretCheck(scope), secrets.ErrLocked) {
+			out = append(out, scope)
+		}
+	}
+	return out
+}
+
+// credentialAdvice is what the agent should ask of the person when scope's
+// secret cannot be had for err.
+func credentialAdvice(scope string, err error) string {
+	switch {
+	case errors.Is(err, secrets.ErrLocked):
+		return "ask the person to unlock the keychain, then call again"
+	case errors.Is(err, secrets.ErrUnavailable):
+		return "ask the person to start the system keychain, then call again"
+	}
+	return "ask the person to store the credential (portcullis creds set " + scope + "), then call again"
 }
 
 // staleAuthorization refuses a call prepared before an epoch change: the
@@ -376,7 +402,7 @@ func (s *Session) injectMeta(e *epoch, m *mcpwire.Message, tool string, granted,
 		if err != nil {
 			return nil, &Refusal{Error: CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 				Reason: fmt.Sprintf("credential scope %q cannot be read: %v", scope, err),
-				Retry:  "ask the person to unlock the keychain or set the credential (portcullis creds set " + scope + ")"}
+				Retry:  credentialAdvice(scope, err)}
 		}
 		vals[scope] = string(secret)
 	}
@@ -464,6 +490,9 @@ func (s *Session) card(e *epoch, m *mcpwire.Message, tool string, creds []string
 		if hasPrev && len(c.IdentityChanges) == 0 {
 			c.Reason = "the server process was restarted (same code on disk): a call prepared for the old process was refused; approve the new process to continue"
 		}
+	}
+	if locked := s.lockedCredentials(creds); len(locked) > 0 {
+		c.Reason += fmt.Sprintf(" (the keychain holding %s is locked: unlock it before you approve, or the call fails)", strings.Join(locked, ", "))
 	}
 	return c
 }

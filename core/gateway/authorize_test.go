@@ -14,6 +14,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/secrets"
 )
 
 // mustResult fails t when line is a refusal, and returns its text.
@@ -441,7 +442,7 @@ func TestAuditDownAsksNobody(t *testing.T) {
 // credentials still asks as usual.
 func TestMissingCredentialRaisesNoRequest(t *testing.T) {
 	var asked atomic.Int32
-	r := newRig(t, rigOptions{secretMissing: func(scope string) error {
+	r := newRig(t, rigOptions{secretCheck: func(scope string) error {
 		asked.Add(1)
 		return fmt.Errorf("nothing stored for %s", scope)
 	}})
@@ -462,12 +463,34 @@ func TestMissingCredentialRaisesNoRequest(t *testing.T) {
 		t.Errorf("the call reached the server: %+v", got)
 	}
 
-	r2 := newRig(t, rigOptions{noCredentials: true, secretMissing: func(string) error { return errors.New("nothing stored") }})
+	r2 := newRig(t, rigOptions{noCredentials: true, secretCheck: func(string) error { return errors.New("nothing stored") }})
 	defer r2.close()
 	r2.handshake()
 	r2.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
 	decide(t, r2, r2.pendingFor(5*time.Second).ID, authz.ApproveRun)
 	mustResult(t, r2.agent.wait(1, 5*time.Second))
+}
+
+// TestLockedKeychainIsOnTheCard: a locked keychain still lets the call ask
+// (the person may unlock it), and the card says it is locked; a secret
+// still locked at approval refuses the call with advice to unlock.
+func TestLockedKeychainIsOnTheCard(t *testing.T) {
+	r := newRig(t, rigOptions{
+		secrets:     func(string) ([]byte, error) { return nil, errLocked },
+		secretCheck: func(string) error { return errLocked },
+	})
+	defer r.close()
+	r.handshake()
+	r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
+	req := r.pendingFor(5 * time.Second)
+	if !strings.Contains(req.Card.Reason, "the keychain holding "+credScope+" is locked") {
+		t.Errorf("card reason %q does not say the keychain is locked", req.Card.Reason)
+	}
+	decide(t, r, req.ID, authz.ApproveOnce)
+	code, ref := refusal(t, r.agent.wait(1, 5*time.Second))
+	if code != -31023 || ref == nil || !strings.Contains(ref.Retry, "unlock the keychain") {
+		t.Errorf("refusal %d %+v, want credential_unavailable advising to unlock", code, ref)
+	}
 }
 
 // TestCredentialUnavailableRefusesTheCall: the keychain cannot give the
@@ -480,7 +503,7 @@ func TestCredentialUnavailableRefusesTheCall(t *testing.T) {
 	r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
 	decide(t, r, r.pendingFor(5*time.Second).ID, authz.ApproveRun)
 	code, ref := refusal(t, r.agent.wait(1, 5*time.Second))
-	if code != -31023 || ref == nil || ref.Error != CredentialUnavailable || !strings.Contains(ref.Reason, "keychain is locked") || !strings.Contains(ref.Retry, "portcullis creds set api") {
+	if code != -31023 || ref == nil || ref.Error != CredentialUnavailable || !strings.Contains(ref.Reason, "keychain is locked") || !strings.Contains(ref.Retry, "unlock the keychain") {
 		t.Errorf("refusal %d %+v", code, ref)
 	}
 	// An empty secret is refused just the same.
@@ -497,11 +520,8 @@ func TestCredentialUnavailableRefusesTheCall(t *testing.T) {
 	}
 }
 
-type lockedError struct{}
-
-func (lockedError) Error() string { return "the keychain is locked" }
-
-var errLocked error = lockedError{}
+// errLocked is a keychain's error for a locked store.
+var errLocked = fmt.Errorf("the keychain is locked: %w", secrets.ErrLocked)
 
 // TestReplaceWhileIntentIsWritten: a granted call whose audit intent is
 // still being written when the server is replaced is never sent to the new

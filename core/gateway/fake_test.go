@@ -393,7 +393,7 @@ type rigOptions struct {
 	askEveryUse     bool
 	noCredentials   bool
 	secrets         SecretSource // nil: a fixed secret
-	secretMissing   func(string) error
+	secretCheck     func(string) error
 	policy          func(tool string) string // nil: read allow, everything else approve
 	auditDelay      time.Duration
 	launchDelay     time.Duration
@@ -475,7 +475,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 			}
 			return "approve"
 		}),
-		Credentials: creds, Secrets: secrets, SecretMissing: o.secretMissing,
+		Credentials: creds, Secrets: secrets, SecretCheck: o.secretCheck,
 		StartupTimeout: 5 * time.Second, HoldTimeout: o.holdTimeout,
 		Audit: r.audit,
 	})

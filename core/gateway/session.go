@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,10 +119,12 @@ type Options struct {
 	// Credentials are the server's credential scopes; Secrets reads them.
 	Credentials []Credential
 	Secrets     SecretSource
-	// SecretMissing, when set, says why a credential scope's secret cannot
-	// be had whatever a person decides (nothing stored, no store), or nil:
-	// a call needing it is refused at once instead of raising a request.
-	SecretMissing func(scope string) error
+	// SecretCheck, when set, says without reading it whether a credential
+	// scope's secret can be had: nil when it is stored; an error matching
+	// secrets.ErrLocked when the keychain is locked (the call still asks,
+	// and its card says so); any other error (nothing stored, no keychain)
+	// refuses a call needing it at once, before anyone is asked.
+	SecretCheck func(scope string) error
 	// Audit receives the events of the run; the tool_called intent is
 	// durable before a call is forwarded, and calls fail closed with
 	// audit_unavailable when it cannot be written. Nil: no audit.
@@ -327,7 +330,7 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 		e, err := s.startEpoch(ctx)
 		s.mu.Lock()
 		if err != nil {
-			s.state, s.reason = StateFailed, "the server could not be launched: "+err.Error()
+			s.state, s.reason = StateFailed, launchFailedPrefix+err.Error()
 			s.configFault = errors.Is(err, identity.ErrCommandNotFound)
 			s.launchFault = launchRefusal(err)
 		} else {
@@ -758,6 +761,10 @@ func (s *Session) warn(text string) {
 	s.log.Warn(text)
 }
 
+// launchFailedPrefix starts the reason of a session whose first launch
+// failed.
+const launchFailedPrefix = "the server could not be launched: "
+
 // unavailableLocked describes why no epoch can take a request now.
 func (s *Session) unavailableLocked() *Refusal {
 	r := &Refusal{Error: ServerUnavailable, Server: s.opts.Label, Reason: s.reason,
@@ -778,8 +785,11 @@ func (s *Session) unavailableLocked() *Refusal {
 		}
 		switch s.launchFault {
 		case CredentialUnavailable:
+			// The launch error says what happened and what the person
+			// should do; the refusal's name is not repeated.
 			r.Error = CredentialUnavailable
-			r.Retry = "ask the person to unlock the keychain or set the credential (portcullis creds set), then reconnect"
+			r.Reason = strings.TrimPrefix(strings.TrimPrefix(r.Reason, launchFailedPrefix), string(CredentialUnavailable)+": ")
+			r.Retry = "reconnect once the person has done so"
 		case ApprovalDenied:
 			r.Error = ApprovalDenied
 			r.Retry = "do not reconnect unless the person asks you to"

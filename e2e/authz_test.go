@@ -151,7 +151,7 @@ func TestRebuildVoidsGrants(t *testing.T) {
 // "denied"); no answer within settings.approvalTimeout gives
 // approval_timeout (audit "timeout"); approve --once covers one call, the
 // next needs a new decision; a credential with --ask-every-use asks on every
-// call even after "approve for this run".
+// call: any approval of its card is for that call only.
 func TestApprovalChoices(t *testing.T) {
 	needSecretService(t)
 	secret := newSecret(t)
@@ -217,7 +217,7 @@ func TestApprovalChoices(t *testing.T) {
 			t.Errorf("call %d: card %+v (seen %v)", i+1, req.Card, everyIDs)
 		}
 		everyIDs = append(everyIDs, req.ID)
-		decideCLI(t, s.home, "approve", req.ID) // for the run: still asked next time
+		decideCLI(t, s.home, "approve", req.ID) // never for the run: this call only
 		if got := okText(t, await(t, pending)); got != wroteWith("A", i+1, secret) {
 			t.Errorf("ask-every-use call %d: %q", i+1, got)
 		}
@@ -234,7 +234,7 @@ func TestApprovalChoices(t *testing.T) {
 			kinds = append(kinds, "granted:"+f["expiresWhen"].(string))
 		}
 	}
-	want := []string{"denied:denied", "denied:timeout", "granted:once", "granted:once", "granted:agent-run-ends", "granted:agent-run-ends"}
+	want := []string{"denied:denied", "denied:timeout", "granted:once", "granted:once", "granted:once", "granted:once"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("approval decisions in the audit log: %v, want %v", kinds, want)
 	}

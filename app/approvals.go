@@ -138,7 +138,7 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	case choice != authz.Deny && req.Card.AskEveryUse:
 		fmt.Fprintf(a.Stdout, "Approved %s for the call shown only (%s): a credential of %s asks on every use, so the next call asks again.\n", id, req.Card.Tool, req.Card.ServerLabel)
 	case choice == authz.ApproveRun && req.Card.Identity != "":
-		fmt.Fprintf(a.Stdout, "Approved %s: this build of %s may receive %s.\n", id, req.Card.ServerLabel, strings.Join(req.Card.CredentialScope, ", "))
+		fmt.Fprintf(a.Stdout, "Approved %s: this build of %s may receive %s (if the code on disk changes before it starts, you are asked again).\n", id, req.Card.ServerLabel, strings.Join(req.Card.CredentialScope, ", "))
 	case choice == authz.ApproveRun:
 		fmt.Fprintf(a.Stdout, "Approved %s for this agent run and epoch %s: %s.\n", id, req.Card.CurrentEpoch, strings.Join(granted, ", "))
 	case choice == authz.ApproveOnce && req.Card.Identity != "":

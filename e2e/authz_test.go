@@ -14,6 +14,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/internal/harness"
 	"github.com/portcullis/portcullis/platform"
 )
@@ -410,6 +411,12 @@ func TestApprovedCodeIsWhatRuns(t *testing.T) {
 	})
 	if second.Card.ExecutableDigest == first.Card.ExecutableDigest {
 		t.Errorf("the new card shows the old executable digest %s", first.Card.ExecutableDigest)
+	}
+	if !strings.Contains(second.Card.Reason, "changed on disk during its launch") ||
+		!slices.ContainsFunc(second.Card.IdentityChanges, func(c identity.Change) bool {
+			return c.Old == first.Card.ExecutableDigest && c.New == second.Card.ExecutableDigest
+		}) {
+		t.Errorf("the new card does not say what changed since the first: reason %q, changes %+v", second.Card.Reason, second.Card.IdentityChanges)
 	}
 	select {
 	case <-connected:

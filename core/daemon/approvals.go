@@ -51,7 +51,7 @@ func (d *Daemon) secretCheck(scope string) error {
 // read fails the launch: nothing is ever launched with an empty secret in its
 // place. A credential that asks on every use waits for a person at every
 // launch, of approved builds too.
-func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv config.Server, label, run string, agent gateway.Agent, rec identity.Record) ([]string, error) {
+func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv config.Server, label, run string, agent gateway.Agent, rec identity.Record, asked *identity.Record) ([]string, error) {
 	var scopes []string
 	var creds []gateway.Credential
 	askEvery := false
@@ -102,6 +102,13 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 		if prev, ok := d.lastRecord(run); ok {
 			card.PreviousEpoch = prev.Epoch
 			card.IdentityChanges = identity.Diff(prev, rec)
+		}
+		if asked != nil {
+			// The code changed on disk during the launch (typically while
+			// a person read the card of the build before): this card
+			// shows what changed since that build.
+			card.Reason = fmt.Sprintf("the code of %s changed on disk during its launch: approve this build before it receives credentials %s", label, strings.Join(scopes, ", "))
+			card.IdentityChanges = identity.Diff(*asked, rec)
 		}
 		id := d.authz.Raise(card)
 		if _, err := d.authz.Wait(ctx, id); err != nil {

@@ -546,12 +546,14 @@ var errCodeChanged = errors.New("the code changed on disk while it was being lau
 // new code), at most maxCodeChanges times.
 func (d *Daemon) launcher(label, run string, agent gateway.Agent) gateway.Launcher {
 	return func(ctx context.Context) (*gateway.Epoch, error) {
+		var asked *identity.Record // the code a person was last asked about, when it changed under the launch
 		for attempt := 0; ; attempt++ {
-			ep, err := d.launch(ctx, label, run, agent)
+			ep, measured, err := d.launch(ctx, label, run, agent, asked)
 			if !errors.Is(err, errCodeChanged) {
 				return ep, err
 			}
 			d.log.Warn("launch started over", "server", label, "run", run, "why", err)
+			asked = &measured
 			if attempt+1 >= maxCodeChanges {
 				return nil, fmt.Errorf("%s was not launched: the code changed on disk during %d launch attempts in a row (last: %w); launch it again once the build has finished", label, maxCodeChanges, err)
 			}
@@ -560,40 +562,42 @@ func (d *Daemon) launcher(label, run string, agent gateway.Agent) gateway.Launch
 }
 
 // launch is one attempt of launcher; it returns an error wrapping
-// errCodeChanged when the code changed under it.
-func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Agent) (*gateway.Epoch, error) {
+// errCodeChanged, with the record it measured first, when the code changed
+// under it. asked is the record of the code the previous attempt asked a
+// person about (nil on the first attempt).
+func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Agent, asked *identity.Record) (*gateway.Epoch, identity.Record, error) {
 	cfg, _ := d.config()
 	srv, ok := cfg.Servers[label]
 	if !ok {
-		return nil, fmt.Errorf("server %q is no longer configured", label)
+		return nil, identity.Record{}, fmt.Errorf("server %q is no longer configured", label)
 	}
 	if srv.Cwd != "" {
 		if info, err := os.Stat(srv.Cwd); err != nil || !info.IsDir() {
-			return nil, fmt.Errorf("the working directory of %s, %s, does not exist or is not a directory", label, srv.Cwd)
+			return nil, identity.Record{}, fmt.Errorf("the working directory of %s, %s, does not exist or is not a directory", label, srv.Cwd)
 		}
 	}
 	spec := measureSpec(label, srv)
 	rec, err := d.measurer.Measure(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("measuring %s: %w", label, err)
+		return nil, identity.Record{}, fmt.Errorf("measuring %s: %w", label, err)
 	}
-	credEnv, err := d.envCredentials(ctx, cfg, srv, label, run, agent, rec)
+	credEnv, err := d.envCredentials(ctx, cfg, srv, label, run, agent, rec, asked)
 	if err != nil {
-		return nil, err
+		return nil, identity.Record{}, err
 	}
 	if len(credEnv) > 0 {
 		// The approval may have taken minutes: the code approved must
 		// still be the code on disk.
 		now, err := d.measurer.Measure(ctx, spec)
 		if err != nil {
-			return nil, fmt.Errorf("measuring %s: %w", label, err)
+			return nil, identity.Record{}, fmt.Errorf("measuring %s: %w", label, err)
 		}
 		if authz.IdentityDigest(now) != authz.IdentityDigest(rec) {
 			var what []string
 			for _, c := range identity.Diff(rec, now) {
 				what = append(what, c.Field+" "+c.Path)
 			}
-			return nil, fmt.Errorf("%w while its approval was asked (changed: %s)", errCodeChanged, strings.Join(what, ", "))
+			return nil, rec, fmt.Errorf("%w while its approval was asked (changed: %s)", errCodeChanged, strings.Join(what, ", "))
 		}
 	}
 	env := append(spec.Env, credEnv...)
@@ -601,7 +605,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
 	}, d.supervisorOptions())
 	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", label, err)
+		return nil, identity.Record{}, fmt.Errorf("starting %s: %w", label, err)
 	}
 	rec.Epoch = identity.NewEpoch()
 	rec.ProcessID = proc.Pid()
@@ -617,7 +621,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		_ = proc.Stop(stopCtx)
 		cancel()
-		return nil, fmt.Errorf("%w (%s was measured as %s, the kernel runs %s)", errCodeChanged, rec.ResolvedExecutable.Path, rec.ResolvedExecutable.SHA256, got)
+		return nil, rec, fmt.Errorf("%w (%s was measured as %s, the kernel runs %s)", errCodeChanged, rec.ResolvedExecutable.Path, rec.ResolvedExecutable.SHA256, got)
 	}
 	d.trackChild(child{PID: proc.Pid(), StartTime: startTimeOf(rec.Observed, proc.Pid()), Label: label, Epoch: rec.Epoch})
 	go func() {
@@ -625,7 +629,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		d.untrackChild(proc.Pid())
 	}()
 	d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
-	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc}, nil
+	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc}, rec, nil
 }
 
 // swappedExecutable reports whether the kernel runs, as process pid, an

@@ -89,7 +89,7 @@ Data: PORTCULLIS_HOME overrides the data directory (see README).
 func Main(args []string) int {
 	a := &App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	dirs, err := paths.Resolve()
-	if err != nil {
+	if err != nil && !needsNoDirs(args) {
 		fmt.Fprintln(a.Stderr, "portcullis:", err)
 		return 1
 	}
@@ -181,6 +181,20 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 		return nil
 	}
 	return usagef("unknown command %q", cmd)
+}
+
+// needsNoDirs reports whether args only ask for help or the version, which
+// print without the data directory (a bad PORTCULLIS_HOME does not hide
+// the usage that explains it).
+func needsNoDirs(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	switch args[0] {
+	case "help", "-h", "--help", "-help", "version":
+		return true
+	}
+	return slices.Contains(commands, args[0]) && wantsHelp(args[1:])
 }
 
 // wantsHelp reports whether args ask for help: -h or --help (or -help, --h,

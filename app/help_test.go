@@ -204,3 +204,27 @@ func TestParseFlagsHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestNeedsNoDirs: help and version print without the data directory, so a
+// bad PORTCULLIS_HOME does not hide the usage; everything else needs it.
+func TestNeedsNoDirs(t *testing.T) {
+	tests := []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"help"}, true},
+		{[]string{"--help"}, true},
+		{[]string{"version"}, true},
+		{[]string{"status", "--help"}, true},
+		{[]string{"servers", "add", "-h"}, true},
+		{[]string{"servers", "add", "x", "--", "/bin/echo", "--help"}, false},
+		{[]string{"status"}, false},
+		{[]string{"frob", "--help"}, false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		if got := needsNoDirs(tt.args); got != tt.want {
+			t.Errorf("needsNoDirs(%q) = %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -383,6 +384,9 @@ func (l *Log) commitLocked(items []item) ([]Event, error) {
 }
 
 func (l *Log) failLocked(op string, err error) error {
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		err = pe.Err // op names the file already
+	}
 	l.w.failed = fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
 	l.log.Error("audit log failed; refusing further events until recovered", "op", op, "err", err)
 	return l.w.failed

@@ -96,10 +96,7 @@ func cardModel(c authz.Card) cardView {
 	}
 	v.Tools = slices.Clone(c.ToolScope)
 	if len(c.CredentialScope) > 0 {
-		v.Credentials = strings.Join(c.CredentialScope, ", ")
-		if c.AskEveryUse {
-			v.Credentials += " (asked on every use)"
-		}
+		v.Credentials = strings.Join(c.CredentialScope, ", ") + " — " + authz.CredentialWhere(c)
 	}
 	return v
 }

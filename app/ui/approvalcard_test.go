@@ -96,7 +96,7 @@ func TestCardModel(t *testing.T) {
 				Call:        `inventory_adjust {"sku":"A-100","delta":-3}`,
 				Defaults:    []string{"dryRun omitted: will be false (default)", `env omitted: will be "staging" (default)`},
 				Tools:       []string{"inventory_adjust", "inventory_lookup"},
-				Credentials: "inventory-api-staging",
+				Credentials: "inventory-api-staging — in this call's params._meta",
 			},
 		},
 		{
@@ -117,7 +117,7 @@ func TestCardModel(t *testing.T) {
 				Title: "inv", Reason: "launch with credentials",
 				Facts: []cardFact{{"Agent", "unknown agent (pid 7)"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", epochA + " →\nnot started yet (new code)"},
 					{"Launch", "new execution identity abcdefabcdef…, with credentials"}},
-				Credentials: "tok (asked on every use)",
+				Credentials: "tok — in the environment of this launch, asked on every use",
 			},
 		},
 		{
@@ -135,7 +135,7 @@ func TestCardModel(t *testing.T) {
 					{"Command", "node dist/server.js --name 'my inventory'"},
 					{"Executable", "/usr/bin/node\nsha256 0123456789ab…"},
 					{"Entry", "/src/inv/dist/server.js\nsha256 fedcba987654…"}},
-				Credentials: "tok",
+				Credentials: "tok — in the environment of this launch",
 			},
 		},
 	}

@@ -142,13 +142,23 @@ func (c Card) Lines() []string {
 		add("Tools: %s", strings.Join(c.ToolScope, ", "))
 	}
 	if len(c.CredentialScope) > 0 {
-		every := ""
-		if c.AskEveryUse {
-			every = " (asked on every use)"
-		}
-		add("Credentials: %s%s", strings.Join(c.CredentialScope, ", "), every)
+		add("Credentials: %s — %s", strings.Join(c.CredentialScope, ", "), CredentialWhere(c))
 	}
 	return out
+}
+
+// CredentialWhere says how the card's credentials reach the server: in the
+// environment of the process a launch card approves, in params._meta of the
+// call a call card approves; and whether they are asked for on every use.
+func CredentialWhere(c Card) string {
+	where := "in this call's params._meta"
+	if c.Identity != "" {
+		where = "in the environment of this launch"
+	}
+	if c.AskEveryUse {
+		where += ", asked on every use"
+	}
+	return where
 }
 
 // CommandText joins a command line for display, quoting the words that hold

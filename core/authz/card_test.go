@@ -62,7 +62,7 @@ func TestCardLines(t *testing.T) {
 				"  omitted count will be 3 (default)",
 				`  omitted target will be "preview" (default)`,
 				"Tools: write_note",
-				"Credentials: notes-api (asked on every use)",
+				"Credentials: notes-api — in this call's params._meta, asked on every use",
 			},
 		},
 		{
@@ -86,7 +86,7 @@ func TestCardLines(t *testing.T) {
 				"Identity digest: aaaaaaaaaaaa…",
 				"  changed on disk: resolvedExecutable /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
 				"  changed on disk: lockfile /srv/go.sum (none → 1234)",
-				"Credentials: notes-token",
+				"Credentials: notes-token — in the environment of this launch",
 			},
 		},
 		{
@@ -104,7 +104,7 @@ func TestCardLines(t *testing.T) {
 				"Executable: /usr/bin/node (sha256 bbbbbbbbbbbb…)",
 				"Entry: /src/inv/dist/server.js (sha256 aaaaaaaaaaaa…)",
 				"Identity digest: aaaaaaaaaaaa…",
-				"Credentials: tok",
+				"Credentials: tok — in the environment of this launch",
 			},
 		},
 		{

@@ -262,6 +262,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 			"Portcullis grants nothing it cannot record, so the call was refused (audit_unavailable). "+
 				"Check the disk and the data directory; the menu bar shows when the audit log works again.", w.win)
 		d.SetOnClosed(func() {
+			w.unrecorded = nil
 			if len(w.queue) == 0 {
 				w.hide()
 			}
@@ -549,6 +550,19 @@ func (c *escCheck) TypedKey(ev *fyne.KeyEvent) {
 func (w *ApprovalWindow) escape() {
 	if w.win != nil {
 		w.win.Canvas().Unfocus()
+	}
+	// Over a dialog, Escape answers the dialog the safe way, and denies
+	// nothing behind it: the closing confirmation keeps the window open,
+	// the notice goes away.
+	if d := w.closing; d != nil {
+		w.closing = nil
+		d.Hide()
+		return
+	}
+	if d := w.unrecorded; d != nil {
+		w.unrecorded = nil
+		d.Hide()
+		return
 	}
 	w.decide(authz.Deny)
 }

@@ -244,6 +244,11 @@ func TestApprovalCloseDeniesAll(t *testing.T) {
 		t.Fatalf("after Keep open: decisions %+v, visible %v; want none, true", got, w.Visible())
 	}
 	w.closeRequested()
+	typeKey(w, fyne.KeyEscape) // Escape over the confirmation keeps the window open
+	if got := f.decisions(); len(got) != 0 || !w.Visible() || w.win.Canvas().Overlays().Top() != nil {
+		t.Fatalf("after Escape over the confirmation: decisions %+v, visible %v, dialog %v; want none, true, gone", got, w.Visible(), w.win.Canvas().Overlays().Top())
+	}
+	w.closeRequested()
 	test.Tap(dialogButton(t, w, closeDenyText))
 	deny := authz.Decision{Choice: authz.Deny, By: "app"}
 	want := []decision{{"apr_1", deny}, {"apr_2", deny}, {"apr_3", deny}}
@@ -331,6 +336,19 @@ func TestApprovalUnrecorded(t *testing.T) {
 	test.Tap(dialogButton(t, w, "OK"))
 	if w.Visible() {
 		t.Error("the window stays shown after the notice, with nothing left to decide")
+	}
+
+	// With another request waiting, Escape dismisses the notice and denies
+	// nothing.
+	w, f = newTestWindow(t, request("apr_1", 0, rebuildCard()), request("apr_2", 1, rebuildCard()))
+	f.mu.Lock()
+	f.refuse = fmt.Errorf("%w (disk full)", authz.ErrUnrecorded)
+	f.mu.Unlock()
+	w.guard = 0
+	test.Tap(w.approveRun)
+	typeKey(w, fyne.KeyEscape)
+	if got := f.decisions(); len(got) != 1 || !w.Visible() || w.win.Canvas().Overlays().Top() != nil || w.currentID() != "apr_2" {
+		t.Errorf("after Escape over the notice: decisions %+v, visible %v, shown %s; want only the approval, apr_2 shown", got, w.Visible(), w.currentID())
 	}
 }
 

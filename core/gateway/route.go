@@ -116,12 +116,17 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		// The first process is still being launched (bounded by the
 		// launch itself: measurement, and approval for credentials), or
 		// messages sent before are still held: it keeps its place.
-		s.holdLocked(m.ID)
-		s.queueLocked(func() {
+		queued := s.queueLocked(func() {
 			s.forward(m, nil)
 			s.unhold(m.ID)
 		}, nil, 0)
+		if queued {
+			s.holdLocked(m.ID)
+		}
 		s.mu.Unlock()
+		if !queued {
+			s.writeAgent(s.tooManyHeld(m).Response(m.ID))
+		}
 		return
 	}
 	if refused := s.beforeHandshake(m); refused != nil {
@@ -136,8 +141,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 	}
 	// Held: never forwarded to either process until the gate opens, and
 	// then in the order the agent sent it.
-	s.holdLocked(m.ID)
-	s.queueLocked(func() {
+	queued := s.queueLocked(func() {
 		s.handle(m)
 		s.unhold(m.ID)
 	}, func() {
@@ -153,7 +157,25 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		s.writeAgent(r.Response(m.ID))
 		s.unhold(m.ID)
 	}, s.opts.HoldTimeout)
+	if queued {
+		s.holdLocked(m.ID)
+	}
 	s.mu.Unlock()
+	if !queued {
+		s.writeAgent(s.tooManyHeld(m).Response(m.ID))
+	}
+}
+
+// tooManyHeld is the refusal of a request that finds maxHeld messages held
+// already.
+func (s *Session) tooManyHeld(m *mcpwire.Message) *Refusal {
+	s.mu.Lock()
+	st := s.state
+	s.mu.Unlock()
+	s.log.Warn("request refused: too many messages held at the gate", "id", string(m.ID), "method", m.Method, "held", maxHeld)
+	return &Refusal{Error: HoldTimeout, Server: s.opts.Label,
+		Reason: fmt.Sprintf("the server is %s and %d messages of this agent wait for it already", st, maxHeld),
+		Retry:  "wait for the answers to the requests already sent, then call again"}
 }
 
 // handle runs a request past the gate.
@@ -416,8 +438,11 @@ func (s *Session) agentNotification(m *mcpwire.Message) {
 	_, inFlight := s.byAgentID[string(mcpwire.GetPath(m.Params, "requestId"))]
 	cancelNow := m.Method == methodCancelled && inFlight
 	if !cancelNow && (s.inLineLocked() || (s.cur == nil && s.state == StateStarting)) {
-		s.queueLocked(func() { s.routeNotification(m) }, nil, 0)
+		queued := s.queueLocked(func() { s.routeNotification(m) }, nil, 0)
 		s.mu.Unlock()
+		if !queued {
+			s.log.Warn("notification dropped: too many messages held at the gate", "method", m.Method, "held", maxHeld)
+		}
 		return
 	}
 	s.mu.Unlock()
@@ -1004,11 +1029,15 @@ func (s *Session) beforeHandshake(m *mcpwire.Message) []byte {
 			"Invalid Request: %s before the session was initialized; send initialize (MCP 2025-11-25) or server/discover (2026-07-28) first, or give the request %s in its _meta",
 			m.Method, metaProtocolVersion), nil)
 	}
+	if s.heldCount >= maxHeld {
+		s.mu.Unlock()
+		return s.tooManyHeld(m).Response(m.ID)
+	}
 	s.era, s.discoverMeta = eraModern, protocolMeta(m.Params)
 	if s.cur == nil || s.inLineLocked() {
 		// The first process is still launching: the handshake completes
 		// in turn, before this request.
-		s.queueLocked(func() {
+		s.queueLocked(func() { // room checked above
 			s.mu.Lock()
 			e := s.cur
 			s.mu.Unlock()

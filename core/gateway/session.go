@@ -182,6 +182,7 @@ type Session struct {
 	gateOpen         bool                       // guarded by mu; agent requests flow
 	gateCh           chan struct{}              // guarded by mu; closed when the gate opens
 	heldTail         chan struct{}              // guarded by mu; closed once the last held message went its way (nil: none held yet)
+	heldCount        int                        // guarded by mu; messages held by queueLocked now
 	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
 	announced        []string                   // guarded by mu; names of the tools the agent was last shown or told of (sorted), nil until it lists
 	era              era                        // guarded by mu
@@ -619,13 +620,24 @@ func (s *Session) releasingLocked() bool {
 // and the gate is open (a message delivered before may have closed it
 // again: notifications/initialized starts the catalog fetch). expire runs
 // instead when the wait outlasts timeout (0: no limit); the message keeps
-// its place in line either way.
-func (s *Session) queueLocked(deliver, expire func(), timeout time.Duration) {
+// its place in line either way. It holds at most maxHeld messages: beyond,
+// it returns false and holds nothing (an agent cannot pile up goroutines
+// while the gate is closed).
+func (s *Session) queueLocked(deliver, expire func(), timeout time.Duration) bool {
+	if s.heldCount >= maxHeld {
+		return false
+	}
+	s.heldCount++
 	prev, done := s.heldTail, make(chan struct{})
 	s.heldTail = done
 	ctx := s.ctx
 	go func() {
 		defer close(done)
+		defer func() {
+			s.mu.Lock()
+			s.heldCount--
+			s.mu.Unlock()
+		}()
 		var timer <-chan time.Time
 		if timeout > 0 {
 			t := time.NewTimer(timeout)
@@ -664,7 +676,11 @@ func (s *Session) queueLocked(deliver, expire func(), timeout time.Duration) {
 			}
 		}
 	}()
+	return true
 }
+
+// maxHeld bounds the messages of one agent run held at the gate.
+const maxHeld = 1000
 
 // openGateLocked lets held requests go.
 func (s *Session) openGateLocked() {

@@ -70,6 +70,7 @@ type ApprovalWindow struct {
 	deny        *escButton
 
 	top        *fyne.Container // heading, queue position and arrows
+	closingMsg *widget.Label   // the question of the closing confirmation
 	closing    dialog.Dialog   // the confirmation shown when closing would deny several requests
 	unrecorded dialog.Dialog   // the notice shown when an approval could not be recorded
 }
@@ -205,6 +206,7 @@ func (w *ApprovalWindow) hide() {
 		w.win.Hide()
 	}
 	w.visible = false
+	w.syncClosing()
 }
 
 func (w *ApprovalWindow) currentID() string {
@@ -289,12 +291,34 @@ func (w *ApprovalWindow) closeRequested() {
 	if w.closing != nil {
 		return
 	}
-	msg := widget.NewLabel(fmt.Sprintf("%d approval requests are waiting. Closing this window denies every one of them, also those you have not looked at.", len(w.queue)))
-	msg.Wrapping = fyne.TextWrapWord
-	d := dialog.NewCustomConfirm("Deny every waiting request?", closeDenyText, closeKeepText, msg, w.closeAnswer, w.win)
+	w.closingMsg = widget.NewLabel(closingText(len(w.queue)))
+	w.closingMsg.Wrapping = fyne.TextWrapWord
+	d := dialog.NewCustomConfirm("Deny every waiting request?", closeDenyText, closeKeepText, w.closingMsg, w.closeAnswer, w.win)
+	d.SetConfirmImportance(widget.DangerImportance) // it denies, it does not confirm
 	d.Resize(fyne.NewSize(420, 0))
 	w.closing = d
 	d.Show()
+}
+
+// closingText is the question of the closing confirmation for n requests.
+func closingText(n int) string {
+	return fmt.Sprintf("%d approval requests are waiting. Closing this window denies every one of them, also those you have not looked at.", n)
+}
+
+// syncClosing keeps the closing confirmation true to the queue: it counts
+// the requests waiting now, and goes away when one or none is left (decided
+// elsewhere, or timed out): it never outlives what it asked about.
+func (w *ApprovalWindow) syncClosing() {
+	if w.closing == nil {
+		return
+	}
+	if len(w.queue) <= 1 || !w.visible {
+		d := w.closing
+		w.closing = nil
+		d.Hide()
+		return
+	}
+	w.closingMsg.SetText(closingText(len(w.queue)))
 }
 
 // Buttons of the confirmation closeRequested shows.
@@ -340,6 +364,7 @@ func (w *ApprovalWindow) tick() {
 // render shows the current request's card.
 func (w *ApprovalWindow) render() {
 	w.ensure()
+	defer w.syncClosing()
 	if w.cur >= len(w.queue) {
 		w.heading.SetText("No approval requests are waiting")
 		w.queueLabel.SetText("")

@@ -366,3 +366,27 @@ func TestApprovalAskEveryUse(t *testing.T) {
 		t.Error("the next, ordinary card has no approve for this run")
 	}
 }
+
+// TestApprovalClosingFollowsTheQueue: the closing confirmation counts the
+// requests waiting now, and goes away when they are decided elsewhere; it
+// never comes back over new requests nobody asked to close.
+func TestApprovalClosingFollowsTheQueue(t *testing.T) {
+	r1, r2, r3 := request("apr_1", 0, rebuildCard()), request("apr_2", 1, rebuildCard()), request("apr_3", 2, rebuildCard())
+	w, f := newTestWindow(t, r1, r2, r3)
+	w.closeRequested()
+	w.sync([]authz.Request{r1, r2}) // apr_3 decided from the command line
+	if w.closing == nil || !strings.HasPrefix(w.closingMsg.Text, "2 approval requests are waiting") {
+		t.Fatalf("after one request left the queue: dialog %v, text %q", w.closing != nil, w.closingMsg.Text)
+	}
+	w.sync(nil) // the others too
+	if w.Visible() || w.closing != nil {
+		t.Fatalf("after the queue emptied: visible %v, dialog %v", w.Visible(), w.closing != nil)
+	}
+	w.sync([]authz.Request{request("apr_4", 3, rebuildCard()), request("apr_5", 4, rebuildCard())})
+	if !w.Visible() || w.win.Canvas().Overlays().Top() != nil {
+		t.Errorf("new requests: visible %v, a dialog over them %v; want the window without the old dialog", w.Visible(), w.win.Canvas().Overlays().Top() != nil)
+	}
+	if got := f.decisions(); len(got) != 0 {
+		t.Errorf("decisions %+v, want none from the window", got)
+	}
+}

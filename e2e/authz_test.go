@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
@@ -501,6 +502,33 @@ func TestApprovalTimeoutReloads(t *testing.T) {
 	}
 	decideCLI(t, s.home, "deny", req.ID)
 	await(t, pending)
+}
+
+// TestLaunchApprovalNeedsTheAuditLog: while the audit log cannot be written,
+// a launch whose env credentials need approval asks nobody: the agent gets
+// audit_unavailable (−31050) and no process starts. (How the log is made
+// unwritable: see TestAuditUnwritableFailsClosed.)
+func TestLaunchApprovalNeedsTheAuditLog(t *testing.T) {
+	needSecretService(t)
+	s := newCredsSetup(t, []credsScope{{scope: "notes-token", envVar: "NOTES_TOKEN", secret: newSecret(t)}}, nil, false)
+	if err := unix.Prlimit(s.daemon.PID(), unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: 1, Max: unix.RLIM_INFINITY}, nil); err != nil {
+		t.Fatalf("prlimit on the daemon: %v", err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "portcullis-e2e-authz", Version: "1.0.0"}, nil)
+	a, err := harness.Connect(testContext(t, 2*time.Minute), client, s.home.ConnectCommand(credsLabel), &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+	if err == nil {
+		a.Close()
+		t.Fatal("the agent connected while the audit log could not record the launch's approval")
+	}
+	if code, ref := refusalOf(t, err); code != -31050 || ref.Error != gateway.AuditUnavailable {
+		t.Errorf("connecting: code %d, %+v; want audit_unavailable", code, ref)
+	}
+	if p := approvals(t, s.home); len(p) != 0 {
+		t.Errorf("approval requests raised while the audit log fails: %+v", p)
+	}
+	if calls := readCredsCalls(t, s.callLog); len(calls) != 0 {
+		t.Errorf("a server process ran: %+v", calls)
+	}
 }
 
 // TestEnvCredentialAskEveryUse: an "env" credential marked askEveryUse asks

@@ -93,9 +93,6 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			ExecutableDigest: rec.ResolvedExecutable.SHA256,
 			CredentialScope:  scopes,
 		}
-		if len(locked) > 0 {
-			card.Reason += fmt.Sprintf(" (the keychain holding %s is locked: unlock it before you approve, or the launch fails)", strings.Join(locked, ", "))
-		}
 		if rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path {
 			card.Entry, card.EntryDigest = rec.Entry, rec.EntryDigest
 		}
@@ -109,6 +106,16 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			// shows what changed since that build.
 			card.Reason = fmt.Sprintf("the code of %s changed on disk during its launch: approve this build before it receives credentials %s", label, strings.Join(scopes, ", "))
 			card.IdentityChanges = identity.Diff(*asked, rec)
+		}
+		if len(locked) > 0 {
+			card.Reason += fmt.Sprintf(" (the keychain holding %s is locked: unlock it before you approve, or the launch fails)", strings.Join(locked, ", "))
+		}
+		d.mu.Lock()
+		aw := d.auditW
+		d.mu.Unlock()
+		if err := aw.Err(); err != nil {
+			// Nobody is asked to approve what the audit log could not record.
+			return nil, fmt.Errorf("%s was not launched: its credentials need an approval, and %w", label, err)
 		}
 		id := d.authz.Raise(card)
 		if _, err := d.authz.Wait(ctx, id); err != nil {

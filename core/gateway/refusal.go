@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
@@ -43,12 +44,15 @@ const (
 var ErrCredentialUnavailable = errors.New(string(CredentialUnavailable))
 
 // launchRefusal names the refusal of a first launch that failed with err:
-// a credential that cannot be had, an approval of the launch denied or timed
-// out, and otherwise server_unavailable.
+// a credential that cannot be had, an audit log that cannot record the
+// launch's approval, an approval of the launch denied or timed out, and
+// otherwise server_unavailable.
 func launchRefusal(err error) Reason {
 	switch {
 	case errors.Is(err, ErrCredentialUnavailable):
 		return CredentialUnavailable
+	case errors.Is(err, audit.ErrUnavailable):
+		return AuditUnavailable
 	case errors.Is(err, authz.ErrTimeout):
 		return ApprovalTimeout
 	case errors.Is(err, authz.ErrDenied):

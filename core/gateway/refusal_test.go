@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/identity"
 )
@@ -22,6 +23,7 @@ func TestLaunchRefusal(t *testing.T) {
 		{fmt.Errorf("credentials api were not approved (%w)", authz.ErrWithdrawn), ApprovalDenied},
 		{fmt.Errorf("credentials api were not approved (%w)", authz.ErrTimeout), ApprovalTimeout},
 		{fmt.Errorf("launch: %w", identity.ErrCommandNotFound), ServerUnavailable},
+		{fmt.Errorf("notes was not launched: its credentials need an approval, and %w", audit.ErrUnavailable), AuditUnavailable},
 		{errors.New("exec format error"), ServerUnavailable},
 	}
 	for _, tt := range tests {

@@ -812,6 +812,9 @@ func (s *Session) unavailableLocked() *Refusal {
 		case ApprovalTimeout:
 			r.Error = ApprovalTimeout
 			r.Retry = "ask the person to approve the launch in Portcullis, then reconnect"
+		case AuditUnavailable:
+			r.Error = AuditUnavailable
+			r.Retry = "ask the person to check the disk and the data directory, then reconnect"
 		}
 		return r
 	}

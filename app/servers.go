@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,8 +28,11 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func (a *App) loadConfig() (*config.Config, error) {
-	cfg, err := config.Load(a.Dirs.ConfigFile())
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	cfg, err := config.LoadForEdit(a.Dirs.ConfigFile())
+	if errors.Is(err, config.ErrMissingWithBackup) {
+		return nil, err
+	}
+	if err != nil {
 		return nil, configError(err, againCommand)
 	}
 	return cfg, nil

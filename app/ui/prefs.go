@@ -1,9 +1,7 @@
 package ui
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -200,9 +198,9 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 
 // reload reads the configuration file and refreshes every tab.
 func (p *prefs) reload() {
-	c, err := config.Load(p.deps.ConfigFile)
+	c, err := config.LoadForEdit(p.deps.ConfigFile)
 	switch {
-	case err == nil, errors.Is(err, fs.ErrNotExist):
+	case err == nil:
 		p.cfg, p.loadErr = c, nil
 		setMessageLabel(p.banner, "", false)
 	default:
@@ -230,8 +228,8 @@ func (p *prefs) config() *config.Config {
 // is written then), or an error reading or writing the file. On success it
 // refreshes every tab and calls OnSaved.
 func (p *prefs) update(change func(c *config.Config) error) error {
-	c, err := config.Load(p.deps.ConfigFile)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	c, err := config.LoadForEdit(p.deps.ConfigFile)
+	if err != nil {
 		return err
 	}
 	if c.Credentials == nil {

@@ -73,3 +73,26 @@ func Save(path string, c *Config) error {
 	}
 	return nil
 }
+
+// ErrMissingWithBackup says the configuration file is missing while its last
+// good copy (path + [LastGoodSuffix]) exists: a running daemon keeps that copy
+// in force, and an edit that started from an empty configuration would
+// replace every server of it.
+var ErrMissingWithBackup = errors.New("the configuration file is missing but its last good copy exists")
+
+// LoadForEdit loads the configuration file at path to change it and [Save]
+// it. A missing file gives an empty configuration, unless its last good copy
+// exists: then it returns an error wrapping [ErrMissingWithBackup] that says
+// how to restore it, and nothing should be written. Other errors are Load's.
+func LoadForEdit(path string) (*Config, error) {
+	c, err := Load(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return c, err
+	}
+	backup := atomicfile.FollowLinks(path) + LastGoodSuffix
+	if _, serr := os.Stat(backup); serr == nil {
+		return nil, fmt.Errorf("%w: %s is gone and %s holds the configuration a running daemon keeps in force; restore it (cp %s %s) or delete the copy to start afresh, then try again; nothing was changed",
+			ErrMissingWithBackup, path, backup, backup, path)
+	}
+	return c, nil
+}

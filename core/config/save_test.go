@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -225,5 +226,29 @@ func assertOnlyFiles(t *testing.T, dir string, want ...string) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("files in dir (-want +got):\n%s", diff)
+	}
+}
+
+// TestLoadForEdit: a missing file is an empty configuration to start from,
+// unless its last good copy exists: then the edit is refused, so that it
+// cannot replace every server the daemon keeps in force.
+func TestLoadForEdit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	c, err := LoadForEdit(path)
+	if err != nil || len(c.Servers) != 0 {
+		t.Fatalf("LoadForEdit of a missing file: %+v, %v; want an empty configuration", c, err)
+	}
+	if err := Save(path, &Config{Servers: map[string]Server{"a": {Command: "/bin/true"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(path, &Config{Servers: map[string]Server{"a": {Command: "/bin/true"}, "b": {Command: "/bin/true"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadForEdit(path); !errors.Is(err, ErrMissingWithBackup) || !strings.Contains(err.Error(), "cp "+path+LastGoodSuffix+" "+path) {
+		t.Errorf("LoadForEdit with only the last good copy: %v, want ErrMissingWithBackup saying how to restore", err)
 	}
 }

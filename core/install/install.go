@@ -278,8 +278,8 @@ func run(opts Options, op string) (*Report, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("reading Portcullis's configuration: %w", err)
 	}
-	cfg, err := config.Load(opts.ConfigFile)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	cfg, err := config.LoadForEdit(opts.ConfigFile)
+	if err != nil {
 		return nil, err
 	}
 	cfgLoaded, err := config.Marshal(cfg)

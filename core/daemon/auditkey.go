@@ -184,8 +184,9 @@ func (d *Daemon) auditStatus() AuditStatus {
 		if err := al.Err(); err != nil {
 			st.Error = err.Error()
 		}
-	} else {
-		st.Error = "the audit log is not open"
 	}
+	// Not open yet: the daemon is starting, no call is served before the
+	// log is open (a daemon that cannot open it stops), so there is no
+	// failure to report.
 	return st
 }

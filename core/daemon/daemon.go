@@ -240,6 +240,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.audit = al
 	d.auditW = &recovering{log: al, retryEvery: time.Second, onHealth: d.notify}
 	d.mu.Unlock()
+	d.notify() // the status's audit part changed
 	defer al.Close()
 	d.closeAbandonedRuns(ctx)
 	ctx, cancel := context.WithCancel(ctx)

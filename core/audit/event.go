@@ -243,14 +243,17 @@ type AuthorizationDenied struct {
 // is the sequence number of the last whole event before them; HeadSeq is the
 // sequence number head.json recorded as committed when the tail was found
 // (HeadSeq > After means committed events were lost, which a crash cannot
-// cause).
+// cause). Complete says the bytes hold a newline: whole lines that are not
+// events, which a crash cannot write either (a torn write ends inside its
+// last line); Verify reports such a region as an edit.
 type LogRecovered struct {
-	File    string `json:"file"`
-	Offset  int64  `json:"offset"`
-	Length  int64  `json:"length"`
-	Digest  string `json:"digest"`
-	After   uint64 `json:"after"`
-	HeadSeq uint64 `json:"headSeq"`
+	File     string `json:"file"`
+	Offset   int64  `json:"offset"`
+	Length   int64  `json:"length"`
+	Digest   string `json:"digest"`
+	After    uint64 `json:"after"`
+	HeadSeq  uint64 `json:"headSeq"`
+	Complete bool   `json:"complete,omitempty"`
 }
 
 // SigningEnabled is the fields of a signing_enabled event, written (signed) by

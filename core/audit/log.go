@@ -537,7 +537,7 @@ func (l *Log) load() error {
 			return fmt.Errorf("%w: reading torn tail of %s: %w", ErrUnavailable, last.name, err)
 		}
 		hd, _, _ := readHead(dir)
-		rec := LogRecovered{File: last.name, Offset: t.goodEnd, Length: w.size - t.goodEnd, Digest: torn.digest, After: w.seq, HeadSeq: hd.Seq}
+		rec := LogRecovered{File: last.name, Offset: t.goodEnd, Length: w.size - t.goodEnd, Digest: torn.digest, After: w.seq, HeadSeq: hd.Seq, Complete: torn.wholeLines}
 		if !torn.endsWithNewline {
 			if err := l.writeRawLocked([]byte{'\n'}); err != nil {
 				return err
@@ -582,6 +582,7 @@ func (l *Log) writeRawLocked(b []byte) error {
 type tornRange struct {
 	digest          string
 	endsWithNewline bool
+	wholeLines      bool // a newline inside: whole lines that are not events
 }
 
 // digestRange returns the SHA-256 ("sha256:<hex>") of n bytes at off of f;
@@ -589,14 +590,15 @@ type tornRange struct {
 // the digest.
 func digestRange(f *os.File, off, n int64) (tornRange, error) {
 	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(f, off, n)); err != nil {
+	nl := &newlineCounter{}
+	if _, err := io.Copy(io.MultiWriter(h, nl), io.NewSectionReader(f, off, n)); err != nil {
 		return tornRange{}, err
 	}
 	var last [1]byte
 	if _, err := f.ReadAt(last[:], off+n-1); err != nil {
 		return tornRange{}, err
 	}
-	return tornRange{digest: hashPrefix + hex.EncodeToString(h.Sum(nil)), endsWithNewline: last[0] == '\n'}, nil
+	return tornRange{digest: hashPrefix + hex.EncodeToString(h.Sum(nil)), endsWithNewline: last[0] == '\n', wholeLines: nl.n > 0}, nil
 }
 
 // tail describes the end of a log file.
@@ -658,4 +660,12 @@ func scanTail(f io.ReaderAt, size int64) (tail, error) {
 		}
 		window *= 2
 	}
+}
+
+// newlineCounter counts the newlines written to it.
+type newlineCounter struct{ n int }
+
+func (c *newlineCounter) Write(p []byte) (int, error) {
+	c.n += bytes.Count(p, []byte{'\n'})
+	return len(p), nil
 }

@@ -162,7 +162,7 @@ func (v *verifier) run() error {
 		v.f, v.lr = f, newLineReader(f, 0)
 		firstLine := true
 		for {
-			b, off, _, err := v.lr.next()
+			b, off, term, err := v.lr.next()
 			if err == io.EOF {
 				break
 			}
@@ -171,7 +171,7 @@ func (v *verifier) run() error {
 			}
 			l, ok := v.parse(b)
 			if !ok {
-				done, err := v.torn(lf, off)
+				done, err := v.torn(lf, off, term)
 				if err != nil || done {
 					return err
 				}
@@ -316,8 +316,11 @@ func (v *verifier) findLater(seq uint64) (string, bool) {
 
 // torn handles a line at off that is not an event: either the start of a
 // region that a following log_recovered accounts for, or a torn tail, or
-// an edit. done reports that verification ended.
-func (v *verifier) torn(lf logFile, off int64) (done bool, err error) {
+// an edit. term says the line ended with a newline: a torn write ends
+// inside its last line, so whole lines that are not events are an edit,
+// at the end of the log or recorded by log_recovered alike. done reports
+// that verification ended.
+func (v *verifier) torn(lf logFile, off int64, term bool) (done bool, err error) {
 	// Skip to the next well-formed event in this file.
 	for {
 		b, next, _, err := v.lr.next()
@@ -337,12 +340,20 @@ func (v *verifier) torn(lf logFile, off int64) (done bool, err error) {
 			v.fail(v.expected, ProblemEdited, "%s byte %d: a line that is not a valid event", lf.name, off)
 			return true, nil
 		}
+		if rec.Complete {
+			v.fail(v.expected, ProblemEdited, "%s byte %d: %d bytes of whole lines that are not events, recorded by log_recovered at seq %d (a crash leaves only a partial last line)", lf.name, off, rec.Length, l.seq)
+			return true, nil
+		}
 		v.rep.Recovered = append(v.rep.Recovered, Recovered{Seq: l.seq, File: lf.name, Offset: off, Length: rec.Length})
 		return !v.check(lf, l, false), nil
 	}
 	// The region runs to the end of the file.
 	if v.fi != len(v.files)-1 {
 		v.fail(v.expected, ProblemTruncated, "%s ends with a partial line at byte %d and the log continues in %s", lf.name, off, v.files[v.fi+1].name)
+		return true, nil
+	}
+	if term {
+		v.fail(v.expected, ProblemEdited, "%s byte %d: whole lines at the end that are not events (a crash leaves only a partial last line)", lf.name, off)
 		return true, nil
 	}
 	v.finish()

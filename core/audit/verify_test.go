@@ -268,6 +268,29 @@ func TestTornLastLine(t *testing.T) {
 	}
 }
 
+// TestAppendedWholeLineIsAnEdit: a whole line that is not an event, added at
+// the end, is an edit, not a torn write (a crash ends inside its last
+// line), before a daemon opens the log and after it recorded the bytes with
+// log_recovered alike.
+func TestAppendedWholeLineIsAnEdit(t *testing.T) {
+	for _, added := range []string{"garbage{\n", `{"seq":999}` + "\n", "a partial line\nthen more"} {
+		dir := writeLog(t, 4, testKey)
+		path := logPath(dir, 1)
+		f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		f.WriteString(added)
+		f.Close()
+		if rep, _ := Verify(dir, testKey); rep.Problem != ProblemEdited || rep.FirstBad != 5 || !rep.Failed() {
+			t.Errorf("%q appended: Verify = %+v; want edited at 5", added, rep)
+		}
+		l := openTest(t, Options{Dir: dir, Key: testKey})
+		appendN(t, l, 1)
+		l.Close()
+		if rep, _ := Verify(dir, testKey); rep.Problem != ProblemEdited || !rep.Failed() {
+			t.Errorf("%q appended, then a daemon opened the log: Verify = %+v; want edited", added, rep)
+		}
+	}
+}
+
 // TestUnterminatedLastEvent: a whole event missing only its newline is an
 // event; Open adds the newline and writes no log_recovered.
 func TestUnterminatedLastEvent(t *testing.T) {

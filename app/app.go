@@ -112,14 +112,21 @@ func (a *App) main(ctx context.Context, args []string) int {
 		return 2
 	case errors.Is(err, errExit1):
 		return 1
+	case errors.Is(err, errExit3):
+		return 3
 	default:
 		fmt.Fprintln(a.Stderr, "portcullis:", err)
 		return 1
 	}
 }
 
-// errExit1 ends a command with exit code 1 after it printed its own message.
-var errExit1 = errors.New("exit 1")
+// errExit1 ends a command with exit code 1 after it printed its own message;
+// errExit3 with exit code 3 (audit verify: signatures that could not be
+// checked).
+var (
+	errExit1 = errors.New("exit 1")
+	errExit3 = errors.New("exit 3")
+)
 
 // Run dispatches one command.
 func (a *App) Run(ctx context.Context, args []string) error {

@@ -298,19 +298,23 @@ func quoteValue(v string) string {
 
 // verifyResult is the JSON form of `portcullis audit verify --json`.
 type verifyResult struct {
-	Dir       string          `json:"dir"`
-	OK        bool            `json:"ok"`
-	Events    uint64          `json:"events"`
-	Files     int             `json:"files"`
-	FirstBad  uint64          `json:"firstBad,omitempty"`
-	Problem   string          `json:"problem,omitempty"`
-	Detail    string          `json:"detail,omitempty"`
-	Torn      bool            `json:"torn"`
-	Signed    bool            `json:"signaturesChecked"`
-	KeyNote   string          `json:"keyNote,omitempty"`
-	Unsigned  uint64          `json:"unsigned,omitempty"`
-	Recovered []recoveredJSON `json:"recovered,omitempty"`
-	Warnings  []string        `json:"warnings,omitempty"`
+	Dir      string `json:"dir"`
+	OK       bool   `json:"ok"`
+	Events   uint64 `json:"events"`
+	Files    int    `json:"files"`
+	FirstBad uint64 `json:"firstBad,omitempty"`
+	Problem  string `json:"problem,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	Torn     bool   `json:"torn"`
+	Signed   bool   `json:"signaturesChecked"`
+	KeyNote  string `json:"keyNote,omitempty"`
+	Unsigned uint64 `json:"unsigned,omitempty"`
+	// Unchecked: the log has signed events, but no key was available to
+	// check them; only the hash chain was verified (exit status 3).
+	Unchecked    bool            `json:"signaturesUnchecked,omitempty"`
+	SignedEvents uint64          `json:"signedEvents,omitempty"`
+	Recovered    []recoveredJSON `json:"recovered,omitempty"`
+	Warnings     []string        `json:"warnings,omitempty"`
 }
 
 // recoveredJSON is a torn region that a log_recovered event accounts for.
@@ -359,7 +363,8 @@ func (a *App) auditVerify(args []string) error {
 	}
 	res := verifyResult{Dir: dir, OK: !rep.Failed(), Events: rep.Events, Files: rep.Files, FirstBad: rep.FirstBad,
 		Problem: rep.Problem, Detail: rep.Detail, Torn: rep.Problem == audit.ProblemTorn, Signed: rep.Signed,
-		KeyNote: keyNote, Unsigned: rep.Unsigned, Warnings: rep.Warnings}
+		KeyNote: keyNote, Unsigned: rep.Unsigned, Warnings: rep.Warnings,
+		Unchecked: !rep.Signed && rep.SignedEvents > 0, SignedEvents: rep.SignedEvents}
 	for _, rc := range rep.Recovered {
 		res.Recovered = append(res.Recovered, recoveredJSON(rc))
 	}
@@ -373,8 +378,11 @@ func (a *App) auditVerify(args []string) error {
 	} else {
 		writeVerify(a.Stdout, res)
 	}
-	if !res.OK {
+	switch {
+	case !res.OK:
 		return errExit1
+	case res.Unchecked:
+		return errExit3
 	}
 	return nil
 }
@@ -392,6 +400,9 @@ func writeVerify(w io.Writer, r verifyResult) {
 		fmt.Fprintf(w, "Signatures checked (HMAC-SHA256, key %s); the first %d events predate signing.\n", daemon.AuditKeyScope, r.Unsigned)
 	case r.Signed:
 		fmt.Fprintf(w, "Signatures checked (HMAC-SHA256, key %s).\n", daemon.AuditKeyScope)
+	case r.Unchecked:
+		fmt.Fprintf(w, "NOT FULLY VERIFIED: %d events are signed, but no key from the credential store could check them (%s).\n"+
+			"  The hash chain alone can be recomputed after an edit; restore the key %s and verify again (exit status 3).\n", r.SignedEvents, r.KeyNote, daemon.AuditKeyScope)
 	default:
 		fmt.Fprintf(w, "Signatures were NOT checked: no key from the credential store (%s).\n", r.KeyNote)
 	}

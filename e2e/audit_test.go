@@ -417,6 +417,15 @@ func TestAuditRebuildStory(t *testing.T) {
 	if r := auditRun(t, h, "audit", "verify"); r.Code != 0 || !strings.Contains(r.Stdout, "Audit log OK") {
 		t.Errorf("audit verify: exit %d\n%s", r.Code, r.Stdout)
 	}
+	if v.Signed {
+		// The same signed log verified where no keychain answers: only
+		// the hash chain could be checked, and the exit status says so.
+		nokey := *h
+		nokey.Env = append(slices.Clone(h.Env), "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR="+t.TempDir())
+		if r := auditRun(t, &nokey, "audit", "verify"); r.Code != 3 || !strings.Contains(r.Stdout, "NOT FULLY VERIFIED") {
+			t.Errorf("audit verify of a signed log without the key: exit %d\n%s\nwant exit 3, NOT FULLY VERIFIED", r.Code, r.Stdout)
+		}
+	}
 	auditTamper(t, h, found[2].Seq)
 }
 
@@ -456,6 +465,9 @@ func auditTamper(t *testing.T, h *harness.Home, seq uint64) {
 		{"the last line cut off", func(ls [][]byte) [][]byte {
 			return ls[:len(ls)-1]
 		}, last, audit.ProblemTruncated},
+		{"a whole line appended", func(ls [][]byte) [][]byte {
+			return append(ls, []byte(`{"seq":999}`+"\n"))
+		}, last + 1, audit.ProblemEdited},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

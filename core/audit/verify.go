@@ -58,6 +58,10 @@ type Report struct {
 	// Unsigned counts events before signing_enabled that carry no signature
 	// (a log that began before a key existed); only set when Signed.
 	Unsigned uint64
+	// SignedEvents counts the events that carry a signature, whether or not
+	// it could be checked: a log with signed events verified without the
+	// key proves only its hash chain, which anyone can recompute.
+	SignedEvents uint64
 	// Recovered lists torn regions that Open recorded with log_recovered.
 	Recovered []Recovered
 	// Warnings are conditions that are not failures (such as a missing
@@ -240,6 +244,9 @@ func (v *verifier) check(lf logFile, l line, firstLine bool) bool {
 }
 
 func (v *verifier) checkSig(l line) bool {
+	if l.sig != "" {
+		v.rep.SignedEvents++
+	}
 	if v.mac == nil {
 		return true
 	}

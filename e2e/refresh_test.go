@@ -402,3 +402,52 @@ func TestRuntimeToolAdded(t *testing.T) {
 		})
 	}
 }
+
+// TestModernSubscriptionAcknowledgedOnce: an agent of the 2026-07-28 era
+// that holds a subscriptions/listen stream gets the stream's acknowledgement
+// once, as its first message; after a rebuild the gateway re-opens the
+// stream on the new process, and that process's acknowledgement is not
+// passed on (the list change is).
+func TestModernSubscriptionAcknowledgedOnce(t *testing.T) {
+	s := newPublishSetup(t)
+	a := startRaw(t, s.home, pubLabel)
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw-modern", "version": "1"}}
+	if m := a.call(`"d"`, "server/discover", map[string]any{"_meta": meta}, 60*time.Second); m.Error != nil {
+		t.Fatalf("server/discover: %s", m.Raw)
+	}
+	a.request(`"L"`, "subscriptions/listen", map[string]any{"_meta": meta, "notifications": map[string]any{"toolsListChanged": true}})
+	acks := 0
+	next := func() wireMsg {
+		t.Helper()
+		m := a.next(buildWait)
+		if m.Method == "notifications/subscriptions/acknowledged" {
+			acks++
+		}
+		return m
+	}
+	if m := next(); m.Method != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message on the stream: %s", m.Raw)
+	}
+	if m := a.call(`"t"`, "tools/list", map[string]any{"_meta": meta}, 60*time.Second); m.Error != nil {
+		t.Fatalf("tools/list: %s", m.Raw)
+	}
+	before := waitRun(t, s.home, a.pid(), 10*time.Second, "ready", readyOn(""))
+	s.rebuild(t, publishRevB)
+	for {
+		m := next()
+		if m.Method == "notifications/tools/list_changed" {
+			break
+		}
+	}
+	waitRun(t, s.home, a.pid(), buildWait, "ready on a new epoch", readyOn(before.Epoch))
+	// Whatever the new process sent on the re-opened stream came before
+	// the answer to a request sent after it was ready.
+	a.request(`"t2"`, "tools/list", map[string]any{"_meta": meta})
+	for m := next(); string(m.ID) != `"t2"`; m = next() {
+	}
+	if acks != 1 {
+		t.Errorf("the agent got %d subscription acknowledgements, want 1", acks)
+	}
+}

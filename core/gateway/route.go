@@ -16,18 +16,19 @@ import (
 // Method names the gateway routes specially (MCP spec, 2025-11-25 and
 // 2026-07-28 schemas).
 const (
-	methodPing          = "ping"
-	methodInitialize    = "initialize"
-	methodInitialized   = "notifications/initialized"
-	methodCancelled     = "notifications/cancelled"
-	methodProgress      = "notifications/progress"
-	methodToolsChanged  = "notifications/tools/list_changed"
-	methodDiscover      = "server/discover"
-	methodListen        = "subscriptions/listen"
-	methodToolsList     = "tools/list"
-	methodToolsCall     = "tools/call"
-	metaSubscriptionKey = "io.modelcontextprotocol/subscriptionId"
-	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	methodPing             = "ping"
+	methodInitialize       = "initialize"
+	methodInitialized      = "notifications/initialized"
+	methodCancelled        = "notifications/cancelled"
+	methodProgress         = "notifications/progress"
+	methodToolsChanged     = "notifications/tools/list_changed"
+	methodDiscover         = "server/discover"
+	methodListen           = "subscriptions/listen"
+	methodSubscriptionsAck = "notifications/subscriptions/acknowledged"
+	methodToolsList        = "tools/list"
+	methodToolsCall        = "tools/call"
+	metaSubscriptionKey    = "io.modelcontextprotocol/subscriptionId"
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
 )
 
 // readAgent routes every message the agent sends until its input ends.
@@ -913,6 +914,9 @@ func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {
 			s.log.Info("notification for an unknown subscription", "epoch", e.ID, "subscriptionId", string(sub))
 			return
 		}
+		if m.Method == methodSubscriptionsAck && !s.firstAck(e, m) {
+			return
+		}
 		out, err := mcpwire.SetPath(line, []string{"params", "_meta", metaSubscriptionKey}, p.agentID)
 		if err != nil {
 			return
@@ -920,6 +924,39 @@ func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {
 		line = out
 	}
 	s.sendServerMessage(line)
+}
+
+// firstAck reports whether the acknowledgement m of the agent's
+// subscriptions/listen stream is the stream's first, which the agent gets
+// (2026-07-28: the acknowledgement is the first message of the stream, and
+// only that). A new epoch acknowledges the subscription the gateway
+// re-opened on it: that one is not passed on, and when it honours other
+// notifications than the first, the person is told (the gateway announces
+// tool list changes itself either way).
+func (s *Session) firstAck(e *epoch, m *mcpwire.Message) bool {
+	var params map[string]json.RawMessage
+	_ = json.Unmarshal(m.Params, &params)
+	delete(params, "_meta")
+	ack, _ := json.Marshal(params)
+	s.mu.Lock()
+	l := s.listen
+	if l == nil {
+		s.mu.Unlock()
+		return true
+	}
+	prev := l.ack
+	if prev == nil {
+		l.ack = ack
+	}
+	s.mu.Unlock()
+	if prev == nil {
+		return true
+	}
+	if !bytes.Equal(prev, ack) {
+		s.warn(fmt.Sprintf("epoch %s honours other notification subscriptions (%s) than the agent was told (%s); reconnect the agent to see them", e.ID, ack, prev))
+	}
+	s.log.Info("subscription acknowledgement of a re-opened stream not passed on", "epoch", e.ID)
+	return false
 }
 
 func (s *Session) tokenInFlight(e *epoch, token string) bool {

@@ -224,6 +224,7 @@ type listenState struct {
 	agentID json.RawMessage // the agent's id of its subscriptions/listen request
 	raw     []byte          // the request as the agent sent it
 	toolsOn bool            // it asked for notifications/tools/list_changed
+	ack     []byte          // the params (without _meta) of the acknowledgement the agent got; nil before it
 }
 
 type epoch struct {

@@ -188,6 +188,7 @@ type eventFields struct {
 	Digests         []string          `json:"digests"`
 	Agent           audit.Agent       `json:"agent"`
 	File            string            `json:"file"`
+	Changes         []string          `json:"changes"`
 	Offset          int64             `json:"offset"`
 	Length          int64             `json:"length"`
 	After           uint64            `json:"after"`
@@ -281,6 +282,9 @@ func eventLine(e audit.Event) string {
 		kv("after", strconv.FormatUint(f.After, 10))
 	case audit.TypeSigningEnabled:
 		kv("unsignedThrough", strconv.FormatUint(f.UnsignedThrough, 10))
+	case audit.TypeConfigChanged:
+		kv("file", f.File)
+		kv("changes", strings.Join(f.Changes, "; "))
 	}
 	if e.Type != audit.TypeAuthorizationDenied {
 		kv("reason", f.Reason)

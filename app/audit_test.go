@@ -36,6 +36,8 @@ func TestEventLine(t *testing.T) {
 			"2026-11-30T01:02:03.456Z  #7       build_detected       server=inv epoch=S2AAAAAA changed=entry paths=dist/server.js"},
 		{audit.TypeCatalogRevised, audit.CatalogRevised{ServerLabel: "inv", Epoch: epochB, Revision: 2, Diff: audit.DiffSummary{Added: []string{"a"}, Changed: []string{"b", "c"}}},
 			"2026-11-30T01:02:03.456Z  #7       catalog_revised      server=inv epoch=S2BBBBBB revision=2 added=a changed=b,c"},
+		{audit.TypeConfigChanged, audit.ConfigChanged{File: "/c/config.json", Digest: "sha256:x", Changes: []string{"pub: tool a approve → allow", "b: server removed"}},
+			"2026-11-30T01:02:03.456Z  #7       config_changed       file=/c/config.json changes=\"pub: tool a approve → allow; b: server removed\""},
 		{audit.TypeApprovalGranted, audit.ApprovalGranted{Request: "R", AgentRun: run, ServerLabel: "inv", Epoch: epochA, ToolScope: []string{"x", "y"}, ExpiresWhen: "agent-run-ends"},
 			"2026-11-30T01:02:03.456Z  #7       approval_granted     server=inv run=" + run + " epoch=S2AAAAAA request=R tools=x,y expires=agent-run-ends"},
 		{audit.TypeApprovalRequested, audit.ApprovalRequested{Request: "R", AgentRun: run, ServerLabel: "inv", Identity: "sha256:0123456789abcdef0123", CredentialScope: []string{"tok"}},

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -56,6 +57,18 @@ func TestPolicyLive(t *testing.T) {
 				t.Errorf("tools/list after deny %v: want add and not echo", got)
 			}
 			expectDenied(t, a.Session, "after deny")
+			// The change of authority is on the record.
+			found := false
+			for _, e := range auditEvents(t, h) {
+				if e.Type == audit.TypeConfigChanged {
+					f := auditFields(t, e)
+					changes, _ := f["changes"].([]any)
+					found = found || slices.Contains(changes, any("echo: tool echo allow → deny"))
+				}
+			}
+			if !found {
+				t.Error("no config_changed event records echo: tool echo allow → deny")
+			}
 			if n := echoCalls(t, callLog); n != 1 {
 				t.Errorf("the server received %d echo calls, want 1 (before the deny)", n)
 			}

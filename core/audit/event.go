@@ -37,6 +37,7 @@ const (
 	TypeToolCalled          = "tool_called"
 	TypeToolCompleted       = "tool_completed"
 	TypeAuthorizationDenied = "authorization_denied"
+	TypeConfigChanged       = "config_changed"
 	// TypeLogRecovered is written by the Log itself after a torn tail.
 	TypeLogRecovered = "log_recovered"
 	// TypeSigningEnabled is written by the Log itself when it is opened with
@@ -235,6 +236,19 @@ type AuthorizationDenied struct {
 	ApprovedEpoch   string `json:"approvedEpoch,omitempty"`
 	CurrentEpoch    string `json:"currentEpoch,omitempty"`
 	CatalogRevision uint64 `json:"catalogRevision,omitempty"`
+}
+
+// ConfigChanged is the fields of a config_changed event, written when the
+// daemon loads a configuration file that differs from the one in force:
+// Digest is the SHA-256 of the file loaded; Changes says in words what
+// changed that bears on what agents may do (servers added or removed, their
+// command, tool policies with the old and new value, credential scopes and
+// how they are injected, settings), for example
+// "pub: tool publish_preview approve → allow".
+type ConfigChanged struct {
+	File    string   `json:"file"`
+	Digest  string   `json:"digest"`
+	Changes []string `json:"changes"`
 }
 
 // LogRecovered is the fields of a log_recovered event, written by Open or

@@ -3,11 +3,14 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
 	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/internal/atomicfile"
 	"github.com/portcullis/portcullis/core/watch"
@@ -92,6 +95,7 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 		return cfg, err
 	}
 	changed := !bytes.Equal(data, d.cfgData)
+	old := d.cfg
 	d.cfg, d.cfgData, d.cfgErr = cfg, data, nil
 	d.rememberLocked(cfg)
 	az := d.authz
@@ -102,6 +106,13 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 	}
 	if changed {
 		d.log.Info("configuration changed", "file", path)
+		if old != nil {
+			// What a person changed that bears on what agents may do is
+			// on the record, with the digest of the file that says so.
+			sum := sha256.Sum256(data)
+			_ = d.appendAudit(audit.TypeConfigChanged, audit.ConfigChanged{
+				File: path, Digest: "sha256:" + hex.EncodeToString(sum[:]), Changes: configChanges(old, cfg)})
+		}
 		select {
 		case d.policyKick <- struct{}{}:
 		default: // a re-check is pending already

@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/portcullis/portcullis/core/config"
+)
+
+// configChanges says in words what changed between two configurations that
+// bears on what agents may do: servers added or removed, a server's command,
+// tool policies (old → new, "approve" when unset), credential scopes a
+// server receives, credential scopes and how they are injected, settings.
+// Empty when nothing such changed.
+func configChanges(old, cur *config.Config) []string {
+	if old == nil {
+		old = &config.Config{}
+	}
+	out := []string{}
+	for _, label := range union(slices.Collect(maps.Keys(old.Servers)), slices.Collect(maps.Keys(cur.Servers))) {
+		o, had := old.Servers[label]
+		n, has := cur.Servers[label]
+		switch {
+		case !had:
+			out = append(out, fmt.Sprintf("%s: server added (%s)", label, commandLine(n)))
+			for _, tool := range slices.Sorted(maps.Keys(n.Tools)) {
+				if p := n.Policy(tool); p != config.PolicyApprove {
+					out = append(out, fmt.Sprintf("%s: tool %s %s", label, tool, p))
+				}
+			}
+			continue
+		case !has:
+			out = append(out, label+": server removed")
+			continue
+		}
+		if commandLine(o) != commandLine(n) {
+			out = append(out, fmt.Sprintf("%s: command %s → %s", label, commandLine(o), commandLine(n)))
+		}
+		for _, tool := range union(slices.Collect(maps.Keys(o.Tools)), slices.Collect(maps.Keys(n.Tools))) {
+			if a, b := o.Policy(tool), n.Policy(tool); a != b {
+				out = append(out, fmt.Sprintf("%s: tool %s %s → %s", label, tool, a, b))
+			}
+		}
+		if a, b := strings.Join(o.Credentials, ","), strings.Join(n.Credentials, ","); a != b {
+			out = append(out, fmt.Sprintf("%s: credentials [%s] → [%s]", label, a, b))
+		}
+		if a, b := strings.Join(o.Watch, ","), strings.Join(n.Watch, ","); a != b {
+			out = append(out, fmt.Sprintf("%s: watch [%s] → [%s]", label, a, b))
+		}
+	}
+	for _, scope := range union(slices.Collect(maps.Keys(old.Credentials)), slices.Collect(maps.Keys(cur.Credentials))) {
+		o, had := old.Credentials[scope]
+		n, has := cur.Credentials[scope]
+		switch {
+		case !had:
+			out = append(out, fmt.Sprintf("credential %s added (%s)", scope, credentialText(n)))
+		case !has:
+			out = append(out, fmt.Sprintf("credential %s removed", scope))
+		case o != n:
+			out = append(out, fmt.Sprintf("credential %s: %s → %s", scope, credentialText(o), credentialText(n)))
+		}
+	}
+	if a, b := settingsText(old.Settings), settingsText(cur.Settings); a != b {
+		out = append(out, fmt.Sprintf("settings: %s → %s", a, b))
+	}
+	return out
+}
+
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func commandLine(s config.Server) string {
+	return strings.Join(append([]string{s.Command}, s.Args...), " ")
+}
+
+func credentialText(c config.Credential) string {
+	s := c.Inject
+	if c.EnvVar != "" {
+		s += " $" + c.EnvVar
+	}
+	if c.AskEveryUse {
+		s += ", asked on every use"
+	}
+	return s
+}
+
+func settingsText(s config.Settings) string {
+	return fmt.Sprintf("approval timeout %s, hold timeout %s, max message %d bytes",
+		s.ApprovalTimeoutOrDefault(), s.HoldTimeoutOrDefault(), s.MaxMessageOrDefault())
+}

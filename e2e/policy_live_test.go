@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )

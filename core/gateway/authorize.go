@@ -133,7 +133,15 @@ func (s *Session) staleAuthorization(e *epoch, m *mcpwire.Message, tool string) 
 	}
 	s.mu.Lock()
 	refreshed := s.agentListedEpoch == e.ID
+	cat := e.catalog
 	s.mu.Unlock()
+	if cat != nil {
+		if _, ok := cat.Lookup(tool); !ok {
+			// The new code has no such tool: asking a person to approve
+			// it could never help; the catalog check says what to do.
+			return nil
+		}
+	}
 	if refreshed {
 		return nil
 	}

@@ -549,3 +549,32 @@ func TestReplaceWhileIntentIsWritten(t *testing.T) {
 		t.Errorf("calls the servers received (-want +got):\n%s", diff)
 	}
 }
+
+// TestToolGoneAfterEpochChange: a tool approved on the old code that the new
+// code no longer has is answered by the catalog check (the agent must list
+// the tools again), not with authorization_stale, whose advice to request
+// authorization could never succeed; nobody is asked to approve it.
+func TestToolGoneAfterEpochChange(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	defer r.close()
+	r.handshake()
+	r.agent.request(1, "tools/list", nil)
+	r.agent.wait(1, 5*time.Second)
+	r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
+	decide(t, r, r.pendingFor(5*time.Second).ID, authz.ApproveRun)
+	mustResult(t, r.agent.wait(2, 5*time.Second))
+
+	r.launcher.tools.Store(json.RawMessage(`{"tools":[{"name":"write_v2","inputSchema":{"type":"object"}},{"name":"read","inputSchema":{"type":"object"}}]}`))
+	r.sess.Replace("rebuild: write renamed")
+	if st := r.waitState(StateReady, 5*time.Second); st.Epoch != "E2" {
+		t.Fatalf("after Replace: epoch %s", st.Epoch)
+	}
+	r.agent.request(3, "tools/call", callParams(toolWrite, 3, ""))
+	code, ref := refusal(t, r.agent.wait(3, 5*time.Second))
+	if ref == nil || ref.Error != CatalogStale {
+		t.Errorf("a call of a tool the new code lacks: %d %+v, want catalog_stale", code, ref)
+	}
+	if p := r.auth.Pending(); len(p) != 0 {
+		t.Errorf("approval requests for a tool that is gone: %+v", p)
+	}
+}

@@ -61,12 +61,13 @@ type fakeProc struct {
 	calls func(received)
 
 	wmu sync.Mutex // serializes writes to outW
+	tools json.RawMessage // the tools/list result
 }
 
 var _ Process = (*fakeProc)(nil)
 
-func newFakeProc(pid int, epoch string, calls func(received)) *fakeProc {
-	p := &fakeProc{pid: pid, epoch: epoch, done: make(chan struct{}), calls: calls}
+func newFakeProc(pid int, epoch string, calls func(received), tools json.RawMessage) *fakeProc {
+	p := &fakeProc{pid: pid, epoch: epoch, done: make(chan struct{}), calls: calls, tools: tools}
 	p.inR, p.inW = io.Pipe()
 	p.outR, p.outW = io.Pipe()
 	go p.serve()
@@ -132,7 +133,7 @@ func (p *fakeProc) serve() {
 				"capabilities": map[string]any{"tools": map[string]any{"listChanged": true}},
 				"serverInfo":   map[string]any{"name": "fake", "version": p.epoch}}
 		case "tools/list":
-			reply["result"] = fakeTools
+			reply["result"] = p.tools
 		case "tools/call":
 			var c struct {
 				Name      string `json:"name"`
@@ -161,6 +162,7 @@ type fakeLauncher struct {
 	calls []received  // guarded by mu
 	fail  atomic.Bool // the next launches fail: the configured command is not found
 	delay time.Duration
+	tools atomic.Value // json.RawMessage: the tools/list result of the next launches (nil: fakeTools)
 }
 
 func (l *fakeLauncher) launch(ctx context.Context) (*Epoch, error) {
@@ -173,7 +175,11 @@ func (l *fakeLauncher) launch(ctx context.Context) (*Epoch, error) {
 	l.mu.Lock()
 	n := len(l.procs) + 1
 	id := fmt.Sprintf("E%d", n)
-	p := newFakeProc(1000+n, id, l.record)
+	tools := fakeTools
+	if t, ok := l.tools.Load().(json.RawMessage); ok {
+		tools = t
+	}
+	p := newFakeProc(1000+n, id, l.record, tools)
 	l.procs = append(l.procs, p)
 	l.mu.Unlock()
 	rec := identity.Record{ServerLabel: "fake", Epoch: id, ProcessID: p.pid,

@@ -60,7 +60,7 @@ type fakeProc struct {
 	once  sync.Once
 	calls func(received)
 
-	wmu sync.Mutex // serializes writes to outW
+	wmu   sync.Mutex      // serializes writes to outW
 	tools json.RawMessage // the tools/list result
 }
 

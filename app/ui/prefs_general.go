@@ -189,6 +189,12 @@ func (t *generalTab) candidate() (config.Settings, problemSet) {
 			ps.add(name, fmt.Sprintf("%q is not a duration: write it like 90s, 2m or 1m30s", txt))
 			return 0
 		}
+		if d == 0 {
+			// 0 in the file means "the default": say so rather than
+			// store something else than what was typed.
+			ps.add(name, fmt.Sprintf("%q would mean the default: leave the field empty for the default, or write a duration above zero", txt))
+			return 0
+		}
 		return config.Duration(d)
 	}
 	s.ApprovalTimeout = parse(t.approve, fApprovalTimeout)

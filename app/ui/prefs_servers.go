@@ -141,10 +141,10 @@ func newServersTab(p *prefs) *serversTab {
 	t := &serversTab{p: p}
 	t.list = nameList(func() []string { return t.labels }, "server-label-template", func(name string) {
 		if t.isNew || t.orig != name || !t.editing {
-			t.edit(name)
+			t.leave(func() { t.edit(name) })
 		}
 	})
-	t.addBtn = widget.NewButtonWithIcon("Add", theme.ContentAddIcon(), t.startNew)
+	t.addBtn = widget.NewButtonWithIcon("Add", theme.ContentAddIcon(), func() { t.leave(t.startNew) })
 	t.removeBtn = widget.NewButtonWithIcon("Remove", theme.ContentRemoveIcon(), t.confirmRemove)
 
 	changed := func(string) { t.changed() }
@@ -284,6 +284,36 @@ func (t *serversTab) edit(label string) {
 	if i := slices.Index(t.labels, label); i >= 0 {
 		t.list.Select(i)
 	}
+}
+
+// leave runs next (another server, or a new one, in the editor) at once when
+// the editor holds no unsaved change; otherwise it asks first, and keeping
+// the edits selects the edited server again.
+func (t *serversTab) leave(next func()) {
+	if !t.editing || !t.touched {
+		next()
+		return
+	}
+	what := "the new server"
+	if !t.isNew {
+		what = "“" + t.orig + "”"
+	}
+	d := dialog.NewConfirm("Discard unsaved changes?",
+		"Your changes to "+what+" are not saved. Discard them?", func(discard bool) {
+			if discard {
+				next()
+				return
+			}
+			if i := slices.Index(t.labels, t.orig); i >= 0 && !t.isNew {
+				t.list.Select(i)
+			} else {
+				t.list.UnselectAll()
+			}
+		}, t.p.win)
+	d.SetConfirmText("Discard")
+	d.SetDismissText("Keep editing")
+	d.SetConfirmImportance(widget.DangerImportance)
+	d.Show()
 }
 
 // startNew empties the editor for a new server.
@@ -655,7 +685,7 @@ func (t *serversTab) save() {
 	if cmd := strings.TrimSpace(typedCommand); cmd != s.Command {
 		msg += " Command " + cmd + " is stored as " + s.Command + "."
 	}
-	t.p.setStatus(msg+" Agents that connect from now on get the new settings.", false)
+	t.p.setStatus(msg+" Tool policies apply at once, to agents already connected too; the command, environment and credentials at the server's next launch.", false)
 }
 
 // revert reloads the edited server from the file.

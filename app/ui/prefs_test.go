@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -585,7 +586,11 @@ func TestPrefsGeneral(t *testing.T) {
 		t.Error("the audit key appears in the window")
 	}
 
-	// Timeouts are checked as typed and saved as durations.
+	// Timeouts are checked as typed and saved as durations; zero is not
+	// silently taken for the default.
+	g.hold.SetText("0")
+	wantProblems(t, g.fields, map[string]string{fHoldTimeout: "would mean the default"})
+	g.hold.SetText("")
 	before := f.read(t)
 	test.Type(g.approve, "soon")
 	g.hold.SetText("-5s")
@@ -958,5 +963,41 @@ func TestWindowsCentred(t *testing.T) {
 		if !w.centred {
 			t.Errorf("window %q is not centred on screen", w.Title())
 		}
+	}
+}
+
+// TestPrefsUnsavedEditsAsk: choosing another server, or Add, while the
+// edited one has unsaved changes asks first; Keep editing keeps the edits
+// (and the server selected), Discard moves on.
+func TestPrefsUnsavedEditsAsk(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	s := f.p.servers
+	tapButton(t, f.window.Canvas(), "Add")
+	test.Type(s.label, "pub")
+	test.Type(s.command, "/usr/bin/publish")
+	tapButton(t, f.window.Canvas(), "Save")
+	if !strings.HasPrefix(f.p.status.Text, "Saved") {
+		t.Fatalf("saving pub: %q", f.p.status.Text)
+	}
+	s.list.Select(slices.Index(s.labels, "inv"))
+	if s.orig != "inv" || f.window.Canvas().Overlays().Top() != nil {
+		t.Fatalf("selecting inv with nothing unsaved: editing %q, dialog %v", s.orig, f.window.Canvas().Overlays().Top() != nil)
+	}
+	s.command.SetText("/usr/bin/node2")
+	s.list.Select(slices.Index(s.labels, "pub"))
+	if f.window.Canvas().Overlays().Top() == nil {
+		t.Fatal("no question before unsaved edits of inv are dropped")
+	}
+	tapButton(t, f.window.Canvas(), "Keep editing")
+	if s.orig != "inv" || s.command.Text != "/usr/bin/node2" {
+		t.Errorf("after Keep editing: editing %q with command %q; want inv with the edit", s.orig, s.command.Text)
+	}
+	tapButton(t, f.window.Canvas(), "Add")
+	tapButton(t, f.window.Canvas(), "Discard")
+	if !s.isNew || s.command.Text != "" {
+		t.Errorf("after Discard: new %v, command %q; want an empty new server", s.isNew, s.command.Text)
+	}
+	if !bytes.Contains(f.read(t), []byte(`"command": "node"`)) {
+		t.Errorf("the discarded edit reached the file:\n%s", f.read(t))
 	}
 }

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
@@ -188,7 +190,11 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 		container.NewTabItem("General", p.general.content),
 	)
 	p.tabs.OnSelected = func(*container.TabItem) { p.setStatus("", false) }
-	p.win.SetContent(container.NewBorder(p.banner, container.NewPadded(p.status), nil, nil, p.tabs))
+	// The status area keeps the height of two lines whether a message shows
+	// or not, so that the buttons above it do not move under the cursor.
+	room := canvas.NewRectangle(color.Transparent)
+	room.SetMinSize(fyne.NewSize(0, widget.NewLabel("1\n2").MinSize().Height))
+	p.win.SetContent(container.NewBorder(p.banner, container.NewPadded(container.NewStack(room, p.status)), nil, nil, p.tabs))
 	p.win.Resize(prefsSize)
 	p.win.CenterOnScreen()
 	p.reload()

@@ -164,7 +164,7 @@ func countdownText(now, deadline time.Time) string {
 		return "Time is up: the request is being denied (approval_timeout)."
 	}
 	secs := int((left + time.Second - 1) / time.Second) // round up: never show 0:00 early
-	return fmt.Sprintf("Answer within %d:%02d, or the request is denied (approval_timeout).", secs/60, secs%60)
+	return fmt.Sprintf("Answer within %d:%02d, or it is denied. Escape or closing the window denies it too.", secs/60, secs%60)
 }
 
 // queueText is the position of the request shown among those waiting.

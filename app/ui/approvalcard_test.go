@@ -171,9 +171,9 @@ func TestCountdownText(t *testing.T) {
 		left time.Duration
 		want string
 	}{
-		{120 * time.Second, "Answer within 2:00, or the request is denied (approval_timeout)."},
-		{61*time.Second + 200*time.Millisecond, "Answer within 1:02, or the request is denied (approval_timeout)."},
-		{500 * time.Millisecond, "Answer within 0:01, or the request is denied (approval_timeout)."},
+		{120 * time.Second, "Answer within 2:00, or it is denied. Escape or closing the window denies it too."},
+		{61*time.Second + 200*time.Millisecond, "Answer within 1:02, or it is denied. Escape or closing the window denies it too."},
+		{500 * time.Millisecond, "Answer within 0:01, or it is denied. Escape or closing the window denies it too."},
 		{0, "Time is up: the request is being denied (approval_timeout)."},
 		{-time.Second, "Time is up: the request is being denied (approval_timeout)."},
 	}

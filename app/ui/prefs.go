@@ -257,6 +257,10 @@ func (p *prefs) update(change func(c *config.Config) error) error {
 	setMessageLabel(p.banner, "", false)
 	p.servers.refreshList()
 	p.creds.refreshList()
+	// What one tab saved shows in the other at once, without touching
+	// edits in progress there.
+	p.servers.refreshScopes()
+	p.creds.refreshUsedBy()
 	if p.deps.OnSaved != nil {
 		p.deps.OnSaved()
 	}

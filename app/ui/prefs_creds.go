@@ -220,13 +220,19 @@ func (t *credsTab) load(scope string, c config.Credential) {
 	t.secret.SetText("")
 	t.showProblems(problemSet{})
 	t.syncEnvVar()
-	if users := serversUsing(t.p.config(), scope); len(users) > 0 {
+	t.refreshUsedBy()
+	t.showEditor(true)
+	t.refreshState()
+}
+
+// refreshUsedBy shows which servers use the scope in the editor, as the
+// file says now (a save in the Servers tab changes it).
+func (t *credsTab) refreshUsedBy() {
+	if users := serversUsing(t.p.config(), t.orig); len(users) > 0 {
 		t.usedBy.SetText(strings.Join(users, ", "))
 	} else {
 		t.usedBy.SetText("No server yet: tick it under Credentials in a server's settings.")
 	}
-	t.showEditor(true)
-	t.refreshState()
 }
 
 // syncEnvVar enables the variable entry only for environment injection.

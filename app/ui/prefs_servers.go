@@ -316,6 +316,19 @@ func (t *serversTab) leave(next func()) {
 	d.Show()
 }
 
+// refreshScopes offers the credential scopes the file defines now (a save
+// in the Credentials tab changes them), keeping the ticks of the editor.
+func (t *serversTab) refreshScopes() {
+	scopes := slices.Sorted(maps.Keys(t.p.config().Credentials))
+	t.creds.Options = scopes
+	t.creds.Refresh()
+	if len(scopes) == 0 {
+		t.fields[fCredentials].setHint(noScopesHint)
+	} else {
+		t.fields[fCredentials].setHint("Secrets this server may receive, each after your approval.")
+	}
+}
+
 // startNew empties the editor for a new server.
 func (t *serversTab) startNew() {
 	t.list.UnselectAll()
@@ -346,15 +359,8 @@ func (t *serversTab) load(label string, s config.Server) {
 	t.watch.SetText(strings.Join(s.Watch, "\n"))
 	t.restart.SetSelected(s.RestartMode())
 	t.loadTools(label, s)
-	scopes := slices.Sorted(maps.Keys(t.p.config().Credentials))
-	t.creds.Options = scopes
+	t.refreshScopes()
 	t.creds.SetSelected(slices.Clone(s.Credentials))
-	t.creds.Refresh()
-	if len(scopes) == 0 {
-		t.fields[fCredentials].setHint(noScopesHint)
-	} else {
-		t.fields[fCredentials].setHint("Secrets this server may receive, each after your approval.")
-	}
 	t.newTool.SetText("")
 	t.showProblems(problemSet{})
 	t.showNotes()

@@ -1001,3 +1001,26 @@ func TestPrefsUnsavedEditsAsk(t *testing.T) {
 		t.Errorf("the discarded edit reached the file:\n%s", f.read(t))
 	}
 }
+
+// TestPrefsTabsFollowSaves: a scope created in the Credentials tab is offered
+// at once in the Servers tab, and a server ticking it shows at once under
+// "Used by" in the Credentials tab.
+func TestPrefsTabsFollowSaves(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	c, s := f.p.creds, f.p.servers
+	f.p.tabs.SelectIndex(1)
+	tapButton(t, f.window.Canvas(), "Add")
+	test.Type(c.scope, "newscope")
+	c.inject.SetSelected(injectMetaText)
+	test.Type(c.secret, "s3cret-value")
+	tapButton(t, f.window.Canvas(), "Save")
+	if !slices.Contains(s.creds.Options, "newscope") {
+		t.Fatalf("the Servers tab offers %v after newscope was saved", s.creds.Options)
+	}
+	f.p.tabs.SelectIndex(0)
+	s.creds.SetSelected(append(slices.Clone(s.creds.Selected), "newscope"))
+	tapButton(t, f.window.Canvas(), "Save")
+	if !strings.Contains(c.usedBy.Text, "inv") {
+		t.Errorf("Used by of newscope reads %q after inv ticked it", c.usedBy.Text)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -488,7 +489,29 @@ const relativeCommandProblem = "a relative path needs a Working directory, or gi
 // the command is found, and environment values that look like secrets.
 func (t *serversTab) showNotes() {
 	t.fields[fCommand].setHint(commandHint(t.command.Text, t.cwd.Text))
+	t.fields[fCommand].setWarnings(commandWarnings(t.command.Text, t.cwd.Text))
 	t.fields[fEnv].setWarnings(t.envWarnings())
+}
+
+// commandWarnings says when the file a command with a path names does not
+// exist (yet): the server could not start. A name looked up in PATH is not
+// checked here, since the daemon's PATH decides.
+func commandWarnings(command, cwd string) []string {
+	command, cwd = strings.TrimSpace(command), strings.TrimSpace(cwd)
+	if !strings.ContainsRune(command, '/') {
+		return nil
+	}
+	p := command
+	if !filepath.IsAbs(p) {
+		if !filepath.IsAbs(cwd) {
+			return nil // refused on its own
+		}
+		p = filepath.Join(cwd, p)
+	}
+	if _, err := os.Stat(p); err != nil {
+		return []string{"Runs the file " + p + ", which does not exist (yet): the server cannot start until it does."}
+	}
+	return nil
 }
 
 // envWarnings are the lines of the environment whose name or value looks

@@ -736,7 +736,11 @@ func TestPrefsRelativeCommand(t *testing.T) {
 		t.Errorf("hint for node %q", hint())
 	}
 	s.command.SetText("/opt/inventory/bin/server")
-	if want := "Runs the file /opt/inventory/bin/server."; hint() != want {
+	if want := "Runs the file /opt/inventory/bin/server, which does not exist (yet): the server cannot start until it does."; hint() != want {
+		t.Errorf("hint %q, want %q", hint(), want)
+	}
+	s.command.SetText("/bin/sh")
+	if want := "Runs the file /bin/sh."; hint() != want {
 		t.Errorf("hint %q, want %q", hint(), want)
 	}
 

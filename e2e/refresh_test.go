@@ -372,8 +372,13 @@ func TestRuntimeToolAdded(t *testing.T) {
 				t.Errorf("a tool added at run time changed the epoch: %s → %s (%d epochs)", before.Epoch, after.Epoch, after.Epochs)
 			}
 
-			// Until the agent refetches, the new tool is unknown to it, but
-			// it is in the current revision: the call is not stale.
+			// Called before the agent refetched, the new tool is refused as
+			// stale, saying it was added since the agent's revision.
+			_, err := a.Session.CallTool(t.Context(), &mcp.CallToolParams{Name: "rollback"})
+			if _, ref := refusalOf(t, err); ref.Error != gateway.CatalogStale || !strings.Contains(ref.Reason, `tool "rollback" was added after catalog revision`) {
+				t.Errorf("rollback before the refetch: %+v, want catalog_stale saying it was added", ref)
+			}
+			// Once it refetched, the call goes.
 			lt, err := a.Session.ListTools(t.Context(), nil)
 			if err != nil {
 				t.Fatal(err)

@@ -345,6 +345,11 @@ func (s *Session) checkCall(e *epoch, m *mcpwire.Message) *Refusal {
 	if agentRev != 0 && agentRev != cat.Revision {
 		if changes, ok := s.toolChangedSince(agentRev, cat, tool); !ok || len(changes) > 0 {
 			reason := fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
+			if old, known := s.opts.Catalog.Get(s.opts.Label, agentRev); known {
+				if _, had := old.Lookup(name); !had {
+					reason = fmt.Sprintf("tool %q was added after catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
+				}
+			}
 			if !ok {
 				reason = fmt.Sprintf("catalog revision %d, which the agent last fetched, is no longer known; the current revision is %d", agentRev, cat.Revision)
 			}

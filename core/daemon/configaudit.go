@@ -19,9 +19,7 @@ func configChanges(old, cur *config.Config) []string {
 		old = &config.Config{}
 	}
 	out := []string{}
-	for _, label := range union(slices.Collect(maps.Keys(old.Servers)), slices.Collect(maps.Keys(cur.Servers))) {
-		o, had := old.Servers[label]
-		n, has := cur.Servers[label]
+	eachKey(old.Servers, cur.Servers, func(label string, o config.Server, had bool, n config.Server, has bool) {
 		switch {
 		case !had:
 			out = append(out, fmt.Sprintf("%s: server added (%s)", label, commandLine(n)))
@@ -30,10 +28,10 @@ func configChanges(old, cur *config.Config) []string {
 					out = append(out, fmt.Sprintf("%s: tool %s %s", label, tool, p))
 				}
 			}
-			continue
+			return
 		case !has:
 			out = append(out, label+": server removed")
-			continue
+			return
 		}
 		if commandLine(o) != commandLine(n) {
 			out = append(out, fmt.Sprintf("%s: command %s → %s", label, commandLine(o), commandLine(n)))
@@ -49,10 +47,8 @@ func configChanges(old, cur *config.Config) []string {
 		if a, b := strings.Join(o.Watch, ","), strings.Join(n.Watch, ","); a != b {
 			out = append(out, fmt.Sprintf("%s: watch [%s] → [%s]", label, a, b))
 		}
-	}
-	for _, scope := range union(slices.Collect(maps.Keys(old.Credentials)), slices.Collect(maps.Keys(cur.Credentials))) {
-		o, had := old.Credentials[scope]
-		n, has := cur.Credentials[scope]
+	})
+	eachKey(old.Credentials, cur.Credentials, func(scope string, o config.Credential, had bool, n config.Credential, has bool) {
 		switch {
 		case !had:
 			out = append(out, fmt.Sprintf("credential %s added (%s)", scope, credentialText(n)))
@@ -61,11 +57,21 @@ func configChanges(old, cur *config.Config) []string {
 		case o != n:
 			out = append(out, fmt.Sprintf("credential %s: %s → %s", scope, credentialText(o), credentialText(n)))
 		}
-	}
+	})
 	if a, b := settingsText(old.Settings), settingsText(cur.Settings); a != b {
 		out = append(out, fmt.Sprintf("settings: %s → %s", a, b))
 	}
 	return out
+}
+
+// eachKey calls fn for every key of old or cur, sorted, with its values in
+// both and whether each map has it.
+func eachKey[V any](old, cur map[string]V, fn func(k string, o V, had bool, n V, has bool)) {
+	for _, k := range union(slices.Collect(maps.Keys(old)), slices.Collect(maps.Keys(cur))) {
+		o, had := old[k]
+		n, has := cur[k]
+		fn(k, o, had, n, has)
+	}
 }
 
 func union(a, b []string) []string {

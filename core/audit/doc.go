@@ -59,7 +59,10 @@
 // needed and a log_recovered event whose fields give the torn bytes' file,
 // offset, length and SHA-256 digest, and the chain continues from the last
 // whole event. Verify accepts such a region only when a matching
-// log_recovered event follows it, and lists it in Report.Recovered.
+// log_recovered event follows it, and lists it in Report.Recovered. Whole
+// lines that are not events (bytes holding a newline) are not what a crash
+// leaves: Verify reports them as an edit, also when log_recovered recorded
+// them (LogRecovered.Complete).
 //
 // # Secrets
 //

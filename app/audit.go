@@ -189,6 +189,7 @@ type eventFields struct {
 	Agent           audit.Agent       `json:"agent"`
 	File            string            `json:"file"`
 	Changes         []string          `json:"changes"`
+	Failure         string            `json:"failure"`
 	Offset          int64             `json:"offset"`
 	Length          int64             `json:"length"`
 	After           uint64            `json:"after"`
@@ -282,6 +283,8 @@ func eventLine(e audit.Event) string {
 		kv("after", strconv.FormatUint(f.After, 10))
 	case audit.TypeSigningEnabled:
 		kv("unsignedThrough", strconv.FormatUint(f.UnsignedThrough, 10))
+	case audit.TypeLogResumed:
+		kv("failure", f.Failure)
 	case audit.TypeConfigChanged:
 		kv("file", f.File)
 		kv("changes", strings.Join(f.Changes, "; "))

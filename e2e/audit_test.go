@@ -213,6 +213,13 @@ func TestAuditUnwritableFailsClosed(t *testing.T) {
 	if code, ref := refusalOf(t, err); code != int64(gateway.AuditUnavailable.Code()) || ref.Error != gateway.AuditUnavailable {
 		t.Errorf("an approve tool while the log fails: code %d, %+v; want audit_unavailable", code, ref)
 	}
+	// Again after the daemon's once-a-second recovery attempt: re-reading
+	// the log's tail does not make it writable, and nobody is asked.
+	time.Sleep(1100 * time.Millisecond)
+	_, err = a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 3, "b": 4}})
+	if code, ref := refusalOf(t, err); code != int64(gateway.AuditUnavailable.Code()) || ref.Error != gateway.AuditUnavailable {
+		t.Errorf("an approve tool a second later: code %d, %+v; want audit_unavailable", code, ref)
+	}
 	if p := approvals(t, h); len(p) != 0 {
 		t.Errorf("approval requests raised while the log fails: %+v", p)
 	}
@@ -240,6 +247,24 @@ func TestAuditUnwritableFailsClosed(t *testing.T) {
 	}
 	if err := unix.Prlimit(d.PID(), unix.RLIMIT_FSIZE, &old, nil); err != nil {
 		t.Fatal(err)
+	}
+
+	// Writable again: the next call goes through, and the log says first
+	// that writes resumed, naming the failure.
+	time.Sleep(1100 * time.Millisecond) // the recovery attempt is at most once a second
+	if _, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "after"}}); err != nil {
+		t.Fatalf("a call once the log is writable again: %v", err)
+	}
+	evs := auditEvents(t, h)
+	i := slices.IndexFunc(evs, func(e audit.Event) bool { return e.Type == audit.TypeLogResumed })
+	if i < 0 || !strings.Contains(auditFields(t, evs[i])["failure"].(string), "file too large") {
+		t.Fatalf("no log_resumed naming the failure after the log became writable again")
+	}
+	if i+1 >= len(evs) || evs[i+1].Type != audit.TypeToolCalled {
+		t.Errorf("the event after log_resumed is %v, want the call's tool_called", evs[min(i+1, len(evs)-1)].Type)
+	}
+	if v, code := auditVerify(t, h); code != 0 || !v.OK {
+		t.Errorf("audit verify after writes resumed: exit %d, %+v", code, v)
 	}
 }
 

@@ -38,6 +38,7 @@ const (
 	TypeToolCompleted       = "tool_completed"
 	TypeAuthorizationDenied = "authorization_denied"
 	TypeConfigChanged       = "config_changed"
+	TypeLogResumed          = "log_resumed"
 	// TypeLogRecovered is written by the Log itself after a torn tail.
 	TypeLogRecovered = "log_recovered"
 	// TypeSigningEnabled is written by the Log itself when it is opened with
@@ -249,6 +250,14 @@ type ConfigChanged struct {
 	File    string   `json:"file"`
 	Digest  string   `json:"digest"`
 	Changes []string `json:"changes"`
+}
+
+// LogResumed is the fields of a log_resumed event, written by the daemon as
+// the first event after writes to the log failed (a full disk): Failure is
+// the error that stopped them. Calls were refused meanwhile
+// (audit_unavailable), so no call is missing from the log.
+type LogResumed struct {
+	Failure string `json:"failure"`
 }
 
 // LogRecovered is the fields of a log_recovered event, written by Open or

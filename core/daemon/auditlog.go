@@ -22,9 +22,10 @@ type recovering struct {
 	// (status, tray) while calls are refused with audit_unavailable.
 	onHealth func()
 
-	mu     sync.Mutex
-	last   time.Time // guarded by mu; last recovery attempt
-	failed bool      // guarded by mu; the last append failed
+	mu      sync.Mutex
+	last    time.Time // guarded by mu; last recovery attempt
+	failed  bool      // guarded by mu; the last append failed
+	lastErr error     // guarded by mu; why, while failed
 }
 
 // Append writes one event durably, trying to recover a failed log first.
@@ -36,6 +37,9 @@ func (r *recovering) Append(ctx context.Context, typ string, fields any) (audit.
 	if changed {
 		r.failed = failed
 	}
+	if failed {
+		r.lastErr = err
+	}
 	r.mu.Unlock()
 	if changed && r.onHealth != nil {
 		r.onHealth()
@@ -43,16 +47,33 @@ func (r *recovering) Append(ctx context.Context, typ string, fields any) (audit.
 	return ev, err
 }
 
-// Err reports why the log cannot be written now (after trying to recover
-// it, at most once per retryEvery), or nil: the gateway asks before it
-// raises an approval request, so that nobody is asked to approve what
-// could not be recorded.
+// Err reports why the log cannot be written now, or nil: the gateway asks
+// before it raises an approval request, so that nobody is asked to approve
+// what could not be recorded. After a failure only a write proves the log
+// healthy again (audit.Log.Recover only re-reads the tail): at most once per
+// retryEvery, Err recovers the log and appends a log_resumed event naming
+// the failure; until that succeeds it keeps reporting the failure.
 func (r *recovering) Err() error {
-	if r == nil || r.log.Err() == nil {
+	if r == nil {
 		return nil
 	}
-	r.tryRecover(context.Background())
-	return r.log.Err()
+	r.mu.Lock()
+	failed, lastErr := r.failed, r.lastErr
+	due := time.Since(r.last) >= r.retryEvery
+	if failed && due {
+		r.last = time.Now()
+	}
+	r.mu.Unlock()
+	if !failed {
+		return r.log.Err()
+	}
+	if !due {
+		return lastErr
+	}
+	ctx := context.Background()
+	_ = r.log.Recover(ctx)
+	_, err := r.Append(ctx, audit.TypeLogResumed, audit.LogResumed{Failure: lastErr.Error()})
+	return err
 }
 
 // tryRecover tries audit.Log.Recover, at most once per retryEvery.
@@ -71,6 +92,15 @@ func (r *recovering) tryRecover(ctx context.Context) {
 func (r *recovering) append(ctx context.Context, typ string, fields any) (audit.Event, error) {
 	if r.log.Err() != nil {
 		r.tryRecover(ctx)
+	}
+	r.mu.Lock()
+	failed, lastErr := r.failed, r.lastErr
+	r.mu.Unlock()
+	if failed && typ != audit.TypeLogResumed && r.log.Err() == nil {
+		// The first event after a failure says that writes resumed.
+		if _, err := r.log.Append(ctx, audit.TypeLogResumed, audit.LogResumed{Failure: lastErr.Error()}); err != nil {
+			return audit.Event{}, err
+		}
 	}
 	return r.log.Append(ctx, typ, fields)
 }

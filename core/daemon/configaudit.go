@@ -10,10 +10,12 @@ import (
 )
 
 // configChanges says in words what changed between two configurations that
-// bears on what agents may do: servers added or removed, a server's command,
-// tool policies (old → new, "approve" when unset), credential scopes a
-// server receives, credential scopes and how they are injected, settings.
-// Empty when nothing such changed.
+// bears on what agents may do: servers added or removed, a server's command
+// (the program; arguments and environment are named, never quoted: they may
+// hold secrets), working directory, watched paths and restart mode, tool
+// policies (old → new, "approve" when unset), credential scopes a server
+// receives, credential scopes and how they are injected, settings. Empty
+// when nothing such changed.
 func configChanges(old, cur *config.Config) []string {
 	if old == nil {
 		old = &config.Config{}
@@ -22,7 +24,7 @@ func configChanges(old, cur *config.Config) []string {
 	eachKey(old.Servers, cur.Servers, func(label string, o config.Server, had bool, n config.Server, has bool) {
 		switch {
 		case !had:
-			out = append(out, fmt.Sprintf("%s: server added (%s)", label, commandLine(n)))
+			out = append(out, fmt.Sprintf("%s: server added (%s)", label, n.Command))
 			for _, tool := range slices.Sorted(maps.Keys(n.Tools)) {
 				if p := n.Policy(tool); p != config.PolicyApprove {
 					out = append(out, fmt.Sprintf("%s: tool %s %s", label, tool, p))
@@ -33,8 +35,26 @@ func configChanges(old, cur *config.Config) []string {
 			out = append(out, label+": server removed")
 			return
 		}
-		if commandLine(o) != commandLine(n) {
-			out = append(out, fmt.Sprintf("%s: command %s → %s", label, commandLine(o), commandLine(n)))
+		if o.Command != n.Command {
+			out = append(out, fmt.Sprintf("%s: command %s → %s", label, o.Command, n.Command))
+		}
+		if !slices.Equal(o.Args, n.Args) {
+			out = append(out, label+": arguments changed")
+		}
+		if !maps.Equal(o.Env, n.Env) {
+			var names []string
+			eachKey(o.Env, n.Env, func(k, a string, had bool, b string, has bool) {
+				if a != b || had != has {
+					names = append(names, k)
+				}
+			})
+			out = append(out, fmt.Sprintf("%s: environment changed (%s)", label, strings.Join(names, ", ")))
+		}
+		if o.Cwd != n.Cwd {
+			out = append(out, fmt.Sprintf("%s: working directory %s → %s", label, orNone(o.Cwd), orNone(n.Cwd)))
+		}
+		if o.RestartMode() != n.RestartMode() {
+			out = append(out, fmt.Sprintf("%s: restart %s → %s", label, o.RestartMode(), n.RestartMode()))
 		}
 		for _, tool := range union(slices.Collect(maps.Keys(o.Tools)), slices.Collect(maps.Keys(n.Tools))) {
 			if a, b := o.Policy(tool), n.Policy(tool); a != b {
@@ -80,8 +100,11 @@ func union(a, b []string) []string {
 	return slices.Compact(out)
 }
 
-func commandLine(s config.Server) string {
-	return strings.Join(append([]string{s.Command}, s.Args...), " ")
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
 
 func credentialText(c config.Credential) string {

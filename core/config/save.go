@@ -89,10 +89,13 @@ func LoadForEdit(path string) (*Config, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return c, err
 	}
-	backup := atomicfile.FollowLinks(path) + LastGoodSuffix
-	if _, serr := os.Stat(backup); serr == nil {
-		return nil, fmt.Errorf("%w: %s is gone and %s holds the configuration a running daemon keeps in force; restore it (cp %s %s) or delete the copy to start afresh, then try again; nothing was changed",
-			ErrMissingWithBackup, path, backup, backup, path)
+	// The copy sits beside the file, or beside the file a link points to
+	// (Save writes it there, a daemon beside the path it was given).
+	for _, backup := range []string{path + LastGoodSuffix, atomicfile.FollowLinks(path) + LastGoodSuffix} {
+		if _, serr := os.Stat(backup); serr == nil {
+			return nil, fmt.Errorf("%w: %s is gone, and %s holds the last configuration that loaded (a running daemon keeps it in force; without one it may lack the latest change); restore it (cp %s %s) or delete the copy to start afresh, then try again; nothing was changed",
+				ErrMissingWithBackup, path, backup, backup, atomicfile.FollowLinks(path))
+		}
 	}
 	return c, nil
 }

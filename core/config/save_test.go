@@ -251,4 +251,17 @@ func TestLoadForEdit(t *testing.T) {
 	if _, err := LoadForEdit(path); !errors.Is(err, ErrMissingWithBackup) || !strings.Contains(err.Error(), "cp "+path+LastGoodSuffix+" "+path) {
 		t.Errorf("LoadForEdit with only the last good copy: %v, want ErrMissingWithBackup saying how to restore", err)
 	}
+
+	// A configuration reached through a link whose target is gone, with the
+	// copy beside the link (where a daemon given the link's path keeps it).
+	link := filepath.Join(dir, "linked.json")
+	if err := os.Symlink(filepath.Join(dir, "target", "config.json"), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(link+LastGoodSuffix, []byte(`{"mcpServers":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadForEdit(link); !errors.Is(err, ErrMissingWithBackup) {
+		t.Errorf("LoadForEdit of a link to a missing file, with the copy beside the link: %v, want ErrMissingWithBackup", err)
+	}
 }

@@ -407,7 +407,7 @@ func writeVerify(w io.Writer, r verifyResult) {
 		fmt.Fprintf(w, "Signatures checked (HMAC-SHA256, key %s); the first %d events predate signing.\n", daemon.AuditKeyScope, r.Unsigned)
 	case r.Signed:
 		fmt.Fprintf(w, "Signatures checked (HMAC-SHA256, key %s).\n", daemon.AuditKeyScope)
-	case r.Unchecked:
+	case r.Unchecked && r.OK:
 		fmt.Fprintf(w, "NOT FULLY VERIFIED: %d events are signed, but no key from the credential store could check them (%s).\n"+
 			"  The hash chain alone can be recomputed after an edit; restore the key %s and verify again (exit status 3).\n", r.SignedEvents, r.KeyNote, daemon.AuditKeyScope)
 	default:

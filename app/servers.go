@@ -484,7 +484,7 @@ func sortedKeys[V any](m map[string]V) []string {
 func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusReport) {
 	fmt.Fprintf(w, "Portcullis daemon: running (socket %s)\n", rep.Socket)
 	if rep.ConfigError != "" {
-		fmt.Fprintf(w, "Configuration file is invalid, the last good one is in force:\n  %s\n", rep.ConfigError)
+		fmt.Fprintf(w, "Configuration file is missing or invalid; the last good one is in force:\n  %s\n", rep.ConfigError)
 	}
 	if rep.Audit.Error != "" {
 		fmt.Fprintf(w, "Audit log cannot be written: every tool call is refused (audit_unavailable) until it can:\n  %s\n", rep.Audit.Error)

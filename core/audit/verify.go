@@ -248,6 +248,14 @@ func (v *verifier) checkSig(l line) bool {
 		v.rep.SignedEvents++
 	}
 	if v.mac == nil {
+		// Without the key the signatures cannot be checked, but their
+		// absence can: once events are signed, every later one is.
+		if l.sig != "" {
+			v.signedSeen = true
+		} else if v.signedSeen {
+			v.fail(l.seq, ProblemBadSignature, "seq %d is unsigned but follows signed events", l.seq)
+			return false
+		}
 		return true
 	}
 	if l.sig == "" {

@@ -87,7 +87,7 @@ func TestVerify(t *testing.T) {
 			prev := string(parseOK(t, lines[3]).hash)
 			lines[4], _ = reseal(t, replaceOnce(t, lines[4], `"tool_4"`, `"tool_9"`), prev)
 			return lines
-		}, nil, ProblemEdited, 5},
+		}, nil, ProblemBadSignature, 5}, // resealed without the key: unsigned after signed events
 		{"edit and rehash, key", func(t *testing.T, dir string, lines [][]byte) [][]byte {
 			prev := string(parseOK(t, lines[3]).hash)
 			lines[4], _ = reseal(t, replaceOnce(t, lines[4], `"tool_4"`, `"tool_9"`), prev)
@@ -106,7 +106,7 @@ func TestVerify(t *testing.T) {
 			prev := string(parseOK(t, lines[8]).hash)
 			lines[9], _ = reseal(t, replaceOnce(t, lines[9], `"run-0"`, `"run-2"`), prev)
 			return lines
-		}, nil, ProblemEdited, 10},
+		}, nil, ProblemBadSignature, 10},
 		{"delete line", func(t *testing.T, dir string, lines [][]byte) [][]byte {
 			return append(lines[:4:4], lines[5:]...)
 		}, testKey, ProblemDeleted, 5},

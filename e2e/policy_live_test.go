@@ -358,3 +358,32 @@ func waitApprovalGone(t *testing.T, h *harness.Home, id string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestConfigChangedWhileStopped: the audit log records the configuration in
+// force when it first sees it, and an edit made while no daemon ran when
+// the next daemon starts.
+func TestConfigChangedWhileStopped(t *testing.T) {
+	h := newHome(t)
+	if err := h.AddServer(testContext(t, 30*time.Second), "echo", nil, echoBin); err != nil {
+		t.Fatal(err)
+	}
+	d, err := h.StartDaemon(testContext(t, 30*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	policyCLI(t, h, "add", "deny")
+	startDaemon(t, h)
+	var records [][]any
+	for _, e := range auditEvents(t, h) {
+		if f := auditFields(t, e); e.Type == audit.TypeConfigChanged && f["atStart"] == true {
+			records = append(records, f["changes"].([]any))
+		}
+	}
+	if len(records) != 2 || !slices.Contains(records[0], any("echo: server added ("+echoBin+")")) ||
+		!slices.Equal(records[1], []any{"echo: tool add approve → deny"}) {
+		t.Errorf("config_changed records at start: %v; want the configuration first seen, then the edit made while stopped", records)
+	}
+}

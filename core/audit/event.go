@@ -246,10 +246,14 @@ type AuthorizationDenied struct {
 // command, tool policies with the old and new value, credential scopes and
 // how they are injected, settings), for example
 // "pub: tool publish_preview approve → allow".
+// AtStart marks changes the daemon found when it started, made while no
+// daemon ran; the first record of a log (nothing recorded before) lists the
+// whole configuration as added.
 type ConfigChanged struct {
 	File    string   `json:"file"`
 	Digest  string   `json:"digest"`
 	Changes []string `json:"changes"`
+	AtStart bool     `json:"atStart,omitempty"`
 }
 
 // LogResumed is the fields of a log_resumed event, written by the daemon as

@@ -1,13 +1,55 @@
 package daemon
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"maps"
 	"slices"
 	"strings"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/internal/atomicfile"
 )
+
+// auditedConfigFile is the copy, in the state directory, of the last
+// configuration file the audit log has a record of: at start the daemon
+// records what changed since (edits made while no daemon ran).
+const auditedConfigFile = "config.audited.json"
+
+// recordConfig appends a config_changed event for the configuration data
+// (parsed as cur) against the last one recorded, when they differ, and
+// keeps data as the last recorded. atStart marks the check at daemon start.
+// A configuration the log has no record of yet is recorded whole.
+func (d *Daemon) recordConfig(data []byte, cur *config.Config, atStart bool) {
+	d.mu.Lock()
+	open := d.auditW != nil
+	d.mu.Unlock()
+	if !open {
+		return // the start, once the log is open, records it
+	}
+	kept := filepath.Join(d.opts.Dirs.State, auditedConfigFile)
+	prevData, err := os.ReadFile(kept)
+	if err == nil && string(prevData) == string(data) {
+		return
+	}
+	var prev *config.Config
+	if err == nil {
+		prev, _ = config.Parse(prevData, kept) // unreadable: recorded whole
+	}
+	sum := sha256.Sum256(data)
+	if err := d.appendAudit(audit.TypeConfigChanged, audit.ConfigChanged{
+		File: d.opts.Dirs.ConfigFile(), Digest: "sha256:" + hex.EncodeToString(sum[:]),
+		Changes: configChanges(prev, cur), AtStart: atStart}); err != nil {
+		return // not recorded: tried again at the next change or start
+	}
+	if err := atomicfile.Write(kept, data, 0o600); err != nil {
+		d.log.Warn("keeping the audited configuration", "file", kept, "err", err)
+	}
+}
 
 // configChanges says in words what changed between two configurations that
 // bears on what agents may do: servers added or removed, a server's command
@@ -121,4 +163,15 @@ func credentialText(c config.Credential) string {
 func settingsText(s config.Settings) string {
 	return fmt.Sprintf("approval timeout %s, hold timeout %s, max message %d bytes",
 		s.ApprovalTimeoutOrDefault(), s.HoldTimeoutOrDefault(), s.MaxMessageOrDefault())
+}
+
+// configData returns the configuration in force and the bytes it was parsed
+// from (nil, nil before any file loaded).
+func (d *Daemon) configData() (*config.Config, []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cfgData == nil {
+		return nil, nil
+	}
+	return d.cfg, d.cfgData
 }

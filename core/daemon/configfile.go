@@ -3,14 +3,11 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
 	"time"
 
-	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/internal/atomicfile"
 	"github.com/portcullis/portcullis/core/watch"
@@ -109,9 +106,7 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 		if old != nil {
 			// What a person changed that bears on what agents may do is
 			// on the record, with the digest of the file that says so.
-			sum := sha256.Sum256(data)
-			_ = d.appendAudit(audit.TypeConfigChanged, audit.ConfigChanged{
-				File: path, Digest: "sha256:" + hex.EncodeToString(sum[:]), Changes: configChanges(old, cfg)})
+			d.recordConfig(data, cfg, false)
 		}
 		select {
 		case d.policyKick <- struct{}{}:

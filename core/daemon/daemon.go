@@ -242,6 +242,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.mu.Unlock()
 	d.notify() // the status's audit part changed
 	defer al.Close()
+	if cfg, data := d.configData(); cfg != nil {
+		d.recordConfig(data, cfg, true) // edits made while no daemon ran
+	}
 	d.closeAbandonedRuns(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	d.mu.Lock()

@@ -112,7 +112,7 @@ func newCredsTab(p *prefs) *credsTab {
 	t.other = newMessageLabel()
 	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
 	t.saveBtn.Importance = widget.HighImportance
-	t.clearBtn = widget.NewButton("Remove secret", t.removeSecret)
+	t.clearBtn = widget.NewButton("Remove secret", t.confirmRemoveSecret)
 	t.deleteBtn = widget.NewButtonWithIcon("Delete scope", theme.DeleteIcon(), t.confirmDelete)
 	t.deleteBtn.Importance = widget.DangerImportance
 
@@ -460,6 +460,25 @@ func storeErrorText(err error) string {
 		return err.Error() + "\n" + h
 	}
 	return err.Error()
+}
+
+// confirmRemoveSecret asks before the secret goes: it cannot be shown, so
+// it cannot be typed back from the window.
+func (t *credsTab) confirmRemoveSecret() {
+	if !t.editing || t.isNew || t.busy {
+		return
+	}
+	d := dialog.NewConfirm("Remove the secret?",
+		"The secret of “"+t.orig+"” is deleted from the credential store; servers that use the scope cannot get it until you set it again.",
+		func(ok bool) {
+			if ok {
+				t.removeSecret()
+			}
+		}, t.p.win)
+	d.SetConfirmText("Remove secret")
+	d.SetDismissText("Keep it")
+	d.SetConfirmImportance(widget.DangerImportance)
+	d.Show()
 }
 
 // removeSecret deletes the stored secret and keeps the scope.

@@ -495,6 +495,15 @@ func TestPrefsCredentials(t *testing.T) {
 
 	// Remove the secret, keep the scope.
 	tapButton(t, c, "Remove secret")
+	if f.store.Len() == 0 {
+		t.Fatal("the secret went before the person confirmed")
+	}
+	tapButton(t, c, "Keep it")
+	if f.store.Len() == 0 {
+		t.Fatal("Keep it removed the secret")
+	}
+	tapButton(t, c, "Remove secret")
+	tapButton(t, c, "Remove secret") // the dialog's
 	if f.store.Len() != 0 || !strings.Contains(cr.state.Text, "Not stored") {
 		t.Errorf("after Remove secret: %d stored, state %q", f.store.Len(), cr.state.Text)
 	}

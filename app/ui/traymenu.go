@@ -121,7 +121,7 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 	out = append(out, sep,
 		menuEntry{Kind: entryPrefs, Label: "Preferences…"},
 		menuEntry{Kind: entryAudit, Label: "Audit log…"},
-		menuEntry{Kind: entryLogin, Label: "Launch at login", Checked: login.Enabled, Disabled: !login.Available},
+		menuEntry{Kind: entryLogin, Label: loginLabel(login), Checked: login.Enabled, Disabled: !login.Available},
 		sep,
 		menuEntry{Kind: entryQuit, Label: "Quit Portcullis"},
 	)
@@ -206,4 +206,13 @@ func approvalsLine(n int) string {
 		return "No approvals waiting"
 	}
 	return fmt.Sprintf("Approvals (%d)…", n)
+}
+
+// loginLabel is the launch-at-login entry: a check mark shows it on, and the
+// label says off, since system trays draw no box for an unchecked item.
+func loginLabel(l loginState) string {
+	if l.Available && !l.Enabled {
+		return "Launch at login (off)"
+	}
+	return "Launch at login"
 }

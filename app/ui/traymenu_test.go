@@ -123,7 +123,7 @@ func TestMenuModel(t *testing.T) {
 				{Kind: entryApprovals, Label: "Approvals (2)…"},
 				{Kind: entryRestart, Label: "Restart echo", Server: "echo"},
 				{Kind: entryRestart, Label: "Restart pub", Server: "pub"},
-			}, tail(menuEntry{Kind: entryLogin, Label: "Launch at login"})...),
+			}, tail(menuEntry{Kind: entryLogin, Label: "Launch at login (off)"})...),
 		},
 		{
 			name: "invalid configuration is said first",

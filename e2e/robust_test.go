@@ -664,7 +664,8 @@ func TestRobustCorruptConfig(t *testing.T) {
 // skipped discovery (which that era allows), the gateway fetches the catalog
 // itself, and the request is checked against it: an unknown tool is
 // unknown_tool, arguments missing a required member are invalid_arguments,
-// no approval request is raised for either, and a good call goes through.
+// a call whose _meta lacks the client's capabilities is -32602, no approval
+// request is raised for any of them, and none reaches the server.
 func TestRobustRequestsBeforeHandshake(t *testing.T) {
 	h := newHome(t)
 	log := filepath.Join(t.TempDir(), "calls.jsonl")
@@ -704,8 +705,18 @@ func TestRobustRequestsBeforeHandshake(t *testing.T) {
 	if m := call("4", "echo", map[string]any{}); m.refusal(t).Error != gateway.InvalidArguments {
 		t.Errorf("echo without its required message answered %.300s, want invalid_arguments", m.Raw)
 	}
+	// The 2026-07-28 protocol requires the client's capabilities in the
+	// _meta of every request: a call without them is refused at once, before
+	// any approval request.
+	noCaps := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+	if m := modern.call("5", "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"message": "no caps"}, "_meta": noCaps}, 30*time.Second); m.Error == nil || m.Error.Code != -32602 || !strings.Contains(m.Error.Message, "clientCapabilities") {
+		t.Errorf("a call without clientCapabilities answered %.300s, want -32602 naming them", m.Raw)
+	}
 	if p := approvals(t, h); len(p) != 0 {
-		t.Errorf("approval requests raised for calls the catalog refuses: %+v", p)
+		t.Errorf("approval requests raised for calls the catalog or the protocol refuses: %+v", p)
+	}
+	if calls := auditCallLog(t, log); len(calls) != 0 {
+		t.Errorf("a refused call reached the server: %s", calls)
 	}
 	st := waitRun(t, h, modern.pid(), buildWait, "ready with a catalog", func(r gateway.Status) bool {
 		return r.State == gateway.StateReady && r.CatalogRevision > 0

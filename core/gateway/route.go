@@ -29,6 +29,11 @@ const (
 	methodToolsCall        = "tools/call"
 	metaSubscriptionKey    = "io.modelcontextprotocol/subscriptionId"
 	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	// protocolModern is the first protocol version whose requests carry
+	// the client's protocol version and capabilities in _meta.
+	protocolModern = "2026-07-28"
 )
 
 // readAgent routes every message the agent sends until its input ends.
@@ -85,6 +90,16 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		s.writeAgent(mcpwire.NewError(m.ID, mcpwire.CodeInvalidRequest,
 			fmt.Sprintf("Invalid Request: request id %s is already in use by a request in flight; give each request an id of its own", m.ID), nil))
 		return
+	}
+	if m.Method != methodPing {
+		if why := requestMetaProblem(m.Params); why != "" {
+			// Checked here, not left to the server: a call the server
+			// will refuse must not hold at the gate or raise an approval
+			// card first.
+			s.log.Info("request with an invalid 2026-07-28 _meta", "id", string(m.ID), "method", m.Method, "problem", why)
+			s.writeAgent(mcpwire.NewError(m.ID, mcpwire.CodeInvalidParams, "Invalid params: "+why, nil))
+			return
+		}
 	}
 	if m.Method == methodToolsCall {
 		if why := toolsCallProblem(m.Params); why != "" {
@@ -1019,6 +1034,33 @@ func (s *Session) agentTooLarge(tl *mcpwire.TooLargeError) {
 	default:
 		s.log.Warn("agent message too large and without an id to answer; dropped", "bytes", tl.Size, "limit", tl.Limit, "method", tl.Method, "hasMethod", tl.HasMethod)
 	}
+}
+
+// requestMetaProblem says what makes a request's _meta unusable in the
+// 2026-07-28 protocol, or "" when it is fine. A request whose _meta names
+// protocol version 2026-07-28 or later must also carry the client's
+// capabilities there, as an object, and its client info, when present, must
+// be an object (MCP 2026-07-28, basic: "Request metadata", SEP-2575; the
+// go-sdk server answers such a request with -32602 too). Requests without
+// that protocol version in _meta are of the legacy era and not checked.
+func requestMetaProblem(params json.RawMessage) string {
+	raw := mcpwire.GetPath(params, "_meta", metaProtocolVersion)
+	var version string
+	if raw == nil || json.Unmarshal(raw, &version) != nil || version < protocolModern {
+		return ""
+	}
+	isObject := func(v json.RawMessage) bool { return len(v) > 0 && v[0] == '{' }
+	caps := mcpwire.GetPath(params, "_meta", metaClientCapabilities)
+	switch {
+	case caps == nil:
+		return fmt.Sprintf("_meta names protocol version %s but has no %q; the %s protocol requires the client's capabilities in the _meta of every request", version, metaClientCapabilities, protocolModern)
+	case !isObject(caps):
+		return fmt.Sprintf("_meta %q must be an object", metaClientCapabilities)
+	}
+	if info := mcpwire.GetPath(params, "_meta", metaClientInfo); info != nil && !isObject(info) {
+		return fmt.Sprintf("_meta %q must be an object", metaClientInfo)
+	}
+	return ""
 }
 
 // toolsCallProblem says what makes the params of a tools/call unusable, or

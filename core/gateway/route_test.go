@@ -380,6 +380,59 @@ func TestToolsCallInvalidParams(t *testing.T) {
 	}
 }
 
+// TestRequestMetaInvalid: a request whose _meta names the 2026-07-28
+// protocol (or later) must carry the client's capabilities there, as an
+// object, and client info, when present, as an object; otherwise it is
+// -32602 and reaches neither the server nor the gate. A request of the
+// legacy era (no protocol version in _meta, or an older one) is not checked,
+// and neither is ping, which the gateway answers itself.
+func TestRequestMetaInvalid(t *testing.T) {
+	r := newScriptRig(t, 0, 5*time.Second)
+	r.handshake(t)
+	const pv = `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`
+	bad := []struct{ meta, why string }{
+		{`{` + pv + `}`, `has no "io.modelcontextprotocol/clientCapabilities"`},
+		{`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":null}`, `"io.modelcontextprotocol/clientCapabilities" must be an object`},
+		{`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":[]}`, `"io.modelcontextprotocol/clientCapabilities" must be an object`},
+		{`{"io.modelcontextprotocol/protocolVersion":"2027-01-01","io.modelcontextprotocol/clientCapabilities":"all"}`, `must be an object`},
+		{`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":"me"}`, `"io.modelcontextprotocol/clientInfo" must be an object`},
+	}
+	for i, tt := range bad {
+		for j, method := range []string{"tools/call", "tools/list"} {
+			id := fmt.Sprint(100 + 10*i + j)
+			r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{"name":"t","_meta":` + tt.meta + `}}`)
+			code, msg, _ := wireError(t, r.agent.wait(id, 1))
+			if code != -32602 || !strings.Contains(msg, tt.why) {
+				t.Errorf("%s with _meta %s: code %d %q, want -32602 and %q", method, tt.meta, code, msg, tt.why)
+			}
+		}
+	}
+	r.proc.quiet(t, 50*time.Millisecond)
+	if st := r.sess.Status(); st.InFlight != 0 {
+		t.Errorf("%d requests in flight after the refusals, want none", st.InFlight)
+	}
+
+	// Fine: complete modern _meta, legacy or absent protocol version, ping.
+	good := []string{
+		`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"a","version":"1"}}`,
+		`{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}`,
+		`{"progressToken":1}`,
+	}
+	for i, meta := range good {
+		id := fmt.Sprint(200 + i)
+		r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","_meta":` + meta + `}}`)
+		call := r.proc.next(t)
+		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
+		if got := r.agent.wait(id, 1); mcpwire.GetPath(got, "result") == nil {
+			t.Errorf("call with _meta %s answered %.300s, want its result", meta, got)
+		}
+	}
+	r.agent.send(`{"jsonrpc":"2.0","id":300,"method":"ping","params":{"_meta":{` + pv + `}}}`)
+	if got := r.agent.wait("300", 1); mcpwire.GetPath(got, "result") == nil {
+		t.Errorf("ping answered %.300s, want a result", got)
+	}
+}
+
 // TestDuplicateIDInFlight: a request whose id equals that of a request of
 // the agent still in flight is refused with -32600 and that id, and the
 // first request goes on: its answer comes back once. Ids compare as

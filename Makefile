@@ -43,7 +43,10 @@ test-deps: ## install what the tests need when missing (Debian packages, npm pee
 
 .PHONY: test
 test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service on Linux), 50000 executions of each fuzz target, then a cgo build of the app
-	CGO_ENABLED=0 scripts/with-secret-service.sh $(GO) test -tags ci -count=1 -timeout 20m ./...
+	# Each test binary gets a throwaway Secret Service of its own (go test
+	# -exec): the keychain tests lock its collection, which must not fail the
+	# tests of another package running at the same time.
+	CGO_ENABLED=0 $(GO) test -exec "$(CURDIR)/scripts/with-secret-service.sh" -tags ci -count=1 -timeout 20m ./...
 	CGO_ENABLED=0 $(GO) -C testdata/servers test -count=1 -timeout 5m ./...
 	@echo "fuzzing each fuzz target for 50000 executions (about 40 s in all)"
 	$(MAKE) --no-print-directory fuzz FUZZTIME=50000x

@@ -5,6 +5,10 @@
 #
 #   scripts/with-secret-service.sh go test ./platform/...
 #
+# or, to give each test binary a keyring of its own (make test does this):
+#
+#   go test -exec "$PWD/scripts/with-secret-service.sh" ./...
+#
 # It starts dbus-run-session with fresh, temporary XDG_DATA_HOME and
 # XDG_RUNTIME_DIR (the keyring is thrown away afterwards), starts gnome-keyring's
 # secrets component unlocked with a throwaway password read from stdin, exports

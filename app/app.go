@@ -297,21 +297,20 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // newDaemon builds the daemon with this platform's implementations.
 func (a *App) newDaemon(log *slog.Logger) (*daemon.Daemon, error) {
 	store := platform.NewSecretStore()
-	key, note, err := daemon.AuditSigning(store, daemon.AuditDir(a.Dirs))
-	if err != nil {
-		return nil, err
-	}
-	if note != "" {
-		log.Warn(note)
-	}
 	return daemon.New(daemon.Options{
-		Dirs:      a.Dirs,
-		Peers:     platform.Peers{},
-		Procs:     platform.NewProcessInfo(),
-		Secrets:   store,
-		AuditKey:  key,
-		AuditNote: note,
-		Logger:    log,
+		Dirs:    a.Dirs,
+		Peers:   platform.Peers{},
+		Procs:   platform.NewProcessInfo(),
+		Secrets: store,
+		// For settings.auditSigning of the configuration the daemon loads.
+		AuditSigner: func(on bool) ([]byte, string, error) {
+			key, note, err := daemon.AuditSigning(store, daemon.AuditDir(a.Dirs), on)
+			if note != "" {
+				log.Warn(note)
+			}
+			return key, note, err
+		},
+		Logger: log,
 	})
 }
 

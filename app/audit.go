@@ -318,10 +318,24 @@ type verifyResult struct {
 	Unsigned uint64 `json:"unsigned,omitempty"`
 	// Unchecked: the log has signed events, but no key was available to
 	// check them; only the hash chain was verified (exit status 3).
-	Unchecked    bool            `json:"signaturesUnchecked,omitempty"`
-	SignedEvents uint64          `json:"signedEvents,omitempty"`
-	Recovered    []recoveredJSON `json:"recovered,omitempty"`
-	Warnings     []string        `json:"warnings,omitempty"`
+	Unchecked    bool   `json:"signaturesUnchecked,omitempty"`
+	SignedEvents uint64 `json:"signedEvents,omitempty"`
+	// SigningOff are the stretches written with signing turned off
+	// (settings.auditSigning false), oldest first: their events carry no
+	// signature. Accepted, not a failure: each begins with a signed
+	// signing_disabled event.
+	SigningOff []signingOffJSON `json:"signingOff,omitempty"`
+	Recovered  []recoveredJSON  `json:"recovered,omitempty"`
+	Warnings   []string         `json:"warnings,omitempty"`
+}
+
+// signingOffJSON is a stretch of the log written with signing off: from the
+// signing_disabled event at seq disabled to the signing_enabled at seq
+// enabled (absent: to the end of the log).
+type signingOffJSON struct {
+	Disabled uint64 `json:"disabled"`
+	Enabled  uint64 `json:"enabled,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // recoveredJSON is a torn region that a log_recovered event accounts for.
@@ -375,6 +389,9 @@ func (a *App) auditVerify(args []string) error {
 	for _, rc := range rep.Recovered {
 		res.Recovered = append(res.Recovered, recoveredJSON(rc))
 	}
+	for _, so := range rep.SigningOff {
+		res.SigningOff = append(res.SigningOff, signingOffJSON(so))
+	}
 	if res.Torn {
 		res.FirstBad, res.Problem = 0, ""
 	}
@@ -413,6 +430,11 @@ func writeVerify(w io.Writer, r verifyResult) {
 	default:
 		fmt.Fprintf(w, "Signatures were NOT checked: no key from the credential store (%s).\n", r.KeyNote)
 	}
+	if r.OK {
+		for _, so := range r.SigningOff {
+			writeSigningOff(w, so, r.Events)
+		}
+	}
 	if r.Torn {
 		fmt.Fprintf(w, "The last line is torn (a crash while writing): %s\n  This is not a failure; the next daemon start records it with log_recovered.\n", r.Detail)
 	}
@@ -421,6 +443,24 @@ func writeVerify(w io.Writer, r verifyResult) {
 	}
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "Warning: %s\n", warn)
+	}
+}
+
+// writeSigningOff says that signing was turned off for a stretch of a log
+// of last events.
+func writeSigningOff(w io.Writer, so signingOffJSON, last uint64) {
+	why := ""
+	if so.Reason != "" {
+		why = " (" + so.Reason + ")"
+	}
+	switch {
+	case so.Enabled != 0:
+		fmt.Fprintf(w, "Signing was turned off at seq %d%s and on again at seq %d: the events between carry no signature.\n", so.Disabled, why, so.Enabled)
+	case last > so.Disabled:
+		fmt.Fprintf(w, "Signing was turned off at seq %d%s: events %d to %d carry no signature, so someone who could write the log could have forged them.\n",
+			so.Disabled, why, so.Disabled+1, last)
+	default:
+		fmt.Fprintf(w, "Signing was turned off at seq %d%s, the last event: the events after it will carry no signature.\n", so.Disabled, why)
 	}
 }
 

@@ -489,6 +489,12 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	if rep.Audit.Error != "" {
 		fmt.Fprintf(w, "Audit log cannot be written: every tool call is refused (audit_unavailable) until it can:\n  %s\n", rep.Audit.Error)
 	}
+	switch {
+	case rep.Audit.SigningError != "":
+		fmt.Fprintf(w, "Audit signing does not follow the settings:\n  %s\n", rep.Audit.SigningError)
+	case !rep.Audit.Signed && rep.Audit.Note != "":
+		fmt.Fprintf(w, "Audit: %s\n", rep.Audit.Note)
+	}
 	if len(rep.Servers) == 0 {
 		fmt.Fprintf(w, "No servers configured in %s.\n", rep.ConfigFile)
 	}

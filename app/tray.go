@@ -75,7 +75,7 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 				log.Warn("reading the catalog store for Preferences", "err", err)
 				cats = nil
 			}
-			return ui.PrefsDeps{ConfigFile: a.Dirs.ConfigFile(), Catalogs: cats, Secrets: secrets, Login: login}
+			return ui.PrefsDeps{ConfigFile: a.Dirs.ConfigFile(), Catalogs: cats, Secrets: secrets, Login: login, AuditStatus: d.AuditStatus}
 		},
 		Audit: func() ui.AuditDeps {
 			key, err := daemon.ReadAuditKey(secrets)

@@ -99,6 +99,12 @@ type auditVerifyResult struct {
 		Seq    uint64 `json:"seq"`
 		Length int64  `json:"length"`
 	} `json:"recovered"`
+	SignedEvents uint64 `json:"signedEvents"`
+	SigningOff   []struct {
+		Disabled uint64 `json:"disabled"`
+		Enabled  uint64 `json:"enabled"`
+		Reason   string `json:"reason"`
+	} `json:"signingOff"`
 }
 
 // auditVerify runs `portcullis audit verify --json` and returns its result

@@ -465,6 +465,13 @@ func verifyText(rep audit.Report, err error) (string, widget.Importance) {
 		b.WriteString("; signatures not checked (no key)")
 	}
 	b.WriteString(".")
+	for _, so := range rep.SigningOff {
+		if so.Enabled != 0 {
+			fmt.Fprintf(&b, " Signing was off from seq %d to %d: the events between carry no signature.", so.Disabled, so.Enabled)
+		} else {
+			fmt.Fprintf(&b, " Signing was turned off at seq %d: the events after it carry no signature, so someone who could write the log could have forged them.", so.Disabled)
+		}
+	}
 	if n := len(rep.Recovered); n > 0 {
 		fmt.Fprintf(&b, " %d torn region(s) after crashes are accounted for by log_recovered events.", n)
 	}

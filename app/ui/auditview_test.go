@@ -251,6 +251,10 @@ func TestVerifyText(t *testing.T) {
 			"OK: 5 events in 1 file, hash chain intact; signatures checked.", widget.SuccessImportance},
 		{"unsigned prefix", audit.Report{Events: 9, Files: 2, Signed: true, Unsigned: 3}, nil,
 			"OK: 9 events in 2 files, hash chain intact; signatures checked (3 older events from before signing began carry none).", widget.SuccessImportance},
+		{"signing off and on again, then off", audit.Report{Events: 12, Files: 1, Signed: true,
+			SigningOff: []audit.SigningOff{{Disabled: 3, Enabled: 6, Reason: "settings.auditSigning is false"}, {Disabled: 9}}}, nil,
+			"OK: 12 events in 1 file, hash chain intact; signatures checked. Signing was off from seq 3 to 6: the events between carry no signature. " +
+				"Signing was turned off at seq 9: the events after it carry no signature, so someone who could write the log could have forged them.", widget.SuccessImportance},
 		{"no key", audit.Report{Events: 2, Files: 1}, nil,
 			"OK: 2 events in 1 file, hash chain intact; signatures not checked (no key).", widget.SuccessImportance},
 		{"torn", audit.Report{Events: 2, Files: 1, Problem: audit.ProblemTorn, Detail: "audit-000001.jsonl: 17 bytes"}, nil,

@@ -15,12 +15,14 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/loginitem"
 	"github.com/portcullis/portcullis/core/secrets"
 )
@@ -41,6 +43,10 @@ type PrefsDeps struct {
 	// Login is the "launch at login" setting (platform.NewLoginItem); nil
 	// where the system has none, and the General tab says so.
 	Login loginitem.Item
+	// AuditStatus returns the daemon's audit signing state (the audit part
+	// of `portcullis status`), which the General tab shows under "Sign the
+	// audit log"; nil: the tab tells it from the key's presence in Secrets.
+	AuditStatus func() daemon.AuditStatus
 	// OnSaved, when not nil, is called on the UI goroutine after each
 	// successful write of ConfigFile. The daemon re-reads the file at each
 	// agent connection and server launch, so nothing else is needed for a
@@ -56,7 +62,8 @@ var prefsSize = fyne.NewSize(920, 640)
 // environment, watched paths, restart policy, per-tool policy, credential
 // scopes), Credentials (set, replace or remove a scope's secret, which is
 // never shown, and how it is injected) and General (launch at login,
-// timeouts, audit signing) — and returns it. Edits are checked with
+// timeouts, audit signing on or off, which asks before turning it off) —
+// and returns it. Edits are checked with
 // config.Validate as they are typed, each problem shown under its field, and
 // saved with config.Save onto a fresh read of the file, so that a concurrent
 // change to another server (from the CLI, say) is kept. An invalid edit is
@@ -175,6 +182,8 @@ type prefs struct {
 	servers *serversTab
 	creds   *credsTab
 	general *generalTab
+
+	dialogs []dialog.Dialog // shown by ask, oldest first; Escape dismisses the last
 }
 
 func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
@@ -197,9 +206,34 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	p.win.SetContent(container.NewBorder(p.banner, container.NewPadded(container.NewStack(room, p.status)), nil, nil, p.tabs))
 	p.win.Resize(prefsSize)
 	p.win.CenterOnScreen()
+	p.win.Canvas().SetOnTypedKey(func(ev *fyne.KeyEvent) {
+		if ev.Name == fyne.KeyEscape {
+			p.escape()
+		}
+	})
 	p.reload()
 	registerSingleton(a, "prefs", p.win, p.reload)
 	return p
+}
+
+// ask shows d, a question over the window whose dismiss button is the safe
+// answer (Keep editing, Cancel…): Escape answers it that way.
+func (p *prefs) ask(d dialog.Dialog) {
+	p.dialogs = append(p.dialogs, d)
+	d.SetOnClosed(func() {
+		if i := slices.Index(p.dialogs, d); i >= 0 {
+			p.dialogs = slices.Delete(p.dialogs, i, i+1)
+		}
+	})
+	d.Show()
+}
+
+// escape dismisses the question shown last, if any (the Escape key; a
+// dialog's buttons take no keys unless tabbed to).
+func (p *prefs) escape() {
+	if n := len(p.dialogs); n > 0 {
+		p.dialogs[n-1].Dismiss()
+	}
 }
 
 // reload reads the configuration file and refreshes every tab.

@@ -478,7 +478,7 @@ func (t *credsTab) confirmRemoveSecret() {
 	d.SetConfirmText("Remove secret")
 	d.SetDismissText("Keep it")
 	d.SetConfirmImportance(widget.DangerImportance)
-	d.Show()
+	t.p.ask(d)
 }
 
 // removeSecret deletes the stored secret and keeps the scope.
@@ -527,7 +527,7 @@ func (t *credsTab) confirmDelete() {
 		}, t.p.win)
 	d.SetConfirmText("Delete")
 	d.SetDismissText("Cancel")
-	d.Show()
+	t.p.ask(d)
 }
 
 // deleteScope removes the secret from the store (if there is one) and then

@@ -8,6 +8,7 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -29,8 +30,8 @@ const (
 // settings in config.json.
 var generalCaptions = map[string]string{"approvalTimeout": "Approval timeout", "holdTimeout": "Hold timeout"}
 
-// generalTab holds the daemon-wide settings, launch at login and the state
-// of audit signing.
+// generalTab holds the daemon-wide settings, launch at login, and audit
+// signing with its state.
 type generalTab struct {
 	p       *prefs
 	content fyne.CanvasObject
@@ -39,10 +40,18 @@ type generalTab struct {
 	login   *widget.Check
 	approve *widget.Entry
 	hold    *widget.Entry
-	audit   *widget.Label
+	sign    *widget.Check // settings.auditSigning
+	audit   *widget.Label // the state of audit signing now
 	fields  map[string]*prefsField
 	saveBtn *widget.Button
+
+	// auditWait is how long reloadAudit waits, after a save that changed
+	// settings.auditSigning, for the daemon to apply it.
+	auditWait time.Duration
 }
+
+// signingOffHint says what turning audit signing off means.
+const signingOffHint = "When off, the events recorded from then on carry no signature: someone who can write the log file could forge them undetected."
 
 func newGeneralTab(p *prefs) *generalTab {
 	t := &generalTab{p: p}
@@ -53,16 +62,17 @@ func newGeneralTab(p *prefs) *generalTab {
 	t.hold = widget.NewEntry()
 	t.hold.SetPlaceHolder(config.DefaultHoldTimeout.String() + " (default)")
 	t.hold.OnChanged = func(string) { t.changed() }
+	t.sign = widget.NewCheck("Sign the audit log", func(bool) { t.changed() })
 	t.audit = widget.NewLabel("")
 	t.audit.Wrapping = fyne.TextWrapWord
+	t.auditWait = 5 * time.Second
 	t.fields = map[string]*prefsField{
 		fLogin: newPrefsField("Startup", t.login, "Applies at once."),
 		fApprovalTimeout: newPrefsField(generalCaptions["approvalTimeout"], t.approve,
 			"How long a tool call waits for your decision before it is refused, such as 90s or 2m. Applies to requests from now on."),
 		fHoldTimeout: newPrefsField(generalCaptions["holdTimeout"], t.hold,
 			"How long a tool call is held while a rebuilt server starts. Applies to agents that connect from now on."),
-		fAudit: newPrefsField("Audit log", t.audit,
-			"Signing starts by itself where a credential store works, and never stops silently; Verify in the audit viewer checks it."),
+		fAudit: newPrefsField("Audit log", container.New(layout.NewCustomPaddedVBoxLayout(0), t.sign, t.audit), signingOffHint),
 	}
 	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
 	t.saveBtn.Importance = widget.HighImportance
@@ -79,16 +89,19 @@ func (t *generalTab) reload() {
 	s := t.p.config().Settings
 	t.approve.SetText(durationText(s.ApprovalTimeout))
 	t.hold.SetText(durationText(s.HoldTimeout))
+	t.sign.SetChecked(s.AuditSigningOn())
 	for _, f := range t.fields {
 		f.setProblems(nil)
 	}
 	if t.p.cfg == nil {
 		t.saveBtn.Disable()
+		t.sign.Disable()
 	} else {
 		t.saveBtn.Enable()
+		t.sign.Enable()
 	}
 	t.reloadLogin()
-	t.reloadAudit()
+	t.reloadAudit(false)
 }
 
 // durationText shows a configured duration, or "" for the default.
@@ -143,17 +156,61 @@ func (t *generalTab) setLogin(on bool) {
 	}
 }
 
-// reloadAudit shows whether the audit log's signing key is in the
-// credential store, asking the store off the UI goroutine.
-func (t *generalTab) reloadAudit() {
-	t.audit.SetText("Checking the credential store…")
+// reloadAudit shows the state of audit signing, asking the daemon (or,
+// without one, the credential store) off the UI goroutine. After a save that
+// changed settings.auditSigning (wait), it first waits up to auditWait for
+// the daemon to apply the setting, which it does once its file watcher sees
+// the change.
+func (t *generalTab) reloadAudit(wait bool) {
+	t.audit.SetText("Checking…")
+	on := t.p.config().Settings.AuditSigningOn()
 	var text string
-	t.p.opts.run(func() { text = auditSigningText(t.p.deps.Secrets) }, func() { t.audit.SetText(text) })
+	status, store, patience := t.p.deps.AuditStatus, t.p.deps.Secrets, t.auditWait
+	t.p.opts.run(func() {
+		if status == nil {
+			text = auditKeyText(store, on)
+			return
+		}
+		st := status()
+		for deadline := time.Now().Add(patience); wait && st.Signed != on && st.SigningError == "" && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+			st = status()
+		}
+		text = auditStatusText(st, on)
+	}, func() { t.audit.SetText(text) })
 }
 
-// auditSigningText describes the state of audit signing from the key's
-// presence in store; the key itself is dropped at once.
-func auditSigningText(store secrets.Store) string {
+// auditStatusText describes the daemon's audit signing (the audit part of
+// `portcullis status`) for settings.auditSigning on or off.
+func auditStatusText(st daemon.AuditStatus, on bool) string {
+	switch {
+	case st.SigningError != "":
+		return "Not as set: " + st.SigningError
+	case st.Signed && !on:
+		return "Now: still signed; the daemon turns signing off once it reads the saved setting."
+	case st.Signed:
+		return "Now: signed with HMAC-SHA256; the key is kept in the credential store as " + daemon.AuditKeyScope + "."
+	case on:
+		return "Now: not signed. " + upperFirst(strings.TrimPrefix(st.Note, "the audit log is not signed: ")) + "."
+	}
+	return "Now: not signed, as set. Events are hash-chained all the same."
+}
+
+// upperFirst returns s with its first letter in upper case.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// auditKeyText describes audit signing from the key's presence in store,
+// for settings.auditSigning on or off, when no daemon can be asked; the key
+// itself is dropped at once.
+func auditKeyText(store secrets.Store, on bool) string {
+	if !on {
+		return "Not signed, as set. Events are hash-chained all the same."
+	}
 	if store == nil {
 		return "Not signed: no credential store is available. Events are hash-chained all the same."
 	}
@@ -199,7 +256,21 @@ func (t *generalTab) candidate() (config.Settings, problemSet) {
 	}
 	s.ApprovalTimeout = parse(t.approve, fApprovalTimeout)
 	s.HoldTimeout = parse(t.hold, fHoldTimeout)
+	s.AuditSigning = signingSetting(s.AuditSigning, t.sign.Checked)
 	return s, ps
+}
+
+// signingSetting is settings.auditSigning for the box ticked (on) or not,
+// when the file says cur: unchanged when it means on already, else absent
+// (the default, on) or false.
+func signingSetting(cur *bool, on bool) *bool {
+	switch {
+	case on == (cur == nil || *cur):
+		return cur
+	case on:
+		return nil
+	}
+	return new(false)
 }
 
 // generalProblems maps problems of settings.* to the fields.
@@ -241,14 +312,40 @@ func (t *generalTab) showProblems(ps problemSet) {
 	t.fields[fHoldTimeout].setProblems(ps[fHoldTimeout])
 }
 
+// save writes the settings, after asking when they turn audit signing off.
 func (t *generalTab) save() {
 	if !t.check() {
 		t.p.setStatus(notSavedFields, true)
 		return
 	}
 	s, _ := t.candidate()
+	if !s.AuditSigningOn() && t.p.config().Settings.AuditSigningOn() {
+		d := dialog.NewConfirm("Turn off audit signing?",
+			"Events recorded after this carry no signature: someone who can write the audit log file could then add or change them undetected. "+
+				"The log records, signed, where signing stopped.",
+			func(ok bool) {
+				if ok {
+					t.write(s)
+					return
+				}
+				t.sign.SetChecked(true) // as the person chose, and as the file says
+				t.p.setStatus("Not saved: audit signing stays on.", false)
+			}, t.p.win)
+		d.SetConfirmText("Turn off signing")
+		d.SetDismissText("Keep signing")
+		d.SetConfirmImportance(widget.DangerImportance)
+		t.p.ask(d)
+		return
+	}
+	t.write(s)
+}
+
+// write saves the settings s (from candidate) onto a fresh read of the file.
+func (t *generalTab) write(s config.Settings) {
+	was := t.p.config().Settings.AuditSigningOn()
 	err := t.p.update(func(c *config.Config) error {
 		c.Settings.ApprovalTimeout, c.Settings.HoldTimeout = s.ApprovalTimeout, s.HoldTimeout
+		c.Settings.AuditSigning = signingSetting(c.Settings.AuditSigning, s.AuditSigningOn())
 		return nil
 	})
 	var ve *config.ValidationError
@@ -258,6 +355,12 @@ func (t *generalTab) save() {
 		t.p.setStatus(notSavedFields, true)
 	case err != nil:
 		t.p.setStatus("Not saved: "+err.Error(), true)
+	case s.AuditSigningOn() != was && !s.AuditSigningOn():
+		t.p.setStatus("Saved the general settings. Audit signing is off: the log records that, signed, and signs no event after it.", false)
+		t.reloadAudit(true)
+	case s.AuditSigningOn() != was:
+		t.p.setStatus("Saved the general settings. Audit signing is on again from the next event.", false)
+		t.reloadAudit(true)
 	default:
 		t.p.setStatus("Saved the general settings.", false)
 	}

@@ -314,7 +314,7 @@ func (t *serversTab) leave(next func()) {
 	d.SetConfirmText("Discard")
 	d.SetDismissText("Keep editing")
 	d.SetConfirmImportance(widget.DangerImportance)
-	d.Show()
+	t.p.ask(d)
 }
 
 // refreshScopes offers the credential scopes the file defines now (a save
@@ -737,7 +737,7 @@ func (t *serversTab) confirmRemove() {
 		}, t.p.win)
 	d.SetConfirmText("Remove")
 	d.SetDismissText("Cancel")
-	d.Show()
+	t.p.ask(d)
 }
 
 // remove deletes the server called label from the file.

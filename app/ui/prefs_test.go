@@ -162,6 +162,12 @@ func wantProblems(t *testing.T, fields map[string]*prefsField, want map[string]s
 
 // tapButton taps the button labelled text on the canvas or in one of its
 // overlays (dialogs).
+// pressKey sends key to w as the driver does when no widget has the
+// keyboard.
+func pressKey(w fyne.Window, key fyne.KeyName) {
+	w.Canvas().OnTypedKey()(&fyne.KeyEvent{Name: key})
+}
+
 func tapButton(t *testing.T, c fyne.Canvas, text string) {
 	t.Helper()
 	roots := []fyne.CanvasObject{c.Content()}
@@ -333,11 +339,16 @@ func TestPrefsAddAndRemoveServer(t *testing.T) {
 		t.Errorf("after saving, editing %q (new %v), want new.server", s.orig, s.isNew)
 	}
 
-	// Remove asks first; Cancel keeps the server.
+	// Remove asks first; Cancel, or Escape, keeps the server.
 	tapButton(t, c, "Remove")
 	tapButton(t, c, "Cancel")
 	if _, ok := f.load(t).Servers["new.server"]; !ok {
 		t.Fatal("Cancel removed the server")
+	}
+	tapButton(t, c, "Remove")
+	pressKey(f.window, fyne.KeyEscape)
+	if _, ok := f.load(t).Servers["new.server"]; !ok || c.Overlays().Top() != nil {
+		t.Fatalf("Escape over the question: server kept %v, dialog %v; want kept and no dialog", ok, c.Overlays().Top() != nil)
 	}
 	tapButton(t, c, "Remove")
 	tapButton(t, c, "Remove") // the dialog's confirm button
@@ -618,6 +629,94 @@ func TestPrefsGeneral(t *testing.T) {
 	}
 	if f.saved != 1 {
 		t.Errorf("OnSaved called %d times, want 1", f.saved)
+	}
+}
+
+// TestPrefsAuditSigning: "Sign the audit log" is saved with the other
+// general settings; turning it off asks first (and writes nothing when the
+// person keeps signing), and the state under the box is the daemon's.
+func TestPrefsAuditSigning(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	g := f.p.general
+	c := f.window.Canvas()
+	f.p.tabs.SelectIndex(2)
+	// A daemon that applies the file's setting at once, or fails to.
+	var signErr string
+	f.p.deps.AuditStatus = func() daemon.AuditStatus {
+		cfg, err := config.Load(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if signErr != "" {
+			return daemon.AuditStatus{Note: "the audit log is not signed: " + signErr, SigningError: signErr}
+		}
+		if !cfg.Settings.AuditSigningOn() {
+			return daemon.AuditStatus{Note: daemon.AuditSigningOffNote}
+		}
+		return daemon.AuditStatus{Signed: true}
+	}
+	f.p.reload()
+	if !g.sign.Checked || !strings.HasPrefix(g.audit.Text, "Now: signed with HMAC-SHA256") {
+		t.Fatalf("box %v, state %q; want ticked and signed", g.sign.Checked, g.audit.Text)
+	}
+	if hint := g.fields[fAudit].note.Text; !strings.Contains(hint, "forge them undetected") {
+		t.Errorf("hint %q does not say what off means", hint)
+	}
+
+	// Off asks first; keeping signing writes nothing.
+	before := f.read(t)
+	g.sign.SetChecked(false)
+	tapButton(t, c, "Save")
+	if c.Overlays().Top() == nil {
+		t.Fatal("turning signing off did not ask")
+	}
+	test.AssertRendersToMarkup(t, "prefs_general_signing_off.xml", c)
+	tapButton(t, c, "Keep signing")
+	if !bytes.Equal(f.read(t), before) || f.saved != 0 {
+		t.Fatal("the file changed although the person kept signing")
+	}
+	if !g.sign.Checked || !strings.Contains(f.p.status.Text, "stays on") {
+		t.Errorf("after Keep signing: box %v, status %q; want ticked again", g.sign.Checked, f.p.status.Text)
+	}
+
+	g.sign.SetChecked(false)
+	tapButton(t, c, "Save")
+	tapButton(t, c, "Turn off signing")
+	if got := f.load(t).Settings.AuditSigning; got == nil || *got {
+		t.Fatalf("settings.auditSigning = %v after turning it off, want false", got)
+	}
+	if !bytes.Contains(f.read(t), []byte(`"auditSigning": false`)) || f.saved != 1 {
+		t.Errorf("file:\n%s\nsaved %d times", f.read(t), f.saved)
+	}
+	if !strings.Contains(f.p.status.Text, "Audit signing is off") || g.audit.Text != "Now: not signed, as set. Events are hash-chained all the same." {
+		t.Errorf("status %q, state %q", f.p.status.Text, g.audit.Text)
+	}
+
+	// Saving other settings keeps it off, without asking again.
+	g.approve.SetText("90s")
+	tapButton(t, c, "Save")
+	if c.Overlays().Top() != nil || f.load(t).Settings.AuditSigningOn() || f.saved != 2 {
+		t.Fatalf("saving a timeout with signing off: dialog %v, on %v", c.Overlays().Top() != nil, f.load(t).Settings.AuditSigningOn())
+	}
+
+	// On again, without asking: the key leaves the file (the default).
+	g.sign.SetChecked(true)
+	tapButton(t, c, "Save")
+	if c.Overlays().Top() != nil {
+		t.Fatal("turning signing on asked")
+	}
+	if got := f.load(t).Settings; got.AuditSigning != nil || got.ApprovalTimeout != config.Duration(90*time.Second) {
+		t.Errorf("settings %+v, want auditSigning absent and the timeout kept", got)
+	}
+	if !strings.Contains(f.p.status.Text, "on again") || !strings.HasPrefix(g.audit.Text, "Now: signed") {
+		t.Errorf("status %q, state %q", f.p.status.Text, g.audit.Text)
+	}
+
+	// A daemon that could not apply the setting says why.
+	signErr = "settings.auditSigning is true but signing could not start: credential store is locked"
+	f.p.reload()
+	if g.audit.Text != "Not as set: "+signErr {
+		t.Errorf("state %q, want the daemon's error", g.audit.Text)
 	}
 }
 
@@ -1001,9 +1100,25 @@ func TestPrefsUnsavedEditsAsk(t *testing.T) {
 	if f.window.Canvas().Overlays().Top() == nil {
 		t.Fatal("no question before unsaved edits of inv are dropped")
 	}
+	// Escape answers the question the safe way, like Keep editing. The
+	// entry typed into before has no focus over the dialog, so the key
+	// reaches the window.
+	if fo := f.window.Canvas().Focused(); fo != nil {
+		t.Errorf("%T has the keyboard over the dialog; Escape would not reach the window", fo)
+	}
+	pressKey(f.window, fyne.KeyEscape)
+	if f.window.Canvas().Overlays().Top() != nil || s.orig != "inv" || s.command.Text != "/usr/bin/node2" {
+		t.Errorf("after Escape: dialog %v, editing %q with command %q; want no dialog and inv with the edit",
+			f.window.Canvas().Overlays().Top() != nil, s.orig, s.command.Text)
+	}
+	s.list.Select(slices.Index(s.labels, "pub"))
 	tapButton(t, f.window.Canvas(), "Keep editing")
 	if s.orig != "inv" || s.command.Text != "/usr/bin/node2" {
 		t.Errorf("after Keep editing: editing %q with command %q; want inv with the edit", s.orig, s.command.Text)
+	}
+	pressKey(f.window, fyne.KeyEscape) // no question: nothing happens
+	if s.orig != "inv" || s.command.Text != "/usr/bin/node2" {
+		t.Errorf("Escape without a question changed the editor: editing %q with command %q", s.orig, s.command.Text)
 	}
 	tapButton(t, f.window.Canvas(), "Add")
 	tapButton(t, f.window.Canvas(), "Discard")

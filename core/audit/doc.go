@@ -39,6 +39,21 @@
 // implementation and obtain the same bytes; Verify checks exactly that the
 // stored body is canonical.
 //
+// # Signing
+//
+// With a key (Options.Key) every event is signed. Signing may start later:
+// the first signed event after unsigned ones is a signing_enabled event
+// (SigningEnabled) naming the seq before it, written by Open with a key or by
+// Log.EnableSigning. It may also be turned off, but never silently:
+// Log.DisableSigning writes a signing_disabled event (SigningDisabled),
+// signed with the key, after which events carry no signature until the next
+// signing_enabled; this can repeat. Verify, with or without the key, accepts
+// an unsigned event only in an unsigned prefix or after a signed
+// signing_disabled, and lists the stretches written with signing off in
+// Report.SigningOff: someone who could write the files then could have
+// forged their events. Only the Log writes these two types (Append refuses
+// them).
+//
 // # Durability and failure
 //
 // Append returns only after the event is written and fsynced (on macOS Go's

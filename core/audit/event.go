@@ -41,9 +41,14 @@ const (
 	TypeLogResumed          = "log_resumed"
 	// TypeLogRecovered is written by the Log itself after a torn tail.
 	TypeLogRecovered = "log_recovered"
-	// TypeSigningEnabled is written by the Log itself when it is opened with
-	// a key on a log whose last event is unsigned.
+	// TypeSigningEnabled is written by the Log itself, signed, when signing
+	// starts after unsigned events: at Open with a key, or by
+	// Log.EnableSigning. Append refuses it.
 	TypeSigningEnabled = "signing_enabled"
+	// TypeSigningDisabled is written by the Log itself, signed, when
+	// Log.DisableSigning turns signing off; the events after it carry no
+	// signature until a signing_enabled. Append refuses it.
+	TypeSigningDisabled = "signing_disabled"
 )
 
 // Event is one decoded line of the log.
@@ -284,10 +289,20 @@ type LogRecovered struct {
 }
 
 // SigningEnabled is the fields of a signing_enabled event, written (signed) by
-// Open when a key is given and the last event is unsigned. UnsignedThrough is
-// the last unsigned sequence number.
+// Open when a key is given and the last event is unsigned or is
+// signing_disabled, and by Log.EnableSigning. UnsignedThrough is the sequence
+// number of the event before it: the last unsigned one, or the
+// signing_disabled that no event followed.
 type SigningEnabled struct {
 	UnsignedThrough uint64 `json:"unsignedThrough"`
+}
+
+// SigningDisabled is the fields of a signing_disabled event, written (signed,
+// with the key that signed the events before it) by Log.DisableSigning.
+// Reason says in words why signing stopped, such as "settings.auditSigning is
+// false".
+type SigningDisabled struct {
+	Reason string `json:"reason"`
 }
 
 // ArgsSummary returns what the audit log records of a tool call's arguments:

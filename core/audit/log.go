@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,7 +45,8 @@ type Options struct {
 	// group commit does.
 	MaxFileBytes int64
 	// Key is the HMAC-SHA256 key that signs every event hash; nil writes
-	// unsigned events.
+	// unsigned events. Log.DisableSigning and Log.EnableSigning change it
+	// on an open Log.
 	Key []byte
 	// Clock gives event timestamps (default time.Now); they are stored in UTC.
 	Clock func() time.Time
@@ -75,6 +78,7 @@ type Log struct {
 	quit      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	signing   atomic.Bool // the writer's key is set: new events are signed
 
 	// Owned by the writer goroutine (by Open before it starts).
 	w writer
@@ -86,8 +90,9 @@ type writer struct {
 	size    int64
 	seq     uint64
 	prev    string
-	signed  bool // whether the last event carries a signature
-	enc     *encoder
+	signed  bool     // the last event carries a signature and is not signing_disabled: the next one must be signed
+	key     []byte   // the key new events are signed with; nil: unsigned
+	enc     *encoder // encoder of key
 	plain   *encoder // unsigned encoder, for log_recovered before signing_enabled
 	failed  error    // sticky ErrUnavailable
 	buf     []byte
@@ -100,11 +105,23 @@ type writer struct {
 const headSize = 256
 
 type request struct {
-	typ     string
-	fields  []byte
-	recover bool
-	done    chan result
+	typ    string // "" for a control request (op)
+	fields []byte
+	op     ctlOp
+	key    []byte // opEnable
+	reason string // opDisable
+	done   chan result
 }
+
+// ctlOp is what a request without an event asks of the writer.
+type ctlOp int
+
+const (
+	opErr     ctlOp = iota // report the sticky failure (Err)
+	opRecover              // Recover
+	opDisable              // DisableSigning
+	opEnable               // EnableSigning
+)
 
 type result struct {
 	ev  Event
@@ -121,8 +138,8 @@ type item struct {
 // Open opens (creating if needed) the audit log in o.Dir, takes its lock, and
 // reads the tail of the last file to continue the chain. A torn last line is
 // left in place and followed by a log_recovered event; if o.Key is set and the
-// last event is unsigned, a signed signing_enabled event is appended. Errors
-// wrap ErrUnavailable.
+// last event is unsigned or is signing_disabled, a signed signing_enabled
+// event is appended. Errors wrap ErrUnavailable.
 func Open(o Options) (*Log, error) {
 	l, err := newLog(o)
 	if err != nil {
@@ -173,7 +190,7 @@ func newLog(o Options) (*Log, error) {
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 	}
-	l.w.enc = newEncoder(o.Key)
+	l.setKeyLocked(bytes.Clone(o.Key))
 	l.w.plain = newEncoder(nil)
 	if err := l.load(); err != nil {
 		if l.w.f != nil {
@@ -190,13 +207,17 @@ func newLog(o Options) (*Log, error) {
 // as ToolCalled, a map, or json.RawMessage; nil means {}). It returns the
 // event once it is written and fsynced; concurrent callers share fsyncs.
 //
-// Errors: ErrInvalid for a bad type or fields; an error wrapping
+// Errors: ErrInvalid for a bad type or fields, or for signing_enabled and
+// signing_disabled, which only the Log writes; an error wrapping
 // ErrUnavailable when the log cannot be written, in which case the Log fails
 // closed until Recover succeeds; ctx.Err() when ctx ends first (the event
 // may still be recorded if it had already been handed to the writer).
 func (l *Log) Append(ctx context.Context, typ string, fields any) (Event, error) {
 	if !validType(typ) {
 		return Event{}, fmt.Errorf("%w: type %q", ErrInvalid, typ)
+	}
+	if typ == TypeSigningEnabled || typ == TypeSigningDisabled {
+		return Event{}, fmt.Errorf("%w: type %q is written by the log itself (EnableSigning, DisableSigning)", ErrInvalid, typ)
 	}
 	canon, err := canonicalFields(fields)
 	if err != nil {
@@ -210,7 +231,53 @@ func (l *Log) Append(ctx context.Context, typ string, fields any) (Event, error)
 // write again. It returns nil when the log is healthy afterwards, else an
 // error wrapping ErrUnavailable.
 func (l *Log) Recover(ctx context.Context) error {
-	_, err := l.do(ctx, &request{recover: true, done: make(chan result, 1)})
+	_, err := l.do(ctx, &request{op: opRecover, done: make(chan result, 1)})
+	return err
+}
+
+// Signing reports whether the events the Log appends now are signed: it was
+// opened with a key, or EnableSigning succeeded, and signing was not turned
+// off since.
+func (l *Log) Signing() bool { return l.signing.Load() }
+
+// DisableSigning turns signing off: it appends a signing_disabled event with
+// reason (SigningDisabled), signed with the key the Log signs with, and the
+// events after it carry no signature. Verify accepts unsigned events only
+// after such an event, so the log says where its signatures stop; from there
+// on someone who can write the files can forge events undetected.
+//
+// It returns nil when the Log does not sign already (writing nothing).
+// Errors: one wrapping ErrInvalid when the last event is signed but the Log
+// was opened without a key (the event could not be signed; nothing is
+// written); as Append, one wrapping ErrUnavailable when the log cannot be
+// written, in which case the Log fails closed and keeps signing (Recover
+// follows a signing_disabled that did reach the disk with a signing_enabled);
+// ctx.Err().
+func (l *Log) DisableSigning(ctx context.Context, reason string) error {
+	_, err := l.do(ctx, &request{op: opDisable, reason: reason, done: make(chan result, 1)})
+	return err
+}
+
+// EnableSigning turns signing on with key (HMAC-SHA256): when events were
+// written unsigned (signing turned off, or a log begun without a key), it
+// appends a signing_enabled event signed with key whose UnsignedThrough is the
+// sequence number before it, and signs every event after it.
+//
+// It returns nil without writing when the Log signs with key already, and
+// when nothing needs closing (an empty log, or a signed last event of a Log
+// opened without a key): later events are then simply signed. key must be the
+// key that signed the earlier events of the log, if any, or Verify fails on
+// them; the caller keeps it (see package daemon's AuditSigning).
+//
+// Errors: one wrapping ErrInvalid for an empty key or when the Log signs with
+// another key (nothing is written); as Append, one wrapping ErrUnavailable when
+// the log cannot be written, in which case the Log fails closed with key set
+// (Recover writes the signing_enabled if it did not reach the disk); ctx.Err().
+func (l *Log) EnableSigning(ctx context.Context, key []byte) error {
+	if len(key) == 0 {
+		return fmt.Errorf("%w: an empty signing key", ErrInvalid)
+	}
+	_, err := l.do(ctx, &request{op: opEnable, key: bytes.Clone(key), done: make(chan result, 1)})
 	return err
 }
 
@@ -331,13 +398,82 @@ func (l *Log) run() {
 	}
 }
 
-// control answers a request that carries no event: Recover or Err.
+// control answers a request that carries no event: Recover, Err,
+// DisableSigning or EnableSigning.
 func (l *Log) control(r *request) {
-	if r.recover {
-		r.done <- result{err: l.recoverLocked()}
-		return
+	var err error
+	switch r.op {
+	case opRecover:
+		err = l.recoverLocked()
+	case opDisable:
+		err = l.disableLocked(r.reason)
+	case opEnable:
+		err = l.enableLocked(r.key)
+	default:
+		err = l.w.failed
 	}
-	r.done <- result{err: l.w.failed}
+	r.done <- result{err: err}
+}
+
+// setKeyLocked makes key (nil: none) the key new events are signed with.
+func (l *Log) setKeyLocked(key []byte) {
+	l.w.key = key
+	l.w.enc = newEncoder(key)
+	l.signing.Store(key != nil)
+}
+
+// disableLocked writes a signed signing_disabled and drops the key.
+func (l *Log) disableLocked(reason string) error {
+	w := &l.w
+	if w.failed != nil {
+		return w.failed
+	}
+	if w.key == nil {
+		if w.signed {
+			return fmt.Errorf("%w: the log's last event is signed but it was opened without the key: signing_disabled cannot be signed", ErrInvalid)
+		}
+		return nil
+	}
+	fields, err := canonicalFields(SigningDisabled{Reason: reason})
+	if err != nil {
+		return err
+	}
+	if _, err := l.commitLocked([]item{{typ: TypeSigningDisabled, fields: fields}}); err != nil {
+		return err
+	}
+	l.setKeyLocked(nil)
+	l.log.Warn("audit signing turned off; events from now on carry no signature", "reason", reason, "seq", w.seq)
+	return nil
+}
+
+// enableLocked sets key and, when unsigned events precede, writes a signed
+// signing_enabled closing them.
+func (l *Log) enableLocked(key []byte) error {
+	w := &l.w
+	if w.failed != nil {
+		return w.failed
+	}
+	if w.key != nil {
+		if hmac.Equal(w.key, key) {
+			return nil
+		}
+		return fmt.Errorf("%w: the log is signed with another key", ErrInvalid)
+	}
+	l.setKeyLocked(key)
+	if w.seq == 0 || w.signed {
+		return nil
+	}
+	fields, err := canonicalFields(SigningEnabled{UnsignedThrough: w.seq})
+	if err != nil {
+		return err
+	}
+	// On failure the key stays: Recover finds the signing_enabled on disk,
+	// or writes it (load), so that signing resumes either way.
+	if _, err := l.commitLocked([]item{{typ: TypeSigningEnabled, fields: fields}}); err != nil {
+		return err
+	}
+	l.log.Info("audit signing turned on", "seq", w.seq)
+	return nil
 }
 
 // commitLocked writes items as consecutive events with one write and one
@@ -360,7 +496,7 @@ func (l *Log) commitLocked(items []item) ([]Event, error) {
 		var h, sig string
 		w.buf, h, sig = enc.appendLine(w.buf, seq, ts, it.typ, it.fields, prev)
 		evs[i] = Event{Seq: seq, TS: ts, Type: it.typ, Fields: it.fields, Prev: prev, Hash: h, Sig: sig}
-		prev, signed = h, sig != ""
+		prev, signed = h, signsNext(sig, it.typ)
 	}
 	if w.size > 0 && w.size+int64(len(w.buf)) > l.opts.MaxFileBytes {
 		if err := l.rotateLocked(); err != nil {
@@ -512,7 +648,7 @@ func (l *Log) load() error {
 		return fmt.Errorf("%w: reading %s: %w", ErrUnavailable, last.name, err)
 	}
 	if t.found {
-		w.seq, w.prev, w.signed = t.seq, t.hash, t.sig != ""
+		w.seq, w.prev, w.signed = t.seq, t.hash, signsNext(t.sig, t.typ)
 	} else {
 		for i := len(files) - 2; i >= 0; i-- {
 			pt, err := scanFileTail(files[i].path)
@@ -520,13 +656,13 @@ func (l *Log) load() error {
 				return fmt.Errorf("%w: reading %s: %w", ErrUnavailable, files[i].name, err)
 			}
 			if pt.found {
-				w.seq, w.prev, w.signed = pt.seq, pt.hash, pt.sig != ""
+				w.seq, w.prev, w.signed = pt.seq, pt.hash, signsNext(pt.sig, pt.typ)
 				break
 			}
 		}
 	}
-	needSigning := l.opts.Key != nil && w.seq > 0 && !w.signed
-	if l.opts.Key == nil && w.signed {
+	needSigning := w.key != nil && w.seq > 0 && !w.signed
+	if w.key == nil && w.signed {
 		l.log.Warn("audit log opened without a key after signed events; new events are unsigned")
 	}
 	var items []item
@@ -605,6 +741,7 @@ func digestRange(f *os.File, off, n int64) (tornRange, error) {
 type tail struct {
 	found        bool
 	seq          uint64
+	typ          string
 	hash, sig    string
 	goodEnd      int64 // offset just past the last whole event (and its newline)
 	unterminated bool  // the last event lacks its newline (goodEnd == size)
@@ -647,7 +784,7 @@ func scanTail(f io.ReaderAt, size int64) (tail, error) {
 				break // the line may start before the window
 			}
 			if l, err := parseLine(buf[s:e]); err == nil && enc.hash(l.prev, l.open) == l.hash {
-				t := tail{found: true, seq: l.seq, hash: l.hash, sig: l.sig, goodEnd: base + int64(e), unterminated: !term}
+				t := tail{found: true, seq: l.seq, typ: l.typ, hash: l.hash, sig: l.sig, goodEnd: base + int64(e), unterminated: !term}
 				if term {
 					t.goodEnd++
 				}
@@ -661,6 +798,10 @@ func scanTail(f io.ReaderAt, size int64) (tail, error) {
 		window *= 2
 	}
 }
+
+// signsNext reports whether the event after one with signature sig and
+// type typ must be signed: it is signed and does not turn signing off.
+func signsNext(sig, typ string) bool { return sig != "" && typ != TypeSigningDisabled }
 
 // newlineCounter counts the newlines written to it.
 type newlineCounter struct{ n int }

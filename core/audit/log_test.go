@@ -104,6 +104,8 @@ func TestAppendInvalid(t *testing.T) {
 		{"tool_called", []int{1}},
 		{"tool_called", json.RawMessage(`"x"`)},
 		{"tool_called", json.RawMessage(`{"a":`)},
+		{TypeSigningDisabled, SigningDisabled{Reason: "forged"}}, // only DisableSigning writes it
+		{TypeSigningEnabled, SigningEnabled{UnsignedThrough: 1}},
 	} {
 		if _, err := l.Append(context.Background(), tc.typ, tc.fields); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Append(%q, %v) = %v, want ErrInvalid", tc.typ, tc.fields, err)

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,6 +42,25 @@ func Tail(dir string, n int) ([]Event, error) {
 		out = out[len(out)-n:]
 	}
 	return out, nil
+}
+
+// HasSigned reports whether any event of the log in dir carries a signature,
+// reading from the start up to the first that does (a log whose signing was
+// turned off may end unsigned, and a new key would not verify its earlier
+// events). The error wraps fs.ErrNotExist when dir does not exist.
+func HasSigned(dir string) (bool, error) {
+	found := false
+	err := forEachEvent(dir, func(e Event) error {
+		if e.Sig != "" {
+			found = true
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return false, err
+	}
+	return found, nil
 }
 
 // followInterval is how often Follow looks for new lines.

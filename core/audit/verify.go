@@ -30,8 +30,13 @@ const (
 	// log_recovered (a crash while writing). Not a failure: every whole
 	// event before it verified; the next Open records it.
 	ProblemTorn = "torn"
-	// ProblemBadSignature: with a key, an event's sig is missing or wrong,
-	// or head.json's signature is wrong.
+	// ProblemBadSignature: an event lacks the signature it must carry (it
+	// follows signed events and no signed signing_disabled turned signing
+	// off; or it is a signing_enabled or signing_disabled event, which are
+	// always signed), signing does not start or stop as the log says (a
+	// signed event after signing_disabled or after unsigned events that is
+	// not a signing_enabled naming the seq before it), or, with a key, an
+	// event's or head.json's signature is wrong.
 	ProblemBadSignature = "bad-signature"
 )
 
@@ -62,11 +67,27 @@ type Report struct {
 	// it could be checked: a log with signed events verified without the
 	// key proves only its hash chain, which anyone can recompute.
 	SignedEvents uint64
+	// SigningOff lists the stretches, oldest first, that were written with
+	// signing turned off (Log.DisableSigning): their events carry no
+	// signature, so someone who could write the files then could have
+	// forged them. The last one has Enabled 0 when the log still ends with
+	// signing off.
+	SigningOff []SigningOff
 	// Recovered lists torn regions that Open recorded with log_recovered.
 	Recovered []Recovered
 	// Warnings are conditions that are not failures (such as a missing
 	// head.json, which makes trailing truncation undetectable).
 	Warnings []string
+}
+
+// SigningOff is a stretch of the log written with signing turned off: from
+// the signed signing_disabled event at seq Disabled to the signing_enabled
+// event at seq Enabled (0: to the end of the log). Reason is the one
+// signing_disabled recorded.
+type SigningOff struct {
+	Disabled uint64
+	Enabled  uint64
+	Reason   string
 }
 
 // Recovered is a torn region found by Verify together with the seq of the
@@ -85,7 +106,13 @@ func (r Report) Failed() bool { return r.Problem != "" && r.Problem != ProblemTo
 // Verify checks the log in dir: every event's hash against its content
 // (which must be canonical RFC 8785 JSON), the prev links and sequence
 // numbers across all files, signatures when key is non-nil, and the chain's
-// end against head.json. It stops at the first problem. The error is nil for
+// end against head.json. It stops at the first problem.
+//
+// With or without the key it checks where signatures may be missing: an
+// unsigned prefix must be closed by signing_enabled, and once events are
+// signed every later one is, except after a signed signing_disabled, until
+// a signing_enabled (listed in Report.SigningOff). With a key, a log none of
+// whose events is signed fails. The error is nil for
 // a log that verifies (possibly with a torn last line, Problem "torn"), wraps
 // ErrBroken when the log fails (the Report holds FirstBad, Problem and
 // Detail), and is any other error when dir cannot be read.
@@ -128,14 +155,29 @@ type verifier struct {
 	hasHead     bool
 	headMatched bool
 
-	signedSeen    bool
-	firstUnsigned uint64
+	mode          signMode
+	firstUnsigned uint64 // first event of the unsigned prefix, 0 when none
 
 	// position of the line being examined, for the lookahead
 	fi int
 	lr *lineReader
 	f  *os.File
 }
+
+// signMode is what the events before the one being checked say of its
+// signature.
+type signMode int
+
+const (
+	// modePrefix: no event so far is signed; unsigned events may follow,
+	// and the first signed one must be signing_enabled when any did.
+	modePrefix signMode = iota
+	// modeOn: the last event is signed: the next one must be signed.
+	modeOn
+	// modeOff: after a signed signing_disabled: unsigned events may follow,
+	// and the first signed one must be signing_enabled.
+	modeOff
+)
 
 func (v *verifier) fail(seq uint64, problem, format string, args ...any) {
 	v.rep.FirstBad, v.rep.Problem, v.rep.Detail = seq, problem, fmt.Sprintf(format, args...)
@@ -212,9 +254,6 @@ func (v *verifier) check(lf logFile, l line, firstLine bool) bool {
 		v.fail(v.expected, ProblemEdited, "the event in place of seq %d in %s does not match its hash", v.expected, lf.name)
 		return false
 	}
-	if !v.checkSig(l) {
-		return false
-	}
 	if l.seq != v.expected {
 		v.gap(lf, l, firstLine)
 		return false
@@ -225,6 +264,11 @@ func (v *verifier) check(lf logFile, l line, firstLine bool) bool {
 			bad = 1
 		}
 		v.fail(bad, ProblemEdited, "seq %d records prev %s but seq %d hashes to %s: seq %d was rewritten", l.seq, l.prev, v.expected-1, v.prev, bad)
+		return false
+	}
+	// After the chain checks, so that a deleted or reordered event is
+	// reported as such rather than as the signature it leaves missing.
+	if !v.checkSig(l) {
 		return false
 	}
 	if v.hasHead && l.seq == v.head.Seq {
@@ -243,44 +287,62 @@ func (v *verifier) check(lf logFile, l line, firstLine bool) bool {
 	return true
 }
 
+// checkSig checks l's signature, with the key when there is one, and that
+// it is signed where it must be (see signMode).
 func (v *verifier) checkSig(l line) bool {
-	if l.sig != "" {
-		v.rep.SignedEvents++
-	}
-	if v.mac == nil {
-		// Without the key the signatures cannot be checked, but their
-		// absence can: once events are signed, every later one is.
-		if l.sig != "" {
-			v.signedSeen = true
-		} else if v.signedSeen {
-			v.fail(l.seq, ProblemBadSignature, "seq %d is unsigned but follows signed events", l.seq)
-			return false
-		}
-		return true
-	}
 	if l.sig == "" {
-		if v.signedSeen {
-			v.fail(l.seq, ProblemBadSignature, "seq %d is unsigned but follows signed events", l.seq)
+		switch {
+		case l.typ == TypeSigningEnabled || l.typ == TypeSigningDisabled:
+			v.fail(l.seq, ProblemBadSignature, "seq %d is a %s event without a signature: only the key's holder turns signing on or off", l.seq, l.typ)
 			return false
+		case v.mode == modeOn:
+			v.fail(l.seq, ProblemBadSignature, "seq %d is unsigned but follows signed events, and no signing_disabled turned signing off", l.seq)
+			return false
+		case v.mode == modePrefix:
+			if v.firstUnsigned == 0 {
+				v.firstUnsigned = l.seq
+			}
+			if v.mac != nil {
+				v.rep.Unsigned++
+			}
 		}
-		if v.firstUnsigned == 0 {
-			v.firstUnsigned = l.seq
-		}
-		v.rep.Unsigned++
 		return true
 	}
-	if !hmac.Equal([]byte(v.mac.sign(l.hash)), []byte(l.sig)) {
+	v.rep.SignedEvents++
+	if v.mac != nil && !hmac.Equal([]byte(v.mac.sign(l.hash)), []byte(l.sig)) {
 		v.fail(l.seq, ProblemBadSignature, "seq %d has a signature that does not match the key", l.seq)
 		return false
 	}
-	if !v.signedSeen && v.rep.Unsigned > 0 {
-		var se SigningEnabled
-		if l.typ != TypeSigningEnabled || json.Unmarshal(l.fields, &se) != nil || se.UnsignedThrough+1 != l.seq {
-			v.fail(v.firstUnsigned, ProblemBadSignature, "seq %d to %d are unsigned and not closed by a signing_enabled event", v.firstUnsigned, l.seq-1)
-			return false
-		}
+	// Where signing starts again, the event must be a signing_enabled
+	// naming the seq before it; nowhere else may one appear.
+	closing := v.mode == modeOff || v.mode == modePrefix && v.firstUnsigned != 0
+	var se SigningEnabled
+	enabled := l.typ == TypeSigningEnabled && json.Unmarshal(l.fields, &se) == nil && se.UnsignedThrough+1 == l.seq
+	switch {
+	case l.typ == TypeSigningEnabled && !enabled:
+		v.fail(l.seq, ProblemBadSignature, "seq %d is a signing_enabled event whose unsignedThrough is not %d", l.seq, l.seq-1)
+		return false
+	case closing && !enabled && v.mode == modeOff:
+		off := v.rep.SigningOff[len(v.rep.SigningOff)-1].Disabled
+		v.fail(l.seq, ProblemBadSignature, "seq %d is signed but signing was turned off at seq %d and not turned on again by a signing_enabled event", l.seq, off)
+		return false
+	case closing && !enabled:
+		v.fail(v.firstUnsigned, ProblemBadSignature, "seq %d to %d are unsigned and not closed by a signing_enabled event", v.firstUnsigned, l.seq-1)
+		return false
+	case !closing && enabled:
+		v.fail(l.seq, ProblemBadSignature, "seq %d is a signing_enabled event but signing was on", l.seq)
+		return false
 	}
-	v.signedSeen = true
+	if v.mode == modeOff {
+		v.rep.SigningOff[len(v.rep.SigningOff)-1].Enabled = l.seq
+	}
+	v.mode = modeOn
+	if l.typ == TypeSigningDisabled {
+		var sd SigningDisabled
+		_ = json.Unmarshal(l.fields, &sd) // the reason is only reported
+		v.rep.SigningOff = append(v.rep.SigningOff, SigningOff{Disabled: l.seq, Reason: sd.Reason})
+		v.mode = modeOff
+	}
 	return true
 }
 
@@ -398,7 +460,7 @@ func (v *verifier) finish() {
 		return
 	}
 	last := v.expected - 1
-	if v.mac != nil && !v.signedSeen && v.rep.Unsigned > 0 {
+	if v.mac != nil && v.mode == modePrefix && v.rep.Unsigned > 0 {
 		v.fail(v.firstUnsigned, ProblemBadSignature, "the log is not signed (seq %d to %d carry no signature)", v.firstUnsigned, last)
 		return
 	}

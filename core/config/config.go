@@ -148,7 +148,17 @@ type Settings struct {
 	// with message_too_large. Between [MinMaxMessageBytes] and
 	// [MaxMaxMessageBytes].
 	MaxMessageBytes int `json:"maxMessageBytes,omitzero"`
+	// AuditSigning turns the HMAC signature of audit events on (true, and
+	// the default when absent) or off (false); see [Settings.AuditSigningOn].
+	// Turning it off never weakens the log silently: the daemon records a
+	// signed signing_disabled event, after which events carry no signature,
+	// and `portcullis audit verify` reports from which event on.
+	AuditSigning *bool `json:"auditSigning,omitempty"`
 }
+
+// AuditSigningOn reports whether the audit log is to be signed: AuditSigning,
+// or true when it is absent.
+func (s Settings) AuditSigningOn() bool { return s.AuditSigning == nil || *s.AuditSigning }
 
 // Message size limits, in bytes.
 const (

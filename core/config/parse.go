@@ -268,8 +268,13 @@ func (w *walker) syntaxError(name string, err error) error {
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
-// value reads one value that should decode into t, at the display path.
+// value reads one value that should decode into t, at the display path. A
+// pointer type (an optional setting whose absence means its default) takes
+// the value of the type it points to; null is refused all the same.
 func (w *walker) value(t reflect.Type, path string) error {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	tok, start, err := w.token()
 	if err != nil {
 		return err

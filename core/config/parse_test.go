@@ -53,6 +53,51 @@ func TestParseSettings(t *testing.T) {
 	}
 }
 
+// TestParseAuditSigning: settings.auditSigning is an optional true or false,
+// on when absent; null and other types are refused with their position.
+func TestParseAuditSigning(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want *bool
+		on   bool
+	}{
+		{`{}`, nil, true},
+		{`{"settings":{}}`, nil, true},
+		{`{"settings":{"auditSigning":true}}`, new(true), true},
+		{`{"settings":{"auditSigning":false}}`, new(false), false},
+	} {
+		c, err := Parse([]byte(tc.in), "c.json")
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", tc.in, err)
+		}
+		if diff := cmp.Diff(tc.want, c.Settings.AuditSigning); diff != "" || c.Settings.AuditSigningOn() != tc.on {
+			t.Errorf("Parse(%s): auditSigning (-want +got):\n%s, on = %v", tc.in, diff, c.Settings.AuditSigningOn())
+		}
+		data, err := Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back, err := Parse(data, "c.json"); err != nil || back.Settings.AuditSigningOn() != tc.on {
+			t.Errorf("round trip of %s: %s, %v", tc.in, data, err)
+		}
+	}
+	for in, reason := range map[string]string{
+		`{"settings":{"auditSigning":null}}`:  "null is not allowed: want true or false, or leave the key out",
+		`{"settings":{"auditSigning":"off"}}`: `want true or false, not the string "off"`,
+		`{"settings":{"auditSigning":0}}`:     "want true or false, not the number 0",
+	} {
+		_, err := Parse([]byte(in), "c.json")
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("Parse(%s) = %v, want a *ValidationError", in, err)
+		}
+		want := []Problem{{Path: "settings.auditSigning", Line: 1, Column: 29, Reason: reason}}
+		if diff := cmp.Diff(want, ve.Problems); diff != "" {
+			t.Errorf("Parse(%s) problems (-want +got):\n%s", in, diff)
+		}
+	}
+}
+
 func TestParseEmptyObject(t *testing.T) {
 	for _, in := range []string{`{}`, `{"mcpServers":{}}`, "\ufeff{}\n"} {
 		c, err := Parse([]byte(in), "c.json")

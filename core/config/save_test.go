@@ -22,7 +22,7 @@ func fullConfig() *Config {
 	s.StartupTimeout = Duration(90 * time.Second)
 	c.Servers["inventory"] = s
 	c.Servers["second.one"] = Server{Command: "/usr/bin/env", Args: []string{"python3"}, Restart: RestartOnChange}
-	c.Settings = Settings{ApprovalTimeout: Duration(time.Minute), HoldTimeout: Duration(1500 * time.Millisecond), MaxMessageBytes: 2097152}
+	c.Settings = Settings{ApprovalTimeout: Duration(time.Minute), HoldTimeout: Duration(1500 * time.Millisecond), MaxMessageBytes: 2097152, AuditSigning: new(false)}
 	return c
 }
 
@@ -47,7 +47,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		})
 	}
 	data, _ := Marshal(fullConfig())
-	for _, want := range []string{`"--filter=<a&b>"`, `"naïve ✓"`, `"startupTimeout": "1m30s"`, `"holdTimeout": "1.5s"`, "\n  \"mcpServers\": {\n"} {
+	for _, want := range []string{`"--filter=<a&b>"`, `"naïve ✓"`, `"startupTimeout": "1m30s"`, `"holdTimeout": "1.5s"`, `"auditSigning": false`, "\n  \"mcpServers\": {\n"} {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("Marshal output lacks %q:\n%s", want, data)
 		}

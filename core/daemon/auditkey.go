@@ -82,39 +82,67 @@ func decodeAuditKey(v []byte) ([]byte, error) {
 	return key, nil
 }
 
-// AuditSigning decides how a daemon signs the audit log in dir (DESIGN.md,
-// "Audit log": an HMAC keyed by a credential-store secret, on by default
-// where a credential store works). It returns the key to pass as
-// Options.AuditKey, or a nil key and a note for the person saying why the
-// log stays unsigned (for the daemon's log and `portcullis status`).
+// AuditSigningOffNote is the audit note of `portcullis status` while
+// settings.auditSigning is false.
+const AuditSigningOffNote = "the audit log is not signed: signing is turned off in settings (settings.auditSigning)"
+
+// auditSigningOffReason is the reason the signing_disabled event records.
+const auditSigningOffReason = "settings.auditSigning is false"
+
+// AuditSigning decides how a daemon signs the audit log in dir at its start
+// (DESIGN.md, "Audit log": an HMAC keyed by a credential-store secret, on by
+// default where a credential store works), for settings.auditSigning on or
+// off. It returns the key to pass as Options.AuditKey, and a note for the
+// person saying why the log stays unsigned (for the daemon's log and
+// `portcullis status`); Options.AuditSigner calls it with the setting in
+// force.
 //
 // The rule is that signing may start but never silently stops, because the
-// verifier treats unsigned events after signed ones, and signatures made
-// with another key, as tampering (audit.ProblemBadSignature):
+// verifier treats unsigned events after signed ones as tampering unless a
+// signed signing_disabled event precedes them, and signatures made with
+// another key as tampering too (audit.ProblemBadSignature). "The log signs"
+// below means that its last event is signed and is not signing_disabled.
+//
+// With on:
 //
 //   - the key is in the store: sign with it;
-//   - no key is stored and the log holds no signed event: create the key
+//   - no key is stored and no event of the log is signed: create the key
 //     (AuditKey) and sign; audit.Open closes an unsigned prefix with a
 //     signing_enabled event;
+//   - no key is stored, the log does not sign but holds signed events (its
+//     signing was turned off, then the key deleted): run unsigned with a
+//     note, never with a new key, which would not verify them;
 //   - the store is locked or unavailable (or creating the key failed) and
-//     the log holds no signed event: run unsigned and say so in the note;
-//     the log is still hash-chained, and signing starts at the first daemon
-//     start where the store works;
-//   - the log's last event is signed but the key cannot be read (locked,
-//     unavailable or deleted): an error wrapping ErrAuditKeyUnusable, with
-//     what to do; the daemon must not start;
-//   - the stored value is not a key (ErrBadAuditKey, secrets.ErrEmpty): that
-//     error; the item is never overwritten.
+//     the log does not sign: run unsigned and say so in the note; the log
+//     is still hash-chained, and signing starts at the first daemon start
+//     where the store works;
+//   - the log signs but the key cannot be read (locked, unavailable or
+//     deleted): an error wrapping ErrAuditKeyUnusable, with what to do; the
+//     daemon must not start.
 //
-// An error reading the log (other than its directory not existing yet) is
-// returned as is.
-func AuditSigning(store secrets.Store, dir string) (key []byte, note string, err error) {
+// With off, the store is asked only when the log signs: the key is then
+// returned with AuditSigningOffNote, for Serve to sign the signing_disabled
+// event with it; when it cannot be read, an error wrapping
+// ErrAuditKeyUnusable. A log that does not sign gives a nil key and
+// AuditSigningOffNote.
+//
+// Either way, a stored value that is not a key (ErrBadAuditKey,
+// secrets.ErrEmpty) is an error, and the item is never overwritten. An error
+// reading the log (other than its directory not existing yet) is returned as
+// is.
+func AuditSigning(store secrets.Store, dir string, on bool) (key []byte, note string, err error) {
 	signed, err := auditLogSigned(dir)
 	if err != nil {
 		return nil, "", err
 	}
+	if !on && !signed {
+		return nil, AuditSigningOffNote, nil
+	}
 	key, err = ReadAuditKey(store)
 	if err == nil {
+		if !on {
+			return key, AuditSigningOffNote, nil
+		}
 		return key, "", nil
 	}
 	if errors.Is(err, ErrBadAuditKey) || errors.Is(err, secrets.ErrEmpty) || errors.Is(err, secrets.ErrInvalidScope) {
@@ -129,9 +157,19 @@ func AuditSigning(store secrets.Store, dir string) (key []byte, note string, err
 			hint += ", or "
 		}
 		hint += "move " + dir + " aside to start a new audit log (`portcullis audit verify` still checks the old one's chain)"
+		if !on {
+			hint = "settings.auditSigning is false, and the signing_disabled event that turns signing off must be signed with it: " + hint
+		}
 		return nil, "", fmt.Errorf("%w: %w; %s", ErrAuditKeyUnusable, err, hint)
 	}
 	if errors.Is(err, secrets.ErrNotFound) {
+		had, err := audit.HasSigned(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, "", fmt.Errorf("reading the audit log: %w", err)
+		}
+		if had {
+			return nil, "the audit log is not signed: " + lostKeyText(dir), nil
+		}
 		if key, err = createAuditKey(store); err == nil {
 			return key, "", nil
 		}
@@ -143,8 +181,43 @@ func AuditSigning(store secrets.Store, dir string) (key []byte, note string, err
 	return nil, note, nil
 }
 
-// auditLogSigned reports whether the last event of the log in dir is
-// signed; a missing directory or an empty log is not signed.
+// lostAuditKey is the error of a log in dir that does not sign now, whose
+// earlier signed events' key is no longer stored: a new key would not verify
+// them. It wraps ErrAuditKeyUnusable and secrets.ErrNotFound.
+func lostAuditKey(dir string) error {
+	return fmt.Errorf("%w (%w): %s", ErrAuditKeyUnusable, secrets.ErrNotFound, lostKeyText(dir))
+}
+
+// lostKeyText says why signing cannot resume on the log in dir, and what to
+// do, when the key of its earlier signed events is gone.
+func lostKeyText(dir string) string {
+	return "the key " + AuditKeyScope + " that signed its earlier events is missing from the credential store, and a new key would not verify them; " +
+		"restore the item, or move " + dir + " aside to start a new audit log"
+}
+
+// auditKeyToResume returns the key to turn signing on with for the log in
+// dir, which does not sign now: the stored one or, when none is stored and
+// no event of the log is signed, a new one (stored under AuditKeyScope).
+// Errors are the store's, one wrapping ErrBadAuditKey, lostAuditKey's, or
+// reading the log.
+func auditKeyToResume(store secrets.Store, dir string) ([]byte, error) {
+	key, err := ReadAuditKey(store)
+	if !errors.Is(err, secrets.ErrNotFound) {
+		return key, err
+	}
+	had, err := audit.HasSigned(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	if had {
+		return nil, lostAuditKey(dir)
+	}
+	return createAuditKey(store)
+}
+
+// auditLogSigned reports whether the log in dir signs: its last event is
+// signed and is not signing_disabled. A missing directory or an empty log
+// does not sign.
 func auditLogSigned(dir string) (bool, error) {
 	evs, err := audit.Tail(dir, 1)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -153,7 +226,7 @@ func auditLogSigned(dir string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("reading the audit log: %w", err)
 	}
-	return len(evs) == 1 && evs[0].Sig != "", nil
+	return len(evs) == 1 && evs[0].Sig != "" && evs[0].Type != audit.TypeSigningDisabled, nil
 }
 
 // AuditStatus is the audit log's part of `portcullis status`.
@@ -162,25 +235,31 @@ type AuditStatus struct {
 	Dir string `json:"dir"`
 	// Signed reports whether new events are signed (HMAC-SHA256).
 	Signed bool `json:"signed"`
-	// Note says why the log is not signed, when it is not.
+	// Note says why the log is not signed, when it is not (such as
+	// AuditSigningOffNote).
 	Note string `json:"note,omitempty"`
+	// SigningError is set while the log's signing differs from
+	// settings.auditSigning because applying the setting failed (the key
+	// could not be read or created, or the log could not be written); the
+	// daemon tries again when the setting changes or the log recovers.
+	SigningError string `json:"signingError,omitempty"`
 	// Error is set while the log cannot be written (audit.Log.Err): every
 	// tool call is refused with audit_unavailable meanwhile.
 	Error string `json:"error,omitempty"`
 }
 
+// AuditStatus returns the state of the audit log, as Status reports it.
+func (d *Daemon) AuditStatus() AuditStatus { return d.auditStatus() }
+
 // auditStatus returns the state of the audit log for Status.
 func (d *Daemon) auditStatus() AuditStatus {
-	st := AuditStatus{Dir: AuditDir(d.opts.Dirs), Signed: d.opts.AuditKey != nil, Note: d.opts.AuditNote}
-	if st.Signed {
-		st.Note = ""
-	} else if st.Note == "" {
-		st.Note = "the audit log is not signed: the daemon was started without a key"
-	}
 	d.mu.Lock()
 	al := d.audit
+	note, signErr := d.auditNote, d.auditSignErr
 	d.mu.Unlock()
+	st := AuditStatus{Dir: AuditDir(d.opts.Dirs), Signed: d.opts.AuditKey != nil, SigningError: signErr}
 	if al != nil {
+		st.Signed = al.Signing()
 		if err := al.Err(); err != nil {
 			st.Error = err.Error()
 		}
@@ -188,5 +267,15 @@ func (d *Daemon) auditStatus() AuditStatus {
 	// Not open yet: the daemon is starting, no call is served before the
 	// log is open (a daemon that cannot open it stops), so there is no
 	// failure to report.
+	if !st.Signed {
+		switch {
+		case note != "":
+			st.Note = note
+		case d.opts.AuditNote != "":
+			st.Note = d.opts.AuditNote
+		default:
+			st.Note = "the audit log is not signed: the daemon was started without a key"
+		}
+	}
 	return st
 }

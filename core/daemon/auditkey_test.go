@@ -43,15 +43,34 @@ func writeLog(t *testing.T, dir string, key []byte, n int) {
 	}
 }
 
+// writeOffLog appends n events to the audit log in dir, signed with key,
+// then turns signing off and appends m unsigned events.
+func writeOffLog(t *testing.T, dir string, key []byte, n, m int) {
+	t.Helper()
+	writeLog(t, dir, key, n)
+	l, err := audit.Open(audit.Options{Dir: dir, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DisableSigning(context.Background(), auditSigningOffReason); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeLog(t, dir, nil, m)
+}
+
 func TestAuditSigning(t *testing.T) {
 	oldKey := []byte(strings.Repeat("k", AuditKeySize))
 	tests := []struct {
 		name string
+		off  bool // settings.auditSigning is false
 		// setup prepares the store and the log directory.
 		setup func(t *testing.T, store *secrets.Memory, dir string) secrets.Store
 		// wantKey: "new" (a fresh key, now stored), "old" (oldKey), "" (nil).
 		wantKey  string
-		wantNote bool  // a note saying the log is not signed
+		wantNote bool  // a note saying the log is not signed (AuditSigningOffNote when off)
 		wantErr  error // errors.Is target
 		wantErr2 error // a second errors.Is target
 		// wantStored is the value under AuditKeyScope afterwards: "new",
@@ -161,6 +180,99 @@ func TestAuditSigning(t *testing.T) {
 			wantErr:    ErrBadAuditKey,
 			wantStored: "abcd",
 		},
+		{
+			name: "signing turned off earlier, key stored: sign again with it",
+			setup: func(t *testing.T, m *secrets.Memory, dir string) secrets.Store {
+				must(t, m.Set(AuditKeyScope, []byte(hex.EncodeToString(oldKey))))
+				writeOffLog(t, dir, oldKey, 2, 2)
+				return nil
+			},
+			wantKey:    "old",
+			wantStored: "old",
+		},
+		{
+			name: "signing turned off earlier, key deleted: unsigned with a note, no new key",
+			setup: func(t *testing.T, m *secrets.Memory, dir string) secrets.Store {
+				writeOffLog(t, dir, oldKey, 2, 2)
+				return nil
+			},
+			wantNote:   true,
+			wantStored: "none",
+		},
+		{
+			name: "signing turned off as the last event, key deleted: no new key",
+			setup: func(t *testing.T, m *secrets.Memory, dir string) secrets.Store {
+				writeOffLog(t, dir, oldKey, 2, 0)
+				return nil
+			},
+			wantNote:   true,
+			wantStored: "none",
+		},
+		{
+			name:       "off, first start: no key is created",
+			off:        true,
+			setup:      func(*testing.T, *secrets.Memory, string) secrets.Store { return nil },
+			wantNote:   true,
+			wantStored: "none",
+		},
+		{
+			name: "off, unsigned log: the store is not asked",
+			off:  true,
+			setup: func(t *testing.T, m *secrets.Memory, dir string) secrets.Store {
+				writeLog(t, dir, nil, 2)
+				m.Fail(secrets.ErrLocked)
+				return nil
+			},
+			wantNote:   true,
+			wantStored: "none",
+		},
+		{
+			name: "off, turned off already: the store is not asked",
+			off:  true,
+			setup: func(t *testing.T, m *secrets.Memory, dir string) secrets.Store {
+				writeOffLog(t, dir, oldKey, 2, 1)
+				m.Fail(secrets.ErrUnavailable)
+				return nil
+			},
+			wantNote:   true,
+			wantStored: "none",
+		},
+		{
+			name: "off, signed log: the key, to sign signing_disabled",
+			off:  true,
+			setup: func(t *testing.T, m *secrets.Memory, dir string) secrets.Store {
+				must(t, m.Set(AuditKeyScope, []byte(hex.EncodeToString(oldKey))))
+				writeLog(t, dir, oldKey, 2)
+				return nil
+			},
+			wantKey:    "old",
+			wantNote:   true,
+			wantStored: "old",
+		},
+		{
+			name: "off, signed log, locked keychain: refuse",
+			off:  true,
+			setup: func(t *testing.T, m *secrets.Memory, dir string) secrets.Store {
+				must(t, m.Set(AuditKeyScope, []byte(hex.EncodeToString(oldKey))))
+				writeLog(t, dir, oldKey, 2)
+				m.Fail(secrets.ErrLocked)
+				return nil
+			},
+			wantErr:    ErrAuditKeyUnusable,
+			wantErr2:   secrets.ErrLocked,
+			wantStored: "old",
+		},
+		{
+			name: "off, signed log, key deleted: refuse, no new key",
+			off:  true,
+			setup: func(t *testing.T, m *secrets.Memory, dir string) secrets.Store {
+				writeLog(t, dir, oldKey, 2)
+				return nil
+			},
+			wantErr:    ErrAuditKeyUnusable,
+			wantErr2:   secrets.ErrNotFound,
+			wantStored: "none",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,7 +282,7 @@ func TestAuditSigning(t *testing.T) {
 			if s := tt.setup(t, mem, dir); s != nil {
 				store = s
 			}
-			key, note, err := AuditSigning(store, dir)
+			key, note, err := AuditSigning(store, dir, !tt.off)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) || (tt.wantErr2 != nil && !errors.Is(err, tt.wantErr2)) {
 					t.Fatalf("err = %v, want %v and %v", err, tt.wantErr, tt.wantErr2)
@@ -186,6 +298,12 @@ func TestAuditSigning(t *testing.T) {
 			}
 			if tt.wantNote && !strings.Contains(note, "not signed") {
 				t.Errorf("note %q does not say the log is not signed", note)
+			}
+			if tt.wantNote && tt.off != (note == AuditSigningOffNote) {
+				t.Errorf("note %q; want AuditSigningOffNote: %v", note, tt.off)
+			}
+			if tt.wantErr != nil && tt.off && !strings.Contains(err.Error(), "settings.auditSigning is false") {
+				t.Errorf("error %q does not say that the key is needed to turn signing off", err)
 			}
 			mem.Fail(nil)
 			stored, getErr := mem.Get(AuditKeyScope)
@@ -232,18 +350,18 @@ func TestAuditSigningVerifies(t *testing.T) {
 	mem := &secrets.Memory{}
 	dir := filepath.Join(t.TempDir(), "audit")
 	mem.Fail(secrets.ErrUnavailable)
-	key, note, err := AuditSigning(mem, dir)
+	key, note, err := AuditSigning(mem, dir, true)
 	if err != nil || key != nil || note == "" {
 		t.Fatalf("without a keychain: key %x, note %q, err %v; want unsigned with a note", key, note, err)
 	}
 	writeLog(t, dir, key, 3)
 	mem.Fail(nil)
-	key, _, err = AuditSigning(mem, dir)
+	key, _, err = AuditSigning(mem, dir, true)
 	if err != nil || key == nil {
 		t.Fatalf("with a keychain: key %x, err %v; want a key", key, err)
 	}
 	writeLog(t, dir, key, 3) // Open writes signing_enabled first
-	again, _, err := AuditSigning(mem, dir)
+	again, _, err := AuditSigning(mem, dir, true)
 	if err != nil || string(again) != string(key) {
 		t.Fatalf("second start: key %x, err %v; want the same key", again, err)
 	}

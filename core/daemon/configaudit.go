@@ -56,7 +56,8 @@ func (d *Daemon) recordConfig(data []byte, cur *config.Config, atStart bool) {
 // (the program; arguments and environment are named, never quoted: they may
 // hold secrets), working directory, watched paths and restart mode, tool
 // policies (old → new, "approve" when unset), credential scopes a server
-// receives, credential scopes and how they are injected, settings. Empty
+// receives, credential scopes and how they are injected, settings (audit
+// signing on its own line, "settings: auditSigning true → false"). Empty
 // when nothing such changed.
 func configChanges(old, cur *config.Config) []string {
 	if old == nil {
@@ -122,6 +123,9 @@ func configChanges(old, cur *config.Config) []string {
 	})
 	if a, b := settingsText(old.Settings), settingsText(cur.Settings); a != b {
 		out = append(out, fmt.Sprintf("settings: %s → %s", a, b))
+	}
+	if a, b := old.Settings.AuditSigningOn(), cur.Settings.AuditSigningOn(); a != b {
+		out = append(out, fmt.Sprintf("settings: auditSigning %t → %t", a, b))
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func TestConfigChanges(t *testing.T) {
 			"new": {Command: "/bin/new", Args: []string{"sk-NEWARG"}, Tools: map[string]config.ToolPolicy{"x": {Policy: config.PolicyAllow}}},
 		},
 		Credentials: map[string]config.Credential{"tok": {Inject: config.InjectEnv, EnvVar: "TOKEN", AskEveryUse: true}},
-		Settings:    config.Settings{ApprovalTimeout: config.Duration(90e9)},
+		Settings:    config.Settings{ApprovalTimeout: config.Duration(90e9), AuditSigning: new(false)},
 	}
 	want := []string{
 		"gone: server removed",
@@ -42,6 +42,7 @@ func TestConfigChanges(t *testing.T) {
 		"pub: tool status allow → approve",
 		"credential tok: env $TOKEN → env $TOKEN, asked on every use",
 		"settings: approval timeout 2m0s, hold timeout 30s, max message 33554432 bytes → approval timeout 1m30s, hold timeout 30s, max message 33554432 bytes",
+		"settings: auditSigning true → false",
 	}
 	if diff := cmp.Diff(want, configChanges(old, cur)); diff != "" {
 		t.Errorf("configChanges (-want +got):\n%s", diff)

@@ -108,6 +108,11 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 			// on the record, with the digest of the file that says so.
 			d.recordConfig(data, cfg, false)
 		}
+		if old == nil || old.Settings.AuditSigningOn() != cfg.Settings.AuditSigningOn() {
+			// After config_changed, which names the change; off the
+			// caller's goroutine, as the credential store may take a while.
+			d.kickSigning()
+		}
 		select {
 		case d.policyKick <- struct{}{}:
 		default: // a re-check is pending already

@@ -71,8 +71,15 @@ type Options struct {
 	// AuditNote says why AuditKey is nil, for `portcullis status` (see
 	// AuditSigning).
 	AuditNote string
+	// AuditSigner, when set, decides AuditKey and AuditNote in New, for
+	// settings.auditSigning of the configuration file (on): the menu-bar
+	// app and `portcullis daemon` call AuditSigning with the credential
+	// store. Its error fails New.
+	AuditSigner func(on bool) (key []byte, note string, err error)
 	// Secrets is the credential store (keychain); nil: no credentials can
-	// be injected, and servers that need them are refused at launch.
+	// be injected, and servers that need them are refused at launch. A
+	// change of settings.auditSigning to true reads (or creates) the audit
+	// log's key in it.
 	Secrets secrets.Store
 }
 
@@ -93,6 +100,11 @@ type Daemon struct {
 	loadMu sync.Mutex
 	// policyKick signals applyPolicies that the configuration changed.
 	policyKick chan struct{}
+	// signKick signals followAuditSigning that settings.auditSigning
+	// changed, or that the audit log works again.
+	signKick chan struct{}
+	// signMu serializes changes of the audit log's signing.
+	signMu sync.Mutex
 
 	mu       sync.Mutex
 	cfg      *config.Config              // guarded by mu; the last configuration that loaded
@@ -108,7 +120,12 @@ type Daemon struct {
 	cancel   context.CancelFunc          // guarded by mu
 	subs     map[chan struct{}]struct{}  // guarded by mu; Changes subscribers
 	children map[int]child               // guarded by mu; server processes running, by pid
-	wg       sync.WaitGroup
+	// auditNote says why the audit log is not signed ("": the start's,
+	// Options.AuditNote); auditSignErr why its signing differs from
+	// settings.auditSigning ("" when it does not). See auditStatus.
+	auditNote    string // guarded by mu
+	auditSignErr string // guarded by mu
+	wg           sync.WaitGroup
 }
 
 // New loads the configuration and returns a Daemon. A configuration file that
@@ -137,6 +154,11 @@ func New(o Options) (*Daemon, error) {
 	if err == nil {
 		keepLastGood(o.Dirs.ConfigFile(), data, log)
 	}
+	if o.AuditSigner != nil {
+		if o.AuditKey, o.AuditNote, err = o.AuditSigner(cfg.Settings.AuditSigningOn()); err != nil {
+			return nil, err
+		}
+	}
 	cats, err := catalog.OpenStore(filepath.Join(o.Dirs.State, "catalog"), catalog.WithStoreLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("opening the catalog store: %w", err)
@@ -161,6 +183,7 @@ func New(o Options) (*Daemon, error) {
 		watched:  map[string][]string{},
 
 		policyKick: make(chan struct{}, 1),
+		signKick:   make(chan struct{}, 1),
 	}
 	d.rememberLocked(cfg)
 	d.authz = authz.New(authz.Options{
@@ -238,13 +261,19 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	d.audit = al
-	d.auditW = &recovering{log: al, retryEvery: time.Second, onHealth: d.notify}
+	// A log that works again may take a signing change that failed.
+	d.auditW = &recovering{log: al, retryEvery: time.Second, onHealth: func() { d.notify(); d.kickSigning() }}
 	d.mu.Unlock()
-	d.notify() // the status's audit part changed
 	defer al.Close()
 	if cfg, data := d.configData(); cfg != nil {
 		d.recordConfig(data, cfg, true) // edits made while no daemon ran
 	}
+	// After config_changed, which names a change of settings.auditSigning.
+	if err := d.startAuditSigning(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	d.notify() // the status's audit part changed
 	d.closeAbandonedRuns(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	d.mu.Lock()
@@ -259,6 +288,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	go d.builds(ctx)
 	go d.watchConfig(ctx)
 	go d.applyPolicies(ctx)
+	go d.followAuditSigning(ctx)
 	d.log.Info("daemon listening", "socket", sock)
 	for {
 		c, err := ln.Accept()

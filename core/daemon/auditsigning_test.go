@@ -1,0 +1,264 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/paths"
+	"github.com/portcullis/portcullis/core/secrets"
+)
+
+// signingHome is a data directory whose daemon signs with a key in an
+// in-memory credential store.
+type signingHome struct {
+	dirs  paths.Dirs
+	store *secrets.Memory
+}
+
+func newSigningHome(t *testing.T) *signingHome {
+	t.Helper()
+	// Short: the control socket's path must fit in sockaddr_un.
+	dir, err := os.MkdirTemp("", "pcsign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return &signingHome{
+		dirs:  paths.Dirs{Config: filepath.Join(dir, "c"), State: filepath.Join(dir, "s"), Runtime: filepath.Join(dir, "r")},
+		store: &secrets.Memory{},
+	}
+}
+
+// setSigning writes settings.auditSigning (nil: absent) to the
+// configuration file, as Preferences or an editor would.
+func (h *signingHome) setSigning(t *testing.T, on *bool) {
+	t.Helper()
+	if err := os.MkdirAll(h.dirs.Config, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{Settings: config.Settings{AuditSigning: on}}
+	if err := config.Save(h.dirs.ConfigFile(), cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start creates and serves a daemon as the app does (Options.AuditSigner);
+// stop ends it and waits for Serve to return.
+func (h *signingHome) start(t *testing.T) (d *Daemon, stop func(), err error) {
+	t.Helper()
+	d, err = New(Options{Dirs: h.dirs, Secrets: h.store, AuditSigner: func(on bool) ([]byte, string, error) {
+		return AuditSigning(h.store, AuditDir(h.dirs), on)
+	}})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return d, stop, nil
+}
+
+// waitAudit polls Status (which reads the configuration file again) until
+// the audit part satisfies ok.
+func waitAudit(t *testing.T, d *Daemon, what string, ok func(AuditStatus) bool) AuditStatus {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := d.Status().Audit
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for the audit log to be %s: status %+v", what, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// events returns the log's events as "type" or "type+sig", and the fields
+// of its config_changed events.
+func (h *signingHome) events(t *testing.T) (types []string, changes [][]string) {
+	t.Helper()
+	evs, err := audit.Tail(AuditDir(h.dirs), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		s := e.Type
+		if e.Sig != "" {
+			s += "+sig"
+		}
+		types = append(types, s)
+		if e.Type == audit.TypeConfigChanged {
+			var cc audit.ConfigChanged
+			if err := e.DecodeFields(&cc); err != nil {
+				t.Fatal(err)
+			}
+			changes = append(changes, cc.Changes)
+		}
+	}
+	return types, changes
+}
+
+func (h *signingHome) verify(t *testing.T) audit.Report {
+	t.Helper()
+	key, err := ReadAuditKey(h.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Verify(AuditDir(h.dirs), key)
+	if err != nil {
+		t.Fatalf("Verify: %v (%+v)", err, rep)
+	}
+	return rep
+}
+
+var (
+	signingOff = new(false)
+	signingOn  = new(true)
+)
+
+// TestAuditSigningFollowsSettings drives a serving daemon through changes
+// of settings.auditSigning: each applies at once to the open log, after the
+// config_changed event that names it, and the log verifies with the key,
+// reporting the stretches written with signing off.
+func TestAuditSigningFollowsSettings(t *testing.T) {
+	h := newSigningHome(t)
+	h.setSigning(t, nil)
+	d, stop, err := h.start(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAudit(t, d, "signed", func(st AuditStatus) bool { return st.Signed && st.Note == "" })
+
+	h.setSigning(t, signingOff)
+	st := waitAudit(t, d, "unsigned by the setting", func(st AuditStatus) bool { return !st.Signed })
+	if st.Note != AuditSigningOffNote || st.SigningError != "" {
+		t.Errorf("status %+v, want the note %q", st, AuditSigningOffNote)
+	}
+	h.setSigning(t, signingOn)
+	waitAudit(t, d, "signed again", func(st AuditStatus) bool { return st.Signed && st.Note == "" })
+
+	types, changes := h.events(t)
+	want := []string{"config_changed+sig", "config_changed+sig", "signing_disabled+sig", "config_changed", "signing_enabled+sig"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events %q, want %q", types, want)
+	}
+	if len(changes) != 3 || !slices.Contains(changes[1], "settings: auditSigning true → false") ||
+		!slices.Contains(changes[2], "settings: auditSigning false → true") {
+		t.Errorf("config_changed changes %q, want auditSigning true → false, then false → true", changes)
+	}
+	rep := h.verify(t)
+	if len(rep.SigningOff) != 1 || rep.SigningOff[0].Disabled != 3 || rep.SigningOff[0].Enabled != 5 || rep.SigningOff[0].Reason != auditSigningOffReason {
+		t.Errorf("SigningOff = %+v, want seq 3 to 5", rep.SigningOff)
+	}
+
+	// A locked credential store: turning signing on fails, says so, and
+	// leaves the log unsigned (and verifiable); turning it off again ends
+	// the disagreement, and on works once the store does.
+	h.setSigning(t, signingOff)
+	waitAudit(t, d, "unsigned by the setting", func(st AuditStatus) bool { return !st.Signed })
+	h.store.Fail(secrets.ErrLocked)
+	h.setSigning(t, signingOn)
+	st = waitAudit(t, d, "failing to sign", func(st AuditStatus) bool { return st.SigningError != "" })
+	if st.Signed || !strings.Contains(st.SigningError, "settings.auditSigning is true but signing could not start") ||
+		!strings.Contains(st.SigningError, "locked") || !strings.Contains(st.Note, "not signed") {
+		t.Errorf("status %+v, want unsigned, with the locked store as the reason", st)
+	}
+	h.store.Fail(nil)
+	h.setSigning(t, signingOff)
+	waitAudit(t, d, "unsigned by the setting, without error", func(st AuditStatus) bool {
+		return !st.Signed && st.SigningError == "" && st.Note == AuditSigningOffNote
+	})
+	stop()
+	if rep := h.verify(t); len(rep.SigningOff) != 2 || rep.SigningOff[1].Enabled != 0 {
+		t.Errorf("SigningOff = %+v, want a second stretch to the end", rep.SigningOff)
+	}
+
+	// Restarted with the setting off and the log unsigned: the store is not
+	// needed (a locked one does not stop the daemon).
+	h.store.Fail(secrets.ErrLocked)
+	d, stop, err = h.start(t)
+	if err != nil {
+		t.Fatalf("start with signing off and a locked store: %v", err)
+	}
+	waitAudit(t, d, "unsigned by the setting", func(st AuditStatus) bool { return !st.Signed && st.Note == AuditSigningOffNote })
+	stop()
+	h.store.Fail(nil)
+
+	// Restarted with the setting on: signing resumes with signing_enabled.
+	h.setSigning(t, signingOn)
+	d, stop, err = h.start(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAudit(t, d, "signed", func(st AuditStatus) bool { return st.Signed })
+	stop()
+	types, _ = h.events(t)
+	if i := slices.Index(types, "signing_enabled+sig"); i < 0 || !slices.Contains(types[len(types)-3:], "signing_enabled+sig") {
+		t.Errorf("events %q, want signing_enabled near the end", types)
+	}
+	h.verify(t)
+}
+
+// TestAuditSigningOffAtStart: a daemon started with the setting off on a
+// log that signs writes signing_disabled before it serves; it refuses to
+// start when the key cannot be read to sign it.
+func TestAuditSigningOffAtStart(t *testing.T) {
+	h := newSigningHome(t)
+	h.setSigning(t, nil)
+	d, stop, err := h.start(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAudit(t, d, "signed", func(st AuditStatus) bool { return st.Signed })
+	stop()
+
+	h.setSigning(t, signingOff)
+	h.store.Fail(secrets.ErrLocked)
+	if _, _, err := h.start(t); !errors.Is(err, ErrAuditKeyUnusable) || !errors.Is(err, secrets.ErrLocked) {
+		t.Fatalf("start with signing off, a signed log and a locked store: %v, want ErrAuditKeyUnusable", err)
+	}
+	h.store.Fail(nil)
+	d, stop, err = h.start(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := waitAudit(t, d, "unsigned by the setting", func(st AuditStatus) bool { return !st.Signed })
+	if st.Note != AuditSigningOffNote {
+		t.Errorf("status %+v", st)
+	}
+	stop()
+	// The start records the edit made while no daemon ran, then turns
+	// signing off.
+	types, changes := h.events(t)
+	if got := types[len(types)-2:]; !slices.Equal(got, []string{"config_changed+sig", "signing_disabled+sig"}) {
+		t.Errorf("events %q, want config_changed and signing_disabled last", types)
+	}
+	if last := changes[len(changes)-1]; !slices.Contains(last, "settings: auditSigning true → false") {
+		t.Errorf("config_changed at start: %q", last)
+	}
+	if rep := h.verify(t); len(rep.SigningOff) != 1 {
+		t.Errorf("SigningOff = %+v", rep.SigningOff)
+	}
+}

@@ -74,6 +74,18 @@ func Save(path string, c *Config) error {
 	return nil
 }
 
+// LastGoodPaths returns where the last good copy of the configuration file
+// at path may be, in the order to look: beside path, then beside the file
+// that a symbolic link at path points to (Save writes the copy there, a
+// daemon beside the path it was given); the second only when it differs.
+func LastGoodPaths(path string) []string {
+	out := []string{path + LastGoodSuffix}
+	if t := atomicfile.FollowLinks(path) + LastGoodSuffix; t != out[0] {
+		out = append(out, t)
+	}
+	return out
+}
+
 // ErrMissingWithBackup says the configuration file is missing while its last
 // good copy (path + [LastGoodSuffix]) exists: a running daemon keeps that copy
 // in force, and an edit that started from an empty configuration would
@@ -89,9 +101,7 @@ func LoadForEdit(path string) (*Config, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return c, err
 	}
-	// The copy sits beside the file, or beside the file a link points to
-	// (Save writes it there, a daemon beside the path it was given).
-	for _, backup := range []string{path + LastGoodSuffix, atomicfile.FollowLinks(path) + LastGoodSuffix} {
+	for _, backup := range LastGoodPaths(path) {
 		if _, serr := os.Stat(backup); serr == nil {
 			return nil, fmt.Errorf("%w: %s is gone, and %s holds the last configuration that loaded (a running daemon keeps it in force; without one it may lack the latest change); restore it (cp %s %s) or delete the copy to start afresh, then try again; nothing was changed",
 				ErrMissingWithBackup, path, backup, backup, atomicfile.FollowLinks(path))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"time"
@@ -46,13 +47,54 @@ func (s fileStamp) same(o fileStamp) bool {
 		s.info.ModTime().Equal(o.info.ModTime()) && s.info.Mode() == o.info.Mode()
 }
 
+// loadAtStart reads the configuration file at path for New and returns the
+// configuration to put in force and the bytes it was parsed from. A file
+// that loads is in force. A file that exists but does not parse, validate or
+// read is an error: the daemon refuses to start, naming the file, line and
+// column, and so does one whose last good copy is needed and does not load.
+// A missing file (or a symbolic link to none) means no servers yet, with an
+// error wrapping fs.ErrNotExist, unless its last good copy exists
+// (config.LastGoodPaths): then that copy is in force, as it would be in a
+// daemon that was running when the file went missing, from names the copy,
+// and the error (wrapping fs.ErrNotExist) says why the file is not in
+// force. Nothing is written: neither the file (a person decides whether to
+// restore the copy) nor the copy.
+func loadAtStart(path string) (cfg *config.Config, data []byte, from string, err error) {
+	cfg, data, err = loadConfig(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return cfg, data, "", err
+	}
+	missing := err
+	for _, backup := range config.LastGoodPaths(path) {
+		if _, serr := os.Stat(backup); errors.Is(serr, fs.ErrNotExist) {
+			continue
+		}
+		c, b, lerr := loadConfig(backup)
+		if lerr != nil {
+			// %v: not config.ErrInvalid, whose wording is about the file
+			// itself ("fix it, or restore the copy").
+			return nil, nil, "", fmt.Errorf("%s is missing, and its last good copy does not load either: %v; restore a good configuration file, or delete the copy to start afresh", path, lerr)
+		}
+		return c, b, backup, inForce(missing, path, backup)
+	}
+	return cfg, nil, "", missing
+}
+
+// inForce adds to err (why the configuration file at path is not in force)
+// that its last good copy from is in force instead, and how to restore it.
+func inForce(err error, path, from string) error {
+	return fmt.Errorf("%w (in force: its last good copy %s, which the daemon started with; to restore it: cp %s %s)",
+		err, from, from, atomicfile.FollowLinks(path))
+}
+
 // load reads the configuration file and puts it in force when it loads.
 // Unless always is set, a file whose stamp did not change since the last
 // read is not read again. A file that does not parse or validate keeps the
 // last good configuration in force, and so does a file that disappeared
 // after one had loaded (an editor that saves by renaming the old file away
-// leaves it missing for a moment): neither ever widens what an agent may
-// do. The error says why the file on disk is not in force.
+// leaves it missing for a moment) or while the daemon runs with the last
+// good copy it started with (loadAtStart): neither ever widens what an
+// agent may do. The error says why the file on disk is not in force.
 //
 // When the configuration in force changed, every agent run re-checks the
 // tools its agent sees (applyPolicies) and Changes subscribers are told.
@@ -82,6 +124,9 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 	d.cfgStamp = stamp
 	missing := errors.Is(err, fs.ErrNotExist)
 	if err != nil && (!missing || d.cfgData != nil) {
+		if missing && d.cfgFrom != "" {
+			err = inForce(err, path, d.cfgFrom)
+		}
 		repeated := d.cfgErr != nil && d.cfgErr.Error() == err.Error()
 		d.cfgErr = err
 		cfg := d.cfg
@@ -93,7 +138,7 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 	}
 	changed := !bytes.Equal(data, d.cfgData)
 	old := d.cfg
-	d.cfg, d.cfgData, d.cfgErr = cfg, data, nil
+	d.cfg, d.cfgData, d.cfgErr, d.cfgFrom = cfg, data, nil, ""
 	d.rememberLocked(cfg)
 	az := d.authz
 	d.mu.Unlock()

@@ -111,6 +111,7 @@ type Daemon struct {
 	cfgData  []byte                      // guarded by mu; the file's bytes that cfg was parsed from (nil: no file)
 	cfgStamp fileStamp                   // guarded by mu; the file as it was when last read, loaded or not
 	cfgErr   error                       // guarded by mu; why the file on disk is not in force, nil when it is
+	cfgFrom  string                      // guarded by mu; the last good copy in force since start, while the file is missing ("": none)
 	known    map[string]config.Server    // guarded by mu; label → its entry in the last configuration in force that had it (see policyOf)
 	runs     map[string]*gateway.Session // guarded by mu; live agent runs by run id
 	labels   map[string]string           // guarded by mu; run id → server label
@@ -131,7 +132,9 @@ type Daemon struct {
 // New loads the configuration and returns a Daemon. A configuration file that
 // does not parse or validate is an error naming the file, line, column and
 // reason (config.SyntaxError, config.ValidationError); a missing file means no
-// servers yet.
+// servers yet, unless its last good copy (config.json.last-good) exists: then
+// the copy is in force, with a warning in the log and in Status, and neither
+// file is written (see loadAtStart).
 func New(o Options) (*Daemon, error) {
 	log := o.Logger
 	if log == nil {
@@ -144,15 +147,20 @@ func New(o Options) (*Daemon, error) {
 		o.Settle = 300 * time.Millisecond
 	}
 	stamp := stampOf(o.Dirs.ConfigFile())
-	cfg, data, err := loadConfig(o.Dirs.ConfigFile())
+	cfg, data, from, err := loadAtStart(o.Dirs.ConfigFile())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	if err := o.Dirs.Ensure(); err != nil {
 		return nil, err
 	}
-	if err == nil {
+	var cfgErr error // no file and no copy: no servers yet, not an error
+	switch {
+	case err == nil:
 		keepLastGood(o.Dirs.ConfigFile(), data, log)
+	case from != "":
+		cfgErr = err
+		log.Warn("configuration file is missing; its last good copy is in force", "file", o.Dirs.ConfigFile(), "copy", from, "err", err)
 	}
 	if o.AuditSigner != nil {
 		if o.AuditKey, o.AuditNote, err = o.AuditSigner(cfg.Settings.AuditSigningOn()); err != nil {
@@ -178,6 +186,8 @@ func New(o Options) (*Daemon, error) {
 		cfg:      cfg,
 		cfgData:  data,
 		cfgStamp: stamp,
+		cfgErr:   cfgErr,
+		cfgFrom:  from,
 		runs:     map[string]*gateway.Session{},
 		labels:   map[string]string{},
 		watched:  map[string][]string{},
@@ -641,7 +651,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	if err != nil {
 		return nil, identity.Record{}, fmt.Errorf("starting %s: %w", label, err)
 	}
-	rec.Epoch = identity.NewEpoch()
+	rec.Epoch = proc.Epoch() // minted by the supervisor, and marks the process tree (supervisor.EpochEnv)
 	rec.ProcessID = proc.Pid()
 	rec.StartedAt = time.Now().UTC()
 	if d.opts.Procs != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/supervisor"
 )
 
 // child is a server process group the daemon started, as recorded on disk
@@ -59,9 +60,17 @@ func (d *Daemon) writeChildrenLocked() {
 	}
 }
 
-// reapOrphans stops the server process groups that a previous daemon
-// started and did not stop (it was killed): each recorded process that
-// still runs with the same start time has its group terminated.
+// orphanGrace is how long a previous daemon's servers get between SIGTERM
+// and SIGKILL.
+const orphanGrace = 3 * time.Second
+
+// reapOrphans stops the server processes that a previous daemon started
+// and did not stop (it was killed): each recorded process that still runs
+// with the same start time has its group terminated; then every process of
+// this user that carries the mark of a recorded epoch (supervisor.EpochEnv)
+// is stopped too, whether or not its server still runs: a descendant that
+// left the group (setsid, a double fork), or one left behind by a server
+// that exited once its stdin closed. Each one found is logged.
 func (d *Daemon) reapOrphans() {
 	b, err := os.ReadFile(d.childrenFile())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -76,14 +85,19 @@ func (d *Daemon) reapOrphans() {
 		d.log.Warn("the previous daemon's process list is unreadable; not stopping anything", "err", err)
 		return
 	}
+	var epochs []string
 	for _, c := range list {
+		epochs = append(epochs, c.Epoch)
 		if !d.sameProcess(c) {
 			continue
 		}
 		d.log.Warn("stopping a server left running by a previous daemon", "server", c.Label, "pid", c.PID, "epoch", c.Epoch)
-		if err := killGroup(c.PID, 3*time.Second); err != nil {
+		if err := killGroup(c.PID, orphanGrace); err != nil {
 			d.log.Warn("stopping orphaned server", "pid", c.PID, "err", err)
 		}
+	}
+	if err := supervisor.StopEpochs(epochs, orphanGrace, d.log); err != nil {
+		d.log.Warn("stopping processes of a previous daemon's servers", "err", err)
 	}
 	_ = os.Remove(d.childrenFile())
 }

@@ -6,8 +6,10 @@
 // shutdown sequence (specification 2025-11-25, "Lifecycle" > "Shutdown" >
 // "stdio": close the server's stdin, wait, SIGTERM, wait, SIGKILL), sends the
 // signals to the whole group, and returns only once no process of the group is
-// left. Stderr is kept in a bounded ring so a crash can be explained without
-// the server ever blocking on a full pipe.
+// left. Descendants that left the group (setsid, setpgid, a double fork) are
+// found by the mark of their epoch in their environment ([EpochEnv]) and
+// stopped too. Stderr is kept in a bounded ring so a crash can be explained
+// without the server ever blocking on a full pipe.
 package supervisor
 
 import (
@@ -57,8 +59,9 @@ var ErrGroupNotEmpty = errors.New("process group still has processes after SIGKI
 // ("node", "./run.sh", "/abs/bin") and is resolved with identity.LookPath: a
 // bare name through the PATH of the child's environment, a name with a slash
 // relative to Dir. Dir "" inherits the working directory. Env entries "K=V"
-// are added on top of os.Environ(), later entries winning. StderrLimit is how
-// many bytes of stderr are kept (0 or less = DefaultStderrLimit).
+// are added on top of os.Environ(), later entries winning; Start adds
+// [EpochEnv] last. StderrLimit is how many bytes of stderr are kept (0 or
+// less = DefaultStderrLimit).
 type Spec struct {
 	Label       string
 	Command     string
@@ -104,6 +107,7 @@ func (e ExitInfo) String() string {
 type Process struct {
 	label  string
 	pid    int
+	epoch  string
 	cmd    *exec.Cmd
 	logger *slog.Logger
 	opts   Options
@@ -131,9 +135,12 @@ type Process struct {
 }
 
 // Start launches s in a new process group with pipes for stdin, stdout and
-// stderr. ctx bounds only the start itself: cancelling it later does not touch
-// the process; use [Process.Stop]. A command that does not resolve gives an
-// error wrapping identity.ErrCommandNotFound.
+// stderr, as a new execution epoch: it mints the epoch ID
+// (identity.NewEpoch, see [Process.Epoch]) and marks the server's
+// environment with it ([EpochEnv]). ctx bounds only the start itself:
+// cancelling it later does not touch the process; use [Process.Stop]. A
+// command that does not resolve gives an error wrapping
+// identity.ErrCommandNotFound.
 func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -151,7 +158,10 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	if limit <= 0 {
 		limit = DefaultStderrLimit
 	}
-	env := slices.Concat(os.Environ(), s.Env)
+	epoch := identity.NewEpoch()
+	// Last, so that neither the daemon's environment nor the
+	// configuration's can set it (os/exec keeps the last of duplicates).
+	env := slices.Concat(os.Environ(), s.Env, []string{EpochEnv + "=" + epoch})
 	path, err := identity.LookPath(s.Command, s.Dir, env)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", s.Label, err)
@@ -208,8 +218,9 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	p := &Process{
 		label:      s.Label,
 		pid:        cmd.Process.Pid,
+		epoch:      epoch,
 		cmd:        cmd,
-		logger:     o.Logger.With("server", s.Label, "pid", cmd.Process.Pid),
+		logger:     o.Logger.With("server", s.Label, "pid", cmd.Process.Pid, "epoch", epoch),
 		opts:       o,
 		stdin:      &stdinPipe{f: inW},
 		stdout:     &stdoutPipe{f: outR},
@@ -227,6 +238,10 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 
 // Pid returns the direct child's process ID, which is also its process group ID.
 func (p *Process) Pid() int { return p.pid }
+
+// Epoch returns the execution epoch ID that Start minted for this process
+// and put in its environment as [EpochEnv].
+func (p *Process) Epoch() string { return p.epoch }
 
 // Stdin returns the write end of the server's stdin. Closing it is the first
 // step of a graceful stop; Close is idempotent.
@@ -305,11 +320,22 @@ func (p *Process) readStderr() {
 // up to StopGrace for the direct child to exit, SIGTERM the group, wait up to
 // KillGrace for the group to empty, SIGKILL the group, and wait until no
 // process of the group is left (zombies awaiting their reaper count as gone).
-// A child that already exited on its own skips straight to the group. It
-// then closes stdout and stderr. Stop is idempotent and safe to call
+// A child that already exited on its own skips straight to the group.
+//
+// Then it stops the descendants that left the group, found by the epoch's
+// mark ([EpochEnv]; Linux and macOS): each one gets SIGTERM and, KillGrace
+// later, SIGKILL, and is logged with its pid and executable. Those found
+// when the group is sent SIGTERM get it at the same moment, so a stubborn
+// server costs no more than the group's grace periods; those found once the
+// group is gone (a server that exited at the end of its stdin and left a
+// daemonized child behind) get their own KillGrace, since nothing asked
+// them to stop before.
+//
+// It then closes stdout and stderr. Stop is idempotent and safe to call
 // concurrently: every call waits for the same sequence, which keeps running
-// when ctx ends (Stop then returns ctx.Err()). It returns nil once the group is
-// gone, ErrGroupNotEmpty when processes survive SIGKILL, or a signalling error.
+// when ctx ends (Stop then returns ctx.Err()). It returns nil once the group
+// and the epoch's other processes are gone, ErrGroupNotEmpty or
+// ErrEpochNotEmpty when processes survive SIGKILL, or a signalling error.
 func (p *Process) Stop(ctx context.Context) error {
 	p.stopOnce.Do(func() { go p.stop() })
 	select {
@@ -322,11 +348,18 @@ func (p *Process) Stop(ctx context.Context) error {
 
 func (p *Process) stop() {
 	defer close(p.stopped)
-	p.stopErr = p.stopGroup()
+	// Not p.logger, whose "pid" is the server's: each line names the
+	// process it is about.
+	sw := newSweeper([]string{p.epoch}, p.opts.KillGrace, p.opts.Logger.With("server", p.label))
+	p.stopErr = p.stopGroup(sw)
+	if err := sw.finish(); err != nil {
+		p.stopErr = errors.Join(p.stopErr, fmt.Errorf("stopping %s (epoch %s): %w", p.label, p.epoch, err))
+	}
 	if p.stopErr != nil {
 		p.logger.Warn("stopping server", "err", p.stopErr)
 	}
-	// The group is gone, so every writer of stdout and stderr is too.
+	// The group and the epoch's other processes are gone, so every writer
+	// of stdout and stderr is too (but one that cleared its environment).
 	p.stdout.close()
 	t := time.NewTimer(stderrDrain)
 	select {
@@ -337,7 +370,9 @@ func (p *Process) stop() {
 	p.stderr.Close()
 }
 
-func (p *Process) stopGroup() error {
+// stopGroup stops the process group; sw gets SIGTERM to the epoch's
+// processes outside the group when the group does.
+func (p *Process) stopGroup(sw *sweeper) error {
 	pgid := p.pid
 	p.stdin.Close()
 	if !waitChan(p.done, p.opts.StopGrace) {
@@ -351,6 +386,9 @@ func (p *Process) stopGroup() error {
 	}
 	if err := signalGroup(pgid, syscall.SIGTERM); err != nil {
 		return err
+	}
+	if _, err := sw.pass(pgid); err != nil {
+		p.logger.Warn("looking for processes of the epoch outside its group", "err", err)
 	}
 	if gone, err := waitGroupGone(pgid, p.done, p.opts.KillGrace); err != nil || gone {
 		return err

@@ -41,3 +41,28 @@ func GroupMembers(pgid int) ([]int, error) {
 	slices.Sort(pids)
 	return pids, nil
 }
+
+// Marked returns, sorted, the pids of live processes (not zombies) whose
+// environment (/proc/PID/environ) holds exactly the entry "K=V" given, as
+// far as this user may read.
+func Marked(entry string) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(b []byte) bool { return string(b) == entry }) {
+			continue
+		}
+		// A zombie's environ reads empty, so the process was live.
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	return pids, nil
+}

@@ -34,6 +34,11 @@ const (
 	// waits until it is ready, writes "ready <grandchild pid>\n" to stdout,
 	// then behaves like Echo.
 	StubbornParent Behavior = "stubborn-parent"
+	// EscapingParent starts a Stubborn grandchild that leaves the process
+	// group, with setsid when args[0] is "setsid", with setpgid when it is
+	// "setpgid"; waits until it is ready, writes "ready <grandchild pid>\n"
+	// to stdout, then behaves like Echo.
+	EscapingParent Behavior = "escaping-parent"
 	// Crash writes a Python-style traceback to stderr, ending in
 	// "ValueError: boom", and exits 1.
 	Crash Behavior = "crash"
@@ -84,7 +89,16 @@ func run(b Behavior, args []string) int {
 			time.Sleep(time.Hour)
 		}
 	case StubbornParent:
-		return stubbornParent()
+		return stubbornParent(nil)
+	case EscapingParent:
+		switch {
+		case len(args) == 1 && args[0] == "setsid":
+			return stubbornParent(&syscall.SysProcAttr{Setsid: true})
+		case len(args) == 1 && args[0] == "setpgid":
+			return stubbornParent(&syscall.SysProcAttr{Setpgid: true})
+		}
+		fmt.Fprintln(os.Stderr, "escaping-parent: want setsid or setpgid")
+		return 2
 	case Crash:
 		fmt.Fprint(os.Stderr, "Traceback (most recent call last):\n"+
 			"  File \"/srv/server.py\", line 3, in <module>\n"+
@@ -123,9 +137,12 @@ func echo() int {
 	return 0
 }
 
-func stubbornParent() int {
+// stubbornParent starts a Stubborn grandchild with attr (nil: in this
+// process's group), then behaves like Echo.
+func stubbornParent(attr *syscall.SysProcAttr) int {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(Stubborn))
+	cmd.SysProcAttr = attr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

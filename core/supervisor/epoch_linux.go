@@ -1,0 +1,117 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// findMarked scans /proc for live processes of this user, other than this
+// one, whose initial environment (/proc/PID/environ) holds the mark of one
+// of epochs. The environment of another user's process, or of one that is
+// not dumpable, cannot be read and is not looked at; a zombie's reads empty.
+func findMarked(epochs map[string]bool) ([]marked, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("looking for processes of the epoch: %w", err)
+	}
+	uid := uint32(os.Getuid())
+	self := os.Getpid()
+	var out []marked
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		dir := "/proc/" + e.Name()
+		var st syscall.Stat_t
+		if syscall.Stat(dir, &st) != nil || st.Uid != uid {
+			continue
+		}
+		env, err := os.ReadFile(dir + "/environ")
+		if err != nil || !bytes.Contains(env, []byte(EpochEnv+"=")) {
+			continue
+		}
+		epoch, ok := envHas(env, epochs)
+		if !ok {
+			continue
+		}
+		s, err := readStat(pid)
+		if err != nil || s.state == 'Z' {
+			continue
+		}
+		exe, _ := os.Readlink(dir + "/exe")
+		out = append(out, marked{pid: pid, pgid: s.pgid, start: s.start, exe: exe, epoch: epoch})
+	}
+	return out, nil
+}
+
+// statFields are the /proc/PID/stat fields findMarked uses.
+type statFields struct {
+	state byte
+	pgid  int
+	start uint64
+}
+
+// readStat parses /proc/PID/stat; the command name (field 2) may hold spaces
+// and parentheses, so fields are counted from its last ')'.
+func readStat(pid int) (statFields, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return statFields{}, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return statFields{}, fmt.Errorf("process %d: malformed stat", pid)
+	}
+	f := bytes.Fields(b[i+1:]) // f[0] is field 3 (state), f[2] field 5 (pgrp), f[19] field 22 (starttime)
+	if len(f) < 20 || len(f[0]) != 1 {
+		return statFields{}, fmt.Errorf("process %d: malformed stat", pid)
+	}
+	pgid, err := strconv.Atoi(string(f[2]))
+	if err != nil {
+		return statFields{}, fmt.Errorf("process %d: stat pgrp: %w", pid, err)
+	}
+	start, err := strconv.ParseUint(string(f[19]), 10, 64)
+	if err != nil {
+		return statFields{}, fmt.Errorf("process %d: stat starttime: %w", pid, err)
+	}
+	return statFields{state: f[0][0], pgid: pgid, start: start}, nil
+}
+
+// signalMarked sends sig to m unless m's pid now names another process:
+// through a pidfd when the kernel has them (Linux 5.3), opened before the
+// start time is checked again, so that the signal reaches the process
+// checked even if the pid is reused meanwhile; else with kill(2) right
+// after the check. A process that is gone is not an error.
+func signalMarked(m marked, sig syscall.Signal) error {
+	fd, err := unix.PidfdOpen(m.pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil
+		}
+		fd = -1 // ENOSYS (an older kernel) or a seccomp filter: kill(2)
+	} else {
+		defer unix.Close(fd)
+	}
+	s, err := readStat(m.pid)
+	if err != nil || s.start != m.start {
+		return nil // gone, or the pid names another process now
+	}
+	if fd >= 0 {
+		err = unix.PidfdSendSignal(fd, sig, nil, 0)
+	} else {
+		err = syscall.Kill(m.pid, sig)
+	}
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	return err
+}

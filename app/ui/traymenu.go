@@ -94,7 +94,7 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 	var out []menuEntry
 	sep := menuEntry{Kind: entrySeparator}
 	if rep.ConfigError != "" {
-		out = append(out, menuEntry{Kind: entryInfo, Label: "Configuration file invalid: the last good one is in force", Disabled: true})
+		out = append(out, menuEntry{Kind: entryInfo, Label: "Configuration file missing or invalid: the last good one is in force", Disabled: true})
 	}
 	if rep.Audit.Error != "" {
 		out = append(out, menuEntry{Kind: entryInfo, Label: "Audit log cannot be written: tool calls are refused", Disabled: true})

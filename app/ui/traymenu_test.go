@@ -129,7 +129,7 @@ func TestMenuModel(t *testing.T) {
 			name: "invalid configuration is said first",
 			rep:  daemon.StatusReport{ConfigError: "config.json:3:4: bad", Runs: []gateway.Status{run("r1", "echo", gateway.StateFailed, "", 0)}},
 			want: append([]menuEntry{
-				{Kind: entryInfo, Label: "Configuration file invalid: the last good one is in force", Disabled: true},
+				{Kind: entryInfo, Label: "Configuration file missing or invalid: the last good one is in force", Disabled: true},
 				{Kind: entryInfo, Label: "echo — failed", Disabled: true},
 				sep,
 				{Kind: entryApprovals, Label: "No approvals waiting", Disabled: true},

@@ -28,7 +28,7 @@ func TestSecretsStayOutOfEverything(t *testing.T) {
 	s := newCredsSetup(t, []credsScope{
 		{scope: "notes-api", secret: metaSecret},
 		{scope: "notes-token", envVar: "NOTES_TOKEN", secret: envSecret},
-	}, approvalTimeout(2*time.Second), true)
+	}, approvalTimeout(6*time.Second), true) // room for a loaded machine to decide in time
 	s.home.Env = append(s.home.Env, "PORTCULLIS_DEBUG=1")
 	d := startDaemon(t, s.home)
 

@@ -135,8 +135,9 @@ func TestRobustToolsCallParamsAndDuplicateIDs(t *testing.T) {
 		}
 	}
 
-	a.request("60", "tools/call", toolCall("slow", map[string]any{"ms": 1500}))
-	time.Sleep(200 * time.Millisecond) // let it reach the server
+	// The gateway reads the agent's lines in order: the first 60 is in
+	// flight when the second arrives, however slow the machine.
+	a.request("60", "tools/call", toolCall("slow", map[string]any{"ms": 5000}))
 	m := a.call("60", "tools/call", toolCall("echo", map[string]any{"message": "second"}), 30*time.Second)
 	if m.Error == nil || m.Error.Code != -32600 || !strings.Contains(m.Error.Message, "request id 60 is already in use by a request in flight") {
 		t.Fatalf("reused id 60: answered %.300s, want -32600", m.Raw)

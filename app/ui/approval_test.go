@@ -265,7 +265,7 @@ func TestApprovalCloseDeniesAll(t *testing.T) {
 // denies the request as a timeout the window lets go of it and hides.
 func TestApprovalTimeoutRemoves(t *testing.T) {
 	a := test.NewTempApp(t)
-	auth := authz.New(authz.Options{Timeout: 300 * time.Millisecond})
+	auth := authz.New(authz.Options{Timeout: 2 * time.Second}) // time for the window to show first, even on a loaded machine
 	notes := &fakeNotifier{added: make(chan struct{}, 1)}
 	tr := NewTray(a, Options{Daemon: newFakeDaemon(), Approvals: auth, Notifier: notes, Quit: func() {}})
 	refreshed := make(chan [2]any, 16)

@@ -528,7 +528,7 @@ var errLocked = fmt.Errorf("the keychain is locked: %w", secrets.ErrLocked)
 // epoch (its grant belongs to the old one): the agent gets epoch_ended
 // naming both epochs, and neither process receives it.
 func TestReplaceWhileIntentIsWritten(t *testing.T) {
-	r := newRig(t, rigOptions{auditDelay: 100 * time.Millisecond})
+	r := newRig(t, rigOptions{})
 	defer r.close()
 	r.handshake()
 	r.agent.request(1, "tools/list", nil)
@@ -537,9 +537,15 @@ func TestReplaceWhileIntentIsWritten(t *testing.T) {
 	decide(t, r, r.pendingFor(5*time.Second).ID, authz.ApproveRun)
 	mustResult(t, r.agent.wait(2, 5*time.Second))
 
+	entered, release := r.audit.holdIntents()
 	r.agent.request(3, "tools/call", callParams(toolWrite, 3, ""))
-	time.Sleep(30 * time.Millisecond) // granted at once; its intent takes 100 ms
+	select { // granted at once; its intent is being written now
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the intent of call 3 was never written")
+	}
 	r.sess.Replace("rebuild")
+	release()
 	code, ref := refusal(t, r.agent.wait(3, 5*time.Second))
 	if code != -31030 || ref == nil || ref.Epoch != "E1" || ref.CurrentEpoch != "E2" {
 		t.Errorf("refusal %d %+v, want epoch_ended from E1 to E2", code, ref)

@@ -215,6 +215,19 @@ type fakeAudit struct {
 	events []auditEntry  // guarded by mu
 	delay  time.Duration // each tool_called intent takes this long to be durable
 	down   error         // guarded by mu; every Append fails with it, and Err reports it
+	// hold, when set, makes each tool_called Append signal entered and
+	// then wait until hold is closed.
+	hold, entered chan struct{} // guarded by mu
+}
+
+// holdIntents makes the next tool_called Appends wait until release is
+// called; entered receives once per Append that waits.
+func (f *fakeAudit) holdIntents() (entered <-chan struct{}, release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hold, f.entered = make(chan struct{}), make(chan struct{}, 1)
+	hold := f.hold
+	return f.entered, func() { close(hold) }
 }
 
 // Err reports the failure set by fail (see auditHealth).
@@ -242,6 +255,13 @@ var _ Auditor = (*fakeAudit)(nil)
 func (f *fakeAudit) Append(_ context.Context, typ string, fields any) (audit.Event, error) {
 	if f.delay > 0 && typ == audit.TypeToolCalled {
 		time.Sleep(f.delay)
+	}
+	f.mu.Lock()
+	hold, entered := f.hold, f.entered
+	f.mu.Unlock()
+	if hold != nil && typ == audit.TypeToolCalled {
+		entered <- struct{}{}
+		<-hold
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -135,7 +135,13 @@ func TestStopKillsEscapedDescendants(t *testing.T) {
 			if g := pgidOf(t, gpid); g == p.Pid() {
 				t.Fatalf("grandchild %d is still in the server's group %d", gpid, g)
 			}
+			// While it execs (setsid → sleep), /proc/PID/environ reads
+			// empty for a moment: look again until it shows.
 			before := marked(t, p.Epoch())
+			for !slicesContains(before, gpid) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+				before = marked(t, p.Epoch())
+			}
 			if !slicesContains(before, gpid) {
 				t.Fatalf("grandchild %d does not carry %s=%s; marked: %v", gpid, supervisor.EpochEnv, p.Epoch(), before)
 			}

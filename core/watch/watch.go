@@ -260,19 +260,66 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 			}
 		}
 	}
+	if ev.Op.Has(fsnotify.Remove) || ev.Op.Has(fsnotify.Rename) {
+		w.goneLocked(name)
+	}
 	for key, roots := range w.sets {
 		for _, r := range roots {
 			if name == r || (w.isDir[r] && within(name, r)) {
 				w.noteLocked(key, r)
-			} else if !w.isDir[r] && within(r, name) && ev.Op.Has(fsnotify.Create) {
-				// A missing parent of a watched file appeared: watch
-				// closer to the file.
+			}
+			if !w.isDir[r] && within(r, name) && ev.Op.Has(fsnotify.Create) && (name != r || isDirectory(name)) {
+				// A missing parent of a watched path appeared, or a
+				// directory root was made again: watch closer to it.
 				for _, d := range w.dirsFor(r) {
 					_ = w.acquireLocked(key, d)
+				}
+				// The file may have been written before the new watch
+				// began (mkdir -p out && cp server out/): a build.
+				if _, err := os.Lstat(r); err == nil {
+					w.noteLocked(key, r)
 				}
 			}
 		}
 	}
+}
+
+// goneLocked follows the removal (or renaming away) of name. A watched
+// directory takes its watch with it (inotify drops it; kqueue's descriptor
+// stays on the moved or deleted inode): it is forgotten, so that a
+// directory made again under that name is watched anew. A watched directory
+// root, or a directory above a root, that went away is watched for from the
+// nearest directory that is left (or watched again at once if it is back
+// already), so that a clean build (rm -rf dist, then dist/ written again) is
+// seen the next time too.
+func (w *Watcher) goneLocked(name string) {
+	if w.dirs[name] > 0 {
+		delete(w.dirs, name)
+		_ = w.fsw.Remove(name) // gone already on Linux; releases it elsewhere
+	}
+	for key, roots := range w.sets {
+		for _, r := range roots {
+			if (name == r && w.isDir[r]) || (name != r && within(r, name)) {
+				// Watch what is there now: the nearest directory left,
+				// or the root itself when the build made it again
+				// already (events arrive after the fact).
+				for _, d := range w.dirsFor(r) {
+					_ = w.acquireLocked(key, d)
+				}
+				if _, err := os.Lstat(r); err == nil {
+					// Back already: what was written in it before
+					// its new watch began is a change.
+					w.noteLocked(key, r)
+				}
+			}
+		}
+	}
+}
+
+// isDirectory reports whether p is a directory now.
+func isDirectory(p string) bool {
+	info, err := os.Stat(p)
+	return err == nil && info.IsDir()
 }
 
 // within reports whether p is root or inside it.

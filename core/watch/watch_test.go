@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,7 +13,7 @@ import (
 
 func start(t *testing.T) *Watcher {
 	t.Helper()
-	w, err := New(50*time.Millisecond, nil)
+	w, err := New(500*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +75,11 @@ func TestWatchFilesAndTrees(t *testing.T) {
 	if diff := cmp.Diff(Event{Key: "inv", Paths: []string{dist}}, ev, cmpIgnoreTime); diff != "" {
 		t.Errorf("burst event (-want +got):\n%s", diff)
 	}
-	quiet(t, w, 200*time.Millisecond)
+	quiet(t, w, 700*time.Millisecond)
 
 	// An unrelated file beside a watched one is not a build.
 	write(t, filepath.Join(root, "README"), "changed")
-	quiet(t, w, 200*time.Millisecond)
+	quiet(t, w, 700*time.Millisecond)
 
 	// A lockfile replaced by rename is seen.
 	tmp := filepath.Join(root, ".lock.tmp")
@@ -104,14 +105,14 @@ func TestWatchFilesAndTrees(t *testing.T) {
 	if err := os.Chmod(lock, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	quiet(t, w, 200*time.Millisecond)
+	quiet(t, w, 700*time.Millisecond)
 
 	// Unwatching stops events.
 	if err := w.Set("inv", nil); err != nil {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(dist, "server.js"), "v3")
-	quiet(t, w, 200*time.Millisecond)
+	quiet(t, w, 700*time.Millisecond)
 }
 
 func TestWatchMissingFileAppears(t *testing.T) {
@@ -124,11 +125,40 @@ func TestWatchMissingFileAppears(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
 	write(t, bin, "binary")
 	ev := next(t, w)
 	if diff := cmp.Diff([]string{bin}, ev.Paths); diff != "" {
 		t.Errorf("paths (-want +got):\n%s", diff)
+	}
+}
+
+// TestWatchCleanBuilds: a watched directory that a build deletes and writes
+// again (rm -rf dist; mkdir dist; write dist/server.js) is seen each time,
+// also from the second clean build on, when the directory's first watch went
+// with it.
+func TestWatchCleanBuilds(t *testing.T) {
+	root := t.TempDir()
+	dist := filepath.Join(root, "dist")
+	write(t, filepath.Join(dist, "server.js"), "v0")
+	w := start(t)
+	if err := w.Set("inv", []string{dist}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := os.RemoveAll(dist); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dist, "server.js"), fmt.Sprint("v", i+1))
+		ev := next(t, w)
+		if diff := cmp.Diff([]string{dist}, ev.Paths); diff != "" {
+			t.Fatalf("clean build %d: paths (-want +got):\n%s", i+1, diff)
+		}
+		// A later write inside the new directory is seen too.
+		write(t, filepath.Join(dist, "chunk.js"), fmt.Sprint("c", i+1))
+		ev = next(t, w)
+		if diff := cmp.Diff([]string{dist}, ev.Paths); diff != "" {
+			t.Fatalf("write after clean build %d: paths (-want +got):\n%s", i+1, diff)
+		}
 	}
 }
 

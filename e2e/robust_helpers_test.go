@@ -346,3 +346,22 @@ func signalPID(t *testing.T, pid int, sig syscall.Signal) {
 
 // faultyLog returns a path for the faulty server's -log file.
 func faultyLog(t *testing.T) string { return filepath.Join(t.TempDir(), "faulty.log") }
+
+// waitNoRuns waits until status lists no live agent run.
+func waitNoRuns(t *testing.T, h *harness.Home, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		rep, err := h.Status(testContext(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Runs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d agent runs still live after %s", len(rep.Runs), d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -336,25 +336,6 @@ func soakCalls(ctx context.Context, a *harness.Agent, ai int, r *rand.Rand, stat
 	}
 }
 
-// waitNoRuns waits until status lists no live agent run.
-func waitNoRuns(t *testing.T, h *harness.Home, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		rep, err := h.Status(testContext(t, 30*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.Runs) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d agent runs still live after %s", len(rep.Runs), d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // startedPIDs returns the pid of every server_started event in the audit log.
 func startedPIDs(t *testing.T, h *harness.Home) []int {
 	t.Helper()

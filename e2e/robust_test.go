@@ -37,9 +37,9 @@ import (
 //
 //   - a banner line before the initialize answer is a diagnostic, never forwarded;
 //   - "{bad json" before every answer is skipped and reported;
-//   - answering numeric id N with the string "N": the agent still gets its
-//     own id (7 stays the number 7, "list-1" stays a string), and the
-//     mismatch is reported once;
+//   - answering numeric id N with the string "N", or with the number N.0:
+//     the agent still gets its own id (7 stays the number 7, "list-1" stays
+//     a string), and the mismatch is reported once;
 //   - "\r\n" line endings work.
 func TestRobustServerOutput(t *testing.T) {
 	tests := []struct {
@@ -50,7 +50,8 @@ func TestRobustServerOutput(t *testing.T) {
 	}{
 		{"banner", []string{"-banner"}, "faulty test server 1.0 starting up (this line is not JSON-RPC)", "server diagnostic"},
 		{"bad json", []string{"-bad-json"}, "{bad json", "server diagnostic"},
-		{"string ids", []string{"-string-ids"}, "answered with a string id", "server changed the type of a request id"},
+		{"string ids", []string{"-string-ids"}, "answered with the id \"", "server changed the type of a request id"},
+		{"float ids", []string{"-float-ids"}, ".0 a request whose id was the number", "server changed the type of a request id"},
 		{"crlf", []string{"-crlf"}, "", ""},
 	}
 	for _, tt := range tests {
@@ -150,6 +151,33 @@ func TestRobustLargeMessages(t *testing.T) {
 	after, _ := runOf(t, h, a.PID(), "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
 	if after.Epoch != before.Epoch || after.PID != before.PID || after.Epochs != 1 {
 		t.Errorf("the session did not survive on its process: epoch %s pid %d → epoch %s pid %d (%d epochs)", before.Epoch, before.PID, after.Epoch, after.PID, after.Epochs)
+	}
+}
+
+// TestRobustDiesMidAnswer: a server that dies while writing its answer (half
+// a line, no newline, then exit) is a process that died during the call:
+// the call gets epoch_ended, as in case 9, not invalid_response with advice
+// to retry (the call may have taken effect); the half line is kept as a
+// diagnostic.
+func TestRobustDiesMidAnswer(t *testing.T) {
+	h := newHome(t)
+	addFaulty(t, h, "faulty")
+	startDaemon(t, h)
+	a := startRaw(t, h, "faulty")
+	a.handshake("1")
+	a.call("2", "tools/list", nil, 30*time.Second)
+	m := a.call("3", "tools/call", toolCall("broken", map[string]any{"kind": "cut-and-exit"}), 30*time.Second)
+	if m.Error == nil {
+		t.Fatalf("answered %.300s, want an error", m.Raw)
+	}
+	if ref := m.refusal(t); ref.Error != gateway.EpochEnded {
+		t.Errorf("a server dying mid-answer gave %+v, want epoch_ended", ref)
+	}
+	r, _ := runOf(t, h, a.pid(), "the diagnostic", func(r gateway.Status) bool {
+		return slices.ContainsFunc(r.Diagnostics, func(s string) bool { return strings.Contains(s, "ended in the middle of a message") })
+	})
+	if !slices.ContainsFunc(r.Diagnostics, func(s string) bool { return strings.Contains(s, `"text":"cut sh`) }) {
+		t.Errorf("status diagnostics %q do not keep the half line", r.Diagnostics)
 	}
 }
 
@@ -472,7 +500,7 @@ func TestRobustAgentGarbage(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":6,"method":"tools/list"`, "6", -32700},
 		{`{"jsonrpc":"2.0","id":"s-7","method":"tools/list","params":"x"}`, `"s-7"`, -32600},
 		{`{"jsonrpc":"1.0","id":8,"method":"tools/list"}`, "8", -32600},
-		{`[{"jsonrpc":"2.0","id":9,"method":"tools/list"}]`, "null", -32600},
+		{`[]`, "null", -32600},
 	}
 	for _, tt := range tests {
 		a.send(tt.line)
@@ -480,6 +508,19 @@ func TestRobustAgentGarbage(t *testing.T) {
 		if string(m.ID) != tt.id || m.Error == nil || m.Error.Code != tt.code {
 			t.Errorf("%s: answered %.300s, want error %d with id %s", tt.line, m.Raw, tt.code, tt.id)
 		}
+	}
+	// A batch (JSON-RPC 2.0 section 6; MCP 2025-03-26 only): one array
+	// answering each request in it by its id; the notification gets
+	// nothing.
+	a.send(`[{"jsonrpc":"2.0","id":9,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}]`)
+	select {
+	case line := <-a.lines:
+		var got []wireMsg
+		if err := json.Unmarshal(line, &got); err != nil || len(got) != 1 || string(got[0].ID) != "9" || got[0].Error == nil || got[0].Error.Code != -32600 {
+			t.Errorf("batch answered %.300s, want an array with one -32600 error for id 9", line)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer to the batch within 30 s")
 	}
 	if got := a.call("10", "tools/call", toolCall("echo", map[string]any{"message": "fine"}), 30*time.Second); got.text(t) != "fine" {
 		t.Errorf("after the garbage, echo answered %s", got.Raw)

@@ -30,9 +30,14 @@
 // that the agent receives (the agent's tools/list is answered from the stored
 // revision with unknown fields preserved) without a new revision. Unknown fields
 // are compared verbatim and reported as "field_changed". Tools whose JSON has
-// duplicate object keys, invalid UTF-8 or numbers outside the IEEE 754 double
-// range are rejected: their meaning would depend on the reader. As RFC 8785
-// says, integers above 2^53 lose precision in the canonical form.
+// duplicate object keys or numbers outside the IEEE 754 double range are
+// rejected: their meaning would depend on the reader. Strings that are not
+// valid Unicode (invalid UTF-8 bytes, lone surrogate escapes; RFC 8259 section
+// 8.2) are read as encoding/json reads them, each such byte or escape as
+// U+FFFD, in the digest and in the bytes kept for the agent, and [Store] logs
+// that it happened: rejecting them would leave the server without a catalog
+// (no diffs, no argument checks) over a stray byte in a description. As RFC
+// 8785 says, integers above 2^53 lose precision in the canonical form.
 //
 // The catalog digest is SHA-256 over the sorted tool digests, so a server that
 // only reorders its tools keeps its revision (the stored order is kept).

@@ -125,11 +125,17 @@ func (s *Store) Update(label, epoch string, tools []Tool) (cur Catalog, changed 
 	}
 	ts := make([]Tool, len(tools))
 	seen := make(map[string]struct{}, len(tools))
+	var repaired []string
+	replaced := 0
 	for i, t := range tools {
 		if _, dup := seen[t.Name]; dup {
 			return Catalog{}, false, fmt.Errorf("updating catalog of %q: %w: %q", label, ErrDuplicateTool, t.Name)
 		}
 		seen[t.Name] = struct{}{}
+		if t.Replaced > 0 {
+			repaired = append(repaired, t.Name)
+			replaced += t.Replaced
+		}
 		if t.Digest == "" {
 			d, err := ToolDigest(t.Raw)
 			if err != nil {
@@ -138,6 +144,10 @@ func (s *Store) Update(label, epoch string, tools []Tool) (cur Catalog, changed 
 			t.Digest = d
 		}
 		ts[i] = t
+	}
+	if len(repaired) > 0 {
+		s.log.Warn("tools/list held strings that are not valid Unicode (invalid UTF-8 or lone surrogate escapes); replaced by U+FFFD in the catalog and in what the agent gets",
+			"label", label, "epoch", epoch, "tools", repaired, "replaced", replaced)
 	}
 	digest := CatalogDigest(ts)
 	now := s.now()

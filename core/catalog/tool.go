@@ -13,13 +13,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
 // Sentinel errors of [Parse] and [ToolDigest]; a [*ParseError] wraps one of them.
 var (
 	// ErrMalformed reports a tools/list page or tool object that is not the JSON
-	// the spec describes (not an object, no "tools" array, duplicate keys, invalid
-	// UTF-8, numbers out of range).
+	// the spec describes (not an object, no "tools" array, duplicate keys,
+	// numbers out of range).
 	ErrMalformed = errors.New("malformed tools/list result")
 	// ErrMissingName reports a tool without a non-empty string "name".
 	ErrMissingName = errors.New("tool has no name")
@@ -33,13 +35,18 @@ var (
 // Tool is one tool of a catalog revision.
 //
 // Raw is the tool object exactly as the server sent it (bytes kept verbatim, so
-// unknown fields reach the agent unchanged); Name is its "name"; Digest is
-// [ToolDigest] of Raw, "sha256:" followed by 64 lowercase hex digits. Treat Raw as
-// read-only: catalogs share it.
+// unknown fields reach the agent unchanged), except that strings which are not
+// valid Unicode are made so, as encoding/json decodes them: each invalid UTF-8
+// byte and each lone surrogate escape becomes U+FFFD, and Replaced counts them
+// (see [mcpwire.ReplaceInvalidUnicode]). The agent thus gets the very text the
+// digest covers. Name is its "name"; Digest is [ToolDigest] of Raw, "sha256:"
+// followed by 64 lowercase hex digits. Treat Raw as read-only: catalogs share
+// it. Replaced is not stored: it describes the fetch that made the Tool.
 type Tool struct {
-	Name   string
-	Raw    json.RawMessage
-	Digest string
+	Name     string
+	Raw      json.RawMessage
+	Digest   string
+	Replaced int
 }
 
 // MarshalJSON encodes the tool for `portcullis catalog show` as
@@ -135,12 +142,14 @@ func parseTool(raw json.RawMessage) (Tool, error) {
 	if len(is) == 0 || is[0] != '{' {
 		return t, ErrBadInputSchema
 	}
-	d, err := ToolDigest(raw)
+	fixed, n := mcpwire.ReplaceInvalidUnicode(raw)
+	d, err := ToolDigest(fixed)
 	if err != nil {
 		return t, err
 	}
-	t.Raw = append(json.RawMessage(nil), raw...)
+	t.Raw = append(json.RawMessage(nil), fixed...)
 	t.Digest = d
+	t.Replaced = n
 	return t, nil
 }
 
@@ -176,10 +185,18 @@ const defaultAnnotations = `{"destructiveHint":true,"idempotentHint":false,"open
 // an object holding the four defaults, and an annotations object gets each
 // missing hint (readOnlyHint false, destructiveHint true, idempotentHint false,
 // openWorldHint true). Present values, even non-boolean ones, are kept. Every
-// other field, known or not, is kept as canonical JSON. Errors wrap
-// [ErrMalformed]: not a JSON object, duplicate keys, invalid UTF-8, numbers out
-// of range, nesting too deep.
+// other field, known or not, is kept as canonical JSON. Strings that are not
+// valid Unicode read as encoding/json reads them: each invalid UTF-8 byte and
+// each lone surrogate escape is U+FFFD (RFC 8785 needs valid Unicode; RFC 8259
+// section 8.2 leaves such strings to the receiver, and Go's decoder, like most,
+// replaces). Errors wrap [ErrMalformed]: not JSON, not a JSON object, duplicate
+// keys (also two names that differ only in invalid bytes), numbers out of
+// range, nesting too deep.
 func Canonical(raw json.RawMessage) ([]byte, error) {
+	if !json.Valid(raw) {
+		return nil, fmt.Errorf("%w: not valid JSON", ErrMalformed)
+	}
+	raw, _ = mcpwire.ReplaceInvalidUnicode(raw)
 	c, err := jcs.Transform(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)

@@ -168,7 +168,7 @@ func TestCanonicalIsRFC8785(t *testing.T) {
 }
 
 func TestToolDigestRejects(t *testing.T) {
-	for _, s := range []string{`[]`, `"x"`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{"a":1e999}`, `{`} {
+	for _, s := range []string{`[]`, `"x"`, `{"a":1,"a":2}`, "{\"a\xff\":1,\"a\xfe\":2}", `{"a":1e999}`, `{`, "{\"a\":\"\xff\"} x"} {
 		if _, err := ToolDigest(json.RawMessage(s)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("ToolDigest(%q) err = %v, want ErrMalformed", s, err)
 		}

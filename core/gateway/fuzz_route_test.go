@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,7 +115,16 @@ func (s *fzSink) lines() []string {
 // recover them), with how often each occurs, and the ids of its requests.
 func fzAgentIDs(lines [][]byte) (all map[string]int, requests []string) {
 	all = map[string]int{}
+	var batched [][]byte // the messages of batches, each answered too
 	for _, l := range lines {
+		var elems []json.RawMessage
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] == '[' && json.Unmarshal(t, &elems) == nil {
+			for _, e := range elems {
+				batched = append(batched, e)
+			}
+		}
+	}
+	for _, l := range append(slices.Clone(lines), batched...) {
 		m, err := mcpwire.Parse(l)
 		var ie *mcpwire.InvalidError
 		switch {
@@ -222,8 +232,10 @@ func FuzzRoute(f *testing.F) {
 		answered := func() map[string]int {
 			n := map[string]int{}
 			for _, l := range out.lines() {
-				if m, err := mcpwire.Parse([]byte(l)); err == nil && m.Kind == mcpwire.KindResponse {
-					n[string(m.ID)]++
+				for _, msg := range agentMessages(l) {
+					if m, err := mcpwire.Parse(msg); err == nil && m.Kind == mcpwire.KindResponse {
+						n[string(m.ID)]++
+					}
 				}
 			}
 			return n
@@ -265,12 +277,14 @@ func FuzzRoute(f *testing.F) {
 			if l == "" {
 				continue
 			}
-			m, err := mcpwire.Parse([]byte(l))
-			if err != nil {
-				t.Fatalf("the agent received an invalid message %q: %v", l, err)
-			}
-			if m.Kind == mcpwire.KindResponse && string(m.ID) != "null" && ids[string(m.ID)] == 0 {
-				t.Fatalf("the agent received a response with an id it never used: %s", l)
+			for _, msg := range agentMessages(l) {
+				m, err := mcpwire.Parse(msg)
+				if err != nil {
+					t.Fatalf("the agent received an invalid message %q: %v", l, err)
+				}
+				if m.Kind == mcpwire.KindResponse && string(m.ID) != "null" && ids[string(m.ID)] == 0 {
+					t.Fatalf("the agent received a response with an id it never used: %s", l)
+				}
 			}
 		}
 		for _, id := range requests {
@@ -279,4 +293,19 @@ func FuzzRoute(f *testing.F) {
 			}
 		}
 	})
+}
+
+// agentMessages splits a line the agent received into its messages: the
+// elements of an array (the answer to a batch, JSON-RPC 2.0 section 6; an
+// empty array is returned as is, to fail parsing), or the line itself.
+func agentMessages(l string) [][]byte {
+	var elems []json.RawMessage
+	if strings.HasPrefix(l, "[") && json.Unmarshal([]byte(l), &elems) == nil && len(elems) > 0 {
+		out := make([][]byte, len(elems))
+		for i, e := range elems {
+			out[i] = e
+		}
+		return out
+	}
+	return [][]byte{[]byte(l)}
 }

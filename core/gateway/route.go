@@ -39,32 +39,46 @@ const (
 // readAgent routes every message the agent sends until its input ends.
 func (s *Session) readAgent(in io.Reader) error {
 	r := mcpwire.NewReader(in, s.opts.MaxMessage)
+	ended := false // the last line was EndOfInput
+	unicodeNoted := false
 	for {
 		line, err := r.ReadLine()
 		if err != nil {
 			var tl *mcpwire.TooLargeError
 			if errors.As(err, &tl) {
+				ended = false
 				s.agentTooLarge(tl)
 				continue
 			}
+			s.mu.Lock()
+			s.inputEnded = ended
+			s.mu.Unlock()
 			return err
+		}
+		if ended = string(line) == EndOfInput; ended {
+			continue
 		}
 		m, err := mcpwire.Parse(bytes.Clone(line))
 		if err != nil {
 			var ie *mcpwire.InvalidError
 			if errors.As(err, &ie) {
 				s.log.Warn("invalid message from agent", "reason", ie.Reason)
+				if ie.Code == mcpwire.CodeInvalidRequest && ie.Reason == "batch" {
+					s.refuseBatch(line)
+					continue
+				}
 				msg := "Parse error: " + ie.Reason
 				if ie.Code == mcpwire.CodeInvalidRequest {
 					msg = "Invalid Request: " + ie.Reason
-					if ie.Reason == "batch" {
-						msg = "Invalid Request: JSON-RPC batches are not supported; send each message on its own line"
-					}
 				}
 				s.writeAgent(mcpwire.NewError(ie.ID, ie.Code, msg, nil))
 				continue
 			}
 			return err
+		}
+		if m.Replaced > 0 && !unicodeNoted {
+			unicodeNoted = true
+			s.log.Warn("the agent sent invalid UTF-8 or lone surrogate escapes, replaced by U+FFFD; reported once", "count", m.Replaced)
 		}
 		switch m.Kind {
 		case mcpwire.KindRequest:
@@ -75,6 +89,41 @@ func (s *Session) readAgent(in io.Reader) error {
 			s.agentResponse(m)
 		}
 	}
+}
+
+// refuseBatch answers a JSON-RPC batch from the agent (an array of
+// messages, allowed by protocol 2025-03-26 only, and not supported here) as
+// JSON-RPC 2.0 section 6 says: one array with a -32600 error for each
+// request in it, by its id, so that none waits for an answer that never
+// comes; nothing for a batch of notifications only; a single error with id
+// null for an empty array. Nothing of it is forwarded.
+func (s *Session) refuseBatch(line []byte) {
+	const msg = "Invalid Request: JSON-RPC batches are not supported; send each message on its own line"
+	var elems []json.RawMessage
+	if err := json.Unmarshal(line, &elems); err != nil || len(elems) == 0 {
+		s.writeAgent(mcpwire.NewError(nil, mcpwire.CodeInvalidRequest, msg, nil))
+		return
+	}
+	var answers []json.RawMessage
+	for _, el := range elems {
+		m, err := mcpwire.Parse(el)
+		switch {
+		case err != nil:
+			var id json.RawMessage
+			if ie := (*mcpwire.InvalidError)(nil); errors.As(err, &ie) {
+				id = ie.ID
+			}
+			answers = append(answers, mcpwire.NewError(id, mcpwire.CodeInvalidRequest, msg, nil))
+		case m.Kind == mcpwire.KindRequest:
+			answers = append(answers, mcpwire.NewError(m.ID, mcpwire.CodeInvalidRequest, msg, nil))
+		}
+	}
+	s.log.Warn("JSON-RPC batch from the agent refused", "messages", len(elems), "requests", len(answers))
+	if len(answers) == 0 {
+		return
+	}
+	out, _ := json.Marshal(answers)
+	s.writeAgent(out)
 }
 
 // agentRequest routes one request from the agent: the handshake goes
@@ -118,6 +167,16 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		return
 	case methodInitialize, methodDiscover:
 		s.mu.Lock()
+		if m.Method == methodInitialize && s.negotiated != nil {
+			// MCP basic/lifecycle: initialization is the first exchange
+			// of a connection, once. Forwarded, it would renegotiate the
+			// server behind the back of the session the gateway keeps.
+			s.mu.Unlock()
+			s.log.Warn("second initialize from the agent refused", "id", string(m.ID))
+			s.writeAgent(mcpwire.NewError(m.ID, mcpwire.CodeInvalidRequest,
+				"Invalid Request: the session is already initialized; initialize is sent once per connection (start a new connection to initialize again)", nil))
+			return
+		}
 		if m.Method == methodInitialize {
 			s.era, s.initParams = eraLegacy, bytes.Clone(m.Params)
 		} else {
@@ -556,7 +615,11 @@ func (s *Session) agentResponse(m *mcpwire.Message) {
 
 // readServer routes everything the process of e writes on stdout.
 func (s *Session) readServer(e *epoch) {
-	r := mcpwire.NewReader(e.Proc.Stdout(), s.opts.MaxMessage)
+	// Tolerant of what servers get wrong around their messages (a BOM,
+	// colour codes, a lone '\r', several messages on a line, a batch):
+	// the answers still arrive; each kind of repair is a diagnostic, once.
+	r := mcpwire.NewTolerantReader(e.Proc.Stdout(), s.opts.MaxMessage, func(note string) { s.diagnostic(e, note) })
+	unicodeNoted := false
 	for {
 		line, err := r.ReadLine()
 		if err != nil {
@@ -586,6 +649,20 @@ func (s *Session) readServer(e *epoch) {
 			continue
 		}
 		m, err := mcpwire.Parse(bytes.Clone(line))
+		if err == nil && m.Replaced > 0 && !unicodeNoted {
+			unicodeNoted = true
+			s.diagnostic(e, fmt.Sprintf("a message held %d invalid UTF-8 bytes or lone surrogate escapes, replaced by U+FFFD (RFC 8259 asks for UTF-8); reported once", m.Replaced))
+		}
+		if err != nil && r.Unterminated() {
+			// The output ended in the middle of a message: the process
+			// died while writing it (or closed its output). The request
+			// it answered is answered by the end of the epoch, as for
+			// any process that dies during a call (epoch_ended: it may
+			// have taken effect), not as an invalid answer to retry.
+			s.log.Warn("server output ended in the middle of a message", "epoch", e.ID, "bytes", len(line))
+			s.diagnostic(e, "the output ended in the middle of a message: "+truncate(string(line), 200))
+			continue
+		}
 		if err != nil {
 			s.serverInvalid(e, line, err)
 			continue
@@ -750,7 +827,7 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 		e.idMismatch = true
 		s.mu.Unlock()
 		if first {
-			s.diagnostic(e, fmt.Sprintf("the server answered with a string id (%s) a request whose id was the number %d; the agent got its own id, further mismatches are not listed", m.ID, gid))
+			s.diagnostic(e, fmt.Sprintf("the server answered with the id %s a request whose id was the number %d; the agent got its own id, further mismatches are not listed", m.ID, gid))
 		}
 	}
 	if p.reply != nil {
@@ -774,11 +851,14 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	if m.Result != nil {
 		out = s.forAgent(e, p.method, out)
 	}
-	s.writeAgent(out)
 	if p.method == methodDiscover && m.Result != nil {
-		// 2026-07-28: no handshake follows a successful discovery.
-		s.completeHandshake(e)
+		// 2026-07-28: no handshake follows a successful discovery. The
+		// gate closes for the catalog before the agent can read the
+		// answer and send its next request.
+		s.completeHandshakeWith(e, out)
+		return
 	}
+	s.writeAgent(out)
 }
 
 // forAgent adjusts a server's answer passed to the agent (out, the agent's

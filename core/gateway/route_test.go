@@ -433,6 +433,142 @@ func TestRequestMetaInvalid(t *testing.T) {
 	}
 }
 
+// TestEndOfInputDrains: when the agent's input ends with EndOfInput (the
+// shim saw the agent close its stdin), the run goes on until the requests
+// sent before are answered, and their answers reach the agent; an end of
+// input without it (the agent is gone) ends the run at once, refusing what
+// is in flight.
+func TestEndOfInputDrains(t *testing.T) {
+	r := newScriptRig(t, 0, 5*time.Second)
+	r.handshake(t)
+	r.agent.send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t"}}`)
+	r.agent.send(EndOfInput)
+	r.agent.inW.Close()
+	call := r.proc.next(t)
+	select {
+	case err := <-r.served:
+		t.Fatalf("Serve returned (%v) with a call in flight after EndOfInput", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"late"}]}}`)
+	if got := r.agent.wait("10", 1); !strings.Contains(string(got), "late") {
+		t.Errorf("call answered %.300s, want the server's result", got)
+	}
+	select {
+	case err := <-r.served:
+		r.served <- err // for the cleanup
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return once nothing was in flight")
+	}
+	if st := r.sess.Status(); st.State != StateEnded {
+		t.Errorf("session %s after the drain, want ended", st.State)
+	}
+
+	// Without EndOfInput: the agent is gone, the run ends at once.
+	r2 := newScriptRig(t, 0, 5*time.Second)
+	r2.handshake(t)
+	r2.agent.send(`{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"t"}}`)
+	r2.proc.next(t)
+	r2.agent.inW.Close()
+	select {
+	case err := <-r2.served:
+		r2.served <- err
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return at the end of the input without EndOfInput")
+	}
+	if code, _, ref := wireError(t, r2.agent.wait("20", 1)); code == 0 || ref == nil || ref.Error != EpochEnded {
+		t.Errorf("call in flight when the agent left: code %d %+v, want epoch_ended", code, ref)
+	}
+}
+
+// TestEndOfInputDrainBounded: the drain after EndOfInput lasts at most
+// DrainTimeout; what is still unanswered then is refused as the run ends.
+func TestEndOfInputDrainBounded(t *testing.T) {
+	r := newScriptRig(t, 0, 5*time.Second)
+	r.sess.opts.DrainTimeout = 200 * time.Millisecond
+	r.handshake(t)
+	r.agent.send(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"t"}}`)
+	r.proc.next(t) // never answered
+	r.agent.send(EndOfInput)
+	r.agent.inW.Close()
+	select {
+	case err := <-r.served:
+		r.served <- err
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after the drain timeout")
+	}
+	code, _, ref := wireError(t, r.agent.wait("30", 1))
+	if code == 0 || ref == nil || ref.Error != EpochEnded {
+		t.Errorf("call unanswered at the drain timeout: code %d %+v, want epoch_ended", code, ref)
+	}
+}
+
+// TestSecondInitializeRefused: once the agent's handshake completed, another
+// initialize is -32600 and never reaches the server, which would otherwise
+// renegotiate behind the session's back; the session goes on.
+func TestSecondInitializeRefused(t *testing.T) {
+	r := newScriptRig(t, 0, 5*time.Second)
+	r.handshake(t)
+	r.agent.send(`{"jsonrpc":"2.0","id":"again","method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"a","version":"2"}}}`)
+	if code, msg, _ := wireError(t, r.agent.wait(`"again"`, 1)); code != -32600 || !strings.Contains(msg, "already initialized") {
+		t.Errorf("second initialize: code %d %q, want -32600 saying it is already initialized", code, msg)
+	}
+	r.proc.quiet(t, 50*time.Millisecond)
+	r.agent.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"t"}}`)
+	call := r.proc.next(t)
+	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
+	if got := r.agent.wait("40", 1); mcpwire.GetPath(got, "result") == nil {
+		t.Errorf("call after the refused initialize answered %.300s", got)
+	}
+}
+
+// TestAgentBatchRefused: a JSON-RPC batch from the agent gets one array
+// with a -32600 error for each request in it, by id (JSON-RPC 2.0 section
+// 6); a batch of notifications gets nothing; an empty one a single error
+// with id null; none of it reaches the server.
+func TestAgentBatchRefused(t *testing.T) {
+	r := newScriptRig(t, 0, 5*time.Second)
+	r.handshake(t)
+	r.agent.send(`[{"jsonrpc":"2.0","id":"b1","method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"x"}},{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}},{"id":8}]`)
+	r.agent.send(`[{"jsonrpc":"2.0","method":"notifications/progress"}]`)
+	r.agent.send(`[]`)
+	r.agent.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
+	r.agent.wait(`"after"`, 1)
+	r.proc.quiet(t, 50*time.Millisecond)
+	r.agent.mu.Lock()
+	lines := slices.Clone(r.agent.lines)
+	r.agent.mu.Unlock()
+	var arrays, nulls int
+	for _, l := range lines {
+		switch {
+		case len(l) > 0 && l[0] == '[':
+			arrays++
+			var got []struct {
+				ID    json.RawMessage `json:"id"`
+				Error struct{ Code int }
+			}
+			if err := json.Unmarshal(l, &got); err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, g := range got {
+				if g.Error.Code != -32600 {
+					t.Errorf("batch answer %s: code %d, want -32600", g.ID, g.Error.Code)
+				}
+				ids = append(ids, string(g.ID))
+			}
+			if want := []string{`"b1"`, `7`, `8`}; !slices.Equal(ids, want) {
+				t.Errorf("batch answered ids %v, want %v", ids, want)
+			}
+		case string(mcpwire.GetPath(l, "id")) == "null":
+			nulls++
+		}
+	}
+	if arrays != 1 || nulls != 1 {
+		t.Errorf("%d array answers and %d answers with id null, want 1 and 1 (the empty batch):\n%s", arrays, nulls, lines)
+	}
+}
+
 // TestDuplicateIDInFlight: a request whose id equals that of a request of
 // the agent still in flight is refused with -32600 and that id, and the
 // first request goes on: its answer comes back once. Ids compare as

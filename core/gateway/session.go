@@ -40,6 +40,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
@@ -107,6 +108,10 @@ type Options struct {
 	// HoldTimeout bounds how long a request is held while a new epoch is
 	// identity-pending (default 30 s); then it is refused with hold_timeout.
 	HoldTimeout time.Duration
+	// DrainTimeout bounds how long the session goes on after the agent's
+	// input ended with EndOfInput, for the answers to the requests sent
+	// before (default DefaultDrainTimeout); see Serve.
+	DrainTimeout time.Duration
 	// RestartOnCrash relaunches a process that exits on its own, with
 	// backoff; after CrashLimit crashes within CrashWindow the session is
 	// crash-looping and waits for Restart.
@@ -183,6 +188,8 @@ type Session struct {
 	gateCh           chan struct{}              // guarded by mu; closed when the gate opens
 	heldTail         chan struct{}              // guarded by mu; closed once the last held message went its way (nil: none held yet)
 	heldCount        int                        // guarded by mu; messages held by queueLocked now
+	inputEnded       bool                       // guarded by mu; the last line from the agent was EndOfInput
+	agentGone        atomic.Bool                // a write to the agent failed: nobody reads its answers
 	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
 	announced        []string                   // guarded by mu; names of the tools the agent was last shown or told of (sorted), nil until it lists
 	era              era                        // guarded by mu
@@ -267,6 +274,9 @@ func New(o Options) *Session {
 	}
 	if o.HoldTimeout <= 0 {
 		o.HoldTimeout = 30 * time.Second
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrainTimeout
 	}
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = mcpwire.DefaultMaxMessage
@@ -355,6 +365,12 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	s.mu.Lock()
+	ended := s.inputEnded
+	s.mu.Unlock()
+	if ended && errors.Is(err, io.EOF) {
+		s.drain(ctx)
+	}
 	// A launch still in progress (measurement, an approval for
 	// credentials) gives up; one that completed is stopped by shutdown, so
 	// that an agent leaving during the launch leaves no process behind.
@@ -372,6 +388,48 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	s.bg.Wait()
 	s.record(audit.TypeRunEnded, audit.RunEnded{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Reason: "agent disconnected"})
 	return err
+}
+
+// EndOfInput is the line the `connect` shim sends when the agent's input
+// ends (the agent closed its stdin, as MCP's stdio transport shuts down)
+// before it half-closes the connection. An end of the connection without it
+// means the agent or its shim is gone (killed, crashed): the run ends at
+// once. After it, the run ends once every request the agent sent before is
+// answered, at most DrainTimeout later: an agent that pipes its requests
+// and closes its input at once still gets every answer, as from a server
+// it had started itself. It begins with a NUL byte, which never begins a
+// line of JSON, and the shim never forwards an agent's line beginning with
+// one, so no agent can send it.
+const EndOfInput = "\x00portcullis: end of agent input"
+
+// DefaultDrainTimeout is the default of Options.DrainTimeout.
+const DefaultDrainTimeout = 60 * time.Second
+
+// drain waits until every request the agent sent before the end of its
+// input is answered (none in flight or held, nothing held at the gate),
+// at most DrainTimeout, and not once ctx ends or the agent can no longer be
+// written to. Requests left are refused by the shutdown that follows.
+func (s *Session) drain(ctx context.Context) {
+	deadline := time.NewTimer(s.opts.DrainTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		left := len(s.byAgentID) + s.heldCount
+		s.mu.Unlock()
+		if left == 0 || s.agentGone.Load() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			s.log.Warn("the agent's input ended; requests still unanswered after the drain timeout are refused", "left", left, "timeout", s.opts.DrainTimeout)
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // startEpoch launches a process and starts reading it; the caller makes it
@@ -701,6 +759,7 @@ func (s *Session) writeAgent(line []byte) {
 func (s *Session) writeAgentLocked(line []byte) {
 	buf := make([]byte, 0, len(line)+1)
 	if _, err := s.agentOut.Write(append(append(buf, line...), '\n')); err != nil {
+		s.agentGone.Store(true)
 		s.log.Debug("writing to agent", "err", err)
 	}
 }
@@ -723,11 +782,18 @@ func (s *Session) sendServerMessage(line []byte) {
 
 // completeHandshake flushes what the server said before the agent was ready
 // and fetches the first catalog.
-func (s *Session) completeHandshake(e *epoch) {
+func (s *Session) completeHandshake(e *epoch) { s.completeHandshakeWith(e, nil) }
+
+// completeHandshakeWith is completeHandshake that writes first (the answer
+// that completes the handshake) to the agent once the gate is closed.
+func (s *Session) completeHandshakeWith(e *epoch, first []byte) {
 	s.amu.Lock()
 	s.mu.Lock()
 	if s.handshakeDone {
 		s.mu.Unlock()
+		if first != nil {
+			s.writeAgentLocked(first)
+		}
 		s.amu.Unlock()
 		return
 	}
@@ -739,6 +805,9 @@ func (s *Session) completeHandshake(e *epoch) {
 		s.closeGateLocked()
 	}
 	s.mu.Unlock()
+	if first != nil {
+		s.writeAgentLocked(first)
+	}
 	for _, line := range q {
 		s.writeAgentLocked(line)
 	}
@@ -786,6 +855,11 @@ const launchFailedPrefix = "the server could not be launched: "
 func (s *Session) unavailableLocked() *Refusal {
 	r := &Refusal{Error: ServerUnavailable, Server: s.opts.Label, Reason: s.reason,
 		Retry: "wait for the server to be restarted, or ask the person to fix it"}
+	if s.state == StateEnded {
+		// Nothing restarts: the answer can only reach an agent that is
+		// leaving (its input ended, and the drain is over).
+		r.Retry = "none in this agent run, which is over; reconnect to call again"
+	}
 	if s.state == StateCrashLooping || s.state == StateFailed {
 		// Neither is restarted automatically.
 		r.Retry = "ask the person to fix the server and run `portcullis restart " + s.opts.Label + "`"

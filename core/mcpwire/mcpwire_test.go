@@ -131,6 +131,17 @@ func TestParse(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}`, 0, "", "", CodeInvalidRequest, "1"},
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}`, 0, "", "", CodeInvalidRequest, "1"},
 		{`{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":{"b":1,"b":2}}}`, KindRequest, "1", "x", 0, ""},
+		// Error objects: an integer code and a string message (section 5.1).
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"m","data":[1]}}`, KindResponse, "1", "", 0, ""},
+		{`{"jsonrpc":"2.0","id":1,"error":"boom"}`, 0, "", "", CodeInvalidRequest, "1"},
+		{`{"jsonrpc":"2.0","id":1,"error":{"message":"boom"}}`, 0, "", "", CodeInvalidRequest, "1"},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":"5","message":"boom"}}`, 0, "", "", CodeInvalidRequest, "1"},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"boom"}}`, 0, "", "", CodeInvalidRequest, "1"},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":1}}`, 0, "", "", CodeInvalidRequest, "1"},
+		{`{"jsonrpc":"2.0","id":1,"error":null}`, 0, "", "", CodeInvalidRequest, "1"},
+		// A method with a result or an error is neither kind.
+		{`{"jsonrpc":"2.0","id":4,"method":"x","result":{}}`, 0, "", "", CodeInvalidRequest, "4"},
+		{`{"jsonrpc":"2.0","method":"x","error":{"code":1,"message":"m"}}`, 0, "", "", CodeInvalidRequest, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -206,6 +217,23 @@ func TestIntID(t *testing.T) {
 		{"-1", 0, false, false},
 		{"1.5", 0, false, false},
 		{"", 0, false, false},
+		// Other spellings of the same integer match, coerced.
+		{"7.0", 7, true, true},
+		{"7e0", 7, true, true},
+		{"70E-1", 7, true, true},
+		{"0.7e1", 7, true, true},
+		{`"7.0"`, 7, true, true},
+		{"-0", 0, false, true},
+		{"-0.0", 0, true, true},
+		// Not integers, not JSON numbers, or beyond exact float64.
+		{"7.5e0", 0, false, false},
+		{"-7.0", 0, false, false},
+		{"1e400", 0, false, false},
+		{"9007199254740993.0", 0, false, false},
+		{`"Inf"`, 0, false, false},
+		{`"NaN"`, 0, false, false},
+		{`"0x7"`, 0, false, false},
+		{"07.0", 0, false, false},
 	}
 	for _, tt := range tests {
 		n, c, ok := IntID(json.RawMessage(tt.in))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -58,21 +59,28 @@ func (e *InvalidError) Error() string { return "invalid JSON-RPC message: " + e.
 // Unwrap makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Unwrap() error { return ErrInvalid }
 
-// Message is one parsed JSON-RPC message. Raw is the message exactly as read;
-// ID, Params, Result and Error are sub-slices of Raw (nil when absent), so a
-// Message must not be modified. Method is the decoded method name.
+// Message is one parsed JSON-RPC message. Raw is the message exactly as read,
+// except that strings that are not valid Unicode are made so (Replaced counts
+// the replacements; see ReplaceInvalidUnicode); ID, Params, Result and Error
+// are sub-slices of Raw (nil when absent), so a Message must not be modified.
+// Method is the decoded method name.
 type Message struct {
-	Raw    []byte
-	Kind   Kind
-	ID     json.RawMessage
-	Method string
-	Params json.RawMessage
-	Result json.RawMessage
-	Error  json.RawMessage
+	Raw      []byte
+	Kind     Kind
+	ID       json.RawMessage
+	Method   string
+	Params   json.RawMessage
+	Result   json.RawMessage
+	Error    json.RawMessage
+	Replaced int // invalid UTF-8 bytes and lone surrogate escapes replaced by U+FFFD
 }
 
 // Parse classifies one line. It keeps line (no copy): callers that reuse the
-// buffer must pass a copy. It returns an *InvalidError for anything that is
+// buffer must pass a copy. A message whose strings hold invalid UTF-8 or lone
+// surrogate escapes gets a Raw of its own with them replaced by U+FFFD, as
+// encoding/json decodes them (see ReplaceInvalidUnicode): what the gateway
+// reads from a message and what it passes on are then the same text, whatever
+// decoder the peer on the other side uses; a valid message keeps its bytes. It returns an *InvalidError for anything that is
 // not a single JSON-RPC 2.0 request, notification or response. A JSON array
 // (a JSON-RPC batch, allowed only by MCP 2025-03-26) is reported as
 // CodeInvalidRequest with the reason "batch". A member name that occurs twice
@@ -81,8 +89,9 @@ type Message struct {
 // read different ids, methods or tool names from one message.
 func Parse(line []byte) (*Message, error) {
 	if !json.Valid(line) {
-		return nil, &InvalidError{Code: CodeParseError, Reason: "not valid JSON", ID: PeekID(line)}
+		return nil, &InvalidError{Code: CodeParseError, Reason: notJSONReason(line), ID: PeekID(line)}
 	}
+	line, replaced := ReplaceInvalidUnicode(line)
 	i := skipSpace(line, 0)
 	if line[i] == '[' {
 		return nil, &InvalidError{Code: CodeInvalidRequest, Reason: "batch"}
@@ -90,7 +99,7 @@ func Parse(line []byte) (*Message, error) {
 	if line[i] != '{' {
 		return nil, &InvalidError{Code: CodeInvalidRequest, Reason: "not a JSON object"}
 	}
-	m := &Message{Raw: line}
+	m := &Message{Raw: line, Replaced: replaced}
 	var version, method json.RawMessage
 	hasID := false
 	var seen map[string]bool
@@ -160,6 +169,11 @@ func Parse(line []byte) (*Message, error) {
 		if err := json.Unmarshal(method, &m.Method); err != nil {
 			return fail("method must be a string")
 		}
+		if m.Result != nil || m.Error != nil {
+			// Neither a request nor a response: a peer waiting on
+			// that id would wait for ever if it were taken for either.
+			return fail("a message with a method must not carry result or error")
+		}
 		if m.Params != nil && m.Params[0] != '{' && m.Params[0] != '[' {
 			return fail("params must be an object or an array")
 		}
@@ -175,11 +189,41 @@ func Parse(line []byte) (*Message, error) {
 		if m.Result != nil && m.Error != nil {
 			return fail("response with both result and error")
 		}
+		if m.Error != nil && !validErrorObject(m.Error) {
+			return fail("error must be an object with an integer code and a string message")
+		}
 		m.Kind = KindResponse
 	default:
 		return fail("neither a request, a notification nor a response")
 	}
 	return m, nil
+}
+
+// validErrorObject reports whether raw is a JSON-RPC 2.0 error object
+// (section 5.1): an object with an integer "code" and a string "message"
+// ("data" is free).
+func validErrorObject(raw json.RawMessage) bool {
+	var e struct {
+		Code    json.RawMessage `json:"code"`
+		Message *string         `json:"message"`
+	}
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &e) != nil || e.Message == nil {
+		return false
+	}
+	_, err := strconv.ParseInt(string(e.Code), 10, 64)
+	return err == nil
+}
+
+// notJSONReason says why line is not JSON when what it starts with can tell.
+func notJSONReason(line []byte) string {
+	_, kinds := skipJunk(line, 0)
+	switch {
+	case kinds&junkBOM != 0:
+		return "not valid JSON: the line starts with a UTF-8 byte-order mark (EF BB BF)"
+	case kinds&junkControl != 0:
+		return "not valid JSON: the line starts with a terminal escape sequence or a control byte"
+	}
+	return "not valid JSON"
 }
 
 func validID(id json.RawMessage) bool {
@@ -193,10 +237,13 @@ func validID(id json.RawMessage) bool {
 func isNull(v json.RawMessage) bool { return bytes.Equal(v, []byte("null")) }
 
 // PeekID recovers the top-level "id" of a message from a prefix of it, for
-// example the prefix of an oversized or malformed line. It returns nil when
-// no string or number id can be found before the data ends or goes wrong.
+// example the prefix of an oversized or malformed line. A byte-order mark,
+// terminal escape sequences and control bytes before the message are passed
+// over. It returns nil when no string or number id can be found before the
+// data ends or goes wrong.
 func PeekID(prefix []byte) json.RawMessage {
-	dec := json.NewDecoder(bytes.NewReader(prefix))
+	start, _ := skipJunk(prefix, 0)
+	dec := json.NewDecoder(bytes.NewReader(prefix[start:]))
 	dec.UseNumber()
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil
@@ -218,14 +265,19 @@ func PeekID(prefix []byte) json.RawMessage {
 		if err := dec.Decode(&raw); err != nil || !validID(raw) {
 			return nil
 		}
+		raw, _ = ReplaceInvalidUnicode(raw) // as Parse reads it
 		return raw
 	}
 	return nil
 }
 
 // IntID reads an id that the gateway minted itself (a non-negative integer).
-// A peer that echoes the number 7 as the string "7" still matches; coerced
-// reports that it did, so the mismatch can be logged.
+// A peer that echoes it in another form still matches by value: the number
+// 7 as the string "7", or as 7.0 or 7e0 (JSON numbers of the same value;
+// JSON-RPC 2.0 section 4 only says ids SHOULD NOT have fractional parts);
+// coerced reports that it did, so the mismatch can be logged. A value with
+// a fractional part, a negative one, or one from 2^53 on (where float64
+// forms stop being exact) does not match.
 func IntID(id json.RawMessage) (n int64, coerced bool, ok bool) {
 	if len(id) == 0 {
 		return 0, false, false
@@ -239,10 +291,18 @@ func IntID(id json.RawMessage) (n int64, coerced bool, ok bool) {
 		s, coerced = []byte(str), true
 	}
 	n, err := strconv.ParseInt(string(s), 10, 64)
-	if err != nil || n < 0 {
+	if err == nil {
+		if n < 0 {
+			return 0, false, false
+		}
+		return n, coerced, true
+	}
+	// Another spelling of an integer: 7.0, 7e0, 70E-1.
+	f, ferr := strconv.ParseFloat(string(s), 64)
+	if ferr != nil || f < 0 || f >= 1<<53 || f != math.Trunc(f) || !json.Valid(s) {
 		return 0, false, false
 	}
-	return n, coerced, true
+	return int64(f), true, true
 }
 
 // SetMember returns a copy of the JSON object raw with the top-level member

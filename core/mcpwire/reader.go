@@ -62,12 +62,25 @@ func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
 // Reader splits a byte stream into newline-delimited messages. A trailing
 // '\r' before the newline is removed (peers that write "\r\n" work), and a
 // final line without a newline at end of stream is returned as a message.
-// Reader is not safe for concurrent use.
+// NewTolerantReader makes one for a server's output, which also reads past a
+// byte-order mark, escape sequences, lone '\r' line ends, several messages
+// on a line and batches. Reader is not safe for concurrent use.
 type Reader struct {
 	br   *bufio.Reader
 	max  int
 	buf  []byte
 	scan IDScanner // reset for each oversized line
+
+	unterminated bool // the last line ended with the stream (Unterminated)
+
+	// Set by NewTolerantReader (see tolerant.go).
+	tolerant   bool
+	note       func(string) // may be nil
+	noted      uint8        // the notes given so far
+	queue      [][]byte     // the messages of the current line
+	qi         int          // how many of them were returned
+	queueUnter bool         // the current line ended with the stream
+	cr         crScan       // the structure of the current line, for a lone '\r'
 }
 
 // NewReader returns a Reader over r that accepts lines of at most max bytes
@@ -83,8 +96,13 @@ func NewReader(r io.Reader, max int) *Reader {
 // returned slice is valid only until the next call. It returns a
 // *TooLargeError for a line over the limit (the stream stays usable), io.EOF
 // at a clean end of stream, and other errors from the underlying reader.
-// Lines made only of white space are skipped.
+// Lines made only of white space are skipped. A tolerant Reader returns one
+// message (or one line that is not a message) at a time, see
+// NewTolerantReader.
 func (r *Reader) ReadLine() ([]byte, error) {
+	if r.tolerant {
+		return r.readTolerant()
+	}
 	for {
 		line, err := r.readLine()
 		if err != nil {
@@ -97,12 +115,26 @@ func (r *Reader) ReadLine() ([]byte, error) {
 	}
 }
 
+// Unterminated reports whether the line ReadLine returned last ended with
+// the stream, without a newline: what a writer that stopped in the middle of
+// a message (a process that died) leaves, unless it was a whole message
+// sent without its newline.
+func (r *Reader) Unterminated() bool { return r.unterminated }
+
 func (r *Reader) readLine() ([]byte, error) {
 	r.buf = r.buf[:0]
+	r.unterminated = false
+	r.cr = crScan{}
 	var size int64
 	tooLarge := false
 	for {
-		chunk, err := r.br.ReadSlice('\n')
+		var chunk []byte
+		var err error
+		if r.tolerant {
+			chunk, err = r.nextChunk()
+		} else {
+			chunk, err = r.br.ReadSlice('\n')
+		}
 		size += int64(len(chunk))
 		if !tooLarge {
 			if len(r.buf)+len(chunk) > r.max+2 { // room for "\r\n"
@@ -125,12 +157,19 @@ func (r *Reader) readLine() ([]byte, error) {
 		case err == nil:
 			// Complete line.
 		case errors.Is(err, bufio.ErrBufferFull):
-			continue
+			if tooLarge || !r.endsAtCR() {
+				continue
+			}
+			// A tolerant reader about to wait for more input right
+			// after a lone '\r' that ends a complete JSON value: the
+			// line ends there.
+			r.cr.ended = true
 		case errors.Is(err, io.EOF):
 			if size == 0 {
 				return nil, io.EOF
 			}
 			// Last line without a newline.
+			r.unterminated = true
 		default:
 			return nil, err
 		}

@@ -28,6 +28,19 @@ const (
 	scanAfter                   // expecting ',' or '}'
 	scanDone                    // the top-level object is closed
 	scanDead                    // not a JSON object, or broken beyond use
+
+	// Junk before the top-level '{' (see skipJunk).
+	scanBOM1   // after EF, expecting BB
+	scanBOM2   // after EF BB, expecting BF
+	scanEsc    // after ESC
+	scanCSI    // inside a CSI sequence, before its final byte
+	scanEscStr // inside an OSC, DCS, SOS, PM or APC string
+	scanStrEsc // after ESC inside such a string, expecting '\'
+	scanNF     // after ESC and intermediate bytes, expecting a final byte
+
+	// A batch: an array of objects, each scanned as a message.
+	scanBatch      // expecting an element ('{') or the end (']')
+	scanBatchAfter // expecting ',' or ']'
 )
 
 type scanMember uint8
@@ -52,7 +65,9 @@ const (
 // the top level and is at most MaxScannedValue bytes long; Parse also
 // rejects a message whose "id" occurs twice, since which one a peer would
 // answer is anyone's guess. On a valid JSON object the result agrees with
-// Parse (see FuzzScanner). The zero value is ready to use.
+// Parse (see FuzzScanner). A byte-order mark, terminal escape sequences and
+// control bytes before the object are passed over, as PeekID and a tolerant
+// Reader do. The zero value is ready to use.
 type IDScanner struct {
 	st      scanState
 	depth   int  // nesting inside a top-level member's object or array
@@ -67,6 +82,14 @@ type IDScanner struct {
 	id      []byte
 	methods int // top-level "method" members seen
 	method  string
+
+	batch      bool   // the line is an array (a JSON-RPC batch)
+	bResp      int    // elements without a method (responses)
+	bRespID    []byte // the id of the last of them
+	bReq       int    // elements with a method and a usable id (requests)
+	bReqID     []byte // the id of the last of them
+	bReqMethod string // and its method
+	bMethod    bool   // an element has a method
 }
 
 // Write feeds the next bytes of the object; it never fails.
@@ -79,16 +102,25 @@ func (s *IDScanner) Write(p []byte) (int, error) {
 			case isSpace(c):
 			case c == '{':
 				s.st = scanKey
+			case c == '[':
+				s.st, s.batch = scanBatch, true
+			case c == 0xEF:
+				s.st = scanBOM1
+			case c == 0x1B:
+				s.st = scanEsc
+			case c < 0x20 || c == 0x7F:
 			default:
 				s.st = scanDead
 			}
+		case scanBOM1, scanBOM2, scanEsc, scanCSI, scanEscStr, scanStrEsc, scanNF:
+			s.junk(c)
 		case scanKey:
 			switch {
 			case isSpace(c):
 			case c == '"':
 				s.st, s.key, s.keyLong, s.esc = scanInKey, s.key[:0], false, false
 			case c == '}':
-				s.st = scanDone
+				s.closeObject()
 			default:
 				s.st = scanDead
 			}
@@ -191,6 +223,27 @@ func (s *IDScanner) Write(p []byte) (int, error) {
 			case c == ',':
 				s.st = scanKey
 			case c == '}':
+				s.closeObject()
+			default:
+				s.st = scanDead
+			}
+		case scanBatch:
+			switch {
+			case isSpace(c):
+			case c == '{':
+				s.ids, s.id, s.methods, s.method, s.cur = 0, nil, 0, "", memberOther
+				s.st = scanKey
+			case c == ']':
+				s.st = scanDone
+			default:
+				s.st = scanDead
+			}
+		case scanBatchAfter:
+			switch {
+			case isSpace(c):
+			case c == ',':
+				s.st = scanBatch
+			case c == ']':
 				s.st = scanDone
 			default:
 				s.st = scanDead
@@ -200,6 +253,84 @@ func (s *IDScanner) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// closeObject ends the top-level object, or an element of a batch.
+func (s *IDScanner) closeObject() {
+	if !s.batch {
+		s.st = scanDone
+		return
+	}
+	id := s.elemID()
+	switch method, has := s.elemMethod(); {
+	case !has:
+		s.bResp++
+		s.bRespID = id
+	case id != nil:
+		s.bReq++
+		s.bReqID, s.bReqMethod = id, method
+		s.bMethod = true
+	default:
+		s.bMethod = true
+	}
+	s.st = scanBatchAfter
+}
+
+// junk advances over a byte-order mark or an escape sequence before the
+// top-level object, as skipJunk does for a whole line; a sequence that
+// breaks off makes the line unusable.
+func (s *IDScanner) junk(c byte) {
+	next := scanDead
+	switch s.st {
+	case scanBOM1:
+		if c == 0xBB {
+			next = scanBOM2
+		}
+	case scanBOM2:
+		if c == 0xBF {
+			next = scanBegin
+		}
+	case scanEsc:
+		switch {
+		case c == '[':
+			next = scanCSI
+		case c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_':
+			next, s.depth = scanEscStr, 0
+		case c >= 0x20 && c <= 0x2F:
+			next = scanNF
+		case c >= 0x30 && c <= 0x7E:
+			next = scanBegin
+		}
+	case scanCSI:
+		switch {
+		case c >= 0x20 && c <= 0x3F:
+			next = scanCSI
+		case c >= 0x40 && c <= 0x7E:
+			next = scanBegin
+		}
+	case scanEscStr, scanStrEsc:
+		s.depth++ // counts the string's bytes
+		switch {
+		case s.depth > maxEscapeString:
+		case c == 0x07 || s.st == scanStrEsc && c == '\\':
+			next = scanBegin
+		case c == 0x1B:
+			next = scanStrEsc
+		default:
+			next = scanEscStr
+		}
+	case scanNF:
+		switch {
+		case c >= 0x20 && c <= 0x2F:
+			next = scanNF
+		case c >= 0x30 && c <= 0x7E:
+			next = scanBegin
+		}
+	}
+	if next == scanBegin {
+		s.depth = 0
+	}
+	s.st = next
 }
 
 // Close marks the end of the message: a number or literal that runs to
@@ -253,7 +384,8 @@ func (s *IDScanner) endValue() {
 	case memberID:
 		s.id = nil
 		if s.ids == 1 && !s.valLong && validID(s.val) && json.Valid(s.val) {
-			s.id = bytes.Clone(s.val)
+			// As Parse reads it: invalid Unicode replaced.
+			s.id, _ = ReplaceInvalidUnicode(bytes.Clone(s.val))
 		}
 	case memberMethod:
 		s.method = ""
@@ -265,9 +397,28 @@ func (s *IDScanner) endValue() {
 }
 
 // ID returns the top-level id seen so far: a string or a number as
-// written, or nil when there is none, it is not a string or a number, it
-// is longer than MaxScannedValue, or "id" occurs more than once.
+// written (invalid Unicode replaced, as Parse does), or nil when there is
+// none, it is not a string or a number, it is longer than MaxScannedValue,
+// or "id" occurs more than once.
+//
+// For a batch (an array of objects, MCP 2025-03-26) it is the id of the
+// one response in it (an element without a method), so that the request it
+// answers can fail alone; when the batch holds no response, the id of its
+// one request; nil when it holds several (or none with a usable id).
 func (s *IDScanner) ID() json.RawMessage {
+	if s.batch {
+		switch {
+		case s.bResp == 1:
+			return s.bRespID
+		case s.bResp == 0 && s.bReq == 1:
+			return s.bReqID
+		}
+		return nil
+	}
+	return s.elemID()
+}
+
+func (s *IDScanner) elemID() json.RawMessage {
 	if s.ids != 1 || s.id == nil {
 		return nil
 	}
@@ -277,8 +428,24 @@ func (s *IDScanner) ID() json.RawMessage {
 // Method returns the top-level method name seen so far and whether the
 // object has a top-level "method" member at all. A message with one is a
 // request or a notification, never a response, even when the name is not
-// a string, is too long to keep, or occurs twice (name "" then).
+// a string, is too long to keep, or occurs twice (name "" then). For a
+// batch it describes the element whose id ID returns: nothing for its one
+// response, the method of its one request; otherwise whether any element
+// has a method.
 func (s *IDScanner) Method() (name string, ok bool) {
+	if s.batch {
+		switch {
+		case s.bResp == 1 && s.bRespID != nil:
+			return "", false
+		case s.bResp == 0 && s.bReq == 1:
+			return s.bReqMethod, true
+		}
+		return "", s.bMethod
+	}
+	return s.elemMethod()
+}
+
+func (s *IDScanner) elemMethod() (name string, ok bool) {
 	if s.methods != 1 {
 		return "", s.methods > 0
 	}

@@ -38,7 +38,15 @@ func TestScanID(t *testing.T) {
 		{"method twice", `{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}`, "1", "", true},
 		{"id too long", `{"id":"` + strings.Repeat("i", MaxScannedValue) + `","result":{}}`, "", "", false},
 		{"longest id kept", `{"id":"` + strings.Repeat("i", MaxScannedValue-2) + `","result":{}}`, `"` + strings.Repeat("i", MaxScannedValue-2) + `"`, "", false},
-		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"m"}]`, "", "", false},
+		{"batch of a request", `[{"jsonrpc":"2.0","id":1,"method":"m"}]`, "1", "m", true},
+		{"batch of a notification and an answer", ` [ {"jsonrpc":"2.0","method":"n"} , {"result":{"id":9},"jsonrpc":"2.0","id":"r1"} ] `, `"r1"`, "", false},
+		{"batch of two answers", `[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"result":{}}]`, "", "", false},
+		{"batch of two requests", `[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"b"}]`, "", "", true},
+		{"batch with a non-object", `[{"jsonrpc":"2.0","id":3,"result":{}},4,{"id":5,"result":{}}]`, "3", "", false},
+		{"batch cut after its answer", `[{"jsonrpc":"2.0","id":6,"result":{}},{"jsonrpc":"2.0","method":"n","par`, "6", "", false},
+		{"empty batch", `[]`, "", "", false},
+		{"nested arrays", `[[{"id":1}]]`, "", "", false},
+		{"invalid UTF-8 in the id", "{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"result\":{}}", "\"a\uFFFDb\"", "", false},
 		{"not JSON", `Starting server... "id":1`, "", "", false},
 		{"truncated after id", `{"jsonrpc":"2.0","id":11,"result":{"text":"cut`, "11", "", false},
 		{"truncated inside id", `{"jsonrpc":"2.0","id":"abc`, "", "", false},
@@ -124,8 +132,69 @@ func TestReaderTooLargeFindsIDAnywhere(t *testing.T) {
 // refuses the line, with the top-level members eachMember finds).
 func checkScanAgrees(t *testing.T, line []byte) {
 	t.Helper()
-	var wantID json.RawMessage
-	wantMethod, wantHas := "", false
+	wantID, wantMethod, wantHas := wantScan(line)
+	m, err := Parse(line)
+	id, method, has := ScanID(line)
+	if !bytes.Equal(id, wantID) || method != wantMethod || has != wantHas {
+		t.Fatalf("ScanID(%q) = %s %q %v, want %s %q %v", line, id, method, has, wantID, wantMethod, wantHas)
+	}
+	if err == nil && m.Kind == KindRequest && wantID != nil {
+		// PeekID reads the same id of a request.
+		if p := PeekID(line); !bytes.Equal(p, wantID) {
+			t.Fatalf("PeekID(%q) = %s, ScanID %s", line, p, wantID)
+		}
+	}
+	// In three pieces, cut anywhere.
+	for _, cut := range [][2]int{{1, 2}, {len(line) / 3, 2 * len(line) / 3}, {len(line) - 1, len(line) - 1}} {
+		a, b := min(max(cut[0], 0), len(line)), min(max(cut[1], 0), len(line))
+		var s IDScanner
+		_, _ = s.Write(line[:a])
+		_, _ = s.Write(line[a:b])
+		_, _ = s.Write(line[b:])
+		_ = s.Close()
+		mm, hh := s.Method()
+		if !bytes.Equal(s.ID(), wantID) || mm != wantMethod || hh != wantHas {
+			t.Fatalf("IDScanner over %q cut at %d,%d = %s %q %v, want %s %q %v", line, a, b, s.ID(), mm, hh, wantID, wantMethod, wantHas)
+		}
+	}
+}
+
+// wantScan is what an IDScanner must find in the valid JSON line: what
+// Parse reads of an object (its members, when it is not a message), and
+// for a batch what ID and Method say of its elements, up to the first
+// one that is not an object.
+func wantScan(line []byte) (wantID json.RawMessage, wantMethod string, wantHas bool) {
+	if i := skipSpace(line, 0); i < len(line) && line[i] == '[' {
+		var elems []json.RawMessage
+		_ = json.Unmarshal(line, &elems)
+		var resp, req int
+		var respID, reqID json.RawMessage
+		var reqMethod string
+		anyMethod := false
+		for _, el := range elems {
+			if el[0] != '{' {
+				break
+			}
+			id, method, has := wantScan(el)
+			switch {
+			case !has:
+				resp, respID = resp+1, id
+			case id != nil:
+				req, reqID, reqMethod, anyMethod = req+1, id, method, true
+			default:
+				anyMethod = true
+			}
+		}
+		switch {
+		case resp == 1 && respID != nil:
+			return respID, "", false
+		case resp == 1:
+			return nil, "", anyMethod
+		case resp == 0 && req == 1:
+			return reqID, reqMethod, true
+		}
+		return nil, "", anyMethod
+	}
 	m, err := Parse(line)
 	var ie *InvalidError
 	switch {
@@ -151,44 +220,23 @@ func checkScanAgrees(t *testing.T, line []byte) {
 			return true
 		})
 		if ids == 1 && validID(id) {
-			wantID = id
+			wantID, _ = ReplaceInvalidUnicode(id)
 		}
 		wantHas = methods > 0
 		if methods == 1 && method[0] == '"' {
 			_ = json.Unmarshal(method, &wantMethod)
 		}
 	default:
-		wantID, wantHas = nil, false // not an object: nothing to find
+		return nil, "", false // not an object: nothing to find
 	}
-	if len(wantID) > MaxScannedValue {
+	// The limit is on the id and method as written.
+	if raw := GetPath(line, "id"); len(raw) > MaxScannedValue {
 		wantID = nil
 	}
 	if raw := GetPath(line, "method"); len(raw) > MaxScannedValue {
 		wantMethod = "" // present, too long to name
 	}
-	id, method, has := ScanID(line)
-	if !bytes.Equal(id, wantID) || method != wantMethod || has != wantHas {
-		t.Fatalf("ScanID(%q) = %s %q %v, want %s %q %v", line, id, method, has, wantID, wantMethod, wantHas)
-	}
-	if err == nil && m.Kind == KindRequest && wantID != nil {
-		// PeekID reads the same id of a request.
-		if p := PeekID(line); !bytes.Equal(p, wantID) {
-			t.Fatalf("PeekID(%q) = %s, ScanID %s", line, p, wantID)
-		}
-	}
-	// In three pieces, cut anywhere.
-	for _, cut := range [][2]int{{1, 2}, {len(line) / 3, 2 * len(line) / 3}, {len(line) - 1, len(line) - 1}} {
-		a, b := min(max(cut[0], 0), len(line)), min(max(cut[1], 0), len(line))
-		var s IDScanner
-		_, _ = s.Write(line[:a])
-		_, _ = s.Write(line[a:b])
-		_, _ = s.Write(line[b:])
-		_ = s.Close()
-		mm, hh := s.Method()
-		if !bytes.Equal(s.ID(), wantID) || mm != wantMethod || hh != wantHas {
-			t.Fatalf("IDScanner over %q cut at %d,%d = %s %q %v, want %s %q %v", line, a, b, s.ID(), mm, hh, wantID, wantMethod, wantHas)
-		}
-	}
+	return wantID, wantMethod, wantHas
 }
 
 // FuzzScanner checks that the scanner agrees with Parse on every valid JSON

@@ -339,6 +339,15 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 				}
 				break
 			}
+			if len(line) > 0 && line[0] == 0 {
+				// Never JSON; and the daemon reserves such lines for
+				// gateway.EndOfInput, which only this shim sends.
+				warn("a line from the agent begins with a NUL byte; answered as a parse error, not forwarded")
+				if err = writeAgent(append(mcpwire.NewError(nil, mcpwire.CodeParseError, "Parse error: the line begins with a NUL byte, which is not JSON", nil), '\n')); err != nil {
+					break
+				}
+				continue
+			}
 			if m, perr := mcpwire.Parse(line); perr == nil && m.Kind == mcpwire.KindRequest {
 				pend.add(m.ID)
 			}
@@ -346,16 +355,32 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 				break
 			}
 		}
-		// Tell the daemon the agent is gone: it stops the server and closes.
+		if errors.Is(err, io.EOF) {
+			// The agent closed its input (MCP stdio's shutdown): the
+			// daemon answers what it sent before, then stops the server
+			// and closes.
+			_ = writeDaemon([]byte(gateway.EndOfInput))
+		}
+		// Without EndOfInput the daemon takes the end of the connection
+		// for an agent that is gone, and stops at once.
 		if uc, ok := conn.Conn.(*net.UnixConn); ok {
 			_ = uc.CloseWrite()
 		}
 		agentDone <- err
 	}()
 
+	// The daemon keeps the lines of servers to the limit, but puts the
+	// agent's own ids back into their answers, and an agent's id may be
+	// as long as a whole line of its own: from the daemon, a line of twice
+	// the limit is still an answer to pass on.
+	fromDaemon := o.MaxMessage
+	if fromDaemon <= 0 {
+		fromDaemon = mcpwire.DefaultMaxMessage
+	}
+	fromDaemon *= 2
 	daemonErr := make(chan error, 1)
 	go func() {
-		r := mcpwire.NewReader(conn.Reader, o.MaxMessage)
+		r := mcpwire.NewReader(conn.Reader, fromDaemon)
 		for {
 			line, err := r.ReadLine()
 			if err != nil {
@@ -405,11 +430,12 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 		}
 		return 1
 	case <-agentDone:
-		// Wait (bounded) for the daemon to answer what is in flight and to
-		// close once it has stopped the server.
+		// Wait (bounded) for the daemon to answer what is in flight (it
+		// drains for at most gateway.DefaultDrainTimeout) and to close
+		// once it has stopped the server (its grace period included).
 		select {
 		case <-daemonErr:
-		case <-time.After(60 * time.Second):
+		case <-time.After(gateway.DefaultDrainTimeout + 45*time.Second):
 		case <-ctx.Done():
 		}
 		return 0

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -229,11 +230,91 @@ func TestRelayOversized(t *testing.T) {
 		`dropped a`, `from the agent: over the 4096-byte limit, and without an id`,
 		`answer to the agent's request 5`,
 		`sampling/createMessage request is over`,
-		`from the daemon: over the 4096-byte limit, and it answers no request in flight`,
+		`from the daemon: over the 8192-byte limit, and it answers no request in flight`, // twice the limit: ids are put back
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr does not mention %q:\n%s", want, stderr)
 		}
+	}
+}
+
+// TestLongIDAnswerPasses: an answer from the daemon that is over the limit
+// only because the agent's own long id was put back in it reaches the agent.
+func TestLongIDAnswerPasses(t *testing.T) {
+	const limit = 4096
+	socket, conns := fakeDaemon(t)
+	agentIn, agentW := io.Pipe()
+	out, errs := &lines{}, &lines{}
+	go Run(context.Background(), Options{Socket: socket, Label: "x", Stdin: agentIn, Stdout: out, Stderr: errs, MaxMessage: limit})
+	var d *daemonSide
+	select {
+	case c := <-conns:
+		d = newDaemonSide(t, c)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shim did not connect")
+	}
+	defer agentW.Close()
+	id := `"` + strings.Repeat("i", 3000) + `"`
+	if _, err := agentW.Write([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t"}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	d.next()
+	text := strings.Repeat("r", limit-200) // the server's answer was within the limit
+	d.send(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"` + text + `"}]}}`)
+	if got := out.answer(t, id, 1); !strings.Contains(string(got), text) {
+		t.Errorf("answer to the long id: %.200s; stderr:\n%s", got, errs.String())
+	}
+}
+
+// TestEndOfInput: when the agent closes its input, the shim sends the
+// daemon gateway.EndOfInput (so that the daemon answers what was sent
+// before) and waits for the daemon's answers and its close before it
+// exits 0; an agent line beginning with NUL, which could pass for that
+// marker, is answered as a parse error and never forwarded.
+func TestEndOfInput(t *testing.T) {
+	socket, conns := fakeDaemon(t)
+	agentIn, agentW := io.Pipe()
+	out, errs := &lines{}, &lines{}
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(context.Background(), Options{Socket: socket, Label: "x", Stdin: agentIn, Stdout: out, Stderr: errs})
+	}()
+	var d *daemonSide
+	select {
+	case c := <-conns:
+		d = newDaemonSide(t, c)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shim did not connect")
+	}
+	if _, err := agentW.Write([]byte(gateway.EndOfInput + "\n" + `{"jsonrpc":"2.0","id":3,"method":"ping"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.answer(t, "null", 1); !strings.Contains(string(got), `"code":-32700`) {
+		t.Errorf("a line beginning with NUL answered %.300s, want -32700", got)
+	}
+	if got := d.next(); !strings.Contains(got, `"id":3`) {
+		t.Fatalf("the daemon received %q, want the ping (and not the NUL line)", got)
+	}
+	agentW.Close()
+	if got := d.next(); got != gateway.EndOfInput {
+		t.Fatalf("after the agent's input ended the daemon received %q, want EndOfInput", got)
+	}
+	// The daemon still answers, then closes; the shim passes the answer on.
+	d.send(`{"jsonrpc":"2.0","id":3,"result":{}}`)
+	out.answer(t, "3", 1)
+	select {
+	case c := <-code:
+		t.Fatalf("the shim exited (%d) before the daemon closed", c)
+	case <-time.After(50 * time.Millisecond):
+	}
+	d.conn.Close()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Errorf("exit code %d, want 0", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shim did not exit once the daemon closed")
 	}
 }
 

@@ -21,6 +21,7 @@
 //	-banner               write a line that is not JSON-RPC on stdout first
 //	-bad-json             write "{bad json" on stdout before every answer
 //	-string-ids           answer a request whose id is the number N with the string "N"
+//	-float-ids            answer a request whose id is the number N with the number N.0
 //	-crlf                 end every line with "\r\n"
 //	-id-last              write "id" as the last member of every answer, as the
 //	                      official TypeScript SDK does ({...result, jsonrpc, id})
@@ -75,11 +76,11 @@ const maxSlow = 10 * time.Minute
 var legacyVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
 
 type server struct {
-	stringIDs, badJSON, earlyListChanged bool
-	idLast                               bool
-	eol                                  string
-	description                          string
-	log                                  *os.File // nil without -log
+	stringIDs, floatIDs, badJSON, earlyListChanged bool
+	idLast                                         bool
+	eol                                            string
+	description                                    string
+	log                                            *os.File // nil without -log
 
 	mu  sync.Mutex // serializes writes to stdout
 	out *bufio.Writer
@@ -89,6 +90,7 @@ func main() {
 	banner := flag.Bool("banner", false, "write a non-JSON line to stdout first")
 	badJSON := flag.Bool("bad-json", false, "write {bad json before every answer")
 	stringIDs := flag.Bool("string-ids", false, "answer numeric ids as strings")
+	floatIDs := flag.Bool("float-ids", false, "answer integer ids with a fractional part: N.0")
 	crlf := flag.Bool("crlf", false, "end lines with \\r\\n")
 	idLast := flag.Bool("id-last", false, "write \"id\" last in every answer")
 	early := flag.Bool("early-list-changed", false, "send tools/list_changed before answering initialize")
@@ -107,7 +109,7 @@ func main() {
 		signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	}
 	s := &server{
-		stringIDs: *stringIDs, badJSON: *badJSON, earlyListChanged: *early, idLast: *idLast,
+		stringIDs: *stringIDs, floatIDs: *floatIDs, badJSON: *badJSON, earlyListChanged: *early, idLast: *idLast,
 		eol:         "\n",
 		description: "Echoes its message back unchanged.",
 		out:         bufio.NewWriterSize(os.Stdout, 64<<10),
@@ -236,8 +238,8 @@ func (s *server) tools() []map[string]any {
 		{"name": "blob", "description": "Returns a text of the given number of bytes.", "inputSchema": obj(map[string]any{"bytes": integer}, "bytes")},
 		{"name": "slow", "description": "Answers after ms milliseconds.", "inputSchema": obj(map[string]any{"ms": integer}, "ms")},
 		{"name": "crash", "description": "Exits without answering.", "inputSchema": obj(map[string]any{"code": integer})},
-		{"name": "broken", "description": "Answers with a message that is not valid JSON-RPC: no-jsonrpc, result-and-error or truncated.",
-			"inputSchema": obj(map[string]any{"kind": map[string]any{"type": "string", "enum": []string{"no-jsonrpc", "result-and-error", "truncated"}}}, "kind")},
+		{"name": "broken", "description": "Answers with a message that is not valid JSON-RPC: no-jsonrpc, result-and-error or truncated; cut-and-exit writes half its answer, without a newline, and exits 4.",
+			"inputSchema": obj(map[string]any{"kind": map[string]any{"type": "string", "enum": []string{"no-jsonrpc", "result-and-error", "truncated", "cut-and-exit"}}}, "kind")},
 	}
 }
 
@@ -286,6 +288,13 @@ func (s *server) call(m *message) {
 			s.writeRaw(`{"jsonrpc":"2.0","id":` + id + `,"result":{},"error":{"code":-32603,"message":"both"}}`)
 		case "truncated":
 			s.writeRaw(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"cut sh`)
+		case "cut-and-exit":
+			// Dies in the middle of writing its answer: no newline.
+			s.mu.Lock()
+			s.out.WriteString(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"cut sh`)
+			s.flushLocked()
+			fmt.Fprintln(os.Stderr, "faulty: exiting in the middle of an answer")
+			os.Exit(4)
 		default:
 			s.error(m.ID, -32602, "Invalid params: unknown kind "+strconv.Quote(p.Arguments.Kind))
 		}
@@ -295,11 +304,15 @@ func (s *server) call(m *message) {
 }
 
 // id returns the id to answer with: the request's, or with -string-ids a
-// numeric id turned into a string (7 → "7").
+// numeric id turned into a string (7 → "7"), or with -float-ids into the
+// same number with a fractional part (7 → 7.0).
 func (s *server) id(id json.RawMessage) json.RawMessage {
-	if s.stringIDs {
-		if _, err := strconv.ParseInt(string(id), 10, 64); err == nil {
+	if _, err := strconv.ParseInt(string(id), 10, 64); err == nil {
+		switch {
+		case s.stringIDs:
 			return json.RawMessage(strconv.Quote(string(id)))
+		case s.floatIDs:
+			return json.RawMessage(string(id) + ".0")
 		}
 	}
 	return id

@@ -134,6 +134,7 @@ func TestFaults(t *testing.T) {
 	}{
 		{"", []string{initLine}, []string{initOK}},
 		{"-string-ids", []string{initLine}, []string{strings.Replace(initOK, `"id":7`, `"id":"7"`, 1)}},
+		{"-float-ids", []string{initLine}, []string{strings.Replace(initOK, `"id":7`, `"id":7.0`, 1)}},
 		{"-crlf", []string{initLine}, []string{strings.TrimSuffix(initOK, "\n") + "\r\n"}},
 		{"-id-last", []string{initLine}, []string{`{"jsonrpc":"2.0","result":{"capabilities":{"tools":{"listChanged":true}},"protocolVersion":"2025-06-18","serverInfo":{"name":"faulty","version":"dev"}},"id":7}` + "\n"}},
 		{"-id-last -string-ids", []string{`{"jsonrpc":"2.0","id":1,"method":"server/discover"}`},

@@ -644,11 +644,14 @@ func (s *Session) readServer(e *epoch) {
 		s.mu.Lock()
 		ended := e.ended
 		s.mu.Unlock()
-		if ended {
+		if ended && !r.Unterminated() {
 			// Nothing from an ended epoch reaches the agent.
 			continue
 		}
 		m, err := mcpwire.Parse(bytes.Clone(line))
+		if ended && err == nil {
+			continue // a whole last message, after the end: dropped too
+		}
 		if err == nil && m.Replaced > 0 && !unicodeNoted {
 			unicodeNoted = true
 			s.diagnostic(e, fmt.Sprintf("a message held %d invalid UTF-8 bytes or lone surrogate escapes, replaced by U+FFFD (RFC 8259 asks for UTF-8); reported once", m.Replaced))
@@ -659,6 +662,7 @@ func (s *Session) readServer(e *epoch) {
 			// it answered is answered by the end of the epoch, as for
 			// any process that dies during a call (epoch_ended: it may
 			// have taken effect), not as an invalid answer to retry.
+			// Kept as a diagnostic even when the exit was seen first.
 			s.log.Warn("server output ended in the middle of a message", "epoch", e.ID, "bytes", len(line))
 			s.diagnostic(e, "the output ended in the middle of a message: "+truncate(string(line), 200))
 			continue

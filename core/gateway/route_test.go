@@ -503,6 +503,34 @@ func TestEndOfInputDrainBounded(t *testing.T) {
 	}
 }
 
+// TestDiesMidAnswer: a process that dies while writing an answer (its last
+// line has no newline) ends its epoch: the call gets epoch_ended, not
+// invalid_response, and the half line is a diagnostic, also when the exit is
+// seen before the end of the output.
+func TestDiesMidAnswer(t *testing.T) {
+	r := newScriptRig(t, 0, 5*time.Second)
+	r.handshake(t)
+	r.agent.send(`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"t"}}`)
+	call := r.proc.next(t)
+	go func() {
+		_, _ = r.proc.outW.Write([]byte(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"cut sh`))
+	}()
+	time.Sleep(20 * time.Millisecond) // the half line is read, waiting for its end
+	r.proc.once.Do(func() { close(r.proc.done) })
+	code, _, ref := wireError(t, r.agent.wait("50", 1))
+	if code == 0 || ref == nil || ref.Error != EpochEnded {
+		t.Errorf("call when the process died mid-answer: code %d %+v, want epoch_ended", code, ref)
+	}
+	r.proc.outW.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.ContainsFunc(r.sess.Status().Diagnostics, func(d string) bool { return strings.Contains(d, "ended in the middle of a message") }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("diagnostics %q do not keep the half answer", r.sess.Status().Diagnostics)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestSecondInitializeRefused: once the agent's handshake completed, another
 // initialize is -32600 and never reaches the server, which would otherwise
 // renegotiate behind the session's back; the session goes on.

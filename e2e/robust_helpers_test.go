@@ -365,3 +365,21 @@ func waitNoRuns(t *testing.T, h *harness.Home, d time.Duration) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// startedPIDs returns the pid of every server_started event in the audit log.
+func startedPIDs(t *testing.T, h *harness.Home) []int {
+	t.Helper()
+	var out []int
+	for _, e := range auditEvents(t, h) {
+		if e.Type != audit.TypeServerStarted {
+			continue
+		}
+		if pid, ok := auditFields(t, e)["pid"].(float64); ok {
+			out = append(out, int(pid))
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no server_started event names a pid")
+	}
+	return out
+}

@@ -3,8 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,4 +71,59 @@ func TestRobustPipedThenClosed(t *testing.T) {
 	}
 	// Each run ended, and stopped its server, once answered.
 	waitNoRuns(t, h, 30*time.Second)
+}
+
+// TestRobustShimKilledWhileDraining: an agent that closed its stdin with a
+// slow call in flight, and whose shim is then killed (MCP's stdio shutdown
+// is "close stdin, then SIGTERM"), leaves nothing behind: the daemon sees
+// the connection end during the drain, ends the run and stops its server
+// at once, without waiting for the call.
+func TestRobustShimKilledWhileDraining(t *testing.T) {
+	h := newHome(t)
+	callLog := filepath.Join(t.TempDir(), "calls")
+	addFaulty(t, h, "faulty", "-log", callLog)
+	startDaemon(t, h)
+
+	cmd := exec.Command(h.Bin, "connect", "faulty")
+	cmd.Env = h.Environ()
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{"ms":60000}}}
+`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	// The slow call reached the server: the run is draining.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(callLog)
+		if strings.Contains(string(b), "tools/call") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow call never reached the server; its log: %q", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-done:
+		t.Fatal("the shim exited while its call was in flight")
+	default:
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	start := time.Now()
+	waitNoRuns(t, h, 20*time.Second)
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the run ended %s after its shim was killed; want at once", took)
+	}
+	for _, pid := range startedPIDs(t, h) {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("server process %d still runs after its agent's shim was killed", pid)
+		}
+	}
 }

@@ -248,6 +248,12 @@ wait:
 		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it", id),
 			Retry:  "call again if the tool is still needed"}
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// The run is ending (its agent left, or its input ended and the
+		// drain is over): nobody decided, and nobody will.
+		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it: the agent run ended", id),
+			Retry:  "none in this agent run, which is over; reconnect to call again"}
 	default:
 		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("the person denied approval request %s", id),

@@ -584,3 +584,28 @@ func TestToolGoneAfterEpochChange(t *testing.T) {
 		t.Errorf("approval requests for a tool that is gone: %+v", p)
 	}
 }
+
+// TestDrainEndsWaitingApproval: a call still waiting for a person when the
+// drain after EndOfInput times out is told that it was never sent, or that
+// its request was withdrawn as the run ended; never that the person denied
+// it, nor to check an effect it cannot have had.
+func TestDrainEndsWaitingApproval(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	defer r.close()
+	r.sess.opts.DrainTimeout = 200 * time.Millisecond
+	r.handshake()
+	r.agent.request(1, "tools/list", nil)
+	r.agent.wait(1, 5*time.Second)
+	r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
+	req := r.pendingFor(5 * time.Second)
+	r.agent.send(EndOfInput)
+	_, ref := refusal(t, r.agent.wait(2, 5*time.Second))
+	switch {
+	case ref == nil:
+		t.Fatalf("call waiting on %s at the end of the drain got no refusal", req.ID)
+	case ref.Error == EpochEnded && strings.Contains(ref.Reason, "it was not sent") && strings.Contains(ref.Retry, "agent run, which is over"):
+	case ref.Error == ApprovalDenied && strings.Contains(ref.Reason, "withdrawn") && strings.Contains(ref.Reason, "the agent run ended"):
+	default:
+		t.Errorf("call waiting on %s at the end of the drain: %+v, want not sent or withdrawn as the run ended", req.ID, ref)
+	}
+}

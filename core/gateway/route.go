@@ -39,23 +39,22 @@ const (
 // readAgent routes every message the agent sends until its input ends.
 func (s *Session) readAgent(in io.Reader) error {
 	r := mcpwire.NewReader(in, s.opts.MaxMessage)
-	ended := false // the last line was EndOfInput
 	unicodeNoted := false
 	for {
 		line, err := r.ReadLine()
 		if err != nil {
 			var tl *mcpwire.TooLargeError
 			if errors.As(err, &tl) {
-				ended = false
 				s.agentTooLarge(tl)
 				continue
 			}
-			s.mu.Lock()
-			s.inputEnded = ended
-			s.mu.Unlock()
 			return err
 		}
-		if ended = string(line) == EndOfInput; ended {
+		if string(line) == EndOfInput {
+			// The agent sends nothing more; the shim keeps the connection
+			// open until the run is over, so that its end (EOF here) still
+			// means it is gone.
+			s.inputEndOnce.Do(func() { close(s.inputEnded) })
 			continue
 		}
 		m, err := mcpwire.Parse(bytes.Clone(line))
@@ -167,7 +166,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		return
 	case methodInitialize, methodDiscover:
 		s.mu.Lock()
-		if m.Method == methodInitialize && s.negotiated != nil {
+		if m.Method == methodInitialize && (s.negotiated != nil || s.initInFlightLocked()) {
 			// MCP basic/lifecycle: initialization is the first exchange
 			// of a connection, once. Forwarded, it would renegotiate the
 			// server behind the back of the session the gateway keeps.
@@ -179,6 +178,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		}
 		if m.Method == methodInitialize {
 			s.era, s.initParams = eraLegacy, bytes.Clone(m.Params)
+			s.initID = bytes.Clone(m.ID)
 		} else {
 			s.era, s.discoverMeta = eraModern, bytes.Clone(mcpwire.GetPath(m.Params, "_meta"))
 		}
@@ -1268,3 +1268,15 @@ func (s *Session) idInFlight(id json.RawMessage) bool {
 }
 
 func idKey(id json.RawMessage) string { return string(bytes.TrimSpace(id)) }
+
+// initInFlightLocked reports whether the agent's last initialize waits for
+// its answer (held, or sent to the server): a second one now would race it.
+// One that was refused or answered with an error may be sent again.
+func (s *Session) initInFlightLocked() bool {
+	if s.initID == nil {
+		return false
+	}
+	key := idKey(s.initID)
+	_, sent := s.byAgentID[key]
+	return sent || s.held[key] > 0
+}

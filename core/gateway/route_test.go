@@ -434,16 +434,16 @@ func TestRequestMetaInvalid(t *testing.T) {
 }
 
 // TestEndOfInputDrains: when the agent's input ends with EndOfInput (the
-// shim saw the agent close its stdin), the run goes on until the requests
-// sent before are answered, and their answers reach the agent; an end of
-// input without it (the agent is gone) ends the run at once, refusing what
-// is in flight.
+// shim saw the agent close its stdin, and keeps the connection open), the
+// run goes on until the requests sent before are answered, and their
+// answers reach the agent; an end of the connection, without EndOfInput or
+// during the drain (the agent or its shim is gone), ends the run at once,
+// refusing what is in flight.
 func TestEndOfInputDrains(t *testing.T) {
 	r := newScriptRig(t, 0, 5*time.Second)
 	r.handshake(t)
 	r.agent.send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t"}}`)
 	r.agent.send(EndOfInput)
-	r.agent.inW.Close()
 	call := r.proc.next(t)
 	select {
 	case err := <-r.served:
@@ -479,6 +479,28 @@ func TestEndOfInputDrains(t *testing.T) {
 	if code, _, ref := wireError(t, r2.agent.wait("20", 1)); code == 0 || ref == nil || ref.Error != EpochEnded {
 		t.Errorf("call in flight when the agent left: code %d %+v, want epoch_ended", code, ref)
 	}
+
+	// The shim dies during the drain: the run ends at once too.
+	r3 := newScriptRig(t, 0, 5*time.Second)
+	r3.handshake(t)
+	r3.agent.send(`{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"t"}}`)
+	r3.proc.next(t)
+	r3.agent.send(EndOfInput)
+	select {
+	case err := <-r3.served:
+		t.Fatalf("Serve returned (%v) while draining", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	r3.agent.inW.Close()
+	select {
+	case err := <-r3.served:
+		r3.served <- err
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return when the connection ended during the drain")
+	}
+	if st := r3.sess.Status(); st.State != StateEnded {
+		t.Errorf("session %s after the agent left during the drain, want ended", st.State)
+	}
 }
 
 // TestEndOfInputDrainBounded: the drain after EndOfInput lasts at most
@@ -490,7 +512,6 @@ func TestEndOfInputDrainBounded(t *testing.T) {
 	r.agent.send(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"t"}}`)
 	r.proc.next(t) // never answered
 	r.agent.send(EndOfInput)
-	r.agent.inW.Close()
 	select {
 	case err := <-r.served:
 		r.served <- err
@@ -542,6 +563,18 @@ func TestSecondInitializeRefused(t *testing.T) {
 		t.Errorf("second initialize: code %d %q, want -32600 saying it is already initialized", code, msg)
 	}
 	r.proc.quiet(t, 50*time.Millisecond)
+
+	// Sent right after the first, before its answer: refused too.
+	r2 := newScriptRig(t, 0, 5*time.Second)
+	r2.agent.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+	if got := r2.agent.wait("1", 1); mcpwire.GetPath(got, "result") == nil {
+		t.Errorf("first initialize answered %.300s", got)
+	}
+	if code, _, _ := wireError(t, r2.agent.wait("2", 1)); code != -32600 {
+		t.Errorf("initialize piped after the first: code %d, want -32600", code)
+	}
+
 	r.agent.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"t"}}`)
 	call := r.proc.next(t)
 	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)

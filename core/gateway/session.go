@@ -170,31 +170,33 @@ type Session struct {
 	agentOut io.Writer  // guarded by amu
 
 	mu               sync.Mutex
-	state            State                      // guarded by mu
-	reason           string                     // guarded by mu; why the state is what it is
-	cur              *epoch                     // guarded by mu; nil before the first launch
-	nextID           int64                      // guarded by mu
-	pending          map[int64]*pending         // guarded by mu; gateway id → request toward the server
-	byAgentID        map[string]int64           // guarded by mu; agent's raw id → gateway id
-	held             map[string]int             // guarded by mu; raw ids of agent requests held at the gate (route.go)
-	configFault      bool                       // guarded by mu; the launch failed on the configured command itself
-	launchFault      Reason                     // guarded by mu; the refusal of a first launch that failed
-	reverse          map[int64]*reverseEntry    // guarded by mu; gateway id → server's request toward the agent
-	handshakeDone    bool                       // guarded by mu
-	queue            [][]byte                   // guarded by mu; server → agent messages before the handshake
-	diagnostics      []string                   // guarded by mu; non-JSON-RPC lines from servers
-	warnings         []string                   // guarded by mu; things the person should know
-	gateOpen         bool                       // guarded by mu; agent requests flow
-	gateCh           chan struct{}              // guarded by mu; closed when the gate opens
-	heldTail         chan struct{}              // guarded by mu; closed once the last held message went its way (nil: none held yet)
-	heldCount        int                        // guarded by mu; messages held by queueLocked now
-	inputEnded       bool                       // guarded by mu; the last line from the agent was EndOfInput
+	state            State                   // guarded by mu
+	reason           string                  // guarded by mu; why the state is what it is
+	cur              *epoch                  // guarded by mu; nil before the first launch
+	nextID           int64                   // guarded by mu
+	pending          map[int64]*pending      // guarded by mu; gateway id → request toward the server
+	byAgentID        map[string]int64        // guarded by mu; agent's raw id → gateway id
+	held             map[string]int          // guarded by mu; raw ids of agent requests held at the gate (route.go)
+	configFault      bool                    // guarded by mu; the launch failed on the configured command itself
+	launchFault      Reason                  // guarded by mu; the refusal of a first launch that failed
+	reverse          map[int64]*reverseEntry // guarded by mu; gateway id → server's request toward the agent
+	handshakeDone    bool                    // guarded by mu
+	queue            [][]byte                // guarded by mu; server → agent messages before the handshake
+	diagnostics      []string                // guarded by mu; non-JSON-RPC lines from servers
+	warnings         []string                // guarded by mu; things the person should know
+	gateOpen         bool                    // guarded by mu; agent requests flow
+	gateCh           chan struct{}           // guarded by mu; closed when the gate opens
+	heldTail         chan struct{}           // guarded by mu; closed once the last held message went its way (nil: none held yet)
+	heldCount        int                     // guarded by mu; messages held by queueLocked now
+	inputEnded       chan struct{}           // closed when the agent sent EndOfInput
+	inputEndOnce     sync.Once
 	agentGone        atomic.Bool                // a write to the agent failed: nobody reads its answers
 	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
 	announced        []string                   // guarded by mu; names of the tools the agent was last shown or told of (sorted), nil until it lists
 	era              era                        // guarded by mu
 	initParams       json.RawMessage            // guarded by mu; the agent's initialize params
 	negotiated       json.RawMessage            // guarded by mu; the initialize result the agent received
+	initID           json.RawMessage            // guarded by mu; the id of the agent's last initialize
 	discoverMeta     json.RawMessage            // guarded by mu; the agent's _meta on server/discover
 	listen           *listenState               // guarded by mu; the agent's subscriptions/listen
 	refreshing       bool                       // guarded by mu
@@ -296,18 +298,19 @@ func New(o Options) *Session {
 	}
 	log = log.With("run", o.RunID, "server", o.Label)
 	return &Session{
-		opts:      o,
-		log:       log,
-		state:     StateStarting,
-		nextID:    1,
-		pending:   map[int64]*pending{},
-		byAgentID: map[string]int64{},
-		reverse:   map[int64]*reverseEntry{},
-		records:   map[string]identity.Record{},
-		gateOpen:  true,
-		gateCh:    closedChan(),
-		startedAt: time.Now(),
-		ctx:       context.Background(),
+		opts:       o,
+		log:        log,
+		state:      StateStarting,
+		nextID:     1,
+		pending:    map[int64]*pending{},
+		byAgentID:  map[string]int64{},
+		inputEnded: make(chan struct{}),
+		reverse:    map[int64]*reverseEntry{},
+		records:    map[string]identity.Record{},
+		gateOpen:   true,
+		gateCh:     closedChan(),
+		startedAt:  time.Now(),
+		ctx:        context.Background(),
 	}
 }
 
@@ -364,12 +367,8 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	case err = <-agentDone:
 	case <-ctx.Done():
 		err = ctx.Err()
-	}
-	s.mu.Lock()
-	ended := s.inputEnded
-	s.mu.Unlock()
-	if ended && errors.Is(err, io.EOF) {
-		s.drain(ctx)
+	case <-s.inputEnded:
+		err = s.drain(ctx, agentDone)
 	}
 	// A launch still in progress (measurement, an approval for
 	// credentials) gives up; one that completed is stopped by shutdown, so
@@ -391,13 +390,14 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 }
 
 // EndOfInput is the line the `connect` shim sends when the agent's input
-// ends (the agent closed its stdin, as MCP's stdio transport shuts down)
-// before it half-closes the connection. An end of the connection without it
-// means the agent or its shim is gone (killed, crashed): the run ends at
-// once. After it, the run ends once every request the agent sent before is
-// answered, at most DrainTimeout later: an agent that pipes its requests
-// and closes its input at once still gets every answer, as from a server
-// it had started itself. It begins with a NUL byte, which never begins a
+// ends (the agent closed its stdin, as MCP's stdio transport shuts down).
+// The run then ends once every request the agent sent before is answered,
+// at most DrainTimeout later: an agent that pipes its requests and closes
+// its input at once still gets every answer, as from a server it had
+// started itself. The shim keeps the connection open meanwhile, so that an
+// end of the connection, with or without EndOfInput before, always means
+// that the agent or its shim is gone (killed, crashed): the run ends at
+// once. It begins with a NUL byte, which never begins a
 // line of JSON, and the shim never forwards an agent's line beginning with
 // one, so no agent can send it.
 const EndOfInput = "\x00portcullis: end of agent input"
@@ -406,10 +406,13 @@ const EndOfInput = "\x00portcullis: end of agent input"
 const DefaultDrainTimeout = 60 * time.Second
 
 // drain waits until every request the agent sent before the end of its
-// input is answered (none in flight or held, nothing held at the gate),
-// at most DrainTimeout, and not once ctx ends or the agent can no longer be
-// written to. Requests left are refused by the shutdown that follows.
-func (s *Session) drain(ctx context.Context) {
+// input is answered (none in flight or held, nothing held at the gate), at
+// most DrainTimeout. It stops early when ctx ends, or when the agent is gone:
+// its connection ended (agentDone: the shim died, since it keeps the
+// connection open while the run drains) or cannot be written to. Requests
+// left are refused by the shutdown that follows. It returns what Serve
+// returns: nil, ctx's error, or the agent connection's.
+func (s *Session) drain(ctx context.Context, agentDone <-chan error) error {
 	deadline := time.NewTimer(s.opts.DrainTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -419,14 +422,17 @@ func (s *Session) drain(ctx context.Context) {
 		left := len(s.byAgentID) + s.heldCount
 		s.mu.Unlock()
 		if left == 0 || s.agentGone.Load() {
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return ctx.Err()
+		case err := <-agentDone:
+			s.log.Info("the agent left while its run drained", "left", left)
+			return err
 		case <-deadline.C:
 			s.log.Warn("the agent's input ended; requests still unanswered after the drain timeout are refused", "left", left, "timeout", s.opts.DrainTimeout)
-			return
+			return nil
 		case <-tick.C:
 		}
 	}
@@ -600,8 +606,13 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 			continue
 		}
 		reason := fmt.Sprintf("%s before answering %s; the call was not retried and may or may not have taken effect", why, p.method)
+		retry := "check the effect before calling again"
 		if p.unsent {
 			reason = fmt.Sprintf("%s before %s was sent to it; it was not sent", why, p.method)
+			retry = "call again: nothing of this request reached the server"
+		}
+		if s.state == StateEnded {
+			retry = "none in this agent run, which is over; reconnect to call again"
 		}
 		r := &Refusal{
 			Error:        EpochEnded,
@@ -609,7 +620,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 			Server:       s.opts.Label,
 			Epoch:        e.ID,
 			CurrentEpoch: current,
-			Retry:        "check the effect before calling again",
+			Retry:        retry,
 		}
 		answers = append(answers, r.Response(p.agentID))
 	}

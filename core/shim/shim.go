@@ -355,14 +355,16 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 				break
 			}
 		}
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) && writeDaemon([]byte(gateway.EndOfInput)) == nil {
 			// The agent closed its input (MCP stdio's shutdown): the
 			// daemon answers what it sent before, then stops the server
-			// and closes.
-			_ = writeDaemon([]byte(gateway.EndOfInput))
+			// and closes. The connection stays open until then: its end
+			// tells the daemon that this shim is gone.
+			agentDone <- err
+			return
 		}
-		// Without EndOfInput the daemon takes the end of the connection
-		// for an agent that is gone, and stops at once.
+		// The daemon takes the end of the connection for an agent that
+		// is gone, and stops at once.
 		if uc, ok := conn.Conn.(*net.UnixConn); ok {
 			_ = uc.CloseWrite()
 		}

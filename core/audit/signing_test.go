@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -313,6 +314,14 @@ func forgeLog(t *testing.T, evs []ev) string {
 	}
 	writeLines(t, logPath(dir, 1), lines)
 	head := fmt.Sprintf(`{"seq":%d,"hash":%q}`, len(evs), prev)
+	if last := evs[len(evs)-1]; last.key != nil {
+		// As the Log does: the head carries the last event's signature.
+		var h struct{ Sig string }
+		if err := json.Unmarshal(lines[len(lines)-1], &h); err != nil {
+			t.Fatal(err)
+		}
+		head = fmt.Sprintf(`{"seq":%d,"hash":%q,"sig":%q}`, len(evs), prev, h.Sig)
+	}
 	if err := os.WriteFile(filepath.Join(dir, headName), []byte(head), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -154,6 +154,7 @@ type verifier struct {
 	head        head
 	hasHead     bool
 	headMatched bool
+	headLineSig string // the signature of the event head.json names
 
 	mode          signMode
 	firstUnsigned uint64 // first event of the unsigned prefix, 0 when none
@@ -273,6 +274,7 @@ func (v *verifier) check(lf logFile, l line, firstLine bool) bool {
 	}
 	if v.hasHead && l.seq == v.head.Seq {
 		v.headMatched = l.hash == v.head.Hash
+		v.headLineSig = l.sig
 	}
 	if l.typ == TypeLogRecovered {
 		var rec LogRecovered
@@ -475,6 +477,12 @@ func (v *verifier) finish() {
 		v.fail(last+1, ProblemTruncated, "%s records seq %d as committed but the log ends at seq %d", headName, v.head.Seq, last)
 	case !v.headMatched:
 		v.fail(v.head.Seq, ProblemEdited, "seq %d does not have the hash %s records", v.head.Seq, headName)
+	case v.head.Sig != v.headLineSig:
+		// The Log copies the event's signature into head.json: a head
+		// without it (or with another) was written by someone else,
+		// such as one who cut events off the end and wrote a head to
+		// match (one who copies the signature too is not caught here).
+		v.fail(v.head.Seq, ProblemEdited, "%s does not carry the signature of seq %d: it was rewritten (events after seq %d may have been cut off)", headName, v.head.Seq, v.head.Seq)
 	case v.mac != nil && v.head.Sig != "" && !hmac.Equal([]byte(v.mac.sign(v.head.Hash)), []byte(v.head.Sig)):
 		v.fail(v.head.Seq, ProblemBadSignature, "%s has a signature that does not match the key", headName)
 	}

@@ -131,6 +131,18 @@ func TestVerify(t *testing.T) {
 			return nil
 		}, testKey, ProblemTruncated, 9},
 		{"wrong key", nil, []byte("another key"), ProblemBadSignature, 1},
+		// Cut off the end and write a head to match, without the
+		// signature the Log copies into it: caught with or without key.
+		{"truncate and rewrite head", func(t *testing.T, dir string, lines [][]byte) [][]byte {
+			last := parseOK(t, lines[7])
+			os.WriteFile(filepath.Join(dir, headName), []byte(`{"seq":8,"hash":"`+last.hash+`"}`), 0o600)
+			return lines[:8]
+		}, nil, ProblemEdited, 8},
+		{"head without its signature, key", func(t *testing.T, dir string, lines [][]byte) [][]byte {
+			last := parseOK(t, lines[9])
+			os.WriteFile(filepath.Join(dir, headName), []byte(`{"seq":10,"hash":"`+last.hash+`"}`), 0o600)
+			return nil
+		}, testKey, ProblemEdited, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeLog(t, n, testKey)

@@ -241,7 +241,8 @@ type AuditStatus struct {
 	// SigningError is set while the log's signing differs from
 	// settings.auditSigning because applying the setting failed (the key
 	// could not be read or created, or the log could not be written); the
-	// daemon tries again when the setting changes or the log recovers.
+	// daemon tries again every 30 s, when the setting changes, and when the
+	// log recovers.
 	SigningError string `json:"signingError,omitempty"`
 	// Error is set while the log cannot be written (audit.Log.Err): every
 	// tool call is refused with audit_unavailable meanwhile.

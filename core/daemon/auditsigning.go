@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The audit log's signing follows settings.auditSigning (config.Settings):
@@ -44,19 +45,34 @@ func (d *Daemon) startAuditSigning(ctx context.Context) error {
 	return nil
 }
 
+// signRetry is how often a change of settings.auditSigning that could not
+// be applied (a locked keychain, a log that could not be written) is tried
+// again, until it is.
+var signRetry = 30 * time.Second // a variable for tests
+
 // followAuditSigning applies settings.auditSigning to the open log each
-// time kickSigning is called, until ctx ends.
+// time kickSigning is called, and every signRetry while the last attempt
+// failed, until ctx ends.
 func (d *Daemon) followAuditSigning(ctx context.Context) {
+	retry := time.NewTicker(signRetry)
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.signKick:
-			if err := d.applyAuditSigning(ctx); err != nil && ctx.Err() == nil {
-				d.log.Error("the audit log's signing does not follow settings.auditSigning", "err", err)
+		case <-retry.C:
+			d.mu.Lock()
+			failing := d.auditSignErr != ""
+			d.mu.Unlock()
+			if !failing {
+				continue
 			}
-			d.notify()
 		}
+		if err := d.applyAuditSigning(ctx); err != nil && ctx.Err() == nil {
+			d.log.Error("the audit log's signing does not follow settings.auditSigning; tried again every "+signRetry.String(), "err", err)
+		}
+		d.notify()
 	}
 }
 
@@ -112,7 +128,7 @@ func (d *Daemon) applyAuditSigning(ctx context.Context) error {
 		clear(key)
 	}
 	if err != nil {
-		msg := "settings.auditSigning is true but signing could not start, so events stay unsigned (hash-chained all the same): " + err.Error()
+		msg := "settings.auditSigning is true but signing could not start, so events stay unsigned (hash-chained all the same; tried again every " + signRetry.String() + "): " + err.Error()
 		d.setAuditSigning("the audit log is not signed: "+err.Error(), msg)
 		return err
 	}

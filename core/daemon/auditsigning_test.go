@@ -143,6 +143,8 @@ var (
 // config_changed event that names it, and the log verifies with the key,
 // reporting the stretches written with signing off.
 func TestAuditSigningFollowsSettings(t *testing.T) {
+	defer func(d time.Duration) { signRetry = d }(signRetry)
+	signRetry = 50 * time.Millisecond
 	h := newSigningHome(t)
 	h.setSigning(t, nil)
 	d, stop, err := h.start(t)
@@ -185,14 +187,16 @@ func TestAuditSigningFollowsSettings(t *testing.T) {
 		!strings.Contains(st.SigningError, "locked") || !strings.Contains(st.Note, "not signed") {
 		t.Errorf("status %+v, want unsigned, with the locked store as the reason", st)
 	}
+	// Unlocked: the daemon tries again by itself (every signRetry).
 	h.store.Fail(nil)
+	waitAudit(t, d, "signing once the store works again", func(st AuditStatus) bool { return st.Signed && st.SigningError == "" })
 	h.setSigning(t, signingOff)
 	waitAudit(t, d, "unsigned by the setting, without error", func(st AuditStatus) bool {
 		return !st.Signed && st.SigningError == "" && st.Note == AuditSigningOffNote
 	})
 	stop()
-	if rep := h.verify(t); len(rep.SigningOff) != 2 || rep.SigningOff[1].Enabled != 0 {
-		t.Errorf("SigningOff = %+v, want a second stretch to the end", rep.SigningOff)
+	if rep := h.verify(t); len(rep.SigningOff) != 3 || rep.SigningOff[1].Enabled == 0 || rep.SigningOff[2].Enabled != 0 {
+		t.Errorf("SigningOff = %+v, want a second stretch ended by the retry, and a third to the end", rep.SigningOff)
 	}
 
 	// Restarted with the setting off and the log unsigned: the store is not

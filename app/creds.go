@@ -242,7 +242,7 @@ func (a *App) credsList(args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("creds list takes no arguments")
 	}
-	cfg, err := a.loadConfig()
+	cfg, err := a.readConfig()
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,24 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+// readConfig loads the configuration to show it: as loadConfig, except that
+// while config.json is missing and its last good copy exists (what a running
+// daemon has in force then), it shows the copy and says so on stderr.
+func (a *App) readConfig() (*config.Config, error) {
+	cfg, err := a.loadConfig()
+	if !errors.Is(err, config.ErrMissingWithBackup) {
+		return cfg, err
+	}
+	for _, p := range config.LastGoodPaths(a.Dirs.ConfigFile()) {
+		if c, lerr := config.Load(p); lerr == nil {
+			fmt.Fprintf(a.Stderr, "portcullis: %s is missing; showing its last good copy %s (what a daemon runs now). Restore it with: cp %s %s\n",
+				a.Dirs.ConfigFile(), p, p, a.Dirs.ConfigFile())
+			return c, nil
+		}
+	}
+	return nil, err
+}
+
 func (a *App) loadConfig() (*config.Config, error) {
 	cfg, err := config.LoadForEdit(a.Dirs.ConfigFile())
 	if errors.Is(err, config.ErrMissingWithBackup) {
@@ -65,7 +83,7 @@ func (a *App) serversList(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := a.loadConfig()
+	cfg, err := a.readConfig()
 	if err != nil {
 		return err
 	}
@@ -89,7 +107,7 @@ func (a *App) serversShow(args []string) error {
 	if len(args) != 1 {
 		return usagef("servers show needs exactly one label")
 	}
-	cfg, err := a.loadConfig()
+	cfg, err := a.readConfig()
 	if err != nil {
 		return err
 	}

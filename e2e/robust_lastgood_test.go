@@ -65,6 +65,15 @@ func TestRobustStartWithLastGoodCopy(t *testing.T) {
 				t.Errorf("the daemon's log does not warn:\n%s", d.Output())
 			}
 
+			// Commands that only show the configuration show the copy
+			// and say so; those that edit it still refuse.
+			if r, err := h.Run(testContext(t, 30*time.Second), "servers", "list"); err != nil || !strings.Contains(r.Stdout, "good") || !strings.Contains(r.Stderr, "showing its last good copy") {
+				t.Errorf("servers list with the file missing: %v\nstdout:\n%s\nstderr:\n%s", err, r.Stdout, r.Stderr)
+			}
+			if _, err := h.Run(testContext(t, 30*time.Second), "servers", "add", "more", "--", "/bin/cat"); err == nil {
+				t.Error("servers add with the file missing and its last good copy present succeeded; want a refusal")
+			}
+
 			a := startRaw(t, h, "good")
 			a.handshake("1")
 			if got := a.call("2", "tools/call", toolCall("echo", map[string]any{"message": "from the copy"}), 30*time.Second); got.text(t) != "from the copy" {

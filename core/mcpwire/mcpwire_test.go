@@ -137,6 +137,7 @@ func TestParse(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"error":{"message":"boom"}}`, 0, "", "", CodeInvalidRequest, "1"},
 		{`{"jsonrpc":"2.0","id":1,"error":{"code":"5","message":"boom"}}`, 0, "", "", CodeInvalidRequest, "1"},
 		{`{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"boom"}}`, 0, "", "", CodeInvalidRequest, "1"},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-32000.0,"message":"a float of an integer"}}`, KindResponse, "1", "", 0, ""},
 		{`{"jsonrpc":"2.0","id":1,"error":{"code":1}}`, 0, "", "", CodeInvalidRequest, "1"},
 		{`{"jsonrpc":"2.0","id":1,"error":null}`, 0, "", "", CodeInvalidRequest, "1"},
 		// A method with a result or an error is neither kind.

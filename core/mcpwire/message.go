@@ -210,8 +210,13 @@ func validErrorObject(raw json.RawMessage) bool {
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &e) != nil || e.Message == nil {
 		return false
 	}
-	_, err := strconv.ParseInt(string(e.Code), 10, 64)
-	return err == nil
+	if _, err := strconv.ParseInt(string(e.Code), 10, 64); err == nil {
+		return true
+	}
+	// An integer written as a float (-32000.0: Python's json.dumps of a
+	// float) is still the integer the peer meant; 1.5 is not a code.
+	f, err := strconv.ParseFloat(string(e.Code), 64)
+	return err == nil && json.Valid(e.Code) && f == math.Trunc(f) && math.Abs(f) < 1<<53
 }
 
 // notJSONReason says why line is not JSON when what it starts with can tell.

@@ -336,7 +336,6 @@ func soakCalls(ctx context.Context, a *harness.Agent, ai int, r *rand.Rand, stat
 	}
 }
 
-
 // childrenOf returns the live child processes of pid.
 func childrenOf(t *testing.T, pid int) []harness.Proc {
 	t.Helper()

@@ -397,9 +397,9 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 // started itself. The shim keeps the connection open meanwhile, so that an
 // end of the connection, with or without EndOfInput before, always means
 // that the agent or its shim is gone (killed, crashed): the run ends at
-// once. It begins with a NUL byte, which never begins a
-// line of JSON, and the shim never forwards an agent's line beginning with
-// one, so no agent can send it.
+// once. It begins with a NUL byte, which never begins a line of JSON, and
+// the shim never forwards an agent's line beginning with one, so no agent
+// can send it.
 const EndOfInput = "\x00portcullis: end of agent input"
 
 // DefaultDrainTimeout is the default of Options.DrainTimeout.

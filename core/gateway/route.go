@@ -505,6 +505,13 @@ func (s *Session) failEpoch(e *epoch, why string) {
 }
 
 func (s *Session) agentNotification(m *mcpwire.Message) {
+	if m.Method == methodInitialize || m.Method == methodDiscover {
+		// Requests of the handshake sent without an id: nothing can
+		// answer them, and passed on they would renegotiate the server
+		// behind the session's back (MCP basic/lifecycle).
+		s.log.Warn("agent sent a handshake request as a notification (no id); dropped", "method", m.Method)
+		return
+	}
 	s.mu.Lock()
 	// While the first process is launched, or held requests are still to
 	// be released, a notification keeps its place behind them

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -562,6 +563,8 @@ func TestSecondInitializeRefused(t *testing.T) {
 	if code, msg, _ := wireError(t, r.agent.wait(`"again"`, 1)); code != -32600 || !strings.Contains(msg, "already initialized") {
 		t.Errorf("second initialize: code %d %q, want -32600 saying it is already initialized", code, msg)
 	}
+	// As a notification (no id): nothing to answer, and never forwarded.
+	r.agent.send(`{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"a","version":"3"}}}`)
 	r.proc.quiet(t, 50*time.Millisecond)
 
 	// Sent right after the first, before its answer: refused too.
@@ -759,4 +762,63 @@ func TestHeldMessagesAreBounded(t *testing.T) {
 		t.Fatalf("initialize refused: %+v", ref)
 	}
 	r.agent.wait(maxHeld-1, 10*time.Second) // the held ones go, in order, once launched
+}
+
+// TestShutdownNotHeldByAgentThatDoesNotRead: an agent whose input ended and
+// that no longer reads its output (a full pipe) cannot hold the end of its
+// run: writes get a deadline once the run ends, and the server is stopped.
+func TestShutdownNotHeldByAgentThatDoesNotRead(t *testing.T) {
+	defer func(d time.Duration) { agentWriteGrace = d }(agentWriteGrace)
+	agentWriteGrace = 200 * time.Millisecond
+	proc := newScriptProc()
+	sess := New(Options{
+		RunID: "RUN", Label: "script",
+		Launch:  func(context.Context) (*Epoch, error) { return &Epoch{ID: "E1", Proc: proc}, nil },
+		Catalog: tempCatalogs(t), Policy: func(string) string { return "allow" },
+		StartupTimeout: 5 * time.Second, DrainTimeout: 300 * time.Millisecond,
+	})
+	inR, inW := io.Pipe()
+	mine, theirs := net.Pipe() // unbuffered: a write waits for a reader
+	defer mine.Close()
+	served := make(chan error, 1)
+	go func() { served <- sess.Serve(context.Background(), inR, theirs) }()
+	defer inW.Close()
+	send := func(line string) {
+		t.Helper()
+		if _, err := inW.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := bufio.NewReader(mine)
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+	if _, err := out.ReadBytes('\n'); err != nil {
+		t.Fatal(err)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for st := sess.Status(); st.State != StateReady || st.CatalogRevision == 0; st = sess.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s, want ready", st.State)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// From here on the agent reads nothing: the answer to 9 blocks the
+	// writer, 10 is still unanswered when the drain times out, and its
+	// refusal must not wait behind 9 for ever.
+	send(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"t"}}`)
+	call := proc.next(t)
+	send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t"}}`)
+	proc.next(t)
+	proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 1<<20) + `"}]}}`)
+	send(EndOfInput)
+	select {
+	case <-proc.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server was not stopped: the end of the run waits on a write to an agent that does not read")
+	}
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
 }

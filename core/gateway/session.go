@@ -370,6 +370,13 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	case <-s.inputEnded:
 		err = s.drain(ctx, agentDone)
 	}
+	// From now on a write to an agent that does not read (it stopped
+	// reading its stdout, its shim is frozen) must not hold the shutdown,
+	// which answers what is left and then stops the server: writes get a
+	// deadline, after which they fail and the agent counts as gone.
+	if d, ok := agentOut.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		_ = d.SetWriteDeadline(time.Now().Add(agentWriteGrace))
+	}
 	// A launch still in progress (measurement, an approval for
 	// credentials) gives up; one that completed is stopped by shutdown, so
 	// that an agent leaving during the launch leaves no process behind.
@@ -404,6 +411,10 @@ const EndOfInput = "\x00portcullis: end of agent input"
 
 // DefaultDrainTimeout is the default of Options.DrainTimeout.
 const DefaultDrainTimeout = 60 * time.Second
+
+// agentWriteGrace bounds the writes to the agent once its run ends (see
+// Serve), when its connection can take a deadline (a net.Conn).
+var agentWriteGrace = 5 * time.Second // a variable for tests
 
 // drain waits until every request the agent sent before the end of its
 // input is answered (none in flight or held, nothing held at the gate), at

@@ -411,14 +411,9 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 		}
 	}()
 
-	select {
-	case err := <-daemonErr:
-		// The daemon closed first: it stopped, crashed or was killed.
-		select {
-		case <-agentDone:
-			return 0 // the agent had already finished
-		default:
-		}
+	// lost answers the requests left waiting when the daemon went away
+	// (it stopped, crashed or was killed) and gives the exit status.
+	lost := func(err error, left []json.RawMessage) int {
 		reason := "the connection to the Portcullis daemon was lost"
 		if err != nil && !errors.Is(err, io.EOF) {
 			reason += ": " + err.Error()
@@ -427,16 +422,32 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 		// Each of these was handed to the daemon, which may have sent it
 		// to the server before it went away.
 		inFlight := reason + " while this request was in flight: it may or may not have taken effect; check before retrying anything that writes"
-		for _, id := range pend.drain() {
+		for _, id := range left {
 			_ = writeAgent(append(unavailable(o, inFlight).Response(id), '\n'))
 		}
 		return 1
+	}
+	select {
+	case err := <-daemonErr:
+		// The daemon closed first: it stopped, crashed or was killed.
+		select {
+		case <-agentDone:
+			return 0 // the agent had already finished
+		default:
+		}
+		return lost(err, pend.drain())
 	case <-agentDone:
 		// Wait (bounded) for the daemon to answer what is in flight (it
 		// drains for at most gateway.DefaultDrainTimeout) and to close
 		// once it has stopped the server (its grace period included).
 		select {
-		case <-daemonErr:
+		case err := <-daemonErr:
+			// A daemon that ends the run has answered everything first:
+			// a request still waiting means it died (or was killed).
+			if left := pend.drain(); len(left) > 0 {
+				return lost(err, left)
+			}
+			return 0
 		case <-time.After(gateway.DefaultDrainTimeout + 45*time.Second):
 		case <-ctx.Done():
 		}

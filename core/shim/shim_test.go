@@ -502,3 +502,47 @@ func TestNoDaemonNotesDropped(t *testing.T) {
 		t.Errorf("the agent received %q, want nothing", out.String())
 	}
 }
+
+// TestDaemonDiesWhileDraining: a daemon that goes away after the agent's
+// input ended, with a request still unanswered, died: the shim answers
+// that request server_unavailable, says so on stderr and exits 1, as when
+// the agent's input is still open.
+func TestDaemonDiesWhileDraining(t *testing.T) {
+	socket, conns := fakeDaemon(t)
+	agentIn, agentW := io.Pipe()
+	out, errs := &lines{}, &lines{}
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(context.Background(), Options{Socket: socket, Label: "x", Stdin: agentIn, Stdout: out, Stderr: errs})
+	}()
+	var d *daemonSide
+	select {
+	case c := <-conns:
+		d = newDaemonSide(t, c)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shim did not connect")
+	}
+	if _, err := agentW.Write([]byte(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"slow"}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	d.next()
+	agentW.Close()
+	if got := d.next(); got != gateway.EndOfInput {
+		t.Fatalf("the daemon received %q, want EndOfInput", got)
+	}
+	d.conn.Close() // killed, without answering 4
+	if got := out.answer(t, "4", 1); !strings.Contains(string(got), "server_unavailable") || !strings.Contains(string(got), "may or may not have taken effect") {
+		t.Errorf("request 4 when the daemon died while draining: %.300s, want server_unavailable", got)
+	}
+	select {
+	case c := <-code:
+		if c != 1 {
+			t.Errorf("exit code %d, want 1", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shim did not exit")
+	}
+	if !strings.Contains(errs.String(), "connection to the Portcullis daemon was lost") {
+		t.Errorf("stderr does not say the daemon was lost:\n%s", errs.String())
+	}
+}

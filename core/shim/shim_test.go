@@ -144,26 +144,44 @@ func (d *daemonSide) send(line string) {
 	}
 }
 
+// relayed is a shim running against a fake daemon that it has connected to.
+type relayed struct {
+	agentW *io.PipeWriter // the agent's side of the shim's stdin
+	out    *lines         // the shim's stdout
+	errs   *lines         // the shim's stderr
+	code   <-chan int     // Run's exit status
+	d      *daemonSide
+}
+
+// startRelay runs the shim for label "x" with a message limit of limit
+// (0: the default) and waits until it connected to a fake daemon.
+func startRelay(t *testing.T, limit int) *relayed {
+	t.Helper()
+	socket, conns := fakeDaemon(t)
+	agentIn, agentW := io.Pipe()
+	r := &relayed{agentW: agentW, out: &lines{}, errs: &lines{}}
+	code := make(chan int, 1)
+	r.code = code
+	go func() {
+		code <- Run(context.Background(), Options{Socket: socket, Label: "x", Stdin: agentIn, Stdout: r.out, Stderr: r.errs, MaxMessage: limit})
+	}()
+	select {
+	case c := <-conns:
+		r.d = newDaemonSide(t, c)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shim did not connect")
+	}
+	return r
+}
+
 // TestRelayOversized: lines over the limit are handled by the id they
 // carry, wherever it stands, in both directions, and every one that
 // cannot be answered leaves a line on stderr.
 func TestRelayOversized(t *testing.T) {
 	const limit = 4096
 	pad := strings.Repeat(`{"id":0,"s":"\"id\":1"},`, 1000) // ~24 KB with decoys
-	socket, conns := fakeDaemon(t)
-	agentIn, agentW := io.Pipe()
-	out, errs := &lines{}, &lines{}
-	code := make(chan int, 1)
-	go func() {
-		code <- Run(context.Background(), Options{Socket: socket, Label: "x", Stdin: agentIn, Stdout: out, Stderr: errs, MaxMessage: limit})
-	}()
-	var d *daemonSide
-	select {
-	case c := <-conns:
-		d = newDaemonSide(t, c)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the shim did not connect")
-	}
+	r := startRelay(t, limit)
+	agentW, out, errs, code, d := r.agentW, r.out, r.errs, r.code, r.d
 	send := func(line string) {
 		t.Helper()
 		if _, err := agentW.Write([]byte(line + "\n")); err != nil {
@@ -242,17 +260,8 @@ func TestRelayOversized(t *testing.T) {
 // only because the agent's own long id was put back in it reaches the agent.
 func TestLongIDAnswerPasses(t *testing.T) {
 	const limit = 4096
-	socket, conns := fakeDaemon(t)
-	agentIn, agentW := io.Pipe()
-	out, errs := &lines{}, &lines{}
-	go Run(context.Background(), Options{Socket: socket, Label: "x", Stdin: agentIn, Stdout: out, Stderr: errs, MaxMessage: limit})
-	var d *daemonSide
-	select {
-	case c := <-conns:
-		d = newDaemonSide(t, c)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the shim did not connect")
-	}
+	r := startRelay(t, limit)
+	agentW, out, errs, d := r.agentW, r.out, r.errs, r.d
 	defer agentW.Close()
 	id := `"` + strings.Repeat("i", 3000) + `"`
 	if _, err := agentW.Write([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t"}}` + "\n")); err != nil {
@@ -272,25 +281,16 @@ func TestLongIDAnswerPasses(t *testing.T) {
 // exits 0; an agent line beginning with NUL, which could pass for that
 // marker, is answered as a parse error and never forwarded.
 func TestEndOfInput(t *testing.T) {
-	socket, conns := fakeDaemon(t)
-	agentIn, agentW := io.Pipe()
-	out, errs := &lines{}, &lines{}
-	code := make(chan int, 1)
-	go func() {
-		code <- Run(context.Background(), Options{Socket: socket, Label: "x", Stdin: agentIn, Stdout: out, Stderr: errs})
-	}()
-	var d *daemonSide
-	select {
-	case c := <-conns:
-		d = newDaemonSide(t, c)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the shim did not connect")
-	}
+	r := startRelay(t, 0)
+	agentW, out, errs, code, d := r.agentW, r.out, r.errs, r.code, r.d
 	if _, err := agentW.Write([]byte(gateway.EndOfInput + "\n" + `{"jsonrpc":"2.0","id":3,"method":"ping"}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
 	if got := out.answer(t, "null", 1); !strings.Contains(string(got), `"code":-32700`) {
 		t.Errorf("a line beginning with NUL answered %.300s, want -32700", got)
+	}
+	if !strings.Contains(errs.String(), "begins with a NUL byte") {
+		t.Errorf("stderr does not mention the NUL line:\n%s", errs.String())
 	}
 	if got := d.next(); !strings.Contains(got, `"id":3`) {
 		t.Fatalf("the daemon received %q, want the ping (and not the NUL line)", got)
@@ -508,20 +508,8 @@ func TestNoDaemonNotesDropped(t *testing.T) {
 // that request server_unavailable, says so on stderr and exits 1, as when
 // the agent's input is still open.
 func TestDaemonDiesWhileDraining(t *testing.T) {
-	socket, conns := fakeDaemon(t)
-	agentIn, agentW := io.Pipe()
-	out, errs := &lines{}, &lines{}
-	code := make(chan int, 1)
-	go func() {
-		code <- Run(context.Background(), Options{Socket: socket, Label: "x", Stdin: agentIn, Stdout: out, Stderr: errs})
-	}()
-	var d *daemonSide
-	select {
-	case c := <-conns:
-		d = newDaemonSide(t, c)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the shim did not connect")
-	}
+	r := startRelay(t, 0)
+	agentW, out, errs, code, d := r.agentW, r.out, r.errs, r.code, r.d
 	if _, err := agentW.Write([]byte(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"slow"}}` + "\n")); err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,9 @@ const (
 	TypeAuthorizationDenied = "authorization_denied"
 	TypeConfigChanged       = "config_changed"
 	TypeLogResumed          = "log_resumed"
+	// TypeDecisionRefused: a decision or a change that widens trust came
+	// from a process that is not the person (see DecisionRefused).
+	TypeDecisionRefused = "decision_refused"
 	// TypeLogRecovered is written by the Log itself after a torn tail.
 	TypeLogRecovered = "log_recovered"
 	// TypeSigningEnabled is written by the Log itself, signed, when signing
@@ -195,6 +198,27 @@ type ApprovalDenied struct {
 	Epoch       string `json:"epoch,omitempty"`
 	Identity    string `json:"identity,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+}
+
+// DecisionRefused is the fields of a decision_refused event: a process
+// asked for What (an approval, a denial, a change that widens trust) and was
+// refused because the kernel's view of its ancestry shows that it is not the
+// person: it descends from the daemon (a supervised server's tree, or a
+// process that left it), carries an epoch's mark, descends from the agent
+// of an agent run, or its ancestry could not be read. Refusal is that kind
+// ("supervised", "marked", "agent", "unverified"), Reason the sentence the
+// process was answered with. Ancestry lists the pids from the process up to
+// the root, as read.
+type DecisionRefused struct {
+	What        string `json:"what"`
+	Request     string `json:"request,omitempty"`
+	PID         int    `json:"pid"`
+	Executable  string `json:"executable,omitempty"`
+	Refusal     string `json:"refusal"`
+	Reason      string `json:"reason"`
+	ServerLabel string `json:"serverLabel,omitempty"` // the server whose tree it belongs to, when known
+	AgentRun    string `json:"agentRun,omitempty"`    // the run whose agent it descends from, for "agent"
+	Ancestry    []int  `json:"ancestry,omitempty"`
 }
 
 // ToolCalled is the fields of a tool_called event, the intent written before a

@@ -127,6 +127,12 @@ type Daemon struct {
 	auditNote    string // guarded by mu
 	auditSignErr string // guarded by mu
 	wg           sync.WaitGroup
+
+	// Who may decide (person.go).
+	agents map[string]identity.Observed // guarded by mu; run id → its agent process (see noteAgent)
+	// peers holds the ancestry of each open control connection's peer
+	// (net.Conn → peerChain), read when it was accepted.
+	peers sync.Map
 }
 
 // New loads the configuration and returns a Daemon. A configuration file that
@@ -290,6 +296,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.cancel = cancel
 	d.mu.Unlock()
 	defer cancel()
+	d.adopt(ctx) // before any server starts: its descendants stay below the daemon
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -369,6 +376,8 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		reply(c, control.Reply{Error: "connection refused: the daemon serves only its own user", Code: "peer_refused"})
 		return
 	}
+	d.notePeer(c)
+	defer d.forgetPeer(c)
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(c)
 	line, err := br.ReadBytes('\n')
@@ -407,6 +416,14 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		b, _ := json.Marshal(d.authz.Pending())
 		reply(c, control.Reply{Data: b})
 	case control.OpDecide:
+		verb := "approve"
+		if authz.Choice(h.Choice) == authz.Deny {
+			verb = "deny"
+		}
+		if err := d.requirePersonFor(c, verb+" approval request "+h.Request, h.Request); err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
+			return
+		}
 		if err := d.authz.Decide(h.Request, authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, By: "cli"}); err != nil {
 			reply(c, control.Reply{Error: err.Error(), Code: "decide_failed"})
 			return
@@ -485,6 +502,8 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 	d.labels[runID] = label
 	d.order = append(d.order, runID)
 	d.mu.Unlock()
+	d.noteAgent(runID, c)
+	defer d.forgetAgent(runID)
 	d.notify()
 	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
 	reply(c, control.Reply{Run: runID})

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/control"
@@ -105,6 +108,9 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		}
 		narrowed = strings.Split(*tools, ",")
 	}
+	if err := a.atTerminal(name, id); err != nil {
+		return err
+	}
 	req, err := a.pendingRequest(id)
 	if err != nil {
 		return err
@@ -151,6 +157,26 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		fmt.Fprintf(a.Stdout, "Denied %s.\n", id)
 	}
 	return nil
+}
+
+// errNoTerminal says that approve or deny did not run at a terminal.
+var errNoTerminal = errors.New("not at a terminal")
+
+// atTerminal refuses approve and deny unless both stdin and stdout are a
+// terminal: a decision is the person's, typed at their own terminal, not
+// the output of a script or of an agent's shell tool. This is the client's
+// side only; the daemon decides from the kernel's view of who asks (the
+// process's ancestry), not from this check.
+func (a *App) atTerminal(name, id string) error {
+	if isTerminal(a.Stdin) && isTerminal(a.Stdout) {
+		return nil
+	}
+	return fmt.Errorf("%w: portcullis %s decides for you, so it runs only at a terminal of your own (stdin and stdout a terminal, not a pipe or a file); run `portcullis %s %s` in your terminal, or decide in the Portcullis window", errNoTerminal, name, name, id)
+}
+
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	return ok && term.IsTerminal(int(file.Fd()))
 }
 
 // pendingRequest fetches one pending approval request from the daemon.

@@ -223,10 +223,12 @@ func forTool(tool, epoch string) func(authz.Card) bool {
 // forIdentity matches the card of a launch that waits for env credentials.
 func forIdentity(c authz.Card) bool { return c.Identity != "" }
 
-// decideCLI runs `portcullis approve ID [--once]` or `portcullis deny ID`.
+// decideCLI runs `portcullis approve ID [--once]` or `portcullis deny ID`
+// as the person: at a terminal of its own, outside the agent's process
+// tree (harness.Home.RunAtTerminal).
 func decideCLI(t *testing.T, h *harness.Home, args ...string) string {
 	t.Helper()
-	r, err := h.Run(testContext(t, 30*time.Second), args...)
+	r, err := h.RunAtTerminal(testContext(t, 30*time.Second), args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -233,7 +233,7 @@ func TestPolicyLiveWhileWaiting(t *testing.T) {
 	if n := echoCallsSoFar(t, callLog); n != 0 {
 		t.Errorf("the server received %d echo calls, want 0", n)
 	}
-	if _, err := h.Run(testContext(t, 30*time.Second), "approve", req.ID); err == nil {
+	if _, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", req.ID); err == nil {
 		t.Errorf("approve %s succeeded after the request was withdrawn", req.ID)
 	}
 

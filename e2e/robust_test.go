@@ -559,7 +559,7 @@ func TestRobustAgentKilled(t *testing.T) {
 		}
 		return len(reqs) == 1
 	})
-	if _, err := h.Run(testContext(t, 30*time.Second), "approve", reqs[0].ID); err != nil {
+	if _, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", reqs[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	if m, _ := a.await("2", 30*time.Second); m.text(t) != "approved" {

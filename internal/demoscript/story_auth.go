@@ -249,7 +249,7 @@ func (a *authStory) showApprovals(ctx context.Context) error {
 // approve runs `portcullis approve ID` and waits for the held call, which
 // must be answered by revision rev.
 func (a *authStory) approve(ctx context.Context, id, rev string, done <-chan callOutcome) error {
-	r, err := a.home.Run(ctx, "approve", id)
+	r, err := a.home.RunAtTerminal(ctx, "approve", id)
 	if err != nil {
 		return err
 	}

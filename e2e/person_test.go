@@ -110,7 +110,7 @@ func TestServerCannotApproveItself(t *testing.T) {
 	}{
 		{"group", []string{"refused to approve approval request " + req.ID, "descends from the Portcullis daemon", `the process tree of server "self"`, "approve from your own terminal or the Portcullis window"}},
 		{"setsid", []string{"refused to approve approval request " + req.ID, "descends from the Portcullis daemon", "left a supervised server's process tree", "approve from your own terminal or the Portcullis window"}},
-		{"socket", []string{`"code":"not_a_person"`, "descends from the Portcullis daemon", `the process tree of server "self"`}},
+		{"socket", []string{"refused to approve approval request " + req.ID, "descends from the Portcullis daemon", `the process tree of server "self"`}},
 	} {
 		text := callText(t, s.agent.Session, "attack", map[string]any{"mode": tc.mode})
 		var got []attempt
@@ -124,9 +124,20 @@ func TestServerCannotApproveItself(t *testing.T) {
 		if len(got) != 1 || got[0].Request != req.ID {
 			t.Fatalf("%s: attempts %+v, want one on %s", tc.mode, got, req.ID)
 		}
+		answer := got[0].Output
+		if tc.mode == "socket" {
+			var r struct {
+				OK          bool
+				Error, Code string
+			}
+			if err := json.Unmarshal([]byte(answer), &r); err != nil || r.OK || r.Code != "not_a_person" {
+				t.Errorf("socket: the daemon answered %q (%v), want a refusal with code not_a_person", answer, err)
+			}
+			answer = r.Error
+		}
 		for _, w := range tc.want {
-			if !strings.Contains(got[0].Output, w) {
-				t.Errorf("%s: the attempt was answered %q, which lacks %q", tc.mode, got[0].Output, w)
+			if !strings.Contains(answer, w) {
+				t.Errorf("%s: the attempt was answered %q, which lacks %q", tc.mode, answer, w)
 			}
 		}
 		if tc.mode != "socket" && got[0].Exit != "1" {

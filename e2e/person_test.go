@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,9 +33,10 @@ var selfApproveBin = sync.OnceValues(func() (string, error) {
 // selfApproveSetup is a daemon with the selfapprove server configured as
 // "self", its tool attack allowed, write waiting for approval.
 type selfApproveSetup struct {
-	home  *harness.Home
-	log   string // SELFAPPROVE_LOG: what write wrote
-	agent *agent
+	home   *harness.Home
+	daemon *harness.Daemon
+	log    string // SELFAPPROVE_LOG: what write wrote
+	agent  *agent
 }
 
 func newSelfApprove(t *testing.T) *selfApproveSetup {
@@ -44,12 +46,12 @@ func newSelfApprove(t *testing.T) *selfApproveSetup {
 		t.Fatal(err)
 	}
 	h := newHome(t)
-	startDaemon(t, h)
+	d := startDaemon(t, h)
 	rep, err := h.Status(testContext(t, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &selfApproveSetup{home: h, log: filepath.Join(t.TempDir(), "writes.log")}
+	s := &selfApproveSetup{home: h, daemon: d, log: filepath.Join(t.TempDir(), "writes.log")}
 	flags := []string{"--env", "PORTCULLIS_BIN=" + portcullis, "--env", "PORTCULLIS_SOCKET=" + rep.Socket, "--env", "SELFAPPROVE_LOG=" + s.log}
 	if err := h.AddServer(testContext(t, 30*time.Second), "self", flags, bin); err != nil {
 		t.Fatal(err)
@@ -166,6 +168,25 @@ func TestServerCannotApproveItself(t *testing.T) {
 	}
 	if refused[0].ServerLabel != "self" || refused[2].ServerLabel != "self" {
 		t.Errorf("refusals name servers %q and %q, want self", refused[0].ServerLabel, refused[2].ServerLabel)
+	}
+	// The setsid attempt was adopted by the daemon (a child subreaper):
+	// the process right below the daemon in its ancestry is no server,
+	// and once it exits the daemon reaps it (no zombie is left).
+	chain := refused[1].Ancestry
+	at := slices.Index(chain, s.daemon.PID())
+	if at < 1 {
+		t.Fatalf("the setsid attempt's ancestry %v does not reach the daemon %d", chain, s.daemon.PID())
+	}
+	adopted := chain[at-1]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", adopted)); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d, adopted by the daemon, was not reaped within 10 s", adopted)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	// The person, at a terminal of their own.

@@ -10,7 +10,10 @@
 //
 // The socket lives in a directory of mode 0700 and is itself 0600; the
 // daemon also checks the peer's uid from the kernel (SO_PEERCRED,
-// LOCAL_PEERCRED) and refuses other users.
+// LOCAL_PEERCRED) and refuses other users. A decision (OpDecide) is
+// accepted only from the person: the daemon refuses, with Reply.Code
+// "not_a_person", a peer whose ancestry shows it is a supervised server's
+// process (or left one's tree) or a descendant of an agent.
 package control
 
 import (

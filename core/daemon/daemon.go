@@ -66,6 +66,10 @@ type Options struct {
 	// Settle is how long writes must pause before a build counts as
 	// complete (default 300 ms).
 	Settle time.Duration
+	// DrainTimeout bounds how long an agent run goes on after the agent's
+	// input ended, for the answers to the requests sent before (default
+	// control.DefaultDrainTimeout). The reply to connect tells the shim.
+	DrainTimeout time.Duration
 	// AuditKey signs the audit log (HMAC-SHA256); nil leaves it unsigned.
 	AuditKey []byte
 	// AuditNote says why AuditKey is nil, for `portcullis status` (see
@@ -145,6 +149,9 @@ func New(o Options) (*Daemon, error) {
 	}
 	if o.Settle <= 0 {
 		o.Settle = 300 * time.Millisecond
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = control.DefaultDrainTimeout
 	}
 	stamp := stampOf(o.Dirs.ConfigFile())
 	cfg, data, from, err := loadAtStart(o.Dirs.ConfigFile())
@@ -474,6 +481,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 		Policy:         d.policy(label),
 		StartupTimeout: srv.StartupTimeoutOrDefault(),
 		HoldTimeout:    cfg.Settings.HoldTimeoutOrDefault(),
+		DrainTimeout:   d.opts.DrainTimeout,
 		MaxMessage:     cfg.Settings.MaxMessageOrDefault(),
 		RestartOnCrash: true,
 		Audit:          d.auditW,
@@ -487,7 +495,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 	d.mu.Unlock()
 	d.notify()
 	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
-	reply(c, control.Reply{Run: runID})
+	reply(c, control.ConnectReply(runID, d.opts.DrainTimeout))
 
 	err := sess.Serve(ctx, br, c)
 	st := sess.Status()

@@ -3,6 +3,8 @@ package control
 import (
 	"bytes"
 	"time"
+
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // EndOfInput is the line the `connect` shim sends when the agent's input
@@ -43,7 +45,7 @@ func Connect(socket, label string, timeout time.Duration) (*Conn, error) {
 
 // ConnectReply is the daemon's Reply to a connect that became agent run
 // run, whose drain timeout is drain.
-func ConnectReply(run string, drain time.Duration) Reply {
+func ConnectReply(run ids.RunID, drain time.Duration) Reply {
 	return Reply{OK: true, Run: run, DrainTimeoutMS: drain.Milliseconds()}
 }
 

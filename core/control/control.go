@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Version is the control protocol version carried in every Hello.
@@ -57,10 +59,10 @@ type Hello struct {
 // name for the failure (for example "unknown_server", "config_invalid"),
 // Error the text for a person.
 type Reply struct {
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
-	Code  string `json:"code,omitempty"`
-	Run   string `json:"run,omitempty"` // the new agent run's ULID, for connect
+	OK    bool      `json:"ok"`
+	Error string    `json:"error,omitempty"`
+	Code  string    `json:"code,omitempty"`
+	Run   ids.RunID `json:"run,omitempty"` // the new agent run's ULID, for connect
 	// DrainTimeoutMS is, for connect, how long the run goes on after
 	// EndOfInput for the answers to the requests sent before, in
 	// milliseconds (see Reply.DrainTimeout).

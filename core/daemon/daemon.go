@@ -35,6 +35,7 @@ import (
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/core/secrets"
 	"github.com/portcullis/portcullis/core/supervisor"
@@ -495,7 +496,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 	d.mu.Unlock()
 	d.notify()
 	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
-	reply(c, control.ConnectReply(runID, d.opts.DrainTimeout))
+	reply(c, control.ConnectReply(ids.RunID(runID), d.opts.DrainTimeout))
 
 	err := sess.Serve(ctx, br, c)
 	st := sess.Status()

@@ -98,8 +98,11 @@ type Daemon struct {
 	validate *catalog.Validator
 	audit    *audit.Log  // set once by Serve before any connection
 	auditW   *recovering // the same log, recovering after write failures
-	watcher  *watch.Watcher
+	watcher  fileWatcher // the build watcher
 	authz    *authz.Authority
+
+	// newWatcher makes the configuration file's watcher (newFileWatcher).
+	newWatcher func(settle time.Duration, log *slog.Logger) (fileWatcher, error)
 
 	// loadMu serializes reading the configuration file (config, fresh).
 	loadMu sync.Mutex
@@ -202,6 +205,7 @@ func New(o Options) (*Daemon, error) {
 
 		policyKick: make(chan struct{}, 1),
 		signKick:   make(chan struct{}, 1),
+		newWatcher: newFileWatcher,
 	}
 	d.rememberLocked(cfg)
 	d.authz = authz.New(authz.Options{
@@ -302,11 +306,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
-	go func() { _ = d.watcher.Serve(ctx) }()
-	go d.builds(ctx)
-	go d.watchConfig(ctx)
-	go d.applyPolicies(ctx)
-	go d.followAuditSigning(ctx)
+	waitServices := d.startServices(ctx, d.services())
 	d.log.Info("daemon listening", "socket", sock)
 	for {
 		c, err := ln.Accept()
@@ -325,8 +325,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		}()
 	}
 	// Agent runs end when their context is cancelled; wait for their
-	// servers to be stopped.
+	// servers to be stopped, and for the services.
 	d.wg.Wait()
+	waitServices()
 	_ = os.Remove(sock)
 	return nil
 }

@@ -47,6 +47,10 @@ type Options struct {
 	Stdout     io.Writer
 	Stderr     io.Writer
 	MaxMessage int // mcpwire.DefaultMaxMessage when 0
+	// CloseAllowance is how long, after the drain timeout the daemon sent
+	// in its reply to connect, the shim waits for the daemon to close once
+	// the agent's input ended (control.CloseAllowance when 0).
+	CloseAllowance time.Duration
 }
 
 // Run relays until the agent closes its input (exit code 0) or the daemon
@@ -298,11 +302,6 @@ func (f *inflight) drain() []json.RawMessage {
 	return out
 }
 
-// closeAllowance is how long after the daemon's drain timeout the shim
-// waits for the daemon to close (control.CloseAllowance); a variable for
-// tests.
-var closeAllowance = control.CloseAllowance
-
 func relay(ctx context.Context, o Options, conn *control.Conn) int {
 	pend := &inflight{ids: map[string]*pendingID{}}
 	var wmu sync.Mutex // serializes writes to the agent
@@ -449,8 +448,11 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 		// Wait (bounded) for the daemon to answer what is in flight (it
 		// drains for at most the drain timeout it sent in its reply to
 		// connect) and to close once it has stopped the server.
-		drain := conn.Reply.DrainTimeout()
-		wait := time.NewTimer(drain + closeAllowance)
+		drain, allowance := conn.Reply.DrainTimeout(), o.CloseAllowance
+		if allowance <= 0 {
+			allowance = control.CloseAllowance
+		}
+		wait := time.NewTimer(drain + allowance)
 		defer wait.Stop()
 		select {
 		case err := <-daemonErr:
@@ -463,7 +465,7 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 		case <-wait.C:
 			// The daemon is stuck: what it did not answer, it will not.
 			if left := pend.drain(); len(left) > 0 {
-				return answerLost(fmt.Sprintf("the Portcullis daemon did not end the run within %s of the agent's input ending (its drain timeout is %s)", drain+closeAllowance, drain), left)
+				return answerLost(fmt.Sprintf("the Portcullis daemon did not end the run within %s of the agent's input ending (its drain timeout is %s)", drain+allowance, drain), left)
 			}
 		case <-ctx.Done():
 		}

@@ -163,12 +163,13 @@ type relayed struct {
 // (0: the default) and waits until it connected to a fake daemon.
 func startRelay(t *testing.T, limit int) *relayed {
 	t.Helper()
-	return startRelayReplying(t, limit, `{"ok":true,"run":"R"}`)
+	return startRelayReplying(t, Options{MaxMessage: limit}, `{"ok":true,"run":"R"}`)
 }
 
-// startRelayReplying is startRelay with a daemon that answers the connect
-// with reply.
-func startRelayReplying(t *testing.T, limit int, reply string) *relayed {
+// startRelayReplying is startRelay with the options o (Socket, Label and
+// the standard streams are set here) and a daemon that answers the
+// connect with reply.
+func startRelayReplying(t *testing.T, o Options, reply string) *relayed {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "shim-") // short: Unix socket paths are limited
 	if err != nil {
@@ -181,7 +182,8 @@ func startRelayReplying(t *testing.T, limit int, reply string) *relayed {
 	code := make(chan int, 1)
 	r.code = code
 	go func() {
-		code <- Run(context.Background(), Options{Socket: socket, Label: "x", Stdin: agentIn, Stdout: r.out, Stderr: r.errs, MaxMessage: limit})
+		o.Socket, o.Label, o.Stdin, o.Stdout, o.Stderr = socket, "x", agentIn, r.out, r.errs
+		code <- Run(context.Background(), o)
 	}()
 	select {
 	case c := <-conns:
@@ -555,14 +557,11 @@ func TestDaemonDiesWhileDraining(t *testing.T) {
 
 // TestDrainTimeoutFromDaemon: after the agent's input ended, the shim
 // waits for the daemon as long as the drain timeout the daemon sent in its
-// reply to connect (not the default), plus closeAllowance; a daemon that
+// reply to connect (not the default), plus CloseAllowance; a daemon that
 // neither answers nor closes by then is stuck, and the request it holds is
 // answered server_unavailable.
 func TestDrainTimeoutFromDaemon(t *testing.T) {
-	old := closeAllowance
-	closeAllowance = 100 * time.Millisecond
-	t.Cleanup(func() { closeAllowance = old })
-	r := startRelayReplying(t, 0, `{"ok":true,"run":"R","drainTimeoutMs":150}`)
+	r := startRelayReplying(t, Options{CloseAllowance: 100 * time.Millisecond}, `{"ok":true,"run":"R","drainTimeoutMs":150}`)
 	agentW, out, errs, code, d := r.agentW, r.out, r.errs, r.code, r.d
 	if _, err := agentW.Write([]byte(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"slow"}}` + "\n")); err != nil {
 		t.Fatal(err)

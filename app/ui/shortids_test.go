@@ -30,6 +30,9 @@ func TestEpochAbbreviatedAlike(t *testing.T) {
 	if texts["Epoch"] != want || texts["Agent run"] != "S2RUN042" {
 		t.Errorf("audit viewer shows epoch %q and run %q, want %q and S2RUN042", texts["Epoch"], texts["Agent run"], want)
 	}
+	if len(sampleShort) != ids.ShortLen {
+		t.Errorf("the audit viewer sizes its ID columns for %d characters, Short gives %d", len(sampleShort), ids.ShortLen)
+	}
 	for _, c := range sessionColumns {
 		if c.title == "Agent run" {
 			if got := c.text(nil, audit.Session{AgentRun: runID}); got != "S2RUN042" {

@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
-	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/platform"
 )
 
@@ -158,26 +159,26 @@ func waitForDir(ctx context.Context, dir string) error {
 
 // eventFields is the union of the fields eventLine shows, across event types.
 type eventFields struct {
-	AgentRun        string            `json:"agentRun"`
+	AgentRun        ids.RunID         `json:"agentRun"`
 	ServerLabel     string            `json:"serverLabel"`
-	Epoch           string            `json:"epoch"`
-	OldEpoch        string            `json:"oldEpoch"`
-	NewEpoch        string            `json:"newEpoch"`
-	CurrentEpoch    string            `json:"currentEpoch"`
-	ApprovedEpoch   string            `json:"approvedEpoch"`
+	Epoch           ids.EpochID       `json:"epoch"`
+	OldEpoch        ids.EpochID       `json:"oldEpoch"`
+	NewEpoch        ids.EpochID       `json:"newEpoch"`
+	CurrentEpoch    ids.EpochID       `json:"currentEpoch"`
+	ApprovedEpoch   ids.EpochID       `json:"approvedEpoch"`
 	Identity        string            `json:"identity"`
 	PID             int               `json:"pid"`
 	ExitCode        *int              `json:"exitCode"`
 	Signal          string            `json:"signal"`
 	Tool            string            `json:"tool"`
-	Call            string            `json:"call"`
+	Call            ids.CallID        `json:"call"`
 	Decision        string            `json:"decision"`
-	Grant           string            `json:"grant"`
+	Grant           ids.GrantID       `json:"grant"`
 	Reason          string            `json:"reason"`
 	Outcome         string            `json:"outcome"`
 	DurationMS      float64           `json:"durationMs"`
 	Error           string            `json:"error"`
-	Request         string            `json:"request"`
+	Request         ids.RequestID     `json:"request"`
 	ToolScope       []string          `json:"toolScope"`
 	CredentialScope []string          `json:"credentialScope"`
 	ExpiresWhen     string            `json:"expiresWhen"`
@@ -196,18 +197,9 @@ type eventFields struct {
 	UnsignedThrough uint64            `json:"unsignedThrough"`
 }
 
-// shortID returns the last 8 characters of a ULID (its random part), which
-// tell apart the epochs and runs a person sees in one log.
-func shortID(id string) string {
-	if len(id) > 8 {
-		return id[len(id)-8:]
-	}
-	return id
-}
-
 // eventLine renders one event for a person, on one line: UTC time with
 // milliseconds, #seq (padded), type, then the event's key fields as key=value (server,
-// run, epoch as its last 8 characters, tool, decision or reason…).
+// run, epoch abbreviated (ids.EpochID.Short), tool, decision or reason…).
 func eventLine(e audit.Event) string {
 	var f eventFields
 	_ = e.DecodeFields(&f) // unknown or odd fields: show what decodes
@@ -220,19 +212,19 @@ func eventLine(e audit.Event) string {
 		}
 	}
 	kv("server", f.ServerLabel)
-	kv("run", f.AgentRun)
+	kv("run", f.AgentRun.String())
 	switch e.Type {
 	case audit.TypeServerReplaced:
-		kv("epoch", shortID(f.OldEpoch)+"->"+shortID(f.NewEpoch))
+		kv("epoch", f.OldEpoch.Short()+"->"+f.NewEpoch.Short())
 	case audit.TypeAuthorizationDenied:
-		kv("epoch", shortID(f.CurrentEpoch))
-		kv("approvedEpoch", shortID(f.ApprovedEpoch))
+		kv("epoch", f.CurrentEpoch.Short())
+		kv("approvedEpoch", f.ApprovedEpoch.Short())
 	default:
-		kv("epoch", shortID(f.Epoch))
+		kv("epoch", f.Epoch.Short())
 	}
 	if f.Identity != "" {
 		// A launch approval, before any epoch: the code it is for.
-		kv("identity", authz.ShortDigest(f.Identity))
+		kv("identity", identity.ShortDigest(f.Identity))
 	}
 	if f.PID != 0 {
 		kv("pid", strconv.Itoa(f.PID))
@@ -241,7 +233,7 @@ func eventLine(e audit.Event) string {
 	switch e.Type {
 	case audit.TypeToolCalled:
 		kv("decision", f.Decision)
-		kv("grant", f.Grant)
+		kv("grant", f.Grant.String())
 		if f.CatalogRevision != 0 {
 			kv("catalog", strconv.FormatUint(f.CatalogRevision, 10))
 		}
@@ -272,7 +264,7 @@ func eventLine(e audit.Event) string {
 			kv("agentPid", strconv.Itoa(f.Agent.PID))
 		}
 	case audit.TypeApprovalRequested, audit.TypeApprovalGranted, audit.TypeApprovalDenied:
-		kv("request", f.Request)
+		kv("request", f.Request.String())
 		kv("tools", strings.Join(f.ToolScope, ","))
 		kv("credentials", strings.Join(f.CredentialScope, ","))
 		kv("expires", f.ExpiresWhen)
@@ -485,7 +477,7 @@ func auditFilterFlags(name string, args []string) (audit.Filter, bool, error) {
 
 // sessionJSON is one agent run in `portcullis audit sessions --json`.
 type sessionJSON struct {
-	AgentRun    string      `json:"agentRun"`
+	AgentRun    ids.RunID   `json:"agentRun"`
 	ServerLabel string      `json:"serverLabel"`
 	Agent       audit.Agent `json:"agent"`
 	Started     *time.Time  `json:"started,omitempty"`
@@ -499,13 +491,13 @@ type sessionJSON struct {
 }
 
 type grantJSON struct {
-	Seq             uint64    `json:"seq"`
-	TS              time.Time `json:"ts"`
-	Request         string    `json:"request"`
-	Epoch           string    `json:"epoch"`
-	ToolScope       []string  `json:"toolScope,omitempty"`
-	CredentialScope []string  `json:"credentialScope,omitempty"`
-	ExpiresWhen     string    `json:"expiresWhen"`
+	Seq             uint64        `json:"seq"`
+	TS              time.Time     `json:"ts"`
+	Request         ids.RequestID `json:"request"`
+	Epoch           ids.EpochID   `json:"epoch"`
+	ToolScope       []string      `json:"toolScope,omitempty"`
+	CredentialScope []string      `json:"credentialScope,omitempty"`
+	ExpiresWhen     string        `json:"expiresWhen"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -579,24 +571,24 @@ func agentText(ag audit.Agent) string {
 
 // callJSON is one call in `portcullis audit activity --json`.
 type callJSON struct {
-	Seq             uint64    `json:"seq"`
-	TS              time.Time `json:"ts"`
-	Call            string    `json:"call,omitempty"`
-	AgentRun        string    `json:"agentRun"`
-	ServerLabel     string    `json:"serverLabel"`
-	Tool            string    `json:"tool"`
-	Epoch           string    `json:"epoch,omitempty"`
-	CatalogRevision uint64    `json:"catalogRevision,omitempty"`
-	Decision        string    `json:"decision"`
-	Grant           string    `json:"grant,omitempty"`
-	Reason          string    `json:"reason,omitempty"`
-	ArgsDigest      string    `json:"argsDigest,omitempty"`
-	ArgKeys         []string  `json:"argKeys,omitempty"`
-	Completed       bool      `json:"completed"`
-	CompletedSeq    uint64    `json:"completedSeq,omitempty"`
-	Outcome         string    `json:"outcome,omitempty"`
-	DurationMS      float64   `json:"durationMs,omitempty"`
-	Error           string    `json:"error,omitempty"`
+	Seq             uint64      `json:"seq"`
+	TS              time.Time   `json:"ts"`
+	Call            ids.CallID  `json:"call,omitempty"`
+	AgentRun        ids.RunID   `json:"agentRun"`
+	ServerLabel     string      `json:"serverLabel"`
+	Tool            string      `json:"tool"`
+	Epoch           ids.EpochID `json:"epoch,omitempty"`
+	CatalogRevision uint64      `json:"catalogRevision,omitempty"`
+	Decision        string      `json:"decision"`
+	Grant           ids.GrantID `json:"grant,omitempty"`
+	Reason          string      `json:"reason,omitempty"`
+	ArgsDigest      string      `json:"argsDigest,omitempty"`
+	ArgKeys         []string    `json:"argKeys,omitempty"`
+	Completed       bool        `json:"completed"`
+	CompletedSeq    uint64      `json:"completedSeq,omitempty"`
+	Outcome         string      `json:"outcome,omitempty"`
+	DurationMS      float64     `json:"durationMs,omitempty"`
+	Error           string      `json:"error,omitempty"`
 }
 
 func (a *App) auditActivity(args []string) error {
@@ -645,7 +637,7 @@ func (a *App) auditActivity(args []string) error {
 			outcome = "no completion recorded"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.TS.UTC().Format("2006-01-02T15:04:05.000Z"), c.Seq,
-			c.ServerLabel, shortID(c.AgentRun), shortID(c.Epoch), c.Tool, decision, outcome, ms)
+			c.ServerLabel, ids.RunID(c.AgentRun).Short(), ids.EpochID(c.Epoch).Short(), c.Tool, decision, outcome, ms)
 	}
 	return tw.Flush()
 }

@@ -27,3 +27,32 @@ func TestCoreImportsFlowOneWay(t *testing.T) {
 		}
 	}
 }
+
+// TestShimKeepsToTheContract: the `connect` shim speaks to the daemon only
+// through package control (the handshake, the end-of-input line, the drain
+// timeout, the refusal shape), so it does not depend on the daemon's
+// internals: a change to the gateway cannot silently change the shim.
+func TestShimKeepsToTheContract(t *testing.T) {
+	const module = "github.com/portcullis/portcullis/core/"
+	forbidden := map[string][]string{
+		"shim": {"gateway", "daemon", "audit", "authz", "catalog", "supervisor"},
+	}
+	for pkg, deny := range forbidden {
+		out, err := exec.Command("go", "list", "-deps", "./"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list: %v\n%s", err, out)
+		}
+		deps := map[string]bool{}
+		for _, p := range strings.Fields(string(out)) {
+			deps[p] = true
+		}
+		if !deps[module+"control"] {
+			t.Errorf("core/%s does not depend on core/control: is the list right?", pkg)
+		}
+		for _, d := range deny {
+			if deps[module+d] {
+				t.Errorf("core/%s depends on core/%s; it must keep to the contract in core/control", pkg, d)
+			}
+		}
+	}
+}

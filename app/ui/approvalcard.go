@@ -58,16 +58,16 @@ func cardModel(c authz.Card) cardView {
 		v.Facts = append(v.Facts, cardFact{"Epoch", cur})
 	}
 	if c.Identity != "" {
-		v.Facts = append(v.Facts, cardFact{"Launch", "new execution identity " + shortDigest(c.Identity) + ", with credentials"})
+		v.Facts = append(v.Facts, cardFact{"Launch", "new execution identity " + identity.ShortDigest(c.Identity) + ", with credentials"})
 	}
 	if len(c.LaunchCommand) > 0 {
 		v.Facts = append(v.Facts, cardFact{"Command", authz.CommandText(c.LaunchCommand)})
 	}
 	if c.Executable != "" {
-		v.Facts = append(v.Facts, cardFact{"Executable", c.Executable + "\nsha256 " + shortDigest(c.ExecutableDigest)})
+		v.Facts = append(v.Facts, cardFact{"Executable", c.Executable + "\nsha256 " + identity.ShortDigest(c.ExecutableDigest)})
 	}
 	if c.Entry != "" {
-		v.Facts = append(v.Facts, cardFact{"Entry", c.Entry + "\nsha256 " + shortDigest(c.EntryDigest)})
+		v.Facts = append(v.Facts, cardFact{"Entry", c.Entry + "\nsha256 " + identity.ShortDigest(c.EntryDigest)})
 	}
 	if c.CatalogRevision != 0 && len(c.CatalogChanges) == 0 {
 		v.Facts = append(v.Facts, cardFact{"Catalog", fmt.Sprintf("revision %d", c.CatalogRevision)})
@@ -141,20 +141,7 @@ func diskLine(ch identity.Change) string {
 	if ch.Path != "" {
 		line += " " + ch.Path
 	}
-	return fmt.Sprintf("%s\n  %s → %s", line, shortDigest(ch.Old), shortDigest(ch.New))
-}
-
-// shortDigest is the first twelve hex digits of a digest, "none" for an
-// absent one; other values (runtime versions, paths) are kept whole.
-func shortDigest(d string) string {
-	if d == "" {
-		return "none"
-	}
-	h, ok := strings.CutPrefix(d, identity.DigestPrefix)
-	if ok && len(h) > 12 {
-		return h[:12] + "…"
-	}
-	return h
+	return fmt.Sprintf("%s\n  %s → %s", line, identity.ShortDigest(ch.Old), identity.ShortDigest(ch.New))
 }
 
 // countdownText tells how long the person has left to decide.

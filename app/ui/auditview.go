@@ -107,7 +107,7 @@ const (
 
 var sessionColumns = []auditColumn[audit.Session]{
 	{"Started", sampleTime, 0, func(v *auditView, s audit.Session) string { return v.when(s.Started) }},
-	{"Agent run", sampleShort, 0, func(_ *auditView, s audit.Session) string { return auditShort(s.AgentRun) }},
+	{"Agent run", sampleShort, 0, func(_ *auditView, s audit.Session) string { return s.AgentRun.Short() }},
 	{"Server", "inventory-local", 1, func(_ *auditView, s audit.Session) string { return s.ServerLabel }},
 	{"Agent", "claude-code 2.1.0", 2, func(_ *auditView, s audit.Session) string { return agentText(s.Agent) }},
 	{"Calls", sampleCount, 0, func(_ *auditView, s audit.Session) string { return strconv.Itoa(s.Calls) }},
@@ -124,12 +124,12 @@ var sessionColumns = []auditColumn[audit.Session]{
 var callColumns = []auditColumn[audit.Call]{
 	{"Time", sampleTime, 0, func(v *auditView, c audit.Call) string { return v.when(c.TS) }},
 	{"Server", "inventory-local", 1, func(_ *auditView, c audit.Call) string { return c.ServerLabel }},
-	{"Agent run", sampleShort, 0, func(_ *auditView, c audit.Call) string { return auditShort(c.AgentRun) }},
+	{"Agent run", sampleShort, 0, func(_ *auditView, c audit.Call) string { return c.AgentRun.Short() }},
 	{"Tool", "inventory_lookup", 2, func(_ *auditView, c audit.Call) string { return c.Tool }},
 	{"Decision", "denied", 0, func(_ *auditView, c audit.Call) string { return c.Decision }},
 	{"Outcome", "refused: authorization_stale", 2, func(_ *auditView, c audit.Call) string { return outcomeText(c) }},
 	{"ms", "99999.9", 0, func(_ *auditView, c audit.Call) string { return durationMS(c) }},
-	{"Epoch", sampleShort, 0, func(_ *auditView, c audit.Call) string { return auditShort(c.Epoch) }},
+	{"Epoch", sampleShort, 0, func(_ *auditView, c audit.Call) string { return c.Epoch.Short() }},
 	{"Rev", sampleCount, 0, func(_ *auditView, c audit.Call) string { return revText(c.CatalogRevision) }},
 }
 
@@ -358,7 +358,7 @@ func readAudit(dir string, f audit.Filter) auditData {
 		return d
 	}
 	for _, s := range d.all {
-		if (f.Server == "" || s.ServerLabel == f.Server) && (f.Run == "" || s.AgentRun == f.Run) {
+		if (f.Server == "" || s.ServerLabel == f.Server) && (f.Run == "" || string(s.AgentRun) == f.Run) {
 			d.sessions = append(d.sessions, s)
 		}
 	}
@@ -409,7 +409,7 @@ func (v *auditView) setChoices() {
 			servers = append(servers, s.ServerLabel)
 		}
 		if v.server.Selected == allServers || v.server.Selected == s.ServerLabel {
-			runs = append(runs, s.AgentRun)
+			runs = append(runs, string(s.AgentRun))
 		}
 	}
 	slices.Sort(servers[1:])
@@ -511,17 +511,6 @@ func (v *auditView) when(t time.Time) string {
 	return v.opts.local(t).Format("2006-01-02 15:04:05")
 }
 
-// auditShort abbreviates a long identifier (a ULID epoch or run) to its last
-// 8 characters, as "portcullis audit" shows it (the first ones are the
-// time, shared by IDs minted close together); selecting the row shows it in
-// full.
-func auditShort(id string) string {
-	if len(id) <= 8 {
-		return id
-	}
-	return id[len(id)-8:]
-}
-
 func agentText(a audit.Agent) string {
 	name := strings.TrimSpace(a.Name + " " + a.Version)
 	if name == "" && a.Executable != "" {
@@ -588,7 +577,7 @@ func sessionDetail(v *auditView, s audit.Session) string {
 func callDetail(v *auditView, c audit.Call) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Call %s (seq %d) at %s: %s on %s, agent run %s, epoch %s, catalog revision %s.",
-		auditOrDash(c.Call), c.Seq, v.when(c.TS), c.Tool, c.ServerLabel, c.AgentRun, auditOrDash(c.Epoch), auditOrDash(revText(c.CatalogRevision)))
+		auditOrDash(string(c.Call)), c.Seq, v.when(c.TS), c.Tool, c.ServerLabel, c.AgentRun, auditOrDash(string(c.Epoch)), auditOrDash(revText(c.CatalogRevision)))
 	switch c.Decision {
 	case "denied":
 		fmt.Fprintf(&b, "\nRefused: %s.", c.Reason)

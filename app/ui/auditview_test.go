@@ -273,20 +273,6 @@ func TestVerifyText(t *testing.T) {
 	}
 }
 
-func TestAuditShort(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                           "",
-		"req-1":                      "req-1",
-		"12345678":                   "12345678",
-		"123456789":                  "23456789",
-		"01JQ7R4S4S0QJ7GZP1S2XYZWAB": "S2XYZWAB",
-	} {
-		if got := auditShort(in); got != want {
-			t.Errorf("auditShort(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // columnsFit checks that the columns fit a table width wide, and that each
 // fixed column shows its title and every value of rows in full.
 func columnsFit[T any](t *testing.T, name string, tbl *widget.Table, v *auditView, cols []auditColumn[T], rows []T, width float32) {

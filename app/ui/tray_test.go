@@ -80,7 +80,7 @@ func TestTrayFollowsEvents(t *testing.T) {
 	next() // Run's first refresh
 
 	d.set(daemon.StatusReport{Runs: []gateway.Status{run("r1", "inventory", gateway.StateReady, epochA, 12)}})
-	want := []string{"inventory — ready · epoch …AAAAAA · catalog r12", "—", "No approvals waiting", "Restart inventory",
+	want := []string{"inventory — ready · epoch S2AAAAAA · catalog r12", "—", "No approvals waiting", "Restart inventory",
 		"—", "Preferences…", "Audit log…", "Launch at login", "—", "Quit Portcullis"}
 	if d := cmp.Diff(want, next()); d != "" {
 		t.Fatalf("menu after a change (-want +got):\n%s", d)
@@ -98,7 +98,7 @@ func TestTrayFollowsEvents(t *testing.T) {
 	f.mu.Unlock()
 	f.ch <- authz.Event{Kind: authz.EventRaised, Request: req}
 	got := next()
-	if got[0] != "inventory — waiting for approval · epoch …AAAAAA · catalog r12" || got[2] != "Approvals (1)…" {
+	if got[0] != "inventory — waiting for approval · epoch S2AAAAAA · catalog r12" || got[2] != "Approvals (1)…" {
 		t.Errorf("menu with a request waiting: %q", got)
 	}
 	if tr.State() != TrayApproval || !tr.Approval.Visible() {
@@ -156,7 +156,7 @@ func TestTrayAuditFailure(t *testing.T) {
 		t.Fatalf("notifications %+v, want one about the audit log", sent)
 	}
 	d.set(daemon.StatusReport{Runs: ready})
-	if got := next(); got[0] != "inventory — ready · epoch …AAAAAA · catalog r3" || tr.State() != TrayReady {
+	if got := next(); got[0] != "inventory — ready · epoch S2AAAAAA · catalog r3" || tr.State() != TrayReady {
 		t.Errorf("after recovery: state %v, menu %q", tr.State(), got)
 	}
 	d.set(failing)

@@ -8,6 +8,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // TrayState is what the menu-bar icon shows.
@@ -140,7 +141,7 @@ func countLabel(runs []gateway.Status, label string) int {
 
 // runLine is the menu line of one agent run:
 //
-//	inventory-local — ready · epoch …S1S2 · catalog r13
+//	inventory-local — ready · epoch 7GZP1S2X · catalog r13
 //
 // withAgent adds the agent's executable name and pid, to tell apart several
 // runs of one server.
@@ -155,7 +156,7 @@ func runLine(r gateway.Status, waiting, withAgent bool) string {
 	}
 	line += " — " + stateText(r.State, waiting)
 	if r.Epoch != "" {
-		line += " · epoch " + shortEpoch(r.Epoch)
+		line += " · epoch " + ids.EpochID(r.Epoch).Short()
 	}
 	if r.CatalogRevision != 0 {
 		line += fmt.Sprintf(" · catalog r%d", r.CatalogRevision)
@@ -188,16 +189,6 @@ func stateText(s gateway.State, waiting bool) string {
 		return "ended"
 	}
 	return string(s)
-}
-
-// shortEpoch is the last six characters of an epoch ULID after an
-// ellipsis: the random part, which tells epochs apart (the leading ten
-// characters are the launch time).
-func shortEpoch(e string) string {
-	if len(e) <= 6 {
-		return e
-	}
-	return "…" + e[len(e)-6:]
 }
 
 // approvalsLine is the label of the approvals entry.

@@ -29,12 +29,12 @@ func TestRunLine(t *testing.T) {
 		withAgent bool
 		want      string
 	}{
-		{"ready", run("r1", "inventory", gateway.StateReady, epochA, 13), false, false, "inventory — ready · epoch …AAAAAA · catalog r13"},
-		{"waiting wins over state", run("r1", "inventory", gateway.StateReady, epochB, 14), true, false, "inventory — waiting for approval · epoch …BBBBBB · catalog r14"},
-		{"identity pending, no catalog yet", run("r1", "inventory", gateway.StateIdentityPending, epochB, 0), false, false, "inventory — identity pending · epoch …BBBBBB"},
+		{"ready", run("r1", "inventory", gateway.StateReady, epochA, 13), false, false, "inventory — ready · epoch S2AAAAAA · catalog r13"},
+		{"waiting wins over state", run("r1", "inventory", gateway.StateReady, epochB, 14), true, false, "inventory — waiting for approval · epoch S2BBBBBB · catalog r14"},
+		{"identity pending, no catalog yet", run("r1", "inventory", gateway.StateIdentityPending, epochB, 0), false, false, "inventory — identity pending · epoch S2BBBBBB"},
 		{"failed before any epoch", run("r1", "inventory", gateway.StateFailed, "", 0), false, false, "inventory — failed"},
-		{"crash-looping", run("r1", "echo", gateway.StateCrashLooping, epochA, 2), false, false, "echo — crash-looping · epoch …AAAAAA · catalog r2"},
-		{"two runs of a label name the agent", run("r1", "echo", gateway.StateReady, epochA, 2), false, true, "echo (claude 4242) — ready · epoch …AAAAAA · catalog r2"},
+		{"crash-looping", run("r1", "echo", gateway.StateCrashLooping, epochA, 2), false, false, "echo — crash-looping · epoch S2AAAAAA · catalog r2"},
+		{"two runs of a label name the agent", run("r1", "echo", gateway.StateReady, epochA, 2), false, true, "echo (claude 4242) — ready · epoch S2AAAAAA · catalog r2"},
 		{"unknown state shown as is", run("r1", "echo", gateway.State("odd"), "", 0), false, false, "echo — odd"},
 	}
 	for _, tt := range tests {
@@ -116,9 +116,9 @@ func TestMenuModel(t *testing.T) {
 			pending: pendingFor("r1", "r1"),
 			login:   loginState{Available: true},
 			want: append([]menuEntry{
-				{Kind: entryInfo, Label: "pub (claude 4242) — waiting for approval · epoch …BBBBBB · catalog r4", Disabled: true},
-				{Kind: entryInfo, Label: "echo — ready · epoch …AAAAAA · catalog r1", Disabled: true},
-				{Kind: entryInfo, Label: "pub (claude 4242) — identity pending · epoch …AAAAAA", Disabled: true},
+				{Kind: entryInfo, Label: "pub (claude 4242) — waiting for approval · epoch S2BBBBBB · catalog r4", Disabled: true},
+				{Kind: entryInfo, Label: "echo — ready · epoch S2AAAAAA · catalog r1", Disabled: true},
+				{Kind: entryInfo, Label: "pub (claude 4242) — identity pending · epoch S2AAAAAA", Disabled: true},
 				sep,
 				{Kind: entryApprovals, Label: "Approvals (2)…"},
 				{Kind: entryRestart, Label: "Restart echo", Server: "echo"},

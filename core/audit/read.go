@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Readers (Tail, Follow, Sessions, Activity) parse lines without checking
@@ -176,7 +178,7 @@ func (f Filter) match(server, run string) bool {
 
 // Session is one agent run as the log tells it.
 type Session struct {
-	AgentRun    string
+	AgentRun    ids.RunID
 	ServerLabel string
 	Agent       Agent
 	Started     time.Time // zero when run_started is not in the log
@@ -193,8 +195,8 @@ type Session struct {
 type Grant struct {
 	Seq             uint64
 	TS              time.Time
-	Request         string
-	Epoch           string
+	Request         ids.RequestID
+	Epoch           ids.EpochID
 	ToolScope       []string
 	CredentialScope []string
 	ExpiresWhen     string
@@ -208,7 +210,7 @@ func Sessions(dir string, f Filter) ([]Session, error) {
 	get := func(run, server string, e Event) *Session {
 		s := byRun[run]
 		if s == nil {
-			s = &Session{AgentRun: run, ServerLabel: server, StartSeq: e.Seq}
+			s = &Session{AgentRun: ids.RunID(run), ServerLabel: server, StartSeq: e.Seq}
 			byRun[run] = s
 			order = append(order, run)
 		}
@@ -236,7 +238,7 @@ func Sessions(dir string, f Filter) ([]Session, error) {
 				return nil
 			}
 			s := get(v.AgentRun, v.ServerLabel, e)
-			s.Grants = append(s.Grants, Grant{Seq: e.Seq, TS: e.TS, Request: v.Request, Epoch: v.Epoch, ToolScope: v.ToolScope, CredentialScope: v.CredentialScope, ExpiresWhen: v.ExpiresWhen})
+			s.Grants = append(s.Grants, Grant{Seq: e.Seq, TS: e.TS, Request: ids.RequestID(v.Request), Epoch: ids.EpochID(v.Epoch), ToolScope: v.ToolScope, CredentialScope: v.CredentialScope, ExpiresWhen: v.ExpiresWhen})
 		case TypeToolCalled:
 			var v ToolCalled
 			if e.DecodeFields(&v) != nil || !f.match(v.ServerLabel, v.AgentRun) {
@@ -271,14 +273,14 @@ func Sessions(dir string, f Filter) ([]Session, error) {
 type Call struct {
 	Seq             uint64 // tool_called or authorization_denied event
 	TS              time.Time
-	Call            string
-	AgentRun        string
+	Call            ids.CallID
+	AgentRun        ids.RunID
 	ServerLabel     string
 	Tool            string
-	Epoch           string
+	Epoch           ids.EpochID
 	CatalogRevision uint64
 	Decision        string // "allow", "grant" or "denied"
-	Grant           string
+	Grant           ids.GrantID
 	Reason          string
 	ArgsDigest      string
 	ArgKeys         []string
@@ -302,8 +304,8 @@ func Activity(dir string, f Filter) ([]Call, error) {
 				return nil
 			}
 			open[[2]string{v.AgentRun, v.Call}] = len(calls)
-			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: v.Call, AgentRun: v.AgentRun, ServerLabel: v.ServerLabel,
-				Tool: v.Tool, Epoch: v.Epoch, CatalogRevision: v.CatalogRevision, Decision: v.Decision, Grant: v.Grant,
+			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: ids.CallID(v.Call), AgentRun: ids.RunID(v.AgentRun), ServerLabel: v.ServerLabel,
+				Tool: v.Tool, Epoch: ids.EpochID(v.Epoch), CatalogRevision: v.CatalogRevision, Decision: v.Decision, Grant: ids.GrantID(v.Grant),
 				ArgsDigest: v.ArgsDigest, ArgKeys: v.ArgKeys})
 		case TypeToolCompleted:
 			var v ToolCompleted
@@ -324,8 +326,8 @@ func Activity(dir string, f Filter) ([]Call, error) {
 			if e.DecodeFields(&v) != nil || !f.match(v.ServerLabel, v.AgentRun) {
 				return nil
 			}
-			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: v.Call, AgentRun: v.AgentRun, ServerLabel: v.ServerLabel,
-				Tool: v.Tool, Epoch: v.CurrentEpoch, CatalogRevision: v.CatalogRevision, Decision: "denied", Reason: v.Reason})
+			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: ids.CallID(v.Call), AgentRun: ids.RunID(v.AgentRun), ServerLabel: v.ServerLabel,
+				Tool: v.Tool, Epoch: ids.EpochID(v.CurrentEpoch), CatalogRevision: v.CatalogRevision, Decision: "denied", Reason: v.Reason})
 		}
 		return nil
 	})

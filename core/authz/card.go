@@ -102,16 +102,20 @@ func (c Card) Lines() []string {
 		add("Command: %s", CommandText(c.LaunchCommand))
 	}
 	if c.Executable != "" {
-		add("Executable: %s (sha256 %s)", c.Executable, ShortDigest(c.ExecutableDigest))
+		add("Executable: %s (sha256 %s)", c.Executable, identity.ShortDigest(c.ExecutableDigest))
 	}
 	if c.Entry != "" {
-		add("Entry: %s (sha256 %s)", c.Entry, ShortDigest(c.EntryDigest))
+		add("Entry: %s (sha256 %s)", c.Entry, identity.ShortDigest(c.EntryDigest))
 	}
 	if c.Identity != "" {
-		add("Identity digest: %s", ShortDigest(c.Identity))
+		add("Identity digest: %s", identity.ShortDigest(c.Identity))
 	}
 	for _, ch := range c.IdentityChanges {
-		add("  changed on disk: %s %s (%s → %s)", ch.Field, ch.Path, ShortDigest(ch.Old), ShortDigest(ch.New))
+		what := ch.Field
+		if ch.Path != "" {
+			what += " " + ch.Path
+		}
+		add("  changed on disk: %s (%s → %s)", what, identity.ShortDigest(ch.Old), identity.ShortDigest(ch.New))
 	}
 	if len(c.CatalogChanges) > 0 {
 		add("Catalog: revision %d → %d", c.ApprovedRevision, c.CatalogRevision)
@@ -181,19 +185,6 @@ func EpochText(epoch string) string {
 		return "not started yet"
 	}
 	return epoch
-}
-
-// ShortDigest is the first twelve hex digits of a digest (its "sha256:"
-// prefix dropped), "none" for an absent one.
-func ShortDigest(d string) string {
-	d = strings.TrimPrefix(d, identity.DigestPrefix)
-	if len(d) > 12 {
-		return d[:12] + "…"
-	}
-	if d == "" {
-		return "none"
-	}
-	return d
 }
 
 func sha256Hex(s string) string {

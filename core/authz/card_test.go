@@ -73,6 +73,7 @@ func TestCardLines(t *testing.T) {
 				LaunchCommand: []string{"/srv/notes", "--db", "my notes.db"}, Executable: "/srv/notes", ExecutableDigest: digestB,
 				IdentityChanges: []identity.Change{
 					{Field: "resolvedExecutable", Path: "/srv/notes", Old: digestA, New: digestB},
+					{Field: "runtime", Old: "node v22.14.0", New: "node v24.1.0"},
 					{Field: "lockfile", Path: "/srv/go.sum", Old: "", New: "sha256:1234"},
 				},
 				CredentialScope: []string{"notes-token"}},
@@ -85,6 +86,8 @@ func TestCardLines(t *testing.T) {
 				"Executable: /srv/notes (sha256 bbbbbbbbbbbb…)",
 				"Identity digest: aaaaaaaaaaaa…",
 				"  changed on disk: resolvedExecutable /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
+				// A runtime version is not a digest: shown whole.
+				"  changed on disk: runtime (node v22.14.0 → node v24.1.0)",
 				"  changed on disk: lockfile /srv/go.sum (none → 1234)",
 				"Credentials: notes-token — in the environment of this launch",
 			},

@@ -8,6 +8,11 @@
 // other operation the Reply is the whole answer and the daemon closes the
 // connection.
 //
+// This package is the whole contract between the shim and the daemon: the
+// connect handshake (Connect, ConnectReply), the line that ends the agent's
+// input (EndOfInput), the drain timeout the daemon sends in its reply, and
+// the shape of the refusals both answer the agent with (Refusal).
+//
 // The socket lives in a directory of mode 0700 and is itself 0600; the
 // daemon also checks the peer's uid from the kernel (SO_PEERCRED,
 // LOCAL_PEERCRED) and refuses other users. A decision (OpDecide) is
@@ -23,6 +28,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Version is the control protocol version carried in every Hello.
@@ -55,11 +62,15 @@ type Hello struct {
 // name for the failure (for example "unknown_server", "config_invalid"),
 // Error the text for a person.
 type Reply struct {
-	OK    bool            `json:"ok"`
-	Error string          `json:"error,omitempty"`
-	Code  string          `json:"code,omitempty"`
-	Run   string          `json:"run,omitempty"` // the new agent run's ULID, for connect
-	Data  json.RawMessage `json:"data,omitempty"`
+	OK    bool      `json:"ok"`
+	Error string    `json:"error,omitempty"`
+	Code  string    `json:"code,omitempty"`
+	Run   ids.RunID `json:"run,omitempty"` // the new agent run's ULID, for connect
+	// DrainTimeoutMS is, for connect, how long the run goes on after
+	// EndOfInput for the answers to the requests sent before, in
+	// milliseconds (see Reply.DrainTimeout).
+	DrainTimeoutMS int64           `json:"drainTimeoutMs,omitempty"`
+	Data           json.RawMessage `json:"data,omitempty"`
 }
 
 // ErrNoDaemon is wrapped when nothing listens on the socket.

@@ -52,14 +52,14 @@ var signRetry = 30 * time.Second // a variable for tests
 
 // followAuditSigning applies settings.auditSigning to the open log each
 // time kickSigning is called, and every signRetry while the last attempt
-// failed, until ctx ends.
-func (d *Daemon) followAuditSigning(ctx context.Context) {
+// failed, until ctx ends (a service).
+func (d *Daemon) followAuditSigning(ctx context.Context) error {
 	retry := time.NewTicker(signRetry)
 	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-d.signKick:
 		case <-retry.C:
 			d.mu.Lock()

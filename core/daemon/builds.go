@@ -86,12 +86,12 @@ func (d *Daemon) rewatch(label string) {
 	}
 }
 
-// builds handles settled file changes until ctx ends.
-func (d *Daemon) builds(ctx context.Context) {
+// builds handles settled file changes until ctx ends (a service).
+func (d *Daemon) builds(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case ev := <-d.watcher.Events():
 			d.onBuild(ctx, ev)
 		}

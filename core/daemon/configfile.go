@@ -11,7 +11,6 @@ import (
 
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/internal/atomicfile"
-	"github.com/portcullis/portcullis/core/watch"
 )
 
 // configSettle is how long the configuration file must stay quiet after a
@@ -187,12 +186,12 @@ func (d *Daemon) fresh() *config.Config {
 // or in Preferences reaches running agent runs by itself (applyPolicies
 // tells their agents), until ctx ends. The file's directory is watched
 // (config.Save renames a new file over the old one), and so is the
-// directory of the file a symbolic link points to.
-func (d *Daemon) watchConfig(ctx context.Context) {
-	w, err := watch.New(configSettle, d.log)
+// directory of the file a symbolic link points to. It is a service: its
+// error says why the file is no longer watched.
+func (d *Daemon) watchConfig(ctx context.Context) error {
+	w, err := d.newWatcher(configSettle, d.log)
 	if err != nil {
-		d.log.Warn("cannot watch the configuration file; changes take effect at the next tool call", "err", err)
-		return
+		return fmt.Errorf("cannot watch the configuration file; changes take effect at the next tool call: %w", err)
 	}
 	path := d.opts.Dirs.ConfigFile()
 	var target string
@@ -211,11 +210,19 @@ func (d *Daemon) watchConfig(ctx context.Context) {
 		}
 	}
 	set()
-	go func() { _ = w.Serve(ctx) }()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- w.Serve(ctx) }()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return <-served
+		case err := <-served:
+			if err == nil {
+				err = errors.New("it stopped")
+			}
+			return fmt.Errorf("the configuration file's watcher stopped; changes take effect at the next tool call: %w", err)
 		case <-w.Events():
 			_, _ = d.config()
 			set()
@@ -226,11 +233,11 @@ func (d *Daemon) watchConfig(ctx context.Context) {
 // applyPolicies has every live agent run check, after each configuration
 // change, whether the tools its agent sees changed (a tool denied or no
 // longer denied), until ctx ends.
-func (d *Daemon) applyPolicies(ctx context.Context) {
+func (d *Daemon) applyPolicies(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-d.policyKick:
 			d.mu.Lock()
 			for _, s := range d.runs {

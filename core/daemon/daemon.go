@@ -35,6 +35,7 @@ import (
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/core/secrets"
 	"github.com/portcullis/portcullis/core/supervisor"
@@ -66,6 +67,10 @@ type Options struct {
 	// Settle is how long writes must pause before a build counts as
 	// complete (default 300 ms).
 	Settle time.Duration
+	// DrainTimeout bounds how long an agent run goes on after the agent's
+	// input ended, for the answers to the requests sent before (default
+	// control.DefaultDrainTimeout). The reply to connect tells the shim.
+	DrainTimeout time.Duration
 	// AuditKey signs the audit log (HMAC-SHA256); nil leaves it unsigned.
 	AuditKey []byte
 	// AuditNote says why AuditKey is nil, for `portcullis status` (see
@@ -93,8 +98,11 @@ type Daemon struct {
 	validate *catalog.Validator
 	audit    *audit.Log  // set once by Serve before any connection
 	auditW   *recovering // the same log, recovering after write failures
-	watcher  *watch.Watcher
+	watcher  fileWatcher // the build watcher
 	authz    *authz.Authority
+
+	// newWatcher makes the configuration file's watcher (newFileWatcher).
+	newWatcher func(settle time.Duration, log *slog.Logger) (fileWatcher, error)
 
 	// loadMu serializes reading the configuration file (config, fresh).
 	loadMu sync.Mutex
@@ -152,6 +160,9 @@ func New(o Options) (*Daemon, error) {
 	if o.Settle <= 0 {
 		o.Settle = 300 * time.Millisecond
 	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = control.DefaultDrainTimeout
+	}
 	stamp := stampOf(o.Dirs.ConfigFile())
 	cfg, data, from, err := loadAtStart(o.Dirs.ConfigFile())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -200,6 +211,7 @@ func New(o Options) (*Daemon, error) {
 
 		policyKick: make(chan struct{}, 1),
 		signKick:   make(chan struct{}, 1),
+		newWatcher: newFileWatcher,
 	}
 	d.rememberLocked(cfg)
 	d.authz = authz.New(authz.Options{
@@ -301,11 +313,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
-	go func() { _ = d.watcher.Serve(ctx) }()
-	go d.builds(ctx)
-	go d.watchConfig(ctx)
-	go d.applyPolicies(ctx)
-	go d.followAuditSigning(ctx)
+	waitServices := d.startServices(ctx, d.services())
 	d.log.Info("daemon listening", "socket", sock)
 	for {
 		c, err := ln.Accept()
@@ -324,8 +332,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		}()
 	}
 	// Agent runs end when their context is cancelled; wait for their
-	// servers to be stopped.
+	// servers to be stopped, and for the services.
 	d.wg.Wait()
+	waitServices()
 	_ = os.Remove(sock)
 	return nil
 }
@@ -491,6 +500,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 		Policy:         d.policy(label),
 		StartupTimeout: srv.StartupTimeoutOrDefault(),
 		HoldTimeout:    cfg.Settings.HoldTimeoutOrDefault(),
+		DrainTimeout:   d.opts.DrainTimeout,
 		MaxMessage:     cfg.Settings.MaxMessageOrDefault(),
 		RestartOnCrash: true,
 		Audit:          d.auditW,
@@ -506,7 +516,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 	defer d.forgetAgent(runID)
 	d.notify()
 	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
-	reply(c, control.Reply{Run: runID})
+	reply(c, control.ConnectReply(ids.RunID(runID), d.opts.DrainTimeout))
 
 	err := sess.Serve(ctx, br, c)
 	st := sess.Status()

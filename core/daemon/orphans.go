@@ -144,7 +144,7 @@ func (d *Daemon) closeAbandonedRuns(ctx context.Context) {
 			continue
 		}
 		if _, err := d.auditW.Append(ctx, audit.TypeRunEnded, audit.RunEnded{
-			AgentRun: s.AgentRun, ServerLabel: s.ServerLabel,
+			AgentRun: string(s.AgentRun), ServerLabel: s.ServerLabel,
 			Reason: "the daemon stopped without ending this run (killed or crashed); its server was stopped by the next daemon",
 		}); err != nil {
 			d.log.Warn("closing an abandoned run in the audit log", "run", s.AgentRun, "err", err)

@@ -1,40 +1,10 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
-	"github.com/portcullis/portcullis/core/mcpwire"
-)
-
-// Reason is the machine-readable name of a refusal, carried as "error" in the
-// JSON-RPC error's data (DESIGN.md, "The refresh contract").
-type Reason string
-
-// The refusals the gateway answers with. Each has its own JSON-RPC error code
-// outside the range −32768…−32000 that JSON-RPC 2.0 (section 5.1) reserves,
-// as MCP 2026-07-28 (basic/index, "Error codes") asks of new codes.
-const (
-	CatalogStale          Reason = "catalog_stale"
-	InvalidArguments      Reason = "invalid_arguments"
-	AuthorizationStale    Reason = "authorization_stale"
-	ApprovalDenied        Reason = "approval_denied"
-	ApprovalTimeout       Reason = "approval_timeout"
-	CredentialUnavailable Reason = "credential_unavailable"
-	EpochEnded            Reason = "epoch_ended"
-	ServerUnavailable     Reason = "server_unavailable"
-	MessageTooLarge       Reason = "message_too_large"
-	InvalidResponse       Reason = "invalid_response"
-	AuditUnavailable      Reason = "audit_unavailable"
-	HoldTimeout           Reason = "hold_timeout"
-	// UnknownTool answers a tools/call naming a tool the current revision
-	// does not have, when the agent already holds that revision. It uses
-	// JSON-RPC's -32602 (Invalid params), as MCP's server/tools section
-	// specifies for unknown tools.
-	UnknownTool Reason = "unknown_tool"
 )
 
 // ErrCredentialUnavailable is wrapped by a Launcher's error when a
@@ -59,77 +29,4 @@ func launchRefusal(err error) Reason {
 		return ApprovalDenied
 	}
 	return ServerUnavailable
-}
-
-// Code returns the JSON-RPC error code of r.
-func (r Reason) Code() int {
-	switch r {
-	case UnknownTool:
-		return -32602
-	case CatalogStale:
-		return -31010
-	case InvalidArguments:
-		return -31011
-	case AuthorizationStale:
-		return -31020
-	case ApprovalDenied:
-		return -31021
-	case ApprovalTimeout:
-		return -31022
-	case CredentialUnavailable:
-		return -31023
-	case EpochEnded:
-		return -31030
-	case ServerUnavailable:
-		return -31031
-	case HoldTimeout:
-		return -31032
-	case MessageTooLarge:
-		return -31040
-	case InvalidResponse:
-		return -31041
-	case AuditUnavailable:
-		return -31050
-	}
-	return -31000
-}
-
-// Refusal is the data of a JSON-RPC error that the gateway answers instead of
-// forwarding a request. Error names the refusal; the other fields are set when
-// they apply. Its JSON form is the object DESIGN.md shows, for example
-//
-//	{"error":"authorization_stale","reason":"server execution epoch changed",
-//	 "approvedEpoch":"01JQ…","currentEpoch":"01JR…",
-//	 "retry":"refresh tool metadata and request authorization"}
-type Refusal struct {
-	Error         Reason `json:"error"`
-	Reason        string `json:"reason"`
-	Server        string `json:"server,omitempty"`
-	Tool          string `json:"tool,omitempty"`
-	Epoch         string `json:"epoch,omitempty"`         // the epoch the call was sent to
-	ApprovedEpoch string `json:"approvedEpoch,omitempty"` // the epoch a grant was bound to
-	CurrentEpoch  string `json:"currentEpoch,omitempty"`  // the epoch that would receive a new call
-	// AgentRevision is the catalog revision the agent last fetched;
-	// CurrentRevision the one in force.
-	AgentRevision   uint64   `json:"agentRevision,omitempty"`
-	CurrentRevision uint64   `json:"currentRevision,omitempty"`
-	Problems        []string `json:"problems,omitempty"`
-	ExitStatus      string   `json:"exitStatus,omitempty"`
-	StderrTail      []string `json:"stderrTail,omitempty"`
-	Limit           int      `json:"limit,omitempty"` // bytes, for message_too_large
-	Retry           string   `json:"retry,omitempty"` // what the agent should do next
-}
-
-// Message is the human- and model-readable error message of r.
-func (r *Refusal) Message() string {
-	msg := fmt.Sprintf("%s: %s", r.Error, r.Reason)
-	if r.Retry != "" {
-		msg += "; " + r.Retry
-	}
-	return msg
-}
-
-// Response encodes r as a JSON-RPC error response to id.
-func (r *Refusal) Response(id json.RawMessage) []byte {
-	return mcpwire.NewError(id, r.Error.Code(), r.Message(), r)
 }

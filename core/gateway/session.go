@@ -396,22 +396,6 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	return err
 }
 
-// EndOfInput is the line the `connect` shim sends when the agent's input
-// ends (the agent closed its stdin, as MCP's stdio transport shuts down).
-// The run then ends once every request the agent sent before is answered,
-// at most DrainTimeout later: an agent that pipes its requests and closes
-// its input at once still gets every answer, as from a server it had
-// started itself. The shim keeps the connection open meanwhile, so that an
-// end of the connection, with or without EndOfInput before, always means
-// that the agent or its shim is gone (killed, crashed): the run ends at
-// once. It begins with a NUL byte, which never begins a line of JSON, and
-// the shim never forwards an agent's line beginning with one, so no agent
-// can send it.
-const EndOfInput = "\x00portcullis: end of agent input"
-
-// DefaultDrainTimeout is the default of Options.DrainTimeout.
-const DefaultDrainTimeout = 60 * time.Second
-
 // agentWriteGrace bounds the writes to the agent once its run ends (see
 // Serve), when its connection can take a deadline (a net.Conn).
 var agentWriteGrace = 5 * time.Second // a variable for tests

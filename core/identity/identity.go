@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,21 @@ import (
 
 // DigestPrefix is the prefix of every digest string this package produces.
 const DigestPrefix = "sha256:"
+
+// ShortDigest is how a digest is shown to a person: the first twelve hex
+// digits of a "sha256:" digest followed by an ellipsis, "none" for an
+// absent one. Other values that stand where digests do (a runtime version,
+// a path) are kept whole.
+func ShortDigest(d string) string {
+	if d == "" {
+		return "none"
+	}
+	h, ok := strings.CutPrefix(d, DigestPrefix)
+	if ok && len(h) > 12 {
+		return h[:12] + "…"
+	}
+	return h
+}
 
 // ErrCommandNotFound reports that a launch command does not resolve to an
 // executable regular file (missing from PATH, missing on disk, a directory, or

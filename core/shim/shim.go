@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/control"
-	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -48,6 +47,10 @@ type Options struct {
 	Stdout     io.Writer
 	Stderr     io.Writer
 	MaxMessage int // mcpwire.DefaultMaxMessage when 0
+	// CloseAllowance is how long, after the drain timeout the daemon sent
+	// in its reply to connect, the shim waits for the daemon to close once
+	// the agent's input ended (control.CloseAllowance when 0).
+	CloseAllowance time.Duration
 }
 
 // Run relays until the agent closes its input (exit code 0) or the daemon
@@ -90,8 +93,7 @@ type StartError struct {
 func (e *StartError) Error() string { return e.Reason }
 
 func dial(ctx context.Context, o Options) (*control.Conn, error) {
-	hello := control.Hello{Op: control.OpConnect, Label: o.Label}
-	conn, err := control.Dial(o.Socket, hello, 10*time.Second)
+	conn, err := control.Connect(o.Socket, o.Label, 10*time.Second)
 	if err == nil || !errors.Is(err, control.ErrNoDaemon) || o.Start == nil {
 		return conn, err
 	}
@@ -111,7 +113,7 @@ func dial(ctx context.Context, o Options) (*control.Conn, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		conn, err = control.Dial(o.Socket, hello, 10*time.Second)
+		conn, err = control.Connect(o.Socket, o.Label, 10*time.Second)
 		if err == nil || !errors.Is(err, control.ErrNoDaemon) {
 			return conn, err
 		}
@@ -122,7 +124,7 @@ func dial(ctx context.Context, o Options) (*control.Conn, error) {
 			// The daemon started here ended before it answered. Another
 			// daemon may have won the race to the socket (the one started
 			// here then exits at once): one more try tells.
-			conn, err = control.Dial(o.Socket, hello, 10*time.Second)
+			conn, err = control.Connect(o.Socket, o.Label, 10*time.Second)
 			if err == nil || !errors.Is(err, control.ErrNoDaemon) {
 				return conn, err
 			}
@@ -184,15 +186,15 @@ func oneLine(s string) string {
 	return b.String()
 }
 
-func unavailable(o Options, reason string) *gateway.Refusal {
-	return &gateway.Refusal{
-		Error: gateway.ServerUnavailable, Server: o.Label, Reason: reason,
+func unavailable(o Options, reason string) *control.Refusal {
+	return &control.Refusal{
+		Error: control.ServerUnavailable, Server: o.Label, Reason: reason,
 		Retry: "start Portcullis (run `portcullis` or `portcullis daemon`) and reconnect",
 	}
 }
 
 // refused words a daemon's refusal of the connection for the agent.
-func refused(o Options, r control.Reply) *gateway.Refusal {
+func refused(o Options, r control.Reply) *control.Refusal {
 	ref := unavailable(o, r.Error)
 	switch r.Code {
 	case "unknown_server":
@@ -210,7 +212,7 @@ func refused(o Options, r control.Reply) *gateway.Refusal {
 // server/discover first and falls back to initialize on an error, so
 // answering only the first request would leave the initialize that follows
 // without an answer and the agent would see a bare EOF instead of the reason.
-func answerRequests(o Options, ref *gateway.Refusal) {
+func answerRequests(o Options, ref *control.Refusal) {
 	r := mcpwire.NewReader(o.Stdin, o.MaxMessage)
 	for {
 		line, err := r.ReadLine()
@@ -339,9 +341,9 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 				}
 				break
 			}
-			if len(line) > 0 && line[0] == 0 {
+			if control.Reserved(line) {
 				// Never JSON; and the daemon reserves such lines for
-				// gateway.EndOfInput, which only this shim sends.
+				// control.EndOfInput, which only this shim sends.
 				warn("a line from the agent begins with a NUL byte; answered as a parse error, not forwarded")
 				if err = writeAgent(append(mcpwire.NewError(nil, mcpwire.CodeParseError, "Parse error: the line begins with a NUL byte, which is not JSON", nil), '\n')); err != nil {
 					break
@@ -355,7 +357,7 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 				break
 			}
 		}
-		if errors.Is(err, io.EOF) && writeDaemon([]byte(gateway.EndOfInput)) == nil {
+		if errors.Is(err, io.EOF) && writeDaemon([]byte(control.EndOfInput)) == nil {
 			// The agent closed its input (MCP stdio's shutdown): the
 			// daemon answers what it sent before, then stops the server
 			// and closes. The connection stays open until then: its end
@@ -411,6 +413,19 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 		}
 	}()
 
+	// answerLost answers the requests left waiting, with reason the
+	// daemon will not answer them, says it on stderr and gives the exit
+	// status.
+	answerLost := func(reason string, left []json.RawMessage) int {
+		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, reason)
+		// Each of these was handed to the daemon, which may have sent it
+		// to the server.
+		inFlight := reason + " while this request was in flight: it may or may not have taken effect; check before retrying anything that writes"
+		for _, id := range left {
+			_ = writeAgent(append(unavailable(o, inFlight).Response(id), '\n'))
+		}
+		return 1
+	}
 	// lost answers the requests left waiting when the daemon went away
 	// (it stopped, crashed or was killed) and gives the exit status.
 	lost := func(err error, left []json.RawMessage) int {
@@ -418,14 +433,7 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 		if err != nil && !errors.Is(err, io.EOF) {
 			reason += ": " + err.Error()
 		}
-		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, reason)
-		// Each of these was handed to the daemon, which may have sent it
-		// to the server before it went away.
-		inFlight := reason + " while this request was in flight: it may or may not have taken effect; check before retrying anything that writes"
-		for _, id := range left {
-			_ = writeAgent(append(unavailable(o, inFlight).Response(id), '\n'))
-		}
-		return 1
+		return answerLost(reason, left)
 	}
 	select {
 	case err := <-daemonErr:
@@ -438,8 +446,14 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 		return lost(err, pend.drain())
 	case <-agentDone:
 		// Wait (bounded) for the daemon to answer what is in flight (it
-		// drains for at most gateway.DefaultDrainTimeout) and to close
-		// once it has stopped the server (its grace period included).
+		// drains for at most the drain timeout it sent in its reply to
+		// connect) and to close once it has stopped the server.
+		drain, allowance := conn.Reply.DrainTimeout(), o.CloseAllowance
+		if allowance <= 0 {
+			allowance = control.CloseAllowance
+		}
+		wait := time.NewTimer(drain + allowance)
+		defer wait.Stop()
 		select {
 		case err := <-daemonErr:
 			// A daemon that ends the run has answered everything first:
@@ -448,7 +462,11 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 				return lost(err, left)
 			}
 			return 0
-		case <-time.After(gateway.DefaultDrainTimeout + 45*time.Second):
+		case <-wait.C:
+			// The daemon is stuck: what it did not answer, it will not.
+			if left := pend.drain(); len(left) > 0 {
+				return answerLost(fmt.Sprintf("the Portcullis daemon did not end the run within %s of the agent's input ending (its drain timeout is %s)", drain+allowance, drain), left)
+			}
 		case <-ctx.Done():
 		}
 		return 0
@@ -465,9 +483,9 @@ func requestName(tl *mcpwire.TooLargeError) string {
 	return tl.Method + " request"
 }
 
-func refusalTooLarge(o Options, tl *mcpwire.TooLargeError, what string) *gateway.Refusal {
-	return &gateway.Refusal{
-		Error: gateway.MessageTooLarge, Server: o.Label, Limit: tl.Limit,
+func refusalTooLarge(o Options, tl *mcpwire.TooLargeError, what string) *control.Refusal {
+	return &control.Refusal{
+		Error: control.MessageTooLarge, Server: o.Label, Limit: tl.Limit,
 		Reason: fmt.Sprintf("the %s is %d bytes, over the %d-byte limit", what, tl.Size, tl.Limit),
 	}
 }

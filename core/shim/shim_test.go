@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -71,6 +71,12 @@ func fakeDaemon(t *testing.T) (socket string, conns <-chan net.Conn) {
 // fakeDaemonAt is fakeDaemon listening on socket.
 func fakeDaemonAt(t *testing.T, socket string) (string, <-chan net.Conn) {
 	t.Helper()
+	return fakeDaemonReplying(t, socket, `{"ok":true,"run":"R"}`)
+}
+
+// fakeDaemonReplying is fakeDaemonAt answering the connect with reply.
+func fakeDaemonReplying(t *testing.T, socket, reply string) (string, <-chan net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +93,7 @@ func fakeDaemonAt(t *testing.T, socket string) (string, <-chan net.Conn) {
 			c.Close()
 			return
 		}
-		_, _ = c.Write([]byte(`{"ok":true,"run":"R"}` + "\n"))
+		_, _ = c.Write([]byte(reply + "\n"))
 		ch <- &bufConn{Conn: c, r: br}
 	}()
 	return socket, ch
@@ -157,13 +163,27 @@ type relayed struct {
 // (0: the default) and waits until it connected to a fake daemon.
 func startRelay(t *testing.T, limit int) *relayed {
 	t.Helper()
-	socket, conns := fakeDaemon(t)
+	return startRelayReplying(t, Options{MaxMessage: limit}, `{"ok":true,"run":"R"}`)
+}
+
+// startRelayReplying is startRelay with the options o (Socket, Label and
+// the standard streams are set here) and a daemon that answers the
+// connect with reply.
+func startRelayReplying(t *testing.T, o Options, reply string) *relayed {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "shim-") // short: Unix socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket, conns := fakeDaemonReplying(t, filepath.Join(dir, "s"), reply)
 	agentIn, agentW := io.Pipe()
 	r := &relayed{agentW: agentW, out: &lines{}, errs: &lines{}}
 	code := make(chan int, 1)
 	r.code = code
 	go func() {
-		code <- Run(context.Background(), Options{Socket: socket, Label: "x", Stdin: agentIn, Stdout: r.out, Stderr: r.errs, MaxMessage: limit})
+		o.Socket, o.Label, o.Stdin, o.Stdout, o.Stderr = socket, "x", agentIn, r.out, r.errs
+		code <- Run(context.Background(), o)
 	}()
 	select {
 	case c := <-conns:
@@ -276,14 +296,14 @@ func TestLongIDAnswerPasses(t *testing.T) {
 }
 
 // TestEndOfInput: when the agent closes its input, the shim sends the
-// daemon gateway.EndOfInput (so that the daemon answers what was sent
+// daemon control.EndOfInput (so that the daemon answers what was sent
 // before) and waits for the daemon's answers and its close before it
 // exits 0; an agent line beginning with NUL, which could pass for that
 // marker, is answered as a parse error and never forwarded.
 func TestEndOfInput(t *testing.T) {
 	r := startRelay(t, 0)
 	agentW, out, errs, code, d := r.agentW, r.out, r.errs, r.code, r.d
-	if _, err := agentW.Write([]byte(gateway.EndOfInput + "\n" + `{"jsonrpc":"2.0","id":3,"method":"ping"}` + "\n")); err != nil {
+	if _, err := agentW.Write([]byte(control.EndOfInput + "\n" + `{"jsonrpc":"2.0","id":3,"method":"ping"}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
 	if got := out.answer(t, "null", 1); !strings.Contains(string(got), `"code":-32700`) {
@@ -296,7 +316,7 @@ func TestEndOfInput(t *testing.T) {
 		t.Fatalf("the daemon received %q, want the ping (and not the NUL line)", got)
 	}
 	agentW.Close()
-	if got := d.next(); got != gateway.EndOfInput {
+	if got := d.next(); got != control.EndOfInput {
 		t.Fatalf("after the agent's input ended the daemon received %q, want EndOfInput", got)
 	}
 	// The daemon still answers, then closes; the shim passes the answer on.
@@ -515,7 +535,7 @@ func TestDaemonDiesWhileDraining(t *testing.T) {
 	}
 	d.next()
 	agentW.Close()
-	if got := d.next(); got != gateway.EndOfInput {
+	if got := d.next(); got != control.EndOfInput {
 		t.Fatalf("the daemon received %q, want EndOfInput", got)
 	}
 	d.conn.Close() // killed, without answering 4
@@ -532,5 +552,42 @@ func TestDaemonDiesWhileDraining(t *testing.T) {
 	}
 	if !strings.Contains(errs.String(), "connection to the Portcullis daemon was lost") {
 		t.Errorf("stderr does not say the daemon was lost:\n%s", errs.String())
+	}
+}
+
+// TestDrainTimeoutFromDaemon: after the agent's input ended, the shim
+// waits for the daemon as long as the drain timeout the daemon sent in its
+// reply to connect (not the default), plus CloseAllowance; a daemon that
+// neither answers nor closes by then is stuck, and the request it holds is
+// answered server_unavailable.
+func TestDrainTimeoutFromDaemon(t *testing.T) {
+	r := startRelayReplying(t, Options{CloseAllowance: 100 * time.Millisecond}, `{"ok":true,"run":"R","drainTimeoutMs":150}`)
+	agentW, out, errs, code, d := r.agentW, r.out, r.errs, r.code, r.d
+	if _, err := agentW.Write([]byte(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"slow"}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	d.next()
+	ended := time.Now()
+	agentW.Close()
+	if got := d.next(); got != control.EndOfInput {
+		t.Fatalf("the daemon received %q, want EndOfInput", got)
+	}
+	// The daemon neither answers 4 nor closes.
+	select {
+	case c := <-code:
+		if c != 1 {
+			t.Errorf("exit code %d, want 1", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shim did not give up on the daemon within 10 s, with a drain timeout of 150 ms")
+	}
+	if waited := time.Since(ended); waited < 250*time.Millisecond {
+		t.Errorf("the shim gave up after %s, before the daemon's drain timeout (150 ms) and the allowance (100 ms)", waited)
+	}
+	if got := out.answer(t, "4", 1); !strings.Contains(string(got), "server_unavailable") || !strings.Contains(string(got), "within 250ms") {
+		t.Errorf("request 4 left by a stuck daemon: %.300s, want server_unavailable naming 250ms", got)
+	}
+	if !strings.Contains(errs.String(), "did not end the run") {
+		t.Errorf("stderr does not say the daemon did not end the run:\n%s", errs.String())
 	}
 }

@@ -65,6 +65,9 @@ Usage:
   portcullis approve ID [--once] [--tools a,b]
                                      approve for this agent run (--once: the call shown only; --tools: only these)
   portcullis deny ID                 deny a pending approval request
+  portcullis changes [--json] | confirm ID | reject ID
+                                     a change made to config.json outside Portcullis that widens trust,
+                                     held until you confirm it (reject: the file is set back)
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
   portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]   [--json]
                                      catalog revisions and their classified diff
@@ -148,7 +151,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 }
 
 // commands are the commands of Run; `CMD … --help` prints CMD's usage.
-var commands = []string{"daemon", "connect", "servers", "status", "restart", "approvals", "approve", "deny", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
+var commands = []string{"daemon", "connect", "servers", "status", "restart", "approvals", "approve", "deny", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
 
 func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	switch cmd {
@@ -168,6 +171,8 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 		return a.runDecide(authz.ApproveRun, rest)
 	case "deny":
 		return a.runDecide(authz.Deny, rest)
+	case "changes":
+		return a.runChanges(rest)
 	case "creds":
 		return a.runCreds(rest)
 	case "audit":

@@ -195,6 +195,9 @@ type eventFields struct {
 	Length          int64             `json:"length"`
 	After           uint64            `json:"after"`
 	UnsignedThrough uint64            `json:"unsignedThrough"`
+	By              string            `json:"by"`
+	ID              string            `json:"id"`
+	Held            []string          `json:"held"`
 }
 
 // eventLine renders one event for a person, on one line: UTC time with
@@ -280,6 +283,11 @@ func eventLine(e audit.Event) string {
 	case audit.TypeConfigChanged:
 		kv("file", f.File)
 		kv("changes", strings.Join(f.Changes, "; "))
+		kv("by", f.By)
+	case daemon.TypeConfigChangeHeld, daemon.TypeConfigChangeConfirmed, daemon.TypeConfigChangeRejected, daemon.TypeConfigChangeDropped:
+		kv("change", f.ID)
+		kv("held", strings.Join(f.Held, "; "))
+		kv("by", f.By)
 	}
 	if e.Type != audit.TypeAuthorizationDenied {
 		kv("reason", f.Reason)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/daemon"
 )
 
 func TestEventLine(t *testing.T) {
@@ -38,6 +39,10 @@ func TestEventLine(t *testing.T) {
 			"2026-11-30T01:02:03.456Z  #7       catalog_revised      server=inv epoch=S2BBBBBB revision=2 added=a changed=b,c"},
 		{audit.TypeConfigChanged, audit.ConfigChanged{File: "/c/config.json", Digest: "sha256:x", Changes: []string{"pub: tool a approve → allow", "b: server removed"}},
 			"2026-11-30T01:02:03.456Z  #7       config_changed       file=/c/config.json changes=\"pub: tool a approve → allow; b: server removed\""},
+		{audit.TypeConfigChanged, audit.ConfigChanged{File: "/c/config.json", Digest: "sha256:x", Changes: []string{"pub: tool a approve → allow"}, By: "cli (pid 42)"},
+			"2026-11-30T01:02:03.456Z  #7       config_changed       file=/c/config.json changes=\"pub: tool a approve → allow\" by=\"cli (pid 42)\""},
+		{daemon.TypeConfigChangeConfirmed, daemon.ConfigChangeEvent{ID: "chg-1", File: "/c/config.json", Digest: "sha256:x", Held: []string{"pub: tool a approve → allow", "settings: auditSigning true → false"}, By: "app"},
+			"2026-11-30T01:02:03.456Z  #7       config_change_confirmed change=chg-1 held=\"pub: tool a approve → allow; settings: auditSigning true → false\" by=app"},
 		{audit.TypeApprovalGranted, audit.ApprovalGranted{Request: "R", AgentRun: run, ServerLabel: "inv", Epoch: epochA, ToolScope: []string{"x", "y"}, ExpiresWhen: "agent-run-ends"},
 			"2026-11-30T01:02:03.456Z  #7       approval_granted     server=inv run=" + run + " epoch=S2AAAAAA request=R tools=x,y expires=agent-run-ends"},
 		{audit.TypeApprovalRequested, audit.ApprovalRequested{Request: "R", AgentRun: run, ServerLabel: "inv", Identity: "sha256:0123456789abcdef0123", CredentialScope: []string{"tok"}},

@@ -111,10 +111,14 @@ func (a *App) credsSet(args []string) error {
 	if err := newSecretStore().Set(scope, secret); err != nil {
 		return storeError(err, "nothing was changed")
 	}
-	if err := a.Dirs.Ensure(); err != nil {
-		return err
-	}
-	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
+	cfg, err = a.editConfig(func(c *config.Config) error {
+		if c.Credentials == nil {
+			c.Credentials = make(map[string]config.Credential)
+		}
+		c.Credentials[scope] = cred
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("the secret of %s is stored, but recording the scope failed: %w", scope, err)
 	}
 	fmt.Fprintf(a.Stdout, "Stored the secret of %s in the credential store, and its settings in %s: %s.\n",
@@ -336,8 +340,7 @@ func (a *App) credsRemove(args []string) error {
 		return fmt.Errorf("no credential scope %s in %s, and no secret stored for it", scope, a.Dirs.ConfigFile())
 	}
 	if inConfig {
-		delete(cfg.Credentials, scope)
-		if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
+		if _, err := a.editConfig(func(c *config.Config) error { delete(c.Credentials, scope); return nil }); err != nil {
 			return fmt.Errorf("the secret of %s is deleted, but removing the scope from the configuration failed: %w", scope, err)
 		}
 	}

@@ -111,6 +111,11 @@ func (a *App) runInstallOp(_ context.Context, op string, args []string) error {
 		DryRun:     *dryRun,
 		Logger:     a.logger(op),
 	}
+	// Through a running daemon: the person's change, not an outside edit.
+	opts.Save = func(c *config.Config) error {
+		_, err := a.editConfig(func(cur *config.Config) error { *cur = *c.Clone(); return nil })
+		return err
+	}
 	if home := os.Getenv(paths.EnvHome); home != "" {
 		// The agent launches `portcullis connect` without this shell's
 		// environment: the entry must carry the data directory itself.

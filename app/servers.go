@@ -27,10 +27,25 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
-// readConfig loads the configuration to show it: as loadConfig, except that
-// while config.json is missing and its last good copy exists (what a running
-// daemon has in force then), it shows the copy and says so on stderr.
+// readConfig loads the configuration to show it: the one a running daemon
+// has in force (saying on stderr when a change to the file waits for
+// confirmation, which is then not shown); with no daemon, as loadConfig,
+// except that while config.json is missing and its last good copy exists
+// (what a daemon would put in force), it shows the copy and says so on
+// stderr.
 func (a *App) readConfig() (*config.Config, error) {
+	if data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpConfig}, 5*time.Second); err == nil {
+		var st daemon.ConfigState
+		if json.Unmarshal(data, &st) == nil && st.Error == "" {
+			if cfg, err := config.Parse(st.Config, st.File); err == nil {
+				if p := st.Pending; p != nil {
+					fmt.Fprintf(a.Stderr, "portcullis: showing the configuration in force; change %s to %s waits for your confirmation and is not shown (%s): see portcullis changes\n",
+						p.ID, p.File, heldSummary(p))
+				}
+				return cfg, nil
+			}
+		}
+	}
 	cfg, err := a.loadConfig()
 	if !errors.Is(err, config.ErrMissingWithBackup) {
 		return cfg, err
@@ -54,6 +69,98 @@ func (a *App) loadConfig() (*config.Config, error) {
 		return nil, configError(err, againCommand)
 	}
 	return cfg, nil
+}
+
+// editConfig applies change to the configuration and saves it. While a
+// daemon runs, the daemon makes the change (control.OpConfigEdit): change
+// edits the configuration in force, the daemon checks that the person asks
+// (not a supervised server or the agent), records it with who made it and
+// puts it in force at once; nothing is written here. While a change made
+// to the file from outside waits for confirmation, edits are refused (an
+// edit would bury it). With no daemon, the file is written here: the daemon
+// cannot tell then who wrote it, so what in it widens trust waits for
+// confirmation when the daemon starts, which a note on stderr says.
+func (a *App) editConfig(change func(*config.Config) error) (*config.Config, error) {
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpConfig}, 5*time.Second)
+	if errors.Is(err, control.ErrNoDaemon) {
+		return a.editConfigFile(change)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st daemon.ConfigState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("reading the daemon's configuration: %w", err)
+	}
+	if st.Pending != nil {
+		return nil, fmt.Errorf("change %s to %s, made outside Portcullis, waits for your confirmation (%s): see it with portcullis changes, then confirm or reject it before editing; nothing was changed",
+			st.Pending.ID, st.Pending.File, heldSummary(st.Pending))
+	}
+	if st.Error != "" {
+		return nil, fmt.Errorf("%s is not in force as it is on disk: %s; nothing was changed", st.File, st.Error)
+	}
+	cfg, err := config.Parse(st.Config, st.File)
+	if err != nil {
+		return nil, fmt.Errorf("reading the daemon's configuration: %w", err)
+	}
+	if cfg.Servers == nil {
+		cfg.Servers = map[string]config.Server{}
+	}
+	if err := change(cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := config.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpConfigEdit, Config: b, Base: st.Digest}, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// editConfigFile is editConfig with no daemon running.
+func (a *App) editConfigFile(change func(*config.Config) error) (*config.Config, error) {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	before := cfg.Clone()
+	if cfg.Servers == nil {
+		cfg.Servers = map[string]config.Server{}
+	}
+	if err := change(cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := a.Dirs.Ensure(); err != nil {
+		return nil, err
+	}
+	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
+		return nil, err
+	}
+	if _, held := config.SplitTrust(before, cfg); len(held) > 0 {
+		var what []string
+		for _, w := range held {
+			what = append(what, w.Text)
+		}
+		fmt.Fprintf(a.Stderr, "note: no daemon is running, so %s was written directly; this widens trust (%s), which the daemon holds when it starts until you confirm it with portcullis changes confirm ID\n",
+			a.Dirs.ConfigFile(), strings.Join(what, "; "))
+	}
+	return cfg, nil
+}
+
+func heldSummary(p *daemon.PendingChange) string {
+	var what []string
+	for _, w := range p.Held {
+		what = append(what, w.Text)
+	}
+	return strings.Join(what, "; ")
 }
 
 func (a *App) runServers(args []string) error {
@@ -175,20 +282,7 @@ func (a *App) serversAdd(args []string) error {
 				k, why, a.Dirs.ConfigFile(), label, strings.ToLower(k), k, label, strings.ToLower(k))
 		}
 	}
-	cfg, err := a.loadConfig()
-	if err != nil {
-		return err
-	}
-	if err := cfg.AddServer(label, s); err != nil {
-		return err
-	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	if err := a.Dirs.Ensure(); err != nil {
-		return err
-	}
-	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
+	if _, err := a.editConfig(func(cfg *config.Config) error { return cfg.AddServer(label, s) }); err != nil {
 		return err
 	}
 	for _, n := range notes {
@@ -323,23 +417,18 @@ func (a *App) serversPolicy(args []string) error {
 		return usagef("servers policy needs LABEL TOOL allow|approve|deny (allow: no approval; approve: a person approves, once per agent run and server process; deny: hidden from the agent and refused)")
 	}
 	label, tool, policy := args[0], args[1], args[2]
-	cfg, err := a.loadConfig()
-	if err != nil {
-		return err
-	}
-	srv, ok := cfg.Servers[label]
-	if !ok {
-		return fmt.Errorf("no server labelled %q in %s", label, a.Dirs.ConfigFile())
-	}
-	if srv.Tools == nil {
-		srv.Tools = map[string]config.ToolPolicy{}
-	}
-	srv.Tools[tool] = config.ToolPolicy{Policy: policy}
-	cfg.Servers[label] = srv
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
+	if _, err := a.editConfig(func(cfg *config.Config) error {
+		srv, ok := cfg.Servers[label]
+		if !ok {
+			return fmt.Errorf("no server labelled %q in %s", label, a.Dirs.ConfigFile())
+		}
+		if srv.Tools == nil {
+			srv.Tools = map[string]config.ToolPolicy{}
+		}
+		srv.Tools[tool] = config.ToolPolicy{Policy: policy}
+		cfg.Servers[label] = srv
+		return nil
+	}); err != nil {
 		return err
 	}
 	a.warnUnknownTool(label, tool)
@@ -388,38 +477,44 @@ func (a *App) serversCred(args []string) error {
 		return usagef("servers cred needs %s", synopsis)
 	}
 	label, op, scope := args[0], args[1], args[2]
-	cfg, err := a.loadConfig()
+	var srv config.Server
+	unchanged := false
+	cfg, err := a.editConfig(func(cfg *config.Config) error {
+		var ok bool
+		srv, ok = cfg.Servers[label]
+		if !ok {
+			return fmt.Errorf("no server labelled %q in %s", label, a.Dirs.ConfigFile())
+		}
+		has := slices.Contains(srv.Credentials, scope)
+		switch {
+		case op == "add" && has:
+			unchanged = true
+			return nil
+		case op == "add":
+			if _, defined := cfg.Credentials[scope]; !defined {
+				return fmt.Errorf("no credential scope %s in %s: create it first with portcullis creds set %s --env VAR (or --meta), secret on stdin; nothing was changed", scope, a.Dirs.ConfigFile(), scope)
+			}
+			srv.Credentials = append(slices.Clone(srv.Credentials), scope)
+		case !has:
+			return fmt.Errorf("%s does not use credential scope %s (it uses: %s); nothing was changed", label, scope, orDash(strings.Join(srv.Credentials, ", ")))
+		default:
+			srv.Credentials = slices.DeleteFunc(slices.Clone(srv.Credentials), func(c string) bool { return c == scope })
+			if len(srv.Credentials) == 0 {
+				srv.Credentials = nil
+			}
+		}
+		cfg.Servers[label] = srv
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("servers cred %s %s %s: the configuration would be invalid, nothing was changed: %w", label, op, scope, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	srv, ok := cfg.Servers[label]
-	if !ok {
-		return fmt.Errorf("no server labelled %q in %s", label, a.Dirs.ConfigFile())
-	}
-	has := slices.Contains(srv.Credentials, scope)
-	switch {
-	case op == "add" && has:
+	if unchanged {
 		fmt.Fprintf(a.Stdout, "%s already uses credential scope %s; nothing changed.\n", label, scope)
 		return nil
-	case op == "add":
-		if _, defined := cfg.Credentials[scope]; !defined {
-			return fmt.Errorf("no credential scope %s in %s: create it first with portcullis creds set %s --env VAR (or --meta), secret on stdin; nothing was changed", scope, a.Dirs.ConfigFile(), scope)
-		}
-		srv.Credentials = append(slices.Clone(srv.Credentials), scope)
-	case !has:
-		return fmt.Errorf("%s does not use credential scope %s (it uses: %s); nothing was changed", label, scope, orDash(strings.Join(srv.Credentials, ", ")))
-	default:
-		srv.Credentials = slices.DeleteFunc(slices.Clone(srv.Credentials), func(c string) bool { return c == scope })
-		if len(srv.Credentials) == 0 {
-			srv.Credentials = nil
-		}
-	}
-	cfg.Servers[label] = srv
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("servers cred %s %s %s: the configuration would be invalid, nothing was changed: %w", label, op, scope, err)
-	}
-	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
-		return err
 	}
 	if op == "add" {
 		fmt.Fprintf(a.Stdout, "%s now uses credential scope %s (%s).\n", label, scope, describeCredential(cfg.Credentials[scope]))
@@ -437,14 +532,7 @@ func (a *App) serversRemove(args []string) error {
 	if len(args) != 1 {
 		return usagef("servers remove needs exactly one label")
 	}
-	cfg, err := a.loadConfig()
-	if err != nil {
-		return err
-	}
-	if err := cfg.RemoveServer(args[0]); err != nil {
-		return err
-	}
-	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
+	if _, err := a.editConfig(func(cfg *config.Config) error { return cfg.RemoveServer(args[0]) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.Stdout, "Removed %s. Agent runs already connected keep their server until they end.\n", args[0])
@@ -503,6 +591,9 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	fmt.Fprintf(w, "Portcullis daemon: running (socket %s)\n", rep.Socket)
 	if rep.ConfigError != "" {
 		fmt.Fprintf(w, "Configuration file is missing or invalid; the last good one is in force:\n  %s\n", rep.ConfigError)
+	}
+	if rep.PendingChange != nil {
+		writePending(w, rep.PendingChange)
 	}
 	if rep.Audit.Error != "" {
 		fmt.Fprintf(w, "Audit log cannot be written: every tool call is refused (audit_unavailable) until it can:\n  %s\n", rep.Audit.Error)
@@ -601,4 +692,80 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 	for _, d := range r.Diagnostics {
 		fmt.Fprintf(w, "  stdout noise: %s\n", d)
 	}
+}
+
+// runChanges shows the change made to config.json from outside Portcullis
+// whose widening parts wait for the person, or confirms or rejects it:
+//
+//	portcullis changes [--json]
+//	portcullis changes confirm|reject ID
+//
+// Deciding runs only at a terminal (as approve and deny do) and goes through
+// the daemon, which checks that the person asks.
+func (a *App) runChanges(args []string) error {
+	if len(args) > 0 && (args[0] == "confirm" || args[0] == "reject") {
+		if len(args) != 2 || strings.HasPrefix(args[1], "-") {
+			return usagef("changes %s needs exactly one change ID (portcullis changes lists it)", args[0])
+		}
+		choice := control.ChoiceConfirm
+		if args[0] == "reject" {
+			choice = control.ChoiceReject
+		}
+		if err := a.atTerminal("changes "+args[0], args[1]); err != nil {
+			return err
+		}
+		if _, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpChangeDecide, Request: args[1], Choice: choice}, 30*time.Second); err != nil {
+			if errors.Is(err, control.ErrNoDaemon) {
+				return fmt.Errorf("%w: changes are held and decided by the daemon; start it (portcullis daemon, or the menu-bar app) and run portcullis changes", control.ErrNoDaemon)
+			}
+			return err
+		}
+		if choice == control.ChoiceConfirm {
+			fmt.Fprintf(a.Stdout, "Confirmed %s: config.json is in force as it is on disk.\n", args[1])
+		} else {
+			fmt.Fprintf(a.Stdout, "Rejected %s: config.json is set back to the configuration in force.\n", args[1])
+		}
+		return nil
+	}
+	fs := newFlags("changes")
+	asJSON := fs.Bool("json", false, "")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unknown changes subcommand %q (confirm ID, reject ID)", fs.Arg(0))
+	}
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpConfig}, 5*time.Second)
+	if errors.Is(err, control.ErrNoDaemon) {
+		return fmt.Errorf("%w: it checks config.json when it starts and holds what widens trust; start it and run portcullis changes again", control.ErrNoDaemon)
+	}
+	if err != nil {
+		return err
+	}
+	var st daemon.ConfigState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("reading the daemon's configuration: %w", err)
+	}
+	if *asJSON {
+		return writeJSON(a.Stdout, st.Pending)
+	}
+	if st.Pending == nil {
+		fmt.Fprintf(a.Stdout, "No change to %s waits for confirmation: it is in force as it is.\n", st.File)
+		return nil
+	}
+	writePending(a.Stdout, st.Pending)
+	return nil
+}
+
+// writePending prints a pending change for a person.
+func writePending(w interface{ Write([]byte) (int, error) }, p *daemon.PendingChange) {
+	when := "since " + p.Since.Local().Format("15:04:05")
+	if p.AtStart {
+		when = "found when the daemon started"
+	}
+	fmt.Fprintf(w, "Change %s to %s (%s), made outside Portcullis, widens trust and is not in force:\n", p.ID, p.File, when)
+	for _, h := range p.Held {
+		fmt.Fprintf(w, "  %s\n", h.Text)
+	}
+	fmt.Fprintf(w, "The rest of the file is in force. Confirm it: portcullis changes confirm %s\n  or set the file back: portcullis changes reject %s\n", p.ID, p.ID)
 }

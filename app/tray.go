@@ -14,6 +14,7 @@ import (
 
 	"github.com/portcullis/portcullis/app/ui"
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/loginitem"
 	"github.com/portcullis/portcullis/platform"
@@ -75,7 +76,10 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 				log.Warn("reading the catalog store for Preferences", "err", err)
 				cats = nil
 			}
-			return ui.PrefsDeps{ConfigFile: a.Dirs.ConfigFile(), Catalogs: cats, Secrets: secrets, Login: login, AuditStatus: d.AuditStatus}
+			return ui.PrefsDeps{ConfigFile: a.Dirs.ConfigFile(), Catalogs: cats, Secrets: secrets, Login: login, AuditStatus: d.AuditStatus,
+				Edit: func(change func(*config.Config) error) (*config.Config, error) {
+					return d.EditConfig("app (Preferences)", change)
+				}}
 		},
 		Audit: func() ui.AuditDeps {
 			key, err := daemon.ReadAuditKey(secrets)

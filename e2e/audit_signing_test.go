@@ -64,7 +64,8 @@ func waitAuditStatus(t *testing.T, h *harness.Home, what string, ok func(daemon.
 
 // TestAuditSigningSetting turns settings.auditSigning off and on again by
 // editing config.json while a real daemon (with the real Secret Service)
-// serves calls: each change applies at once, `portcullis audit verify` with
+// serves calls: turning it off widens trust, so it waits until the person
+// confirms it (`portcullis changes confirm`), turning it on applies at once; `portcullis audit verify` with
 // the key accepts the log and says from which event signing was off, the
 // config_changed events name the change, and a log whose signing_disabled
 // was removed or altered fails verification.
@@ -90,6 +91,17 @@ func TestAuditSigningSetting(t *testing.T) {
 	call("signed 2")
 
 	setAuditSigning(t, h, false)
+	p := pendingChange(t, h)
+	if p == nil || len(p.Held) != 1 || p.Held[0].Kind != config.WidenAuditSigning {
+		t.Fatalf("pending change %+v, want auditSigning off held", p)
+	}
+	if st := waitAuditStatus(t, h, "open", func(daemon.AuditStatus) bool { return true }); !st.Signed {
+		t.Errorf("signing is off before the person confirmed it: %+v", st)
+	}
+	call("signed while held")
+	if _, err := h.RunAtTerminal(testContext(t, 30*time.Second), "changes", "confirm", p.ID); err != nil {
+		t.Fatal(err)
+	}
 	st = waitAuditStatus(t, h, "unsigned by the setting", func(st daemon.AuditStatus) bool { return !st.Signed })
 	if !strings.Contains(st.Note, "signing is turned off in settings (settings.auditSigning)") || st.SigningError != "" {
 		t.Errorf("status audit %+v, want the note that settings turned signing off", st)

@@ -137,7 +137,7 @@ func TestPolicyLive(t *testing.T) {
 // what it printed.
 func policyCLI(t *testing.T, h *harness.Home, tool, policy string) string {
 	t.Helper()
-	r, err := h.Run(testContext(t, 30*time.Second), "servers", "policy", "echo", tool, policy)
+	r, err := h.RunAtTerminal(testContext(t, 30*time.Second), "servers", "policy", "echo", tool, policy)
 	if err != nil {
 		t.Fatalf("servers policy echo %s %s: %v", tool, policy, err)
 	}

@@ -47,6 +47,11 @@ type PrefsDeps struct {
 	// of `portcullis status`), which the General tab shows under "Sign the
 	// audit log"; nil: the tab tells it from the key's presence in Secrets.
 	AuditStatus func() daemon.AuditStatus
+	// Edit, when not nil, makes every save: change edits a copy of the
+	// configuration in force and Edit records, writes and puts it in force
+	// (daemon.EditConfig, the window being the person's), returning the
+	// configuration saved. Nil: the window writes ConfigFile itself.
+	Edit func(change func(*config.Config) error) (*config.Config, error)
 	// OnSaved, when not nil, is called on the UI goroutine after each
 	// successful write of ConfigFile. The daemon re-reads the file at each
 	// agent connection and server launch, so nothing else is needed for a
@@ -263,28 +268,46 @@ func (p *prefs) config() *config.Config {
 	return p.cfg
 }
 
+// save applies change to the configuration and saves it: through
+// PrefsDeps.Edit when set (the daemon makes the change from the
+// configuration in force), else onto a fresh read of the file with
+// config.Save.
+func (p *prefs) save(change func(c *config.Config) error) (*config.Config, error) {
+	withCreds := func(c *config.Config) error {
+		if c.Credentials == nil {
+			c.Credentials = map[string]config.Credential{}
+		}
+		return change(c)
+	}
+	if p.deps.Edit != nil {
+		return p.deps.Edit(withCreds)
+	}
+	c, err := config.LoadForEdit(p.deps.ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := withCreds(c); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p.deps.ConfigFile), 0o700); err != nil {
+		return nil, fmt.Errorf("saving configuration: %w", err)
+	}
+	if err := config.Save(p.deps.ConfigFile, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // update reads the file afresh, applies change to it and saves it with
 // config.Save. It returns change's error, a *config.ValidationError (nothing
 // is written then), or an error reading or writing the file. On success it
 // refreshes every tab and calls OnSaved.
 func (p *prefs) update(change func(c *config.Config) error) error {
-	c, err := config.LoadForEdit(p.deps.ConfigFile)
+	c, err := p.save(change)
 	if err != nil {
-		return err
-	}
-	if c.Credentials == nil {
-		c.Credentials = map[string]config.Credential{}
-	}
-	if err := change(c); err != nil {
-		return err
-	}
-	if err := c.Validate(); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(p.deps.ConfigFile), 0o700); err != nil {
-		return fmt.Errorf("saving configuration: %w", err)
-	}
-	if err := config.Save(p.deps.ConfigFile, c); err != nil {
 		return err
 	}
 	p.cfg, p.loadErr = c, nil

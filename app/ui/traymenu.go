@@ -100,6 +100,9 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 	if rep.Audit.Error != "" {
 		out = append(out, menuEntry{Kind: entryInfo, Label: "Audit log cannot be written: tool calls are refused", Disabled: true})
 	}
+	if p := rep.PendingChange; p != nil {
+		out = append(out, menuEntry{Kind: entryInfo, Label: fmt.Sprintf("config.json change %s widens trust: not in force until confirmed (portcullis changes)", p.ID), Disabled: true})
+	}
 	if len(rep.Runs) == 0 {
 		label := "No agent connected"
 		if len(rep.Servers) == 0 {

@@ -126,6 +126,16 @@ func TestMenuModel(t *testing.T) {
 			}, tail(menuEntry{Kind: entryLogin, Label: "Launch at login (off)"})...),
 		},
 		{
+			name: "a configuration change that waits for the person",
+			rep:  daemon.StatusReport{PendingChange: &daemon.PendingChange{ID: "chg-0123456789ab"}, Servers: []daemon.ServerInfo{{Label: "echo"}}},
+			want: append([]menuEntry{
+				{Kind: entryInfo, Label: "config.json change chg-0123456789ab widens trust: not in force until confirmed (portcullis changes)", Disabled: true},
+				{Kind: entryInfo, Label: "No agent connected", Disabled: true},
+				sep,
+				{Kind: entryApprovals, Label: "No approvals waiting", Disabled: true},
+			}, tail(loginOff)...),
+		},
+		{
 			name: "invalid configuration is said first",
 			rep:  daemon.StatusReport{ConfigError: "config.json:3:4: bad", Runs: []gateway.Status{run("r1", "echo", gateway.StateFailed, "", 0)}},
 			want: append([]menuEntry{

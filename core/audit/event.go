@@ -277,12 +277,14 @@ type AuthorizationDenied struct {
 // "pub: tool publish_preview approve → allow".
 // AtStart marks changes the daemon found when it started, made while no
 // daemon ran; the first record of a log (nothing recorded before) lists the
-// whole configuration as added.
+// whole configuration as added. By names who made a change through the
+// daemon ("app", "cli (pid N)"); absent for an edit of the file itself.
 type ConfigChanged struct {
 	File    string   `json:"file"`
 	Digest  string   `json:"digest"`
 	Changes []string `json:"changes"`
 	AtStart bool     `json:"atStart,omitempty"`
+	By      string   `json:"by,omitempty"`
 }
 
 // LogResumed is the fields of a log_resumed event, written by the daemon as

@@ -44,6 +44,18 @@ const (
 	OpRestart   = "restart"   // replace the process of every agent run of Label with a new epoch
 	OpApprovals = "approvals" // Reply.Data: the pending approval requests ([]authz.Request)
 	OpDecide    = "decide"    // answer approval request Request with Choice; Reply.Data: the grant made (authz.Grant), absent for a denial
+
+	// The configuration, through the daemon (the person's tools never write
+	// config.json while a daemon runs; see core/daemon configtrust.go).
+	OpConfig       = "config"        // Reply.Data: daemon.ConfigState (the configuration in force, its digest, the change waiting)
+	OpConfigEdit   = "config-edit"   // put Config in force (written to config.json), edited from the configuration whose digest is Base
+	OpChangeDecide = "change-decide" // ChoiceConfirm or ChoiceReject the change waiting, whose id is Request
+)
+
+// Choices of OpChangeDecide.
+const (
+	ChoiceConfirm = "confirm"
+	ChoiceReject  = "reject"
 )
 
 // Hello is the first line a client sends.
@@ -56,6 +68,10 @@ type Hello struct {
 	// Tools narrows an approve-run decision to these tools of the card's
 	// tool scope (nil: all of it).
 	Tools []string `json:"tools,omitempty"`
+	// Config is the whole edited configuration file, for config-edit.
+	Config json.RawMessage `json:"config,omitempty"`
+	// Base is the digest of the configuration Config was edited from.
+	Base string `json:"base,omitempty"`
 }
 
 // Reply is the daemon's answer to a Hello. Code is a stable machine-readable

@@ -12,6 +12,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/core/secrets"
 )
@@ -54,7 +55,7 @@ func (h *signingHome) setSigning(t *testing.T, on *bool) {
 // stop ends it and waits for Serve to return.
 func (h *signingHome) start(t *testing.T) (d *Daemon, stop func(), err error) {
 	t.Helper()
-	d, err = New(Options{Dirs: h.dirs, Secrets: h.store, AuditSigner: func(on bool) ([]byte, string, error) {
+	d, err = New(Options{Dirs: h.dirs, Secrets: h.store, Peers: selfPeers{}, AuditSigner: func(on bool) ([]byte, string, error) {
 		return AuditSigning(h.store, AuditDir(h.dirs), on)
 	}})
 	if err != nil {
@@ -75,7 +76,37 @@ func (h *signingHome) start(t *testing.T) (d *Daemon, stop func(), err error) {
 		}
 	}
 	t.Cleanup(stop)
+	// Serve accepts connections once the audit log is open: from then on
+	// every change is on the record.
+	for {
+		if _, err := control.Call(h.dirs.Socket(), control.Hello{Op: control.OpPing}, time.Second); err == nil {
+			break
+		}
+		select {
+		case err := <-served:
+			stopped = true
+			return nil, nil, err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	return d, stop, nil
+}
+
+// confirmHeld checks that d holds a change of the configuration file of
+// kind (a widening the file asks for and that is not in force), and
+// confirms it as the person would.
+func confirmHeld(t *testing.T, d *Daemon, kind string) {
+	t.Helper()
+	p := d.PendingChange()
+	if p == nil || !slices.ContainsFunc(p.Held, func(w config.Widening) bool { return w.Kind == kind }) {
+		t.Fatalf("pending change %+v, want one holding %s", p, kind)
+	}
+	if err := d.DecideChange(p.ID, true, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if p := d.PendingChange(); p != nil {
+		t.Fatalf("still pending after confirmation: %+v", p)
+	}
 }
 
 // waitAudit polls Status (which reads the configuration file again) until
@@ -153,7 +184,12 @@ func TestAuditSigningFollowsSettings(t *testing.T) {
 	}
 	waitAudit(t, d, "signed", func(st AuditStatus) bool { return st.Signed && st.Note == "" })
 
+	// Turning signing off by editing the file is held until confirmed.
 	h.setSigning(t, signingOff)
+	if st := d.Status(); !st.Audit.Signed || st.PendingChange == nil {
+		t.Fatalf("after the edit, before confirmation: signed %t, pending %+v; want signed, the change pending", st.Audit.Signed, st.PendingChange)
+	}
+	confirmHeld(t, d, config.WidenAuditSigning)
 	st := waitAudit(t, d, "unsigned by the setting", func(st AuditStatus) bool { return !st.Signed })
 	if st.Note != AuditSigningOffNote || st.SigningError != "" {
 		t.Errorf("status %+v, want the note %q", st, AuditSigningOffNote)
@@ -162,7 +198,7 @@ func TestAuditSigningFollowsSettings(t *testing.T) {
 	waitAudit(t, d, "signed again", func(st AuditStatus) bool { return st.Signed && st.Note == "" })
 
 	types, changes := h.events(t)
-	want := []string{"config_changed+sig", "config_changed+sig", "signing_disabled+sig", "config_changed", "signing_enabled+sig"}
+	want := []string{"config_changed+sig", "config_change_held+sig", "config_change_confirmed+sig", "config_changed+sig", "signing_disabled+sig", "config_changed", "signing_enabled+sig"}
 	if !slices.Equal(types, want) {
 		t.Fatalf("events %q, want %q", types, want)
 	}
@@ -171,14 +207,15 @@ func TestAuditSigningFollowsSettings(t *testing.T) {
 		t.Errorf("config_changed changes %q, want auditSigning true → false, then false → true", changes)
 	}
 	rep := h.verify(t)
-	if len(rep.SigningOff) != 1 || rep.SigningOff[0].Disabled != 3 || rep.SigningOff[0].Enabled != 5 || rep.SigningOff[0].Reason != auditSigningOffReason {
-		t.Errorf("SigningOff = %+v, want seq 3 to 5", rep.SigningOff)
+	if len(rep.SigningOff) != 1 || rep.SigningOff[0].Disabled != 5 || rep.SigningOff[0].Enabled != 7 || rep.SigningOff[0].Reason != auditSigningOffReason {
+		t.Errorf("SigningOff = %+v, want seq 5 to 7", rep.SigningOff)
 	}
 
 	// A locked credential store: turning signing on fails, says so, and
 	// leaves the log unsigned (and verifiable); turning it off again ends
 	// the disagreement, and on works once the store does.
 	h.setSigning(t, signingOff)
+	confirmHeld(t, d, config.WidenAuditSigning)
 	waitAudit(t, d, "unsigned by the setting", func(st AuditStatus) bool { return !st.Signed })
 	h.store.Fail(secrets.ErrLocked)
 	h.setSigning(t, signingOn)
@@ -191,6 +228,7 @@ func TestAuditSigningFollowsSettings(t *testing.T) {
 	h.store.Fail(nil)
 	waitAudit(t, d, "signing once the store works again", func(st AuditStatus) bool { return st.Signed && st.SigningError == "" })
 	h.setSigning(t, signingOff)
+	confirmHeld(t, d, config.WidenAuditSigning)
 	waitAudit(t, d, "unsigned by the setting, without error", func(st AuditStatus) bool {
 		return !st.Signed && st.SigningError == "" && st.Note == AuditSigningOffNote
 	})
@@ -225,9 +263,12 @@ func TestAuditSigningFollowsSettings(t *testing.T) {
 	h.verify(t)
 }
 
-// TestAuditSigningOffAtStart: a daemon started with the setting off on a
-// log that signs writes signing_disabled before it serves; it refuses to
-// start when the key cannot be read to sign it.
+// TestAuditSigningOffAtStart: signing turned off in the file while no
+// daemon ran is held at start (the log stays signed) until the person
+// confirms it. A daemon started with the setting off in force on a log that
+// signs (the confirmation recorded, the daemon gone before signing_disabled)
+// writes signing_disabled before it serves; it refuses to start when the
+// key cannot be read to sign it.
 func TestAuditSigningOffAtStart(t *testing.T) {
 	h := newSigningHome(t)
 	h.setSigning(t, nil)
@@ -239,6 +280,28 @@ func TestAuditSigningOffAtStart(t *testing.T) {
 	stop()
 
 	h.setSigning(t, signingOff)
+	d, stop, err = h.start(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.Status(); !st.Audit.Signed || st.PendingChange == nil || !st.PendingChange.AtStart {
+		t.Fatalf("started with signing off in the file: signed %t, pending %+v; want signed, the change pending since the start", st.Audit.Signed, st.PendingChange)
+	}
+	stop()
+	types, _ := h.events(t)
+	if got := types[len(types)-1]; got != "config_change_held+sig" {
+		t.Errorf("events %q, want config_change_held last", types)
+	}
+
+	// The confirmation is on the record; the daemon is gone before it
+	// turned signing off.
+	data, err := os.ReadFile(h.dirs.ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.dirs.State, auditedConfigFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	h.store.Fail(secrets.ErrLocked)
 	if _, _, err := h.start(t); !errors.Is(err, ErrAuditKeyUnusable) || !errors.Is(err, secrets.ErrLocked) {
 		t.Fatalf("start with signing off, a signed log and a locked store: %v, want ErrAuditKeyUnusable", err)
@@ -253,14 +316,9 @@ func TestAuditSigningOffAtStart(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 	stop()
-	// The start records the edit made while no daemon ran, then turns
-	// signing off.
-	types, changes := h.events(t)
-	if got := types[len(types)-2:]; !slices.Equal(got, []string{"config_changed+sig", "signing_disabled+sig"}) {
-		t.Errorf("events %q, want config_changed and signing_disabled last", types)
-	}
-	if last := changes[len(changes)-1]; !slices.Contains(last, "settings: auditSigning true → false") {
-		t.Errorf("config_changed at start: %q", last)
+	types, _ = h.events(t)
+	if got := types[len(types)-1:]; !slices.Equal(got, []string{"signing_disabled+sig"}) {
+		t.Errorf("events %q, want signing_disabled last", types)
 	}
 	if rep := h.verify(t); len(rep.SigningOff) != 1 {
 		t.Errorf("SigningOff = %+v", rep.SigningOff)

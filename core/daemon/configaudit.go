@@ -24,17 +24,27 @@ const auditedConfigFile = "config.audited.json"
 // (parsed as cur) against the last one recorded, when they differ, and
 // keeps data as the last recorded. atStart marks the check at daemon start.
 // A configuration the log has no record of yet is recorded whole.
+//
+// The copy kept is also what the daemon splits config.json against at its
+// next start (trustAtStart): the last configuration in force on the record.
 func (d *Daemon) recordConfig(data []byte, cur *config.Config, atStart bool) {
+	_ = d.recordConfigBy(data, cur, atStart, "")
+}
+
+// recordConfigBy is recordConfig for a change made by the person's tools:
+// by names who ("app", "cli (pid N)"; "" for an edit of the file). Its
+// error says the event could not be written.
+func (d *Daemon) recordConfigBy(data []byte, cur *config.Config, atStart bool, by string) error {
 	d.mu.Lock()
 	open := d.auditW != nil
 	d.mu.Unlock()
 	if !open {
-		return // the start, once the log is open, records it
+		return nil // the start, once the log is open, records it
 	}
 	kept := filepath.Join(d.opts.Dirs.State, auditedConfigFile)
 	prevData, err := os.ReadFile(kept)
 	if err == nil && string(prevData) == string(data) {
-		return
+		return nil
 	}
 	var prev *config.Config
 	if err == nil {
@@ -43,12 +53,13 @@ func (d *Daemon) recordConfig(data []byte, cur *config.Config, atStart bool) {
 	sum := sha256.Sum256(data)
 	if err := d.appendAudit(audit.TypeConfigChanged, audit.ConfigChanged{
 		File: d.opts.Dirs.ConfigFile(), Digest: "sha256:" + hex.EncodeToString(sum[:]),
-		Changes: configChanges(prev, cur), AtStart: atStart}); err != nil {
-		return // not recorded: tried again at the next change or start
+		Changes: configChanges(prev, cur), AtStart: atStart, By: by}); err != nil {
+		return err // not recorded: tried again at the next change or start
 	}
 	if err := atomicfile.Write(kept, data, 0o600); err != nil {
 		d.log.Warn("keeping the audited configuration", "file", kept, "err", err)
 	}
+	return nil
 }
 
 // configChanges says in words what changed between two configurations that

@@ -95,12 +95,22 @@ func inForce(err error, path, from string) error {
 // good copy it started with (loadAtStart): neither ever widens what an
 // agent may do. The error says why the file on disk is not in force.
 //
+// A file that loads is split against the configuration in force
+// (config.SplitTrust): what it changes that widens trust is held as the
+// pending change (see configtrust.go) until the person confirms it, the
+// rest applies at once. A file that widens nothing is in force as it is.
+//
 // When the configuration in force changed, every agent run re-checks the
 // tools its agent sees (applyPolicies) and Changes subscribers are told.
 func (d *Daemon) load(always bool) (*config.Config, error) {
-	path := d.opts.Dirs.ConfigFile()
 	d.loadMu.Lock()
 	defer d.loadMu.Unlock()
+	return d.loadLocked(always)
+}
+
+// loadLocked is load with loadMu held.
+func (d *Daemon) loadLocked(always bool) (*config.Config, error) {
+	path := d.opts.Dirs.ConfigFile()
 	// The stamp is taken before the read: a change that lands between
 	// them is seen as a change at the next stat, never missed.
 	stamp := stampOf(path)
@@ -114,11 +124,6 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 		d.mu.Unlock()
 	}
 	cfg, data, err := loadConfig(path)
-	if err == nil {
-		// A file changed while the daemon runs (servers add, a hand edit)
-		// becomes the new backup once it loads.
-		keepLastGood(path, data, d.log)
-	}
 	d.mu.Lock()
 	d.cfgStamp = stamp
 	missing := errors.Is(err, fs.ErrNotExist)
@@ -135,6 +140,24 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 		}
 		return cfg, err
 	}
+	applied := d.cfg
+	d.mu.Unlock()
+	cfg, data = d.holdWidening(applied, cfg, data, path)
+	return d.putInForce(cfg, data, "")
+}
+
+// putInForce makes cfg, parsed from data, the configuration in force, keeps
+// data as the last good copy, and when it changed records it in the audit
+// log (by names who made the change, "" for an edit of the file) and tells
+// agent runs and subscribers. loadMu is held.
+func (d *Daemon) putInForce(cfg *config.Config, data []byte, by string) (*config.Config, error) {
+	path := d.opts.Dirs.ConfigFile()
+	// The configuration now in force becomes the backup: restoring it
+	// restores what was in force, never a change still held.
+	if data != nil {
+		keepLastGood(path, data, d.log)
+	}
+	d.mu.Lock()
 	changed := !bytes.Equal(data, d.cfgData)
 	old := d.cfg
 	d.cfg, d.cfgData, d.cfgErr, d.cfgFrom = cfg, data, nil, ""
@@ -146,10 +169,12 @@ func (d *Daemon) load(always bool) (*config.Config, error) {
 		az.SetTimeout(cfg.Settings.ApprovalTimeoutOrDefault())
 	}
 	if changed {
-		d.log.Info("configuration changed", "file", path)
-		if old != nil {
+		d.log.Info("configuration changed", "file", path, "by", by)
+		if old != nil && by == "" {
 			// What a person changed that bears on what agents may do is
 			// on the record, with the digest of the file that says so.
+			// (An edit by the person's tools was recorded before it was
+			// written, with who made it: see EditConfig.)
 			d.recordConfig(data, cfg, false)
 		}
 		if old == nil || old.Settings.AuditSigningOn() != cfg.Settings.AuditSigningOn() {

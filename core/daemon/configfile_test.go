@@ -95,8 +95,12 @@ func TestPolicyReadsTheFileAsItIsNow(t *testing.T) {
 	}
 	check("with the file gone", map[string]string{"read": "deny", "write": "deny"})
 
+	// The good file widens both tools over what is in force: held until
+	// the person confirms.
 	savePolicies(t, path, map[string]string{"read": "allow"})
-	check("once a good file is back", map[string]string{"read": "allow", "write": "approve"})
+	check("once a good file is back", map[string]string{"read": "deny", "write": "deny"})
+	confirmHeld(t, d, config.WidenPolicy)
+	check("once its change is confirmed", map[string]string{"read": "allow", "write": "approve"})
 }
 
 // TestPolicyEditInPlace: an edit that rewrites the file in place (same
@@ -216,7 +220,10 @@ func TestPolicyOfRemovedServerIsKept(t *testing.T) {
 		t.Errorf("grant %+v (%v): want the tool scope [read], without the denied write", g, err)
 	}
 
-	// The label comes back with other policies: they apply.
+	// The label comes back with other policies: they apply, the one that
+	// allows once confirmed.
 	savePolicies(t, path, map[string]string{"write": "allow"})
-	check("once srv is back", map[string]string{"read": "approve", "write": "allow", "other": "approve"})
+	check("once srv is back", map[string]string{"read": "approve", "write": "approve", "other": "approve"})
+	confirmHeld(t, d, config.WidenPolicy)
+	check("once its change is confirmed", map[string]string{"read": "approve", "write": "allow", "other": "approve"})
 }

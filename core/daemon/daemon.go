@@ -11,6 +11,7 @@ package daemon
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,7 +135,12 @@ type Daemon struct {
 	// settings.auditSigning ("" when it does not). See auditStatus.
 	auditNote    string // guarded by mu
 	auditSignErr string // guarded by mu
-	wg           sync.WaitGroup
+	// pending is the change to the configuration file that widens trust
+	// and waits for the person, pendingData the file's bytes (see
+	// configtrust.go).
+	pending     *PendingChange // guarded by mu
+	pendingData []byte         // guarded by mu
+	wg          sync.WaitGroup
 
 	// Who may decide (person.go).
 	agents map[string]identity.Observed // guarded by mu; run id → its agent process (see noteAgent)
@@ -168,6 +174,7 @@ func New(o Options) (*Daemon, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
+	cfg, data, pending, pendingData := trustAtStart(o.Dirs, cfg, data, cmp.Or(from, o.Dirs.ConfigFile()))
 	if err := o.Dirs.Ensure(); err != nil {
 		return nil, err
 	}
@@ -212,6 +219,9 @@ func New(o Options) (*Daemon, error) {
 		policyKick: make(chan struct{}, 1),
 		signKick:   make(chan struct{}, 1),
 		newWatcher: newFileWatcher,
+
+		pending:     pending,
+		pendingData: pendingData,
 	}
 	d.rememberLocked(cfg)
 	d.authz = authz.New(authz.Options{
@@ -296,6 +306,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	if cfg, data := d.configData(); cfg != nil {
 		d.recordConfig(data, cfg, true) // edits made while no daemon ran
 	}
+	d.recordHeldAtStart()
 	// After config_changed, which names a change of settings.auditSigning.
 	if err := d.startAuditSigning(ctx); err != nil {
 		ln.Close()
@@ -445,6 +456,8 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 			data, _ = json.Marshal(g)
 		}
 		reply(c, control.Reply{Data: data})
+	case control.OpConfig, control.OpConfigEdit, control.OpChangeDecide:
+		d.configOp(c, h, pid)
 	case control.OpRestart:
 		n := d.Restart(h.Label, "restart requested with portcullis restart")
 		if n == 0 {
@@ -747,6 +760,9 @@ type StatusReport struct {
 	Approvals []authz.Request  `json:"approvals"`
 	Ended     []gateway.Status `json:"ended"` // recently ended runs, oldest first
 	Audit     AuditStatus      `json:"audit"`
+	// PendingChange is the edit of the configuration file whose widening
+	// parts wait for the person (portcullis changes), nil when none.
+	PendingChange *PendingChange `json:"pendingChange,omitempty"`
 }
 
 // Status returns a snapshot of every configured server and agent run.
@@ -754,6 +770,7 @@ func (d *Daemon) Status() StatusReport {
 	cfg, cfgErr := d.config()
 	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}}
 	rep.Audit = d.auditStatus()
+	rep.PendingChange = d.pendingCopy()
 	if cfgErr != nil {
 		rep.ConfigError = cfgErr.Error()
 	}

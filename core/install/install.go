@@ -105,6 +105,10 @@ type Options struct {
 	// ConfigFile is Portcullis's configuration file (paths.Dirs.ConfigFile); it is
 	// created if missing.
 	ConfigFile string
+	// Save, when not nil, saves the edited configuration instead of
+	// config.Save to ConfigFile (the CLI: through a running daemon, so that
+	// the change is the person's and not held as an edit from outside).
+	Save func(*config.Config) error
 	// StateDir is Portcullis's state directory; install records go in
 	// StateDir/[RecordDir].
 	StateDir string
@@ -392,7 +396,11 @@ func run(opts Options, op string) (*Report, error) {
 		if err := os.MkdirAll(filepath.Dir(opts.ConfigFile), 0o700); err != nil {
 			return nil, fmt.Errorf("creating Portcullis's configuration directory: %w", err)
 		}
-		if err := config.Save(opts.ConfigFile, cfg); err != nil {
+		save := func(c *config.Config) error { return config.Save(opts.ConfigFile, c) }
+		if opts.Save != nil {
+			save = opts.Save
+		}
+		if err := save(cfg); err != nil {
 			return nil, err
 		}
 		opts.log().Debug("configuration saved", "file", opts.ConfigFile)

@@ -99,7 +99,10 @@ func (a *authStory) register(ctx context.Context) error {
 		a.detail("the notes server runs without its credential")
 		args = append(args, "--env", "CREDS_OPTIONAL=1")
 	}
-	r, err := a.home.Run(ctx, append(args, "--", a.bin)...)
+	// At a terminal of the person's own: a server that receives a
+	// credential widens trust, which this process (the agent of the
+	// inventory run) may not do.
+	r, err := a.home.RunAtTerminal(ctx, append(args, "--", a.bin)...)
 	if err != nil {
 		return err
 	}

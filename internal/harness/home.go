@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
-	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/daemon"
 )
 
@@ -102,30 +102,21 @@ func (h *Home) AddServer(ctx context.Context, label string, flags []string, comm
 }
 
 // SetToolPolicy sets the authorization policy (config.PolicyAllow,
-// PolicyApprove or PolicyDeny) of the named tools of server label in
-// config.json, as a person editing the file would; a running daemon applies
-// it at once, to agent runs already connected too. It returns an error when the label is not
-// configured or the result does not validate.
+// PolicyApprove or PolicyDeny) of the named tools of server label with
+// `portcullis servers policy`, as the person would at a terminal of their
+// own (RunAtTerminal: a policy that widens trust is the person's to set):
+// through a running daemon, which applies it at once, to agent runs already
+// connected too; with none, written to config.json. It returns an error
+// when the label is not configured or the command fails.
 func (h *Home) SetToolPolicy(label, policy string, tools ...string) error {
-	cfg, err := config.Load(h.ConfigFile())
-	if err != nil {
-		return err
-	}
-	srv, ok := cfg.Servers[label]
-	if !ok {
-		return fmt.Errorf("no server labelled %q in %s", label, h.ConfigFile())
-	}
-	if srv.Tools == nil {
-		srv.Tools = map[string]config.ToolPolicy{}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for _, t := range tools {
-		srv.Tools[t] = config.ToolPolicy{Policy: policy}
+		if _, err := h.RunAtTerminal(ctx, "servers", "policy", label, t, policy); err != nil {
+			return err
+		}
 	}
-	cfg.Servers[label] = srv
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	return config.Save(h.ConfigFile(), cfg)
+	return nil
 }
 
 // Status runs `portcullis status --json` and decodes the report.

@@ -52,6 +52,18 @@ const (
 	// Log.DisableSigning turns signing off; the events after it carry no
 	// signature until a signing_enabled. Append refuses it.
 	TypeSigningDisabled = "signing_disabled"
+	// TypeLogSealed is written by the Log itself: a forward-secure seal
+	// (LogSealed). Append refuses it.
+	TypeLogSealed = "log_sealed"
+	// TypeLogTampered is written by the Log itself, in a new file, when a
+	// file it writes was replaced or deleted under it, or by the daemon
+	// when the log no longer holds the last seal (LogTampered). Append
+	// refuses it.
+	TypeLogTampered = "log_tampered"
+	// TypeLogTamperAcknowledged is written by the Log itself when the
+	// person acknowledged a log_tampered event (LogTamperAcknowledged).
+	// Append refuses it.
+	TypeLogTamperAcknowledged = "log_tamper_acknowledged"
 )
 
 // Event is one decoded line of the log.

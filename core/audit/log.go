@@ -56,6 +56,12 @@ type Options struct {
 	// event for more before it writes and fsyncs (default 0: commit what is
 	// queued; events queue up anyway while an fsync runs).
 	GroupCommitWindow time.Duration
+	// SealKeys keeps the forward-secure sealing key (see LogSealed); nil:
+	// the log is never sealed. Open loads the key when one is stored.
+	SealKeys SealKeyStore
+	// AnchorPath is the file, outside Dir, where each seal is recorded
+	// (Anchor); "" writes none.
+	AnchorPath string
 
 	hooks *hooks // failure injection in tests; nil in production
 }
@@ -79,6 +85,9 @@ type Log struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	signing   atomic.Bool // the writer's key is set: new events are signed
+	tamper    atomic.Pointer[Tamper]
+	sealEpoch atomic.Pointer[uint64]
+	sealErr   atomic.Pointer[error]
 
 	// Owned by the writer goroutine (by Open before it starts).
 	w writer
@@ -98,6 +107,12 @@ type writer struct {
 	buf     []byte
 	headBuf []byte
 	headF   *os.File // head.json, overwritten in place
+
+	fInfo, headInfo os.FileInfo // f and headF as opened, to notice a swap
+
+	sealKey            *SealKey // the current sealing epoch's key; nil: not sealed
+	genesis, genesisTS string   // hash and ts of seq 1, for seals
+	sinceSeal          bool     // events were written since the last seal
 }
 
 // headSize is the fixed size of head.json: the record padded with spaces,
@@ -109,7 +124,9 @@ type request struct {
 	fields []byte
 	op     ctlOp
 	key    []byte // opEnable
-	reason string // opDisable
+	reason string // opDisable, opSeal, opTamper, opAck
+	force  bool   // opSetup
+	vk     VerificationKey
 	done   chan result
 }
 
@@ -121,6 +138,10 @@ const (
 	opRecover              // Recover
 	opDisable              // DisableSigning
 	opEnable               // EnableSigning
+	opSeal                 // Seal
+	opSetup                // SetupSeals
+	opTamper               // RecordTampered
+	opAck                  // AcknowledgeTampered
 )
 
 type result struct {
@@ -133,6 +154,7 @@ type item struct {
 	typ      string
 	fields   []byte
 	unsigned bool
+	ts       time.Time // zero: now
 }
 
 // Open opens (creating if needed) the audit log in o.Dir, takes its lock, and
@@ -192,6 +214,18 @@ func newLog(o Options) (*Log, error) {
 	}
 	l.setKeyLocked(bytes.Clone(o.Key))
 	l.w.plain = newEncoder(nil)
+	if o.SealKeys != nil {
+		k, err := o.SealKeys.Load()
+		switch {
+		case err == nil:
+			l.w.sealKey = &k
+			e := k.Epoch
+			l.sealEpoch.Store(&e)
+		case !errors.Is(err, ErrNoSealKey):
+			l.log.Error("the audit sealing key cannot be read; the log is not sealed", "err", err)
+			l.sealErr.Store(&err)
+		}
+	}
 	if err := l.load(); err != nil {
 		if l.w.f != nil {
 			l.w.f.Close()
@@ -216,8 +250,9 @@ func (l *Log) Append(ctx context.Context, typ string, fields any) (Event, error)
 	if !validType(typ) {
 		return Event{}, fmt.Errorf("%w: type %q", ErrInvalid, typ)
 	}
-	if typ == TypeSigningEnabled || typ == TypeSigningDisabled {
-		return Event{}, fmt.Errorf("%w: type %q is written by the log itself (EnableSigning, DisableSigning)", ErrInvalid, typ)
+	switch typ {
+	case TypeSigningEnabled, TypeSigningDisabled, TypeLogSealed, TypeLogTampered, TypeLogTamperAcknowledged:
+		return Event{}, fmt.Errorf("%w: type %q is written by the log itself", ErrInvalid, typ)
 	}
 	canon, err := canonicalFields(fields)
 	if err != nil {
@@ -409,6 +444,18 @@ func (l *Log) control(r *request) {
 		err = l.disableLocked(r.reason)
 	case opEnable:
 		err = l.enableLocked(r.key)
+	case opSeal:
+		err = l.sealNowLocked(r.reason)
+	case opSetup:
+		r.vk, err = l.setupLocked(r.force)
+	case opTamper:
+		if l.w.failed != nil {
+			err = l.w.failed
+		} else {
+			err = l.tamperedLocked(nil, r.reason)
+		}
+	case opAck:
+		err = l.ackLocked(r.reason)
 	default:
 		err = l.w.failed
 	}
@@ -483,12 +530,31 @@ func (l *Log) commitLocked(items []item) ([]Event, error) {
 	if w.failed != nil {
 		return nil, w.failed
 	}
+	// Two stats per commit: a file replaced (cp + mv) or deleted under
+	// the writer would otherwise take every later event with it.
+	if files := l.swappedLocked(); len(files) > 0 {
+		if err := l.tamperedLocked(files, ""); err != nil {
+			return nil, err
+		}
+	}
+	return l.commitCheckedLocked(items)
+}
+
+// commitCheckedLocked is commitLocked after the swap check.
+func (l *Log) commitCheckedLocked(items []item) ([]Event, error) {
+	w := &l.w
+	if w.failed != nil {
+		return nil, w.failed
+	}
 	w.buf = w.buf[:0]
 	evs := make([]Event, len(items))
 	seq, prev, signed := w.seq, w.prev, w.signed
 	for i, it := range items {
 		seq++
-		ts := l.opts.Clock().UTC()
+		ts := it.ts
+		if ts.IsZero() {
+			ts = l.opts.Clock().UTC()
+		}
 		enc := w.enc
 		if it.unsigned {
 			enc = w.plain
@@ -514,7 +580,11 @@ func (l *Log) commitLocked(items []item) ([]Event, error) {
 	if err := l.opts.hooks.sync(w.f); err != nil {
 		return nil, l.failLocked("syncing "+w.f.Name(), err)
 	}
+	if w.seq == 0 {
+		w.genesis, w.genesisTS = evs[0].Hash, evs[0].TS.Format(tsLayout)
+	}
 	w.seq, w.prev, w.signed = seq, prev, signed
+	w.sinceSeal = true
 	l.writeHeadLocked(evs[len(evs)-1])
 	return evs, nil
 }
@@ -545,6 +615,7 @@ func (l *Log) rotateLocked() error {
 	}
 	l.log.Info("audit log rotated", "file", fileName(next), "afterSeq", w.seq)
 	w.f, w.fileNum, w.size = f, next, 0
+	w.fInfo, _ = f.Stat()
 	return nil
 }
 
@@ -576,6 +647,9 @@ func (l *Log) writeHeadLocked(ev Event) {
 		w.headF, err = os.OpenFile(filepath.Join(l.opts.Dir, headName), os.O_RDWR|os.O_CREATE, 0o600)
 		if err == nil {
 			err = w.headF.Truncate(0)
+		}
+		if err == nil {
+			w.headInfo, err = w.headF.Stat()
 		}
 	}
 	if err == nil {
@@ -622,6 +696,8 @@ func (l *Log) load() error {
 			return fmt.Errorf("%w: creating %s: %w", ErrUnavailable, fileName(1), err)
 		}
 		w.f, w.fileNum, w.size = f, 1, 0
+		w.fInfo, _ = f.Stat()
+		w.genesis, w.genesisTS = "", ""
 		return nil
 	}
 	last := files[len(files)-1]
@@ -643,6 +719,17 @@ func (l *Log) load() error {
 		}
 	}
 	w.size = st.Size()
+	w.fInfo = st
+	w.genesis, w.genesisTS = "", ""
+	_ = forEachEventInFile(files[0].path, 0, func(e Event) error {
+		if e.Seq == 1 {
+			w.genesis, w.genesisTS = e.Hash, e.TS.Format(tsLayout)
+		}
+		return errStop
+	})
+	if pt, err := pendingTamper(last.path); err == nil {
+		l.tamper.Store(pt)
+	}
 	t, err := scanTail(f, w.size)
 	if err != nil {
 		return fmt.Errorf("%w: reading %s: %w", ErrUnavailable, last.name, err)

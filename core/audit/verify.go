@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -38,7 +39,57 @@ const (
 	// not a signing_enabled naming the seq before it), or, with a key, an
 	// event's or head.json's signature is wrong.
 	ProblemBadSignature = "bad-signature"
+	// ProblemTampered: the daemon recorded (log_tampered) that files of
+	// the log were replaced or deleted under it, and the person has not
+	// acknowledged it.
+	ProblemTampered = "tampered"
+	// ProblemEmpty: with a verification key, the log holds no event: it
+	// was deleted (setting up keys writes a seal at once).
+	ProblemEmpty = "empty"
+	// ProblemStartsLate: with a verification key, the log does not reach
+	// back to the seal the key proves (its first epoch) or to the genesis
+	// that seal names: its beginning was deleted or it was replaced.
+	ProblemStartsLate = "starts-late"
+	// ProblemEndsEarly: with a verification key and an anchor, the log
+	// ends before the last seal the anchor records.
+	ProblemEndsEarly = "ends-early"
+	// ProblemBadSeal: with a verification key, a seal does not verify
+	// with the key certified before it, epochs do not follow each other,
+	// or a seal names another genesis.
+	ProblemBadSeal = "bad-seal"
+	// ProblemUnsealed: with a verification key, the log holds no seal the
+	// key proves.
+	ProblemUnsealed = "unsealed"
 )
+
+// VerifyOptions configures VerifyWith.
+type VerifyOptions struct {
+	// Key is the HMAC-SHA256 key (nil: signatures not checked), as for
+	// Verify.
+	Key []byte
+	// Seal is the person's verification key; nil: seals are not checked.
+	Seal *VerificationKey
+	// Anchor, with Seal, is the last seal the daemon recorded outside the
+	// log (ReadAnchor); nil: none.
+	Anchor *Anchor
+}
+
+// Seals is what VerifyWith found of the log's forward-secure seals.
+type Seals struct {
+	// Count is the number of log_sealed events; Proven those checked
+	// with the verification key (from its epoch on).
+	Count, Proven int
+	// Earlier counts seals of epochs before the verification key's (a
+	// re-keyed log): only the hash chain covers them.
+	Earlier int
+	// Last is the last proven seal (Epoch, Seq, Hash, TS); zero when none.
+	Last Anchor
+	// UnsealedFrom is the first event after the last proven seal (0: the
+	// log ends with it): events from there on are covered only by the
+	// hash chain (and HMAC), which the holder of the current key can
+	// rewrite.
+	UnsealedFrom uint64
+}
 
 // ErrBroken is wrapped by the error Verify returns when the log fails
 // verification; the Report says where and how.
@@ -75,6 +126,10 @@ type Report struct {
 	SigningOff []SigningOff
 	// Recovered lists torn regions that Open recorded with log_recovered.
 	Recovered []Recovered
+	// Seals is set when a verification key was given.
+	Seals *Seals
+	// Tampered lists the log_tampered events the person acknowledged.
+	Tampered []uint64
 	// Warnings are conditions that are not failures (such as a missing
 	// head.json, which makes trailing truncation undetectable).
 	Warnings []string
@@ -117,6 +172,18 @@ func (r Report) Failed() bool { return r.Problem != "" && r.Problem != ProblemTo
 // ErrBroken when the log fails (the Report holds FirstBad, Problem and
 // Detail), and is any other error when dir cannot be read.
 func Verify(dir string, key []byte) (Report, error) {
+	return VerifyWith(dir, VerifyOptions{Key: key})
+}
+
+// VerifyWith is Verify with the options of o: with o.Seal it also checks
+// every seal from the verification key's epoch on (see LogSealed), the
+// genesis the first proven seal names, and, with o.Anchor, that the log
+// reaches the last seal recorded outside it. A log that is empty, has no
+// seal the key proves, starts after that seal's genesis or ends before the
+// anchor's seal fails (ProblemEmpty, ProblemUnsealed, ProblemStartsLate,
+// ProblemEndsEarly).
+func VerifyWith(dir string, o VerifyOptions) (Report, error) {
+	key := o.Key
 	files, err := listFiles(dir)
 	if err != nil {
 		return Report{}, fmt.Errorf("audit: verifying %s: %w", dir, err)
@@ -131,12 +198,21 @@ func Verify(dir string, key []byte) (Report, error) {
 	if key != nil {
 		v.mac = newEncoder(key)
 	}
+	if o.Seal != nil {
+		v.seal, v.anchor = o.Seal, o.Anchor
+		v.sealKey = o.Seal.Public
+		v.nextEpoch = o.Seal.Epoch
+		v.rep.Seals = &Seals{}
+	}
 	v.head, v.hasHead, err = readHead(dir)
 	if err != nil {
 		return v.rep, fmt.Errorf("audit: reading %s: %w", headName, err)
 	}
 	if err := v.run(); err != nil {
 		return v.rep, err
+	}
+	if v.seal != nil && v.rep.Problem == ProblemDeleted && v.rep.FirstBad == 1 {
+		v.rep.Problem = ProblemStartsLate
 	}
 	if v.rep.Failed() {
 		return v.rep, fmt.Errorf("%w: seq %d %s: %s", ErrBroken, v.rep.FirstBad, v.rep.Problem, v.rep.Detail)
@@ -155,6 +231,16 @@ type verifier struct {
 	hasHead     bool
 	headMatched bool
 	headLineSig string // the signature of the event head.json names
+
+	seal      *VerificationKey
+	anchor    *Anchor
+	sealKey   []byte // the key the next proven seal verifies with
+	nextEpoch uint64
+	proven    bool   // a seal of the key's epoch verified
+	genesis   string // hash of seq 1
+	genesisTS string
+	tamper    uint64 // unacknowledged log_tampered
+	anchorHit bool
 
 	mode          signMode
 	firstUnsigned uint64 // first event of the unsigned prefix, 0 when none
@@ -271,6 +357,23 @@ func (v *verifier) check(lf logFile, l line, firstLine bool) bool {
 	// reported as such rather than as the signature it leaves missing.
 	if !v.checkSig(l) {
 		return false
+	}
+	if l.seq == 1 {
+		v.genesis, v.genesisTS = l.hash, string(l.ts)
+	}
+	switch l.typ {
+	case TypeLogSealed:
+		if !v.checkSeal(l) {
+			return false
+		}
+	case TypeLogTampered:
+		v.tamper = l.seq
+	case TypeLogTamperAcknowledged:
+		var a LogTamperAcknowledged
+		if json.Unmarshal(l.fields, &a) == nil && a.Seq == v.tamper && v.tamper != 0 {
+			v.rep.Tampered = append(v.rep.Tampered, v.tamper)
+			v.tamper = 0
+		}
 	}
 	if v.hasHead && l.seq == v.head.Seq {
 		v.headMatched = l.hash == v.head.Hash
@@ -456,12 +559,103 @@ func regionMatches(f *os.File, off, next int64, rec LogRecovered) bool {
 	return hashPrefix+hex.EncodeToString(h.Sum(nil)) == rec.Digest
 }
 
+// checkSeal checks a log_sealed event when a verification key was given.
+func (v *verifier) checkSeal(l line) bool {
+	v.rep.Seals.add()
+	if v.seal == nil {
+		return true
+	}
+	var s LogSealed
+	if json.Unmarshal(l.fields, &s) != nil {
+		v.fail(l.seq, ProblemBadSeal, "seq %d is a log_sealed event whose fields do not decode", l.seq)
+		return false
+	}
+	ss := v.rep.Seals
+	if !v.proven && s.Epoch < v.seal.Epoch {
+		ss.Earlier++ // before a re-keying: not the key's to prove
+		return true
+	}
+	if !v.proven && s.Epoch > v.seal.Epoch {
+		v.fail(1, ProblemStartsLate, "the first seal the verification key could prove is epoch %d, but the log's seals reach epoch %d at seq %d without it: the log was replaced, or its beginning deleted", v.seal.Epoch, s.Epoch, l.seq)
+		return false
+	}
+	if s.Epoch != v.nextEpoch {
+		v.fail(l.seq, ProblemBadSeal, "seq %d seals epoch %d where epoch %d was due: a seal was removed or repeated", l.seq, s.Epoch, v.nextEpoch)
+		return false
+	}
+	sig, ok := parseEdSig(s.Sig)
+	if !ok || !ed25519.Verify(v.sealKey, SealMessage(l.seq, l.prev, string(l.ts), s), sig) {
+		who := "the verification key"
+		if v.proven {
+			who = fmt.Sprintf("the key seal epoch %d certified", s.Epoch-1)
+		}
+		v.fail(l.seq, ProblemBadSeal, "seal epoch %d at seq %d does not verify with %s: the events it covers (seq 1 to %d) were rewritten, or it was forged", s.Epoch, l.seq, who, l.seq-1)
+		return false
+	}
+	wantGen, wantTS := v.genesis, v.genesisTS
+	if l.seq == 1 {
+		wantGen, wantTS = Genesis, string(l.ts)
+	}
+	if s.Genesis != wantGen || s.GenesisTS != wantTS {
+		v.fail(1, ProblemStartsLate, "seal epoch %d names the genesis %s at %s, but the log's first event is %s at %s: the log starts later than its genesis", s.Epoch, s.Genesis, s.GenesisTS, wantGen, wantTS)
+		return false
+	}
+	next, ok := parsePublic(s.Next)
+	if !ok {
+		v.fail(l.seq, ProblemBadSeal, "seal epoch %d at seq %d certifies no valid next key", s.Epoch, l.seq)
+		return false
+	}
+	v.proven = true
+	v.sealKey, v.nextEpoch = next, s.Epoch+1
+	ss.Proven++
+	ss.Last = Anchor{Epoch: s.Epoch, Seq: l.seq, Hash: l.hash}
+	if t, err := time.Parse(time.RFC3339Nano, string(l.ts)); err == nil {
+		ss.Last.TS = t
+	}
+	ss.UnsealedFrom = 0
+	if v.anchor != nil && v.anchor.Epoch == s.Epoch {
+		if v.anchor.Seq != l.seq || v.anchor.Hash != l.hash {
+			v.fail(l.seq, ProblemEdited, "the anchor records seal epoch %d as seq %d with hash %s, but the log has it at seq %d with hash %s", s.Epoch, v.anchor.Seq, v.anchor.Hash, l.seq, l.hash)
+			return false
+		}
+		v.anchorHit = true
+	}
+	return true
+}
+
+func (s *Seals) add() {
+	if s != nil {
+		s.Count++
+	}
+}
+
 // finish compares the end of the chain with head.json.
 func (v *verifier) finish() {
 	if v.rep.Problem != "" {
 		return
 	}
 	last := v.expected - 1
+	if v.tamper != 0 {
+		v.fail(v.tamper, ProblemTampered, "seq %d is a log_tampered event the person has not acknowledged: the daemon found files of the log replaced or deleted under it", v.tamper)
+		return
+	}
+	if v.seal != nil {
+		ss := v.rep.Seals
+		switch {
+		case last == 0:
+			v.fail(1, ProblemEmpty, "the log holds no event, but a verification key exists (setting up keys seals the log at once): the log was deleted")
+			return
+		case !v.proven:
+			v.fail(1, ProblemUnsealed, "no seal of epoch %d (the verification key's) is in the log (%d seals found): the log was replaced, or sealed with another key", v.seal.Epoch, ss.Count)
+			return
+		case v.anchor != nil && v.anchor.Epoch >= v.nextEpoch:
+			v.fail(last+1, ProblemEndsEarly, "the anchor records seal epoch %d at seq %d, but the log ends at seq %d after seal epoch %d: its end was cut off", v.anchor.Epoch, v.anchor.Seq, last, v.nextEpoch-1)
+			return
+		}
+		if ss.Last.Seq < last {
+			ss.UnsealedFrom = ss.Last.Seq + 1
+		}
+	}
 	if v.mac != nil && v.mode == modePrefix && v.rep.Unsigned > 0 {
 		v.fail(v.firstUnsigned, ProblemBadSignature, "the log is not signed (seq %d to %d carry no signature)", v.firstUnsigned, last)
 		return

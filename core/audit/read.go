@@ -339,3 +339,31 @@ func Activity(dir string, f Filter) ([]Call, error) {
 	}
 	return calls, nil
 }
+
+// HasEvent reports whether the log in dir holds the event seq with hash
+// hash, looking in file (a base name, such as an Anchor's File) first and
+// then in every file.
+func HasEvent(dir, file string, seq uint64, hash string) (bool, error) {
+	found := false
+	match := func(e Event) error {
+		if e.Seq == seq && e.Hash == hash {
+			found = true
+			return errStop
+		}
+		return nil
+	}
+	if file != "" {
+		err := forEachEventInFile(filepath.Join(dir, filepath.Base(file)), 0, match)
+		if found {
+			return true, nil
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return false, err
+		}
+	}
+	err := forEachEvent(dir, match)
+	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	return found, nil
+}

@@ -50,6 +50,12 @@ const (
 	OpConfig       = "config"        // Reply.Data: daemon.ConfigState (the configuration in force, its digest, the change waiting)
 	OpConfigEdit   = "config-edit"   // put Config in force (written to config.json), edited from the configuration whose digest is Base
 	OpChangeDecide = "change-decide" // ChoiceConfirm or ChoiceReject the change waiting, whose id is Request
+
+	// OpAuditSetupKeys makes the audit log's first sealing key pair (Force:
+	// replace existing ones); Reply.Data: the verification key.
+	OpAuditSetupKeys = "audit_setup_keys"
+	// OpAuditAcknowledge records that the person saw a log_tampered event.
+	OpAuditAcknowledge = "audit_acknowledge"
 )
 
 // Choices of OpChangeDecide.
@@ -72,6 +78,8 @@ type Hello struct {
 	Config json.RawMessage `json:"config,omitempty"`
 	// Base is the digest of the configuration Config was edited from.
 	Base string `json:"base,omitempty"`
+	// Force, for audit_setup_keys, replaces existing sealing keys.
+	Force bool `json:"force,omitempty"`
 }
 
 // Reply is the daemon's answer to a Hello. Code is a stable machine-readable

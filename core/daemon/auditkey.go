@@ -247,6 +247,15 @@ type AuditStatus struct {
 	// Error is set while the log cannot be written (audit.Log.Err): every
 	// tool call is refused with audit_unavailable meanwhile.
 	Error string `json:"error,omitempty"`
+	// Tampered is set while a log_tampered event is not acknowledged
+	// (`portcullis audit acknowledge`): no approval is asked meanwhile.
+	Tampered string `json:"tampered,omitempty"`
+	// Sealed reports whether the log holds a sealing key (set up with
+	// `portcullis audit setup-keys`); SealEpoch is its epoch.
+	Sealed    bool   `json:"sealed"`
+	SealEpoch uint64 `json:"sealEpoch,omitempty"`
+	// SealError says why the last seal could not complete.
+	SealError string `json:"sealError,omitempty"`
 }
 
 // AuditStatus returns the state of the audit log, as Status reports it.
@@ -263,6 +272,13 @@ func (d *Daemon) auditStatus() AuditStatus {
 		st.Signed = al.Signing()
 		if err := al.Err(); err != nil {
 			st.Error = err.Error()
+		}
+		if err := al.Tampered(); err != nil {
+			st.Tampered = err.Error()
+		}
+		st.SealEpoch, st.Sealed = al.Sealing()
+		if err := al.SealErr(); err != nil {
+			st.SealError = err.Error()
 		}
 	}
 	// Not open yet: the daemon is starting, no call is served before the

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -22,20 +23,26 @@ type recovering struct {
 	// (status, tray) while calls are refused with audit_unavailable.
 	onHealth func()
 
-	mu      sync.Mutex
-	last    time.Time // guarded by mu; last recovery attempt
-	failed  bool      // guarded by mu; the last append failed
-	lastErr error     // guarded by mu; why, while failed
+	mu       sync.Mutex
+	last     time.Time // guarded by mu; last recovery attempt
+	failed   bool      // guarded by mu; the last append failed
+	lastErr  error     // guarded by mu; why, while failed
+	tampered bool      // guarded by mu; the log reported tampering at the last append
 }
 
 // Append writes one event durably, trying to recover a failed log first.
 func (r *recovering) Append(ctx context.Context, typ string, fields any) (audit.Event, error) {
 	ev, err := r.append(ctx, typ, fields)
 	failed := err != nil && errors.Is(err, audit.ErrUnavailable)
+	tampered := r.log.Tampered() != nil
 	r.mu.Lock()
 	changed := failed != r.failed && (failed || err == nil)
 	if changed {
 		r.failed = failed
+	}
+	if tampered != r.tampered {
+		// A swapped file noticed by this commit: status and tray say so.
+		r.tampered, changed = tampered, true
 	}
 	if failed {
 		r.lastErr = err
@@ -65,7 +72,15 @@ func (r *recovering) Err() error {
 	}
 	r.mu.Unlock()
 	if !failed {
-		return r.log.Err()
+		if err := r.log.Err(); err != nil {
+			return err
+		}
+		if err := r.log.Tampered(); err != nil {
+			// Fail closed as for a write failure: no approval is
+			// asked until the person acknowledges it.
+			return fmt.Errorf("%w: %w", audit.ErrUnavailable, err)
+		}
+		return nil
 	}
 	if !due {
 		return lastErr

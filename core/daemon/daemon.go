@@ -292,7 +292,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		return err
 	}
 	d.reapOrphans()
-	al, err := audit.Open(audit.Options{Dir: AuditDir(d.opts.Dirs), Key: d.opts.AuditKey, Logger: d.log})
+	al, err := audit.Open(d.auditOptions())
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("opening the audit log: %w", err)
@@ -303,6 +303,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.auditW = &recovering{log: al, retryEvery: time.Second, onHealth: func() { d.notify(); d.kickSigning() }}
 	d.mu.Unlock()
 	defer al.Close()
+	if err := d.checkAnchor(ctx, al); err != nil {
+		d.log.Error("comparing the audit log with its anchor", "err", err)
+	}
 	if cfg, data := d.configData(); cfg != nil {
 		d.recordConfig(data, cfg, true) // edits made while no daemon ran
 	}
@@ -346,6 +349,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	// servers to be stopped, and for the services.
 	d.wg.Wait()
 	waitServices()
+	if err := al.Seal(context.Background(), audit.SealStop); err != nil {
+		d.log.Error("sealing the audit log at stop", "err", err)
+	}
 	_ = os.Remove(sock)
 	return nil
 }
@@ -458,6 +464,10 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		reply(c, control.Reply{Data: data})
 	case control.OpConfig, control.OpConfigEdit, control.OpChangeDecide:
 		d.configOp(c, h, pid)
+	case control.OpAuditSetupKeys:
+		d.setupKeys(ctx, c, h.Force)
+	case control.OpAuditAcknowledge:
+		d.acknowledgeTampered(ctx, c)
 	case control.OpRestart:
 		n := d.Restart(h.Label, "restart requested with portcullis restart")
 		if n == 0 {

@@ -42,6 +42,7 @@ func (d *Daemon) services() []service {
 		{"configuration watcher", d.watchConfig},
 		{"policies", d.applyPolicies},
 		{"audit signing", d.followAuditSigning},
+		{"audit seals", d.sealAudit},
 	}
 }
 

@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/paths"
+)
+
+// The audit log's forward-secure seals (docs/AUDIT-FORMAT.md): the daemon
+// seals every SealEvery and when it stops; `portcullis audit setup-keys`
+// makes the first key pair and shows the verification key once. The
+// sealing key and the anchor live in the data directory, outside the audit
+// directory, so that deleting the log leaves them.
+
+// SealEvery is how often the daemon seals the audit log when events were
+// written since the last seal (a variable for tests).
+var SealEvery = 15 * time.Minute
+
+// SealKeyPath is the file that holds the current sealing key (mode 0600).
+func SealKeyPath(d paths.Dirs) string { return filepath.Join(d.State, "audit-seal.key") }
+
+// AnchorPath is the file where the daemon records the last seal.
+func AnchorPath(d paths.Dirs) string { return filepath.Join(d.State, "audit-anchor.json") }
+
+// auditOptions are the audit.Options the daemon opens its log with.
+func (d *Daemon) auditOptions() audit.Options {
+	return audit.Options{Dir: AuditDir(d.opts.Dirs), Key: d.opts.AuditKey, Logger: d.log,
+		SealKeys: audit.SealKeyFile{Path: SealKeyPath(d.opts.Dirs)}, AnchorPath: AnchorPath(d.opts.Dirs)}
+}
+
+// checkAnchor compares the freshly opened log with the last seal the
+// anchor records: a log that no longer holds it was deleted, replaced or
+// cut while no daemon ran, and gets a log_tampered event (approvals stop
+// until the person acknowledges it).
+func (d *Daemon) checkAnchor(ctx context.Context, al *audit.Log) error {
+	a, ok, err := audit.ReadAnchor(AnchorPath(d.opts.Dirs))
+	if err != nil {
+		return al.RecordTampered(ctx, "the audit anchor cannot be read: "+err.Error())
+	}
+	if !ok {
+		return nil
+	}
+	found, err := audit.HasEvent(AuditDir(d.opts.Dirs), a.File, a.Seq, a.Hash)
+	if err != nil || found {
+		return err
+	}
+	return al.RecordTampered(ctx, fmt.Sprintf("the log no longer holds seal epoch %d (seq %d, %s) that the anchor records: it was deleted, replaced or cut while no daemon ran", a.Epoch, a.Seq, a.TS.Format(time.RFC3339)))
+}
+
+// sealAudit seals the log every SealEvery until ctx ends (a service).
+func (d *Daemon) sealAudit(ctx context.Context) error {
+	t := time.NewTicker(SealEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		d.mu.Lock()
+		al := d.audit
+		d.mu.Unlock()
+		if err := al.Seal(ctx, audit.SealSchedule); err != nil && ctx.Err() == nil {
+			d.log.Error("sealing the audit log", "err", err)
+		}
+		d.notify()
+	}
+}
+
+// SetupKeysReply is the control Reply.Data of OpAuditSetupKeys.
+type SetupKeysReply struct {
+	// Key is the verification key (audit.VerificationKey.String).
+	Key   string `json:"key"`
+	Epoch uint64 `json:"epoch"`
+}
+
+// setupKeys answers control.OpAuditSetupKeys: only the person sets up (or,
+// with force, replaces) the keys whose verification key they keep.
+func (d *Daemon) setupKeys(ctx context.Context, c net.Conn, force bool) {
+	what := "set up the audit log's sealing keys"
+	if force {
+		what = "replace the audit log's sealing keys"
+	}
+	if err := d.requirePerson(c, what); err != nil {
+		reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
+		return
+	}
+	d.mu.Lock()
+	al := d.audit
+	d.mu.Unlock()
+	vk, err := al.SetupSeals(ctx, force)
+	if errors.Is(err, audit.ErrSealKeysExist) {
+		reply(c, control.Reply{Error: "the audit log is sealed already; its verification key was shown when the keys were set up. Replacing the keys (the old verification key then proves the log only up to now) needs --force", Code: "keys_exist"})
+		return
+	}
+	if err != nil {
+		reply(c, control.Reply{Error: "setting up the sealing keys: " + err.Error(), Code: "seal_failed"})
+		return
+	}
+	d.notify()
+	b, _ := json.Marshal(SetupKeysReply{Key: vk.String(), Epoch: vk.Epoch})
+	reply(c, control.Reply{Data: b})
+}
+
+// acknowledgeTampered answers control.OpAuditAcknowledge.
+func (d *Daemon) acknowledgeTampered(ctx context.Context, c net.Conn) {
+	if err := d.requirePerson(c, "acknowledge that the audit log was tampered with"); err != nil {
+		reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
+		return
+	}
+	d.mu.Lock()
+	al := d.audit
+	d.mu.Unlock()
+	t, ok := al.TamperedEvent()
+	if !ok {
+		reply(c, control.Reply{Error: "the audit log has no tampering to acknowledge", Code: "not_tampered"})
+		return
+	}
+	if err := al.AcknowledgeTampered(ctx, "cli"); err != nil {
+		reply(c, control.Reply{Error: "recording the acknowledgement: " + err.Error(), Code: "audit_unavailable"})
+		return
+	}
+	d.notify()
+	b, _ := json.Marshal(map[string]uint64{"seq": t.Seq})
+	reply(c, control.Reply{Data: b})
+}

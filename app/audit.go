@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/ids"
@@ -21,9 +22,10 @@ import (
 )
 
 // The audit commands read the log files directly (package audit's readers
-// and Verify), so they work whether or not the daemon runs and never write.
+// and Verify), so they work whether or not the daemon runs and never write;
+// setup-keys and acknowledge ask the daemon, which writes the log.
 
-const auditUsage = "audit needs a subcommand: tail [--json] [-n N] [-f], verify [--json], sessions [--server L] [--run R] [-n N] [--json], activity [--server L] [--run R] [-n N] [--json]"
+const auditUsage = "audit needs a subcommand: tail [--json] [-n N] [-f], verify [--key K] [--json], setup-keys [--force], acknowledge, sessions [--server L] [--run R] [-n N] [--json], activity [--server L] [--run R] [-n N] [--json]"
 
 func (a *App) runAudit(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -34,12 +36,16 @@ func (a *App) runAudit(ctx context.Context, args []string) error {
 		return a.auditTail(ctx, args[1:])
 	case "verify":
 		return a.auditVerify(args[1:])
+	case "setup-keys":
+		return a.auditSetupKeys(args[1:])
+	case "acknowledge":
+		return a.auditAcknowledge(args[1:])
 	case "sessions":
 		return a.auditSessions(args[1:])
 	case "activity":
 		return a.auditActivity(args[1:])
 	}
-	return usagef("unknown audit subcommand %q (tail, verify, sessions, activity)", args[0])
+	return usagef("unknown audit subcommand %q (tail, verify, setup-keys, acknowledge, sessions, activity)", args[0])
 }
 
 // auditDir returns the audit directory, or a message for a person when
@@ -327,6 +333,7 @@ type verifyResult struct {
 	SigningOff []signingOffJSON `json:"signingOff,omitempty"`
 	Recovered  []recoveredJSON  `json:"recovered,omitempty"`
 	Warnings   []string         `json:"warnings,omitempty"`
+	sealJSON
 }
 
 // signingOffJSON is a stretch of the log written with signing off: from the
@@ -359,15 +366,38 @@ func auditKeyForVerify() ([]byte, string) {
 func (a *App) auditVerify(args []string) error {
 	fs := newFlags("audit verify")
 	asJSON := fs.Bool("json", false, "")
+	keyText := fs.String("key", "", "")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("audit verify takes no arguments")
 	}
+	var opts audit.VerifyOptions
+	if *keyText != "" {
+		vk, err := audit.ParseVerificationKey(*keyText)
+		if err != nil {
+			return usagef("--key: %v", err)
+		}
+		opts.Seal = &vk
+		if an, ok, err := audit.ReadAnchor(daemon.AnchorPath(a.Dirs)); err != nil {
+			return err
+		} else if ok {
+			opts.Anchor = &an
+		}
+	}
 	dir, missing, err := a.auditDir()
 	if err != nil {
 		return err
+	}
+	if missing && opts.Seal != nil {
+		res := verifyResult{Dir: dir, Problem: audit.ProblemEmpty, Detail: "no audit log in " + dir + ", but a verification key exists: the log was deleted"}
+		if *asJSON {
+			_ = writeJSON(a.Stdout, res)
+		} else {
+			writeVerify(a.Stdout, res)
+		}
+		return errExit1
 	}
 	if missing {
 		if *asJSON {
@@ -378,7 +408,8 @@ func (a *App) auditVerify(args []string) error {
 		return errExit1
 	}
 	key, keyNote := auditKeyForVerify()
-	rep, err := audit.Verify(dir, key)
+	opts.Key = key
+	rep, err := audit.VerifyWith(dir, opts)
 	if err != nil && !errors.Is(err, audit.ErrBroken) {
 		return err
 	}
@@ -395,6 +426,7 @@ func (a *App) auditVerify(args []string) error {
 	if res.Torn {
 		res.FirstBad, res.Problem = 0, ""
 	}
+	res.sealJSON = sealResult(rep)
 	if *asJSON {
 		if err := writeJSON(a.Stdout, res); err != nil {
 			return err
@@ -405,7 +437,7 @@ func (a *App) auditVerify(args []string) error {
 	switch {
 	case !res.OK:
 		return errExit1
-	case res.Unchecked:
+	case res.Unchecked, res.SealsUnchecked:
 		return errExit3
 	}
 	return nil
@@ -441,6 +473,7 @@ func writeVerify(w io.Writer, r verifyResult) {
 	for _, rc := range r.Recovered {
 		fmt.Fprintf(w, "Torn bytes recorded by log_recovered at seq %d: %d bytes at offset %d of %s.\n", rc.Seq, rc.Length, rc.Offset, rc.File)
 	}
+	writeSeals(w, r)
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "Warning: %s\n", warn)
 	}
@@ -648,4 +681,104 @@ func (a *App) auditActivity(args []string) error {
 			c.ServerLabel, ids.RunID(c.AgentRun).Short(), ids.EpochID(c.Epoch).Short(), c.Tool, decision, outcome, ms)
 	}
 	return tw.Flush()
+}
+
+// sealJSON is what audit verify found of the forward-secure seals.
+type sealJSON struct {
+	// SealEvents counts log_sealed events; SealsUnchecked: there are
+	// seals but no --key was given (exit status 3).
+	SealEvents     uint64 `json:"sealEvents,omitempty"`
+	SealsUnchecked bool   `json:"sealsUnchecked,omitempty"`
+	// With --key: seals proven by the verification key, the last one,
+	// seals before a re-keying (not the key's to prove), and the first
+	// event no proven seal covers.
+	SealsProven  int        `json:"sealsProven,omitempty"`
+	SealsEarlier int        `json:"sealsEarlier,omitempty"`
+	LastSeal     *sealPoint `json:"lastSeal,omitempty"`
+	UnsealedFrom uint64     `json:"unsealedFrom,omitempty"`
+	// Tampered are the log_tampered events the person acknowledged.
+	Tampered []uint64 `json:"tamperedAcknowledged,omitempty"`
+}
+
+type sealPoint struct {
+	Epoch uint64    `json:"epoch"`
+	Seq   uint64    `json:"seq"`
+	TS    time.Time `json:"ts"`
+}
+
+func sealResult(rep audit.Report) sealJSON {
+	s := sealJSON{SealEvents: rep.SealEvents, Tampered: rep.Tampered}
+	if rep.Seals == nil {
+		s.SealsUnchecked = rep.SealEvents > 0 && !rep.Failed()
+		return s
+	}
+	s.SealsProven, s.SealsEarlier, s.UnsealedFrom = rep.Seals.Proven, rep.Seals.Earlier, rep.Seals.UnsealedFrom
+	if rep.Seals.Proven > 0 {
+		s.LastSeal = &sealPoint{Epoch: rep.Seals.Last.Epoch, Seq: rep.Seals.Last.Seq, TS: rep.Seals.Last.TS}
+	}
+	return s
+}
+
+// writeSeals prints what verify could and could not check of the seals.
+func writeSeals(w io.Writer, r verifyResult) {
+	for _, seq := range r.Tampered {
+		fmt.Fprintf(w, "The daemon found files of the log replaced or deleted under it (log_tampered at seq %d); the person acknowledged it.\n", seq)
+	}
+	switch {
+	case r.SealsUnchecked:
+		fmt.Fprintf(w, "NOT CHECKED: %d forward-secure seals; pass the verification key shown by `portcullis audit setup-keys` with --key to check them (exit status 3).\n", r.SealEvents)
+	case r.LastSeal != nil && r.OK:
+		fmt.Fprintf(w, "Seals checked with the verification key: %d, from the genesis to seal epoch %d at seq %d (%s).\n",
+			r.SealsProven, r.LastSeal.Epoch, r.LastSeal.Seq, r.LastSeal.TS.Local().Format(time.RFC3339))
+		if r.SealsEarlier > 0 {
+			fmt.Fprintf(w, "  %d seals before the keys were replaced are not this key's to prove; the hash chain up to its first seal is.\n", r.SealsEarlier)
+		}
+		if r.UnsealedFrom > 0 {
+			fmt.Fprintf(w, "  Events from seq %d on are not sealed yet: whoever holds the current sealing key could rewrite them.\n", r.UnsealedFrom)
+		}
+		fmt.Fprintln(w, "  A log cut back to an earlier seal, together with the anchor outside it, is not detectable offline: check that the last seal's time fits.")
+	}
+}
+
+func (a *App) auditSetupKeys(args []string) error {
+	fs := newFlags("audit setup-keys")
+	force := fs.Bool("force", false, "")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("audit setup-keys takes no arguments")
+	}
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpAuditSetupKeys, Force: *force}, 30*time.Second)
+	if err != nil {
+		return daemonError(err)
+	}
+	var r daemon.SetupKeysReply
+	if err := json.Unmarshal(data, &r); err != nil || r.Key == "" {
+		return fmt.Errorf("the daemon's answer holds no verification key: %s", data)
+	}
+	fmt.Fprintf(a.Stdout, "The audit log is sealed. Its verification key (shown only now):\n\n  %s\n\n"+
+		"Keep it outside this computer (on paper, in a password manager). `portcullis audit verify --key KEY`\n"+
+		"checks every seal with it; without it, code running as you could rewrite the log unnoticed.\n", r.Key)
+	return nil
+}
+
+func (a *App) auditAcknowledge(args []string) error {
+	fs := newFlags("audit acknowledge")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("audit acknowledge takes no arguments")
+	}
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpAuditAcknowledge}, 10*time.Second)
+	if err != nil {
+		return daemonError(err)
+	}
+	var r struct {
+		Seq uint64 `json:"seq"`
+	}
+	_ = json.Unmarshal(data, &r)
+	fmt.Fprintf(a.Stdout, "Acknowledged log_tampered at seq %d: approvals are asked again. `portcullis audit verify --key KEY` still shows what changed.\n", r.Seq)
+	return nil
 }

@@ -598,6 +598,12 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	if rep.Audit.Error != "" {
 		fmt.Fprintf(w, "Audit log cannot be written: every tool call is refused (audit_unavailable) until it can:\n  %s\n", rep.Audit.Error)
 	}
+	if rep.Audit.Tampered != "" {
+		fmt.Fprintf(w, "Audit log TAMPERED WITH: no approval is asked until you run `portcullis audit acknowledge`:\n  %s\n", rep.Audit.Tampered)
+	}
+	if rep.Audit.SealError != "" {
+		fmt.Fprintf(w, "Audit sealing failed:\n  %s\n", rep.Audit.SealError)
+	}
 	switch {
 	case rep.Audit.SigningError != "":
 		fmt.Fprintf(w, "Audit signing does not follow the settings:\n  %s\n", rep.Audit.SigningError)

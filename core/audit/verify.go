@@ -126,6 +126,8 @@ type Report struct {
 	SigningOff []SigningOff
 	// Recovered lists torn regions that Open recorded with log_recovered.
 	Recovered []Recovered
+	// SealEvents counts log_sealed events, checked or not.
+	SealEvents uint64
 	// Seals is set when a verification key was given.
 	Seals *Seals
 	// Tampered lists the log_tampered events the person acknowledged.
@@ -363,6 +365,7 @@ func (v *verifier) check(lf logFile, l line, firstLine bool) bool {
 	}
 	switch l.typ {
 	case TypeLogSealed:
+		v.rep.SealEvents++
 		if !v.checkSeal(l) {
 			return false
 		}

@@ -93,3 +93,52 @@ func generate(b *testing.B, dir string, n int) {
 		}
 	}
 }
+
+// BenchmarkVerifySealed is BenchmarkVerify on a log sealed every 10,000
+// events, verified with the HMAC key, the verification key and the anchor.
+func BenchmarkVerifySealed(b *testing.B) {
+	const n, every = 1_000_000, 10_000
+	base := b.TempDir()
+	dir := filepath.Join(base, "audit")
+	keys := SealKeyFile{Path: filepath.Join(base, "seal.key")}
+	anchorPath := filepath.Join(base, "anchor.json")
+	l, err := newLog(Options{Dir: dir, Key: testKey, Clock: newStepClock().Now, SealKeys: keys, AnchorPath: anchorPath,
+		hooks: &hooks{sync: func(*os.File) error { return nil }}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	canon, _ := canonicalFields(ToolCalled{Call: "c", AgentRun: "01JQ7R4S4S0QJ7GZP1S2RUNX", ServerLabel: "inventory-local", Tool: "inventory_adjust", Decision: "allow"})
+	vk, err := l.setupLocked(false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]item, 1000)
+	for i := range batch {
+		batch[i] = item{typ: TypeToolCalled, fields: canon}
+	}
+	for i := 0; i < n; i += len(batch) {
+		if _, err := l.commitLocked(batch); err != nil {
+			b.Fatal(err)
+		}
+		if (i+len(batch))%every == 0 {
+			if err := l.sealNowLocked(SealSchedule); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	l.w.f.Close()
+	l.lock.Close()
+	a, _, err := ReadAnchor(anchorPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var rep Report
+	for b.Loop() {
+		rep, err = VerifyWith(dir, VerifyOptions{Key: testKey, Seal: &vk, Anchor: &a})
+		if err != nil || rep.Seals.Proven != n/every+1 {
+			b.Fatalf("VerifyWith = %+v %+v, %v", rep, rep.Seals, err)
+		}
+	}
+	b.ReportMetric(float64(rep.Events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

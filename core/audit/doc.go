@@ -54,6 +54,19 @@
 // forged their events. Only the Log writes these two types (Append refuses
 // them).
 //
+// # Seals and swapped files
+//
+// With Options.SealKeys, the Log seals itself forward-securely (Seal,
+// SetupSeals, LogSealed): a log_sealed event signed with the current
+// epoch's Ed25519 key certifies the next epoch's public key, and the key
+// that signed it is erased. VerifyWith checks the seals from the person's
+// VerificationKey on, and the log's genesis and end against an Anchor. At
+// every commit the writer compares the open file and head.json (device
+// and inode) with their paths; a file replaced or deleted under it makes
+// it continue in a new file with a log_tampered event, reported by
+// Tampered until AcknowledgeTampered. The format is in
+// docs/AUDIT-FORMAT.md.
+//
 // # Durability and failure
 //
 // Append returns only after the event is written and fsynced (on macOS Go's

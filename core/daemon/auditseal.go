@@ -2,16 +2,22 @@ package daemon
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/paths"
+	"github.com/portcullis/portcullis/core/secrets"
 )
 
 // The audit log's forward-secure seals (docs/AUDIT-FORMAT.md): the daemon
@@ -33,7 +39,52 @@ func AnchorPath(d paths.Dirs) string { return filepath.Join(d.State, "audit-anch
 // auditOptions are the audit.Options the daemon opens its log with.
 func (d *Daemon) auditOptions() audit.Options {
 	return audit.Options{Dir: AuditDir(d.opts.Dirs), Key: d.opts.AuditKey, Logger: d.log,
-		SealKeys: audit.SealKeyFile{Path: SealKeyPath(d.opts.Dirs)}, AnchorPath: AnchorPath(d.opts.Dirs)}
+		SealKeys: sealKeysFor(runtime.GOOS, d.opts.Dirs, d.opts.Secrets), AnchorPath: AnchorPath(d.opts.Dirs)}
+}
+
+// AuditSealScope is the credential scope of the sealing key where it lives
+// in the credential store (macOS).
+const AuditSealScope = "portcullis-audit-seal"
+
+// sealKeysFor chooses where the sealing key lives: on macOS in the
+// Keychain, whose items the creating app reads without a prompt and other
+// programs only after the person allows it (not yet run on a Mac); on
+// Linux in a file of the data directory, since any process of the uid
+// can read the Secret Service as well as the file.
+func sealKeysFor(goos string, dirs paths.Dirs, store secrets.Store) audit.SealKeyStore {
+	if goos == "darwin" && store != nil {
+		return secretSealKeys{store: store}
+	}
+	return audit.SealKeyFile{Path: SealKeyPath(dirs)}
+}
+
+// secretSealKeys keeps the sealing key in a credential store under
+// AuditSealScope as "EPOCH:BASE64SEED"; Set replaces the item in place.
+type secretSealKeys struct{ store secrets.Store }
+
+func (s secretSealKeys) Load() (audit.SealKey, error) {
+	v, err := s.store.Get(AuditSealScope)
+	if errors.Is(err, secrets.ErrNotFound) {
+		return audit.SealKey{}, audit.ErrNoSealKey
+	}
+	if err != nil {
+		return audit.SealKey{}, err
+	}
+	defer clear(v)
+	epoch, seed, ok := strings.Cut(strings.TrimSpace(string(v)), ":")
+	e, err := strconv.ParseUint(epoch, 10, 64)
+	b, berr := base64.StdEncoding.DecodeString(seed)
+	if !ok || err != nil || berr != nil || len(b) != ed25519.SeedSize {
+		return audit.SealKey{}, fmt.Errorf("credential scope %s does not hold an audit sealing key", AuditSealScope)
+	}
+	defer clear(b)
+	return audit.SealKey{Epoch: e, Private: ed25519.NewKeyFromSeed(b)}, nil
+}
+
+func (s secretSealKeys) Replace(k audit.SealKey) error {
+	v := []byte(strconv.FormatUint(k.Epoch, 10) + ":" + base64.StdEncoding.EncodeToString(k.Private.Seed()))
+	defer clear(v)
+	return s.store.Set(AuditSealScope, v)
 }
 
 // checkAnchor compares the freshly opened log with the last seal the

@@ -218,10 +218,26 @@ func newLog(o Options) (*Log, error) {
 		k, err := o.SealKeys.Load()
 		switch {
 		case err == nil:
+			if a, ok, _ := ReadAnchor(o.AnchorPath); ok && k.Epoch <= a.Epoch {
+				// An old key file put back, or a crash between a seal
+				// and the key's replacement: sealing with it would
+				// repeat an epoch, which no verifier accepts.
+				err := fmt.Errorf("the stored sealing key is for epoch %d but seal epoch %d was written already: the log is not sealed until `portcullis audit setup-keys --force`", k.Epoch, a.Epoch)
+				l.log.Error("audit sealing key", "err", err)
+				l.sealErr.Store(&err)
+				clear(k.Private)
+				break
+			}
 			l.w.sealKey = &k
 			e := k.Epoch
 			l.sealEpoch.Store(&e)
-		case !errors.Is(err, ErrNoSealKey):
+		case errors.Is(err, ErrNoSealKey):
+			if a, ok, _ := ReadAnchor(o.AnchorPath); ok {
+				err := fmt.Errorf("the sealing key is gone but the log was sealed up to epoch %d: the log is not sealed until `portcullis audit setup-keys --force`", a.Epoch)
+				l.log.Error("audit sealing key", "err", err)
+				l.sealErr.Store(&err)
+			}
+		default:
 			l.log.Error("the audit sealing key cannot be read; the log is not sealed", "err", err)
 			l.sealErr.Store(&err)
 		}

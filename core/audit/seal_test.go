@@ -387,3 +387,37 @@ func mustList(t *testing.T, dir string) []logFile {
 	}
 	return f
 }
+
+func TestSealKeyStaleOrMissing(t *testing.T) {
+	s := newSealed(t, 2)
+	old, err := os.ReadFile(s.keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.seal(t) // nothing written since setup: no seal
+	appendN(t, s.l, 1)
+	s.seal(t)
+	s.l.Close()
+	// The key file of an earlier epoch put back.
+	os.WriteFile(s.keyPath, old, 0o600)
+	l := openSealed(t, filepath.Dir(s.dir))
+	if _, ok := l.Sealing(); ok || l.SealErr() == nil || !strings.Contains(l.SealErr().Error(), "epoch 1") {
+		t.Fatalf("an old key: Sealing ok, SealErr %v", l.SealErr())
+	}
+	if err := l.Seal(context.Background(), SealStop); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if rep := s.verify(t); rep.Failed() {
+		t.Fatalf("the old key sealed the log again: %+v", rep)
+	}
+	// The key file deleted.
+	os.Remove(s.keyPath)
+	l = openSealed(t, filepath.Dir(s.dir))
+	if l.SealErr() == nil || !strings.Contains(l.SealErr().Error(), "gone") {
+		t.Fatalf("a deleted key: SealErr %v", l.SealErr())
+	}
+	if _, err := l.SetupSeals(context.Background(), false); !errors.Is(err, ErrSealKeysExist) {
+		t.Fatalf("SetupSeals without force after the key was deleted = %v", err)
+	}
+}

@@ -41,7 +41,7 @@ func trayStateOf(rep daemon.StatusReport, pending int) TrayState {
 	if pending > 0 {
 		return TrayApproval
 	}
-	if rep.Audit.Error != "" {
+	if rep.Audit.Error != "" || rep.Audit.Tampered != "" {
 		return TrayFailed
 	}
 	for _, r := range rep.Runs {
@@ -102,6 +102,9 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 	}
 	if p := rep.PendingChange; p != nil {
 		out = append(out, menuEntry{Kind: entryInfo, Label: fmt.Sprintf("config.json change %s widens trust: not in force until confirmed (portcullis changes)", p.ID), Disabled: true})
+	}
+	if rep.Audit.Tampered != "" {
+		out = append(out, menuEntry{Kind: entryInfo, Label: "Audit log tampered with: no approvals until `portcullis audit acknowledge`", Disabled: true})
 	}
 	if len(rep.Runs) == 0 {
 		label := "No agent connected"

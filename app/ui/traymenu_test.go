@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -181,5 +182,16 @@ func TestTrayStateOf(t *testing.T) {
 				t.Errorf("trayStateOf = %v, want %v", got, tt.want)
 			}
 		})
+	}
+	tampered := daemon.StatusReport{Runs: []gateway.Status{ready}, Audit: daemon.AuditStatus{Tampered: "log_tampered at seq 4"}}
+	if got := trayStateOf(tampered, 0); got != TrayFailed {
+		t.Errorf("trayStateOf(a tampered log) = %v, want %v", got, TrayFailed)
+	}
+	found := false
+	for _, e := range menuModel(tampered, nil, loginState{}) {
+		found = found || strings.Contains(e.Label, "tampered") && strings.Contains(e.Label, "audit acknowledge")
+	}
+	if !found {
+		t.Error("the tray menu does not say the audit log was tampered with")
 	}
 }

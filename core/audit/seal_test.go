@@ -421,3 +421,23 @@ func TestSealKeyStaleOrMissing(t *testing.T) {
 		t.Fatalf("SetupSeals without force after the key was deleted = %v", err)
 	}
 }
+
+func TestDirectoryDeletedUnderTheLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "audit")
+	l := openTest(t, Options{Dir: dir})
+	appendN(t, l, 3)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(context.Background(), TypeLogResumed, nil); err != nil {
+		t.Fatalf("Append after rm -rf: %v", err)
+	}
+	tp, ok := l.TamperedEvent()
+	if !ok || len(tp.Fields.Files) != 2 || tp.Fields.Files[0].Change != "deleted" || tp.Fields.LastSeq != 3 {
+		t.Fatalf("TamperedEvent = %+v, %v", tp, ok)
+	}
+	l.Close()
+	if rep, _ := Verify(dir, nil); rep.Problem != ProblemDeleted {
+		t.Fatalf("Verify = %+v; want the missing file reported", rep)
+	}
+}

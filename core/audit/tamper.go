@@ -112,6 +112,11 @@ func (l *Log) swappedLocked() []TamperedFile {
 // there.
 func (l *Log) tamperedLocked(files []TamperedFile, detail string) error {
 	w := &l.w
+	// The whole directory may be gone (rm -rf): the log goes on in a new
+	// one, which no longer holds the deleted files.
+	if err := os.MkdirAll(l.opts.Dir, 0o700); err != nil {
+		return l.failLocked("creating "+l.opts.Dir+" after tampering", err)
+	}
 	next := w.fileNum + 1
 	if lf, err := listFiles(l.opts.Dir); err == nil && len(lf) > 0 && lf[len(lf)-1].num >= next {
 		next = lf[len(lf)-1].num + 1

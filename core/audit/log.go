@@ -113,6 +113,7 @@ type writer struct {
 	sealKey            *SealKey // the current sealing epoch's key; nil: not sealed
 	genesis, genesisTS string   // hash and ts of seq 1, for seals
 	sinceSeal          bool     // events were written since the last seal
+	lastSeal           []byte   // fields of the last event when Open found a log_sealed there
 }
 
 // headSize is the fixed size of head.json: the record padded with spaces,
@@ -218,19 +219,7 @@ func newLog(o Options) (*Log, error) {
 		k, err := o.SealKeys.Load()
 		switch {
 		case err == nil:
-			if a, ok, _ := ReadAnchor(o.AnchorPath); ok && k.Epoch <= a.Epoch {
-				// An old key file put back, or a crash between a seal
-				// and the key's replacement: sealing with it would
-				// repeat an epoch, which no verifier accepts.
-				err := fmt.Errorf("the stored sealing key is for epoch %d but seal epoch %d was written already: the log is not sealed until `portcullis audit setup-keys --force`", k.Epoch, a.Epoch)
-				l.log.Error("audit sealing key", "err", err)
-				l.sealErr.Store(&err)
-				clear(k.Private)
-				break
-			}
-			l.w.sealKey = &k
-			e := k.Epoch
-			l.sealEpoch.Store(&e)
+			l.w.sealKey = &k // finishSealLocked decides, once the tail is read
 		case errors.Is(err, ErrNoSealKey):
 			if a, ok, _ := ReadAnchor(o.AnchorPath); ok {
 				err := fmt.Errorf("the sealing key is gone but the log was sealed up to epoch %d: the log is not sealed until `portcullis audit setup-keys --force`", a.Epoch)
@@ -249,6 +238,7 @@ func newLog(o Options) (*Log, error) {
 		lock.Close()
 		return nil, err
 	}
+	l.finishSealLocked()
 	return l, nil
 }
 
@@ -752,6 +742,7 @@ func (l *Log) load() error {
 	}
 	if t.found {
 		w.seq, w.prev, w.signed = t.seq, t.hash, signsNext(t.sig, t.typ)
+		w.lastSeal = t.fields
 	} else {
 		for i := len(files) - 2; i >= 0; i-- {
 			pt, err := scanFileTail(files[i].path)
@@ -845,6 +836,7 @@ type tail struct {
 	found        bool
 	seq          uint64
 	typ          string
+	fields       []byte // of a log_sealed last event only
 	hash, sig    string
 	goodEnd      int64 // offset just past the last whole event (and its newline)
 	unterminated bool  // the last event lacks its newline (goodEnd == size)
@@ -888,6 +880,9 @@ func scanTail(f io.ReaderAt, size int64) (tail, error) {
 			}
 			if l, err := parseLine(buf[s:e]); err == nil && enc.hash(l.prev, l.open) == l.hash {
 				t := tail{found: true, seq: l.seq, typ: l.typ, hash: l.hash, sig: l.sig, goodEnd: base + int64(e), unterminated: !term}
+				if l.typ == TypeLogSealed {
+					t.fields = bytes.Clone(l.fields)
+				}
 				if term {
 					t.goodEnd++
 				}

@@ -31,6 +31,11 @@ type SealKey struct {
 	Epoch uint64
 	// Private is the Ed25519 private key.
 	Private ed25519.PrivateKey
+	// Next, while a seal of Epoch is being written, is the key of the
+	// epoch after it, which that seal certifies: stored before the seal,
+	// so that a crash after the seal is durable does not lose it (Open
+	// then finishes the change), nil otherwise.
+	Next ed25519.PrivateKey
 }
 
 // SealKeyStore keeps the current sealing key. Replace must be durable and
@@ -59,7 +64,8 @@ type SealKeyFile struct{ Path string }
 type sealKeyJSON struct {
 	Version int    `json:"version"`
 	Epoch   uint64 `json:"epoch"`
-	Seed    string `json:"seed"` // base64 of the Ed25519 seed
+	Seed    string `json:"seed"`           // base64 of the Ed25519 seed
+	Next    string `json:"next,omitempty"` // base64 seed of SealKey.Next
 }
 
 // Load reads the key file.
@@ -81,7 +87,16 @@ func (s SealKeyFile) Load() (SealKey, error) {
 		return SealKey{}, fmt.Errorf("audit: %s does not hold an Ed25519 seed", s.Path)
 	}
 	defer clear(seed)
-	return SealKey{Epoch: j.Epoch, Private: ed25519.NewKeyFromSeed(seed)}, nil
+	k := SealKey{Epoch: j.Epoch, Private: ed25519.NewKeyFromSeed(seed)}
+	if j.Next != "" {
+		next, err := base64.StdEncoding.DecodeString(j.Next)
+		if err != nil || len(next) != ed25519.SeedSize {
+			return SealKey{}, fmt.Errorf("audit: %s does not hold an Ed25519 seed as next", s.Path)
+		}
+		defer clear(next)
+		k.Next = ed25519.NewKeyFromSeed(next)
+	}
+	return k, nil
 }
 
 // Replace writes k to a temporary file (fsynced), overwrites the old key
@@ -90,6 +105,9 @@ func (s SealKeyFile) Load() (SealKey, error) {
 // every file system (copy-on-write, SSD remapping, backups); see the README.
 func (s SealKeyFile) Replace(k SealKey) error {
 	j := sealKeyJSON{Version: 1, Epoch: k.Epoch, Seed: base64.StdEncoding.EncodeToString(k.Private.Seed())}
+	if k.Next != nil {
+		j.Next = base64.StdEncoding.EncodeToString(k.Next.Seed())
+	}
 	b, _ := json.Marshal(j)
 	defer clear(b)
 	tmp := s.Path + ".tmp"

@@ -441,3 +441,59 @@ func TestDirectoryDeletedUnderTheLog(t *testing.T) {
 		t.Fatalf("Verify = %+v; want the missing file reported", rep)
 	}
 }
+
+// failingKeys is a SealKeyFile whose Replace fails on call number failAt
+// (1-based), as a crash at that point would leave the store.
+type failingKeys struct {
+	SealKeyFile
+	calls, failAt int
+}
+
+func (f *failingKeys) Replace(k SealKey) error {
+	f.calls++
+	if f.calls == f.failAt {
+		return errors.New("injected: the process died here")
+	}
+	return f.SealKeyFile.Replace(k)
+}
+
+// TestSealInterrupted: a crash between a seal's fsync and the key's
+// replacement is finished by the next Open, and a crash before the seal
+// leaves the current key; either way the epochs that follow verify.
+func TestSealInterrupted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		failAt int // Replace calls in a seal: 1 stores the next key beside the current, 2 replaces
+		seals  int // proven at the end
+	}{
+		{"after the seal", 2, 3},  // setup, the interrupted one, stop
+		{"before the seal", 1, 2}, // setup, stop
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSealed(t, 2)
+			s.l.Close()
+			base := filepath.Dir(s.dir)
+			fk := &failingKeys{SealKeyFile: SealKeyFile{Path: s.keyPath}, failAt: tc.failAt}
+			o := Options{Dir: s.dir, Key: testKey, SealKeys: fk, AnchorPath: s.anchorPath}
+			l := openTest(t, o)
+			appendN(t, l, 2)
+			err := l.Seal(context.Background(), SealSchedule)
+			if tc.failAt == 1 && err == nil || l.SealErr() == nil {
+				t.Fatalf("Seal = %v, SealErr %v: want the injected failure reported", err, l.SealErr())
+			}
+			l.Close() // the "crash": the store is as the failure left it
+			l = openSealed(t, base)
+			if l.SealErr() != nil {
+				t.Fatalf("after reopening: %v", l.SealErr())
+			}
+			appendN(t, l, 2)
+			if err := l.Seal(context.Background(), SealStop); err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			if rep := s.verify(t); rep.Failed() || rep.Seals.Proven != tc.seals {
+				t.Fatalf("%+v %+v", rep, rep.Seals)
+			}
+		})
+	}
+}

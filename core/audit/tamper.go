@@ -315,6 +315,14 @@ func (l *Log) sealLocked(reason string, next SealKey, nextPub ed25519.PublicKey)
 			return err
 		}
 	}
+	// The next key is stored (beside the current one) before the seal
+	// certifying it is written: a crash after the seal is durable then
+	// leaves both, and Open finishes the change (finishSealLocked).
+	if err := l.opts.SealKeys.Replace(SealKey{Epoch: cur.Epoch, Private: cur.Private, Next: next.Private}); err != nil {
+		err = fmt.Errorf("storing the next sealing key before the seal: %w", err)
+		l.sealErr.Store(&err)
+		return err
+	}
 	seq, prev := w.seq+1, w.prev
 	ts := l.opts.Clock().UTC()
 	tsText := string(ts.AppendFormat(nil, tsLayout))
@@ -353,6 +361,45 @@ func (l *Log) sealLocked(reason string, next SealKey, nextPub ed25519.PublicKey)
 		l.sealErr.Store(nil)
 	}
 	return nil
+}
+
+// finishSealLocked is Open's part, once the tail is read: a stored key
+// with a Next is a seal that was being written. If the log ends with that
+// seal (certifying Next), the change is finished: Next becomes the key and
+// the old one is erased. Otherwise the seal never reached the disk and the
+// key stays. A key no newer than the anchor's seal is refused (an old key
+// file put back: sealing with it would repeat an epoch).
+func (l *Log) finishSealLocked() {
+	w := &l.w
+	k := w.sealKey
+	if k == nil {
+		return
+	}
+	if k.Next != nil {
+		var s LogSealed
+		nextPub := k.Next.Public().(ed25519.PublicKey)
+		if w.lastSeal != nil && json.Unmarshal(w.lastSeal, &s) == nil && s.Epoch == k.Epoch && s.Next == formatPublic(nextPub) {
+			nk := SealKey{Epoch: k.Epoch + 1, Private: k.Next}
+			if err := l.opts.SealKeys.Replace(nk); err != nil {
+				l.log.Error("finishing an interrupted seal", "err", err)
+			}
+			clear(k.Private)
+			k = &nk
+		} else {
+			k = &SealKey{Epoch: k.Epoch, Private: k.Private}
+		}
+		w.sealKey = k
+	}
+	if a, ok, _ := ReadAnchor(l.opts.AnchorPath); ok && k.Epoch <= a.Epoch {
+		err := fmt.Errorf("the stored sealing key is for epoch %d but seal epoch %d was written already: the log is not sealed until `portcullis audit setup-keys --force`", k.Epoch, a.Epoch)
+		l.log.Error("audit sealing key", "err", err)
+		l.sealErr.Store(&err)
+		clear(k.Private)
+		w.sealKey = nil
+		return
+	}
+	e := k.Epoch
+	l.sealEpoch.Store(&e)
 }
 
 func (l *Log) sealNowLocked(reason string) error {

@@ -59,7 +59,8 @@ func sealKeysFor(goos string, dirs paths.Dirs, store secrets.Store) audit.SealKe
 }
 
 // secretSealKeys keeps the sealing key in a credential store under
-// AuditSealScope as "EPOCH:BASE64SEED"; Set replaces the item in place.
+// AuditSealScope as "EPOCH:BASE64SEED", with ":BASE64SEED" of SealKey.Next
+// while a seal is written; Set replaces the item in place.
 type secretSealKeys struct{ store secrets.Store }
 
 func (s secretSealKeys) Load() (audit.SealKey, error) {
@@ -71,18 +72,36 @@ func (s secretSealKeys) Load() (audit.SealKey, error) {
 		return audit.SealKey{}, err
 	}
 	defer clear(v)
-	epoch, seed, ok := strings.Cut(strings.TrimSpace(string(v)), ":")
-	e, err := strconv.ParseUint(epoch, 10, 64)
-	b, berr := base64.StdEncoding.DecodeString(seed)
-	if !ok || err != nil || berr != nil || len(b) != ed25519.SeedSize {
-		return audit.SealKey{}, fmt.Errorf("credential scope %s does not hold an audit sealing key", AuditSealScope)
+	bad := fmt.Errorf("credential scope %s does not hold an audit sealing key", AuditSealScope)
+	parts := strings.Split(strings.TrimSpace(string(v)), ":")
+	if len(parts) != 2 && len(parts) != 3 {
+		return audit.SealKey{}, bad
 	}
-	defer clear(b)
-	return audit.SealKey{Epoch: e, Private: ed25519.NewKeyFromSeed(b)}, nil
+	e, err := strconv.ParseUint(parts[0], 10, 64)
+	if err != nil {
+		return audit.SealKey{}, bad
+	}
+	k := audit.SealKey{Epoch: e}
+	for i, p := range parts[1:] {
+		b, err := base64.StdEncoding.DecodeString(p)
+		if err != nil || len(b) != ed25519.SeedSize {
+			return audit.SealKey{}, bad
+		}
+		if i == 0 {
+			k.Private = ed25519.NewKeyFromSeed(b)
+		} else {
+			k.Next = ed25519.NewKeyFromSeed(b)
+		}
+		clear(b)
+	}
+	return k, nil
 }
 
 func (s secretSealKeys) Replace(k audit.SealKey) error {
 	v := []byte(strconv.FormatUint(k.Epoch, 10) + ":" + base64.StdEncoding.EncodeToString(k.Private.Seed()))
+	if k.Next != nil {
+		v = append(v, ":"+base64.StdEncoding.EncodeToString(k.Next.Seed())...)
+	}
 	defer clear(v)
 	return s.store.Set(AuditSealScope, v)
 }

@@ -107,9 +107,9 @@ func (localAuth) Authenticate(ctx context.Context, _ daemon.AuthSubject, reason 
 		case a.ok:
 			return nil
 		case a.code == laErrorUserCancel || a.code == laErrorSystemCancel || a.code == laErrorAppCancel:
-			return fmt.Errorf("%w (LocalAuthentication: %s)", daemon.ErrAuthDismissed, a.desc)
+			return fmt.Errorf("%w: LocalAuthentication: %s", daemon.ErrAuthDismissed, a.desc)
 		}
-		return fmt.Errorf("%w (LocalAuthentication error %d: %s)", daemon.ErrAuthFailed, a.code, a.desc)
+		return fmt.Errorf("%w: LocalAuthentication error %d: %s", daemon.ErrAuthFailed, a.code, a.desc)
 	case <-ctx.Done():
 		la.Send(objc.RegisterName("invalidate"))
 		return ctx.Err()

@@ -86,17 +86,18 @@ const (
 )
 
 // Authenticate runs pkcheck --action-id PolkitAction --process
-// PID,START,UID --allow-user-interaction with reason as the
-// portcullis.reason detail. The subject's start time pins its pid (polkit
+// PID,START,UID --allow-user-interaction. reason is not passed: polkit
+// takes details only from trusted callers (root, the action's owner), so
+// the agent shows the action's own message. The subject's start time pins its pid (polkit
 // refuses a process whose start time differs); without one (0), polkit
 // reads it itself.
-func (p *Polkit) Authenticate(ctx context.Context, s daemon.AuthSubject, reason string) error {
+func (p *Polkit) Authenticate(ctx context.Context, s daemon.AuthSubject, _ string) error {
 	subject := strconv.Itoa(s.PID)
 	if s.StartTime != 0 {
 		subject += "," + strconv.FormatUint(s.StartTime, 10) + "," + strconv.Itoa(s.UID)
 	}
 	cmd := exec.CommandContext(ctx, orDefault(p.Pkcheck, "pkcheck"), "--action-id", PolkitAction, "--process", subject,
-		"--allow-user-interaction", "--detail", polkitReasonKey, reason)
+		"--allow-user-interaction")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -106,12 +107,12 @@ func (p *Polkit) Authenticate(ctx context.Context, s daemon.AuthSubject, reason 
 	case err == nil:
 		return nil
 	case errors.As(err, &ee) && ee.ExitCode() == pkcheckDismissed:
-		return fmt.Errorf("%w (pkcheck: %s)", daemon.ErrAuthDismissed, text)
+		return fmt.Errorf("%w: pkcheck: %s", daemon.ErrAuthDismissed, text)
 	case errors.As(err, &ee) && ee.ExitCode() > pkcheckAuthorized && ee.ExitCode() < pkcheckDismissed:
 		if text == "" {
 			text = "not authorized"
 		}
-		return fmt.Errorf("%w (pkcheck: %s)", daemon.ErrAuthFailed, text)
+		return fmt.Errorf("%w: pkcheck: %s", daemon.ErrAuthFailed, text)
 	case ctx.Err() != nil:
 		return fmt.Errorf("pkcheck: %w", ctx.Err())
 	}

@@ -49,8 +49,8 @@ type AuthSubject struct {
 
 // Errors of Authenticator.Authenticate.
 var (
-	ErrAuthDismissed = errors.New("the authentication was cancelled")
-	ErrAuthFailed    = errors.New("the operating system did not authenticate you")
+	ErrAuthDismissed = errors.New("authentication cancelled")
+	ErrAuthFailed    = errors.New("authentication failed")
 )
 
 // codeAuthentication is the control Reply.Code of an approval that the
@@ -191,9 +191,12 @@ func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.
 		d.log.Info("the operating system authenticated the person", "request", request, "mechanism", mech, "pid", subject.PID)
 		return nil
 	}
-	how := "did not authenticate you"
-	if errors.Is(err, ErrAuthDismissed) {
+	how := "could not authenticate you"
+	switch {
+	case errors.Is(err, ErrAuthDismissed):
 		how = "was cancelled"
+	case errors.Is(err, ErrAuthFailed):
+		how = "did not authenticate you"
 	}
 	msg := fmt.Sprintf("not approved: %s %s (%v), so request %s was denied and nothing was granted (settings.approvalAuthentication is %q); the agent can call again to ask anew", mech, how, err, request, st.Mode)
 	d.auditAuthRefusal(what, request, subject, req, refusedAuthFailed, msg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -184,4 +185,81 @@ func TestAuthenticateDecision(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockingAuth answers Authenticate with what the test sends on answer.
+type blockingAuth struct {
+	avail  error
+	asked  chan AuthSubject
+	answer chan error
+}
+
+func (b *blockingAuth) Mechanism() string { return "blockingauth" }
+func (b *blockingAuth) Available() error  { return b.avail }
+func (b *blockingAuth) Authenticate(ctx context.Context, s AuthSubject, _ string) error {
+	b.asked <- s
+	select {
+	case err := <-b.answer:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestWindowApprovals: the window's Decide does not block on the
+// authentication (the window's event loop calls it): it returns at once,
+// the grant follows a success and a denial a failure, with the app's own
+// process as the subject; an unavailable mechanism under "always" is an
+// error at once and leaves the request pending; a card outside the mode is
+// decided directly.
+func TestWindowApprovals(t *testing.T) {
+	card := authz.Card{ServerLabel: "srv", AgentRun: "run1", Tool: "read", ToolScope: []string{"read"}, CurrentEpoch: "01EP"}
+	for _, tc := range []struct {
+		name   string
+		answer error
+		grant  bool
+	}{{"success", nil, true}, {"failure", ErrAuthFailed, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := &blockingAuth{asked: make(chan AuthSubject, 1), answer: make(chan error, 1)}
+			d := authDaemon(t, config.AuthAlways, ba)
+			id := d.authz.Raise(card)
+			if err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}); err != nil {
+				t.Fatalf("Decide: %v", err)
+			}
+			s := <-ba.asked // asked after Decide returned, the request still pending
+			if s.PID != os.Getpid() {
+				t.Errorf("subject pid %d, want the app's own %d", s.PID, os.Getpid())
+			}
+			if len(d.authz.Pending()) != 1 {
+				t.Errorf("pending while authenticating: %d, want 1", len(d.authz.Pending()))
+			}
+			ba.answer <- tc.answer
+			g, err := d.authz.Wait(context.Background(), id)
+			if tc.grant && (err != nil || g == nil) {
+				t.Fatalf("Wait = %v, %v; want a grant", g, err)
+			}
+			if !tc.grant && (g != nil || !errors.Is(err, authz.ErrDenied)) {
+				t.Fatalf("Wait = %v, %v; want a denial", g, err)
+			}
+		})
+	}
+	t.Run("unavailable", func(t *testing.T) {
+		d := authDaemon(t, config.AuthAlways, &fakeAuth{avail: errors.New("no polkitd")})
+		id := d.authz.Raise(card)
+		err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, By: "app"})
+		if err == nil || !strings.Contains(err.Error(), "no polkitd") || len(d.authz.Pending()) != 1 {
+			t.Fatalf("Decide = %v with %d pending; want the reason and the request pending", err, len(d.authz.Pending()))
+		}
+	})
+	t.Run("outside the mode", func(t *testing.T) {
+		fa := &fakeAuth{answer: ErrAuthFailed}
+		d := authDaemon(t, config.AuthCredentials, fa)
+		id := d.authz.Raise(card)
+		if err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, By: "app"}); err != nil {
+			t.Fatal(err)
+		}
+		if g, err := d.authz.Wait(context.Background(), id); err != nil || g == nil || len(fa.asked) != 0 {
+			t.Fatalf("Wait = %v, %v (asked %d); want a grant without authentication", g, err, len(fa.asked))
+		}
+	})
 }

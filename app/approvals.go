@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/platform"
@@ -167,6 +168,30 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		fmt.Fprintf(a.Stdout, "Denied %s.\n", id)
 	}
 	return nil
+}
+
+// authLine is the status line of settings.approvalAuthentication.
+func authLine(st daemon.AuthStatus) string {
+	var line string
+	switch st.Mode {
+	case config.AuthAlways:
+		line = "Approval authentication: always (every approval asks " + orNone(st.Mechanism) + " to authenticate you)"
+	case config.AuthCredentials:
+		line = "Approval authentication: credentials (approvals that carry a credential ask " + orNone(st.Mechanism) + " to authenticate you)"
+	default:
+		line = "Approval authentication: off"
+	}
+	if st.Note != "" {
+		line += "\n  " + st.Note
+	}
+	return line
+}
+
+func orNone(mech string) string {
+	if mech == "" {
+		return "the operating system"
+	}
+	return mech
 }
 
 // authTimeout bounds a decision that waits for the operating system's

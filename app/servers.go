@@ -604,6 +604,7 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	case !rep.Audit.Signed && rep.Audit.Note != "":
 		fmt.Fprintf(w, "Audit: %s\n", rep.Audit.Note)
 	}
+	fmt.Fprintln(w, authLine(rep.Authentication))
 	if len(rep.Servers) == 0 {
 		fmt.Fprintf(w, "No servers configured in %s.\n", rep.ConfigFile)
 	}

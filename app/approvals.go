@@ -207,6 +207,9 @@ const authTimeout = 5 * time.Minute
 // this command before the daemon's answer is shown. It returns nil when
 // no authentication applies, else the function that undoes it.
 func (a *App) startAuthentication(choice authz.Choice, req authz.Request) (func(), error) {
+	if choice == authz.Deny {
+		return nil, nil // a denial needs no authentication
+	}
 	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpStatus}, 5*time.Second)
 	if err != nil {
 		return nil, daemonError(err)

@@ -200,16 +200,26 @@ const authTimeout = 5 * time.Minute
 
 // startAuthentication prepares the operating system's authentication of a
 // decision, when the daemon's settings.approvalAuthentication applies to
-// it (daemon.AuthenticationApplies): on Linux it registers polkit's
-// terminal agent (pkttyagent) for this process, so that the daemon's
-// pkcheck asks for the password at this terminal, and keeps an interrupt
-// (^C at the prompt, which ends pkttyagent and so cancels) from ending
-// this command before the daemon's answer is shown. It returns nil when
-// no authentication applies, else the function that undoes it.
+// it (daemon.AuthenticationApplies); see authAgentFor.
 func (a *App) startAuthentication(choice authz.Choice, req authz.Request) (func(), error) {
 	if choice == authz.Deny {
 		return nil, nil // a denial needs no authentication
 	}
+	return a.authAgentFor(req.ID+" is approved", func(st daemon.StatusReport) bool {
+		return daemon.AuthenticationApplies(st.Authentication.Mode, req.Card, choice)
+	})
+}
+
+// authAgentFor prepares the operating system's authentication of what the
+// daemon is about to be asked (what: "X is approved"), when needs says the
+// daemon's status calls for it: on Linux it registers polkit's terminal
+// agent (pkttyagent) for this process, so that the daemon's pkcheck asks
+// for the password at this terminal, and keeps an interrupt (^C at the
+// prompt, which ends pkttyagent and so cancels) from ending this command
+// before the daemon's answer is shown. It returns nil when no
+// authentication applies (or the system cannot authenticate: the daemon
+// then refuses with the reason), else the function that undoes it.
+func (a *App) authAgentFor(what string, needs func(daemon.StatusReport) bool) (func(), error) {
 	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpStatus}, 5*time.Second)
 	if err != nil {
 		return nil, daemonError(err)
@@ -219,16 +229,16 @@ func (a *App) startAuthentication(choice authz.Choice, req authz.Request) (func(
 		return nil, fmt.Errorf("reading the daemon's status: %w", err)
 	}
 	auth := st.Authentication
-	if !daemon.AuthenticationApplies(auth.Mode, req.Card, choice) || !auth.Available {
-		return nil, nil // unavailable: the daemon refuses with the reason
+	if !auth.Available || !needs(st) {
+		return nil, nil
 	}
-	fmt.Fprintf(a.Stdout, "settings.approvalAuthentication is %q: %s asks you to authenticate before %s is approved.\n", auth.Mode, auth.Mechanism, req.ID)
+	fmt.Fprintf(a.Stdout, "settings.approvalAuthentication is %q: %s asks you to authenticate before %s.\n", auth.Mode, auth.Mechanism, what)
 	ints := make(chan os.Signal, 1)
 	signal.Notify(ints, os.Interrupt)
 	agent, err := platform.StartTerminalAgent(os.Getpid(), nil)
 	if err != nil {
 		signal.Stop(ints)
-		return nil, fmt.Errorf("not approved: %s cannot ask for your password at this terminal: %w; nothing was sent to the daemon — approve in the Portcullis window instead", auth.Mechanism, err)
+		return nil, fmt.Errorf("not done: %s cannot ask for your password at this terminal: %w; nothing was sent to the daemon — use the Portcullis window instead", auth.Mechanism, err)
 	}
 	return func() {
 		agent.Stop()

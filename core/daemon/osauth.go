@@ -271,3 +271,62 @@ func (w *WindowApprovals) Decide(id string, dec authz.Decision) error {
 	}()
 	return nil
 }
+
+// ChangeNeedsAuthentication reports whether a change of the configuration
+// that widens trust with held (config.SplitTrust), confirmed or made by the
+// person, needs the operating system's authentication when mode is in
+// force: under config.AuthAlways any such change; under
+// config.AuthCredentials one that bears on credentials (a scope added, the
+// launch of a server with credentials, how a secret is injected) or lowers
+// settings.approvalAuthentication itself, since code that could confirm
+// that could then approve without authentication.
+func ChangeNeedsAuthentication(mode string, held []config.Widening) bool {
+	for _, w := range held {
+		switch {
+		case mode == config.AuthAlways:
+			return true
+		case mode != config.AuthCredentials:
+			return false
+		case w.Kind == config.WidenCredential, w.Kind == config.WidenLaunch, w.Kind == config.WidenCredentialUse, w.Kind == config.WidenApprovalAuthentication:
+			return true
+		}
+	}
+	return false
+}
+
+// authenticateChange runs the operating system's authentication before a
+// change that widens trust with held is confirmed or made for the process
+// pid on c, when ChangeNeedsAuthentication says so. what says what is
+// asked ("confirm change 3f…"). It returns nil when the change may go
+// ahead; otherwise nothing is changed (a held change stays held), a
+// decision_refused event is written, and the error is the sentence the
+// person is answered with.
+func (d *Daemon) authenticateChange(c net.Conn, pid int, what string, held []config.Widening) error {
+	st := d.authStatus()
+	if !ChangeNeedsAuthentication(st.Mode, held) {
+		return nil
+	}
+	subject := AuthSubject{PID: pid, UID: d.uid}
+	if c != nil {
+		if chain, err := d.peerOf(c); err == nil && len(chain) > 0 && chain[0].PID == pid {
+			subject.StartTime = chain[0].StartTime
+		}
+	}
+	mech := st.Mechanism
+	if mech == "" {
+		mech = "operating-system authentication"
+	}
+	refuse := func(kind, msg string) error {
+		d.log.Warn("a change of the configuration was not confirmed by the operating system's authentication", "what", what, "pid", pid, "refusal", kind)
+		d.appendAudit(audit.TypeDecisionRefused, audit.DecisionRefused{What: what, PID: pid, Refusal: kind, Reason: msg})
+		return errors.New(msg)
+	}
+	if !st.Available {
+		return refuse(refusedAuthUnavailable, fmt.Sprintf("refused to %s: %s; nothing was changed", what, st.Note))
+	}
+	err := d.opts.Authenticator.Authenticate(context.Background(), subject, what)
+	if err == nil {
+		return nil
+	}
+	return refuse(refusedAuthFailed, fmt.Sprintf("not done: %s did not confirm it is you (%v), so %s was refused and nothing was changed (settings.approvalAuthentication is %q)", mech, err, what, st.Mode))
+}

@@ -263,3 +263,63 @@ func TestWindowApprovals(t *testing.T) {
 		}
 	})
 }
+
+func TestChangeNeedsAuthentication(t *testing.T) {
+	policy := config.Widening{Kind: config.WidenPolicy, Server: "srv", Tool: "write"}
+	cred := config.Widening{Kind: config.WidenCredential, Server: "srv", Scope: "api"}
+	lower := config.Widening{Kind: config.WidenApprovalAuthentication}
+	for _, tc := range []struct {
+		mode string
+		held []config.Widening
+		want bool
+	}{
+		{config.AuthAlways, []config.Widening{policy}, true},
+		{config.AuthAlways, nil, false},
+		{config.AuthCredentials, []config.Widening{policy}, false},
+		{config.AuthCredentials, []config.Widening{policy, cred}, true},
+		{config.AuthCredentials, []config.Widening{lower}, true},
+		{config.AuthCredentials, []config.Widening{{Kind: config.WidenLaunch, Server: "srv"}}, true},
+		{config.AuthCredentials, []config.Widening{{Kind: config.WidenAuditSigning}}, false},
+		{config.AuthOff, []config.Widening{cred, lower}, false},
+	} {
+		if got := ChangeNeedsAuthentication(tc.mode, tc.held); got != tc.want {
+			t.Errorf("ChangeNeedsAuthentication(%s, %+v) = %v, want %v", tc.mode, tc.held, got, tc.want)
+		}
+	}
+}
+
+// TestAuthenticateChange: a widening change that needs the OS's
+// authentication goes ahead after it and is refused, with the reason, when
+// it fails or cannot be asked.
+func TestAuthenticateChange(t *testing.T) {
+	held := []config.Widening{{Kind: config.WidenApprovalAuthentication, Text: "settings: approvalAuthentication always → off"}}
+	for _, tc := range []struct {
+		name string
+		auth *fakeAuth
+		want []string // nil: allowed
+	}{
+		{"success", &fakeAuth{}, nil},
+		{"failure", &fakeAuth{answer: fmt.Errorf("%w: pkcheck: Not authorized.", ErrAuthFailed)},
+			[]string{"not done: fakeauth did not confirm it is you", "Not authorized.", "confirm change c1 of the configuration was refused and nothing was changed"}},
+		{"unavailable", &fakeAuth{avail: errors.New("no polkitd")}, []string{"refused to confirm change c1 of the configuration", "no polkitd", "nothing was changed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := authDaemon(t, config.AuthAlways, tc.auth)
+			err := d.authenticateChange(nil, 4242, "confirm change c1 of the configuration", held)
+			if tc.want == nil {
+				if err != nil || len(tc.auth.asked) != 1 || tc.auth.asked[0].PID != 4242 {
+					t.Fatalf("err = %v, asked %+v; want one authentication of pid 4242 and no error", err, tc.auth.asked)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("allowed, want a refusal")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -189,13 +189,19 @@ func copyExec(t *testing.T, from, to string) {
 // code.
 func (s *polkitSetup) approveAtTerminal(t *testing.T, id, answer string) (string, int) {
 	t.Helper()
+	return s.atTerminal(t, answer, "approve", id)
+}
+
+// atTerminal is approveAtTerminal for `portcullis ARGS…`.
+func (s *polkitSetup) atTerminal(t *testing.T, answer string, args ...string) (string, int) {
+	t.Helper()
 	controller, tty := openTestPTY(t)
 	defer controller.Close()
-	code := filepath.Join(s.dir, "code-"+id)
+	code := filepath.Join(s.dir, "code-"+strings.Join(args, "-"))
 	// The trap keeps the shell (and the exit code it records) alive when
 	// ^C reaches the terminal's foreground group.
 	script := `trap 'true' INT; "$0" "$@"; echo $? > "$PORTCULLIS_TEST_CODE"`
-	cmd := exec.Command("setsid", "-f", "-c", "sh", "-c", script, s.home.Bin, "approve", id)
+	cmd := exec.Command("setsid", append([]string{"-f", "-c", "sh", "-c", script, s.home.Bin}, args...)...)
 	cmd.Env = append(s.home.Environ(), "PORTCULLIS_TEST_CODE="+code)
 	cmd.Dir = s.dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
@@ -363,6 +369,54 @@ func TestPolkitApproval(t *testing.T) {
 			}
 		})
 	}
+
+	// An edit of config.json from outside that turns the setting off is
+	// held; confirming it needs the password too, or code that escaped
+	// the process trees could turn it off and then approve.
+	t.Run("lowering the setting needs the password", func(t *testing.T) {
+		b, err := os.ReadFile(h.ConfigFile())
+		must(t, err)
+		edited := strings.Replace(string(b), `"approvalAuthentication": "always"`, `"approvalAuthentication": "off"`, 1)
+		if edited == string(b) {
+			t.Fatalf("config.json has no approvalAuthentication always: %s", b)
+		}
+		must(t, os.WriteFile(h.ConfigFile(), []byte(edited), 0o600)) // in place: it stays the person's file
+		var id string
+		deadline := time.Now().Add(20 * time.Second)
+		for id == "" {
+			st, err := h.Status(testContext(t, 30*time.Second))
+			must(t, err)
+			if p := st.PendingChange; p != nil {
+				if len(p.Held) != 1 || p.Held[0].Kind != config.WidenApprovalAuthentication || st.Authentication.Mode != config.AuthAlways {
+					t.Fatalf("held %+v with mode %s; want the lowering held and always in force", p.Held, st.Authentication.Mode)
+				}
+				id = p.ID
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the edit was not held within 20 s")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		shown, code := s.atTerminal(t, "", "changes", "confirm", id)
+		if code != 1 || !strings.Contains(shown, "not done: polkit did not confirm it is you") || !strings.Contains(shown, "nothing was changed") {
+			t.Errorf("confirm with ^C exited %d: %q", code, shown)
+		}
+		st, err := h.Status(testContext(t, 30*time.Second))
+		must(t, err)
+		if st.PendingChange == nil || st.PendingChange.ID != id || st.Authentication.Mode != config.AuthAlways {
+			t.Fatalf("after a cancelled confirmation: pending %+v, mode %s; want it still held and always in force", st.PendingChange, st.Authentication.Mode)
+		}
+		shown, code = s.atTerminal(t, polkitTestPassword, "changes", "confirm", id)
+		if code != 0 || !strings.Contains(shown, "AUTHENTICATION COMPLETE") || !strings.Contains(shown, "Confirmed "+id) {
+			t.Errorf("confirm with the password exited %d: %q", code, shown)
+		}
+		st, err = h.Status(testContext(t, 30*time.Second))
+		must(t, err)
+		if st.PendingChange != nil || st.Authentication.Mode != config.AuthOff {
+			t.Errorf("after the confirmation: pending %+v, mode %s; want off in force", st.PendingChange, st.Authentication.Mode)
+		}
+	})
 }
 
 func must(t *testing.T, err error) {

@@ -68,8 +68,16 @@ func TestPolkitAuthenticate(t *testing.T) {
 	}
 }
 
-// TestPolkitAvailable: pkaction's answers become the reasons status shows.
+// TestPolkitAvailable: pkaction's answers become the reasons status shows;
+// as root polkit is never available.
 func TestPolkitAvailable(t *testing.T) {
+	known, _ := fakeTool(t, "dev.portcullis.approve", 0)
+	isRoot = func() bool { return true }
+	if err := (&Polkit{Pkaction: known}).Available(); err == nil || !strings.Contains(err.Error(), "polkit authorizes root without asking") {
+		t.Errorf("as root: %v", err)
+	}
+	isRoot = func() bool { return false }
+	t.Cleanup(func() { isRoot = func() bool { return os.Geteuid() == 0 } })
 	for _, tc := range []struct {
 		name, out string
 		code      int

@@ -307,6 +307,8 @@ func (a *App) newDaemon(log *slog.Logger) (*daemon.Daemon, error) {
 		Peers:   platform.Peers{},
 		Procs:   platform.NewProcessInfo(),
 		Secrets: store,
+		// For settings.approvalAuthentication: polkit, LocalAuthentication.
+		Authenticator: platform.NewAuthenticator(),
 		// For settings.auditSigning of the configuration the daemon loads.
 		AuditSigner: func(on bool) ([]byte, string, error) {
 			key, note, err := daemon.AuditSigning(store, daemon.AuditDir(a.Dirs), on)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +13,10 @@ import (
 	"golang.org/x/term"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/platform"
 )
 
 // runApprovals lists the pending approval requests with their cards.
@@ -124,7 +128,14 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		return usagef("--tools must include %s, the tool of the call that waits (to refuse that call, use portcullis deny %s)", req.Card.Tool, id)
 	}
 	hello := control.Hello{Op: control.OpDecide, Request: id, Choice: string(choice), Tools: narrowed}
-	data, err := control.Call(a.Dirs.Socket(), hello, 5*time.Second)
+	timeout := 5 * time.Second
+	if authed, err := a.startAuthentication(choice, req); err != nil {
+		return err
+	} else if authed != nil {
+		defer authed()
+		timeout = authTimeout // the person types a password meanwhile
+	}
+	data, err := control.Call(a.Dirs.Socket(), hello, timeout)
 	if err != nil {
 		return daemonError(err)
 	}
@@ -157,6 +168,82 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		fmt.Fprintf(a.Stdout, "Denied %s.\n", id)
 	}
 	return nil
+}
+
+// authLine is the status line of settings.approvalAuthentication.
+func authLine(st daemon.AuthStatus) string {
+	var line string
+	switch st.Mode {
+	case config.AuthAlways:
+		line = "Approval authentication: always (every approval asks " + orNone(st.Mechanism) + " to authenticate you)"
+	case config.AuthCredentials:
+		line = "Approval authentication: credentials (approvals that carry a credential ask " + orNone(st.Mechanism) + " to authenticate you)"
+	default:
+		line = "Approval authentication: off"
+	}
+	if st.Note != "" {
+		line += "\n  " + st.Note
+	}
+	return line
+}
+
+func orNone(mech string) string {
+	if mech == "" {
+		return "the operating system"
+	}
+	return mech
+}
+
+// authTimeout bounds a decision that waits for the operating system's
+// authentication (the person answering a password prompt).
+const authTimeout = 5 * time.Minute
+
+// startAuthentication prepares the operating system's authentication of a
+// decision, when the daemon's settings.approvalAuthentication applies to
+// it (daemon.AuthenticationApplies); see authAgentFor.
+func (a *App) startAuthentication(choice authz.Choice, req authz.Request) (func(), error) {
+	if choice == authz.Deny {
+		return nil, nil // a denial needs no authentication
+	}
+	return a.authAgentFor(req.ID+" is approved", func(st daemon.StatusReport) bool {
+		return daemon.AuthenticationApplies(st.Authentication.Mode, req.Card, choice)
+	})
+}
+
+// authAgentFor prepares the operating system's authentication of what the
+// daemon is about to be asked (what: "X is approved"), when needs says the
+// daemon's status calls for it: on Linux it registers polkit's terminal
+// agent (pkttyagent) for this process, so that the daemon's pkcheck asks
+// for the password at this terminal, and keeps an interrupt (^C at the
+// prompt, which ends pkttyagent and so cancels) from ending this command
+// before the daemon's answer is shown. It returns nil when no
+// authentication applies (or the system cannot authenticate: the daemon
+// then refuses with the reason), else the function that undoes it.
+func (a *App) authAgentFor(what string, needs func(daemon.StatusReport) bool) (func(), error) {
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpStatus}, 5*time.Second)
+	if err != nil {
+		return nil, daemonError(err)
+	}
+	var st daemon.StatusReport
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("reading the daemon's status: %w", err)
+	}
+	auth := st.Authentication
+	if !auth.Available || !needs(st) {
+		return nil, nil
+	}
+	fmt.Fprintf(a.Stdout, "settings.approvalAuthentication is %q: %s asks you to authenticate before %s.\n", auth.Mode, auth.Mechanism, what)
+	ints := make(chan os.Signal, 1)
+	signal.Notify(ints, os.Interrupt)
+	agent, err := platform.StartTerminalAgent(os.Getpid(), nil)
+	if err != nil {
+		signal.Stop(ints)
+		return nil, fmt.Errorf("not done: %s cannot ask for your password at this terminal: %w; nothing was sent to the daemon — use the Portcullis window instead", auth.Mechanism, err)
+	}
+	return func() {
+		agent.Stop()
+		signal.Stop(ints)
+	}, nil
 }
 
 // errNoTerminal says that approve or deny did not run at a terminal.

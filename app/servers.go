@@ -116,7 +116,22 @@ func (a *App) editConfig(change func(*config.Config) error) (*config.Config, err
 	if err != nil {
 		return nil, err
 	}
-	if _, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpConfigEdit, Config: b, Base: st.Digest}, 30*time.Second); err != nil {
+	timeout := 30 * time.Second
+	if applied, err := config.Parse(st.Config, st.File); err == nil {
+		if _, held := config.SplitTrust(applied, cfg); len(held) > 0 {
+			undo, err := a.authAgentFor("this change is made", func(st daemon.StatusReport) bool {
+				return daemon.ChangeNeedsAuthentication(st.Authentication.Mode, held)
+			})
+			if err != nil {
+				return nil, err
+			}
+			if undo != nil {
+				defer undo()
+				timeout = authTimeout
+			}
+		}
+	}
+	if _, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpConfigEdit, Config: b, Base: st.Digest}, timeout); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -610,6 +625,7 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	case !rep.Audit.Signed && rep.Audit.Note != "":
 		fmt.Fprintf(w, "Audit: %s\n", rep.Audit.Note)
 	}
+	fmt.Fprintln(w, authLine(rep.Authentication))
 	if len(rep.Servers) == 0 {
 		fmt.Fprintf(w, "No servers configured in %s.\n", rep.ConfigFile)
 	}
@@ -720,7 +736,20 @@ func (a *App) runChanges(args []string) error {
 		if err := a.atTerminal("changes "+args[0], args[1]); err != nil {
 			return err
 		}
-		if _, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpChangeDecide, Request: args[1], Choice: choice}, 30*time.Second); err != nil {
+		timeout := 30 * time.Second
+		if choice == control.ChoiceConfirm {
+			undo, err := a.authAgentFor("change "+args[1]+" is confirmed", func(st daemon.StatusReport) bool {
+				return st.PendingChange != nil && st.PendingChange.ID == args[1] && daemon.ChangeNeedsAuthentication(st.Authentication.Mode, st.PendingChange.Held)
+			})
+			if err != nil {
+				return err
+			}
+			if undo != nil {
+				defer undo()
+				timeout = authTimeout
+			}
+		}
+		if _, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpChangeDecide, Request: args[1], Choice: choice}, timeout); err != nil {
 			if errors.Is(err, control.ErrNoDaemon) {
 				return fmt.Errorf("%w: changes are held and decided by the daemon; start it (portcullis daemon, or the menu-bar app) and run portcullis changes", control.ErrNoDaemon)
 			}

@@ -66,7 +66,7 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 	}
 	tray := ui.NewTray(fa, ui.Options{
 		Daemon:    d,
-		Approvals: d.Authority(),
+		Approvals: d.WindowApprovals(), // OS authentication first, when settings.approvalAuthentication asks
 		Notifier:  notifier,
 		LoginItem: login,
 		Preferences: func() ui.PrefsDeps {

@@ -25,6 +25,7 @@ debian_packages=(
 	libgl1-mesa-dev libxcursor-dev libxrandr-dev libxinerama-dev libxi-dev libxxf86vm-dev
 	socat xvfb imagemagick
 	gnome-keyring dbus dbus-x11
+	polkitd util-linux
 )
 
 # missing_debian_packages prints the packages of debian_packages that dpkg does not

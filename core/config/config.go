@@ -154,7 +154,22 @@ type Settings struct {
 	// signed signing_disabled event, after which events carry no signature,
 	// and `portcullis audit verify` reports from which event on.
 	AuditSigning *bool `json:"auditSigning,omitempty"`
+	// ApprovalAuthentication says when the operating system's own
+	// authentication (polkit on Linux, LocalAuthentication on macOS) must
+	// succeed before a grant is issued: [AuthOff], [AuthCredentials] or
+	// [AuthAlways]. Absent ("") means [AuthCredentials] where the system's
+	// mechanism is available and off where it is not; a value set
+	// explicitly is kept even when the mechanism is missing (always then
+	// refuses to grant).
+	ApprovalAuthentication string `json:"approvalAuthentication,omitempty"`
 }
+
+// Values of Settings.ApprovalAuthentication.
+const (
+	AuthOff         = "off"         // no OS authentication
+	AuthCredentials = "credentials" // for grants that carry a credential scope
+	AuthAlways      = "always"      // for every grant
+)
 
 // AuditSigningOn reports whether the audit log is to be signed: AuditSigning,
 // or true when it is absent.

@@ -325,3 +325,46 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+func TestParseApprovalAuthentication(t *testing.T) {
+	for _, v := range []string{AuthOff, AuthCredentials, AuthAlways} {
+		in := `{"settings":{"approvalAuthentication":"` + v + `"}}`
+		c, err := Parse([]byte(in), "c.json")
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", in, err)
+		}
+		if c.Settings.ApprovalAuthentication != v {
+			t.Errorf("Parse(%s): approvalAuthentication = %q", in, c.Settings.ApprovalAuthentication)
+		}
+		data, err := Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back, err := Parse(data, "c.json"); err != nil || back.Settings.ApprovalAuthentication != v {
+			t.Errorf("round trip of %s: %s, %v", in, data, err)
+		}
+	}
+	if c, err := Parse([]byte(`{}`), "c.json"); err != nil || c.Settings.ApprovalAuthentication != "" {
+		t.Errorf("absent: %+v, %v", c.Settings, err)
+	}
+	for in, reason := range map[string]string{
+		`{"settings":{"approvalAuthentication":"Always"}}`: `is "Always": must be "off", "credentials" or "always" (or left out for credentials where the system can authenticate you)`,
+		`{"settings":{"approvalAuthentication":""}}`:       ``,
+		`{"settings":{"approvalAuthentication":true}}`:     `want a string, not true`,
+	} {
+		_, err := Parse([]byte(in), "c.json")
+		if reason == "" {
+			if err != nil {
+				t.Errorf("Parse(%s): %v", in, err)
+			}
+			continue
+		}
+		var ve *ValidationError
+		if !errors.As(err, &ve) || len(ve.Problems) != 1 {
+			t.Fatalf("Parse(%s) = %v, want one problem", in, err)
+		}
+		if p := ve.Problems[0]; p.Path != "settings.approvalAuthentication" || p.Reason != reason {
+			t.Errorf("Parse(%s): problem %+v, want reason %q", in, p, reason)
+		}
+	}
+}

@@ -29,13 +29,16 @@ const (
 	WidenCredentialUse = "credential_use"
 	// WidenAuditSigning is settings.auditSigning turned off.
 	WidenAuditSigning = "audit_signing"
+	// WidenApprovalAuthentication is settings.approvalAuthentication
+	// lowered: always → credentials or off, credentials (or absent) → off.
+	WidenApprovalAuthentication = "approval_authentication"
 )
 
 // Widening is one change, between the configuration in force and an edited
 // one, that widens trust.
 type Widening struct {
 	// Kind is one of WidenPolicy, WidenCredential, WidenLaunch,
-	// WidenCredentialUse, WidenAuditSigning.
+	// WidenCredentialUse, WidenAuditSigning, WidenApprovalAuthentication.
 	Kind string `json:"kind"`
 	// Server is the server label the change is about ("" for credential
 	// scope definitions and settings).
@@ -153,10 +156,34 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 		held = append(held, Widening{Kind: WidenAuditSigning, Text: "settings: auditSigning true → false"})
 		inForce.Settings.AuditSigning = applied.Settings.AuditSigning
 	}
+	if o, n := applied.Settings.ApprovalAuthentication, edited.Settings.ApprovalAuthentication; authRank(n) < authRank(o) {
+		held = append(held, Widening{Kind: WidenApprovalAuthentication, Text: fmt.Sprintf("settings: approvalAuthentication %s → %s", authText(o), authText(n))})
+		inForce.Settings.ApprovalAuthentication = o
+	}
 	if len(held) > 0 && inForce.Validate() != nil {
 		return applied.Clone(), held
 	}
 	return inForce, held
+}
+
+// authRank orders values of settings.approvalAuthentication by how much
+// they ask; absent counts as credentials, its meaning where the system can
+// authenticate.
+func authRank(v string) int {
+	switch v {
+	case AuthOff:
+		return 0
+	case AuthAlways:
+		return 2
+	}
+	return 1
+}
+
+func authText(v string) string {
+	if v == "" {
+		return "(absent: credentials)"
+	}
+	return v
 }
 
 // policyRank orders policies by what they let through.

@@ -105,7 +105,8 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 //   - inject is "env" (with a valid envVar) or "meta" (without envVar);
 //   - env keys are valid names and do not set the envVar of a credential the server
 //     uses; two credentials of one server do not share an envVar;
-//   - durations are not negative.
+//   - durations are not negative;
+//   - settings.approvalAuthentication is empty, "off", "credentials" or "always".
 func (c *Config) Validate() error {
 	var problems []Problem
 	for _, label := range sortedKeys(c.Servers) {
@@ -119,6 +120,12 @@ func (c *Config) Validate() error {
 	if m := c.Settings.MaxMessageBytes; m != 0 && (m < MinMaxMessageBytes || m > MaxMaxMessageBytes) {
 		problems = append(problems, Problem{Path: joinPath("settings", "maxMessageBytes"),
 			Reason: fmt.Sprintf("must be between %d (1 MiB) and %d (1 GiB) bytes, or left out for the default %d (32 MiB)", MinMaxMessageBytes, MaxMaxMessageBytes, DefaultMaxMessageBytes)})
+	}
+	switch c.Settings.ApprovalAuthentication {
+	case "", AuthOff, AuthCredentials, AuthAlways:
+	default:
+		problems = append(problems, Problem{Path: joinPath("settings", "approvalAuthentication"),
+			Reason: fmt.Sprintf("is %q: must be %q, %q or %q (or left out for credentials where the system can authenticate you)", c.Settings.ApprovalAuthentication, AuthOff, AuthCredentials, AuthAlways)})
 	}
 	if len(problems) == 0 {
 		return nil

@@ -18,7 +18,10 @@
 // LOCAL_PEERCRED) and refuses other users. A decision (OpDecide) is
 // accepted only from the person: the daemon refuses, with Reply.Code
 // "not_a_person", a peer whose ancestry shows it is a supervised server's
-// process (or left one's tree) or a descendant of an agent.
+// process (or left one's tree) or a descendant of an agent; when
+// settings.approvalAuthentication asks for the operating system's
+// authentication and it fails or cannot be asked, the answer has
+// Reply.Code "authentication_failed".
 package control
 
 import (

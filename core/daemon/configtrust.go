@@ -427,8 +427,13 @@ func (d *Daemon) configOp(c net.Conn, h control.Hello, pid int) {
 		applied := d.cfg
 		d.mu.Unlock()
 		if _, held := config.SplitTrust(applied, edited); len(held) > 0 {
-			if err := d.requirePerson(c, "widen trust in the configuration ("+strings.Join(heldTexts(held), "; ")+")"); err != nil {
+			what := "widen trust in the configuration (" + strings.Join(heldTexts(held), "; ") + ")"
+			if err := d.requirePerson(c, what); err != nil {
 				reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
+				return
+			}
+			if err := d.authenticateChange(c, pid, what, held); err != nil {
+				reply(c, control.Reply{Error: err.Error(), Code: codeAuthentication})
 				return
 			}
 		} else {
@@ -464,6 +469,12 @@ func (d *Daemon) configOp(c net.Conn, h control.Hello, pid int) {
 		default:
 			reply(c, control.Reply{Error: fmt.Sprintf("choice %q: want %q or %q", h.Choice, control.ChoiceConfirm, control.ChoiceReject), Code: "bad_hello"})
 			return
+		}
+		if p := d.pendingCopy(); confirm && p != nil && p.ID == h.Request {
+			if err := d.authenticateChange(c, pid, "confirm change "+h.Request+" of the configuration", p.Held); err != nil {
+				reply(c, control.Reply{Error: err.Error(), Code: codeAuthentication})
+				return
+			}
 		}
 		if err := d.DecideChange(h.Request, confirm, by); err != nil {
 			code := "decide_failed"

@@ -87,6 +87,10 @@ type Options struct {
 	// change of settings.auditSigning to true reads (or creates) the audit
 	// log's key in it.
 	Secrets secrets.Store
+	// Authenticator is the operating system's authentication that
+	// settings.approvalAuthentication asks for before a grant (osauth.go);
+	// nil: this system has none.
+	Authenticator Authenticator
 }
 
 // Daemon owns the agent runs. Create it with New, run it with Serve.
@@ -450,6 +454,10 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 			reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
 			return
 		}
+		if err := d.authenticateDecision(ctx, c, h.Request, authz.Choice(h.Choice), pid); err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: codeAuthentication})
+			return
+		}
 		if err := d.authz.Decide(h.Request, authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, By: "cli"}); err != nil {
 			reply(c, control.Reply{Error: err.Error(), Code: "decide_failed"})
 			return
@@ -773,6 +781,8 @@ type StatusReport struct {
 	// PendingChange is the edit of the configuration file whose widening
 	// parts wait for the person (portcullis changes), nil when none.
 	PendingChange *PendingChange `json:"pendingChange,omitempty"`
+	// Authentication is settings.approvalAuthentication as in force.
+	Authentication AuthStatus `json:"authentication"`
 }
 
 // Status returns a snapshot of every configured server and agent run.
@@ -781,6 +791,7 @@ func (d *Daemon) Status() StatusReport {
 	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}}
 	rep.Audit = d.auditStatus()
 	rep.PendingChange = d.pendingCopy()
+	rep.Authentication = d.authStatus()
 	if cfgErr != nil {
 		rep.ConfigError = cfgErr.Error()
 	}

@@ -1,0 +1,332 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/config"
+)
+
+// Authenticator asks the operating system to authenticate the person
+// before a grant is issued (settings.approvalAuthentication; docs/DESIGN.md
+// "Authorization and credentials", who decides): polkit on Linux,
+// LocalAuthentication on macOS. Package platform implements it; a daemon
+// without one (Options.Authenticator nil) has no such mechanism.
+type Authenticator interface {
+	// Mechanism names the mechanism for a person: "polkit",
+	// "LocalAuthentication".
+	Mechanism() string
+	// Available returns nil when the mechanism can authenticate now, or
+	// an error that says why not (no polkitd on the system bus, the
+	// action not installed…).
+	Available() error
+	// Authenticate asks the system to authenticate the user of process
+	// subject, the one that asked for the decision: polkit asks the
+	// authentication agent registered for that process or its session
+	// (pkttyagent at the person's terminal, the desktop's agent). reason
+	// says what is being approved. It returns nil once the system has
+	// authenticated the person, an error wrapping ErrAuthDismissed when
+	// the person cancelled, and another error (wrapping ErrAuthFailed
+	// when the system answered no) otherwise.
+	Authenticate(ctx context.Context, subject AuthSubject, reason string) error
+}
+
+// AuthSubject is the process a decision came from, as the kernel reports
+// it: pid, its start time (identity.Observed.StartTime, so a reused pid is
+// not mistaken for it) and uid.
+type AuthSubject struct {
+	PID       int
+	StartTime uint64
+	UID       int
+}
+
+// Errors of Authenticator.Authenticate.
+var (
+	ErrAuthDismissed = errors.New("authentication cancelled")
+	ErrAuthFailed    = errors.New("authentication failed")
+)
+
+// codeAuthentication is the control Reply.Code of an approval that the
+// operating system's authentication did not confirm (or could not be
+// asked to).
+const codeAuthentication = "authentication_failed"
+
+// Refusal kinds of decision_refused events written here.
+const (
+	refusedAuthFailed      = "authentication"             // the OS did not authenticate the person
+	refusedAuthUnavailable = "authentication_unavailable" // the setting asks for it and the OS cannot
+)
+
+// AuthStatus is what `portcullis status` shows of
+// settings.approvalAuthentication.
+type AuthStatus struct {
+	// Setting is the value in the configuration file ("" when absent).
+	Setting string `json:"setting,omitempty"`
+	// Mode is the one in force: config.AuthOff, AuthCredentials or
+	// AuthAlways.
+	Mode string `json:"mode"`
+	// Mechanism names the system's mechanism ("" when this build has
+	// none).
+	Mechanism string `json:"mechanism,omitempty"`
+	// Available says whether the mechanism can authenticate now.
+	Available bool `json:"available"`
+	// Note says why Mode differs from what the setting asks, or why no
+	// approval can be granted, "" otherwise.
+	Note string `json:"note,omitempty"`
+}
+
+// AuthenticationApplies reports whether a decision choice on card needs
+// the operating system's authentication when mode is in force: never for a
+// denial; for every approval under config.AuthAlways; for an approval whose
+// card carries a credential scope under config.AuthCredentials.
+func AuthenticationApplies(mode string, card authz.Card, choice authz.Choice) bool {
+	if choice == authz.Deny {
+		return false
+	}
+	switch mode {
+	case config.AuthAlways:
+		return true
+	case config.AuthCredentials:
+		return len(card.CredentialScope) > 0
+	}
+	return false
+}
+
+// authStatus resolves settings.approvalAuthentication against the system:
+// absent, it is credentials where the mechanism is available and off where
+// it is not; set, it is what it says, with a note when the mechanism is
+// missing.
+func (d *Daemon) authStatus() AuthStatus {
+	cfg, _ := d.config()
+	st := AuthStatus{Setting: cfg.Settings.ApprovalAuthentication}
+	var avail error
+	if a := d.opts.Authenticator; a == nil {
+		avail = fmt.Errorf("this build has no operating-system authentication on %s", runtime.GOOS)
+	} else {
+		st.Mechanism = a.Mechanism()
+		avail = a.Available()
+	}
+	st.Available = avail == nil
+	switch st.Setting {
+	case "":
+		if avail == nil {
+			st.Mode = config.AuthCredentials
+			return st
+		}
+		st.Mode = config.AuthOff
+		st.Note = fmt.Sprintf("settings.approvalAuthentication is not set and the system cannot authenticate you (%v): approvals need no OS authentication", avail)
+	case config.AuthOff:
+		st.Mode = config.AuthOff
+	default:
+		st.Mode = st.Setting
+		if avail != nil {
+			st.Note = fmt.Sprintf("settings.approvalAuthentication is %q but the system cannot authenticate you (%v): such approvals are refused until it can", st.Setting, avail)
+		}
+	}
+	return st
+}
+
+// authenticateDecision runs the operating system's authentication for a
+// decision of request that arrived on c from the process pid, when
+// settings.approvalAuthentication asks for it. It returns nil when the
+// decision may go ahead (no authentication applies, or it succeeded, or
+// the request is no longer pending: Decide says so). Otherwise nothing is
+// granted, a decision_refused event is written, and the error is the
+// sentence the person is answered with: when the system cannot
+// authenticate, the request stays pending (a denial needs no
+// authentication); when the authentication failed or was cancelled, the
+// request is denied.
+func (d *Daemon) authenticateDecision(ctx context.Context, c net.Conn, request string, choice authz.Choice, pid int) error {
+	var subject AuthSubject
+	subject.PID, subject.UID = pid, d.uid
+	if c != nil {
+		if chain, err := d.peerOf(c); err == nil && len(chain) > 0 && chain[0].PID == pid {
+			subject.StartTime = chain[0].StartTime
+		}
+	}
+	return d.authenticate(ctx, request, choice, subject, "portcullis "+verbOf(choice))
+}
+
+// authenticate is authenticateDecision for subject; by names who decides
+// in the audit log ("portcullis approve", "the Portcullis window").
+func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.Choice, subject AuthSubject, by string) error {
+	var req authz.Request
+	found := false
+	for _, r := range d.authz.Pending() {
+		if r.ID == request {
+			req, found = r, true
+			break
+		}
+	}
+	if !found {
+		return nil // Decide answers with authz.ErrNoRequest
+	}
+	st := d.authStatus()
+	if !AuthenticationApplies(st.Mode, req.Card, choice) {
+		return nil
+	}
+	what := verbOf(choice) + " approval request " + request
+	mech := st.Mechanism
+	if mech == "" {
+		mech = "operating-system authentication"
+	}
+	if !st.Available {
+		msg := fmt.Sprintf("refused to %s: %s; nothing was granted and the request is still pending — deny it with `portcullis deny %s`, or set settings.approvalAuthentication to %q in the configuration file to approve without OS authentication", what, st.Note, request, config.AuthOff)
+		d.auditAuthRefusal(what, request, subject, req, refusedAuthUnavailable, msg)
+		return errors.New(msg)
+	}
+	reason := fmt.Sprintf("approve request %s of %s", request, req.Card.ServerLabel)
+	if len(req.Card.CredentialScope) > 0 {
+		reason += " with credentials " + strings.Join(req.Card.CredentialScope, ", ")
+	}
+	err := d.opts.Authenticator.Authenticate(ctx, subject, reason)
+	if err == nil {
+		d.log.Info("the operating system authenticated the person", "request", request, "mechanism", mech, "pid", subject.PID)
+		return nil
+	}
+	how := "could not authenticate you"
+	switch {
+	case errors.Is(err, ErrAuthDismissed):
+		how = "was cancelled"
+	case errors.Is(err, ErrAuthFailed):
+		how = "did not authenticate you"
+	}
+	msg := fmt.Sprintf("not approved: %s %s (%v), so request %s was denied and nothing was granted (settings.approvalAuthentication is %q); the agent can call again to ask anew", mech, how, err, request, st.Mode)
+	d.auditAuthRefusal(what, request, subject, req, refusedAuthFailed, msg)
+	if derr := d.authz.Decide(request, authz.Decision{Choice: authz.Deny, By: fmt.Sprintf("%s: %s %s", by, mech, how)}); derr != nil && !errors.Is(derr, authz.ErrNoRequest) {
+		d.log.Warn("denying after a failed authentication", "request", request, "err", derr)
+	}
+	return errors.New(msg)
+}
+
+func (d *Daemon) auditAuthRefusal(what, request string, subject AuthSubject, req authz.Request, kind, msg string) {
+	d.log.Warn("an approval was not confirmed by the operating system's authentication", "request", request, "pid", subject.PID, "refusal", kind)
+	d.appendAudit(audit.TypeDecisionRefused, audit.DecisionRefused{
+		What: what, Request: request, PID: subject.PID, Refusal: kind, Reason: msg,
+		ServerLabel: req.Card.ServerLabel, AgentRun: req.Card.AgentRun,
+	})
+}
+
+func verbOf(choice authz.Choice) string {
+	if choice == authz.Deny {
+		return "deny"
+	}
+	return "approve"
+}
+
+// WindowApprovals is the approval broker as the approval window in the
+// daemon's own process sees it (app/ui's Approvals): Decide first has the
+// operating system authenticate the person when
+// settings.approvalAuthentication asks for it, with the app's own process
+// as the subject, so the desktop's authentication agent answers.
+type WindowApprovals struct {
+	*authz.Authority
+	d *Daemon
+}
+
+// WindowApprovals returns the approval broker for the approval window.
+func (d *Daemon) WindowApprovals() *WindowApprovals {
+	return &WindowApprovals{Authority: d.authz, d: d}
+}
+
+// Decide answers a pending request for the window. When no authentication
+// applies it is authz.Authority.Decide. When it applies and the system
+// cannot authenticate, it returns that error at once and the request stays
+// pending. Otherwise the authentication runs without blocking the caller
+// (the window's event loop): the grant, or the denial after a failed
+// authentication, arrives as the authority's event.
+func (w *WindowApprovals) Decide(id string, dec authz.Decision) error {
+	d := w.d
+	var card authz.Card
+	found := false
+	for _, r := range d.authz.Pending() {
+		if r.ID == id {
+			card, found = r.Card, true
+		}
+	}
+	st := d.authStatus()
+	if !found || !AuthenticationApplies(st.Mode, card, dec.Choice) {
+		return d.authz.Decide(id, dec)
+	}
+	// The daemon's own process: no start time is needed to tell it
+	// apart, since it cannot have exited while it asks.
+	subject := AuthSubject{PID: os.Getpid(), UID: d.uid}
+	if !st.Available {
+		return d.authenticate(context.Background(), id, dec.Choice, subject, "the Portcullis window")
+	}
+	go func() {
+		if err := d.authenticate(context.Background(), id, dec.Choice, subject, "the Portcullis window"); err != nil {
+			return
+		}
+		if err := d.authz.Decide(id, dec); err != nil {
+			d.log.Info("approval decision not taken", "request", id, "err", err)
+		}
+	}()
+	return nil
+}
+
+// ChangeNeedsAuthentication reports whether a change of the configuration
+// that widens trust with held (config.SplitTrust), confirmed or made by the
+// person, needs the operating system's authentication when mode is in
+// force: under config.AuthAlways any such change; under
+// config.AuthCredentials one that bears on credentials (a scope added, the
+// launch of a server with credentials, how a secret is injected) or lowers
+// settings.approvalAuthentication itself, since code that could confirm
+// that could then approve without authentication.
+func ChangeNeedsAuthentication(mode string, held []config.Widening) bool {
+	for _, w := range held {
+		switch {
+		case mode == config.AuthAlways:
+			return true
+		case mode != config.AuthCredentials:
+			return false
+		case w.Kind == config.WidenCredential, w.Kind == config.WidenLaunch, w.Kind == config.WidenCredentialUse, w.Kind == config.WidenApprovalAuthentication:
+			return true
+		}
+	}
+	return false
+}
+
+// authenticateChange runs the operating system's authentication before a
+// change that widens trust with held is confirmed or made for the process
+// pid on c, when ChangeNeedsAuthentication says so. what says what is
+// asked ("confirm change 3f…"). It returns nil when the change may go
+// ahead; otherwise nothing is changed (a held change stays held), a
+// decision_refused event is written, and the error is the sentence the
+// person is answered with.
+func (d *Daemon) authenticateChange(c net.Conn, pid int, what string, held []config.Widening) error {
+	st := d.authStatus()
+	if !ChangeNeedsAuthentication(st.Mode, held) {
+		return nil
+	}
+	subject := AuthSubject{PID: pid, UID: d.uid}
+	if c != nil {
+		if chain, err := d.peerOf(c); err == nil && len(chain) > 0 && chain[0].PID == pid {
+			subject.StartTime = chain[0].StartTime
+		}
+	}
+	mech := st.Mechanism
+	if mech == "" {
+		mech = "operating-system authentication"
+	}
+	refuse := func(kind, msg string) error {
+		d.log.Warn("a change of the configuration was not confirmed by the operating system's authentication", "what", what, "pid", pid, "refusal", kind)
+		d.appendAudit(audit.TypeDecisionRefused, audit.DecisionRefused{What: what, PID: pid, Refusal: kind, Reason: msg})
+		return errors.New(msg)
+	}
+	if !st.Available {
+		return refuse(refusedAuthUnavailable, fmt.Sprintf("refused to %s: %s; nothing was changed", what, st.Note))
+	}
+	err := d.opts.Authenticator.Authenticate(context.Background(), subject, what)
+	if err == nil {
+		return nil
+	}
+	return refuse(refusedAuthFailed, fmt.Sprintf("not done: %s did not confirm it is you (%v), so %s was refused and nothing was changed (settings.approvalAuthentication is %q)", mech, err, what, st.Mode))
+}

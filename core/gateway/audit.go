@@ -81,7 +81,7 @@ func (s *Session) recordIntent(e *epoch, tool string, args json.RawMessage, deci
 }
 
 // recordCompletion writes tool_completed for a call that got an answer or
-// was ended, asynchronously.
+// was ended, asynchronously; Serve waits for it before run_ended.
 func (s *Session) recordCompletion(e *epoch, c *callRecord, outcome, errText string) {
 	if c == nil {
 		return
@@ -92,7 +92,9 @@ func (s *Session) recordCompletion(e *epoch, c *callRecord, outcome, errText str
 	}
 	// The outcome is recorded off the response path: only the intent must
 	// be durable before anything happens.
-	go s.record(audit.TypeToolCompleted, ev)
+	if !s.events.goFunc(func() { s.record(audit.TypeToolCompleted, ev) }) {
+		s.record(audit.TypeToolCompleted, ev) // the run is over: not lost, though late
+	}
 }
 
 // recordRefusal writes authorization_denied for a call refused before

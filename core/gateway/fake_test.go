@@ -218,6 +218,23 @@ type fakeAudit struct {
 	// hold, when set, makes each tool_called Append signal entered and
 	// then wait until hold is closed.
 	hold, entered chan struct{} // guarded by mu
+	// holds makes each Append of an event of the type wait until its
+	// channel is closed (see holdType).
+	holds map[string]chan struct{} // guarded by mu
+}
+
+// holdType makes the Appends of events of type typ wait until release is
+// called (once or more): they are not written before.
+func (f *fakeAudit) holdType(typ string) (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.holds == nil {
+		f.holds = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	f.holds[typ] = ch
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
 }
 
 // holdIntents makes the next tool_called Appends wait until release is
@@ -257,8 +274,11 @@ func (f *fakeAudit) Append(_ context.Context, typ string, fields any) (audit.Eve
 		time.Sleep(f.delay)
 	}
 	f.mu.Lock()
-	hold, entered := f.hold, f.entered
+	hold, entered, held := f.hold, f.entered, f.holds[typ]
 	f.mu.Unlock()
+	if held != nil {
+		<-held
+	}
 	if hold != nil && typ == audit.TypeToolCalled {
 		entered <- struct{}{}
 		<-hold

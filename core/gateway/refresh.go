@@ -408,6 +408,10 @@ func (s *Session) toolChangedSince(from uint64, cur *catalog.Catalog, tool catal
 // A Replace asked for while one runs is merged into one more replacement
 // right after it, so a build that lands mid-replacement is never missed.
 func (s *Session) Replace(why string) {
+	if !s.work.add() {
+		return // the run is over
+	}
+	defer s.work.done()
 	s.mu.Lock()
 	if s.state == StateEnded {
 		s.mu.Unlock()
@@ -494,7 +498,7 @@ func (s *Session) replaceOnce(why string) {
 			_ = old.Proc.Stop(stopCtx)
 		}()
 	}
-	if err := s.handshake(e, old); err != nil {
+	if err := s.handshake(e); err != nil {
 		s.failEpoch(e, "the new epoch did not complete the handshake: "+err.Error())
 		return
 	}
@@ -522,7 +526,7 @@ func (s *Session) replaceOnce(why string) {
 // request (2025-11-25 and earlier) or a server/discover probe (2026-07-28),
 // since a rebuild can change the era. Capabilities the new epoch offers
 // beyond what the agent negotiated stay hidden and are reported.
-func (s *Session) handshake(e *epoch, old *epoch) error {
+func (s *Session) handshake(e *epoch) error {
 	s.mu.Lock()
 	era, initParams, done, listen := s.era, s.initParams, s.handshakeDone, s.listen
 	oldInit := s.negotiated // what the agent itself was told
@@ -559,7 +563,7 @@ func (s *Session) handshake(e *epoch, old *epoch) error {
 			// notifications keep the agent's subscription id.
 			m, err := mcpwire.Parse(listen.raw)
 			if err == nil {
-				s.forward(m, nil)
+				s.forward(m)
 			}
 		}
 	}

@@ -185,14 +185,14 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		launching := s.cur == nil && s.state == StateStarting
 		if !launching && !s.releasingLocked() {
 			s.mu.Unlock()
-			s.forward(m, nil)
+			s.forward(m)
 			return
 		}
 		// The first process is still being launched (bounded by the
 		// launch itself: measurement, and approval for credentials), or
 		// messages sent before are still held: it keeps its place.
 		queued := s.queueLocked(func() {
-			s.forward(m, nil)
+			s.forward(m)
 			s.unhold(m.ID)
 		}, nil, 0)
 		if queued {
@@ -305,12 +305,18 @@ func (s *Session) handle(m *mcpwire.Message) {
 			p.approval = wait
 			s.mu.Unlock()
 		}
-		go func() {
+		started := s.work.goFunc(func() {
 			if wait != "" {
 				dec, grant, out, r = s.awaitApproval(e, m, name, wait)
 			}
 			s.sendCall(e, m, id, p, name, dec, grant, out, r)
-		}()
+		})
+		if !started && s.abandon(id, p) {
+			s.mu.Lock()
+			r := s.unavailableLocked()
+			s.mu.Unlock()
+			s.writeAgent(r.Response(m.ID))
+		}
 		return
 	case methodListen:
 		s.mu.Lock()
@@ -321,7 +327,7 @@ func (s *Session) handle(m *mcpwire.Message) {
 		}
 		s.mu.Unlock()
 	}
-	s.forward(m, nil)
+	s.forward(m)
 }
 
 // sendCall writes the intent of an authorized tools/call (reserved as id)
@@ -354,11 +360,7 @@ func (s *Session) sendCall(e *epoch, m *mcpwire.Message, id int64, p *pending, n
 }
 
 // forward sends an agent request to the current epoch under a gateway id.
-func (s *Session) forward(m *mcpwire.Message, call *callRecord) { s.forwardRaw(m, m.Raw, call) }
-
-// forwardRaw sends raw (m, possibly rewritten) to the current epoch under a
-// gateway id.
-func (s *Session) forwardRaw(m *mcpwire.Message, raw []byte, call *callRecord) {
+func (s *Session) forward(m *mcpwire.Message) {
 	s.mu.Lock()
 	e := s.cur
 	s.mu.Unlock()
@@ -367,8 +369,7 @@ func (s *Session) forwardRaw(m *mcpwire.Message, raw []byte, call *callRecord) {
 		s.writeAgent(r.Response(m.ID))
 		return
 	}
-	p.call = call
-	s.transmit(id, p, raw)
+	s.transmit(id, p, m.Raw)
 }
 
 // reserve registers m as in flight on e under a new gateway id, before it
@@ -413,7 +414,9 @@ func (s *Session) abandon(id int64, p *pending) bool {
 }
 
 // transmit sends raw under the reserved id, unless the request was
-// cancelled or its epoch ended meanwhile (then it reports false).
+// cancelled or its epoch ended meanwhile (then it reports false). It never
+// waits for more than the write: a write that fails is dealt with by
+// writeFailed, off the caller's goroutine (the agent's reading loop).
 func (s *Session) transmit(id int64, p *pending, raw []byte) bool {
 	s.mu.Lock()
 	if s.pending[id] != p {
@@ -427,33 +430,48 @@ func (s *Session) transmit(id int64, p *pending, raw []byte) bool {
 		err = p.ep.write(out)
 	}
 	if err != nil {
-		// Writing fails when the process is gone, and its exit status
-		// says more than EPIPE: once it has exited, the end of its epoch
-		// answers the request (exited → failEpoch or endEpoch), as for
-		// every request still waiting on it.
-		t := time.NewTimer(time.Second)
-		select {
-		case <-p.ep.Proc.Done():
-			t.Stop()
-			s.mu.Lock()
-			p.unsent = true
-			s.mu.Unlock()
-			s.log.Debug("the server exited before a request could be written", "epoch", p.ep.ID, "method", p.method)
-			return true
-		case <-t.C:
-		}
 		s.mu.Lock()
-		still := s.pending[id] == p
-		s.dropPendingLocked(id, p)
-		r := s.unavailableLocked()
+		p.unsent = true // until writeFailed knows better: it did not reach the server
 		s.mu.Unlock()
-		if still {
-			r.Reason = "writing to the server failed: " + err.Error()
-			s.writeAgent(r.Response(p.agentID))
-			s.recordCompletion(p.ep, p.call, "epoch_ended", r.Reason)
+		if !s.work.goFunc(func() { s.writeFailed(id, p, err) }) {
+			s.writeFailed(id, p, err) // the run is over: its end answered p already
 		}
 	}
 	return true
+}
+
+// writeFailGrace bounds the wait for the exit of a process that a request
+// could not be written to (see writeFailed).
+var writeFailGrace = time.Second // a variable for tests
+
+// writeFailed answers the request reserved as id whose write failed with
+// err. Writing fails when the process is gone, and its exit status says
+// more than EPIPE: once it has exited (within writeFailGrace), the end of
+// its epoch answers the request (exited → failEpoch or endEpoch), as every
+// request still waiting on it; otherwise it is refused with
+// server_unavailable naming err.
+func (s *Session) writeFailed(id int64, p *pending, err error) {
+	t := time.NewTimer(writeFailGrace)
+	defer t.Stop()
+	select {
+	case <-p.ep.Proc.Done():
+		s.log.Debug("the server exited before a request could be written", "epoch", p.ep.ID, "method", p.method)
+		return
+	case <-s.runCtx().Done():
+		return // the run's end answers it
+	case <-t.C:
+	}
+	s.mu.Lock()
+	still := s.pending[id] == p
+	s.dropPendingLocked(id, p)
+	r := s.unavailableLocked()
+	call := p.call
+	s.mu.Unlock()
+	if still {
+		r.Reason = "writing to the server failed: " + err.Error()
+		s.writeAgent(r.Response(p.agentID))
+		s.recordCompletion(p.ep, call, "epoch_ended", r.Reason)
+	}
 }
 
 // startupTimeout fires when a new process has not answered its first
@@ -1258,6 +1276,7 @@ func (s *Session) unhold(id json.RawMessage) {
 	if s.held[key]--; s.held[key] <= 0 {
 		delete(s.held, key)
 	}
+	s.settleLocked()
 }
 
 // idInFlight reports whether a request of the agent with this id is in

@@ -40,7 +40,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
@@ -190,7 +189,9 @@ type Session struct {
 	heldCount        int                     // guarded by mu; messages held by queueLocked now
 	inputEnded       chan struct{}           // closed when the agent sent EndOfInput
 	inputEndOnce     sync.Once
-	agentGone        atomic.Bool                // a write to the agent failed: nobody reads its answers
+	agentGone        chan struct{} // closed when a write to the agent failed: nobody reads its answers
+	agentGoneOnce    sync.Once
+	settled          chan struct{}              // guarded by mu; closed (and reset) when an agent request is answered or released; nil while nobody drains
 	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
 	announced        []string                   // guarded by mu; names of the tools the agent was last shown or told of (sorted), nil until it lists
 	era              era                        // guarded by mu
@@ -207,8 +208,8 @@ type Session struct {
 	replaceAgain     bool                       // guarded by mu; a Replace arrived during one
 	replaceWhy       string                     // guarded by mu
 	lastExit         *EpochExit                 // guarded by mu; the latest process of this run to exit
-	bg               sync.WaitGroup             // catalog fetches under way; Serve waits for them
-	bgClosed         bool                       // guarded by mu; Serve waits for bg: start nothing more
+	work             group                      // catalog fetches, calls on their way, replacements, process watchers: Serve waits for them
+	events           group                      // audit writes off the response path: Serve waits for them before run_ended
 	epochs           int                        // guarded by mu; epochs launched so far
 	agentListedEpoch string                     // guarded by mu; epoch of the agent's last tools/list
 	approvedEpoch    string                     // guarded by mu; epoch of the last grant
@@ -305,6 +306,7 @@ func New(o Options) *Session {
 		pending:    map[int64]*pending{},
 		byAgentID:  map[string]int64{},
 		inputEnded: make(chan struct{}),
+		agentGone:  make(chan struct{}),
 		reverse:    map[int64]*reverseEntry{},
 		records:    map[string]identity.Record{},
 		gateOpen:   true,
@@ -386,12 +388,12 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
-	// A catalog fetch that began before the end returns at once (its
-	// epoch ended); waiting for it keeps the catalog store quiet after Serve.
-	s.mu.Lock()
-	s.bgClosed = true
-	s.mu.Unlock()
-	s.bg.Wait()
+	// A catalog fetch or a call that began before the end returns at once
+	// (its epoch ended), and the processes are stopped: waiting for them
+	// keeps the catalog store quiet after Serve, and every event of the
+	// run (server_exited, tool_completed) is written before run_ended.
+	s.work.wait()
+	s.events.wait()
 	s.record(audit.TypeRunEnded, audit.RunEnded{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Reason: "agent disconnected"})
 	return err
 }
@@ -410,13 +412,15 @@ var agentWriteGrace = 5 * time.Second // a variable for tests
 func (s *Session) drain(ctx context.Context, agentDone <-chan error) error {
 	deadline := time.NewTimer(s.opts.DrainTimeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
 	for {
 		s.mu.Lock()
-		left := len(s.byAgentID) + s.heldCount
+		left := s.unansweredLocked()
+		if s.settled == nil {
+			s.settled = make(chan struct{})
+		}
+		settled := s.settled
 		s.mu.Unlock()
-		if left == 0 || s.agentGone.Load() {
+		if left == 0 {
 			return nil
 		}
 		select {
@@ -425,11 +429,36 @@ func (s *Session) drain(ctx context.Context, agentDone <-chan error) error {
 		case err := <-agentDone:
 			s.log.Info("the agent left while its run drained", "left", left)
 			return err
+		case <-s.agentGone:
+			return nil
 		case <-deadline.C:
 			s.log.Warn("the agent's input ended; requests still unanswered after the drain timeout are refused", "left", left, "timeout", s.opts.DrainTimeout)
 			return nil
-		case <-tick.C:
+		case <-settled:
 		}
+	}
+}
+
+// unansweredLocked counts the agent's requests that wait for an answer:
+// held at the gate, or in flight. The agent's subscriptions/listen stream
+// (2026-07-28) is not one: it stays open until the run ends, and a drain
+// waiting for it would last the whole drain timeout.
+func (s *Session) unansweredLocked() int {
+	left := s.heldCount
+	for _, gid := range s.byAgentID {
+		if p := s.pending[gid]; p == nil || p.method != methodListen {
+			left++
+		}
+	}
+	return left
+}
+
+// settleLocked wakes the drain: a request of the agent left the count of
+// unansweredLocked.
+func (s *Session) settleLocked() {
+	if s.settled != nil {
+		close(s.settled)
+		s.settled = nil
 	}
 }
 
@@ -448,7 +477,7 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 	s.log.Info("epoch started", "epoch", e.ID, "pid", e.Proc.Pid())
 	s.recordServerStarted(e)
 	go s.readServer(e)
-	go func() {
+	watch := func() {
 		<-e.Proc.Done()
 		exit := e.Proc.Exit()
 		s.record(audit.TypeServerExited, audit.ServerExited{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
@@ -457,27 +486,20 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 		s.lastExit = &EpochExit{Epoch: e.ID, PID: e.Proc.Pid(), Exit: exit}
 		s.mu.Unlock()
 		s.exited(e, "server process exited ("+exit.String()+")")
-	}()
+	}
+	if !s.work.goFunc(watch) {
+		// Launched after the run was over (its shutdown stops it): it is
+		// still watched, though its exit comes after run_ended.
+		s.log.Warn("server process launched after its agent run ended", "epoch", e.ID)
+		go watch()
+	}
 	return e, nil
 }
 
 // background runs f (a catalog fetch) on its own goroutine, one Serve waits
-// for before it returns. Once Serve has started to wait, nothing more is
-// started: the session is over, and an Add racing the Wait would misuse
-// the WaitGroup. Not called with mu held.
-func (s *Session) background(f func()) {
-	s.mu.Lock()
-	if s.bgClosed {
-		s.mu.Unlock()
-		return
-	}
-	s.bg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.bg.Done()
-		f()
-	}()
-}
+// for before it returns. Once Serve has waited for all of them, nothing more
+// is started: the session is over.
+func (s *Session) background(f func()) { s.work.goFunc(f) }
 
 func (s *Session) changed() {
 	if s.opts.OnChange != nil {
@@ -644,6 +666,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 
 func (s *Session) dropPendingLocked(id int64, p *pending) {
 	delete(s.pending, id)
+	s.settleLocked()
 	if p.agentID != nil {
 		if cur, ok := s.byAgentID[string(p.agentID)]; ok && cur == id {
 			delete(s.byAgentID, string(p.agentID))
@@ -701,6 +724,7 @@ func (s *Session) queueLocked(deliver, expire func(), timeout time.Duration) boo
 		defer func() {
 			s.mu.Lock()
 			s.heldCount--
+			s.settleLocked()
 			s.mu.Unlock()
 		}()
 		var timer <-chan time.Time
@@ -765,7 +789,7 @@ func (s *Session) writeAgent(line []byte) {
 func (s *Session) writeAgentLocked(line []byte) {
 	buf := make([]byte, 0, len(line)+1)
 	if _, err := s.agentOut.Write(append(append(buf, line...), '\n')); err != nil {
-		s.agentGone.Store(true)
+		s.agentGoneOnce.Do(func() { close(s.agentGone) })
 		s.log.Debug("writing to agent", "err", err)
 	}
 }

@@ -241,7 +241,7 @@ func writeCatalogText(w io.Writer, c catalog.Catalog, revs []uint64, srv *config
 		b.WriteString("\n")
 		var facts []string
 		if srv != nil {
-			facts = append(facts, "policy "+srv.Policy(t.Name))
+			facts = append(facts, "policy "+string(srv.Policy(t.Name)))
 		}
 		hint := func(p *bool, yes, no string) {
 			if p != nil && *p && yes != "" {

@@ -440,18 +440,18 @@ func (a *App) serversPolicy(args []string) error {
 		if srv.Tools == nil {
 			srv.Tools = map[string]config.ToolPolicy{}
 		}
-		srv.Tools[tool] = config.ToolPolicy{Policy: policy}
+		srv.Tools[tool] = config.ToolPolicy{Policy: config.Policy(policy)}
 		cfg.Servers[label] = srv
 		return nil
 	}); err != nil {
 		return err
 	}
 	a.warnUnknownTool(label, tool)
-	what := map[string]string{
+	what := map[config.Policy]string{
 		config.PolicyAllow:   "calls need no approval",
 		config.PolicyApprove: "calls need a person's approval, unless given already for the agent run and server process",
 		config.PolicyDeny:    "hidden from agents and refused",
-	}[policy]
+	}[config.Policy(policy)]
 	// A running daemon reads the file again before each tool call and
 	// tells agents whose tool list changed (core/daemon, fresh).
 	fmt.Fprintf(a.Stdout, "%s of %s: %s (%s); in force at once, for agent runs already connected too.\n", tool, label, policy, what)

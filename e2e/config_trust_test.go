@@ -16,7 +16,7 @@ import (
 
 // editPolicies writes config.json once with the given tool policies of
 // server echo, as an editor or a script would (not through Portcullis).
-func editPolicies(t *testing.T, h *harness.Home, policies map[string]string) {
+func editPolicies(t *testing.T, h *harness.Home, policies map[string]config.Policy) {
 	t.Helper()
 	cfg, err := config.Load(h.ConfigFile())
 	if err != nil {
@@ -90,7 +90,7 @@ func TestConfigEditWidensHeld(t *testing.T) {
 		t.Fatalf("tools/list %v lacks add", got)
 	}
 
-	editPolicies(t, h, map[string]string{"echo": config.PolicyAllow, "add": config.PolicyDeny})
+	editPolicies(t, h, map[string]config.Policy{"echo": config.PolicyAllow, "add": config.PolicyDeny})
 	rep, err := h.Status(testContext(t, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestConfigEditWidensHeld(t *testing.T) {
 	}
 
 	// Rejected: the file is set back to what is in force.
-	editPolicies(t, h, map[string]string{"slow": config.PolicyAllow})
+	editPolicies(t, h, map[string]config.Policy{"slow": config.PolicyAllow})
 	p2 := pendingChange(t, h)
 	if p2 == nil || p2.ID == p.ID {
 		t.Fatalf("pending %+v, want a new change", p2)

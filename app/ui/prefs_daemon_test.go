@@ -41,7 +41,7 @@ func TestPrefsSavesThroughDaemon(t *testing.T) {
 	t.Cleanup(p.win.Close)
 
 	s := p.servers
-	s.tools[0].policy.SetSelected(config.PolicyAllow) // legacy_tool, deny → allow
+	s.tools[0].policy.SetSelected(string(config.PolicyAllow)) // legacy_tool, deny → allow
 	tapButton(t, p.win.Canvas(), "Save")
 	if p.status.Importance != widget.SuccessImportance {
 		t.Fatalf("status %q, want success", p.status.Text)

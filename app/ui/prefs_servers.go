@@ -83,7 +83,7 @@ func serverProblems(label string, problems []config.Problem) problemSet {
 // restart options and tool policies, as written in the file.
 var (
 	restartOptions = []string{config.RestartOnChange, config.RestartManual}
-	policyOptions  = []string{config.PolicyAllow, config.PolicyApprove, config.PolicyDeny}
+	policyOptions  = []string{string(config.PolicyAllow), string(config.PolicyApprove), string(config.PolicyDeny)}
 )
 
 // toolRow is the policy of one tool in the editor.
@@ -386,11 +386,11 @@ func (t *serversTab) loadTools(label string, s config.Server) {
 	known := map[string]bool{}
 	for _, n := range names {
 		known[n] = true
-		t.addToolRow(n, s.Policy(n), mapHas(s.Tools, n), "")
+		t.addToolRow(n, string(s.Policy(n)), mapHas(s.Tools, n), "")
 	}
 	for _, n := range slices.Sorted(maps.Keys(s.Tools)) {
 		if !known[n] {
-			t.addToolRow(n, s.Policy(n), true, "not in the latest catalog")
+			t.addToolRow(n, string(s.Policy(n)), true, "not in the latest catalog")
 		}
 	}
 	t.toolsGrid.Refresh()
@@ -426,7 +426,7 @@ func (t *serversTab) addTool() {
 	if name == "" || slices.ContainsFunc(t.tools, func(r *toolRow) bool { return r.name == name }) {
 		return
 	}
-	t.addToolRow(name, config.PolicyApprove, true, "added")
+	t.addToolRow(name, string(config.PolicyApprove), true, "added")
 	t.toolsGrid.Refresh()
 	t.newTool.SetText("")
 	t.changed()
@@ -584,13 +584,13 @@ func (t *serversTab) candidate() (string, config.Server, problemSet) {
 	}
 	s.Tools = nil
 	for _, r := range t.tools {
-		if r.policy.Selected == config.PolicyApprove && !r.keep {
+		if config.Policy(r.policy.Selected) == config.PolicyApprove && !r.keep {
 			continue
 		}
 		if s.Tools == nil {
 			s.Tools = map[string]config.ToolPolicy{}
 		}
-		s.Tools[r.name] = config.ToolPolicy{Policy: r.policy.Selected}
+		s.Tools[r.name] = config.ToolPolicy{Policy: config.Policy(r.policy.Selected)}
 	}
 	// Keep the order of the scopes already listed; add new ones sorted.
 	s.Credentials = nil

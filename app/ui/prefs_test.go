@@ -274,8 +274,8 @@ func TestPrefsEditServer(t *testing.T) {
 	s.env.SetText("LOG_LEVEL=info")
 	s.args.SetText("dist/server.js\n\n--port=0\n")
 	s.restart.SetSelected(config.RestartManual)
-	s.tools[1].policy.SetSelected(config.PolicyDeny)  // inventory_adjust
-	s.tools[0].policy.SetSelected(config.PolicyAllow) // inventory_lookup
+	s.tools[1].policy.SetSelected(string(config.PolicyDeny))  // inventory_adjust
+	s.tools[0].policy.SetSelected(string(config.PolicyAllow)) // inventory_lookup
 	wantProblems(t, s.fields, nil)
 	tapButton(t, f.window.Canvas(), "Save")
 	if f.p.status.Importance != widget.SuccessImportance {
@@ -320,7 +320,7 @@ func TestPrefsAddAndRemoveServer(t *testing.T) {
 	s.watch.SetText("/abs/build")
 	s.newTool.SetText("run_query")
 	tapButton(t, c, "Add policy")
-	s.tools[len(s.tools)-1].policy.SetSelected(config.PolicyAllow)
+	s.tools[len(s.tools)-1].policy.SetSelected(string(config.PolicyAllow))
 	wantProblems(t, s.fields, nil)
 	tapButton(t, c, "Save")
 	cfg := f.load(t)

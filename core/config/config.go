@@ -26,15 +26,20 @@ import (
 	"time"
 )
 
-// Policy values for [ToolPolicy.Policy] (DESIGN.md "Authorization and credentials").
+// Policy is the authorization policy of one tool (DESIGN.md "Authorization
+// and credentials"): [PolicyAllow], [PolicyApprove] or [PolicyDeny]. The
+// configuration file spells it as a JSON string.
+type Policy string
+
+// Policy values for [ToolPolicy.Policy].
 const (
 	// PolicyAllow lets calls to the tool through without approval.
-	PolicyAllow = "allow"
+	PolicyAllow Policy = "allow"
 	// PolicyApprove requires a person's approval for the agent run and epoch. It is
 	// the default for tools the configuration does not mention.
-	PolicyApprove = "approve"
+	PolicyApprove Policy = "approve"
 	// PolicyDeny hides the tool from the agent and refuses calls to it.
-	PolicyDeny = "deny"
+	PolicyDeny Policy = "deny"
 )
 
 // Restart values for [Server.Restart].
@@ -119,7 +124,7 @@ type Server struct {
 // ToolPolicy is the per-tool authorization policy of a server.
 type ToolPolicy struct {
 	// Policy is [PolicyAllow], [PolicyApprove] or [PolicyDeny].
-	Policy string `json:"policy"`
+	Policy Policy `json:"policy"`
 }
 
 // Credential describes how the secret of one credential scope reaches a server.
@@ -240,7 +245,7 @@ func orDefault(d Duration, def time.Duration) time.Duration {
 
 // Policy returns the policy for the named tool: the configured one, or
 // [PolicyApprove] when the tool is not listed or its policy is empty.
-func (s Server) Policy(tool string) string {
+func (s Server) Policy(tool string) Policy {
 	if p := s.Tools[tool].Policy; p != "" {
 		return p
 	}

@@ -165,8 +165,8 @@ func setServer(c *Config, f func(s *Server)) {
 func TestPolicyAndDefaults(t *testing.T) {
 	s := validConfig().Servers["inventory"]
 	s.Tools["blank"] = ToolPolicy{}
-	got := []string{s.Policy("lookup"), s.Policy("drop"), s.Policy("unlisted"), s.Policy("blank"), Server{}.Policy("x")}
-	want := []string{PolicyAllow, PolicyDeny, PolicyApprove, PolicyApprove, PolicyApprove}
+	got := []Policy{s.Policy("lookup"), s.Policy("drop"), s.Policy("unlisted"), s.Policy("blank"), Server{}.Policy("x")}
+	want := []Policy{PolicyAllow, PolicyDeny, PolicyApprove, PolicyApprove, PolicyApprove}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Policy (-want +got):\n%s", diff)
 	}

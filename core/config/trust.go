@@ -187,7 +187,7 @@ func authText(v string) string {
 }
 
 // policyRank orders policies by what they let through.
-func policyRank(p string) int {
+func policyRank(p Policy) int {
 	switch p {
 	case PolicyDeny:
 		return 0

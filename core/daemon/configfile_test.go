@@ -36,7 +36,7 @@ func savePolicies(t *testing.T, path string, policies map[string]string) {
 	t.Helper()
 	srv := config.Server{Command: "/bin/true", Tools: map[string]config.ToolPolicy{}}
 	for tool, p := range policies {
-		srv.Tools[tool] = config.ToolPolicy{Policy: p}
+		srv.Tools[tool] = config.ToolPolicy{Policy: config.Policy(p)}
 	}
 	cfg := &config.Config{Servers: map[string]config.Server{"srv": srv}}
 	if err := config.Save(path, cfg); err != nil {
@@ -55,7 +55,7 @@ func TestPolicyReadsTheFileAsItIsNow(t *testing.T) {
 	check := func(when string, want map[string]string) {
 		t.Helper()
 		for tool, p := range want {
-			if got := pol(tool); got != p {
+			if got := pol(tool); string(got) != p {
 				t.Errorf("%s: policy of %s is %q, want %q", when, tool, got, p)
 			}
 		}
@@ -160,7 +160,7 @@ func TestConfigWatcherAppliesChanges(t *testing.T) {
 			d.mu.Lock()
 			got := d.cfg.Servers["srv"].Policy("read")
 			d.mu.Unlock()
-			if got == p {
+			if string(got) == p {
 				return
 			}
 			// The signal was for an earlier edit: go on.
@@ -185,7 +185,7 @@ func TestPolicyOfRemovedServerIsKept(t *testing.T) {
 	check := func(when string, want map[string]string) {
 		t.Helper()
 		for tool, p := range want {
-			if got := pol(tool); got != p {
+			if got := pol(tool); string(got) != p {
 				t.Errorf("%s: policy of %s is %q, want %q", when, tool, got, p)
 			}
 		}

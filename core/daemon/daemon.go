@@ -586,8 +586,8 @@ func measureSpec(label string, srv config.Server) identity.MeasureSpec {
 }
 
 // policy returns the per-tool policy function of label (see policyOf).
-func (d *Daemon) policy(label string) func(tool string) string {
-	return func(tool string) string { return d.policyOf(label, tool) }
+func (d *Daemon) policy(label string) func(tool string) config.Policy {
+	return func(tool string) config.Policy { return d.policyOf(label, tool) }
 }
 
 // policyOf returns the policy of tool of server label. Each answer comes
@@ -602,7 +602,7 @@ func (d *Daemon) policy(label string) func(tool string) string {
 // had it: agent runs already connected keep their server until they end,
 // and what their agents may do is neither widened nor changed by the
 // removal. A label that comes back has its new policies.
-func (d *Daemon) policyOf(label, tool string) string {
+func (d *Daemon) policyOf(label, tool string) config.Policy {
 	cfg := d.fresh()
 	if srv, ok := cfg.Servers[label]; ok {
 		return srv.Policy(tool)

@@ -29,6 +29,14 @@ type Credential struct {
 // SecretSource reads a credential scope's secret from the keychain.
 type SecretSource func(scope string) ([]byte, error)
 
+// Decisions of the tool_called event (audit.ToolCalled.Decision): why a
+// call may go ahead.
+const (
+	decisionAllow     = "allow"     // the tool's policy is allow
+	decisionGrant     = "grant"     // a grant of the person covers it
+	decisionUnchecked = "unchecked" // the session has no Authority (tests, tools)
+)
+
 // metaCredentialKey is the params._meta key under which "meta" credentials
 // reach a tools/call: an object mapping scope name to secret. The reverse-DNS
 // prefix follows the MCP _meta naming rules (basic/index, "_meta").
@@ -40,17 +48,17 @@ const metaCredentialKey = "dev.portcullis/credentials"
 // request the call must wait for (see awaitApproval).
 func (s *Session) quickAuthorize(e *epoch, m *mcpwire.Message, tool string) (decision, grantID string, out []byte, refusal *Refusal, wait string) {
 	a := s.opts.Authority
-	if s.policy(tool) == "allow" {
-		return "allow", "", m.Raw, nil, ""
+	if s.policy(tool) == policyAllow {
+		return decisionAllow, "", m.Raw, nil, ""
 	}
 	if a == nil {
-		return "unchecked", "", m.Raw, nil, ""
+		return decisionUnchecked, "", m.Raw, nil, ""
 	}
 	metaCreds, askEvery := s.metaCredentials()
 	if !askEvery {
 		if g := a.CheckCall(s.opts.RunID, e.ID, tool, metaCreds, argsDigestOf(m)); g != nil {
 			out, r := s.injectMeta(e, m, tool, g.CredentialScope, metaCreds)
-			return "grant", g.ID, out, r, ""
+			return decisionGrant, g.ID, out, r, ""
 		}
 	}
 	if r := s.missingCredential(e, tool, metaCreds); r != nil {
@@ -124,7 +132,7 @@ func credentialAdvice(scope string, err error) string {
 // an epoch change is handled before a catalog change (DESIGN.md).
 func (s *Session) staleAuthorization(e *epoch, m *mcpwire.Message, tool string) *Refusal {
 	a := s.opts.Authority
-	if a == nil || s.policy(tool) != "approve" {
+	if a == nil || s.policy(tool) != policyApprove {
 		return nil
 	}
 	stale := a.Stale(s.opts.RunID, e.ID, tool)
@@ -205,7 +213,7 @@ wait:
 			if err == nil && g.ExpiresWhen == authz.ExpiresOnce {
 				a.Consume(s.opts.RunID, g.ID) // it was for this call
 			}
-			return "allow", "", m.Raw, nil
+			return decisionAllow, "", m.Raw, nil
 		}
 		switch {
 		case errors.Is(err, errPolicyWake):
@@ -277,7 +285,7 @@ wait:
 		return "", "", nil, r
 	}
 	out, r := s.injectMeta(e, m, tool, g.CredentialScope, metaCreds)
-	return "grant", g.ID, out, r
+	return decisionGrant, g.ID, out, r
 }
 
 // runCtx is the context of the run (cancelled when Serve returns).
@@ -466,7 +474,7 @@ func (s *Session) card(e *epoch, m *mcpwire.Message, tool string, creds []string
 	if cat != nil {
 		c.CatalogRevision = cat.Revision
 		for _, t := range cat.Tools {
-			if s.policy(t.Name) == "approve" {
+			if s.policy(t.Name) == policyApprove {
 				c.ToolScope = append(c.ToolScope, t.Name)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/secrets"
 )
 
@@ -349,7 +350,7 @@ func TestOnceGrantCoversTheCallShown(t *testing.T) {
 // narrowed approval leaves out was never shown to anyone: it is not refused
 // as "approved other tools" but asks with a card of its own.
 func TestCallNotShownAsksForItself(t *testing.T) {
-	r := newRig(t, rigOptions{policy: func(string) string { return "approve" }})
+	r := newRig(t, rigOptions{policy: func(string) config.Policy { return policyApprove }})
 	defer r.close()
 	r.handshake()
 	r.agent.request(1, "tools/list", nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
@@ -440,7 +441,7 @@ type rigOptions struct {
 	noCredentials   bool
 	secrets         SecretSource // nil: a fixed secret
 	secretCheck     func(string) error
-	policy          func(tool string) string // nil: read allow, everything else approve
+	policy          func(tool string) config.Policy // nil: read allow, everything else approve
 	auditDelay      time.Duration
 	launchDelay     time.Duration
 	launchFails     bool // every launch fails: command not found
@@ -515,7 +516,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	r.sess = New(Options{
 		RunID: "RUN", Label: "fake", Agent: Agent{PID: 42, Exe: "/usr/bin/agent"},
 		Launch: r.launcher.launch, Catalog: cats, Authority: r.auth,
-		Policy: cmpOr(o.policy, func(tool string) string {
+		Policy: cmpOr(o.policy, func(tool string) config.Policy {
 			if tool == toolRead {
 				return "allow"
 			}
@@ -620,7 +621,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // cmpOr returns f, or def when f is nil.
-func cmpOr(f, def func(string) string) func(string) string {
+func cmpOr(f, def func(string) config.Policy) func(string) config.Policy {
 	if f != nil {
 		return f
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
@@ -196,7 +197,7 @@ func FuzzRoute(f *testing.F) {
 				return &Epoch{ID: "E1", Proc: proc}, nil
 			},
 			Catalog:        cats,
-			Policy:         func(string) string { return "allow" },
+			Policy:         func(string) config.Policy { return policyAllow },
 			MaxMessage:     4096,
 			StartupTimeout: 2 * time.Second,
 			HoldTimeout:    2 * time.Second,

@@ -5,17 +5,19 @@ import (
 	"slices"
 
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/config"
 )
 
-// Tool policies (DESIGN.md, "Authorization and credentials").
+// Tool policies (DESIGN.md, "Authorization and credentials"), as the
+// configuration declares them.
 const (
-	policyAllow   = "allow"   // no approval
-	policyApprove = "approve" // a person approves per agent run and epoch (the default)
-	policyDeny    = "deny"    // hidden from the agent and refused
+	policyAllow   = config.PolicyAllow   // no approval
+	policyApprove = config.PolicyApprove // a person approves per agent run and epoch (the default)
+	policyDeny    = config.PolicyDeny    // hidden from the agent and refused
 )
 
 // policy returns the policy in force for tool now.
-func (s *Session) policy(tool string) string {
+func (s *Session) policy(tool string) config.Policy {
 	if s.opts.Policy == nil {
 		return policyApprove
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -19,10 +20,10 @@ import (
 // a person edits the configuration file.
 type policies struct {
 	mu sync.Mutex
-	m  map[string]string // guarded by mu; tool → policy, "approve" when absent
+	m  map[string]config.Policy // guarded by mu; tool → policy, "approve" when absent
 }
 
-func (p *policies) get(tool string) string {
+func (p *policies) get(tool string) config.Policy {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if v, ok := p.m[tool]; ok {
@@ -31,7 +32,7 @@ func (p *policies) get(tool string) string {
 	return policyApprove
 }
 
-func (p *policies) set(tool, policy string) {
+func (p *policies) set(tool string, policy config.Policy) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.m[tool] = policy
@@ -113,7 +114,7 @@ func (r *rig) forwarded(tool string) int {
 // forwarded, and the agent is told with list_changed; allowed again, it is
 // listed, announced and served. Re-checks that change nothing say nothing.
 func TestPolicyDenyHidesAndAnnounces(t *testing.T) {
-	pol := &policies{m: map[string]string{toolRead: policyAllow}}
+	pol := &policies{m: map[string]config.Policy{toolRead: policyAllow}}
 	r := newPolicyRig(t, pol)
 	defer r.close()
 	r.handshake()
@@ -159,7 +160,7 @@ func TestPolicyDenyHidesAndAnnounces(t *testing.T) {
 // (and before its handshake) nothing is announced, and the first list it
 // asks for already hides the denied tool.
 func TestPolicyDenyBeforeListSaysNothing(t *testing.T) {
-	pol := &policies{m: map[string]string{toolRead: policyAllow}}
+	pol := &policies{m: map[string]config.Policy{toolRead: policyAllow}}
 	r := newPolicyRig(t, pol)
 	defer r.close()
 	r.sess.PolicyChanged() // before the handshake
@@ -181,7 +182,7 @@ func TestPolicyDenyBeforeListSaysNothing(t *testing.T) {
 // person; a grant the person gave for the run then serves, and loosening
 // back to allow needs none.
 func TestPolicyAllowToApproveAsksAtTheNextCall(t *testing.T) {
-	pol := &policies{m: map[string]string{toolRead: policyAllow}}
+	pol := &policies{m: map[string]config.Policy{toolRead: policyAllow}}
 	r := newPolicyRig(t, pol)
 	defer r.close()
 	r.handshake()
@@ -233,7 +234,7 @@ func TestPolicyAllowToApproveAsksAtTheNextCall(t *testing.T) {
 // yet) is announced once the catalog is in, although its revision is the
 // one the agent has.
 func TestPolicyChangeDuringRefresh(t *testing.T) {
-	pol := &policies{m: map[string]string{toolRead: policyAllow}}
+	pol := &policies{m: map[string]config.Policy{toolRead: policyAllow}}
 	r := newPolicyRig(t, pol)
 	defer r.close()
 	r.handshake()
@@ -251,7 +252,7 @@ func TestPolicyChangeDuringRefresh(t *testing.T) {
 // when its tool becomes denied is refused even if the person then
 // approves it: deny wins, and the call never reaches the server.
 func TestPolicyDenyWhileWaitingForApproval(t *testing.T) {
-	pol := &policies{m: map[string]string{}}
+	pol := &policies{m: map[string]config.Policy{}}
 	r := newPolicyRig(t, pol)
 	defer r.close()
 	r.handshake()
@@ -321,7 +322,7 @@ func (r *rig) intentDecisions(tool string) []string {
 // waits on any more, is withdrawn: it leaves Pending and its waiters hear
 // ErrWithdrawn. The tool never reaches the server.
 func TestPolicyDenyWhileWaitingRefusesAtOnce(t *testing.T) {
-	pol := &policies{m: map[string]string{}}
+	pol := &policies{m: map[string]config.Policy{}}
 	r := newPolicyRig(t, pol)
 	defer r.close()
 	r.handshake()
@@ -357,7 +358,7 @@ func TestPolicyDenyWhileWaitingRefusesAtOnce(t *testing.T) {
 // it waits, the call goes at once, without a grant (its intent is recorded
 // with decision "allow"), and the request nobody waits on is withdrawn.
 func TestPolicyAllowWhileWaitingServesAtOnce(t *testing.T) {
-	pol := &policies{m: map[string]string{}}
+	pol := &policies{m: map[string]config.Policy{}}
 	r := newPolicyRig(t, pol)
 	defer r.close()
 	r.handshake()
@@ -394,7 +395,7 @@ func TestPolicyAllowWhileWaitingServesAtOnce(t *testing.T) {
 // it serves that call and grants nothing denied.
 func TestPolicyChangeWithTwoWaiters(t *testing.T) {
 	t.Run("allow", func(t *testing.T) {
-		pol := &policies{m: map[string]string{}}
+		pol := &policies{m: map[string]config.Policy{}}
 		r := newPolicyRig(t, pol)
 		defer r.close()
 		r.handshake()
@@ -422,7 +423,7 @@ func TestPolicyChangeWithTwoWaiters(t *testing.T) {
 		}
 	})
 	t.Run("deny", func(t *testing.T) {
-		pol := &policies{m: map[string]string{}}
+		pol := &policies{m: map[string]config.Policy{}}
 		r := newPolicyRig(t, pol)
 		defer r.close()
 		r.handshake()
@@ -478,7 +479,7 @@ func TestPolicyChangeWithTwoWaiters(t *testing.T) {
 // configuration watcher is unavailable), a waiting call notices its tool's
 // deny by itself within a re-check period.
 func TestPolicyDenyNoticedWithoutPolicyChanged(t *testing.T) {
-	pol := &policies{m: map[string]string{}}
+	pol := &policies{m: map[string]config.Policy{}}
 	r := newPolicyRig(t, pol)
 	defer r.close()
 	r.handshake()
@@ -500,7 +501,7 @@ func TestPolicyDenyNoticedWithoutPolicyChanged(t *testing.T) {
 // whose card still names a tool denied since (the change not yet reported
 // by PolicyChanged) grants the rest of the scope only.
 func TestApprovalNeverGrantsADeniedTool(t *testing.T) {
-	pol := &policies{m: map[string]string{}}
+	pol := &policies{m: map[string]config.Policy{}}
 	r := newPolicyRig(t, pol)
 	defer r.close()
 	r.handshake()
@@ -544,7 +545,7 @@ func TestLaunchCommandNotFoundSaysFixTheConfig(t *testing.T) {
 // through from the server loses the denied tools; other answers, and
 // answers that need nothing, keep their bytes.
 func TestForAgent(t *testing.T) {
-	pol := &policies{m: map[string]string{"secret_tool": policyDeny}}
+	pol := &policies{m: map[string]config.Policy{"secret_tool": policyDeny}}
 	s := New(Options{Label: "fake", Policy: pol.get})
 	e := &epoch{Epoch: Epoch{ID: "E1"}}
 	tests := []struct {
@@ -583,7 +584,7 @@ func TestForAgent(t *testing.T) {
 // than the one a waiting call needs denies that call, and the refusal says
 // so (it said the epoch had changed, with the same epoch on both sides).
 func TestApprovedOtherTools(t *testing.T) {
-	r := newPolicyRig(t, &policies{m: map[string]string{}})
+	r := newPolicyRig(t, &policies{m: map[string]config.Policy{}})
 	defer r.close()
 	r.handshake()
 	r.listedTools(1)

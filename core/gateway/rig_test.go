@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
@@ -159,7 +160,7 @@ func newBubble(t *testing.T, edit func(*Options)) *bubble {
 		RunID: "RUN", Label: "script",
 		Launch:         b.launch,
 		Catalog:        tempCatalogs(t),
-		Policy:         func(string) string { return policyAllow },
+		Policy:         func(string) config.Policy { return policyAllow },
 		StartupTimeout: 5e9, HoldTimeout: 5e9,
 		Audit: b.audit,
 	}

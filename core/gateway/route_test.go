@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
@@ -192,7 +193,7 @@ func newScriptRig(t *testing.T, maxMessage int, holdTimeout time.Duration) *scri
 		Launch: func(context.Context) (*Epoch, error) {
 			return &Epoch{ID: "E1", Proc: r.proc}, nil
 		},
-		Catalog: cats, Policy: func(string) string { return "allow" },
+		Catalog: cats, Policy: func(string) config.Policy { return policyAllow },
 		MaxMessage: maxMessage, StartupTimeout: 5 * time.Second, HoldTimeout: holdTimeout,
 	})
 	inR, inW := io.Pipe()
@@ -699,7 +700,7 @@ func TestDuplicateIDWhileHeld(t *testing.T) {
 			<-release
 			return &Epoch{ID: "E1", Proc: proc}, nil
 		},
-		Catalog: cats, Policy: func(string) string { return "allow" },
+		Catalog: cats, Policy: func(string) config.Policy { return policyAllow },
 		StartupTimeout: 5 * time.Second, HoldTimeout: 5 * time.Second,
 	})
 	inR, inW := io.Pipe()
@@ -774,7 +775,7 @@ func TestShutdownNotHeldByAgentThatDoesNotRead(t *testing.T) {
 	sess := New(Options{
 		RunID: "RUN", Label: "script",
 		Launch:  func(context.Context) (*Epoch, error) { return &Epoch{ID: "E1", Proc: proc}, nil },
-		Catalog: tempCatalogs(t), Policy: func(string) string { return "allow" },
+		Catalog: tempCatalogs(t), Policy: func(string) config.Policy { return policyAllow },
 		StartupTimeout: 5 * time.Second, DrainTimeout: 300 * time.Millisecond,
 	})
 	inR, inW := io.Pipe()

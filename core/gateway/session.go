@@ -45,6 +45,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
@@ -90,13 +91,13 @@ type Options struct {
 	Catalog *catalog.Store
 	// Validator checks tools/call arguments; a new one when nil.
 	Validator *catalog.Validator
-	// Policy gives a tool's policy ("allow", "approve", "deny"); every
-	// tool is "approve" when nil. "deny" hides the tool and refuses calls.
+	// Policy gives a tool's policy; every tool is config.PolicyApprove
+	// when nil. config.PolicyDeny hides the tool and refuses calls.
 	// It is asked at every use (each tools/list answer, each tools/call)
 	// and must answer with the policy in force now; after it changes, call
 	// PolicyChanged so that the agent hears of tools it no longer sees or
 	// sees again.
-	Policy func(tool string) string
+	Policy func(tool string) config.Policy
 	// MaxMessage is the largest message accepted from either side, in
 	// bytes (mcpwire.DefaultMaxMessage when 0).
 	MaxMessage int

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/daemon"
 )
 
@@ -108,11 +109,11 @@ func (h *Home) AddServer(ctx context.Context, label string, flags []string, comm
 // through a running daemon, which applies it at once, to agent runs already
 // connected too; with none, written to config.json. It returns an error
 // when the label is not configured or the command fails.
-func (h *Home) SetToolPolicy(label, policy string, tools ...string) error {
+func (h *Home) SetToolPolicy(label string, policy config.Policy, tools ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, t := range tools {
-		if _, err := h.RunAtTerminal(ctx, "servers", "policy", label, t, policy); err != nil {
+		if _, err := h.RunAtTerminal(ctx, "servers", "policy", label, t, string(policy)); err != nil {
 			return err
 		}
 	}

@@ -330,11 +330,11 @@ func (s *Session) waitDecision(id, tool string) (*authz.Grant, error) {
 // approval request id, or nil (it was cancelled or ended, or waits on
 // another request).
 func (s *Session) waiterLocked(m *mcpwire.Message, id string) *pending {
-	gid, ok := s.byAgentID[string(m.ID)]
+	_, p, ok := s.flight.ofAgent(m.ID)
 	if !ok {
 		return nil
 	}
-	if p := s.pending[gid]; p != nil && p.approval == id {
+	if p != nil && p.approval == id {
 		return p
 	}
 	return nil
@@ -366,13 +366,11 @@ func (s *Session) stopWaiting(m *mcpwire.Message, id, why string) {
 	if p := s.waiterLocked(m, id); p != nil {
 		p.approval = ""
 	}
-	for _, q := range s.pending {
-		if q.approval == id {
-			s.mu.Unlock()
-			return
-		}
-	}
+	waited := s.flight.awaiting(id)
 	s.mu.Unlock()
+	if waited {
+		return
+	}
 	if err := s.opts.Authority.Withdraw(id, why); err == nil {
 		s.log.Info("approval request withdrawn: no call waits on it any more", "request", id, "why", why)
 	}

@@ -366,7 +366,7 @@ func TestCallNotShownAsksForItself(t *testing.T) {
 		r.sess.mu.Lock()
 		defer r.sess.mu.Unlock()
 		n := 0
-		for _, p := range r.sess.pending {
+		for _, p := range r.sess.flight.pending {
 			if p.approval == first.ID {
 				n++
 			}

@@ -28,9 +28,7 @@ func (s *Session) call(e *epoch, method string, params any, timeout time.Duratio
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%s: epoch %s ended: %s", method, e.ID, e.endWhy)
 	}
-	id := s.nextID
-	s.nextID++
-	s.pending[id] = &pending{method: method, ep: e, reply: reply}
+	id := s.flight.add(&pending{method: method, ep: e, reply: reply})
 	s.mu.Unlock()
 	req, err := mcpwire.NewRequest(mcpwire.NumberID(id), method, params)
 	if err == nil {
@@ -38,7 +36,7 @@ func (s *Session) call(e *epoch, method string, params any, timeout time.Duratio
 	}
 	if err != nil {
 		s.mu.Lock()
-		delete(s.pending, id)
+		s.flight.drop(id, nil)
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%s: %w", method, err)
 	}
@@ -62,7 +60,7 @@ func (s *Session) call(e *epoch, method string, params any, timeout time.Duratio
 		return m.Result, nil
 	case <-t.C:
 		s.mu.Lock()
-		delete(s.pending, id)
+		s.flight.drop(id, nil)
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%s: no answer within %s", method, timeout)
 	}
@@ -83,8 +81,8 @@ func (e *RPCError) Error() string {
 // client capabilities) to params when the agent speaks that era.
 func (s *Session) requestParams(params map[string]any) map[string]any {
 	s.mu.Lock()
-	meta := s.discoverMeta
-	modern := s.era == eraModern
+	meta := s.hs.discoverMeta
+	modern := s.hs.era == eraModern
 	s.mu.Unlock()
 	if modern && len(meta) > 0 {
 		if params == nil {
@@ -222,9 +220,9 @@ func (s *Session) refresh(e *epoch) {
 // reports whether the agent was told.
 func (s *Session) notifyToolsChanged() bool {
 	s.mu.Lock()
-	modern := s.era == eraModern
-	listen := s.listen
-	done := s.handshakeDone
+	modern := s.hs.era == eraModern
+	listen := s.hs.listen
+	done := s.hs.done
 	s.mu.Unlock()
 	if !done {
 		return false // the handshake completion fetches and the agent lists anyway
@@ -503,7 +501,7 @@ func (s *Session) replaceOnce(why string) {
 		return
 	}
 	s.mu.Lock()
-	done := s.handshakeDone
+	done := s.hs.done
 	if e.ended {
 		s.mu.Unlock()
 		return
@@ -528,8 +526,8 @@ func (s *Session) replaceOnce(why string) {
 // beyond what the agent negotiated stay hidden and are reported.
 func (s *Session) handshake(e *epoch) error {
 	s.mu.Lock()
-	era, initParams, done, listen := s.era, s.initParams, s.handshakeDone, s.listen
-	oldInit := s.negotiated // what the agent itself was told
+	era, initParams, done, listen := s.hs.era, s.hs.initParams, s.hs.done, s.hs.listen
+	oldInit := s.hs.negotiated // what the agent itself was told
 	s.mu.Unlock()
 	if !done {
 		return nil

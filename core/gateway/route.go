@@ -166,7 +166,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		return
 	case methodInitialize, methodDiscover:
 		s.mu.Lock()
-		if m.Method == methodInitialize && (s.negotiated != nil || s.initInFlightLocked()) {
+		if m.Method == methodInitialize && (s.hs.negotiated != nil || s.initInFlightLocked()) {
 			// MCP basic/lifecycle: initialization is the first exchange
 			// of a connection, once. Forwarded, it would renegotiate the
 			// server behind the back of the session the gateway keeps.
@@ -177,10 +177,9 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 			return
 		}
 		if m.Method == methodInitialize {
-			s.era, s.initParams = eraLegacy, bytes.Clone(m.Params)
-			s.initID = bytes.Clone(m.ID)
+			s.hs.initialize(m)
 		} else {
-			s.era, s.discoverMeta = eraModern, bytes.Clone(mcpwire.GetPath(m.Params, "_meta"))
+			s.hs.discover(mcpwire.GetPath(m.Params, "_meta"))
 		}
 		launching := s.cur == nil && s.state == StateStarting
 		if !launching && !s.releasingLocked() {
@@ -267,7 +266,7 @@ func (s *Session) handle(m *mcpwire.Message) {
 	switch m.Method {
 	case methodToolsList:
 		s.mu.Lock()
-		unsubscribed := s.era == eraModern && (s.listen == nil || !s.listen.toolsOn) && e.catalog != nil
+		unsubscribed := s.hs.era == eraModern && !s.hs.toolsSubscribed() && e.catalog != nil
 		s.mu.Unlock()
 		if unsubscribed {
 			// 2026-07-28: without a subscription nothing tells the gateway
@@ -320,11 +319,7 @@ func (s *Session) handle(m *mcpwire.Message) {
 		return
 	case methodListen:
 		s.mu.Lock()
-		s.listen = &listenState{
-			agentID: bytes.Clone(m.ID),
-			raw:     bytes.Clone(m.Raw),
-			toolsOn: bytes.Equal(mcpwire.GetPath(m.Params, "notifications", "toolsListChanged"), []byte("true")),
-		}
+		s.hs.subscribe(m)
 		s.mu.Unlock()
 	}
 	s.forward(m)
@@ -389,11 +384,8 @@ func (s *Session) reserve(e *epoch, m *mcpwire.Message) (int64, *pending, *Refus
 		}
 		return 0, nil, r
 	}
-	id := s.nextID
-	s.nextID++
 	p := &pending{agentID: m.ID, method: m.Method, ep: e, token: token, unsent: true}
-	s.pending[id] = p
-	s.byAgentID[string(m.ID)] = id
+	id := s.flight.add(p)
 	if !e.answered && e.timer == nil {
 		method := m.Method
 		e.timer = time.AfterFunc(s.opts.StartupTimeout, func() { s.startupTimeout(e, method) })
@@ -406,7 +398,7 @@ func (s *Session) reserve(e *epoch, m *mcpwire.Message) (int64, *pending, *Refus
 func (s *Session) abandon(id int64, p *pending) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending[id] != p {
+	if !s.flight.is(id, p) {
 		return false // cancelled, or answered by the end of its epoch
 	}
 	s.dropPendingLocked(id, p)
@@ -419,7 +411,7 @@ func (s *Session) abandon(id int64, p *pending) bool {
 // writeFailed, off the caller's goroutine (the agent's reading loop).
 func (s *Session) transmit(id int64, p *pending, raw []byte) bool {
 	s.mu.Lock()
-	if s.pending[id] != p {
+	if !s.flight.is(id, p) {
 		s.mu.Unlock()
 		return false
 	}
@@ -462,7 +454,7 @@ func (s *Session) writeFailed(id int64, p *pending, err error) {
 	case <-t.C:
 	}
 	s.mu.Lock()
-	still := s.pending[id] == p
+	still := s.flight.is(id, p)
 	s.dropPendingLocked(id, p)
 	r := s.unavailableLocked()
 	call := p.call
@@ -495,7 +487,7 @@ func (s *Session) failEpoch(e *epoch, why string) {
 	var answers [][]byte
 	var calls []*callRecord
 	status, tail := exitDetails(e)
-	for id, p := range s.pending {
+	for id, p := range s.flight.pending {
 		if p.ep != e || p.reply != nil {
 			continue
 		}
@@ -535,7 +527,7 @@ func (s *Session) agentNotification(m *mcpwire.Message) {
 	// be released, a notification keeps its place behind them
 	// (notifications/initialized after initialize, before tools/list). A
 	// cancellation of a request already in flight goes at once.
-	_, inFlight := s.byAgentID[string(mcpwire.GetPath(m.Params, "requestId"))]
+	_, _, inFlight := s.flight.ofAgent(mcpwire.GetPath(m.Params, "requestId"))
 	cancelNow := m.Method == methodCancelled && inFlight
 	if !cancelNow && (s.inLineLocked() || (s.cur == nil && s.state == StateStarting)) {
 		queued := s.queueLocked(func() { s.routeNotification(m) }, nil, 0)
@@ -560,14 +552,12 @@ func (s *Session) routeNotification(m *mcpwire.Message) {
 	case methodCancelled:
 		reqID := mcpwire.GetPath(m.Params, "requestId")
 		s.mu.Lock()
-		id, ok := s.byAgentID[string(reqID)]
-		var p *pending
+		id, p, ok := s.flight.ofAgent(reqID)
 		if ok {
-			p = s.pending[id]
 			// The agent ignores any later answer (MCP basic/utilities/cancellation).
 			s.dropPendingLocked(id, p)
-			if p != nil && p.method == methodListen && s.listen != nil && string(s.listen.agentID) == string(reqID) {
-				s.listen = nil
+			if p != nil && p.method == methodListen && s.hs.isListen(reqID) {
+				s.hs.listen = nil
 			}
 		}
 		s.mu.Unlock()
@@ -603,13 +593,11 @@ func (s *Session) withdrawIfUnwaited(id string) {
 		return
 	}
 	s.mu.Lock()
-	for _, q := range s.pending {
-		if q.approval == id {
-			s.mu.Unlock()
-			return
-		}
-	}
+	waited := s.flight.awaiting(id)
 	s.mu.Unlock()
+	if waited {
+		return
+	}
 	if err := s.opts.Authority.Withdraw(id, "the agent cancelled the call"); err == nil {
 		s.log.Info("approval request withdrawn: its call was cancelled", "request", id)
 	}
@@ -618,14 +606,10 @@ func (s *Session) withdrawIfUnwaited(id string) {
 // agentResponse routes the agent's answer to a server's request back to the
 // epoch that asked.
 func (s *Session) agentResponse(m *mcpwire.Message) {
-	gid, _, ok := mcpwire.IntID(m.ID)
 	s.mu.Lock()
-	r := s.reverse[gid]
-	if ok && r != nil {
-		delete(s.reverse, gid)
-	}
+	r := s.flight.takeReverse(m.ID)
 	s.mu.Unlock()
-	if !ok || r == nil {
+	if r == nil {
 		s.log.Info("agent answered a request of an ended epoch or an unknown one", "id", string(m.ID))
 		return
 	}
@@ -778,18 +762,9 @@ func failReply(p *pending, why string) {
 // takePending removes and returns the request of e waiting for the answer
 // with this id (one the gateway minted), or nil when none does.
 func (s *Session) takePending(e *epoch, id json.RawMessage) *pending {
-	gid, _, ok := mcpwire.IntID(id)
-	if !ok {
-		return nil
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.pending[gid]
-	if p == nil || p.ep != e {
-		return nil
-	}
-	s.dropPendingLocked(gid, p)
-	return p
+	return s.flight.take(e, id)
 }
 
 // serverInvalid handles a line from the server that is not a JSON-RPC
@@ -829,7 +804,7 @@ func (s *Session) serverInvalid(e *epoch, line []byte, err error) {
 func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	gid, coerced, ok := mcpwire.IntID(m.ID)
 	s.mu.Lock()
-	p := s.pending[gid]
+	p := s.flight.pending[gid]
 	if !ok || p == nil || p.ep != e {
 		s.mu.Unlock()
 		s.log.Warn("server answered an unknown request", "epoch", e.ID, "id", string(m.ID))
@@ -845,7 +820,7 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	if p.method == methodInitialize && m.Result != nil && e.initResult == nil {
 		e.initResult = bytes.Clone(m.Result)
 		if p.agentID != nil {
-			s.negotiated = e.initResult // the agent's own handshake
+			s.hs.negotiated = e.initResult // the agent's own handshake
 		}
 	}
 	s.mu.Unlock()
@@ -972,9 +947,7 @@ func (s *Session) serverRequest(e *epoch, m *mcpwire.Message) {
 		return
 	}
 	s.mu.Lock()
-	gid := s.nextID
-	s.nextID++
-	s.reverse[gid] = &reverseEntry{ep: e, serverID: m.ID}
+	gid := s.flight.addReverse(e, m.ID)
 	s.mu.Unlock()
 	out, err := mcpwire.SetMember(m.Raw, "id", mcpwire.NumberID(gid))
 	if err != nil {
@@ -992,8 +965,8 @@ func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {
 		// anything"). The agent hears of it once the new revision is known.
 		s.mu.Lock()
 		advertised := bytes.Equal(mcpwire.GetPath(e.initResult, "capabilities", "tools", "listChanged"), []byte("true"))
-		legacy := s.era == eraLegacy
-		ready := s.handshakeDone
+		legacy := s.hs.era == eraLegacy
+		ready := s.hs.done
 		s.mu.Unlock()
 		if !ready {
 			// Before the handshake nothing may be asked of the server;
@@ -1032,7 +1005,7 @@ func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {
 		// which the agent knows by its own id.
 		gid, _, ok := mcpwire.IntID(sub)
 		s.mu.Lock()
-		p := s.pending[gid]
+		p := s.flight.pending[gid]
 		s.mu.Unlock()
 		if !ok || p == nil || p.agentID == nil {
 			s.log.Info("notification for an unknown subscription", "epoch", e.ID, "subscriptionId", string(sub))
@@ -1063,7 +1036,7 @@ func (s *Session) firstAck(e *epoch, m *mcpwire.Message) bool {
 	delete(params, "_meta")
 	ack, _ := json.Marshal(params)
 	s.mu.Lock()
-	l := s.listen
+	l := s.hs.listen
 	if l == nil {
 		s.mu.Unlock()
 		return true
@@ -1084,28 +1057,15 @@ func (s *Session) firstAck(e *epoch, m *mcpwire.Message) bool {
 }
 
 func (s *Session) tokenInFlight(e *epoch, token string) bool {
-	if token == "" {
-		return false
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, p := range s.pending {
-		if p.ep == e && p.token == token {
-			return true
-		}
-	}
-	return false
+	return s.flight.token(e, token)
 }
 
 func (s *Session) reverseID(e *epoch, serverID json.RawMessage) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for gid, r := range s.reverse {
-		if r.ep == e && bytes.Equal(r.serverID, serverID) {
-			return gid, true
-		}
-	}
-	return 0, false
+	return s.flight.reverseOf(e, serverID)
 }
 
 // agentTooLarge handles a line from the agent over the size limit, which the
@@ -1123,14 +1083,10 @@ func (s *Session) agentTooLarge(tl *mcpwire.TooLargeError) {
 			Reason: fmt.Sprintf("the request is %d bytes, over the %d-byte limit", tl.Size, tl.Limit),
 		}).Response(tl.ID))
 	case tl.ID != nil:
-		gid, _, ok := mcpwire.IntID(tl.ID)
 		s.mu.Lock()
-		r := s.reverse[gid]
-		if ok && r != nil {
-			delete(s.reverse, gid)
-		}
+		r := s.flight.takeReverse(tl.ID)
 		s.mu.Unlock()
-		if !ok || r == nil {
+		if r == nil {
 			s.log.Warn("agent answer too large, to no request of a live epoch; dropped", "bytes", tl.Size, "limit", tl.Limit, "id", string(tl.ID))
 			return
 		}
@@ -1206,7 +1162,7 @@ func toolsCallProblem(params json.RawMessage) string {
 // approval window, before its tools are known.
 func (s *Session) beforeHandshake(m *mcpwire.Message) []byte {
 	s.mu.Lock()
-	if s.era != eraUnknown {
+	if s.hs.era != eraUnknown {
 		s.mu.Unlock()
 		return nil
 	}
@@ -1217,11 +1173,11 @@ func (s *Session) beforeHandshake(m *mcpwire.Message) []byte {
 			"Invalid Request: %s before the session was initialized; send initialize (MCP 2025-11-25) or server/discover (2026-07-28) first, or give the request %s in its _meta",
 			m.Method, metaProtocolVersion), nil)
 	}
-	if s.heldCount >= maxHeld {
+	if s.flight.full() {
 		s.mu.Unlock()
 		return s.tooManyHeld(m).Response(m.ID)
 	}
-	s.era, s.discoverMeta = eraModern, protocolMeta(m.Params)
+	s.hs.discover(protocolMeta(m.Params))
 	if s.cur == nil || s.inLineLocked() {
 		// The first process is still launching: the handshake completes
 		// in turn, before this request.
@@ -1259,50 +1215,30 @@ func protocolMeta(params json.RawMessage) json.RawMessage {
 }
 
 // holdLocked records that the agent's request id waits for the gate to open
-// (or for the first launch): in flight, though not yet registered in
-// byAgentID, which only knows requests reserved toward a process. unhold
-// ends it.
-func (s *Session) holdLocked(id json.RawMessage) {
-	if s.held == nil {
-		s.held = map[string]int{}
-	}
-	s.held[idKey(id)]++
-}
+// (or for the first launch); unhold ends it.
+func (s *Session) holdLocked(id json.RawMessage) { s.flight.hold(id) }
 
 func (s *Session) unhold(id json.RawMessage) {
-	key := idKey(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held[key]--; s.held[key] <= 0 {
-		delete(s.held, key)
-	}
-	s.settleLocked()
+	s.flight.unhold(id)
 }
 
 // idInFlight reports whether a request of the agent with this id is in
 // flight: held at the gate, waiting for approval or for the audit log, or
-// sent to a process and not yet answered or cancelled. Ids compare by
-// their bytes as the agent wrote them, white space around them aside: 1
-// and "1" are different ids, and so are 1 and 1.0 (JSON-RPC leaves number
-// spellings to the peers; no agent writes one id two ways).
+// sent to a process and not yet answered or cancelled (inflight.agentID).
 func (s *Session) idInFlight(id json.RawMessage) bool {
-	key := idKey(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.byAgentID[key]
-	return ok || s.held[key] > 0
+	return s.flight.agentID(id)
 }
-
-func idKey(id json.RawMessage) string { return string(bytes.TrimSpace(id)) }
 
 // initInFlightLocked reports whether the agent's last initialize waits for
 // its answer (held, or sent to the server): a second one now would race it.
 // One that was refused or answered with an error may be sent again.
 func (s *Session) initInFlightLocked() bool {
-	if s.initID == nil {
+	if s.hs.initID == nil {
 		return false
 	}
-	key := idKey(s.initID)
-	_, sent := s.byAgentID[key]
-	return sent || s.held[key] > 0
+	return s.flight.agentID(s.hs.initID)
 }

@@ -170,37 +170,22 @@ type Session struct {
 	agentOut io.Writer  // guarded by amu
 
 	mu               sync.Mutex
-	state            State                   // guarded by mu
-	reason           string                  // guarded by mu; why the state is what it is
-	cur              *epoch                  // guarded by mu; nil before the first launch
-	nextID           int64                   // guarded by mu
-	pending          map[int64]*pending      // guarded by mu; gateway id → request toward the server
-	byAgentID        map[string]int64        // guarded by mu; agent's raw id → gateway id
-	held             map[string]int          // guarded by mu; raw ids of agent requests held at the gate (route.go)
-	configFault      bool                    // guarded by mu; the launch failed on the configured command itself
-	launchFault      Reason                  // guarded by mu; the refusal of a first launch that failed
-	reverse          map[int64]*reverseEntry // guarded by mu; gateway id → server's request toward the agent
-	handshakeDone    bool                    // guarded by mu
-	queue            [][]byte                // guarded by mu; server → agent messages before the handshake
-	diagnostics      []string                // guarded by mu; non-JSON-RPC lines from servers
-	warnings         []string                // guarded by mu; things the person should know
-	gateOpen         bool                    // guarded by mu; agent requests flow
-	gateCh           chan struct{}           // guarded by mu; closed when the gate opens
-	heldTail         chan struct{}           // guarded by mu; closed once the last held message went its way (nil: none held yet)
-	heldCount        int                     // guarded by mu; messages held by queueLocked now
-	inputEnded       chan struct{}           // closed when the agent sent EndOfInput
+	state            State         // guarded by mu
+	reason           string        // guarded by mu; why the state is what it is
+	cur              *epoch        // guarded by mu; nil before the first launch
+	flight           inflight      // guarded by mu; requests in flight, messages held (inflight.go)
+	configFault      bool          // guarded by mu; the launch failed on the configured command itself
+	launchFault      Reason        // guarded by mu; the refusal of a first launch that failed
+	diagnostics      []string      // guarded by mu; non-JSON-RPC lines from servers
+	warnings         []string      // guarded by mu; things the person should know
+	gate             gate          // guarded by mu; whether the agent's requests flow (gate.go)
+	inputEnded       chan struct{} // closed when the agent sent EndOfInput
 	inputEndOnce     sync.Once
 	agentGone        chan struct{} // closed when a write to the agent failed: nobody reads its answers
 	agentGoneOnce    sync.Once
-	settled          chan struct{}              // guarded by mu; closed (and reset) when an agent request is answered or released; nil while nobody drains
 	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
 	announced        []string                   // guarded by mu; names of the tools the agent was last shown or told of (sorted), nil until it lists
-	era              era                        // guarded by mu
-	initParams       json.RawMessage            // guarded by mu; the agent's initialize params
-	negotiated       json.RawMessage            // guarded by mu; the initialize result the agent received
-	initID           json.RawMessage            // guarded by mu; the id of the agent's last initialize
-	discoverMeta     json.RawMessage            // guarded by mu; the agent's _meta on server/discover
-	listen           *listenState               // guarded by mu; the agent's subscriptions/listen
+	hs               handshake                  // guarded by mu; the agent's handshake (handshake.go)
 	refreshing       bool                       // guarded by mu
 	refreshAgain     bool                       // guarded by mu
 	buildNote        string                     // guarded by mu; a build seen on disk, not running
@@ -222,22 +207,6 @@ type Session struct {
 	cancel           context.CancelFunc
 }
 
-// era is the protocol era the agent chose (DESIGN.md, "Protocol eras").
-type era int
-
-const (
-	eraUnknown era = iota
-	eraLegacy      // initialize handshake (2024-11-05 … 2025-11-25)
-	eraModern      // server/discover, per-request _meta (2026-07-28)
-)
-
-type listenState struct {
-	agentID json.RawMessage // the agent's id of its subscriptions/listen request
-	raw     []byte          // the request as the agent sent it
-	toolsOn bool            // it asked for notifications/tools/list_changed
-	ack     []byte          // the params (without _meta) of the acknowledgement the agent got; nil before it
-}
-
 type epoch struct {
 	Epoch
 	wmu        sync.Mutex // serializes writes to Proc.Stdin
@@ -251,22 +220,6 @@ type epoch struct {
 	listExtra  json.RawMessage  // guarded by Session.mu; the first tools/list page without tools and nextCursor
 	initResult json.RawMessage  // guarded by Session.mu; its initialize result
 	idMismatch bool             // guarded by Session.mu; it answered a numeric id with a string
-}
-
-type pending struct {
-	agentID  json.RawMessage // the agent's id, nil for the gateway's own requests
-	method   string
-	ep       *epoch
-	token    string // progress token, raw JSON; "" when none
-	reply    chan *mcpwire.Message
-	call     *callRecord // a tools/call, for its tool_completed event
-	unsent   bool        // reserved, not yet written to the server
-	approval string      // the approval request it waits on, if any
-}
-
-type reverseEntry struct {
-	ep       *epoch
-	serverID json.RawMessage
 }
 
 const maxDiagnostics = 50
@@ -303,24 +256,14 @@ func New(o Options) *Session {
 		opts:       o,
 		log:        log,
 		state:      StateStarting,
-		nextID:     1,
-		pending:    map[int64]*pending{},
-		byAgentID:  map[string]int64{},
+		flight:     newInflight(),
 		inputEnded: make(chan struct{}),
 		agentGone:  make(chan struct{}),
-		reverse:    map[int64]*reverseEntry{},
 		records:    map[string]identity.Record{},
-		gateOpen:   true,
-		gateCh:     closedChan(),
+		gate:       newGate(),
 		startedAt:  time.Now(),
 		ctx:        context.Background(),
 	}
-}
-
-func closedChan() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
 }
 
 // Serve launches the first epoch and proxies until the agent's input ends or
@@ -415,11 +358,8 @@ func (s *Session) drain(ctx context.Context, agentDone <-chan error) error {
 	defer deadline.Stop()
 	for {
 		s.mu.Lock()
-		left := s.unansweredLocked()
-		if s.settled == nil {
-			s.settled = make(chan struct{})
-		}
-		settled := s.settled
+		left := s.flight.unanswered()
+		idle := s.flight.idleSignal()
 		s.mu.Unlock()
 		if left == 0 {
 			return nil
@@ -435,31 +375,8 @@ func (s *Session) drain(ctx context.Context, agentDone <-chan error) error {
 		case <-deadline.C:
 			s.log.Warn("the agent's input ended; requests still unanswered after the drain timeout are refused", "left", left, "timeout", s.opts.DrainTimeout)
 			return nil
-		case <-settled:
+		case <-idle:
 		}
-	}
-}
-
-// unansweredLocked counts the agent's requests that wait for an answer:
-// held at the gate, or in flight. The agent's subscriptions/listen stream
-// (2026-07-28) is not one: it stays open until the run ends, and a drain
-// waiting for it would last the whole drain timeout.
-func (s *Session) unansweredLocked() int {
-	left := s.heldCount
-	for _, gid := range s.byAgentID {
-		if p := s.pending[gid]; p == nil || p.method != methodListen {
-			left++
-		}
-	}
-	return left
-}
-
-// settleLocked wakes the drain: a request of the agent left the count of
-// unansweredLocked.
-func (s *Session) settleLocked() {
-	if s.settled != nil {
-		close(s.settled)
-		s.settled = nil
 	}
 }
 
@@ -607,15 +524,15 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 	}
 	var answers [][]byte
 	var ended []*callRecord
-	for id, p := range s.pending {
+	for id, p := range s.flight.pending {
 		if p.ep != e {
 			continue
 		}
 		if p.call != nil {
 			ended = append(ended, p.call)
 		}
-		if next != nil && s.listen != nil && p.method == methodListen && string(p.agentID) == string(s.listen.agentID) {
-			delete(s.pending, id) // re-opened on next, the agent's stream goes on
+		if next != nil && p.method == methodListen && s.hs.isListen(p.agentID) {
+			delete(s.flight.pending, id) // re-opened on next, the agent's stream goes on
 			continue
 		}
 		s.dropPendingLocked(id, p)
@@ -642,11 +559,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 		}
 		answers = append(answers, r.Response(p.agentID))
 	}
-	for id, r := range s.reverse {
-		if r.ep == e {
-			delete(s.reverse, id)
-		}
-	}
+	s.flight.dropReverse(e)
 	s.mu.Unlock()
 	s.log.Info("epoch ended", "epoch", e.ID, "why", why, "answered", len(answers))
 	for _, a := range answers {
@@ -665,120 +578,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 	s.changed()
 }
 
-func (s *Session) dropPendingLocked(id int64, p *pending) {
-	delete(s.pending, id)
-	s.settleLocked()
-	if p.agentID != nil {
-		if cur, ok := s.byAgentID[string(p.agentID)]; ok && cur == id {
-			delete(s.byAgentID, string(p.agentID))
-		}
-	}
-}
-
-// closeGateLocked holds the agent's requests from now on.
-func (s *Session) closeGateLocked() {
-	if s.gateOpen {
-		s.gateOpen = false
-		s.gateCh = make(chan struct{})
-	}
-}
-
-// inLineLocked reports whether a message from the agent must queue behind
-// held ones (see queueLocked): the gate is closed, or held messages are
-// still being released.
-func (s *Session) inLineLocked() bool {
-	return !s.gateOpen || s.releasingLocked()
-}
-
-// releasingLocked reports whether held messages have not all gone their
-// way yet.
-func (s *Session) releasingLocked() bool {
-	if s.heldTail == nil {
-		return false
-	}
-	select {
-	case <-s.heldTail:
-		return false
-	default:
-		return true
-	}
-}
-
-// queueLocked runs deliver for an agent message held at the gate, in the
-// order the agent sent it: once every message held before it went its way
-// and the gate is open (a message delivered before may have closed it
-// again: notifications/initialized starts the catalog fetch). expire runs
-// instead when the wait outlasts timeout (0: no limit); the message keeps
-// its place in line either way. It holds at most maxHeld messages: beyond,
-// it returns false and holds nothing (an agent cannot pile up goroutines
-// while the gate is closed).
-func (s *Session) queueLocked(deliver, expire func(), timeout time.Duration) bool {
-	if s.heldCount >= maxHeld {
-		return false
-	}
-	s.heldCount++
-	prev, done := s.heldTail, make(chan struct{})
-	s.heldTail = done
-	ctx := s.ctx
-	go func() {
-		defer close(done)
-		defer func() {
-			s.mu.Lock()
-			s.heldCount--
-			s.settleLocked()
-			s.mu.Unlock()
-		}()
-		var timer <-chan time.Time
-		if timeout > 0 {
-			t := time.NewTimer(timeout)
-			defer t.Stop()
-			timer = t.C
-		}
-		if prev != nil {
-			select {
-			case <-prev:
-			case <-timer:
-				expire()
-				select { // the next message waits for those before this one
-				case <-prev:
-				case <-ctx.Done():
-				}
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-		for {
-			s.mu.Lock()
-			open, gate := s.gateOpen, s.gateCh
-			s.mu.Unlock()
-			if open {
-				deliver()
-				return
-			}
-			select {
-			case <-gate:
-			case <-timer:
-				expire()
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return true
-}
-
-// maxHeld bounds the messages of one agent run held at the gate.
-const maxHeld = 1000
-
-// openGateLocked lets held requests go.
-func (s *Session) openGateLocked() {
-	if !s.gateOpen {
-		s.gateOpen = true
-		close(s.gateCh)
-	}
-}
+func (s *Session) dropPendingLocked(id int64, p *pending) { s.flight.drop(id, p) }
 
 // writeAgent writes one message to the agent.
 func (s *Session) writeAgent(line []byte) {
@@ -802,8 +602,7 @@ func (s *Session) sendServerMessage(line []byte) {
 	s.amu.Lock()
 	defer s.amu.Unlock()
 	s.mu.Lock()
-	if !s.handshakeDone {
-		s.queue = append(s.queue, line)
+	if s.hs.hold(line) {
 		s.mu.Unlock()
 		return
 	}
@@ -820,7 +619,8 @@ func (s *Session) completeHandshake(e *epoch) { s.completeHandshakeWith(e, nil) 
 func (s *Session) completeHandshakeWith(e *epoch, first []byte) {
 	s.amu.Lock()
 	s.mu.Lock()
-	if s.handshakeDone {
+	q, ok := s.hs.complete()
+	if !ok {
 		s.mu.Unlock()
 		if first != nil {
 			s.writeAgentLocked(first)
@@ -828,9 +628,6 @@ func (s *Session) completeHandshakeWith(e *epoch, first []byte) {
 		s.amu.Unlock()
 		return
 	}
-	s.handshakeDone = true
-	q := s.queue
-	s.queue = nil
 	if e != nil && !e.ended && e.catalog == nil && !e.fallback {
 		// The agent's next requests wait for the catalog.
 		s.closeGateLocked()

@@ -62,7 +62,7 @@ func (s *Session) Status() Status {
 		Build:         s.buildNote,
 		Diagnostics:   append([]string(nil), s.diagnostics...),
 		Warnings:      append([]string(nil), s.warnings...),
-		InFlight:      len(s.pending),
+		InFlight:      len(s.flight.pending),
 		LastExit:      s.lastExit,
 	}
 	e := s.cur

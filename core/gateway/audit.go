@@ -58,12 +58,11 @@ func (s *Session) record(typ string, fields any) {
 
 // recordIntent writes the tool_called intent, durably, before the call is
 // forwarded. On failure the call must not be forwarded.
-func (s *Session) recordIntent(e *epoch, tool string, args json.RawMessage, decision, grant string) (*callRecord, error) {
-	rec := &callRecord{id: identity.NewEpoch(), tool: tool, started: time.Now()}
+func (s *Session) recordIntent(e *epoch, c *toolCall, auth authorization) (*callRecord, error) {
+	rec := &callRecord{id: identity.NewEpoch(), tool: c.name, started: time.Now()}
 	if s.opts.Audit == nil {
 		return rec, nil
 	}
-	digest, keys := audit.ArgsSummary(args)
 	s.mu.Lock()
 	var rev uint64
 	if e.catalog != nil {
@@ -72,7 +71,7 @@ func (s *Session) recordIntent(e *epoch, tool string, args json.RawMessage, deci
 	s.mu.Unlock()
 	_, err := s.opts.Audit.Append(context.Background(), audit.TypeToolCalled, audit.ToolCalled{
 		Call: rec.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID,
-		CatalogRevision: rev, Tool: tool, ArgsDigest: digest, ArgKeys: keys, Decision: decision, Grant: grant,
+		CatalogRevision: rev, Tool: c.name, ArgsDigest: c.digest, ArgKeys: c.keys, Decision: auth.decision, Grant: auth.grant,
 	})
 	if err != nil {
 		return nil, err

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/identity"
@@ -42,46 +41,49 @@ const (
 // prefix follows the MCP _meta naming rules (basic/index, "_meta").
 const metaCredentialKey = "dev.portcullis/credentials"
 
-// quickAuthorize decides at once whether a tools/call may go to e: it
-// returns the audit decision, the grant used and the message to forward
-// (with meta credentials injected), or a refusal, or the id of the approval
-// request the call must wait for (see awaitApproval).
-func (s *Session) quickAuthorize(e *epoch, m *mcpwire.Message, tool string) (decision, grantID string, out []byte, refusal *Refusal, wait string) {
+// quickAuthorize decides at once whether tools/call c may go to e: the
+// authorization says so (the audit decision, the grant used and the message
+// to forward, meta credentials injected), or refuses it, or names the
+// approval request the call must wait for (see awaitApproval).
+func (s *Session) quickAuthorize(e *epoch, c *toolCall) authorization {
 	a := s.opts.Authority
-	if s.policy(tool) == policyAllow {
-		return decisionAllow, "", m.Raw, nil, ""
+	if s.policy(c.name) == policyAllow {
+		return authorization{decision: decisionAllow, out: c.msg.Raw}
 	}
 	if a == nil {
-		return decisionUnchecked, "", m.Raw, nil, ""
+		return authorization{decision: decisionUnchecked, out: c.msg.Raw}
 	}
 	metaCreds, askEvery := s.metaCredentials()
 	if !askEvery {
-		if g := a.CheckCall(s.opts.RunID, e.ID, tool, metaCreds, argsDigestOf(m)); g != nil {
-			out, r := s.injectMeta(e, m, tool, g.CredentialScope, metaCreds)
-			return decisionGrant, g.ID, out, r, ""
+		if g := a.CheckCall(s.opts.RunID, e.ID, c.name, metaCreds, c.digest); g != nil {
+			return s.granted(e, c, g, metaCreds)
 		}
 	}
-	if r := s.missingCredential(e, tool, metaCreds); r != nil {
-		return "", "", nil, r, ""
+	if r := s.missingCredential(e, c.name, metaCreds); r != nil {
+		return refused(r)
 	}
-	if r := s.auditDown(e, tool); r != nil {
-		return "", "", nil, r, ""
+	if r := s.auditDown(e, c.name); r != nil {
+		return refused(r)
 	}
-	return "", "", nil, nil, s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
+	return authorization{wait: s.requestFor(e, c, "", nil)}
 }
 
-// shown reports whether approval request id was raised for call m of tool:
-// its card showed this very call.
-func (s *Session) shown(id string, m *mcpwire.Message, tool string) bool {
-	c, ok := s.opts.Authority.CardOf(id)
-	return ok && c.Tool == tool && c.ArgsDigest == argsDigestOf(m)
+// granted is the authorization of call c under grant g: the call with the
+// granted meta credentials among wanted injected, or the refusal of one
+// that cannot be read.
+func (s *Session) granted(e *epoch, c *toolCall, g *authz.Grant, wanted []string) authorization {
+	out, r := s.injectMeta(e, c, g.CredentialScope, wanted)
+	if r != nil {
+		return refused(r)
+	}
+	return authorization{decision: decisionGrant, grant: g.ID, out: out}
 }
 
-// argsDigestOf is the digest of call m's arguments, as the audit log and
-// approval cards record it.
-func argsDigestOf(m *mcpwire.Message) string {
-	d, _ := audit.ArgsSummary(mcpwire.GetPath(m.Params, "arguments"))
-	return d
+// shown reports whether approval request id was raised for call c: its
+// card showed this very call.
+func (s *Session) shown(id string, c *toolCall) bool {
+	card, ok := s.opts.Authority.CardOf(id)
+	return ok && card.Tool == c.name && card.ArgsDigest == c.digest
 }
 
 // missingCredential refuses a call whose credential scopes include one
@@ -130,7 +132,8 @@ func credentialAdvice(scope string, err error) string {
 // refreshed its tool metadata since. The approval request for the current
 // epoch is raised at the same moment. It runs before the catalog checks:
 // an epoch change is handled before a catalog change (DESIGN.md).
-func (s *Session) staleAuthorization(e *epoch, m *mcpwire.Message, tool string) *Refusal {
+func (s *Session) staleAuthorization(e *epoch, c *toolCall) *Refusal {
+	tool := c.name
 	a := s.opts.Authority
 	if a == nil || s.policy(tool) != policyApprove {
 		return nil
@@ -153,11 +156,11 @@ func (s *Session) staleAuthorization(e *epoch, m *mcpwire.Message, tool string) 
 	if refreshed {
 		return nil
 	}
-	metaCreds, askEvery := s.metaCredentials()
+	metaCreds, _ := s.metaCredentials()
 	if s.missingCredential(e, tool, metaCreds) == nil && s.auditDown(e, tool) == nil {
 		// (A request nobody could approve usefully is not raised; the
 		// call after the refresh is refused for the credential.)
-		s.requestFor(e, m, tool, metaCreds, askEvery, "server execution epoch changed", stale)
+		s.requestFor(e, c, "server execution epoch changed", stale)
 	}
 	return &Refusal{
 		Error: AuthorizationStale, Reason: "server execution epoch changed", Server: s.opts.Label, Tool: tool,
@@ -183,10 +186,11 @@ var errPolicyWake = errors.New("re-check the tool's policy")
 // no call waits on any more is withdrawn. A request withdrawn under a call
 // that still needs a decision (another call's tool was denied) is raised
 // again for it.
-func (s *Session) awaitApproval(e *epoch, m *mcpwire.Message, tool, id string) (decision, grantID string, out []byte, refusal *Refusal) {
+func (s *Session) awaitApproval(e *epoch, c *toolCall, id string) authorization {
+	m, tool := c.msg, c.name
 	a := s.opts.Authority
-	metaCreds, askEvery := s.metaCredentials()
-	progress := s.progressWhileWaiting(m, id)
+	metaCreds, _ := s.metaCredentials()
+	progress := s.progressWhileWaiting(c, id)
 	defer progress.stop()
 	var g *authz.Grant
 	var err error
@@ -202,9 +206,9 @@ wait:
 			// call waited: deny wins over any approval given meanwhile.
 			s.stopWaiting(m, id, fmt.Sprintf("the person's policy denies %s now", tool))
 			s.withdrawDenied()
-			return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			return refused(&Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 				Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval", tool, s.opts.Label),
-				Retry:  "do not call this tool"}
+				Retry:  "do not call this tool"})
 		}
 		if pol == policyAllow && (err == nil || errors.Is(err, errPolicyWake) || errors.Is(err, authz.ErrWithdrawn) || errors.Is(err, authz.ErrTimeout)) {
 			// Allowed while the call waited (and no person denied it):
@@ -213,7 +217,7 @@ wait:
 			if err == nil && g.ExpiresWhen == authz.ExpiresOnce {
 				a.Consume(s.opts.RunID, g.ID) // it was for this call
 			}
-			return decisionAllow, "", m.Raw, nil
+			return authorization{decision: decisionAllow, out: m.Raw}
 		}
 		switch {
 		case errors.Is(err, errPolicyWake):
@@ -221,11 +225,11 @@ wait:
 		case errors.Is(err, authz.ErrWithdrawn) && !s.ended(e) && s.waitingOn(m, id):
 			// Withdrawn under this call (a tool of its scope was denied):
 			// it asks again, with the scope in force now.
-		case err == nil && g.ExecutionEpoch == e.ID && !g.Covers(tool, nil) && !s.ended(e) && !s.shown(id, m, tool):
+		case err == nil && g.ExecutionEpoch == e.ID && !g.Covers(tool, nil) && !s.ended(e) && !s.shown(id, c):
 			// Approved for other tools by a person who never saw this
 			// call (it waited on a request raised for another call):
 			// it asks for itself.
-		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != argsDigestOf(m) && !s.ended(e):
+		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != c.digest && !s.ended(e):
 			// Approved once for the call its card showed, another call
 			// of the tool with other arguments: this one asks for itself.
 		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ExecutionEpoch == e.ID && !a.Consume(s.opts.RunID, g.ID) && !s.ended(e):
@@ -235,7 +239,7 @@ wait:
 		default:
 			break wait
 		}
-		next := s.requestFor(e, m, tool, metaCreds, askEvery, "", nil)
+		next := s.requestFor(e, c, "", nil)
 		s.moveWaiting(m, id, next)
 		id = next
 		progress.move(id)
@@ -243,29 +247,29 @@ wait:
 	switch {
 	case err == nil:
 	case errors.Is(err, authz.ErrTimeout):
-		return "", "", nil, &Refusal{Error: ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&Refusal{Error: ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("nobody answered approval request %s within %s", id, a.Timeout()),
-			Retry:  "ask the person to approve in Portcullis, then call again"}
+			Retry:  "ask the person to approve in Portcullis, then call again"})
 	case errors.Is(err, authz.ErrUnrecorded):
-		return "", "", nil, &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("the person approved request %s, but the audit log could not record it, so nothing was granted", id),
-			Retry:  "ask the person to check the disk and the data directory"}
+			Retry:  "ask the person to check the disk and the data directory"})
 	case errors.Is(err, authz.ErrWithdrawn):
 		// Nobody decided: the request was withdrawn (the run ended, the
 		// call was cancelled, or the policy changed under it).
-		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it", id),
-			Retry:  "call again if the tool is still needed"}
+			Retry:  "call again if the tool is still needed"})
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		// The run is ending (its agent left, or its input ended and the
 		// drain is over): nobody decided, and nobody will.
-		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it: the agent run ended", id),
-			Retry:  "none in this agent run, which is over; reconnect to call again"}
+			Retry:  "none in this agent run, which is over; reconnect to call again"})
 	default:
-		return "", "", nil, &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("the person denied approval request %s", id),
-			Retry:  "do not retry this call unless the person asks you to"}
+			Retry:  "do not retry this call unless the person asks you to"})
 	}
 	s.mu.Lock()
 	ended, cur := e.ended, s.cur
@@ -282,10 +286,9 @@ wait:
 			r.ApprovedEpoch = ""
 			r.Retry = "do not retry this call unless the person asks you to"
 		}
-		return "", "", nil, r
+		return refused(r)
 	}
-	out, r := s.injectMeta(e, m, tool, g.CredentialScope, metaCreds)
-	return decisionGrant, g.ID, out, r
+	return s.granted(e, c, g, metaCreds)
 }
 
 // runCtx is the context of the run (cancelled when Serve returns).
@@ -400,7 +403,8 @@ func (s *Session) metaCredentials() (scopes []string, askEvery bool) {
 // injectMeta puts the granted meta credentials into the forwarded call's
 // params._meta. A secret that cannot be read refuses the call: nothing is
 // ever forwarded with an empty secret in its place.
-func (s *Session) injectMeta(e *epoch, m *mcpwire.Message, tool string, granted, wanted []string) ([]byte, *Refusal) {
+func (s *Session) injectMeta(e *epoch, c *toolCall, granted, wanted []string) ([]byte, *Refusal) {
+	m, tool := c.msg, c.name
 	if len(wanted) == 0 {
 		return m.Raw, nil
 	}
@@ -434,21 +438,26 @@ func (s *Session) injectMeta(e *epoch, m *mcpwire.Message, tool string, granted,
 	return out, nil
 }
 
-// requestFor returns the pending approval request this call waits on,
-// raising one with a full card when none covers it.
-func (s *Session) requestFor(e *epoch, m *mcpwire.Message, tool string, creds []string, askEvery bool, reason string, stale *authz.Grant) string {
+// requestFor returns the pending approval request call c waits on, raising
+// one with a full card when none covers it; reason and stale, when set, are
+// the card's (see card).
+func (s *Session) requestFor(e *epoch, c *toolCall, reason string, stale *authz.Grant) string {
 	a := s.opts.Authority
+	creds, askEvery := s.metaCredentials()
 	if !askEvery {
-		if id, ok := a.Find(s.opts.RunID, e.ID, tool, creds); ok {
+		if id, ok := a.Find(s.opts.RunID, e.ID, c.name, creds); ok {
 			return id
 		}
 	}
-	card := s.card(e, m, tool, creds, askEvery, reason, stale)
-	return a.Raise(card)
+	return a.Raise(s.card(e, c, reason, stale))
 }
 
-// card builds the approval card for a call on e.
-func (s *Session) card(e *epoch, m *mcpwire.Message, tool string, creds []string, askEvery bool, reason string, stale *authz.Grant) authz.Card {
+// card builds the approval card for call c on e: why it is asked (reason,
+// or one the card works out), and the grant of an older epoch a call
+// prepared for it was refused for (stale, nil when none).
+func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Grant) authz.Card {
+	tool := call.name
+	creds, askEvery := s.metaCredentials()
 	s.mu.Lock()
 	cat := e.catalog
 	approvedEpoch, approvedRev := s.approvedEpoch, s.approvedRev
@@ -458,12 +467,11 @@ func (s *Session) card(e *epoch, m *mcpwire.Message, tool string, creds []string
 		approvedEpoch = stale.ExecutionEpoch
 		prevRec, hasPrev = s.recordOf(approvedEpoch)
 	}
-	args := mcpwire.GetPath(m.Params, "arguments")
-	argsDigest, _ := audit.ArgsSummary(args)
+	args := call.args
 	c := authz.Card{
 		AgentRun: s.opts.RunID, AgentExe: s.opts.Agent.Exe, AgentPID: s.opts.Agent.PID,
 		ServerLabel: s.opts.Label, PreviousEpoch: approvedEpoch, CurrentEpoch: e.ID,
-		Tool: tool, Arguments: json.RawMessage(args), ArgsDigest: argsDigest, CredentialScope: creds, AskEveryUse: askEvery,
+		Tool: tool, Arguments: json.RawMessage(args), ArgsDigest: call.digest, CredentialScope: creds, AskEveryUse: askEvery,
 		ApprovedRevision: approvedRev,
 	}
 	if hasPrev && approvedEpoch != e.ID {
@@ -534,11 +542,11 @@ type waitProgress struct {
 	cancel context.CancelFunc
 }
 
-// progressWhileWaiting starts the progress messages of call m, which waits
+// progressWhileWaiting starts the progress messages of call c, which waits
 // on approval request id. Without a progress token it sends nothing.
-func (s *Session) progressWhileWaiting(m *mcpwire.Message, id string) *waitProgress {
+func (s *Session) progressWhileWaiting(c *toolCall, id string) *waitProgress {
 	p := &waitProgress{moved: make(chan string, 1), cancel: func() {}}
-	token := mcpwire.GetPath(m.Params, "_meta", "progressToken")
+	token := c.token
 	if token == nil {
 		return p
 	}

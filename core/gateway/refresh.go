@@ -308,10 +308,8 @@ func (s *Session) writeToolsList(e *epoch, m *mcpwire.Message) bool {
 
 // checkCall validates a tools/call against e's catalog revision and returns
 // the refusal, or nil to forward it.
-func (s *Session) checkCall(e *epoch, m *mcpwire.Message) *Refusal {
-	var name string
-	_ = json.Unmarshal(mcpwire.GetPath(m.Params, "name"), &name)
-	args := mcpwire.GetPath(m.Params, "arguments")
+func (s *Session) checkCall(e *epoch, c *toolCall) *Refusal {
+	name, args := c.name, c.args
 	s.mu.Lock()
 	cat := e.catalog
 	agentRev := s.agentRev

@@ -149,8 +149,10 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 			return
 		}
 	}
+	var call *toolCall // a tools/call, read once here
 	if m.Method == methodToolsCall {
-		if why := toolsCallProblem(m.Params); why != "" {
+		var why string
+		if call, why = parseCall(m); why != "" {
 			s.log.Info("tools/call with invalid params", "id", string(m.ID), "problem", why)
 			s.writeAgent(mcpwire.NewError(m.ID, mcpwire.CodeInvalidParams,
 				"Invalid params: tools/call needs params.name, a string ("+why+")", nil))
@@ -210,13 +212,13 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 	s.mu.Lock()
 	if !s.inLineLocked() {
 		s.mu.Unlock()
-		s.handle(m)
+		s.handle(m, call)
 		return
 	}
 	// Held: never forwarded to either process until the gate opens, and
 	// then in the order the agent sent it.
 	queued := s.queueLocked(func() {
-		s.handle(m)
+		s.handle(m, call)
 		s.unhold(m.ID)
 	}, func() {
 		s.mu.Lock()
@@ -252,8 +254,9 @@ func (s *Session) tooManyHeld(m *mcpwire.Message) *Refusal {
 		Retry:  "wait for the answers to the requests already sent, then call again"}
 }
 
-// handle runs a request past the gate.
-func (s *Session) handle(m *mcpwire.Message) {
+// handle runs a request past the gate; call is m read as a tools/call (nil
+// for other methods).
+func (s *Session) handle(m *mcpwire.Message, call *toolCall) {
 	s.mu.Lock()
 	e := s.cur
 	if e == nil || e.ended || s.state == StateFailed || s.state == StateCrashLooping {
@@ -277,18 +280,16 @@ func (s *Session) handle(m *mcpwire.Message) {
 			return
 		}
 	case methodToolsCall:
-		var name string
-		_ = json.Unmarshal(mcpwire.GetPath(m.Params, "name"), &name)
-		r := s.staleAuthorization(e, m, name)
+		r := s.staleAuthorization(e, call)
 		if r == nil {
-			r = s.checkCall(e, m)
+			r = s.checkCall(e, call)
 		}
 		if r != nil {
-			s.recordRefusal(name, r)
+			s.recordRefusal(call.name, r)
 			s.writeAgent(r.Response(m.ID))
 			return
 		}
-		dec, grant, out, r, wait := s.quickAuthorize(e, m, name)
+		auth := s.quickAuthorize(e, call)
 		// The call is in flight from now on (a cancellation or the end of
 		// its epoch reaches it), but it is sent only once its intent is
 		// durable — off the agent's reading loop, so that concurrent calls
@@ -299,16 +300,16 @@ func (s *Session) handle(m *mcpwire.Message) {
 			s.writeAgent(rr.Response(m.ID))
 			return
 		}
-		if wait != "" {
+		if auth.wait != "" {
 			s.mu.Lock()
-			p.approval = wait
+			p.approval = auth.wait
 			s.mu.Unlock()
 		}
 		started := s.work.goFunc(func() {
-			if wait != "" {
-				dec, grant, out, r = s.awaitApproval(e, m, name, wait)
+			if auth.wait != "" {
+				auth = s.awaitApproval(e, call, auth.wait)
 			}
-			s.sendCall(e, m, id, p, name, dec, grant, out, r)
+			s.sendCall(e, call, id, p, auth)
 		})
 		if !started && s.abandon(id, p) {
 			s.mu.Lock()
@@ -325,20 +326,21 @@ func (s *Session) handle(m *mcpwire.Message) {
 	s.forward(m)
 }
 
-// sendCall writes the intent of an authorized tools/call (reserved as id)
-// to the audit log and forwards out (the call, credentials injected), or
-// refuses it.
-func (s *Session) sendCall(e *epoch, m *mcpwire.Message, id int64, p *pending, name, decision, grant string, out []byte, r *Refusal) {
-	if r != nil {
+// sendCall writes the intent of tools/call c (reserved as id), authorized as
+// auth says, to the audit log and forwards auth.out (the call, credentials
+// injected), or refuses it.
+func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth authorization) {
+	m := c.msg
+	if r := auth.refusal; r != nil {
 		if s.abandon(id, p) {
-			s.recordRefusal(name, r)
+			s.recordRefusal(c.name, r)
 			s.writeAgent(r.Response(m.ID))
 		}
 		return
 	}
-	rec, err := s.recordIntent(e, name, mcpwire.GetPath(m.Params, "arguments"), decision, grant)
+	rec, err := s.recordIntent(e, c, auth)
 	if err != nil {
-		r := &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
+		r := &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: c.name, CurrentEpoch: e.ID,
 			Reason: "the audit log cannot be written (" + err.Error() + "), so no call is forwarded",
 			Retry:  "ask the person to check the disk and the data directory"}
 		if s.abandon(id, p) {
@@ -349,7 +351,7 @@ func (s *Session) sendCall(e *epoch, m *mcpwire.Message, id int64, p *pending, n
 	s.mu.Lock()
 	p.call = rec
 	s.mu.Unlock()
-	if !s.transmit(id, p, out) {
+	if !s.transmit(id, p, auth.out) {
 		s.recordCompletion(e, rec, "not_forwarded", "cancelled or its epoch ended before it was sent")
 	}
 }
@@ -1124,29 +1126,6 @@ func requestMetaProblem(params json.RawMessage) string {
 	}
 	if info := mcpwire.GetPath(params, "_meta", metaClientInfo); info != nil && !isObject(info) {
 		return fmt.Sprintf("_meta %q must be an object", metaClientInfo)
-	}
-	return ""
-}
-
-// toolsCallProblem says what makes the params of a tools/call unusable, or
-// "" when they name a tool: params must be an object whose "name" is a
-// non-empty string (MCP server/tools, CallToolRequest).
-func toolsCallProblem(params json.RawMessage) string {
-	switch {
-	case params == nil:
-		return "params is missing"
-	case params[0] != '{':
-		return "params is not an object"
-	}
-	raw := mcpwire.GetPath(params, "name")
-	var name string
-	switch {
-	case raw == nil:
-		return "params.name is missing"
-	case raw[0] != '"' || json.Unmarshal(raw, &name) != nil:
-		return "params.name is not a string"
-	case name == "":
-		return "params.name is empty"
 	}
 	return ""
 }

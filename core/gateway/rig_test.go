@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/identity"
@@ -32,11 +33,16 @@ type scriptServer struct {
 	inR, outR *io.PipeReader
 	inW, outW *io.PipeWriter
 	done      chan struct{}
-	once      sync.Once
+	once      sync.Once  // Stop
+	exitOnce  sync.Once  // exit
 	wmu       sync.Mutex // serializes writes to outW
 
-	mu  sync.Mutex
-	got []json.RawMessage // guarded by mu; lines read, the handshake and tools/list aside
+	mu   sync.Mutex
+	got  []json.RawMessage // guarded by mu; lines read, the handshake and tools/list aside
+	seen int               // guarded by mu; lines of got that next returned
+	// arrived receives (buffered 1) after each line added to got, for a
+	// test outside a bubble (await).
+	arrived chan struct{}
 }
 
 var _ Process = (*scriptServer)(nil)
@@ -46,7 +52,7 @@ var _ Process = (*scriptServer)(nil)
 const scriptTools = `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`
 
 func newScriptServer(epoch string) *scriptServer {
-	p := &scriptServer{epoch: epoch, done: make(chan struct{})}
+	p := &scriptServer{epoch: epoch, done: make(chan struct{}), arrived: make(chan struct{}, 1)}
 	p.inR, p.inW = io.Pipe()
 	p.outR, p.outW = io.Pipe()
 	go p.serve()
@@ -65,10 +71,13 @@ func (p *scriptServer) Stop(context.Context) error {
 	p.once.Do(func() {
 		p.inR.Close()
 		p.outW.Close()
-		close(p.done)
+		p.exit()
 	})
 	return nil
 }
+
+// exit closes Done, as when the process exits, leaving its pipes as they are.
+func (p *scriptServer) exit() { p.exitOnce.Do(func() { close(p.done) }) }
 
 func (p *scriptServer) write(line string) {
 	p.wmu.Lock()
@@ -86,7 +95,7 @@ func (p *scriptServer) serve() {
 			var result string
 			switch m.Method {
 			case methodInitialize:
-				result = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"script","version":"` + p.epoch + `"}}`
+				result = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"script","version":"` + p.epoch + `"}}`
 			case methodDiscover:
 				result = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"script","version":"` + p.epoch + `"}}`
 			case methodToolsList:
@@ -106,6 +115,32 @@ func (p *scriptServer) serve() {
 		p.mu.Lock()
 		p.got = append(p.got, line)
 		p.mu.Unlock()
+		select {
+		case p.arrived <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// await is next for a test outside a synctest bubble: it waits for the
+// line, failing the test after 5 s.
+func (p *scriptServer) await(t *testing.T) json.RawMessage {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		p.mu.Lock()
+		if p.seen < len(p.got) {
+			p.seen++
+			l := p.got[p.seen-1]
+			p.mu.Unlock()
+			return l
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.arrived:
+		case <-timeout:
+			t.Fatal("the server received nothing within 5 s")
+		}
 	}
 }
 
@@ -121,6 +156,33 @@ func (p *scriptServer) received(method string) []json.RawMessage {
 		}
 	}
 	return out
+}
+
+// next returns the next line the gateway wrote to the process (the
+// handshake and tools/list aside), once the bubble is idle; it fails the
+// test when there is none.
+func (p *scriptServer) next(t *testing.T) json.RawMessage {
+	t.Helper()
+	synctest.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen >= len(p.got) {
+		t.Fatal("the server received nothing")
+	}
+	p.seen++
+	return p.got[p.seen-1]
+}
+
+// quiet fails t when the gateway wrote anything to the process that next
+// has not returned yet, once the bubble is idle.
+func (p *scriptServer) quiet(t *testing.T) {
+	t.Helper()
+	synctest.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen < len(p.got) {
+		t.Fatalf("the server received %.200s", p.got[p.seen])
+	}
 }
 
 // reply answers request (a line the process received) with result.
@@ -161,7 +223,7 @@ func newBubble(t *testing.T, edit func(*Options)) *bubble {
 		Launch:         b.launch,
 		Catalog:        tempCatalogs(t),
 		Policy:         func(string) config.Policy { return policyAllow },
-		StartupTimeout: 5e9, HoldTimeout: 5e9,
+		StartupTimeout: 5 * time.Second, HoldTimeout: 5 * time.Second,
 		Audit: b.audit,
 	}
 	if edit != nil {
@@ -228,6 +290,53 @@ func (b *bubble) answer(id string) json.RawMessage {
 	return nil
 }
 
+// answers returns the responses to the agent's request with the raw id, in
+// order, once the bubble is idle.
+func (b *bubble) answers(id string) []json.RawMessage {
+	synctest.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []json.RawMessage
+	for _, l := range b.lines {
+		if string(mcpwire.GetPath(l, "id")) == id && mcpwire.GetPath(l, "method") == nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// wait returns the n-th (from 1) response with the raw id, once the bubble
+// is idle; it fails the test when there are fewer.
+func (b *bubble) wait(id string, n int) json.RawMessage {
+	b.t.Helper()
+	got := b.answers(id)
+	if len(got) < n {
+		b.t.Fatalf("no answer %d to id %s; got %d", n, id, len(got))
+	}
+	return got[n-1]
+}
+
+// waitRequest returns the first request from the server (method and id
+// set) with the method, once the bubble is idle.
+func (b *bubble) waitRequest(method string) json.RawMessage {
+	b.t.Helper()
+	for _, l := range b.all() {
+		if methodOf(l) == method && mcpwire.GetPath(l, "id") != nil {
+			return l
+		}
+	}
+	b.t.Fatalf("no %s request from the server", method)
+	return nil
+}
+
+// all returns every line the agent got, in order, once the bubble is idle.
+func (b *bubble) all() []json.RawMessage {
+	synctest.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.lines)
+}
+
 // handshake runs the agent's legacy handshake (initialize is id 0) and
 // waits until the catalog is in force.
 func (b *bubble) handshake() {
@@ -291,3 +400,23 @@ func (b *bubble) auditTypes() []string {
 
 // resultOf is the result of a response line, nil for an error.
 func resultOf(line []byte) []byte { return mcpwire.GetPath(line, "result") }
+
+// scriptRig is a bubble over one scriptServer, every tool allowed, as the
+// routing tests use it.
+type scriptRig struct {
+	sess   *Session
+	proc   *scriptServer
+	agent  *bubble
+	served chan error
+}
+
+// newScriptRig starts a bubble with the message limit (0: the default) and
+// the hold timeout, and waits for its first process.
+func newScriptRig(t *testing.T, maxMessage int, holdTimeout time.Duration) *scriptRig {
+	t.Helper()
+	b := newBubble(t, func(o *Options) { o.MaxMessage, o.HoldTimeout = maxMessage, holdTimeout })
+	synctest.Wait()
+	return &scriptRig{sess: b.sess, proc: b.proc(1), agent: b, served: b.served}
+}
+
+func (r *scriptRig) handshake(t *testing.T) { r.agent.handshake() }

@@ -11,231 +11,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/mcpwire"
-	"github.com/portcullis/portcullis/core/supervisor"
 )
-
-// scriptProc is a server process the test drives line by line: it answers
-// initialize and tools/list itself (tool "t", and "slow") and hands every
-// other line it reads to the test, which writes whatever it likes back.
-type scriptProc struct {
-	inR, outR *io.PipeReader
-	inW, outW *io.PipeWriter
-	done      chan struct{}
-	once      sync.Once
-	wmu       sync.Mutex
-	got       chan json.RawMessage // lines the gateway wrote, handshake aside
-}
-
-var _ Process = (*scriptProc)(nil)
-
-func newScriptProc() *scriptProc {
-	p := &scriptProc{done: make(chan struct{}), got: make(chan json.RawMessage, 64)}
-	p.inR, p.inW = io.Pipe()
-	p.outR, p.outW = io.Pipe()
-	go p.serve()
-	return p
-}
-
-func (p *scriptProc) Pid() int                         { return 7777 }
-func (p *scriptProc) Stdin() io.WriteCloser            { return p.inW }
-func (p *scriptProc) Stdout() io.Reader                { return p.outR }
-func (p *scriptProc) Done() <-chan struct{}            { return p.done }
-func (p *scriptProc) Exit() supervisor.ExitInfo        { return supervisor.ExitInfo{} }
-func (p *scriptProc) StderrTail(maxLines int) []string { return nil }
-
-func (p *scriptProc) Stop(context.Context) error {
-	p.once.Do(func() {
-		p.inR.Close()
-		p.outW.Close()
-		close(p.done)
-	})
-	return nil
-}
-
-func (p *scriptProc) write(line string) {
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	_, _ = p.outW.Write([]byte(line + "\n"))
-}
-
-func (p *scriptProc) serve() {
-	sc := bufio.NewScanner(p.inR)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	for sc.Scan() {
-		line := json.RawMessage(append([]byte(nil), sc.Bytes()...))
-		m, err := mcpwire.Parse(line)
-		if err == nil && m.Kind == mcpwire.KindRequest {
-			switch m.Method {
-			case methodInitialize:
-				b, _ := mcpwire.NewResult(m.ID, json.RawMessage(`{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"script","version":"1"}}`))
-				p.write(string(b))
-				continue
-			case methodToolsList:
-				b, _ := mcpwire.NewResult(m.ID, json.RawMessage(`{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`))
-				p.write(string(b))
-				continue
-			}
-		}
-		if err == nil && m.Kind == mcpwire.KindNotification && m.Method == methodInitialized {
-			continue
-		}
-		p.got <- line
-	}
-}
-
-// next returns the next line the gateway wrote to the process.
-func (p *scriptProc) next(t *testing.T) json.RawMessage {
-	t.Helper()
-	select {
-	case l := <-p.got:
-		return l
-	case <-time.After(5 * time.Second):
-		t.Fatal("the server received nothing within 5 s")
-	}
-	return nil
-}
-
-// quiet fails t when the gateway writes anything to the process within d.
-func (p *scriptProc) quiet(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case l := <-p.got:
-		t.Fatalf("the server received %.200s", l)
-	case <-time.After(d):
-	}
-}
-
-// lineAgent is the agent side of a Session that keeps every line it gets,
-// in order.
-type lineAgent struct {
-	t     *testing.T
-	inW   *io.PipeWriter
-	mu    sync.Mutex
-	lines []json.RawMessage // guarded by mu
-}
-
-func (a *lineAgent) send(line string) {
-	a.t.Helper()
-	if _, err := a.inW.Write([]byte(line + "\n")); err != nil {
-		a.t.Fatalf("writing to the gateway: %v", err)
-	}
-}
-
-// answers returns the responses with the raw id, in order.
-func (a *lineAgent) answers(id string) []json.RawMessage {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []json.RawMessage
-	for _, l := range a.lines {
-		if string(mcpwire.GetPath(l, "id")) == id && mcpwire.GetPath(l, "method") == nil {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// wait returns the n-th (from 1) response with the raw id, failing after 5 s.
-func (a *lineAgent) wait(id string, n int) json.RawMessage {
-	a.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if got := a.answers(id); len(got) >= n {
-			return got[n-1]
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("no answer %d to id %s within 5 s; got %d", n, id, len(a.answers(id)))
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// waitRequest returns the next request from the server (method set, id set).
-func (a *lineAgent) waitRequest(method string) json.RawMessage {
-	a.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		a.mu.Lock()
-		for _, l := range a.lines {
-			var m string
-			_ = json.Unmarshal(mcpwire.GetPath(l, "method"), &m)
-			if m == method && mcpwire.GetPath(l, "id") != nil {
-				a.mu.Unlock()
-				return l
-			}
-		}
-		a.mu.Unlock()
-		if time.Now().After(deadline) {
-			a.t.Fatalf("no %s request from the server within 5 s", method)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// scriptRig is a Session over one scriptProc, every tool allowed.
-type scriptRig struct {
-	sess   *Session
-	proc   *scriptProc
-	agent  *lineAgent
-	served chan error
-}
-
-func newScriptRig(t *testing.T, maxMessage int, holdTimeout time.Duration) *scriptRig {
-	t.Helper()
-	cats := tempCatalogs(t)
-	r := &scriptRig{proc: newScriptProc(), served: make(chan error, 1)}
-	r.sess = New(Options{
-		RunID: "RUN", Label: "script",
-		Launch: func(context.Context) (*Epoch, error) {
-			return &Epoch{ID: "E1", Proc: r.proc}, nil
-		},
-		Catalog: cats, Policy: func(string) config.Policy { return policyAllow },
-		MaxMessage: maxMessage, StartupTimeout: 5 * time.Second, HoldTimeout: holdTimeout,
-	})
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	r.agent = &lineAgent{t: t, inW: inW}
-	go func() {
-		sc := bufio.NewScanner(outR)
-		sc.Buffer(make([]byte, 64<<10), 8<<20)
-		for sc.Scan() {
-			r.agent.mu.Lock()
-			r.agent.lines = append(r.agent.lines, append(json.RawMessage(nil), sc.Bytes()...))
-			r.agent.mu.Unlock()
-		}
-	}()
-	go func() { r.served <- r.sess.Serve(context.Background(), inR, outW) }()
-	t.Cleanup(func() {
-		inW.Close()
-		select {
-		case <-r.served:
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return")
-		}
-		_ = r.proc.Stop(context.Background())
-		outR.Close()
-	})
-	return r
-}
-
-// handshake runs initialize (id 1) and waits for the catalog.
-func (r *scriptRig) handshake(t *testing.T) {
-	t.Helper()
-	r.agent.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
-	r.agent.wait("1", 1)
-	r.agent.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	deadline := time.Now().Add(5 * time.Second)
-	for st := r.sess.Status(); st.State != StateReady || st.CatalogRevision == 0; st = r.sess.Status() {
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s, want ready", st.State)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // wireError decodes the error of a response line.
 func wireError(t *testing.T, line json.RawMessage) (code int, message string, data *Refusal) {
@@ -258,85 +39,77 @@ func wireError(t *testing.T, line json.RawMessage) (code int, message string, da
 // for the answer to a call that has the same id; what cannot be answered is
 // kept in the diagnostics.
 func TestOversizedIDLast(t *testing.T) {
-	const limit = 64 << 10
-	pad := strings.Repeat(`{"id":0,"s":"\"id\":1"},`, 8000) // ~190 KB, decoy ids included
-	r := newScriptRig(t, limit, 5*time.Second)
-	r.handshake(t)
+	synctest.Test(t, func(t *testing.T) {
+		const limit = 64 << 10
+		pad := strings.Repeat(`{"id":0,"s":"\"id\":1"},`, 8000) // ~190 KB, decoy ids included
+		r := newScriptRig(t, limit, 5*time.Second)
+		r.handshake(t)
 
-	// Agent → server: refused with message_too_large for the agent's id.
-	r.agent.send(`{"method":"tools/call","params":{"name":"t","arguments":{"a":[` + pad + `{}]}},"jsonrpc":"2.0","id":"big-1"}`)
-	code, _, ref := wireError(t, r.agent.wait(`"big-1"`, 1))
-	if code != -31040 || ref.Error != MessageTooLarge || ref.Limit != limit {
-		t.Errorf("oversized call: code %d, %+v; want -31040 message_too_large with limit %d", code, ref, limit)
-	}
-	r.proc.quiet(t, 100*time.Millisecond)
+		// Agent → server: refused with message_too_large for the agent's id.
+		r.agent.send(`{"method":"tools/call","params":{"name":"t","arguments":{"a":[` + pad + `{}]}},"jsonrpc":"2.0","id":"big-1"}`)
+		code, _, ref := wireError(t, r.agent.wait(`"big-1"`, 1))
+		if code != -31040 || ref.Error != MessageTooLarge || ref.Limit != limit {
+			t.Errorf("oversized call: code %d, %+v; want -31040 message_too_large with limit %d", code, ref, limit)
+		}
+		r.proc.quiet(t)
 
-	// Server → agent: the answer to a call in flight, id last.
-	r.agent.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}`)
-	call := r.proc.next(t)
-	gid := string(mcpwire.GetPath(call, "id"))
-	r.proc.write(`{"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 2*limit) + `"}],"id":99},"jsonrpc":"2.0","id":` + gid + `}`)
-	code, _, ref = wireError(t, r.agent.wait("7", 1))
-	if code != -31040 || ref.Error != MessageTooLarge || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != "E1" {
-		t.Errorf("oversized answer: code %d, %+v; want -31040 message_too_large naming tools/call and E1", code, ref)
-	}
+		// Server → agent: the answer to a call in flight, id last.
+		r.agent.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}`)
+		call := r.proc.next(t)
+		gid := string(mcpwire.GetPath(call, "id"))
+		r.proc.write(`{"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 2*limit) + `"}],"id":99},"jsonrpc":"2.0","id":` + gid + `}`)
+		code, _, ref = wireError(t, r.agent.wait("7", 1))
+		if code != -31040 || ref.Error != MessageTooLarge || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != "E1" {
+			t.Errorf("oversized answer: code %d, %+v; want -31040 message_too_large naming tools/call and E1", code, ref)
+		}
 
-	// The server's own oversized request, whose id happens to equal the
-	// gateway id of a call in flight: answered to the server, never taken
-	// for the call's answer.
-	r.agent.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t"}}`)
-	call = r.proc.next(t)
-	gid = string(mcpwire.GetPath(call, "id"))
-	r.proc.write(`{"method":"sampling/createMessage","params":{"messages":[` + pad + `{}]},"jsonrpc":"2.0","id":` + gid + `}`)
-	back := r.proc.next(t)
-	if string(mcpwire.GetPath(back, "id")) != gid || mcpwire.GetPath(back, "error", "code") == nil || string(mcpwire.GetPath(back, "error", "code")) != "-31040" {
-		t.Errorf("the server's oversized request was answered %.300s, want error -31040 with id %s", back, gid)
-	}
-	if got := r.agent.answers("8"); len(got) != 0 {
-		t.Fatalf("call 8 was answered by the server's request: %.300s", got[0])
-	}
-	r.proc.write(`{"jsonrpc":"2.0","id":` + gid + `,"result":{"content":[{"type":"text","text":"fine"}]}}`)
-	if got := r.agent.wait("8", 1); mcpwire.GetPath(got, "result") == nil {
-		t.Errorf("call 8 answered %.300s, want its result", got)
-	}
+		// The server's own oversized request, whose id happens to equal the
+		// gateway id of a call in flight: answered to the server, never taken
+		// for the call's answer.
+		r.agent.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t"}}`)
+		call = r.proc.next(t)
+		gid = string(mcpwire.GetPath(call, "id"))
+		r.proc.write(`{"method":"sampling/createMessage","params":{"messages":[` + pad + `{}]},"jsonrpc":"2.0","id":` + gid + `}`)
+		back := r.proc.next(t)
+		if string(mcpwire.GetPath(back, "id")) != gid || mcpwire.GetPath(back, "error", "code") == nil || string(mcpwire.GetPath(back, "error", "code")) != "-31040" {
+			t.Errorf("the server's oversized request was answered %.300s, want error -31040 with id %s", back, gid)
+		}
+		if got := r.agent.answers("8"); len(got) != 0 {
+			t.Fatalf("call 8 was answered by the server's request: %.300s", got[0])
+		}
+		r.proc.write(`{"jsonrpc":"2.0","id":` + gid + `,"result":{"content":[{"type":"text","text":"fine"}]}}`)
+		if got := r.agent.wait("8", 1); mcpwire.GetPath(got, "result") == nil {
+			t.Errorf("call 8 answered %.300s, want its result", got)
+		}
 
-	// A notification and an answer without id: dropped, with a trace.
-	r.proc.write(`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":[` + pad + `{}]}}`)
-	r.proc.write(`{"jsonrpc":"2.0","result":{"data":[` + pad + `{}]}}`)
-	r.proc.write(`{"jsonrpc":"2.0","result":{"data":[` + pad + `{}]},"id":12345}`)
+		// A notification and an answer without id: dropped, with a trace.
+		r.proc.write(`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":[` + pad + `{}]}}`)
+		r.proc.write(`{"jsonrpc":"2.0","result":{"data":[` + pad + `{}]}}`)
+		r.proc.write(`{"jsonrpc":"2.0","result":{"data":[` + pad + `{}]},"id":12345}`)
 
-	// Agent → server: the agent's oversized answer to a server request
-	// answers that request to the server with an error.
-	r.proc.write(`{"jsonrpc":"2.0","id":"srv-1","method":"roots/list"}`)
-	req := r.agent.waitRequest("roots/list")
-	aid := string(mcpwire.GetPath(req, "id"))
-	r.agent.send(`{"result":{"roots":[` + pad + `{}]},"jsonrpc":"2.0","id":` + aid + `}`)
-	back = r.proc.next(t)
-	if string(mcpwire.GetPath(back, "id")) != `"srv-1"` || string(mcpwire.GetPath(back, "error", "code")) != "-31040" {
-		t.Errorf("the server's roots/list was answered %.300s, want error -31040 with id \"srv-1\"", back)
-	}
+		// Agent → server: the agent's oversized answer to a server request
+		// answers that request to the server with an error.
+		r.proc.write(`{"jsonrpc":"2.0","id":"srv-1","method":"roots/list"}`)
+		req := r.agent.waitRequest("roots/list")
+		aid := string(mcpwire.GetPath(req, "id"))
+		r.agent.send(`{"result":{"roots":[` + pad + `{}]},"jsonrpc":"2.0","id":` + aid + `}`)
+		back = r.proc.next(t)
+		if string(mcpwire.GetPath(back, "id")) != `"srv-1"` || string(mcpwire.GetPath(back, "error", "code")) != "-31040" {
+			t.Errorf("the server's roots/list was answered %.300s, want error -31040 with id \"srv-1\"", back)
+		}
 
-	deadline := time.Now().Add(5 * time.Second)
-	want := []string{`"sampling/createMessage" request (id ` + gid + `), answered with message_too_large`, `"notifications/message" notification`, "it has no id that could be read", "its id 12345 names no request in flight"}
-	for {
+		synctest.Wait()
+		want := []string{`"sampling/createMessage" request (id ` + gid + `), answered with message_too_large`, `"notifications/message" notification`, "it has no id that could be read", "its id 12345 names no request in flight"}
 		diags := r.sess.Status().Diagnostics
-		missing := ""
 		for _, w := range want {
 			if !slices.ContainsFunc(diags, func(d string) bool { return strings.Contains(d, w) }) {
-				missing = w
+				t.Errorf("diagnostics %q do not mention %q", diags, w)
 			}
 		}
-		if missing == "" {
-			break
+		if st := r.sess.Status(); st.State != StateReady || st.InFlight != 0 {
+			t.Errorf("session %s with %d in flight, want ready and none", st.State, st.InFlight)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("diagnostics %q do not mention %q", diags, missing)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if st := r.sess.Status(); st.State != StateReady || st.InFlight != 0 {
-		t.Errorf("session %s with %d in flight, want ready and none", st.State, st.InFlight)
-	}
+	})
 }
 
 // TestToolsCallInvalidParams: a tools/call whose params do not name a tool
@@ -344,42 +117,44 @@ func TestOversizedIDLast(t *testing.T) {
 // well-formed name absent from the revision the agent holds stays
 // catalog_stale.
 func TestToolsCallInvalidParams(t *testing.T) {
-	r := newScriptRig(t, 0, 5*time.Second)
-	r.handshake(t)
-	tests := []struct{ params, why string }{
-		{``, "params is missing"},
-		{`,"params":[1]`, "params is not an object"},
-		{`,"params":{}`, "params.name is missing"},
-		{`,"params":{"arguments":{}}`, "params.name is missing"},
-		{`,"params":{"name":5}`, "params.name is not a string"},
-		{`,"params":{"name":null}`, "params.name is not a string"},
-		{`,"params":{"name":["t"]}`, "params.name is not a string"},
-		{`,"params":{"name":""}`, "params.name is empty"},
-	}
-	for i, tt := range tests {
-		id := fmt.Sprint(100 + i)
-		r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call"` + tt.params + `}`)
-		code, msg, _ := wireError(t, r.agent.wait(id, 1))
-		if code != -32602 || !strings.Contains(msg, "tools/call needs params.name, a string") || !strings.Contains(msg, tt.why) {
-			t.Errorf("params %s: code %d %q, want -32602 naming params.name and %q", tt.params, code, msg, tt.why)
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptRig(t, 0, 5*time.Second)
+		r.handshake(t)
+		tests := []struct{ params, why string }{
+			{``, "params is missing"},
+			{`,"params":[1]`, "params is not an object"},
+			{`,"params":{}`, "params.name is missing"},
+			{`,"params":{"arguments":{}}`, "params.name is missing"},
+			{`,"params":{"name":5}`, "params.name is not a string"},
+			{`,"params":{"name":null}`, "params.name is not a string"},
+			{`,"params":{"name":["t"]}`, "params.name is not a string"},
+			{`,"params":{"name":""}`, "params.name is empty"},
 		}
-	}
-	r.proc.quiet(t, 50*time.Millisecond)
+		for i, tt := range tests {
+			id := fmt.Sprint(100 + i)
+			r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call"` + tt.params + `}`)
+			code, msg, _ := wireError(t, r.agent.wait(id, 1))
+			if code != -32602 || !strings.Contains(msg, "tools/call needs params.name, a string") || !strings.Contains(msg, tt.why) {
+				t.Errorf("params %s: code %d %q, want -32602 naming params.name and %q", tt.params, code, msg, tt.why)
+			}
+		}
+		r.proc.quiet(t)
 
-	// Before tools/list the agent holds no revision: a name not in the
-	// catalog is catalog_stale, as before.
-	r.agent.send(`{"jsonrpc":"2.0","id":200,"method":"tools/call","params":{"name":"nope"}}`)
-	code, _, ref := wireError(t, r.agent.wait("200", 1))
-	if code != CatalogStale.Code() || ref.Error != CatalogStale || ref.Tool != "nope" {
-		t.Errorf("unknown tool: code %d %+v, want catalog_stale", code, ref)
-	}
-	// A good call still goes through.
-	r.agent.send(`{"jsonrpc":"2.0","id":201,"method":"tools/call","params":{"name":"t"}}`)
-	call := r.proc.next(t)
-	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
-	if got := r.agent.wait("201", 1); mcpwire.GetPath(got, "result") == nil {
-		t.Errorf("good call answered %.300s", got)
-	}
+		// Before tools/list the agent holds no revision: a name not in the
+		// catalog is catalog_stale, as before.
+		r.agent.send(`{"jsonrpc":"2.0","id":200,"method":"tools/call","params":{"name":"nope"}}`)
+		code, _, ref := wireError(t, r.agent.wait("200", 1))
+		if code != CatalogStale.Code() || ref.Error != CatalogStale || ref.Tool != "nope" {
+			t.Errorf("unknown tool: code %d %+v, want catalog_stale", code, ref)
+		}
+		// A good call still goes through.
+		r.agent.send(`{"jsonrpc":"2.0","id":201,"method":"tools/call","params":{"name":"t"}}`)
+		call := r.proc.next(t)
+		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
+		if got := r.agent.wait("201", 1); mcpwire.GetPath(got, "result") == nil {
+			t.Errorf("good call answered %.300s", got)
+		}
+	})
 }
 
 // TestRequestMetaInvalid: a request whose _meta names the 2026-07-28
@@ -389,50 +164,52 @@ func TestToolsCallInvalidParams(t *testing.T) {
 // legacy era (no protocol version in _meta, or an older one) is not checked,
 // and neither is ping, which the gateway answers itself.
 func TestRequestMetaInvalid(t *testing.T) {
-	r := newScriptRig(t, 0, 5*time.Second)
-	r.handshake(t)
-	const pv = `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`
-	bad := []struct{ meta, why string }{
-		{`{` + pv + `}`, `has no "io.modelcontextprotocol/clientCapabilities"`},
-		{`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":null}`, `"io.modelcontextprotocol/clientCapabilities" must be an object`},
-		{`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":[]}`, `"io.modelcontextprotocol/clientCapabilities" must be an object`},
-		{`{"io.modelcontextprotocol/protocolVersion":"2027-01-01","io.modelcontextprotocol/clientCapabilities":"all"}`, `must be an object`},
-		{`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":"me"}`, `"io.modelcontextprotocol/clientInfo" must be an object`},
-	}
-	for i, tt := range bad {
-		for j, method := range []string{"tools/call", "tools/list"} {
-			id := fmt.Sprint(100 + 10*i + j)
-			r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{"name":"t","_meta":` + tt.meta + `}}`)
-			code, msg, _ := wireError(t, r.agent.wait(id, 1))
-			if code != -32602 || !strings.Contains(msg, tt.why) {
-				t.Errorf("%s with _meta %s: code %d %q, want -32602 and %q", method, tt.meta, code, msg, tt.why)
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptRig(t, 0, 5*time.Second)
+		r.handshake(t)
+		const pv = `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`
+		bad := []struct{ meta, why string }{
+			{`{` + pv + `}`, `has no "io.modelcontextprotocol/clientCapabilities"`},
+			{`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":null}`, `"io.modelcontextprotocol/clientCapabilities" must be an object`},
+			{`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":[]}`, `"io.modelcontextprotocol/clientCapabilities" must be an object`},
+			{`{"io.modelcontextprotocol/protocolVersion":"2027-01-01","io.modelcontextprotocol/clientCapabilities":"all"}`, `must be an object`},
+			{`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":"me"}`, `"io.modelcontextprotocol/clientInfo" must be an object`},
+		}
+		for i, tt := range bad {
+			for j, method := range []string{"tools/call", "tools/list"} {
+				id := fmt.Sprint(100 + 10*i + j)
+				r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{"name":"t","_meta":` + tt.meta + `}}`)
+				code, msg, _ := wireError(t, r.agent.wait(id, 1))
+				if code != -32602 || !strings.Contains(msg, tt.why) {
+					t.Errorf("%s with _meta %s: code %d %q, want -32602 and %q", method, tt.meta, code, msg, tt.why)
+				}
 			}
 		}
-	}
-	r.proc.quiet(t, 50*time.Millisecond)
-	if st := r.sess.Status(); st.InFlight != 0 {
-		t.Errorf("%d requests in flight after the refusals, want none", st.InFlight)
-	}
-
-	// Fine: complete modern _meta, legacy or absent protocol version, ping.
-	good := []string{
-		`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"a","version":"1"}}`,
-		`{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}`,
-		`{"progressToken":1}`,
-	}
-	for i, meta := range good {
-		id := fmt.Sprint(200 + i)
-		r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","_meta":` + meta + `}}`)
-		call := r.proc.next(t)
-		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
-		if got := r.agent.wait(id, 1); mcpwire.GetPath(got, "result") == nil {
-			t.Errorf("call with _meta %s answered %.300s, want its result", meta, got)
+		r.proc.quiet(t)
+		if st := r.sess.Status(); st.InFlight != 0 {
+			t.Errorf("%d requests in flight after the refusals, want none", st.InFlight)
 		}
-	}
-	r.agent.send(`{"jsonrpc":"2.0","id":300,"method":"ping","params":{"_meta":{` + pv + `}}}`)
-	if got := r.agent.wait("300", 1); mcpwire.GetPath(got, "result") == nil {
-		t.Errorf("ping answered %.300s, want a result", got)
-	}
+
+		// Fine: complete modern _meta, legacy or absent protocol version, ping.
+		good := []string{
+			`{` + pv + `,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"a","version":"1"}}`,
+			`{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}`,
+			`{"progressToken":1}`,
+		}
+		for i, meta := range good {
+			id := fmt.Sprint(200 + i)
+			r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","_meta":` + meta + `}}`)
+			call := r.proc.next(t)
+			r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
+			if got := r.agent.wait(id, 1); mcpwire.GetPath(got, "result") == nil {
+				t.Errorf("call with _meta %s answered %.300s, want its result", meta, got)
+			}
+		}
+		r.agent.send(`{"jsonrpc":"2.0","id":300,"method":"ping","params":{"_meta":{` + pv + `}}}`)
+		if got := r.agent.wait("300", 1); mcpwire.GetPath(got, "result") == nil {
+			t.Errorf("ping answered %.300s, want a result", got)
+		}
+	})
 }
 
 // TestEndOfInputDrains: when the agent's input ends with EndOfInput (the
@@ -442,88 +219,94 @@ func TestRequestMetaInvalid(t *testing.T) {
 // during the drain (the agent or its shim is gone), ends the run at once,
 // refusing what is in flight.
 func TestEndOfInputDrains(t *testing.T) {
-	r := newScriptRig(t, 0, 5*time.Second)
-	r.handshake(t)
-	r.agent.send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t"}}`)
-	r.agent.send(EndOfInput)
-	call := r.proc.next(t)
-	select {
-	case err := <-r.served:
-		t.Fatalf("Serve returned (%v) with a call in flight after EndOfInput", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"late"}]}}`)
-	if got := r.agent.wait("10", 1); !strings.Contains(string(got), "late") {
-		t.Errorf("call answered %.300s, want the server's result", got)
-	}
-	select {
-	case err := <-r.served:
-		r.served <- err // for the cleanup
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return once nothing was in flight")
-	}
-	if st := r.sess.Status(); st.State != StateEnded {
-		t.Errorf("session %s after the drain, want ended", st.State)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptRig(t, 0, 5*time.Second)
+		r.handshake(t)
+		r.agent.send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t"}}`)
+		r.agent.send(EndOfInput)
+		call := r.proc.next(t)
+		synctest.Wait()
+		select {
+		case err := <-r.served:
+			t.Fatalf("Serve returned (%v) with a call in flight after EndOfInput", err)
+		default:
+		}
+		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"late"}]}}`)
+		if got := r.agent.wait("10", 1); !strings.Contains(string(got), "late") {
+			t.Errorf("call answered %.300s, want the server's result", got)
+		}
+		select {
+		case err := <-r.served:
+			r.served <- err // for the cleanup
+		case <-time.After(5 * time.Second):
+			t.Fatal("Serve did not return once nothing was in flight")
+		}
+		if st := r.sess.Status(); st.State != StateEnded {
+			t.Errorf("session %s after the drain, want ended", st.State)
+		}
 
-	// Without EndOfInput: the agent is gone, the run ends at once.
-	r2 := newScriptRig(t, 0, 5*time.Second)
-	r2.handshake(t)
-	r2.agent.send(`{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"t"}}`)
-	r2.proc.next(t)
-	r2.agent.inW.Close()
-	select {
-	case err := <-r2.served:
-		r2.served <- err
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return at the end of the input without EndOfInput")
-	}
-	if code, _, ref := wireError(t, r2.agent.wait("20", 1)); code == 0 || ref == nil || ref.Error != EpochEnded {
-		t.Errorf("call in flight when the agent left: code %d %+v, want epoch_ended", code, ref)
-	}
+		// Without EndOfInput: the agent is gone, the run ends at once.
+		r2 := newScriptRig(t, 0, 5*time.Second)
+		r2.handshake(t)
+		r2.agent.send(`{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"t"}}`)
+		r2.proc.next(t)
+		r2.agent.inW.Close()
+		select {
+		case err := <-r2.served:
+			r2.served <- err
+		case <-time.After(5 * time.Second):
+			t.Fatal("Serve did not return at the end of the input without EndOfInput")
+		}
+		if code, _, ref := wireError(t, r2.agent.wait("20", 1)); code == 0 || ref == nil || ref.Error != EpochEnded {
+			t.Errorf("call in flight when the agent left: code %d %+v, want epoch_ended", code, ref)
+		}
 
-	// The shim dies during the drain: the run ends at once too.
-	r3 := newScriptRig(t, 0, 5*time.Second)
-	r3.handshake(t)
-	r3.agent.send(`{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"t"}}`)
-	r3.proc.next(t)
-	r3.agent.send(EndOfInput)
-	select {
-	case err := <-r3.served:
-		t.Fatalf("Serve returned (%v) while draining", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	r3.agent.inW.Close()
-	select {
-	case err := <-r3.served:
-		r3.served <- err
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return when the connection ended during the drain")
-	}
-	if st := r3.sess.Status(); st.State != StateEnded {
-		t.Errorf("session %s after the agent left during the drain, want ended", st.State)
-	}
+		// The shim dies during the drain: the run ends at once too.
+		r3 := newScriptRig(t, 0, 5*time.Second)
+		r3.handshake(t)
+		r3.agent.send(`{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"t"}}`)
+		r3.proc.next(t)
+		r3.agent.send(EndOfInput)
+		synctest.Wait()
+		select {
+		case err := <-r3.served:
+			t.Fatalf("Serve returned (%v) while draining", err)
+		default:
+		}
+		r3.agent.inW.Close()
+		select {
+		case err := <-r3.served:
+			r3.served <- err
+		case <-time.After(5 * time.Second):
+			t.Fatal("Serve did not return when the connection ended during the drain")
+		}
+		if st := r3.sess.Status(); st.State != StateEnded {
+			t.Errorf("session %s after the agent left during the drain, want ended", st.State)
+		}
+	})
 }
 
 // TestEndOfInputDrainBounded: the drain after EndOfInput lasts at most
 // DrainTimeout; what is still unanswered then is refused as the run ends.
 func TestEndOfInputDrainBounded(t *testing.T) {
-	r := newScriptRig(t, 0, 5*time.Second)
-	r.sess.opts.DrainTimeout = 200 * time.Millisecond
-	r.handshake(t)
-	r.agent.send(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"t"}}`)
-	r.proc.next(t) // never answered
-	r.agent.send(EndOfInput)
-	select {
-	case err := <-r.served:
-		r.served <- err
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return after the drain timeout")
-	}
-	code, _, ref := wireError(t, r.agent.wait("30", 1))
-	if code == 0 || ref == nil || ref.Error != EpochEnded {
-		t.Errorf("call unanswered at the drain timeout: code %d %+v, want epoch_ended", code, ref)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptRig(t, 0, 5*time.Second)
+		r.sess.opts.DrainTimeout = 200 * time.Millisecond
+		r.handshake(t)
+		r.agent.send(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"t"}}`)
+		r.proc.next(t) // never answered
+		r.agent.send(EndOfInput)
+		select {
+		case err := <-r.served:
+			r.served <- err
+		case <-time.After(5 * time.Second):
+			t.Fatal("Serve did not return after the drain timeout")
+		}
+		code, _, ref := wireError(t, r.agent.wait("30", 1))
+		if code == 0 || ref == nil || ref.Error != EpochEnded {
+			t.Errorf("call unanswered at the drain timeout: code %d %+v, want epoch_ended", code, ref)
+		}
+	})
 }
 
 // TestDiesMidAnswer: a process that dies while writing an answer (its last
@@ -531,60 +314,61 @@ func TestEndOfInputDrainBounded(t *testing.T) {
 // invalid_response, and the half line is a diagnostic, also when the exit is
 // seen before the end of the output.
 func TestDiesMidAnswer(t *testing.T) {
-	r := newScriptRig(t, 0, 5*time.Second)
-	r.handshake(t)
-	r.agent.send(`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"t"}}`)
-	call := r.proc.next(t)
-	go func() {
-		_, _ = r.proc.outW.Write([]byte(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"cut sh`))
-	}()
-	time.Sleep(20 * time.Millisecond) // the half line is read, waiting for its end
-	r.proc.once.Do(func() { close(r.proc.done) })
-	code, _, ref := wireError(t, r.agent.wait("50", 1))
-	if code == 0 || ref == nil || ref.Error != EpochEnded {
-		t.Errorf("call when the process died mid-answer: code %d %+v, want epoch_ended", code, ref)
-	}
-	r.proc.outW.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.ContainsFunc(r.sess.Status().Diagnostics, func(d string) bool { return strings.Contains(d, "ended in the middle of a message") }) {
-		if time.Now().After(deadline) {
-			t.Fatalf("diagnostics %q do not keep the half answer", r.sess.Status().Diagnostics)
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptRig(t, 0, 5*time.Second)
+		r.handshake(t)
+		r.agent.send(`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"t"}}`)
+		call := r.proc.next(t)
+		go func() {
+			_, _ = r.proc.outW.Write([]byte(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"cut sh`))
+		}()
+		synctest.Wait() // the half line is read, waiting for its end
+		r.proc.exit()
+		code, _, ref := wireError(t, r.agent.wait("50", 1))
+		if code == 0 || ref == nil || ref.Error != EpochEnded {
+			t.Errorf("call when the process died mid-answer: code %d %+v, want epoch_ended", code, ref)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		r.proc.outW.Close()
+		synctest.Wait()
+		if diags := r.sess.Status().Diagnostics; !slices.ContainsFunc(diags, func(d string) bool { return strings.Contains(d, "ended in the middle of a message") }) {
+			t.Errorf("diagnostics %q do not keep the half answer", diags)
+		}
+	})
 }
 
 // TestSecondInitializeRefused: once the agent's handshake completed, another
 // initialize is -32600 and never reaches the server, which would otherwise
 // renegotiate behind the session's back; the session goes on.
 func TestSecondInitializeRefused(t *testing.T) {
-	r := newScriptRig(t, 0, 5*time.Second)
-	r.handshake(t)
-	r.agent.send(`{"jsonrpc":"2.0","id":"again","method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"a","version":"2"}}}`)
-	if code, msg, _ := wireError(t, r.agent.wait(`"again"`, 1)); code != -32600 || !strings.Contains(msg, "already initialized") {
-		t.Errorf("second initialize: code %d %q, want -32600 saying it is already initialized", code, msg)
-	}
-	// As a notification (no id): nothing to answer, and never forwarded.
-	r.agent.send(`{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"a","version":"3"}}}`)
-	r.proc.quiet(t, 50*time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptRig(t, 0, 5*time.Second)
+		r.handshake(t)
+		r.agent.send(`{"jsonrpc":"2.0","id":"again","method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"a","version":"2"}}}`)
+		if code, msg, _ := wireError(t, r.agent.wait(`"again"`, 1)); code != -32600 || !strings.Contains(msg, "already initialized") {
+			t.Errorf("second initialize: code %d %q, want -32600 saying it is already initialized", code, msg)
+		}
+		// As a notification (no id): nothing to answer, and never forwarded.
+		r.agent.send(`{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"a","version":"3"}}}`)
+		r.proc.quiet(t)
 
-	// Sent right after the first, before its answer: refused too.
-	r2 := newScriptRig(t, 0, 5*time.Second)
-	r2.agent.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}` + "\n" +
-		`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
-	if got := r2.agent.wait("1", 1); mcpwire.GetPath(got, "result") == nil {
-		t.Errorf("first initialize answered %.300s", got)
-	}
-	if code, _, _ := wireError(t, r2.agent.wait("2", 1)); code != -32600 {
-		t.Errorf("initialize piped after the first: code %d, want -32600", code)
-	}
+		// Sent right after the first, before its answer: refused too.
+		r2 := newScriptRig(t, 0, 5*time.Second)
+		r2.agent.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}` + "\n" +
+			`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+		if got := r2.agent.wait("1", 1); mcpwire.GetPath(got, "result") == nil {
+			t.Errorf("first initialize answered %.300s", got)
+		}
+		if code, _, _ := wireError(t, r2.agent.wait("2", 1)); code != -32600 {
+			t.Errorf("initialize piped after the first: code %d, want -32600", code)
+		}
 
-	r.agent.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"t"}}`)
-	call := r.proc.next(t)
-	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
-	if got := r.agent.wait("40", 1); mcpwire.GetPath(got, "result") == nil {
-		t.Errorf("call after the refused initialize answered %.300s", got)
-	}
+		r.agent.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"t"}}`)
+		call := r.proc.next(t)
+		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
+		if got := r.agent.wait("40", 1); mcpwire.GetPath(got, "result") == nil {
+			t.Errorf("call after the refused initialize answered %.300s", got)
+		}
+	})
 }
 
 // TestAgentBatchRefused: a JSON-RPC batch from the agent gets one array
@@ -592,46 +376,46 @@ func TestSecondInitializeRefused(t *testing.T) {
 // 6); a batch of notifications gets nothing; an empty one a single error
 // with id null; none of it reaches the server.
 func TestAgentBatchRefused(t *testing.T) {
-	r := newScriptRig(t, 0, 5*time.Second)
-	r.handshake(t)
-	r.agent.send(`[{"jsonrpc":"2.0","id":"b1","method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"x"}},{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}},{"id":8}]`)
-	r.agent.send(`[{"jsonrpc":"2.0","method":"notifications/progress"}]`)
-	r.agent.send(`[]`)
-	r.agent.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
-	r.agent.wait(`"after"`, 1)
-	r.proc.quiet(t, 50*time.Millisecond)
-	r.agent.mu.Lock()
-	lines := slices.Clone(r.agent.lines)
-	r.agent.mu.Unlock()
-	var arrays, nulls int
-	for _, l := range lines {
-		switch {
-		case len(l) > 0 && l[0] == '[':
-			arrays++
-			var got []struct {
-				ID    json.RawMessage `json:"id"`
-				Error struct{ Code int }
-			}
-			if err := json.Unmarshal(l, &got); err != nil {
-				t.Fatal(err)
-			}
-			var ids []string
-			for _, g := range got {
-				if g.Error.Code != -32600 {
-					t.Errorf("batch answer %s: code %d, want -32600", g.ID, g.Error.Code)
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptRig(t, 0, 5*time.Second)
+		r.handshake(t)
+		r.agent.send(`[{"jsonrpc":"2.0","id":"b1","method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"x"}},{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}},{"id":8}]`)
+		r.agent.send(`[{"jsonrpc":"2.0","method":"notifications/progress"}]`)
+		r.agent.send(`[]`)
+		r.agent.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
+		r.agent.wait(`"after"`, 1)
+		r.proc.quiet(t)
+		lines := r.agent.all()
+		var arrays, nulls int
+		for _, l := range lines {
+			switch {
+			case len(l) > 0 && l[0] == '[':
+				arrays++
+				var got []struct {
+					ID    json.RawMessage `json:"id"`
+					Error struct{ Code int }
 				}
-				ids = append(ids, string(g.ID))
+				if err := json.Unmarshal(l, &got); err != nil {
+					t.Fatal(err)
+				}
+				var ids []string
+				for _, g := range got {
+					if g.Error.Code != -32600 {
+						t.Errorf("batch answer %s: code %d, want -32600", g.ID, g.Error.Code)
+					}
+					ids = append(ids, string(g.ID))
+				}
+				if want := []string{`"b1"`, `7`, `8`}; !slices.Equal(ids, want) {
+					t.Errorf("batch answered ids %v, want %v", ids, want)
+				}
+			case string(mcpwire.GetPath(l, "id")) == "null":
+				nulls++
 			}
-			if want := []string{`"b1"`, `7`, `8`}; !slices.Equal(ids, want) {
-				t.Errorf("batch answered ids %v, want %v", ids, want)
-			}
-		case string(mcpwire.GetPath(l, "id")) == "null":
-			nulls++
 		}
-	}
-	if arrays != 1 || nulls != 1 {
-		t.Errorf("%d array answers and %d answers with id null, want 1 and 1 (the empty batch):\n%s", arrays, nulls, lines)
-	}
+		if arrays != 1 || nulls != 1 {
+			t.Errorf("%d array answers and %d answers with id null, want 1 and 1 (the empty batch):\n%s", arrays, nulls, lines)
+		}
+	})
 }
 
 // TestDuplicateIDInFlight: a request whose id equals that of a request of
@@ -639,106 +423,77 @@ func TestAgentBatchRefused(t *testing.T) {
 // first request goes on: its answer comes back once. Ids compare as
 // written: 60 and "60" differ. Once answered, an id may be used again.
 func TestDuplicateIDInFlight(t *testing.T) {
-	r := newScriptRig(t, 0, 5*time.Second)
-	r.handshake(t)
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptRig(t, 0, 5*time.Second)
+		r.handshake(t)
 
-	r.agent.send(`{"jsonrpc":"2.0","id":60,"method":"tools/call","params":{"name":"t","arguments":{"first":true}}}`)
-	first := r.proc.next(t)
-	for _, dup := range []string{
-		`{"jsonrpc":"2.0","id":60,"method":"tools/call","params":{"name":"t","arguments":{"second":true}}}`,
-		`{"jsonrpc":"2.0","id":60,"method":"ping"}`,
-		`{"jsonrpc":"2.0","method":"tools/list","id": 60 }`,
-	} {
-		n := len(r.agent.answers("60"))
-		r.agent.send(dup)
-		code, msg, _ := wireError(t, r.agent.wait("60", n+1))
-		if code != -32600 || !strings.Contains(msg, "request id 60 is already in use by a request in flight") {
-			t.Errorf("%s: code %d %q, want -32600 naming id 60", dup, code, msg)
+		r.agent.send(`{"jsonrpc":"2.0","id":60,"method":"tools/call","params":{"name":"t","arguments":{"first":true}}}`)
+		first := r.proc.next(t)
+		for _, dup := range []string{
+			`{"jsonrpc":"2.0","id":60,"method":"tools/call","params":{"name":"t","arguments":{"second":true}}}`,
+			`{"jsonrpc":"2.0","id":60,"method":"ping"}`,
+			`{"jsonrpc":"2.0","method":"tools/list","id": 60 }`,
+		} {
+			n := len(r.agent.answers("60"))
+			r.agent.send(dup)
+			code, msg, _ := wireError(t, r.agent.wait("60", n+1))
+			if code != -32600 || !strings.Contains(msg, "request id 60 is already in use by a request in flight") {
+				t.Errorf("%s: code %d %q, want -32600 naming id 60", dup, code, msg)
+			}
 		}
-	}
-	r.proc.quiet(t, 50*time.Millisecond)
+		r.proc.quiet(t)
 
-	// "60" is another id.
-	r.agent.send(`{"jsonrpc":"2.0","id":"60","method":"tools/call","params":{"name":"t"}}`)
-	other := r.proc.next(t)
-	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(other, "id")) + `,"result":{"content":[{"type":"text","text":"string"}]}}`)
-	if got := r.agent.wait(`"60"`, 1); mcpwire.GetPath(got, "result") == nil {
-		t.Errorf(`call "60" answered %.300s`, got)
-	}
+		// "60" is another id.
+		r.agent.send(`{"jsonrpc":"2.0","id":"60","method":"tools/call","params":{"name":"t"}}`)
+		other := r.proc.next(t)
+		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(other, "id")) + `,"result":{"content":[{"type":"text","text":"string"}]}}`)
+		if got := r.agent.wait(`"60"`, 1); mcpwire.GetPath(got, "result") == nil {
+			t.Errorf(`call "60" answered %.300s`, got)
+		}
 
-	// The first call's answer reaches the agent once, with its id.
-	r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(first, "id")) + `,"result":{"content":[{"type":"text","text":"first"}]}}`)
-	got := r.agent.wait("60", 4)
-	if !strings.Contains(string(got), `"text":"first"`) {
-		t.Errorf("call 60 answered %.300s, want its result", got)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if n := len(r.agent.answers("60")); n != 4 {
-		t.Errorf("id 60 answered %d times, want 3 refusals and 1 result", n)
-	}
+		// The first call's answer reaches the agent once, with its id.
+		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(first, "id")) + `,"result":{"content":[{"type":"text","text":"first"}]}}`)
+		got := r.agent.wait("60", 4)
+		if !strings.Contains(string(got), `"text":"first"`) {
+			t.Errorf("call 60 answered %.300s, want its result", got)
+		}
+		if n := len(r.agent.answers("60")); n != 4 {
+			t.Errorf("id 60 answered %d times, want 3 refusals and 1 result", n)
+		}
 
-	// Answered: the id is free again.
-	r.agent.send(`{"jsonrpc":"2.0","id":60,"method":"ping"}`)
-	if got := r.agent.wait("60", 5); mcpwire.GetPath(got, "result") == nil {
-		t.Errorf("ping 60 after the answer: %.300s", got)
-	}
+		// Answered: the id is free again.
+		r.agent.send(`{"jsonrpc":"2.0","id":60,"method":"ping"}`)
+		if got := r.agent.wait("60", 5); mcpwire.GetPath(got, "result") == nil {
+			t.Errorf("ping 60 after the answer: %.300s", got)
+		}
+	})
 }
 
 // TestDuplicateIDWhileHeld: requests held at the closed gate (the first
 // launch, here) are in flight too.
 func TestDuplicateIDWhileHeld(t *testing.T) {
-	dir := t.TempDir()
-	cats, err := catalog.OpenStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proc := newScriptProc()
-	release := make(chan struct{})
-	sess := New(Options{
-		RunID: "RUN", Label: "script",
-		Launch: func(context.Context) (*Epoch, error) {
-			<-release
-			return &Epoch{ID: "E1", Proc: proc}, nil
-		},
-		Catalog: cats, Policy: func(string) config.Policy { return policyAllow },
-		StartupTimeout: 5 * time.Second, HoldTimeout: 5 * time.Second,
-	})
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	a := &lineAgent{t: t, inW: inW}
-	go func() {
-		sc := bufio.NewScanner(outR)
-		for sc.Scan() {
-			a.mu.Lock()
-			a.lines = append(a.lines, append(json.RawMessage(nil), sc.Bytes()...))
-			a.mu.Unlock()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var releaseOnce sync.Once
+		defer releaseOnce.Do(func() { close(release) }) // before the bubble's end waits for Serve
+		var a *bubble
+		a = newBubble(t, func(o *Options) {
+			o.Launch = func(ctx context.Context) (*Epoch, error) {
+				<-release
+				return a.launch(ctx)
+			}
+		})
+		a.send(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+		a.send(`{"jsonrpc":"2.0","id":"i","method":"ping"}`)
+		code, msg, _ := wireError(t, a.wait(`"i"`, 1))
+		if code != -32600 || !strings.Contains(msg, `request id "i" is already in use`) {
+			t.Errorf("ping reusing the held initialize's id: code %d %q, want -32600", code, msg)
 		}
-	}()
-	served := make(chan error, 1)
-	go func() { served <- sess.Serve(context.Background(), inR, outW) }()
-	var releaseOnce sync.Once
-	defer func() {
 		releaseOnce.Do(func() { close(release) })
-		inW.Close()
-		select {
-		case <-served:
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return")
+		if got := a.wait(`"i"`, 2); mcpwire.GetPath(got, "result", "serverInfo") == nil {
+			t.Errorf("initialize answered %.300s, want its result", got)
 		}
-		_ = proc.Stop(context.Background())
-		outR.Close()
-	}()
-
-	a.send(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
-	a.send(`{"jsonrpc":"2.0","id":"i","method":"ping"}`)
-	code, msg, _ := wireError(t, a.wait(`"i"`, 1))
-	if code != -32600 || !strings.Contains(msg, `request id "i" is already in use`) {
-		t.Errorf("ping reusing the held initialize's id: code %d %q, want -32600", code, msg)
-	}
-	releaseOnce.Do(func() { close(release) })
-	if got := a.wait(`"i"`, 2); mcpwire.GetPath(got, "result", "serverInfo") == nil {
-		t.Errorf("initialize answered %.300s, want its result", got)
-	}
+	})
 }
 
 // TestHeldMessagesAreBounded: while the first process launches, an agent
@@ -769,14 +524,24 @@ func TestHeldMessagesAreBounded(t *testing.T) {
 // that no longer reads its output (a full pipe) cannot hold the end of its
 // run: writes get a deadline once the run ends, and the server is stopped.
 func TestShutdownNotHeldByAgentThatDoesNotRead(t *testing.T) {
+	// Not in a synctest bubble: the writes that wait behind the blocked
+	// one wait on a mutex, which keeps a bubble's clock (and the write
+	// deadline) from moving.
 	defer func(d time.Duration) { agentWriteGrace = d }(agentWriteGrace)
 	agentWriteGrace = 200 * time.Millisecond
-	proc := newScriptProc()
+	proc := newScriptServer("E1")
+	changed := make(chan struct{}, 1)
 	sess := New(Options{
 		RunID: "RUN", Label: "script",
 		Launch:  func(context.Context) (*Epoch, error) { return &Epoch{ID: "E1", Proc: proc}, nil },
 		Catalog: tempCatalogs(t), Policy: func(string) config.Policy { return policyAllow },
 		StartupTimeout: 5 * time.Second, DrainTimeout: 300 * time.Millisecond,
+		OnChange: func() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
 	})
 	inR, inW := io.Pipe()
 	mine, theirs := net.Pipe() // unbuffered: a write waits for a reader
@@ -796,20 +561,21 @@ func TestShutdownNotHeldByAgentThatDoesNotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	deadline := time.Now().Add(5 * time.Second)
+	timeout := time.After(5 * time.Second)
 	for st := sess.Status(); st.State != StateReady || st.CatalogRevision == 0; st = sess.Status() {
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-timeout:
 			t.Fatalf("session %s, want ready", st.State)
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
 	// From here on the agent reads nothing: the answer to 9 blocks the
 	// writer, 10 is still unanswered when the drain times out, and its
 	// refusal must not wait behind 9 for ever.
 	send(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"t"}}`)
-	call := proc.next(t)
+	call := proc.await(t)
 	send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t"}}`)
-	proc.next(t)
+	proc.await(t)
 	proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 1<<20) + `"}]}}`)
 	send(EndOfInput)
 	select {

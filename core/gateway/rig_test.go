@@ -43,6 +43,10 @@ type scriptServer struct {
 	// arrived receives (buffered 1) after each line added to got, for a
 	// test outside a bubble (await).
 	arrived chan struct{}
+	// transcript, when set, answers every tools/call with a text result
+	// itself, and wire keeps every line read, the handshake included.
+	transcript bool
+	wire       []json.RawMessage // guarded by mu
 }
 
 var _ Process = (*scriptServer)(nil)
@@ -51,8 +55,8 @@ var _ Process = (*scriptServer)(nil)
 // arguments may be anything.
 const scriptTools = `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`
 
-func newScriptServer(epoch string) *scriptServer {
-	p := &scriptServer{epoch: epoch, done: make(chan struct{}), arrived: make(chan struct{}, 1)}
+func newScriptServer(epoch string, transcript bool) *scriptServer {
+	p := &scriptServer{epoch: epoch, done: make(chan struct{}), arrived: make(chan struct{}, 1), transcript: transcript}
 	p.inR, p.inW = io.Pipe()
 	p.outR, p.outW = io.Pipe()
 	go p.serve()
@@ -91,9 +95,20 @@ func (p *scriptServer) serve() {
 	for sc.Scan() {
 		line := json.RawMessage(slices.Clone(sc.Bytes()))
 		m, err := mcpwire.Parse(line)
+		if p.transcript {
+			p.mu.Lock()
+			p.wire = append(p.wire, line)
+			p.mu.Unlock()
+		}
 		if err == nil && m.Kind == mcpwire.KindRequest {
 			var result string
 			switch m.Method {
+			case methodToolsCall:
+				if p.transcript {
+					var name string
+					_ = json.Unmarshal(mcpwire.GetPath(m.Params, "name"), &name)
+					result = `{"content":[{"type":"text","text":"called ` + name + ` on ` + p.epoch + `"}]}`
+				}
 			case methodInitialize:
 				result = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"script","version":"` + p.epoch + `"}}`
 			case methodDiscover:
@@ -199,12 +214,13 @@ func methodOf(line json.RawMessage) string {
 
 // bubble is a Session in a synctest bubble, with its agent and processes.
 type bubble struct {
-	t      *testing.T
-	sess   *Session
-	audit  *fakeAudit
-	inW    *io.PipeWriter
-	outR   *io.PipeReader
-	served chan error
+	t          *testing.T
+	transcript bool // its processes are scriptServers in transcript mode
+	sess       *Session
+	audit      *fakeAudit
+	inW        *io.PipeWriter
+	outR       *io.PipeReader
+	served     chan error
 
 	mu     sync.Mutex
 	procs  []*scriptServer   // guarded by mu; one per epoch, in order
@@ -217,7 +233,14 @@ type bubble struct {
 // agent's connection closes) when the test does, unless it did already.
 func newBubble(t *testing.T, edit func(*Options)) *bubble {
 	t.Helper()
-	b := &bubble{t: t, audit: &fakeAudit{}, served: make(chan error, 1)}
+	return startBubble(t, false, edit)
+}
+
+// startBubble is newBubble; with transcript set, the processes answer
+// tools/call themselves and keep every line (see scriptServer).
+func startBubble(t *testing.T, transcript bool, edit func(*Options)) *bubble {
+	t.Helper()
+	b := &bubble{t: t, audit: &fakeAudit{}, served: make(chan error, 1), transcript: transcript}
 	o := Options{
 		RunID: "RUN", Label: "script",
 		Launch:         b.launch,
@@ -251,7 +274,7 @@ func (b *bubble) launch(context.Context) (*Epoch, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	id := fmt.Sprintf("E%d", len(b.procs)+1)
-	p := newScriptServer(id)
+	p := newScriptServer(id, b.transcript)
 	b.procs = append(b.procs, p)
 	return &Epoch{ID: id, Record: identity.Record{ServerLabel: "script", Epoch: id}, Proc: p}, nil
 }

@@ -529,7 +529,7 @@ func TestShutdownNotHeldByAgentThatDoesNotRead(t *testing.T) {
 	// deadline) from moving.
 	defer func(d time.Duration) { agentWriteGrace = d }(agentWriteGrace)
 	agentWriteGrace = 200 * time.Millisecond
-	proc := newScriptServer("E1")
+	proc := newScriptServer("E1", false)
 	changed := make(chan struct{}, 1)
 	sess := New(Options{
 		RunID: "RUN", Label: "script",

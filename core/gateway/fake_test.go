@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
@@ -373,8 +374,10 @@ func (a *agentConn) wait(id int64, d time.Duration) json.RawMessage {
 		}
 		select {
 		case <-a.got:
-		case <-time.After(5 * time.Millisecond):
 		case <-deadline.C:
+			if r, ok := a.response(id); ok {
+				return r
+			}
 			a.t.Fatalf("no response to request %d within %s", id, d)
 		}
 	}
@@ -427,6 +430,7 @@ type rig struct {
 	agent    *agentConn
 	served   chan error
 	secret   string
+	bubble   bool // it runs in a synctest bubble (newBubbleRig)
 
 	mu      sync.Mutex
 	granted []authz.Grant // guarded by mu; every grant made, in order
@@ -547,33 +551,67 @@ func (r *rig) handshake() {
 
 func (r *rig) waitState(want State, d time.Duration) Status {
 	r.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		st := r.sess.Status()
-		if st.State == want && (want != StateReady || st.CatalogRevision != 0) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("session state %s (%s), want %s within %s", st.State, st.Reason, want, d)
-		}
-		time.Sleep(2 * time.Millisecond)
+	var st Status
+	if !r.until(d, func() bool {
+		st = r.sess.Status()
+		return st.State == want && (want != StateReady || st.CatalogRevision != 0)
+	}) {
+		r.t.Fatalf("session state %s (%s), want %s within %s", st.State, st.Reason, want, d)
 	}
+	return st
 }
 
 // pendingFor waits until a pending request exists for the run and returns
 // the newest one.
 func (r *rig) pendingFor(d time.Duration) authz.Request {
 	r.t.Helper()
+	var p []authz.Request
+	if !r.until(d, func() bool { p = r.auth.Pending(); return len(p) > 0 }) {
+		r.t.Fatalf("no approval request within %s", d)
+	}
+	return p[len(p)-1]
+}
+
+// until reports whether cond holds within d. In a bubble it looks each
+// time every goroutine of the bubble is blocked, and moves the bubble's
+// clock on by a millisecond when cond does not hold yet (a timer's turn);
+// outside one (TestRandomInterleavings, which wants real interleavings) it
+// looks every 2 ms.
+func (r *rig) until(d time.Duration, cond func() bool) bool {
+	if r.bubble {
+		return until(d, cond)
+	}
 	deadline := time.Now().Add(d)
-	for {
-		if p := r.auth.Pending(); len(p) > 0 {
-			return p[len(p)-1]
-		}
+	for !cond() {
 		if time.Now().After(deadline) {
-			r.t.Fatalf("no approval request within %s", d)
+			return false
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	return true
+}
+
+// until is rig.until in a synctest bubble.
+func until(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		synctest.Wait()
+		if cond() {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond) // the bubble's clock, not the wall's
+	}
+}
+
+// newBubbleRig is newRig in a synctest bubble: it must be called inside
+// synctest.Test.
+func newBubbleRig(t testing.TB, o rigOptions) *rig {
+	r := newRig(t, o)
+	r.bubble = true
+	return r
 }
 
 // close ends the agent's input and waits for Serve to return.
@@ -608,15 +646,12 @@ func callParams(tool string, n int64, token string) map[string]any {
 	return p
 }
 
-// waitFor polls cond until it holds, failing the test after 5 s.
+// waitFor waits, in a synctest bubble, until cond holds, failing the test
+// after 5 s of the bubble's clock.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 5s for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
+	if !until(5*time.Second, cond) {
+		t.Fatalf("waited 5s for %s", what)
 	}
 }
 

@@ -501,23 +501,25 @@ func TestDuplicateIDWhileHeld(t *testing.T) {
 // once (hold_timeout, naming the limit) instead of piling up held
 // goroutines; the held ones are served in order once the launch completes.
 func TestHeldMessagesAreBounded(t *testing.T) {
-	r := newRig(t, rigOptions{launchDelay: 500 * time.Millisecond})
-	defer r.close()
-	r.agent.request(1_000_000, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "test", "version": "1"}})
-	for i := int64(1); i <= maxHeld; i++ {
-		r.agent.request(i, "ping-me-later", nil) // held: unknown methods pass the gate like any request
-	}
-	code, ref := refusal(t, r.agent.wait(maxHeld, 5*time.Second))
-	if code != HoldTimeout.Code() || ref == nil || !strings.Contains(ref.Reason, "1000 messages") {
-		t.Fatalf("request %d: code %d %+v, want hold_timeout naming the limit", maxHeld, code, ref)
-	}
-	if _, ok := r.agent.response(1); ok {
-		t.Fatal("a held request was answered before the launch completed")
-	}
-	if _, ref := refusal(t, r.agent.wait(1_000_000, 10*time.Second)); ref != nil {
-		t.Fatalf("initialize refused: %+v", ref)
-	}
-	r.agent.wait(maxHeld-1, 10*time.Second) // the held ones go, in order, once launched
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, rigOptions{launchDelay: 500 * time.Millisecond})
+		defer r.close()
+		r.agent.request(1_000_000, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "test", "version": "1"}})
+		for i := int64(1); i <= maxHeld; i++ {
+			r.agent.request(i, "ping-me-later", nil) // held: unknown methods pass the gate like any request
+		}
+		code, ref := refusal(t, r.agent.wait(maxHeld, 5*time.Second))
+		if code != HoldTimeout.Code() || ref == nil || !strings.Contains(ref.Reason, "1000 messages") {
+			t.Fatalf("request %d: code %d %+v, want hold_timeout naming the limit", maxHeld, code, ref)
+		}
+		if _, ok := r.agent.response(1); ok {
+			t.Fatal("a held request was answered before the launch completed")
+		}
+		if _, ref := refusal(t, r.agent.wait(1_000_000, 10*time.Second)); ref != nil {
+			t.Fatalf("initialize refused: %+v", ref)
+		}
+		r.agent.wait(maxHeld-1, 10*time.Second) // the held ones go, in order, once launched
+	})
 }
 
 // TestShutdownNotHeldByAgentThatDoesNotRead: an agent whose input ended and

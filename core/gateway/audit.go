@@ -38,6 +38,14 @@ func (s *Session) auditDown(e *epoch, tool string) *Refusal {
 	return nil
 }
 
+// Decisions of the tool_called event (audit.ToolCalled.Decision): why a
+// call may go ahead.
+const (
+	decisionAllow     = string(policyAllow) // the tool's policy is allow
+	decisionGrant     = "grant"             // a grant of the person covers it
+	decisionUnchecked = "unchecked"         // the session has no Authority (tests, tools)
+)
+
 // callRecord follows one forwarded tools/call from intent to completion.
 type callRecord struct {
 	id      string // the call's ULID in the audit log

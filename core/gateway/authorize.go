@@ -28,14 +28,6 @@ type Credential struct {
 // SecretSource reads a credential scope's secret from the keychain.
 type SecretSource func(scope string) ([]byte, error)
 
-// Decisions of the tool_called event (audit.ToolCalled.Decision): why a
-// call may go ahead.
-const (
-	decisionAllow     = "allow"     // the tool's policy is allow
-	decisionGrant     = "grant"     // a grant of the person covers it
-	decisionUnchecked = "unchecked" // the session has no Authority (tests, tools)
-)
-
 // metaCredentialKey is the params._meta key under which "meta" credentials
 // reach a tools/call: an object mapping scope name to secret. The reverse-DNS
 // prefix follows the MCP _meta naming rules (basic/index, "_meta").
@@ -299,7 +291,7 @@ func (s *Session) runCtx() context.Context {
 }
 
 // waitDecision waits for the decision on request id like Authority.Wait,
-// but returns errPolicyWake when tool's policy is no longer "approve", when
+// but returns errPolicyWake when tool's policy is no longer config.PolicyApprove, when
 // PolicyChanged runs or when policyRecheck has passed, so that the caller
 // re-checks the policy.
 func (s *Session) waitDecision(id, tool string) (*authz.Grant, error) {

@@ -119,7 +119,7 @@ type Options struct {
 	CrashLimit     int           // default 5
 	CrashWindow    time.Duration // default 60 s
 	// Authority checks grants and raises approval requests for tools whose
-	// policy is "approve"; nil forwards them unchecked (tests, tools only).
+	// policy is config.PolicyApprove; nil forwards them unchecked (tests, tools only).
 	Authority *authz.Authority
 	// Credentials are the server's credential scopes; Secrets reads them.
 	Credentials []Credential

@@ -26,7 +26,7 @@ import (
 	"time"
 )
 
-// Policy is the authorization policy of one tool (DESIGN.md "Authorization
+// Policy is the authorization policy of one tool (docs/DESIGN.md, "Authorization
 // and credentials"): [PolicyAllow], [PolicyApprove] or [PolicyDeny]. The
 // configuration file spells it as a JSON string.
 type Policy string

@@ -25,7 +25,7 @@ type handshake struct {
 	listen       *listenState    // the agent's subscriptions/listen, nil when none is open
 }
 
-// era is the protocol era the agent chose (DESIGN.md, "Protocol eras").
+// era is the protocol era the agent chose (docs/DESIGN.md, "Protocol eras").
 type era int
 
 const (

@@ -8,7 +8,7 @@ import (
 	"github.com/portcullis/portcullis/core/config"
 )
 
-// Tool policies (DESIGN.md, "Authorization and credentials"), as the
+// Tool policies (docs/DESIGN.md, "Authorization and credentials"), as the
 // configuration declares them.
 const (
 	policyAllow   = config.PolicyAllow   // no approval

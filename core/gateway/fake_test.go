@@ -366,19 +366,25 @@ func (a *agentConn) response(id int64) (json.RawMessage, bool) {
 // wait returns the response to id, failing after d.
 func (a *agentConn) wait(id int64, d time.Duration) json.RawMessage {
 	a.t.Helper()
+	r, ok := a.within(id, d)
+	if !ok {
+		a.t.Fatalf("no response to request %d within %s", id, d)
+	}
+	return r
+}
+
+// within returns the response to id once it comes, or false after d.
+func (a *agentConn) within(id int64, d time.Duration) (json.RawMessage, bool) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
 		if r, ok := a.response(id); ok {
-			return r
+			return r, true
 		}
 		select {
 		case <-a.got:
 		case <-deadline.C:
-			if r, ok := a.response(id); ok {
-				return r
-			}
-			a.t.Fatalf("no response to request %d within %s", id, d)
+			return a.response(id)
 		}
 	}
 }

@@ -139,14 +139,8 @@ func randomRun(t *testing.T, rnd *rand.Rand) int {
 	// released or refused, forwarded calls are answered.
 	deadline := time.Now().Add(15 * time.Second)
 	for n, tool := range st.sent {
-		for {
-			if _, ok := r.agent.response(n); ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("call %d (%s) got no response; status %+v; pending %+v", n, tool, r.sess.Status(), r.auth.Pending())
-			}
-			time.Sleep(time.Millisecond)
+		if _, ok := r.agent.within(n, time.Until(deadline)); !ok {
+			t.Fatalf("call %d (%s) got no response; status %+v; pending %+v", n, tool, r.sess.Status(), r.auth.Pending())
 		}
 	}
 	for _, id := range st.other {

@@ -26,7 +26,7 @@ import (
 	"time"
 )
 
-// Policy values for [ToolPolicy.Policy] (DESIGN.md "Authorization and credentials").
+// Policy values for [ToolPolicy.Policy] (docs/DESIGN.md, "Authorization and credentials").
 const (
 	// PolicyAllow lets calls to the tool through without approval.
 	PolicyAllow = "allow"

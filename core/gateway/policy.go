@@ -7,7 +7,7 @@ import (
 	"github.com/portcullis/portcullis/core/catalog"
 )
 
-// Tool policies (DESIGN.md, "Authorization and credentials").
+// Tool policies (docs/DESIGN.md, "Authorization and credentials").
 const (
 	policyAllow   = "allow"   // no approval
 	policyApprove = "approve" // a person approves per agent run and epoch (the default)

@@ -1,7 +1,7 @@
 // Package app is the one wiring point of Portcullis: it parses the command
 // line, builds the subsystems from core and platform, and runs them — the
 // menu-bar app (Fyne), the headless daemon, the `connect` shim and the CLI
-// commands (DESIGN.md, "Command line").
+// commands (docs/DESIGN.md, "Command line").
 package app
 
 import (

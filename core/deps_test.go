@@ -1,4 +1,4 @@
-// Package core_test guards the direction of imports (STYLE.md, 1): core is
+// Package core_test guards the direction of imports (docs/DESIGN.md, "Packages"): core is
 // the platform-independent domain, so nothing under core may depend on Fyne,
 // on cgo, or on the app and platform packages that depend on core.
 package core_test

@@ -2,7 +2,7 @@
 // tray icon and menu, the approval window, notifications, Preferences and
 // the audit viewer.
 //
-// Every widget is touched only inside fyne.Do (STYLE.md 7). The UI
+// Every widget is touched only inside fyne.Do (docs/DESIGN.md, "Conventions"). The UI
 // subscribes to core events — the daemon's Changes and the approval
 // authority's Subscribe — and never polls or blocks a gateway goroutine.
 // Menu and card text come from pure functions (menuModel, runLine,

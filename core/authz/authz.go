@@ -1,6 +1,6 @@
 // Package authz holds what a person approved: grants bound to an agent run,
 // a server label and an execution epoch, and the approval requests that
-// produce them (DESIGN.md, "Authorization and credentials").
+// produce them (docs/DESIGN.md, "Authorization and credentials").
 //
 // A Grant covers a tool scope and a credential scope for one epoch of one
 // agent run, until the run ends or for one call. An epoch change voids every
@@ -36,7 +36,7 @@ const (
 	ExpiresOnce    = "once"
 )
 
-// Grant is what a person approved (DESIGN.md: {agentRun, serverLabel,
+// Grant is what a person approved (docs/DESIGN.md, "Authorization and credentials": {agentRun, serverLabel,
 // executionEpoch, toolScope[], credentialScope[], issuedAt, expiresWhen}).
 // Identity, when set, is the identity digest the grant approved for env
 // credential injection at launch. Request names the approval request that

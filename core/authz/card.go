@@ -13,7 +13,7 @@ import (
 )
 
 // Card is what the approval window and `portcullis approvals` show: the
-// facts a person decides on (DESIGN.md, "Authorization and credentials").
+// facts a person decides on (docs/DESIGN.md, "Authorization and credentials").
 //
 // Identity is set on a request to launch a new execution identity with env
 // credentials (the digest of the measured identity); such a request grants

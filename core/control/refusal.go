@@ -8,7 +8,7 @@ import (
 )
 
 // Reason is the machine-readable name of a refusal, carried as "error" in the
-// JSON-RPC error's data (docs/DESIGN.md, "The refresh contract"). Both the
+// JSON-RPC error's data (docs/DESIGN.md, "Error shapes"). Both the
 // daemon's gateway and the `connect` shim answer the agent with refusals of
 // this shape, so it is part of the contract between them.
 type Reason string
@@ -71,7 +71,7 @@ func (r Reason) Code() int {
 
 // Refusal is the data of a JSON-RPC error answered to the agent instead of
 // forwarding its request. Error names the refusal; the other fields are set
-// when they apply. Its JSON form is the object docs/DESIGN.md shows, for
+// when they apply. Its JSON form is the object docs/DESIGN.md ("Error shapes") shows, for
 // example
 //
 //	{"error":"authorization_stale","reason":"server execution epoch changed",

@@ -90,7 +90,7 @@ const AuditSigningOffNote = "the audit log is not signed: signing is turned off 
 const auditSigningOffReason = "settings.auditSigning is false"
 
 // AuditSigning decides how a daemon signs the audit log in dir at its start
-// (DESIGN.md, "Audit log": an HMAC keyed by a credential-store secret, on by
+// (docs/DESIGN.md, "Audit log": an HMAC keyed by a credential-store secret, on by
 // default where a credential store works), for settings.auditSigning on or
 // off. It returns the key to pass as Options.AuditKey, and a note for the
 // person saying why the log stays unsigned (for the daemon's log and

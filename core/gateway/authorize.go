@@ -123,7 +123,7 @@ func credentialAdvice(scope string, err error) string {
 // run's grant for the tool belonged to an older epoch and the agent has not
 // refreshed its tool metadata since. The approval request for the current
 // epoch is raised at the same moment. It runs before the catalog checks:
-// an epoch change is handled before a catalog change (DESIGN.md).
+// an epoch change is handled before a catalog change (docs/DESIGN.md, "The refresh contract").
 func (s *Session) staleAuthorization(e *epoch, c *toolCall) *Refusal {
 	tool := c.name
 	a := s.opts.Authority

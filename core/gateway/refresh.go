@@ -395,7 +395,7 @@ func (s *Session) toolChangedSince(from uint64, cur *catalog.Catalog, tool catal
 }
 
 // Replace starts a new epoch for this agent run and retires the current one
-// (DESIGN.md, "The refresh contract"): the session goes identity-pending and
+// (docs/DESIGN.md, "The refresh contract"): the session goes identity-pending and
 // holds the agent's requests; the new process is launched, calls still in
 // flight on the old one are answered with epoch_ended naming both epochs,
 // the old process group is stopped, the agent's handshake is replayed to the

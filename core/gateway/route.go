@@ -161,7 +161,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 	}
 	switch m.Method {
 	case methodPing:
-		// Answered here, also while no process is running (DESIGN.md,
+		// Answered here, also while no process is running (docs/DESIGN.md,
 		// "Protocol eras").
 		b, _ := mcpwire.NewResult(m.ID, nil)
 		s.writeAgent(b)
@@ -962,7 +962,7 @@ func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {
 	line := m.Raw
 	switch m.Method {
 	case methodToolsChanged:
-		// A signal to refetch, in either era, advertised or not (DESIGN.md:
+		// A signal to refetch, in either era, advertised or not (docs/DESIGN.md, "Trust model":
 		// "a server's own list_changed is a signal to refetch, not proof of
 		// anything"). The agent hears of it once the new revision is known.
 		s.mu.Lock()

@@ -19,7 +19,7 @@
 //   - a request in flight when its epoch ends is answered at once with
 //     epoch_ended and never retried.
 //
-// It also keeps the refresh contract (DESIGN.md): the gateway fetches
+// It also keeps the refresh contract (docs/DESIGN.md): the gateway fetches
 // tools/list itself at every epoch and after every list change, answers the
 // agent's tools/list from the current catalog revision, validates every
 // tools/call against it, and holds the agent's requests while a new epoch is
@@ -140,7 +140,7 @@ type Options struct {
 	OnChange func()
 }
 
-// State is where a session is in its life (DESIGN.md, "The refresh
+// State is where a session is in its life (docs/DESIGN.md, "The refresh
 // contract").
 type State string
 

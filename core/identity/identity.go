@@ -70,7 +70,7 @@ type Observed struct {
 	StartTime uint64 `json:"startTime,omitempty"`
 }
 
-// Record is the execution record of one launch of one server (DESIGN.md
+// Record is the execution record of one launch of one server (docs/DESIGN.md,
 // "Execution identity"). [Measurer.Measure] fills everything measured before
 // launch; the supervisor adds Epoch ([NewEpoch]), ProcessID, StartedAt and,
 // after launch, Observed ([Observe]). Digest fields are "sha256:<hex>"; paths

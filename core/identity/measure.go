@@ -77,7 +77,7 @@ func NewMeasurer(logger *slog.Logger) *Measurer {
 }
 
 // Measure returns the execution record of launching s as far as it can be
-// known before launch (DESIGN.md "Execution identity"); Epoch, ProcessID,
+// known before launch (docs/DESIGN.md, "Execution identity"); Epoch, ProcessID,
 // StartedAt and Observed are left for the supervisor.
 //
 //   - The command is resolved with [LookPath] and symlinks, then digested

@@ -20,7 +20,7 @@ import "strings"
 
 // EpochID names an execution epoch: which code receives a call. The
 // supervisor mints it at launch, never the server (docs/DESIGN.md,
-// "execution epoch").
+// "Vocabulary").
 type EpochID string
 
 // RunID names an agent run: one connection of an agent through the

@@ -10,7 +10,7 @@ import (
 // values are the words of the command line (`portcullis install claude-desktop`).
 type Agent string
 
-// The agents Portcullis knows (DESIGN.md, "Command line").
+// The agents Portcullis knows (docs/DESIGN.md, "Command line").
 const (
 	// ClaudeDesktop is Anthropic's desktop app: claude_desktop_config.json, key
 	// "mcpServers".

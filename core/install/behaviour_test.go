@@ -344,7 +344,7 @@ func TestUnifiedDiff(t *testing.T) {
 }
 
 // TestImports keeps core/install free of fyne, cgo-only packages, platform/ and
-// app/ (STYLE.md, "Imports flow one way").
+// app/ (docs/DESIGN.md, "Packages").
 func TestImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// SecretStore keeps the secret value of a credential scope (DESIGN.md,
+// SecretStore keeps the secret value of a credential scope (docs/DESIGN.md,
 // "Authorization and credentials"): the macOS Keychain or the Secret Service on
 // Linux, implemented in platform/. Install only calls Set for scopes it creates and
 // reads back with Get to check the value arrived; uninstall calls Get for

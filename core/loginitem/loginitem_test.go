@@ -214,7 +214,7 @@ func TestCheckExecutable(t *testing.T) {
 }
 
 // TestImports keeps core/loginitem on the standard library and small
-// libraries: no Fyne, no cgo, no platform or app package (STYLE.md 1).
+// libraries: no Fyne, no cgo, no platform or app package (docs/DESIGN.md, "Packages").
 func TestImports(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {

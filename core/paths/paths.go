@@ -2,7 +2,7 @@
 // directory (config.json), the state directory (audit log, catalog cache, logs) and
 // the runtime directory that holds the daemon's control socket.
 //
-// Layout (DESIGN.md "Configuration"):
+// Layout (docs/DESIGN.md, "Data on disk"):
 //
 //   - PORTCULLIS_HOME, when set, overrides everything: Config = State = $PORTCULLIS_HOME,
 //     Runtime = $PORTCULLIS_HOME/run. It must be an absolute path.

@@ -1,5 +1,5 @@
 // Package secrets declares the credential store of Portcullis: the place where
-// the secret value of each credential scope lives (DESIGN.md, "Authorization and
+// the secret value of each credential scope lives (docs/DESIGN.md, "Authorization and
 // credentials"). Values live only in the operating system's store — the macOS
 // Keychain or a Secret Service on Linux, implemented in package platform — and
 // never in configuration files, logs, audit records or error texts.

@@ -1,7 +1,7 @@
 //go:build unix
 
 // Package supervisor launches and stops one local MCP server process over
-// stdio (DESIGN.md "Processes"). The server runs in its own process group so
+// stdio (docs/DESIGN.md, "Processes"). The server runs in its own process group so
 // that stopping it also stops whatever it spawned: Stop follows the MCP stdio
 // shutdown sequence (specification 2025-11-25, "Lifecycle" > "Shutdown" >
 // "stdio": close the server's stdin, wait, SIGTERM, wait, SIGKILL), sends the

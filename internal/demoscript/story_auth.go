@@ -32,7 +32,7 @@ const (
 )
 
 // authStory is the approval chapter: grants bound to epochs, told with a
-// rebuild (DESIGN.md, "The refresh contract", "Authorization and
+// rebuild (docs/DESIGN.md, "The refresh contract", "Authorization and
 // credentials"). The person's decisions are made on the command line
 // (`portcullis approvals`, `portcullis approve ID`).
 type authStory struct {

@@ -1,7 +1,7 @@
 // Command creds is a small MCP server over stdio (go-sdk, [mcp.StdioTransport])
 // that needs a credential for its write tool, so that Portcullis's tests can
 // prove which execution epoch received which credential across rebuilds
-// (DESIGN.md, "Authorization and credentials").
+// (docs/DESIGN.md, "Authorization and credentials").
 //
 // The revision is chosen at build time:
 //

@@ -1,7 +1,7 @@
 // Command publish is a small MCP server over stdio (go-sdk, [mcp.StdioTransport])
 // whose advertised contract depends on how it was built, so that Portcullis's
 // tests can rebuild it over the same path and watch catalog revisions and
-// execution epochs change (DESIGN.md, "The refresh contract").
+// execution epochs change (docs/DESIGN.md, "The refresh contract").
 //
 // The revision is chosen at build time:
 //

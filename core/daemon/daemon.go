@@ -234,6 +234,7 @@ func New(o Options) (*Daemon, error) {
 		OnRequested: d.approvalRequested,
 		OnGranted:   d.approvalGranted,
 		OnDenied:    d.approvalDenied,
+		OnWithdrawn: d.approvalWithdrawn,
 		ToolDenied:  func(label, tool string) bool { return d.policyOf(label, tool) == config.PolicyDeny },
 	})
 	return d, nil

@@ -433,7 +433,7 @@ func (s *Session) injectMeta(e *epoch, m *mcpwire.Message, tool string, granted,
 func (s *Session) requestFor(e *epoch, m *mcpwire.Message, tool string, creds []string, askEvery bool, reason string, stale *authz.Grant) string {
 	a := s.opts.Authority
 	if !askEvery {
-		if id, ok := a.Find(s.opts.RunID, e.ID, tool, creds); ok {
+		if id, ok := a.Find(s.opts.RunID, e.ID, tool, creds, argsDigestOf(m)); ok {
 			return id
 		}
 	}
@@ -463,11 +463,12 @@ func (s *Session) card(e *epoch, m *mcpwire.Message, tool string, creds []string
 	if hasPrev && approvedEpoch != e.ID {
 		c.IdentityChanges = identity.Diff(prevRec, e.Record)
 	}
+	var offered []string
 	if cat != nil {
 		c.CatalogRevision = cat.Revision
 		for _, t := range cat.Tools {
 			if s.policy(t.Name) == "approve" {
-				c.ToolScope = append(c.ToolScope, t.Name)
+				offered = append(offered, t.Name)
 			}
 		}
 		if t, ok := cat.Lookup(tool); ok {
@@ -479,12 +480,10 @@ func (s *Session) card(e *epoch, m *mcpwire.Message, tool string, creds []string
 			}
 		}
 	}
-	if !slices.Contains(c.ToolScope, tool) {
-		c.ToolScope = append(c.ToolScope, tool)
-	}
-	if askEvery {
-		c.ToolScope = []string{tool}
-	}
+	// The card proposes the called tool, or after a rebuild what the
+	// person chose for the previous epoch; other tools stay unticked.
+	c = s.opts.Authority.Propose(c, offered)
+	c.Stale = stale != nil
 	switch {
 	case reason != "":
 		c.Reason = reason

@@ -174,11 +174,21 @@ func TestStaleAfterEpochChange(t *testing.T) {
 	r.agent.request(4, "tools/list", nil)
 	r.agent.wait(4, 5*time.Second)
 	r.agent.request(5, "tools/call", callParams(toolWrite, 5, ""))
-	time.Sleep(20 * time.Millisecond)
-	if n := len(r.auth.Pending()); n != 1 {
-		t.Errorf("%d pending requests after the retry, want the one raised with the refusal", n)
+	// The retry has other arguments than the refused call the card
+	// showed: it gets its own card, which the stale card's approval for
+	// the run does not decide.
+	retry := r.pendingWhere(5*time.Second, func(q authz.Request) bool { return q.ID != p[0].ID })
+	if !retry.Card.Stale && !p[0].Card.Stale {
+		t.Errorf("neither card is marked stale: %+v, %+v", p[0].Card, retry.Card)
+	}
+	if retry.Card.Stale {
+		t.Errorf("the retry's own card is marked stale: %+v", retry.Card)
 	}
 	decide(t, r, p[0].ID, authz.ApproveRun)
+	if q := r.auth.Pending(); len(q) != 1 || q[0].ID != retry.ID {
+		t.Fatalf("pending after approving the stale card: %+v, want the retry's own card %s", q, retry.ID)
+	}
+	decide(t, r, retry.ID, authz.ApproveRun)
 	if got := mustResult(t, r.agent.wait(5, 5*time.Second)); got != "write 5 on E2" {
 		t.Errorf("result %q", got)
 	}
@@ -247,15 +257,16 @@ func TestDenyTimeoutOnceAndAskEveryUse(t *testing.T) {
 		}
 	})
 	t.Run("once, two calls waiting", func(t *testing.T) {
-		// Both calls wait on one request; the once grant serves one of
-		// them and the other asks again. Its progress messages then name
-		// the new request at once, not the spent one.
+		// The same call twice (same arguments): both wait on one request,
+		// whose card shows that call; the once grant serves one of them
+		// and the other asks again. Its progress messages then name the
+		// new request at once, not the spent one.
 		r := newRig(t, rigOptions{})
 		defer r.close()
 		r.handshake()
 		r.agent.request(1, "tools/call", callParams(toolWrite, 1, "tok-1"))
 		first := r.pendingFor(5 * time.Second)
-		r.agent.request(2, "tools/call", callParams(toolWrite, 2, "tok-2"))
+		r.agent.request(2, "tools/call", callParams(toolWrite, 1, "tok-2"))
 		waitFor(t, "both calls' first progress message", func() bool {
 			return len(r.agent.notifications("notifications/progress")) >= 2
 		})
@@ -344,10 +355,11 @@ func TestOnceGrantCoversTheCallShown(t *testing.T) {
 	}
 }
 
-// TestCallNotShownAsksForItself: a call that waited on a request raised for
-// another call (its tool was in that card's scope) and that the person's
-// narrowed approval leaves out was never shown to anyone: it is not refused
-// as "approved other tools" but asks with a card of its own.
+// TestCallNotShownAsksForItself: the first card of a run proposes the
+// called tool only and offers the other approve tool unticked; a call that
+// arrives while that card is open gets a card of its own at once; and a
+// decision on the first card, even widened to the second call's tool, does
+// not let the second call run: it waits until its own card is decided.
 func TestCallNotShownAsksForItself(t *testing.T) {
 	r := newRig(t, rigOptions{policy: func(string) string { return "approve" }})
 	defer r.close()
@@ -356,43 +368,26 @@ func TestCallNotShownAsksForItself(t *testing.T) {
 	r.agent.wait(1, 5*time.Second)
 	r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
 	first := r.pendingFor(5 * time.Second)
-	if !slices.Equal(first.Card.ToolScope, []string{toolWrite, toolRead}) {
-		t.Fatalf("card tool scope %v, want both approve tools", first.Card.ToolScope)
+	if !slices.Equal(first.Card.ToolScope, []string{toolWrite}) || !slices.Equal(first.Card.OtherTools, []string{toolRead}) {
+		t.Fatalf("card tool scope %v, other tools %v; want [%s] proposed, [%s] offered", first.Card.ToolScope, first.Card.OtherTools, toolWrite, toolRead)
 	}
 	r.agent.request(3, "tools/call", callParams(toolRead, 3, ""))
-	// The read call waits on the write call's request (its tool is in scope).
-	waitFor(t, "both calls waiting on the first request", func() bool {
-		r.sess.mu.Lock()
-		defer r.sess.mu.Unlock()
-		n := 0
-		for _, p := range r.sess.pending {
-			if p.approval == first.ID {
-				n++
-			}
-		}
-		return n == 2
-	})
-	if p := r.auth.Pending(); len(p) != 1 {
-		t.Fatalf("%d pending requests, want the read call to wait on the first", len(p))
-	}
-	if err := r.auth.Decide(first.ID, authz.Decision{Choice: authz.ApproveRun, Tools: []string{toolWrite}, By: "cli"}); err != nil {
-		t.Fatal(err)
-	}
-	mustResult(t, r.agent.wait(2, 5*time.Second))
-	var second authz.Request
-	waitFor(t, "a card for the read call", func() bool {
-		p := r.auth.Pending()
-		if len(p) == 1 && p[0].ID != first.ID {
-			second = p[0]
-			return true
-		}
-		return false
-	})
+	second := r.pendingWhere(5*time.Second, func(q authz.Request) bool { return q.ID != first.ID })
 	if second.Card.Tool != toolRead || string(second.Card.Arguments) != `{"n":3}` {
 		t.Errorf("the read call's own card: %+v", second.Card)
 	}
+	if err := r.auth.Decide(first.ID, authz.Decision{Choice: authz.ApproveRun, Tools: []string{toolWrite, toolRead}, By: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	mustResult(t, r.agent.wait(2, 5*time.Second))
+	if p := r.auth.Pending(); len(p) != 1 || p[0].ID != second.ID {
+		t.Fatalf("pending after the first decision: %+v, want the read call's own card", p)
+	}
 	if _, ok := r.agent.response(3); ok {
 		t.Fatal("the read call was answered before its own card was decided")
+	}
+	if got := r.launcher.received(); len(got) != 1 || got[0].Tool != toolWrite {
+		t.Fatalf("the servers received %+v, want the write call only", got)
 	}
 	decide(t, r, second.ID, authz.ApproveOnce)
 	mustResult(t, r.agent.wait(3, 5*time.Second))

@@ -460,7 +460,11 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 			return
 		}
 		if err := d.authz.Decide(h.Request, authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, By: "cli"}); err != nil {
-			reply(c, control.Reply{Error: err.Error(), Code: "decide_failed"})
+			code := "decide_failed"
+			if re := (*authz.ResolvedError)(nil); errors.As(err, &re) {
+				code = control.CodeResolvedPrefix + re.Outcome // withdrawn, and why, in the error
+			}
+			reply(c, control.Reply{Error: err.Error(), Code: code})
 			return
 		}
 		// Reply.Data is the grant made (authz.Grant), absent for a denial:

@@ -46,11 +46,11 @@ type ApprovalWindow struct {
 	clock func() time.Time
 	log   *slog.Logger
 
-	win     fyne.Window     // created on first use
-	queue   []authz.Request // oldest first
-	cur     int             // index of the request shown
+	win     fyne.Window                // created on first use
+	queue   []authz.Request            // oldest first
+	cur     int                        // index of the request shown
 	ticks   map[string]map[string]bool // request → tool → ticked, where the person changed the proposal
-	popped  map[string]bool // pending requests the window popped up for
+	popped  map[string]bool            // pending requests the window popped up for
 	visible bool
 
 	// guard is how long after a card appears (the window popped up, or the

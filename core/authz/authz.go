@@ -461,7 +461,7 @@ func (a *Authority) publishLocked(ev Event) {
 // very call: tool with arguments of digest args (and every credential of
 // creds), if any. Only such calls share a decision: a call that arrives
 // while a card for another call is open gets its own card, so no call runs
-// under a decision whose card did not show it (DESIGN.md, "Authorization
+// under a decision whose card did not show it (docs/DESIGN.md, "Authorization
 // and credentials"). Cards never change once raised.
 func (a *Authority) Find(run, epoch, tool string, creds []string, args string) (string, bool) {
 	a.mu.Lock()

@@ -25,7 +25,7 @@ import (
 // once covers that call only, not another call of the tool. Defaults are the
 // values that omitted arguments will take.
 //
-// The tool scope a card proposes is what the person saw ticked (DESIGN.md,
+// The tool scope a card proposes is what the person saw ticked (docs/DESIGN.md,
 // "Authorization and credentials"; see Authority.Propose): ToolScope is
 // what "Approve for this run" grants unless the person changes the ticks:
 // the called tool only on the first card of a run, and after a rebuild the

@@ -627,7 +627,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 	s.mu.Unlock()
 	if a := s.opts.Authority; a != nil {
 		// A call that waited for a person on e will never run on it: its
-		// card goes away now, saying why (DESIGN.md, "Authorization and
+		// card goes away now, saying why (docs/DESIGN.md, "Authorization and
 		// credentials").
 		what := "the server's execution epoch " + e.ID + " ended (" + why + ")"
 		if next != nil {

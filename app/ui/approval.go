@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -69,6 +70,7 @@ type ApprovalWindow struct {
 	body        *fyne.Container
 	scroll      *container.Scroll
 	countdown   *widget.Label
+	scope       *widget.Label // what the run approval grants now, beside its button whatever the scroll
 	approveRun  *escButton
 	approveOnce *escButton
 	deny        *escButton
@@ -101,6 +103,8 @@ func (w *ApprovalWindow) ensure() {
 	w.scroll = container.NewVScroll(w.body)
 	w.countdown = widget.NewLabel("")
 	w.countdown.Wrapping = fyne.TextWrapWord
+	w.scope = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	w.scope.Wrapping = fyne.TextWrapWord
 	w.deny = w.button(denyText, theme.CancelIcon(), func() { w.decide(authz.Deny) })
 	w.approveOnce = w.button(approveOnceText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveOnce) })
 	w.approveRun = w.button(approveRunText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveRun) })
@@ -108,7 +112,7 @@ func (w *ApprovalWindow) ensure() {
 	w.top = container.NewBorder(nil, nil, nil, container.NewHBox(w.queueLabel, w.prev, w.next), w.heading)
 	top := w.top
 	buttons := container.NewHBox(layout.NewSpacer(), w.deny, w.approveOnce, w.approveRun)
-	bottom := container.NewVBox(widget.NewSeparator(), w.countdown, buttons)
+	bottom := container.NewVBox(widget.NewSeparator(), w.scope, w.countdown, buttons)
 	w.win.SetContent(container.NewBorder(container.NewVBox(top, widget.NewSeparator()), bottom, nil, nil, w.scroll))
 	// Small enough for a 768-pixel-high screen at scale 1 (the card
 	// scrolls; the buttons and the countdown stay in view).
@@ -379,6 +383,7 @@ func (w *ApprovalWindow) render() {
 		w.body.Objects = nil
 		w.body.Refresh()
 		w.countdown.SetText("")
+		w.scope.Hide()
 		w.approveRun.Disable()
 		w.approveOnce.Disable()
 		w.deny.Disable()
@@ -429,10 +434,17 @@ func (w *ApprovalWindow) render() {
 func (w *ApprovalWindow) updateApproveRun(r authz.Request) {
 	if r.Card.AskEveryUse {
 		w.approveRun.Hide()
+		w.scope.Hide()
 		return
 	}
 	w.approveRun.Show()
 	setEnabled(w.approveRun, len(r.Card.ToolScope) == 0 || len(w.ticked(r)) > 0)
+	if t := scopeText(r.Card, w.ticked(r)); t != "" {
+		w.scope.SetText(t)
+		w.scope.Show()
+	} else {
+		w.scope.Hide()
+	}
 }
 
 func setEnabled(b fyne.Disableable, on bool) {
@@ -535,6 +547,25 @@ func (w *ApprovalWindow) cardObjects(r authz.Request, v cardView) []fyne.CanvasO
 		}
 	}
 	return objs
+}
+
+// scopeText says, beside the buttons, what the run approval of card c
+// grants with the tools ticked now: the person sees it whatever part of
+// the card is scrolled into view. "" for a card without tools (a launch).
+func scopeText(c authz.Card, ticked []string) string {
+	if c.Identity != "" || len(c.Offered()) == 0 {
+		return ""
+	}
+	button := approveRunText
+	if c.Stale {
+		button = allowNewCodeText
+	}
+	n := len(c.Offered()) - len(ticked)
+	t := "“" + button + "” grants " + strings.Join(ticked, ", ")
+	if n > 0 {
+		t += fmt.Sprintf(" (%d more not ticked)", n)
+	}
+	return t
 }
 
 // toolsHeading heads the tool check boxes: what the ticks mean, and that

@@ -470,3 +470,31 @@ func TestApprovalDefaultTicks(t *testing.T) {
 		t.Error("the card after a stale one lacks Approve once or Approve for this run")
 	}
 }
+
+// TestScopeText: the line beside the buttons says what the run approval
+// grants with the ticks as they are.
+func TestScopeText(t *testing.T) {
+	stale := firstCard()
+	stale.Stale = true
+	tests := []struct {
+		card   authz.Card
+		ticked []string
+		want   string
+	}{
+		{firstCard(), []string{"read_text_file"}, "“Approve for this run” grants read_text_file (2 more not ticked)"},
+		{firstCard(), []string{"read_text_file", "write_file", "delete_file"}, "“Approve for this run” grants read_text_file, write_file, delete_file"},
+		{stale, []string{"read_text_file"}, "“Allow the new code for this run” grants read_text_file (2 more not ticked)"},
+		{launchCard(), nil, ""},
+	}
+	for _, tt := range tests {
+		if got := scopeText(tt.card, tt.ticked); got != tt.want {
+			t.Errorf("scopeText(%s, %v) = %q, want %q", tt.card.Tool, tt.ticked, got, tt.want)
+		}
+	}
+	// In the window, it follows the ticks.
+	w, _ := newTestWindow(t, request("apr_1", 0, firstCard()))
+	checks(w)["delete_file"].SetChecked(true)
+	if got, want := w.scope.Text, "“Approve for this run” grants read_text_file, delete_file (1 more not ticked)"; got != want {
+		t.Errorf("scope line after ticking delete_file: %q, want %q", got, want)
+	}
+}

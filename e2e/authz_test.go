@@ -106,7 +106,7 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			if retry.ID == reqB.ID || retry.Card.Stale {
 				t.Fatalf("the retry's card %+v: want its own, not stale", retry)
 			}
-			if r, err := s.home.Run(testContext(t, 30*time.Second), "approve", reqB.ID, "--once"); err == nil || !strings.Contains(r.Stderr, "refused already") {
+			if r, err := s.home.RunAtTerminal(testContext(t, 30*time.Second), "approve", reqB.ID, "--once"); err == nil || !strings.Contains(r.Stderr, "refused already") {
 				t.Errorf("approve --once of the stale card: %v, stderr %q; want it refused", err, r.Stderr)
 			}
 			decideCLI(t, s.home, "approve", reqB.ID)

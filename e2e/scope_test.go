@@ -247,7 +247,7 @@ func TestEndedEpochWithdrawsTheWaitingRequest(t *testing.T) {
 	if w := run.Withdrawn[0]; w.Request != req.ID || !strings.Contains(w.Reason, "replaced") || !strings.Contains(w.Reason, req.Card.CurrentEpoch) {
 		t.Errorf("status withdrawn %+v, want %s with the reason", run.Withdrawn, req.ID)
 	}
-	r, err := s.home.Run(testContext(t, 30*time.Second), "approve", req.ID)
+	r, err := s.home.RunAtTerminal(testContext(t, 30*time.Second), "approve", req.ID)
 	var ee *harness.ExitError
 	if !errors.As(err, &ee) || !strings.Contains(r.Stderr, "withdrawn") || !strings.Contains(r.Stderr, "replaced") || !strings.Contains(r.Stderr, "nothing was granted") {
 		t.Errorf("approve of the withdrawn request: %v, stdout %q, stderr %q; want a failure saying it was withdrawn and why", err, r.Stdout, r.Stderr)

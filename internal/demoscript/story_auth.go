@@ -198,7 +198,7 @@ func (a *authStory) newCard(ctx context.Context) error {
 
 func (a *authStory) approveAgain(ctx context.Context) error {
 	a.step("The person allows the new code for this run on that card; the agent refreshes (tools/list) and calls again")
-	r, err := a.home.Run(ctx, "approve", a.stale)
+	r, err := a.home.RunAtTerminal(ctx, "approve", a.stale)
 	if err != nil {
 		return err
 	}

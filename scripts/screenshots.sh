@@ -116,6 +116,17 @@ recv() {
 	die "no response $1 from the agent connection"
 }
 
+# person ARGS...: run `portcullis ARGS...` as the person does: at a terminal
+# of its own (script(1)), outside this script's process tree (setsid -f),
+# since this script is the agent's parent and the daemon refuses decisions
+# from an agent's tree; waits for it and fails when it fails.
+person() {
+	local done="$tmp/person.$RANDOM"
+	setsid -f sh -c 'script -qec "$1" /dev/null </dev/null >"$2.out" 2>&1; echo $? >"$2.code"' sh "$(printf '%q ' "$bin" "$@")" "$done"
+	wait_for 30 "portcullis $*" test -s "$done.code"
+	[[ "$(cat "$done.code")" == 0 ]] || die "portcullis $* failed: $(cat "$done.out")"
+}
+
 approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | sed -n 1p | cut -d'"' -f4; }
 has_approval() { [[ -n "$(approval_id)" ]]; }
 # epoch_ready N: the run is ready on its Nth epoch.
@@ -161,7 +172,7 @@ for scale in 1 2; do
 	send '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
 	wait_for 20 "the first approval request" has_approval
 	shoot "Portcullis — Approval needed" "$out/approval-proposed$suffix.png"
-	"$bin" approve "$(approval_id)" --tools status >/dev/null
+	person approve "$(approval_id)" --tools status
 	recv 3
 
 	# Rebuild as revision B with a destructive tool: new epoch, new
@@ -173,7 +184,7 @@ for scale in 1 2; do
 	send '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
 	wait_for 20 "the approval request after the rebuild" has_approval
 	shoot "Portcullis — Approval needed" "$out/approval$suffix.png"
-	"$bin" approve "$(approval_id)" >/dev/null
+	person approve "$(approval_id)"
 	recv 5
 
 	# Rebuild again (same catalog, another binary); a call prepared
@@ -185,7 +196,7 @@ for scale in 1 2; do
 	recv 6
 	wait_for 20 "the card of the stale refusal" has_approval
 	shoot "Portcullis — Approval needed" "$out/approval-stale$suffix.png"
-	"$bin" deny "$(approval_id)" >/dev/null
+	person deny "$(approval_id)"
 
 	click_menu "$app" "Preferences…"
 	shoot "Portcullis Preferences" "$out/preferences$suffix.png"

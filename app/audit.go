@@ -185,7 +185,6 @@ type eventFields struct {
 	DurationMS      float64           `json:"durationMs"`
 	Error           string            `json:"error"`
 	Request         ids.RequestID     `json:"request"`
-	By              string            `json:"by"`
 	Stale           bool              `json:"stale"`
 	ToolScope       []string          `json:"toolScope"`
 	CredentialScope []string          `json:"credentialScope"`

@@ -62,8 +62,9 @@ Usage:
   portcullis status [--json]         per agent run: label, state, epoch, pid, digests
   portcullis creds set|list|remove   set SCOPE [--env VAR|--meta] [--ask-every-use]  (secret from stdin)
   portcullis approvals [--json]      pending approval requests, with their cards
-  portcullis approve ID [--once] [--tools a,b]
-                                     approve for this agent run (--once: the call shown only; --tools: only these)
+  portcullis approve ID [--once] [--tools a,b | --all]
+                                     approve for this agent run the tools the card proposes (--once: the call
+                                         shown only; --tools: the called tool and these; --all: every tool shown)
   portcullis deny ID                 deny a pending approval request
   portcullis changes [--json] | confirm ID | reject ID
                                      a change made to config.json outside Portcullis that widens trust,

@@ -52,33 +52,45 @@ func (a *App) runApprovals(args []string) error {
 	return nil
 }
 
-// decideHint is the line under a card that says how to answer it: --tools
-// only when the card has tools to narrow, and what --once means for it.
+// decideHint is the line under a card that says how to answer it: what a
+// plain approve grants (the proposed scope), --tools and --all when the card
+// offers other tools, --once unless the card's call was refused already.
 func decideHint(r authz.Request) string {
-	run := "portcullis approve " + r.ID
-	if len(r.Card.ToolScope) > 1 {
-		run += " [--tools a,b]"
-	}
-	if r.Card.AskEveryUse {
+	c := r.Card
+	if c.AskEveryUse {
 		// Every approval of such a card serves one call or launch.
 		what := "this call only"
-		if r.Card.Identity != "" {
+		if c.Identity != "" {
 			what = "this launch only"
 		}
 		return "portcullis approve " + r.ID + " (" + what + ": a credential asks on every use)   |   portcullis deny " + r.ID
 	}
+	run := "portcullis approve " + r.ID
+	if len(c.ToolScope) > 0 {
+		run += " (grants " + strings.Join(c.ToolScope, ", ") + ")"
+	}
+	if len(c.OtherTools) > 0 {
+		run += " [--tools a,b | --all]"
+	}
+	if c.Stale {
+		// Its call was refused already: there is no call to approve once.
+		return run + "   |   portcullis deny " + r.ID
+	}
 	once := "portcullis approve " + r.ID + " --once"
-	if r.Card.Identity != "" {
+	if c.Identity != "" {
 		once += " (this launch only)"
-	} else if r.Card.Tool != "" {
+	} else if c.Tool != "" {
 		once += " (this call only)"
 	}
 	return run + "   |   " + once + "   |   portcullis deny " + r.ID
 }
 
 // runDecide answers one approval request: approve (for the agent run, or
-// --once; --tools narrows the run approval to some of the card's tools) or
-// deny.
+// --once) or deny. Approving for the run grants the tools the card proposes;
+// --tools grants the called tool and the tools named (each shown on the
+// card), --all every tool the card shows. An id that is no longer pending is
+// still sent, so that the daemon says what became of it (withdrawn, and
+// why; decided; timed out).
 func (a *App) runDecide(choice authz.Choice, args []string) error {
 	name := "approve"
 	if choice == authz.Deny {
@@ -87,6 +99,7 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	fs := newFlags(name)
 	once := fs.Bool("once", false, "")
 	tools := fs.String("tools", "", "")
+	all := fs.Bool("all", false, "")
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:] // the id may come before the flags
@@ -105,29 +118,50 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		}
 		choice = authz.ApproveOnce
 	}
-	var narrowed []string
-	if *tools != "" {
-		if choice != authz.ApproveRun {
-			return usagef("--tools goes with approve (for this run)")
-		}
-		narrowed = strings.Split(*tools, ",")
+	if (*tools != "" || *all) && choice != authz.ApproveRun {
+		return usagef("--tools and --all go with approve (for this run)")
+	}
+	if *tools != "" && *all {
+		return usagef("--tools or --all, not both")
 	}
 	if err := a.atTerminal(name, id); err != nil {
 		return err
 	}
-	req, err := a.pendingRequest(id)
+	req, pending, err := a.pendingRequest(id)
 	if err != nil {
 		return err
 	}
-	for _, t := range narrowed {
-		if !slices.Contains(req.Card.ToolScope, t) {
-			return usagef("--tools: %q is not in the request's tool scope (%s)", t, strings.Join(req.Card.ToolScope, ", "))
+	if !pending {
+		return a.decideGone(id)
+	}
+	c := req.Card
+	var chosen []string
+	switch {
+	case *all:
+		chosen = c.Offered()
+	case *tools != "":
+		offered := c.Offered()
+		for _, t := range strings.Split(*tools, ",") {
+			t = strings.TrimSpace(t)
+			if t == "" {
+				continue
+			}
+			if !slices.Contains(offered, t) {
+				return usagef("--tools: %q is not on the card of %s (it shows %s)", t, id, strings.Join(offered, ", "))
+			}
+			if !slices.Contains(chosen, t) {
+				chosen = append(chosen, t)
+			}
+		}
+		if c.Tool != "" && !slices.Contains(chosen, c.Tool) {
+			// The call that waits is what a run approval approves first.
+			chosen = append([]string{c.Tool}, chosen...)
 		}
 	}
-	if narrowed != nil && req.Card.Tool != "" && !slices.Contains(narrowed, req.Card.Tool) {
-		return usagef("--tools must include %s, the tool of the call that waits (to refuse that call, use portcullis deny %s)", req.Card.Tool, id)
+	if choice == authz.ApproveOnce && c.Stale {
+		return fmt.Errorf("%s cannot be approved once: its call (%s) was refused already as authorization_stale, so there is no call to approve; `portcullis approve %s` allows the new code for this run, `portcullis deny %s` refuses", id, c.Tool, id, id)
 	}
-	hello := control.Hello{Op: control.OpDecide, Request: id, Choice: string(choice), Tools: narrowed}
+	hello := control.Hello{Op: control.OpDecide, Request: id, Choice: string(choice), Tools: chosen}
 	timeout := 5 * time.Second
 	if authed, err := a.startAuthentication(choice, req); err != nil {
 		return err
@@ -139,9 +173,9 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	if err != nil {
 		return daemonError(err)
 	}
-	granted := req.Card.ToolScope
-	if narrowed != nil {
-		granted = narrowed
+	granted := c.ToolScope
+	if chosen != nil {
+		granted = chosen
 	}
 	// The daemon answers with the grant it made: tools denied by a policy
 	// meanwhile are left out of it, so it is what the person gave.
@@ -150,18 +184,22 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		granted = g.ToolScope
 	}
 	switch {
-	case choice != authz.Deny && req.Card.AskEveryUse && req.Card.Identity != "":
-		fmt.Fprintf(a.Stdout, "Approved %s for this launch only: %s asks on every use, so the next launch asks again.\n", id, strings.Join(req.Card.CredentialScope, ", "))
-	case choice != authz.Deny && req.Card.AskEveryUse:
-		fmt.Fprintf(a.Stdout, "Approved %s for the call shown only (%s): a credential of %s asks on every use, so the next call asks again.\n", id, req.Card.Tool, req.Card.ServerLabel)
-	case choice == authz.ApproveRun && req.Card.Identity != "":
-		fmt.Fprintf(a.Stdout, "Approved %s: this build of %s may receive %s (if the code on disk changes before it starts, you are asked again).\n", id, req.Card.ServerLabel, strings.Join(req.Card.CredentialScope, ", "))
+	case choice != authz.Deny && c.AskEveryUse && c.Identity != "":
+		fmt.Fprintf(a.Stdout, "Approved %s for this launch only: %s asks on every use, so the next launch asks again.\n", id, strings.Join(c.CredentialScope, ", "))
+	case choice != authz.Deny && c.AskEveryUse:
+		fmt.Fprintf(a.Stdout, "Approved %s for the call shown only (%s): a credential of %s asks on every use, so the next call asks again.\n", id, c.Tool, c.ServerLabel)
+	case choice == authz.ApproveRun && c.Identity != "":
+		fmt.Fprintf(a.Stdout, "Approved %s: this build of %s may receive %s (if the code on disk changes before it starts, you are asked again).\n", id, c.ServerLabel, strings.Join(c.CredentialScope, ", "))
 	case choice == authz.ApproveRun:
-		fmt.Fprintf(a.Stdout, "Approved %s for this agent run and epoch %s: %s.\n", id, req.Card.CurrentEpoch, strings.Join(granted, ", "))
-	case choice == authz.ApproveOnce && req.Card.Identity != "":
-		fmt.Fprintf(a.Stdout, "Approved %s once: this launch of %s may receive %s; a later launch asks again.\n", id, req.Card.ServerLabel, strings.Join(req.Card.CredentialScope, ", "))
-	case choice == authz.ApproveOnce && req.Card.Tool != "":
-		fmt.Fprintf(a.Stdout, "Approved %s for the call shown: %s with these arguments, once; other calls ask again.\n", id, req.Card.Tool)
+		left := ""
+		if rest := slices.DeleteFunc(c.Offered(), func(t string) bool { return slices.Contains(granted, t) }); len(rest) > 0 {
+			left = fmt.Sprintf(" Not granted: %s (they ask when called).", strings.Join(rest, ", "))
+		}
+		fmt.Fprintf(a.Stdout, "Approved %s for this agent run and epoch %s: %s.%s\n", id, c.CurrentEpoch, strings.Join(granted, ", "), left)
+	case choice == authz.ApproveOnce && c.Identity != "":
+		fmt.Fprintf(a.Stdout, "Approved %s once: this launch of %s may receive %s; a later launch asks again.\n", id, c.ServerLabel, strings.Join(c.CredentialScope, ", "))
+	case choice == authz.ApproveOnce && c.Tool != "":
+		fmt.Fprintf(a.Stdout, "Approved %s for the call shown: %s with these arguments, once; other calls ask again.\n", id, c.Tool)
 	case choice == authz.ApproveOnce:
 		fmt.Fprintf(a.Stdout, "Approved %s for one call.\n", id)
 	default:
@@ -266,22 +304,42 @@ func isTerminal(f any) bool {
 	return ok && term.IsTerminal(int(file.Fd()))
 }
 
-// pendingRequest fetches one pending approval request from the daemon.
-func (a *App) pendingRequest(id string) (authz.Request, error) {
+// decideGone asks the daemon what became of request id, which is not
+// pending (withdrawn, and why; decided; timed out), by sending a denial of
+// it. Nothing can be granted by it.
+func (a *App) decideGone(id string) error {
+	// Sent as a denial: should the request be pending after all, the
+	// safe answer is no.
+	_, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpDecide, Request: id, Choice: string(authz.Deny)}, 5*time.Second)
+	var re *control.RefusedError
+	if errors.As(err, &re) && !strings.HasPrefix(re.Reply.Code, control.CodeResolvedPrefix) {
+		// The daemon does not know it (any more).
+		return fmt.Errorf("no pending approval request %s (it was decided, timed out, or its agent run ended); see portcullis approvals", id)
+	}
+	if err != nil {
+		return daemonError(err)
+	}
+	// A request that was not pending can never be pending again.
+	return fmt.Errorf("request %s was not pending, and was denied; see portcullis approvals", id)
+}
+
+// pendingRequest fetches one pending approval request from the daemon; ok
+// is false when it is not pending.
+func (a *App) pendingRequest(id string) (r authz.Request, ok bool, err error) {
 	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpApprovals}, 5*time.Second)
 	if err != nil {
-		return authz.Request{}, daemonError(err)
+		return authz.Request{}, false, daemonError(err)
 	}
 	var reqs []authz.Request
 	if err := json.Unmarshal(data, &reqs); err != nil {
-		return authz.Request{}, fmt.Errorf("reading the daemon's answer: %w", err)
+		return authz.Request{}, false, fmt.Errorf("reading the daemon's answer: %w", err)
 	}
 	for _, r := range reqs {
 		if r.ID == id {
-			return r, nil
+			return r, true, nil
 		}
 	}
-	return authz.Request{}, fmt.Errorf("no pending approval request %s (it was decided, timed out, or its agent run ended); see portcullis approvals", id)
+	return authz.Request{}, false, nil
 }
 
 // daemonError words a failure to talk to the daemon.

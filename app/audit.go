@@ -185,6 +185,7 @@ type eventFields struct {
 	DurationMS      float64           `json:"durationMs"`
 	Error           string            `json:"error"`
 	Request         ids.RequestID     `json:"request"`
+	Stale           bool              `json:"stale"`
 	ToolScope       []string          `json:"toolScope"`
 	CredentialScope []string          `json:"credentialScope"`
 	ExpiresWhen     string            `json:"expiresWhen"`
@@ -277,6 +278,15 @@ func eventLine(e audit.Event) string {
 		kv("tools", strings.Join(f.ToolScope, ","))
 		kv("credentials", strings.Join(f.CredentialScope, ","))
 		kv("expires", f.ExpiresWhen)
+		if e.Type == audit.TypeApprovalDenied {
+			kv("by", f.By)
+		}
+		if f.Stale {
+			kv("stale", "true") // raised with an authorization_stale refusal
+		}
+	case audit.TypeApprovalWithdrawn:
+		kv("request", f.Request.String())
+		kv("reason", f.Reason)
 	case audit.TypeLogRecovered:
 		kv("file", f.File)
 		kv("offset", strconv.FormatInt(f.Offset, 10))

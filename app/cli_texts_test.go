@@ -366,8 +366,9 @@ func TestDecideHint(t *testing.T) {
 		card authz.Card
 		want string
 	}{
-		{authz.Card{Tool: "a", ToolScope: []string{"a", "b"}}, "portcullis approve R [--tools a,b]   |   portcullis approve R --once (this call only)   |   portcullis deny R"},
-		{authz.Card{Tool: "a", ToolScope: []string{"a"}}, "portcullis approve R   |   portcullis approve R --once (this call only)   |   portcullis deny R"},
+		{authz.Card{Tool: "a", ToolScope: []string{"a"}, OtherTools: []string{"b"}}, "portcullis approve R (grants a) [--tools a,b | --all]   |   portcullis approve R --once (this call only)   |   portcullis deny R"},
+		{authz.Card{Tool: "a", ToolScope: []string{"a", "b"}}, "portcullis approve R (grants a, b)   |   portcullis approve R --once (this call only)   |   portcullis deny R"},
+		{authz.Card{Tool: "a", ToolScope: []string{"a"}, OtherTools: []string{"b"}, Stale: true}, "portcullis approve R (grants a) [--tools a,b | --all]   |   portcullis deny R"},
 		{authz.Card{Identity: "sha256:x", CredentialScope: []string{"tok"}}, "portcullis approve R   |   portcullis approve R --once (this launch only)   |   portcullis deny R"},
 		{authz.Card{Tool: "a", ToolScope: []string{"a"}, AskEveryUse: true}, "portcullis approve R (this call only: a credential asks on every use)   |   portcullis deny R"},
 		{authz.Card{Identity: "sha256:x", AskEveryUse: true}, "portcullis approve R (this launch only: a credential asks on every use)   |   portcullis deny R"},

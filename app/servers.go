@@ -677,6 +677,13 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "  %s %s\n", label, warn)
 	}
+	for _, wd := range r.Withdrawn[max(0, len(r.Withdrawn)-5):] {
+		what := wd.Tool
+		if what == "" {
+			what = "launch"
+		}
+		fmt.Fprintf(w, "  withdrawn %s (%s) at %s: %s\n", wd.Request, what, wd.At.Local().Format("15:04:05"), wd.Reason)
+	}
 	if rec := r.Record; rec != nil {
 		fmt.Fprintf(w, "  command   %s\n", authz.CommandText(rec.LaunchCommand))
 		fmt.Fprintf(w, "  exe       %s  %s\n", rec.ResolvedExecutable.SHA256, rec.ResolvedExecutable.Path)

@@ -93,12 +93,27 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			if _, err := a.Session.ListTools(ctx, nil); err != nil {
 				t.Fatal(err)
 			}
+			if !reqB.Card.Stale {
+				t.Errorf("the card raised with the stale refusal is not marked stale: %+v", reqB.Card)
+			}
 			pending = asyncCall(t, a.Session, noteWrite, map[string]any{"text": "second", "tag": "b"})
-			time.Sleep(100 * time.Millisecond)
-			if n := len(approvals(t, s.home)); n != 1 {
-				t.Errorf("%d pending requests, want the one raised with the refusal", n)
+			// The retry has other arguments than the refused call the
+			// stale card showed: it waits for a card of its own, which
+			// allowing the new code on the stale card does not decide.
+			retry := waitApproval(t, s.home, "the retry on B", func(c authz.Card) bool {
+				return forTool(noteWrite, epochB)(c) && strings.Contains(string(c.Arguments), "second")
+			})
+			if retry.ID == reqB.ID || retry.Card.Stale {
+				t.Fatalf("the retry's card %+v: want its own, not stale", retry)
+			}
+			if r, err := s.home.RunAtTerminal(testContext(t, 30*time.Second), "approve", reqB.ID, "--once"); err == nil || !strings.Contains(r.Stderr, "refused already") {
+				t.Errorf("approve --once of the stale card: %v, stderr %q; want it refused", err, r.Stderr)
 			}
 			decideCLI(t, s.home, "approve", reqB.ID)
+			if !slices.ContainsFunc(approvals(t, s.home), func(r authz.Request) bool { return r.ID == retry.ID }) {
+				t.Fatal("the retry's own card went away when the stale card was approved")
+			}
+			decideCLI(t, s.home, "approve", retry.ID)
 			if got := okText(t, await(t, pending)); got != wroteWith("B", 1, secret) {
 				t.Errorf("note_write on B: %q, want %q", got, wroteWith("B", 1, secret))
 			}
@@ -137,6 +152,18 @@ func TestRebuildVoidsGrants(t *testing.T) {
 					return f["epoch"] == epochB && f["tool"] == noteWrite && f["decision"] == "grant"
 				}},
 			})
+			// The stale card is marked as such in the audit log: it was
+			// raised with the gateway's authorization_stale refusal, not
+			// answered by a person's denial.
+			staleMarked := false
+			for _, e := range evs {
+				if f := auditFields(t, e); e.Type == audit.TypeApprovalRequested && f["request"] == reqB.ID {
+					staleMarked = f["stale"] == true
+				}
+			}
+			if !staleMarked {
+				t.Errorf("approval_requested of %s is not marked stale", reqB.ID)
+			}
 			if g := auditFields(t, found[6])["grant"]; g == auditFields(t, found[2])["grant"] {
 				t.Errorf("the call on B used A's grant %v", g)
 			}
@@ -231,12 +258,12 @@ func TestApprovalChoices(t *testing.T) {
 		f := auditFields(t, e)
 		switch e.Type {
 		case audit.TypeApprovalDenied:
-			kinds = append(kinds, "denied:"+f["reason"].(string))
+			kinds = append(kinds, "denied:"+f["reason"].(string)+" by "+f["by"].(string))
 		case audit.TypeApprovalGranted:
 			kinds = append(kinds, "granted:"+f["expiresWhen"].(string))
 		}
 	}
-	want := []string{"denied:denied", "denied:timeout", "granted:once", "granted:once", "granted:once", "granted:once"}
+	want := []string{"denied:denied by cli", "denied:timeout by timeout", "granted:once", "granted:once", "granted:once", "granted:once"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("approval decisions in the audit log: %v, want %v", kinds, want)
 	}

@@ -2,7 +2,10 @@
 # screenshots.sh takes the screenshots in docs/screenshots/ from the real
 # menu-bar app (`make screenshots`):
 #
-#   approval.png, approval@2x.png        the approval window after a rebuild
+#   approval-proposed.png (@2x)          the first card of a run: the called tool ticked, the others offered
+#   approval.png, approval@2x.png        the approval window after a rebuild: the scope widened on the
+#                                        previous epoch proposed, the tool the rebuild added unticked
+#   approval-stale.png (@2x)             the card of a call refused as authorization_stale
 #   preferences.png, preferences@2x.png  Preferences
 #   audit.png, audit@2x.png              the audit viewer
 #
@@ -10,10 +13,13 @@
 # and a private D-Bus session bus, and for each scale (FYNE_SCALE=1 and 2):
 # runs the app with a temporary PORTCULLIS_HOME (its daemon runs inside the
 # app), connects an agent through `portcullis connect` (a JSON-RPC client in
-# this script, protocol 2025-06-18), approves its first call with the CLI,
-# rebuilds the server as revision B (a new execution epoch with a changed
-# catalog), refreshes the tool list and calls again: the call is held and
-# the approval window pops up. Preferences and the audit viewer are opened
+# this script, protocol 2025-06-18), approves its first call with the CLI
+# widened to status (`approve --tools status`), rebuilds the server as
+# revision B with a destructive rollback tool (a new execution epoch with a
+# changed catalog), refreshes the tool list and calls again: the call is
+# held and the approval window pops up. Rebuilt once more (same catalog, new
+# binary), a call the agent prepared before refreshing is refused as
+# authorization_stale and its card pops up. Preferences and the audit viewer are opened
 # from the app's own tray menu over D-Bus (com.canonical.dbusmenu, as a
 # panel would). Windows are captured with ImageMagick's `import -window`.
 #
@@ -64,7 +70,7 @@ trap cleanup EXIT
 note "building the app (cgo) and the publish server"
 CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis" .
 mkdir -p "$tmp/srv" "$out"
-build_server() { CGO_ENABLED=0 go -C testdata/servers build -ldflags "-X main.revision=$1" -o "$tmp/srv/publish" ./publish; }
+build_server() { CGO_ENABLED=0 go -C testdata/servers build -ldflags "-X main.revision=$1 ${2:-}" -o "$tmp/srv/publish" ./publish; }
 bin="$tmp/portcullis"
 
 export DISPLAY=:99
@@ -110,12 +116,24 @@ recv() {
 	die "no response $1 from the agent connection"
 }
 
+# person ARGS...: run `portcullis ARGS...` as the person does: at a terminal
+# of its own (script(1)), outside this script's process tree (setsid -f),
+# since this script is the agent's parent and the daemon refuses decisions
+# from an agent's tree; waits for it and fails when it fails.
+person() {
+	local done="$tmp/person.$RANDOM"
+	setsid -f sh -c 'script -qec "$1" /dev/null </dev/null >"$2.out" 2>&1; echo $? >"$2.code"' sh "$(printf '%q ' "$bin" "$@")" "$done"
+	wait_for 30 "portcullis $*" test -s "$done.code"
+	[[ "$(cat "$done.code")" == 0 ]] || die "portcullis $* failed: $(cat "$done.out")"
+}
+
 approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | sed -n 1p | cut -d'"' -f4; }
 has_approval() { [[ -n "$(approval_id)" ]]; }
-new_epoch_ready() {
+# epoch_ready N: the run is ready on its Nth epoch.
+epoch_ready() {
 	local s
 	s="$("$bin" status --json | tr -d ' \n')"
-	[[ "$s" == *'"state":"ready"'* && "$s" == *'"epochs":2'* ]]
+	[[ "$s" == *'"state":"ready"'* && "$s" == *"\"epochs\":$1"* ]]
 }
 
 # click_menu LABEL: click the tray menu item LABEL through com.canonical.dbusmenu.
@@ -149,22 +167,36 @@ for scale in 1 2; do
 	send '{"jsonrpc":"2.0","method":"notifications/initialized"}'
 	send '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
 	recv 2
-	# First use: approved from the command line.
+	# First use: the card proposes the called tool only; approved from
+	# the command line, widened to status.
 	send '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
 	wait_for 20 "the first approval request" has_approval
-	"$bin" approve "$(approval_id)" >/dev/null
+	shoot "Portcullis — Approval needed" "$out/approval-proposed$suffix.png"
+	person approve "$(approval_id)" --tools status
 	recv 3
 
-	# Rebuild as revision B: new epoch, new catalog; refresh, call, held.
-	build_server B
-	wait_for 30 "the new epoch" new_epoch_ready
+	# Rebuild as revision B with a destructive tool: new epoch, new
+	# catalog; refresh, call, held.
+	build_server B "-X main.destructiveTool=rollback"
+	wait_for 30 "the new epoch" epoch_ready 2
 	send '{"jsonrpc":"2.0","id":4,"method":"tools/list"}'
 	recv 4
 	send '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
 	wait_for 20 "the approval request after the rebuild" has_approval
 	shoot "Portcullis — Approval needed" "$out/approval$suffix.png"
-	"$bin" approve "$(approval_id)" >/dev/null
+	person approve "$(approval_id)"
 	recv 5
+
+	# Rebuild again (same catalog, another binary); a call prepared
+	# before refreshing is refused as authorization_stale, and its card
+	# pops up.
+	build_server B "-X main.destructiveTool=rollback -X main.buildLabel=again"
+	wait_for 30 "the third epoch" epoch_ready 3
+	send '{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
+	recv 6
+	wait_for 20 "the card of the stale refusal" has_approval
+	shoot "Portcullis — Approval needed" "$out/approval-stale$suffix.png"
+	person deny "$(approval_id)"
 
 	click_menu "$app" "Preferences…"
 	shoot "Portcullis Preferences" "$out/preferences$suffix.png"

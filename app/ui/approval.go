@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -23,6 +24,10 @@ const (
 	approveRunText  = "Approve for this run"
 	approveOnceText = "Approve once"
 	denyText        = "Deny"
+	// allowNewCodeText replaces approveRunText on the card of a call
+	// refused as authorization_stale: what can help is to allow the new
+	// code for the run; that call is not approved once (it was refused).
+	allowNewCodeText = "Allow the new code for this run"
 )
 
 // approvalTitle is the approval window's title.
@@ -42,11 +47,11 @@ type ApprovalWindow struct {
 	clock func() time.Time
 	log   *slog.Logger
 
-	win     fyne.Window     // created on first use
-	queue   []authz.Request // oldest first
-	cur     int             // index of the request shown
-	unticks map[string]map[string]bool
-	popped  map[string]bool // pending requests the window popped up for
+	win     fyne.Window                // created on first use
+	queue   []authz.Request            // oldest first
+	cur     int                        // index of the request shown
+	ticks   map[string]map[string]bool // request → tool → ticked, where the person changed the proposal
+	popped  map[string]bool            // pending requests the window popped up for
 	visible bool
 
 	// guard is how long after a card appears (the window popped up, or the
@@ -65,6 +70,7 @@ type ApprovalWindow struct {
 	body        *fyne.Container
 	scroll      *container.Scroll
 	countdown   *widget.Label
+	scope       *widget.Label // what the run approval grants now, beside its button whatever the scroll
 	approveRun  *escButton
 	approveOnce *escButton
 	deny        *escButton
@@ -76,7 +82,7 @@ type ApprovalWindow struct {
 }
 
 func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
-	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, unticks: map[string]map[string]bool{}, popped: map[string]bool{}}
+	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, ticks: map[string]map[string]bool{}, popped: map[string]bool{}}
 }
 
 // ensure creates the window and its widgets on first use.
@@ -97,6 +103,8 @@ func (w *ApprovalWindow) ensure() {
 	w.scroll = container.NewVScroll(w.body)
 	w.countdown = widget.NewLabel("")
 	w.countdown.Wrapping = fyne.TextWrapWord
+	w.scope = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	w.scope.Wrapping = fyne.TextWrapWord
 	w.deny = w.button(denyText, theme.CancelIcon(), func() { w.decide(authz.Deny) })
 	w.approveOnce = w.button(approveOnceText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveOnce) })
 	w.approveRun = w.button(approveRunText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveRun) })
@@ -104,7 +112,7 @@ func (w *ApprovalWindow) ensure() {
 	w.top = container.NewBorder(nil, nil, nil, container.NewHBox(w.queueLabel, w.prev, w.next), w.heading)
 	top := w.top
 	buttons := container.NewHBox(layout.NewSpacer(), w.deny, w.approveOnce, w.approveRun)
-	bottom := container.NewVBox(widget.NewSeparator(), w.countdown, buttons)
+	bottom := container.NewVBox(widget.NewSeparator(), w.scope, w.countdown, buttons)
 	w.win.SetContent(container.NewBorder(container.NewVBox(top, widget.NewSeparator()), bottom, nil, nil, w.scroll))
 	// Small enough for a 768-pixel-high screen at scale 1 (the card
 	// scrolls; the buttons and the countdown stay in view).
@@ -145,9 +153,9 @@ func (w *ApprovalWindow) sync(pending []authz.Request) {
 			w.cur = i
 		}
 	}
-	for id := range w.unticks {
+	for id := range w.ticks {
 		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return r.ID == id }) {
-			delete(w.unticks, id)
+			delete(w.ticks, id)
 		}
 	}
 	switch {
@@ -241,7 +249,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		d.Tools = w.ticked(r)
 	}
 	w.queue = slices.Delete(w.queue, w.cur, w.cur+1)
-	delete(w.unticks, r.ID)
+	delete(w.ticks, r.ID)
 	if w.cur >= len(w.queue) && w.cur > 0 {
 		w.cur--
 	}
@@ -341,12 +349,14 @@ func (w *ApprovalWindow) closeAnswer(denyAll bool) {
 	w.hide()
 }
 
-// ticked is the tool scope the person left ticked on r's card, in card
-// order.
+// ticked is the tool scope ticked on r's card, in card order: what the
+// card proposed, changed where the person ticked or unticked a tool; the
+// called tool always.
 func (w *ApprovalWindow) ticked(r authz.Request) []string {
 	out := []string{}
-	for _, t := range r.Card.ToolScope {
-		if t == r.Card.Tool || !w.unticks[r.ID][t] {
+	for _, t := range r.Card.Offered() {
+		on, changed := w.ticks[r.ID][t]
+		if t == r.Card.Tool || (changed && on) || (!changed && slices.Contains(r.Card.ToolScope, t)) {
 			out = append(out, t)
 		}
 	}
@@ -373,6 +383,7 @@ func (w *ApprovalWindow) render() {
 		w.body.Objects = nil
 		w.body.Refresh()
 		w.countdown.SetText("")
+		w.scope.Hide()
 		w.approveRun.Disable()
 		w.approveOnce.Disable()
 		w.deny.Disable()
@@ -400,6 +411,14 @@ func (w *ApprovalWindow) render() {
 	w.scroll.ScrollToTop()
 	w.tick()
 	w.approveOnce.Enable()
+	if r.Card.Stale {
+		// Its call was refused already: nothing to approve once.
+		w.approveOnce.Hide()
+		w.approveRun.SetText(allowNewCodeText)
+	} else {
+		w.approveOnce.Show()
+		w.approveRun.SetText(approveRunText)
+	}
 	w.deny.Enable()
 	w.updateApproveRun(r)
 	if w.win != nil {
@@ -415,10 +434,17 @@ func (w *ApprovalWindow) render() {
 func (w *ApprovalWindow) updateApproveRun(r authz.Request) {
 	if r.Card.AskEveryUse {
 		w.approveRun.Hide()
+		w.scope.Hide()
 		return
 	}
 	w.approveRun.Show()
 	setEnabled(w.approveRun, len(r.Card.ToolScope) == 0 || len(w.ticked(r)) > 0)
+	if t := scopeText(r.Card, w.ticked(r)); t != "" {
+		w.scope.SetText(t)
+		w.scope.Show()
+	} else {
+		w.scope.Hide()
+	}
 }
 
 func setEnabled(b fyne.Disableable, on bool) {
@@ -464,36 +490,53 @@ func (w *ApprovalWindow) cardObjects(r authz.Request, v cardView) []fyne.CanvasO
 		diff.Wrapping = fyne.TextWrapWord
 		objs = append(objs, diff)
 	}
+	if v.Stale {
+		note := widget.NewLabelWithStyle(v.StaleNote, fyne.TextAlignLeading, fyne.TextStyle{Italic: true})
+		note.Wrapping = fyne.TextWrapWord
+		objs = append(objs, note)
+	}
 	if v.Call != "" {
-		objs = append(objs, sectionHeading("Call"), monoLabel(v.Call))
+		heading := "Call"
+		if v.Stale {
+			heading = "Refused call"
+		}
+		objs = append(objs, sectionHeading(heading), monoLabel(v.Call))
 		for _, d := range v.Defaults {
 			objs = append(objs, monoLabel("  "+d))
 		}
 	}
 	if len(v.Tools) > 0 {
-		objs = append(objs, sectionHeading("“Approve for this run” covers these tools"))
+		objs = append(objs, sectionHeading(toolsHeading(v)))
 		checks := container.NewGridWithColumns(2)
-		for _, tool := range v.Tools {
-			id := r.ID
+		for _, tt := range v.Tools {
+			id, tool := r.ID, tt.Name
 			c := w.check(tool)
-			if tool == r.Card.Tool {
+			cell := fyne.CanvasObject(c)
+			if tt.Mark != "" {
+				cell = container.NewHBox(c, toolBadge(tt.Mark))
+			}
+			if tt.Locked {
 				// Approving the run approves the call that waits: its
 				// tool cannot be left out (Deny refuses the call).
 				c.SetChecked(true)
 				c.Disable()
-				checks.Add(c)
+				checks.Add(cell)
 				continue
 			}
-			c.SetChecked(!w.unticks[id][tool])
+			on, changed := w.ticks[id][tool]
+			if !changed {
+				on = tt.Ticked
+			}
+			c.SetChecked(on)
 			c.OnChanged = func(on bool) {
-				if w.unticks[id] == nil {
-					w.unticks[id] = map[string]bool{}
+				if w.ticks[id] == nil {
+					w.ticks[id] = map[string]bool{}
 				}
-				w.unticks[id][tool] = !on
+				w.ticks[id][tool] = on
 				w.updateApproveRun(r)
 				w.win.Canvas().Unfocus() // keep Escape for the window
 			}
-			checks.Add(c)
+			checks.Add(cell)
 		}
 		objs = append(objs, checks)
 	}
@@ -504,6 +547,52 @@ func (w *ApprovalWindow) cardObjects(r authz.Request, v cardView) []fyne.CanvasO
 		}
 	}
 	return objs
+}
+
+// scopeText says, beside the buttons, what the run approval of card c
+// grants with the tools ticked now: the person sees it whatever part of
+// the card is scrolled into view. "" for a card without tools (a launch).
+func scopeText(c authz.Card, ticked []string) string {
+	if c.Identity != "" || len(c.Offered()) == 0 {
+		return ""
+	}
+	button := approveRunText
+	if c.Stale {
+		button = allowNewCodeText
+	}
+	n := len(c.Offered()) - len(ticked)
+	t := "“" + button + "” grants " + strings.Join(ticked, ", ")
+	if n > 0 {
+		t += fmt.Sprintf(" (%d more not ticked)", n)
+	}
+	return t
+}
+
+// toolsHeading heads the tool check boxes: what the ticks mean, and that
+// nothing but the ticked tools is granted.
+func toolsHeading(v cardView) string {
+	button := approveRunText
+	if v.Stale {
+		button = allowNewCodeText
+	}
+	for _, t := range v.Tools {
+		if !t.Ticked {
+			return "“" + button + "” covers the ticked tools; tick others to add them"
+		}
+	}
+	return "“" + button + "” covers the ticked tools"
+}
+
+// toolBadge marks a tool the catalog revision added ("new") or whose
+// contract changed ("changed").
+func toolBadge(mark string) fyne.CanvasObject {
+	color := theme.ColorNameWarning
+	if mark == "new" {
+		color = theme.ColorNameError
+	}
+	t := widget.NewRichText(&widget.TextSegment{Text: mark, Style: widget.RichTextStyle{
+		Inline: true, ColorName: color, TextStyle: fyne.TextStyle{Bold: true}}})
+	return t
 }
 
 func factLabel(s string) *widget.Label {
@@ -592,12 +681,12 @@ func (w *ApprovalWindow) escape() {
 	w.decide(authz.Deny)
 }
 
-// Button returns the enabled button of the window labelled text (Approve
-// for this run, Approve once, Deny), or nil: tests drive the real window
-// with it.
+// Button returns the shown, enabled button of the window labelled text
+// (Approve for this run, Allow the new code for this run, Approve once,
+// Deny), or nil: tests drive the real window with it.
 func (w *ApprovalWindow) Button(text string) *widget.Button {
 	for _, b := range []*escButton{w.approveRun, w.approveOnce, w.deny} {
-		if b != nil && b.Text == text && !b.Disabled() {
+		if b != nil && b.Text == text && !b.Disabled() && b.Visible() {
 			return &b.Button
 		}
 	}

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -388,5 +389,112 @@ func TestApprovalClosingFollowsTheQueue(t *testing.T) {
 	}
 	if got := f.decisions(); len(got) != 0 {
 		t.Errorf("decisions %+v, want none from the window", got)
+	}
+}
+
+// firstCard is the first card of a run for a read call: the called tool
+// proposed, the server's other approve tools offered unticked.
+func firstCard() authz.Card {
+	return authz.Card{Reason: "first use of read_text_file in this agent run", AgentRun: "run1", ServerLabel: "files",
+		CurrentEpoch: epochA, CatalogRevision: 1, Tool: "read_text_file", Arguments: json.RawMessage(`{"path":"notes.txt"}`),
+		ToolScope: []string{"read_text_file"}, OtherTools: []string{"write_file", "delete_file"}}
+}
+
+// TestApprovalDefaultTicks: the window ticks what the card proposes and
+// nothing else: the first card of a run its called tool only, a rebuild's
+// card the previous choice but not the tool the rebuild added; the person
+// widens by ticking; a stale card offers to allow the new code, never
+// "Approve once".
+func TestApprovalDefaultTicks(t *testing.T) {
+	ticks := func(w *ApprovalWindow) map[string]bool {
+		out := map[string]bool{}
+		for name, c := range checks(w) {
+			out[name] = c.Checked
+		}
+		return out
+	}
+	stale := firstCard()
+	stale.Stale, stale.PreviousEpoch, stale.CurrentEpoch = true, epochA, epochB
+	tests := []struct {
+		name      string
+		card      authz.Card
+		wantTicks map[string]bool
+		act       func(w *ApprovalWindow)
+		want      authz.Decision
+	}{
+		{"first card: approve grants the called tool only", firstCard(),
+			map[string]bool{"read_text_file": true, "write_file": false, "delete_file": false},
+			func(w *ApprovalWindow) { test.Tap(w.approveRun) },
+			authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read_text_file"}, By: "app"}},
+		{"first card widened by a tick", firstCard(),
+			map[string]bool{"read_text_file": true, "write_file": false, "delete_file": false},
+			func(w *ApprovalWindow) {
+				checks(w)["write_file"].SetChecked(true)
+				test.Tap(w.approveRun)
+			},
+			authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read_text_file", "write_file"}, By: "app"}},
+		{"rebuild card: the new tool is not ticked", rebuildCard(),
+			map[string]bool{"inventory_adjust": true, "inventory_lookup": true, "inventory_purge": false},
+			func(w *ApprovalWindow) { test.Tap(w.approveRun) },
+			authz.Decision{Choice: authz.ApproveRun, Tools: []string{"inventory_adjust", "inventory_lookup"}, By: "app"}},
+		{"stale card: allow the new code for this run", stale,
+			map[string]bool{"read_text_file": true, "write_file": false, "delete_file": false},
+			func(w *ApprovalWindow) {
+				if w.Button(approveOnceText) != nil || w.approveOnce.Visible() {
+					t.Error("a stale card offers Approve once")
+				}
+				b := w.Button(allowNewCodeText)
+				if b == nil {
+					t.Fatalf("no %q button on a stale card", allowNewCodeText)
+				}
+				test.Tap(b)
+			},
+			authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read_text_file"}, By: "app"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, f := newTestWindow(t, request("apr_1", 0, tt.card))
+			if d := cmp.Diff(tt.wantTicks, ticks(w)); d != "" {
+				t.Errorf("ticks as shown (-want +got):\n%s", d)
+			}
+			tt.act(w)
+			if d := cmp.Diff([]decision{{"apr_1", tt.want}}, f.decisions()); d != "" {
+				t.Errorf("decisions (-want +got):\n%s", d)
+			}
+		})
+	}
+	// After a stale card, a plain card has its buttons back.
+	w, _ := newTestWindow(t, request("apr_1", 0, stale), request("apr_2", 1, firstCard()))
+	test.Tap(w.Button(allowNewCodeText))
+	if w.Button(approveOnceText) == nil || w.Button(approveRunText) == nil {
+		t.Error("the card after a stale one lacks Approve once or Approve for this run")
+	}
+}
+
+// TestScopeText: the line beside the buttons says what the run approval
+// grants with the ticks as they are.
+func TestScopeText(t *testing.T) {
+	stale := firstCard()
+	stale.Stale = true
+	tests := []struct {
+		card   authz.Card
+		ticked []string
+		want   string
+	}{
+		{firstCard(), []string{"read_text_file"}, "“Approve for this run” grants read_text_file (2 more not ticked)"},
+		{firstCard(), []string{"read_text_file", "write_file", "delete_file"}, "“Approve for this run” grants read_text_file, write_file, delete_file"},
+		{stale, []string{"read_text_file"}, "“Allow the new code for this run” grants read_text_file (2 more not ticked)"},
+		{launchCard(), nil, ""},
+	}
+	for _, tt := range tests {
+		if got := scopeText(tt.card, tt.ticked); got != tt.want {
+			t.Errorf("scopeText(%s, %v) = %q, want %q", tt.card.Tool, tt.ticked, got, tt.want)
+		}
+	}
+	// In the window, it follows the ticks.
+	w, _ := newTestWindow(t, request("apr_1", 0, firstCard()))
+	checks(w)["delete_file"].SetChecked(true)
+	if got, want := w.scope.Text, "“Approve for this run” grants read_text_file, delete_file (1 more not ticked)"; got != want {
+		t.Errorf("scope line after ticking delete_file: %q, want %q", got, want)
 	}
 }

@@ -33,10 +33,26 @@ type cardView struct {
 	Disk           []string   // identity digests that changed on disk
 	CatalogHeading string     // "Catalog changes, revision 12 → 13"; "" without changes
 	Changes        []cardChange
-	Call           string   // the call that raised the request; "" for a launch
-	Defaults       []string // what omitted arguments will be
-	Tools          []string // the tool scope "Approve for this run" offers
-	Credentials    string   // the credential scope; "" when none
+	Call           string     // the call that raised the request; "" for a launch
+	Defaults       []string   // what omitted arguments will be
+	Tools          []toolTick // the tools "Approve for this run" may cover: proposed ones first
+	Credentials    string     // the credential scope; "" when none
+	// Stale is set for the card of a call refused as authorization_stale:
+	// StaleNote says so, and the window offers to allow the new code for
+	// the run (no "Approve once").
+	Stale     bool
+	StaleNote string
+}
+
+// toolTick is one tool check box of the card: ticked as proposed (the
+// called tool, or what the person chose for the previous epoch), locked
+// for the called tool (a run approval approves the call that waits), and
+// marked "new" or "changed" from the catalog diff.
+type toolTick struct {
+	Name   string
+	Ticked bool // as proposed, before the person changes anything
+	Locked bool
+	Mark   string // "new", "changed" or ""
 }
 
 // cardModel lays out card for the approval window. Secrets never appear:
@@ -94,7 +110,15 @@ func cardModel(c authz.Card) cardView {
 			v.Defaults = append(v.Defaults, fmt.Sprintf("%s omitted: will be %s (default)", k, b))
 		}
 	}
-	v.Tools = slices.Clone(c.ToolScope)
+	for _, t := range c.Offered() {
+		v.Tools = append(v.Tools, toolTick{Name: t, Ticked: slices.Contains(c.ToolScope, t) || t == c.Tool,
+			Locked: t == c.Tool && c.Identity == "", Mark: c.ToolMark(t)})
+	}
+	if c.Stale {
+		v.Stale = true
+		v.StaleNote = "This call was refused already (authorization_stale): the agent prepared it for the old code. " +
+			"Allowing the new code for this run lets the agent's next calls of the ticked tools go; nothing runs now."
+	}
 	if len(c.CredentialScope) > 0 {
 		v.Credentials = strings.Join(c.CredentialScope, ", ") + " — " + authz.CredentialWhere(c)
 	}

@@ -15,7 +15,9 @@ import (
 
 // rebuildCard is the card of a call held after a rebuild: new epoch, an
 // entry file changed on disk, a catalog diff of three severities, a call
-// with a defaulted argument, two tools and a credential.
+// with a defaulted argument, a credential, the two tools the person chose
+// for the previous epoch proposed (one of them changed) and a tool the
+// rebuild added, offered unticked.
 func rebuildCard() authz.Card {
 	return authz.Card{
 		Reason:        "server execution epoch changed: new code asks for the authority you gave the old code",
@@ -35,11 +37,15 @@ func rebuildCard() authz.Card {
 			{Tool: "inventory_adjust", Kind: catalog.KindDescriptionChanged, Severity: catalog.Cosmetic, Summary: "inventory_adjust: description changed"},
 			{Tool: "inventory_adjust", Kind: catalog.KindEnumValueAdded, Severity: catalog.Authority, Summary: `inventory_adjust: argument "env" now also accepts "production"`},
 			{Tool: "inventory_adjust", Kind: catalog.KindRequiredAdded, Severity: catalog.Contract, Summary: `inventory_adjust: argument "reason" is now required`},
+			{Tool: "inventory_purge", Kind: catalog.KindToolAdded, Severity: catalog.Authority, Summary: "inventory_purge: new tool (destructive)"},
 		},
 		Tool:            "inventory_adjust",
 		Arguments:       json.RawMessage(`{"sku":"A-100","delta":-3}`),
 		Defaults:        map[string]any{"env": "staging", "dryRun": false},
 		ToolScope:       []string{"inventory_adjust", "inventory_lookup"},
+		OtherTools:      []string{"inventory_purge"},
+		NewTools:        []string{"inventory_purge"},
+		ChangedTools:    []string{"inventory_adjust"},
 		CredentialScope: []string{"inventory-api-staging"},
 	}
 }
@@ -90,12 +96,14 @@ func TestCardModel(t *testing.T) {
 				CatalogHeading: "Catalog changes, revision 12 → 13",
 				Changes: []cardChange{ // most severe first
 					{catalog.Authority, `inventory_adjust: argument "env" now also accepts "production"`},
+					{catalog.Authority, "inventory_purge: new tool (destructive)"},
 					{catalog.Contract, `inventory_adjust: argument "reason" is now required`},
 					{catalog.Cosmetic, "inventory_adjust: description changed"},
 				},
-				Call:        `inventory_adjust {"sku":"A-100","delta":-3}`,
-				Defaults:    []string{"dryRun omitted: will be false (default)", `env omitted: will be "staging" (default)`},
-				Tools:       []string{"inventory_adjust", "inventory_lookup"},
+				Call:     `inventory_adjust {"sku":"A-100","delta":-3}`,
+				Defaults: []string{"dryRun omitted: will be false (default)", `env omitted: will be "staging" (default)`},
+				Tools: []toolTick{{Name: "inventory_adjust", Ticked: true, Locked: true, Mark: "changed"},
+					{Name: "inventory_lookup", Ticked: true}, {Name: "inventory_purge", Mark: "new"}},
 				Credentials: "inventory-api-staging — in this call's params._meta",
 			},
 		},
@@ -106,7 +114,7 @@ func TestCardModel(t *testing.T) {
 			want: cardView{
 				Title: "echo", Reason: "first use of echo in this agent run",
 				Facts: []cardFact{{"Agent", "unknown agent"}, {"Agent run", "run1"}, {"Server", "echo"}, {"Epoch", epochA}, {"Catalog", "revision 1"}},
-				Call:  "echo {}", Tools: []string{"echo"},
+				Call:  "echo {}", Tools: []toolTick{{Name: "echo", Ticked: true, Locked: true}},
 			},
 		},
 		{

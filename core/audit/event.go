@@ -34,6 +34,7 @@ const (
 	TypeApprovalRequested   = "approval_requested"
 	TypeApprovalGranted     = "approval_granted"
 	TypeApprovalDenied      = "approval_denied"
+	TypeApprovalWithdrawn   = "approval_withdrawn"
 	TypeToolCalled          = "tool_called"
 	TypeToolCompleted       = "tool_completed"
 	TypeAuthorizationDenied = "authorization_denied"
@@ -186,6 +187,12 @@ type ApprovalRequested struct {
 	ToolScope       []string `json:"toolScope,omitempty"`
 	CredentialScope []string `json:"credentialScope,omitempty"`
 	Reason          string   `json:"reason,omitempty"`
+	// OtherTools are the tools the card offered unticked (ToolScope is
+	// what it proposed). Stale marks the card raised with an
+	// authorization_stale refusal: its call was refused already, by the
+	// gateway, not by a person.
+	OtherTools []string `json:"otherTools,omitempty"`
+	Stale      bool     `json:"stale,omitempty"`
 }
 
 // ApprovalGranted is the fields of an approval_granted event. ExpiresWhen is
@@ -202,7 +209,10 @@ type ApprovalGranted struct {
 }
 
 // ApprovalDenied is the fields of an approval_denied event. Reason is
-// "denied" (by the person) or "timeout".
+// "denied" (by the person), "timeout" or "audit_unavailable"; By is who
+// decided ("cli", "app", "timeout"…). Stale is set when the request was
+// raised with an authorization_stale refusal: denying it refused no call
+// (that call was refused already, by the gateway).
 type ApprovalDenied struct {
 	Request     string `json:"request"`
 	AgentRun    string `json:"agentRun"`
@@ -210,6 +220,22 @@ type ApprovalDenied struct {
 	Epoch       string `json:"epoch,omitempty"`
 	Identity    string `json:"identity,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	By          string `json:"by,omitempty"`
+	Stale       bool   `json:"stale,omitempty"`
+}
+
+// ApprovalWithdrawn is the fields of an approval_withdrawn event: a request
+// nobody decided was withdrawn by Portcullis (its epoch ended, the agent
+// run ended, its call was cancelled or its tool's policy changed); Reason
+// says which.
+type ApprovalWithdrawn struct {
+	Request     string `json:"request"`
+	AgentRun    string `json:"agentRun"`
+	ServerLabel string `json:"serverLabel"`
+	Epoch       string `json:"epoch,omitempty"`
+	Identity    string `json:"identity,omitempty"`
+	Tool        string `json:"tool,omitempty"`
+	Reason      string `json:"reason"`
 }
 
 // DecisionRefused is the fields of a decision_refused event: a process

@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/portcullis/portcullis/core/catalog"
 )
 
 // Expiry values of Grant.ExpiresWhen.
@@ -82,8 +84,11 @@ const (
 	timedOut    Choice = "timeout"
 )
 
-// Decision answers a request. Tools, for ApproveRun, is the subset of the
-// card's tool scope the person ticked (nil: all of it).
+// Decision answers a request. Tools, for ApproveRun, are the tools the
+// person ticked, from the card's ToolScope and OtherTools (nil: the card's
+// ToolScope, what it proposed); the called tool is always part of a run
+// approval (the call waits for it). A tool the card did not show is
+// refused (ErrNotOnCard): a grant covers what the person saw.
 type Decision struct {
 	Choice Choice   `json:"choice"`
 	Tools  []string `json:"tools,omitempty"`
@@ -96,6 +101,14 @@ var (
 	ErrDenied    = errors.New("approval denied")
 	ErrTimeout   = errors.New("approval timed out")
 	ErrBadChoice = errors.New("unknown choice")
+	// ErrNotOnCard is what Decide returns for a decision that names a tool
+	// the card did not show; the request stays pending.
+	ErrNotOnCard = errors.New("the tool is not on the approval card")
+	// ErrStaleOnce is what Decide returns for "approve once" on a card
+	// raised with an authorization_stale refusal (Card.Stale): its call
+	// was refused already, so there is no call to approve once; the
+	// request stays pending.
+	ErrStaleOnce = fmt.Errorf("%w: the call of this card was refused already (authorization_stale); approve for this run to allow the new code, or deny", ErrBadChoice)
 	// ErrWithdrawn is what Wait returns for a request withdrawn by the
 	// gateway rather than denied by a person (its call was cancelled, or
 	// the tool policy changed while it waited); it wraps ErrDenied.
@@ -105,6 +118,40 @@ var (
 	// ErrDenied: nothing was granted.
 	ErrUnrecorded = fmt.Errorf("%w: the audit log could not record the approval", ErrDenied)
 )
+
+// ResolvedError is what Decide returns for a request that is no longer
+// pending but still remembered: it says how it ended (Outcome: approved,
+// denied, timeout, withdrawn, audit_unavailable) and why. It matches
+// ErrNoRequest.
+type ResolvedError struct {
+	ID      string
+	Outcome string
+	Why     string // the withdrawal's reason, or who decided
+}
+
+func (e *ResolvedError) Error() string {
+	switch e.Outcome {
+	case "withdrawn":
+		return fmt.Sprintf("approval request %s was withdrawn (%s); nothing was granted", e.ID, e.Why)
+	case "timeout":
+		return fmt.Sprintf("approval request %s timed out before anyone decided it; nothing was granted", e.ID)
+	case "audit_unavailable":
+		return fmt.Sprintf("approval request %s was denied: the audit log could not record its approval; nothing was granted", e.ID)
+	}
+	return fmt.Sprintf("approval request %s was %s already (%s)", e.ID, e.Outcome, e.Why)
+}
+
+// Is makes a ResolvedError match ErrNoRequest.
+func (e *ResolvedError) Is(target error) bool { return target == ErrNoRequest }
+
+// Withdrawal is a request withdrawn by the gateway, as status shows it.
+type Withdrawal struct {
+	Request string    `json:"request"`
+	Tool    string    `json:"tool,omitempty"`
+	Epoch   string    `json:"epoch,omitempty"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
+}
 
 // withdrawnPrefix starts the Decision.By of a withdrawal (see Withdraw);
 // unrecordedPrefix that of an approval the audit log could not record.
@@ -119,10 +166,14 @@ type Request struct {
 	Card     Card      `json:"card"`
 	Created  time.Time `json:"created"`
 	Deadline time.Time `json:"deadline"`
+	// DecidedBy says who resolved a request that is no longer pending
+	// ("cli", "app", "timeout", "withdrawn: why"…); empty while pending.
+	DecidedBy string `json:"decidedBy,omitempty"`
 
 	done     chan struct{}
 	decision Decision
 	grant    *Grant
+	resolved time.Time
 }
 
 // EventKind says what happened to a request.
@@ -152,9 +203,14 @@ type Options struct {
 	// error) is not made: the request is denied instead, Decide returns
 	// an error wrapping ErrUnrecorded and waiters get ErrUnrecorded, so
 	// that no grant exists that the audit log never saw.
+	//
+	// OnWithdrawn is called instead of OnDenied for a request withdrawn by
+	// the gateway (nobody decided it: its epoch ended, its call went away);
+	// without it, OnDenied is called with reason "withdrawn: why".
 	OnRequested func(r Request)
 	OnGranted   func(r Request, g Grant) error
 	OnDenied    func(r Request, reason string)
+	OnWithdrawn func(r Request, why string)
 	// ToolDenied reports whether tool of server label is denied by the
 	// person's policy now; a grant never includes such a tool, whatever
 	// the card's tool scope said when it was raised. Called without locks.
@@ -171,6 +227,8 @@ type Authority struct {
 	grants   map[string][]*Grant     // guarded by mu; run → live grants
 	voided   map[string][]*Grant     // guarded by mu; run → grants voided by an epoch change
 	requests map[string]*Request     // guarded by mu; pending requests by id
+	chosen   map[string]chosenScope  // guarded by mu; run → the tool scope the person last chose for the run
+	ended    map[string][]endedEpoch // guarded by mu; run → epochs that ended (requests raised on them are withdrawn)
 	decided  []*Request              // guarded by mu; the last maxDecided resolved requests, for a late Wait
 	subs     map[chan Event]struct{} // guarded by mu
 }
@@ -193,8 +251,22 @@ func New(o Options) *Authority {
 		grants:   map[string][]*Grant{},
 		voided:   map[string][]*Grant{},
 		requests: map[string]*Request{},
+		chosen:   map[string]chosenScope{},
+		ended:    map[string][]endedEpoch{},
 		subs:     map[chan Event]struct{}{},
 	}
+}
+
+// chosenScope is the tool scope a person chose for one epoch of a run (the
+// union of the run approvals given on it).
+type chosenScope struct {
+	epoch string
+	tools []string
+}
+
+// endedEpoch is an epoch of a run that ended, and why.
+type endedEpoch struct {
+	epoch, why string
 }
 
 // Timeout is how long requests wait for a decision.
@@ -316,6 +388,8 @@ func (a *Authority) EndRun(run string) {
 	a.mu.Lock()
 	delete(a.grants, run)
 	delete(a.voided, run)
+	delete(a.chosen, run)
+	delete(a.ended, run)
 	var ids []string
 	for id, r := range a.requests {
 		if r.Card.AgentRun == run {
@@ -352,7 +426,7 @@ func (a *Authority) Pending() []Request {
 }
 
 func (r *Request) snapshot() Request {
-	return Request{ID: r.ID, Card: r.Card, Created: r.Created, Deadline: r.Deadline}
+	return Request{ID: r.ID, Card: r.Card, Created: r.Created, Deadline: r.Deadline, DecidedBy: r.decision.By}
 }
 
 // Subscribe delivers request events from now on until cancel is called.
@@ -383,19 +457,137 @@ func (a *Authority) publishLocked(ev Event) {
 	}
 }
 
-// Find returns the pending request of run on epoch whose tool scope covers
-// tool, if any, so that calls share one decision per run and epoch.
-func (a *Authority) Find(run, epoch, tool string, creds []string) (string, bool) {
+// Find returns the pending request of run on epoch whose card shows this
+// very call: tool with arguments of digest args (and every credential of
+// creds), if any. Only such calls share a decision: a call that arrives
+// while a card for another call is open gets its own card, so no call runs
+// under a decision whose card did not show it (docs/DESIGN.md, "Authorization
+// and credentials"). Cards never change once raised.
+func (a *Authority) Find(run, epoch, tool string, creds []string, args string) (string, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, r := range a.requests {
 		c := r.Card
 		if c.AgentRun == run && c.CurrentEpoch == epoch && c.Identity == "" &&
-			(tool == "" || slices.Contains(c.ToolScope, tool)) && containsAll(c.CredentialScope, creds) {
+			c.Tool == tool && c.ArgsDigest == args && containsAll(c.CredentialScope, creds) {
 			return id, true
 		}
 	}
 	return "", false
+}
+
+// Propose fills in the tool scope of card c, a card for a call on an epoch
+// of a run, given offered, the tools of the current catalog revision that
+// need approval (catalog order). ToolScope becomes the called tool, plus,
+// on the first card of an epoch after the person chose a scope for an
+// earlier epoch of the run, the tools of that choice the new code still
+// offers; a tool the revision added (Card.CatalogChanges) is never
+// proposed. The other offered tools go to OtherTools, unticked. NewTools
+// and ChangedTools are taken from CatalogChanges. A card whose credential
+// asks on every use proposes the called tool alone, with nothing else to
+// tick: its approval serves one call.
+func (a *Authority) Propose(c Card, offered []string) Card {
+	var added, changed []string
+	for _, ch := range c.CatalogChanges {
+		switch {
+		case ch.Kind == catalog.KindToolAdded || ch.Kind == catalog.KindToolRenamed:
+			added = appendNew(added, ch.Tool)
+		case ch.Kind == catalog.KindToolRemoved:
+		case ch.Severity == catalog.Contract || ch.Severity == catalog.Authority:
+			changed = appendNew(changed, ch.Tool)
+		}
+	}
+	changed = slices.DeleteFunc(changed, func(t string) bool { return slices.Contains(added, t) })
+	keep := func(ts []string) []string {
+		var out []string
+		for _, t := range ts {
+			if slices.Contains(offered, t) || t == c.Tool {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	c.NewTools, c.ChangedTools = keep(added), keep(changed)
+	c.ToolScope, c.OtherTools = nil, nil
+	if c.Tool != "" && !slices.Contains(offered, c.Tool) {
+		c.ToolScope = []string{c.Tool}
+	}
+	if c.AskEveryUse {
+		c.ToolScope = []string{c.Tool}
+		return c
+	}
+	a.mu.Lock()
+	prior, ok := a.chosen[c.AgentRun]
+	a.mu.Unlock()
+	if !ok || prior.epoch == c.CurrentEpoch {
+		// No choice yet, or one made on this very epoch (its tools are
+		// granted already): the card proposes its call only.
+		prior = chosenScope{}
+	}
+	for _, t := range offered {
+		if t == c.Tool || (slices.Contains(prior.tools, t) && !slices.Contains(added, t)) {
+			c.ToolScope = append(c.ToolScope, t)
+		} else {
+			c.OtherTools = append(c.OtherTools, t)
+		}
+	}
+	return c
+}
+
+func appendNew(s []string, v string) []string {
+	if v == "" || slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
+}
+
+// WithdrawEpoch withdraws at once every pending request of run raised for
+// a call on epoch, which ended (why: the server was replaced or exited),
+// and remembers the epoch as ended: a request raised on it later is
+// withdrawn as it is raised. Their waiters get ErrWithdrawn; Decide of
+// them says why (ResolvedError). It returns the ids withdrawn.
+func (a *Authority) WithdrawEpoch(run, epoch, why string) []string {
+	if epoch == "" {
+		return nil
+	}
+	a.mu.Lock()
+	if !slices.ContainsFunc(a.ended[run], func(e endedEpoch) bool { return e.epoch == epoch }) {
+		a.ended[run] = append(a.ended[run], endedEpoch{epoch, why})
+		if n := len(a.ended[run]); n > 32 {
+			a.ended[run] = a.ended[run][n-32:]
+		}
+	}
+	var ids []string
+	for id, r := range a.requests {
+		if r.Card.AgentRun == run && r.Card.CurrentEpoch == epoch && r.Card.Identity == "" {
+			ids = append(ids, id)
+		}
+	}
+	a.mu.Unlock()
+	slices.Sort(ids)
+	var out []string
+	for _, id := range ids {
+		if a.Withdraw(id, why) == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Withdrawn lists the requests of run withdrawn by the gateway that Wait
+// still knows (the last 256 decided requests), oldest first.
+func (a *Authority) Withdrawn(run string) []Withdrawal {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []Withdrawal
+	for _, r := range a.decided {
+		why, ok := strings.CutPrefix(r.decision.By, withdrawnPrefix+": ")
+		if r.Card.AgentRun != run || !ok {
+			continue
+		}
+		out = append(out, Withdrawal{Request: r.ID, Tool: r.Card.Tool, Epoch: r.Card.CurrentEpoch, Reason: why, At: r.resolved})
+	}
+	return out
 }
 
 func containsAll(set, items []string) bool {
@@ -421,10 +613,22 @@ func (a *Authority) Raise(card Card) string {
 	a.mu.Lock()
 	a.requests[r.ID] = r
 	a.publishLocked(Event{Kind: EventRaised, Request: r.snapshot()})
+	endedWhy := ""
+	for _, e := range a.ended[card.AgentRun] {
+		if card.Identity == "" && card.CurrentEpoch != "" && e.epoch == card.CurrentEpoch {
+			endedWhy = e.why
+		}
+	}
 	a.mu.Unlock()
 	a.log.Info("approval requested", "request", r.ID, "run", card.AgentRun, "server", card.ServerLabel, "epoch", card.CurrentEpoch, "tools", card.ToolScope)
 	if a.opts.OnRequested != nil {
 		a.opts.OnRequested(r.snapshot())
+	}
+	if endedWhy != "" {
+		// Raised for a call on an epoch that ended meanwhile: nobody can
+		// approve anything useful on it.
+		_ = a.Withdraw(r.ID, endedWhy)
+		return r.ID
 	}
 	time.AfterFunc(timeout, func() { _ = a.resolve(r.ID, Decision{Choice: timedOut, By: "timeout"}) })
 	return r.ID
@@ -499,7 +703,59 @@ func (a *Authority) Decide(id string, d Decision) error {
 	default:
 		return fmt.Errorf("%w %q (approve-run, approve-once, deny)", ErrBadChoice, d.Choice)
 	}
+	a.mu.Lock()
+	r, ok := a.requests[id]
+	var c Card
+	if ok {
+		c = r.Card
+	}
+	a.mu.Unlock()
+	if !ok {
+		return a.resolvedError(id)
+	}
+	if d.Choice == ApproveOnce && c.Stale {
+		return fmt.Errorf("request %s: %w", id, ErrStaleOnce)
+	}
+	if d.Choice == ApproveRun && d.Tools != nil {
+		offered := c.Offered()
+		for _, t := range d.Tools {
+			if !slices.Contains(offered, t) {
+				return fmt.Errorf("request %s: %w: %q (the card shows %s)", id, ErrNotOnCard, t, strings.Join(offered, ", "))
+			}
+		}
+	}
 	return a.resolve(id, d)
+}
+
+// resolvedError says what became of request id, no longer pending.
+func (a *Authority) resolvedError(id string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range slices.Backward(a.decided) {
+		if r.ID != id {
+			continue
+		}
+		e := &ResolvedError{ID: id, Why: r.decision.By}
+		switch {
+		case r.decision.Choice == ApproveRun || r.decision.Choice == ApproveOnce:
+			e.Outcome = "approved"
+		case r.decision.Choice == timedOut:
+			e.Outcome = "timeout"
+		case strings.HasPrefix(r.decision.By, withdrawnPrefix+": "):
+			e.Outcome, e.Why = "withdrawn", strings.TrimPrefix(r.decision.By, withdrawnPrefix+": ")
+		case strings.HasPrefix(r.decision.By, unrecordedPrefix):
+			e.Outcome = "audit_unavailable"
+		default:
+			e.Outcome = "denied"
+		}
+		if e.Why == "" {
+			e.Why = "decided"
+		} else if e.Outcome == "approved" || e.Outcome == "denied" {
+			e.Why = "by " + e.Why
+		}
+		return e
+	}
+	return fmt.Errorf("%w: %s", ErrNoRequest, id)
 }
 
 func (a *Authority) resolve(id string, d Decision) error {
@@ -514,22 +770,20 @@ func (a *Authority) resolve(id string, d Decision) error {
 			c = r.Card
 		}
 		a.mu.Unlock()
-		for _, t := range c.ToolScope {
+		for _, t := range c.Offered() {
 			if a.opts.ToolDenied(c.ServerLabel, t) {
 				denied = append(denied, t)
 			}
-		}
-		if c.Tool != "" && !slices.Contains(c.ToolScope, c.Tool) && a.opts.ToolDenied(c.ServerLabel, c.Tool) {
-			denied = append(denied, c.Tool)
 		}
 	}
 	a.mu.Lock()
 	r, ok := a.requests[id]
 	if !ok {
 		a.mu.Unlock()
-		return fmt.Errorf("%w: %s", ErrNoRequest, id)
+		return a.resolvedError(id)
 	}
 	delete(a.requests, id)
+	r.resolved = a.opts.Clock()
 	if a.decided = append(a.decided, r); len(a.decided) > maxDecided {
 		a.decided = slices.Delete(a.decided, 0, len(a.decided)-maxDecided)
 	}
@@ -539,7 +793,11 @@ func (a *Authority) resolve(id string, d Decision) error {
 		c := r.Card
 		tools := c.ToolScope
 		if d.Choice == ApproveRun && d.Tools != nil {
-			tools = intersect(c.ToolScope, d.Tools)
+			tools = intersect(c.Offered(), d.Tools)
+		}
+		if c.Tool != "" && c.Identity == "" && !slices.Contains(tools, c.Tool) {
+			// The call that waits is what a run approval approves first.
+			tools = append([]string{c.Tool}, tools...)
 		}
 		exp, argsDigest := ExpiresRunEnds, ""
 		// A credential that asks on every use is never approved for the
@@ -594,13 +852,27 @@ func (a *Authority) resolve(id string, d Decision) error {
 			reason = d.By
 		}
 		a.log.Info("approval denied", "request", id, "reason", reason)
-		if a.opts.OnDenied != nil {
+		if why, ok := strings.CutPrefix(d.By, withdrawnPrefix+": "); ok && a.opts.OnWithdrawn != nil {
+			a.opts.OnWithdrawn(r.snapshot(), why)
+		} else if a.opts.OnDenied != nil {
 			a.opts.OnDenied(r.snapshot(), reason)
 		}
 	}
 	a.mu.Lock()
 	if g != nil {
 		a.grants[g.AgentRun] = append(a.grants[g.AgentRun], g)
+		if g.Identity == "" && g.ExpiresWhen == ExpiresRunEnds {
+			// What the person chose for this epoch: the next epoch's
+			// first card proposes it (Propose).
+			ch := a.chosen[g.AgentRun]
+			if ch.epoch != g.ExecutionEpoch {
+				ch = chosenScope{epoch: g.ExecutionEpoch}
+			}
+			for _, t := range g.ToolScope {
+				ch.tools = appendNew(ch.tools, t)
+			}
+			a.chosen[g.AgentRun] = ch
+		}
 	}
 	close(r.done)
 	dd := r.decision

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/portcullis/portcullis/core/catalog"
 )
 
 // recorder collects what an Authority reports through its Options hooks.
@@ -109,12 +111,44 @@ func TestCheckCoversRunEpochToolsAndCredentials(t *testing.T) {
 
 func TestApproveRunWithTickedTools(t *testing.T) {
 	a := New(Options{})
-	g := grantFor(t, a, toolCard("r", "E", "write", []string{"write", "delete", "drop"}), Decision{Choice: ApproveRun, Tools: []string{"drop", "write", "unknown"}})
+	g := grantFor(t, a, toolCard("r", "E", "write", []string{"write", "delete", "drop"}), Decision{Choice: ApproveRun, Tools: []string{"drop", "write"}})
 	if diff := cmp.Diff([]string{"write", "drop"}, g.ToolScope); diff != "" {
 		t.Errorf("tool scope (-want +got):\n%s", diff)
 	}
 	if a.Check("r", "E", "delete", nil) != nil {
 		t.Error("an unticked tool is covered")
+	}
+	// The called tool is part of every run approval, ticked or not.
+	g = grantFor(t, a, toolCard("r", "E", "write", []string{"write", "delete"}), Decision{Choice: ApproveRun, Tools: []string{"delete"}})
+	if diff := cmp.Diff([]string{"write", "delete"}, g.ToolScope); diff != "" {
+		t.Errorf("tool scope without the called tool ticked (-want +got):\n%s", diff)
+	}
+}
+
+// TestDecisionNamesOnlyToolsOnTheCard: a decision may tick the card's other
+// tools (widening), never a tool the card did not show; such a decision is
+// refused and the request stays pending.
+func TestDecisionNamesOnlyToolsOnTheCard(t *testing.T) {
+	a := New(Options{})
+	card := toolCard("r", "E", "read", []string{"read"})
+	card.OtherTools = []string{"write", "delete"}
+	id := a.Raise(card)
+	err := a.Decide(id, Decision{Choice: ApproveRun, Tools: []string{"read", "drop"}})
+	if !errors.Is(err, ErrNotOnCard) || !strings.Contains(err.Error(), `"drop"`) {
+		t.Fatalf("Decide with a tool not on the card: %v, want ErrNotOnCard naming drop", err)
+	}
+	if len(a.Pending()) != 1 || len(a.Grants("r")) != 0 {
+		t.Fatalf("after the refused decision: pending %d, grants %+v; want the request pending and no grant", len(a.Pending()), a.Grants("r"))
+	}
+	if err := a.Decide(id, Decision{Choice: ApproveRun, Tools: []string{"delete"}}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Wait(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"read", "delete"}, g.ToolScope); diff != "" {
+		t.Errorf("widened scope (-want +got):\n%s", diff)
 	}
 }
 
@@ -398,27 +432,33 @@ func TestSlowSubscriberDoesNotBlock(t *testing.T) {
 	}
 }
 
-func TestFindSharesOneDecisionPerRunAndEpoch(t *testing.T) {
+// TestFindSharesADecisionOnlyWithTheCallShown: a call joins a pending
+// request only when its card shows that very call (tool and arguments);
+// another call, even of a tool in the card's scope, gets its own card.
+func TestFindSharesADecisionOnlyWithTheCallShown(t *testing.T) {
 	a := New(Options{})
-	id := a.Raise(toolCard("r", "E", "write", []string{"write", "delete"}, "api"))
+	card := toolCard("r", "E", "write", []string{"write", "delete"}, "api")
+	card.ArgsDigest = "sha256:staging"
+	id := a.Raise(card)
 	a.Raise(Card{AgentRun: "r", CurrentEpoch: "E", Identity: "sha256:x", CredentialScope: []string{"token"}})
 	tests := []struct {
-		name             string
-		run, epoch, tool string
-		creds            []string
-		want             string
+		name                   string
+		run, epoch, tool, args string
+		creds                  []string
+		want                   string
 	}{
-		{"same tool", "r", "E", "write", nil, id},
-		{"another tool of the scope", "r", "E", "delete", []string{"api"}, id},
-		{"tool outside the scope", "r", "E", "drop", nil, ""},
-		{"wider credential scope", "r", "E", "write", []string{"api", "db"}, ""},
-		{"other epoch", "r", "E2", "write", nil, ""},
-		{"other run", "r2", "E", "write", nil, ""},
-		{"identity requests are not shared with calls", "r", "E", "", []string{"token"}, ""},
+		{"the call shown", "r", "E", "write", "sha256:staging", nil, id},
+		{"the call shown, its credential", "r", "E", "write", "sha256:staging", []string{"api"}, id},
+		{"same tool, other arguments", "r", "E", "write", "sha256:production", nil, ""},
+		{"another tool of the scope", "r", "E", "delete", "sha256:staging", []string{"api"}, ""},
+		{"wider credential scope", "r", "E", "write", "sha256:staging", []string{"api", "db"}, ""},
+		{"other epoch", "r", "E2", "write", "sha256:staging", nil, ""},
+		{"other run", "r2", "E", "write", "sha256:staging", nil, ""},
+		{"identity requests are not shared with calls", "r", "E", "", "", []string{"token"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := a.Find(tt.run, tt.epoch, tt.tool, tt.creds)
+			got, ok := a.Find(tt.run, tt.epoch, tt.tool, tt.creds, tt.args)
 			if got != tt.want || ok != (tt.want != "") {
 				t.Errorf("Find = %q, %v; want %q", got, ok, tt.want)
 			}
@@ -559,8 +599,8 @@ func TestGrantExcludesDeniedTools(t *testing.T) {
 	if g := grantFor(t, a, card, Decision{Choice: ApproveRun}); !slices.Equal(g.ToolScope, []string{"write", "drop"}) {
 		t.Errorf("approve-run grant scope %v, want [write drop]", g.ToolScope)
 	}
-	if g := grantFor(t, a, card, Decision{Choice: ApproveRun, Tools: []string{"delete", "drop"}}); !slices.Equal(g.ToolScope, []string{"drop"}) {
-		t.Errorf("ticked grant scope %v, want [drop]", g.ToolScope)
+	if g := grantFor(t, a, card, Decision{Choice: ApproveRun, Tools: []string{"delete", "drop"}}); !slices.Equal(g.ToolScope, []string{"write", "drop"}) {
+		t.Errorf("ticked grant scope %v, want [write drop] (the called tool, and drop)", g.ToolScope)
 	}
 	mu.Lock()
 	deniedNow["write"] = true
@@ -597,5 +637,219 @@ func TestUnrecordedGrantIsNotMade(t *testing.T) {
 	}
 	if !slices.Equal(denied, []string{"audit_unavailable"}) {
 		t.Errorf("OnDenied heard %q", denied)
+	}
+}
+
+// offered is the approve-policy catalog of the scope tests, in catalog
+// order.
+var offered = []string{"read_text_file", "write_file", "delete_file"}
+
+// TestFirstCardProposesTheCalledToolOnly: the first card of a run ticks the
+// called tool only; the others are offered unticked, and approving without
+// ticks grants the called tool alone.
+func TestFirstCardProposesTheCalledToolOnly(t *testing.T) {
+	a := New(Options{})
+	c := a.Propose(toolCard("r", "E1", "read_text_file", nil, "api"), offered)
+	if diff := cmp.Diff([]string{"read_text_file"}, c.ToolScope); diff != "" {
+		t.Errorf("proposed scope (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"write_file", "delete_file"}, c.OtherTools); diff != "" {
+		t.Errorf("other tools (-want +got):\n%s", diff)
+	}
+	g := grantFor(t, a, c, Decision{Choice: ApproveRun, By: "cli"})
+	if diff := cmp.Diff([]string{"read_text_file"}, g.ToolScope); diff != "" {
+		t.Errorf("grant of a plain approve (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"api"}, g.CredentialScope); diff != "" {
+		t.Errorf("the grant carries the call's credentials (-want +got):\n%s", diff)
+	}
+	for _, tool := range []string{"write_file", "delete_file"} {
+		if a.Check("r", "E1", tool, nil) != nil {
+			t.Errorf("%s is covered after approving a read_text_file card", tool)
+		}
+	}
+	// A second card on the same epoch proposes its own call only, not
+	// what was granted already.
+	c = a.Propose(toolCard("r", "E1", "write_file", nil), offered)
+	if diff := cmp.Diff([]string{"write_file"}, c.ToolScope); diff != "" {
+		t.Errorf("second card's proposed scope (-want +got):\n%s", diff)
+	}
+	// A credential that asks on every use: its call alone, nothing to tick.
+	ask := toolCard("r", "E1", "write_file", nil, "api")
+	ask.AskEveryUse = true
+	if c := a.Propose(ask, offered); !slices.Equal(c.ToolScope, []string{"write_file"}) || c.OtherTools != nil {
+		t.Errorf("ask-every-use card: scope %v, other %v; want [write_file] and nothing else", c.ToolScope, c.OtherTools)
+	}
+}
+
+// TestRebuildCardProposesThePreviousChoice: after a rebuild the first card
+// ticks what the person chose for the previous epoch, minus the tools the
+// new code lost; a tool the revision added is never ticked, even one the
+// person had chosen under that name before; changed tools are marked.
+func TestRebuildCardProposesThePreviousChoice(t *testing.T) {
+	a := New(Options{})
+	first := a.Propose(toolCard("r", "E1", "read_text_file", nil), []string{"read_text_file", "write_file", "move_file", "delete_file"})
+	grantFor(t, a, first, Decision{Choice: ApproveRun, Tools: []string{"write_file", "move_file"}})
+	// A once approval is no choice of scope for the run.
+	once := a.Propose(toolCard("r", "E1", "delete_file", nil), []string{"read_text_file", "write_file", "move_file", "delete_file"})
+	grantFor(t, a, once, Decision{Choice: ApproveOnce})
+
+	// E2 lost move_file, changed write_file, added wipe_disk.
+	card := toolCard("r", "E2", "read_text_file", nil)
+	card.CatalogChanges = []catalog.Change{
+		{Tool: "move_file", Kind: catalog.KindToolRemoved, Severity: catalog.Authority},
+		{Tool: "write_file", Kind: catalog.KindPropertyAdded, Severity: catalog.Contract},
+		{Tool: "read_text_file", Kind: catalog.KindDescriptionChanged, Severity: catalog.Cosmetic},
+		{Tool: "wipe_disk", Kind: catalog.KindToolAdded, Severity: catalog.Authority},
+	}
+	c := a.Propose(card, []string{"read_text_file", "write_file", "delete_file", "wipe_disk"})
+	want := Card{ToolScope: []string{"read_text_file", "write_file"}, OtherTools: []string{"delete_file", "wipe_disk"},
+		NewTools: []string{"wipe_disk"}, ChangedTools: []string{"write_file"}}
+	got := Card{ToolScope: c.ToolScope, OtherTools: c.OtherTools, NewTools: c.NewTools, ChangedTools: c.ChangedTools}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rebuild card scope (-want +got):\n%s", diff)
+	}
+	// The person narrows on E2: E3 proposes the narrowed choice.
+	grantFor(t, a, c, Decision{Choice: ApproveRun, Tools: []string{"read_text_file"}})
+	c = a.Propose(toolCard("r", "E3", "write_file", nil), []string{"read_text_file", "write_file", "delete_file", "wipe_disk"})
+	if diff := cmp.Diff([]string{"read_text_file", "write_file"}, c.ToolScope); diff != "" {
+		t.Errorf("E3 proposed scope after narrowing on E2 (-want +got):\n%s", diff)
+	}
+	// A tool chosen before, removed and now added again is a new tool.
+	readd := toolCard("r", "E4", "write_file", nil)
+	readd.CatalogChanges = []catalog.Change{{Tool: "read_text_file", Kind: catalog.KindToolAdded, Severity: catalog.Authority}}
+	c = a.Propose(readd, []string{"read_text_file", "write_file"})
+	if !slices.Equal(c.ToolScope, []string{"write_file"}) || !slices.Equal(c.NewTools, []string{"read_text_file"}) {
+		t.Errorf("re-added tool: scope %v, new %v; want [write_file], new [read_text_file]", c.ToolScope, c.NewTools)
+	}
+	// Another run starts from nothing.
+	if c := a.Propose(toolCard("r2", "E9", "read_text_file", nil), offered); !slices.Equal(c.ToolScope, []string{"read_text_file"}) {
+		t.Errorf("another run's first card proposes %v", c.ToolScope)
+	}
+}
+
+// TestSecondCallIsNotCoveredByTheFirstCard is the attack of a second call
+// arriving while a card is open: its arguments differ, so it does not join
+// the open card; deciding that card (for the whole run, every tool ticked)
+// leaves the second call's own card pending, for the person to see.
+func TestSecondCallIsNotCoveredByTheFirstCard(t *testing.T) {
+	a := New(Options{})
+	first := a.Propose(toolCard("r", "E", "deploy", nil), []string{"deploy", "status"})
+	first.ArgsDigest = "sha256:staging"
+	id1 := a.Raise(first)
+	if _, ok := a.Find("r", "E", "deploy", nil, "sha256:production"); ok {
+		t.Fatal("the second call joined the card of the first")
+	}
+	second := a.Propose(toolCard("r", "E", "deploy", nil), []string{"deploy", "status"})
+	second.ArgsDigest = "sha256:production"
+	id2 := a.Raise(second)
+	if err := a.Decide(id1, Decision{Choice: ApproveRun, Tools: []string{"deploy", "status"}}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := a.Wait(context.Background(), id1); err != nil || g == nil {
+		t.Fatalf("first card: %+v, %v", g, err)
+	}
+	p := a.Pending()
+	if len(p) != 1 || p[0].ID != id2 || p[0].Card.ArgsDigest != "sha256:production" {
+		t.Fatalf("pending after deciding the first card = %+v, want the second call's own card %s", p, id2)
+	}
+	if gs := a.Grants("r"); len(gs) != 1 || gs[0].Request != id1 {
+		t.Errorf("grants = %+v, want only the first card's", gs)
+	}
+}
+
+// TestStaleCardOffersNoApproveOnce: the card of an authorization_stale
+// refusal cannot be approved once (its call was refused already); approving
+// it for the run allows the new code, and the request stays pending after
+// the refused choice.
+func TestStaleCardOffersNoApproveOnce(t *testing.T) {
+	a := New(Options{})
+	c := toolCard("r", "E2", "read", []string{"read"})
+	c.Stale = true
+	id := a.Raise(c)
+	if err := a.Decide(id, Decision{Choice: ApproveOnce, By: "cli"}); !errors.Is(err, ErrStaleOnce) || !errors.Is(err, ErrBadChoice) {
+		t.Fatalf("approve once of a stale card: %v, want ErrStaleOnce", err)
+	}
+	if len(a.Pending()) != 1 {
+		t.Fatal("the refused choice resolved the request")
+	}
+	if err := a.Decide(id, Decision{Choice: ApproveRun, By: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := a.Wait(context.Background(), id); err != nil || !slices.Equal(g.ToolScope, []string{"read"}) || g.ExpiresWhen != ExpiresRunEnds {
+		t.Errorf("approving the stale card for the run: %+v, %v; want a run grant of read", g, err)
+	}
+}
+
+// TestEndedEpochWithdrawsItsRequests: the requests of an epoch that ended
+// are withdrawn at once, with the reason, through OnWithdrawn (not as a
+// person's denial); a request raised on it later is withdrawn as it is
+// raised; Decide says it was withdrawn and why, and grants nothing.
+func TestEndedEpochWithdrawsItsRequests(t *testing.T) {
+	var mu sync.Mutex
+	var withdrawn, denied []string
+	a := New(Options{
+		OnWithdrawn: func(r Request, why string) { mu.Lock(); withdrawn = append(withdrawn, r.ID+" "+why); mu.Unlock() },
+		OnDenied:    func(r Request, why string) { mu.Lock(); denied = append(denied, r.ID+" "+why); mu.Unlock() },
+	})
+	onE1 := a.Raise(toolCard("r", "E1", "write", []string{"write"}))
+	onE2 := a.Raise(toolCard("r", "E2", "write", []string{"write"}))
+	otherRun := a.Raise(toolCard("r2", "E1", "write", []string{"write"}))
+	launch := a.Raise(Card{AgentRun: "r", Identity: "sha256:x", CredentialScope: []string{"token"}})
+
+	const why = "the server was replaced while the call waited (epoch E1 → E2)"
+	if got := a.WithdrawEpoch("r", "E1", why); !slices.Equal(got, []string{onE1}) {
+		t.Fatalf("WithdrawEpoch withdrew %v, want [%s]", got, onE1)
+	}
+	if _, err := a.Wait(context.Background(), onE1); !errors.Is(err, ErrWithdrawn) {
+		t.Errorf("Wait on the withdrawn request: %v, want ErrWithdrawn", err)
+	}
+	var pending []string
+	for _, r := range a.Pending() {
+		pending = append(pending, r.ID)
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(pending)), slices.Sorted(slices.Values([]string{onE2, otherRun, launch}))) {
+		t.Errorf("pending = %v, want the requests of E2, of the other run and the launch", pending)
+	}
+	err := a.Decide(onE1, Decision{Choice: ApproveRun, By: "cli"})
+	var re *ResolvedError
+	if !errors.As(err, &re) || re.Outcome != "withdrawn" || !errors.Is(err, ErrNoRequest) || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), "nothing was granted") {
+		t.Fatalf("Decide of the withdrawn request: %v, want a ResolvedError that says it was withdrawn and why", err)
+	}
+	if len(a.Grants("r")) != 0 {
+		t.Errorf("grants after approving a withdrawn request: %+v", a.Grants("r"))
+	}
+	// Raised on the ended epoch after it ended (a race with the call):
+	// withdrawn at once.
+	late := a.Raise(toolCard("r", "E1", "read", []string{"read"}))
+	if _, err := a.Wait(context.Background(), late); !errors.Is(err, ErrWithdrawn) {
+		t.Errorf("a request raised on the ended epoch: %v, want ErrWithdrawn", err)
+	}
+	ws := a.Withdrawn("r")
+	if len(ws) != 2 || ws[0].Request != onE1 || ws[0].Reason != why || ws[0].Tool != "write" || ws[0].Epoch != "E1" || ws[1].Request != late {
+		t.Errorf("Withdrawn = %+v, want %s and %s with the reason", ws, onE1, late)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(withdrawn) != 2 || withdrawn[0] != onE1+" "+why || len(denied) != 0 {
+		t.Errorf("hooks: withdrawn %q, denied %q; want two withdrawals and no denial", withdrawn, denied)
+	}
+}
+
+// TestDecideOfADecidedRequestSaysHow: Decide of a request decided already
+// says how it ended.
+func TestDecideOfADecidedRequestSaysHow(t *testing.T) {
+	a := New(Options{})
+	id := a.Raise(toolCard("r", "E", "write", []string{"write"}))
+	if err := a.Decide(id, Decision{Choice: Deny, By: "app"}); err != nil {
+		t.Fatal(err)
+	}
+	err := a.Decide(id, Decision{Choice: ApproveRun, By: "cli"})
+	var re *ResolvedError
+	if !errors.As(err, &re) || re.Outcome != "denied" || re.Why != "by app" {
+		t.Errorf("Decide of a denied request: %v (%+v), want outcome denied by app", err, re)
+	}
+	if err := a.Decide("apr_unknown", Decision{Choice: Deny}); !errors.Is(err, ErrNoRequest) || errors.As(err, &re) {
+		t.Errorf("Decide of an unknown request: %v, want plain ErrNoRequest", err)
 	}
 }

@@ -23,9 +23,23 @@ import (
 // Tool and Arguments describe the call that raised the request, ArgsDigest
 // identifies those arguments (the audit log's argsDigest): a grant approved
 // once covers that call only, not another call of the tool. Defaults are the
-// values that omitted arguments will take. ToolScope is what
-// "Approve for this run" grants by default: every approve tool of the
-// current catalog revision.
+// values that omitted arguments will take.
+//
+// The tool scope a card proposes is what the person saw ticked (docs/DESIGN.md,
+// "Authorization and credentials"; see Authority.Propose): ToolScope is
+// what "Approve for this run" grants unless the person changes the ticks:
+// the called tool only on the first card of a run, and after a rebuild the
+// scope the person chose for the previous epoch, minus the tools the new
+// code lost. OtherTools are the other tools that need approval in the
+// current catalog revision: shown unticked, granted only when the person
+// ticks them (`approve --tools`, `--all`). NewTools are the tools the
+// revision added since the one last approved (never pre-ticked), and
+// ChangedTools those whose contract or authority changed: both are marked
+// on the card.
+//
+// Stale is set on the card raised with an authorization_stale refusal: its
+// call was refused already, so the card offers to allow the new code for
+// this run (or deny), never to approve that call once.
 type Card struct {
 	Reason           string            `json:"reason"`
 	AgentRun         string            `json:"agentRun"`
@@ -49,8 +63,46 @@ type Card struct {
 	ArgsDigest       string            `json:"argsDigest,omitempty"`
 	Defaults         map[string]any    `json:"defaults,omitempty"`
 	ToolScope        []string          `json:"toolScope,omitempty"`
+	OtherTools       []string          `json:"otherTools,omitempty"`
+	NewTools         []string          `json:"newTools,omitempty"`
+	ChangedTools     []string          `json:"changedTools,omitempty"`
+	Stale            bool              `json:"stale,omitempty"`
 	CredentialScope  []string          `json:"credentialScope,omitempty"`
 	AskEveryUse      bool              `json:"askEveryUse,omitempty"`
+}
+
+// Offered is every tool the card lets the person tick: ToolScope, then
+// OtherTools, then the called tool if neither holds it.
+func (c Card) Offered() []string {
+	out := slices.Concat(c.ToolScope, c.OtherTools)
+	if c.Tool != "" && !slices.Contains(out, c.Tool) {
+		out = append(out, c.Tool)
+	}
+	return out
+}
+
+// ToolMark is how a card marks tool beside its name: "new" (the revision
+// added it), "changed" (its contract or authority changed), or "".
+func (c Card) ToolMark(tool string) string {
+	switch {
+	case slices.Contains(c.NewTools, tool):
+		return "new"
+	case slices.Contains(c.ChangedTools, tool):
+		return "changed"
+	}
+	return ""
+}
+
+// markedTools is tools with their marks, for the text card.
+func (c Card) markedTools(tools []string) string {
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = t
+		if m := c.ToolMark(t); m != "" {
+			out[i] += " (" + m + ")"
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // IdentityDigest is the digest that identity approvals bind to: the
@@ -142,8 +194,14 @@ func (c Card) Lines() []string {
 			add("  omitted %s will be %s (default)", k, v)
 		}
 	}
+	if c.Stale {
+		add("This call was refused already (authorization_stale): approving allows the new code for this run; nothing runs now")
+	}
 	if len(c.ToolScope) > 0 {
-		add("Tools: %s", strings.Join(c.ToolScope, ", "))
+		add("Tools proposed: %s", c.markedTools(c.ToolScope))
+	}
+	if len(c.OtherTools) > 0 {
+		add("Not proposed (add with --tools or --all): %s", c.markedTools(c.OtherTools))
 	}
 	if len(c.CredentialScope) > 0 {
 		add("Credentials: %s — %s", strings.Join(c.CredentialScope, ", "), CredentialWhere(c))

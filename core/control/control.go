@@ -74,8 +74,10 @@ type Hello struct {
 	Label   string `json:"label,omitempty"`
 	Request string `json:"request,omitempty"` // approval request id, for decide
 	Choice  string `json:"choice,omitempty"`  // approve-run, approve-once or deny, for decide
-	// Tools narrows an approve-run decision to these tools of the card's
-	// tool scope (nil: all of it).
+	// Tools are what an approve-run decision grants: tools of the card's
+	// ToolScope and OtherTools, the called tool always included (nil: the
+	// card's ToolScope, what it proposed). A tool the card did not show
+	// refuses the decision.
 	Tools []string `json:"tools,omitempty"`
 	// Config is the whole edited configuration file, for config-edit.
 	Config json.RawMessage `json:"config,omitempty"`
@@ -84,6 +86,12 @@ type Hello struct {
 	// Force, for audit_setup_keys, replaces existing sealing keys.
 	Force bool `json:"force,omitempty"`
 }
+
+// CodeResolvedPrefix starts the Reply.Code of a decision refused because
+// its request is no longer pending but remembered: "request_withdrawn",
+// "request_approved", "request_denied", "request_timeout"… (Reply.Error
+// says how it ended and why).
+const CodeResolvedPrefix = "request_"
 
 // Reply is the daemon's answer to a Hello. Code is a stable machine-readable
 // name for the failure (for example "unknown_server", "config_invalid"),

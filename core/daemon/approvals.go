@@ -178,7 +178,7 @@ func (d *Daemon) approvalRequested(r authz.Request) {
 	d.appendAudit(audit.TypeApprovalRequested, audit.ApprovalRequested{
 		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
 		CatalogRevision: r.Card.CatalogRevision, ToolScope: r.Card.ToolScope, CredentialScope: r.Card.CredentialScope,
-		Reason: r.Card.Reason,
+		Reason: r.Card.Reason, OtherTools: r.Card.OtherTools, Stale: r.Card.Stale,
 	})
 }
 
@@ -200,6 +200,16 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 	d.appendAudit(audit.TypeApprovalDenied, audit.ApprovalDenied{
 		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity, Reason: reason,
+		By: r.DecidedBy, Stale: r.Card.Stale,
+	})
+}
+
+// approvalWithdrawn records a request withdrawn without a decision: not a
+// person's denial (authz.Options.OnWithdrawn).
+func (d *Daemon) approvalWithdrawn(r authz.Request, why string) {
+	d.appendAudit(audit.TypeApprovalWithdrawn, audit.ApprovalWithdrawn{
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
+		Tool: r.Card.Tool, Reason: why,
 	})
 }
 

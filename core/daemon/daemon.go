@@ -234,6 +234,7 @@ func New(o Options) (*Daemon, error) {
 		OnRequested: d.approvalRequested,
 		OnGranted:   d.approvalGranted,
 		OnDenied:    d.approvalDenied,
+		OnWithdrawn: d.approvalWithdrawn,
 		ToolDenied:  func(label, tool string) bool { return d.policyOf(label, tool) == config.PolicyDeny },
 	})
 	return d, nil
@@ -459,7 +460,11 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 			return
 		}
 		if err := d.authz.Decide(h.Request, authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, By: "cli"}); err != nil {
-			reply(c, control.Reply{Error: err.Error(), Code: "decide_failed"})
+			code := "decide_failed"
+			if re := (*authz.ResolvedError)(nil); errors.As(err, &re) {
+				code = control.CodeResolvedPrefix + re.Outcome // withdrawn, and why, in the error
+			}
+			reply(c, control.Reply{Error: err.Error(), Code: code})
 			return
 		}
 		// Reply.Data is the grant made (authz.Grant), absent for a denial:

@@ -437,7 +437,7 @@ func (s *Session) requestFor(e *epoch, c *toolCall, reason string, stale *authz.
 	a := s.opts.Authority
 	creds, askEvery := s.metaCredentials()
 	if !askEvery {
-		if id, ok := a.Find(s.opts.RunID, e.ID, c.name, creds); ok {
+		if id, ok := a.Find(s.opts.RunID, e.ID, c.name, creds, c.digest); ok {
 			return id
 		}
 	}
@@ -469,11 +469,12 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Gra
 	if hasPrev && approvedEpoch != e.ID {
 		c.IdentityChanges = identity.Diff(prevRec, e.Record)
 	}
+	var offered []string
 	if cat != nil {
 		c.CatalogRevision = cat.Revision
 		for _, t := range cat.Tools {
 			if s.policy(t.Name) == policyApprove {
-				c.ToolScope = append(c.ToolScope, t.Name)
+				offered = append(offered, t.Name)
 			}
 		}
 		if t, ok := cat.Lookup(tool); ok {
@@ -485,12 +486,10 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Gra
 			}
 		}
 	}
-	if !slices.Contains(c.ToolScope, tool) {
-		c.ToolScope = append(c.ToolScope, tool)
-	}
-	if askEvery {
-		c.ToolScope = []string{tool}
-	}
+	// The card proposes the called tool, or after a rebuild what the
+	// person chose for the previous epoch; other tools stay unticked.
+	c = s.opts.Authority.Propose(c, offered)
+	c.Stale = stale != nil
 	switch {
 	case reason != "":
 		c.Reason = reason

@@ -169,8 +169,11 @@ func (st *randomState) decide(rnd *rand.Rand, c authz.Choice) {
 	if len(p) == 0 {
 		return
 	}
-	id := p[rnd.IntN(len(p))].ID
-	if err := st.r.auth.Decide(id, authz.Decision{Choice: c, By: "cli"}); err != nil && !errors.Is(err, authz.ErrNoRequest) {
+	q := p[rnd.IntN(len(p))]
+	if c == authz.ApproveOnce && q.Card.Stale {
+		c = authz.ApproveRun // a stale card offers no approve once
+	}
+	if err := st.r.auth.Decide(q.ID, authz.Decision{Choice: c, By: "cli"}); err != nil && !errors.Is(err, authz.ErrNoRequest) {
 		st.t.Errorf("Decide: %v", err)
 	}
 }

@@ -561,6 +561,18 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 	}
 	s.flight.dropReverse(e)
 	s.mu.Unlock()
+	if a := s.opts.Authority; a != nil {
+		// A call that waited for a person on e will never run on it: its
+		// card goes away now, saying why (docs/DESIGN.md, "Authorization and
+		// credentials").
+		what := "the server's execution epoch " + e.ID + " ended (" + why + ")"
+		if next != nil {
+			what = fmt.Sprintf("the server was replaced while the call waited (epoch %s → %s: %s)", e.ID, next.ID, why)
+		}
+		for _, id := range a.WithdrawEpoch(s.opts.RunID, e.ID, what) {
+			s.log.Info("approval request withdrawn: its epoch ended", "request", id, "epoch", e.ID)
+		}
+	}
 	s.log.Info("epoch ended", "epoch", e.ID, "why", why, "answered", len(answers))
 	for _, a := range answers {
 		s.writeAgent(a)

@@ -38,6 +38,9 @@ type Status struct {
 	// Grants are the live grants of the run (none once it ended: grants
 	// expire with the agent run).
 	Grants []authz.Grant `json:"grants,omitempty"`
+	// Withdrawn are the approval requests of the run withdrawn without a
+	// decision (their epoch ended, their call went away), with the reason.
+	Withdrawn []authz.Withdrawal `json:"withdrawn,omitempty"`
 }
 
 // EpochExit is how the process of one epoch ended.
@@ -78,6 +81,7 @@ func (s *Session) Status() Status {
 	s.mu.Unlock()
 	if s.opts.Authority != nil {
 		st.Grants = s.opts.Authority.Grants(s.opts.RunID)
+		st.Withdrawn = s.opts.Authority.Withdrawn(s.opts.RunID)
 	}
 	if e != nil {
 		rec := e.Record

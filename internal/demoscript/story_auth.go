@@ -197,12 +197,25 @@ func (a *authStory) newCard(ctx context.Context) error {
 }
 
 func (a *authStory) approveAgain(ctx context.Context) error {
-	a.step("The agent refreshes (tools/list) and calls again; the person approves the new code")
+	a.step("The person allows the new code for this run on that card; the agent refreshes (tools/list) and calls again")
+	r, err := a.home.RunAtTerminal(ctx, "approve", a.stale)
+	if err != nil {
+		return err
+	}
+	a.detail("$ portcullis approve %s", a.stale)
+	a.detail("%s", strings.TrimSpace(r.Stdout))
 	if _, err := a.agent.Session.ListTools(ctx, nil); err != nil {
 		return err
 	}
-	done := a.callAsync(ctx, noteWrite, map[string]any{"text": "hello again", "tag": "b"})
-	return a.approve(ctx, a.stale, "B", done)
+	txt, err := a.callOK(ctx, noteWrite, map[string]any{"text": "hello again", "tag": "b"})
+	if err != nil {
+		return err
+	}
+	if want := "revision=B wrote note 1"; !strings.HasPrefix(txt, want) {
+		return fmt.Errorf("%w: the call on the new code answered %q, want %q…", ErrUnexpected, txt, want)
+	}
+	a.detail("the call goes through on the new code → %q", txt)
+	return nil
 }
 
 func (a *authStory) auditTrail(ctx context.Context) error {

@@ -30,6 +30,9 @@
 //     server/tools, "List Changed Notification"; on 2026-07-28 on the
 //     client's subscriptions/listen stream).
 //
+// A build with -ldflags "-X main.destructiveTool=NAME" also has a tool NAME
+// (destructiveHint true, no arguments).
+//
 // Test hooks: PUBLISH_CALL_LOG=FILE appends one JSON line per tools/call
 // request received, before it is validated or run:
 // {"tool": NAME, "args": ARGUMENTS, "revision": R, "pid": PID}. Tests read it to
@@ -62,6 +65,11 @@ var revision = "A"
 // buildLabel changes the binary without changing anything a client sees in
 // tools/list; set with -ldflags "-X main.buildLabel=…". It is logged at start.
 var buildLabel = ""
+
+// destructiveTool, when set (-ldflags "-X main.destructiveTool=NAME"), adds
+// a tool NAME with destructiveHint true (no arguments, answers "NAME done on
+// revision R"): a rebuild that adds a destructive tool.
+var destructiveTool = ""
 
 // maxDelay bounds slow_publish, so a mistaken test cannot hang for long.
 const maxDelay = 10 * time.Minute
@@ -156,6 +164,17 @@ func newServer(log *slog.Logger, rev, callLogPath string) (*mcp.Server, func(), 
 		}
 		return textResult(published(rev, in.Branch, in.Target)), nil
 	})
+
+	if name := destructiveTool; name != "" {
+		server.AddTool(&mcp.Tool{
+			Name:        name,
+			Description: "Destroys what was published (a tool a rebuild added).",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
+		}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return textResult(fmt.Sprintf("%s done on revision %s", name, rev)), nil
+		})
+	}
 
 	var mu sync.Mutex
 	added := map[string]bool{} // guarded by mu

@@ -60,6 +60,7 @@ type Measurer struct {
 	mu       sync.Mutex
 	files    map[string]cachedDigest // guarded by mu; absolute path -> digest
 	runtimes map[string]string       // guarded by mu; kind + "\x00" + digest -> "node v22.14.0"
+	opened   map[fileKey][32]byte    // guarded by mu; DigestOpen's cache
 }
 
 // NewMeasurer returns a Measurer that logs to logger (nil discards).
@@ -73,6 +74,7 @@ func NewMeasurer(logger *slog.Logger) *Measurer {
 		versionTimeout: DefaultVersionTimeout,
 		files:          make(map[string]cachedDigest),
 		runtimes:       make(map[string]string),
+		opened:         make(map[fileKey][32]byte),
 	}
 }
 
@@ -587,4 +589,29 @@ func (c *capped) Write(p []byte) (int, error) {
 		c.buf.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
+}
+
+// ScriptOf returns the script that a process running executable exe with
+// arguments args (args[0] is the program name, as in /proc/PID/cmdline) in
+// working directory cwd runs, as an absolute path with symlinks resolved:
+// the entry of a runtime (node, python*, deno, bun, java -jar) or the file a
+// shell runs; "" for any other program, for inline code ("-c", "-e") or a
+// module ("-m"), and when the file does not exist.
+func ScriptOf(exe string, args []string, cwd string) string {
+	kind := runtimeKind(exe)
+	if kind == "" && len(args) > 0 {
+		kind = runtimeKind(args[0])
+	}
+	if kind == "" || len(args) == 0 {
+		return ""
+	}
+	p := entryArg(kind, args[1:], cwd)
+	if p == "" {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	return real
 }

@@ -205,13 +205,20 @@ func pipeInodes(files ...*os.File) []uint64 {
 // scan reads the tree once: the server's, the trees of marked processes
 // that left it, and on Linux those of marked processes reparented to the
 // daemon (a child subreaper). Call it with treeMu held.
-func (p *Process) scan() ([]procView, error) {
+func (p *Process) scan() ([]procView, error) { return p.scanOpt(false) }
+
+// scanOpt is scan; orphans also looks at the daemon's own children.
+func (p *Process) scanOpt(orphans bool) ([]procView, error) {
 	var extra []int
 	for pid := range p.escaped {
 		extra = append(extra, pid)
 	}
 	slices.Sort(extra)
-	return scanTree(p.pid, extra, p.epoch, p.pipes, p.dir)
+	known := func(v procView) (procView, bool) {
+		m, ok := p.tree.byKey[v.key()]
+		return m.view, ok
+	}
+	return scanTree(p.pid, extra, p.epoch, p.pipes, p.dir, known, orphans)
 }
 
 // measure gives each view its identity, reusing the base's for processes
@@ -380,10 +387,12 @@ func describe(m member) string {
 }
 
 // detectLocked reads the tree and, when what can answer changed, settles,
-// records the new epoch, and delivers it (also when fromWatcher is false:
-// CheckTree's caller gets it too).
+// records the new epoch, and delivers it (CheckTree's caller gets it too).
+// The watcher (fromWatcher) also looks at the daemon's own children, where
+// orphans land when the daemon is a child subreaper; the check before a
+// call does not, to stay cheap.
 func (p *Process) detectLocked(fromWatcher bool) (*TreeChange, error) {
-	views, err := p.scan()
+	views, err := p.scanOpt(fromWatcher)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +432,6 @@ func (p *Process) detectLocked(fromWatcher bool) (*TreeChange, error) {
 	case <-p.done:
 	case <-p.stopping:
 	}
-	_ = fromWatcher
 	return &ch, nil
 }
 

@@ -26,7 +26,7 @@ const treeSupported = true
 // other process's descriptors without libproc, so every process counts as
 // holding the pipes; and no working directory, so a relative script is
 // resolved against dir, the launch's.
-func scanTree(root int, extra []int, mark string, _ []uint64, dir string) ([]procView, error) {
+func scanTree(root int, extra []int, mark string, _ []uint64, dir string, _ func(procView) (procView, bool), _ bool) ([]procView, error) {
 	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)

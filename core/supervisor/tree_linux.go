@@ -21,7 +21,7 @@ import (
 // reparented to the daemon when it is a child subreaper): for each one its
 // parent, start time, executable, the running file's identity, arguments,
 // working directory, and whether it holds one of the pipes.
-func scanTree(root int, extra []int, mark string, pipes []uint64, _ string) ([]procView, error) {
+func scanTree(root int, extra []int, mark string, pipes []uint64, _ string, known func(procView) (procView, bool), orphans bool) ([]procView, error) {
 	rs, err := readStat(root)
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", root, err)
@@ -44,10 +44,12 @@ func scanTree(root int, extra []int, mark string, pipes []uint64, _ string) ([]p
 			roots = append(roots, pid)
 		}
 	}
-	self, _ := childrenOf(os.Getpid())
-	for _, pid := range self {
-		if pid != root && hasMark(pid) {
-			roots = append(roots, pid)
+	if orphans {
+		self, _ := childrenOf(os.Getpid())
+		for _, pid := range self {
+			if pid != root && hasMark(pid) {
+				roots = append(roots, pid)
+			}
 		}
 	}
 	seen := map[int]bool{}
@@ -58,7 +60,7 @@ func scanTree(root int, extra []int, mark string, pipes []uint64, _ string) ([]p
 			continue
 		}
 		seen[pid] = true
-		v, ok := viewOf(pid, pipes)
+		v, ok := viewOf(pid, pipes, known)
 		if !ok {
 			continue
 		}
@@ -81,8 +83,9 @@ func childrenOf(pid int) ([]int, error) {
 		return nil, err
 	}
 	var out []int
+	buf := make([]byte, 4096)
 	for _, t := range tasks {
-		b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+		b, err := readSmall(dir+"/"+t.Name()+"/children", buf)
 		if err != nil {
 			if os.IsNotExist(err) {
 				return childrenByScan(pid)
@@ -117,42 +120,43 @@ func childrenByScan(pid int) ([]int, error) {
 }
 
 func ppidOf(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("process %d: malformed stat", pid)
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 2 {
-		return 0, fmt.Errorf("process %d: malformed stat", pid)
-	}
-	return strconv.Atoi(string(f[1]))
+	st, err := readStat(pid)
+	return st.ppid, err
 }
 
 // viewOf reads one process; ok is false for a zombie or a gone process.
-func viewOf(pid int, pipes []uint64) (procView, bool) {
+// known returns what an earlier scan saw of a process with the same pid,
+// start time, executable and arguments, whose pipes and working directory
+// are then not read again.
+func viewOf(pid int, pipes []uint64, known func(procView) (procView, bool)) (procView, bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	st, err := readStat(pid)
 	if err != nil || st.state == 'Z' {
 		return procView{}, false
 	}
-	pp, _ := ppidOf(pid)
-	v := procView{pid: pid, ppid: pp, start: st.start}
-	v.exe, _ = os.Readlink(dir + "/exe")
+	v := procView{pid: pid, ppid: st.ppid, start: st.start}
+	var lbuf [4096]byte
+	if n, err := syscall.Readlink(dir+"/exe", lbuf[:]); err == nil {
+		v.exe = string(lbuf[:n])
+	}
 	var fst syscall.Stat_t
 	if syscall.Stat(dir+"/exe", &fst) == nil {
 		v.exeKey = fmt.Sprintf("%d:%d:%d:%d:%d", fst.Dev, fst.Ino, fst.Size, fst.Mtim.Nano(), fst.Ctim.Nano())
 	}
-	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
+	var cbuf [8192]byte
+	if b, err := readSmall(dir+"/cmdline", cbuf[:]); err == nil {
 		b = bytes.TrimSuffix(b, []byte{0})
 		if len(b) > 0 {
 			v.args = strings.Split(string(b), "\x00")
 		}
 	}
-	v.cwd, _ = os.Readlink(dir + "/cwd")
+	if k, ok := known(v); ok {
+		v.cwd, v.stdio = k.cwd, k.stdio
+		return v, true
+	}
+	if n, err := syscall.Readlink(dir+"/cwd", lbuf[:]); err == nil {
+		v.cwd = string(lbuf[:n])
+	}
 	v.stdio = holdsPipe(dir+"/fd", pipes)
 	// Re-read the start time: a pid reused while it was read would mix two
 	// processes.

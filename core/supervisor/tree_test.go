@@ -19,7 +19,7 @@ import (
 
 // realPython returns the path of the Python interpreter itself (not a
 // version manager's shim), symlinks resolved, or skips.
-func realPython(t *testing.T) string {
+func realPython(t testing.TB) string {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -44,10 +44,12 @@ for line in sys.stdin:
         os.execv("/bin/sleep", ["sleep", "600"])
 `
 
+func writeFile(p, content string) error { return os.WriteFile(p, []byte(content), 0o644) }
+
 func writeWorker(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "worker.py")
-	if err := os.WriteFile(p, []byte(worker), 0o644); err != nil {
+	if err := writeFile(p, worker); err != nil {
 		t.Fatal(err)
 	}
 	real, err := filepath.EvalSymlinks(p)

@@ -348,6 +348,14 @@ func (s *Session) sendCall(e *epoch, m *mcpwire.Message, id int64, p *pending, n
 	s.mu.Lock()
 	p.call = rec
 	s.mu.Unlock()
+	if r := s.checkTree(e, name, decision); r != nil {
+		if s.abandon(id, p) {
+			s.recordCompletion(e, rec, "not_forwarded", r.Reason)
+			s.recordRefusal(name, r)
+			s.writeAgent(r.Response(m.ID))
+		}
+		return
+	}
 	if !s.transmit(id, p, out) {
 		s.recordCompletion(e, rec, "not_forwarded", "cancelled or its epoch ended before it was sent")
 	}
@@ -629,6 +637,8 @@ func (s *Session) readServer(e *epoch) {
 	unicodeNoted := false
 	for {
 		line, err := r.ReadLine()
+		e = s.lastOf(e) // an epoch observed on the same process reads on
+		e = s.lastOf(e) // an epoch observed on the same process reads on
 		if err != nil {
 			var tl *mcpwire.TooLargeError
 			if errors.As(err, &tl) {
@@ -657,7 +667,8 @@ func (s *Session) readServer(e *epoch) {
 		}
 		m, err := mcpwire.Parse(bytes.Clone(line))
 		if ended && err == nil {
-			continue // a whole last message, after the end: dropped too
+			s.lateAnswer(m)
+			continue // a whole last message, after the end: dropped too (a late answer is recorded)
 		}
 		if err == nil && m.Replaced > 0 && !unicodeNoted {
 			unicodeNoted = true
@@ -814,7 +825,9 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	p := s.pending[gid]
 	if !ok || p == nil || p.ep != e {
 		s.mu.Unlock()
-		s.log.Warn("server answered an unknown request", "epoch", e.ID, "id", string(m.ID))
+		if !s.lateAnswer(m) {
+			s.log.Warn("server answered an unknown request", "epoch", e.ID, "id", string(m.ID))
+		}
 		return
 	}
 	s.dropPendingLocked(gid, p)

@@ -74,6 +74,11 @@ type TreeChange struct {
 	New      []identity.Observed `json:"new"`
 	What     []string            `json:"what"`
 	At       time.Time           `json:"at"`
+	// Restarted is true when a process holding the server's stdio started
+	// or exec'd: a new program reads the requests, and (MCP 2025-11-25
+	// "Lifecycle") needs the handshake again. False when only helpers
+	// running new code appeared.
+	Restarted bool `json:"restarted"`
 }
 
 // procView is one process as a scan of the kernel's table sees it.
@@ -348,9 +353,9 @@ func (p *Process) setBaseLocked(ms []member) {
 }
 
 // differences lists what in now differs from the base, one line each; nil
-// when nothing that counts changed.
-func (p *Process) differencesLocked(now []member) []string {
-	var what []string
+// when nothing that counts changed. restarted: a process holding the
+// server's stdio started or exec'd.
+func (p *Process) differencesLocked(now []member) (what []string, restarted bool) {
 	byPID := make(map[int]member, len(p.tree.base))
 	for _, m := range p.tree.base {
 		byPID[m.view.pid] = m
@@ -365,14 +370,16 @@ func (p *Process) differencesLocked(now []member) []string {
 		case had && old.view.start == m.view.start:
 			if old.obs.Code() != m.obs.Code() || m.view.stdio {
 				what = append(what, fmt.Sprintf("pid %d exec'd: %s (was %s)", m.view.pid, desc, describe(old)))
+				restarted = restarted || m.view.stdio
 			}
 		case m.view.stdio:
 			what = append(what, fmt.Sprintf("pid %d started, holding the server's stdio: %s", m.view.pid, desc))
+			restarted = true
 		case !p.tree.seenCode[m.obs.Code()]:
 			what = append(what, fmt.Sprintf("pid %d started with code not seen before: %s", m.view.pid, desc))
 		}
 	}
-	return what
+	return what, restarted
 }
 
 func describe(m member) string {
@@ -397,7 +404,7 @@ func (p *Process) detectLocked(fromWatcher bool) (*TreeChange, error) {
 		return nil, err
 	}
 	now := p.measureLocked(views)
-	what := p.differencesLocked(now)
+	what, _ := p.differencesLocked(now)
 	if len(what) == 0 {
 		// Processes that exited, or helpers running known code: the
 		// base follows so that pids are not compared against stale ones.
@@ -409,7 +416,7 @@ func (p *Process) detectLocked(fromWatcher bool) (*TreeChange, error) {
 	at := time.Now()
 	settled := p.settle(views, changeSettleMax)
 	now = p.measureLocked(settled)
-	what = p.differencesLocked(now)
+	what, restarted := p.differencesLocked(now)
 	if len(what) == 0 {
 		// A fork caught before its exec and redirections (a shell
 		// starting a helper) that settled into no change.
@@ -417,12 +424,13 @@ func (p *Process) detectLocked(fromWatcher bool) (*TreeChange, error) {
 		return nil, nil
 	}
 	ch := TreeChange{
-		Epoch:    identity.NewEpoch(),
-		Previous: p.tree.epoch,
-		Old:      observedOf(p.tree.base),
-		New:      observedOf(now),
-		What:     what,
-		At:       at,
+		Epoch:     identity.NewEpoch(),
+		Previous:  p.tree.epoch,
+		Old:       observedOf(p.tree.base),
+		New:       observedOf(now),
+		What:      what,
+		At:        at,
+		Restarted: restarted,
 	}
 	p.tree.epoch = ch.Epoch
 	p.setBaseLocked(now)

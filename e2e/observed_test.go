@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/gateway"
+)
+
+// loopWorker is a stdio MCP server (legacy handshake) in Python: "write"
+// appends "PID TEXT" to the ledger file named by its first argument;
+// "restart" answers, then exits, so that the shell loop around it starts a
+// new worker behind the same pipe.
+const loopWorker = `import json, os, sys
+ledger = sys.argv[1]
+tools = [
+    {"name": "write", "description": "writes to the ledger", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+    {"name": "restart", "description": "the worker exits after answering", "inputSchema": {"type": "object"}},
+]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    meth, i = m.get("method"), m["id"]
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "loop-worker", "version": "1"}}})
+    elif meth == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": tools}})
+    elif meth == "tools/call":
+        name = m["params"]["name"]
+        if name == "write":
+            with open(ledger, "a") as f:
+                f.write("%d %s\n" % (os.getpid(), m["params"]["arguments"]["text"]))
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "pid=%d" % os.getpid()}]}})
+        else:
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "pid=%d" % os.getpid()}]}})
+            sys.exit(0)
+    elif meth == "ping":
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "error": {"code": -32601, "message": "method not found"}})
+`
+
+// realPython is the Python interpreter itself (not a version manager's
+// shim), or the test is skipped.
+func realPython(t *testing.T) string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	out, err := exec.Command(py, "-c", "import os, sys; print(os.path.realpath(sys.executable))").Output()
+	if err != nil {
+		t.Skipf("python3: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// readLedger returns the ledger's lines as (pid, text).
+func readLedger(t *testing.T, path string) [][2]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out [][2]string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pid, text, _ := strings.Cut(sc.Text(), " ")
+		out = append(out, [2]string{pid, text})
+	}
+	return out
+}
+
+// TestWatchLoopSwapIsObserved is the seed's harder case: a shell loop owns
+// the stdio pipe and swaps its Python worker behind it. The supervisor
+// observes the new worker: a new epoch appears, the old grant never reaches
+// the new worker (the ledger it writes proves it), the next write waits for
+// a new approval, and after it the new worker acts. The audit log records
+// server_replaced with cause observed and both identities.
+func TestWatchLoopSwapIsObserved(t *testing.T) {
+	py := realPython(t)
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "worker.py")
+	if err := os.WriteFile(worker, []byte(loopWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	h := newHome(t)
+	const label = "loop"
+	addServer(t, h, label, "/bin/sh", "-c", "while :; do "+py+" "+worker+" "+ledger+"; done")
+	allowTools(t, h, label, "restart")
+	startDaemon(t, h)
+	a := connectListChanged(t, h, label, "2025-06-18")
+	ctx := testContext(t, 3*time.Minute)
+	if _, err := a.Session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	epochA := epochOf(t, h, a.PID(), "")
+
+	// The first write is approved for the run and reaches worker A.
+	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
+	req := waitApproval(t, h, "write on A", forTool("write", epochA))
+	decideCLI(t, h, "approve", req.ID)
+	pidA := strings.TrimPrefix(okText(t, await(t, pending)), "pid=")
+	if got := readLedger(t, ledger); len(got) != 1 || got[0] != [2]string{pidA, "first"} {
+		t.Fatalf("ledger after the first write: %v, want [%s first]", got, pidA)
+	}
+	// Under the grant, a second write goes through without asking.
+	if got := callText(t, a.Session, "write", map[string]any{"text": "second"}); got != "pid="+pidA {
+		t.Fatalf("second write answered %q, want pid=%s", got, pidA)
+	}
+
+	// The worker exits; the loop starts worker B behind the same pipe.
+	if got := callText(t, a.Session, "restart", map[string]any{}); got != "pid="+pidA {
+		t.Fatalf("restart answered %q", got)
+	}
+	st := waitRun(t, h, a.PID(), 30*time.Second, "a new epoch observed", readyOn(epochA))
+	if st.PID == 0 {
+		t.Fatalf("status of the new epoch: %+v", st)
+	}
+	epochB := st.Epoch
+
+	// The grant of A does not reach B: the write is refused as
+	// authorization_stale, naming both epochs, and an approval request for
+	// B is raised at the same time.
+	res, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "third"}})
+	if err == nil {
+		t.Fatalf("the write after the swap was answered %q, want authorization_stale", resultText(res))
+	}
+	if _, r := refusalOf(t, err); r.Error != gateway.AuthorizationStale || r.ApprovedEpoch != epochA || r.CurrentEpoch != epochB {
+		t.Fatalf("refusal %+v, want authorization_stale from %s to %s", r, epochA, epochB)
+	}
+	req = waitApproval(t, h, "write on B", forTool("write", epochB))
+	for _, l := range readLedger(t, ledger) {
+		if l[1] == "third" || l[0] != pidA {
+			t.Fatalf("the old grant reached a worker after the swap: %v", readLedger(t, ledger))
+		}
+	}
+	decideCLI(t, h, "approve", req.ID)
+	got := callText(t, a.Session, "write", map[string]any{"text": "fourth"})
+	pidB := strings.TrimPrefix(got, "pid=")
+	if pidB == pidA || pidB == "" {
+		t.Fatalf("the write after approval was answered %q by the old worker %s", got, pidA)
+	}
+	if l := readLedger(t, ledger); len(l) != 3 || l[2] != [2]string{pidB, "fourth"} {
+		t.Fatalf("ledger: %v, want the fourth write from %s", l, pidB)
+	}
+
+	// The audit log: server_replaced, cause observed, both identities.
+	evs := auditEvents(t, h)
+	found := false
+	for _, ev := range evs {
+		if ev.Type != audit.TypeServerReplaced {
+			continue
+		}
+		var r audit.ServerReplaced
+		if err := ev.DecodeFields(&r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Cause == "observed" && r.OldEpoch == epochA && r.NewEpoch == epochB {
+			found = true
+			if !strings.Contains(string(r.OldIdentity), pidA) || !strings.Contains(string(r.NewIdentity), pidB) {
+				t.Errorf("identities: old %s new %s, want pids %s and %s", r.OldIdentity, r.NewIdentity, pidA, pidB)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no server_replaced with cause observed from %s to %s", epochA, epochB)
+	}
+}

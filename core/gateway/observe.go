@@ -230,3 +230,71 @@ func (s *Session) lateAnswer(m *mcpwire.Message) bool {
 	go s.record(audit.TypeToolCompleted, ev)
 	return true
 }
+
+// BuildStarted closes the gate at the first file-system event on a path of
+// the running epoch's identity (docs/DESIGN.md "identity-pending"): calls
+// are held ("build in progress") until BuildSettled says whether the
+// identity changed. It does nothing unless the run is ready.
+func (s *Session) BuildStarted(what string) {
+	s.mu.Lock()
+	if s.state != StateReady || s.cur == nil || s.cur.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.buildHold = s.cur
+	s.state, s.reason = StateIdentityPending, "build in progress: "+what+" changed; calls are held until the identity is measured"
+	s.closeGateLocked()
+	s.mu.Unlock()
+	s.log.Info("build in progress: calls held", "what", what)
+	s.changed()
+}
+
+// BuildSettled ends the hold of BuildStarted once the identity was
+// measured after the settle time: changed is true when a new epoch will
+// follow (Replace keeps the gate closed and opens it on the new epoch);
+// false reopens the gate on the same epoch and the held calls go on.
+func (s *Session) BuildSettled(changed bool) {
+	s.mu.Lock()
+	e := s.buildHold
+	s.buildHold = nil
+	if changed || e == nil || s.cur != e || e.ended || s.state != StateIdentityPending || s.replacing {
+		s.mu.Unlock()
+		return
+	}
+	s.state, s.reason = StateReady, ""
+	s.openGateLocked()
+	s.mu.Unlock()
+	s.log.Info("build settled without a new identity: held calls go on")
+	s.changed()
+}
+
+// TreeUnchanged checks the running epoch's process tree now: checked is
+// false when it cannot be (no epoch, or the platform shows no tree);
+// unchanged is true when nothing that can answer changed since the epoch
+// was recorded. A change found is taken over as a new epoch, as the
+// supervisor's own observations are. The status says "running server
+// unchanged" only on checked && unchanged.
+func (s *Session) TreeUnchanged() (checked, unchanged bool) {
+	s.mu.Lock()
+	e := s.cur
+	ctx := s.ctx
+	s.mu.Unlock()
+	if e == nil || ctx == nil {
+		return false, false
+	}
+	tw, ok := e.Proc.(treeWatcher)
+	if !ok {
+		return false, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, treeCheckTimeout)
+	defer cancel()
+	ch, err := tw.CheckTree(ctx)
+	if err != nil {
+		return false, false
+	}
+	if ch != nil {
+		go s.observed(*ch)
+		return true, false
+	}
+	return true, true
+}

@@ -216,6 +216,7 @@ type Session struct {
 	records          map[string]identity.Record // guarded by mu; execution records of this run's epochs
 	policyWake       chan struct{}              // guarded by mu; nil until a call waits; closed by PolicyChanged so waiting calls re-check their tool's policy
 	late             map[int64]lateCall         // guarded by mu; calls answered epoch_ended whose answer may still come (observe.go)
+	buildHold        *epoch                     // guarded by mu; the epoch whose calls a build in progress holds (observe.go)
 	startedAt        time.Time
 	ctx              context.Context // cancelled when Serve returns
 	cancel           context.CancelFunc

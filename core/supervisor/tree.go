@@ -86,7 +86,7 @@ type procView struct {
 	pid, ppid int
 	start     uint64
 	exe       string   // the kernel's executable path ("" unknown)
-	exeKey    string   // the running file's device, inode, size, mtime, ctime ("" unknown)
+	exeKey    string   // the running file's device and inode (macOS: and size, times) ("" unknown)
 	args      []string // its arguments, args[0] the program name
 	cwd       string   // its working directory ("" unknown)
 	stdio     bool     // it holds the server's stdin or stdout pipe (true where not knowable)

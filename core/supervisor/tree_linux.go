@@ -137,11 +137,16 @@ func viewOf(pid int, pipes []uint64, known func(procView) (procView, bool)) (pro
 	v := procView{pid: pid, ppid: st.ppid, start: st.start}
 	var lbuf [4096]byte
 	if n, err := syscall.Readlink(dir+"/exe", lbuf[:]); err == nil {
-		v.exe = string(lbuf[:n])
+		// A running file that was replaced or removed on disk reads
+		// "PATH (deleted)": the process still runs the same file.
+		v.exe = strings.TrimSuffix(string(lbuf[:n]), " (deleted)")
 	}
+	// Device and inode: a running executable cannot be written (ETXTBSY)
+	// and is not freed while it runs, so they change only with an exec;
+	// its ctime changes when it is unlinked, which is no exec.
 	var fst syscall.Stat_t
 	if syscall.Stat(dir+"/exe", &fst) == nil {
-		v.exeKey = fmt.Sprintf("%d:%d:%d:%d:%d", fst.Dev, fst.Ino, fst.Size, fst.Mtim.Nano(), fst.Ctim.Nano())
+		v.exeKey = fmt.Sprintf("%d:%d", fst.Dev, fst.Ino)
 	}
 	var cbuf [8192]byte
 	if b, err := readSmall(dir+"/cmdline", cbuf[:]); err == nil {

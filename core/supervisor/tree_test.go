@@ -308,3 +308,40 @@ func TestSettledBoundedForStuckLauncher(t *testing.T) {
 		t.Errorf("observed %+v, want the shell", obs)
 	}
 }
+
+// Replacing the running executable on disk (a rebuild) is no exec: the
+// process still runs the file it started with.
+func TestRebuiltExecutableIsNoExec(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sleep")
+	src, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Skip(err)
+	}
+	if err := os.WriteFile(bin, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := fast
+	o.TreePoll = time.Hour
+	p := start(t, supervisor.Spec{Label: "rebuilt", Command: bin, Args: []string{"600"}}, o)
+	if _, err := p.Settled(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// A build writes a new file and renames it over the old one.
+	tmp := bin + ".new"
+	if err := os.WriteFile(tmp, append(src, 0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := p.CheckTree(testCtx(t)); err != nil || ch != nil {
+		t.Fatalf("CheckTree after the file was replaced = %+v, %v; want nil", ch, err)
+	}
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := p.CheckTree(testCtx(t)); err != nil || ch != nil {
+		t.Fatalf("CheckTree after the file was removed = %+v, %v; want nil", ch, err)
+	}
+}

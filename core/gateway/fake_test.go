@@ -162,7 +162,7 @@ type fakeLauncher struct {
 	calls []received  // guarded by mu
 	fail  atomic.Bool // the next launches fail: the configured command is not found
 	delay time.Duration
-	tools atomic.Value // json.RawMessage: the tools/list result of the next launches (nil: fakeTools)
+	tools atomic.Value            // json.RawMessage: the tools/list result of the next launches (nil: fakeTools)
 	wrap  func(*fakeProc) Process // nil: the fakeProc itself (observe_test.go)
 }
 

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
@@ -94,7 +98,7 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 	}
 	rec := old.Record
 	rec.Epoch, rec.Observed = ch.Epoch, ch.New
-	e := &epoch{Epoch: Epoch{ID: ch.Epoch, Record: rec, Proc: old.Proc}}
+	e := &epoch{Epoch: Epoch{ID: ch.Epoch, Record: rec, Proc: old.Proc}, observed: strings.Join(ch.What, "; ")}
 	old.next = e
 	s.cur = e
 	s.epochs++
@@ -297,4 +301,52 @@ func (s *Session) TreeUnchanged() (checked, unchanged bool) {
 		return true, false
 	}
 	return true, true
+}
+
+// sameCodeReason words the card of a new epoch whose measured files did
+// not change, claiming no more than was measured: an observed epoch names
+// what the supervisor saw; a restart names what was measured. prepared is
+// true when a call prepared for the old epoch was refused.
+func sameCodeReason(e *epoch, prepared bool) string {
+	tail := "a new process needs a new approval"
+	if prepared {
+		tail = "a call prepared for the old process was refused; approve the new process to continue"
+	}
+	if e.observed != "" {
+		return "the supervisor observed a new process behind the same pipe (" + e.observed + "); no measured file changed (measured: " + measuredOf(e.Record) + "): " + tail
+	}
+	return "the server process was restarted; no measured file changed (measured: " + measuredOf(e.Record) + "): " + tail
+}
+
+// measuredOf lists what a record measured, for a person: "entry server.js,
+// package-lock.json, node_modules".
+func measuredOf(r identity.Record) string {
+	var out []string
+	add := func(what, p string) {
+		if p != "" {
+			out = append(out, strings.TrimSpace(what+" "+filepath.Base(p)))
+		}
+	}
+	if r.Entry != "" && r.Entry != r.ResolvedExecutable.Path {
+		add("executable", r.ResolvedExecutable.Path)
+		add("entry", r.Entry)
+	} else {
+		add("executable", r.ResolvedExecutable.Path)
+	}
+	if r.Interpreter != nil {
+		add("interpreter", r.Interpreter.Path)
+	}
+	add("", r.Lockfile)
+	for _, w := range r.Wrappers {
+		if w.Path != r.ResolvedExecutable.Path && w.Path != r.Entry {
+			add("wrapper", w.Path)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.ExtraDigests)) {
+		add("", k)
+	}
+	if len(out) == 0 {
+		return "nothing"
+	}
+	return strings.Join(out, ", ")
 }

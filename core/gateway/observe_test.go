@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +119,13 @@ func TestObservedChangeIsNewEpoch(t *testing.T) {
 	for _, c := range r.launcher.received() {
 		if c.N == 2 {
 			t.Fatalf("the call reached the server under the old grant: %+v", c)
+		}
+	}
+	// The card claims no more than was measured and says what was seen.
+	req := r.pendingFor(5 * time.Second)
+	for _, want := range []string{"the supervisor observed a new process behind the same pipe (pid 2002 started", "no measured file changed (measured: executable fake)"} {
+		if !strings.Contains(req.Card.Reason, want) {
+			t.Errorf("card reason %q lacks %q", req.Card.Reason, want)
 		}
 	}
 	select {

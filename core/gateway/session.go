@@ -252,6 +252,7 @@ type epoch struct {
 	initResult json.RawMessage  // guarded by Session.mu; its initialize result
 	idMismatch bool             // guarded by Session.mu; it answered a numeric id with a string
 	next       *epoch           // guarded by Session.mu; the epoch observed to succeed it on the same process (observe.go)
+	observed   string           // set once at creation: what the supervisor observed when it began (observe.go), "" for a launch
 }
 
 type pending struct {

@@ -45,6 +45,9 @@ func identityPaths(r identity.Record) []string {
 	for _, w := range r.Wrappers {
 		add(w.Path)
 	}
+	if r.Package != nil {
+		add(r.Package.Dir) // the entry's package, watched as a tree
+	}
 	return out
 }
 
@@ -168,7 +171,18 @@ func (d *Daemon) onBuild(ctx context.Context, ev watch.Event) {
 // relative to the server's working directory when inside it.
 func describeChanges(changes []identity.Change, cwd string) string {
 	var parts []string
+	var expanded []identity.Change
 	for _, c := range changes {
+		if len(c.Files) == 0 {
+			expanded = append(expanded, c)
+			continue
+		}
+		// A package: the files in it that changed.
+		for _, f := range c.Files {
+			expanded = append(expanded, identity.Change{Field: c.Field, Path: filepath.Join(c.Path, f)})
+		}
+	}
+	for _, c := range expanded {
 		p := c.Path
 		if p == "" {
 			parts = append(parts, c.Field)

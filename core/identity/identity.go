@@ -99,6 +99,7 @@ type Record struct {
 	Lockfile           string            `json:"lockfile,omitempty"`
 	Wrappers           []FileDigest      `json:"wrappers,omitempty"`
 	ExtraDigests       map[string]string `json:"extraDigests,omitempty"` // watched paths (files or dirs) -> "sha256:…"
+	Package            *PackageDigest    `json:"package,omitempty"`      // the entry's package, measured when no path is watched
 	WorkingDirectory   string            `json:"workingDirectory"`
 	Observed           []Observed        `json:"observed,omitempty"`
 	Epoch              string            `json:"epoch"`

@@ -61,6 +61,7 @@ type Measurer struct {
 	files    map[string]cachedDigest // guarded by mu; absolute path -> digest
 	runtimes map[string]string       // guarded by mu; kind + "\x00" + digest -> "node v22.14.0"
 	opened   map[fileKey][32]byte    // guarded by mu; DigestOpen's cache
+	packages map[string]*listings    // guarded by mu; DigestPackage's last listings
 }
 
 // NewMeasurer returns a Measurer that logs to logger (nil discards).
@@ -75,6 +76,7 @@ func NewMeasurer(logger *slog.Logger) *Measurer {
 		files:          make(map[string]cachedDigest),
 		runtimes:       make(map[string]string),
 		opened:         make(map[fileKey][32]byte),
+		packages:       make(map[string]*listings),
 	}
 }
 
@@ -99,6 +101,8 @@ func NewMeasurer(logger *slog.Logger) *Measurer {
 //   - The nearest of [LockfileNames] walking up from the entry's directory (or
 //     Dir) is digested.
 //   - Each Extra path is digested, with [Measurer.DigestTree] for directories.
+//   - Without Extra, an entry script's package (see [PackageDigest]) is
+//     digested with [Measurer.DigestPackage].
 //
 // Errors name the path and the reason; a command that does not resolve wraps
 // [ErrCommandNotFound]; ctx ends the measurement between steps.
@@ -192,6 +196,17 @@ func (m *Measurer) Measure(ctx context.Context, s MeasureSpec) (Record, error) {
 		rec.Lockfile, rec.LockfileDigest = lock, sum
 	}
 
+	if len(s.Extra) == 0 && rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path {
+		// No watch path: the entry's package is measured, so that an
+		// edited sibling module or dependency is new code too.
+		if dir := packageDir(rec.Entry); dir != "" {
+			pd, err := m.DigestPackage(dir)
+			if err != nil {
+				return Record{}, err
+			}
+			rec.Package = &pd
+		}
+	}
 	for _, e := range s.Extra {
 		if err := ctx.Err(); err != nil {
 			return Record{}, err

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +183,58 @@ func TestWatchLoopSwapIsObserved(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no server_replaced with cause observed from %s to %s", epochA, epochB)
+	}
+}
+
+// TestSiblingModuleEditIsNewEpoch: without --watch, the entry's package is
+// measured and watched, so an edit of a module the entry imports gives a
+// new epoch; the card of the next call under the old grant names the file.
+func TestSiblingModuleEditIsNewEpoch(t *testing.T) {
+	py := realPython(t)
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "worker.py")
+	if err := os.WriteFile(worker, []byte("import helper\n"+loopWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	helper := filepath.Join(dir, "helper.py")
+	if err := os.WriteFile(helper, []byte("VERSION = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	h := newHome(t)
+	const label = "sibling"
+	addServer(t, h, label, py, worker, ledger)
+	startDaemon(t, h)
+	a := connectListChanged(t, h, label, "2025-06-18")
+	ctx := testContext(t, 3*time.Minute)
+	if _, err := a.Session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	epochA := epochOf(t, h, a.PID(), "")
+	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
+	decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
+	okText(t, await(t, pending))
+
+	if err := os.WriteFile(helper, []byte("VERSION = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	epochB := waitRun(t, h, a.PID(), 30*time.Second, "a new epoch after the edit", readyOn(epochA)).Epoch
+	if _, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}}); err == nil {
+		t.Fatal("the write under the old grant was answered after the edit")
+	}
+	req := waitApproval(t, h, "write on B", forTool("write", epochB))
+	named := false
+	for _, c := range req.Card.IdentityChanges {
+		if c.Field == "package" && slices.Contains(c.Files, "helper.py") {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("the card does not name helper.py: %+v", req.Card.IdentityChanges)
+	}
+	for _, l := range readLedger(t, ledger) {
+		if l[1] == "second" {
+			t.Errorf("the write reached the new code before approval")
+		}
 	}
 }

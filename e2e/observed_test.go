@@ -238,3 +238,96 @@ func TestSiblingModuleEditIsNewEpoch(t *testing.T) {
 		}
 	}
 }
+
+// nodeWorker is loopWorker in JavaScript, for nodemon: "write" appends
+// "PID TEXT" to the ledger named by its first argument.
+const nodeWorker = `const fs = require("fs");
+const ledger = process.argv[2];
+const tools = [
+  {name: "write", description: "writes to the ledger", inputSchema: {type: "object", properties: {text: {type: "string"}}, required: ["text"]}},
+];
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
+require("readline").createInterface({input: process.stdin}).on("line", (line) => {
+  let m;
+  try { m = JSON.parse(line); } catch { return; }
+  if (m.id === undefined) return;
+  if (m.method === "initialize") {
+    send({jsonrpc: "2.0", id: m.id, result: {protocolVersion: m.params.protocolVersion, capabilities: {tools: {}}, serverInfo: {name: "nodemon-worker", version: "1"}}});
+  } else if (m.method === "tools/list") {
+    send({jsonrpc: "2.0", id: m.id, result: {tools}});
+  } else if (m.method === "tools/call") {
+    fs.appendFileSync(ledger, process.pid + " " + m.params.arguments.text + "\n");
+    send({jsonrpc: "2.0", id: m.id, result: {content: [{type: "text", text: "pid=" + process.pid}]}});
+  } else if (m.method === "ping") {
+    send({jsonrpc: "2.0", id: m.id, result: {}});
+  } else {
+    send({jsonrpc: "2.0", id: m.id, error: {code: -32601, message: "method not found"}});
+  }
+});
+`
+
+// TestNodemonSwapIsObserved: nodemon (pinned in testdata/npm) owns the
+// pipe and restarts its worker when the worker's file changes. The
+// supervisor observes the new worker: a new epoch, the old grant never
+// reaches it (the ledger), the next write is refused and asks again, and
+// after approval the new worker acts.
+func TestNodemonSwapIsObserved(t *testing.T) {
+	npm := needNPM(t)
+	nodemon := filepath.Join(npm, "nodemon", "bin", "nodemon.js")
+	if _, err := os.Stat(nodemon); err != nil {
+		t.Skipf("nodemon is not installed in %s (bash scripts/test-deps.sh)", npm)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node")
+	}
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "worker.js")
+	if err := os.WriteFile(worker, []byte(nodeWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	h := newHome(t)
+	const label = "nodemon"
+	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--cwd", dir},
+		node, nodemon, "-q", "--watch", worker, worker, ledger); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, h)
+	a := connectListChanged(t, h, label, "2025-06-18")
+	ctx := testContext(t, 3*time.Minute)
+	if _, err := a.Session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	epochA := epochOf(t, h, a.PID(), "")
+	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
+	decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
+	pidA := strings.TrimPrefix(okText(t, await(t, pending)), "pid=")
+
+	// The worker's file changes: nodemon restarts it behind the pipe.
+	if err := os.WriteFile(worker, []byte(nodeWorker+"// edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	epochB := waitRun(t, h, a.PID(), 30*time.Second, "a new epoch observed", readyOn(epochA)).Epoch
+	res, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}})
+	if err == nil {
+		t.Fatalf("the write after the swap was answered %q, want a refusal", resultText(res))
+	}
+	if _, r := refusalOf(t, err); r.Error != gateway.AuthorizationStale || r.CurrentEpoch != epochB {
+		t.Fatalf("refusal %+v, want authorization_stale naming %s", r, epochB)
+	}
+	req := waitApproval(t, h, "write on B", forTool("write", epochB))
+	for _, l := range readLedger(t, ledger) {
+		if l[1] == "second" || l[0] != pidA {
+			t.Fatalf("the old grant reached a worker after the swap: %v", readLedger(t, ledger))
+		}
+	}
+	decideCLI(t, h, "approve", req.ID)
+	pidB := strings.TrimPrefix(callText(t, a.Session, "write", map[string]any{"text": "third"}), "pid=")
+	if pidB == pidA || pidB == "" {
+		t.Fatalf("the write after approval was answered by %q, want a new worker (old %s)", pidB, pidA)
+	}
+	if l := readLedger(t, ledger); len(l) != 2 || l[1] != [2]string{pidB, "third"} {
+		t.Fatalf("ledger: %v, want first from %s then third from %s", l, pidA, pidB)
+	}
+}

@@ -74,6 +74,15 @@ func (s *Session) watchTree(e *epoch) {
 	}()
 }
 
+// armTree tells the supervisor that e's process answered: from now on a
+// change in its tree is a new epoch, before it the launch settling. Called
+// with or without mu held: Arm does not block.
+func armTree(e *epoch) {
+	if a, ok := e.Proc.(interface{ Arm() }); ok {
+		a.Arm()
+	}
+}
+
 // lastOf returns the epoch that now runs on e's process: e, or the last
 // epoch observed to succeed it.
 func (s *Session) lastOf(e *epoch) *epoch {

@@ -833,6 +833,7 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	s.dropPendingLocked(gid, p)
 	if !e.answered {
 		e.answered = true
+		armTree(e) // the launch has settled: tree changes are new epochs now
 		if e.timer != nil {
 			e.timer.Stop()
 		}

@@ -38,6 +38,7 @@ func BenchmarkCheckTree(b *testing.B) {
 	if err != nil || len(obs) != 2 {
 		b.Fatalf("Settled = %d processes, %v; want 2", len(obs), err)
 	}
+	p.Arm()
 	for b.Loop() {
 		ch, err := p.CheckTree(ctx)
 		if err != nil || ch != nil {

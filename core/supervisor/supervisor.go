@@ -158,6 +158,7 @@ type Process struct {
 	treeMu    sync.Mutex
 	tree      treeState    // guarded by treeMu
 	escaped   map[int]bool // guarded by treeMu; marked pids found outside the tree
+	armed     atomic.Bool  // the launch epoch has answered: changes are new epochs
 }
 
 // Start launches s in a new process group with pipes for stdin, stdout and
@@ -270,7 +271,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		measurer:   o.Measurer,
 		treeReady:  make(chan struct{}),
 		changes:    make(chan TreeChange, treeChangesBuffer),
-		tree:       treeState{epoch: epoch, seenCode: map[string]bool{}},
+		tree:       treeState{epoch: epoch},
 		escaped:    map[int]bool{},
 	}
 	p.logger.Info("server started", "path", path)

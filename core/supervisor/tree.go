@@ -32,11 +32,14 @@ import (
 //     an exec that changes what one runs, is a new epoch even when its code
 //     is byte-identical to the one it replaces, as the supervisor's own
 //     restart is;
-//   - any other descendant (a helper such as git, or a worker whose parent
-//     relays its output) counts by code: one running code the launch has
-//     already seen is no change, new code is. Where the platform cannot
-//     tell which processes hold the pipes (macOS), every process counts by
-//     process.
+//   - any other descendant (a helper such as git, or the ps and sh that
+//     nodemon runs to find its children) cannot answer and makes no new
+//     epoch when it starts; it is recorded with the epoch all the same.
+//     Not seen, therefore: a worker whose parent relays its output through
+//     pipes of its own (nodemon, shell loops, watchexec, air and uvicorn's
+//     reloader pass the pipe through, so their workers hold it). Where the
+//     platform cannot tell which processes hold the pipes (macOS), every
+//     process counts as holding them.
 //
 // An exec is seen as a change of the executable path, the running file
 // (device, inode, size and times) or the arguments of a (pid, start time).
@@ -106,12 +109,11 @@ type member struct {
 
 // treeState is the tree watcher's state, guarded by Process.treeMu.
 type treeState struct {
-	epoch    string            // the current epoch (the launch epoch, then each observed one)
-	base     []member          // the processes recorded for the current epoch
-	byKey    map[string]member // base by procView.key
-	seenCode map[string]bool   // the code of every process seen since launch
-	settled  bool              // base was read after the launch's exec settled
-	err      error             // why the tree cannot be watched, if it cannot
+	epoch   string            // the current epoch (the launch epoch, then each observed one)
+	base    []member          // the processes recorded for the current epoch
+	byKey   map[string]member // base by procView.key
+	settled bool              // base was read after the launch's exec settled
+	err     error             // why the tree cannot be watched, if it cannot
 }
 
 // Observed returns the processes recorded for the current epoch (see
@@ -133,6 +135,13 @@ func (p *Process) CurrentEpoch() string {
 	defer p.treeMu.Unlock()
 	return p.tree.epoch
 }
+
+// Arm ends the start of the launch epoch: from now on a change in the tree
+// is a new epoch. Before, a change is the launch settling late (a watcher
+// that starts its worker after a while, npx downloading): the tree is read
+// again and the launch epoch records what it settled into. The gateway
+// calls it when the process first answers; it does not block.
+func (p *Process) Arm() { p.armed.Store(true) }
 
 // Changes delivers the new epochs observed in the running tree, each once,
 // in order. It is never closed; nothing more comes once Done is closed.
@@ -348,7 +357,6 @@ func (p *Process) setBaseLocked(ms []member) {
 	p.tree.byKey = make(map[string]member, len(ms))
 	for _, m := range ms {
 		p.tree.byKey[m.view.key()] = m
-		p.tree.seenCode[m.obs.Code()] = true
 	}
 }
 
@@ -375,8 +383,6 @@ func (p *Process) differencesLocked(now []member) (what []string, restarted bool
 		case m.view.stdio:
 			what = append(what, fmt.Sprintf("pid %d started, holding the server's stdio: %s", m.view.pid, desc))
 			restarted = true
-		case !p.tree.seenCode[m.obs.Code()]:
-			what = append(what, fmt.Sprintf("pid %d started with code not seen before: %s", m.view.pid, desc))
 		}
 	}
 	return what, restarted
@@ -421,6 +427,14 @@ func (p *Process) detectLocked(fromWatcher bool) (*TreeChange, error) {
 		// A fork caught before its exec and redirections (a shell
 		// starting a helper) that settled into no change.
 		p.setBaseLocked(now)
+		return nil, nil
+	}
+	if !p.armed.Load() {
+		// Still starting (a watcher that starts its worker late, npx
+		// that downloads first): nothing has answered yet, so this is
+		// the launch epoch's tree, read again.
+		p.setBaseLocked(now)
+		p.logger.Info("process tree read again before the first answer", "what", strings.Join(what, "; "))
 		return nil, nil
 	}
 	ch := TreeChange{

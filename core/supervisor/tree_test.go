@@ -146,6 +146,7 @@ func TestWatcherSeesSwappedWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.Arm()
 	if _, ok := find(obs, first); !ok {
 		t.Fatalf("the first worker %d is not observed: %+v", first, obs)
 	}
@@ -194,6 +195,7 @@ func TestCheckTreeSeesSwapBeforePoll(t *testing.T) {
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
+	p.Arm()
 	if _, err := p.Stdin().Write([]byte("restart\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +233,7 @@ func TestWatcherSeesExecInPlace(t *testing.T) {
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
+	p.Arm()
 	if _, err := p.Stdin().Write([]byte("exec\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -249,15 +252,14 @@ func TestWatcherSeesExecInPlace(t *testing.T) {
 	}
 }
 
-// A helper that does not hold the server's stdio counts by its code: the
-// first one running new code is a new epoch, later ones running the same
-// code are not. One that holds the server's stdio is a new epoch each time.
+// A helper that does not hold the server's stdio cannot answer: no new
+// epoch. One that holds the server's stdio is a new epoch each time.
 func TestHelpers(t *testing.T) {
 	for _, tc := range []struct {
 		name, helper string
 		want         []bool // a change after each round
 	}{
-		{"own pipes", "sleep 600 </dev/null >/dev/null 2>&1 &", []bool{true, false, false}},
+		{"own pipes", "sleep 600 </dev/null >/dev/null 2>&1 &", []bool{false, false, false}},
 		{"server's stdio", "sleep 600 &", []bool{true, true, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -271,6 +273,7 @@ func TestHelpers(t *testing.T) {
 			if _, err := p.Settled(testCtx(t)); err != nil {
 				t.Fatal(err)
 			}
+			p.Arm()
 			r := bufio.NewReader(p.Stdout())
 			for i, want := range tc.want {
 				if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
@@ -343,5 +346,39 @@ func TestRebuiltExecutableIsNoExec(t *testing.T) {
 	}
 	if ch, err := p.CheckTree(testCtx(t)); err != nil || ch != nil {
 		t.Fatalf("CheckTree after the file was removed = %+v, %v; want nil", ch, err)
+	}
+}
+
+// Before the process first answered (Arm), a change is the launch settling
+// late: the tree is read again, the launch epoch stays.
+func TestChangeBeforeArmIsReread(t *testing.T) {
+	py := realPython(t)
+	script := writeWorker(t)
+	o := fast
+	o.TreePoll = time.Hour
+	p := start(t, supervisor.Spec{Label: "late", Command: "/bin/sh",
+		Args: []string{"-c", "while :; do " + py + " " + script + "; done"}}, o)
+	r := bufio.NewReader(p.Stdout())
+	readyPID(t, r)
+	if _, err := p.Settled(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Stdin().Write([]byte("restart\n")); err != nil {
+		t.Fatal(err)
+	}
+	second := readyPID(t, r)
+	if ch, err := p.CheckTree(testCtx(t)); err != nil || ch != nil {
+		t.Fatalf("CheckTree before Arm = %+v, %v; want nil (a re-read)", ch, err)
+	}
+	if _, ok := find(p.Observed(), second); !ok || p.CurrentEpoch() != p.Epoch() {
+		t.Errorf("after the re-read: observed %+v, epoch %s; want worker %d under the launch epoch %s", p.Observed(), p.CurrentEpoch(), second, p.Epoch())
+	}
+	p.Arm()
+	if _, err := p.Stdin().Write([]byte("restart\n")); err != nil {
+		t.Fatal(err)
+	}
+	readyPID(t, r)
+	if ch, err := p.CheckTree(testCtx(t)); err != nil || ch == nil {
+		t.Fatalf("CheckTree after Arm = %+v, %v; want a new epoch", ch, err)
 	}
 }

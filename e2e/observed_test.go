@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -329,5 +330,55 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 	}
 	if l := readLedger(t, ledger); len(l) != 2 || l[1] != [2]string{pidB, "third"} {
 		t.Fatalf("ledger: %v, want first from %s then third from %s", l, pidA, pidB)
+	}
+}
+
+// TestCallRightAfterEditWaits: the gate closes at the first file-system
+// event on a watched path, not after the settle time, so a call sent 10 ms
+// after an edit is held and answered by the new epoch's process, never by
+// the old one.
+func TestCallRightAfterEditWaits(t *testing.T) {
+	py := realPython(t)
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "worker.py")
+	if err := os.WriteFile(worker, []byte("import helper\n"+loopWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	helper := filepath.Join(dir, "helper.py")
+	if err := os.WriteFile(helper, []byte("VERSION = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	h := newHome(t)
+	const label = "edited"
+	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--watch", helper}, py, worker, ledger); err != nil {
+		t.Fatal(err)
+	}
+	allowTools(t, h, label, "write")
+	startDaemon(t, h)
+	a := connectListChanged(t, h, label, "2025-06-18")
+	ctx := testContext(t, 3*time.Minute)
+	if _, err := a.Session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	epochA := epochOf(t, h, a.PID(), "")
+	pidA := strings.TrimPrefix(callText(t, a.Session, "write", map[string]any{"text": "before"}), "pid=")
+
+	if err := os.WriteFile(helper, []byte("VERSION = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // the scenario: a call 10 ms after the edit
+	got := callText(t, a.Session, "write", map[string]any{"text": "after"})
+	if got == "pid="+pidA {
+		t.Fatalf("the call sent 10 ms after the edit reached the old process %s", pidA)
+	}
+	st := waitRun(t, h, a.PID(), 30*time.Second, "the new epoch", readyOn(epochA))
+	if got != "pid="+strconv.Itoa(st.PID) {
+		t.Errorf("the call was answered %q, want the new epoch's process %d", got, st.PID)
+	}
+	for _, l := range readLedger(t, ledger) {
+		if l[1] == "after" && l[0] == pidA {
+			t.Errorf("the old process wrote after the edit: %v", readLedger(t, ledger))
+		}
 	}
 }

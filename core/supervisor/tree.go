@@ -187,7 +187,7 @@ func (p *Process) CheckTree(ctx context.Context) (*TreeChange, error) {
 	if p.tree.err != nil {
 		return nil, p.tree.err
 	}
-	return p.detectLocked(false)
+	return p.detectLocked()
 }
 
 func observedOf(ms []member) []identity.Observed {
@@ -219,7 +219,7 @@ func pipeInodes(files ...*os.File) []uint64 {
 // scan reads the tree once: the server's, the trees of marked processes
 // that left it, and on Linux those of marked processes reparented to the
 // daemon (a child subreaper). Call it with treeMu held.
-func (p *Process) scan() ([]procView, error) { return p.scanOpt(false) }
+func (p *Process) scan() ([]procView, error) { return p.scanOpt(true) }
 
 // scanOpt is scan; orphans also looks at the daemon's own children.
 func (p *Process) scanOpt(orphans bool) ([]procView, error) {
@@ -314,7 +314,7 @@ func sameViews(a, b []procView) bool {
 
 // settle reads the tree until it is quiet and no launcher is about to exec,
 // at most max; it returns the last read.
-func (p *Process) settle(first []procView, max time.Duration) []procView {
+func (p *Process) settle(first []procView, max time.Duration, orphans bool) []procView {
 	deadline := time.Now().Add(max)
 	last := first
 	quietSince := time.Now()
@@ -322,7 +322,7 @@ func (p *Process) settle(first []procView, max time.Duration) []procView {
 		if !waitStop(p.done, p.stopping, settlePoll) {
 			return last
 		}
-		now, err := p.scan()
+		now, err := p.scanOpt(orphans)
 		if err != nil {
 			return last
 		}
@@ -401,11 +401,11 @@ func describe(m member) string {
 
 // detectLocked reads the tree and, when what can answer changed, settles,
 // records the new epoch, and delivers it (CheckTree's caller gets it too).
-// The watcher (fromWatcher) also looks at the daemon's own children, where
-// orphans land when the daemon is a child subreaper; the check before a
-// call does not, to stay cheap.
-func (p *Process) detectLocked(fromWatcher bool) (*TreeChange, error) {
-	views, err := p.scanOpt(fromWatcher)
+// Every read also looks at the daemon's own children, where orphans land
+// when the daemon is a child subreaper (a read without them would drop an
+// orphan from the record, and the next read would count it as new again).
+func (p *Process) detectLocked() (*TreeChange, error) {
+	views, err := p.scan()
 	if err != nil {
 		return nil, err
 	}
@@ -420,7 +420,7 @@ func (p *Process) detectLocked(fromWatcher bool) (*TreeChange, error) {
 		return nil, nil
 	}
 	at := time.Now()
-	settled := p.settle(views, changeSettleMax)
+	settled := p.settle(views, changeSettleMax, true)
 	now = p.measureLocked(settled)
 	what, restarted := p.differencesLocked(now)
 	if len(what) == 0 {
@@ -471,7 +471,7 @@ func viewsOf(ms []member) []procView {
 func (p *Process) watchTree() {
 	views, err := p.scan()
 	if err == nil {
-		views = p.settle(views, p.opts.SettleMax)
+		views = p.settle(views, p.opts.SettleMax, true)
 	}
 	p.treeMu.Lock()
 	if err != nil {
@@ -502,7 +502,7 @@ func (p *Process) watchTree() {
 			return
 		}
 		p.treeMu.Lock()
-		_, err := p.detectLocked(true)
+		_, err := p.detectLocked()
 		if err == nil && n%fullScanEvery == 0 {
 			err = p.escapedLocked()
 		}

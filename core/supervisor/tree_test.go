@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
@@ -380,5 +382,47 @@ func TestChangeBeforeArmIsReread(t *testing.T) {
 	readyPID(t, r)
 	if ch, err := p.CheckTree(testCtx(t)); err != nil || ch == nil {
 		t.Fatalf("CheckTree after Arm = %+v, %v; want a new epoch", ch, err)
+	}
+}
+
+// With the daemon a child subreaper, a descendant whose parent exited is
+// reparented to the daemon, out of the server's tree; the watcher still
+// finds it by the epoch's mark, and one that holds the server's stdio is a
+// new epoch.
+func TestOrphanUnderSubreaperIsSeen(t *testing.T) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Skipf("prctl(PR_SET_CHILD_SUBREAPER): %v", err)
+	}
+	o := fast
+	p := start(t, supervisor.Spec{Label: "orphan", Command: "/bin/sh",
+		Args: []string{"-c", `read x; (sleep 601 &); echo forked; read y`}}, o)
+	if _, err := p.Settled(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	p.Arm()
+	if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLine(t, bufio.NewReader(p.Stdout())); got != "forked" {
+		t.Fatalf("server said %q", got)
+	}
+	var ch supervisor.TreeChange
+	select {
+	case ch = <-p.Changes():
+	case <-testCtx(t).Done():
+		t.Fatal("the orphan holding the server's stdio was not seen")
+	}
+	found := false
+	for _, o := range ch.New {
+		if o.Exe == "/usr/bin/sleep" && o.PPID == os.Getpid() {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("new identity %+v lacks the orphan sleep reparented to this process (%d)", ch.New, os.Getpid())
+	}
+	// The check before a call reads the orphans too: it stays recorded.
+	if again, err := p.CheckTree(testCtx(t)); err != nil || again != nil {
+		t.Errorf("CheckTree after the orphan was recorded = %+v, %v; want nil", again, err)
 	}
 }

@@ -187,56 +187,95 @@ func TestWatchLoopSwapIsObserved(t *testing.T) {
 	}
 }
 
-// TestSiblingModuleEditIsNewEpoch: without --watch, the entry's package is
-// measured and watched, so an edit of a module the entry imports gives a
-// new epoch; the card of the next call under the old grant names the file.
-func TestSiblingModuleEditIsNewEpoch(t *testing.T) {
-	py := realPython(t)
-	dir := t.TempDir()
-	worker := filepath.Join(dir, "worker.py")
-	if err := os.WriteFile(worker, []byte("import helper\n"+loopWorker), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	helper := filepath.Join(dir, "helper.py")
-	if err := os.WriteFile(helper, []byte("VERSION = 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ledger := filepath.Join(dir, "ledger")
-	h := newHome(t)
-	const label = "sibling"
-	addServer(t, h, label, py, worker, ledger)
-	startDaemon(t, h)
-	a := connectListChanged(t, h, label, "2025-06-18")
-	ctx := testContext(t, 3*time.Minute)
-	if _, err := a.Session.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	epochA := epochOf(t, h, a.PID(), "")
-	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
-	decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
-	okText(t, await(t, pending))
+// TestImportedCodeEditIsNewEpoch: without --watch, the entry's package is
+// measured and watched, so an edit of a module the entry imports (a
+// sibling Python module, a file in node_modules) gives a new epoch; the
+// card of the next call under the old grant names the file.
+func TestImportedCodeEditIsNewEpoch(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string // written before the launch
+		command func(t *testing.T, dir, ledger string) []string
+		edit    string // the file edited, relative to the package
+	}{
+		{
+			name:  "sibling module",
+			files: map[string]string{"worker.py": "import helper\n" + loopWorker, "helper.py": "VERSION = 1\n"},
+			command: func(t *testing.T, dir, ledger string) []string {
+				return []string{realPython(t), filepath.Join(dir, "worker.py"), ledger}
+			},
+			edit: "helper.py",
+		},
+		{
+			name: "node_modules",
+			files: map[string]string{
+				"package.json":                `{"name":"srv","private":true}`,
+				"worker.js":                   "require(\"mylib\");\n" + nodeWorker,
+				"node_modules/mylib/index.js": "module.exports = 1;\n",
+			},
+			command: func(t *testing.T, dir, ledger string) []string {
+				node, err := exec.LookPath("node")
+				if err != nil {
+					t.Skip("no node")
+				}
+				return []string{node, filepath.Join(dir, "worker.js"), ledger}
+			},
+			edit: "node_modules/mylib/index.js",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rel, content := range tc.files {
+				p := filepath.Join(dir, rel)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ledger := filepath.Join(dir, "ledger")
+			h := newHome(t)
+			const label = "imported"
+			addServer(t, h, label, tc.command(t, dir, ledger)...)
+			startDaemon(t, h)
+			a := connectListChanged(t, h, label, "2025-06-18")
+			ctx := testContext(t, 3*time.Minute)
+			if _, err := a.Session.ListTools(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			epochA := epochOf(t, h, a.PID(), "")
+			pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
+			decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
+			okText(t, await(t, pending))
 
-	if err := os.WriteFile(helper, []byte("VERSION = 2\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	epochB := waitRun(t, h, a.PID(), 30*time.Second, "a new epoch after the edit", readyOn(epochA)).Epoch
-	if _, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}}); err == nil {
-		t.Fatal("the write under the old grant was answered after the edit")
-	}
-	req := waitApproval(t, h, "write on B", forTool("write", epochB))
-	named := false
-	for _, c := range req.Card.IdentityChanges {
-		if c.Field == "package" && slices.Contains(c.Files, "helper.py") {
-			named = true
-		}
-	}
-	if !named {
-		t.Errorf("the card does not name helper.py: %+v", req.Card.IdentityChanges)
-	}
-	for _, l := range readLedger(t, ledger) {
-		if l[1] == "second" {
-			t.Errorf("the write reached the new code before approval")
-		}
+			// A blank line more: valid in either language, other bytes.
+			if err := os.WriteFile(filepath.Join(dir, tc.edit), []byte(tc.files[tc.edit]+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			epochB := waitRun(t, h, a.PID(), 30*time.Second, "a new epoch after the edit", readyOn(epochA)).Epoch
+			if _, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}}); err == nil {
+				t.Fatal("the write under the old grant was answered after the edit")
+			}
+			req := waitApproval(t, h, "write on B", forTool("write", epochB))
+			named := false
+			for _, c := range req.Card.IdentityChanges {
+				if c.Field == "package" && slices.Contains(c.Files, tc.edit) {
+					named = true
+				}
+			}
+			if !named {
+				t.Errorf("the card does not name %s: %+v", tc.edit, req.Card.IdentityChanges)
+			}
+			for _, l := range readLedger(t, ledger) {
+				if l[1] == "second" {
+					t.Errorf("the write reached the new code before approval")
+				}
+			}
+		})
 	}
 }
 

@@ -34,7 +34,7 @@ import (
 //     restart is;
 //   - any other descendant (a helper such as git, or the ps and sh that
 //     nodemon runs to find its children) cannot answer and makes no new
-//     epoch when it starts; it is recorded with the epoch all the same.
+//     epoch when it starts.
 //     Not seen, therefore: a worker whose parent relays its output through
 //     pipes of its own (nodemon, shell loops, watchexec, air and uvicorn's
 //     reloader pass the pipe through, so their workers hold it). Where the
@@ -109,11 +109,12 @@ type member struct {
 
 // treeState is the tree watcher's state, guarded by Process.treeMu.
 type treeState struct {
-	epoch   string            // the current epoch (the launch epoch, then each observed one)
-	base    []member          // the processes recorded for the current epoch
-	byKey   map[string]member // base by procView.key
-	settled bool              // base was read after the launch's exec settled
-	err     error             // why the tree cannot be watched, if it cannot
+	epoch    string            // the current epoch (the launch epoch, then each observed one)
+	base     []member          // the processes the next read is compared with
+	recorded []member          // the processes recorded for the current epoch
+	byKey    map[string]member // base by procView.key
+	settled  bool              // base was read after the launch's exec settled
+	err      error             // why the tree cannot be watched, if it cannot
 }
 
 // Observed returns the processes recorded for the current epoch (see
@@ -123,7 +124,7 @@ type treeState struct {
 func (p *Process) Observed() []identity.Observed {
 	p.treeMu.Lock()
 	defer p.treeMu.Unlock()
-	return observedOf(p.tree.base)
+	return observedOf(p.tree.recorded)
 }
 
 // CurrentEpoch returns the epoch the process now runs: the launch epoch
@@ -166,7 +167,7 @@ func (p *Process) Settled(ctx context.Context) ([]identity.Observed, error) {
 	if p.tree.err != nil {
 		return nil, p.tree.err
 	}
-	return observedOf(p.tree.base), nil
+	return observedOf(p.tree.recorded), nil
 }
 
 // CheckTree reads the tree now and compares it with what the current epoch
@@ -352,8 +353,15 @@ func waitStop(done, stopped <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-func (p *Process) setBaseLocked(ms []member) {
+// setBaseLocked makes ms what the next read is compared with; record also
+// makes it the current epoch's recorded identity (at launch, at a change,
+// and when the launch settles late), which a process exiting alone does
+// not change.
+func (p *Process) setBaseLocked(ms []member, record bool) {
 	p.tree.base = ms
+	if record {
+		p.tree.recorded = ms
+	}
 	p.tree.byKey = make(map[string]member, len(ms))
 	for _, m := range ms {
 		p.tree.byKey[m.view.key()] = m
@@ -415,7 +423,7 @@ func (p *Process) detectLocked() (*TreeChange, error) {
 		// Processes that exited, or helpers running known code: the
 		// base follows so that pids are not compared against stale ones.
 		if !sameViews(views, viewsOf(p.tree.base)) {
-			p.setBaseLocked(now)
+			p.setBaseLocked(now, false)
 		}
 		return nil, nil
 	}
@@ -426,28 +434,28 @@ func (p *Process) detectLocked() (*TreeChange, error) {
 	if len(what) == 0 {
 		// A fork caught before its exec and redirections (a shell
 		// starting a helper) that settled into no change.
-		p.setBaseLocked(now)
+		p.setBaseLocked(now, false)
 		return nil, nil
 	}
 	if !p.armed.Load() {
 		// Still starting (a watcher that starts its worker late, npx
 		// that downloads first): nothing has answered yet, so this is
 		// the launch epoch's tree, read again.
-		p.setBaseLocked(now)
+		p.setBaseLocked(now, true)
 		p.logger.Info("process tree read again before the first answer", "what", strings.Join(what, "; "))
 		return nil, nil
 	}
 	ch := TreeChange{
 		Epoch:     identity.NewEpoch(),
 		Previous:  p.tree.epoch,
-		Old:       observedOf(p.tree.base),
+		Old:       observedOf(p.tree.recorded),
 		New:       observedOf(now),
 		What:      what,
 		At:        at,
 		Restarted: restarted,
 	}
 	p.tree.epoch = ch.Epoch
-	p.setBaseLocked(now)
+	p.setBaseLocked(now, true)
 	p.logger.Warn("new epoch observed in the process tree", "previous", ch.Previous, "epoch", ch.Epoch, "what", strings.Join(what, "; "))
 	select {
 	case p.changes <- ch:
@@ -477,7 +485,7 @@ func (p *Process) watchTree() {
 	if err != nil {
 		p.tree.err = fmt.Errorf("watching the process tree of %s: %w", p.label, err)
 	} else {
-		p.setBaseLocked(p.measureLocked(views))
+		p.setBaseLocked(p.measureLocked(views), true)
 		p.tree.settled = true
 	}
 	p.treeMu.Unlock()

@@ -230,3 +230,18 @@ func TestNeedsNoDirs(t *testing.T) {
 		}
 	}
 }
+
+// TestServersAddNamesLaunchers: servers add says what a known watcher or
+// launcher does to identity and how Portcullis handles it.
+func TestServersAddNamesLaunchers(t *testing.T) {
+	e := helpEnv(t)
+	if code := e.exit(t, "servers", "add", "watched", "--", "/bin/sh", "-c", "nodemon server.js"); code != 0 {
+		t.Fatalf("servers add: exit %d, stderr %q", code, e.stderr.String())
+	}
+	out := e.stdout.String()
+	for _, want := range []string{"note: nodemon restarts its worker behind the same stdio pipe", "new epoch (cause observed)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("servers add output lacks %q:\n%s", want, out)
+		}
+	}
+}

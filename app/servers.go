@@ -309,6 +309,9 @@ func (a *App) serversAdd(args []string) error {
 	if n := identityNote(label, s); n != "" {
 		fmt.Fprintln(a.Stdout, n)
 	}
+	for _, l := range identity.KnownLaunchers(s.Command, s.Args) {
+		fmt.Fprintf(a.Stdout, "note: %s %s.\n  Portcullis: %s.\n", l.Name, l.Effect, l.Handling)
+	}
 	fmt.Fprintf(a.Stdout, "Added %s. Agents reach it with: portcullis connect %s\n", label, label)
 	return nil
 }

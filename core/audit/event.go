@@ -135,6 +135,13 @@ type ServerReplaced struct {
 	OldEpoch    string `json:"oldEpoch"`
 	NewEpoch    string `json:"newEpoch"`
 	Reason      string `json:"reason,omitempty"`
+	// Cause is "observed" when the supervisor saw the process tree change
+	// behind the same pipe (a watcher swapping its worker, an exec); then
+	// OldIdentity and NewIdentity are the processes that could answer
+	// before and after (identity.Observed lists).
+	Cause       string          `json:"cause,omitempty"`
+	OldIdentity json.RawMessage `json:"oldIdentity,omitempty"`
+	NewIdentity json.RawMessage `json:"newIdentity,omitempty"`
 }
 
 // ServerExited is the fields of a server_exited event. ExitCode is -1 when the
@@ -289,6 +296,9 @@ type ToolCompleted struct {
 	Outcome     string  `json:"outcome"`
 	DurationMS  float64 `json:"durationMs"`
 	Error       string  `json:"error,omitempty"`
+	// LateAnswer: the answer came from an epoch that had already ended
+	// (the agent was told epoch_ended); it was recorded, never forwarded.
+	LateAnswer bool `json:"lateAnswer,omitempty"`
 }
 
 // AuthorizationDenied is the fields of an authorization_denied event: a call

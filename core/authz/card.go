@@ -117,6 +117,9 @@ func IdentityDigest(r identity.Record) string {
 	for _, w := range r.Wrappers {
 		fmt.Fprintf(&b, "wrap %s %s\n", w.Path, w.SHA256)
 	}
+	if r.Package != nil {
+		fmt.Fprintf(&b, "package %s %s\n", r.Package.Dir, r.Package.SHA256)
+	}
 	keys := make([]string, 0, len(r.ExtraDigests))
 	for k := range r.ExtraDigests {
 		keys = append(keys, k)
@@ -168,6 +171,9 @@ func (c Card) Lines() []string {
 			what += " " + ch.Path
 		}
 		add("  changed on disk: %s (%s → %s)", what, identity.ShortDigest(ch.Old), identity.ShortDigest(ch.New))
+		for _, f := range ch.Files {
+			add("    changed file: %s", f)
+		}
 	}
 	if len(c.CatalogChanges) > 0 {
 		add("Catalog: revision %d → %d", c.ApprovedRevision, c.CatalogRevision)

@@ -45,6 +45,9 @@ func identityPaths(r identity.Record) []string {
 	for _, w := range r.Wrappers {
 		add(w.Path)
 	}
+	if r.Package != nil {
+		add(r.Package.Dir) // the entry's package, watched as a tree
+	}
 	return out
 }
 
@@ -92,6 +95,11 @@ func (d *Daemon) builds(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case ev := <-d.watcher.Started():
+			// The gate closes at the first event, not after the settle.
+			for _, s := range d.sessionsOf(ev.Key) {
+				s.BuildStarted(strings.Join(ev.Paths, ", "))
+			}
 		case ev := <-d.watcher.Events():
 			d.onBuild(ctx, ev)
 		}
@@ -113,6 +121,7 @@ func (d *Daemon) onBuild(ctx context.Context, ev watch.Event) {
 		d.log.Warn("build detected but the identity cannot be measured", "server", ev.Key, "err", err)
 		for _, s := range d.sessionsOf(ev.Key) {
 			s.NoteBuild(fmt.Sprintf("build changed %s but cannot be measured: %v", strings.Join(ev.Paths, ", "), err))
+			s.BuildSettled(false)
 		}
 		return
 	}
@@ -124,6 +133,7 @@ func (d *Daemon) onBuild(ctx context.Context, ev watch.Event) {
 		changes := identity.Diff(ep.Record, now)
 		if len(changes) == 0 {
 			d.log.Info("files changed but the execution identity did not", "server", ev.Key, "paths", ev.Paths)
+			s.BuildSettled(false)
 			continue
 		}
 		what := describeChanges(changes, srv.Cwd)
@@ -138,11 +148,21 @@ func (d *Daemon) onBuild(ctx context.Context, ev watch.Event) {
 		}
 		line := fmt.Sprintf("build complete: %s changed", what)
 		if srv.RestartMode() == config.RestartManual {
-			s.NoteBuild(fmt.Sprintf("%s; running server unchanged: pid=%d epoch=%s (portcullis restart %s)", line, ep.Proc.Pid(), ep.ID, ev.Key))
-			d.log.Info(line+"; running server unchanged", "server", ev.Key, "pid", ep.Proc.Pid(), "epoch", ep.ID)
+			// "running server unchanged" only when its tree was checked.
+			switch checked, unchanged := s.TreeUnchanged(); {
+			case checked && unchanged:
+				s.NoteBuild(fmt.Sprintf("%s; running server unchanged: pid=%d epoch=%s (portcullis restart %s)", line, ep.Proc.Pid(), ep.ID, ev.Key))
+			case checked:
+				s.NoteBuild(fmt.Sprintf("%s; the running server's process tree changed too: a new epoch was observed", line))
+			default:
+				s.NoteBuild(fmt.Sprintf("%s; the running server was not checked (its process tree cannot be read here): pid=%d epoch=%s (portcullis restart %s)", line, ep.Proc.Pid(), ep.ID, ev.Key))
+			}
+			s.BuildSettled(false)
+			d.log.Info(line+"; running server kept (restart manual)", "server", ev.Key, "pid", ep.Proc.Pid(), "epoch", ep.ID)
 			continue
 		}
 		d.log.Info(line+"; replacing the server", "server", ev.Key, "epoch", ep.ID)
+		s.BuildSettled(true)
 		go s.Replace(line)
 	}
 }
@@ -151,7 +171,18 @@ func (d *Daemon) onBuild(ctx context.Context, ev watch.Event) {
 // relative to the server's working directory when inside it.
 func describeChanges(changes []identity.Change, cwd string) string {
 	var parts []string
+	var expanded []identity.Change
 	for _, c := range changes {
+		if len(c.Files) == 0 {
+			expanded = append(expanded, c)
+			continue
+		}
+		// A package: the files in it that changed.
+		for _, f := range c.Files {
+			expanded = append(expanded, identity.Change{Field: c.Field, Path: filepath.Join(c.Path, f)})
+		}
+	}
+	for _, c := range expanded {
 		p := c.Path
 		if p == "" {
 			parts = append(parts, c.Field)

@@ -719,7 +719,11 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	rec.Epoch = proc.Epoch() // minted by the supervisor, and marks the process tree (supervisor.EpochEnv)
 	rec.ProcessID = proc.Pid()
 	rec.StartedAt = time.Now().UTC()
-	if d.opts.Procs != nil {
+	// Read once the launcher's exec settled (env, sh -c, npx): the
+	// supervisor watches the tree from then on (supervisor.TreeChange).
+	if obs, err := proc.Settled(ctx); err == nil {
+		rec.Observed = obs
+	} else if d.opts.Procs != nil {
 		if obs, err := identity.Observe(ctx, d.opts.Procs, proc.Pid()); err == nil {
 			rec.Observed = obs
 		} else {

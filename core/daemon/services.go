@@ -23,6 +23,7 @@ type service struct {
 type fileWatcher interface {
 	Serve(ctx context.Context) error
 	Events() <-chan watch.Event
+	Started() <-chan watch.Event // the first event of each change, before it settles
 	Set(key string, paths []string) error
 }
 

@@ -27,6 +27,7 @@ func newFakeWatcher(serve func(ctx context.Context) error) *fakeWatcher {
 
 func (w *fakeWatcher) Serve(ctx context.Context) error      { return w.serve(ctx) }
 func (w *fakeWatcher) Events() <-chan watch.Event           { return w.events }
+func (w *fakeWatcher) Started() <-chan watch.Event          { return nil }
 func (w *fakeWatcher) Set(key string, paths []string) error { return nil }
 
 // replaceWatcher gives d the build watcher w, closing the one New made.

@@ -496,7 +496,7 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Gra
 	case askEvery:
 		c.Reason = "a credential of this server asks for approval on every use"
 	case approvedEpoch != "" && approvedEpoch != e.ID && hasPrev && len(c.IdentityChanges) == 0:
-		c.Reason = "the server process was restarted (same code on disk): a new process needs a new approval"
+		c.Reason = sameCodeReason(e, false)
 	case approvedEpoch != "" && approvedEpoch != e.ID:
 		c.Reason = "server execution epoch changed: new code asks for the authority you gave the old code"
 	case approvedEpoch != "":
@@ -507,7 +507,7 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Gra
 	if c.Reason == "server execution epoch changed" {
 		c.Reason = "server execution epoch changed: a call prepared for the old code was refused; approve the new code to continue"
 		if hasPrev && len(c.IdentityChanges) == 0 {
-			c.Reason = "the server process was restarted (same code on disk): a call prepared for the old process was refused; approve the new process to continue"
+			c.Reason = sameCodeReason(e, true)
 		}
 	}
 	if locked := s.lockedCredentials(creds); len(locked) > 0 {

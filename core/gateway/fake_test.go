@@ -164,7 +164,8 @@ type fakeLauncher struct {
 	calls []received  // guarded by mu
 	fail  atomic.Bool // the next launches fail: the configured command is not found
 	delay time.Duration
-	tools atomic.Value // json.RawMessage: the tools/list result of the next launches (nil: fakeTools)
+	tools atomic.Value            // json.RawMessage: the tools/list result of the next launches (nil: fakeTools)
+	wrap  func(*fakeProc) Process // nil: the fakeProc itself (observe_test.go)
 }
 
 func (l *fakeLauncher) launch(ctx context.Context) (*Epoch, error) {
@@ -187,6 +188,9 @@ func (l *fakeLauncher) launch(ctx context.Context) (*Epoch, error) {
 	rec := identity.Record{ServerLabel: "fake", Epoch: id, ProcessID: p.pid,
 		ResolvedExecutable: identity.FileDigest{Path: "/srv/fake", SHA256: fmt.Sprintf("sha256:%064d", n)},
 		Entry:              "/srv/fake", EntryDigest: fmt.Sprintf("sha256:%064d", n)}
+	if l.wrap != nil {
+		return &Epoch{ID: id, Record: rec, Proc: l.wrap(p)}, nil
+	}
 	return &Epoch{ID: id, Record: rec, Proc: p}, nil
 }
 
@@ -455,6 +459,7 @@ type rigOptions struct {
 	auditDelay      time.Duration
 	launchDelay     time.Duration
 	launchFails     bool // every launch fails: command not found
+	wrap            func(*fakeProc) Process
 }
 
 const testSecret = "PCSECRET-gateway-7f3a9c21d4"
@@ -490,7 +495,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if o.holdTimeout == 0 {
 		o.holdTimeout = 10 * time.Second
 	}
-	r := &rig{t: t, launcher: &fakeLauncher{delay: o.launchDelay}, audit: &fakeAudit{delay: o.auditDelay}, served: make(chan error, 1), secret: testSecret, grantAt: map[string]int64{}}
+	r := &rig{t: t, launcher: &fakeLauncher{delay: o.launchDelay, wrap: o.wrap}, audit: &fakeAudit{delay: o.auditDelay}, served: make(chan error, 1), secret: testSecret, grantAt: map[string]int64{}}
 	r.auth = authz.New(authz.Options{
 		Timeout: o.approvalTimeout,
 		OnGranted: func(_ authz.Request, g authz.Grant) error {

@@ -351,6 +351,14 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 	s.mu.Lock()
 	p.call = rec
 	s.mu.Unlock()
+	if r := s.checkTree(e, c.name, auth.decision); r != nil {
+		if s.abandon(id, p) {
+			s.recordCompletion(e, rec, "not_forwarded", r.Reason)
+			s.recordRefusal(c.name, r)
+			s.writeAgent(r.Response(m.ID))
+		}
+		return
+	}
 	if !s.transmit(id, p, auth.out) {
 		s.recordCompletion(e, rec, "not_forwarded", "cancelled or its epoch ended before it was sent")
 	}
@@ -633,6 +641,8 @@ func (s *Session) readServer(e *epoch) {
 	unicodeNoted := false
 	for {
 		line, err := r.ReadLine()
+		e = s.lastOf(e) // an epoch observed on the same process reads on
+		e = s.lastOf(e) // an epoch observed on the same process reads on
 		if err != nil {
 			var tl *mcpwire.TooLargeError
 			if errors.As(err, &tl) {
@@ -661,7 +671,8 @@ func (s *Session) readServer(e *epoch) {
 		}
 		m, err := mcpwire.Parse(bytes.Clone(line))
 		if ended && err == nil {
-			continue // a whole last message, after the end: dropped too
+			s.lateAnswer(m)
+			continue // a whole last message, after the end: dropped too (a late answer is recorded)
 		}
 		if err == nil && m.Replaced > 0 && !unicodeNoted {
 			unicodeNoted = true
@@ -809,12 +820,15 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	p := s.flight.pending[gid]
 	if !ok || p == nil || p.ep != e {
 		s.mu.Unlock()
-		s.log.Warn("server answered an unknown request", "epoch", e.ID, "id", string(m.ID))
+		if !s.lateAnswer(m) {
+			s.log.Warn("server answered an unknown request", "epoch", e.ID, "id", string(m.ID))
+		}
 		return
 	}
 	s.dropPendingLocked(gid, p)
 	if !e.answered {
 		e.answered = true
+		armTree(e) // the launch has settled: tree changes are new epochs now
 		if e.timer != nil {
 			e.timer.Stop()
 		}

@@ -202,6 +202,8 @@ type Session struct {
 	approvedRev      uint64                     // guarded by mu; catalog revision of the last grant
 	records          map[string]identity.Record // guarded by mu; execution records of this run's epochs
 	policyWake       chan struct{}              // guarded by mu; nil until a call waits; closed by PolicyChanged so waiting calls re-check their tool's policy
+	late             map[int64]lateCall         // guarded by mu; calls answered epoch_ended whose answer may still come (observe.go)
+	buildHold        *epoch                     // guarded by mu; the epoch whose calls a build in progress holds (observe.go)
 	startedAt        time.Time
 	ctx              context.Context // cancelled when Serve returns
 	cancel           context.CancelFunc
@@ -220,6 +222,8 @@ type epoch struct {
 	listExtra  json.RawMessage  // guarded by Session.mu; the first tools/list page without tools and nextCursor
 	initResult json.RawMessage  // guarded by Session.mu; its initialize result
 	idMismatch bool             // guarded by Session.mu; it answered a numeric id with a string
+	next       *epoch           // guarded by Session.mu; the epoch observed to succeed it on the same process (observe.go)
+	observed   string           // set once at creation: what the supervisor observed when it began (observe.go), "" for a launch
 }
 
 const maxDiagnostics = 50
@@ -395,8 +399,10 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 	s.log.Info("epoch started", "epoch", e.ID, "pid", e.Proc.Pid())
 	s.recordServerStarted(e)
 	go s.readServer(e)
+	s.watchTree(e)
 	watch := func() {
 		<-e.Proc.Done()
+		e := s.lastOf(e)
 		exit := e.Proc.Exit()
 		s.record(audit.TypeServerExited, audit.ServerExited{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
 			Epoch: e.ID, PID: e.Proc.Pid(), ExitCode: exit.Code, Signal: exit.Signal})
@@ -530,6 +536,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 		}
 		if p.call != nil {
 			ended = append(ended, p.call)
+			s.rememberLateLocked(id, e, p.call)
 		}
 		if next != nil && p.method == methodListen && s.hs.isListen(p.agentID) {
 			delete(s.flight.pending, id) // re-opened on next, the agent's stream goes on
@@ -582,11 +589,13 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 	}
 	// Reap whatever the process group left behind (grandchildren that
 	// hold stdout, for instance).
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = e.Proc.Stop(ctx)
-	}()
+	if next == nil || next.Proc != e.Proc { // an observed epoch runs on
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = e.Proc.Stop(ctx)
+		}()
+	}
 	s.changed()
 }
 

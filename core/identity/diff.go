@@ -7,7 +7,7 @@ import (
 
 // Change is one difference between two execution records. Field is one of
 // "resolvedExecutable", "runtime", "interpreter", "entry", "lockfile",
-// "wrappers" or "extra:<path>"; Path is the file concerned (the new one when
+// "wrappers", "package" or "extra:<path>"; Path is the file concerned (the new one when
 // both exist); Old and New are the digests ("" for absent), or for "runtime"
 // the version strings. When only the path of a file changed (same digest), Old
 // and New are the paths.
@@ -16,11 +16,14 @@ type Change struct {
 	Path  string `json:"path,omitempty"`
 	Old   string `json:"old"`
 	New   string `json:"new"`
+	// Files are, for "package", the files under Path that changed (as far
+	// as the Measurer remembers; at most 20).
+	Files []string `json:"files,omitempty"`
 }
 
 // Diff lists which measured digests differ between old and new, in a fixed
 // order: resolvedExecutable, runtime, interpreter, entry, lockfile, wrappers
-// (matched by path, in new's order then removed ones), extra:<path> (sorted by
+// (matched by path, in new's order then removed ones), package, extra:<path> (sorted by
 // path). Launch command, working directory, epoch, pid and observed processes
 // are not compared. Equal records give nil.
 func Diff(old, new Record) []Change {
@@ -70,6 +73,20 @@ func Diff(old, new Record) []Change {
 		}
 	}
 
+	var op, np PackageDigest
+	if old.Package != nil {
+		op = *old.Package
+	}
+	if new.Package != nil {
+		np = *new.Package
+	}
+	if op.Dir != np.Dir || op.SHA256 != np.SHA256 {
+		c := Change{Field: "package", Path: np.Dir, Old: op.SHA256, New: np.SHA256, Files: np.Changed}
+		if c.Path == "" {
+			c.Path = op.Dir
+		}
+		out = append(out, c)
+	}
 	keys := slices.Sorted(maps.Keys(old.ExtraDigests))
 	for k := range new.ExtraDigests {
 		if _, ok := old.ExtraDigests[k]; !ok {

@@ -285,3 +285,45 @@ func (m *Measurer) fillItem(it *treeItem) error {
 	}
 	return nil
 }
+
+// DigestOpen returns "sha256:<hex>" of the open regular file f, read from
+// its start with ReadAt (f's offset is left alone). Results are cached by
+// (device, inode, size, mtime, ctime) alone, without a path: it is meant for
+// files opened through the kernel's view of a process (Linux
+// /proc/PID/exe), whose path may name another file or none.
+func (m *Measurer) DigestOpen(f *os.File) (string, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("digesting %s: %w", f.Name(), err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("digesting %s: not a regular file (%s)", f.Name(), fi.Mode().Type())
+	}
+	key, keyOK := statKey(fi)
+	if keyOK {
+		m.mu.Lock()
+		sum, hit := m.opened[key]
+		m.mu.Unlock()
+		if hit {
+			return DigestPrefix + hex.EncodeToString(sum[:]), nil
+		}
+	}
+	start := m.now()
+	h := sha256.New()
+	if err := copyInto(h, io.NewSectionReader(f, 0, fi.Size())); err != nil {
+		return "", fmt.Errorf("digesting %s: %w", f.Name(), err)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	if keyOK {
+		if after, err := f.Stat(); err == nil {
+			if akey, ok := statKey(after); ok && akey == key &&
+				akey.ctime <= start.Add(-racyWindow).UnixNano() && akey.mtime <= start.Add(-racyWindow).UnixNano() {
+				m.mu.Lock()
+				m.opened[key] = sum
+				m.mu.Unlock()
+			}
+		}
+	}
+	return DigestPrefix + hex.EncodeToString(sum[:]), nil
+}

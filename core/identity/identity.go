@@ -62,13 +62,24 @@ type FileDigest struct {
 // StartTime pairs with PID to tell a reused pid apart; its unit is
 // kernel-specific (Linux: clock ticks since boot, /proc/PID/stat field 22;
 // macOS: microseconds since the Unix epoch).
+//
+// Script and ScriptSHA256 name the script an interpreter runs (node, python,
+// deno, bun, java -jar, a shell running a file), read from the process's own
+// arguments and working directory as the kernel reports them after its exec;
+// empty when the process is no interpreter or runs inline code or a module.
 type Observed struct {
-	PID       int    `json:"pid"`
-	PPID      int    `json:"ppid,omitempty"`
-	Exe       string `json:"exe"`
-	SHA256    string `json:"sha256,omitempty"`
-	StartTime uint64 `json:"startTime,omitempty"`
+	PID          int    `json:"pid"`
+	PPID         int    `json:"ppid,omitempty"`
+	Exe          string `json:"exe"`
+	SHA256       string `json:"sha256,omitempty"`
+	StartTime    uint64 `json:"startTime,omitempty"`
+	Script       string `json:"script,omitempty"`
+	ScriptSHA256 string `json:"scriptSha256,omitempty"`
 }
+
+// Code is what o runs, without which process runs it: the executable's
+// digest and the script's path and digest.
+func (o Observed) Code() string { return o.SHA256 + " " + o.Script + " " + o.ScriptSHA256 }
 
 // Record is the execution record of one launch of one server (docs/DESIGN.md,
 // "Execution identity"). [Measurer.Measure] fills everything measured before
@@ -88,6 +99,7 @@ type Record struct {
 	Lockfile           string            `json:"lockfile,omitempty"`
 	Wrappers           []FileDigest      `json:"wrappers,omitempty"`
 	ExtraDigests       map[string]string `json:"extraDigests,omitempty"` // watched paths (files or dirs) -> "sha256:…"
+	Package            *PackageDigest    `json:"package,omitempty"`      // the entry's package, measured when no path is watched
 	WorkingDirectory   string            `json:"workingDirectory"`
 	Observed           []Observed        `json:"observed,omitempty"`
 	Epoch              string            `json:"epoch"`

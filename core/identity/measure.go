@@ -60,6 +60,8 @@ type Measurer struct {
 	mu       sync.Mutex
 	files    map[string]cachedDigest // guarded by mu; absolute path -> digest
 	runtimes map[string]string       // guarded by mu; kind + "\x00" + digest -> "node v22.14.0"
+	opened   map[fileKey][32]byte    // guarded by mu; DigestOpen's cache
+	packages map[string]*listings    // guarded by mu; DigestPackage's last listings
 }
 
 // NewMeasurer returns a Measurer that logs to logger (nil discards).
@@ -73,6 +75,8 @@ func NewMeasurer(logger *slog.Logger) *Measurer {
 		versionTimeout: DefaultVersionTimeout,
 		files:          make(map[string]cachedDigest),
 		runtimes:       make(map[string]string),
+		opened:         make(map[fileKey][32]byte),
+		packages:       make(map[string]*listings),
 	}
 }
 
@@ -97,6 +101,8 @@ func NewMeasurer(logger *slog.Logger) *Measurer {
 //   - The nearest of [LockfileNames] walking up from the entry's directory (or
 //     Dir) is digested.
 //   - Each Extra path is digested, with [Measurer.DigestTree] for directories.
+//   - Without Extra, an entry script's package (see [PackageDigest]) is
+//     digested with [Measurer.DigestPackage].
 //
 // Errors name the path and the reason; a command that does not resolve wraps
 // [ErrCommandNotFound]; ctx ends the measurement between steps.
@@ -190,6 +196,17 @@ func (m *Measurer) Measure(ctx context.Context, s MeasureSpec) (Record, error) {
 		rec.Lockfile, rec.LockfileDigest = lock, sum
 	}
 
+	if len(s.Extra) == 0 && rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path {
+		// No watch path: the entry's package is measured, so that an
+		// edited sibling module or dependency is new code too.
+		if dir := packageDir(rec.Entry); dir != "" {
+			pd, err := m.DigestPackage(dir)
+			if err != nil {
+				return Record{}, err
+			}
+			rec.Package = &pd
+		}
+	}
 	for _, e := range s.Extra {
 		if err := ctx.Err(); err != nil {
 			return Record{}, err
@@ -587,4 +604,29 @@ func (c *capped) Write(p []byte) (int, error) {
 		c.buf.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
+}
+
+// ScriptOf returns the script that a process running executable exe with
+// arguments args (args[0] is the program name, as in /proc/PID/cmdline) in
+// working directory cwd runs, as an absolute path with symlinks resolved:
+// the entry of a runtime (node, python*, deno, bun, java -jar) or the file a
+// shell runs; "" for any other program, for inline code ("-c", "-e") or a
+// module ("-m"), and when the file does not exist.
+func ScriptOf(exe string, args []string, cwd string) string {
+	kind := runtimeKind(exe)
+	if kind == "" && len(args) > 0 {
+		kind = runtimeKind(args[0])
+	}
+	if kind == "" || len(args) == 0 {
+		return ""
+	}
+	p := entryArg(kind, args[1:], cwd)
+	if p == "" {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	return real
 }

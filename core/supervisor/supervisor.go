@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -75,11 +76,25 @@ type Spec struct {
 // SIGTERM to the group (0 = DefaultStopGrace); KillGrace the wait after SIGTERM
 // before SIGKILL to the group (0 = DefaultKillGrace). Logger receives lifecycle
 // events (nil discards); stderr content is never logged.
+//
+// TreePoll is how often the running tree is read between the checks the
+// gateway asks for (0 = DefaultTreePoll; below 0 the tree is not watched
+// and [Process.Settled] and [Process.CheckTree] report ErrTreeUnwatched);
+// SettleMax bounds the wait for a launcher's exec at start (0 =
+// DefaultSettleMax); Measurer caches the digests of running executables
+// and scripts (nil: one shared by the package).
 type Options struct {
 	StopGrace time.Duration
 	KillGrace time.Duration
 	Logger    *slog.Logger
+	TreePoll  time.Duration
+	SettleMax time.Duration
+	Measurer  *identity.Measurer
 }
+
+// sharedMeasurer is the digest cache of processes started without
+// Options.Measurer.
+var sharedMeasurer = identity.NewMeasurer(nil)
 
 // ExitInfo is how the direct child ended. Code is the exit status, -1 when it
 // was killed by a signal; Signal is then the signal's name ("SIGKILL").
@@ -130,8 +145,20 @@ type Process struct {
 	groupGone atomic.Bool
 
 	stopOnce sync.Once
+	stopping chan struct{} // closed when the stop sequence begins
 	stopped  chan struct{} // closed when the stop sequence has finished
 	stopErr  error         // written before stopped is closed
+
+	// Tree watching (tree.go).
+	dir       string
+	pipes     []uint64 // inodes of the stdin and stdout pipes
+	measurer  *identity.Measurer
+	treeReady chan struct{} // closed once the launch's tree was first recorded
+	changes   chan TreeChange
+	treeMu    sync.Mutex
+	tree      treeState    // guarded by treeMu
+	escaped   map[int]bool // guarded by treeMu; marked pids found outside the tree
+	armed     atomic.Bool  // the launch epoch has answered: changes are new epochs
 }
 
 // Start launches s in a new process group with pipes for stdin, stdout and
@@ -153,6 +180,15 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.TreePoll == 0 {
+		o.TreePoll = DefaultTreePoll
+	}
+	if o.SettleMax <= 0 {
+		o.SettleMax = DefaultSettleMax
+	}
+	if o.Measurer == nil {
+		o.Measurer = sharedMeasurer
 	}
 	limit := s.StderrLimit
 	if limit <= 0 {
@@ -228,11 +264,25 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		ring:       newRing(limit),
 		stderrDone: make(chan struct{}),
 		done:       make(chan struct{}),
+		stopping:   make(chan struct{}),
 		stopped:    make(chan struct{}),
+		dir:        s.Dir,
+		pipes:      pipeInodes(inW, outR),
+		measurer:   o.Measurer,
+		treeReady:  make(chan struct{}),
+		changes:    make(chan TreeChange, treeChangesBuffer),
+		tree:       treeState{epoch: epoch},
+		escaped:    map[int]bool{},
 	}
 	p.logger.Info("server started", "path", path)
 	go p.readStderr()
 	go p.reap()
+	if o.TreePoll > 0 && treeSupported {
+		go p.watchTree()
+	} else {
+		p.tree.err = fmt.Errorf("%w (%s)", ErrTreeUnwatched, runtime.GOOS)
+		close(p.treeReady)
+	}
 	return p, nil
 }
 
@@ -348,6 +398,7 @@ func (p *Process) Stop(ctx context.Context) error {
 
 func (p *Process) stop() {
 	defer close(p.stopped)
+	close(p.stopping)
 	// Not p.logger, whose "pid" is the server's: each line names the
 	// process it is about.
 	sw := newSweeper([]string{p.epoch}, p.opts.KillGrace, p.opts.Logger.With("server", p.label))

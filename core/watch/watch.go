@@ -39,10 +39,11 @@ type Event struct {
 
 // Watcher watches sets of paths, one set per key (a server label).
 type Watcher struct {
-	settle time.Duration
-	log    *slog.Logger
-	fsw    *fsnotify.Watcher
-	events chan Event
+	settle  time.Duration
+	log     *slog.Logger
+	fsw     *fsnotify.Watcher
+	events  chan Event
+	started chan Event
 
 	mu      sync.Mutex
 	sets    map[string][]string       // guarded by mu; key → watched roots (absolute, clean)
@@ -78,6 +79,7 @@ func New(settle time.Duration, log *slog.Logger) (*Watcher, error) {
 		log:     log,
 		fsw:     fsw,
 		events:  make(chan Event, 16),
+		started: make(chan Event, startedBuffer),
 		sets:    map[string][]string{},
 		held:    map[string][]string{},
 		dirs:    map[string]int{},
@@ -91,6 +93,17 @@ func New(settle time.Duration, log *slog.Logger) (*Watcher, error) {
 // Events delivers settled changes. It is never closed: stop reading when
 // Serve has returned.
 func (w *Watcher) Events() <-chan Event { return w.events }
+
+// startedBuffer is how many "change started" events wait for a reader.
+const startedBuffer = 64
+
+// Started delivers, for each change, an Event as soon as its first
+// file-system event is seen, before the settle delay: Paths holds the root
+// it touched, LastWrite when. The settled Event on Events follows. A
+// consumer closes the gate here (calls are held while a build is in
+// progress) and decides on the settled event. Events are dropped, and
+// logged, when nobody reads; never closed.
+func (w *Watcher) Started() <-chan Event { return w.started }
 
 // Set replaces the paths watched for key; an empty list stops watching for
 // key. Paths that do not exist yet are watched through the nearest existing
@@ -332,6 +345,11 @@ func (w *Watcher) noteLocked(key, root string) {
 	if pc == nil {
 		pc = &pendingChange{paths: map[string]bool{}}
 		w.pending[key] = pc
+		select {
+		case w.started <- Event{Key: key, Paths: []string{root}, LastWrite: w.clock()}:
+		default:
+			w.log.Warn("change-started event dropped: nobody reads them", "key", key, "path", root)
+		}
 	}
 	pc.paths[root] = true
 	pc.last = w.clock()

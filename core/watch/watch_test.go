@@ -184,3 +184,44 @@ func TestTwoKeysShareADirectory(t *testing.T) {
 }
 
 var cmpIgnoreTime = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".LastWrite" }, cmp.Ignore())
+
+// The first write of a change is reported on Started at once, before the
+// settle delay (500 ms here) ends; one settled Event follows, and a write
+// during the settle starts nothing new.
+func TestStartedBeforeSettle(t *testing.T) {
+	root := t.TempDir()
+	entry := filepath.Join(root, "server.js")
+	write(t, entry, "v1")
+	w := start(t)
+	if err := w.Set("srv", []string{entry}); err != nil {
+		t.Fatal(err)
+	}
+	write(t, entry, "v2")
+	var st Event
+	select {
+	case st = <-w.Started():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change-started event")
+	}
+	if st.Key != "srv" || !cmp.Equal(st.Paths, []string{entry}) {
+		t.Errorf("started %+v, want srv %s", st, entry)
+	}
+	select {
+	case ev := <-w.Events():
+		t.Fatalf("the settled event %+v came with the start; want it after the settle delay", ev)
+	default:
+	}
+	write(t, entry, "v3")
+	ev := next(t, w)
+	if ev.Key != "srv" || !cmp.Equal(ev.Paths, []string{entry}) {
+		t.Errorf("settled %+v", ev)
+	}
+	if !ev.LastWrite.After(st.LastWrite) && !ev.LastWrite.Equal(st.LastWrite) {
+		t.Errorf("settled LastWrite %v before the start %v", ev.LastWrite, st.LastWrite)
+	}
+	select {
+	case again := <-w.Started():
+		t.Errorf("a write during the settle started another change: %+v", again)
+	default:
+	}
+}

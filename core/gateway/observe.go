@@ -1,0 +1,361 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/mcpwire"
+	"github.com/portcullis/portcullis/core/supervisor"
+)
+
+// Epochs observed by the supervisor (docs/DESIGN.md "The refresh contract"):
+// a watcher that owns the stdio pipe and swaps its worker (nodemon, a shell
+// loop), or an exec in the server's tree, is a new execution epoch on the
+// same process and the same pipe. The session then does what a replacement
+// does, without a new launch: the gate closes (identity pending), grants of
+// the old epoch are void, the calls in flight are answered epoch_ended, the
+// handshake is replayed when a new program reads the requests, the catalog
+// is fetched again and the agent is told (list_changed); server_replaced is
+// audited with cause "observed" and both identities. Answers that arrive
+// for calls of an ended epoch are recorded (tool_completed, lateAnswer) and
+// never forwarded.
+
+// treeWatcher is what a Process offers when the supervisor watches its
+// running tree; *supervisor.Process does.
+type treeWatcher interface {
+	Changes() <-chan supervisor.TreeChange
+	CheckTree(ctx context.Context) (*supervisor.TreeChange, error)
+}
+
+// treeCheckTimeout bounds the tree check before a call; the check settles
+// a change it sees for at most 1 s.
+const treeCheckTimeout = 3 * time.Second
+
+// lateCall is a call answered epoch_ended whose answer may still come.
+type lateCall struct {
+	ep   *epoch
+	call *callRecord
+	at   time.Time
+}
+
+// lateKeep bounds how long a late answer is waited for, and how many.
+const (
+	lateKeep = 10 * time.Minute
+	lateMax  = 1024
+)
+
+// watchTree follows the supervisor's observations of e's process until the
+// process is reaped or the session ends.
+func (s *Session) watchTree(e *epoch) {
+	tw, ok := e.Proc.(treeWatcher)
+	if !ok {
+		return
+	}
+	ctx := s.ctx
+	go func() {
+		for {
+			select {
+			case ch := <-tw.Changes():
+				s.observed(ch)
+			case <-e.Proc.Done():
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// armTree tells the supervisor that e's process answered: from now on a
+// change in its tree is a new epoch, before it the launch settling. Called
+// with or without mu held: Arm does not block.
+func armTree(e *epoch) {
+	if a, ok := e.Proc.(interface{ Arm() }); ok {
+		a.Arm()
+	}
+}
+
+// lastOf returns the epoch that now runs on e's process: e, or the last
+// epoch observed to succeed it.
+func (s *Session) lastOf(e *epoch) *epoch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for e.next != nil {
+		e = e.next
+	}
+	return e
+}
+
+// observed turns a change the supervisor saw in the current epoch's tree
+// into a new epoch on the same process. A change of an epoch that is no
+// longer current (a replacement came first, or CheckTree applied it) is
+// ignored.
+func (s *Session) observed(ch supervisor.TreeChange) {
+	s.mu.Lock()
+	old := s.cur
+	if old == nil || old.ended || old.ID != ch.Previous || s.state == StateEnded {
+		s.mu.Unlock()
+		return
+	}
+	rec := old.Record
+	rec.Epoch, rec.Observed = ch.Epoch, ch.New
+	e := &epoch{Epoch: Epoch{ID: ch.Epoch, Record: rec, Proc: old.Proc}, observed: strings.Join(ch.What, "; ")}
+	old.next = e
+	s.cur = e
+	s.epochs++
+	s.records[e.ID] = rec
+	why := "the supervisor observed a new process in the server's tree (" + strings.Join(ch.What, "; ") + ")"
+	s.state, s.reason = StateIdentityPending, why
+	s.buildNote = ""
+	s.closeGateLocked()
+	s.mu.Unlock()
+	s.changed()
+	s.log.Warn("new epoch observed", "epoch", e.ID, "previous", old.ID, "what", strings.Join(ch.What, "; "))
+	if a := s.opts.Authority; a != nil {
+		for _, g := range a.VoidEpoch(s.opts.RunID, e.ID, why) {
+			s.log.Info("grant voided by the observed epoch", "grant", g.ID, "epoch", g.ExecutionEpoch, "newEpoch", e.ID)
+		}
+	}
+	oldID, _ := json.Marshal(ch.Old)
+	newID, _ := json.Marshal(ch.New)
+	s.record(audit.TypeServerReplaced, audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
+		OldEpoch: old.ID, NewEpoch: e.ID, Reason: why, Cause: "observed", OldIdentity: oldID, NewIdentity: newID})
+	s.endEpoch(old, why, e)
+	if ch.Restarted {
+		if err := s.handshake(e); err != nil {
+			s.failEpoch(e, "the observed epoch did not complete the handshake: "+err.Error())
+			return
+		}
+	}
+	s.mu.Lock()
+	done := s.hs.done
+	if e.ended {
+		s.mu.Unlock()
+		return
+	}
+	if !ch.Restarted {
+		// The program that answers did not change: it keeps its
+		// handshake.
+		e.answered, e.initResult = old.answered, old.initResult
+	}
+	if done {
+		s.state, s.reason = StateCatalogPending, ""
+	} else {
+		s.state, s.reason = StateStarting, ""
+		s.openGateLocked()
+	}
+	s.mu.Unlock()
+	s.changed()
+	if done {
+		s.refresh(e)
+	}
+}
+
+// checkTree runs the supervisor's tree check before a call that carries
+// authority (a grant, or credentials the server holds) is forwarded to e.
+// When the tree changed, the new epoch is taken over at once and the call
+// is refused with authorization_stale: what was approved is not what would
+// answer. A check that fails (the process is gone) lets the call go on:
+// the end of the epoch answers it.
+func (s *Session) checkTree(e *epoch, tool, decision string) *Refusal {
+	if decision == decisionAllow && len(s.opts.Credentials) == 0 {
+		return nil
+	}
+	tw, ok := e.Proc.(treeWatcher)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, treeCheckTimeout)
+	defer cancel()
+	ch, err := tw.CheckTree(ctx)
+	if err != nil || ch == nil {
+		return nil
+	}
+	go s.observed(*ch)
+	return &Refusal{
+		Error:         AuthorizationStale,
+		Server:        s.opts.Label,
+		Tool:          tool,
+		ApprovedEpoch: e.ID,
+		CurrentEpoch:  ch.Epoch,
+		Reason:        "server execution epoch changed: the supervisor observed a new process in the server's tree (" + strings.Join(ch.What, "; ") + "); the call was not sent",
+		Retry:         "refresh tool metadata and request authorization",
+	}
+}
+
+// rememberLateLocked keeps a call answered epoch_ended so that its answer,
+// if the process still sends one, is recorded.
+func (s *Session) rememberLateLocked(id int64, e *epoch, c *callRecord) {
+	if c == nil {
+		return
+	}
+	if s.late == nil {
+		s.late = map[int64]lateCall{}
+	}
+	now := time.Now()
+	for k, l := range s.late {
+		if now.Sub(l.at) > lateKeep || len(s.late) >= lateMax {
+			delete(s.late, k)
+		}
+	}
+	s.late[id] = lateCall{ep: e, call: c, at: now}
+}
+
+// lateAnswer records the answer m to a call of an ended epoch as
+// tool_completed with lateAnswer; it reports whether m was one. It is
+// never forwarded: the agent was told epoch_ended.
+func (s *Session) lateAnswer(m *mcpwire.Message) bool {
+	if m == nil || m.Kind != mcpwire.KindResponse {
+		return false
+	}
+	gid, _, ok := mcpwire.IntID(m.ID)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	l, ok := s.late[gid]
+	delete(s.late, gid)
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	outcome, errText := "ok", ""
+	switch {
+	case m.Error != nil:
+		outcome, errText = "rpc_error", string(mcpwire.GetPath(m.Error, "message"))
+	case bytes.Equal(mcpwire.GetPath(m.Result, "isError"), []byte("true")):
+		outcome = "error"
+	}
+	s.log.Warn("an ended epoch answered a call; recorded, not forwarded", "epoch", l.ep.ID, "tool", l.call.tool, "outcome", outcome)
+	ev := audit.ToolCompleted{
+		Call: l.call.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: l.ep.ID, Tool: l.call.tool,
+		Outcome: outcome, DurationMS: float64(time.Since(l.call.started).Microseconds()) / 1000, Error: errText,
+		LateAnswer: true,
+	}
+	go s.record(audit.TypeToolCompleted, ev)
+	return true
+}
+
+// BuildStarted closes the gate at the first file-system event on a path of
+// the running epoch's identity (docs/DESIGN.md "identity-pending"): calls
+// are held ("build in progress") until BuildSettled says whether the
+// identity changed. It does nothing unless the run is ready.
+func (s *Session) BuildStarted(what string) {
+	s.mu.Lock()
+	if s.state != StateReady || s.cur == nil || s.cur.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.buildHold = s.cur
+	s.state, s.reason = StateIdentityPending, "build in progress: "+what+" changed; calls are held until the identity is measured"
+	s.closeGateLocked()
+	s.mu.Unlock()
+	s.log.Info("build in progress: calls held", "what", what)
+	s.changed()
+}
+
+// BuildSettled ends the hold of BuildStarted once the identity was
+// measured after the settle time: changed is true when a new epoch will
+// follow (Replace keeps the gate closed and opens it on the new epoch);
+// false reopens the gate on the same epoch and the held calls go on.
+func (s *Session) BuildSettled(changed bool) {
+	s.mu.Lock()
+	e := s.buildHold
+	s.buildHold = nil
+	if changed || e == nil || s.cur != e || e.ended || s.state != StateIdentityPending || s.replacing {
+		s.mu.Unlock()
+		return
+	}
+	s.state, s.reason = StateReady, ""
+	s.openGateLocked()
+	s.mu.Unlock()
+	s.log.Info("build settled without a new identity: held calls go on")
+	s.changed()
+}
+
+// TreeUnchanged checks the running epoch's process tree now: checked is
+// false when it cannot be (no epoch, or the platform shows no tree);
+// unchanged is true when nothing that can answer changed since the epoch
+// was recorded. A change found is taken over as a new epoch, as the
+// supervisor's own observations are. The status says "running server
+// unchanged" only on checked && unchanged.
+func (s *Session) TreeUnchanged() (checked, unchanged bool) {
+	s.mu.Lock()
+	e := s.cur
+	ctx := s.ctx
+	s.mu.Unlock()
+	if e == nil || ctx == nil {
+		return false, false
+	}
+	tw, ok := e.Proc.(treeWatcher)
+	if !ok {
+		return false, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, treeCheckTimeout)
+	defer cancel()
+	ch, err := tw.CheckTree(ctx)
+	if err != nil {
+		return false, false
+	}
+	if ch != nil {
+		go s.observed(*ch)
+		return true, false
+	}
+	return true, true
+}
+
+// sameCodeReason words the card of a new epoch whose measured files did
+// not change, claiming no more than was measured: an observed epoch names
+// what the supervisor saw; a restart names what was measured. prepared is
+// true when a call prepared for the old epoch was refused.
+func sameCodeReason(e *epoch, prepared bool) string {
+	tail := "a new process needs a new approval"
+	if prepared {
+		tail = "a call prepared for the old process was refused; approve the new process to continue"
+	}
+	if e.observed != "" {
+		return "the supervisor observed a new process behind the same pipe (" + e.observed + "); no measured file changed (measured: " + measuredOf(e.Record) + "): " + tail
+	}
+	return "the server process was restarted; no measured file changed (measured: " + measuredOf(e.Record) + "): " + tail
+}
+
+// measuredOf lists what a record measured, for a person: "entry server.js,
+// package-lock.json, node_modules".
+func measuredOf(r identity.Record) string {
+	var out []string
+	add := func(what, p string) {
+		if p != "" {
+			out = append(out, strings.TrimSpace(what+" "+filepath.Base(p)))
+		}
+	}
+	if r.Entry != "" && r.Entry != r.ResolvedExecutable.Path {
+		add("executable", r.ResolvedExecutable.Path)
+		add("entry", r.Entry)
+	} else {
+		add("executable", r.ResolvedExecutable.Path)
+	}
+	if r.Interpreter != nil {
+		add("interpreter", r.Interpreter.Path)
+	}
+	add("", r.Lockfile)
+	for _, w := range r.Wrappers {
+		if w.Path != r.ResolvedExecutable.Path && w.Path != r.Entry {
+			add("wrapper", w.Path)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.ExtraDigests)) {
+		add("", k)
+	}
+	if len(out) == 0 {
+		return "nothing"
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,577 @@
+//go:build unix
+
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// Tree watching (docs/DESIGN.md "The refresh contract", identity-pending):
+// for the whole life of a process the supervisor watches the processes of
+// its tree that can answer, so that a watcher swapping its worker behind the
+// same pipe (nodemon, a shell loop) or an exec anywhere in the tree is seen
+// as a new execution epoch, minted here and never by the server.
+//
+// Each process is identified by its pid and start time, the digest of the
+// file it executes (read through the kernel, Linux /proc/PID/exe), and for
+// an interpreter the script its arguments name with that script's digest.
+// Two kinds of processes are told apart:
+//
+//   - a process that holds the server's stdin or stdout pipe (it can read
+//     requests or write answers directly) counts by process: a new one, or
+//     an exec that changes what one runs, is a new epoch even when its code
+//     is byte-identical to the one it replaces, as the supervisor's own
+//     restart is;
+//   - any other descendant (a helper such as git, or the ps and sh that
+//     nodemon runs to find its children) cannot answer and makes no new
+//     epoch when it starts.
+//     Not seen, therefore: a worker whose parent relays its output through
+//     pipes of its own (nodemon, shell loops, watchexec, air and uvicorn's
+//     reloader pass the pipe through, so their workers hold it). Where the
+//     platform cannot tell which processes hold the pipes (macOS), every
+//     process counts as holding them.
+//
+// An exec is seen as a change of the executable path, the running file
+// (device, inode, size and times) or the arguments of a (pid, start time).
+// Not seen: a process that re-execs itself with the same file and the same
+// arguments after its script changed on disk (the build watcher reports that
+// edit), and code loaded in-process (importlib.reload, a require cache
+// flush), which no process table shows.
+
+// Defaults for [Options] tree watching.
+const (
+	DefaultTreePoll   = 25 * time.Millisecond
+	DefaultSettleMax  = 2 * time.Second
+	settleQuiet       = 30 * time.Millisecond
+	settlePoll        = 5 * time.Millisecond
+	changeSettleMax   = time.Second
+	fullScanEvery     = 40 // polls between scans of every process for the epoch's mark
+	treeChangesBuffer = 8
+)
+
+// ErrTreeUnwatched reports that this system offers no view of a process tree
+// (neither Linux nor macOS), or that the process was started with tree
+// watching off.
+var ErrTreeUnwatched = errors.New("the process tree is not watched on this system")
+
+// TreeChange is a new execution epoch observed by the supervisor in the
+// running tree of a process: Epoch is its ID (minted here), Previous the
+// epoch it ends; Old and New are the processes that could answer before and
+// after (the kernel's view, with digests), What one line per difference
+// ("pid 4242 started: /usr/bin/python3.11 /srv/worker.py",
+// "pid 4100 exec'd: …"), At when it was first seen.
+type TreeChange struct {
+	Epoch    string              `json:"epoch"`
+	Previous string              `json:"previous"`
+	Old      []identity.Observed `json:"old"`
+	New      []identity.Observed `json:"new"`
+	What     []string            `json:"what"`
+	At       time.Time           `json:"at"`
+	// Restarted is true when a process holding the server's stdio started
+	// or exec'd: a new program reads the requests, and (MCP 2025-11-25
+	// "Lifecycle") needs the handshake again. False when only helpers
+	// running new code appeared.
+	Restarted bool `json:"restarted"`
+}
+
+// procView is one process as a scan of the kernel's table sees it.
+type procView struct {
+	pid, ppid int
+	start     uint64
+	exe       string   // the kernel's executable path ("" unknown)
+	exeKey    string   // the running file's device and inode (macOS: and size, times) ("" unknown)
+	args      []string // its arguments, args[0] the program name
+	cwd       string   // its working directory ("" unknown)
+	stdio     bool     // it holds the server's stdin or stdout pipe (true where not knowable)
+}
+
+// key is what changes when the process execs: pid and start time stay, the
+// file or the arguments change.
+func (v procView) key() string {
+	return fmt.Sprintf("%d/%d/%s/%s/%q", v.pid, v.start, v.exe, v.exeKey, v.args)
+}
+
+// member is a process of the tree with its measured identity.
+type member struct {
+	view procView
+	obs  identity.Observed
+}
+
+// treeState is the tree watcher's state, guarded by Process.treeMu.
+type treeState struct {
+	epoch    string            // the current epoch (the launch epoch, then each observed one)
+	base     []member          // the processes the next read is compared with
+	recorded []member          // the processes recorded for the current epoch
+	byKey    map[string]member // base by procView.key
+	settled  bool              // base was read after the launch's exec settled
+	err      error             // why the tree cannot be watched, if it cannot
+}
+
+// Observed returns the processes recorded for the current epoch (see
+// [Process.Settled]), in scan order: the server first, then its
+// descendants. Nil before the launch settled or when the tree is not
+// watched.
+func (p *Process) Observed() []identity.Observed {
+	p.treeMu.Lock()
+	defer p.treeMu.Unlock()
+	return observedOf(p.tree.recorded)
+}
+
+// CurrentEpoch returns the epoch the process now runs: the launch epoch
+// ([Process.Epoch], which is also the mark in its environment) until the
+// supervisor observes a change in its tree, then the epoch of the last
+// [TreeChange].
+func (p *Process) CurrentEpoch() string {
+	p.treeMu.Lock()
+	defer p.treeMu.Unlock()
+	return p.tree.epoch
+}
+
+// Arm ends the start of the launch epoch: from now on a change in the tree
+// is a new epoch. Before, a change is the launch settling late (a watcher
+// that starts its worker after a while, npx downloading): the tree is read
+// again and the launch epoch records what it settled into. The gateway
+// calls it when the process first answers; it does not block.
+func (p *Process) Arm() { p.armed.Store(true) }
+
+// Changes delivers the new epochs observed in the running tree, each once,
+// in order. It is never closed; nothing more comes once Done is closed.
+func (p *Process) Changes() <-chan TreeChange { return p.changes }
+
+// Settled waits until the launch has settled and returns the processes
+// recorded for the launch epoch: the tree is read again until no process
+// runs a launcher that is about to exec (env, "sh -c", npx and similar
+// with no child yet) and two reads settleQuiet apart agree, at most
+// Options.SettleMax after start; a launcher still running then is recorded
+// as it is, and its exec becomes a [TreeChange]. It returns
+// ErrTreeUnwatched where the tree is not watched, ctx's error when ctx
+// ends first.
+func (p *Process) Settled(ctx context.Context) ([]identity.Observed, error) {
+	select {
+	case <-p.treeReady:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.treeMu.Lock()
+	defer p.treeMu.Unlock()
+	if p.tree.err != nil {
+		return nil, p.tree.err
+	}
+	return observedOf(p.tree.recorded), nil
+}
+
+// CheckTree reads the tree now and compares it with what the current epoch
+// recorded: nil when nothing that can answer changed. On a change it waits
+// (at most 1 s) for the tree to settle, records the new epoch, delivers it
+// on Changes and returns it. The gateway calls it before forwarding a call
+// that carries authority, so that nothing in flight slips in between two
+// polls. Before the launch settled it waits for that first (bounded by
+// ctx); ErrTreeUnwatched where the tree is not watched.
+func (p *Process) CheckTree(ctx context.Context) (*TreeChange, error) {
+	select {
+	case <-p.treeReady:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.treeMu.Lock()
+	defer p.treeMu.Unlock()
+	if p.tree.err != nil {
+		return nil, p.tree.err
+	}
+	return p.detectLocked()
+}
+
+func observedOf(ms []member) []identity.Observed {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]identity.Observed, len(ms))
+	for i, m := range ms {
+		out[i] = m.obs
+	}
+	return out
+}
+
+// pipeInodes returns the inodes of the server's stdin and stdout pipes.
+func pipeInodes(files ...*os.File) []uint64 {
+	var out []uint64
+	for _, f := range files {
+		fi, err := f.Stat()
+		if err != nil {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			out = append(out, uint64(st.Ino))
+		}
+	}
+	return out
+}
+
+// scan reads the tree once: the server's, the trees of marked processes
+// that left it, and on Linux those of marked processes reparented to the
+// daemon (a child subreaper). Call it with treeMu held.
+func (p *Process) scan() ([]procView, error) { return p.scanOpt(true) }
+
+// scanOpt is scan; orphans also looks at the daemon's own children.
+func (p *Process) scanOpt(orphans bool) ([]procView, error) {
+	var extra []int
+	for pid := range p.escaped {
+		extra = append(extra, pid)
+	}
+	slices.Sort(extra)
+	known := func(v procView) (procView, bool) {
+		m, ok := p.tree.byKey[v.key()]
+		return m.view, ok
+	}
+	return scanTree(p.pid, extra, p.epoch, p.pipes, p.dir, known, orphans)
+}
+
+// measure gives each view its identity, reusing the base's for processes
+// that did not exec.
+func (p *Process) measureLocked(views []procView) []member {
+	out := make([]member, 0, len(views))
+	for _, v := range views {
+		if m, ok := p.tree.byKey[v.key()]; ok {
+			out = append(out, member{view: v, obs: m.obs})
+			continue
+		}
+		o := identity.Observed{PID: v.pid, PPID: v.ppid, Exe: v.exe, StartTime: v.start}
+		if sum, err := digestRunning(p.measurer, v.pid, v.exe); err == nil {
+			o.SHA256 = sum
+		}
+		if s := identity.ScriptOf(v.exe, v.args, v.cwd); s != "" {
+			o.Script = s
+			if sum, err := p.measurer.DigestFile(s); err == nil {
+				o.ScriptSHA256 = sum
+			}
+		}
+		out = append(out, member{view: v, obs: o})
+	}
+	return out
+}
+
+// launching reports whether a process is a launcher that is about to exec
+// or spawn the real server: env (which always execs), or a shell running
+// "-c" or a package runner (npx, uvx, bunx, pnpm dlx) with no child yet.
+func launching(views []procView) bool {
+	parents := map[int]bool{}
+	for _, v := range views {
+		parents[v.ppid] = true
+	}
+	for _, v := range views {
+		base := filepath.Base(v.exe)
+		if base == "env" {
+			return true
+		}
+		if parents[v.pid] {
+			continue
+		}
+		if isShell(base) && slices.Contains(v.args, "-c") {
+			return true
+		}
+		for _, a := range v.args {
+			switch filepath.Base(a) {
+			case "npx", "npx-cli.js", "uvx", "bunx", "pnpx", "pnpm", "pnpm.cjs", "npm-cli.js":
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isShell(base string) bool {
+	switch base {
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox":
+		return true
+	}
+	return false
+}
+
+// sameViews reports whether two scans saw the same processes running the
+// same files with the same arguments.
+func sameViews(a, b []procView) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	ka := make([]string, len(a))
+	kb := make([]string, len(b))
+	for i := range a {
+		ka[i], kb[i] = a[i].key(), b[i].key()
+	}
+	slices.Sort(ka)
+	slices.Sort(kb)
+	return slices.Equal(ka, kb)
+}
+
+// settle reads the tree until it is quiet and no launcher is about to exec,
+// at most max; it returns the last read.
+func (p *Process) settle(first []procView, max time.Duration, orphans bool) []procView {
+	deadline := time.Now().Add(max)
+	last := first
+	quietSince := time.Now()
+	for time.Now().Before(deadline) {
+		if !waitStop(p.done, p.stopping, settlePoll) {
+			return last
+		}
+		now, err := p.scanOpt(orphans)
+		if err != nil {
+			return last
+		}
+		if !sameViews(now, last) {
+			last, quietSince = now, time.Now()
+			continue
+		}
+		if time.Since(quietSince) >= settleQuiet && !launching(now) {
+			return now
+		}
+	}
+	return last
+}
+
+// waitStop waits d and reports false if the process was reaped or stopped
+// meanwhile.
+func waitStop(done, stopped <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	case <-stopped:
+		return false
+	}
+}
+
+// setBaseLocked makes ms what the next read is compared with; record also
+// makes it the current epoch's recorded identity (at launch, at a change,
+// and when the launch settles late), which a process exiting alone does
+// not change.
+func (p *Process) setBaseLocked(ms []member, record bool) {
+	p.tree.base = ms
+	if record {
+		p.tree.recorded = ms
+	}
+	p.tree.byKey = make(map[string]member, len(ms))
+	for _, m := range ms {
+		p.tree.byKey[m.view.key()] = m
+	}
+}
+
+// differences lists what in now differs from the base, one line each; nil
+// when nothing that counts changed. restarted: a process holding the
+// server's stdio started or exec'd.
+func (p *Process) differencesLocked(now []member) (what []string, restarted bool) {
+	byPID := make(map[int]member, len(p.tree.base))
+	for _, m := range p.tree.base {
+		byPID[m.view.pid] = m
+	}
+	for _, m := range now {
+		if _, ok := p.tree.byKey[m.view.key()]; ok {
+			continue
+		}
+		old, had := byPID[m.view.pid]
+		desc := describe(m)
+		switch {
+		case had && old.view.start == m.view.start:
+			if old.obs.Code() != m.obs.Code() || m.view.stdio {
+				what = append(what, fmt.Sprintf("pid %d exec'd: %s (was %s)", m.view.pid, desc, describe(old)))
+				restarted = restarted || m.view.stdio
+			}
+		case m.view.stdio:
+			what = append(what, fmt.Sprintf("pid %d started, holding the server's stdio: %s", m.view.pid, desc))
+			restarted = true
+		}
+	}
+	return what, restarted
+}
+
+func describe(m member) string {
+	s := m.obs.Exe
+	if s == "" {
+		s = "(executable unknown)"
+	}
+	if m.obs.Script != "" {
+		s += " " + m.obs.Script
+	}
+	return s
+}
+
+// detectLocked reads the tree and, when what can answer changed, settles,
+// records the new epoch, and delivers it (CheckTree's caller gets it too).
+// Every read also looks at the daemon's own children, where orphans land
+// when the daemon is a child subreaper (a read without them would drop an
+// orphan from the record, and the next read would count it as new again).
+func (p *Process) detectLocked() (*TreeChange, error) {
+	views, err := p.scan()
+	if err != nil {
+		return nil, err
+	}
+	now := p.measureLocked(views)
+	what, _ := p.differencesLocked(now)
+	if len(what) == 0 {
+		// Processes that exited, or helpers running known code: the
+		// base follows so that pids are not compared against stale ones.
+		if !sameViews(views, viewsOf(p.tree.base)) {
+			p.setBaseLocked(now, false)
+		}
+		return nil, nil
+	}
+	at := time.Now()
+	settled := p.settle(views, changeSettleMax, true)
+	now = p.measureLocked(settled)
+	what, restarted := p.differencesLocked(now)
+	if len(what) == 0 {
+		// A fork caught before its exec and redirections (a shell
+		// starting a helper) that settled into no change.
+		p.setBaseLocked(now, false)
+		return nil, nil
+	}
+	if !p.armed.Load() {
+		// Still starting (a watcher that starts its worker late, npx
+		// that downloads first): nothing has answered yet, so this is
+		// the launch epoch's tree, read again.
+		p.setBaseLocked(now, true)
+		p.logger.Info("process tree read again before the first answer", "what", strings.Join(what, "; "))
+		return nil, nil
+	}
+	ch := TreeChange{
+		Epoch:     identity.NewEpoch(),
+		Previous:  p.tree.epoch,
+		Old:       observedOf(p.tree.recorded),
+		New:       observedOf(now),
+		What:      what,
+		At:        at,
+		Restarted: restarted,
+	}
+	p.tree.epoch = ch.Epoch
+	p.setBaseLocked(now, true)
+	p.logger.Warn("new epoch observed in the process tree", "previous", ch.Previous, "epoch", ch.Epoch, "what", strings.Join(what, "; "))
+	select {
+	case p.changes <- ch:
+	case <-p.done:
+	case <-p.stopping:
+	}
+	return &ch, nil
+}
+
+func viewsOf(ms []member) []procView {
+	out := make([]procView, len(ms))
+	for i, m := range ms {
+		out[i] = m.view
+	}
+	return out
+}
+
+// watchTree records the launch's tree once it settled, then polls it until
+// the process is reaped or stopped; every fullScanEvery polls it also looks
+// for processes carrying the epoch's mark that left the tree.
+func (p *Process) watchTree() {
+	views, err := p.scan()
+	if err == nil {
+		views = p.settle(views, p.opts.SettleMax, true)
+	}
+	p.treeMu.Lock()
+	if err != nil {
+		p.tree.err = fmt.Errorf("watching the process tree of %s: %w", p.label, err)
+	} else {
+		p.setBaseLocked(p.measureLocked(views), true)
+		p.tree.settled = true
+	}
+	p.treeMu.Unlock()
+	close(p.treeReady)
+	if err != nil {
+		return
+	}
+	wake := newWakeups()
+	defer wake.close()
+	wake.watch(pidsOf(views))
+	for n := 1; ; n++ {
+		t := time.NewTimer(p.opts.TreePoll)
+		select {
+		case <-t.C:
+		case <-wake.C():
+			t.Stop()
+		case <-p.done:
+			t.Stop()
+			return
+		case <-p.stopping:
+			t.Stop()
+			return
+		}
+		p.treeMu.Lock()
+		_, err := p.detectLocked()
+		if err == nil && n%fullScanEvery == 0 {
+			err = p.escapedLocked()
+		}
+		pids := pidsOf(viewsOf(p.tree.base))
+		p.treeMu.Unlock()
+		wake.watch(pids)
+		if err != nil {
+			select {
+			case <-p.done:
+				return
+			default:
+			}
+			p.logger.Debug("reading the process tree", "err", err)
+		}
+	}
+}
+
+// escapedLocked looks for processes carrying the launch's mark that are in
+// no scanned tree (reparented to init after their parent died, on a system
+// where the daemon is no subreaper) and counts them as new processes.
+func (p *Process) escapedLocked() error {
+	found, err := findMarked(map[string]bool{p.epoch: true})
+	if err != nil {
+		return err
+	}
+	for _, m := range found {
+		in := false
+		for _, b := range p.tree.base {
+			if b.view.pid == m.pid && b.view.start == m.start {
+				in = true
+				break
+			}
+		}
+		if !in {
+			p.logger.Warn("a process of the epoch left its tree", "pid", m.pid, "exe", m.exe)
+			p.escaped[m.pid] = true
+		}
+	}
+	return nil
+}
+
+func pidsOf(vs []procView) []int {
+	out := make([]int, len(vs))
+	for i, v := range vs {
+		out[i] = v.pid
+	}
+	return out
+}
+
+// wakeups are kernel notices that a watched process forked, exec'd or
+// exited (macOS kqueue EVFILT_PROC), so that the tree is read at once
+// rather than at the next poll.
+type wakeups interface {
+	C() <-chan struct{}
+	watch(pids []int) // adds processes to watch; watched ones stay
+	close()
+}
+
+// noWakeups is the poll-only implementation.
+type noWakeups struct{}
+
+func (noWakeups) C() <-chan struct{} { return nil }
+func (noWakeups) watch([]int)        {}
+func (noWakeups) close()             {}

@@ -1,0 +1,220 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// scanTree reads, from /proc, the live processes of root's tree (children
+// from /proc/PID/task/*/children, or a scan of every process's parent pid
+// where the kernel lacks that file), and those of extra and of this
+// process's own children whose environment carries the mark (an orphan
+// reparented to the daemon when it is a child subreaper): for each one its
+// parent, start time, executable, the running file's identity, arguments,
+// working directory, and whether it holds one of the pipes.
+func scanTree(root int, extra []int, mark string, pipes []uint64, _ string, known func(procView) (procView, bool), orphans bool) ([]procView, error) {
+	rs, err := readStat(root)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", root, err)
+	}
+	roots := []int{root}
+	if rs.state == 'Z' {
+		roots = roots[:0]
+	}
+	marks := map[string]bool{mark: true}
+	hasMark := func(pid int) bool {
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil {
+			return false
+		}
+		_, ok := envHas(env, marks)
+		return ok
+	}
+	for _, pid := range extra {
+		if hasMark(pid) {
+			roots = append(roots, pid)
+		}
+	}
+	if orphans {
+		self, _ := childrenOf(os.Getpid())
+		for _, pid := range self {
+			if pid != root && hasMark(pid) {
+				roots = append(roots, pid)
+			}
+		}
+	}
+	seen := map[int]bool{}
+	var out []procView
+	for i := 0; i < len(roots); i++ {
+		pid := roots[i]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		v, ok := viewOf(pid, pipes, known)
+		if !ok {
+			continue
+		}
+		out = append(out, v)
+		kids, err := childrenOf(pid)
+		if err != nil {
+			continue
+		}
+		roots = append(roots, kids...)
+	}
+	return out, nil
+}
+
+// childrenOf lists pid's children from /proc/PID/task/*/children (Linux
+// 3.5 with CONFIG_PROC_CHILDREN), else by scanning every process's parent.
+func childrenOf(pid int) ([]int, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	buf := make([]byte, 4096)
+	for _, t := range tasks {
+		b, err := readSmall(dir+"/"+t.Name()+"/children", buf)
+		if err != nil {
+			if os.IsNotExist(err) {
+				return childrenByScan(pid)
+			}
+			continue
+		}
+		for f := range bytes.FieldsSeq(b) {
+			if c, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out, nil
+}
+
+func childrenByScan(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range entries {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, err := ppidOf(c); err == nil && pp == pid {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func ppidOf(pid int) (int, error) {
+	st, err := readStat(pid)
+	return st.ppid, err
+}
+
+// viewOf reads one process; ok is false for a zombie or a gone process.
+// known returns what an earlier scan saw of a process with the same pid,
+// start time, executable and arguments, whose pipes and working directory
+// are then not read again.
+func viewOf(pid int, pipes []uint64, known func(procView) (procView, bool)) (procView, bool) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	st, err := readStat(pid)
+	if err != nil || st.state == 'Z' {
+		return procView{}, false
+	}
+	v := procView{pid: pid, ppid: st.ppid, start: st.start}
+	var lbuf [4096]byte
+	if n, err := syscall.Readlink(dir+"/exe", lbuf[:]); err == nil {
+		// A running file that was replaced or removed on disk reads
+		// "PATH (deleted)": the process still runs the same file.
+		v.exe = strings.TrimSuffix(string(lbuf[:n]), " (deleted)")
+	}
+	// Device and inode: a running executable cannot be written (ETXTBSY)
+	// and is not freed while it runs, so they change only with an exec;
+	// its ctime changes when it is unlinked, which is no exec.
+	var fst syscall.Stat_t
+	if syscall.Stat(dir+"/exe", &fst) == nil {
+		v.exeKey = fmt.Sprintf("%d:%d", fst.Dev, fst.Ino)
+	}
+	var cbuf [8192]byte
+	if b, err := readSmall(dir+"/cmdline", cbuf[:]); err == nil {
+		b = bytes.TrimSuffix(b, []byte{0})
+		if len(b) > 0 {
+			v.args = strings.Split(string(b), "\x00")
+		}
+	}
+	if k, ok := known(v); ok {
+		v.cwd, v.stdio = k.cwd, k.stdio
+		return v, true
+	}
+	if n, err := syscall.Readlink(dir+"/cwd", lbuf[:]); err == nil {
+		v.cwd = string(lbuf[:n])
+	}
+	v.stdio = holdsPipe(dir+"/fd", pipes)
+	// Re-read the start time: a pid reused while it was read would mix two
+	// processes.
+	if again, err := readStat(pid); err != nil || again.start != st.start {
+		return procView{}, false
+	}
+	return v, true
+}
+
+// holdsPipe reports whether any descriptor in fdDir is one of pipes. A
+// directory that cannot be read (another user's process) counts as holding
+// them: it is not known not to.
+func holdsPipe(fdDir string, pipes []uint64) bool {
+	if len(pipes) == 0 {
+		return true
+	}
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return true
+	}
+	want := make([]string, len(pipes))
+	for i, ino := range pipes {
+		want[i] = "pipe:[" + strconv.FormatUint(ino, 10) + "]"
+	}
+	for _, fd := range fds {
+		l, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+		if err != nil {
+			continue
+		}
+		for _, w := range want {
+			if l == w {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// digestRunning digests the file process pid executes through
+// /proc/PID/exe, which reads the running file even if its path was
+// replaced on disk.
+func digestRunning(m *identity.Measurer, pid int, _ string) (string, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return m.DigestOpen(f)
+}
+
+// newWakeups returns none on Linux: the tree is polled (a proc connector
+// needs CAP_NET_ADMIN).
+func newWakeups() wakeups { return noWakeups{} }
+
+// treeSupported: /proc gives the tree.
+const treeSupported = true

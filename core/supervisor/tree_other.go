@@ -1,0 +1,22 @@
+//go:build unix && !linux && !darwin
+
+package supervisor
+
+import (
+	"errors"
+
+	"github.com/portcullis/portcullis/core/identity"
+)
+
+// treeSupported: no process table is read on this system.
+const treeSupported = false
+
+func scanTree(int, []int, string, []uint64, string, func(procView) (procView, bool), bool) ([]procView, error) {
+	return nil, ErrTreeUnwatched
+}
+
+func digestRunning(*identity.Measurer, int, string) (string, error) {
+	return "", errors.ErrUnsupported
+}
+
+func newWakeups() wakeups { return noWakeups{} }

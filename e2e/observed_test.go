@@ -1,0 +1,423 @@
+package e2e
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/gateway"
+)
+
+// loopWorker is a stdio MCP server (legacy handshake) in Python: "write"
+// appends "PID TEXT" to the ledger file named by its first argument;
+// "restart" answers, then exits, so that the shell loop around it starts a
+// new worker behind the same pipe.
+const loopWorker = `import json, os, sys
+ledger = sys.argv[1]
+tools = [
+    {"name": "write", "description": "writes to the ledger", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+    {"name": "restart", "description": "the worker exits after answering", "inputSchema": {"type": "object"}},
+]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    meth, i = m.get("method"), m["id"]
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "loop-worker", "version": "1"}}})
+    elif meth == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": tools}})
+    elif meth == "tools/call":
+        name = m["params"]["name"]
+        if name == "write":
+            with open(ledger, "a") as f:
+                f.write("%d %s\n" % (os.getpid(), m["params"]["arguments"]["text"]))
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "pid=%d" % os.getpid()}]}})
+        else:
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "pid=%d" % os.getpid()}]}})
+            sys.exit(0)
+    elif meth == "ping":
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "error": {"code": -32601, "message": "method not found"}})
+`
+
+// realPython is the Python interpreter itself (not a version manager's
+// shim), or the test is skipped.
+func realPython(t *testing.T) string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	out, err := exec.Command(py, "-c", "import os, sys; print(os.path.realpath(sys.executable))").Output()
+	if err != nil {
+		t.Skipf("python3: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// readLedger returns the ledger's lines as (pid, text).
+func readLedger(t *testing.T, path string) [][2]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out [][2]string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pid, text, _ := strings.Cut(sc.Text(), " ")
+		out = append(out, [2]string{pid, text})
+	}
+	return out
+}
+
+// TestWatchLoopSwapIsObserved is the seed's harder case: a shell loop owns
+// the stdio pipe and swaps its Python worker behind it. The supervisor
+// observes the new worker: a new epoch appears, the old grant never reaches
+// the new worker (the ledger it writes proves it), the next write waits for
+// a new approval, and after it the new worker acts. The audit log records
+// server_replaced with cause observed and both identities.
+func TestWatchLoopSwapIsObserved(t *testing.T) {
+	py := realPython(t)
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "worker.py")
+	if err := os.WriteFile(worker, []byte(loopWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	h := newHome(t)
+	const label = "loop"
+	addServer(t, h, label, "/bin/sh", "-c", "while :; do "+py+" "+worker+" "+ledger+"; done")
+	allowTools(t, h, label, "restart")
+	startDaemon(t, h)
+	a := connectListChanged(t, h, label, "2025-06-18")
+	ctx := testContext(t, 3*time.Minute)
+	if _, err := a.Session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	epochA := epochOf(t, h, a.PID(), "")
+
+	// The first write is approved for the run and reaches worker A.
+	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
+	req := waitApproval(t, h, "write on A", forTool("write", epochA))
+	decideCLI(t, h, "approve", req.ID)
+	pidA := strings.TrimPrefix(okText(t, await(t, pending)), "pid=")
+	if got := readLedger(t, ledger); len(got) != 1 || got[0] != [2]string{pidA, "first"} {
+		t.Fatalf("ledger after the first write: %v, want [%s first]", got, pidA)
+	}
+	// Under the grant, a second write goes through without asking.
+	if got := callText(t, a.Session, "write", map[string]any{"text": "second"}); got != "pid="+pidA {
+		t.Fatalf("second write answered %q, want pid=%s", got, pidA)
+	}
+
+	// The worker exits; the loop starts worker B behind the same pipe.
+	if got := callText(t, a.Session, "restart", map[string]any{}); got != "pid="+pidA {
+		t.Fatalf("restart answered %q", got)
+	}
+	st := waitRun(t, h, a.PID(), 30*time.Second, "a new epoch observed", readyOn(epochA))
+	if st.PID == 0 {
+		t.Fatalf("status of the new epoch: %+v", st)
+	}
+	epochB := st.Epoch
+
+	// The grant of A does not reach B: the write is refused as
+	// authorization_stale, naming both epochs, and an approval request for
+	// B is raised at the same time.
+	res, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "third"}})
+	if err == nil {
+		t.Fatalf("the write after the swap was answered %q, want authorization_stale", resultText(res))
+	}
+	if _, r := refusalOf(t, err); r.Error != gateway.AuthorizationStale || r.ApprovedEpoch != epochA || r.CurrentEpoch != epochB {
+		t.Fatalf("refusal %+v, want authorization_stale from %s to %s", r, epochA, epochB)
+	}
+	req = waitApproval(t, h, "write on B", forTool("write", epochB))
+	for _, l := range readLedger(t, ledger) {
+		if l[1] == "third" || l[0] != pidA {
+			t.Fatalf("the old grant reached a worker after the swap: %v", readLedger(t, ledger))
+		}
+	}
+	decideCLI(t, h, "approve", req.ID)
+	got := callText(t, a.Session, "write", map[string]any{"text": "fourth"})
+	pidB := strings.TrimPrefix(got, "pid=")
+	if pidB == pidA || pidB == "" {
+		t.Fatalf("the write after approval was answered %q by the old worker %s", got, pidA)
+	}
+	if l := readLedger(t, ledger); len(l) != 3 || l[2] != [2]string{pidB, "fourth"} {
+		t.Fatalf("ledger: %v, want the fourth write from %s", l, pidB)
+	}
+
+	// The audit log: server_replaced, cause observed, both identities.
+	evs := auditEvents(t, h)
+	found := false
+	for _, ev := range evs {
+		if ev.Type != audit.TypeServerReplaced {
+			continue
+		}
+		var r audit.ServerReplaced
+		if err := ev.DecodeFields(&r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Cause == "observed" && r.OldEpoch == epochA && r.NewEpoch == epochB {
+			found = true
+			if !strings.Contains(string(r.OldIdentity), pidA) || !strings.Contains(string(r.NewIdentity), pidB) {
+				t.Errorf("identities: old %s new %s, want pids %s and %s", r.OldIdentity, r.NewIdentity, pidA, pidB)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no server_replaced with cause observed from %s to %s", epochA, epochB)
+	}
+}
+
+// TestImportedCodeEditIsNewEpoch: without --watch, the entry's package is
+// measured and watched, so an edit of a module the entry imports (a
+// sibling Python module, a file in node_modules) gives a new epoch; the
+// card of the next call under the old grant names the file.
+func TestImportedCodeEditIsNewEpoch(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string // written before the launch
+		command func(t *testing.T, dir, ledger string) []string
+		edit    string // the file edited, relative to the package
+	}{
+		{
+			name:  "sibling module",
+			files: map[string]string{"worker.py": "import helper\n" + loopWorker, "helper.py": "VERSION = 1\n"},
+			command: func(t *testing.T, dir, ledger string) []string {
+				return []string{realPython(t), filepath.Join(dir, "worker.py"), ledger}
+			},
+			edit: "helper.py",
+		},
+		{
+			name: "node_modules",
+			files: map[string]string{
+				"package.json":                `{"name":"srv","private":true}`,
+				"worker.js":                   "require(\"mylib\");\n" + nodeWorker,
+				"node_modules/mylib/index.js": "module.exports = 1;\n",
+			},
+			command: func(t *testing.T, dir, ledger string) []string {
+				node, err := exec.LookPath("node")
+				if err != nil {
+					t.Skip("no node")
+				}
+				return []string{node, filepath.Join(dir, "worker.js"), ledger}
+			},
+			edit: "node_modules/mylib/index.js",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rel, content := range tc.files {
+				p := filepath.Join(dir, rel)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ledger := filepath.Join(dir, "ledger")
+			h := newHome(t)
+			const label = "imported"
+			addServer(t, h, label, tc.command(t, dir, ledger)...)
+			startDaemon(t, h)
+			a := connectListChanged(t, h, label, "2025-06-18")
+			ctx := testContext(t, 3*time.Minute)
+			if _, err := a.Session.ListTools(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			epochA := epochOf(t, h, a.PID(), "")
+			pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
+			decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
+			okText(t, await(t, pending))
+
+			// A blank line more: valid in either language, other bytes.
+			if err := os.WriteFile(filepath.Join(dir, tc.edit), []byte(tc.files[tc.edit]+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			epochB := waitRun(t, h, a.PID(), 30*time.Second, "a new epoch after the edit", readyOn(epochA)).Epoch
+			if _, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}}); err == nil {
+				t.Fatal("the write under the old grant was answered after the edit")
+			}
+			req := waitApproval(t, h, "write on B", forTool("write", epochB))
+			named := false
+			for _, c := range req.Card.IdentityChanges {
+				if c.Field == "package" && slices.Contains(c.Files, tc.edit) {
+					named = true
+				}
+			}
+			if !named {
+				t.Errorf("the card does not name %s: %+v", tc.edit, req.Card.IdentityChanges)
+			}
+			for _, l := range readLedger(t, ledger) {
+				if l[1] == "second" {
+					t.Errorf("the write reached the new code before approval")
+				}
+			}
+		})
+	}
+}
+
+// nodeWorker is loopWorker in JavaScript, for nodemon: "write" appends
+// "PID TEXT" to the ledger named by its first argument.
+const nodeWorker = `const fs = require("fs");
+const ledger = process.argv[2];
+const tools = [
+  {name: "write", description: "writes to the ledger", inputSchema: {type: "object", properties: {text: {type: "string"}}, required: ["text"]}},
+];
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
+require("readline").createInterface({input: process.stdin}).on("line", (line) => {
+  let m;
+  try { m = JSON.parse(line); } catch { return; }
+  if (m.id === undefined) return;
+  if (m.method === "initialize") {
+    send({jsonrpc: "2.0", id: m.id, result: {protocolVersion: m.params.protocolVersion, capabilities: {tools: {}}, serverInfo: {name: "nodemon-worker", version: "1"}}});
+  } else if (m.method === "tools/list") {
+    send({jsonrpc: "2.0", id: m.id, result: {tools}});
+  } else if (m.method === "tools/call") {
+    fs.appendFileSync(ledger, process.pid + " " + m.params.arguments.text + "\n");
+    send({jsonrpc: "2.0", id: m.id, result: {content: [{type: "text", text: "pid=" + process.pid}]}});
+  } else if (m.method === "ping") {
+    send({jsonrpc: "2.0", id: m.id, result: {}});
+  } else {
+    send({jsonrpc: "2.0", id: m.id, error: {code: -32601, message: "method not found"}});
+  }
+});
+`
+
+// TestNodemonSwapIsObserved: nodemon (pinned in testdata/npm) owns the
+// pipe and restarts its worker when the worker's file changes. The
+// supervisor observes the new worker: a new epoch, the old grant never
+// reaches it (the ledger), the next write is refused and asks again, and
+// after approval the new worker acts.
+func TestNodemonSwapIsObserved(t *testing.T) {
+	npm := needNPM(t)
+	nodemon := filepath.Join(npm, "nodemon", "bin", "nodemon.js")
+	if _, err := os.Stat(nodemon); err != nil {
+		t.Skipf("nodemon is not installed in %s (bash scripts/test-deps.sh)", npm)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node")
+	}
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "worker.js")
+	if err := os.WriteFile(worker, []byte(nodeWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	h := newHome(t)
+	const label = "nodemon"
+	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--cwd", dir},
+		node, nodemon, "-q", "--watch", worker, worker, ledger); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, h)
+	a := connectListChanged(t, h, label, "2025-06-18")
+	ctx := testContext(t, 3*time.Minute)
+	if _, err := a.Session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	epochA := epochOf(t, h, a.PID(), "")
+	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
+	decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
+	pidA := strings.TrimPrefix(okText(t, await(t, pending)), "pid=")
+
+	// The worker's file changes: nodemon restarts it behind the pipe.
+	if err := os.WriteFile(worker, []byte(nodeWorker+"// edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	epochB := waitRun(t, h, a.PID(), 30*time.Second, "a new epoch observed", readyOn(epochA)).Epoch
+	res, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}})
+	if err == nil {
+		t.Fatalf("the write after the swap was answered %q, want a refusal", resultText(res))
+	}
+	if _, r := refusalOf(t, err); r.Error != gateway.AuthorizationStale || r.CurrentEpoch != epochB {
+		t.Fatalf("refusal %+v, want authorization_stale naming %s", r, epochB)
+	}
+	req := waitApproval(t, h, "write on B", forTool("write", epochB))
+	for _, l := range readLedger(t, ledger) {
+		if l[1] == "second" || l[0] != pidA {
+			t.Fatalf("the old grant reached a worker after the swap: %v", readLedger(t, ledger))
+		}
+	}
+	decideCLI(t, h, "approve", req.ID)
+	pidB := strings.TrimPrefix(callText(t, a.Session, "write", map[string]any{"text": "third"}), "pid=")
+	if pidB == pidA || pidB == "" {
+		t.Fatalf("the write after approval was answered by %q, want a new worker (old %s)", pidB, pidA)
+	}
+	if l := readLedger(t, ledger); len(l) != 2 || l[1] != [2]string{pidB, "third"} {
+		t.Fatalf("ledger: %v, want first from %s then third from %s", l, pidA, pidB)
+	}
+}
+
+// TestCallRightAfterEditWaits: the gate closes at the first file-system
+// event on a watched path, not after the settle time, so a call sent 10 ms
+// after an edit is held and answered by the new epoch's process, never by
+// the old one.
+func TestCallRightAfterEditWaits(t *testing.T) {
+	py := realPython(t)
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "worker.py")
+	if err := os.WriteFile(worker, []byte("import helper\n"+loopWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	helper := filepath.Join(dir, "helper.py")
+	if err := os.WriteFile(helper, []byte("VERSION = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	h := newHome(t)
+	const label = "edited"
+	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--watch", helper}, py, worker, ledger); err != nil {
+		t.Fatal(err)
+	}
+	allowTools(t, h, label, "write")
+	startDaemon(t, h)
+	a := connectListChanged(t, h, label, "2025-06-18")
+	ctx := testContext(t, 3*time.Minute)
+	if _, err := a.Session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	epochA := epochOf(t, h, a.PID(), "")
+	pidA := strings.TrimPrefix(callText(t, a.Session, "write", map[string]any{"text": "before"}), "pid=")
+
+	if err := os.WriteFile(helper, []byte("VERSION = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // the scenario: a call 10 ms after the edit
+	got := callText(t, a.Session, "write", map[string]any{"text": "after"})
+	if got == "pid="+pidA {
+		t.Fatalf("the call sent 10 ms after the edit reached the old process %s", pidA)
+	}
+	st := waitRun(t, h, a.PID(), 30*time.Second, "the new epoch", readyOn(epochA))
+	if got != "pid="+strconv.Itoa(st.PID) {
+		t.Errorf("the call was answered %q, want the new epoch's process %d", got, st.PID)
+	}
+	for _, l := range readLedger(t, ledger) {
+		if l[1] == "after" && l[0] == pidA {
+			t.Errorf("the old process wrote after the edit: %v", readLedger(t, ledger))
+		}
+	}
+}

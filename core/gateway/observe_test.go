@@ -28,6 +28,7 @@ type treeProc struct {
 
 	mu     sync.Mutex
 	next   *supervisor.TreeChange // guarded by mu; CheckTree's next answer
+	hold   chan struct{}          // guarded by mu; CheckTree waits until it is closed (holdChecks)
 	checks int                    // guarded by mu
 	held   [][]byte               // guarded by mu; requests kept from the fake
 	heldN  int64
@@ -40,11 +41,25 @@ func (p *treeProc) Changes() <-chan supervisor.TreeChange { return p.changes }
 
 func (p *treeProc) CheckTree(context.Context) (*supervisor.TreeChange, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.checks++
 	ch := p.next
 	p.next = nil
+	hold := p.hold
+	p.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	return ch, nil
+}
+
+// holdChecks makes the next CheckTree calls wait until release is called.
+func (p *treeProc) holdChecks() (release func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hold := make(chan struct{})
+	p.hold = hold
+	var once sync.Once
+	return func() { once.Do(func() { close(hold) }) }
 }
 
 func (p *treeProc) Stdin() io.WriteCloser { return p.stdin }
@@ -67,18 +82,20 @@ func (w *heldWriter) Write(b []byte) (int, error) {
 
 func (w *heldWriter) Close() error { return w.p.scriptServer.Stdin().Close() }
 
+// newTreeRig is newRig whose processes are treeProcs; it returns the first.
 func newTreeRig(t *testing.T, heldN int64) (*rig, *treeProc) {
-	var tp *treeProc
+	var first *treeProc
+	var once sync.Once
 	ready := make(chan struct{})
 	r := newRig(t, rigOptions{wrap: func(p *scriptServer) Process {
-		tp = &treeProc{scriptServer: p, changes: make(chan supervisor.TreeChange, 4), heldN: heldN}
+		tp := &treeProc{scriptServer: p, changes: make(chan supervisor.TreeChange, 4), heldN: heldN}
 		tp.stdin = &heldWriter{p: tp}
-		close(ready)
+		once.Do(func() { first = tp; close(ready) })
 		return tp
 	}})
 	r.handshake()
 	<-ready
-	return r, tp
+	return r, first
 }
 
 func observedChange(prev, next string) supervisor.TreeChange {

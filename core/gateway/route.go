@@ -348,9 +348,19 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 		}
 		return
 	}
+	// p.call is set only while p is in flight: whoever takes p out of
+	// flight afterwards (the epoch's end, a cancellation) records the
+	// call's completion, once.
 	s.mu.Lock()
-	p.call = rec
+	still := s.flight.is(id, p)
+	if still {
+		p.call = rec
+	}
 	s.mu.Unlock()
+	if !still {
+		s.recordCompletion(e, rec, "not_forwarded", "cancelled or its epoch ended before it was sent")
+		return
+	}
 	if r := s.checkTree(e, c.name, auth.decision); r != nil {
 		if s.abandon(id, p) {
 			s.recordCompletion(e, rec, "not_forwarded", r.Reason)
@@ -359,9 +369,7 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 		}
 		return
 	}
-	if !s.transmit(id, p, auth.out) {
-		s.recordCompletion(e, rec, "not_forwarded", "cancelled or its epoch ended before it was sent")
-	}
+	s.transmit(id, p, auth.out) // false: p left flight, its completion recorded there
 }
 
 // forward sends an agent request to the current epoch under a gateway id.

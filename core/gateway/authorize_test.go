@@ -16,6 +16,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/secrets"
 )
 
@@ -155,7 +156,7 @@ func TestStaleAfterEpochChange(t *testing.T) {
 		// Arguments that do not fit the schema: the epoch change is reported first.
 		r.agent.request(3, "tools/call", map[string]any{"name": toolWrite, "arguments": map[string]any{"n": "not a number"}})
 		code, ref := refusal(t, r.agent.wait(3, 5*time.Second))
-		want := &Refusal{Error: AuthorizationStale, Reason: "server execution epoch changed", Server: "fake", Tool: toolWrite,
+		want := &control.Refusal{Error: control.AuthorizationStale, Reason: "server execution epoch changed", Server: "fake", Tool: toolWrite,
 			ApprovedEpoch: "E1", CurrentEpoch: "E2", Retry: "refresh tool metadata and request authorization"}
 		if code != -31020 {
 			t.Errorf("code %d, want -31020", code)
@@ -219,7 +220,7 @@ func TestDenyTimeoutOnceAndAskEveryUse(t *testing.T) {
 			r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
 			decide(t, r, r.pendingFor(5*time.Second).ID, authz.Deny)
 			code, ref := refusal(t, r.agent.wait(1, 5*time.Second))
-			if code != -31021 || ref == nil || ref.Error != ApprovalDenied || ref.CurrentEpoch != "E1" {
+			if code != -31021 || ref == nil || ref.Error != control.ApprovalDenied || ref.CurrentEpoch != "E1" {
 				t.Errorf("refusal %d %+v, want approval_denied", code, ref)
 			}
 			if got := r.launcher.received(); len(got) != 0 {
@@ -234,7 +235,7 @@ func TestDenyTimeoutOnceAndAskEveryUse(t *testing.T) {
 			r.handshake()
 			r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
 			code, ref := refusal(t, r.agent.wait(1, 5*time.Second))
-			if code != -31022 || ref == nil || ref.Error != ApprovalTimeout || !strings.Contains(ref.Reason, "30ms") {
+			if code != -31022 || ref == nil || ref.Error != control.ApprovalTimeout || !strings.Contains(ref.Reason, "30ms") {
 				t.Errorf("refusal %d %+v, want approval_timeout after 30ms", code, ref)
 			}
 			if got := r.launcher.received(); len(got) != 0 {
@@ -429,7 +430,7 @@ func TestAuditDownAsksNobody(t *testing.T) {
 			t.Errorf("approving while the log fails: %v, want ErrUnrecorded", err)
 		}
 		code, ref := refusal(t, r.agent.wait(2, 5*time.Second))
-		if code != -31050 || ref == nil || ref.Error != AuditUnavailable || !strings.Contains(ref.Reason, "nothing was granted") {
+		if code != -31050 || ref == nil || ref.Error != control.AuditUnavailable || !strings.Contains(ref.Reason, "nothing was granted") {
 			t.Errorf("the waiting call: %d %+v, want audit_unavailable", code, ref)
 		}
 		if g := r.grants(); len(g) != 0 {
@@ -465,7 +466,7 @@ func TestMissingCredentialRaisesNoRequest(t *testing.T) {
 		r.handshake()
 		r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
 		code, ref := refusal(t, r.agent.wait(1, 5*time.Second))
-		if code != -31023 || ref == nil || ref.Error != CredentialUnavailable || !strings.Contains(ref.Reason, "nothing stored for "+credScope) || !strings.Contains(ref.Retry, "portcullis creds set "+credScope) {
+		if code != -31023 || ref == nil || ref.Error != control.CredentialUnavailable || !strings.Contains(ref.Reason, "nothing stored for "+credScope) || !strings.Contains(ref.Retry, "portcullis creds set "+credScope) {
 			t.Errorf("refusal %d %+v, want credential_unavailable naming the scope", code, ref)
 		}
 		if p := r.auth.Pending(); len(p) != 0 {
@@ -522,7 +523,7 @@ func TestCredentialUnavailableRefusesTheCall(t *testing.T) {
 		r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
 		decide(t, r, r.pendingFor(5*time.Second).ID, authz.ApproveRun)
 		code, ref := refusal(t, r.agent.wait(1, 5*time.Second))
-		if code != -31023 || ref == nil || ref.Error != CredentialUnavailable || !strings.Contains(ref.Reason, "keychain is locked") || !strings.Contains(ref.Retry, "unlock the keychain") {
+		if code != -31023 || ref == nil || ref.Error != control.CredentialUnavailable || !strings.Contains(ref.Reason, "keychain is locked") || !strings.Contains(ref.Retry, "unlock the keychain") {
 			t.Errorf("refusal %d %+v", code, ref)
 		}
 		// An empty secret is refused just the same.
@@ -600,7 +601,7 @@ func TestToolGoneAfterEpochChange(t *testing.T) {
 		}
 		r.agent.request(3, "tools/call", callParams(toolWrite, 3, ""))
 		code, ref := refusal(t, r.agent.wait(3, 5*time.Second))
-		if ref == nil || ref.Error != CatalogStale {
+		if ref == nil || ref.Error != control.CatalogStale {
 			t.Errorf("a call of a tool the new code lacks: %d %+v, want catalog_stale", code, ref)
 		}
 		if p := r.auth.Pending(); len(p) != 0 {
@@ -623,13 +624,13 @@ func TestDrainEndsWaitingApproval(t *testing.T) {
 		r.agent.wait(1, 5*time.Second)
 		r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
 		req := r.pendingFor(5 * time.Second)
-		r.agent.send(EndOfInput)
+		r.agent.send(control.EndOfInput)
 		_, ref := refusal(t, r.agent.wait(2, 5*time.Second))
 		switch {
 		case ref == nil:
 			t.Fatalf("call waiting on %s at the end of the drain got no refusal", req.ID)
-		case ref.Error == EpochEnded && strings.Contains(ref.Reason, "it was not sent") && strings.Contains(ref.Retry, "agent run, which is over"):
-		case ref.Error == ApprovalDenied && strings.Contains(ref.Reason, "withdrawn") && strings.Contains(ref.Reason, "the agent run ended"):
+		case ref.Error == control.EpochEnded && strings.Contains(ref.Reason, "it was not sent") && strings.Contains(ref.Retry, "agent run, which is over"):
+		case ref.Error == control.ApprovalDenied && strings.Contains(ref.Reason, "withdrawn") && strings.Contains(ref.Reason, "the agent run ended"):
 		default:
 			t.Errorf("call waiting on %s at the end of the drain: %+v, want not sent or withdrawn as the run ended", req.ID, ref)
 		}

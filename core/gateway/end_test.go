@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/control"
 )
 
 // Regression tests of the end of an agent run.
@@ -79,7 +80,7 @@ func TestListenDoesNotHoldTheDrain(t *testing.T) {
 			t.Fatalf("the server got %d calls, want 1", len(calls))
 		}
 		start := time.Now()
-		b.agent.send(EndOfInput)
+		b.agent.send(control.EndOfInput)
 		synctest.Wait()
 		select {
 		case err := <-b.served:
@@ -116,7 +117,7 @@ func TestFailedWriteDoesNotStallTheAgent(t *testing.T) {
 		}
 		time.Sleep(writeFailGrace)
 		code, ref := refusal(t, b.agent.answer("1"))
-		if code == 0 || ref.Error != ServerUnavailable || !strings.Contains(ref.Reason, "writing to the server failed: broken pipe") {
+		if code == 0 || ref.Error != control.ServerUnavailable || !strings.Contains(ref.Reason, "writing to the server failed: broken pipe") {
 			t.Errorf("the request that could not be written: code %d %+v, want server_unavailable naming the write error", code, ref)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -103,22 +104,22 @@ func (f *fakeAudit) entries() []auditEntry {
 
 // refusal decodes the gateway's refusal in a response line, or nil for a
 // result.
-func refusal(t testing.TB, line json.RawMessage) (int, *Refusal) {
+func refusal(t testing.TB, line json.RawMessage) (int, *control.Refusal) {
 	t.Helper()
 	e := mcpwire.GetPath(line, "error")
 	if e == nil {
 		return 0, nil
 	}
 	var we struct {
-		Code    int      `json:"code"`
-		Message string   `json:"message"`
-		Data    *Refusal `json:"data"`
+		Code    int              `json:"code"`
+		Message string           `json:"message"`
+		Data    *control.Refusal `json:"data"`
 	}
 	if err := json.Unmarshal(e, &we); err != nil {
 		t.Fatalf("error %s: %v", e, err)
 	}
 	if we.Data == nil {
-		we.Data = &Refusal{Reason: we.Message}
+		we.Data = &control.Refusal{Reason: we.Message}
 	}
 	return we.Code, we.Data
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
@@ -132,7 +133,7 @@ func TestObservedChangeIsNewEpoch(t *testing.T) {
 		})
 		r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
 		_, ref := refusal(t, r.agent.wait(2, 5*time.Second))
-		if ref == nil || ref.Error != AuthorizationStale || ref.ApprovedEpoch != "E1" || ref.CurrentEpoch != "E1w" {
+		if ref == nil || ref.Error != control.AuthorizationStale || ref.ApprovedEpoch != "E1" || ref.CurrentEpoch != "E1w" {
 			t.Fatalf("call after the observed change: %+v, want authorization_stale E1 -> E1w", ref)
 		}
 		for _, c := range r.launcher.received() {
@@ -178,7 +179,7 @@ func TestCheckBeforeAuthorityCall(t *testing.T) {
 		tp.mu.Unlock()
 		r.agent.request(2, "tools/call", callParams(toolWrite, 2, ""))
 		_, ref := refusal(t, r.agent.wait(2, 5*time.Second))
-		if ref == nil || ref.Error != AuthorizationStale || ref.CurrentEpoch != "E1x" {
+		if ref == nil || ref.Error != control.AuthorizationStale || ref.CurrentEpoch != "E1x" {
 			t.Fatalf("call with a changed tree: %+v, want authorization_stale naming E1x", ref)
 		}
 		for _, c := range r.launcher.received() {
@@ -220,7 +221,7 @@ func TestLateAnswerRecorded(t *testing.T) {
 		})
 		tp.changes <- observedChange("E1", "E1y")
 		_, ref := refusal(t, r.agent.wait(5, 5*time.Second))
-		if ref == nil || ref.Error != EpochEnded || ref.Epoch != "E1" || ref.CurrentEpoch != "E1y" {
+		if ref == nil || ref.Error != control.EpochEnded || ref.Epoch != "E1" || ref.CurrentEpoch != "E1y" {
 			t.Fatalf("the call in flight: %+v, want epoch_ended E1 -> E1y", ref)
 		}
 		tp.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -68,7 +69,7 @@ func (r *rig) listedTools(id int64) []string {
 
 // callTool calls tool and returns its refusal, nil when it was answered by
 // the server.
-func (r *rig) callTool(id int64, tool string) *Refusal {
+func (r *rig) callTool(id int64, tool string) *control.Refusal {
 	r.t.Helper()
 	r.agent.request(id, "tools/call", callParams(tool, id, ""))
 	_, ref := refusal(r.t, r.agent.wait(id, 10*time.Second))
@@ -116,8 +117,8 @@ func TestPolicyDenyHidesAndAnnounces(t *testing.T) {
 		if got := r.listedTools(3); !slices.Equal(got, []string{toolWrite}) {
 			t.Errorf("tools/list after deny %v, want only %s", got, toolWrite)
 		}
-		if ref := r.callTool(4, toolRead); ref == nil || ref.Error != ApprovalDenied {
-			t.Errorf("call of a denied tool: refusal %+v, want %s", ref, ApprovalDenied)
+		if ref := r.callTool(4, toolRead); ref == nil || ref.Error != control.ApprovalDenied {
+			t.Errorf("call of a denied tool: refusal %+v, want %s", ref, control.ApprovalDenied)
 		}
 		if n := r.forwarded(toolRead); n != 1 {
 			t.Errorf("%s reached the server %d times, want 1 (before the deny)", toolRead, n)
@@ -205,8 +206,8 @@ func TestPolicyAllowToApproveAsksAtTheNextCall(t *testing.T) {
 		}
 		// Deny wins over the grant.
 		pol.set(toolRead, policyDeny)
-		if ref := r.callTool(5, toolRead); ref == nil || ref.Error != ApprovalDenied {
-			t.Errorf("denied tool with a grant: refusal %+v, want %s", ref, ApprovalDenied)
+		if ref := r.callTool(5, toolRead); ref == nil || ref.Error != control.ApprovalDenied {
+			t.Errorf("denied tool with a grant: refusal %+v, want %s", ref, control.ApprovalDenied)
 		}
 		if n := len(r.agent.notifications(methodToolsChanged)); n != 0 {
 			t.Errorf("%d list_changed before PolicyChanged was called, want none", n)
@@ -256,8 +257,8 @@ func TestPolicyDenyWhileWaitingForApproval(t *testing.T) {
 		if err := r.auth.Decide(req.ID, authz.Decision{Choice: authz.ApproveRun}); err != nil {
 			t.Fatal(err)
 		}
-		if _, ref := refusal(t, r.agent.wait(2, 10*time.Second)); ref == nil || ref.Error != ApprovalDenied {
-			t.Errorf("call approved after its tool was denied: refusal %+v, want %s", ref, ApprovalDenied)
+		if _, ref := refusal(t, r.agent.wait(2, 10*time.Second)); ref == nil || ref.Error != control.ApprovalDenied {
+			t.Errorf("call approved after its tool was denied: refusal %+v, want %s", ref, control.ApprovalDenied)
 		}
 		if n := r.forwarded(toolRead); n != 0 {
 			t.Errorf("%s reached the server %d times, want 0", toolRead, n)
@@ -267,7 +268,7 @@ func TestPolicyDenyWhileWaitingForApproval(t *testing.T) {
 
 // waitCall waits for the answer to call id and returns its refusal (nil
 // when served) and how long it took from since.
-func (r *rig) waitCall(id int64, since time.Time) (*Refusal, time.Duration) {
+func (r *rig) waitCall(id int64, since time.Time) (*control.Refusal, time.Duration) {
 	r.t.Helper()
 	_, ref := refusal(r.t, r.agent.wait(id, 10*time.Second))
 	return ref, time.Since(since)
@@ -320,8 +321,8 @@ func TestPolicyDenyWhileWaitingRefusesAtOnce(t *testing.T) {
 		start := time.Now()
 		r.sess.PolicyChanged()
 		ref, took := r.waitCall(2, start)
-		if ref == nil || ref.Error != ApprovalDenied || !strings.Contains(ref.Reason, "denied by the person's policy") {
-			t.Fatalf("call whose tool was denied while it waited: refusal %+v, want %s by the policy", ref, ApprovalDenied)
+		if ref == nil || ref.Error != control.ApprovalDenied || !strings.Contains(ref.Reason, "denied by the person's policy") {
+			t.Fatalf("call whose tool was denied while it waited: refusal %+v, want %s by the policy", ref, control.ApprovalDenied)
 		}
 		if took >= policyRecheck {
 			t.Errorf("refused after %s, want at once (PolicyChanged), well before the %s re-check", took, policyRecheck)
@@ -434,8 +435,8 @@ func TestPolicyChangeWithTwoWaiters(t *testing.T) {
 			own := r.pendingWhere(10*time.Second, func(q authz.Request) bool { return q.ID != req.ID })
 			pol.set(toolRead, policyDeny)
 			r.sess.PolicyChanged()
-			if ref, _ := r.waitCall(2, time.Now()); ref == nil || ref.Error != ApprovalDenied {
-				t.Fatalf("denied call: refusal %+v, want %s", ref, ApprovalDenied)
+			if ref, _ := r.waitCall(2, time.Now()); ref == nil || ref.Error != control.ApprovalDenied {
+				t.Fatalf("denied call: refusal %+v, want %s", ref, control.ApprovalDenied)
 			}
 			r.pendingWhere(10*time.Second, func(authz.Request) bool {
 				p := r.auth.Pending()
@@ -476,8 +477,8 @@ func TestPolicyDenyNoticedWithoutPolicyChanged(t *testing.T) {
 		r.pendingFor(10 * time.Second)
 		pol.set(toolRead, policyDeny)
 		ref, took := r.waitCall(2, time.Now())
-		if ref == nil || ref.Error != ApprovalDenied {
-			t.Fatalf("refusal %+v, want %s", ref, ApprovalDenied)
+		if ref == nil || ref.Error != control.ApprovalDenied {
+			t.Fatalf("refusal %+v, want %s", ref, control.ApprovalDenied)
 		}
 		if took > 3*policyRecheck {
 			t.Errorf("noticed after %s, want within about %s", took, policyRecheck)
@@ -525,8 +526,8 @@ func TestLaunchCommandNotFoundSaysFixTheConfig(t *testing.T) {
 		defer r.close()
 		r.agent.request(1, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}})
 		_, ref := refusal(t, r.agent.wait(1, 10*time.Second))
-		if ref == nil || ref.Error != ServerUnavailable {
-			t.Fatalf("initialize after a failed launch: refusal %+v, want %s", ref, ServerUnavailable)
+		if ref == nil || ref.Error != control.ServerUnavailable {
+			t.Fatalf("initialize after a failed launch: refusal %+v, want %s", ref, control.ServerUnavailable)
 		}
 		if !strings.Contains(ref.Reason, "command not found") || !strings.Contains(ref.Retry, "correct the command of fake") || strings.Contains(ref.Retry, "restart") {
 			t.Errorf("reason %q, retry %q: want the missing command named and a fix of the configuration asked for", ref.Reason, ref.Retry)

@@ -17,16 +17,17 @@ import (
 
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
 // wireError decodes the error of a response line.
-func wireError(t *testing.T, line json.RawMessage) (code int, message string, data *Refusal) {
+func wireError(t *testing.T, line json.RawMessage) (code int, message string, data *control.Refusal) {
 	t.Helper()
 	var e struct {
-		Code    int      `json:"code"`
-		Message string   `json:"message"`
-		Data    *Refusal `json:"data"`
+		Code    int              `json:"code"`
+		Message string           `json:"message"`
+		Data    *control.Refusal `json:"data"`
 	}
 	raw := mcpwire.GetPath(line, "error")
 	if raw == nil || json.Unmarshal(raw, &e) != nil {
@@ -50,7 +51,7 @@ func TestOversizedIDLast(t *testing.T) {
 		// Agent → server: refused with message_too_large for the agent's id.
 		r.agent.send(`{"method":"tools/call","params":{"name":"t","arguments":{"a":[` + pad + `{}]}},"jsonrpc":"2.0","id":"big-1"}`)
 		code, _, ref := wireError(t, r.agent.nth(`"big-1"`, 1))
-		if code != -31040 || ref.Error != MessageTooLarge || ref.Limit != limit {
+		if code != -31040 || ref.Error != control.MessageTooLarge || ref.Limit != limit {
 			t.Errorf("oversized call: code %d, %+v; want -31040 message_too_large with limit %d", code, ref, limit)
 		}
 		r.proc(1).quiet(t)
@@ -61,7 +62,7 @@ func TestOversizedIDLast(t *testing.T) {
 		gid := string(mcpwire.GetPath(call, "id"))
 		r.proc(1).write(`{"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 2*limit) + `"}],"id":99},"jsonrpc":"2.0","id":` + gid + `}`)
 		code, _, ref = wireError(t, r.agent.nth("7", 1))
-		if code != -31040 || ref.Error != MessageTooLarge || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != "E1" {
+		if code != -31040 || ref.Error != control.MessageTooLarge || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != "E1" {
 			t.Errorf("oversized answer: code %d, %+v; want -31040 message_too_large naming tools/call and E1", code, ref)
 		}
 
@@ -146,7 +147,7 @@ func TestToolsCallInvalidParams(t *testing.T) {
 		// catalog is catalog_stale, as before.
 		r.agent.send(`{"jsonrpc":"2.0","id":200,"method":"tools/call","params":{"name":"nope"}}`)
 		code, _, ref := wireError(t, r.agent.nth("200", 1))
-		if code != CatalogStale.Code() || ref.Error != CatalogStale || ref.Tool != "nope" {
+		if code != control.CatalogStale.Code() || ref.Error != control.CatalogStale || ref.Tool != "nope" {
 			t.Errorf("unknown tool: code %d %+v, want catalog_stale", code, ref)
 		}
 		// A good call still goes through.
@@ -225,7 +226,7 @@ func TestEndOfInputDrains(t *testing.T) {
 		r := newScriptRig(t, 0, 5*time.Second)
 		r.handshake()
 		r.agent.send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t"}}`)
-		r.agent.send(EndOfInput)
+		r.agent.send(control.EndOfInput)
 		call := r.proc(1).next(t)
 		synctest.Wait()
 		select {
@@ -259,7 +260,7 @@ func TestEndOfInputDrains(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("Serve did not return at the end of the input without EndOfInput")
 		}
-		if code, _, ref := wireError(t, r2.agent.nth("20", 1)); code == 0 || ref == nil || ref.Error != EpochEnded {
+		if code, _, ref := wireError(t, r2.agent.nth("20", 1)); code == 0 || ref == nil || ref.Error != control.EpochEnded {
 			t.Errorf("call in flight when the agent left: code %d %+v, want epoch_ended", code, ref)
 		}
 
@@ -268,7 +269,7 @@ func TestEndOfInputDrains(t *testing.T) {
 		r3.handshake()
 		r3.agent.send(`{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"t"}}`)
 		r3.proc(1).next(t)
-		r3.agent.send(EndOfInput)
+		r3.agent.send(control.EndOfInput)
 		synctest.Wait()
 		select {
 		case err := <-r3.served:
@@ -297,7 +298,7 @@ func TestEndOfInputDrainBounded(t *testing.T) {
 		r.handshake()
 		r.agent.send(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"t"}}`)
 		r.proc(1).next(t) // never answered
-		r.agent.send(EndOfInput)
+		r.agent.send(control.EndOfInput)
 		select {
 		case err := <-r.served:
 			r.served <- err
@@ -305,7 +306,7 @@ func TestEndOfInputDrainBounded(t *testing.T) {
 			t.Fatal("Serve did not return after the drain timeout")
 		}
 		code, _, ref := wireError(t, r.agent.nth("30", 1))
-		if code == 0 || ref == nil || ref.Error != EpochEnded {
+		if code == 0 || ref == nil || ref.Error != control.EpochEnded {
 			t.Errorf("call unanswered at the drain timeout: code %d %+v, want epoch_ended", code, ref)
 		}
 	})
@@ -327,7 +328,7 @@ func TestDiesMidAnswer(t *testing.T) {
 		synctest.Wait() // the half line is read, waiting for its end
 		r.proc(1).exit()
 		code, _, ref := wireError(t, r.agent.nth("50", 1))
-		if code == 0 || ref == nil || ref.Error != EpochEnded {
+		if code == 0 || ref == nil || ref.Error != control.EpochEnded {
 			t.Errorf("call when the process died mid-answer: code %d %+v, want epoch_ended", code, ref)
 		}
 		r.proc(1).outW.Close()
@@ -511,7 +512,7 @@ func TestHeldMessagesAreBounded(t *testing.T) {
 			r.agent.request(i, "ping-me-later", nil) // held: unknown methods pass the gate like any request
 		}
 		code, ref := refusal(t, r.agent.wait(maxHeld, 5*time.Second))
-		if code != HoldTimeout.Code() || ref == nil || !strings.Contains(ref.Reason, "1000 messages") {
+		if code != control.HoldTimeout.Code() || ref == nil || !strings.Contains(ref.Reason, "1000 messages") {
 			t.Fatalf("request %d: code %d %+v, want hold_timeout naming the limit", maxHeld, code, ref)
 		}
 		if _, ok := r.agent.response(1); ok {
@@ -581,7 +582,7 @@ func TestShutdownNotHeldByAgentThatDoesNotRead(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t"}}`)
 	proc.await(t)
 	proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 1<<20) + `"}]}}`)
-	send(EndOfInput)
+	send(control.EndOfInput)
 	select {
 	case <-proc.Done():
 	case <-time.After(10 * time.Second):

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/control"
 )
 
 // pendingWhere returns the first pending approval request that ok accepts,
@@ -50,7 +51,7 @@ func TestEndedEpochWithdrawsItsApprovalRequest(t *testing.T) {
 		}
 		r.sess.Replace("rebuild")
 		_, ref := refusal(t, r.agent.wait(2, 5*time.Second))
-		if ref == nil || ref.Error != EpochEnded {
+		if ref == nil || ref.Error != control.EpochEnded {
 			t.Fatalf("the waiting call: refusal %+v, want epoch_ended", ref)
 		}
 		// Withdrawn by the time the call is answered.

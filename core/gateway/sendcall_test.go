@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/control"
 )
 
 // TestEpochEndsWhileCallIsChecked: a call under a grant whose intent is
@@ -32,7 +33,7 @@ func TestEpochEndsWhileCallIsChecked(t *testing.T) {
 		r.sess.Replace("rebuild") // the epoch's end reads the call's record
 		release()
 		_, ref := refusal(t, r.agent.wait(2, 5*time.Second))
-		if ref == nil || ref.Error != EpochEnded || ref.Epoch != "E1" {
+		if ref == nil || ref.Error != control.EpochEnded || ref.Epoch != "E1" {
 			t.Fatalf("call whose epoch ended during its tree check: %+v, want epoch_ended on E1", ref)
 		}
 		for _, c := range r.launcher.received() {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+
+	"github.com/portcullis/portcullis/core/control"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata/transcripts")
@@ -97,7 +99,7 @@ func replay(t *testing.T, agent string) string {
 			continue
 		case line == "!end":
 			out.WriteString("agent> !end\n")
-			b.agent.send(EndOfInput)
+			b.agent.send(control.EndOfInput)
 		default:
 			fmt.Fprintf(&out, "agent> %s\n", line)
 			b.agent.send(line)

@@ -22,8 +22,8 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
-	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 	"github.com/portcullis/portcullis/platform"
 )
@@ -387,7 +387,7 @@ func TestAuditSeals(t *testing.T) {
 		}
 		// Approvals stop: a tool that needs one is refused.
 		_, err = a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
-		if code, ref := refusalOf(t, err); code != int64(gateway.AuditUnavailable.Code()) || !strings.Contains(ref.Reason, "acknowledge") {
+		if code, ref := refusalOf(t, err); code != int64(control.AuditUnavailable.Code()) || !strings.Contains(ref.Reason, "acknowledge") {
 			t.Errorf("an approval while tampered: code %d, %+v", code, ref)
 		}
 		a.Session.Close()

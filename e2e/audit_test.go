@@ -22,6 +22,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -201,12 +202,12 @@ func TestAuditUnwritableFailsClosed(t *testing.T) {
 		if !errors.As(err, &we) {
 			t.Fatalf("call %q with an unwritable log: result %v, err %v; want a JSON-RPC error", msg, res, err)
 		}
-		var data gateway.Refusal
+		var data control.Refusal
 		if err := json.Unmarshal(we.Data, &data); err != nil {
 			t.Fatalf("refusal data %s: %v", we.Data, err)
 		}
-		if we.Code != int64(gateway.AuditUnavailable.Code()) || data.Error != gateway.AuditUnavailable {
-			t.Fatalf("call %q refused with code %d, data %s; want %d audit_unavailable", msg, we.Code, we.Data, gateway.AuditUnavailable.Code())
+		if we.Code != int64(control.AuditUnavailable.Code()) || data.Error != control.AuditUnavailable {
+			t.Fatalf("call %q refused with code %d, data %s; want %d audit_unavailable", msg, we.Code, we.Data, control.AuditUnavailable.Code())
 		}
 		refused = append(refused, auditArgsDigest(t, map[string]any{"message": msg}))
 	}
@@ -216,14 +217,14 @@ func TestAuditUnwritableFailsClosed(t *testing.T) {
 	// A tool that needs approval: nobody is asked to approve what the log
 	// could not record.
 	_, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
-	if code, ref := refusalOf(t, err); code != int64(gateway.AuditUnavailable.Code()) || ref.Error != gateway.AuditUnavailable {
+	if code, ref := refusalOf(t, err); code != int64(control.AuditUnavailable.Code()) || ref.Error != control.AuditUnavailable {
 		t.Errorf("an approve tool while the log fails: code %d, %+v; want audit_unavailable", code, ref)
 	}
 	// Again after the daemon's once-a-second recovery attempt: re-reading
 	// the log's tail does not make it writable, and nobody is asked.
 	time.Sleep(1100 * time.Millisecond)
 	_, err = a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 3, "b": 4}})
-	if code, ref := refusalOf(t, err); code != int64(gateway.AuditUnavailable.Code()) || ref.Error != gateway.AuditUnavailable {
+	if code, ref := refusalOf(t, err); code != int64(control.AuditUnavailable.Code()) || ref.Error != control.AuditUnavailable {
 		t.Errorf("an approve tool a second later: code %d, %+v; want audit_unavailable", code, ref)
 	}
 	if p := approvals(t, h); len(p) != 0 {

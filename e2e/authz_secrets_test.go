@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 )
 
@@ -64,7 +65,7 @@ func TestSecretsStayOutOfEverything(t *testing.T) {
 	}
 	epochA := epochOf(t, s.home, a.PID(), "")
 	var agentErrors []string
-	refused := func(r asyncResult, want gateway.Reason) {
+	refused := func(r asyncResult, want control.Reason) {
 		t.Helper()
 		if r.err == nil {
 			t.Fatalf("call succeeded, want %s", want)
@@ -77,7 +78,7 @@ func TestSecretsStayOutOfEverything(t *testing.T) {
 
 	pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "denied"})
 	approveNext("a call to deny", forTool(noteWrite, epochA), "deny")
-	refused(await(t, pending), gateway.ApprovalDenied)
+	refused(await(t, pending), control.ApprovalDenied)
 
 	pending = asyncCall(t, a.Session, noteWrite, map[string]any{"text": "approved"})
 	approveNext("a call to approve", forTool(noteWrite, epochA), "approve")
@@ -88,12 +89,12 @@ func TestSecretsStayOutOfEverything(t *testing.T) {
 	buildCreds(t, s.binDir, credsRevB)
 	approveNext("the rebuilt identity", forIdentity, "approve")
 	epochB := epochOf(t, s.home, a.PID(), epochA)
-	refused(await(t, asyncCall(t, a.Session, noteWrite, map[string]any{"text": "stale"})), gateway.AuthorizationStale)
+	refused(await(t, asyncCall(t, a.Session, noteWrite, map[string]any{"text": "stale"})), control.AuthorizationStale)
 	if _, err := a.Session.ListTools(testContext(t, time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
 	// The request raised with the refusal times out unanswered.
-	refused(await(t, asyncCall(t, a.Session, noteWrite, map[string]any{"text": "timeout"})), gateway.ApprovalTimeout)
+	refused(await(t, asyncCall(t, a.Session, noteWrite, map[string]any{"text": "timeout"})), control.ApprovalTimeout)
 	pending = asyncCall(t, a.Session, noteWrite, map[string]any{"text": "last"})
 	approveNext("the last call", forTool(noteWrite, epochB), "approve", "--once")
 	if got := okText(t, await(t, pending)); got != wroteWith("B", 1, metaSecret) {

@@ -14,6 +14,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/internal/harness"
@@ -72,7 +73,7 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			// The call the agent prepared before refreshing is refused.
 			_, err := a.Session.CallTool(ctx, callParamsOf(noteWrite, map[string]any{"text": "stale"}))
 			code, ref := refusalOf(t, err)
-			if code != -31020 || ref.Error != gateway.AuthorizationStale || ref.ApprovedEpoch != epochA || ref.CurrentEpoch != epochB ||
+			if code != -31020 || ref.Error != control.AuthorizationStale || ref.ApprovedEpoch != epochA || ref.CurrentEpoch != epochB ||
 				ref.Retry != "refresh tool metadata and request authorization" {
 				t.Errorf("stale call: code %d, refusal %+v; want authorization_stale %s → %s", code, ref, epochA, epochB)
 			}
@@ -200,14 +201,14 @@ func TestApprovalChoices(t *testing.T) {
 	req := waitApproval(t, s.home, "the first call", forTool(noteWrite, epoch))
 	decideCLI(t, s.home, "deny", req.ID)
 	code, ref := refusalOf(t, await(t, pending).err)
-	if code != -31021 || ref.Error != gateway.ApprovalDenied || !strings.Contains(ref.Reason, req.ID) {
+	if code != -31021 || ref.Error != control.ApprovalDenied || !strings.Contains(ref.Reason, req.ID) {
 		t.Errorf("denied call: %d %+v", code, ref)
 	}
 
 	// Nobody answers.
 	start := time.Now()
 	code, ref = refusalOf(t, await(t, write("ignored")).err)
-	if code != -31022 || ref.Error != gateway.ApprovalTimeout || !strings.Contains(ref.Reason, "6s") {
+	if code != -31022 || ref.Error != control.ApprovalTimeout || !strings.Contains(ref.Reason, "6s") {
 		t.Errorf("unanswered call: %d %+v", code, ref)
 	}
 	if took := time.Since(start); took < 6*time.Second || took > 30*time.Second {
@@ -395,7 +396,7 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), scope) {
 			t.Fatalf("connecting without a keychain: %v, want a credential_unavailable failure naming %s", err, scope)
 		}
-		if code, ref := refusalOf(t, err); code != -31023 || ref.Error != gateway.CredentialUnavailable || !strings.Contains(ref.Reason, "no keychain answers") || !strings.Contains(ref.Retry, "reconnect") {
+		if code, ref := refusalOf(t, err); code != -31023 || ref.Error != control.CredentialUnavailable || !strings.Contains(ref.Reason, "no keychain answers") || !strings.Contains(ref.Retry, "reconnect") {
 			t.Errorf("connecting without a keychain: code %d, refusal %+v; want -31023 credential_unavailable", code, ref)
 		}
 		if calls := readCredsCalls(t, s.callLog); len(calls) != 0 {
@@ -547,7 +548,7 @@ func TestLaunchApprovalNeedsTheAuditLog(t *testing.T) {
 		a.Close()
 		t.Fatal("the agent connected while the audit log could not record the launch's approval")
 	}
-	if code, ref := refusalOf(t, err); code != -31050 || ref.Error != gateway.AuditUnavailable {
+	if code, ref := refusalOf(t, err); code != -31050 || ref.Error != control.AuditUnavailable {
 		t.Errorf("connecting: code %d, %+v; want audit_unavailable", code, ref)
 	}
 	if p := approvals(t, s.home); len(p) != 0 {

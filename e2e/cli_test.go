@@ -12,7 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -89,7 +89,7 @@ func TestConnectUnknownLabel(t *testing.T) {
 					initErr = m.Err
 				}
 			}
-			if initErr == nil || !strings.Contains(initErr.Error(), `"nosuch"`) || !strings.Contains(initErr.Error(), string(gateway.ServerUnavailable)) {
+			if initErr == nil || !strings.Contains(initErr.Error(), `"nosuch"`) || !strings.Contains(initErr.Error(), string(control.ServerUnavailable)) {
 				t.Errorf("initialize was answered with %v, want a server_unavailable error naming \"nosuch\"", initErr)
 			}
 			_ = cmd.Wait()

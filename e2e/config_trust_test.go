@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
-	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -110,8 +110,8 @@ func TestConfigEditWidensHeld(t *testing.T) {
 	decideCLI(t, h, "deny", req.ID)
 	if r := await(t, pending); r.err == nil {
 		t.Errorf("echo was served while its allow was held: %+v", r.res)
-	} else if _, ref := refusalOf(t, r.err); ref.Error != gateway.ApprovalDenied {
-		t.Errorf("echo refused with %s, want %s", ref.Error, gateway.ApprovalDenied)
+	} else if _, ref := refusalOf(t, r.err); ref.Error != control.ApprovalDenied {
+		t.Errorf("echo refused with %s, want %s", ref.Error, control.ApprovalDenied)
 	}
 	if n := echoCallsSoFar(t, callLog); n != 0 {
 		t.Errorf("the server received %d echo calls, want 0", n)

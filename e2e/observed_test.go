@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis/portcullis/core/audit"
-	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/control"
 )
 
 // loopWorker is a stdio MCP server (legacy handshake) in Python: "write"
@@ -145,7 +145,7 @@ func TestWatchLoopSwapIsObserved(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the write after the swap was answered %q, want authorization_stale", resultText(res))
 	}
-	if _, r := refusalOf(t, err); r.Error != gateway.AuthorizationStale || r.ApprovedEpoch != epochA || r.CurrentEpoch != epochB {
+	if _, r := refusalOf(t, err); r.Error != control.AuthorizationStale || r.ApprovedEpoch != epochA || r.CurrentEpoch != epochB {
 		t.Fatalf("refusal %+v, want authorization_stale from %s to %s", r, epochA, epochB)
 	}
 	req = waitApproval(t, h, "write on B", forTool("write", epochB))
@@ -353,7 +353,7 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the write after the swap was answered %q, want a refusal", resultText(res))
 	}
-	if _, r := refusalOf(t, err); r.Error != gateway.AuthorizationStale || r.CurrentEpoch != epochB {
+	if _, r := refusalOf(t, err); r.Error != control.AuthorizationStale || r.CurrentEpoch != epochB {
 		t.Fatalf("refusal %+v, want authorization_stale naming %s", r, epochB)
 	}
 	req := waitApproval(t, h, "write on B", forTool("write", epochB))

@@ -13,7 +13,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
-	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -81,8 +81,8 @@ func TestPolicyLive(t *testing.T) {
 			decideCLI(t, h, "deny", req.ID)
 			if r := await(t, pending); r.err == nil {
 				t.Errorf("add, tightened to approve and denied by the person, was served: %+v", r.res)
-			} else if _, ref := refusalOf(t, r.err); ref.Error != gateway.ApprovalDenied {
-				t.Errorf("add refused with %s, want %s", ref.Error, gateway.ApprovalDenied)
+			} else if _, ref := refusalOf(t, r.err); ref.Error != control.ApprovalDenied {
+				t.Errorf("add refused with %s, want %s", ref.Error, control.ApprovalDenied)
 			}
 			if n := a.listChanged(); n != 1 {
 				t.Errorf("%d list_changed after allow → approve, want still 1", n)
@@ -167,8 +167,8 @@ func expectDenied(t *testing.T, s *mcp.ClientSession, when string) {
 		t.Errorf("%s: echo was served: %s", when, resultText(res))
 		return
 	}
-	if _, ref := refusalOf(t, err); ref.Error != gateway.ApprovalDenied || !strings.Contains(ref.Reason, "policy") {
-		t.Errorf("%s: echo refused with %s (%s), want %s by the policy", when, ref.Error, ref.Reason, gateway.ApprovalDenied)
+	if _, ref := refusalOf(t, err); ref.Error != control.ApprovalDenied || !strings.Contains(ref.Reason, "policy") {
+		t.Errorf("%s: echo refused with %s (%s), want %s by the policy", when, ref.Error, ref.Reason, control.ApprovalDenied)
 	}
 }
 
@@ -226,8 +226,8 @@ func TestPolicyLiveWhileWaiting(t *testing.T) {
 	if r.err == nil {
 		t.Fatalf("echo, denied while it waited, was served: %s", resultText(r.res))
 	}
-	if _, ref := refusalOf(t, r.err); ref.Error != gateway.ApprovalDenied || !strings.Contains(ref.Reason, "denied by the person's policy") {
-		t.Errorf("echo refused with %s (%s), want %s by the policy", ref.Error, ref.Reason, gateway.ApprovalDenied)
+	if _, ref := refusalOf(t, r.err); ref.Error != control.ApprovalDenied || !strings.Contains(ref.Reason, "denied by the person's policy") {
+		t.Errorf("echo refused with %s (%s), want %s by the policy", ref.Error, ref.Reason, control.ApprovalDenied)
 	}
 	waitApprovalGone(t, h, req.ID)
 	if n := echoCallsSoFar(t, callLog); n != 0 {
@@ -284,8 +284,8 @@ func TestPolicyLiveServerRemoved(t *testing.T) {
 		r := awaitWithin(t, asyncCall(t, a.Session, "echo", map[string]any{"message": "x"}), 20*time.Second, when+": echo")
 		if r.err == nil {
 			t.Errorf("%s: the denied echo was served", when)
-		} else if _, ref := refusalOf(t, r.err); ref.Error != gateway.ApprovalDenied {
-			t.Errorf("%s: echo refused with %s, want %s", when, ref.Error, gateway.ApprovalDenied)
+		} else if _, ref := refusalOf(t, r.err); ref.Error != control.ApprovalDenied {
+			t.Errorf("%s: echo refused with %s, want %s", when, ref.Error, control.ApprovalDenied)
 		}
 		if reqs := approvals(t, h); len(reqs) != 0 {
 			t.Errorf("%s: approval requests pending: %+v", when, reqs)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -180,13 +181,13 @@ func resultText(res *mcp.CallToolResult) string {
 
 // refusalOf returns the JSON-RPC error code and the gateway's refusal data
 // carried by err, failing t when err is not a JSON-RPC error with data.
-func refusalOf(t *testing.T, err error) (int64, gateway.Refusal) {
+func refusalOf(t *testing.T, err error) (int64, control.Refusal) {
 	t.Helper()
 	var we *jsonrpc.Error
 	if !errors.As(err, &we) {
 		t.Fatalf("error %v (%T) is not a JSON-RPC error", err, err)
 	}
-	var r gateway.Refusal
+	var r control.Refusal
 	if err := json.Unmarshal(we.Data, &r); err != nil {
 		t.Fatalf("error data %s: %v", we.Data, err)
 	}

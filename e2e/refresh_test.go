@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 )
 
@@ -163,10 +164,10 @@ func TestSchemaChangeIgnoredListChanged(t *testing.T) {
 				t.Fatal("an old-shaped call after the schema changed was not refused")
 			}
 			code, r := refusalOf(t, err)
-			if code != -31010 || r.Error != gateway.CatalogStale {
+			if code != -31010 || r.Error != control.CatalogStale {
 				t.Fatalf("refusal code %d %q, want -31010 catalog_stale (%v)", code, r.Error, err)
 			}
-			want := gateway.Refusal{Error: gateway.CatalogStale, Server: pubLabel, Tool: "publish_preview", CurrentEpoch: after.Epoch,
+			want := control.Refusal{Error: control.CatalogStale, Server: pubLabel, Tool: "publish_preview", CurrentEpoch: after.Epoch,
 				AgentRevision: before.CatalogRevision, CurrentRevision: after.CatalogRevision}
 			got := r
 			got.Reason, got.Problems, got.Retry = "", nil, ""
@@ -193,7 +194,7 @@ func TestSchemaChangeIgnoredListChanged(t *testing.T) {
 				t.Errorf("after refetching, the omitted target: %q", got)
 			}
 			_, err = a.Session.CallTool(t.Context(), &mcp.CallToolParams{Name: "publish_preview", Arguments: map[string]any{"branch": "main", "target": "staging"}})
-			if code, r := refusalOf(t, err); code != -31011 || r.Error != gateway.InvalidArguments || r.CurrentRevision != after.CatalogRevision {
+			if code, r := refusalOf(t, err); code != -31011 || r.Error != control.InvalidArguments || r.CurrentRevision != after.CatalogRevision {
 				t.Errorf("target staging: code %d data %+v, want -31011 invalid_arguments at revision %d", code, r, after.CatalogRevision)
 			}
 			calls := readCalls(t, s.callLog)
@@ -254,7 +255,7 @@ func TestRestartDuringCall(t *testing.T) {
 				t.Fatal("the in-flight call succeeded across a restart")
 			}
 			code, r := refusalOf(t, err)
-			if code != -31030 || r.Error != gateway.EpochEnded || r.Epoch != before.Epoch || r.CurrentEpoch != after.Epoch {
+			if code != -31030 || r.Error != control.EpochEnded || r.Epoch != before.Epoch || r.CurrentEpoch != after.Epoch {
 				t.Errorf("refusal code %d data %+v, want -31030 epoch_ended with epoch %s and currentEpoch %s", code, r, before.Epoch, after.Epoch)
 			}
 			if !strings.Contains(r.Reason, "not retried") {
@@ -375,7 +376,7 @@ func TestRuntimeToolAdded(t *testing.T) {
 			// Called before the agent refetched, the new tool is refused as
 			// stale, saying it was added since the agent's revision.
 			_, err := a.Session.CallTool(t.Context(), &mcp.CallToolParams{Name: "rollback"})
-			if _, ref := refusalOf(t, err); ref.Error != gateway.CatalogStale || !strings.Contains(ref.Reason, `tool "rollback" was added after catalog revision`) {
+			if _, ref := refusalOf(t, err); ref.Error != control.CatalogStale || !strings.Contains(ref.Reason, `tool "rollback" was added after catalog revision`) {
 				t.Errorf("rollback before the refetch: %+v, want catalog_stale saying it was added", ref)
 			}
 			// Once it refetched, the call goes.

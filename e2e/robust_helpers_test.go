@@ -14,7 +14,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
-	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -79,12 +79,12 @@ type wireMsg struct {
 }
 
 // refusal decodes the gateway refusal in the error's data.
-func (m wireMsg) refusal(t *testing.T) gateway.Refusal {
+func (m wireMsg) refusal(t *testing.T) control.Refusal {
 	t.Helper()
 	if m.Error == nil {
 		t.Fatalf("want an error, got %.300s", m.Raw)
 	}
-	var r gateway.Refusal
+	var r control.Refusal
 	if err := json.Unmarshal(m.Error.Data, &r); err != nil {
 		t.Fatalf("the error's data is not a refusal: %.300s", m.Raw)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -54,14 +55,14 @@ func TestRobustOversizedIDLast(t *testing.T) {
 	a.send(`{"method":"tools/call","params":{"name":"echo","arguments":{"message":"` + big + `"},"_meta":{"id":8}},"jsonrpc":"2.0","id":"big-call"}`)
 	m, _ := a.await(`"big-call"`, 30*time.Second)
 	ref := m.refusal(t)
-	if m.Error.Code != -31040 || ref.Error != gateway.MessageTooLarge || ref.Limit != limit {
+	if m.Error.Code != -31040 || ref.Error != control.MessageTooLarge || ref.Limit != limit {
 		t.Errorf("oversized tools/call: code %d, data %+v; want -31040 message_too_large with limit %d", m.Error.Code, ref, limit)
 	}
 
 	// Server → agent: the answer to a call in flight, written with "id" last.
 	m = a.call("5", "tools/call", toolCall("blob", map[string]any{"bytes": limit + 200_000}), 30*time.Second)
 	ref = m.refusal(t)
-	if m.Error.Code != -31040 || ref.Error != gateway.MessageTooLarge || ref.Limit != limit || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != before.Epoch {
+	if m.Error.Code != -31040 || ref.Error != control.MessageTooLarge || ref.Limit != limit || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != before.Epoch {
 		t.Errorf("oversized answer: code %d, data %+v; want -31040 message_too_large naming tools/call, the limit and epoch %s", m.Error.Code, ref, before.Epoch)
 	}
 
@@ -94,7 +95,7 @@ func TestRobustOversizedCatalog(t *testing.T) {
 	a := startRaw(t, h, "faulty")
 	a.handshake("1")
 	m := a.call("2", "tools/list", nil, 30*time.Second)
-	if ref := m.refusal(t); m.Error == nil || ref.Error != gateway.MessageTooLarge {
+	if ref := m.refusal(t); m.Error == nil || ref.Error != control.MessageTooLarge {
 		t.Errorf("tools/list with an oversized answer: %.300s; want message_too_large", m.Raw)
 	}
 	if got := a.call("3", "tools/call", toolCall("blob", map[string]any{"bytes": 3}), 30*time.Second); got.text(t) != "xxx" {

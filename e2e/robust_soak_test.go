@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -321,7 +322,7 @@ func soakCalls(ctx context.Context, a *harness.Agent, ai int, r *rand.Rand, stat
 				stats.examples[name] = we.Message
 			}
 			stats.mu.Unlock()
-			if strings.HasPrefix(we.Message, string(gateway.ServerUnavailable)) {
+			if strings.HasPrefix(we.Message, string(control.ServerUnavailable)) {
 				return true // crash-looping or failed: start a new agent run
 			}
 		case shimKilled():

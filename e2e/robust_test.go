@@ -24,6 +24,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -141,7 +142,7 @@ func TestRobustLargeMessages(t *testing.T) {
 
 	_, err = a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "blob", Arguments: map[string]any{"bytes": 40_000_000}})
 	ref := refusalIn(t, err)
-	if ref.Error != gateway.MessageTooLarge || ref.Limit != 32<<20 || !strings.Contains(ref.Reason, "tools/call") {
+	if ref.Error != control.MessageTooLarge || ref.Limit != 32<<20 || !strings.Contains(ref.Reason, "tools/call") {
 		t.Errorf("40 MB line: got %v (data %+v), want message_too_large naming tools/call and the 32 MiB limit", err, ref)
 	}
 
@@ -170,7 +171,7 @@ func TestRobustDiesMidAnswer(t *testing.T) {
 	if m.Error == nil {
 		t.Fatalf("answered %.300s, want an error", m.Raw)
 	}
-	if ref := m.refusal(t); ref.Error != gateway.EpochEnded {
+	if ref := m.refusal(t); ref.Error != control.EpochEnded {
 		t.Errorf("a server dying mid-answer gave %+v, want epoch_ended", ref)
 	}
 	r, _ := runOf(t, h, a.pid(), "the diagnostic", func(r gateway.Status) bool {
@@ -204,7 +205,7 @@ func TestRobustInvalidAnswer(t *testing.T) {
 			t.Fatalf("%s: answered %.300s, want an error with id %s", kind, m.Raw, id)
 		}
 		ref := m.refusal(t)
-		if m.Error.Code != -31041 || ref.Error != gateway.InvalidResponse || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != before.Epoch {
+		if m.Error.Code != -31041 || ref.Error != control.InvalidResponse || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != before.Epoch {
 			t.Errorf("%s: got code %d, data %+v; want -31041 invalid_response naming tools/call and epoch %s", kind, m.Error.Code, ref, before.Epoch)
 		}
 		if d := time.Since(start); d > 10*time.Second {
@@ -292,7 +293,7 @@ func TestRobustCrashAtStartup(t *testing.T) {
 	check := func(m wireMsg) {
 		t.Helper()
 		ref := m.refusal(t)
-		if ref.Error != gateway.ServerUnavailable || !strings.Contains(ref.Reason+ref.ExitStatus, "exit status 1") ||
+		if ref.Error != control.ServerUnavailable || !strings.Contains(ref.Reason+ref.ExitStatus, "exit status 1") ||
 			!slices.Contains(ref.StderrTail, lastLine) || !strings.Contains(m.Error.Message, "exit status 1") {
 			t.Errorf("got %.600s, want server_unavailable naming exit status 1 with the traceback", m.Raw)
 		}
@@ -343,7 +344,7 @@ func TestRobustNeverAnswersInitialize(t *testing.T) {
 	}, 60*time.Second)
 	took := time.Since(sent)
 	ref := init.refusal(t)
-	if ref.Error != gateway.ServerUnavailable || !strings.Contains(ref.Reason, "did not answer initialize within 2s") || !strings.Contains(ref.Reason, "process group was stopped") {
+	if ref.Error != control.ServerUnavailable || !strings.Contains(ref.Reason, "did not answer initialize within 2s") || !strings.Contains(ref.Reason, "process group was stopped") {
 		t.Errorf("initialize answered %.500s, want server_unavailable: did not answer initialize within 2s", init.Raw)
 	}
 	if took < 2*time.Second || took > 20*time.Second {
@@ -380,7 +381,7 @@ func TestRobustCrashLoop(t *testing.T) {
 			t.Errorf("crash %d: answered after %s, want at once", i+1, d)
 		}
 		ref := m.refusal(t)
-		if ref.Error != gateway.EpochEnded || ref.Epoch != r.Epoch || !strings.Contains(ref.Reason, "exit status 3") {
+		if ref.Error != control.EpochEnded || ref.Epoch != r.Epoch || !strings.Contains(ref.Reason, "exit status 3") {
 			t.Errorf("crash %d: got %.500s, want epoch_ended for epoch %s naming exit status 3", i+1, m.Raw, r.Epoch)
 		}
 	}
@@ -394,7 +395,7 @@ func TestRobustCrashLoop(t *testing.T) {
 		t.Errorf("%d epochs while crash-looping, want 5", r.Epochs)
 	}
 	m := a.call("200", "tools/call", toolCall("echo", map[string]any{"message": "x"}), 10*time.Second)
-	if ref := m.refusal(t); ref.Error != gateway.ServerUnavailable || !strings.Contains(ref.Retry, "portcullis restart faulty") {
+	if ref := m.refusal(t); ref.Error != control.ServerUnavailable || !strings.Contains(ref.Retry, "portcullis restart faulty") {
 		t.Errorf("a call while crash-looping answered %.500s", m.Raw)
 	}
 
@@ -611,7 +612,7 @@ func TestRobustDaemonKilledDuringCall(t *testing.T) {
 	if d := time.Since(killed); d > 10*time.Second {
 		t.Errorf("the pending call was answered %s after the daemon died", d)
 	}
-	if ref := m.refusal(t); ref.Error != gateway.ServerUnavailable || !strings.Contains(ref.Reason, "connection to the Portcullis daemon was lost") ||
+	if ref := m.refusal(t); ref.Error != control.ServerUnavailable || !strings.Contains(ref.Reason, "connection to the Portcullis daemon was lost") ||
 		!strings.Contains(ref.Reason, "may or may not have taken effect") {
 		t.Errorf("the pending call answered %.500s, want server_unavailable: connection lost, with the call's effect unknown", m.Raw)
 	}
@@ -734,7 +735,7 @@ func TestRobustRequestsBeforeHandshake(t *testing.T) {
 	}
 	// The agent has not listed the tools yet: the catalog the gateway
 	// fetched itself tells it to.
-	if m := call("1", "nope", map[string]any{}); m.refusal(t).Error != gateway.CatalogStale {
+	if m := call("1", "nope", map[string]any{}); m.refusal(t).Error != control.CatalogStale {
 		t.Errorf("an unknown tool without discovery answered %.300s, want catalog_stale", m.Raw)
 	}
 	if l := modern.call("2", "tools/list", map[string]any{"_meta": meta}, 30*time.Second); l.Error != nil || !strings.Contains(string(l.Result), `"echo"`) {
@@ -743,7 +744,7 @@ func TestRobustRequestsBeforeHandshake(t *testing.T) {
 	if m := call("3", "nope", map[string]any{}); m.Error == nil || m.Error.Code != -32602 {
 		t.Errorf("an unknown tool answered %.300s, want unknown_tool (-32602)", m.Raw)
 	}
-	if m := call("4", "echo", map[string]any{}); m.refusal(t).Error != gateway.InvalidArguments {
+	if m := call("4", "echo", map[string]any{}); m.refusal(t).Error != control.InvalidArguments {
 		t.Errorf("echo without its required message answered %.300s, want invalid_arguments", m.Raw)
 	}
 	// The 2026-07-28 protocol requires the client's capabilities in the

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -117,13 +118,13 @@ func TestKillShimStopsServerGroup(t *testing.T) {
 
 // refusalIn returns the gateway refusal carried as the data of the JSON-RPC
 // error in err, failing the test when there is none.
-func refusalIn(t *testing.T, err error) gateway.Refusal {
+func refusalIn(t *testing.T, err error) control.Refusal {
 	t.Helper()
 	var we *jsonrpc.Error
 	if !errors.As(err, &we) {
 		t.Fatalf("got %v, want a JSON-RPC error", err)
 	}
-	var ref gateway.Refusal
+	var ref control.Refusal
 	if err := json.Unmarshal(we.Data, &ref); err != nil {
 		t.Fatalf("the error's data %s is not a refusal: %v", we.Data, err)
 	}
@@ -164,7 +165,7 @@ func TestKillServerEndsCallAtOnce(t *testing.T) {
 			t.Errorf("the pending call returned %s after the kill, want within 1 s", d)
 		}
 		ref := refusalIn(t, err)
-		if !strings.Contains(err.Error(), string(gateway.EpochEnded)) || ref.Error != gateway.EpochEnded || ref.Epoch != r.Epoch || ref.Server != "echo" {
+		if !strings.Contains(err.Error(), string(control.EpochEnded)) || ref.Error != control.EpochEnded || ref.Epoch != r.Epoch || ref.Server != "echo" {
 			t.Errorf("the pending call returned %v (data %+v), want an epoch_ended error naming epoch %s", err, ref, r.Epoch)
 		}
 	case <-time.After(5 * time.Second):
@@ -185,7 +186,7 @@ func TestKillServerEndsCallAtOnce(t *testing.T) {
 		if after.Exit == nil || after.Exit.Signal != "SIGKILL" {
 			t.Errorf("status shows exit %+v, want killed by SIGKILL", after.Exit)
 		}
-		if ref := refusalIn(t, err); ref.Error != gateway.ServerUnavailable {
+		if ref := refusalIn(t, err); ref.Error != control.ServerUnavailable {
 			t.Errorf("a call after the server died returned %v (data %+v), want server_unavailable", err, ref)
 		}
 	case err != nil || res.IsError:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -104,7 +105,7 @@ func TestApprovingAReadToolGrantsOnlyIt(t *testing.T) {
 	}
 	decideCLI(t, s.home, "deny", own.ID)
 	r := await(t, write)
-	if code, ref := refusalOf(t, r.err); code != -31021 || ref.Error != gateway.ApprovalDenied {
+	if code, ref := refusalOf(t, r.err); code != -31021 || ref.Error != control.ApprovalDenied {
 		t.Errorf("publish_preview after approving status: code %d %+v, want approval_denied", code, ref)
 	}
 	if n := callsOf(t, s, "publish_preview"); n != 0 {
@@ -239,7 +240,7 @@ func TestEndedEpochWithdrawsTheWaitingRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, ref := refusalOf(t, await(t, call).err)
-	if ref.Error != gateway.EpochEnded {
+	if ref.Error != control.EpochEnded {
 		t.Errorf("the waiting call: code %d %+v, want epoch_ended", code, ref)
 	}
 	waitApprovalGone(t, s.home, req.ID)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
-	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -50,7 +50,7 @@ func TestConnectStartedDaemonFails(t *testing.T) {
 	a.request("1", "initialize", initParams())
 	m, _ := a.await("1", answerWithin) // fails the test after answerWithin
 	ref := m.refusal(t)
-	if ref.Error != gateway.ServerUnavailable ||
+	if ref.Error != control.ServerUnavailable ||
 		!strings.Contains(m.Error.Message, "the audit log is signed but its key cannot be used") ||
 		!strings.Contains(m.Error.Message, "move "+auditDir+" aside") ||
 		!strings.Contains(ref.Retry, "reconnect the agent") {
@@ -99,7 +99,7 @@ func TestConnectInvalidConfig(t *testing.T) {
 	m, _ := a.await("1", answerWithin)
 	ref := m.refusal(t)
 	where := h.ConfigFile() + ":2:"
-	if ref.Error != gateway.ServerUnavailable || !strings.Contains(ref.Reason, where) ||
+	if ref.Error != control.ServerUnavailable || !strings.Contains(ref.Reason, where) ||
 		!strings.Contains(ref.Retry, "fix "+h.ConfigFile()) || !strings.Contains(ref.Retry, h.ConfigFile()+".last-good") ||
 		!strings.Contains(ref.Retry, "reconnect the agent") {
 		t.Errorf("initialize answered %.1000s, want server_unavailable naming %s and advice to fix it or restore .last-good", m.Raw, where)

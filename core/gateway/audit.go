@@ -7,6 +7,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
 )
 
@@ -25,13 +26,13 @@ type auditHealth interface {
 // auditDown refuses a call for tool before a person is asked to approve it
 // when the audit log cannot be written: the approval could not be recorded,
 // nor the call's intent.
-func (s *Session) auditDown(e *epoch, tool string) *Refusal {
+func (s *Session) auditDown(e *epoch, tool string) *control.Refusal {
 	h, ok := s.opts.Audit.(auditHealth)
 	if !ok {
 		return nil
 	}
 	if err := h.Err(); err != nil {
-		return &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: "the audit log cannot be written (" + err.Error() + "), so no approval is asked and no call is forwarded",
 			Retry:  "ask the person to check the disk and the data directory"}
 	}
@@ -106,7 +107,7 @@ func (s *Session) recordCompletion(e *epoch, c *callRecord, outcome, errText str
 
 // recordRefusal writes authorization_denied for a call refused before
 // forwarding.
-func (s *Session) recordRefusal(tool string, r *Refusal) {
+func (s *Session) recordRefusal(tool string, r *control.Refusal) {
 	s.record(audit.TypeAuthorizationDenied, audit.AuthorizationDenied{
 		AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Tool: tool, Reason: string(r.Error),
 		ApprovedEpoch: r.ApprovedEpoch, CurrentEpoch: r.CurrentEpoch, CatalogRevision: r.CurrentRevision,

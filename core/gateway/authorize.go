@@ -11,6 +11,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/secrets"
@@ -81,13 +82,13 @@ func (s *Session) shown(id string, c *toolCall) bool {
 // missingCredential refuses a call whose credential scopes include one
 // whose secret cannot be had whatever a person decides, before anyone is
 // asked to approve it. A locked keychain is not missing.
-func (s *Session) missingCredential(e *epoch, tool string, scopes []string) *Refusal {
+func (s *Session) missingCredential(e *epoch, tool string, scopes []string) *control.Refusal {
 	if s.opts.SecretCheck == nil {
 		return nil
 	}
 	for _, scope := range scopes {
 		if err := s.opts.SecretCheck(scope); err != nil && !errors.Is(err, secrets.ErrLocked) {
-			return &Refusal{Error: CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			return &control.Refusal{Error: control.CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 				Reason: fmt.Sprintf("credential scope %q cannot be had: %v", scope, err),
 				Retry:  credentialAdvice(scope, err)}
 		}
@@ -124,7 +125,7 @@ func credentialAdvice(scope string, err error) string {
 // refreshed its tool metadata since. The approval request for the current
 // epoch is raised at the same moment. It runs before the catalog checks:
 // an epoch change is handled before a catalog change (docs/DESIGN.md, "The refresh contract").
-func (s *Session) staleAuthorization(e *epoch, c *toolCall) *Refusal {
+func (s *Session) staleAuthorization(e *epoch, c *toolCall) *control.Refusal {
 	tool := c.name
 	a := s.opts.Authority
 	if a == nil || s.policy(tool) != policyApprove {
@@ -154,8 +155,8 @@ func (s *Session) staleAuthorization(e *epoch, c *toolCall) *Refusal {
 		// call after the refresh is refused for the credential.)
 		s.requestFor(e, c, "server execution epoch changed", stale)
 	}
-	return &Refusal{
-		Error: AuthorizationStale, Reason: "server execution epoch changed", Server: s.opts.Label, Tool: tool,
+	return &control.Refusal{
+		Error: control.AuthorizationStale, Reason: "server execution epoch changed", Server: s.opts.Label, Tool: tool,
 		ApprovedEpoch: stale.ExecutionEpoch, CurrentEpoch: e.ID,
 		Retry: "refresh tool metadata and request authorization",
 	}
@@ -198,7 +199,7 @@ wait:
 			// call waited: deny wins over any approval given meanwhile.
 			s.stopWaiting(m, id, fmt.Sprintf("the person's policy denies %s now", tool))
 			s.withdrawDenied()
-			return refused(&Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 				Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval", tool, s.opts.Label),
 				Retry:  "do not call this tool"})
 		}
@@ -239,27 +240,27 @@ wait:
 	switch {
 	case err == nil:
 	case errors.Is(err, authz.ErrTimeout):
-		return refused(&Refusal{Error: ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&control.Refusal{Error: control.ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("nobody answered approval request %s within %s", id, a.Timeout()),
 			Retry:  "ask the person to approve in Portcullis, then call again"})
 	case errors.Is(err, authz.ErrUnrecorded):
-		return refused(&Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("the person approved request %s, but the audit log could not record it, so nothing was granted", id),
 			Retry:  "ask the person to check the disk and the data directory"})
 	case errors.Is(err, authz.ErrWithdrawn):
 		// Nobody decided: the request was withdrawn (the run ended, the
 		// call was cancelled, or the policy changed under it).
-		return refused(&Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it", id),
 			Retry:  "call again if the tool is still needed"})
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		// The run is ending (its agent left, or its input ended and the
 		// drain is over): nobody decided, and nobody will.
-		return refused(&Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it: the agent run ended", id),
 			Retry:  "none in this agent run, which is over; reconnect to call again"})
 	default:
-		return refused(&Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: fmt.Sprintf("the person denied approval request %s", id),
 			Retry:  "do not retry this call unless the person asks you to"})
 	}
@@ -267,14 +268,14 @@ wait:
 	ended, cur := e.ended, s.cur
 	s.mu.Unlock()
 	if ended || g.ExecutionEpoch != e.ID || !g.Covers(tool, nil) {
-		r := &Refusal{Error: AuthorizationStale, Reason: "server execution epoch changed while the call waited for approval",
+		r := &control.Refusal{Error: control.AuthorizationStale, Reason: "server execution epoch changed while the call waited for approval",
 			Server: s.opts.Label, Tool: tool, ApprovedEpoch: g.ExecutionEpoch, Retry: "refresh tool metadata and request authorization"}
 		if cur != nil {
 			r.CurrentEpoch = cur.ID
 		}
 		if !ended && g.ExecutionEpoch == e.ID && !g.Covers(tool, nil) {
 			// Same epoch: the grant simply leaves this call's tool out.
-			r.Error, r.Reason = ApprovalDenied, fmt.Sprintf("the person approved other tools, not %s", tool)
+			r.Error, r.Reason = control.ApprovalDenied, fmt.Sprintf("the person approved other tools, not %s", tool)
 			r.ApprovedEpoch = ""
 			r.Retry = "do not retry this call unless the person asks you to"
 		}
@@ -395,7 +396,7 @@ func (s *Session) metaCredentials() (scopes []string, askEvery bool) {
 // injectMeta puts the granted meta credentials into the forwarded call's
 // params._meta. A secret that cannot be read refuses the call: nothing is
 // ever forwarded with an empty secret in its place.
-func (s *Session) injectMeta(e *epoch, c *toolCall, granted, wanted []string) ([]byte, *Refusal) {
+func (s *Session) injectMeta(e *epoch, c *toolCall, granted, wanted []string) ([]byte, *control.Refusal) {
 	m, tool := c.msg, c.name
 	if len(wanted) == 0 {
 		return m.Raw, nil
@@ -416,7 +417,7 @@ func (s *Session) injectMeta(e *epoch, c *toolCall, granted, wanted []string) ([
 			err = errors.New("the stored secret is empty")
 		}
 		if err != nil {
-			return nil, &Refusal{Error: CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+			return nil, &control.Refusal{Error: control.CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 				Reason: fmt.Sprintf("credential scope %q cannot be read: %v", scope, err),
 				Retry:  credentialAdvice(scope, err)}
 		}
@@ -425,7 +426,7 @@ func (s *Session) injectMeta(e *epoch, c *toolCall, granted, wanted []string) ([
 	b, _ := json.Marshal(vals)
 	out, err := mcpwire.SetPath(m.Raw, []string{"params", "_meta", metaCredentialKey}, b)
 	if err != nil {
-		return nil, &Refusal{Error: CredentialUnavailable, Server: s.opts.Label, Tool: tool, Reason: "the call's params cannot carry credentials: " + err.Error()}
+		return nil, &control.Refusal{Error: control.CredentialUnavailable, Server: s.opts.Label, Tool: tool, Reason: "the call's params cannot carry credentials: " + err.Error()}
 	}
 	return out, nil
 }

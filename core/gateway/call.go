@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -59,9 +60,9 @@ type authorization struct {
 	decision string // decisionAllow, decisionGrant or decisionUnchecked
 	grant    string // the grant used, "" when none
 	out      []byte
-	refusal  *Refusal
+	refusal  *control.Refusal
 	wait     string
 }
 
 // refused is the authorization that refuses a call with r.
-func refused(r *Refusal) authorization { return authorization{refusal: r} }
+func refused(r *control.Refusal) authorization { return authorization{refusal: r} }

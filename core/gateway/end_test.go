@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/control"
 )
 
 // Regression tests of the end of an agent run.
@@ -24,15 +25,15 @@ func TestEventsBeforeRunEnded(t *testing.T) {
 		releaseExited := b.audit.holdType(audit.TypeServerExited)
 		defer releaseCompleted()
 		defer releaseExited()
-		b.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`)
+		b.agent.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`)
 		synctest.Wait()
 		calls := b.proc(1).received(methodToolsCall)
 		if len(calls) != 1 {
 			t.Fatalf("the server got %d calls, want 1", len(calls))
 		}
 		b.proc(1).reply(calls[0], `{"content":[{"type":"text","text":"done"}]}`)
-		b.answer("1")
-		b.inW.Close() // the agent leaves: the run ends
+		b.agent.answer("1")
+		b.agent.inW.Close() // the agent leaves: the run ends
 		synctest.Wait()
 		if slices.Contains(b.auditTypes(), audit.TypeRunEnded) {
 			t.Fatalf("run_ended written while tool_completed and server_exited were still being written: %q", b.auditTypes())
@@ -67,8 +68,8 @@ func TestListenDoesNotHoldTheDrain(t *testing.T) {
 		const drain = time.Minute
 		b := newBubble(t, func(o *Options) { o.DrainTimeout = drain })
 		b.discover()
-		b.send(`{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":` + modernMeta + `}}`)
-		b.send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"t","_meta":` + modernMeta + `}}`)
+		b.agent.send(`{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":` + modernMeta + `}}`)
+		b.agent.send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"t","_meta":` + modernMeta + `}}`)
 		synctest.Wait()
 		p := b.proc(1)
 		if n := len(p.received(methodListen)); n != 1 {
@@ -79,7 +80,7 @@ func TestListenDoesNotHoldTheDrain(t *testing.T) {
 			t.Fatalf("the server got %d calls, want 1", len(calls))
 		}
 		start := time.Now()
-		b.send(EndOfInput)
+		b.agent.send(control.EndOfInput)
 		synctest.Wait()
 		select {
 		case err := <-b.served:
@@ -92,7 +93,7 @@ func TestListenDoesNotHoldTheDrain(t *testing.T) {
 		if d := time.Since(start); d != 0 {
 			t.Errorf("the run ended %s after its last answer, want at once (the listen stream kept it alive; drain timeout %s)", d, drain)
 		}
-		if got := b.answer("6"); resultOf(got) == nil {
+		if got := b.agent.answer("6"); resultOf(got) == nil {
 			t.Errorf("the call drained got %.300s, want its result", got)
 		}
 	})
@@ -108,15 +109,15 @@ func TestFailedWriteDoesNotStallTheAgent(t *testing.T) {
 		b.handshake()
 		b.proc(1).inR.CloseWithError(errors.New("broken pipe")) // its stdin is gone; it runs on
 		start := time.Now()
-		b.send(`{"jsonrpc":"2.0","id":1,"method":"resources/list"}`) // forwarded from the agent's reading loop
-		b.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-		b.answer("2")
+		b.agent.send(`{"jsonrpc":"2.0","id":1,"method":"resources/list"}`) // forwarded from the agent's reading loop
+		b.agent.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+		b.agent.answer("2")
 		if d := time.Since(start); d != 0 {
 			t.Errorf("the agent's ping was answered %s after a failed write, want at once", d)
 		}
 		time.Sleep(writeFailGrace)
-		code, ref := refusal(t, b.answer("1"))
-		if code == 0 || ref.Error != ServerUnavailable || !strings.Contains(ref.Reason, "writing to the server failed: broken pipe") {
+		code, ref := refusal(t, b.agent.answer("1"))
+		if code == 0 || ref.Error != control.ServerUnavailable || !strings.Contains(ref.Reason, "writing to the server failed: broken pipe") {
 			t.Errorf("the request that could not be written: code %d %+v, want server_unavailable naming the write error", code, ref)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/portcullis/portcullis/core/catalog"
@@ -182,118 +183,120 @@ func FuzzRoute(f *testing.F) {
 		if len(agentIn) > 8<<10 || len(serverOut) > 8<<10 {
 			return
 		}
-		proc := newFzProc(serverOut)
-		var launches int
-		var lmu sync.Mutex
-		sess := New(Options{
-			RunID: "RUN", Label: "fz",
-			Launch: func(context.Context) (*Epoch, error) {
-				lmu.Lock()
-				defer lmu.Unlock()
-				launches++
-				if launches > 1 {
-					return nil, errors.New("one process per fuzz run")
-				}
-				return &Epoch{ID: "E1", Proc: proc}, nil
-			},
-			Catalog:        cats,
-			Policy:         func(string) config.Policy { return policyAllow },
-			MaxMessage:     4096,
-			StartupTimeout: 2 * time.Second,
-			HoldTimeout:    2 * time.Second,
-		})
-		in, inW := io.Pipe()
-		out := &fzSink{}
-		served := make(chan error, 1)
-		go func() { served <- sess.Serve(context.Background(), in, out) }()
-
-		var lines [][]byte
-		r := mcpwire.NewReader(bytes.NewReader(agentIn), 4096)
-		for {
-			l, err := r.ReadLine()
-			var tl *mcpwire.TooLargeError
-			if errors.As(err, &tl) {
-				if tl.ID != nil { // answered by its id, wherever it stands
-					lines = append(lines, []byte(`{"id":`+string(tl.ID)+`}`))
-				}
-				continue
-			}
-			if err != nil {
-				break
-			}
-			lines = append(lines, bytes.Clone(l))
-		}
-		go func() {
-			_, _ = inW.Write(agentIn)
-			_, _ = inW.Write([]byte("\n"))
-		}()
-		ids, requests := fzAgentIDs(lines)
-		cancels := bytes.Contains(agentIn, []byte("notifications/cancelled"))
-
-		answered := func() map[string]int {
-			n := map[string]int{}
-			for _, l := range out.lines() {
-				for _, msg := range agentMessages(l) {
-					if m, err := mcpwire.Parse(msg); err == nil && m.Kind == mcpwire.KindResponse {
-						n[string(m.ID)]++
-					}
-				}
-			}
-			return n
-		}
-		// Every request answered while the agent is still connected: held
-		// requests time out after HoldTimeout, the fake answers the rest.
-		deadline := time.Now().Add(8 * time.Second)
-		for !cancels {
-			n := answered()
-			missing := ""
-			for _, id := range requests {
-				if ids[id] == 1 && n[id] == 0 {
-					missing = id
-					break
-				}
-			}
-			if missing == "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("request %s was not answered within 8 s; agent got:\n%s", missing, strings.Join(out.lines(), "\n"))
-			}
-			time.Sleep(time.Millisecond)
-		}
-		inW.Close()
-		select {
-		case <-served:
-		case <-time.After(10 * time.Second):
-			t.Fatal("Serve did not return 10 s after the agent's input ended")
-		}
-		select {
-		case <-proc.Done():
-		case <-time.After(10 * time.Second):
-			t.Fatal("the server process was not stopped")
-		}
-
-		n := answered()
-		for _, l := range out.lines() {
-			if l == "" {
-				continue
-			}
-			for _, msg := range agentMessages(l) {
-				m, err := mcpwire.Parse(msg)
-				if err != nil {
-					t.Fatalf("the agent received an invalid message %q: %v", l, err)
-				}
-				if m.Kind == mcpwire.KindResponse && string(m.ID) != "null" && ids[string(m.ID)] == 0 {
-					t.Fatalf("the agent received a response with an id it never used: %s", l)
-				}
-			}
-		}
-		for _, id := range requests {
-			if ids[id] == 1 && n[id] > 1 {
-				t.Fatalf("request %s was answered %d times", id, n[id])
-			}
-		}
+		synctest.Test(t, func(t *testing.T) { fuzzRoute(t, cats, agentIn, serverOut) })
 	})
+}
+
+// fuzzRoute is one input of FuzzRoute, in a synctest bubble: the bounds
+// below are the bubble's clock.
+func fuzzRoute(t *testing.T, cats *catalog.Store, agentIn, serverOut []byte) {
+	proc := newFzProc(serverOut)
+	var launches int
+	var lmu sync.Mutex
+	sess := New(Options{
+		RunID: "RUN", Label: "fz",
+		Launch: func(context.Context) (*Epoch, error) {
+			lmu.Lock()
+			defer lmu.Unlock()
+			launches++
+			if launches > 1 {
+				return nil, errors.New("one process per fuzz run")
+			}
+			return &Epoch{ID: "E1", Proc: proc}, nil
+		},
+		Catalog:        cats,
+		Policy:         func(string) config.Policy { return policyAllow },
+		MaxMessage:     4096,
+		StartupTimeout: 2 * time.Second,
+		HoldTimeout:    2 * time.Second,
+	})
+	in, inW := io.Pipe()
+	out := &fzSink{}
+	served := make(chan error, 1)
+	go func() { served <- sess.Serve(context.Background(), in, out) }()
+
+	var lines [][]byte
+	r := mcpwire.NewReader(bytes.NewReader(agentIn), 4096)
+	for {
+		l, err := r.ReadLine()
+		var tl *mcpwire.TooLargeError
+		if errors.As(err, &tl) {
+			if tl.ID != nil { // answered by its id, wherever it stands
+				lines = append(lines, []byte(`{"id":`+string(tl.ID)+`}`))
+			}
+			continue
+		}
+		if err != nil {
+			break
+		}
+		lines = append(lines, bytes.Clone(l))
+	}
+	go func() {
+		_, _ = inW.Write(agentIn)
+		_, _ = inW.Write([]byte("\n"))
+	}()
+	ids, requests := fzAgentIDs(lines)
+	cancels := bytes.Contains(agentIn, []byte("notifications/cancelled"))
+
+	answered := func() map[string]int {
+		n := map[string]int{}
+		for _, l := range out.lines() {
+			for _, msg := range agentMessages(l) {
+				if m, err := mcpwire.Parse(msg); err == nil && m.Kind == mcpwire.KindResponse {
+					n[string(m.ID)]++
+				}
+			}
+		}
+		return n
+	}
+	// Every request answered while the agent is still connected: held
+	// requests time out after HoldTimeout, the fake answers the rest.
+	missing := ""
+	if !cancels && !until(8*time.Second, func() bool {
+		n := answered()
+		missing = ""
+		for _, id := range requests {
+			if ids[id] == 1 && n[id] == 0 {
+				missing = id
+				break
+			}
+		}
+		return missing == ""
+	}) {
+		t.Fatalf("request %s was not answered within 8 s; agent got:\n%s", missing, strings.Join(out.lines(), "\n"))
+	}
+	inW.Close()
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return 10 s after the agent's input ended")
+	}
+	select {
+	case <-proc.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server process was not stopped")
+	}
+
+	n := answered()
+	for _, l := range out.lines() {
+		if l == "" {
+			continue
+		}
+		for _, msg := range agentMessages(l) {
+			m, err := mcpwire.Parse(msg)
+			if err != nil {
+				t.Fatalf("the agent received an invalid message %q: %v", l, err)
+			}
+			if m.Kind == mcpwire.KindResponse && string(m.ID) != "null" && ids[string(m.ID)] == 0 {
+				t.Fatalf("the agent received a response with an id it never used: %s", l)
+			}
+		}
+	}
+	for _, id := range requests {
+		if ids[id] == 1 && n[id] > 1 {
+			t.Fatalf("request %s was answered %d times", id, n[id])
+		}
+	}
 }
 
 // agentMessages splits a line the agent received into its messages: the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
@@ -165,7 +166,7 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 // is refused with authorization_stale: what was approved is not what would
 // answer. A check that fails (the process is gone) lets the call go on:
 // the end of the epoch answers it.
-func (s *Session) checkTree(e *epoch, tool, decision string) *Refusal {
+func (s *Session) checkTree(e *epoch, tool, decision string) *control.Refusal {
 	if decision == decisionAllow && len(s.opts.Credentials) == 0 {
 		return nil
 	}
@@ -180,8 +181,8 @@ func (s *Session) checkTree(e *epoch, tool, decision string) *Refusal {
 		return nil
 	}
 	go s.observed(*ch)
-	return &Refusal{
-		Error:         AuthorizationStale,
+	return &control.Refusal{
+		Error:         control.AuthorizationStale,
 		Server:        s.opts.Label,
 		Tool:          tool,
 		ApprovedEpoch: e.ID,

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
@@ -37,9 +38,11 @@ var (
 //   - no call reached a process twice, and every call has its intent in the
 //     audit log, naming the epoch that received it.
 //
-// At the end of each run every request has been answered. The action
-// sequence is reproducible from the seed printed (-authz.seed); the
-// goroutine schedule is not, which is the point of running many.
+// At the end of each run every request has been answered. Each run is a
+// synctest bubble, so its timeouts are the bubble's clock; its goroutines
+// still run concurrently. The action sequence is reproducible from the
+// seed printed (-authz.seed); the goroutine schedule is not, which is the
+// point of running many.
 func TestRandomInterleavings(t *testing.T) {
 	seed := *randomSeed
 	if seed == 0 {
@@ -51,7 +54,9 @@ func TestRandomInterleavings(t *testing.T) {
 	for run := range *randomRuns {
 		rs := src.Uint64()
 		ok := t.Run(fmt.Sprintf("run%03d", run), func(t *testing.T) {
-			steps += randomRun(t, rand.New(rand.NewPCG(rs, uint64(run))))
+			synctest.Test(t, func(t *testing.T) {
+				steps += randomRun(t, rand.New(rand.NewPCG(rs, uint64(run))))
+			})
 		})
 		if !ok {
 			t.Fatalf("run %d failed (seed %d)", run, seed)
@@ -123,11 +128,11 @@ func randomRun(t *testing.T, rnd *rand.Rand) int {
 		case k < 78:
 			st.decide(rnd, authz.Deny)
 		case k < 81:
-			r.launcher.mu.Lock()
-			p := r.launcher.procs[len(r.launcher.procs)-1]
-			r.launcher.mu.Unlock()
-			go p.sendRaw(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+			p := r.launcher.last()
+			go p.write(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 		default:
+			// Time passes (the bubble's clock): approvals and held calls
+			// may time out meanwhile.
 			time.Sleep(time.Duration(rnd.IntN(2000)) * time.Microsecond)
 		}
 		st.check()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -308,22 +309,22 @@ func (s *Session) writeToolsList(e *epoch, m *mcpwire.Message) bool {
 
 // checkCall validates a tools/call against e's catalog revision and returns
 // the refusal, or nil to forward it.
-func (s *Session) checkCall(e *epoch, c *toolCall) *Refusal {
+func (s *Session) checkCall(e *epoch, c *toolCall) *control.Refusal {
 	name, args := c.name, c.args
 	s.mu.Lock()
 	cat := e.catalog
 	agentRev := s.agentRev
 	s.mu.Unlock()
 	if name != "" && s.policy(name) == policyDeny {
-		return &Refusal{Error: ApprovalDenied, Server: s.opts.Label, Tool: name, Epoch: e.ID,
+		return &control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: name, Epoch: e.ID,
 			Reason: fmt.Sprintf("tool %q is denied by the person's policy for %s", name, s.opts.Label),
 			Retry:  "do not call this tool"}
 	}
 	if cat == nil {
 		return nil // no catalog (fallback): the server judges
 	}
-	stale := func(reason string, problems []string) *Refusal {
-		return &Refusal{Error: CatalogStale, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
+	stale := func(reason string, problems []string) *control.Refusal {
+		return &control.Refusal{Error: control.CatalogStale, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
 			AgentRevision: agentRev, CurrentRevision: cat.Revision, Reason: reason, Problems: problems,
 			Retry: "refresh tool metadata (tools/list) and form the call again from the current schema"}
 	}
@@ -331,7 +332,7 @@ func (s *Session) checkCall(e *epoch, c *toolCall) *Refusal {
 	if !ok || s.policy(name) == policyDeny {
 		if agentRev == cat.Revision {
 			// The agent has the current list: the name is simply not in it.
-			return &Refusal{Error: UnknownTool, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
+			return &control.Refusal{Error: control.UnknownTool, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
 				AgentRevision: agentRev, CurrentRevision: cat.Revision,
 				Reason: fmt.Sprintf("there is no tool %q in catalog revision %d", name, cat.Revision),
 				Retry:  "call one of the tools that tools/list returned"}
@@ -355,7 +356,7 @@ func (s *Session) checkCall(e *epoch, c *toolCall) *Refusal {
 	if err := s.opts.Validator.Validate(*cat, name, args); err != nil {
 		var ae *catalog.ArgumentError
 		if errors.As(err, &ae) {
-			return &Refusal{Error: InvalidArguments, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
+			return &control.Refusal{Error: control.InvalidArguments, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
 				AgentRevision: agentRev, CurrentRevision: cat.Revision, Problems: ae.Problems,
 				Reason: fmt.Sprintf("the arguments do not fit the inputSchema of %q in catalog revision %d", name, cat.Revision),
 				Retry:  "fix the arguments to match the current schema (refresh tool metadata if unsure)"}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
 )
 
@@ -16,15 +17,15 @@ import (
 func TestLaunchRefusal(t *testing.T) {
 	tests := []struct {
 		err  error
-		want Reason
+		want control.Reason
 	}{
-		{fmt.Errorf("%w: credential scope \"api\" cannot be read", ErrCredentialUnavailable), CredentialUnavailable},
-		{fmt.Errorf("credentials api were not approved for this build (%w)", authz.ErrDenied), ApprovalDenied},
-		{fmt.Errorf("credentials api were not approved (%w)", authz.ErrWithdrawn), ApprovalDenied},
-		{fmt.Errorf("credentials api were not approved (%w)", authz.ErrTimeout), ApprovalTimeout},
-		{fmt.Errorf("launch: %w", identity.ErrCommandNotFound), ServerUnavailable},
-		{fmt.Errorf("notes was not launched: its credentials need an approval, and %w", audit.ErrUnavailable), AuditUnavailable},
-		{errors.New("exec format error"), ServerUnavailable},
+		{fmt.Errorf("%w: credential scope \"api\" cannot be read", ErrCredentialUnavailable), control.CredentialUnavailable},
+		{fmt.Errorf("credentials api were not approved for this build (%w)", authz.ErrDenied), control.ApprovalDenied},
+		{fmt.Errorf("credentials api were not approved (%w)", authz.ErrWithdrawn), control.ApprovalDenied},
+		{fmt.Errorf("credentials api were not approved (%w)", authz.ErrTimeout), control.ApprovalTimeout},
+		{fmt.Errorf("launch: %w", identity.ErrCommandNotFound), control.ServerUnavailable},
+		{fmt.Errorf("notes was not launched: its credentials need an approval, and %w", audit.ErrUnavailable), control.AuditUnavailable},
+		{errors.New("exec format error"), control.ServerUnavailable},
 	}
 	for _, tt := range tests {
 		if got := launchRefusal(tt.err); got != tt.want {

@@ -6,30 +6,40 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
 
-// The bubble rig: one Session between an agent and scripted server
-// processes, all in memory, run inside a testing/synctest bubble so that a
-// test waits for the gateway with synctest.Wait (every goroutine of the
-// bubble is blocked) instead of polling, and time (timeouts, the drain, the
-// hold) is the bubble's fake clock.
+// The rig: one Session between an agent and fake server processes, all in
+// memory, run inside a testing/synctest bubble so that a test waits for the
+// gateway with synctest.Wait (every goroutine of the bubble is blocked)
+// instead of polling, and time (timeouts, the drain, the hold, approvals)
+// is the bubble's fake clock. newRig gives the Session an Authority and a
+// meta credential, newBubble allows every tool; both are the same rig.
 
-// scriptServer is a server process driven by the test: it answers the
-// handshake (initialize, server/discover, notifications aside), tools/list
-// and ping itself, and keeps every other line it reads for the test, which
-// answers with reply.
+// scriptServer is a server process in memory: its stdin and stdout are
+// io.Pipes. It answers the handshake (initialize, server/discover),
+// tools/list and ping itself; with calls set it answers every other
+// request too (tools/call with a text result, reported to calls; any other
+// method with "method not found"). Every line it does not answer is kept
+// for the test, which answers with reply.
 type scriptServer struct {
+	pid       int
 	epoch     string
+	tools     string         // the tools/list result
+	calls     func(received) // nil: tools/call is the test's to answer
 	inR, outR *io.PipeReader
 	inW, outW *io.PipeWriter
 	done      chan struct{}
@@ -38,7 +48,7 @@ type scriptServer struct {
 	wmu       sync.Mutex // serializes writes to outW
 
 	mu   sync.Mutex
-	got  []json.RawMessage // guarded by mu; lines read, the handshake and tools/list aside
+	got  []json.RawMessage // guarded by mu; lines read, those answered aside
 	seen int               // guarded by mu; lines of got that next returned
 	// arrived receives (buffered 1) after each line added to got, for a
 	// test outside a bubble (await).
@@ -51,19 +61,50 @@ type scriptServer struct {
 
 var _ Process = (*scriptServer)(nil)
 
-// scriptTools is the tools/list result of a scriptServer: tool "t", whose
-// arguments may be anything.
+// scriptTools is the tools/list result of newBubble's processes: tool "t",
+// whose arguments may be anything.
 const scriptTools = `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`
 
+// Tools of newRig's processes: "write" needs approval (policy approve) and a
+// meta credential; "read" is allowed without one.
+const (
+	toolWrite = "write"
+	toolRead  = "read"
+	credScope = "api"
+)
+
+var fakeTools = json.RawMessage(`{"tools":[` +
+	`{"name":"write","description":"writes","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},` +
+	`{"name":"read","description":"reads","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}}},"annotations":{"readOnlyHint":true}}]}`)
+
+// seq orders what the fakes observe across goroutines.
+var seq atomic.Int64
+
+// received is one tools/call a process with calls set read from its stdin.
+type received struct {
+	Seq   int64
+	Epoch string // the epoch of the process that read it
+	Tool  string
+	N     int64  // arguments.n: the driver's call number
+	Cred  string // params._meta["dev.portcullis/credentials"][api], "" when absent
+	Creds json.RawMessage
+}
+
+// newScriptServer starts a process of the epoch that leaves every
+// tools/call to the test (or, in transcript mode, answers it).
 func newScriptServer(epoch string, transcript bool) *scriptServer {
-	p := &scriptServer{epoch: epoch, done: make(chan struct{}), arrived: make(chan struct{}, 1), transcript: transcript}
+	return (&scriptServer{pid: 7000, epoch: epoch, tools: scriptTools, transcript: transcript}).start()
+}
+
+func (p *scriptServer) start() *scriptServer {
+	p.done, p.arrived = make(chan struct{}), make(chan struct{}, 1)
 	p.inR, p.inW = io.Pipe()
 	p.outR, p.outW = io.Pipe()
 	go p.serve()
 	return p
 }
 
-func (p *scriptServer) Pid() int                         { return 7000 }
+func (p *scriptServer) Pid() int                         { return p.pid }
 func (p *scriptServer) Stdin() io.WriteCloser            { return p.inW }
 func (p *scriptServer) Stdout() io.Reader                { return p.outR }
 func (p *scriptServer) Done() <-chan struct{}            { return p.done }
@@ -83,6 +124,7 @@ func (p *scriptServer) Stop(context.Context) error {
 // exit closes Done, as when the process exits, leaving its pipes as they are.
 func (p *scriptServer) exit() { p.exitOnce.Do(func() { close(p.done) }) }
 
+// write sends one line to the gateway (an answer, a notification…).
 func (p *scriptServer) write(line string) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
@@ -104,23 +146,24 @@ func (p *scriptServer) serve() {
 			var result string
 			switch m.Method {
 			case methodToolsCall:
-				if p.transcript {
-					var name string
-					_ = json.Unmarshal(mcpwire.GetPath(m.Params, "name"), &name)
-					result = `{"content":[{"type":"text","text":"called ` + name + ` on ` + p.epoch + `"}]}`
-				}
+				result = p.call(m.Params)
 			case methodInitialize:
-				result = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"script","version":"` + p.epoch + `"}}`
+				result = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"script","version":"` + p.epoch + `"}}`
 			case methodDiscover:
 				result = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"script","version":"` + p.epoch + `"}}`
 			case methodToolsList:
-				result = scriptTools
+				result = p.tools
 			case methodPing:
 				result = `{}`
 			}
 			if result != "" {
 				b, _ := mcpwire.NewResult(m.ID, json.RawMessage(result))
 				go p.write(string(b)) // reading stdin never waits for the gateway to read stdout
+				continue
+			}
+			if p.calls != nil { // it answers every request itself
+				b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
+				go p.write(string(b))
 				continue
 			}
 		}
@@ -135,6 +178,33 @@ func (p *scriptServer) serve() {
 		default:
 		}
 	}
+}
+
+// call is the process's own result for a tools/call, "" when the test
+// answers it.
+func (p *scriptServer) call(params json.RawMessage) string {
+	var c struct {
+		Name      string `json:"name"`
+		Arguments struct {
+			N int64 `json:"n"`
+		} `json:"arguments"`
+	}
+	_ = json.Unmarshal(params, &c)
+	var text string
+	switch {
+	case p.calls != nil:
+		creds := mcpwire.GetPath(params, "_meta", metaCredentialKey)
+		var vals map[string]string
+		_ = json.Unmarshal(creds, &vals)
+		p.calls(received{Seq: seq.Add(1), Epoch: p.epoch, Tool: c.Name, N: c.Arguments.N, Cred: vals[credScope], Creds: creds})
+		text = fmt.Sprintf("%s %d on %s", c.Name, c.Arguments.N, p.epoch)
+	case p.transcript:
+		text = "called " + c.Name + " on " + p.epoch
+	default:
+		return ""
+	}
+	q, _ := json.Marshal(text)
+	return `{"content":[{"type":"text","text":` + string(q) + `}]}`
 }
 
 // await is next for a test outside a synctest bubble: it waits for the
@@ -160,7 +230,7 @@ func (p *scriptServer) await(t *testing.T) json.RawMessage {
 }
 
 // received returns the lines the gateway wrote to the process with the
-// method (the handshake and tools/list aside).
+// method (those the process answered itself aside).
 func (p *scriptServer) received(method string) []json.RawMessage {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -173,8 +243,8 @@ func (p *scriptServer) received(method string) []json.RawMessage {
 	return out
 }
 
-// next returns the next line the gateway wrote to the process (the
-// handshake and tools/list aside), once the bubble is idle; it fails the
+// next returns the next line the gateway wrote to the process (those the
+// process answered itself aside), once the bubble is idle; it fails the
 // test when there is none.
 func (p *scriptServer) next(t *testing.T) json.RawMessage {
 	t.Helper()
@@ -212,115 +282,131 @@ func methodOf(line json.RawMessage) string {
 	return m
 }
 
-// bubble is a Session in a synctest bubble, with its agent and processes.
-type bubble struct {
-	t          *testing.T
-	transcript bool // its processes are scriptServers in transcript mode
-	sess       *Session
-	audit      *fakeAudit
-	inW        *io.PipeWriter
-	outR       *io.PipeReader
-	served     chan error
+// fakeLauncher starts scriptServers, each with a new epoch "E1", "E2", …;
+// the identity record's entry digest differs per epoch (a rebuild).
+type fakeLauncher struct {
+	label      string
+	answer     bool // the processes answer tools/call themselves (scriptServer.calls)
+	transcript bool // the processes are in transcript mode
+	delay      time.Duration
+	wrap       func(*scriptServer) Process // nil: the scriptServer itself (observe_test.go)
 
-	mu     sync.Mutex
-	procs  []*scriptServer   // guarded by mu; one per epoch, in order
-	lines  []json.RawMessage // guarded by mu; what the agent got, in order
-	closed bool
+	mu    sync.Mutex
+	procs []*scriptServer // guarded by mu; one per epoch, in order
+	calls []received      // guarded by mu
+	fail  atomic.Bool     // the next launches fail: the configured command is not found
+	tools atomic.Value    // string: the tools/list result of the next launches
 }
 
-// newBubble starts a Session whose every tool is allowed; edit adjusts its
-// options first. It must run inside synctest.Test; the session ends (the
-// agent's connection closes) when the test does, unless it did already.
-func newBubble(t *testing.T, edit func(*Options)) *bubble {
-	t.Helper()
-	return startBubble(t, false, edit)
+func (l *fakeLauncher) launch(ctx context.Context) (*Epoch, error) {
+	if l.fail.Load() {
+		return nil, fmt.Errorf("measuring %s: %w: ./srv/%s: no such file", l.label, identity.ErrCommandNotFound, l.label)
+	}
+	if l.delay > 0 {
+		time.Sleep(l.delay) // a slow launch, on the bubble's clock
+	}
+	l.mu.Lock()
+	n := len(l.procs) + 1
+	id := fmt.Sprintf("E%d", n)
+	p := &scriptServer{pid: 1000 + n, epoch: id, tools: l.tools.Load().(string), transcript: l.transcript}
+	if l.answer {
+		p.calls = l.record
+	}
+	p.start()
+	l.procs = append(l.procs, p)
+	l.mu.Unlock()
+	rec := identity.Record{ServerLabel: l.label, Epoch: id, ProcessID: p.pid,
+		ResolvedExecutable: identity.FileDigest{Path: "/srv/" + l.label, SHA256: fmt.Sprintf("sha256:%064d", n)},
+		Entry:              "/srv/" + l.label, EntryDigest: fmt.Sprintf("sha256:%064d", n)}
+	if l.wrap != nil {
+		return &Epoch{ID: id, Record: rec, Proc: l.wrap(p)}, nil
+	}
+	return &Epoch{ID: id, Record: rec, Proc: p}, nil
 }
 
-// startBubble is newBubble; with transcript set, the processes answer
-// tools/call themselves and keep every line (see scriptServer).
-func startBubble(t *testing.T, transcript bool, edit func(*Options)) *bubble {
-	t.Helper()
-	b := &bubble{t: t, audit: &fakeAudit{}, served: make(chan error, 1), transcript: transcript}
-	o := Options{
-		RunID: "RUN", Label: "script",
-		Launch:         b.launch,
-		Catalog:        tempCatalogs(t),
-		Policy:         func(string) config.Policy { return policyAllow },
-		StartupTimeout: 5 * time.Second, HoldTimeout: 5 * time.Second,
-		Audit: b.audit,
+func (l *fakeLauncher) record(r received) {
+	l.mu.Lock()
+	l.calls = append(l.calls, r)
+	l.mu.Unlock()
+}
+
+func (l *fakeLauncher) received() []received {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+// last returns the newest process.
+func (l *fakeLauncher) last() *scriptServer {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.procs[len(l.procs)-1]
+}
+
+func (l *fakeLauncher) stopAll() {
+	l.mu.Lock()
+	ps := slices.Clone(l.procs)
+	l.mu.Unlock()
+	for _, p := range ps {
+		_ = p.Stop(context.Background())
 	}
-	if edit != nil {
-		edit(&o)
-	}
-	b.sess = New(o)
+}
+
+// agentConn is the agent's side of a Session: it writes requests and
+// keeps every line the gateway writes back, in order.
+type agentConn struct {
+	t     testing.TB
+	inW   *io.PipeWriter
+	outR  *io.PipeReader
+	mu    sync.Mutex
+	lines []json.RawMessage // guarded by mu; every line, in order
+	got   chan struct{}     // receives after each line (buffered 1)
+}
+
+func newAgentConn(t testing.TB) (*agentConn, io.Reader, io.Writer) {
+	a := &agentConn{t: t, got: make(chan struct{}, 1)}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	b.inW, b.outR = inW, outR
-	go func() {
-		sc := bufio.NewScanner(outR)
-		sc.Buffer(make([]byte, 64<<10), 8<<20)
-		for sc.Scan() {
-			b.mu.Lock()
-			b.lines = append(b.lines, slices.Clone(sc.Bytes()))
-			b.mu.Unlock()
-		}
-	}()
-	go func() { b.served <- b.sess.Serve(context.Background(), inR, outW) }()
-	t.Cleanup(b.end)
-	return b
+	a.inW, a.outR = inW, outR
+	go a.read()
+	return a, inR, outW
 }
 
-func (b *bubble) launch(context.Context) (*Epoch, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	id := fmt.Sprintf("E%d", len(b.procs)+1)
-	p := newScriptServer(id, b.transcript)
-	b.procs = append(b.procs, p)
-	return &Epoch{ID: id, Record: identity.Record{ServerLabel: "script", Epoch: id}, Proc: p}, nil
-}
-
-// proc returns the process of the n-th epoch (from 1).
-func (b *bubble) proc(n int) *scriptServer {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n > len(b.procs) {
-		b.t.Fatalf("epoch %d was never launched (%d were)", n, len(b.procs))
-	}
-	return b.procs[n-1]
-}
-
-// send writes one line to the gateway as the agent.
-func (b *bubble) send(line string) {
-	b.t.Helper()
-	if _, err := b.inW.Write([]byte(line + "\n")); err != nil {
-		b.t.Fatalf("writing to the gateway: %v", err)
-	}
-}
-
-// answer returns the response to the agent's request with the raw id, once
-// the gateway is idle (synctest.Wait); it fails the test when there is none.
-func (b *bubble) answer(id string) json.RawMessage {
-	b.t.Helper()
-	synctest.Wait()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, l := range b.lines {
-		if string(mcpwire.GetPath(l, "id")) == id && mcpwire.GetPath(l, "method") == nil {
-			return l
+func (a *agentConn) read() {
+	sc := bufio.NewScanner(a.outR)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	for sc.Scan() {
+		a.mu.Lock()
+		a.lines = append(a.lines, slices.Clone(sc.Bytes()))
+		a.mu.Unlock()
+		select {
+		case a.got <- struct{}{}:
+		default:
 		}
 	}
-	b.t.Fatalf("no answer to request %s; the agent got %d lines", id, len(b.lines))
-	return nil
 }
 
-// answers returns the responses to the agent's request with the raw id, in
-// order, once the bubble is idle.
-func (b *bubble) answers(id string) []json.RawMessage {
-	synctest.Wait()
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// send writes one line to the gateway.
+func (a *agentConn) send(line string) {
+	a.t.Helper()
+	if _, err := a.inW.Write([]byte(line + "\n")); err != nil {
+		a.t.Fatalf("writing to the gateway: %v", err)
+	}
+}
+
+// request sends a request with the numeric id.
+func (a *agentConn) request(id int64, method string, params any) {
+	b, err := mcpwire.NewRequest(mcpwire.NumberID(id), method, params)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.send(string(b))
+}
+
+// responsesLocked returns the responses with the raw id, in order.
+func (a *agentConn) responsesLocked(id string) []json.RawMessage {
 	var out []json.RawMessage
-	for _, l := range b.lines {
+	for _, l := range a.lines {
 		if string(mcpwire.GetPath(l, "id")) == id && mcpwire.GetPath(l, "method") == nil {
 			out = append(out, l)
 		}
@@ -328,94 +414,402 @@ func (b *bubble) answers(id string) []json.RawMessage {
 	return out
 }
 
-// wait returns the n-th (from 1) response with the raw id, once the bubble
+// response returns the latest response to the numeric id so far.
+func (a *agentConn) response(id int64) (json.RawMessage, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	got := a.responsesLocked(string(mcpwire.NumberID(id)))
+	if len(got) == 0 {
+		return nil, false
+	}
+	return got[len(got)-1], true
+}
+
+// wait returns the response to id, failing after d of the bubble's clock.
+func (a *agentConn) wait(id int64, d time.Duration) json.RawMessage {
+	a.t.Helper()
+	r, ok := a.within(id, d)
+	if !ok {
+		a.t.Fatalf("no response to request %d within %s", id, d)
+	}
+	return r
+}
+
+// within returns the response to id once it comes, or false after d.
+func (a *agentConn) within(id int64, d time.Duration) (json.RawMessage, bool) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		if r, ok := a.response(id); ok {
+			return r, true
+		}
+		select {
+		case <-a.got:
+		case <-deadline.C:
+			return a.response(id)
+		}
+	}
+}
+
+// notifications returns the messages with the method, in order.
+func (a *agentConn) notifications(method string) []json.RawMessage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []json.RawMessage
+	for _, l := range a.lines {
+		if mcpwire.GetPath(l, "method") != nil && methodOf(l) == method {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// answer returns the first response to the request with the raw id, once
+// the bubble is idle; it fails the test when there is none.
+func (a *agentConn) answer(id string) json.RawMessage {
+	a.t.Helper()
+	return a.nth(id, 1)
+}
+
+// answers returns the responses to the request with the raw id, in order,
+// once the bubble is idle.
+func (a *agentConn) answers(id string) []json.RawMessage {
+	synctest.Wait()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.responsesLocked(id)
+}
+
+// nth returns the n-th (from 1) response with the raw id, once the bubble
 // is idle; it fails the test when there are fewer.
-func (b *bubble) wait(id string, n int) json.RawMessage {
-	b.t.Helper()
-	got := b.answers(id)
+func (a *agentConn) nth(id string, n int) json.RawMessage {
+	a.t.Helper()
+	got := a.answers(id)
 	if len(got) < n {
-		b.t.Fatalf("no answer %d to id %s; got %d", n, id, len(got))
+		a.t.Fatalf("no answer %d to id %s; got %d", n, id, len(got))
 	}
 	return got[n-1]
 }
 
 // waitRequest returns the first request from the server (method and id
 // set) with the method, once the bubble is idle.
-func (b *bubble) waitRequest(method string) json.RawMessage {
-	b.t.Helper()
-	for _, l := range b.all() {
+func (a *agentConn) waitRequest(method string) json.RawMessage {
+	a.t.Helper()
+	for _, l := range a.all() {
 		if methodOf(l) == method && mcpwire.GetPath(l, "id") != nil {
 			return l
 		}
 	}
-	b.t.Fatalf("no %s request from the server", method)
+	a.t.Fatalf("no %s request from the server", method)
 	return nil
 }
 
 // all returns every line the agent got, in order, once the bubble is idle.
-func (b *bubble) all() []json.RawMessage {
+func (a *agentConn) all() []json.RawMessage {
 	synctest.Wait()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.lines)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.lines)
 }
 
-// handshake runs the agent's legacy handshake (initialize is id 0) and
-// waits until the catalog is in force.
-func (b *bubble) handshake() {
-	b.t.Helper()
-	b.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
-	b.answer("0")
-	b.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	b.ready()
+// rig is one Session over a fakeLauncher with a fake audit log, an agent,
+// and (newRig) an Authority of its own. It lives in a synctest bubble: its
+// constructors must be called inside synctest.Test. The agent's connection
+// closes when the test ends, unless close did it before.
+type rig struct {
+	t        testing.TB
+	sess     *Session
+	launcher *fakeLauncher
+	audit    *fakeAudit
+	auth     *authz.Authority // nil for newBubble
+	agent    *agentConn
+	served   chan error // Serve's result, put back by end for others to read
+	secret   string
+
+	mu      sync.Mutex
+	granted []authz.Grant    // guarded by mu; every grant made, in order
+	grantAt map[string]int64 // guarded by mu
+	denied  []string         // guarded by mu
+	closed  bool             // guarded by mu
+}
+
+type rigOptions struct {
+	approvalTimeout time.Duration
+	holdTimeout     time.Duration
+	askEveryUse     bool
+	noCredentials   bool
+	secrets         SecretSource // nil: a fixed secret
+	secretCheck     func(string) error
+	policy          func(tool string) config.Policy // nil: read allow, everything else approve
+	toolDenied      func(run, tool string) bool     // authz.Options.ToolDenied
+	auditDelay      time.Duration
+	launchDelay     time.Duration
+	launchFails     bool // every launch fails: command not found
+	wrap            func(*scriptServer) Process
+}
+
+const testSecret = "PCSECRET-gateway-7f3a9c21d4"
+
+// tempCatalogs opens a catalog store in a new temporary directory, removed
+// when the test ends. Not t.TempDir: a refresh that began before the agent
+// left may still write the store while Serve returns; in a bubble the
+// directory goes once every goroutine is blocked or gone.
+func tempCatalogs(t testing.TB) *catalog.Store {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gateway-catalog-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		synctest.Wait()
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("removing the catalog store: %v", err)
+		}
+	})
+	cats, err := catalog.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cats
+}
+
+// newRig starts a Session with an Authority and (unless noCredentials) a
+// meta credential, over processes serving fakeTools that answer every
+// tools/call themselves. It must be called inside synctest.Test.
+func newRig(t testing.TB, o rigOptions) *rig {
+	if o.approvalTimeout == 0 {
+		o.approvalTimeout = 10 * time.Second
+	}
+	if o.holdTimeout == 0 {
+		o.holdTimeout = 10 * time.Second
+	}
+	r := &rig{t: t, launcher: &fakeLauncher{label: "fake", answer: true, delay: o.launchDelay, wrap: o.wrap},
+		audit: &fakeAudit{delay: o.auditDelay}, secret: testSecret, grantAt: map[string]int64{}}
+	r.launcher.tools.Store(string(fakeTools))
+	r.launcher.fail.Store(o.launchFails)
+	r.auth = authz.New(authz.Options{
+		Timeout:    o.approvalTimeout,
+		ToolDenied: o.toolDenied,
+		OnGranted: func(_ authz.Request, g authz.Grant) error {
+			if err := r.audit.Err(); err != nil {
+				return err // as the daemon: a grant the log cannot record is not made
+			}
+			r.mu.Lock()
+			r.granted = append(r.granted, g)
+			r.grantAt[g.ID] = seq.Add(1)
+			r.mu.Unlock()
+			return nil
+		},
+		OnDenied: func(q authz.Request, why string) {
+			r.mu.Lock()
+			r.denied = append(r.denied, why)
+			r.mu.Unlock()
+		},
+	})
+	secrets := o.secrets
+	if secrets == nil {
+		secrets = func(scope string) ([]byte, error) {
+			if scope != credScope {
+				return nil, fmt.Errorf("no secret for %q", scope)
+			}
+			return []byte(r.secret), nil
+		}
+	}
+	var creds []Credential
+	if !o.noCredentials {
+		creds = []Credential{{Scope: credScope, Inject: "meta", AskEveryUse: o.askEveryUse}}
+	}
+	r.start(Options{
+		RunID: "RUN", Label: "fake", Agent: Agent{PID: 42, Exe: "/usr/bin/agent"},
+		Launch: r.launcher.launch, Catalog: tempCatalogs(t), Authority: r.auth,
+		Policy: cmpOr(o.policy, func(tool string) config.Policy {
+			if tool == toolRead {
+				return policyAllow
+			}
+			return policyApprove
+		}),
+		Credentials: creds, Secrets: secrets, SecretCheck: o.secretCheck,
+		StartupTimeout: 5 * time.Second, HoldTimeout: o.holdTimeout,
+		Audit: r.audit,
+	})
+	return r
+}
+
+// newBubble starts a Session without an Authority whose every tool is
+// allowed, over processes serving scriptTools that leave tools/call to the
+// test; edit adjusts its options first. It must be called inside
+// synctest.Test.
+func newBubble(t *testing.T, edit func(*Options)) *rig {
+	t.Helper()
+	return startBubble(t, false, edit)
+}
+
+// startBubble is newBubble; with transcript set, the processes answer
+// tools/call themselves and keep every line (see scriptServer).
+func startBubble(t *testing.T, transcript bool, edit func(*Options)) *rig {
+	t.Helper()
+	r := &rig{t: t, launcher: &fakeLauncher{label: "script", transcript: transcript}, audit: &fakeAudit{}, grantAt: map[string]int64{}}
+	r.launcher.tools.Store(scriptTools)
+	o := Options{
+		RunID: "RUN", Label: "script",
+		Launch:         r.launcher.launch,
+		Catalog:        tempCatalogs(t),
+		Policy:         func(string) config.Policy { return policyAllow },
+		StartupTimeout: 5 * time.Second, HoldTimeout: 5 * time.Second,
+		Audit: r.audit,
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	r.start(o)
+	return r
+}
+
+// newScriptRig is newBubble with the message limit (0: the default) and the
+// hold timeout, once its first process runs.
+func newScriptRig(t *testing.T, maxMessage int, holdTimeout time.Duration) *rig {
+	t.Helper()
+	r := newBubble(t, func(o *Options) { o.MaxMessage, o.HoldTimeout = maxMessage, holdTimeout })
+	synctest.Wait()
+	return r
+}
+
+func (r *rig) start(o Options) {
+	r.sess = New(o)
+	r.served = make(chan error, 1)
+	agent, in, out := newAgentConn(r.t)
+	r.agent = agent
+	go func() { r.served <- r.sess.Serve(context.Background(), in, out) }()
+	r.t.Cleanup(r.end)
+}
+
+// launch is the rig's Launch, for a test that wraps it.
+func (r *rig) launch(ctx context.Context) (*Epoch, error) { return r.launcher.launch(ctx) }
+
+// proc returns the process of the n-th epoch (from 1).
+func (r *rig) proc(n int) *scriptServer {
+	r.t.Helper()
+	r.launcher.mu.Lock()
+	defer r.launcher.mu.Unlock()
+	if n > len(r.launcher.procs) {
+		r.t.Fatalf("epoch %d was never launched (%d were)", n, len(r.launcher.procs))
+	}
+	return r.launcher.procs[n-1]
+}
+
+// handshake runs the agent's legacy initialize handshake (initialize is id
+// 0) and waits until the first catalog is in force.
+func (r *rig) handshake() {
+	r.t.Helper()
+	r.agent.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+	if _, ref := refusal(r.t, r.agent.wait(0, 10*time.Second)); ref != nil {
+		r.t.Fatalf("initialize refused: %+v", ref)
+	}
+	r.agent.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	r.waitState(StateReady, 10*time.Second)
 }
 
 // discover runs the agent's 2026-07-28 discovery (id 0) and waits until the
 // catalog is in force.
-func (b *bubble) discover() {
-	b.t.Helper()
-	b.send(`{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":` + modernMeta + `}}`)
-	b.answer("0")
-	b.ready()
+func (r *rig) discover() {
+	r.t.Helper()
+	r.agent.send(`{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":` + modernMeta + `}}`)
+	r.agent.wait(0, 10*time.Second)
+	r.waitState(StateReady, 10*time.Second)
 }
 
 // modernMeta is the _meta of a 2026-07-28 request.
 const modernMeta = `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 
-func (b *bubble) ready() {
-	b.t.Helper()
-	synctest.Wait()
-	if st := b.sess.Status(); st.State != StateReady || st.CatalogRevision == 0 {
-		b.t.Fatalf("session %s (%s) after the handshake, want ready with a catalog", st.State, st.Reason)
+func (r *rig) waitState(want State, d time.Duration) Status {
+	r.t.Helper()
+	var st Status
+	if !until(d, func() bool {
+		st = r.sess.Status()
+		return st.State == want && (want != StateReady || st.CatalogRevision != 0)
+	}) {
+		r.t.Fatalf("session state %s (%s), want %s within %s", st.State, st.Reason, want, d)
+	}
+	return st
+}
+
+// pendingFor waits until a pending request exists for the run and returns
+// the newest one.
+func (r *rig) pendingFor(d time.Duration) authz.Request {
+	r.t.Helper()
+	var p []authz.Request
+	if !until(d, func() bool { p = r.auth.Pending(); return len(p) > 0 }) {
+		r.t.Fatalf("no approval request within %s", d)
+	}
+	return p[len(p)-1]
+}
+
+// until reports whether cond holds within d of the bubble's clock. It
+// looks each time every goroutine of the bubble is blocked; when cond does
+// not hold yet, only a timer can change anything, so it lets the bubble's
+// clock run to the next one (at most a millisecond at a time, to look
+// again after each) until d has passed.
+func until(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		synctest.Wait()
+		if cond() {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond) // the bubble's clock, not the wall's
 	}
 }
 
-// end closes the agent's connection and waits for Serve, then stops the
+// waitFor waits, in a synctest bubble, until cond holds, failing the test
+// after 5 s of the bubble's clock.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	if !until(5*time.Second, cond) {
+		t.Fatalf("waited 5s for %s", what)
+	}
+}
+
+// end closes the agent's connection, waits for Serve and stops the
 // processes; idempotent.
-func (b *bubble) end() {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+func (r *rig) end() {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
 		return
 	}
-	b.closed = true
-	b.mu.Unlock()
-	b.inW.Close()
-	err := <-b.served
-	b.served <- err
-	b.mu.Lock()
-	procs := slices.Clone(b.procs)
-	b.mu.Unlock()
-	for _, p := range procs {
-		_ = p.Stop(context.Background())
+	r.closed = true
+	r.mu.Unlock()
+	r.agent.inW.Close()
+	err := <-r.served
+	r.served <- err
+	r.launcher.stopAll()
+	r.agent.outR.Close()
+}
+
+// close is end, failing the test when Serve returned an error.
+func (r *rig) close() {
+	r.t.Helper()
+	r.end()
+	err := <-r.served
+	r.served <- err
+	if err != nil {
+		r.t.Errorf("Serve: %v", err)
 	}
-	b.outR.Close()
+}
+
+func (r *rig) grants() []authz.Grant {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.granted)
 }
 
 // auditTypes lists the types of the audit events written so far, in order.
-func (b *bubble) auditTypes() []string {
+func (r *rig) auditTypes() []string {
 	var out []string
-	for _, e := range b.audit.entries() {
+	for _, e := range r.audit.entries() {
 		out = append(out, e.Type)
 	}
 	return out
@@ -424,22 +818,20 @@ func (b *bubble) auditTypes() []string {
 // resultOf is the result of a response line, nil for an error.
 func resultOf(line []byte) []byte { return mcpwire.GetPath(line, "result") }
 
-// scriptRig is a bubble over one scriptServer, every tool allowed, as the
-// routing tests use it.
-type scriptRig struct {
-	sess   *Session
-	proc   *scriptServer
-	agent  *bubble
-	served chan error
+// callParams is a tools/call of tool with {"n": n}, with a progress token
+// when token is not empty.
+func callParams(tool string, n int64, token string) map[string]any {
+	p := map[string]any{"name": tool, "arguments": map[string]any{"n": n}}
+	if token != "" {
+		p["_meta"] = map[string]any{"progressToken": token}
+	}
+	return p
 }
 
-// newScriptRig starts a bubble with the message limit (0: the default) and
-// the hold timeout, and waits for its first process.
-func newScriptRig(t *testing.T, maxMessage int, holdTimeout time.Duration) *scriptRig {
-	t.Helper()
-	b := newBubble(t, func(o *Options) { o.MaxMessage, o.HoldTimeout = maxMessage, holdTimeout })
-	synctest.Wait()
-	return &scriptRig{sess: b.sess, proc: b.proc(1), agent: b, served: b.served}
+// cmpOr returns f, or def when f is nil.
+func cmpOr(f, def func(string) config.Policy) func(string) config.Policy {
+	if f != nil {
+		return f
+	}
+	return def
 }
-
-func (r *scriptRig) handshake(t *testing.T) { r.agent.handshake() }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -50,7 +51,7 @@ func (s *Session) readAgent(in io.Reader) error {
 			}
 			return err
 		}
-		if string(line) == EndOfInput {
+		if string(line) == control.EndOfInput {
 			// The agent sends nothing more; the shim keeps the connection
 			// open until the run is over, so that its end (EOF here) still
 			// means it is gone.
@@ -224,7 +225,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		s.mu.Lock()
 		st, cur := s.state, s.cur
 		s.mu.Unlock()
-		r := &Refusal{Error: HoldTimeout, Server: s.opts.Label,
+		r := &control.Refusal{Error: control.HoldTimeout, Server: s.opts.Label,
 			Reason: fmt.Sprintf("the server was %s for more than %s", st, s.opts.HoldTimeout),
 			Retry:  "call again in a moment; if it persists, ask the person to check the server"}
 		if cur != nil {
@@ -244,12 +245,12 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 
 // tooManyHeld is the refusal of a request that finds maxHeld messages held
 // already.
-func (s *Session) tooManyHeld(m *mcpwire.Message) *Refusal {
+func (s *Session) tooManyHeld(m *mcpwire.Message) *control.Refusal {
 	s.mu.Lock()
 	st := s.state
 	s.mu.Unlock()
 	s.log.Warn("request refused: too many messages held at the gate", "id", string(m.ID), "method", m.Method, "held", maxHeld)
-	return &Refusal{Error: HoldTimeout, Server: s.opts.Label,
+	return &control.Refusal{Error: control.HoldTimeout, Server: s.opts.Label,
 		Reason: fmt.Sprintf("the server is %s and %d messages of this agent wait for it already", st, maxHeld),
 		Retry:  "wait for the answers to the requests already sent, then call again"}
 }
@@ -340,7 +341,7 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 	}
 	rec, err := s.recordIntent(e, c, auth)
 	if err != nil {
-		r := &Refusal{Error: AuditUnavailable, Server: s.opts.Label, Tool: c.name, CurrentEpoch: e.ID,
+		r := &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: c.name, CurrentEpoch: e.ID,
 			Reason: "the audit log cannot be written (" + err.Error() + "), so no call is forwarded",
 			Retry:  "ask the person to check the disk and the data directory"}
 		if s.abandon(id, p) {
@@ -348,9 +349,19 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 		}
 		return
 	}
+	// p.call is set only while p is in flight: whoever takes p out of
+	// flight afterwards (the epoch's end, a cancellation) records the
+	// call's completion, once.
 	s.mu.Lock()
-	p.call = rec
+	still := s.flight.is(id, p)
+	if still {
+		p.call = rec
+	}
 	s.mu.Unlock()
+	if !still {
+		s.recordCompletion(e, rec, "not_forwarded", "cancelled or its epoch ended before it was sent")
+		return
+	}
 	if r := s.checkTree(e, c.name, auth.decision); r != nil {
 		if s.abandon(id, p) {
 			s.recordCompletion(e, rec, "not_forwarded", r.Reason)
@@ -359,9 +370,7 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 		}
 		return
 	}
-	if !s.transmit(id, p, auth.out) {
-		s.recordCompletion(e, rec, "not_forwarded", "cancelled or its epoch ended before it was sent")
-	}
+	s.transmit(id, p, auth.out) // false: p left flight, its completion recorded there
 }
 
 // forward sends an agent request to the current epoch under a gateway id.
@@ -379,7 +388,7 @@ func (s *Session) forward(m *mcpwire.Message) {
 
 // reserve registers m as in flight on e under a new gateway id, before it
 // is sent; it refuses when e is no longer the live epoch.
-func (s *Session) reserve(e *epoch, m *mcpwire.Message) (int64, *pending, *Refusal) {
+func (s *Session) reserve(e *epoch, m *mcpwire.Message) (int64, *pending, *control.Refusal) {
 	token := ""
 	if t := mcpwire.GetPath(m.Params, "_meta", "progressToken"); t != nil {
 		token = string(t)
@@ -389,7 +398,7 @@ func (s *Session) reserve(e *epoch, m *mcpwire.Message) (int64, *pending, *Refus
 	if e == nil || e.ended || s.cur != e {
 		r := s.unavailableLocked()
 		if e != nil && s.cur != nil && s.cur != e && !s.cur.ended {
-			r = &Refusal{Error: EpochEnded, Server: s.opts.Label, Epoch: e.ID, CurrentEpoch: s.cur.ID,
+			r = &control.Refusal{Error: control.EpochEnded, Server: s.opts.Label, Epoch: e.ID, CurrentEpoch: s.cur.ID,
 				Reason: "the server was replaced before the request was sent; it was not sent", Retry: "call again"}
 		}
 		return 0, nil, r
@@ -505,7 +514,7 @@ func (s *Session) failEpoch(e *epoch, why string) {
 		if p.call != nil {
 			calls = append(calls, p.call)
 		}
-		r := &Refusal{Error: ServerUnavailable, Reason: why, Server: s.opts.Label, Epoch: e.ID, ExitStatus: status, StderrTail: tail,
+		r := &control.Refusal{Error: control.ServerUnavailable, Reason: why, Server: s.opts.Label, Epoch: e.ID, ExitStatus: status, StderrTail: tail,
 			Retry: "ask the person to fix the server and run `portcullis restart " + s.opts.Label + "`"}
 		answers = append(answers, r.Response(p.agentID))
 	}
@@ -733,7 +742,7 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 		ended := e.ended
 		s.mu.Unlock()
 		if tl.ID != nil && !ended {
-			r := &Refusal{Error: MessageTooLarge, Server: s.opts.Label, Epoch: e.ID, Limit: tl.Limit,
+			r := &control.Refusal{Error: control.MessageTooLarge, Server: s.opts.Label, Epoch: e.ID, Limit: tl.Limit,
 				Reason: fmt.Sprintf("the request is %d bytes, over the %d-byte limit; it did not reach the agent", tl.Size, tl.Limit),
 				Retry:  "send less data in one request"}
 			if err := e.write(r.Response(tl.ID)); err != nil {
@@ -758,8 +767,8 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 		return
 	}
 	s.recordCompletion(e, p.call, "rpc_error", "message_too_large")
-	s.writeAgent((&Refusal{
-		Error: MessageTooLarge, Server: s.opts.Label, Epoch: e.ID, Limit: tl.Limit,
+	s.writeAgent((&control.Refusal{
+		Error: control.MessageTooLarge, Server: s.opts.Label, Epoch: e.ID, Limit: tl.Limit,
 		Reason: fmt.Sprintf("the server's answer to %s is %d bytes, over the %d-byte limit", p.method, tl.Size, tl.Limit),
 		Retry:  "ask for less data (a narrower query or a smaller page)",
 	}).Response(p.agentID))
@@ -807,8 +816,8 @@ func (s *Session) serverInvalid(e *epoch, line []byte, err error) {
 		return
 	}
 	s.recordCompletion(e, p.call, "rpc_error", "invalid_response")
-	s.writeAgent((&Refusal{
-		Error: InvalidResponse, Server: s.opts.Label, Epoch: e.ID,
+	s.writeAgent((&control.Refusal{
+		Error: control.InvalidResponse, Server: s.opts.Label, Epoch: e.ID,
 		Reason: fmt.Sprintf("the server's answer to %s is not a valid JSON-RPC response (%s); it is kept in the server's diagnostics", p.method, ie.Reason),
 		Retry:  "the server is at fault: retry once, then report it (portcullis status " + s.opts.Label + " shows the line)",
 	}).Response(p.agentID))
@@ -1094,8 +1103,8 @@ func (s *Session) agentTooLarge(tl *mcpwire.TooLargeError) {
 	switch {
 	case tl.ID != nil && tl.HasMethod:
 		s.log.Warn("agent request too large; refused with message_too_large", "bytes", tl.Size, "limit", tl.Limit, "id", string(tl.ID), "method", tl.Method)
-		s.writeAgent((&Refusal{
-			Error: MessageTooLarge, Server: s.opts.Label, Limit: tl.Limit,
+		s.writeAgent((&control.Refusal{
+			Error: control.MessageTooLarge, Server: s.opts.Label, Limit: tl.Limit,
 			Reason: fmt.Sprintf("the request is %d bytes, over the %d-byte limit", tl.Size, tl.Limit),
 		}).Response(tl.ID))
 	case tl.ID != nil:
@@ -1107,7 +1116,7 @@ func (s *Session) agentTooLarge(tl *mcpwire.TooLargeError) {
 			return
 		}
 		s.log.Warn("agent answer too large; the server's request gets message_too_large", "bytes", tl.Size, "limit", tl.Limit, "epoch", r.ep.ID)
-		ref := &Refusal{Error: MessageTooLarge, Server: s.opts.Label, Epoch: r.ep.ID, Limit: tl.Limit,
+		ref := &control.Refusal{Error: control.MessageTooLarge, Server: s.opts.Label, Epoch: r.ep.ID, Limit: tl.Limit,
 			Reason: fmt.Sprintf("the agent's answer is %d bytes, over the %d-byte limit", tl.Size, tl.Limit)}
 		if err := r.ep.write(ref.Response(r.serverID)); err != nil {
 			s.log.Debug("answering the server's request", "err", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -14,17 +15,19 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
 // wireError decodes the error of a response line.
-func wireError(t *testing.T, line json.RawMessage) (code int, message string, data *Refusal) {
+func wireError(t *testing.T, line json.RawMessage) (code int, message string, data *control.Refusal) {
 	t.Helper()
 	var e struct {
-		Code    int      `json:"code"`
-		Message string   `json:"message"`
-		Data    *Refusal `json:"data"`
+		Code    int              `json:"code"`
+		Message string           `json:"message"`
+		Data    *control.Refusal `json:"data"`
 	}
 	raw := mcpwire.GetPath(line, "error")
 	if raw == nil || json.Unmarshal(raw, &e) != nil {
@@ -43,23 +46,23 @@ func TestOversizedIDLast(t *testing.T) {
 		const limit = 64 << 10
 		pad := strings.Repeat(`{"id":0,"s":"\"id\":1"},`, 8000) // ~190 KB, decoy ids included
 		r := newScriptRig(t, limit, 5*time.Second)
-		r.handshake(t)
+		r.handshake()
 
 		// Agent → server: refused with message_too_large for the agent's id.
 		r.agent.send(`{"method":"tools/call","params":{"name":"t","arguments":{"a":[` + pad + `{}]}},"jsonrpc":"2.0","id":"big-1"}`)
-		code, _, ref := wireError(t, r.agent.wait(`"big-1"`, 1))
-		if code != -31040 || ref.Error != MessageTooLarge || ref.Limit != limit {
+		code, _, ref := wireError(t, r.agent.nth(`"big-1"`, 1))
+		if code != -31040 || ref.Error != control.MessageTooLarge || ref.Limit != limit {
 			t.Errorf("oversized call: code %d, %+v; want -31040 message_too_large with limit %d", code, ref, limit)
 		}
-		r.proc.quiet(t)
+		r.proc(1).quiet(t)
 
 		// Server → agent: the answer to a call in flight, id last.
 		r.agent.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}`)
-		call := r.proc.next(t)
+		call := r.proc(1).next(t)
 		gid := string(mcpwire.GetPath(call, "id"))
-		r.proc.write(`{"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 2*limit) + `"}],"id":99},"jsonrpc":"2.0","id":` + gid + `}`)
-		code, _, ref = wireError(t, r.agent.wait("7", 1))
-		if code != -31040 || ref.Error != MessageTooLarge || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != "E1" {
+		r.proc(1).write(`{"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 2*limit) + `"}],"id":99},"jsonrpc":"2.0","id":` + gid + `}`)
+		code, _, ref = wireError(t, r.agent.nth("7", 1))
+		if code != -31040 || ref.Error != control.MessageTooLarge || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != "E1" {
 			t.Errorf("oversized answer: code %d, %+v; want -31040 message_too_large naming tools/call and E1", code, ref)
 		}
 
@@ -67,33 +70,33 @@ func TestOversizedIDLast(t *testing.T) {
 		// gateway id of a call in flight: answered to the server, never taken
 		// for the call's answer.
 		r.agent.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t"}}`)
-		call = r.proc.next(t)
+		call = r.proc(1).next(t)
 		gid = string(mcpwire.GetPath(call, "id"))
-		r.proc.write(`{"method":"sampling/createMessage","params":{"messages":[` + pad + `{}]},"jsonrpc":"2.0","id":` + gid + `}`)
-		back := r.proc.next(t)
+		r.proc(1).write(`{"method":"sampling/createMessage","params":{"messages":[` + pad + `{}]},"jsonrpc":"2.0","id":` + gid + `}`)
+		back := r.proc(1).next(t)
 		if string(mcpwire.GetPath(back, "id")) != gid || mcpwire.GetPath(back, "error", "code") == nil || string(mcpwire.GetPath(back, "error", "code")) != "-31040" {
 			t.Errorf("the server's oversized request was answered %.300s, want error -31040 with id %s", back, gid)
 		}
 		if got := r.agent.answers("8"); len(got) != 0 {
 			t.Fatalf("call 8 was answered by the server's request: %.300s", got[0])
 		}
-		r.proc.write(`{"jsonrpc":"2.0","id":` + gid + `,"result":{"content":[{"type":"text","text":"fine"}]}}`)
-		if got := r.agent.wait("8", 1); mcpwire.GetPath(got, "result") == nil {
+		r.proc(1).write(`{"jsonrpc":"2.0","id":` + gid + `,"result":{"content":[{"type":"text","text":"fine"}]}}`)
+		if got := r.agent.nth("8", 1); mcpwire.GetPath(got, "result") == nil {
 			t.Errorf("call 8 answered %.300s, want its result", got)
 		}
 
 		// A notification and an answer without id: dropped, with a trace.
-		r.proc.write(`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":[` + pad + `{}]}}`)
-		r.proc.write(`{"jsonrpc":"2.0","result":{"data":[` + pad + `{}]}}`)
-		r.proc.write(`{"jsonrpc":"2.0","result":{"data":[` + pad + `{}]},"id":12345}`)
+		r.proc(1).write(`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":[` + pad + `{}]}}`)
+		r.proc(1).write(`{"jsonrpc":"2.0","result":{"data":[` + pad + `{}]}}`)
+		r.proc(1).write(`{"jsonrpc":"2.0","result":{"data":[` + pad + `{}]},"id":12345}`)
 
 		// Agent → server: the agent's oversized answer to a server request
 		// answers that request to the server with an error.
-		r.proc.write(`{"jsonrpc":"2.0","id":"srv-1","method":"roots/list"}`)
+		r.proc(1).write(`{"jsonrpc":"2.0","id":"srv-1","method":"roots/list"}`)
 		req := r.agent.waitRequest("roots/list")
 		aid := string(mcpwire.GetPath(req, "id"))
 		r.agent.send(`{"result":{"roots":[` + pad + `{}]},"jsonrpc":"2.0","id":` + aid + `}`)
-		back = r.proc.next(t)
+		back = r.proc(1).next(t)
 		if string(mcpwire.GetPath(back, "id")) != `"srv-1"` || string(mcpwire.GetPath(back, "error", "code")) != "-31040" {
 			t.Errorf("the server's roots/list was answered %.300s, want error -31040 with id \"srv-1\"", back)
 		}
@@ -119,7 +122,7 @@ func TestOversizedIDLast(t *testing.T) {
 func TestToolsCallInvalidParams(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newScriptRig(t, 0, 5*time.Second)
-		r.handshake(t)
+		r.handshake()
 		tests := []struct{ params, why string }{
 			{``, "params is missing"},
 			{`,"params":[1]`, "params is not an object"},
@@ -133,25 +136,25 @@ func TestToolsCallInvalidParams(t *testing.T) {
 		for i, tt := range tests {
 			id := fmt.Sprint(100 + i)
 			r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call"` + tt.params + `}`)
-			code, msg, _ := wireError(t, r.agent.wait(id, 1))
+			code, msg, _ := wireError(t, r.agent.nth(id, 1))
 			if code != -32602 || !strings.Contains(msg, "tools/call needs params.name, a string") || !strings.Contains(msg, tt.why) {
 				t.Errorf("params %s: code %d %q, want -32602 naming params.name and %q", tt.params, code, msg, tt.why)
 			}
 		}
-		r.proc.quiet(t)
+		r.proc(1).quiet(t)
 
 		// Before tools/list the agent holds no revision: a name not in the
 		// catalog is catalog_stale, as before.
 		r.agent.send(`{"jsonrpc":"2.0","id":200,"method":"tools/call","params":{"name":"nope"}}`)
-		code, _, ref := wireError(t, r.agent.wait("200", 1))
-		if code != CatalogStale.Code() || ref.Error != CatalogStale || ref.Tool != "nope" {
+		code, _, ref := wireError(t, r.agent.nth("200", 1))
+		if code != control.CatalogStale.Code() || ref.Error != control.CatalogStale || ref.Tool != "nope" {
 			t.Errorf("unknown tool: code %d %+v, want catalog_stale", code, ref)
 		}
 		// A good call still goes through.
 		r.agent.send(`{"jsonrpc":"2.0","id":201,"method":"tools/call","params":{"name":"t"}}`)
-		call := r.proc.next(t)
-		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
-		if got := r.agent.wait("201", 1); mcpwire.GetPath(got, "result") == nil {
+		call := r.proc(1).next(t)
+		r.proc(1).write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
+		if got := r.agent.nth("201", 1); mcpwire.GetPath(got, "result") == nil {
 			t.Errorf("good call answered %.300s", got)
 		}
 	})
@@ -166,7 +169,7 @@ func TestToolsCallInvalidParams(t *testing.T) {
 func TestRequestMetaInvalid(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newScriptRig(t, 0, 5*time.Second)
-		r.handshake(t)
+		r.handshake()
 		const pv = `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`
 		bad := []struct{ meta, why string }{
 			{`{` + pv + `}`, `has no "io.modelcontextprotocol/clientCapabilities"`},
@@ -179,13 +182,13 @@ func TestRequestMetaInvalid(t *testing.T) {
 			for j, method := range []string{"tools/call", "tools/list"} {
 				id := fmt.Sprint(100 + 10*i + j)
 				r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{"name":"t","_meta":` + tt.meta + `}}`)
-				code, msg, _ := wireError(t, r.agent.wait(id, 1))
+				code, msg, _ := wireError(t, r.agent.nth(id, 1))
 				if code != -32602 || !strings.Contains(msg, tt.why) {
 					t.Errorf("%s with _meta %s: code %d %q, want -32602 and %q", method, tt.meta, code, msg, tt.why)
 				}
 			}
 		}
-		r.proc.quiet(t)
+		r.proc(1).quiet(t)
 		if st := r.sess.Status(); st.InFlight != 0 {
 			t.Errorf("%d requests in flight after the refusals, want none", st.InFlight)
 		}
@@ -199,14 +202,14 @@ func TestRequestMetaInvalid(t *testing.T) {
 		for i, meta := range good {
 			id := fmt.Sprint(200 + i)
 			r.agent.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","_meta":` + meta + `}}`)
-			call := r.proc.next(t)
-			r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
-			if got := r.agent.wait(id, 1); mcpwire.GetPath(got, "result") == nil {
+			call := r.proc(1).next(t)
+			r.proc(1).write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
+			if got := r.agent.nth(id, 1); mcpwire.GetPath(got, "result") == nil {
 				t.Errorf("call with _meta %s answered %.300s, want its result", meta, got)
 			}
 		}
 		r.agent.send(`{"jsonrpc":"2.0","id":300,"method":"ping","params":{"_meta":{` + pv + `}}}`)
-		if got := r.agent.wait("300", 1); mcpwire.GetPath(got, "result") == nil {
+		if got := r.agent.nth("300", 1); mcpwire.GetPath(got, "result") == nil {
 			t.Errorf("ping answered %.300s, want a result", got)
 		}
 	})
@@ -221,18 +224,18 @@ func TestRequestMetaInvalid(t *testing.T) {
 func TestEndOfInputDrains(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newScriptRig(t, 0, 5*time.Second)
-		r.handshake(t)
+		r.handshake()
 		r.agent.send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t"}}`)
-		r.agent.send(EndOfInput)
-		call := r.proc.next(t)
+		r.agent.send(control.EndOfInput)
+		call := r.proc(1).next(t)
 		synctest.Wait()
 		select {
 		case err := <-r.served:
 			t.Fatalf("Serve returned (%v) with a call in flight after EndOfInput", err)
 		default:
 		}
-		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"late"}]}}`)
-		if got := r.agent.wait("10", 1); !strings.Contains(string(got), "late") {
+		r.proc(1).write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"late"}]}}`)
+		if got := r.agent.nth("10", 1); !strings.Contains(string(got), "late") {
 			t.Errorf("call answered %.300s, want the server's result", got)
 		}
 		select {
@@ -247,9 +250,9 @@ func TestEndOfInputDrains(t *testing.T) {
 
 		// Without EndOfInput: the agent is gone, the run ends at once.
 		r2 := newScriptRig(t, 0, 5*time.Second)
-		r2.handshake(t)
+		r2.handshake()
 		r2.agent.send(`{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"t"}}`)
-		r2.proc.next(t)
+		r2.proc(1).next(t)
 		r2.agent.inW.Close()
 		select {
 		case err := <-r2.served:
@@ -257,16 +260,16 @@ func TestEndOfInputDrains(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("Serve did not return at the end of the input without EndOfInput")
 		}
-		if code, _, ref := wireError(t, r2.agent.wait("20", 1)); code == 0 || ref == nil || ref.Error != EpochEnded {
+		if code, _, ref := wireError(t, r2.agent.nth("20", 1)); code == 0 || ref == nil || ref.Error != control.EpochEnded {
 			t.Errorf("call in flight when the agent left: code %d %+v, want epoch_ended", code, ref)
 		}
 
 		// The shim dies during the drain: the run ends at once too.
 		r3 := newScriptRig(t, 0, 5*time.Second)
-		r3.handshake(t)
+		r3.handshake()
 		r3.agent.send(`{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"t"}}`)
-		r3.proc.next(t)
-		r3.agent.send(EndOfInput)
+		r3.proc(1).next(t)
+		r3.agent.send(control.EndOfInput)
 		synctest.Wait()
 		select {
 		case err := <-r3.served:
@@ -292,18 +295,18 @@ func TestEndOfInputDrainBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newScriptRig(t, 0, 5*time.Second)
 		r.sess.opts.DrainTimeout = 200 * time.Millisecond
-		r.handshake(t)
+		r.handshake()
 		r.agent.send(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"t"}}`)
-		r.proc.next(t) // never answered
-		r.agent.send(EndOfInput)
+		r.proc(1).next(t) // never answered
+		r.agent.send(control.EndOfInput)
 		select {
 		case err := <-r.served:
 			r.served <- err
 		case <-time.After(5 * time.Second):
 			t.Fatal("Serve did not return after the drain timeout")
 		}
-		code, _, ref := wireError(t, r.agent.wait("30", 1))
-		if code == 0 || ref == nil || ref.Error != EpochEnded {
+		code, _, ref := wireError(t, r.agent.nth("30", 1))
+		if code == 0 || ref == nil || ref.Error != control.EpochEnded {
 			t.Errorf("call unanswered at the drain timeout: code %d %+v, want epoch_ended", code, ref)
 		}
 	})
@@ -316,19 +319,19 @@ func TestEndOfInputDrainBounded(t *testing.T) {
 func TestDiesMidAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newScriptRig(t, 0, 5*time.Second)
-		r.handshake(t)
+		r.handshake()
 		r.agent.send(`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"t"}}`)
-		call := r.proc.next(t)
+		call := r.proc(1).next(t)
 		go func() {
-			_, _ = r.proc.outW.Write([]byte(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"cut sh`))
+			_, _ = r.proc(1).outW.Write([]byte(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"cut sh`))
 		}()
 		synctest.Wait() // the half line is read, waiting for its end
-		r.proc.exit()
-		code, _, ref := wireError(t, r.agent.wait("50", 1))
-		if code == 0 || ref == nil || ref.Error != EpochEnded {
+		r.proc(1).exit()
+		code, _, ref := wireError(t, r.agent.nth("50", 1))
+		if code == 0 || ref == nil || ref.Error != control.EpochEnded {
 			t.Errorf("call when the process died mid-answer: code %d %+v, want epoch_ended", code, ref)
 		}
-		r.proc.outW.Close()
+		r.proc(1).outW.Close()
 		synctest.Wait()
 		if diags := r.sess.Status().Diagnostics; !slices.ContainsFunc(diags, func(d string) bool { return strings.Contains(d, "ended in the middle of a message") }) {
 			t.Errorf("diagnostics %q do not keep the half answer", diags)
@@ -342,30 +345,30 @@ func TestDiesMidAnswer(t *testing.T) {
 func TestSecondInitializeRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newScriptRig(t, 0, 5*time.Second)
-		r.handshake(t)
+		r.handshake()
 		r.agent.send(`{"jsonrpc":"2.0","id":"again","method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"a","version":"2"}}}`)
-		if code, msg, _ := wireError(t, r.agent.wait(`"again"`, 1)); code != -32600 || !strings.Contains(msg, "already initialized") {
+		if code, msg, _ := wireError(t, r.agent.nth(`"again"`, 1)); code != -32600 || !strings.Contains(msg, "already initialized") {
 			t.Errorf("second initialize: code %d %q, want -32600 saying it is already initialized", code, msg)
 		}
 		// As a notification (no id): nothing to answer, and never forwarded.
 		r.agent.send(`{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"a","version":"3"}}}`)
-		r.proc.quiet(t)
+		r.proc(1).quiet(t)
 
 		// Sent right after the first, before its answer: refused too.
 		r2 := newScriptRig(t, 0, 5*time.Second)
 		r2.agent.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}` + "\n" +
 			`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
-		if got := r2.agent.wait("1", 1); mcpwire.GetPath(got, "result") == nil {
+		if got := r2.agent.nth("1", 1); mcpwire.GetPath(got, "result") == nil {
 			t.Errorf("first initialize answered %.300s", got)
 		}
-		if code, _, _ := wireError(t, r2.agent.wait("2", 1)); code != -32600 {
+		if code, _, _ := wireError(t, r2.agent.nth("2", 1)); code != -32600 {
 			t.Errorf("initialize piped after the first: code %d, want -32600", code)
 		}
 
 		r.agent.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"t"}}`)
-		call := r.proc.next(t)
-		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
-		if got := r.agent.wait("40", 1); mcpwire.GetPath(got, "result") == nil {
+		call := r.proc(1).next(t)
+		r.proc(1).write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[]}}`)
+		if got := r.agent.nth("40", 1); mcpwire.GetPath(got, "result") == nil {
 			t.Errorf("call after the refused initialize answered %.300s", got)
 		}
 	})
@@ -378,13 +381,13 @@ func TestSecondInitializeRefused(t *testing.T) {
 func TestAgentBatchRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newScriptRig(t, 0, 5*time.Second)
-		r.handshake(t)
+		r.handshake()
 		r.agent.send(`[{"jsonrpc":"2.0","id":"b1","method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"x"}},{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}},{"id":8}]`)
 		r.agent.send(`[{"jsonrpc":"2.0","method":"notifications/progress"}]`)
 		r.agent.send(`[]`)
 		r.agent.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
-		r.agent.wait(`"after"`, 1)
-		r.proc.quiet(t)
+		r.agent.nth(`"after"`, 1)
+		r.proc(1).quiet(t)
 		lines := r.agent.all()
 		var arrays, nulls int
 		for _, l := range lines {
@@ -425,10 +428,10 @@ func TestAgentBatchRefused(t *testing.T) {
 func TestDuplicateIDInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newScriptRig(t, 0, 5*time.Second)
-		r.handshake(t)
+		r.handshake()
 
 		r.agent.send(`{"jsonrpc":"2.0","id":60,"method":"tools/call","params":{"name":"t","arguments":{"first":true}}}`)
-		first := r.proc.next(t)
+		first := r.proc(1).next(t)
 		for _, dup := range []string{
 			`{"jsonrpc":"2.0","id":60,"method":"tools/call","params":{"name":"t","arguments":{"second":true}}}`,
 			`{"jsonrpc":"2.0","id":60,"method":"ping"}`,
@@ -436,24 +439,24 @@ func TestDuplicateIDInFlight(t *testing.T) {
 		} {
 			n := len(r.agent.answers("60"))
 			r.agent.send(dup)
-			code, msg, _ := wireError(t, r.agent.wait("60", n+1))
+			code, msg, _ := wireError(t, r.agent.nth("60", n+1))
 			if code != -32600 || !strings.Contains(msg, "request id 60 is already in use by a request in flight") {
 				t.Errorf("%s: code %d %q, want -32600 naming id 60", dup, code, msg)
 			}
 		}
-		r.proc.quiet(t)
+		r.proc(1).quiet(t)
 
 		// "60" is another id.
 		r.agent.send(`{"jsonrpc":"2.0","id":"60","method":"tools/call","params":{"name":"t"}}`)
-		other := r.proc.next(t)
-		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(other, "id")) + `,"result":{"content":[{"type":"text","text":"string"}]}}`)
-		if got := r.agent.wait(`"60"`, 1); mcpwire.GetPath(got, "result") == nil {
+		other := r.proc(1).next(t)
+		r.proc(1).write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(other, "id")) + `,"result":{"content":[{"type":"text","text":"string"}]}}`)
+		if got := r.agent.nth(`"60"`, 1); mcpwire.GetPath(got, "result") == nil {
 			t.Errorf(`call "60" answered %.300s`, got)
 		}
 
 		// The first call's answer reaches the agent once, with its id.
-		r.proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(first, "id")) + `,"result":{"content":[{"type":"text","text":"first"}]}}`)
-		got := r.agent.wait("60", 4)
+		r.proc(1).write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(first, "id")) + `,"result":{"content":[{"type":"text","text":"first"}]}}`)
+		got := r.agent.nth("60", 4)
 		if !strings.Contains(string(got), `"text":"first"`) {
 			t.Errorf("call 60 answered %.300s, want its result", got)
 		}
@@ -463,7 +466,7 @@ func TestDuplicateIDInFlight(t *testing.T) {
 
 		// Answered: the id is free again.
 		r.agent.send(`{"jsonrpc":"2.0","id":60,"method":"ping"}`)
-		if got := r.agent.wait("60", 5); mcpwire.GetPath(got, "result") == nil {
+		if got := r.agent.nth("60", 5); mcpwire.GetPath(got, "result") == nil {
 			t.Errorf("ping 60 after the answer: %.300s", got)
 		}
 	})
@@ -476,21 +479,21 @@ func TestDuplicateIDWhileHeld(t *testing.T) {
 		release := make(chan struct{})
 		var releaseOnce sync.Once
 		defer releaseOnce.Do(func() { close(release) }) // before the bubble's end waits for Serve
-		var a *bubble
+		var a *rig
 		a = newBubble(t, func(o *Options) {
 			o.Launch = func(ctx context.Context) (*Epoch, error) {
 				<-release
 				return a.launch(ctx)
 			}
 		})
-		a.send(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
-		a.send(`{"jsonrpc":"2.0","id":"i","method":"ping"}`)
-		code, msg, _ := wireError(t, a.wait(`"i"`, 1))
+		a.agent.send(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+		a.agent.send(`{"jsonrpc":"2.0","id":"i","method":"ping"}`)
+		code, msg, _ := wireError(t, a.agent.nth(`"i"`, 1))
 		if code != -32600 || !strings.Contains(msg, `request id "i" is already in use`) {
 			t.Errorf("ping reusing the held initialize's id: code %d %q, want -32600", code, msg)
 		}
 		releaseOnce.Do(func() { close(release) })
-		if got := a.wait(`"i"`, 2); mcpwire.GetPath(got, "result", "serverInfo") == nil {
+		if got := a.agent.nth(`"i"`, 2); mcpwire.GetPath(got, "result", "serverInfo") == nil {
 			t.Errorf("initialize answered %.300s, want its result", got)
 		}
 	})
@@ -502,14 +505,14 @@ func TestDuplicateIDWhileHeld(t *testing.T) {
 // goroutines; the held ones are served in order once the launch completes.
 func TestHeldMessagesAreBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newBubbleRig(t, rigOptions{launchDelay: 500 * time.Millisecond})
+		r := newRig(t, rigOptions{launchDelay: 500 * time.Millisecond})
 		defer r.close()
 		r.agent.request(1_000_000, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "test", "version": "1"}})
 		for i := int64(1); i <= maxHeld; i++ {
 			r.agent.request(i, "ping-me-later", nil) // held: unknown methods pass the gate like any request
 		}
 		code, ref := refusal(t, r.agent.wait(maxHeld, 5*time.Second))
-		if code != HoldTimeout.Code() || ref == nil || !strings.Contains(ref.Reason, "1000 messages") {
+		if code != control.HoldTimeout.Code() || ref == nil || !strings.Contains(ref.Reason, "1000 messages") {
 			t.Fatalf("request %d: code %d %+v, want hold_timeout naming the limit", maxHeld, code, ref)
 		}
 		if _, ok := r.agent.response(1); ok {
@@ -536,7 +539,7 @@ func TestShutdownNotHeldByAgentThatDoesNotRead(t *testing.T) {
 	sess := New(Options{
 		RunID: "RUN", Label: "script",
 		Launch:  func(context.Context) (*Epoch, error) { return &Epoch{ID: "E1", Proc: proc}, nil },
-		Catalog: tempCatalogs(t), Policy: func(string) config.Policy { return policyAllow },
+		Catalog: storeOutsideBubble(t), Policy: func(string) config.Policy { return policyAllow },
 		StartupTimeout: 5 * time.Second, DrainTimeout: 300 * time.Millisecond,
 		OnChange: func() {
 			select {
@@ -579,7 +582,7 @@ func TestShutdownNotHeldByAgentThatDoesNotRead(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t"}}`)
 	proc.await(t)
 	proc.write(`{"jsonrpc":"2.0","id":` + string(mcpwire.GetPath(call, "id")) + `,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 1<<20) + `"}]}}`)
-	send(EndOfInput)
+	send(control.EndOfInput)
 	select {
 	case <-proc.Done():
 	case <-time.After(10 * time.Second):
@@ -590,4 +593,21 @@ func TestShutdownNotHeldByAgentThatDoesNotRead(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return")
 	}
+}
+
+// storeOutsideBubble is tempCatalogs for a test outside a synctest bubble:
+// a refresh of the run may still write the store after Serve returned, so
+// its removal at the end is best-effort.
+func storeOutsideBubble(t *testing.T) *catalog.Store {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gateway-catalog-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	cats, err := catalog.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cats
 }

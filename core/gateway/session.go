@@ -46,6 +46,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
@@ -170,16 +171,16 @@ type Session struct {
 	agentOut io.Writer  // guarded by amu
 
 	mu               sync.Mutex
-	state            State         // guarded by mu
-	reason           string        // guarded by mu; why the state is what it is
-	cur              *epoch        // guarded by mu; nil before the first launch
-	flight           inflight      // guarded by mu; requests in flight, messages held (inflight.go)
-	configFault      bool          // guarded by mu; the launch failed on the configured command itself
-	launchFault      Reason        // guarded by mu; the refusal of a first launch that failed
-	diagnostics      []string      // guarded by mu; non-JSON-RPC lines from servers
-	warnings         []string      // guarded by mu; things the person should know
-	gate             gate          // guarded by mu; whether the agent's requests flow (gate.go)
-	inputEnded       chan struct{} // closed when the agent sent EndOfInput
+	state            State          // guarded by mu
+	reason           string         // guarded by mu; why the state is what it is
+	cur              *epoch         // guarded by mu; nil before the first launch
+	flight           inflight       // guarded by mu; requests in flight, messages held (inflight.go)
+	configFault      bool           // guarded by mu; the launch failed on the configured command itself
+	launchFault      control.Reason // guarded by mu; the refusal of a first launch that failed
+	diagnostics      []string       // guarded by mu; non-JSON-RPC lines from servers
+	warnings         []string       // guarded by mu; things the person should know
+	gate             gate           // guarded by mu; whether the agent's requests flow (gate.go)
+	inputEnded       chan struct{}  // closed when the agent sent EndOfInput
 	inputEndOnce     sync.Once
 	agentGone        chan struct{} // closed when a write to the agent failed: nobody reads its answers
 	agentGoneOnce    sync.Once
@@ -237,7 +238,7 @@ func New(o Options) *Session {
 		o.HoldTimeout = 30 * time.Second
 	}
 	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = DefaultDrainTimeout
+		o.DrainTimeout = control.DefaultDrainTimeout
 	}
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = mcpwire.DefaultMaxMessage
@@ -556,8 +557,8 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 		if s.state == StateEnded {
 			retry = "none in this agent run, which is over; reconnect to call again"
 		}
-		r := &Refusal{
-			Error:        EpochEnded,
+		r := &control.Refusal{
+			Error:        control.EpochEnded,
 			Reason:       reason,
 			Server:       s.opts.Label,
 			Epoch:        e.ID,
@@ -701,8 +702,8 @@ func (s *Session) warn(text string) {
 const launchFailedPrefix = "the server could not be launched: "
 
 // unavailableLocked describes why no epoch can take a request now.
-func (s *Session) unavailableLocked() *Refusal {
-	r := &Refusal{Error: ServerUnavailable, Server: s.opts.Label, Reason: s.reason,
+func (s *Session) unavailableLocked() *control.Refusal {
+	r := &control.Refusal{Error: control.ServerUnavailable, Server: s.opts.Label, Reason: s.reason,
 		Retry: "wait for the server to be restarted, or ask the person to fix it"}
 	if s.state == StateEnded {
 		// Nothing restarts: the answer can only reach an agent that is
@@ -724,20 +725,20 @@ func (s *Session) unavailableLocked() *Refusal {
 			r.Reason = "the server has not started"
 		}
 		switch s.launchFault {
-		case CredentialUnavailable:
+		case control.CredentialUnavailable:
 			// The launch error says what happened and what the person
 			// should do; the refusal's name is not repeated.
-			r.Error = CredentialUnavailable
-			r.Reason = strings.TrimPrefix(strings.TrimPrefix(r.Reason, launchFailedPrefix), string(CredentialUnavailable)+": ")
+			r.Error = control.CredentialUnavailable
+			r.Reason = strings.TrimPrefix(strings.TrimPrefix(r.Reason, launchFailedPrefix), string(control.CredentialUnavailable)+": ")
 			r.Retry = "reconnect once the person has done so"
-		case ApprovalDenied:
-			r.Error = ApprovalDenied
+		case control.ApprovalDenied:
+			r.Error = control.ApprovalDenied
 			r.Retry = "do not reconnect unless the person asks you to"
-		case ApprovalTimeout:
-			r.Error = ApprovalTimeout
+		case control.ApprovalTimeout:
+			r.Error = control.ApprovalTimeout
 			r.Retry = "ask the person to approve the launch in Portcullis, then reconnect"
-		case AuditUnavailable:
-			r.Error = AuditUnavailable
+		case control.AuditUnavailable:
+			r.Error = control.AuditUnavailable
 			r.Retry = "ask the person to check the disk and the data directory, then reconnect"
 		}
 		return r

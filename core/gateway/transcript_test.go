@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+
+	"github.com/portcullis/portcullis/core/control"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata/transcripts")
@@ -69,11 +71,13 @@ func replay(t *testing.T, agent string) string {
 	agentSeen, serverSeen := 0, 0
 	flush := func() {
 		synctest.Wait()
-		b.mu.Lock()
-		procs := b.procs
-		lines := b.lines[agentSeen:]
-		agentSeen = len(b.lines)
-		b.mu.Unlock()
+		b.launcher.mu.Lock()
+		procs := b.launcher.procs
+		b.launcher.mu.Unlock()
+		b.agent.mu.Lock()
+		lines := b.agent.lines[agentSeen:]
+		agentSeen = len(b.agent.lines)
+		b.agent.mu.Unlock()
 		// One process here: a transcript does not restart the server.
 		if len(procs) > 0 {
 			p := procs[0]
@@ -95,10 +99,10 @@ func replay(t *testing.T, agent string) string {
 			continue
 		case line == "!end":
 			out.WriteString("agent> !end\n")
-			b.send(EndOfInput)
+			b.agent.send(control.EndOfInput)
 		default:
 			fmt.Fprintf(&out, "agent> %s\n", line)
-			b.send(line)
+			b.agent.send(line)
 		}
 		flush()
 	}

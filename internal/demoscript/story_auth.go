@@ -15,6 +15,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -173,8 +174,8 @@ func (a *authStory) staleCall(ctx context.Context) error {
 	if !errors.As(err, &we) {
 		return fmt.Errorf("%w: the stale call answered %v, want a refusal", ErrUnexpected, err)
 	}
-	var r gateway.Refusal
-	if err := json.Unmarshal(we.Data, &r); err != nil || r.Error != gateway.AuthorizationStale || r.ApprovedEpoch != a.epochA || r.CurrentEpoch != a.epochB {
+	var r control.Refusal
+	if err := json.Unmarshal(we.Data, &r); err != nil || r.Error != control.AuthorizationStale || r.ApprovedEpoch != a.epochA || r.CurrentEpoch != a.epochB {
 		return fmt.Errorf("%w: the stale call was refused with %d %s", ErrUnexpected, we.Code, we.Data)
 	}
 	a.detail("refused, error %d %s", we.Code, r.Error)

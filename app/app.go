@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -87,6 +88,17 @@ Usage:
 
 Data: PORTCULLIS_HOME overrides the data directory (see README).
 `
+
+// versionLine is what `portcullis version` prints: the version, which
+// build this is (the menu-bar app, or the headless build without a window),
+// and the platform.
+func versionLine() string {
+	kind := "menu-bar app"
+	if headlessBuild {
+		kind = "headless build: every command but no menu-bar window"
+	}
+	return fmt.Sprintf("portcullis %s (%s, %s/%s)", Version, kind, runtime.GOOS, runtime.GOARCH)
+}
 
 // Main runs the command in args (without the program name) and returns the
 // process exit code.
@@ -187,7 +199,7 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	case "catalog":
 		return a.runCatalog(rest)
 	case "version", "--version":
-		fmt.Fprintln(a.Stdout, "portcullis", Version)
+		fmt.Fprintln(a.Stdout, versionLine())
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(a.Stdout, usage)

@@ -62,10 +62,8 @@ func (a *App) auditDir() (dir string, missing bool, err error) {
 }
 
 func (a *App) auditTail(ctx context.Context, args []string) error {
-	fs := newFlags("audit tail")
-	asJSON := fs.Bool("json", false, "")
-	n := fs.Int("n", 20, "")
-	follow := fs.Bool("f", false, "")
+	o := auditTailFlags()
+	fs, asJSON, n, follow := o.fs, o.asJSON, o.n, o.follow
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -374,9 +372,8 @@ func auditKeyForVerify() ([]byte, string) {
 }
 
 func (a *App) auditVerify(args []string) error {
-	fs := newFlags("audit verify")
-	asJSON := fs.Bool("json", false, "")
-	keyText := fs.String("key", "", "")
+	o := auditVerifyFlags()
+	fs, asJSON, keyText := o.fs, o.asJSON, o.key
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -509,11 +506,8 @@ func writeSigningOff(w io.Writer, so signingOffJSON, last uint64) {
 
 // auditFilterFlags parses --server, --run and -n for sessions and activity.
 func auditFilterFlags(name string, args []string) (audit.Filter, bool, error) {
-	fs := newFlags(name)
-	server := fs.String("server", "", "")
-	run := fs.String("run", "", "")
-	n := fs.Int("n", 0, "")
-	asJSON := fs.Bool("json", false, "")
+	o := auditFilterFlagSet(name)
+	fs, server, run, n, asJSON := o.fs, o.server, o.run, o.n, o.asJSON
 	if err := parseFlags(fs, args); err != nil {
 		return audit.Filter{}, false, err
 	}
@@ -751,8 +745,8 @@ func writeSeals(w io.Writer, r verifyResult) {
 }
 
 func (a *App) auditSetupKeys(args []string) error {
-	fs := newFlags("audit setup-keys")
-	force := fs.Bool("force", false, "")
+	o := auditSetupKeysFlags()
+	fs, force := o.fs, o.force
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -774,7 +768,7 @@ func (a *App) auditSetupKeys(args []string) error {
 }
 
 func (a *App) auditAcknowledge(args []string) error {
-	fs := newFlags("audit acknowledge")
+	fs := commandFlags["audit acknowledge"]()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

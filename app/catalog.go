@@ -110,8 +110,7 @@ func (a *App) runCatalog(args []string) error {
 	if sub != "show" && sub != "diff" {
 		return usagef("unknown catalog subcommand %q (show, diff)", sub)
 	}
-	fs := newFlags("catalog " + sub)
-	asJSON := fs.Bool("json", false, "")
+	fs, asJSON := jsonFlags("catalog "+sub, map[string]string{"show": "print the catalog revision as JSON", "diff": "print the classified diff as JSON"}[sub])
 	// Flags may come anywhere: collect the words that are not flags.
 	var words []string
 	rest := args[1:]

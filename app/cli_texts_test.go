@@ -286,7 +286,7 @@ func TestServersUsageNamesEverySubcommand(t *testing.T) {
 	if !isUsage(err) || !strings.Contains(err.Error(), "policy") || !strings.Contains(err.Error(), "cred") {
 		t.Errorf("servers without a subcommand: %v", err)
 	}
-	for _, want := range []string{"servers list|show|add|remove|policy|cred", "policy LABEL TOOL allow|approve|deny", "cred LABEL add|remove SCOPE"} {
+	for _, want := range []string{"servers list|show|add|edit|remove|policy|cred", "policy LABEL TOOL allow|approve|deny", "cred LABEL add|remove SCOPE"} {
 		if !strings.Contains(usage, want) {
 			t.Errorf("portcullis help lacks %q", want)
 		}

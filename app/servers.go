@@ -904,11 +904,17 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 	}
 	if le := r.LastExit; le != nil && le.Epoch != r.Epoch {
 		fmt.Fprintf(w, "  previous  epoch %s (pid %d) %s\n", le.Epoch, le.PID, le.Exit.String())
+		if c := causeLine(le.Exit.StderrTail); c != "" {
+			fmt.Fprintf(w, "  cause     %s\n", c)
+		}
 		for _, l := range le.Exit.StderrTail[max(0, len(le.Exit.StderrTail)-5):] {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
 	}
 	if n := len(r.StderrTail); n > 0 {
+		if c := causeLine(r.StderrTail); c != "" {
+			fmt.Fprintf(w, "  cause     %s\n", c)
+		}
 		fmt.Fprintln(w, "  stderr (last lines):")
 		for _, l := range r.StderrTail[max(0, n-5):] {
 			fmt.Fprintf(w, "    %s\n", l)

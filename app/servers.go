@@ -912,7 +912,8 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 		}
 	}
 	if n := len(r.StderrTail); n > 0 {
-		if c := causeLine(r.StderrTail); c != "" {
+		failed := r.Exit != nil || r.State == gateway.StateFailed || r.State == gateway.StateCrashLooping
+		if c := causeLine(r.StderrTail); c != "" && failed {
 			fmt.Fprintf(w, "  cause     %s\n", c)
 		}
 		fmt.Fprintln(w, "  stderr (last lines):")

@@ -467,7 +467,7 @@ func writeVerify(w io.Writer, r verifyResult) {
 		fmt.Fprintf(w, "NOT FULLY VERIFIED: %d events are signed, but no key from the credential store could check them (%s).\n"+
 			"  The hash chain alone can be recomputed after an edit; restore the key %s and verify again (exit status 3).\n", r.SignedEvents, r.KeyNote, daemon.AuditKeyScope)
 	default:
-		fmt.Fprintf(w, "Signatures were NOT checked: no key from the credential store (%s).\n", r.KeyNote)
+		fmt.Fprintf(w, "Signatures were NOT checked: no key from the credential store (%s; --json has the whole reason, portcullis help audit explains).\n", shortAuditNote(r.KeyNote))
 	}
 	if r.OK {
 		for _, so := range r.SigningOff {

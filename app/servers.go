@@ -819,7 +819,7 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	case rep.Audit.SigningError != "":
 		fmt.Fprintf(w, "Audit signing does not follow the settings:\n  %s\n", rep.Audit.SigningError)
 	case !rep.Audit.Signed && rep.Audit.Note != "":
-		fmt.Fprintf(w, "Audit: %s\n", rep.Audit.Note)
+		fmt.Fprintf(w, "Audit: not signed, %s; hash-chained all the same (portcullis help audit; the whole reason: status --json)\n", shortAuditNote(rep.Audit.Note))
 	}
 	fmt.Fprintln(w, authLine(rep.Authentication))
 	if len(rep.Servers) == 0 {
@@ -847,6 +847,17 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 			writeRun(w, r)
 		}
 	}
+}
+
+// shortAuditNote is the first clause of why the audit log is not signed
+// (the daemon's note, which goes on with the error and what to do): one
+// line for status; `portcullis help audit` explains the rest.
+func shortAuditNote(note string) string {
+	note = strings.TrimPrefix(note, "the audit log is not signed: ")
+	if i := strings.IndexAny(note, "(;"); i > 0 {
+		note = note[:i]
+	}
+	return strings.TrimRight(note, " ,.")
 }
 
 func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {

@@ -872,7 +872,14 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 		fmt.Fprintf(w, "  epoch     %s  pid %d  (%d launched in this run)\n", r.Epoch, r.PID, r.Epochs)
 	}
 	if r.CatalogRevision != 0 {
-		fmt.Fprintf(w, "  catalog   revision %d (the agent last fetched %d)\n", r.CatalogRevision, r.AgentRevision)
+		switch r.AgentRevision {
+		case 0:
+			fmt.Fprintf(w, "  catalog   revision %d (the agent has not listed the tools yet)\n", r.CatalogRevision)
+		case r.CatalogRevision:
+			fmt.Fprintf(w, "  catalog   revision %d (the agent listed this one)\n", r.CatalogRevision)
+		default:
+			fmt.Fprintf(w, "  catalog   revision %d (the agent last listed revision %d)\n", r.CatalogRevision, r.AgentRevision)
+		}
 	}
 	if r.Build != "" {
 		fmt.Fprintf(w, "  build     %s\n", r.Build)

@@ -75,8 +75,8 @@ Usage:
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
   portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]   [--json]
                                      catalog revisions and their classified diff
-  portcullis audit tail [--json] [-n N] [-f] | verify [--key K] [--json] | setup-keys [--force]
-                                     | acknowledge | sessions|activity [-n N] [--server L] [--run R] [--json]
+  portcullis audit tail [--json] [-n N] [-f] | verify [--key K] [--dir D] [--json] | setup-keys [--force]
+                                     | acknowledge | rotate-key | sessions|activity [-n N] [--server L] [--run R] [--json]
                                      the hash-chained audit log
   portcullis install claude-desktop|claude-code|cursor|vscode [--dry-run] [--scope user|project]
                                          [--servers a,b] [--plain-env VAR,…]

@@ -45,6 +45,7 @@ var commandFlags = map[string]func() *flag.FlagSet{
 	"audit activity":    func() *flag.FlagSet { return auditFilterFlagSet("audit activity").fs },
 	"audit setup-keys":  func() *flag.FlagSet { return auditSetupKeysFlags().fs },
 	"audit acknowledge": func() *flag.FlagSet { return newFlags("audit acknowledge") },
+	"audit rotate-key":  func() *flag.FlagSet { return newFlags("audit rotate-key") },
 	"install":           func() *flag.FlagSet { return installFlags("install").fs },
 	"uninstall":         func() *flag.FlagSet { return installFlags("uninstall").fs },
 	"import":            func() *flag.FlagSet { return installFlags("import").fs },
@@ -146,9 +147,9 @@ func auditTailFlags() auditTailOpts {
 }
 
 type auditVerifyOpts struct {
-	fs     *flag.FlagSet
-	asJSON *bool
-	key    *string
+	fs       *flag.FlagSet
+	asJSON   *bool
+	key, dir *string
 }
 
 func auditVerifyFlags() auditVerifyOpts {
@@ -157,6 +158,7 @@ func auditVerifyFlags() auditVerifyOpts {
 		fs:     fs,
 		asJSON: fs.Bool("json", false, "print the result as JSON"),
 		key:    fs.String("key", "", "`KEY` the verification key (PCVK1-…) from portcullis audit setup-keys: check every seal from the first"),
+		dir:    fs.String("dir", "", "`DIR` verify the audit log in DIR (one that portcullis audit rotate-key moved aside) instead of the current one"),
 	}
 }
 

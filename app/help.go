@@ -147,6 +147,11 @@ var docs = map[string]cmdDoc{
 		what:     "After the daemon found the audit log's file swapped or deleted (log_tampered), approvals stop until you have looked: this acknowledges it and lets them resume.",
 		examples: []string{"portcullis audit acknowledge"},
 	},
+	"audit rotate-key": {
+		what: "For a data directory whose signed audit log lost its key (the daemon then refuses to start, saying so): moves the log aside, so that the next start begins a new log signed with a new key. " +
+			"The old log stays verifiable with audit verify --dir (its chain, its seals with your verification key, its signatures with the old key if found). Run it with no daemon running, at your terminal.",
+		examples: []string{"portcullis audit rotate-key", "portcullis audit verify --dir ~/.local/state/portcullis/audit.rotated-20261201T190400Z"},
+	},
 	"audit sessions": {
 		what:     "One line per agent run: who connected, to which server, when, and how it ended.",
 		examples: []string{"portcullis audit sessions", "portcullis audit sessions --server notes -n 10"},

@@ -854,7 +854,11 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 // line for status; `portcullis help audit` explains the rest.
 func shortAuditNote(note string) string {
 	note = strings.TrimPrefix(note, "the audit log is not signed: ")
-	if i := strings.IndexAny(note, "(;"); i > 0 {
+	if i := strings.Index(note, ";"); i > 0 {
+		note = note[:i]
+	}
+	// A short parenthesis names a setting; a long one holds an error.
+	if i := strings.Index(note, " ("); i > 0 && len(note)-i > 40 {
 		note = note[:i]
 	}
 	return strings.TrimRight(note, " ,.")

@@ -39,3 +39,17 @@ func TestStatusTextCause(t *testing.T) {
 		t.Errorf("running run shows a cause:\n%s", b.String())
 	}
 }
+
+// TestShortAuditNote: the setting that turned signing off stays named; a
+// long error is cut.
+func TestShortAuditNote(t *testing.T) {
+	for note, want := range map[string]string{
+		daemon.AuditSigningOffNote: "signing is turned off in settings (settings.auditSigning)",
+		"the audit log is not signed: its key cannot be kept in the credential store (the Secret Service is not running: org.freedesktop.DBus.Error.ServiceUnknown); the log is hash-chained": "its key cannot be kept in the credential store",
+		"the audit log is not signed: the daemon was started without a key": "the daemon was started without a key",
+	} {
+		if got := shortAuditNote(note); got != want {
+			t.Errorf("shortAuditNote(%q) = %q, want %q", note, got, want)
+		}
+	}
+}

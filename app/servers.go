@@ -435,11 +435,17 @@ func identityNote(label string, s config.Server) string {
 		}
 		return fmt.Sprintf("note: %s starts through a wrapper (%s): the program the wrapper runs is not measured, so a\n"+
 			"  change to it starts no new epoch and env credentials reach it without a new approval.\n"+
-			"  Run the program itself, or watch it: portcullis servers remove %s, then add it again with --watch PATH",
+			"  Run the program itself, or watch it: portcullis servers edit %s --watch PATH",
 			label, strings.Join(names, ", "), label)
 	}
 	if rec.Entry == "" || rec.Entry == rec.ResolvedExecutable.Path {
 		return ""
+	}
+	if p := rec.Package; p != nil {
+		return fmt.Sprintf("note: Portcullis identifies the code of %s by its entry and its package %s (measured: %s, %d files):\n"+
+			"  an edit there is new code, a new epoch. A module imported from outside it is not measured;\n"+
+			"  to measure paths of your choosing instead: portcullis servers edit %s --watch PATH",
+			label, p.Dir, p.Measured, p.Files, label)
 	}
 	measured := "only " + rec.Entry + " identifies"
 	if rec.Lockfile != "" {
@@ -447,7 +453,7 @@ func identityNote(label string, s config.Server) string {
 	}
 	return fmt.Sprintf("note: %s the code of %s (besides %s): a change to a file the entry imports is not\n"+
 		"  noticed, so it starts no new epoch and env credentials reach it without a new approval.\n"+
-		"  Watch the source or build output too: portcullis servers remove %s, then add it again with --watch %s",
+		"  Watch the source or build output too: portcullis servers edit %s --watch %s",
 		measured, label, filepath.Base(rec.ResolvedExecutable.Path), label, authz.CommandText([]string{filepath.Dir(rec.Entry)}))
 }
 

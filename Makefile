@@ -34,15 +34,50 @@ build: ## build the menu-bar app with cgo and Fyne into bin/portcullis
 	CGO_ENABLED=1 $(GO) build -tags '$(APP_TAGS)' -o bin/portcullis .
 
 .PHONY: build-headless
-build-headless: ## build without cgo (Fyne test driver, -tags ci) into bin/portcullis-headless
-	CGO_ENABLED=0 $(GO) build -tags ci -o bin/portcullis-headless .
+build-headless: ## build without cgo (Fyne test driver, -tags ci) into bin/portcullis: every command but no menu-bar window (`portcullis version` says which build it is)
+	CGO_ENABLED=0 $(GO) build -tags ci -o bin/portcullis .
+
+# Where `make install` puts portcullis: PREFIX/bin. ~/.local on Linux (on the
+# PATH of most desktop sessions), /usr/local on macOS.
+PREFIX ?= $(if $(filter Darwin,$(shell uname -s)),/usr/local,$(HOME)/.local)
+# Which build `make install` makes: app (the menu-bar app, cgo), headless (no
+# cgo, no window), or auto: app when a C compiler and the OpenGL headers are
+# found, else headless (and it says so).
+INSTALL_BUILD ?= auto
+
+.PHONY: install
+install: ## build portcullis and install it into PREFIX/bin (default ~/.local, /usr/local on macOS; INSTALL_BUILD=auto|app|headless); on macOS also Portcullis.app into ~/Applications
+	@kind='$(INSTALL_BUILD)'; \
+	if [[ "$$kind" == auto ]]; then \
+		kind=headless; \
+		if [[ "$$(uname -s)" == Darwin ]]; then command -v cc >/dev/null && kind=app; \
+		elif command -v gcc >/dev/null && echo '#include <GL/gl.h>' | gcc -E -x c - >/dev/null 2>&1; then kind=app; fi; \
+		[[ "$$kind" == app ]] || echo "install: no C compiler or OpenGL headers found: installing the headless build (every command, no menu-bar window); scripts/test-deps.sh lists the packages of the app build"; \
+	fi; \
+	mkdir -p bin '$(PREFIX)/bin'; \
+	case "$$kind" in \
+		app) $(MAKE) --no-print-directory build ;; \
+		headless) $(MAKE) --no-print-directory build-headless ;; \
+		*) echo "install: INSTALL_BUILD is auto, app or headless, not $$kind"; exit 2 ;; \
+	esac; \
+	install -m 0755 bin/portcullis '$(PREFIX)/bin/portcullis'; \
+	echo "installed $$('$(PREFIX)/bin/portcullis' version) as $(PREFIX)/bin/portcullis"; \
+	if [[ "$$(uname -s)" == Darwin && "$$kind" == app ]]; then \
+		$(MAKE) --no-print-directory app && mkdir -p "$$HOME/Applications" && rm -rf "$$HOME/Applications/Portcullis.app" && cp -R bin/Portcullis.app "$$HOME/Applications/" && echo "installed $$HOME/Applications/Portcullis.app"; \
+	fi; \
+	case ":$$PATH:" in *':$(PREFIX)/bin:'*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH; add it (for example in ~/.profile: export PATH=\"$(PREFIX)/bin:\$$PATH\")" ;; esac
+
+.PHONY: uninstall
+uninstall: ## remove what `make install` installed (PREFIX/bin/portcullis; on macOS ~/Applications/Portcullis.app); your data and agent configurations stay
+	rm -f '$(PREFIX)/bin/portcullis'
+	@if [[ "$$(uname -s)" == Darwin ]]; then rm -rf "$$HOME/Applications/Portcullis.app"; fi
 
 .PHONY: test-deps
 test-deps: ## install what the tests need when missing (Debian packages, npm peers)
 	bash scripts/test-deps.sh
 
 .PHONY: test
-test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service on Linux), 50000 executions of each fuzz target, then a cgo build of the app
+test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service on Linux), 50000 executions of each fuzz target, then `make install` of the cgo app into a temporary PREFIX and its `portcullis version`
 	# Each test binary gets a throwaway Secret Service of its own (go test
 	# -exec): the keychain tests lock its collection, which must not fail the
 	# tests of another package running at the same time.
@@ -50,8 +85,10 @@ test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service o
 	CGO_ENABLED=0 $(GO) -C testdata/servers test -count=1 -timeout 5m ./...
 	@echo "fuzzing each fuzz target for 50000 executions (about 40 s in all)"
 	$(MAKE) --no-print-directory fuzz FUZZTIME=50000x
-	@echo "compiling the cgo (Fyne) app once, so that a broken UI build cannot land"
-	CGO_ENABLED=1 $(GO) build -tags '$(APP_TAGS)' -o /dev/null .
+	@echo "make install of the cgo (Fyne) app into a temporary PREFIX, so that neither a broken UI build nor a broken install can land"
+	prefix="$$(mktemp -d)"; trap 'rm -rf "$$prefix"' EXIT; \
+	$(MAKE) --no-print-directory install INSTALL_BUILD=app PREFIX="$$prefix"; \
+	"$$prefix/bin/portcullis" version | grep -F '(menu-bar app, '
 
 # How long `make fuzz` runs each fuzz target, as a count of executions (`make
 # test` runs 50000 of each). A count rather than a duration: with a duration,

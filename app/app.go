@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -54,9 +55,11 @@ Usage:
   portcullis                         menu-bar app (daemon + UI)
   portcullis daemon                  the same daemon without UI
   portcullis connect LABEL           stdio shim an agent launches instead of the server
-  portcullis servers list|show|add|remove|policy|cred
+  portcullis servers list|show|add|edit|remove|policy|cred
                                      add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P]
-                                         [--restart on-change|manual] -- CMD ARGS…
+                                         [--restart on-change|manual] [--force] -- CMD ARGS…
+                                     edit LABEL [--cwd D|--no-cwd] [--env K=V] [--unset-env K]
+                                         [--watch P|--no-watch] [--restart W] [--force] [-- CMD ARGS…]
                                      policy LABEL TOOL allow|approve|deny
                                      cred LABEL add|remove SCOPE
   portcullis status [--json]         per agent run: label, state, epoch, pid, digests
@@ -72,8 +75,8 @@ Usage:
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
   portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]   [--json]
                                      catalog revisions and their classified diff
-  portcullis audit tail [--json] [-n N] [-f] | verify [--json]
-                                     | sessions|activity [-n N] [--server L] [--run R] [--json]
+  portcullis audit tail [--json] [-n N] [-f] | verify [--key K] [--dir D] [--json] | setup-keys [--force]
+                                     | acknowledge | rotate-key | sessions|activity [-n N] [--server L] [--run R] [--json]
                                      the hash-chained audit log
   portcullis install claude-desktop|claude-code|cursor|vscode [--dry-run] [--scope user|project]
                                          [--servers a,b] [--plain-env VAR,…]
@@ -84,9 +87,23 @@ Usage:
   portcullis import AGENT [--dry-run] [--scope user|project] [--servers a,b] [--plain-env VAR,…]
                                      add the agent's servers to Portcullis without changing its config
   portcullis version
+  portcullis help [COMMAND [SUB] | TOPIC]
+                                     a command's flags, examples and exit codes (or CMD --help);
+                                     topics: config, policies, credentials, audit, agents
 
 Data: PORTCULLIS_HOME overrides the data directory (see README).
 `
+
+// versionLine is what `portcullis version` prints: the version, which
+// build this is (the menu-bar app, or the headless build without a window),
+// and the platform.
+func versionLine() string {
+	kind := "menu-bar app"
+	if headlessBuild {
+		kind = "headless build: every command but no menu-bar window"
+	}
+	return fmt.Sprintf("portcullis %s (%s, %s/%s)", Version, kind, runtime.GOOS, runtime.GOARCH)
+}
 
 // Main runs the command in args (without the program name) and returns the
 // process exit code.
@@ -152,7 +169,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 }
 
 // commands are the commands of Run; `CMD … --help` prints CMD's usage.
-var commands = []string{"daemon", "connect", "servers", "status", "restart", "approvals", "approve", "deny", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
+var commands = []string{"help", "daemon", "connect", "servers", "status", "restart", "approvals", "approve", "deny", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
 
 func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	switch cmd {
@@ -187,7 +204,7 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	case "catalog":
 		return a.runCatalog(rest)
 	case "version", "--version":
-		fmt.Fprintln(a.Stdout, "portcullis", Version)
+		fmt.Fprintln(a.Stdout, versionLine())
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(a.Stdout, usage)
@@ -226,65 +243,12 @@ func wantsHelp(args []string) bool {
 	return false
 }
 
-// help prints, on stdout, the usage of the command args names (`help CMD
-// [SUB…]`, `CMD [SUB…] --help`): its lines of the main usage text, or the
-// whole text for `help help` or when there are no such lines.
-func (a *App) help(args []string) error {
-	cmd := args[0]
-	if cmd == "help" || wantsHelp(args[:1]) {
-		fmt.Fprint(a.Stdout, usage)
-		return nil
-	}
-	if !slices.Contains(commands, cmd) {
-		return usagef("unknown command %q", cmd)
-	}
-	lines := commandUsage(cmd)
-	if lines == "" {
-		fmt.Fprint(a.Stdout, usage)
-		return nil
-	}
-	fmt.Fprintf(a.Stdout, "Usage:\n%s\nRun 'portcullis help' for every command.\n", lines)
-	return nil
-}
-
-// commandUsage returns the lines of the main usage text about cmd: the line
-// that names `portcullis CMD` and the indented lines that continue it; ""
-// if no line names it.
-func commandUsage(cmd string) string {
-	var b strings.Builder
-	in := false
-	for _, line := range strings.Split(usage, "\n") {
-		switch {
-		case strings.HasPrefix(line, "  portcullis"):
-			if in {
-				return b.String()
-			}
-			fields := strings.Fields(line)
-			for i := 0; i+1 < len(fields) && !in; i++ {
-				in = fields[i] == "portcullis" && fields[i+1] == cmd
-			}
-		case in && !strings.HasPrefix(line, "   "):
-			return b.String()
-		}
-		if in {
-			b.WriteString(line + "\n")
-		}
-	}
-	return b.String()
-}
-
 func (a *App) logger(name string) *slog.Logger {
 	level := slog.LevelInfo
 	if os.Getenv("PORTCULLIS_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level})).With("component", name)
-}
-
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
 }
 
 // errHelp is a help request package flag found; Run prints the command's
@@ -323,7 +287,7 @@ func (a *App) newDaemon(log *slog.Logger) (*daemon.Daemon, error) {
 }
 
 func (a *App) runDaemon(ctx context.Context, args []string) error {
-	fs := newFlags("daemon")
+	fs := commandFlags["daemon"]()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -354,7 +318,7 @@ func configError(err error, again string) error {
 }
 
 func (a *App) runConnect(ctx context.Context, args []string) error {
-	fs := newFlags("connect")
+	fs := commandFlags["connect"]()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -21,8 +21,7 @@ import (
 
 // runApprovals lists the pending approval requests with their cards.
 func (a *App) runApprovals(args []string) error {
-	fs := newFlags("approvals")
-	asJSON := fs.Bool("json", false, "")
+	fs, asJSON := jsonFlags("approvals", "print the pending requests as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -96,10 +95,8 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	if choice == authz.Deny {
 		name = "deny"
 	}
-	fs := newFlags(name)
-	once := fs.Bool("once", false, "")
-	tools := fs.String("tools", "", "")
-	all := fs.Bool("all", false, "")
+	o := decideFlags(name)
+	fs, once, tools, all := o.fs, o.once, o.tools, o.all
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:] // the id may come before the flags

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -25,7 +26,7 @@ import (
 // and Verify), so they work whether or not the daemon runs and never write;
 // setup-keys and acknowledge ask the daemon, which writes the log.
 
-const auditUsage = "audit needs a subcommand: tail [--json] [-n N] [-f], verify [--key K] [--json], setup-keys [--force], acknowledge, sessions [--server L] [--run R] [-n N] [--json], activity [--server L] [--run R] [-n N] [--json]"
+const auditUsage = "audit needs a subcommand: tail [--json] [-n N] [-f], verify [--key K] [--dir D] [--json], setup-keys [--force], acknowledge, rotate-key, sessions [--server L] [--run R] [-n N] [--json], activity [--server L] [--run R] [-n N] [--json]"
 
 func (a *App) runAudit(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -40,18 +41,24 @@ func (a *App) runAudit(ctx context.Context, args []string) error {
 		return a.auditSetupKeys(args[1:])
 	case "acknowledge":
 		return a.auditAcknowledge(args[1:])
+	case "rotate-key":
+		return a.auditRotateKey(args[1:])
 	case "sessions":
 		return a.auditSessions(args[1:])
 	case "activity":
 		return a.auditActivity(args[1:])
 	}
-	return usagef("unknown audit subcommand %q (tail, verify, setup-keys, acknowledge, sessions, activity)", args[0])
+	return usagef("unknown audit subcommand %q (tail, verify, setup-keys, acknowledge, rotate-key, sessions, activity)", args[0])
 }
 
 // auditDir returns the audit directory, or a message for a person when
 // there is no log yet.
 func (a *App) auditDir() (dir string, missing bool, err error) {
-	dir = daemon.AuditDir(a.Dirs)
+	return statAuditDir(daemon.AuditDir(a.Dirs))
+}
+
+// statAuditDir reports whether the audit directory dir is missing.
+func statAuditDir(dir string) (string, bool, error) {
 	if _, err := os.Stat(dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return dir, true, nil
@@ -62,10 +69,8 @@ func (a *App) auditDir() (dir string, missing bool, err error) {
 }
 
 func (a *App) auditTail(ctx context.Context, args []string) error {
-	fs := newFlags("audit tail")
-	asJSON := fs.Bool("json", false, "")
-	n := fs.Int("n", 20, "")
-	follow := fs.Bool("f", false, "")
+	o := auditTailFlags()
+	fs, asJSON, n, follow := o.fs, o.asJSON, o.n, o.follow
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -374,9 +379,9 @@ func auditKeyForVerify() ([]byte, string) {
 }
 
 func (a *App) auditVerify(args []string) error {
-	fs := newFlags("audit verify")
-	asJSON := fs.Bool("json", false, "")
-	keyText := fs.String("key", "", "")
+	o := auditVerifyFlags()
+	fs, asJSON, keyText := o.fs, o.asJSON, o.key
+	anchorPath := daemon.AnchorPath(a.Dirs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -390,13 +395,19 @@ func (a *App) auditVerify(args []string) error {
 			return usagef("--key: %v", err)
 		}
 		opts.Seal = &vk
-		if an, ok, err := audit.ReadAnchor(daemon.AnchorPath(a.Dirs)); err != nil {
+		if *o.dir != "" {
+			anchorPath = filepath.Join(*o.dir, "anchor.json") // where rotate-key put it
+		}
+		if an, ok, err := audit.ReadAnchor(anchorPath); err != nil {
 			return err
 		} else if ok {
 			opts.Anchor = &an
 		}
 	}
 	dir, missing, err := a.auditDir()
+	if *o.dir != "" {
+		dir, missing, err = statAuditDir(*o.dir)
+	}
 	if err != nil {
 		return err
 	}
@@ -470,7 +481,7 @@ func writeVerify(w io.Writer, r verifyResult) {
 		fmt.Fprintf(w, "NOT FULLY VERIFIED: %d events are signed, but no key from the credential store could check them (%s).\n"+
 			"  The hash chain alone can be recomputed after an edit; restore the key %s and verify again (exit status 3).\n", r.SignedEvents, r.KeyNote, daemon.AuditKeyScope)
 	default:
-		fmt.Fprintf(w, "Signatures were NOT checked: no key from the credential store (%s).\n", r.KeyNote)
+		fmt.Fprintf(w, "Signatures were NOT checked: no key from the credential store (%s; --json has the whole reason, portcullis help audit explains).\n", shortAuditNote(r.KeyNote))
 	}
 	if r.OK {
 		for _, so := range r.SigningOff {
@@ -509,11 +520,8 @@ func writeSigningOff(w io.Writer, so signingOffJSON, last uint64) {
 
 // auditFilterFlags parses --server, --run and -n for sessions and activity.
 func auditFilterFlags(name string, args []string) (audit.Filter, bool, error) {
-	fs := newFlags(name)
-	server := fs.String("server", "", "")
-	run := fs.String("run", "", "")
-	n := fs.Int("n", 0, "")
-	asJSON := fs.Bool("json", false, "")
+	o := auditFilterFlagSet(name)
+	fs, server, run, n, asJSON := o.fs, o.server, o.run, o.n, o.asJSON
 	if err := parseFlags(fs, args); err != nil {
 		return audit.Filter{}, false, err
 	}
@@ -751,8 +759,8 @@ func writeSeals(w io.Writer, r verifyResult) {
 }
 
 func (a *App) auditSetupKeys(args []string) error {
-	fs := newFlags("audit setup-keys")
-	force := fs.Bool("force", false, "")
+	o := auditSetupKeysFlags()
+	fs, force := o.fs, o.force
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -774,7 +782,7 @@ func (a *App) auditSetupKeys(args []string) error {
 }
 
 func (a *App) auditAcknowledge(args []string) error {
-	fs := newFlags("audit acknowledge")
+	fs := commandFlags["audit acknowledge"]()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -790,5 +798,53 @@ func (a *App) auditAcknowledge(args []string) error {
 	}
 	_ = json.Unmarshal(data, &r)
 	fmt.Fprintf(a.Stdout, "Acknowledged log_tampered at seq %d: approvals are asked again. `portcullis audit verify --key KEY` still shows what changed.\n", r.Seq)
+	return nil
+}
+
+// auditRotateKey is `portcullis audit rotate-key`: with no daemon running,
+// at the person's terminal, it moves aside a signed audit log whose key is
+// gone, so that the next daemon start begins a new signed log
+// (daemon.RotateAuditLog).
+func (a *App) auditRotateKey(args []string) error {
+	fs := commandFlags["audit rotate-key"]()
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("audit rotate-key takes no arguments")
+	}
+	if !isTerminal(a.Stdin) || !isTerminal(a.Stdout) {
+		// A supervised server or the agent must not start a log of its
+		// choosing: this is the person's.
+		return fmt.Errorf("%w: portcullis audit rotate-key moves your audit log aside, so it runs only at a terminal of your own (stdin and stdout a terminal, not a pipe or a file); nothing was changed", errNoTerminal)
+	}
+	switch _, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpStatus}, 5*time.Second); {
+	case err == nil:
+		return errors.New("a daemon is running, so the audit log's key works (a daemon does not start on a log whose key is gone); nothing was changed. Stop Portcullis first if you mean to start a new log anyway")
+	case !errors.Is(err, control.ErrNoDaemon):
+		return fmt.Errorf("cannot tell whether a daemon is running (%w); nothing was changed", err)
+	}
+	r, err := daemon.RotateAuditLog(a.Dirs, platform.NewSecretStore(), time.Now())
+	if errors.Is(err, daemon.ErrNothingToRotate) {
+		fmt.Fprintf(a.Stdout, "Nothing to rotate: %v.\n", strings.TrimPrefix(err.Error(), daemon.ErrNothingToRotate.Error()+": "))
+		return nil
+	}
+	if r.Dir == "" {
+		return err
+	}
+	fmt.Fprintf(a.Stdout, "Moved the audit log aside to %s.\n", r.Dir)
+	verify := "portcullis audit verify --dir " + r.Dir
+	if r.Sealed {
+		verify += " --key KEY"
+	}
+	fmt.Fprintf(a.Stdout, "  It stays verifiable: %s checks its hash chain%s; its signatures only with the old key %s, if you find it again.\n",
+		verify, map[bool]string{true: " and, with the verification key you kept, its seals", false: ""}[r.Sealed], daemon.AuditKeyScope)
+	fmt.Fprintln(a.Stdout, "The next start of Portcullis begins a new audit log, signed with a new key.")
+	if r.Sealed {
+		fmt.Fprintln(a.Stdout, "The old sealing key is deleted: once the daemon runs, portcullis audit setup-keys seals the new log and shows its new verification key.")
+	}
+	if err != nil {
+		return fmt.Errorf("the log was moved, but: %w", err)
+	}
 	return nil
 }

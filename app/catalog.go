@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -29,16 +30,22 @@ func (a *App) runRestart(args []string) error {
 		}
 	}
 	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpRestart, Label: label}, 10*time.Second)
-	if err != nil {
+	var re *control.RefusedError
+	switch {
+	case errors.Is(err, control.ErrNoDaemon):
+		fmt.Fprintf(a.Stdout, "No daemon is running, so no server of %s runs and nothing was restarted. It starts, with the current configuration, when an agent connects: reconnect %s in the agent (Claude Code: /mcp).\n", label, label)
+		return nil
+	case errors.As(err, &re) && re.Reply.Code == "no_runs":
+		fmt.Fprintf(a.Stdout, "No agent run of %s is connected (a run that reported a failure ends when the agent disconnects), so nothing was restarted. The server starts, with the current configuration, when an agent connects: reconnect %s in the agent (Claude Code: /mcp).\n", label, label)
+		return nil
+	case err != nil:
 		return daemonError(err)
 	}
 	var n struct {
 		Restarted int `json:"restarted"`
 	}
-	_ = json.Unmarshal(data, &n)
-	if n.Restarted == 0 {
-		fmt.Fprintf(a.Stdout, "No agent run of %s is connected, so nothing was restarted; the next agent to connect starts it with the current configuration.\n", label)
-		return nil
+	if err := json.Unmarshal(data, &n); err != nil {
+		return fmt.Errorf("reading the daemon's answer: %w", err)
 	}
 	fmt.Fprintf(a.Stdout, "Restarting %s for %d agent run(s): each gets a new epoch (portcullis status).\n", label, n.Restarted)
 	if cfgErr == nil {
@@ -110,8 +117,7 @@ func (a *App) runCatalog(args []string) error {
 	if sub != "show" && sub != "diff" {
 		return usagef("unknown catalog subcommand %q (show, diff)", sub)
 	}
-	fs := newFlags("catalog " + sub)
-	asJSON := fs.Bool("json", false, "")
+	fs, asJSON := jsonFlags("catalog "+sub, map[string]string{"show": "print the catalog revision as JSON", "diff": "print the classified diff as JSON"}[sub])
 	// Flags may come anywhere: collect the words that are not flags.
 	var words []string
 	rest := args[1:]

@@ -192,9 +192,11 @@ func TestServersCred(t *testing.T) {
 }
 
 // TestIdentityNote: a server run by a runtime from an entry file, without
-// watched paths, is told that only the entry (and lockfile) identify its
-// code — at servers add, and when an env credential is added to it; with
-// --watch, or for a binary that is its own entry, nothing is said.
+// watched paths, is told what identifies its code (the entry and its
+// package) and how to choose other paths — at servers add, and when an env
+// credential is added to it; a wrapper is told that what it runs is not
+// measured; with --watch, or for a binary that is its own entry, nothing is
+// said.
 func TestIdentityNote(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -209,7 +211,7 @@ func TestIdentityNote(t *testing.T) {
 	if err := e.servers("add", "js", "--", node, entry); err != nil {
 		t.Fatal(err)
 	}
-	if out := e.stdout.String(); !strings.Contains(out, "only "+entry+" identifies the code of js") || !strings.Contains(out, "--watch "+dir) {
+	if out := e.stdout.String(); !strings.Contains(out, "identifies the code of js by its entry and its package "+dir+" (measured: ") || !strings.Contains(out, "servers edit js --watch PATH") {
 		t.Errorf("servers add of a node entry without --watch:\n%s", out)
 	}
 	if err := e.servers("add", "js-watched", "--watch", dir, "--", node, entry); err != nil {
@@ -237,7 +239,7 @@ func TestIdentityNote(t *testing.T) {
 	if err := e.servers("cred", "js", "add", "tok"); err != nil {
 		t.Fatal(err)
 	}
-	if out := e.stdout.String(); !strings.Contains(out, "env credentials reach it without a new approval") {
+	if out := e.stdout.String(); !strings.Contains(out, "identifies the code of js by its entry and its package") {
 		t.Errorf("servers cred add of an env credential:\n%s", out)
 	}
 	if err := e.servers("cred", "js-watched", "add", "tok"); err != nil {
@@ -286,7 +288,7 @@ func TestServersUsageNamesEverySubcommand(t *testing.T) {
 	if !isUsage(err) || !strings.Contains(err.Error(), "policy") || !strings.Contains(err.Error(), "cred") {
 		t.Errorf("servers without a subcommand: %v", err)
 	}
-	for _, want := range []string{"servers list|show|add|remove|policy|cred", "policy LABEL TOOL allow|approve|deny", "cred LABEL add|remove SCOPE"} {
+	for _, want := range []string{"servers list|show|add|edit|remove|policy|cred", "policy LABEL TOOL allow|approve|deny", "cred LABEL add|remove SCOPE"} {
 		if !strings.Contains(usage, want) {
 			t.Errorf("portcullis help lacks %q", want)
 		}

@@ -60,10 +60,8 @@ func (a *App) credsSet(args []string) error {
 		return usagef("creds set needs a credential scope first: %s", synopsis)
 	}
 	scope := args[0]
-	fs := newFlags("creds set")
-	envVar := fs.String("env", "", "")
-	meta := fs.Bool("meta", false, "")
-	ask := fs.Bool("ask-every-use", false, "")
+	o := credsSetFlags()
+	fs, envVar, meta, ask := o.fs, o.env, o.meta, o.ask
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -238,8 +236,7 @@ func secretState(store secrets.Store, scope string) (state string, err error) {
 // with their settings, the servers using them, and whether the credential
 // store holds a secret for each — never a value.
 func (a *App) credsList(args []string) error {
-	fs := newFlags("creds list")
-	asJSON := fs.Bool("json", false, "")
+	fs, asJSON := jsonFlags("creds list", "print the scopes as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

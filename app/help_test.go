@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"errors"
+	"flag"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -51,11 +53,13 @@ var helpCases = []struct {
 	{[]string{"daemon"}, []string{"portcullis daemon "}},
 	{[]string{"connect"}, []string{"portcullis connect LABEL"}},
 	{[]string{"connect", "inv"}, []string{"portcullis connect LABEL"}},
-	{[]string{"servers"}, []string{"portcullis servers list|show|add|remove|policy|cred"}},
+	{[]string{"servers"}, []string{"portcullis servers list|show|add|edit|remove|policy|cred"}},
 	{[]string{"servers", "list"}, []string{"portcullis servers list|"}},
 	{[]string{"servers", "show"}, []string{"portcullis servers list|show|"}},
 	{[]string{"servers", "show", "inv"}, []string{"portcullis servers list|show|"}},
-	{[]string{"servers", "add"}, []string{"add LABEL [--cwd D]", "[--restart on-change|manual] -- CMD ARGS…"}},
+	{[]string{"servers", "add"}, []string{"add LABEL [--cwd D]", "[--restart on-change|manual] [--force] -- CMD ARGS…"}},
+	{[]string{"servers", "edit"}, []string{"edit LABEL [--cwd D|--no-cwd]", "[--watch P|--no-watch]"}},
+	{[]string{"servers", "edit", "inv", "--cwd", "/nonexistent"}, []string{"edit LABEL [--cwd D|--no-cwd]"}},
 	{[]string{"servers", "add", "inv", "--cwd", "/nonexistent"}, []string{"add LABEL [--cwd D]"}},
 	{[]string{"servers", "remove"}, []string{"|remove|"}},
 	{[]string{"servers", "remove", "inv"}, []string{"|remove|"}},
@@ -88,7 +92,10 @@ var helpCases = []struct {
 	{[]string{"audit"}, []string{"portcullis audit tail", "the hash-chained audit log"}},
 	{[]string{"audit", "tail"}, []string{"portcullis audit tail [--json] [-n N] [-f]"}},
 	{[]string{"audit", "tail", "-f"}, []string{"portcullis audit tail [--json] [-n N] [-f]"}},
-	{[]string{"audit", "verify"}, []string{"| verify [--json]"}},
+	{[]string{"audit", "verify"}, []string{"| verify [--key K] [--dir D] [--json]"}},
+	{[]string{"audit", "setup-keys"}, []string{"| setup-keys [--force]"}},
+	{[]string{"audit", "acknowledge"}, []string{"| acknowledge | rotate-key |"}},
+	{[]string{"audit", "rotate-key"}, []string{"| acknowledge | rotate-key |"}},
 	{[]string{"audit", "sessions"}, []string{"sessions|activity [-n N] [--server L] [--run R]"}},
 	{[]string{"audit", "activity"}, []string{"sessions|activity [-n N] [--server L] [--run R]"}},
 	{[]string{"install"}, []string{"portcullis install claude-desktop|claude-code|cursor|vscode", "route that agent's stdio servers"}},
@@ -127,10 +134,29 @@ func TestHelpEveryCommand(t *testing.T) {
 					t.Errorf("portcullis %s: stdout lacks %q:\n%s", strings.Join(args, " "), want, out)
 				}
 			}
-			// Each printed line is a line of the usage text.
-			for _, line := range strings.Split(strings.TrimSuffix(strings.TrimPrefix(out, "Usage:\n"), "\n\nRun 'portcullis help' for every command.\n"), "\n") {
+			// The usage lines come from the usage text; then what the
+			// command does, each of its flags, examples, exit codes.
+			usageLines, _, _ := strings.Cut(strings.TrimPrefix(out, "Usage:\n"), "\n\n")
+			for _, line := range strings.Split(usageLines, "\n") {
 				if !strings.Contains(usage, line+"\n") {
-					t.Errorf("portcullis %s: line %q is not in the usage text", strings.Join(args, " "), line)
+					t.Errorf("portcullis %s: usage line %q is not in the usage text", strings.Join(args, " "), line)
+				}
+			}
+			path := commandPath(args)
+			if args[0] == "help" {
+				path = commandPath(args[1:])
+			}
+			if mk, ok := commandFlags[path]; ok {
+				mk().VisitAll(func(f *flag.Flag) {
+					_, what := flag.UnquoteUsage(f)
+					if !strings.Contains(out, "-"+f.Name) || strings.TrimSpace(what) == "" || !strings.Contains(out, strings.Fields(what)[0]) {
+						t.Errorf("portcullis %s: the help does not describe flag -%s:\n%s", strings.Join(args, " "), f.Name, out)
+					}
+				})
+			}
+			for _, want := range []string{"\nExamples:\n  ", "\nExit codes: 0 "} {
+				if !strings.Contains(out, want) {
+					t.Errorf("portcullis %s: the help lacks %q:\n%s", strings.Join(args, " "), want, out)
 				}
 			}
 		}
@@ -140,6 +166,60 @@ func TestHelpEveryCommand(t *testing.T) {
 	}
 	if e.store.Len() != 0 {
 		t.Errorf("a help request stored a secret")
+	}
+}
+
+// TestEveryFlagDescribed: every command's flags say what they mean, every
+// command with flags has a doc, and no command defines its flags outside
+// commandFlags (where help finds them).
+func TestEveryFlagDescribed(t *testing.T) {
+	for path, mk := range commandFlags {
+		if d := docs[path]; d.what == "" || len(d.examples) == 0 {
+			t.Errorf("%s has flags but no doc with examples", path)
+		}
+		mk().VisitAll(func(f *flag.Flag) {
+			if _, what := flag.UnquoteUsage(f); len(strings.Fields(what)) < 3 {
+				t.Errorf("%s: flag -%s is not described (%q)", path, f.Name, f.Usage)
+			}
+		})
+	}
+	for path, d := range docs {
+		if len(d.examples) == 0 {
+			t.Errorf("%s: no example", path)
+		}
+		cmd, _, _ := strings.Cut(path, " ")
+		if !slices.Contains(commands, cmd) {
+			t.Errorf("docs has %q, not a command", path)
+		}
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f == "flags.go" || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "newFlags(") || strings.Contains(string(b), "flag.NewFlagSet(") {
+			t.Errorf("%s defines a flag set; define it in flags.go's commandFlags so that its help lists its flags", f)
+		}
+	}
+}
+
+// TestHelpTopics: portcullis help lists the topics, and each prints.
+func TestHelpTopics(t *testing.T) {
+	e := helpEnv(t)
+	for name := range topics {
+		if !strings.Contains(usage, name) {
+			t.Errorf("the usage text does not list topic %s", name)
+		}
+		if code := e.exit(t, "help", name); code != 0 || !strings.Contains(e.stdout.String(), topics[name]) {
+			t.Errorf("portcullis help %s: exit %d, stdout %q", name, code, e.stdout.String())
+		}
 	}
 }
 
@@ -153,6 +233,9 @@ func TestHelpCasesCoverUsage(t *testing.T) {
 	// "portcullis CMD", not the line of the bare "portcullis" (menu-bar app).
 	for _, m := range regexp.MustCompile(`portcullis ([a-z][a-z-]*)`).FindAllStringSubmatch(usage, -1) {
 		cmd := m[1]
+		if cmd == "help" {
+			continue // TestHelpWholeUsage and TestHelpTopics
+		}
 		if !tested[cmd] {
 			t.Errorf("usage names portcullis %s, which helpCases lacks", cmd)
 		}

@@ -56,18 +56,11 @@ func (a *App) runUninstall(ctx context.Context, args []string) error {
 const installUsage = "%s needs an agent: %s AGENT [--dry-run] [--scope user|project] [--servers NAME,…]%s (agents: claude-desktop, claude-code, cursor, vscode)"
 
 func (a *App) runInstallOp(_ context.Context, op string, args []string) error {
-	fs := newFlags(op)
-	dryRun := fs.Bool("dry-run", false, "")
-	scope := fs.String("scope", "user", "")
-	servers := fs.String("servers", "", "")
-	var plainEnv *string
-	var restore *bool
+	o := installFlags(op)
+	fs, dryRun, scope, servers, plainEnv, restore := o.fs, o.dryRun, o.scope, o.servers, o.plainEnv, o.restore
 	extra := " [--plain-env VAR,…]"
 	if op == "uninstall" {
-		restore = fs.Bool("restore-secrets", false, "")
 		extra = " [--restore-secrets]"
-	} else {
-		plainEnv = fs.String("plain-env", "", "")
 	}
 	// The agent may come first (`install cursor --dry-run`) or after the flags.
 	var agent string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -180,7 +181,7 @@ func heldSummary(p *daemon.PendingChange) string {
 
 func (a *App) runServers(args []string) error {
 	if len(args) == 0 {
-		return usagef("servers needs a subcommand: list, show, add, remove, policy or cred")
+		return usagef("servers needs a subcommand: list, show, add, edit, remove, policy or cred")
 	}
 	switch args[0] {
 	case "list":
@@ -189,6 +190,8 @@ func (a *App) runServers(args []string) error {
 		return a.serversShow(args[1:])
 	case "add":
 		return a.serversAdd(args[1:])
+	case "edit":
+		return a.serversEdit(args[1:])
 	case "remove":
 		return a.serversRemove(args[1:])
 	case "policy":
@@ -196,12 +199,11 @@ func (a *App) runServers(args []string) error {
 	case "cred":
 		return a.serversCred(args[1:])
 	}
-	return usagef("unknown servers subcommand %q (list, show, add, remove, policy, cred)", args[0])
+	return usagef("unknown servers subcommand %q (list, show, add, edit, remove, policy, cred)", args[0])
 }
 
 func (a *App) serversList(args []string) error {
-	fs := newFlags("servers list")
-	asJSON := fs.Bool("json", false, "")
+	fs, asJSON := jsonFlags("servers list", "print the servers as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -245,16 +247,12 @@ func (a *App) serversAdd(args []string) error {
 		return usagef("servers add needs a label first: servers add LABEL [flags] -- COMMAND ARGS…")
 	}
 	label := args[0]
-	fs := newFlags("servers add")
-	cwd := fs.String("cwd", "", "")
-	restart := fs.String("restart", "", "")
-	var env, creds, watch multiFlag
-	fs.Var(&env, "env", "")
-	fs.Var(&creds, "cred", "")
-	fs.Var(&watch, "watch", "")
+	o := serversAddFlags()
+	fs, cwd, restart, force := o.fs, o.cwd, o.restart, o.force
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
+	env, creds, watch := o.env, o.creds, o.watch
 	cmd := fs.Args()
 	if len(cmd) == 0 {
 		return usagef("servers add %s: the server's command is missing after --", label)
@@ -278,6 +276,11 @@ func (a *App) serversAdd(args []string) error {
 			return fmt.Errorf("servers add %s: --cwd %s is not an existing directory", label, abs)
 		}
 		s.Cwd = abs
+	}
+	if !*force {
+		if err := entryNotFound("servers add "+label, s); err != nil {
+			return err
+		}
 	}
 	notes, err := resolvePaths(&s, *cwd != "")
 	if err != nil {
@@ -350,6 +353,27 @@ func resolvePaths(s *config.Server, haveCwd bool) ([]string, error) {
 	return notes, nil
 }
 
+// entryNotFound returns a usage error (exit 2) when the server's command
+// line names an entry script that the server will not find where it runs:
+// a relative script (node server.mjs) without --cwd is looked up in the
+// daemon's working directory, which may be anywhere. The error says the
+// fix. nil when it cannot tell (a command built later is only warned about).
+func entryNotFound(what string, s config.Server) error {
+	entry := identity.EntryArg(s.Command, s.Args)
+	if entry == "" || filepath.IsAbs(entry) || s.Cwd != "" {
+		return nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil
+	}
+	fix := fmt.Sprintf("add --cwd DIR naming the directory that holds %s, or give its absolute path", entry)
+	if fi, err := os.Stat(filepath.Join(wd, entry)); err == nil && fi.Mode().IsRegular() {
+		fix = "add --cwd " + authz.CommandText([]string{wd}) + " (where " + entry + " is), or give its absolute path"
+	}
+	return usagef("%s: %s runs the script %s, a relative path, and without --cwd the server runs in the daemon's working directory, where it will not be found; %s (--force saves it as it is); nothing was saved", what, filepath.Base(s.Command), entry, fix)
+}
+
 // launchWarnings are what looks wrong with a server's command line now,
 // without refusing it (a build may not have happened yet).
 func launchWarnings(s config.Server) []string {
@@ -411,11 +435,17 @@ func identityNote(label string, s config.Server) string {
 		}
 		return fmt.Sprintf("note: %s starts through a wrapper (%s): the program the wrapper runs is not measured, so a\n"+
 			"  change to it starts no new epoch and env credentials reach it without a new approval.\n"+
-			"  Run the program itself, or watch it: portcullis servers remove %s, then add it again with --watch PATH",
+			"  Run the program itself, or watch it: portcullis servers edit %s --watch PATH",
 			label, strings.Join(names, ", "), label)
 	}
 	if rec.Entry == "" || rec.Entry == rec.ResolvedExecutable.Path {
 		return ""
+	}
+	if p := rec.Package; p != nil {
+		return fmt.Sprintf("note: Portcullis identifies the code of %s by its entry and its package %s (measured: %s, %d files):\n"+
+			"  an edit there is new code, a new epoch. A module imported from outside it is not measured;\n"+
+			"  to measure paths of your choosing instead: portcullis servers edit %s --watch PATH",
+			label, p.Dir, p.Measured, p.Files, label)
 	}
 	measured := "only " + rec.Entry + " identifies"
 	if rec.Lockfile != "" {
@@ -423,7 +453,7 @@ func identityNote(label string, s config.Server) string {
 	}
 	return fmt.Sprintf("note: %s the code of %s (besides %s): a change to a file the entry imports is not\n"+
 		"  noticed, so it starts no new epoch and env credentials reach it without a new approval.\n"+
-		"  Watch the source or build output too: portcullis servers remove %s, then add it again with --watch %s",
+		"  Watch the source or build output too: portcullis servers edit %s --watch %s",
 		measured, label, filepath.Base(rec.ResolvedExecutable.Path), label, authz.CommandText([]string{filepath.Dir(rec.Entry)}))
 }
 
@@ -546,6 +576,176 @@ func (a *App) serversCred(args []string) error {
 	return nil
 }
 
+// serversEdit changes what its flags name in a server's entry and keeps
+// everything else (tool policies, credentials, the fields not named):
+//
+//	portcullis servers edit LABEL [--cwd D] [--env K=V]… [--unset-env K]… [--watch P]… [--no-watch] [--restart W] [-- CMD ARGS…]
+func (a *App) serversEdit(args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return usagef("servers edit needs a label first: servers edit LABEL [flags] [-- COMMAND ARGS…]")
+	}
+	label := args[0]
+	o := serversEditFlags()
+	fs, cwd, noCwd, restart, noWatch, force := o.fs, o.cwd, o.noCwd, o.restart, o.noWatch, o.force
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	env, unset, watch := o.env, o.unset, o.watch
+	cmd := fs.Args()
+	if len(cmd) > 0 && !slices.Contains(args, "--") {
+		return usagef("servers edit %s: a new command goes after --: servers edit %s [flags] -- COMMAND ARGS…", label, label)
+	}
+	if *cwd != "" && *noCwd {
+		return usagef("servers edit %s: --cwd and --no-cwd contradict each other", label)
+	}
+	if len(watch) > 0 && *noWatch {
+		return usagef("servers edit %s: --watch and --no-watch contradict each other", label)
+	}
+	if len(cmd) == 0 && *cwd == "" && !*noCwd && *restart == "" && !*noWatch && len(env) == 0 && len(unset) == 0 && len(watch) == 0 {
+		return usagef("servers edit %s: nothing to change; name what changes (see portcullis servers edit --help)", label)
+	}
+	newCwd := ""
+	if *cwd != "" {
+		abs, err := filepath.Abs(*cwd)
+		if err != nil {
+			return err
+		}
+		if info, err := os.Stat(abs); err != nil || !info.IsDir() {
+			return fmt.Errorf("servers edit %s: --cwd %s is not an existing directory; nothing was changed", label, abs)
+		}
+		newCwd = abs
+	}
+	setEnv := map[string]string{}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usagef("--env %q: want NAME=VALUE", kv)
+		}
+		setEnv[k] = v
+	}
+	var (
+		before, after config.Server
+		notes         []string
+	)
+	_, err := a.editConfig(func(cfg *config.Config) error {
+		srv, ok := cfg.Servers[label]
+		if !ok {
+			return fmt.Errorf("no server labelled %q in %s; nothing was changed (portcullis servers list shows the labels)", label, a.Dirs.ConfigFile())
+		}
+		before = srv
+		s := srv
+		s.Args, s.Watch, s.Env = slices.Clone(srv.Args), slices.Clone(srv.Watch), maps.Clone(srv.Env)
+		if len(cmd) > 0 {
+			s.Command, s.Args = cmd[0], cmd[1:]
+		}
+		switch {
+		case newCwd != "":
+			s.Cwd = newCwd
+		case *noCwd:
+			s.Cwd = ""
+		}
+		if *restart != "" {
+			s.Restart = *restart
+		}
+		switch {
+		case len(watch) > 0:
+			s.Watch = slices.Clone(watch)
+		case *noWatch:
+			s.Watch = nil
+		}
+		for _, k := range unset {
+			if _, ok := s.Env[k]; !ok {
+				return fmt.Errorf("servers edit %s: its environment has no %s to remove (it has: %s); nothing was changed", label, k, orDash(strings.Join(slices.Sorted(maps.Keys(s.Env)), ", ")))
+			}
+			delete(s.Env, k)
+		}
+		for k, v := range setEnv {
+			if s.Env == nil {
+				s.Env = map[string]string{}
+			}
+			s.Env[k] = v
+		}
+		if len(s.Env) == 0 {
+			s.Env = nil
+		}
+		if !*force {
+			if err := entryNotFound("servers edit "+label, s); err != nil {
+				return err
+			}
+		}
+		var err error
+		if notes, err = resolvePaths(&s, s.Cwd != ""); err != nil {
+			return err
+		}
+		cfg.Servers[label] = s
+		after = s
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(a.Stdout, n)
+	}
+	for k, v := range setEnv {
+		if secret, why := install.Secret(k, v); secret {
+			fmt.Fprintf(a.Stderr, "warning: %s looks like a secret (%s) and is stored in plain text in %s;\n  keep it in the keychain instead: portcullis creds set %s-%s --env %s (secret on stdin), then portcullis servers cred %s add %s-%s\n",
+				k, why, a.Dirs.ConfigFile(), label, strings.ToLower(k), k, label, label, strings.ToLower(k))
+		}
+	}
+	for _, w := range launchWarnings(after) {
+		fmt.Fprintf(a.Stderr, "warning: %s\n", w)
+	}
+	changed := serverChanges(before, after)
+	if len(changed) == 0 {
+		fmt.Fprintf(a.Stdout, "%s is already so; nothing changed.\n", label)
+		return nil
+	}
+	fmt.Fprintf(a.Stdout, "Changed %s:\n", label)
+	for _, c := range changed {
+		fmt.Fprintf(a.Stdout, "  %s\n", c)
+	}
+	fmt.Fprintf(a.Stdout, "Kept: %d tool polic%s, credential scopes %s.\n", len(after.Tools), map[bool]string{true: "y", false: "ies"}[len(after.Tools) == 1], orDash(strings.Join(after.Credentials, ", ")))
+	fmt.Fprintf(a.Stdout, "Agent runs that connect from now on get it; a run already connected gets it at its server's next launch (portcullis restart %s).\n", label)
+	return nil
+}
+
+// serverChanges lists, one line each, what differs between two entries of
+// a server in the fields servers edit changes (env values are not shown:
+// they may be secrets).
+func serverChanges(before, after config.Server) []string {
+	var out []string
+	if cmdB, cmdA := append([]string{before.Command}, before.Args...), append([]string{after.Command}, after.Args...); !slices.Equal(cmdB, cmdA) {
+		out = append(out, fmt.Sprintf("command: %s → %s", authz.CommandText(cmdB), authz.CommandText(cmdA)))
+	}
+	if before.Cwd != after.Cwd {
+		out = append(out, fmt.Sprintf("cwd: %s → %s", orDash(before.Cwd), orDash(after.Cwd)))
+	}
+	if !slices.Equal(before.Watch, after.Watch) {
+		out = append(out, fmt.Sprintf("watch: %s → %s", orDash(strings.Join(before.Watch, ", ")), orDash(strings.Join(after.Watch, ", "))))
+	}
+	if before.Restart != after.Restart {
+		out = append(out, fmt.Sprintf("restart: %s → %s", orDash(before.Restart), orDash(after.Restart)))
+	}
+	var envChanges []string
+	for _, k := range slices.Sorted(maps.Keys(before.Env)) {
+		if v, ok := after.Env[k]; !ok {
+			envChanges = append(envChanges, "-"+k)
+		} else if v != before.Env[k] {
+			envChanges = append(envChanges, "~"+k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(after.Env)) {
+		if _, ok := before.Env[k]; !ok {
+			envChanges = append(envChanges, "+"+k)
+		}
+	}
+	if len(envChanges) > 0 {
+		out = append(out, "env: "+strings.Join(envChanges, " ")+" (+ added, ~ changed, - removed)")
+	}
+	return out
+}
+
 func (a *App) serversRemove(args []string) error {
 	if len(args) != 1 {
 		return usagef("servers remove needs exactly one label")
@@ -558,8 +758,7 @@ func (a *App) serversRemove(args []string) error {
 }
 
 func (a *App) runStatus(args []string) error {
-	fs := newFlags("status")
-	asJSON := fs.Bool("json", false, "")
+	fs, asJSON := jsonFlags("status", "print the status as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -626,7 +825,7 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	case rep.Audit.SigningError != "":
 		fmt.Fprintf(w, "Audit signing does not follow the settings:\n  %s\n", rep.Audit.SigningError)
 	case !rep.Audit.Signed && rep.Audit.Note != "":
-		fmt.Fprintf(w, "Audit: %s\n", rep.Audit.Note)
+		fmt.Fprintf(w, "Audit: not signed, %s; hash-chained all the same (portcullis help audit; the whole reason: status --json)\n", shortAuditNote(rep.Audit.Note))
 	}
 	fmt.Fprintln(w, authLine(rep.Authentication))
 	if len(rep.Servers) == 0 {
@@ -656,6 +855,21 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	}
 }
 
+// shortAuditNote is the first clause of why the audit log is not signed
+// (the daemon's note, which goes on with the error and what to do): one
+// line for status; `portcullis help audit` explains the rest.
+func shortAuditNote(note string) string {
+	note = strings.TrimPrefix(note, "the audit log is not signed: ")
+	if i := strings.Index(note, ";"); i > 0 {
+		note = note[:i]
+	}
+	// A short parenthesis names a setting; a long one holds an error.
+	if i := strings.Index(note, " ("); i > 0 && len(note)-i > 40 {
+		note = note[:i]
+	}
+	return strings.TrimRight(note, " ,.")
+}
+
 func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 	fmt.Fprintf(w, "\n%s  run %s  %s\n", r.Label, r.Run, r.State)
 	if r.Reason != "" {
@@ -668,7 +882,14 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 		fmt.Fprintf(w, "  epoch     %s  pid %d  (%d launched in this run)\n", r.Epoch, r.PID, r.Epochs)
 	}
 	if r.CatalogRevision != 0 {
-		fmt.Fprintf(w, "  catalog   revision %d (the agent last fetched %d)\n", r.CatalogRevision, r.AgentRevision)
+		switch r.AgentRevision {
+		case 0:
+			fmt.Fprintf(w, "  catalog   revision %d (the agent has not listed the tools yet)\n", r.CatalogRevision)
+		case r.CatalogRevision:
+			fmt.Fprintf(w, "  catalog   revision %d (the agent listed this one)\n", r.CatalogRevision)
+		default:
+			fmt.Fprintf(w, "  catalog   revision %d (the agent last listed revision %d)\n", r.CatalogRevision, r.AgentRevision)
+		}
 	}
 	if r.Build != "" {
 		fmt.Fprintf(w, "  build     %s\n", r.Build)
@@ -711,11 +932,18 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 	}
 	if le := r.LastExit; le != nil && le.Epoch != r.Epoch {
 		fmt.Fprintf(w, "  previous  epoch %s (pid %d) %s\n", le.Epoch, le.PID, le.Exit.String())
+		if c := causeLine(le.Exit.StderrTail); c != "" {
+			fmt.Fprintf(w, "  cause     %s\n", c)
+		}
 		for _, l := range le.Exit.StderrTail[max(0, len(le.Exit.StderrTail)-5):] {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
 	}
 	if n := len(r.StderrTail); n > 0 {
+		failed := r.Exit != nil || r.State == gateway.StateFailed || r.State == gateway.StateCrashLooping
+		if c := causeLine(r.StderrTail); c != "" && failed {
+			fmt.Fprintf(w, "  cause     %s\n", c)
+		}
 		fmt.Fprintln(w, "  stderr (last lines):")
 		for _, l := range r.StderrTail[max(0, n-5):] {
 			fmt.Fprintf(w, "    %s\n", l)
@@ -772,8 +1000,7 @@ func (a *App) runChanges(args []string) error {
 		}
 		return nil
 	}
-	fs := newFlags("changes")
-	asJSON := fs.Bool("json", false, "")
+	fs, asJSON := jsonFlags("changes", "print the held change as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -25,6 +25,9 @@ const AppID = "dev.portcullis.app"
 
 // runTray runs the daemon and the menu-bar app in one process.
 func (a *App) runTray(ctx context.Context) error {
+	if headlessBuild {
+		return errors.New("this is the headless build of portcullis (no menu-bar window: built without cgo, -tags ci); run `portcullis daemon` for the same daemon without UI (approvals with `portcullis approvals` and `portcullis approve`), or install the menu-bar app with `make install` on a machine with a C toolchain")
+	}
 	if runtime.GOOS != "darwin" && runtime.GOOS != "windows" && os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
 		// GLFW would panic without a display; say what to run instead.
 		return errors.New("no graphical session (DISPLAY and WAYLAND_DISPLAY are unset), so the menu-bar app cannot start; run `portcullis daemon` for the same daemon without UI (approvals with `portcullis approvals` and `portcullis approve`)")

@@ -41,19 +41,23 @@ import (
 // call was refused already, so the card offers to allow the new code for
 // this run (or deny), never to approve that call once.
 type Card struct {
-	Reason           string            `json:"reason"`
-	AgentRun         string            `json:"agentRun"`
-	AgentExe         string            `json:"agentExe,omitempty"`
-	AgentPID         int               `json:"agentPid,omitempty"`
-	ServerLabel      string            `json:"serverLabel"`
-	PreviousEpoch    string            `json:"previousEpoch,omitempty"` // the epoch last approved for this run
-	CurrentEpoch     string            `json:"currentEpoch,omitempty"`  // "" before the process has started
-	Identity         string            `json:"identity,omitempty"`
-	LaunchCommand    []string          `json:"launchCommand,omitempty"`
-	Executable       string            `json:"executable,omitempty"`
-	ExecutableDigest string            `json:"executableDigest,omitempty"`
-	Entry            string            `json:"entry,omitempty"` // the script or file run, when not the executable itself
-	EntryDigest      string            `json:"entryDigest,omitempty"`
+	Reason           string   `json:"reason"`
+	AgentRun         string   `json:"agentRun"`
+	AgentExe         string   `json:"agentExe,omitempty"`
+	AgentPID         int      `json:"agentPid,omitempty"`
+	ServerLabel      string   `json:"serverLabel"`
+	PreviousEpoch    string   `json:"previousEpoch,omitempty"` // the epoch last approved for this run
+	CurrentEpoch     string   `json:"currentEpoch,omitempty"`  // "" before the process has started
+	Identity         string   `json:"identity,omitempty"`
+	LaunchCommand    []string `json:"launchCommand,omitempty"`
+	Executable       string   `json:"executable,omitempty"`
+	ExecutableDigest string   `json:"executableDigest,omitempty"`
+	Entry            string   `json:"entry,omitempty"` // the script or file run, when not the executable itself
+	EntryDigest      string   `json:"entryDigest,omitempty"`
+	// Measured lists, beside the executable and the entry, what else the
+	// identity covers: each watched path, the lockfile, the entry's
+	// package — "watched dist (sha256 ab12…)".
+	Measured         []string          `json:"measured,omitempty"`
 	IdentityChanges  []identity.Change `json:"identityChanges,omitempty"`
 	ApprovedRevision uint64            `json:"approvedRevision,omitempty"`
 	CatalogRevision  uint64            `json:"catalogRevision,omitempty"`
@@ -162,15 +166,14 @@ func (c Card) Lines() []string {
 	if c.Entry != "" {
 		add("Entry: %s (sha256 %s)", c.Entry, identity.ShortDigest(c.EntryDigest))
 	}
+	for _, m := range c.Measured {
+		add("Measured: %s", m)
+	}
 	if c.Identity != "" {
 		add("Identity digest: %s", identity.ShortDigest(c.Identity))
 	}
 	for _, ch := range c.IdentityChanges {
-		what := ch.Field
-		if ch.Path != "" {
-			what += " " + ch.Path
-		}
-		add("  changed on disk: %s (%s → %s)", what, identity.ShortDigest(ch.Old), identity.ShortDigest(ch.New))
+		add("  changed on disk: %s (%s → %s)", ChangeSubject(ch), identity.ShortDigest(ch.Old), identity.ShortDigest(ch.New))
 		for _, f := range ch.Files {
 			add("    changed file: %s", f)
 		}
@@ -254,4 +257,50 @@ func EpochText(epoch string) string {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// ChangeSubject names, for a person, what an identity change is about: "the
+// entry /srv/notes/server.js", "the watched path dist", "the runtime".
+func ChangeSubject(ch identity.Change) string {
+	what, ok := map[string]string{
+		"resolvedExecutable": "the executable",
+		"runtime":            "the runtime",
+		"interpreter":        "the interpreter",
+		"entry":              "the entry",
+		"lockfile":           "the lockfile",
+		"wrappers":           "the wrapper",
+		"package":            "the package",
+	}[ch.Field]
+	switch {
+	case strings.HasPrefix(ch.Field, "extra:"):
+		return "the watched path " + strings.TrimPrefix(ch.Field, "extra:")
+	case !ok:
+		what = ch.Field
+	}
+	if ch.Path != "" {
+		what += " " + ch.Path
+	}
+	return what
+}
+
+// MeasuredParts words what a record measured beside its executable and
+// entry, for Card.Measured: the watched paths, the lockfile and the entry's
+// package, each with its digest.
+func MeasuredParts(rec identity.Record) []string {
+	var out []string
+	paths := make([]string, 0, len(rec.ExtraDigests))
+	for p := range rec.ExtraDigests {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		out = append(out, fmt.Sprintf("watched path %s (sha256 %s)", p, identity.ShortDigest(rec.ExtraDigests[p])))
+	}
+	if rec.Lockfile != "" {
+		out = append(out, fmt.Sprintf("lockfile %s (sha256 %s)", rec.Lockfile, identity.ShortDigest(rec.LockfileDigest)))
+	}
+	if p := rec.Package; p != nil {
+		out = append(out, fmt.Sprintf("package %s: %s, %d files (sha256 %s)", p.Dir, p.Measured, p.Files, identity.ShortDigest(p.SHA256)))
+	}
+	return out
 }

@@ -55,7 +55,7 @@ func TestCardLines(t *testing.T) {
 				"Agent: unknown agent (pid 0), run RUN1",
 				"Server: notes",
 				"Epoch: EPOCH_A → EPOCH_B (new code)",
-				"  changed on disk: entry /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
+				"  changed on disk: the entry /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
 				"Catalog: revision 1 → 2",
 				"  authority drop_all: new tool",
 				"  contract  write_note: new optional argument target",
@@ -86,10 +86,10 @@ func TestCardLines(t *testing.T) {
 				"Command: /srv/notes --db 'my notes.db'",
 				"Executable: /srv/notes (sha256 bbbbbbbbbbbb…)",
 				"Identity digest: aaaaaaaaaaaa…",
-				"  changed on disk: resolvedExecutable /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
+				"  changed on disk: the executable /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
 				// A runtime version is not a digest: shown whole.
-				"  changed on disk: runtime (node v22.14.0 → node v24.1.0)",
-				"  changed on disk: lockfile /srv/go.sum (none → 1234)",
+				"  changed on disk: the runtime (node v22.14.0 → node v24.1.0)",
+				"  changed on disk: the lockfile /srv/go.sum (none → 1234)",
 				"Credentials: notes-token — in the environment of this launch",
 			},
 		},
@@ -212,5 +212,31 @@ func TestIdentityDigest(t *testing.T) {
 		if IdentityDigest(r) == d {
 			t.Errorf("changing the %s does not change the identity digest", name)
 		}
+	}
+}
+
+// TestCardMeasured: a launch card lists what the identity covers beside the
+// executable and the entry (watched paths, lockfile, package), so that the
+// person sees what "no measured file changed" was measured on.
+func TestCardMeasured(t *testing.T) {
+	rec := identity.Record{
+		ExtraDigests:   map[string]string{"lib": "sha256:" + strings.Repeat("b", 64), "dist": "sha256:" + strings.Repeat("a", 64)},
+		Lockfile:       "/src/notes/package-lock.json",
+		LockfileDigest: "sha256:" + strings.Repeat("c", 64),
+		Package:        &identity.PackageDigest{Dir: "/src/notes", SHA256: "sha256:" + strings.Repeat("d", 64), Measured: "sources, node_modules", Files: 342},
+	}
+	c := Card{Reason: "r", AgentRun: "run", ServerLabel: "notes", Measured: MeasuredParts(rec)}
+	got := strings.Join(c.Lines(), "\n")
+	for _, want := range []string{
+		"Measured: watched path dist (sha256 " + identity.ShortDigest(rec.ExtraDigests["dist"]) + ")\nMeasured: watched path lib (",
+		"Measured: lockfile /src/notes/package-lock.json (sha256 ",
+		"Measured: package /src/notes: sources, node_modules, 342 files (sha256 ",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("card lines lack %q:\n%s", want, got)
+		}
+	}
+	if len(MeasuredParts(identity.Record{})) != 0 {
+		t.Errorf("a record with nothing beside executable and entry has measured parts")
 	}
 }

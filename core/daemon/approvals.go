@@ -92,6 +92,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			Executable:       rec.ResolvedExecutable.Path,
 			ExecutableDigest: rec.ResolvedExecutable.SHA256,
 			CredentialScope:  scopes,
+			Measured:         authz.MeasuredParts(rec),
 		}
 		if rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path {
 			card.Entry, card.EntryDigest = rec.Entry, rec.EntryDigest

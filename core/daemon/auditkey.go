@@ -156,7 +156,7 @@ func AuditSigning(store secrets.Store, dir string, on bool) (key []byte, note st
 		if hint != "" {
 			hint += ", or "
 		}
-		hint += "move " + dir + " aside to start a new audit log (`portcullis audit verify` still checks the old one's chain)"
+		hint += "run `portcullis audit rotate-key` (with no daemon running) to move " + dir + " aside and start a new signed log; the old one stays verifiable"
 		if !on {
 			hint = "settings.auditSigning is false, and the signing_disabled event that turns signing off must be signed with it: " + hint
 		}
@@ -192,7 +192,7 @@ func lostAuditKey(dir string) error {
 // do, when the key of its earlier signed events is gone.
 func lostKeyText(dir string) string {
 	return "the key " + AuditKeyScope + " that signed its earlier events is missing from the credential store, and a new key would not verify them; " +
-		"restore the item, or move " + dir + " aside to start a new audit log"
+		"restore the item, or stop Portcullis and run `portcullis audit rotate-key` to move " + dir + " aside and start a new signed log"
 }
 
 // auditKeyToResume returns the key to turn signing on with for the log in

@@ -445,18 +445,32 @@ var rulesByKind = map[string]argRules{
 // first positional argument that is not an existing regular file). kind uv
 // never has one: "uv run script.py" is resolved by uv itself.
 func entryArg(kind string, args []string, dir string) string {
-	r, ok := rulesByKind[kind]
-	if !ok {
+	p := entryWord(kind, args)
+	if p == "" {
 		return ""
 	}
-	fileAt := func(a string) string {
-		p := a
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p
-		}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p
+	}
+	return ""
+}
+
+// EntryArg returns the argument a runtime's command line names as its
+// script (node server.mjs, python3 -u app.py), whether or not that file
+// exists, or "" when the command is not a known runtime or names no script.
+func EntryArg(command string, args []string) string {
+	return entryWord(runtimeKind(command), args)
+}
+
+// entryWord returns the word of args a runtime of kind takes as its
+// script, as written, or "" when there is none (a module, inline code, a
+// subcommand).
+func entryWord(kind string, args []string) string {
+	r, ok := rulesByKind[kind]
+	if !ok {
 		return ""
 	}
 	subSkipped := false
@@ -464,7 +478,7 @@ func entryArg(kind string, args []string, dir string) string {
 		a := args[i]
 		if a == "--" {
 			if i+1 < len(args) {
-				return fileAt(args[i+1])
+				return args[i+1]
 			}
 			return ""
 		}
@@ -473,16 +487,16 @@ func entryArg(kind string, args []string, dir string) string {
 				subSkipped = true
 				continue
 			}
-			return fileAt(a)
+			return a
 		}
 		name, val, hasVal := strings.Cut(a, "=")
 		switch {
 		case r.entryFlag[name]:
 			if hasVal {
-				return fileAt(val)
+				return val
 			}
 			if i+1 < len(args) {
-				return fileAt(args[i+1])
+				return args[i+1]
 			}
 			return ""
 		case r.stop[name]:

@@ -1,0 +1,215 @@
+package app
+
+import (
+	"flag"
+	"io"
+)
+
+// The flags of every command are defined here, each with what it means, so
+// that `portcullis CMD --help` prints them from the same FlagSet the
+// command parses (help_test.go checks that every command's flags are
+// described and that no command defines flags elsewhere).
+
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// commandFlags maps a command (as `portcullis help` names it) to the
+// function that builds its flags.
+var commandFlags = map[string]func() *flag.FlagSet{
+	"daemon":       func() *flag.FlagSet { return newFlags("daemon") },
+	"connect":      func() *flag.FlagSet { return newFlags("connect") },
+	"status":       func() *flag.FlagSet { fs, _ := jsonFlags("status", "print the status as JSON"); return fs },
+	"approvals":    func() *flag.FlagSet { fs, _ := jsonFlags("approvals", "print the pending requests as JSON"); return fs },
+	"approve":      func() *flag.FlagSet { return decideFlags("approve").fs },
+	"deny":         func() *flag.FlagSet { return decideFlags("deny").fs },
+	"changes":      func() *flag.FlagSet { fs, _ := jsonFlags("changes", "print the held change as JSON"); return fs },
+	"servers list": func() *flag.FlagSet { fs, _ := jsonFlags("servers list", "print the servers as JSON"); return fs },
+	"servers add":  func() *flag.FlagSet { return serversAddFlags().fs },
+	"servers edit": func() *flag.FlagSet { return serversEditFlags().fs },
+	"creds set":    func() *flag.FlagSet { return credsSetFlags().fs },
+	"creds list":   func() *flag.FlagSet { fs, _ := jsonFlags("creds list", "print the scopes as JSON"); return fs },
+	"catalog show": func() *flag.FlagSet {
+		fs, _ := jsonFlags("catalog show", "print the catalog revision as JSON")
+		return fs
+	},
+	"catalog diff": func() *flag.FlagSet {
+		fs, _ := jsonFlags("catalog diff", "print the classified diff as JSON")
+		return fs
+	},
+	"audit tail":        func() *flag.FlagSet { return auditTailFlags().fs },
+	"audit verify":      func() *flag.FlagSet { return auditVerifyFlags().fs },
+	"audit sessions":    func() *flag.FlagSet { return auditFilterFlagSet("audit sessions").fs },
+	"audit activity":    func() *flag.FlagSet { return auditFilterFlagSet("audit activity").fs },
+	"audit setup-keys":  func() *flag.FlagSet { return auditSetupKeysFlags().fs },
+	"audit acknowledge": func() *flag.FlagSet { return newFlags("audit acknowledge") },
+	"audit rotate-key":  func() *flag.FlagSet { return newFlags("audit rotate-key") },
+	"install":           func() *flag.FlagSet { return installFlags("install").fs },
+	"uninstall":         func() *flag.FlagSet { return installFlags("uninstall").fs },
+	"import":            func() *flag.FlagSet { return installFlags("import").fs },
+}
+
+// jsonFlags is the flag set of a command whose one flag is --json.
+func jsonFlags(name, what string) (*flag.FlagSet, *bool) {
+	fs := newFlags(name)
+	return fs, fs.Bool("json", false, what)
+}
+
+type decideOpts struct {
+	fs    *flag.FlagSet
+	once  *bool
+	tools *string
+	all   *bool
+}
+
+func decideFlags(name string) decideOpts {
+	fs := newFlags(name)
+	return decideOpts{
+		fs:    fs,
+		once:  fs.Bool("once", false, "approve the one call shown only, not the tools for the rest of the agent run"),
+		tools: fs.String("tools", "", "`a,b` approve the called tool and these tools of the card for the agent run"),
+		all:   fs.Bool("all", false, "approve every tool the card shows for the agent run"),
+	}
+}
+
+type serversAddOpts struct {
+	fs                *flag.FlagSet
+	cwd, restart      *string
+	force             *bool
+	env, creds, watch multiFlag
+}
+
+func serversAddFlags() *serversAddOpts {
+	o := &serversAddOpts{fs: newFlags("servers add")}
+	fs := o.fs
+	o.cwd = fs.String("cwd", "", "`DIR` the server runs in; relative paths of the command and of --watch resolve against it (default: the daemon's working directory, which may be anywhere)")
+	o.restart = fs.String("restart", "", "`WHEN` a watched change takes effect: on-change (default: a new process once the build settles) or manual (portcullis restart LABEL)")
+	o.force = fs.Bool("force", false, "save the server even when its entry script will not be found where it runs")
+	fs.Var(&o.env, "env", "`NAME=VALUE` set in the server's environment, stored in plain text in config.json (repeatable; secrets belong in --cred)")
+	fs.Var(&o.creds, "cred", "`SCOPE` a credential scope (portcullis creds set) the server receives once a person approves (repeatable)")
+	fs.Var(&o.watch, "watch", "`PATH` a file or directory of the server's code or build output: a change there is new code, a new epoch (repeatable; default: the entry's package)")
+	return o
+}
+
+type serversEditOpts struct {
+	fs                    *flag.FlagSet
+	cwd, restart          *string
+	noCwd, noWatch, force *bool
+	env, unset, watch     multiFlag
+}
+
+func serversEditFlags() *serversEditOpts {
+	o := &serversEditOpts{fs: newFlags("servers edit")}
+	fs := o.fs
+	o.cwd = fs.String("cwd", "", "`DIR` the server runs in from now on (relative paths of a new command and of --watch resolve against it)")
+	o.noCwd = fs.Bool("no-cwd", false, "run the server in the daemon's working directory again")
+	o.restart = fs.String("restart", "", "`WHEN` a watched change takes effect: on-change or manual")
+	o.noWatch = fs.Bool("no-watch", false, "watch no path: the entry's package identifies the code again")
+	o.force = fs.Bool("force", false, "save the change even when the entry script will not be found where the server runs")
+	fs.Var(&o.env, "env", "`NAME=VALUE` set (or replace) one variable of the server's environment; the others stay (repeatable)")
+	fs.Var(&o.unset, "unset-env", "`NAME` remove one variable from the server's environment (repeatable)")
+	fs.Var(&o.watch, "watch", "`PATH` the watched paths: given once or more, they replace the whole list (repeatable)")
+	return o
+}
+
+type credsSetOpts struct {
+	fs        *flag.FlagSet
+	env       *string
+	meta, ask *bool
+}
+
+func credsSetFlags() credsSetOpts {
+	fs := newFlags("creds set")
+	return credsSetOpts{
+		fs:   fs,
+		env:  fs.String("env", "", "`VAR` inject the secret into the server's environment as VAR (a new scope needs --env or --meta)"),
+		meta: fs.Bool("meta", false, "inject the secret into the _meta of each tools/call instead of the environment"),
+		ask:  fs.Bool("ask-every-use", false, "a person approves every call that carries the secret, not once per agent run"),
+	}
+}
+
+type auditTailOpts struct {
+	fs             *flag.FlagSet
+	asJSON, follow *bool
+	n              *int
+}
+
+func auditTailFlags() auditTailOpts {
+	fs := newFlags("audit tail")
+	return auditTailOpts{
+		fs:     fs,
+		asJSON: fs.Bool("json", false, "print the events as JSON lines, as stored"),
+		n:      fs.Int("n", 20, "`N` how many of the last events to print"),
+		follow: fs.Bool("f", false, "keep printing events as they are written, until interrupted"),
+	}
+}
+
+type auditVerifyOpts struct {
+	fs       *flag.FlagSet
+	asJSON   *bool
+	key, dir *string
+}
+
+func auditVerifyFlags() auditVerifyOpts {
+	fs := newFlags("audit verify")
+	return auditVerifyOpts{
+		fs:     fs,
+		asJSON: fs.Bool("json", false, "print the result as JSON"),
+		key:    fs.String("key", "", "`KEY` the verification key (PCVK1-…) from portcullis audit setup-keys: check every seal from the first"),
+		dir:    fs.String("dir", "", "`DIR` verify the audit log in DIR (one that portcullis audit rotate-key moved aside) instead of the current one"),
+	}
+}
+
+type auditFilterOpts struct {
+	fs          *flag.FlagSet
+	server, run *string
+	n           *int
+	asJSON      *bool
+}
+
+func auditFilterFlagSet(name string) auditFilterOpts {
+	fs := newFlags(name)
+	return auditFilterOpts{
+		fs:     fs,
+		server: fs.String("server", "", "`LABEL` only this server's"),
+		run:    fs.String("run", "", "`RUN` only this agent run's (its ID or a prefix of it)"),
+		n:      fs.Int("n", 0, "`N` only the last N (default: all)"),
+		asJSON: fs.Bool("json", false, "print as JSON"),
+	}
+}
+
+type auditSetupKeysOpts struct {
+	fs    *flag.FlagSet
+	force *bool
+}
+
+func auditSetupKeysFlags() auditSetupKeysOpts {
+	fs := newFlags("audit setup-keys")
+	return auditSetupKeysOpts{fs: fs, force: fs.Bool("force", false, "replace the sealing keys of a log sealed already (the old verification key then proves the log only up to now)")}
+}
+
+type installOpts struct {
+	fs             *flag.FlagSet
+	dryRun         *bool
+	scope, servers *string
+	plainEnv       *string // install and import
+	restore        *bool   // uninstall
+}
+
+func installFlags(op string) installOpts {
+	fs := newFlags(op)
+	o := installOpts{
+		fs:      fs,
+		dryRun:  fs.Bool("dry-run", false, "print what would change, change nothing"),
+		scope:   fs.String("scope", "user", "`SCOPE` which configuration of the agent: user (yours) or project (the one in the current directory)"),
+		servers: fs.String("servers", "", "`a,b` only these of the agent's servers (default: every stdio server)"),
+	}
+	if op == "uninstall" {
+		o.restore = fs.Bool("restore-secrets", false, "put the secrets moved to the keychain back into the agent's configuration, in plain text")
+	} else {
+		o.plainEnv = fs.String("plain-env", "", "`VAR,…` keep these env values in config.json even when they look like secrets (default: secret-looking values move to the keychain)")
+	}
+	return o
+}

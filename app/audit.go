@@ -195,6 +195,12 @@ type eventFields struct {
 	CredentialScope []string          `json:"credentialScope"`
 	ExpiresWhen     string            `json:"expiresWhen"`
 	Revision        uint64            `json:"revision"`
+	Digest          string            `json:"digest"`
+	Tools           int               `json:"tools"`
+	PassedThrough   bool              `json:"passedThrough"`
+	Kind            string            `json:"kind"`
+	Method          string            `json:"method"`
+	Subscription    string            `json:"subscription"`
 	CatalogRevision uint64            `json:"catalogRevision"`
 	Diff            audit.DiffSummary `json:"diff"`
 	Paths           []string          `json:"paths"`
@@ -234,6 +240,15 @@ func eventLine(e audit.Event) string {
 	case audit.TypeAuthorizationDenied:
 		kv("epoch", f.CurrentEpoch.Short())
 		kv("approvedEpoch", f.ApprovedEpoch.Short())
+	case audit.TypeCallRefused:
+		if f.Epoch != "" && f.CurrentEpoch != "" && f.Epoch != f.CurrentEpoch {
+			kv("epoch", f.Epoch.Short()+"->"+f.CurrentEpoch.Short())
+		} else if f.Epoch != "" {
+			kv("epoch", f.Epoch.Short())
+		} else {
+			kv("epoch", f.CurrentEpoch.Short())
+		}
+		kv("approvedEpoch", f.ApprovedEpoch.Short())
 	default:
 		kv("epoch", f.Epoch.Short())
 	}
@@ -258,6 +273,26 @@ func eventLine(e audit.Event) string {
 		kv("ms", strconv.FormatFloat(f.DurationMS, 'f', -1, 64))
 		kv("error", f.Error)
 	case audit.TypeAuthorizationDenied:
+		kv("reason", f.Reason)
+	case audit.TypeCallRefused:
+		kv("method", f.Method)
+		kv("kind", f.Kind)
+		kv("request", f.Request.String())
+		if f.CatalogRevision != 0 {
+			kv("catalog", strconv.FormatUint(f.CatalogRevision, 10))
+		}
+		kv("reason", f.Reason)
+	case audit.TypeCatalogPresented:
+		if f.PassedThrough {
+			kv("passedThrough", "true")
+		} else {
+			kv("revision", strconv.FormatUint(f.Revision, 10))
+			kv("digest", identity.ShortDigest(f.Digest))
+		}
+		kv("tools", strconv.Itoa(f.Tools))
+	case audit.TypeListChangedSent:
+		kv("revision", strconv.FormatUint(f.Revision, 10))
+		kv("subscription", f.Subscription)
 		kv("reason", f.Reason)
 	case audit.TypeServerExited:
 		if f.Signal != "" {
@@ -310,7 +345,10 @@ func eventLine(e audit.Event) string {
 		kv("held", strings.Join(f.Held, "; "))
 		kv("by", f.By)
 	}
-	if e.Type != audit.TypeAuthorizationDenied {
+	switch e.Type {
+	case audit.TypeAuthorizationDenied, audit.TypeCallRefused, audit.TypeListChangedSent:
+		// reason shown above, in its place
+	default:
 		kv("reason", f.Reason)
 	}
 	return strings.TrimRight(b.String(), " ")

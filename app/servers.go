@@ -853,6 +853,29 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 			writeRun(w, r)
 		}
 	}
+	if len(rep.Checks) > 0 {
+		fmt.Fprintln(w, "\nHealth checks (runs that only connected and listed):")
+		for _, c := range rep.Checks {
+			fmt.Fprintln(w, checkLine(c))
+		}
+	}
+}
+
+// checkLine is one server's line of health checks in `portcullis status`.
+func checkLine(c daemon.CheckSummary) string {
+	line := fmt.Sprintf("  %s  %d", c.Label, c.Count)
+	if c.Count == 1 {
+		line += " check"
+	} else {
+		line += " checks"
+	}
+	if at := c.Last.EndedAt; at != nil {
+		line += ", last at " + at.Local().Format("15:04:05")
+	}
+	if c.Last.Agent.Exe != "" {
+		line += " by " + c.Last.Agent.Exe
+	}
+	return line
 }
 
 // shortAuditNote is the first clause of why the audit log is not signed

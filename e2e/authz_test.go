@@ -74,11 +74,14 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			_, err := a.Session.CallTool(ctx, callParamsOf(noteWrite, map[string]any{"text": "stale"}))
 			code, ref := refusalOf(t, err)
 			if code != -31020 || ref.Error != control.AuthorizationStale || ref.ApprovedEpoch != epochA || ref.CurrentEpoch != epochB ||
-				ref.Retry != "refresh tool metadata and request authorization" {
+				ref.Request == "" || !strings.Contains(ref.Retry, "approval request "+ref.Request+"); call "+noteWrite+" again once they approve") {
 				t.Errorf("stale call: code %d, refusal %+v; want authorization_stale %s → %s", code, ref, epochA, epochB)
 			}
 			// … and the request for B was raised with it.
 			reqB := waitApproval(t, s.home, "note_write on B", forTool(noteWrite, epochB))
+			if reqB.ID != ref.Request {
+				t.Errorf("the refusal names request %s, the request raised is %s", ref.Request, reqB.ID)
+			}
 			c := reqB.Card
 			if c.PreviousEpoch != epochA || len(c.IdentityChanges) == 0 || c.CatalogRevision == c.ApprovedRevision {
 				t.Errorf("card of B: previous %s, identity changes %+v, catalog %d → %d", c.PreviousEpoch, c.IdentityChanges, c.ApprovedRevision, c.CatalogRevision)
@@ -145,8 +148,8 @@ func TestRebuildVoidsGrants(t *testing.T) {
 					return f["epoch"] == epochA && f["tool"] == noteWrite && f["decision"] == "grant"
 				}},
 				{"A replaced by B", audit.TypeServerReplaced, func(f map[string]any) bool { return f["oldEpoch"] == epochA && f["newEpoch"] == epochB }},
-				{"stale call refused", audit.TypeAuthorizationDenied, func(f map[string]any) bool {
-					return f["reason"] == "authorization_stale" && f["approvedEpoch"] == epochA && f["currentEpoch"] == epochB
+				{"stale call refused", audit.TypeCallRefused, func(f map[string]any) bool {
+					return f["kind"] == "authorization_stale" && f["approvedEpoch"] == epochA && f["currentEpoch"] == epochB && f["request"] == reqB.ID
 				}},
 				{"B approved", audit.TypeApprovalGranted, func(f map[string]any) bool { return f["epoch"] == epochB && f["request"] == reqB.ID }},
 				{"write on B", audit.TypeToolCalled, func(f map[string]any) bool {

@@ -92,7 +92,8 @@ func TestBuildWithManualRestart(t *testing.T) {
 
 // TestRebuildSameCatalog: the binary changes but tools/list does not (a
 // rebuild with another build label). The server is replaced by a new epoch,
-// the catalog revision stays, and no tools/list_changed reaches the agent.
+// the catalog revision stays, and one tools/list_changed announces the new
+// epoch (the agent's cached catalog is suspect after an epoch change).
 func TestRebuildSameCatalog(t *testing.T) {
 	for _, era := range eras {
 		t.Run(era.name, func(t *testing.T) {
@@ -122,12 +123,9 @@ func TestRebuildSameCatalog(t *testing.T) {
 			if got := callText(t, a.Session, "publish_preview", map[string]any{"branch": "main"}); got != "revision A published branch main to preview" {
 				t.Errorf("publish_preview on the new epoch: %q", got)
 			}
-			// A list_changed would have been written when the catalog was
-			// fetched, before the calls above were answered; give a late
-			// one a moment anyway.
-			time.Sleep(200 * time.Millisecond)
-			if n := a.listChanged(); n != 0 {
-				t.Errorf("the agent received %d tools/list_changed for an unchanged catalog, want 0", n)
+			a.waitListChanged(t, 1, 10*time.Second)
+			if n := a.listChanged(); n != 1 {
+				t.Errorf("the agent received %d tools/list_changed for one epoch change, want 1", n)
 			}
 		})
 	}
@@ -170,7 +168,10 @@ func TestSchemaChangeIgnoredListChanged(t *testing.T) {
 			want := control.Refusal{Error: control.CatalogStale, Server: pubLabel, Tool: "publish_preview", CurrentEpoch: after.Epoch,
 				AgentRevision: before.CatalogRevision, CurrentRevision: after.CatalogRevision}
 			got := r
-			got.Reason, got.Problems, got.Retry = "", nil, ""
+			got.Reason, got.Problems, got.Retry, got.Arguments = "", nil, "", nil
+			if r.Arguments == nil || !strings.Contains(r.Arguments.String(), `target (string, one of "preview"|"production", default "preview")`) {
+				t.Errorf("catalog_stale does not give the current shape of target: %+v", r.Arguments)
+			}
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("catalog_stale data (-want +got):\n%s", d)
 			}
@@ -344,8 +345,10 @@ func TestWatchedDependencyChange(t *testing.T) {
 	if got := callText(t, a.Session, "status", nil); got != fmt.Sprintf("publish server revision A, pid %d", e3.PID) {
 		t.Errorf("status on the third epoch: %q", got)
 	}
-	if n := a.listChanged(); n != 0 {
-		t.Errorf("%d list_changed for dependency changes that left the catalog alone, want 0", n)
+	// Each new epoch is announced, though the catalog stayed.
+	a.waitListChanged(t, 2, 10*time.Second)
+	if n := a.listChanged(); n != 2 {
+		t.Errorf("%d list_changed for two epoch changes that left the catalog alone, want 2", n)
 	}
 }
 

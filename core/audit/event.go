@@ -24,22 +24,34 @@ const Genesis = "sha256:00000000000000000000000000000000000000000000000000000000
 // name (TypeToolCalled ↔ ToolCalled); Append accepts any type name made of
 // lower-case letters, digits and underscores.
 const (
-	TypeServerStarted       = "server_started"
-	TypeBuildDetected       = "build_detected"
-	TypeServerReplaced      = "server_replaced"
-	TypeServerExited        = "server_exited"
-	TypeCatalogRevised      = "catalog_revised"
-	TypeRunStarted          = "run_started"
-	TypeRunEnded            = "run_ended"
-	TypeApprovalRequested   = "approval_requested"
-	TypeApprovalGranted     = "approval_granted"
-	TypeApprovalDenied      = "approval_denied"
-	TypeApprovalWithdrawn   = "approval_withdrawn"
-	TypeToolCalled          = "tool_called"
-	TypeToolCompleted       = "tool_completed"
+	TypeServerStarted     = "server_started"
+	TypeBuildDetected     = "build_detected"
+	TypeServerReplaced    = "server_replaced"
+	TypeServerExited      = "server_exited"
+	TypeCatalogRevised    = "catalog_revised"
+	TypeRunStarted        = "run_started"
+	TypeRunEnded          = "run_ended"
+	TypeApprovalRequested = "approval_requested"
+	TypeApprovalGranted   = "approval_granted"
+	TypeApprovalDenied    = "approval_denied"
+	TypeApprovalWithdrawn = "approval_withdrawn"
+	TypeToolCalled        = "tool_called"
+	TypeToolCompleted     = "tool_completed"
+	// TypeAuthorizationDenied is what logs before call_refused recorded
+	// refusals as; readers still accept it (see CallRefused).
 	TypeAuthorizationDenied = "authorization_denied"
-	TypeConfigChanged       = "config_changed"
-	TypeLogResumed          = "log_resumed"
+	// TypeCallRefused: a request of the agent was answered with a refusal
+	// instead of reaching the server (CallRefused), including epoch_ended
+	// for a call still held or unsent when its epoch ended.
+	TypeCallRefused = "call_refused"
+	// TypeCatalogPresented: a tools/list answer reached the agent
+	// (CatalogPresented).
+	TypeCatalogPresented = "catalog_presented"
+	// TypeListChangedSent: notifications/tools/list_changed was sent to
+	// the agent (ListChangedSent).
+	TypeListChangedSent = "list_changed_sent"
+	TypeConfigChanged   = "config_changed"
+	TypeLogResumed      = "log_resumed"
 	// TypeDecisionRefused: a decision or a change that widens trust came
 	// from a process that is not the person (see DecisionRefused).
 	TypeDecisionRefused = "decision_refused"
@@ -314,6 +326,60 @@ type AuthorizationDenied struct {
 	ApprovedEpoch   string `json:"approvedEpoch,omitempty"`
 	CurrentEpoch    string `json:"currentEpoch,omitempty"`
 	CatalogRevision uint64 `json:"catalogRevision,omitempty"`
+}
+
+// CallRefused is the fields of a call_refused event: a request of the agent
+// answered with a refusal instead of reaching the server. Kind is the
+// refusal's name as the agent received it in error.data.error
+// (authorization_stale, catalog_stale, invalid_arguments, unknown_tool,
+// approval_denied, approval_timeout, credential_unavailable, epoch_ended,
+// hold_timeout, server_unavailable, audit_unavailable…); Reason its
+// reason; Request the approval request raised with it, if any. Call is the
+// call's ULID when its tool_called intent was written before the refusal.
+type CallRefused struct {
+	Call            string `json:"call,omitempty"`
+	AgentRun        string `json:"agentRun"`
+	ServerLabel     string `json:"serverLabel"`
+	Method          string `json:"method,omitempty"` // the refused request's method; empty for a tools/call that names its Tool
+	Tool            string `json:"tool,omitempty"`
+	Kind            string `json:"kind"`
+	Reason          string `json:"reason,omitempty"`
+	Epoch           string `json:"epoch,omitempty"` // the epoch the request was sent to, for epoch_ended
+	ApprovedEpoch   string `json:"approvedEpoch,omitempty"`
+	CurrentEpoch    string `json:"currentEpoch,omitempty"`
+	CatalogRevision uint64 `json:"catalogRevision,omitempty"`
+	Request         string `json:"request,omitempty"`
+}
+
+// CatalogPresented is the fields of a catalog_presented event: the agent
+// received a tools/list answer describing catalog revision Revision (its
+// digest Digest) of epoch Epoch. Tools counts the tools it was shown (the
+// person's policy hides denied ones). PassedThrough is set when no
+// revision could be fetched and the server's own answer was passed on
+// (Revision and Digest are then empty).
+type CatalogPresented struct {
+	AgentRun      string `json:"agentRun"`
+	ServerLabel   string `json:"serverLabel"`
+	Epoch         string `json:"epoch"`
+	Revision      uint64 `json:"revision,omitempty"`
+	Digest        string `json:"digest,omitempty"`
+	Tools         int    `json:"tools"`
+	PassedThrough bool   `json:"passedThrough,omitempty"`
+}
+
+// ListChangedSent is the fields of a list_changed_sent event: the agent
+// was sent Method (notifications/tools/list_changed, or another list's)
+// while epoch Epoch with catalog revision Revision answers; Reason says
+// why (a new epoch, a new revision, a policy change); Subscription is the
+// agent's subscriptions/listen id in the 2026-07-28 era.
+type ListChangedSent struct {
+	AgentRun     string `json:"agentRun"`
+	ServerLabel  string `json:"serverLabel"`
+	Epoch        string `json:"epoch"`
+	Revision     uint64 `json:"revision,omitempty"`
+	Method       string `json:"method"`
+	Reason       string `json:"reason,omitempty"`
+	Subscription string `json:"subscription,omitempty"`
 }
 
 // ConfigChanged is the fields of a config_changed event, written when the

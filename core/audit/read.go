@@ -251,6 +251,12 @@ func Sessions(dir string, f Filter) ([]Session, error) {
 				return nil
 			}
 			get(v.AgentRun, v.ServerLabel, e).Denied++
+		case TypeCallRefused:
+			var v CallRefused
+			if e.DecodeFields(&v) != nil || !f.match(v.ServerLabel, v.AgentRun) {
+				return nil
+			}
+			get(v.AgentRun, v.ServerLabel, e).Denied++
 		}
 		return nil
 	})
@@ -269,7 +275,8 @@ func Sessions(dir string, f Filter) ([]Session, error) {
 
 // Call is one tool call as the log tells it: a tool_called intent joined with
 // its tool_completed (by agent run and call id), or a refusal recorded by
-// authorization_denied (Decision "denied", Reason the refusal code).
+// call_refused (or, in older logs, authorization_denied): Decision "denied",
+// Reason the refusal's kind.
 type Call struct {
 	Seq             uint64 // tool_called or authorization_denied event
 	TS              time.Time
@@ -328,6 +335,17 @@ func Activity(dir string, f Filter) ([]Call, error) {
 			}
 			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: ids.CallID(v.Call), AgentRun: ids.RunID(v.AgentRun), ServerLabel: v.ServerLabel,
 				Tool: v.Tool, Epoch: ids.EpochID(v.CurrentEpoch), CatalogRevision: v.CatalogRevision, Decision: "denied", Reason: v.Reason})
+		case TypeCallRefused:
+			var v CallRefused
+			if e.DecodeFields(&v) != nil || !f.match(v.ServerLabel, v.AgentRun) {
+				return nil
+			}
+			epoch := v.Epoch
+			if epoch == "" {
+				epoch = v.CurrentEpoch
+			}
+			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: ids.CallID(v.Call), AgentRun: ids.RunID(v.AgentRun), ServerLabel: v.ServerLabel,
+				Tool: v.Tool, Epoch: ids.EpochID(epoch), CatalogRevision: v.CatalogRevision, Decision: "denied", Reason: v.Kind})
 		}
 		return nil
 	})

@@ -13,7 +13,8 @@ import (
 // fetch returned, in server order.
 //
 // Revision counts from 1 per label and only grows (0 means "no revision").
-// Digest is [CatalogDigest] of the tools. FetchedAt and Epoch are the time and
+// Digest is [ContractDigest] of the tools and Extras ([CatalogDigest] of
+// the tools when Extras is empty). FetchedAt and Epoch are the time and
 // execution epoch (a ULID minted by the supervisor) of the latest fetch that
 // returned this revision. Catalogs handed out by [Store] share their tools'
 // bytes: treat them as read-only.
@@ -24,6 +25,10 @@ type Catalog struct {
 	Tools     []Tool    `json:"tools"`
 	FetchedAt time.Time `json:"fetchedAt"`
 	Epoch     string    `json:"epoch"`
+	// Extras is the contract beyond tools/list that the revision pins
+	// (instructions, prompts, resources, resource templates); Digest
+	// covers it ([ContractDigest]).
+	Extras
 }
 
 // CatalogDigest returns "sha256:<hex>" over the tools' digests sorted

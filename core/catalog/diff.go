@@ -67,6 +67,11 @@ const (
 	KindAnnotationChanged           = "annotation_changed"
 	KindMetaChanged                 = "meta_changed"
 	KindFieldChanged                = "field_changed"
+	// Kinds of the contract beyond tools (Extras); their Tool is "".
+	KindInstructionsChanged = "instructions_changed"
+	KindItemAdded           = "item_added"   // a prompt, resource or resource template (Path names which)
+	KindItemRemoved         = "item_removed" //
+	KindItemChanged         = "item_changed" //
 )
 
 // Change is one classified difference between two catalog revisions.
@@ -208,6 +213,7 @@ func Compare(from, to Catalog) Diff {
 		cd.tool = t.Name
 		cd.add(KindToolRemoved, "", t.Name, nil, Contract, fmt.Sprintf("tool %q removed", t.Name))
 	}
+	compareExtras(cd, from.Extras, to.Extras)
 	d.Changes = cd.out
 	return d
 }

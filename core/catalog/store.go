@@ -120,6 +120,14 @@ func OpenStore(dir string, opts ...StoreOption) (*Store, error) {
 // is written before memory changes, so on error the store is unchanged.
 // Errors: [ErrBadLabel], [ErrDuplicateTool], [ErrMalformed], write failures.
 func (s *Store) Update(label, epoch string, tools []Tool) (cur Catalog, changed bool, err error) {
+	return s.UpdateContract(label, epoch, tools, Extras{})
+}
+
+// UpdateContract is [Store.Update] for a fetch of the whole contract: the
+// tools and the Extras (instructions, prompts, resources, resource
+// templates); the revision's digest is [ContractDigest] of both, so a
+// change of any of them is a new revision. Items without a Digest get one.
+func (s *Store) UpdateContract(label, epoch string, tools []Tool, extras Extras) (cur Catalog, changed bool, err error) {
 	if label == "" {
 		return Catalog{}, false, ErrBadLabel
 	}
@@ -149,7 +157,21 @@ func (s *Store) Update(label, epoch string, tools []Tool) (cur Catalog, changed 
 		s.log.Warn("tools/list held strings that are not valid Unicode (invalid UTF-8 or lone surrogate escapes); replaced by U+FFFD in the catalog and in what the agent gets",
 			"label", label, "epoch", epoch, "tools", repaired, "replaced", replaced)
 	}
-	digest := CatalogDigest(ts)
+	x := Extras{Instructions: extras.Instructions}
+	for _, l := range extraLists {
+		items := slices.Clone(*l.get(&extras))
+		for i := range items {
+			if items[i].Digest == "" {
+				d, err := ItemDigest(items[i].Raw)
+				if err != nil {
+					return Catalog{}, false, fmt.Errorf("updating catalog of %q: %s %q: %w", label, l.What, items[i].Name, err)
+				}
+				items[i].Digest = d
+			}
+		}
+		*l.get(&x) = items
+	}
+	digest := ContractDigest(ts, x)
 	now := s.now()
 
 	s.mu.Lock()
@@ -164,7 +186,7 @@ func (s *Store) Update(label, epoch string, tools []Tool) (cur Catalog, changed 
 		if n > 0 {
 			rev = next[n-1].Revision + 1
 		}
-		next = append(next, Catalog{Label: label, Revision: rev, Digest: digest, Tools: ts, FetchedAt: now, Epoch: epoch})
+		next = append(next, Catalog{Label: label, Revision: rev, Digest: digest, Tools: ts, FetchedAt: now, Epoch: epoch, Extras: x})
 		changed = true
 		if len(next) > s.history {
 			next = next[len(next)-s.history:]
@@ -229,6 +251,7 @@ func (s *Store) Labels() []string {
 
 func cloneCatalog(c Catalog) Catalog {
 	c.Tools = slices.Clone(c.Tools)
+	c.Prompts, c.Resources, c.Templates = slices.Clone(c.Prompts), slices.Clone(c.Resources), slices.Clone(c.Templates)
 	return c
 }
 
@@ -247,6 +270,11 @@ type fileRevision struct {
 	Epoch     string     `json:"epoch"`
 	FetchedAt time.Time  `json:"fetchedAt"`
 	Tools     []fileTool `json:"tools"`
+	// The Extras, absent in files written before them.
+	Instructions string     `json:"instructions,omitempty"`
+	Prompts      []fileTool `json:"prompts,omitempty"`
+	Resources    []fileTool `json:"resources,omitempty"`
+	Templates    []fileTool `json:"resourceTemplates,omitempty"`
 }
 
 type fileTool struct {
@@ -261,6 +289,15 @@ func (s *Store) writeLocked(label string, revs []Catalog) error {
 		fr := fileRevision{Revision: c.Revision, Digest: c.Digest, Epoch: c.Epoch, FetchedAt: c.FetchedAt}
 		for _, t := range c.Tools {
 			fr.Tools = append(fr.Tools, fileTool{Name: t.Name, Digest: t.Digest, Raw: t.Raw})
+		}
+		fr.Instructions = c.Instructions
+		for _, it := range []struct {
+			from []Tool
+			to   *[]fileTool
+		}{{c.Prompts, &fr.Prompts}, {c.Resources, &fr.Resources}, {c.Templates, &fr.Templates}} {
+			for _, t := range it.from {
+				*it.to = append(*it.to, fileTool{Name: t.Name, Digest: t.Digest, Raw: t.Raw})
+			}
 		}
 		fd.Revisions = append(fd.Revisions, fr)
 	}
@@ -313,7 +350,20 @@ func readLabelFile(path, label string) ([]Catalog, error) {
 			}
 			c.Tools = append(c.Tools, Tool{Name: ft.Name, Raw: json.RawMessage(ft.Raw), Digest: ft.Digest})
 		}
-		if CatalogDigest(c.Tools) != c.Digest {
+		c.Instructions = fr.Instructions
+		for _, it := range []struct {
+			from []fileTool
+			to   *[]Tool
+		}{{fr.Prompts, &c.Prompts}, {fr.Resources, &c.Resources}, {fr.Templates, &c.Templates}} {
+			for _, ft := range it.from {
+				d, err := ItemDigest(ft.Raw)
+				if err != nil || d != ft.Digest {
+					return nil, corrupt("revision %d, item %q: digest does not match its bytes", fr.Revision, ft.Name)
+				}
+				*it.to = append(*it.to, Tool{Name: ft.Name, Raw: json.RawMessage(ft.Raw), Digest: ft.Digest})
+			}
+		}
+		if ContractDigest(c.Tools, c.Extras) != c.Digest {
 			return nil, corrupt("revision %d: catalog digest does not match its tools", fr.Revision)
 		}
 		revs = append(revs, c)

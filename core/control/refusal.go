@@ -3,6 +3,7 @@ package control
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
@@ -92,14 +93,92 @@ type Refusal struct {
 	Problems        []string `json:"problems,omitempty"`
 	ExitStatus      string   `json:"exitStatus,omitempty"`
 	StderrTail      []string `json:"stderrTail,omitempty"`
-	Limit           int      `json:"limit,omitempty"` // bytes, for message_too_large
-	Retry           string   `json:"retry,omitempty"` // what the agent should do next
+	// Request is the approval request a person was asked to decide for
+	// this call (authorization_stale, approval_timeout, approval_denied).
+	Request string `json:"request,omitempty"`
+	// Arguments is the current shape of the arguments a refused call got
+	// wrong (invalid_arguments, catalog_stale): required names, and the
+	// type, enum and default of the properties involved.
+	Arguments *ArgumentShape `json:"arguments,omitempty"`
+	Limit     int            `json:"limit,omitempty"` // bytes, for message_too_large
+	Retry     string         `json:"retry,omitempty"` // what the agent should do next
+}
+
+// ArgumentShape is the current shape of a tool's arguments, as a refusal
+// gives it: the names inputSchema requires, and the properties involved.
+type ArgumentShape struct {
+	Tool       string          `json:"tool"`
+	Required   []string        `json:"required"`
+	Properties []PropertyShape `json:"properties,omitempty"`
+	Omitted    int             `json:"omitted,omitempty"` // properties of the schema left out
+}
+
+// PropertyShape is one property of an ArgumentShape: its JSON Schema type,
+// allowed values (each as JSON) and default (JSON), when the schema says.
+type PropertyShape struct {
+	Name     string   `json:"name"`
+	Type     string   `json:"type,omitempty"`
+	Enum     []string `json:"enum,omitempty"`
+	Default  string   `json:"default,omitempty"`
+	Required bool     `json:"required,omitempty"`
+}
+
+// String renders a as one sentence, for example
+//
+//	current arguments of "publish": branch (string, required), target (string, one of "preview"|"production", default "preview")
+func (a *ArgumentShape) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "current arguments of %q:", a.Tool)
+	if len(a.Properties) == 0 {
+		if len(a.Required) == 0 {
+			b.WriteString(" none required")
+		} else {
+			b.WriteString(" required " + strings.Join(a.Required, ", "))
+		}
+	}
+	for i, p := range a.Properties {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(" " + p.Name)
+		var parts []string
+		if p.Type != "" {
+			parts = append(parts, p.Type)
+		}
+		if p.Required {
+			parts = append(parts, "required")
+		}
+		if len(p.Enum) == 1 {
+			parts = append(parts, "must be "+p.Enum[0])
+		} else if len(p.Enum) > 1 {
+			parts = append(parts, "one of "+strings.Join(p.Enum, "|"))
+		}
+		if p.Default != "" {
+			parts = append(parts, "default "+p.Default)
+		}
+		if len(parts) > 0 {
+			b.WriteString(" (" + strings.Join(parts, ", ") + ")")
+		}
+	}
+	if a.Omitted > 0 {
+		fmt.Fprintf(&b, ", and %d other optional properties", a.Omitted)
+	}
+	return b.String()
 }
 
 // Message is the human- and model-readable error message of r: agents
-// such as Claude Code pass only this to the model, never the data.
+// such as Claude Code pass only this to the model, never the data, so it
+// carries what the model needs to act: "error: reason", the problems in
+// parentheses, the current shape of the arguments, then what to do next
+// (Retry), each part after "; ".
 func (r *Refusal) Message() string {
 	msg := fmt.Sprintf("%s: %s", r.Error, r.Reason)
+	if len(r.Problems) > 0 {
+		msg += " (" + strings.Join(r.Problems, "; ") + ")"
+	}
+	if r.Arguments != nil {
+		msg += "; " + r.Arguments.String()
+	}
 	if r.Retry != "" {
 		msg += "; " + r.Retry
 	}

@@ -63,7 +63,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Supervisor sets the grace periods used to stop servers.
 	Supervisor supervisor.Options
-	// KeepEnded is how many ended agent runs `status` keeps showing (default 20).
+	// KeepEnded is how many ended agent runs `status` keeps showing
+	// (default 10); health checks are counted apart (StatusReport.Checks).
 	KeepEnded int
 	// Settle is how long writes must pause before a build counts as
 	// complete (default 300 ms).
@@ -131,6 +132,7 @@ type Daemon struct {
 	watched  map[string][]string         // guarded by mu; label → paths given to the watcher
 	order    []string                    // guarded by mu; run ids in start order
 	ended    []gateway.Status            // guarded by mu; most recent last
+	checks   map[string]*CheckSummary    // guarded by mu; health checks per server label
 	cancel   context.CancelFunc          // guarded by mu
 	subs     map[chan struct{}]struct{}  // guarded by mu; Changes subscribers
 	children map[int]child               // guarded by mu; server processes running, by pid
@@ -165,7 +167,7 @@ func New(o Options) (*Daemon, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if o.KeepEnded <= 0 {
-		o.KeepEnded = 20
+		o.KeepEnded = 10
 	}
 	if o.Settle <= 0 {
 		o.Settle = 300 * time.Millisecond
@@ -560,9 +562,23 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 	delete(d.runs, runID)
 	delete(d.labels, runID)
 	d.order = slices.DeleteFunc(d.order, func(id string) bool { return id == runID })
-	d.ended = append(d.ended, st)
-	if len(d.ended) > d.opts.KeepEnded {
-		d.ended = d.ended[len(d.ended)-d.opts.KeepEnded:]
+	if st.Check {
+		// A health check (`claude mcp list`): counted, not listed.
+		if d.checks == nil {
+			d.checks = map[string]*CheckSummary{}
+		}
+		c := d.checks[label]
+		if c == nil {
+			c = &CheckSummary{Label: label}
+			d.checks[label] = c
+		}
+		c.Count++
+		c.Last = st
+	} else {
+		d.ended = append(d.ended, st)
+		if len(d.ended) > d.opts.KeepEnded {
+			d.ended = d.ended[len(d.ended)-d.opts.KeepEnded:]
+		}
 	}
 	d.mu.Unlock()
 	d.rewatch(label)
@@ -785,8 +801,11 @@ type StatusReport struct {
 	// Approvals are the pending approval requests, oldest first: a call
 	// whose run has one here is waiting for a person.
 	Approvals []authz.Request  `json:"approvals"`
-	Ended     []gateway.Status `json:"ended"` // recently ended runs, oldest first
-	Audit     AuditStatus      `json:"audit"`
+	Ended     []gateway.Status `json:"ended"` // recently ended runs, oldest first, health checks aside
+	// Checks counts, per server label, the ended runs that were health
+	// checks (gateway.Status.Check), with the last one; sorted by label.
+	Checks []CheckSummary `json:"checks"`
+	Audit  AuditStatus    `json:"audit"`
 	// PendingChange is the edit of the configuration file whose widening
 	// parts wait for the person (portcullis changes), nil when none.
 	PendingChange *PendingChange `json:"pendingChange,omitempty"`
@@ -794,10 +813,19 @@ type StatusReport struct {
 	Authentication AuthStatus `json:"authentication"`
 }
 
+// CheckSummary counts the health checks of one server label: agent runs
+// that only connected, listed and left within gateway.HealthCheckWindow.
+// Last is the most recent one.
+type CheckSummary struct {
+	Label string         `json:"label"`
+	Count int            `json:"count"`
+	Last  gateway.Status `json:"last"`
+}
+
 // Status returns a snapshot of every configured server and agent run.
 func (d *Daemon) Status() StatusReport {
 	cfg, cfgErr := d.config()
-	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}}
+	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}, Checks: []CheckSummary{}}
 	rep.Audit = d.auditStatus()
 	rep.PendingChange = d.pendingCopy()
 	rep.Authentication = d.authStatus()
@@ -810,6 +838,9 @@ func (d *Daemon) Status() StatusReport {
 		sessions = append(sessions, d.runs[id])
 	}
 	rep.Ended = append(rep.Ended, d.ended...)
+	for _, label := range slices.Sorted(mapsKeys(d.checks)) {
+		rep.Checks = append(rep.Checks, *d.checks[label])
+	}
 	d.mu.Unlock()
 	rep.Approvals = d.authz.Pending()
 	count := map[string]int{}

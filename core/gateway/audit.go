@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
@@ -34,7 +35,7 @@ func (s *Session) auditDown(e *epoch, tool string) *control.Refusal {
 	if err := h.Err(); err != nil {
 		return &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
 			Reason: "the audit log cannot be written (" + err.Error() + "), so no approval is asked and no call is forwarded",
-			Retry:  "ask the person to check the disk and the data directory"}
+			Retry:  "tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then call again"}
 	}
 	return nil
 }
@@ -105,12 +106,72 @@ func (s *Session) recordCompletion(e *epoch, c *callRecord, outcome, errText str
 	}
 }
 
-// recordRefusal writes authorization_denied for a call refused before
+// refused is one refusal answered to the agent, for call_refused.
+type refusedReq struct {
+	id     json.RawMessage // the agent's id
+	method string
+	tool   string
+	call   string // the call's ULID when its intent was written
+	r      *control.Refusal
+}
+
+// refuse answers the agent's request id (method, naming tool for a
+// tools/call) with r and records call_refused.
+func (s *Session) refuse(id json.RawMessage, method, tool string, r *control.Refusal) {
+	s.recordRefused(refusedReq{id: id, method: method, tool: tool, r: r})
+	s.writeAgent(r.Response(id))
+}
+
+// refusedOf is the refusal r of the request p, for refuseAll.
+func refusedOf(p *pending, r *control.Refusal) refusedReq {
+	q := refusedReq{id: p.agentID, method: p.method, tool: p.tool, r: r}
+	if p.call != nil {
+		q.call = p.call.id
+	}
+	return q
+}
+
+// callName is the tool a tools/call names, "" for other requests.
+func callName(c *toolCall) string {
+	if c == nil {
+		return ""
+	}
+	return c.name
+}
+
+// refuseAll records and answers each of rs, in order: the record of a
+// refusal comes before the agent reads it.
+func (s *Session) refuseAll(rs []refusedReq) {
+	for _, q := range rs {
+		s.recordRefused(q)
+	}
+	for _, q := range rs {
+		s.writeAgent(q.r.Response(q.id))
+	}
+}
+
+// recordRefusal writes call_refused for a tools/call of tool refused before
 // forwarding.
 func (s *Session) recordRefusal(tool string, r *control.Refusal) {
-	s.record(audit.TypeAuthorizationDenied, audit.AuthorizationDenied{
-		AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Tool: tool, Reason: string(r.Error),
-		ApprovedEpoch: r.ApprovedEpoch, CurrentEpoch: r.CurrentEpoch, CatalogRevision: r.CurrentRevision,
+	s.recordRefused(refusedReq{method: methodToolsCall, tool: tool, r: r})
+}
+
+// recordRefused writes call_refused for q: what the agent was answered
+// instead of the server's answer, under the refusal's own name.
+func (s *Session) recordRefused(q refusedReq) {
+	r := q.r
+	tool := q.tool
+	if tool == "" {
+		tool = r.Tool
+	}
+	method := q.method
+	if method == methodToolsCall && tool != "" {
+		method = "" // the default: a tool names it
+	}
+	s.record(audit.TypeCallRefused, audit.CallRefused{
+		Call: q.call, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Method: method, Tool: tool,
+		Kind: string(r.Error), Reason: r.Reason, Epoch: r.Epoch, ApprovedEpoch: r.ApprovedEpoch, CurrentEpoch: r.CurrentEpoch,
+		CatalogRevision: r.CurrentRevision, Request: r.Request,
 	})
 }
 
@@ -132,9 +193,14 @@ func (s *Session) recordCatalog(e *epoch, prev, cur catalog.Catalog) {
 		case catalog.KindToolRemoved:
 			sum.Removed = append(sum.Removed, c.Tool)
 		default:
-			if !seen[c.Tool] {
-				seen[c.Tool] = true
-				sum.Changed = append(sum.Changed, c.Tool)
+			name := c.Tool
+			if name == "" {
+				// The contract beyond tools: "instructions", "prompts/NAME"…
+				name = strings.TrimPrefix(c.Path, "/")
+			}
+			if !seen[name] {
+				seen[name] = true
+				sum.Changed = append(sum.Changed, name)
 			}
 		}
 	}

@@ -149,17 +149,47 @@ func (s *Session) staleAuthorization(e *epoch, c *toolCall) *control.Refusal {
 	if refreshed {
 		return nil
 	}
+	s.mu.Lock()
+	told := s.staleTold[tool] == e.ID
+	s.mu.Unlock()
+	s.noteStaleTold(tool, e.ID)
+	if told {
+		// The agent was told once that the code changed under this
+		// tool: from then on its calls wait for the approval they need
+		// (quickAuthorize), as after a refetch.
+		return nil
+	}
 	metaCreds, _ := s.metaCredentials()
-	if s.missingCredential(e, tool, metaCreds) == nil && s.auditDown(e, tool) == nil {
+	r := &control.Refusal{
+		Error: control.AuthorizationStale, Server: s.opts.Label, Tool: tool,
+		Reason:        fmt.Sprintf("the server's code changed (execution epoch %s → %s) since the person approved %s, so the approval no longer holds and the call was not sent", stale.ExecutionEpoch, e.ID, tool),
+		ApprovedEpoch: stale.ExecutionEpoch, CurrentEpoch: e.ID,
+	}
+	missing := s.missingCredential(e, tool, metaCreds)
+	down := s.auditDown(e, tool)
+	switch {
+	case missing == nil && down == nil:
 		// (A request nobody could approve usefully is not raised; the
 		// call after the refresh is refused for the credential.)
-		s.requestFor(e, c, "server execution epoch changed", stale)
+		r.Request = s.requestFor(e, c, "server execution epoch changed", stale)
+		r.Retry = fmt.Sprintf("the person has been asked to approve the new code in Portcullis (approval request %s); call %s again once they approve, and it will wait for their decision", r.Request, tool)
+	case missing != nil:
+		r.Retry = missing.Retry
+	default:
+		r.Retry = down.Retry
 	}
-	return &control.Refusal{
-		Error: control.AuthorizationStale, Reason: "server execution epoch changed", Server: s.opts.Label, Tool: tool,
-		ApprovedEpoch: stale.ExecutionEpoch, CurrentEpoch: e.ID,
-		Retry: "refresh tool metadata and request authorization",
+	return r
+}
+
+// noteStaleTold records that the agent was told that tool's approval no
+// longer holds on epoch: its next calls of tool there wait for approval.
+func (s *Session) noteStaleTold(tool, epoch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.staleTold == nil {
+		s.staleTold = map[string]string{}
 	}
+	s.staleTold[tool] = epoch
 }
 
 // policyRecheck is how often a call waiting for a person re-checks its
@@ -200,8 +230,8 @@ wait:
 			s.stopWaiting(m, id, fmt.Sprintf("the person's policy denies %s now", tool))
 			s.withdrawDenied()
 			return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-				Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval", tool, s.opts.Label),
-				Retry:  "do not call this tool"})
+				Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval; the call was not sent", tool, s.opts.Label),
+				Retry:  "do not call this tool again; tell the person if the task needs it (they can change its policy in Portcullis)"})
 		}
 		if pol == policyAllow && (err == nil || errors.Is(err, errPolicyWake) || errors.Is(err, authz.ErrWithdrawn) || errors.Is(err, authz.ErrTimeout)) {
 			// Allowed while the call waited (and no person denied it):
@@ -240,44 +270,45 @@ wait:
 	switch {
 	case err == nil:
 	case errors.Is(err, authz.ErrTimeout):
-		return refused(&control.Refusal{Error: control.ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-			Reason: fmt.Sprintf("nobody answered approval request %s within %s", id, a.Timeout()),
-			Retry:  "ask the person to approve in Portcullis, then call again"})
+		return refused(&control.Refusal{Error: control.ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
+			Reason: fmt.Sprintf("nobody answered approval request %s for %s within %s; the call was not sent", id, tool, a.Timeout()),
+			Retry:  fmt.Sprintf("tell the person that %s on %s needs their approval in Portcullis (its window or `portcullis approve`), and call again when they say they are ready to approve it", tool, s.opts.Label)})
 	case errors.Is(err, authz.ErrUnrecorded):
 		return refused(&control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-			Reason: fmt.Sprintf("the person approved request %s, but the audit log could not record it, so nothing was granted", id),
-			Retry:  "ask the person to check the disk and the data directory"})
+			Reason: fmt.Sprintf("the person approved request %s, but the audit log could not record it, so nothing was granted and the call was not sent", id),
+			Retry:  "tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then call again"})
 	case errors.Is(err, authz.ErrWithdrawn):
 		// Nobody decided: the request was withdrawn (the run ended, the
 		// call was cancelled, or the policy changed under it).
-		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it", id),
-			Retry:  "call again if the tool is still needed"})
+		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
+			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it; the call was not sent", id),
+			Retry:  "call again if the tool is still needed: the person will be asked again"})
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		// The run is ending (its agent left, or its input ended and the
 		// drain is over): nobody decided, and nobody will.
-		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
+		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
 			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it: the agent run ended", id),
-			Retry:  "none in this agent run, which is over; reconnect to call again"})
+			Retry:  "none in this agent run, which is over"})
 	default:
-		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-			Reason: fmt.Sprintf("the person denied approval request %s", id),
-			Retry:  "do not retry this call unless the person asks you to"})
+		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
+			Reason: fmt.Sprintf("the person denied approval request %s for %s; the call was not sent", id, tool),
+			Retry:  fmt.Sprintf("tell the person that %s was not run because they denied it; do not call it again unless they ask you to", tool)})
 	}
 	s.mu.Lock()
 	ended, cur := e.ended, s.cur
 	s.mu.Unlock()
 	if ended || g.ExecutionEpoch != e.ID || !g.Covers(tool, nil) {
-		r := &control.Refusal{Error: control.AuthorizationStale, Reason: "server execution epoch changed while the call waited for approval",
-			Server: s.opts.Label, Tool: tool, ApprovedEpoch: g.ExecutionEpoch, Retry: "refresh tool metadata and request authorization"}
+		r := &control.Refusal{Error: control.AuthorizationStale, Reason: fmt.Sprintf("the server's code changed (execution epoch %s ended) while the call waited for approval, so the approval given is for code that no longer runs and the call was not sent", e.ID),
+			Server: s.opts.Label, Tool: tool, ApprovedEpoch: g.ExecutionEpoch, Request: id,
+			Retry: fmt.Sprintf("call %s again: it will wait for the person to approve the new code", tool)}
 		if cur != nil {
 			r.CurrentEpoch = cur.ID
 		}
 		if !ended && g.ExecutionEpoch == e.ID && !g.Covers(tool, nil) {
 			// Same epoch: the grant simply leaves this call's tool out.
-			r.Error, r.Reason = control.ApprovalDenied, fmt.Sprintf("the person approved other tools, not %s", tool)
+			r.Error, r.Reason = control.ApprovalDenied, fmt.Sprintf("the person approved other tools in request %s, not %s; the call was not sent", id, tool)
 			r.ApprovedEpoch = ""
-			r.Retry = "do not retry this call unless the person asks you to"
+			r.Retry = fmt.Sprintf("tell the person that %s was not approved; do not call it again unless they ask you to", tool)
 		}
 		return refused(r)
 	}
@@ -456,8 +487,14 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Gra
 	approvedEpoch, approvedRev := s.approvedEpoch, s.approvedRev
 	prevRec, hasPrev := s.records[approvedEpoch]
 	s.mu.Unlock()
-	if stale != nil {
-		approvedEpoch = stale.ExecutionEpoch
+	prev := stale
+	if prev == nil && approvedEpoch != e.ID {
+		// A call held after the agent refetched: the grant the epoch
+		// change voided is what the person approved before.
+		prev = s.opts.Authority.Stale(s.opts.RunID, e.ID, tool)
+	}
+	if prev != nil {
+		approvedEpoch = prev.ExecutionEpoch
 		prevRec, hasPrev = s.recordOf(approvedEpoch)
 	}
 	args := call.args

@@ -156,8 +156,9 @@ func TestStaleAfterEpochChange(t *testing.T) {
 		// Arguments that do not fit the schema: the epoch change is reported first.
 		r.agent.request(3, "tools/call", map[string]any{"name": toolWrite, "arguments": map[string]any{"n": "not a number"}})
 		code, ref := refusal(t, r.agent.wait(3, 5*time.Second))
-		want := &control.Refusal{Error: control.AuthorizationStale, Reason: "server execution epoch changed", Server: "fake", Tool: toolWrite,
-			ApprovedEpoch: "E1", CurrentEpoch: "E2", Retry: "refresh tool metadata and request authorization"}
+		want := &control.Refusal{Error: control.AuthorizationStale, Reason: "the server's code changed (execution epoch E1 → E2) since the person approved write, so the approval no longer holds and the call was not sent",
+			Server: "fake", Tool: toolWrite, ApprovedEpoch: "E1", CurrentEpoch: "E2", Request: ref.Request,
+			Retry: "the person has been asked to approve the new code in Portcullis (approval request " + ref.Request + "); call write again once they approve, and it will wait for their decision"}
 		if code != -31020 {
 			t.Errorf("code %d, want -31020", code)
 		}
@@ -166,8 +167,8 @@ func TestStaleAfterEpochChange(t *testing.T) {
 		}
 		// The request for E2 was raised at the same moment.
 		p := r.auth.Pending()
-		if len(p) != 1 {
-			t.Fatalf("pending after the stale refusal: %+v, want one request", p)
+		if len(p) != 1 || p[0].ID != ref.Request {
+			t.Fatalf("pending after the stale refusal: %+v, want one request, %s (the refusal's)", p, ref.Request)
 		}
 		c := p[0].Card
 		if c.PreviousEpoch != "E1" || c.CurrentEpoch != "E2" || len(c.IdentityChanges) == 0 || !strings.Contains(c.Reason, "epoch changed") {
@@ -199,14 +200,14 @@ func TestStaleAfterEpochChange(t *testing.T) {
 		if diff := cmp.Diff(want2, r.launcher.received(), ignoreSeqAndRaw); diff != "" {
 			t.Errorf("calls the servers received (-want +got):\n%s", diff)
 		}
-		var denied []audit.AuthorizationDenied
+		var denied []audit.CallRefused
 		for _, e := range r.audit.entries() {
-			if d, ok := e.Fields.(audit.AuthorizationDenied); ok {
+			if d, ok := e.Fields.(audit.CallRefused); ok {
 				denied = append(denied, d)
 			}
 		}
-		if len(denied) != 1 || denied[0].Reason != "authorization_stale" || denied[0].ApprovedEpoch != "E1" || denied[0].CurrentEpoch != "E2" {
-			t.Errorf("authorization_denied events %+v", denied)
+		if len(denied) != 1 || denied[0].Kind != "authorization_stale" || denied[0].ApprovedEpoch != "E1" || denied[0].CurrentEpoch != "E2" || denied[0].Request != p[0].ID {
+			t.Errorf("call_refused events %+v", denied)
 		}
 	})
 }

@@ -39,7 +39,10 @@ type listenState struct {
 	agentID json.RawMessage // the agent's id of its subscriptions/listen request
 	raw     []byte          // the request as the agent sent it
 	toolsOn bool            // it asked for notifications/tools/list_changed
-	ack     []byte          // the params (without _meta) of the acknowledgement the agent got; nil before it
+	// promptsOn and resourcesOn: it asked for the prompts' and the
+	// resources' list_changed.
+	promptsOn, resourcesOn bool
+	ack                    []byte // the params (without _meta) of the acknowledgement the agent got; nil before it
 }
 
 // initialize records the agent's initialize request m: the legacy era.
@@ -56,10 +59,29 @@ func (h *handshake) discover(meta json.RawMessage) {
 // subscribe records the agent's subscriptions/listen request m.
 func (h *handshake) subscribe(m *mcpwire.Message) {
 	h.listen = &listenState{
-		agentID: bytes.Clone(m.ID),
-		raw:     bytes.Clone(m.Raw),
-		toolsOn: bytes.Equal(mcpwire.GetPath(m.Params, "notifications", "toolsListChanged"), []byte("true")),
+		agentID:     bytes.Clone(m.ID),
+		raw:         bytes.Clone(m.Raw),
+		toolsOn:     bytes.Equal(mcpwire.GetPath(m.Params, "notifications", "toolsListChanged"), []byte("true")),
+		promptsOn:   bytes.Equal(mcpwire.GetPath(m.Params, "notifications", "promptsListChanged"), []byte("true")),
+		resourcesOn: bytes.Equal(mcpwire.GetPath(m.Params, "notifications", "resourcesListChanged"), []byte("true")),
 	}
+}
+
+// listSubscribed reports whether the agent hears of changes of the list
+// method through its listen stream (2026-07-28).
+func (h *handshake) listSubscribed(method string) bool {
+	if h.listen == nil {
+		return false
+	}
+	switch method {
+	case methodToolsList:
+		return h.listen.toolsOn
+	case "prompts/list":
+		return h.listen.promptsOn
+	case "resources/list", "resources/templates/list":
+		return h.listen.resourcesOn
+	}
+	return false
 }
 
 // isListen reports whether the agent's request id (raw, as the agent wrote

@@ -30,6 +30,7 @@ type inflight struct {
 type pending struct {
 	agentID  json.RawMessage // the agent's id, nil for the gateway's own requests
 	method   string
+	tool     string // params.name of a tools/call
 	ep       *epoch
 	token    string // progress token, raw JSON; "" when none
 	reply    chan *mcpwire.Message

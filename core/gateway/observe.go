@@ -181,6 +181,7 @@ func (s *Session) checkTree(e *epoch, tool, decision string) *control.Refusal {
 		return nil
 	}
 	go s.observed(*ch)
+	s.noteStaleTold(tool, ch.Epoch)
 	return &control.Refusal{
 		Error:         control.AuthorizationStale,
 		Server:        s.opts.Label,
@@ -188,7 +189,7 @@ func (s *Session) checkTree(e *epoch, tool, decision string) *control.Refusal {
 		ApprovedEpoch: e.ID,
 		CurrentEpoch:  ch.Epoch,
 		Reason:        "server execution epoch changed: the supervisor observed a new process in the server's tree (" + strings.Join(ch.What, "; ") + "); the call was not sent",
-		Retry:         "refresh tool metadata and request authorization",
+		Retry:         "call again: the call will wait for the person to approve the new code",
 	}
 }
 

@@ -123,9 +123,20 @@ func (s *Session) announceTools(e *epoch, force bool) {
 		hidden, shown := difference(announced, visible), difference(visible, announced)
 		s.log.Info("the tools the agent sees changed", "epoch", e.ID, "revision", cat.Revision, "hidden", hidden, "shown", shown)
 	}
-	if s.notifyToolsChanged() {
+	s.mu.Lock()
+	newEpoch := s.announcedEpoch != e.ID
+	s.mu.Unlock()
+	why := "the person's policy changed which tools the agent sees"
+	switch {
+	case force && newEpoch:
+		why = fmt.Sprintf("new execution epoch %s (catalog revision %d)", e.ID, cat.Revision)
+	case force:
+		why = fmt.Sprintf("new catalog revision %d", cat.Revision)
+	}
+	if s.notifyToolsChanged(e, why) {
 		s.mu.Lock()
 		s.announced = visible
+		s.announcedEpoch = e.ID
 		s.mu.Unlock()
 	}
 }

@@ -164,7 +164,8 @@ func (s *Session) refresh(e *epoch) {
 		var changed bool
 		prev, _ := s.opts.Catalog.Current(s.opts.Label)
 		if err == nil {
-			cat, changed, err = s.opts.Catalog.Update(s.opts.Label, e.ID, tools)
+			extras := s.fetchExtras(e, prev)
+			cat, changed, err = s.opts.Catalog.UpdateContract(s.opts.Label, e.ID, tools, extras)
 		}
 		if err == nil && changed {
 			s.recordCatalog(e, prev, cat)
@@ -175,7 +176,7 @@ func (s *Session) refresh(e *epoch) {
 			s.mu.Unlock()
 			return
 		}
-		notify := false
+		notify, unannounced := false, false
 		if err != nil {
 			if e.catalog == nil {
 				// Without a catalog the gateway cannot answer tools/list
@@ -185,10 +186,17 @@ func (s *Session) refresh(e *epoch) {
 			s.mu.Unlock()
 			s.warn(fmt.Sprintf("could not fetch the catalog of epoch %s, passing tools/list through: %v", e.ID, err))
 			s.mu.Lock()
+			// The agent listed the tools of another epoch: what it holds
+			// is suspect, whatever this one's tools are.
+			unannounced = e.fallback && s.announced != nil && s.announcedEpoch != "" && s.announcedEpoch != e.ID
 		} else {
 			c := cat
 			e.catalog, e.fallback = &c, false
-			notify = s.agentRev != 0 && s.agentRev != c.Revision
+			// A new revision is announced, and so is a new epoch even
+			// when its tools/list is byte-identical: the agent's cached
+			// catalog describes code that no longer answers
+			// (docs/DESIGN.md, "The refresh contract").
+			notify = s.agentRev != 0 && (s.agentRev != c.Revision || s.announcedEpoch != e.ID)
 		}
 		if s.cur == e && (s.state == StateStarting || s.state == StateCatalogPending) {
 			s.state, s.reason = StateReady, ""
@@ -204,9 +212,14 @@ func (s *Session) refresh(e *epoch) {
 		fetched := err == nil
 		s.mu.Unlock()
 		if fetched {
-			// A new revision is announced; so is the same revision when
-			// the policy changed what the agent sees while it was fetched.
+			// A new revision or a new epoch is announced; so is the same
+			// revision when the policy changed what the agent sees while
+			// it was fetched.
 			s.announceTools(e, notify)
+		} else if unannounced && s.notifyToolsChanged(e, "new epoch; its tools/list could not be fetched") {
+			s.mu.Lock()
+			s.announcedEpoch = e.ID
+			s.mu.Unlock()
 		}
 		s.changed()
 		if !again {
@@ -218,29 +231,41 @@ func (s *Session) refresh(e *epoch) {
 // notifyToolsChanged tells the agent that what it sees of the tools
 // changed, in the form its protocol era expects: a plain notification after
 // the initialize handshake, or on its subscriptions/listen stream. It
-// reports whether the agent was told.
-func (s *Session) notifyToolsChanged() bool {
+// reports whether the agent was told, and records list_changed_sent (why
+// says what changed) when it was.
+func (s *Session) notifyToolsChanged(e *epoch, why string) bool {
 	s.mu.Lock()
 	modern := s.hs.era == eraModern
 	listen := s.hs.listen
 	done := s.hs.done
+	var rev uint64
+	if e.catalog != nil {
+		rev = e.catalog.Revision
+	}
 	s.mu.Unlock()
 	if !done {
 		return false // the handshake completion fetches and the agent lists anyway
 	}
 	var params any
+	sub := ""
 	if modern {
 		if listen == nil || !listen.toolsOn {
 			s.log.Info("tools changed but the agent has no subscription for it")
 			return false
 		}
 		params = map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionKey: listen.agentID}}
+		sub = string(listen.agentID)
+		if err := json.Unmarshal(listen.agentID, &sub); err != nil {
+			sub = string(listen.agentID) // a number
+		}
 	}
 	b, err := mcpwire.NewNotification(methodToolsChanged, params)
 	if err != nil {
 		return false
 	}
 	s.writeAgent(b)
+	s.record(audit.TypeListChangedSent, audit.ListChangedSent{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+		Epoch: e.ID, Revision: rev, Method: methodToolsChanged, Reason: why, Subscription: sub})
 	return true
 }
 
@@ -270,6 +295,7 @@ func (s *Session) writeToolsList(e *epoch, m *mcpwire.Message) bool {
 	}
 	s.agentRev = cat.Revision
 	s.agentListedEpoch = e.ID
+	s.announcedEpoch = e.ID
 	extra := e.listExtra
 	s.mu.Unlock()
 	shown := make([]string, 0, len(cat.Tools))
@@ -300,10 +326,13 @@ func (s *Session) writeToolsList(e *epoch, m *mcpwire.Message) bool {
 	if err != nil {
 		return false
 	}
+	b = s.boundTTL(methodToolsList, b)
 	s.mu.Lock()
 	s.announced = shown
 	s.mu.Unlock()
 	s.writeAgent(b)
+	s.record(audit.TypeCatalogPresented, audit.CatalogPresented{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+		Epoch: e.ID, Revision: cat.Revision, Digest: cat.Digest, Tools: len(shown)})
 	return true
 }
 
@@ -317,8 +346,8 @@ func (s *Session) checkCall(e *epoch, c *toolCall) *control.Refusal {
 	s.mu.Unlock()
 	if name != "" && s.policy(name) == policyDeny {
 		return &control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: name, Epoch: e.ID,
-			Reason: fmt.Sprintf("tool %q is denied by the person's policy for %s", name, s.opts.Label),
-			Retry:  "do not call this tool"}
+			Reason: fmt.Sprintf("tool %q is denied by the person's policy for %s; the call was not sent", name, s.opts.Label),
+			Retry:  "do not call this tool again; tell the person if the task needs it (they can change its policy in Portcullis)"}
 	}
 	if cat == nil {
 		return nil // no catalog (fallback): the server judges
@@ -326,21 +355,24 @@ func (s *Session) checkCall(e *epoch, c *toolCall) *control.Refusal {
 	stale := func(reason string, problems []string) *control.Refusal {
 		return &control.Refusal{Error: control.CatalogStale, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
 			AgentRevision: agentRev, CurrentRevision: cat.Revision, Reason: reason, Problems: problems,
-			Retry: "refresh tool metadata (tools/list) and form the call again from the current schema"}
+			Retry: "form the call again from the current arguments given here"}
 	}
 	tool, ok := cat.Lookup(name)
 	if !ok || s.policy(name) == policyDeny {
+		offered := s.offeredNames(cat)
 		if agentRev == cat.Revision {
 			// The agent has the current list: the name is simply not in it.
 			return &control.Refusal{Error: control.UnknownTool, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
 				AgentRevision: agentRev, CurrentRevision: cat.Revision,
 				Reason: fmt.Sprintf("there is no tool %q in catalog revision %d", name, cat.Revision),
-				Retry:  "call one of the tools that tools/list returned"}
+				Retry:  "call one of the tools the server offers: " + offered}
 		}
-		return stale(fmt.Sprintf("tool %q is not in catalog revision %d", name, cat.Revision), nil)
+		r := stale(fmt.Sprintf("tool %q is no longer offered: catalog revision %d, which the server answers with now, does not have it", name, cat.Revision), nil)
+		r.Retry = "do not call it again; the tools offered now are " + offered
+		return r
 	}
 	if agentRev != 0 && agentRev != cat.Revision {
-		if changes, ok := s.toolChangedSince(agentRev, cat, tool); !ok || len(changes) > 0 {
+		if changes, names, ok := s.toolChangedSince(agentRev, cat, tool); !ok || len(changes) > 0 {
 			reason := fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
 			if old, known := s.opts.Catalog.Get(s.opts.Label, agentRev); known {
 				if _, had := old.Lookup(name); !had {
@@ -350,7 +382,9 @@ func (s *Session) checkCall(e *epoch, c *toolCall) *control.Refusal {
 			if !ok {
 				reason = fmt.Sprintf("catalog revision %d, which the agent last fetched, is no longer known; the current revision is %d", agentRev, cat.Revision)
 			}
-			return stale(reason, changes)
+			r := stale(reason, changes)
+			r.Arguments = argumentShape(tool, names)
+			return r
 		}
 	}
 	if err := s.opts.Validator.Validate(*cat, name, args); err != nil {
@@ -358,8 +392,9 @@ func (s *Session) checkCall(e *epoch, c *toolCall) *control.Refusal {
 		if errors.As(err, &ae) {
 			return &control.Refusal{Error: control.InvalidArguments, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
 				AgentRevision: agentRev, CurrentRevision: cat.Revision, Problems: ae.Problems,
-				Reason: fmt.Sprintf("the arguments do not fit the inputSchema of %q in catalog revision %d", name, cat.Revision),
-				Retry:  "fix the arguments to match the current schema (refresh tool metadata if unsure)"}
+				Arguments: argumentShape(tool, catalog.ProblemProperties(ae.Problems)),
+				Reason:    fmt.Sprintf("the arguments do not fit the inputSchema of %q in catalog revision %d", name, cat.Revision),
+				Retry:     "fix the arguments to fit the current arguments given here, then call again"}
 		}
 		if errors.Is(err, catalog.ErrInvalidSchema) {
 			s.log.Info("tool schema cannot be compiled; the server judges the arguments", "tool", name, "err", err)
@@ -371,28 +406,58 @@ func (s *Session) checkCall(e *epoch, c *toolCall) *control.Refusal {
 }
 
 // toolChangedSince lists the non-cosmetic changes of tool between revision
-// from and cur; ok is false when revision from is no longer stored.
-func (s *Session) toolChangedSince(from uint64, cur *catalog.Catalog, tool catalog.Tool) ([]string, bool) {
+// from and cur, and the arguments they touch; ok is false when revision
+// from is no longer stored.
+func (s *Session) toolChangedSince(from uint64, cur *catalog.Catalog, tool catalog.Tool) (summaries, args []string, ok bool) {
 	old, ok := s.opts.Catalog.Get(s.opts.Label, from)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	before, had := old.Lookup(tool.Name)
 	if had && before.Digest == tool.Digest {
-		return nil, true
+		return nil, nil, true
 	}
 	a := catalog.Catalog{Revision: old.Revision}
 	if had {
 		a.Tools = []catalog.Tool{before}
 	}
 	b := catalog.Catalog{Revision: cur.Revision, Tools: []catalog.Tool{tool}}
-	var out []string
+	var changes []catalog.Change
 	for _, c := range catalog.Compare(a, b).Changes {
 		if c.Severity != catalog.Cosmetic {
-			out = append(out, c.Summary)
+			summaries = append(summaries, c.Summary)
+			changes = append(changes, c)
 		}
 	}
-	return out, true
+	return summaries, catalog.ChangedProperties(changes), true
+}
+
+// argumentShape is the current shape of tool's arguments for a refusal:
+// the required names and the properties names (all, up to a bound, when
+// names is empty).
+func argumentShape(tool catalog.Tool, names []string) *control.ArgumentShape {
+	sh := catalog.ArgumentShape(tool, names)
+	out := &control.ArgumentShape{Tool: sh.Tool, Required: sh.Required, Omitted: sh.Omitted}
+	if out.Required == nil {
+		out.Required = []string{}
+	}
+	for _, p := range sh.Properties {
+		out.Properties = append(out.Properties, control.PropertyShape{Name: p.Name, Type: p.Type, Enum: p.Enum, Default: p.Default, Required: p.Required})
+	}
+	return out
+}
+
+// offeredNames lists, for a refusal, the tools of cat the agent may call
+// under the policy in force now (at most 20 names).
+func (s *Session) offeredNames(cat *catalog.Catalog) string {
+	names := s.visibleTools(cat)
+	if len(names) == 0 {
+		return "none"
+	}
+	if len(names) > 20 {
+		return strings.Join(names[:20], ", ") + fmt.Sprintf(" and %d more", len(names)-20)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Replace starts a new epoch for this agent run and retires the current one
@@ -549,11 +614,13 @@ func (s *Session) handshake(e *epoch) error {
 		b, _ := mcpwire.NewNotification(methodInitialized, nil)
 		return e.write(b)
 	case eraModern:
-		if _, err := s.call(e, methodDiscover, s.requestParams(nil), s.opts.StartupTimeout); err != nil {
+		res, err := s.call(e, methodDiscover, s.requestParams(nil), s.opts.StartupTimeout)
+		if err != nil {
 			return err
 		}
 		s.mu.Lock()
 		e.answered = true
+		e.initResult = bytes.Clone(res) // its instructions and capabilities
 		s.mu.Unlock()
 		if listen != nil {
 			// Re-open the agent's subscription on the new process; its

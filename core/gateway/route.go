@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
@@ -150,6 +151,11 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 			return
 		}
 	}
+	if !checkMethods[m.Method] {
+		s.mu.Lock()
+		s.acted = true
+		s.mu.Unlock()
+	}
 	var call *toolCall // a tools/call, read once here
 	if m.Method == methodToolsCall {
 		var why string
@@ -202,7 +208,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		}
 		s.mu.Unlock()
 		if !queued {
-			s.writeAgent(s.tooManyHeld(m).Response(m.ID))
+			s.refuse(m.ID, m.Method, "", s.tooManyHeld(m))
 		}
 		return
 	}
@@ -231,7 +237,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		if cur != nil {
 			r.CurrentEpoch = cur.ID
 		}
-		s.writeAgent(r.Response(m.ID))
+		s.refuse(m.ID, m.Method, callName(call), r)
 		s.unhold(m.ID)
 	}, s.opts.HoldTimeout)
 	if queued {
@@ -239,7 +245,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 	}
 	s.mu.Unlock()
 	if !queued {
-		s.writeAgent(s.tooManyHeld(m).Response(m.ID))
+		s.refuse(m.ID, m.Method, callName(call), s.tooManyHeld(m))
 	}
 }
 
@@ -263,7 +269,7 @@ func (s *Session) handle(m *mcpwire.Message, call *toolCall) {
 	if e == nil || e.ended || s.state == StateFailed || s.state == StateCrashLooping {
 		r := s.unavailableLocked()
 		s.mu.Unlock()
-		s.writeAgent(r.Response(m.ID))
+		s.refuse(m.ID, m.Method, callName(call), r)
 		return
 	}
 	s.mu.Unlock()
@@ -286,8 +292,7 @@ func (s *Session) handle(m *mcpwire.Message, call *toolCall) {
 			r = s.checkCall(e, call)
 		}
 		if r != nil {
-			s.recordRefusal(call.name, r)
-			s.writeAgent(r.Response(m.ID))
+			s.refuse(m.ID, m.Method, call.name, r)
 			return
 		}
 		auth := s.quickAuthorize(e, call)
@@ -298,7 +303,7 @@ func (s *Session) handle(m *mcpwire.Message, call *toolCall) {
 		// holds nothing else up.
 		id, p, rr := s.reserve(e, m)
 		if rr != nil {
-			s.writeAgent(rr.Response(m.ID))
+			s.refuse(m.ID, m.Method, call.name, rr)
 			return
 		}
 		if auth.wait != "" {
@@ -316,7 +321,7 @@ func (s *Session) handle(m *mcpwire.Message, call *toolCall) {
 			s.mu.Lock()
 			r := s.unavailableLocked()
 			s.mu.Unlock()
-			s.writeAgent(r.Response(m.ID))
+			s.refuse(m.ID, m.Method, call.name, r)
 		}
 		return
 	case methodListen:
@@ -334,8 +339,7 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 	m := c.msg
 	if r := auth.refusal; r != nil {
 		if s.abandon(id, p) {
-			s.recordRefusal(c.name, r)
-			s.writeAgent(r.Response(m.ID))
+			s.refuse(m.ID, m.Method, c.name, r)
 		}
 		return
 	}
@@ -343,9 +347,9 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 	if err != nil {
 		r := &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: c.name, CurrentEpoch: e.ID,
 			Reason: "the audit log cannot be written (" + err.Error() + "), so no call is forwarded",
-			Retry:  "ask the person to check the disk and the data directory"}
+			Retry:  "tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then call again"}
 		if s.abandon(id, p) {
-			s.writeAgent(r.Response(m.ID))
+			s.refuse(m.ID, m.Method, c.name, r)
 		}
 		return
 	}
@@ -365,7 +369,7 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 	if r := s.checkTree(e, c.name, auth.decision); r != nil {
 		if s.abandon(id, p) {
 			s.recordCompletion(e, rec, "not_forwarded", r.Reason)
-			s.recordRefusal(c.name, r)
+			s.recordRefused(refusedReq{method: m.Method, tool: c.name, call: rec.id, r: r})
 			s.writeAgent(r.Response(m.ID))
 		}
 		return
@@ -380,7 +384,7 @@ func (s *Session) forward(m *mcpwire.Message) {
 	s.mu.Unlock()
 	id, p, r := s.reserve(e, m)
 	if r != nil {
-		s.writeAgent(r.Response(m.ID))
+		s.refuse(m.ID, m.Method, "", r)
 		return
 	}
 	s.transmit(id, p, m.Raw)
@@ -404,6 +408,9 @@ func (s *Session) reserve(e *epoch, m *mcpwire.Message) (int64, *pending, *contr
 		return 0, nil, r
 	}
 	p := &pending{agentID: m.ID, method: m.Method, ep: e, token: token, unsent: true}
+	if m.Method == methodToolsCall {
+		_ = json.Unmarshal(mcpwire.GetPath(m.Params, "name"), &p.tool)
+	}
 	id := s.flight.add(p)
 	if !e.answered && e.timer == nil {
 		method := m.Method
@@ -480,6 +487,7 @@ func (s *Session) writeFailed(id int64, p *pending, err error) {
 	s.mu.Unlock()
 	if still {
 		r.Reason = "writing to the server failed: " + err.Error()
+		s.recordRefused(refusedOf(p, r))
 		s.writeAgent(r.Response(p.agentID))
 		s.recordCompletion(p.ep, call, "epoch_ended", r.Reason)
 	}
@@ -503,7 +511,7 @@ func (s *Session) startupTimeout(e *epoch, method string) {
 // epoch_ended): the requests never reached working code.
 func (s *Session) failEpoch(e *epoch, why string) {
 	s.mu.Lock()
-	var answers [][]byte
+	var answers []refusedReq
 	var calls []*callRecord
 	status, tail := exitDetails(e)
 	for id, p := range s.flight.pending {
@@ -516,16 +524,14 @@ func (s *Session) failEpoch(e *epoch, why string) {
 		}
 		r := &control.Refusal{Error: control.ServerUnavailable, Reason: why, Server: s.opts.Label, Epoch: e.ID, ExitStatus: status, StderrTail: tail,
 			Retry: "ask the person to fix the server and run `portcullis restart " + s.opts.Label + "`"}
-		answers = append(answers, r.Response(p.agentID))
+		answers = append(answers, refusedOf(p, r))
 	}
 	if s.cur == e {
 		s.state, s.reason = StateFailed, why
 		s.openGateLocked()
 	}
 	s.mu.Unlock()
-	for _, a := range answers {
-		s.writeAgent(a)
-	}
+	s.refuseAll(answers)
 	for _, c := range calls {
 		s.recordCompletion(e, c, "epoch_ended", why)
 	}
@@ -767,11 +773,11 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 		return
 	}
 	s.recordCompletion(e, p.call, "rpc_error", "message_too_large")
-	s.writeAgent((&control.Refusal{
+	s.refuseAll([]refusedReq{refusedOf(p, &control.Refusal{
 		Error: control.MessageTooLarge, Server: s.opts.Label, Epoch: e.ID, Limit: tl.Limit,
 		Reason: fmt.Sprintf("the server's answer to %s is %d bytes, over the %d-byte limit", p.method, tl.Size, tl.Limit),
 		Retry:  "ask for less data (a narrower query or a smaller page)",
-	}).Response(p.agentID))
+	})})
 }
 
 // failReply fails a request of the gateway's own (p.reply) with why, for
@@ -816,11 +822,11 @@ func (s *Session) serverInvalid(e *epoch, line []byte, err error) {
 		return
 	}
 	s.recordCompletion(e, p.call, "rpc_error", "invalid_response")
-	s.writeAgent((&control.Refusal{
+	s.refuseAll([]refusedReq{refusedOf(p, &control.Refusal{
 		Error: control.InvalidResponse, Server: s.opts.Label, Epoch: e.ID,
 		Reason: fmt.Sprintf("the server's answer to %s is not a valid JSON-RPC response (%s); it is kept in the server's diagnostics", p.method, ie.Reason),
-		Retry:  "the server is at fault: retry once, then report it (portcullis status " + s.opts.Label + " shows the line)",
-	}).Response(p.agentID))
+		Retry:  "the server is at fault: retry once, then tell the person (`portcullis status " + s.opts.Label + "` shows the line)",
+	})})
 }
 
 func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
@@ -842,9 +848,9 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 			e.timer.Stop()
 		}
 	}
-	if p.method == methodInitialize && m.Result != nil && e.initResult == nil {
+	if (p.method == methodInitialize || p.method == methodDiscover) && m.Result != nil && e.initResult == nil {
 		e.initResult = bytes.Clone(m.Result)
-		if p.agentID != nil {
+		if p.agentID != nil && p.method == methodInitialize {
 			s.hs.negotiated = e.initResult // the agent's own handshake
 		}
 	}
@@ -918,8 +924,20 @@ func (s *Session) forAgent(e *epoch, method string, out []byte) []byte {
 		}
 		s.log.Info("the server does not advertise tools.listChanged; the agent is told it will hear of tool changes, which Portcullis sends", "epoch", e.ID)
 		return adj
+	case "prompts/list", "resources/list", "resources/templates/list":
+		return s.boundTTL(method, out)
 	case methodToolsList:
-		return s.filterDenied(e, out)
+		out = s.boundTTL(method, s.filterDenied(e, out))
+		var res struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		_ = json.Unmarshal(mcpwire.GetPath(out, "result"), &res)
+		s.mu.Lock()
+		s.announcedEpoch = e.ID
+		s.mu.Unlock()
+		s.record(audit.TypeCatalogPresented, audit.CatalogPresented{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+			Epoch: e.ID, Tools: len(res.Tools), PassedThrough: true})
+		return out
 	}
 	return out
 }
@@ -1004,6 +1022,15 @@ func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {
 		}
 		s.background(func() { s.refresh(e) })
 		return
+	case methodPromptsChanged, methodResourcesChanged:
+		// Consumed (the revision pins these lists: refetch, diff) and
+		// passed on, so that the agent refetches them too.
+		s.mu.Lock()
+		ready := s.hs.done
+		s.mu.Unlock()
+		if ready {
+			s.background(func() { s.refresh(e) })
+		}
 	case methodProgress:
 		token := string(mcpwire.GetPath(m.Params, "progressToken"))
 		if !s.tokenInFlight(e, token) {
@@ -1103,10 +1130,11 @@ func (s *Session) agentTooLarge(tl *mcpwire.TooLargeError) {
 	switch {
 	case tl.ID != nil && tl.HasMethod:
 		s.log.Warn("agent request too large; refused with message_too_large", "bytes", tl.Size, "limit", tl.Limit, "id", string(tl.ID), "method", tl.Method)
-		s.writeAgent((&control.Refusal{
+		s.refuse(tl.ID, tl.Method, "", &control.Refusal{
 			Error: control.MessageTooLarge, Server: s.opts.Label, Limit: tl.Limit,
-			Reason: fmt.Sprintf("the request is %d bytes, over the %d-byte limit", tl.Size, tl.Limit),
-		}).Response(tl.ID))
+			Reason: fmt.Sprintf("the request is %d bytes, over the %d-byte limit; it was not sent", tl.Size, tl.Limit),
+			Retry:  "send less data in one request",
+		})
 	case tl.ID != nil:
 		s.mu.Lock()
 		r := s.flight.takeReverse(tl.ID)
@@ -1177,7 +1205,9 @@ func (s *Session) beforeHandshake(m *mcpwire.Message) []byte {
 	}
 	if s.flight.full() {
 		s.mu.Unlock()
-		return s.tooManyHeld(m).Response(m.ID)
+		r := s.tooManyHeld(m)
+		s.recordRefused(refusedReq{method: m.Method, r: r})
+		return r.Response(m.ID)
 	}
 	s.hs.discover(protocolMeta(m.Params))
 	if s.cur == nil || s.inLineLocked() {

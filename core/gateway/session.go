@@ -199,6 +199,10 @@ type Session struct {
 	events           group                      // audit writes off the response path: Serve waits for them before run_ended
 	epochs           int                        // guarded by mu; epochs launched so far
 	agentListedEpoch string                     // guarded by mu; epoch of the agent's last tools/list
+	announcedEpoch   string                     // guarded by mu; the epoch whose tools the agent was last shown (tools/list) or told of (list_changed)
+	staleTold        map[string]string          // guarded by mu; tool → the epoch on which a call of it was refused authorization_stale
+	acted            bool                       // guarded by mu; the agent sent a request beyond the handshake, the lists and ping (status.go)
+	endedAt          time.Time                  // guarded by mu; when the run ended
 	approvedEpoch    string                     // guarded by mu; epoch of the last grant
 	approvedRev      uint64                     // guarded by mu; catalog revision of the last grant
 	records          map[string]identity.Record // guarded by mu; execution records of this run's epochs
@@ -437,6 +441,7 @@ func (s *Session) shutdown() {
 	s.mu.Lock()
 	e := s.cur
 	s.state, s.reason = StateEnded, "agent run ended"
+	s.endedAt = time.Now()
 	s.openGateLocked()
 	s.mu.Unlock()
 	if s.opts.Authority != nil {
@@ -529,7 +534,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 	if next != nil {
 		current = next.ID
 	}
-	var answers [][]byte
+	var answers []refusedReq
 	var ended []*callRecord
 	for id, p := range s.flight.pending {
 		if p.ep != e {
@@ -555,7 +560,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 			retry = "call again: nothing of this request reached the server"
 		}
 		if s.state == StateEnded {
-			retry = "none in this agent run, which is over; reconnect to call again"
+			retry = "none in this agent run, which is over"
 		}
 		r := &control.Refusal{
 			Error:        control.EpochEnded,
@@ -565,7 +570,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 			CurrentEpoch: current,
 			Retry:        retry,
 		}
-		answers = append(answers, r.Response(p.agentID))
+		answers = append(answers, refusedOf(p, r))
 	}
 	s.flight.dropReverse(e)
 	s.mu.Unlock()
@@ -582,9 +587,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 		}
 	}
 	s.log.Info("epoch ended", "epoch", e.ID, "why", why, "answered", len(answers))
-	for _, a := range answers {
-		s.writeAgent(a)
-	}
+	s.refuseAll(answers)
 	for _, c := range ended {
 		s.recordCompletion(e, c, "epoch_ended", why)
 	}
@@ -708,7 +711,7 @@ func (s *Session) unavailableLocked() *control.Refusal {
 	if s.state == StateEnded {
 		// Nothing restarts: the answer can only reach an agent that is
 		// leaving (its input ended, and the drain is over).
-		r.Retry = "none in this agent run, which is over; reconnect to call again"
+		r.Retry = "none in this agent run, which is over"
 	}
 	if s.state == StateCrashLooping || s.state == StateFailed {
 		// Neither is restarted automatically.
@@ -730,16 +733,16 @@ func (s *Session) unavailableLocked() *control.Refusal {
 			// should do; the refusal's name is not repeated.
 			r.Error = control.CredentialUnavailable
 			r.Reason = strings.TrimPrefix(strings.TrimPrefix(r.Reason, launchFailedPrefix), string(control.CredentialUnavailable)+": ")
-			r.Retry = "reconnect once the person has done so"
+			r.Retry = "tell the person; once they have done so, they reconnect this server in the agent"
 		case control.ApprovalDenied:
 			r.Error = control.ApprovalDenied
-			r.Retry = "do not reconnect unless the person asks you to"
+			r.Retry = "tell the person that the server was not started because they denied its launch"
 		case control.ApprovalTimeout:
 			r.Error = control.ApprovalTimeout
-			r.Retry = "ask the person to approve the launch in Portcullis, then reconnect"
+			r.Retry = "tell the person that the server's launch needs their approval in Portcullis: they reconnect this server in the agent and approve the launch when Portcullis asks"
 		case control.AuditUnavailable:
 			r.Error = control.AuditUnavailable
-			r.Retry = "ask the person to check the disk and the data directory, then reconnect"
+			r.Retry = "tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then reconnect this server in the agent"
 		}
 		return r
 	}

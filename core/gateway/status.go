@@ -41,6 +41,24 @@ type Status struct {
 	// Withdrawn are the approval requests of the run withdrawn without a
 	// decision (their epoch ended, their call went away), with the reason.
 	Withdrawn []authz.Withdrawal `json:"withdrawn,omitempty"`
+	// EndedAt is when the run ended (nil while it runs).
+	EndedAt *time.Time `json:"endedAt,omitempty"`
+	// Check is set on an ended run that was a health check (`claude mcp
+	// list`, `gemini mcp list`): it lasted at most HealthCheckWindow and
+	// sent nothing but the handshake, lists (tools, prompts, resources,
+	// resource templates), subscriptions/listen and ping.
+	Check bool `json:"check,omitempty"`
+}
+
+// HealthCheckWindow is the longest an agent run that only connects and
+// lists may last to count as a health check (see Status.Check).
+var HealthCheckWindow = 5 * time.Second
+
+// checkMethods are the requests a health check sends: the handshake, the
+// lists and ping.
+var checkMethods = map[string]bool{
+	methodInitialize: true, methodDiscover: true, methodPing: true, methodToolsList: true, methodListen: true,
+	"prompts/list": true, "resources/list": true, "resources/templates/list": true,
 }
 
 // EpochExit is how the process of one epoch ended.
@@ -67,6 +85,11 @@ func (s *Session) Status() Status {
 		Warnings:      append([]string(nil), s.warnings...),
 		InFlight:      len(s.flight.pending),
 		LastExit:      s.lastExit,
+	}
+	if !s.endedAt.IsZero() {
+		at := s.endedAt
+		st.EndedAt = &at
+		st.Check = !s.acted && at.Sub(s.startedAt) <= HealthCheckWindow
 	}
 	e := s.cur
 	if e != nil {

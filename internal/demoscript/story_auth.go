@@ -225,7 +225,7 @@ func (a *authStory) auditTrail(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	keep := []string{"server_started", "approval_granted", "tool_called", "server_replaced", "authorization_denied"}
+	keep := []string{"server_started", "approval_granted", "tool_called", "server_replaced", "call_refused"}
 	shown := 0
 	for _, line := range strings.Split(r.Stdout, "\n") {
 		if !strings.Contains(line, "server="+notesLabel) {

@@ -65,5 +65,10 @@ func RunByShim(rep daemon.StatusReport, shimPID int) (gateway.Status, bool) {
 			}
 		}
 	}
+	for _, c := range rep.Checks { // a run that only listed: the last health check
+		if c.Last.Agent.ShimPID == shimPID {
+			return c.Last, true
+		}
+	}
 	return gateway.Status{}, false
 }

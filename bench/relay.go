@@ -21,6 +21,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -316,4 +318,33 @@ func Summarize(batches []Batch) Summary {
 		return all[min(max(i, 0), len(all)-1)]
 	}
 	return Summary{Calls: len(all), P50: rank(0.50), P99: rank(0.99), CallsPerSec: float64(len(all)) / wall.Seconds()}
+}
+
+// CPUTime returns the CPU time (utime + stime, all threads, exited ones
+// included) that process pid used so far, from /proc/PID/stat; 0 and an
+// error for pid 0 or without /proc.
+func CPUTime(pid int) (time.Duration, error) {
+	if pid == 0 {
+		return 0, errors.New("no process")
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// Fields after the name: state(0) … utime(11) stime(12), in clock ticks.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	// USER_HZ is 100 on every Linux Go supports.
+	return time.Duration(ut+st) * (time.Second / 100), nil
 }

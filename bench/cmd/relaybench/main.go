@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +33,8 @@ func main() {
 	calls := flag.Int("calls", 1000, "calls per path, concurrency and round")
 	servers := flag.Int("servers", 10, "running servers for the loaded memory figure (0: skip)")
 	only := flag.String("paths", "direct,socat,supergateway,portcullis", "comma-separated paths to measure")
+	flag.StringVar(&prebuilt, "portcullis", "", "use this portcullis executable instead of building one (to compare two builds)")
+	flag.StringVar(&perfOut, "perf", "", "record a perf profile (perf record -g) of the daemon during the measured batches into this file")
 	flag.Parse()
 	selected = map[string]bool{}
 	for _, p := range strings.Split(*only, ",") {
@@ -47,6 +51,9 @@ func main() {
 // selected holds the names of the paths to measure (-paths).
 var selected map[string]bool
 
+// prebuilt is the -portcullis executable ("" builds one); perfOut the -perf file.
+var prebuilt, perfOut string
+
 func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 	root, err := harness.RepoRoot()
 	if err != nil {
@@ -58,7 +65,9 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 	}
 	defer os.RemoveAll(work)
 	e := bench.Env{Work: work}
-	if e.Portcullis, err = harness.BuildPortcullis(ctx, root, work); err != nil {
+	if prebuilt != "" {
+		e.Portcullis = prebuilt
+	} else if e.Portcullis, err = harness.BuildPortcullis(ctx, root, work); err != nil {
 		return err
 	}
 	if e.Echo, err = harness.BuildServer(ctx, root, work, "echo", ""); err != nil {
@@ -106,16 +115,27 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 	}
 	concurrency := []int{1, 8}
 	batches := map[string][]bench.Batch{}
+	cpu := map[string]time.Duration{} // daemon-side CPU (utime+stime) per path
+	if perfOut != "" {
+		stop, err := startPerf(paths, perfOut)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	key := func(p *bench.Path, c int) string { return fmt.Sprintf("%s/%d", p.Name, c) }
 	for r := range rounds {
 		for _, c := range concurrency {
 			// Rotate the order each round so no path always goes first.
 			for i := range paths {
 				p := paths[(i+r)%len(paths)]
+				t0, _ := bench.CPUTime(p.Daemon)
 				b, err := bench.Calls(ctx, p.Session, calls, c)
 				if err != nil {
 					return fmt.Errorf("%s, %d callers: %w", p.Name, c, err)
 				}
+				t1, _ := bench.CPUTime(p.Daemon)
+				cpu[p.Name] += t1 - t0
 				batches[key(p, c)] = append(batches[key(p, c)], b)
 			}
 		}
@@ -126,6 +146,15 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 		for _, p := range paths {
 			s := bench.Summarize(batches[key(p, c)])
 			fmt.Fprintf(out, "| %s | %d | %d | %s | %s | %.0f |\n", p.Name, c, s.Calls, us(s.P50), us(s.P99), s.CallsPerSec)
+		}
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| path | daemon-side CPU per call (utime+stime / calls) |")
+	fmt.Fprintln(out, "|---|---:|")
+	for _, p := range paths {
+		// socat's listener forks a child per connection: its CPU is not the listener's.
+		if p.Daemon != 0 && p.Name != "socat" {
+			fmt.Fprintf(out, "| %s | %.1f µs |\n", p.Name, float64(cpu[p.Name])/float64(time.Microsecond)/float64(rounds*len(concurrency)*calls))
 		}
 	}
 	for _, p := range paths {
@@ -190,4 +219,27 @@ func memory(ctx context.Context, out io.Writer, e bench.Env, n int) error {
 	fmt.Fprintf(out, "| idle, 0 servers | %.1f MB |\n", float64(idle)/(1<<20))
 	fmt.Fprintf(out, "| %d agent runs, %d servers running | %.1f MB |\n", n, n, float64(loaded)/(1<<20))
 	return nil
+}
+
+// startPerf runs `perf record -g` on the portcullis daemon until the
+// returned function is called.
+func startPerf(paths []*bench.Path, file string) (func(), error) {
+	pid := 0
+	for _, p := range paths {
+		if p.Name == "portcullis" {
+			pid = p.Daemon
+		}
+	}
+	if pid == 0 {
+		return nil, errors.New("-perf needs the portcullis path")
+	}
+	cmd := exec.Command("perf", "record", "-g", "-F", "2999", "-o", file, "-p", strconv.Itoa(pid))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting perf: %w", err)
+	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	}, nil
 }

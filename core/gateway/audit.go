@@ -80,6 +80,13 @@ func (s *Session) record(typ string, fields any) {
 	}
 }
 
+// recordTier reports whether the intent of a call authorized by auth is a
+// record-tier event (see recordIntent): the tool's policy is allow and the
+// server has no credentials (checkTree asks nothing of such a call either).
+func (s *Session) recordTier(auth authorization) bool {
+	return auth.wait == "" && auth.refusal == nil && auth.decision == decisionAllow && len(s.opts.Credentials) == 0
+}
+
 // recordIntent writes the tool_called intent before the call is forwarded.
 // A call that uses a person's grant, or of a server that has credentials,
 // carries authority: its intent is durable (synced) first. Any other call
@@ -103,7 +110,7 @@ func (s *Session) recordIntent(e *epoch, c *toolCall, auth authorization) (*call
 		CatalogRevision: rev, Tool: c.name, ArgsDigest: c.digest, ArgKeys: c.keys, Decision: auth.decision, Grant: auth.grant,
 	}
 	var err error
-	if auth.grant == "" && auth.decision != decisionGrant && len(s.opts.Credentials) == 0 {
+	if s.recordTier(auth) {
 		_, err = s.appendRecord(audit.TypeToolCalled, ev)
 	} else {
 		_, err = s.opts.Audit.Append(context.Background(), audit.TypeToolCalled, ev)

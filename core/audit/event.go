@@ -420,6 +420,12 @@ func canonicalFields(fields any) ([]byte, error) {
 	case []byte:
 		raw = v
 	default:
+		if canon, ok := canonicalFast(fields); ok {
+			if len(canon) > maxFieldsBytes {
+				return nil, fmt.Errorf("%w: fields are %d bytes, more than %d", ErrInvalid, len(canon), maxFieldsBytes)
+			}
+			return canon, nil
+		}
 		var err error
 		if raw, err = json.Marshal(fields); err != nil {
 			return nil, fmt.Errorf("%w: encoding fields: %v", ErrInvalid, err)

@@ -23,18 +23,18 @@ func TestCompletionBeforeAnswer(t *testing.T) {
 		b.handshake()
 		release := b.audit.holdType(audit.TypeToolCompleted)
 		defer release()
-		b.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`)
+		b.agent.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`)
 		synctest.Wait()
 		calls := b.proc(1).received(methodToolsCall)
 		if len(calls) != 1 {
 			t.Fatalf("the server got %d calls, want 1", len(calls))
 		}
 		b.proc(1).reply(calls[0], `{"content":[{"type":"text","text":"done"}]}`)
-		if got := b.answers("1"); len(got) != 0 {
+		if got := b.agent.answers("1"); len(got) != 0 {
 			t.Fatalf("the agent got the answer %s while its tool_completed was not written", got[0])
 		}
 		release()
-		b.answer("1")
+		b.agent.answer("1")
 		if !slices.Contains(b.auditTypes(), audit.TypeToolCompleted) {
 			t.Fatalf("audit events %q: no tool_completed", b.auditTypes())
 		}

@@ -348,3 +348,29 @@ func CPUTime(pid int) (time.Duration, error) {
 	// USER_HZ is 100 on every Linux Go supports.
 	return time.Duration(ut+st) * (time.Second / 100), nil
 }
+
+// SyncLatency appends a 400-byte line to a new file in dir n times, each
+// followed by sync (for example fdatasync), and returns the median of
+// write + sync: the disk's price of one durable audit commit.
+func SyncLatency(dir string, n int, sync func(*os.File) error) (time.Duration, error) {
+	f, err := os.CreateTemp(dir, "sync-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	line := append(bytes.Repeat([]byte{'x'}, 399), '\n')
+	lat := make([]time.Duration, 0, n)
+	for range n {
+		t0 := time.Now()
+		if _, err := f.Write(line); err != nil {
+			return 0, err
+		}
+		if err := sync(f); err != nil {
+			return 0, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], nil
+}

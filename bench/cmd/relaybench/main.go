@@ -157,6 +157,13 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 			fmt.Fprintf(out, "| %s | %.1f µs |\n", p.Name, float64(cpu[p.Name])/float64(time.Microsecond)/float64(rounds*len(concurrency)*calls))
 		}
 	}
+	fdatasync, err1 := bench.SyncLatency(work, 200, bench.Fdatasync)
+	fsync, err2 := bench.SyncLatency(work, 200, (*os.File).Sync)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "| this disk, 400-byte append (median of 200) | write + fdatasync %s | write + fsync %s |\n", us(fdatasync), us(fsync))
 	for _, p := range paths {
 		p.Close()
 	}

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +35,7 @@ func main() {
 	servers := flag.Int("servers", 10, "running servers for the loaded memory figure (0: skip)")
 	only := flag.String("paths", "direct,socat,supergateway,portcullis", "comma-separated paths to measure")
 	flag.StringVar(&prebuilt, "portcullis", "", "use this portcullis executable instead of building one (to compare two builds)")
+	flag.IntVar(&connects, "connects", 10, "connections for the connect-time figure, alternating direct and portcullis (0: skip)")
 	flag.StringVar(&perfOut, "perf", "", "record a perf profile (perf record -g) of the daemon during the measured batches into this file")
 	flag.Parse()
 	selected = map[string]bool{}
@@ -53,6 +55,9 @@ var selected map[string]bool
 
 // prebuilt is the -portcullis executable ("" builds one); perfOut the -perf file.
 var prebuilt, perfOut string
+
+// connects is the -connects count.
+var connects int
 
 func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 	root, err := harness.RepoRoot()
@@ -168,10 +173,60 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 		p.Close()
 	}
 	paths = nil
+	if connects > 0 {
+		if err := connectTime(ctx, out, e, connects); err != nil {
+			return err
+		}
+	}
 	if servers <= 0 {
 		return nil
 	}
 	return memory(ctx, out, e, servers)
+}
+
+// connectTime measures, n times each and alternating, how long a client
+// takes from starting its command to the initialize answer (the SDK's
+// Connect: exec, initialize, initialized), directly and through
+// `portcullis connect` to a running daemon (which launches a server for
+// each agent run).
+func connectTime(ctx context.Context, out io.Writer, e bench.Env, n int) error {
+	h, d, err := bench.StartDaemon(ctx, e, "connect-home")
+	if err != nil {
+		return err
+	}
+	defer d.Stop(30 * time.Second)
+	var direct, through []time.Duration
+	one := func(cmd *exec.Cmd) (time.Duration, error) {
+		client := mcp.NewClient(&mcp.Implementation{Name: "portcullis-bench", Version: "1.0.0"}, nil)
+		t0 := time.Now()
+		a, err := harness.Connect(ctx, client, cmd, &mcp.ClientSessionOptions{ProtocolVersion: bench.Protocol})
+		if err != nil {
+			return 0, err
+		}
+		dt := time.Since(t0)
+		return dt, a.Close()
+	}
+	for range n {
+		dd, err := one(exec.Command(e.Echo))
+		if err != nil {
+			return err
+		}
+		dp, err := one(h.ConnectCommand("echo"))
+		if err != nil {
+			return err
+		}
+		direct, through = append(direct, dd), append(through, dp)
+	}
+	med := func(v []time.Duration) (time.Duration, time.Duration) {
+		slices.Sort(v)
+		return v[0], v[len(v)/2]
+	}
+	dmin, dmed := med(direct)
+	pmin, pmed := med(through)
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "| connect → initialize answered (%d each, alternating) | min | median |\n|---|---:|---:|\n", n)
+	fmt.Fprintf(out, "| direct | %s | %s |\n| portcullis | %s | %s |\n", us(dmin), us(dmed), us(pmin), us(pmed))
+	return nil
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }

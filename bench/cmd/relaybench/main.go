@@ -4,7 +4,7 @@
 // after round, then the daemon's resident memory with 0 and with 10 running
 // servers (package bench). It prints Markdown tables for docs/BENCHMARKS.md.
 //
-//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-servers 10]
+//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-servers 10] [-connects 10] [-paths …] [-portcullis BIN] [-perf FILE]
 package main
 
 import (
@@ -33,7 +33,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each runs every path once per concurrency")
 	calls := flag.Int("calls", 1000, "calls per path, concurrency and round")
 	servers := flag.Int("servers", 10, "running servers for the loaded memory figure (0: skip)")
-	only := flag.String("paths", "direct,socat,supergateway,portcullis", "comma-separated paths to measure")
+	only := flag.String("paths", "direct,socat,supergateway,portcullis,portcullis-grant", "comma-separated paths to measure")
 	flag.StringVar(&prebuilt, "portcullis", "", "use this portcullis executable instead of building one (to compare two builds)")
 	flag.IntVar(&connects, "connects", 10, "connections for the connect-time figure, alternating direct and portcullis (0: skip)")
 	flag.StringVar(&perfOut, "perf", "", "record a perf profile (perf record -g) of the daemon during the measured batches into this file")
@@ -92,7 +92,7 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 			p.Close()
 		}
 	}()
-	for _, open := range []func(context.Context, bench.Env) (*bench.Path, error){bench.Direct, bench.Socat, bench.Supergateway, bench.Portcullis} {
+	for _, open := range []func(context.Context, bench.Env) (*bench.Path, error){bench.Direct, bench.Socat, bench.Supergateway, bench.Portcullis, bench.PortcullisGrant} {
 		p, err := open(ctx, e)
 		if err != nil {
 			if e.NPM == "" && strings.HasPrefix(err.Error(), "supergateway") {
@@ -114,7 +114,7 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 
 	// Warm up every path (process start, JIT of node, page cache).
 	for _, p := range paths {
-		if _, err := bench.Calls(ctx, p.Session, 200, 8); err != nil {
+		if _, err := bench.CallsOf(ctx, p.Session, cmpOr(p.Tool, "echo"), 200, 8); err != nil {
 			return fmt.Errorf("%s warm-up: %w", p.Name, err)
 		}
 	}
@@ -135,7 +135,7 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 			for i := range paths {
 				p := paths[(i+r)%len(paths)]
 				t0, _ := bench.CPUTime(p.Daemon)
-				b, err := bench.Calls(ctx, p.Session, calls, c)
+				b, err := bench.CallsOf(ctx, p.Session, cmpOr(p.Tool, "echo"), calls, c)
 				if err != nil {
 					return fmt.Errorf("%s, %d callers: %w", p.Name, c, err)
 				}
@@ -182,6 +182,13 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 		return nil
 	}
 	return memory(ctx, out, e, servers)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // connectTime measures, n times each and alternating, how long a client

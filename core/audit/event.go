@@ -527,6 +527,43 @@ func (e *encoder) hash(prev string, open []byte) string {
 	return hashPrefix + hex.EncodeToString(e.sum)
 }
 
+// hashIs reports whether the event hash of prev and open is want, without
+// building the hash's text (Verify asks this of every line).
+func (e *encoder) hashIs(prev string, open []byte, want string) bool {
+	e.h.Reset()
+	e.h.Write([]byte(prev))
+	e.h.Write(open)
+	e.h.Write([]byte{'}'})
+	e.sum = e.h.Sum(e.sum[:0])
+	return hexIs(e.sum, want, hashPrefix)
+}
+
+// signatureIs reports, in constant time, whether sig is the signature of
+// hashText.
+func (e *encoder) signatureIs(hashText, sig string) bool {
+	e.mac.Reset()
+	e.mac.Write([]byte(hashText))
+	e.sum = e.mac.Sum(e.sum[:0])
+	var got [sigLen]byte
+	copy(got[:], sigPrefix)
+	hex.Encode(got[len(sigPrefix):], e.sum)
+	return len(sig) == sigLen && hmac.Equal(got[:], []byte(sig))
+}
+
+// hexIs reports whether text is prefix followed by the lower-case hex of sum.
+func hexIs(sum []byte, text, prefix string) bool {
+	if len(text) != len(prefix)+2*len(sum) || text[:len(prefix)] != prefix {
+		return false
+	}
+	t := text[len(prefix):]
+	for i, c := range sum {
+		if t[2*i] != lowerHex[c>>4] || t[2*i+1] != lowerHex[c&0xf] {
+			return false
+		}
+	}
+	return true
+}
+
 func (e *encoder) sign(hashText string) string {
 	e.mac.Reset()
 	e.mac.Write([]byte(hashText))

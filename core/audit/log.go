@@ -1004,7 +1004,7 @@ func scanTail(f io.ReaderAt, size int64) (tail, error) {
 			if s == 0 && base > 0 {
 				break // the line may start before the window
 			}
-			if l, err := parseLine(buf[s:e]); err == nil && enc.hash(l.prev, l.open) == l.hash {
+			if l, err := parseLine(buf[s:e]); err == nil && enc.hashIs(l.prev, l.open, l.hash) {
 				t := tail{found: true, seq: l.seq, typ: l.typ, hash: l.hash, sig: l.sig, goodEnd: base + int64(e), unterminated: !term}
 				if l.typ == TypeLogSealed {
 					t.fields = bytes.Clone(l.fields)

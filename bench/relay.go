@@ -21,7 +21,9 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +32,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -55,10 +58,14 @@ type Env struct {
 type Path struct {
 	Name    string
 	Session *mcp.ClientSession
+	// Tool is the tool its batches call: "echo" (allowed by policy) when
+	// empty, "add" for the path whose calls run under a person's grant.
+	Tool string
 	// Daemon is the pid of the process that sits between client and server
 	// on the daemon side (socat listener, supergateway server, portcullis
 	// daemon); 0 for the direct path.
 	Daemon  int
+	home    *harness.Home // the Portcullis paths' data directory
 	cleanup []func()
 }
 
@@ -179,16 +186,64 @@ func Supergateway(ctx context.Context, e Env) (*Path, error) {
 // Portcullis connects through `portcullis connect` to a `portcullis daemon`
 // with the echo server registered and its echo tool allowed.
 func Portcullis(ctx context.Context, e Env) (*Path, error) {
+	return portcullisIn(ctx, e, "portcullis-home")
+}
+
+// portcullisIn is Portcullis with its PORTCULLIS_HOME under e.Work/name.
+func portcullisIn(ctx context.Context, e Env, name string) (*Path, error) {
 	p := &Path{Name: "portcullis"}
-	h, d, err := StartDaemon(ctx, e, "portcullis-home")
+	h, d, err := StartDaemon(ctx, e, name)
 	if err != nil {
 		return nil, err
 	}
-	p.Daemon = d.PID()
+	p.Daemon, p.home = d.PID(), h
 	p.cleanup = append(p.cleanup, func() { _ = d.Stop(30 * time.Second) })
 	if err := p.connect(ctx, h.ConnectCommand("echo")); err != nil {
 		p.Close()
 		return nil, err
+	}
+	return p, nil
+}
+
+// PortcullisGrant is Portcullis with calls of the echo server's add tool,
+// whose policy is approve: the first call raises an approval request, which
+// is approved for the run from a terminal of its own (as the person
+// would), and every later call runs under that grant, so its intent is an
+// authority event synced before the call is forwarded.
+func PortcullisGrant(ctx context.Context, e Env) (*Path, error) {
+	p, err := portcullisIn(ctx, e, "grant-home")
+	if err != nil {
+		return nil, err
+	}
+	p.Name, p.Tool = "portcullis-grant", "add"
+	first := make(chan error, 1)
+	go func() {
+		_, err := CallsOf(ctx, p.Session, p.Tool, 1, 1)
+		first <- err
+	}()
+	h := p.home
+	var id string
+	if err := waitFor(ctx, func() bool {
+		r, err := h.Run(ctx, "approvals", "--json")
+		if err != nil {
+			return false
+		}
+		var reqs []struct{ ID string }
+		if json.Unmarshal([]byte(r.Stdout), &reqs) == nil && len(reqs) > 0 {
+			id = reqs[0].ID
+		}
+		return id != ""
+	}); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("portcullis-grant: no approval request: %w", err)
+	}
+	if r, err := h.RunAtTerminal(ctx, "approve", id); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("portcullis-grant: approve %s: %w (%s)", id, err, r.Stdout)
+	}
+	if err := <-first; err != nil {
+		p.Close()
+		return nil, fmt.Errorf("portcullis-grant: the approved call: %w", err)
 	}
 	return p, nil
 }
@@ -246,6 +301,11 @@ type Batch struct {
 // concurrent callers (each making its share in sequence) and returns their
 // latencies. A call that fails or returns a tool error fails the batch.
 func Calls(ctx context.Context, s *mcp.ClientSession, n, callers int) (Batch, error) {
+	return CallsOf(ctx, s, "echo", n, callers)
+}
+
+// CallsOf is Calls of tool: "echo" {message: "ping"} or "add" {a: 20, b: 22}.
+func CallsOf(ctx context.Context, s *mcp.ClientSession, tool string, n, callers int) (Batch, error) {
 	var (
 		mu   sync.Mutex
 		lat  = make([]time.Duration, 0, n)
@@ -253,6 +313,9 @@ func Calls(ctx context.Context, s *mcp.ClientSession, n, callers int) (Batch, er
 		wg   sync.WaitGroup
 	)
 	params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "ping"}}
+	if tool == "add" {
+		params = &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 20, "b": 22}}
+	}
 	start := time.Now()
 	for c := range callers {
 		share := n / callers
@@ -268,7 +331,7 @@ func Calls(ctx context.Context, s *mcp.ClientSession, n, callers int) (Batch, er
 				res, err := s.CallTool(ctx, params)
 				d := time.Since(t0)
 				if err == nil && res.IsError {
-					err = fmt.Errorf("echo returned a tool error: %+v", res.Content)
+					err = fmt.Errorf("%s returned a tool error: %+v", tool, res.Content)
 				}
 				if err != nil {
 					mu.Lock()
@@ -316,4 +379,59 @@ func Summarize(batches []Batch) Summary {
 		return all[min(max(i, 0), len(all)-1)]
 	}
 	return Summary{Calls: len(all), P50: rank(0.50), P99: rank(0.99), CallsPerSec: float64(len(all)) / wall.Seconds()}
+}
+
+// CPUTime returns the CPU time (utime + stime, all threads, exited ones
+// included) that process pid used so far, from /proc/PID/stat; 0 and an
+// error for pid 0 or without /proc.
+func CPUTime(pid int) (time.Duration, error) {
+	if pid == 0 {
+		return 0, errors.New("no process")
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// Fields after the name: state(0) … utime(11) stime(12), in clock ticks.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	// USER_HZ is 100 on every Linux Go supports.
+	return time.Duration(ut+st) * (time.Second / 100), nil
+}
+
+// SyncLatency appends a 400-byte line to a new file in dir n times, each
+// followed by sync (for example fdatasync), and returns the median of
+// write + sync: the disk's price of one durable audit commit.
+func SyncLatency(dir string, n int, sync func(*os.File) error) (time.Duration, error) {
+	f, err := os.CreateTemp(dir, "sync-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	line := append(bytes.Repeat([]byte{'x'}, 399), '\n')
+	lat := make([]time.Duration, 0, n)
+	for range n {
+		t0 := time.Now()
+		if _, err := f.Write(line); err != nil {
+			return 0, err
+		}
+		if err := sync(f); err != nil {
+			return 0, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], nil
 }

@@ -25,7 +25,9 @@ func TestMain(m *testing.M) {
 	case "":
 		os.Exit(m.Run())
 	case "append":
-		childAppend(os.Getenv("AUDIT_TEST_DIR"))
+		childAppend(os.Getenv("AUDIT_TEST_DIR"), false)
+	case "record":
+		childAppend(os.Getenv("AUDIT_TEST_DIR"), true)
 	case "fsize":
 		childFileSize(os.Getenv("AUDIT_TEST_DIR"))
 	}
@@ -33,8 +35,9 @@ func TestMain(m *testing.M) {
 }
 
 // childAppend appends from 8 goroutines forever, printing each seq once
-// Append has returned (that is, once it is durable).
-func childAppend(dir string) {
+// Append has returned (that is, once it is durable), or AppendRecord (once
+// it is written) when record is set.
+func childAppend(dir string, record bool) {
 	l, err := Open(Options{Dir: dir, Key: testKey, MaxFileBytes: 256 << 10})
 	if err != nil {
 		fmt.Println("open:", err)
@@ -46,7 +49,11 @@ func childAppend(dir string) {
 		go func() {
 			for i := 0; ; i++ {
 				typ, f := sampleFields(w + 8*i)
-				ev, err := l.Append(context.Background(), typ, f)
+				app := l.Append
+				if record {
+					app = l.AppendRecord
+				}
+				ev, err := app(context.Background(), typ, f)
 				if err != nil {
 					fmt.Println("append:", err)
 					os.Exit(2)
@@ -94,10 +101,18 @@ func child(t *testing.T, mode, dir string) *exec.Cmd {
 
 // TestSIGKILLWhileAppending kills a process in the middle of heavy appending;
 // every event it was told is durable must be there, the log must verify up
-// to the last whole line, and a new Open must continue the chain.
+// to the last whole line, and a new Open must continue the chain. With
+// AppendRecord (the record tier, "record") the same holds for every event
+// it was told is written: a crash of the daemon loses nothing.
 func TestSIGKILLWhileAppending(t *testing.T) {
+	for _, mode := range []string{"append", "record"} {
+		t.Run(mode, func(t *testing.T) { testSIGKILL(t, mode) })
+	}
+}
+
+func testSIGKILL(t *testing.T, mode string) {
 	dir := filepath.Join(t.TempDir(), "audit")
-	cmd := child(t, "append", dir)
+	cmd := child(t, mode, dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -9,9 +9,9 @@
 // audit-000001.jsonl, audit-000002.jsonl, … (mode 0600). A new file is started
 // when the current one would grow past Options.MaxFileBytes; the chain simply
 // continues into it. A small head.json next to them records the sequence
-// number, hash and signature of the last committed event, replaced atomically
-// (write to a temporary file, rename) after every group commit, so that the
-// loss of whole trailing lines can be told apart from a log that simply ends.
+// number, hash and signature of the last durable event, overwritten in place
+// (a fixed-size record) after every sync, so that the loss of whole trailing
+// lines can be told apart from a log that simply ends.
 // An advisory lock on audit.lock keeps a second daemon out of the directory.
 //
 // # Line format
@@ -69,11 +69,14 @@
 //
 // # Durability and failure
 //
-// Append returns only after the event is written and fsynced (on macOS Go's
-// File.Sync issues F_FULLFSYNC). Concurrent appenders share fsyncs: a single
-// writer goroutine owns the file and commits everything queued while the
-// previous fsync ran (plus whatever arrives within
-// Options.GroupCommitWindow). Any write, sync, rotation or open failure makes
+// Append returns only after the event is written and synced (fdatasync on
+// Linux; on macOS Go's File.Sync issues F_FULLFSYNC). AppendRecord returns
+// once the event is written to the file and leaves its sync to a group
+// commit within 10 ms or 256 events (see Durability for what each tier can
+// lose, and Options.Durability for strict, where every event is synced
+// first). Concurrent appenders share syncs: a single writer goroutine owns
+// the file and commits everything queued while the previous sync ran (plus
+// whatever arrives within Options.GroupCommitWindow). Any write, sync, rotation or open failure makes
 // the Log fail closed: that Append and every later one return an error
 // wrapping ErrUnavailable until Recover succeeds (or the log is reopened), so
 // the gateway can refuse calls with audit_unavailable and tell the person. An

@@ -62,6 +62,16 @@ type Options struct {
 	// AnchorPath is the file, outside Dir, where each seal is recorded
 	// (Anchor); "" writes none.
 	AnchorPath string
+	// Durability says which events Append makes durable before it returns
+	// (see Durability); "" is DurabilityAuthority.
+	Durability Durability
+	// RecordWindow bounds how long an event appended with AppendRecord
+	// stays written but not yet synced (default DefaultRecordWindow);
+	// RecordMaxEvents how many such events may wait (default
+	// DefaultRecordMaxEvents). The group commit that syncs them runs
+	// when either is reached, or earlier with any authority event.
+	RecordWindow    time.Duration
+	RecordMaxEvents int
 
 	hooks *hooks // failure injection in tests; nil in production
 }
@@ -88,6 +98,8 @@ type Log struct {
 	tamper    atomic.Pointer[Tamper]
 	sealEpoch atomic.Pointer[uint64]
 	sealErr   atomic.Pointer[error]
+	failed    atomic.Pointer[error] // the writer's sticky failure (w.failed), for Err
+	strict    atomic.Bool           // DurabilityStrict: AppendRecord is Append
 
 	// Owned by the writer goroutine (by Open before it starts).
 	w writer
@@ -114,6 +126,11 @@ type writer struct {
 	genesis, genesisTS string   // hash and ts of seq 1, for seals
 	sinceSeal          bool     // events were written since the last seal
 	lastSeal           []byte   // fields of the last event when Open found a log_sealed there
+
+	// Written but not yet synced (AppendRecord): how many events, and the
+	// last of them, which head.json names once they are durable.
+	unsynced int
+	lastEv   Event
 }
 
 // headSize is the fixed size of head.json: the record padded with spaces,
@@ -123,6 +140,7 @@ const headSize = 256
 type request struct {
 	typ    string // "" for a control request (op)
 	fields []byte
+	record bool // AppendRecord: written before the answer, synced by the group commit
 	op     ctlOp
 	key    []byte // opEnable
 	reason string // opDisable, opSeal, opTamper, opAck
@@ -193,10 +211,23 @@ func newLog(o Options) (*Log, error) {
 		o.hooks.write = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
 	}
 	if o.hooks.sync == nil {
-		o.hooks.sync = func(f *os.File) error { return f.Sync() }
+		o.hooks.sync = syncData
 	}
 	if o.hooks.open == nil {
 		o.hooks.open = os.OpenFile
+	}
+	switch o.Durability {
+	case "":
+		o.Durability = DurabilityAuthority
+	case DurabilityAuthority, DurabilityStrict:
+	default:
+		return nil, fmt.Errorf("%w: durability %q is not %q or %q", ErrUnavailable, o.Durability, DurabilityStrict, DurabilityAuthority)
+	}
+	if o.RecordWindow <= 0 {
+		o.RecordWindow = DefaultRecordWindow
+	}
+	if o.RecordMaxEvents <= 0 {
+		o.RecordMaxEvents = DefaultRecordMaxEvents
 	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: creating %s: %w", ErrUnavailable, o.Dir, err)
@@ -214,6 +245,7 @@ func newLog(o Options) (*Log, error) {
 		done: make(chan struct{}),
 	}
 	l.setKeyLocked(bytes.Clone(o.Key))
+	l.strict.Store(o.Durability == DurabilityStrict)
 	l.w.plain = newEncoder(nil)
 	if o.SealKeys != nil {
 		k, err := o.SealKeys.Load()
@@ -265,6 +297,32 @@ func (l *Log) Append(ctx context.Context, typ string, fields any) (Event, error)
 		return Event{}, err
 	}
 	return l.do(ctx, &request{typ: typ, fields: canon, done: make(chan result, 1)})
+}
+
+// AppendRecord records an event of the record tier (see Durability): it
+// returns once the event is written to the file — a crash of this process
+// after that loses nothing — and a group commit makes it durable within
+// Options.RecordWindow or Options.RecordMaxEvents events, whichever comes
+// first, or with the next authority event. Under DurabilityStrict it is
+// Append. Arguments and errors as Append; a failure of the group commit
+// that would have synced it makes the Log fail closed, as any write
+// failure does, though this call returned nil.
+func (l *Log) AppendRecord(ctx context.Context, typ string, fields any) (Event, error) {
+	if l.strict.Load() {
+		return l.Append(ctx, typ, fields)
+	}
+	if !validType(typ) {
+		return Event{}, fmt.Errorf("%w: type %q", ErrInvalid, typ)
+	}
+	switch typ {
+	case TypeSigningEnabled, TypeSigningDisabled, TypeLogSealed, TypeLogTampered, TypeLogTamperAcknowledged:
+		return Event{}, fmt.Errorf("%w: type %q is written by the log itself", ErrInvalid, typ)
+	}
+	canon, err := canonicalFields(fields)
+	if err != nil {
+		return Event{}, err
+	}
+	return l.do(ctx, &request{typ: typ, fields: canon, record: true, done: make(chan result, 1)})
 }
 
 // Recover clears a failure: it closes the current file, reads the tail again
@@ -325,8 +383,15 @@ func (l *Log) EnableSigning(ctx context.Context, key []byte) error {
 // Err returns the error wrapping ErrUnavailable that keeps the Log failing
 // closed, or nil when it is healthy.
 func (l *Log) Err() error {
-	_, err := l.do(context.Background(), &request{done: make(chan result, 1)})
-	return err
+	select {
+	case <-l.quit:
+		return fmt.Errorf("%w: log closed", ErrUnavailable)
+	default:
+	}
+	if p := l.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (l *Log) do(ctx context.Context, r *request) (Event, error) {
@@ -371,6 +436,10 @@ func (l *Log) Close() error {
 func (l *Log) run() {
 	defer close(l.done)
 	var timer *time.Timer
+	// group fires when the oldest written but unsynced event has waited
+	// Options.RecordWindow.
+	group := time.NewTimer(time.Hour)
+	group.Stop()
 	batch := make([]*request, 0, 64)
 	var ctrl []*request
 	items := make([]item, 0, 64)
@@ -378,7 +447,11 @@ func (l *Log) run() {
 		var first *request
 		select {
 		case first = <-l.reqs:
+		case <-group.C:
+			l.syncPendingLocked()
+			continue
 		case <-l.quit:
+			l.syncPendingLocked()
 			return
 		}
 		if first.typ == "" {
@@ -422,10 +495,18 @@ func (l *Log) run() {
 			}
 		}
 		items = items[:0]
+		durable := false
 		for _, r := range batch {
 			items = append(items, item{typ: r.typ, fields: r.fields})
+			durable = durable || !r.record
 		}
-		evs, err := l.commitLocked(items)
+		pending := l.w.unsynced
+		evs, err := l.commitTierLocked(items, durable)
+		if pending == 0 && l.w.unsynced > 0 {
+			group.Reset(l.opts.RecordWindow)
+		} else if l.w.unsynced == 0 && pending > 0 {
+			group.Stop()
+		}
 		for i, r := range batch {
 			if err != nil {
 				r.done <- result{err: err}
@@ -530,8 +611,17 @@ func (l *Log) enableLocked(key []byte) error {
 }
 
 // commitLocked writes items as consecutive events with one write and one
-// fsync. On failure the Log fails closed. Called only by the owner of l.w.
+// sync (fdatasync on Linux, F_FULLFSYNC on macOS), which also makes the
+// record-tier events written before them durable. On failure the Log fails
+// closed. Called only by the owner of l.w.
 func (l *Log) commitLocked(items []item) ([]Event, error) {
+	return l.commitTierLocked(items, true)
+}
+
+// commitTierLocked is commitLocked; with durable unset (record-tier events
+// only) it writes and leaves the sync to the group commit, which runs at
+// once when Options.RecordMaxEvents events are waiting.
+func (l *Log) commitTierLocked(items []item, durable bool) ([]Event, error) {
 	w := &l.w
 	if w.failed != nil {
 		return nil, w.failed
@@ -543,11 +633,11 @@ func (l *Log) commitLocked(items []item) ([]Event, error) {
 			return nil, err
 		}
 	}
-	return l.commitCheckedLocked(items)
+	return l.commitCheckedLocked(items, durable)
 }
 
-// commitCheckedLocked is commitLocked after the swap check.
-func (l *Log) commitCheckedLocked(items []item) ([]Event, error) {
+// commitCheckedLocked is commitTierLocked after the swap check.
+func (l *Log) commitCheckedLocked(items []item, durable bool) ([]Event, error) {
 	w := &l.w
 	if w.failed != nil {
 		return nil, w.failed
@@ -583,16 +673,40 @@ func (l *Log) commitCheckedLocked(items []item) ([]Event, error) {
 	if err != nil {
 		return nil, l.failLocked("writing "+w.f.Name(), err)
 	}
-	if err := l.opts.hooks.sync(w.f); err != nil {
-		return nil, l.failLocked("syncing "+w.f.Name(), err)
-	}
 	if w.seq == 0 {
 		w.genesis, w.genesisTS = evs[0].Hash, evs[0].TS.Format(tsLayout)
 	}
 	w.seq, w.prev, w.signed = seq, prev, signed
 	w.sinceSeal = true
-	l.writeHeadLocked(evs[len(evs)-1])
+	w.unsynced += len(evs)
+	w.lastEv = evs[len(evs)-1]
+	if durable || w.unsynced >= l.opts.RecordMaxEvents {
+		if err := l.syncLocked(); err != nil {
+			return nil, err
+		}
+	}
 	return evs, nil
+}
+
+// syncLocked makes every event written so far durable and then names the
+// last of them in head.json.
+func (l *Log) syncLocked() error {
+	w := &l.w
+	if err := l.opts.hooks.sync(w.f); err != nil {
+		return l.failLocked("syncing "+w.f.Name(), err)
+	}
+	w.unsynced = 0
+	l.writeHeadLocked(w.lastEv)
+	return nil
+}
+
+// syncPendingLocked is the group commit of record-tier events: it syncs
+// them when some are waiting and the Log has not failed.
+func (l *Log) syncPendingLocked() {
+	if l.w.unsynced == 0 || l.w.failed != nil || l.w.f == nil {
+		return
+	}
+	_ = l.syncLocked()
 }
 
 func (l *Log) failLocked(op string, err error) error {
@@ -600,6 +714,8 @@ func (l *Log) failLocked(op string, err error) error {
 		err = pe.Err // op names the file already
 	}
 	l.w.failed = fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+	failed := l.w.failed
+	l.failed.Store(&failed)
 	l.log.Error("audit log failed; refusing further events until recovered", "op", op, "err", err)
 	return l.w.failed
 }
@@ -615,6 +731,13 @@ func (l *Log) rotateLocked() error {
 	if err := syncDir(l.opts.Dir); err != nil {
 		f.Close()
 		return err
+	}
+	if w.unsynced > 0 {
+		// Record-tier events in the file being closed: durable first.
+		if err := l.opts.hooks.sync(w.f); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if err := w.f.Close(); err != nil {
 		l.log.Warn("closing rotated audit file", "file", w.f.Name(), "err", err)
@@ -672,9 +795,12 @@ func (l *Log) recoverLocked() error {
 		l.w.f = nil
 	}
 	l.w.failed = nil
+	l.w.unsynced = 0 // the file is read again: what is in it is the log
+	l.failed.Store(nil)
 	if err := l.load(); err != nil {
 		if l.w.failed == nil {
 			l.w.failed = err
+			l.failed.Store(&err)
 		}
 		return l.w.failed
 	}
@@ -878,7 +1004,7 @@ func scanTail(f io.ReaderAt, size int64) (tail, error) {
 			if s == 0 && base > 0 {
 				break // the line may start before the window
 			}
-			if l, err := parseLine(buf[s:e]); err == nil && enc.hash(l.prev, l.open) == l.hash {
+			if l, err := parseLine(buf[s:e]); err == nil && enc.hashIs(l.prev, l.open, l.hash) {
 				t := tail{found: true, seq: l.seq, typ: l.typ, hash: l.hash, sig: l.sig, goodEnd: base + int64(e), unterminated: !term}
 				if l.typ == TypeLogSealed {
 					t.fields = bytes.Clone(l.fields)

@@ -134,6 +134,9 @@ func (l *Log) tamperedLocked(files []TamperedFile, detail string) error {
 		return l.failLocked("starting a new file after tampering", err)
 	}
 	if w.f != nil {
+		if w.unsynced > 0 {
+			_ = l.opts.hooks.sync(w.f) // a file replaced under the writer: best effort
+		}
 		w.f.Close()
 	}
 	w.f, w.fileNum, w.size, w.fInfo = f, next, 0, st
@@ -153,7 +156,7 @@ func (l *Log) tamperedLocked(files []TamperedFile, detail string) error {
 	if err != nil {
 		return err
 	}
-	evs, err := l.commitCheckedLocked([]item{{typ: TypeLogTampered, fields: fields}})
+	evs, err := l.commitCheckedLocked([]item{{typ: TypeLogTampered, fields: fields}}, true)
 	if err != nil {
 		return err
 	}
@@ -335,7 +338,7 @@ func (l *Log) sealLocked(reason string, next SealKey, nextPub ed25519.PublicKey)
 	if err != nil {
 		return err
 	}
-	evs, err := l.commitCheckedLocked([]item{{typ: TypeLogSealed, fields: fields, ts: ts}})
+	evs, err := l.commitCheckedLocked([]item{{typ: TypeLogSealed, fields: fields, ts: ts}}, true)
 	if err != nil {
 		return err
 	}

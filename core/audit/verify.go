@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -223,6 +224,7 @@ func VerifyWith(dir string, o VerifyOptions) (Report, error) {
 }
 
 type verifier struct {
+	tsBuf    []byte // parse: a line's ts formatted again
 	files    []logFile
 	enc, mac *encoder
 	expected uint64
@@ -331,7 +333,11 @@ func (v *verifier) parse(b []byte) (line, bool) {
 		return l, false
 	}
 	ts, err := time.Parse(time.RFC3339Nano, string(l.ts))
-	if err != nil || ts.Location() != time.UTC || string(l.ts) != ts.Format(time.RFC3339Nano) {
+	if err != nil || ts.Location() != time.UTC {
+		return l, false
+	}
+	v.tsBuf = ts.AppendFormat(v.tsBuf[:0], time.RFC3339Nano)
+	if !bytes.Equal(l.ts, v.tsBuf) {
 		return l, false
 	}
 	return l, true
@@ -339,7 +345,7 @@ func (v *verifier) parse(b []byte) (line, bool) {
 
 // check verifies one parsed event; false means a problem was recorded.
 func (v *verifier) check(lf logFile, l line, firstLine bool) bool {
-	if v.enc.hash(l.prev, l.open) != l.hash {
+	if !v.enc.hashIs(l.prev, l.open, l.hash) {
 		v.fail(v.expected, ProblemEdited, "the event in place of seq %d in %s does not match its hash", v.expected, lf.name)
 		return false
 	}
@@ -417,7 +423,7 @@ func (v *verifier) checkSig(l line) bool {
 		return true
 	}
 	v.rep.SignedEvents++
-	if v.mac != nil && !hmac.Equal([]byte(v.mac.sign(l.hash)), []byte(l.sig)) {
+	if v.mac != nil && !v.mac.signatureIs(l.hash, l.sig) {
 		v.fail(l.seq, ProblemBadSignature, "seq %d has a signature that does not match the key", l.seq)
 		return false
 	}

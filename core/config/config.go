@@ -167,7 +167,19 @@ type Settings struct {
 	// explicitly is kept even when the mechanism is missing (always then
 	// refuses to grant).
 	ApprovalAuthentication string `json:"approvalAuthentication,omitempty"`
+	// AuditDurability is [DurabilityStrict] (every audit event is synced to
+	// the disk before the action it records) or [DurabilityAuthority] (the
+	// default when absent: authority events are, records of allow-policy
+	// calls and completions are group-committed within 10 ms); see the
+	// audit package's Durability for what each can lose.
+	AuditDurability string `json:"auditDurability,omitempty"`
 }
+
+// Values of Settings.AuditDurability.
+const (
+	DurabilityStrict    = "strict"
+	DurabilityAuthority = "authority"
+)
 
 // Values of Settings.ApprovalAuthentication.
 const (

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,13 +33,16 @@ const (
 	// WidenApprovalAuthentication is settings.approvalAuthentication
 	// lowered: always → credentials or off, credentials (or absent) → off.
 	WidenApprovalAuthentication = "approval_authentication"
+	// WidenAuditDurability is settings.auditDurability lowered from strict.
+	WidenAuditDurability = "audit_durability"
 )
 
 // Widening is one change, between the configuration in force and an edited
 // one, that widens trust.
 type Widening struct {
 	// Kind is one of WidenPolicy, WidenCredential, WidenLaunch,
-	// WidenCredentialUse, WidenAuditSigning, WidenApprovalAuthentication.
+	// WidenCredentialUse, WidenAuditSigning, WidenApprovalAuthentication,
+	// WidenAuditDurability.
 	Kind string `json:"kind"`
 	// Server is the server label the change is about ("" for credential
 	// scope definitions and settings).
@@ -159,6 +163,10 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 	if o, n := applied.Settings.ApprovalAuthentication, edited.Settings.ApprovalAuthentication; authRank(n) < authRank(o) {
 		held = append(held, Widening{Kind: WidenApprovalAuthentication, Text: fmt.Sprintf("settings: approvalAuthentication %s → %s", authText(o), authText(n))})
 		inForce.Settings.ApprovalAuthentication = o
+	}
+	if o, n := applied.Settings.AuditDurability, edited.Settings.AuditDurability; o == DurabilityStrict && n != DurabilityStrict {
+		held = append(held, Widening{Kind: WidenAuditDurability, Text: fmt.Sprintf("settings: auditDurability strict → %s", cmp.Or(n, DurabilityAuthority))})
+		inForce.Settings.AuditDurability = o
 	}
 	if len(held) > 0 && inForce.Validate() != nil {
 		return applied.Clone(), held

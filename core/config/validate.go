@@ -106,7 +106,8 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 //   - env keys are valid names and do not set the envVar of a credential the server
 //     uses; two credentials of one server do not share an envVar;
 //   - durations are not negative;
-//   - settings.approvalAuthentication is empty, "off", "credentials" or "always".
+//   - settings.approvalAuthentication is empty, "off", "credentials" or "always";
+//   - settings.auditDurability is empty, "strict" or "authority".
 func (c *Config) Validate() error {
 	var problems []Problem
 	for _, label := range sortedKeys(c.Servers) {
@@ -126,6 +127,12 @@ func (c *Config) Validate() error {
 	default:
 		problems = append(problems, Problem{Path: joinPath("settings", "approvalAuthentication"),
 			Reason: fmt.Sprintf("is %q: must be %q, %q or %q (or left out for credentials where the system can authenticate you)", c.Settings.ApprovalAuthentication, AuthOff, AuthCredentials, AuthAlways)})
+	}
+	switch c.Settings.AuditDurability {
+	case "", DurabilityStrict, DurabilityAuthority:
+	default:
+		problems = append(problems, Problem{Path: joinPath("settings", "auditDurability"),
+			Reason: fmt.Sprintf("is %q: must be %q or %q (or left out for authority)", c.Settings.AuditDurability, DurabilityStrict, DurabilityAuthority)})
 	}
 	if len(problems) == 0 {
 		return nil

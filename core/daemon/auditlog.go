@@ -30,9 +30,21 @@ type recovering struct {
 	tampered bool      // guarded by mu; the log reported tampering at the last append
 }
 
-// Append writes one event durably, trying to recover a failed log first.
+// Append writes one event durably (the authority tier), trying to recover a
+// failed log first.
 func (r *recovering) Append(ctx context.Context, typ string, fields any) (audit.Event, error) {
-	ev, err := r.append(ctx, typ, fields)
+	return r.appendTier(ctx, typ, fields, false)
+}
+
+// AppendRecord writes one event of the record tier (audit.Log.AppendRecord:
+// written before it returns, synced by the group commit), trying to recover
+// a failed log first.
+func (r *recovering) AppendRecord(ctx context.Context, typ string, fields any) (audit.Event, error) {
+	return r.appendTier(ctx, typ, fields, true)
+}
+
+func (r *recovering) appendTier(ctx context.Context, typ string, fields any, record bool) (audit.Event, error) {
+	ev, err := r.append(ctx, typ, fields, record)
 	failed := err != nil && errors.Is(err, audit.ErrUnavailable)
 	tampered := r.log.Tampered() != nil
 	r.mu.Lock()
@@ -104,7 +116,7 @@ func (r *recovering) tryRecover(ctx context.Context) {
 	}
 }
 
-func (r *recovering) append(ctx context.Context, typ string, fields any) (audit.Event, error) {
+func (r *recovering) append(ctx context.Context, typ string, fields any, record bool) (audit.Event, error) {
 	if r.log.Err() != nil {
 		r.tryRecover(ctx)
 	}
@@ -116,6 +128,9 @@ func (r *recovering) append(ctx context.Context, typ string, fields any) (audit.
 		if _, err := r.log.Append(ctx, audit.TypeLogResumed, audit.LogResumed{Failure: lastErr.Error()}); err != nil {
 			return audit.Event{}, err
 		}
+	}
+	if record {
+		return r.log.AppendRecord(ctx, typ, fields)
 	}
 	return r.log.Append(ctx, typ, fields)
 }

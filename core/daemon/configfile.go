@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/internal/atomicfile"
 )
@@ -162,8 +163,11 @@ func (d *Daemon) putInForce(cfg *config.Config, data []byte, by string) (*config
 	old := d.cfg
 	d.cfg, d.cfgData, d.cfgErr, d.cfgFrom = cfg, data, nil, ""
 	d.rememberLocked(cfg)
-	az := d.authz
+	az, al := d.authz, d.audit
 	d.mu.Unlock()
+	if al != nil {
+		_ = al.SetDurability(audit.Durability(cfg.Settings.AuditDurability)) // validated with cfg
+	}
 	if az != nil {
 		// Requests raised from now on; pending ones keep their deadline.
 		az.SetTimeout(cfg.Settings.ApprovalTimeoutOrDefault())

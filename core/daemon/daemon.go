@@ -306,6 +306,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	d.audit = al
+	if d.cfg != nil {
+		_ = al.SetDurability(audit.Durability(d.cfg.Settings.AuditDurability)) // validated with d.cfg
+	}
 	// A log that works again may take a signing change that failed.
 	d.auditW = &recovering{log: al, retryEvery: time.Second, onHealth: func() { d.notify(); d.kickSigning() }}
 	d.mu.Unlock()

@@ -18,6 +18,21 @@ type Auditor interface {
 	Append(ctx context.Context, typ string, fields any) (audit.Event, error)
 }
 
+// recordAuditor is an Auditor with the record tier (audit.Log.AppendRecord):
+// the event is written before AppendRecord returns and synced by a group
+// commit shortly after. An Auditor without it syncs every event.
+type recordAuditor interface {
+	AppendRecord(ctx context.Context, typ string, fields any) (audit.Event, error)
+}
+
+// appendRecord appends an event of the record tier when the Auditor has one.
+func (s *Session) appendRecord(typ string, fields any) (audit.Event, error) {
+	if ra, ok := s.opts.Audit.(recordAuditor); ok {
+		return ra.AppendRecord(context.Background(), typ, fields)
+	}
+	return s.opts.Audit.Append(context.Background(), typ, fields)
+}
+
 // auditHealth is an Auditor that can tell, without writing, that it cannot
 // write now.
 type auditHealth interface {
@@ -66,8 +81,20 @@ func (s *Session) record(typ string, fields any) {
 	}
 }
 
-// recordIntent writes the tool_called intent, durably, before the call is
-// forwarded. On failure the call must not be forwarded.
+// recordTier reports whether the intent of a call authorized by auth is a
+// record-tier event (see recordIntent): the tool's policy is allow and the
+// server has no credentials (checkTree asks nothing of such a call either).
+func (s *Session) recordTier(auth authorization) bool {
+	return auth.wait == "" && auth.refusal == nil && auth.decision == decisionAllow && len(s.opts.Credentials) == 0
+}
+
+// recordIntent writes the tool_called intent before the call is forwarded.
+// A call that uses a person's grant, or of a server that has credentials,
+// carries authority: its intent is durable (synced) first. Any other call
+// (an allow-policy tool of a server without credentials) is a record: its
+// intent is written to the file first and group-committed (docs/DESIGN.md,
+// "Audit log"; settings.auditDurability strict syncs these too). On
+// failure the call must not be forwarded.
 func (s *Session) recordIntent(e *epoch, c *toolCall, auth authorization) (*callRecord, error) {
 	rec := &callRecord{id: identity.NewEpoch(), tool: c.name, started: time.Now()}
 	if s.opts.Audit == nil {
@@ -79,10 +106,16 @@ func (s *Session) recordIntent(e *epoch, c *toolCall, auth authorization) (*call
 		rev = e.catalog.Revision
 	}
 	s.mu.Unlock()
-	_, err := s.opts.Audit.Append(context.Background(), audit.TypeToolCalled, audit.ToolCalled{
+	ev := audit.ToolCalled{
 		Call: rec.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID,
 		CatalogRevision: rev, Tool: c.name, ArgsDigest: c.digest, ArgKeys: c.keys, Decision: auth.decision, Grant: auth.grant,
-	})
+	}
+	var err error
+	if s.recordTier(auth) {
+		_, err = s.appendRecord(audit.TypeToolCalled, ev)
+	} else {
+		_, err = s.opts.Audit.Append(context.Background(), audit.TypeToolCalled, ev)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +123,8 @@ func (s *Session) recordIntent(e *epoch, c *toolCall, auth authorization) (*call
 }
 
 // recordCompletion writes tool_completed for a call that got an answer or
-// was ended, asynchronously; Serve waits for it before run_ended.
+// was ended, before the answer is forwarded: a record-tier event (written
+// to the file, group-committed), so it costs no sync and no goroutine.
 func (s *Session) recordCompletion(e *epoch, c *callRecord, outcome, errText string) {
 	if c == nil {
 		return
@@ -99,10 +133,11 @@ func (s *Session) recordCompletion(e *epoch, c *callRecord, outcome, errText str
 		Call: c.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID, Tool: c.tool,
 		Outcome: outcome, DurationMS: float64(time.Since(c.started).Microseconds()) / 1000, Error: errText,
 	}
-	// The outcome is recorded off the response path: only the intent must
-	// be durable before anything happens.
-	if !s.events.goFunc(func() { s.record(audit.TypeToolCompleted, ev) }) {
-		s.record(audit.TypeToolCompleted, ev) // the run is over: not lost, though late
+	if s.opts.Audit == nil {
+		return
+	}
+	if _, err := s.appendRecord(audit.TypeToolCompleted, ev); err != nil {
+		s.log.Error("audit log write failed", "type", audit.TypeToolCompleted, "err", err)
 	}
 }
 

@@ -14,16 +14,41 @@ import (
 
 // Regression tests of the end of an agent run.
 
+// TestCompletionBeforeAnswer: a call's tool_completed is written before its
+// answer is forwarded to the agent (the record tier: in the file before the
+// agent sees anything), on the server's reading loop, with no goroutine.
+func TestCompletionBeforeAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBubble(t, nil)
+		b.handshake()
+		release := b.audit.holdType(audit.TypeToolCompleted)
+		defer release()
+		b.agent.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`)
+		synctest.Wait()
+		calls := b.proc(1).received(methodToolsCall)
+		if len(calls) != 1 {
+			t.Fatalf("the server got %d calls, want 1", len(calls))
+		}
+		b.proc(1).reply(calls[0], `{"content":[{"type":"text","text":"done"}]}`)
+		if got := b.agent.answers("1"); len(got) != 0 {
+			t.Fatalf("the agent got the answer %s while its tool_completed was not written", got[0])
+		}
+		release()
+		b.agent.answer("1")
+		if !slices.Contains(b.auditTypes(), audit.TypeToolCompleted) {
+			t.Fatalf("audit events %q: no tool_completed", b.auditTypes())
+		}
+	})
+}
+
 // TestEventsBeforeRunEnded: the events of a run that are written off the
-// response path (tool_completed, server_exited) are all written before its
-// run_ended, and Serve returns only once they are.
+// response path (server_exited) are all written before its run_ended, and
+// Serve returns only once they are.
 func TestEventsBeforeRunEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBubble(t, nil)
 		b.handshake()
-		releaseCompleted := b.audit.holdType(audit.TypeToolCompleted)
 		releaseExited := b.audit.holdType(audit.TypeServerExited)
-		defer releaseCompleted()
 		defer releaseExited()
 		b.agent.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`)
 		synctest.Wait()
@@ -36,14 +61,13 @@ func TestEventsBeforeRunEnded(t *testing.T) {
 		b.agent.inW.Close() // the agent leaves: the run ends
 		synctest.Wait()
 		if slices.Contains(b.auditTypes(), audit.TypeRunEnded) {
-			t.Fatalf("run_ended written while tool_completed and server_exited were still being written: %q", b.auditTypes())
+			t.Fatalf("run_ended written while server_exited was still being written: %q", b.auditTypes())
 		}
 		select {
 		case err := <-b.served:
 			t.Fatalf("Serve returned (%v) before the run's events were written", err)
 		default:
 		}
-		releaseCompleted()
 		releaseExited()
 		err := <-b.served
 		b.served <- err

@@ -311,6 +311,12 @@ func (s *Session) handle(m *mcpwire.Message, call *toolCall) {
 			p.approval = auth.wait
 			s.mu.Unlock()
 		}
+		if s.recordTier(auth) {
+			// Nothing to wait for (no person, no sync): sent from the
+			// agent's reading loop, without a goroutine per call.
+			s.sendCall(e, call, id, p, auth)
+			return
+		}
 		started := s.work.goFunc(func() {
 			if auth.wait != "" {
 				auth = s.awaitApproval(e, call, auth.wait)

@@ -4,7 +4,7 @@
 // after round, then the daemon's resident memory with 0 and with 10 running
 // servers (package bench). It prints Markdown tables for docs/BENCHMARKS.md.
 //
-//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-servers 10]
+//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-servers 10] [-connects 10] [-paths …] [-portcullis BIN] [-perf FILE]
 package main
 
 import (
@@ -14,8 +14,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,7 +33,10 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each runs every path once per concurrency")
 	calls := flag.Int("calls", 1000, "calls per path, concurrency and round")
 	servers := flag.Int("servers", 10, "running servers for the loaded memory figure (0: skip)")
-	only := flag.String("paths", "direct,socat,supergateway,portcullis", "comma-separated paths to measure")
+	only := flag.String("paths", "direct,socat,supergateway,portcullis,portcullis-grant", "comma-separated paths to measure")
+	flag.StringVar(&prebuilt, "portcullis", "", "use this portcullis executable instead of building one (to compare two builds)")
+	flag.IntVar(&connects, "connects", 10, "connections for the connect-time figure, alternating direct and portcullis (0: skip)")
+	flag.StringVar(&perfOut, "perf", "", "record a perf profile (perf record -g) of the daemon during the measured batches into this file")
 	flag.Parse()
 	selected = map[string]bool{}
 	for _, p := range strings.Split(*only, ",") {
@@ -47,6 +53,12 @@ func main() {
 // selected holds the names of the paths to measure (-paths).
 var selected map[string]bool
 
+// prebuilt is the -portcullis executable ("" builds one); perfOut the -perf file.
+var prebuilt, perfOut string
+
+// connects is the -connects count.
+var connects int
+
 func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 	root, err := harness.RepoRoot()
 	if err != nil {
@@ -58,7 +70,9 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 	}
 	defer os.RemoveAll(work)
 	e := bench.Env{Work: work}
-	if e.Portcullis, err = harness.BuildPortcullis(ctx, root, work); err != nil {
+	if prebuilt != "" {
+		e.Portcullis = prebuilt
+	} else if e.Portcullis, err = harness.BuildPortcullis(ctx, root, work); err != nil {
 		return err
 	}
 	if e.Echo, err = harness.BuildServer(ctx, root, work, "echo", ""); err != nil {
@@ -78,7 +92,7 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 			p.Close()
 		}
 	}()
-	for _, open := range []func(context.Context, bench.Env) (*bench.Path, error){bench.Direct, bench.Socat, bench.Supergateway, bench.Portcullis} {
+	for _, open := range []func(context.Context, bench.Env) (*bench.Path, error){bench.Direct, bench.Socat, bench.Supergateway, bench.Portcullis, bench.PortcullisGrant} {
 		p, err := open(ctx, e)
 		if err != nil {
 			if e.NPM == "" && strings.HasPrefix(err.Error(), "supergateway") {
@@ -100,22 +114,33 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 
 	// Warm up every path (process start, JIT of node, page cache).
 	for _, p := range paths {
-		if _, err := bench.Calls(ctx, p.Session, 200, 8); err != nil {
+		if _, err := bench.CallsOf(ctx, p.Session, cmpOr(p.Tool, "echo"), 200, 8); err != nil {
 			return fmt.Errorf("%s warm-up: %w", p.Name, err)
 		}
 	}
 	concurrency := []int{1, 8}
 	batches := map[string][]bench.Batch{}
+	cpu := map[string]time.Duration{} // daemon-side CPU (utime+stime) per path
+	if perfOut != "" {
+		stop, err := startPerf(paths, perfOut)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	key := func(p *bench.Path, c int) string { return fmt.Sprintf("%s/%d", p.Name, c) }
 	for r := range rounds {
 		for _, c := range concurrency {
 			// Rotate the order each round so no path always goes first.
 			for i := range paths {
 				p := paths[(i+r)%len(paths)]
-				b, err := bench.Calls(ctx, p.Session, calls, c)
+				t0, _ := bench.CPUTime(p.Daemon)
+				b, err := bench.CallsOf(ctx, p.Session, cmpOr(p.Tool, "echo"), calls, c)
 				if err != nil {
 					return fmt.Errorf("%s, %d callers: %w", p.Name, c, err)
 				}
+				t1, _ := bench.CPUTime(p.Daemon)
+				cpu[p.Name] += t1 - t0
 				batches[key(p, c)] = append(batches[key(p, c)], b)
 			}
 		}
@@ -128,14 +153,87 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 			fmt.Fprintf(out, "| %s | %d | %d | %s | %s | %.0f |\n", p.Name, c, s.Calls, us(s.P50), us(s.P99), s.CallsPerSec)
 		}
 	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| path | daemon-side CPU per call (utime+stime / calls) |")
+	fmt.Fprintln(out, "|---|---:|")
+	for _, p := range paths {
+		// socat's listener forks a child per connection: its CPU is not the listener's.
+		if p.Daemon != 0 && p.Name != "socat" {
+			fmt.Fprintf(out, "| %s | %.1f µs |\n", p.Name, float64(cpu[p.Name])/float64(time.Microsecond)/float64(rounds*len(concurrency)*calls))
+		}
+	}
+	fdatasync, err1 := bench.SyncLatency(work, 200, bench.Fdatasync)
+	fsync, err2 := bench.SyncLatency(work, 200, (*os.File).Sync)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "| this disk, 400-byte append (median of 200) | write + fdatasync %s | write + fsync %s |\n", us(fdatasync), us(fsync))
 	for _, p := range paths {
 		p.Close()
 	}
 	paths = nil
+	if connects > 0 {
+		if err := connectTime(ctx, out, e, connects); err != nil {
+			return err
+		}
+	}
 	if servers <= 0 {
 		return nil
 	}
 	return memory(ctx, out, e, servers)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// connectTime measures, n times each and alternating, how long a client
+// takes from starting its command to the initialize answer (the SDK's
+// Connect: exec, initialize, initialized), directly and through
+// `portcullis connect` to a running daemon (which launches a server for
+// each agent run).
+func connectTime(ctx context.Context, out io.Writer, e bench.Env, n int) error {
+	h, d, err := bench.StartDaemon(ctx, e, "connect-home")
+	if err != nil {
+		return err
+	}
+	defer d.Stop(30 * time.Second)
+	var direct, through []time.Duration
+	one := func(cmd *exec.Cmd) (time.Duration, error) {
+		client := mcp.NewClient(&mcp.Implementation{Name: "portcullis-bench", Version: "1.0.0"}, nil)
+		t0 := time.Now()
+		a, err := harness.Connect(ctx, client, cmd, &mcp.ClientSessionOptions{ProtocolVersion: bench.Protocol})
+		if err != nil {
+			return 0, err
+		}
+		dt := time.Since(t0)
+		return dt, a.Close()
+	}
+	for range n {
+		dd, err := one(exec.Command(e.Echo))
+		if err != nil {
+			return err
+		}
+		dp, err := one(h.ConnectCommand("echo"))
+		if err != nil {
+			return err
+		}
+		direct, through = append(direct, dd), append(through, dp)
+	}
+	med := func(v []time.Duration) (time.Duration, time.Duration) {
+		slices.Sort(v)
+		return v[0], v[len(v)/2]
+	}
+	dmin, dmed := med(direct)
+	pmin, pmed := med(through)
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "| connect → initialize answered (%d each, alternating) | min | median |\n|---|---:|---:|\n", n)
+	fmt.Fprintf(out, "| direct | %s | %s |\n| portcullis | %s | %s |\n", us(dmin), us(dmed), us(pmin), us(pmed))
+	return nil
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
@@ -190,4 +288,27 @@ func memory(ctx context.Context, out io.Writer, e bench.Env, n int) error {
 	fmt.Fprintf(out, "| idle, 0 servers | %.1f MB |\n", float64(idle)/(1<<20))
 	fmt.Fprintf(out, "| %d agent runs, %d servers running | %.1f MB |\n", n, n, float64(loaded)/(1<<20))
 	return nil
+}
+
+// startPerf runs `perf record -g` on the portcullis daemon until the
+// returned function is called.
+func startPerf(paths []*bench.Path, file string) (func(), error) {
+	pid := 0
+	for _, p := range paths {
+		if p.Name == "portcullis" {
+			pid = p.Daemon
+		}
+	}
+	if pid == 0 {
+		return nil, errors.New("-perf needs the portcullis path")
+	}
+	cmd := exec.Command("perf", "record", "-g", "-F", "2999", "-o", file, "-p", strconv.Itoa(pid))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting perf: %w", err)
+	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	}, nil
 }

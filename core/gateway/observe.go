@@ -121,44 +121,17 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 	s.mu.Unlock()
 	s.changed()
 	s.log.Warn("new epoch observed", "epoch", e.ID, "previous", old.ID, "what", strings.Join(ch.What, "; "))
-	if a := s.opts.Authority; a != nil {
-		for _, g := range a.VoidEpoch(s.opts.RunID, e.ID, why) {
-			s.log.Info("grant voided by the observed epoch", "grant", g.ID, "epoch", g.ExecutionEpoch, "newEpoch", e.ID)
-		}
-	}
 	oldID, _ := json.Marshal(ch.Old)
 	newID, _ := json.Marshal(ch.New)
-	s.record(audit.TypeServerReplaced, audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
-		OldEpoch: old.ID, NewEpoch: e.ID, Reason: why, Cause: "observed", OldIdentity: oldID, NewIdentity: newID})
-	s.endEpoch(old, why, e)
-	if ch.Restarted {
-		if err := s.handshake(e); err != nil {
-			s.failEpoch(e, "the observed epoch did not complete the handshake: "+err.Error())
-			return
-		}
-	}
-	s.mu.Lock()
-	done := s.hs.done
-	if e.ended {
-		s.mu.Unlock()
-		return
-	}
-	if !ch.Restarted {
-		// The program that answers did not change: it keeps its
-		// handshake.
-		e.answered, e.initResult = old.answered, old.initResult
-	}
-	if done {
-		s.state, s.reason = StateCatalogPending, ""
-	} else {
-		s.state, s.reason = StateStarting, ""
-		s.openGateLocked()
-	}
-	s.mu.Unlock()
-	s.changed()
-	if done {
-		s.refresh(e)
-	}
+	s.takeOver(takeover{
+		old: old, e: e, why: why, name: "the observed epoch",
+		replaced: audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
+			OldEpoch: old.ID, NewEpoch: e.ID, Reason: why, Cause: "observed", OldIdentity: oldID, NewIdentity: newID},
+		// A new program reads the requests only when a process holding
+		// the stdio started or exec'd; otherwise the program that
+		// answers did not change and keeps its handshake.
+		replay: ch.Restarted,
+	})
 }
 
 // checkTree runs the supervisor's tree check before a call that carries

@@ -79,6 +79,13 @@ func (m *Measurer) walkTree(root string, rules walkRules) ([]treeItem, error) {
 		}
 	}
 	if st.kind != kindDir {
+		if len(rootItem) == 1 && rootItem[0].kind == kindFile && rootItem[0].keyOK {
+			m.mu.Lock()
+			if c, ok := m.files[root]; ok && c.key == rootItem[0].key {
+				rootItem[0].sum, rootItem[0].cached = c.sum, true
+			}
+			m.mu.Unlock()
+		}
 		if err := m.sumItems(rootItem); err != nil {
 			return nil, err
 		}

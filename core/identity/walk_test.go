@@ -119,3 +119,27 @@ func TestWalkErrorNamesPath(t *testing.T) {
 		t.Fatalf("DigestTree = %v, want a permission error naming locked", err)
 	}
 }
+
+// DigestTree of a single file takes its sum from the cache too.
+func TestWalkFileRootUsesCache(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "server.js")
+	writeTree(t, filepath.Dir(p), map[string]string{"server.js": "v1"})
+	real, _ := filepath.EvalSymlinks(p)
+	m := NewMeasurer(nil)
+	m.now = func() time.Time { return time.Now().Add(time.Hour) } // files count as settled
+	first, err := m.DigestTree(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	c, ok := m.files[real]
+	c.sum[0] ^= 0xff
+	m.files[real] = c
+	m.mu.Unlock()
+	if !ok {
+		t.Fatalf("%s not cached", real)
+	}
+	if again, err := m.DigestTree(p); err != nil || again == first {
+		t.Errorf("DigestTree of an unchanged file = %s, %v: want the planted sum used", again, err)
+	}
+}

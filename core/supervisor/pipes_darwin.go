@@ -30,13 +30,13 @@ import (
 
 // From <sys/proc_info.h>.
 const (
-	procPIDListFDs      = 1   // PROC_PIDLISTFDS
-	procFDInfoSize      = 8   // struct proc_fdinfo {int32 proc_fd; uint32 proc_fdtype}
-	proxFDTypePipe      = 6   // PROX_FDTYPE_PIPE
-	procPIDFDPipeInfo   = 6   // PROC_PIDFDPIPEINFO
-	pipeFDInfoSize      = 184 // struct pipe_fdinfo: proc_fileinfo (24) + pipe_info (vinfo_stat 136, handle, peer, status, rfu)
-	pipeHandleOffset    = 24 + 136
-	pipePeerHandleOfset = pipeHandleOffset + 8
+	procPIDListFDs       = 1   // PROC_PIDLISTFDS
+	procFDInfoSize       = 8   // struct proc_fdinfo {int32 proc_fd; uint32 proc_fdtype}
+	proxFDTypePipe       = 6   // PROX_FDTYPE_PIPE
+	procPIDFDPipeInfo    = 6   // PROC_PIDFDPIPEINFO
+	pipeFDInfoSize       = 184 // struct pipe_fdinfo: proc_fileinfo (24) + pipe_info (vinfo_stat 136, handle, peer, status, rfu)
+	pipeHandleOffset     = 24 + 136
+	pipePeerHandleOffset = pipeHandleOffset + 8
 )
 
 var (
@@ -88,7 +88,7 @@ func holdsPipes(pid int, pipes []uint64) (holds, ok bool) {
 			continue
 		}
 		handle := binary.NativeEndian.Uint64(info[pipeHandleOffset:])
-		peer := binary.NativeEndian.Uint64(info[pipePeerHandleOfset:])
+		peer := binary.NativeEndian.Uint64(info[pipePeerHandleOffset:])
 		if slices.Contains(pipes, peer) || slices.Contains(pipes, handle) {
 			return true, true
 		}

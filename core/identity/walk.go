@@ -169,6 +169,9 @@ func (w *walk) read(n *walkNode) error {
 	}
 	slices.SortFunc(des, func(a, b fs.DirEntry) int { return cmp.Compare(a.Name(), b.Name()) })
 	n.entries = make([]walkEntry, 0, len(des))
+	// Most entries are listed (a dependency tree is listed whole): one
+	// allocation per directory rather than a slice growing.
+	n.items = make([]treeItem, 0, len(des))
 	var hits []int
 	for _, de := range des {
 		name := de.Name()

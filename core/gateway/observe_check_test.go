@@ -100,8 +100,8 @@ func TestTreeCheckErrorFailsClosed(t *testing.T) {
 			denied, unsent := false, false
 			for _, e := range r.audit.entries() {
 				switch f := e.Fields.(type) {
-				case audit.AuthorizationDenied:
-					denied = denied || (f.Reason == string(control.ServerUnavailable) && f.Tool == toolWrite)
+				case audit.CallRefused:
+					denied = denied || (f.Kind == string(control.ServerUnavailable) && f.Tool == toolWrite && strings.Contains(f.Reason, "could not check"))
 				case audit.ToolCompleted:
 					unsent = unsent || (f.Outcome == "not_forwarded" && strings.Contains(f.Error, "could not check"))
 				}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -120,52 +121,29 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 	s.mu.Unlock()
 	s.changed()
 	s.log.Warn("new epoch observed", "epoch", e.ID, "previous", old.ID, "what", strings.Join(ch.What, "; "))
-	if a := s.opts.Authority; a != nil {
-		for _, g := range a.VoidEpoch(s.opts.RunID, e.ID, why) {
-			s.log.Info("grant voided by the observed epoch", "grant", g.ID, "epoch", g.ExecutionEpoch, "newEpoch", e.ID)
-		}
-	}
 	oldID, _ := json.Marshal(ch.Old)
 	newID, _ := json.Marshal(ch.New)
-	s.record(audit.TypeServerReplaced, audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
-		OldEpoch: old.ID, NewEpoch: e.ID, Reason: why, Cause: "observed", OldIdentity: oldID, NewIdentity: newID})
-	s.endEpoch(old, why, e)
-	if ch.Restarted {
-		if err := s.handshake(e); err != nil {
-			s.failEpoch(e, "the observed epoch did not complete the handshake: "+err.Error())
-			return
-		}
-	}
-	s.mu.Lock()
-	done := s.hs.done
-	if e.ended {
-		s.mu.Unlock()
-		return
-	}
-	if !ch.Restarted {
-		// The program that answers did not change: it keeps its
-		// handshake.
-		e.answered, e.initResult = old.answered, old.initResult
-	}
-	if done {
-		s.state, s.reason = StateCatalogPending, ""
-	} else {
-		s.state, s.reason = StateStarting, ""
-		s.openGateLocked()
-	}
-	s.mu.Unlock()
-	s.changed()
-	if done {
-		s.refresh(e)
-	}
+	s.takeOver(takeover{
+		old: old, e: e, why: why, name: "the observed epoch",
+		replaced: audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
+			OldEpoch: old.ID, NewEpoch: e.ID, Reason: why, Cause: "observed", OldIdentity: oldID, NewIdentity: newID},
+		// A new program reads the requests only when a process holding
+		// the stdio started or exec'd; otherwise the program that
+		// answers did not change and keeps its handshake.
+		replay: ch.Restarted,
+	})
 }
 
 // checkTree runs the supervisor's tree check before a call that carries
 // authority (a grant, or credentials the server holds) is forwarded to e.
 // When the tree changed, the new epoch is taken over at once and the call
 // is refused with authorization_stale: what was approved is not what would
-// answer. A check that fails (the process is gone) lets the call go on:
-// the end of the epoch answers it.
+// answer. A check that fails closes: the call is refused, never sent
+// unchecked (server_unavailable; the process is gone or its tree could not
+// be read in time, so a call made a moment later meets a check that can
+// succeed, or the next epoch). Only a process whose tree this system does
+// not show at all (ErrTreeUnwatched: no tree view on the platform, or tree
+// watching off) goes unchecked, as it was launched.
 func (s *Session) checkTree(e *epoch, tool, decision string) *control.Refusal {
 	if decision == decisionAllow && len(s.opts.Credentials) == 0 {
 		return nil
@@ -177,7 +155,30 @@ func (s *Session) checkTree(e *epoch, tool, decision string) *control.Refusal {
 	ctx, cancel := context.WithTimeout(s.ctx, treeCheckTimeout)
 	defer cancel()
 	ch, err := tw.CheckTree(ctx)
-	if err != nil || ch == nil {
+	if errors.Is(err, supervisor.ErrTreeUnwatched) {
+		return nil
+	}
+	if err != nil {
+		s.log.Warn("tree check before a call failed; the call is refused", "epoch", e.ID, "tool", tool, "err", err)
+		what := "its process tree could not be read (" + err.Error() + ")"
+		select {
+		case <-e.Proc.Done():
+			what = "the server process ended"
+		default:
+			if errors.Is(err, context.DeadlineExceeded) {
+				what = "the check did not finish within " + treeCheckTimeout.String()
+			}
+		}
+		return &control.Refusal{
+			Error:  control.ServerUnavailable,
+			Server: s.opts.Label,
+			Tool:   tool,
+			Epoch:  e.ID,
+			Reason: "the supervisor could not check which processes of the server can answer before a call carrying a grant or credentials: " + what + "; the call was not sent",
+			Retry:  "call again in a moment",
+		}
+	}
+	if ch == nil {
 		return nil
 	}
 	go s.observed(*ch)

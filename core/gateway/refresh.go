@@ -543,32 +543,70 @@ func (s *Session) replaceOnce(why string) {
 	}
 	s.cur = e
 	s.mu.Unlock()
+	t := takeover{old: old, e: e, why: why, name: "the new epoch", replay: true, stopOld: true}
+	if old != nil {
+		t.replaced = audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
+			OldEpoch: old.ID, NewEpoch: e.ID, Reason: why}
+	}
+	s.takeOver(t)
+}
+
+// takeover says how a new epoch takes over from the one it ends.
+type takeover struct {
+	old, e *epoch // old is nil when e is the first epoch
+	why    string
+	// name names e in logs and failures ("the new epoch").
+	name string
+	// replaced is the server_replaced record, written when old is set.
+	replaced audit.ServerReplaced
+	// replay: a new program reads the requests and is sent the agent's
+	// handshake; otherwise e keeps old's.
+	replay bool
+	// stopOld stops old's process once its calls are answered (a
+	// replacement); an observed epoch runs on the same process.
+	stopOld bool
+}
+
+// takeOver completes the change to t.e, which the caller made current with
+// the gate closed (docs/DESIGN.md "The refresh contract"): grants of older
+// epochs are void before anything reaches t.e, the replacement is audited,
+// the calls of t.old are answered epoch_ended, the handshake is replayed
+// (or kept), then the catalog is fetched and the agent told; the gate
+// opens when the catalog is ready.
+func (s *Session) takeOver(t takeover) {
+	old, e := t.old, t.e
 	if a := s.opts.Authority; a != nil {
 		// Before anything reaches the new epoch: grants of older epochs
 		// no longer hold.
-		for _, g := range a.VoidEpoch(s.opts.RunID, e.ID, why) {
-			s.log.Info("grant voided by the epoch change", "grant", g.ID, "epoch", g.ExecutionEpoch, "newEpoch", e.ID)
+		for _, g := range a.VoidEpoch(s.opts.RunID, e.ID, t.why) {
+			s.log.Info("grant voided by "+t.name, "grant", g.ID, "epoch", g.ExecutionEpoch, "newEpoch", e.ID)
 		}
 	}
 	if old != nil {
-		s.record(audit.TypeServerReplaced, audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
-			OldEpoch: old.ID, NewEpoch: e.ID, Reason: why})
-		s.endEpoch(old, why, e)
-		go func() {
-			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = old.Proc.Stop(stopCtx)
-		}()
+		s.record(audit.TypeServerReplaced, t.replaced)
+		s.endEpoch(old, t.why, e)
+		if t.stopOld {
+			go func() {
+				stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = old.Proc.Stop(stopCtx)
+			}()
+		}
 	}
-	if err := s.handshake(e); err != nil {
-		s.failEpoch(e, "the new epoch did not complete the handshake: "+err.Error())
-		return
+	if t.replay {
+		if err := s.handshake(e); err != nil {
+			s.failEpoch(e, t.name+" did not complete the handshake: "+err.Error())
+			return
+		}
 	}
 	s.mu.Lock()
 	done := s.hs.done
 	if e.ended {
 		s.mu.Unlock()
 		return
+	}
+	if !t.replay && old != nil {
+		e.answered, e.initResult = old.answered, old.initResult
 	}
 	if done {
 		s.state, s.reason = StateCatalogPending, ""

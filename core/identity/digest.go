@@ -2,19 +2,14 @@ package identity
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -136,19 +131,23 @@ type treeItem struct {
 	abs    string
 	mode   fs.FileMode
 	target string // symlink text
+	key    fileKey
+	keyOK  bool  // key is known (the system gives a change time)
+	cached bool  // sum is known (from the cache, or hashed)
+	flags  uint8 // the walk flags of its directory (see walkRules)
 	sum    [sha256.Size]byte
 }
 
 // DigestTree returns "sha256:<hex>" over the tree at root (symlinks in root
 // itself resolved first), deterministic across machines: for every entry in
-// lexical order of its slash-separated relative path, its kind (directory,
-// file, symlink, other), permission and special mode bits, the path, and the
-// payload — a file's SHA-256, a symlink's target text (never followed), nothing
-// for directories, sockets, pipes and devices. Timestamps, owners and inode
+// the order of filepath.WalkDir (depth first, names sorted within each
+// directory), its kind (directory, file, symlink, other), permission and
+// special mode bits, its slash-separated relative path, and the payload — a
+// file's SHA-256, a symlink's target text (never followed), nothing for
+// directories, sockets, pipes and devices. Timestamps, owners and inode
 // numbers are not part of the digest. Files are cached as in
-// [Measurer.DigestFile], so an unchanged tree costs one lstat per entry; the
-// lstats and any hashing run on up to GOMAXPROCS goroutines. Errors name the
-// path that failed.
+// [Measurer.DigestFile], so an unchanged tree costs one stat per entry (see
+// walk.go). Errors name the path that failed.
 func (m *Measurer) DigestTree(root string) (string, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -158,132 +157,11 @@ func (m *Measurer) DigestTree(root string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("digesting tree %s: %w", root, err)
 	}
-	// Listing only: names and types come from the directory entries, so no
-	// stat happens here.
-	var items []treeItem
-	err = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel := "."
-		if p != real {
-			// WalkDir joins names onto real, so p starts with it.
-			rel = filepath.ToSlash(strings.TrimPrefix(p[len(real):], string(filepath.Separator)))
-		}
-		it := treeItem{rel: rel, abs: p}
-		switch t := d.Type(); {
-		case t.IsDir():
-			it.kind = kindDir
-		case t.IsRegular():
-			it.kind = kindFile
-		case t&fs.ModeSymlink != 0:
-			it.kind = kindSymlink
-		default:
-			it.kind = kindOther
-		}
-		items = append(items, it)
-		return nil
-	})
+	items, err := m.walkTree(real, walkRules{root: true})
 	if err != nil {
 		return "", fmt.Errorf("digesting tree %s: %w", root, err)
 	}
-	if err := m.fillItems(items); err != nil {
-		return "", fmt.Errorf("digesting tree %s: %w", root, err)
-	}
-	h := sha256.New()
-	var buf []byte
-	for i := range items {
-		it := &items[i]
-		buf = buf[:0]
-		buf = append(buf, it.kind)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(it.mode))
-		buf = binary.AppendUvarint(buf, uint64(len(it.rel)))
-		buf = append(buf, it.rel...)
-		switch it.kind {
-		case kindFile:
-			buf = binary.AppendUvarint(buf, sha256.Size)
-			buf = append(buf, it.sum[:]...)
-		case kindSymlink:
-			buf = binary.AppendUvarint(buf, uint64(len(it.target)))
-			buf = append(buf, it.target...)
-		default:
-			buf = binary.AppendUvarint(buf, 0)
-		}
-		h.Write(buf)
-	}
-	return DigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// fillChunk is how many tree entries one worker claims at a time.
-const fillChunk = 128
-
-// fillItems lstats every item for its mode, reads symlink targets, and sums
-// files from the cache or by hashing, on up to GOMAXPROCS workers.
-func (m *Measurer) fillItems(items []treeItem) error {
-	workers := min(runtime.GOMAXPROCS(0), (len(items)+fillChunk-1)/fillChunk)
-	var next atomic.Int64
-	errs := make([]error, workers)
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for !failed.Load() {
-				start := int(next.Add(fillChunk)) - fillChunk
-				if start >= len(items) {
-					return
-				}
-				for i := start; i < min(start+fillChunk, len(items)); i++ {
-					if err := m.fillItem(&items[i]); err != nil {
-						errs[w] = err
-						failed.Store(true)
-						return
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-func (m *Measurer) fillItem(it *treeItem) error {
-	fi, err := os.Lstat(it.abs)
-	if err != nil {
-		return err
-	}
-	// The entry may have changed type since it was listed; the lstat wins.
-	switch t := fi.Mode().Type(); {
-	case t.IsDir():
-		it.kind = kindDir
-	case t.IsRegular():
-		it.kind = kindFile
-	case t&fs.ModeSymlink != 0:
-		it.kind = kindSymlink
-	default:
-		it.kind = kindOther
-	}
-	it.mode = fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
-	switch it.kind {
-	case kindSymlink:
-		if it.target, err = os.Readlink(it.abs); err != nil {
-			return err
-		}
-	case kindFile:
-		key, keyOK := statKey(fi)
-		if keyOK {
-			m.mu.Lock()
-			c, hit := m.files[it.abs]
-			m.mu.Unlock()
-			if hit && c.key == key {
-				it.sum = c.sum
-				return nil
-			}
-		}
-		if it.sum, err = m.hashAndStore(it.abs, key, keyOK); err != nil {
-			return fmt.Errorf("%s: %w", it.abs, err)
-		}
-	}
-	return nil
+	return digestItems(items), nil
 }
 
 // DigestOpen returns "sha256:<hex>" of the open regular file f, read from

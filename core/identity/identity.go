@@ -84,7 +84,9 @@ func (o Observed) Code() string { return o.SHA256 + " " + o.Script + " " + o.Scr
 // Record is the execution record of one launch of one server (docs/DESIGN.md,
 // "Execution identity"). [Measurer.Measure] fills everything measured before
 // launch; the supervisor adds Epoch ([NewEpoch]), ProcessID, StartedAt and,
-// after launch, Observed ([Observe]). Digest fields are "sha256:<hex>"; paths
+// once the launcher's exec settled, Observed (the supervisor's tree watcher;
+// [Observe] where the tree is not watched), which each epoch the supervisor
+// observes later replaces. Digest fields are "sha256:<hex>"; paths
 // are absolute with symlinks resolved, except ExtraDigests keys, which are the
 // watch entries exactly as configured.
 type Record struct {

@@ -2,10 +2,8 @@ package identity
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,8 +16,9 @@ import (
 var PackageFiles = []string{"package.json", "pyproject.toml", "go.mod", "Cargo.toml", "deno.json", "setup.py", "setup.cfg"}
 
 // dependencyDirs are the resolved dependency trees inside a package, taken
-// whole (every file): what the entry imports at run time.
-var dependencyDirs = map[string]bool{"node_modules": true, "site-packages": true}
+// whole (every file): what the entry imports at run time. Each has a walk
+// flag of its own (see packageRules).
+var dependencyDirs = map[string]uint8{"node_modules": 1 << 0, "site-packages": 1 << 1}
 
 // skippedDirs hold caches and metadata that a run writes, no code.
 var skippedDirs = map[string]bool{".git": true, ".hg": true, ".svn": true, "__pycache__": true,
@@ -86,89 +85,52 @@ func systemDir(d string) bool {
 	return false
 }
 
+// packageRules list a package's files: every file and symlink of its
+// dependency trees, and elsewhere its source files, project files and
+// lockfiles (and symlinks); caches and VCS metadata are not entered.
+var packageRules = walkRules{
+	dir: func(parent uint8, name string) (uint8, bool, bool) {
+		parent |= dependencyDirs[name]
+		return parent, false, !skippedDirs[name]
+	},
+	file: func(flags uint8, name string, kind byte) bool {
+		switch kind {
+		case kindFile:
+			return flags != 0 || sourceExts[filepath.Ext(name)] ||
+				slices.Contains(PackageFiles, name) || slices.Contains(LockfileNames, name)
+		case kindSymlink:
+			return true
+		}
+		return false
+	},
+}
+
 // DigestPackage digests the package at dir: every file of its dependency
 // trees (node_modules, site-packages) and its source files (by extension,
-// see sourceExts) elsewhere, caches and VCS metadata left out; files come
-// from the (device, inode, size, mtime, ctime) cache, so a warm re-check
-// costs one lstat per entry.
+// see sourceExts) elsewhere, caches and VCS metadata left out, with the
+// encoding of [Measurer.DigestTree] over the files and symlinks listed
+// (directories are not part of it). Files come from the (device, inode,
+// size, mtime, ctime) cache, so a warm re-check costs one stat per file
+// and reads none.
 func (m *Measurer) DigestPackage(dir string) (PackageDigest, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return PackageDigest{}, fmt.Errorf("digesting package %s: %w", dir, err)
 	}
-	var items []treeItem
-	deps := map[string]bool{}
-	err = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == real {
-			return nil
-		}
-		rel := filepath.ToSlash(strings.TrimPrefix(p[len(real):], string(filepath.Separator)))
-		inDeps := false
-		for _, part := range strings.Split(rel, "/") {
-			if dependencyDirs[part] {
-				inDeps = true
-				deps[part] = true
-				break
-			}
-		}
-		if d.IsDir() {
-			if skippedDirs[d.Name()] {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		t := d.Type()
-		switch {
-		case t.IsRegular():
-			if !inDeps && !sourceExts[filepath.Ext(d.Name())] && !slices.Contains(PackageFiles, d.Name()) && !slices.Contains(LockfileNames, d.Name()) {
-				return nil
-			}
-			items = append(items, treeItem{kind: kindFile, rel: rel, abs: p})
-		case t&fs.ModeSymlink != 0:
-			items = append(items, treeItem{kind: kindSymlink, rel: rel, abs: p})
-		}
-		return nil
-	})
+	items, err := m.walkTree(real, packageRules)
 	if err != nil {
 		return PackageDigest{}, fmt.Errorf("digesting package %s: %w", dir, err)
 	}
-	if err := m.fillItems(items); err != nil {
-		return PackageDigest{}, fmt.Errorf("digesting package %s: %w", dir, err)
-	}
-	h := sha256.New()
-	var buf []byte
+	pd := PackageDigest{Dir: real, SHA256: digestItems(items), Files: len(items)}
+	var in uint8
 	for i := range items {
-		it := &items[i]
-		buf = buf[:0]
-		buf = append(buf, it.kind)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(it.mode))
-		buf = binary.AppendUvarint(buf, uint64(len(it.rel)))
-		buf = append(buf, it.rel...)
-		var sum [sha256.Size]byte
-		if it.kind == kindFile {
-			sum = it.sum
-		} else {
-			sum = sha256.Sum256([]byte(it.target))
-		}
-		buf = append(buf, sum[:]...)
-		h.Write(buf)
-		if it.kind != kindFile {
-			it.sum = sum
-		}
+		in |= items[i].flags
 	}
-	pd := PackageDigest{Dir: real, SHA256: DigestPrefix + hex.EncodeToString(h.Sum(nil)), Files: len(items)}
 	parts := []string{"sources"}
-	for _, d := range slices.Sorted(func(yield func(string) bool) {
-		for k := range deps {
-			if !yield(k) {
-				return
-			}
+	for _, name := range slices.Sorted(maps.Keys(dependencyDirs)) {
+		if in&dependencyDirs[name] != 0 {
+			parts = append(parts, name)
 		}
-	}) {
-		parts = append(parts, d)
 	}
 	pd.Measured = strings.Join(parts, ", ")
 	pd.Changed = m.rememberListing(real, pd.SHA256, items)
@@ -197,7 +159,11 @@ func (m *Measurer) rememberListing(dir, digest string, items []treeItem) []strin
 	m.mu.Unlock()
 	listing := make(map[string][sha256.Size]byte, len(items))
 	for i := range items {
-		listing[items[i].rel] = items[i].sum
+		sum := items[i].sum
+		if items[i].kind == kindSymlink {
+			sum = sha256.Sum256([]byte(items[i].target))
+		}
+		listing[items[i].rel] = sum
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

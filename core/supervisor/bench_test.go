@@ -5,6 +5,8 @@ package supervisor_test
 import (
 	"bufio"
 	"context"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,6 +39,70 @@ func BenchmarkCheckTree(b *testing.B) {
 	obs, err := p.Settled(ctx)
 	if err != nil || len(obs) != 2 {
 		b.Fatalf("Settled = %d processes, %v; want 2", len(obs), err)
+	}
+	p.Arm()
+	for b.Loop() {
+		ch, err := p.CheckTree(ctx)
+		if err != nil || ch != nil {
+			b.Fatalf("CheckTree = %+v, %v", ch, err)
+		}
+	}
+}
+
+// nodeServer is a node server with the children such servers have: a
+// worker that shares the server's stdio (spawned with stdio "inherit", as
+// a watcher's worker is), a worker with pipes of its own (stdio "pipe", as
+// an esbuild or tsc service is) and a helper with no stdio ("ignore").
+const nodeServer = `const { spawn } = require("child_process");
+const idle = ["-e", "setInterval(() => {}, 1 << 30)"];
+const kids = [
+  spawn(process.execPath, idle, { stdio: "inherit" }),
+  spawn(process.execPath, idle, { stdio: "pipe" }),
+  spawn("/bin/sleep", ["600"], { stdio: "ignore" }),
+];
+let up = 0;
+for (const k of kids) k.on("spawn", () => { if (++up === kids.length) console.log("ready"); });
+process.stdin.on("end", () => { for (const k of kids) k.kill(); process.exit(0); });
+process.stdin.resume();
+`
+
+// BenchmarkCheckTreeNode is the tree check before a call carrying
+// authority for a realistic node server: the server and three children
+// (one holding the server's stdio, one with pipes of its own, one with
+// none), unchanged since the epoch was recorded. Each check reads the four
+// processes from /proc (stat, exe, cmdline), reuses what it knew of
+// processes that did not exec, and hashes nothing.
+func BenchmarkCheckTreeNode(b *testing.B) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		b.Skip("no node")
+	}
+	script := filepath.Join(b.TempDir(), "server.js")
+	if err := writeFile(script, nodeServer); err != nil {
+		b.Fatal(err)
+	}
+	o := fast
+	o.TreePoll = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "bench", Command: node, Args: []string{script}}, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	if line, err := bufio.NewReader(p.Stdout()).ReadString('\n'); err != nil || line != "ready\n" {
+		b.Fatalf("server said %q, %v", line, err)
+	}
+	if _, err := p.Settled(ctx); err != nil {
+		b.Fatal(err)
+	}
+	// The launch may have settled before the children started; before
+	// Arm, a check records them as the launch epoch's tree.
+	if ch, err := p.CheckTree(ctx); err != nil || ch != nil {
+		b.Fatalf("CheckTree before Arm = %+v, %v", ch, err)
+	}
+	if obs := p.Observed(); len(obs) != 4 {
+		b.Fatalf("Observed = %+v; want 4 processes", obs)
 	}
 	p.Arm()
 	for b.Loop() {

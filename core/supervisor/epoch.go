@@ -57,11 +57,13 @@ type procKey struct {
 // sent SIGTERM when first found and SIGKILL once grace has passed since.
 // The platform's findMarked lists them and signalMarked signals one.
 //
-// The daemon does not make itself a child subreaper (Linux
-// PR_SET_CHILD_SUBREAPER): the processes stopped here were reparented to
-// init or to the session's subreaper, which reaps them. As a subreaper the
-// daemon would have to reap every orphan itself, and a wait for any child
-// would take the exit status of the server processes from os/exec's Wait.
+// On Linux the daemon makes itself a child subreaper (PR_SET_CHILD_SUBREAPER,
+// see the platform's Lineage.Adopt): a marked process that left its group
+// and whose parent exited is reparented to the daemon, which reaps it
+// without taking the exit status of the servers os/exec waits for. Where
+// the daemon is no subreaper (macOS, or prctl refused), such a process is
+// reparented to init or to the session's subreaper, which reaps it; either
+// way it is found here by its mark, not by its parent.
 type sweeper struct {
 	epochs map[string]bool
 	grace  time.Duration

@@ -37,9 +37,9 @@ import (
 //     epoch when it starts.
 //     Not seen, therefore: a worker whose parent relays its output through
 //     pipes of its own (nodemon, shell loops, watchexec, air and uvicorn's
-//     reloader pass the pipe through, so their workers hold it). Where the
-//     platform cannot tell which processes hold the pipes (macOS), every
-//     process counts as holding them.
+//     reloader pass the pipe through, so their workers hold it). Linux
+//     reads it from /proc/PID/fd, macOS from libproc (proc_pidfdinfo); a
+//     process whose descriptors cannot be read counts as holding them.
 //
 // An exec is seen as a change of the executable path, the running file
 // (device, inode, size and times) or the arguments of a (pid, start time).
@@ -258,6 +258,33 @@ func (p *Process) measureLocked(views []procView) []member {
 		out = append(out, member{view: v, obs: o})
 	}
 	return out
+}
+
+// markStdio sets stdio on each of views, for a platform that reads
+// descriptors one process at a time (macOS): what an earlier scan knew of
+// a process that did not exec, else what holds says (ok false: its
+// descriptors cannot be read, and it counts as holding the pipes). When no
+// process at all is seen holding them, every one counts as holding them:
+// the server's own process holds them at least until it hands them on, so
+// such a scan means the platform's answers were not understood.
+func markStdio(views []procView, known func(procView) (procView, bool), holds func(pid int) (holds, ok bool)) {
+	seen := false
+	for i := range views {
+		v := &views[i]
+		if k, ok := known(*v); ok {
+			v.stdio = k.stdio
+		} else if h, ok := holds(v.pid); ok {
+			v.stdio = h
+		} else {
+			v.stdio = true
+		}
+		seen = seen || v.stdio
+	}
+	if !seen {
+		for i := range views {
+			views[i].stdio = true
+		}
+	}
 }
 
 // launching reports whether a process is a launcher that is about to exec

@@ -22,11 +22,11 @@ const treeSupported = true
 
 // scanTree reads the live processes of root's tree and of the marked
 // processes in extra from kern.proc.all (parent pids, start times) and
-// kern.procargs2 (executable path, arguments, environment). macOS shows no
-// other process's descriptors without libproc, so every process counts as
-// holding the pipes; and no working directory, so a relative script is
-// resolved against dir, the launch's.
-func scanTree(root int, extra []int, mark string, _ []uint64, dir string, _ func(procView) (procView, bool), _ bool) ([]procView, error) {
+// kern.procargs2 (executable path, arguments, environment), and which of
+// them hold the server's pipes from libproc (see holdsPipes and markStdio; a process whose
+// descriptors cannot be read counts as holding them). No working directory
+// is read, so a relative script is resolved against dir, the launch's.
+func scanTree(root int, extra []int, mark string, pipes []uint64, dir string, known func(procView) (procView, bool), _ bool) ([]procView, error) {
 	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)
@@ -79,6 +79,7 @@ func scanTree(root int, extra []int, mark string, _ []uint64, dir string, _ func
 		out = append(out, v)
 		roots = append(roots, children[pid]...)
 	}
+	markStdio(out, known, func(pid int) (bool, bool) { return holdsPipes(pid, pipes) })
 	return out, nil
 }
 

@@ -141,6 +141,14 @@ func (w *ApprovalWindow) ensure() {
 			w.escape()
 		}
 	})
+	// Ctrl/Cmd+W closes the window only when no card is open: on a card,
+	// closing would deny, which Escape (one request) or the close button
+	// (all, asking first) do deliberately.
+	w.win.Canvas().AddShortcut(closeShortcut, func(fyne.Shortcut) {
+		if len(w.queue) == 0 {
+			w.hide()
+		}
+	})
 }
 
 // sync makes the queue the pending requests (oldest first), keeping the
@@ -874,6 +882,10 @@ func (w *ApprovalWindow) escape() {
 	if d := w.unrecorded; d != nil {
 		w.unrecorded = nil
 		d.Hide()
+		return
+	}
+	if w.cur >= len(w.queue) {
+		w.hide() // no card: Escape closes the window
 		return
 	}
 	w.decide(authz.Deny)

@@ -253,6 +253,7 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 	v.win.SetContent(container.NewPadded(container.NewBorder(top, bottom, nil, nil, v.tabs)))
 	v.win.Resize(auditSize)
 	v.win.CenterOnScreen()
+	closeOnKeys(v.win, nil, nil)
 	v.refresh()
 	registerSingleton(a, "audit", v.win, v.refresh)
 	return v

@@ -211,11 +211,9 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	p.win.SetContent(container.NewBorder(p.banner, container.NewPadded(container.NewStack(room, p.status)), nil, nil, p.tabs))
 	p.win.Resize(prefsSize)
 	p.win.CenterOnScreen()
-	p.win.Canvas().SetOnTypedKey(func(ev *fyne.KeyEvent) {
-		if ev.Name == fyne.KeyEscape {
-			p.escape()
-		}
-	})
+	// Escape and Ctrl/Cmd+W close the window, asking first about unsaved
+	// edits of a server.
+	closeOnKeys(p.win, p.escape, func() { p.servers.leave(p.win.Close) })
 	p.reload()
 	registerSingleton(a, "prefs", p.win, p.reload)
 	return p
@@ -233,12 +231,15 @@ func (p *prefs) ask(d dialog.Dialog) {
 	d.Show()
 }
 
-// escape dismisses the question shown last, if any (the Escape key; a
-// dialog's buttons take no keys unless tabbed to).
-func (p *prefs) escape() {
+// escape dismisses the question shown last, if any, and reports whether
+// there was one (the Escape key; a dialog's buttons take no keys unless
+// tabbed to). Without one, Escape closes the window.
+func (p *prefs) escape() bool {
 	if n := len(p.dialogs); n > 0 {
 		p.dialogs[n-1].Dismiss()
+		return true
 	}
+	return false
 }
 
 // reload reads the configuration file and refreshes every tab.

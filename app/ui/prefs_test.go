@@ -1116,9 +1116,13 @@ func TestPrefsUnsavedEditsAsk(t *testing.T) {
 	if s.orig != "inv" || s.command.Text != "/usr/bin/node2" {
 		t.Errorf("after Keep editing: editing %q with command %q; want inv with the edit", s.orig, s.command.Text)
 	}
-	pressKey(f.window, fyne.KeyEscape) // no question: nothing happens
-	if s.orig != "inv" || s.command.Text != "/usr/bin/node2" {
-		t.Errorf("Escape without a question changed the editor: editing %q with command %q", s.orig, s.command.Text)
+	pressKey(f.window, fyne.KeyEscape) // no question: Escape would close the window, so it asks about the edits first
+	if f.window.Canvas().Overlays().Top() == nil {
+		t.Fatal("Escape with unsaved edits closes without asking")
+	}
+	pressKey(f.window, fyne.KeyEscape) // and the question's Escape keeps editing
+	if f.window.Canvas().Overlays().Top() != nil || s.orig != "inv" || s.command.Text != "/usr/bin/node2" {
+		t.Errorf("Escape over the closing question: dialog %v, editing %q with command %q", f.window.Canvas().Overlays().Top() != nil, s.orig, s.command.Text)
 	}
 	tapButton(t, f.window.Canvas(), "Add")
 	tapButton(t, f.window.Canvas(), "Discard")

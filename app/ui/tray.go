@@ -12,10 +12,14 @@ package ui
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
@@ -95,6 +99,9 @@ type Tray struct {
 	menu    *fyne.Menu  // the menu last built
 	state   TrayState   // the icon last shown
 	iconSet bool        // an icon was given to the desktop tray
+
+	recent  []decided   // the requests resolved lately, newest first (at most maxRecent)
+	outcome fyne.Window // the window saying what became of a request, nil when closed
 
 	refreshed func() // test hook: after each refresh, on the Fyne goroutine
 
@@ -177,8 +184,11 @@ func (t *Tray) Run(ctx context.Context) {
 				return
 			}
 			var raised []authz.Request
-			if ev.Kind == authz.EventRaised {
+			switch ev.Kind {
+			case authz.EventRaised:
 				raised = append(raised, ev.Request)
+			case authz.EventResolved:
+				t.resolved(ev)
 			}
 			refresh(raised)
 		case <-tick.C:
@@ -193,13 +203,40 @@ func (t *Tray) Run(ctx context.Context) {
 	}
 }
 
+// maxRecent is how many resolved requests the menu lists.
+const maxRecent = 5
+
+// resolved withdraws the notification of a request decided, withdrawn or
+// timed out, remembers what became of it for the menu, and announces a
+// missed one (Run's goroutine).
+func (t *Tray) resolved(ev authz.Event) {
+	d := decidedOf(ev, t.opts.Clock())
+	if err := t.opts.Notifier.Withdraw(d.ID); err != nil {
+		t.log.Warn("approval notification not withdrawn", "request", d.ID, "err", err)
+	}
+	if d.Missed {
+		title, body := missedText(d)
+		if err := t.opts.Notifier.Notify(missedKey(d.ID), title, body, func() {
+			fyne.Do(func() { t.showOutcome(d) })
+		}); err != nil {
+			t.log.Warn("missed-approval notification not shown", "request", d.ID, "err", err)
+		}
+	}
+	fyne.Do(func() {
+		t.recent = slices.Insert(t.recent, 0, d)
+		if len(t.recent) > maxRecent {
+			t.recent = t.recent[:maxRecent]
+		}
+	})
+}
+
 // notify announces a raised request; clicking the notification brings the
-// approval window forward on that request.
+// approval window forward on that request, or says what became of it.
 func (t *Tray) notify(r authz.Request) {
 	title, body := notificationText(r)
 	id := r.ID
-	err := t.opts.Notifier.Notify(title, body, func() {
-		fyne.Do(func() { t.Approval.ShowRequest(id) })
+	err := t.opts.Notifier.Notify(id, title, body, func() {
+		fyne.Do(func() { t.openRequest(id) })
 	})
 	if err != nil {
 		t.log.Warn("approval notification not shown", "request", id, "err", err)
@@ -210,7 +247,7 @@ func (t *Tray) notify(r authz.Request) {
 // be written and tool calls are refused meanwhile; clicking opens the audit
 // viewer.
 func (t *Tray) notifyAudit(why string) {
-	err := t.opts.Notifier.Notify("Portcullis: audit log cannot be written",
+	err := t.opts.Notifier.Notify("audit", "Portcullis: audit log cannot be written",
 		"Every tool call is refused until it can: "+why, func() {
 			if t.opts.Audit != nil {
 				fyne.Do(func() { ShowAuditViewer(t.app, t.opts.Audit()) })
@@ -220,6 +257,55 @@ func (t *Tray) notifyAudit(why string) {
 		t.log.Warn("audit failure notification not shown", "err", err)
 	}
 }
+
+// openRequest shows request id in the approval window while it is
+// pending, else what became of it (Fyne goroutine).
+func (t *Tray) openRequest(id string) {
+	if slices.ContainsFunc(t.opts.Approvals.Pending(), func(r authz.Request) bool { return r.ID == id }) {
+		t.Approval.ShowRequest(id)
+		return
+	}
+	for _, d := range t.recent {
+		if d.ID == id {
+			t.showOutcome(d)
+			return
+		}
+	}
+	t.showOutcome(decided{ID: id})
+}
+
+// showOutcome opens a small window saying what became of request d (Fyne
+// goroutine). Escape, Ctrl/Cmd+W and its button close it.
+func (t *Tray) showOutcome(d decided) {
+	text := d.outcomeText()
+	if d.Outcome == "" {
+		text = "This approval request is no longer pending, and Portcullis no longer remembers how it ended " +
+			"(the menu keeps the last few). The audit log has it: Audit log… in the menu."
+	}
+	if t.outcome != nil {
+		t.outcome.Close()
+	}
+	w := t.app.NewWindow("Portcullis — approval request")
+	w.SetIcon(appIcon)
+	l := widget.NewLabel(text)
+	l.Wrapping = fyne.TextWrapWord
+	closeBtn := widget.NewButton("Close", w.Close)
+	w.SetContent(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), closeBtn), nil, nil, l))
+	w.Resize(fyne.NewSize(420, 0))
+	closeOnKeys(w, nil, nil)
+	w.SetOnClosed(func() {
+		if t.outcome == w {
+			t.outcome = nil
+		}
+	})
+	t.outcome = w
+	activateApp()
+	w.Show()
+}
+
+// Outcome returns the window saying what became of a request, nil when
+// none is open. Fyne goroutine only.
+func (t *Tray) Outcome() fyne.Window { return t.outcome }
 
 // login reads the launch-at-login state.
 func (t *Tray) login() loginState {
@@ -236,7 +322,7 @@ func (t *Tray) login() loginState {
 
 // show rebuilds the menu and sets the icon (Fyne goroutine).
 func (t *Tray) show(rep daemon.StatusReport, pending []authz.Request, login loginState) {
-	t.entries = menuModel(rep, pending, login)
+	t.entries = menuModel(rep, pending, login, t.recent)
 	t.menu = fyne.NewMenu("Portcullis", t.buildMenu(t.entries)...)
 	state := trayStateOf(rep, len(pending))
 	if t.desk == nil {
@@ -300,6 +386,13 @@ func (t *Tray) action(e menuEntry) func() {
 	case entryLogin:
 		want := !e.Checked
 		return func() { t.setLogin(want) }
+	case entryRecent:
+		for _, d := range t.recent {
+			if d.ID == e.Request {
+				return func() { t.showOutcome(d) }
+			}
+		}
+		return nil
 	case entryQuit:
 		return t.opts.Quit
 	}

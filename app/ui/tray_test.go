@@ -105,7 +105,7 @@ func TestTrayFollowsEvents(t *testing.T) {
 		t.Errorf("state %v, window visible %v; want approval, true", tr.State(), tr.Approval.Visible())
 	}
 	sent := notes.all()
-	if len(sent) != 1 || sent[0].Title != "Portcullis: approval needed for inventory-local" || sent[0].click == nil {
+	if len(sent) != 1 || sent[0].Title != "Portcullis: approval needed" || sent[0].click == nil {
 		t.Fatalf("notifications %+v", sent)
 	}
 	tr.Approval.hide()

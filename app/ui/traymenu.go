@@ -63,6 +63,7 @@ const (
 	entryPrefs                      // opens Preferences
 	entryAudit                      // opens the audit viewer
 	entryLogin                      // toggles launch at login
+	entryRecent                     // a recent decision: says what became of Request
 	entryQuit                       // stops every server and quits
 )
 
@@ -72,6 +73,7 @@ type menuEntry struct {
 	Kind     entryKind
 	Label    string
 	Server   string // entryRestart: the server label
+	Request  string // entryRecent: the request
 	Disabled bool
 	Checked  bool
 }
@@ -83,11 +85,12 @@ type loginState struct {
 }
 
 // menuModel lays out the tray menu for a status report, the pending
-// approval requests and the launch-at-login state: one line per agent run
-// (label, state, short epoch, catalog revision), the approvals entry, one
-// Restart entry per server label with a live run, Preferences, Audit log,
+// approval requests, the launch-at-login state and the requests resolved
+// lately (newest first): one line per agent run (label, state, short epoch,
+// catalog revision), the approvals entry, one Restart entry per server
+// label with a live run, the recent decisions, Preferences, Audit log,
 // Launch at login, Quit.
-func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginState) []menuEntry {
+func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginState, recent []decided) []menuEntry {
 	waiting := map[string]bool{} // agent run → an approval request waits
 	for _, r := range pending {
 		waiting[r.Card.AgentRun] = true
@@ -124,6 +127,12 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 	slices.Sort(labels)
 	for _, l := range labels {
 		out = append(out, menuEntry{Kind: entryRestart, Label: "Restart " + l, Server: l})
+	}
+	if len(recent) > 0 {
+		out = append(out, sep, menuEntry{Kind: entryInfo, Label: "Recent decisions", Disabled: true})
+		for _, d := range recent {
+			out = append(out, menuEntry{Kind: entryRecent, Label: d.menuLine(), Request: d.ID})
+		}
 	}
 	out = append(out, sep,
 		menuEntry{Kind: entryPrefs, Label: "Preferences…"},

@@ -150,7 +150,7 @@ func TestMenuModel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := menuModel(tt.rep, tt.pending, tt.login)
+			got := menuModel(tt.rep, tt.pending, tt.login, nil)
 			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Errorf("menuModel (-want +got):\n%s", d)
 			}
@@ -188,7 +188,7 @@ func TestTrayStateOf(t *testing.T) {
 		t.Errorf("trayStateOf(a tampered log) = %v, want %v", got, TrayFailed)
 	}
 	found := false
-	for _, e := range menuModel(tampered, nil, loginState{}) {
+	for _, e := range menuModel(tampered, nil, loginState{}, nil) {
 		found = found || strings.Contains(e.Label, "tampered") && strings.Contains(e.Label, "audit acknowledge")
 	}
 	if !found {

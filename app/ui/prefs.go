@@ -86,6 +86,32 @@ func ShowPreferences(a fyne.App, d PrefsDeps) fyne.Window {
 	return p.win
 }
 
+// ShowPreferencesAt shows Preferences (as ShowPreferences) on the page of
+// server label: the tray's server rows open it. Unsaved edits of another
+// server are asked about first.
+func ShowPreferencesAt(a fyne.App, d PrefsDeps, label string) fyne.Window {
+	w := ShowPreferences(a, d)
+	singletonsMu.Lock()
+	p := singletons[singletonKey{a, "prefs"}].prefs
+	singletonsMu.Unlock()
+	if p != nil {
+		p.showServer(label)
+	}
+	return w
+}
+
+// showServer selects the Servers tab and server label in it.
+func (p *prefs) showServer(label string) {
+	p.tabs.SelectIndex(0)
+	if _, ok := p.config().Servers[label]; !ok {
+		return
+	}
+	if p.servers.editing && p.servers.orig == label && !p.servers.isNew {
+		return
+	}
+	p.servers.leave(func() { p.servers.edit(label) })
+}
+
 // uiOptions are test hooks of the windows.
 type uiOptions struct {
 	// inline runs background work synchronously on the calling goroutine.
@@ -143,6 +169,7 @@ type singletonKey struct {
 type singleton struct {
 	win    fyne.Window
 	reload func()
+	prefs  *prefs // the Preferences of a "prefs" window
 }
 
 // reopenSingleton reloads and shows the open window of kind, or returns nil.
@@ -163,7 +190,7 @@ func reopenSingleton(a fyne.App, kind string) fyne.Window {
 func registerSingleton(a fyne.App, kind string, w fyne.Window, reload func()) {
 	key := singletonKey{a, kind}
 	singletonsMu.Lock()
-	singletons[key] = singleton{w, reload}
+	singletons[key] = singleton{win: w, reload: reload}
 	singletonsMu.Unlock()
 	w.SetOnClosed(func() {
 		singletonsMu.Lock()
@@ -216,6 +243,12 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	closeOnKeys(p.win, p.escape, func() { p.servers.leave(p.win.Close) })
 	p.reload()
 	registerSingleton(a, "prefs", p.win, p.reload)
+	singletonsMu.Lock()
+	if sg, ok := singletons[singletonKey{a, "prefs"}]; ok {
+		sg.prefs = p
+		singletons[singletonKey{a, "prefs"}] = sg
+	}
+	singletonsMu.Unlock()
 	return p
 }
 

@@ -1156,3 +1156,20 @@ func TestPrefsTabsFollowSaves(t *testing.T) {
 		t.Errorf("Used by of newscope reads %q after inv ticked it", c.usedBy.Text)
 	}
 }
+
+// TestShowPreferencesAt: the tray's server rows open Preferences on that
+// server's page, in the open window too.
+func TestShowPreferencesAt(t *testing.T) {
+	cfg := strings.Replace(prefsConfig, `"mcpServers": {`, `"mcpServers": {"aaa": {"command": "node"},`, 1)
+	f := newPrefsFixture(t, cfg)
+	a := fyne.CurrentApp()
+	f.p.servers.edit("aaa")
+	f.p.tabs.SelectIndex(2)
+	if f.p.servers.orig != "aaa" {
+		t.Fatalf("the fixture edits %q, want aaa", f.p.servers.orig)
+	}
+	ShowPreferencesAt(a, f.p.deps, "inv")
+	if f.p.tabs.SelectedIndex() != 0 || f.p.servers.orig != "inv" || !f.p.servers.editing {
+		t.Errorf("after ShowPreferencesAt(inv): tab %d, editing %v %q; want Servers, inv", f.p.tabs.SelectedIndex(), f.p.servers.editing, f.p.servers.orig)
+	}
+}

@@ -355,6 +355,9 @@ func (t *Tray) buildMenu(entries []menuEntry) []*fyne.MenuItem {
 		it := fyne.NewMenuItem(e.Label, t.action(e))
 		it.Disabled, it.Checked = e.Disabled || it.Action == nil && e.Kind != entryInfo, e.Checked
 		it.IsQuit = e.Kind == entryQuit
+		if e.Icon {
+			it.Icon = checkOffIcon
+		}
 		items = append(items, it)
 	}
 	return items
@@ -386,6 +389,12 @@ func (t *Tray) action(e menuEntry) func() {
 	case entryLogin:
 		want := !e.Checked
 		return func() { t.setLogin(want) }
+	case entryServer:
+		if t.opts.Preferences == nil {
+			return nil
+		}
+		label := e.Server
+		return func() { ShowPreferencesAt(t.app, t.opts.Preferences(), label) }
 	case entryRecent:
 		for _, d := range t.recent {
 			if d.ID == e.Request {

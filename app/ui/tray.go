@@ -11,6 +11,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -72,6 +73,13 @@ type Options struct {
 	// Audit returns what the audit viewer needs, called each time it opens.
 	// Nil: the menu entry is disabled.
 	Audit func() AuditDeps
+	// SetupKeys sets up the audit log's sealing keys on first start (the
+	// log holds none) and returns the verification key, which the tray
+	// shows once, with its QR code, in the verification key window. It
+	// returns "" and no error when the log is sealed already, and an error
+	// wrapping ErrKeysNotYet when the log is not open yet (the tray tries
+	// again a second later). Nil: no keys are set up by the app.
+	SetupKeys func() (key string, err error)
 	// Quit stops the daemon (cancels its context): the daemon ends every
 	// agent run, so connected agents' shims get EOF; the caller quits Fyne
 	// once the daemon returned.
@@ -106,6 +114,8 @@ type Tray struct {
 	refreshed func() // test hook: after each refresh, on the Fyne goroutine
 
 	auditErr string // Run's goroutine only: the audit error last seen
+	keysDone bool   // Run's goroutine only: the sealing keys need no setting up (any more)
+	keys     *KeyWindow
 }
 
 // NewTray builds the tray of app. On a desktop driver it sets an initial
@@ -160,6 +170,7 @@ func (t *Tray) Run(ctx context.Context) {
 		if rep.Audit.Error != "" && t.auditErr == "" {
 			t.notifyAudit(rep.Audit.Error)
 		}
+		t.setupKeys(rep.Audit)
 		t.auditErr = rep.Audit.Error
 		fyne.Do(func() {
 			t.Approval.sync(pending)
@@ -192,6 +203,9 @@ func (t *Tray) Run(ctx context.Context) {
 			}
 			refresh(raised)
 		case <-tick.C:
+			if !t.keysDone {
+				t.setupKeys(t.opts.Daemon.Status().Audit)
+			}
 			if !headless {
 				// Under the headless driver fyne.Do runs here, on this
 				// goroutine, concurrently with the test driving the
@@ -202,6 +216,50 @@ func (t *Tray) Run(ctx context.Context) {
 		}
 	}
 }
+
+// ErrKeysNotYet is wrapped by the error of Options.SetupKeys when the audit
+// log is not open yet.
+var ErrKeysNotYet = errors.New("the audit log is not open yet")
+
+// setupKeys sets up the audit log's sealing keys on first start and shows
+// the verification key (Run's goroutine).
+func (t *Tray) setupKeys(st daemon.AuditStatus) {
+	if t.keysDone || t.opts.SetupKeys == nil {
+		return
+	}
+	if st.Sealed {
+		t.keysDone = true
+		return
+	}
+	if st.Error != "" {
+		return // the log cannot be written: try when it can
+	}
+	key, err := t.opts.SetupKeys()
+	switch {
+	case errors.Is(err, ErrKeysNotYet):
+		return
+	case err != nil:
+		t.keysDone = true
+		t.log.Warn("setting up the audit log's sealing keys", "err", err)
+		return
+	}
+	t.keysDone = true
+	if key == "" {
+		return
+	}
+	fyne.Do(func() {
+		k, err := showKeyWindow(t.app, key)
+		if err != nil {
+			t.log.Error("showing the verification key", "err", err)
+			return
+		}
+		t.keys = k
+	})
+}
+
+// Keys returns the verification key window, nil before it was shown.
+// Fyne goroutine only.
+func (t *Tray) Keys() *KeyWindow { return t.keys }
 
 // maxRecent is how many resolved requests the menu lists.
 const maxRecent = 5

@@ -256,6 +256,9 @@ func details(c authz.Card) []cardFact {
 	if c.Entry != "" {
 		out = append(out, cardFact{"Entry", displayText(c.Entry) + "\nsha256 " + identity.ShortDigest(c.EntryDigest)})
 	}
+	for _, m := range c.Measured {
+		out = append(out, cardFact{"Measured", displayText(m)})
+	}
 	switch {
 	case len(c.CatalogChanges) > 0:
 		out = append(out, cardFact{"Catalog", fmt.Sprintf("revision %d → %d", c.ApprovedRevision, c.CatalogRevision)})

@@ -157,6 +157,7 @@ func TestCardModel(t *testing.T) {
 				LaunchCommand: []string{"node", "dist/server.js", "--name", "my inventory"},
 				Executable:    "/usr/bin/node", ExecutableDigest: identity.DigestPrefix + "0123456789abcdef",
 				Entry: "/src/inv/dist/server.js", EntryDigest: identity.DigestPrefix + "fedcba9876543210",
+				Measured:        []string{"watched dist (sha256 ab12…)"},
 				CredentialScope: []string{"tok"}},
 			want: cardView{
 				Sentence:    "my agent wants to start inv with tok — code you have not approved with them yet",
@@ -166,6 +167,7 @@ func TestCardModel(t *testing.T) {
 					{"Command", "node dist/server.js --name 'my inventory'"},
 					{"Executable", "/usr/bin/node\nsha256 0123456789ab…"},
 					{"Entry", "/src/inv/dist/server.js\nsha256 fedcba987654…"},
+					{"Measured", "watched dist (sha256 ab12…)"},
 					{"Recorded reason", "inv asks for credentials tok at launch: approve this code before it receives them"}},
 			},
 		},

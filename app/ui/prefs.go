@@ -83,6 +83,8 @@ func ShowPreferences(a fyne.App, d PrefsDeps) fyne.Window {
 	}
 	p := newPrefs(a, d, uiOptions{})
 	p.win.Show()
+	fitWindow(p.win, prefsSize) // the canvas knows its scale once shown
+	p.win.CenterOnScreen()
 	return p.win
 }
 
@@ -236,7 +238,7 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	room := canvas.NewRectangle(color.Transparent)
 	room.SetMinSize(fyne.NewSize(0, widget.NewLabel("1\n2").MinSize().Height))
 	p.win.SetContent(container.NewBorder(p.banner, container.NewPadded(container.NewStack(room, p.status)), nil, nil, p.tabs))
-	p.win.Resize(prefsSize)
+	fitWindow(p.win, prefsSize)
 	p.win.CenterOnScreen()
 	// Escape and Ctrl/Cmd+W close the window, asking first about unsaved
 	// edits of a server.

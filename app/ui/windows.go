@@ -28,3 +28,18 @@ func closeOnKeys(win fyne.Window, escape func() bool, closeFn func()) {
 
 // closeShortcut is Ctrl+W, or Cmd+W on macOS.
 var closeShortcut = &desktop.CustomShortcut{KeyName: fyne.KeyW, Modifier: fyne.KeyModifierShortcutDefault}
+
+// fitWindow sizes win to want, or less where the screen's work area is
+// smaller (screenArea; want when unknown), so that a window never opens
+// larger than the screen at any scale. Its content must scroll where it
+// does not fit.
+func fitWindow(win fyne.Window, want fyne.Size) {
+	area := screenArea(win)
+	if area.Width > 0 {
+		want.Width = min(want.Width, area.Width)
+	}
+	if area.Height > 0 {
+		want.Height = min(want.Height, area.Height)
+	}
+	win.Resize(want)
+}

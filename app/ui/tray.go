@@ -12,6 +12,7 @@ package ui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/authz"
@@ -109,6 +111,7 @@ type Tray struct {
 	iconSet bool        // an icon was given to the desktop tray
 
 	recent  []decided   // the requests resolved lately, newest first (at most maxRecent)
+	quit    fyne.Window // the quit confirmation, nil when closed
 	outcome fyne.Window // the window saying what became of a request, nil when closed
 
 	refreshed func() // test hook: after each refresh, on the Fyne goroutine
@@ -365,6 +368,62 @@ func (t *Tray) showOutcome(d decided) {
 // none is open. Fyne goroutine only.
 func (t *Tray) Outcome() fyne.Window { return t.outcome }
 
+// Buttons of the quit confirmation.
+const (
+	quitKeepText = "Keep running"
+	quitEndText  = "Quit and end them"
+)
+
+// quitText says what quitting does to n connected agent runs.
+func quitText(n int) string {
+	if n == 1 {
+		return "1 agent run is connected. Quitting ends it: its server stops, and the agent's calls fail " +
+			"(server_unavailable) until Portcullis runs again and the agent reconnects."
+	}
+	return fmt.Sprintf("%d agent runs are connected. Quitting ends all %d: their servers stop, and the agents' calls fail "+
+		"(server_unavailable) until Portcullis runs again and the agents reconnect.", n, n)
+}
+
+// confirmQuit quits at once when no agent is connected, else asks first,
+// saying how many runs will end (Fyne goroutine). Escape, Ctrl/Cmd+W and
+// "Keep running" keep Portcullis running.
+func (t *Tray) confirmQuit() {
+	n := len(t.opts.Daemon.Status().Runs)
+	if n == 0 {
+		t.opts.Quit()
+		return
+	}
+	if t.quit != nil {
+		t.quit.Close()
+	}
+	w := t.app.NewWindow("Quit Portcullis?")
+	w.SetIcon(appIcon)
+	l := widget.NewLabel(quitText(n))
+	l.Wrapping = fyne.TextWrapWord
+	keep := widget.NewButtonWithIcon(quitKeepText, theme.ConfirmIcon(), w.Close)
+	end := widget.NewButtonWithIcon(quitEndText, theme.LogoutIcon(), func() {
+		w.Close()
+		t.opts.Quit()
+	})
+	end.Importance = widget.DangerImportance
+	w.SetContent(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), keep, end), nil, nil, l))
+	w.Resize(fyne.NewSize(440, 0))
+	closeOnKeys(w, nil, nil)
+	w.SetOnClosed(func() {
+		if t.quit == w {
+			t.quit = nil
+		}
+	})
+	t.quit = w
+	activateApp()
+	w.Show()
+	w.CenterOnScreen()
+}
+
+// QuitConfirmation returns the quit confirmation window, nil when none is
+// open. Fyne goroutine only.
+func (t *Tray) QuitConfirmation() fyne.Window { return t.quit }
+
 // login reads the launch-at-login state.
 func (t *Tray) login() loginState {
 	if t.opts.LoginItem == nil {
@@ -461,7 +520,7 @@ func (t *Tray) action(e menuEntry) func() {
 		}
 		return nil
 	case entryQuit:
-		return t.opts.Quit
+		return t.confirmQuit
 	}
 	return nil
 }

@@ -639,7 +639,7 @@ func (w *ApprovalWindow) cardObjects(v cardView) []fyne.CanvasObject {
 		w.details.SetText("Hide details")
 		w.details.SetIcon(theme.MenuDropUpIcon())
 	} else {
-		w.details.SetText("Details (epochs, digests, pids)")
+		w.details.SetText(DetailsText)
 		w.details.SetIcon(theme.MenuDropDownIcon())
 	}
 	objs = append(objs, w.details)
@@ -891,11 +891,14 @@ func (w *ApprovalWindow) escape() {
 	w.decide(authz.Deny)
 }
 
+// DetailsText is the label of the toggle that unfolds a card's Details.
+const DetailsText = "Details (epochs, digests, pids)"
+
 // Button returns the shown, enabled button of the window labelled text
 // (Approve for this run, Allow the new code for this run, Approve once,
-// Deny), or nil: tests drive the real window with it.
+// Deny, DetailsText), or nil: tests drive the real window with it.
 func (w *ApprovalWindow) Button(text string) *widget.Button {
-	for _, b := range []*escButton{w.approveRun, w.approveOnce, w.deny} {
+	for _, b := range []*escButton{w.approveRun, w.approveOnce, w.deny, w.details} {
 		if b != nil && b.Text == text && !b.Disabled() && b.Visible() {
 			return &b.Button
 		}

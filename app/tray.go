@@ -13,6 +13,7 @@ import (
 	"fyne.io/fyne/v2/driver/desktop"
 
 	"github.com/portcullis/portcullis/app/ui"
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/daemon"
@@ -90,6 +91,16 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 				log.Info("the audit viewer checks the hash chain only", "err", err)
 			}
 			return ui.AuditDeps{Dir: daemon.AuditDir(a.Dirs), Key: key}
+		},
+		SetupKeys: func() (string, error) {
+			r, err := d.SetupAuditKeys(ctx)
+			switch {
+			case errors.Is(err, daemon.ErrAuditNotOpen):
+				return "", fmt.Errorf("%w: %v", ui.ErrKeysNotYet, err)
+			case errors.Is(err, audit.ErrSealKeysExist):
+				return "", nil
+			}
+			return r.Key, err
 		},
 		Quit:   cancel,
 		Logger: log,

@@ -10,6 +10,9 @@
 //     panels that do not tint (most Linux trays) they need recolouring first, for
 //     example with Fyne's theme.NewThemedResource.
 //
+// Panel* are the same three states in colour for panels that do not tint
+// (Linux), and CheckOff an empty check box for menu entries that are off.
+//
 // The three tray states: TrayReady (the plain portcullis), TrayApproval (a dot
 // badge: an approval is waiting) and TrayFailed (a cross badge: a server failed).
 package assets
@@ -52,3 +55,30 @@ var TrayFailed []byte
 //
 //go:embed tray-failed@2x.png
 var TrayFailed2x []byte
+
+// PanelReady, PanelApproval and PanelFailed are the three tray states in
+// colour, 22×22 PNG, for panels that do not tint template images (Linux
+// trays): a light grille with a dark outline, which reads on dark and light
+// panels, an amber dot badge (an approval waits) and a red badge with a
+// white cross (a server failed), outlined so that they stand out from both.
+// The @2x variants are 44×44.
+var (
+	//go:embed panel-template.png
+	PanelReady []byte
+	//go:embed panel-template@2x.png
+	PanelReady2x []byte
+	//go:embed panel-approval.png
+	PanelApproval []byte
+	//go:embed panel-approval@2x.png
+	PanelApproval2x []byte
+	//go:embed panel-failed.png
+	PanelFailed []byte
+	//go:embed panel-failed@2x.png
+	PanelFailed2x []byte
+)
+
+// CheckOff is a 32×32 empty check box, mid grey, PNG: the icon of a menu
+// entry that is off (tray menus draw no box for an unchecked item).
+//
+//go:embed check-off.png
+var CheckOff []byte

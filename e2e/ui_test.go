@@ -17,6 +17,7 @@ import (
 
 	"github.com/portcullis/portcullis/app"
 	"github.com/portcullis/portcullis/app/ui"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -63,7 +64,7 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 	quitted := false
 	t.Cleanup(func() {
 		if !quitted {
-			fyne.DoAndWait(func() { tray.Menu().Items[len(tray.Menu().Items)-1].Action() })
+			quitApp(t, tray)
 			<-ended
 		}
 		if t.Failed() {
@@ -80,7 +81,7 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 	// First use: held until the person approves in the window.
 	first := callAsync(t, agent.Session, "publish_preview", map[string]any{"branch": "main"})
 	card := pressInWindow(t, tray, "Approve for this run")
-	if !strings.Contains(card, "first use of publish_preview") {
+	if !strings.Contains(card, "wants to run `publish_preview` on "+pubLabel+" — first use in this agent run") {
 		t.Errorf("first approval card does not say why:\n%s", card)
 	}
 	if got := awaitText(t, first); got != "revision A published branch main to preview" {
@@ -97,7 +98,7 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 	}
 	second := callAsync(t, agent.Session, "publish_preview", map[string]any{"branch": "main"})
 	card = pressInWindow(t, tray, "Approve for this run")
-	for _, want := range []string{before.Epoch + " →", after.Epoch + " (new code)", "Catalog changes", "target"} {
+	for _, want := range []string{"new code since you last approved", ids.EpochID(before.Epoch).Short() + " → " + ids.EpochID(after.Epoch).Short() + " (new code)", "Tools changed", "target"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("approval card after the rebuild lacks %q:\n%s", want, card)
 		}
@@ -111,13 +112,7 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 	}
 
 	// Quit from the menu: the daemon stops, the agent's session closes.
-	fyne.DoAndWait(func() {
-		q := tray.Menu().Items[len(tray.Menu().Items)-1]
-		if !q.IsQuit {
-			t.Errorf("last menu item %q is not Quit", q.Label)
-		}
-		q.Action()
-	})
+	quitApp(t, tray)
 	quitted = true
 	select {
 	case err := <-ended:
@@ -134,6 +129,26 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Error("the agent's session stayed open after Quit")
 	}
+}
+
+// quitApp quits from the menu; with an agent connected the app asks
+// first, and the test answers "Quit and end them".
+func quitApp(t *testing.T, tray *ui.Tray) {
+	t.Helper()
+	fyne.DoAndWait(func() {
+		q := tray.Menu().Items[len(tray.Menu().Items)-1]
+		if !q.IsQuit {
+			t.Errorf("last menu item %q is not Quit", q.Label)
+		}
+		q.Action()
+		if w := tray.QuitConfirmation(); w != nil {
+			for _, o := range test.LaidOutObjects(w.Content()) {
+				if b, ok := o.(*widget.Button); ok && b.Text == "Quit and end them" {
+					test.Tap(b)
+				}
+			}
+		}
+	})
 }
 
 // waitSocket waits until the in-process daemon answers `portcullis status`,
@@ -200,6 +215,9 @@ func pressInWindow(t *testing.T, tray *ui.Tray, label string) string {
 			}
 			shown = ids[cur]
 			btn = tray.Approval.Button(label)
+			if d := tray.Approval.Button(ui.DetailsText); d != nil {
+				test.Tap(d) // unfold the Details: epochs and digests
+			}
 			var parts []string
 			for _, o := range test.LaidOutObjects(tray.Approval.Window().Content()) {
 				switch w := o.(type) {

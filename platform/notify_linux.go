@@ -34,8 +34,9 @@ type Notifier struct {
 	log  *slog.Logger
 
 	mu     sync.Mutex
-	conn   *dbus.Conn       // guarded by mu; nil until the first Notify
-	clicks map[uint32]click // guarded by mu; notification id → handler
+	conn   *dbus.Conn        // guarded by mu; nil until the first Notify
+	clicks map[uint32]click  // guarded by mu; id of a notification shown → its server and click handler
+	shown  map[string]uint32 // guarded by mu; key → id of the notification shown under it
 }
 
 type click struct {
@@ -45,7 +46,7 @@ type click struct {
 
 // NewNotifier returns the Notifier of this system.
 func NewNotifier(o NotifierOptions) *Notifier {
-	return &Notifier{opts: o, log: o.logger(), clicks: map[uint32]click{}}
+	return &Notifier{opts: o, log: o.logger(), clicks: map[uint32]click{}, shown: map[string]uint32{}}
 }
 
 // connectLocked dials the session bus and starts listening for the
@@ -75,12 +76,15 @@ func (n *Notifier) connectLocked() (*dbus.Conn, error) {
 	return conn, nil
 }
 
-// Notify shows title and body; clicking the notification (or its Review
-// button) runs onClick once. Errors wrap ErrNoNotifications when no session
-// bus or no notification server is there.
-func (n *Notifier) Notify(title, body string, onClick func()) error {
+// Notify shows title and body under key (one notification per key: a
+// second one with the same key replaces the first); clicking the
+// notification (or its Review button) runs onClick once. Errors wrap
+// ErrNoNotifications when no session bus or no notification server is
+// there.
+func (n *Notifier) Notify(key, title, body string, onClick func()) error {
 	n.mu.Lock()
 	conn, err := n.connectLocked()
+	replaces := n.shown[key]
 	n.mu.Unlock()
 	if err != nil {
 		return err
@@ -99,17 +103,48 @@ func (n *Notifier) Notify(title, body string, onClick func()) error {
 	}
 	var id uint32
 	call := conn.Object(notifyName, notifyPath).Call(notifyIface+".Notify", 0,
-		n.opts.appName(), uint32(0), "dialog-question", title, body, actions, hints, int32(-1))
+		n.opts.appName(), replaces, "dialog-question", title, body, actions, hints, int32(-1))
 	if err := call.Store(&id); err != nil {
 		return fmt.Errorf("sending a notification to %s: %w", notifyName, err)
 	}
-	if onClick != nil {
-		n.mu.Lock()
-		n.clicks[id] = click{owner: owner, fn: onClick}
-		n.mu.Unlock()
-	}
+	n.mu.Lock()
+	delete(n.clicks, replaces)
+	n.shown[key] = id
+	n.clicks[id] = click{owner: owner, fn: onClick} // fn nil: not clickable, but its closing is heard
+
+	n.mu.Unlock()
 	n.log.Debug("notification sent", "id", id, "server", owner)
 	return nil
+}
+
+// Withdraw closes the notification shown under key
+// (org.freedesktop.Notifications.CloseNotification) and forgets its click
+// handler: what it announced is over. A key with no notification shown, or
+// one the server closed already, is no error.
+func (n *Notifier) Withdraw(key string) error {
+	n.mu.Lock()
+	id, ok := n.shown[key]
+	delete(n.shown, key)
+	delete(n.clicks, id)
+	conn := n.conn
+	n.mu.Unlock()
+	if !ok || conn == nil {
+		return nil
+	}
+	if err := conn.Object(notifyName, notifyPath).Call(notifyIface+".CloseNotification", 0, id).Err; err != nil {
+		return fmt.Errorf("withdrawing notification %d from %s: %w", id, notifyName, err)
+	}
+	n.log.Debug("notification withdrawn", "id", id, "key", key)
+	return nil
+}
+
+// forgetLocked drops the key a notification was shown under.
+func (n *Notifier) forgetLocked(id uint32) {
+	for k, v := range n.shown {
+		if v == id {
+			delete(n.shown, k)
+		}
+	}
 }
 
 // listen handles ActionInvoked and NotificationClosed until the connection
@@ -133,9 +168,10 @@ func (n *Notifier) listen(ch <-chan *dbus.Signal) {
 			c, ok := n.clicks[id]
 			if ok && c.owner == sig.Sender {
 				delete(n.clicks, id)
+				n.forgetLocked(id)
 			}
 			n.mu.Unlock()
-			if !ok || c.owner != sig.Sender {
+			if !ok || c.owner != sig.Sender || c.fn == nil {
 				n.log.Debug("notification action ignored", "id", id, "sender", sig.Sender)
 				continue
 			}
@@ -144,6 +180,7 @@ func (n *Notifier) listen(ch <-chan *dbus.Signal) {
 			n.mu.Lock()
 			if c, ok := n.clicks[id]; ok && c.owner == sig.Sender {
 				delete(n.clicks, id)
+				n.forgetLocked(id)
 			}
 			n.mu.Unlock()
 		}
@@ -160,5 +197,6 @@ func (n *Notifier) Close() error {
 	err := n.conn.Close()
 	n.conn = nil
 	n.clicks = map[uint32]click{}
+	n.shown = map[string]uint32{}
 	return err
 }

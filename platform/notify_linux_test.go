@@ -56,21 +56,39 @@ func notifyBus(t *testing.T) string {
 // Desktop Notifications Specification 1.2) on a real bus: it records Notify
 // calls and emits signals when the test says so.
 type fakeNotifications struct {
-	conn *dbus.Conn
-	mu   sync.Mutex
-	got  []notifyCall // guarded by mu
+	conn   *dbus.Conn
+	mu     sync.Mutex
+	got    []notifyCall // guarded by mu
+	closed []uint32     // guarded by mu; CloseNotification calls
 }
 
 type notifyCall struct {
 	App, Summary, Body string
 	Actions            []string
+	Replaces           uint32
 }
 
 func (f *fakeNotifications) Notify(app string, replaces uint32, icon, summary, body string, actions []string, hints map[string]dbus.Variant, timeout int32) (uint32, *dbus.Error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.got = append(f.got, notifyCall{app, summary, body, actions})
+	f.got = append(f.got, notifyCall{app, summary, body, actions, replaces})
+	if replaces != 0 {
+		return replaces, nil // the spec: the replaced notification keeps its id
+	}
 	return uint32(len(f.got)), nil
+}
+
+func (f *fakeNotifications) CloseNotification(id uint32) *dbus.Error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = append(f.closed, id)
+	return nil
+}
+
+func (f *fakeNotifications) closedIDs() []uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]uint32(nil), f.closed...)
 }
 
 func (f *fakeNotifications) calls() []notifyCall {
@@ -131,7 +149,7 @@ func TestNotifierClick(t *testing.T) {
 	clicks := make(chan string, 8)
 
 	for _, name := range []string{"one", "two", "three", "four"} {
-		if err := n.Notify("Portcullis: approval needed", "body "+name, clicked(clicks, name)); err != nil {
+		if err := n.Notify("apr_"+name, "Portcullis: approval needed", "body "+name, clicked(clicks, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,8 +189,54 @@ func TestNotifierNoServer(t *testing.T) {
 	addr := notifyBus(t)
 	n := NewNotifier(NotifierOptions{Address: addr})
 	t.Cleanup(func() { n.Close() })
-	err := n.Notify("t", "b", func() {})
+	err := n.Notify("k", "t", "b", func() {})
 	if !errors.Is(err, ErrNoNotifications) {
 		t.Fatalf("Notify without a notification server: %v, want ErrNoNotifications", err)
+	}
+}
+
+// TestNotifierWithdraw: withdrawing a key closes its notification on the
+// server (CloseNotification) and drops its click handler; a second
+// notification under a key replaces the first; withdrawing an unknown key,
+// or one already withdrawn, sends nothing.
+func TestNotifierWithdraw(t *testing.T) {
+	addr := notifyBus(t)
+	srv := startFakeNotifications(t, addr)
+	n := NewNotifier(NotifierOptions{Address: addr})
+	t.Cleanup(func() { n.Close() })
+	clicks := make(chan string, 8)
+
+	if err := n.Notify("apr_1", "t", "one", clicked(clicks, "one")); err != nil { // id 1
+		t.Fatal(err)
+	}
+	if err := n.Notify("apr_2", "t", "two", clicked(clicks, "two")); err != nil { // id 2
+		t.Fatal(err)
+	}
+	if err := n.Notify("apr_2", "t", "two again", clicked(clicks, "two again")); err != nil { // replaces 2
+		t.Fatal(err)
+	}
+	if got := srv.calls()[2].Replaces; got != 2 {
+		t.Errorf("the second notification of apr_2 replaces %d, want 2", got)
+	}
+	for _, k := range []string{"apr_1", "apr_1", "unknown"} {
+		if err := n.Withdraw(k); err != nil {
+			t.Fatalf("Withdraw(%s): %v", k, err)
+		}
+	}
+	if d := cmp.Diff([]uint32{1}, srv.closedIDs()); d != "" {
+		t.Errorf("CloseNotification calls (-want +got):\n%s", d)
+	}
+	// A click on the withdrawn notification (a server that shows it
+	// still) runs nothing; one on apr_2 runs its latest handler.
+	emit(t, srv.conn, "ActionInvoked", uint32(1), "default")
+	emit(t, srv.conn, "ActionInvoked", uint32(2), "default")
+	if got := waitClick(t, clicks); got != "two again" {
+		t.Fatalf("clicked %q, want \"two again\"", got)
+	}
+	if err := n.Withdraw("apr_2"); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]uint32{1}, srv.closedIDs()); d != "" {
+		t.Errorf("a clicked notification (the server closes it) was closed again (-want +got):\n%s", d)
 	}
 }

@@ -15,9 +15,12 @@ type Notifier struct{}
 func NewNotifier(NotifierOptions) *Notifier { return &Notifier{} }
 
 // Notify fails with ErrNoNotifications.
-func (*Notifier) Notify(title, body string, onClick func()) error {
+func (*Notifier) Notify(key, title, body string, onClick func()) error {
 	return fmt.Errorf("%w: Portcullis has no notifications for %s", ErrNoNotifications, runtime.GOOS)
 }
+
+// Withdraw does nothing: no notification was shown.
+func (*Notifier) Withdraw(key string) error { return nil }
 
 // Close does nothing.
 func (*Notifier) Close() error { return nil }

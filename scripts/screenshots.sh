@@ -8,6 +8,7 @@
 #   approval-stale.png (@2x)             the card of a call refused as authorization_stale
 #   preferences.png, preferences@2x.png  Preferences
 #   audit.png, audit@2x.png              the audit viewer
+#   verification-key.png (@2x)           the audit log's verification key, shown once on first start
 #
 # It builds the cgo (Fyne, GLFW) app and the publish test server, starts Xvfb
 # and a private D-Bus session bus, and for each scale (FYNE_SCALE=1 and 2):
@@ -92,6 +93,7 @@ wait_for() {
 
 # window_id TITLE: the X window id of the mapped window with that title.
 window_id() { xwininfo -root -tree | grep -F "\"$1\"" | grep -v '1x1+' | awk 'NR == 1 {print $1}'; }
+window_id_nonempty() { [[ -n "$(window_id "$1")" ]]; }
 has_window() { [[ -n "$(window_id "$1")" ]]; }
 
 # shoot TITLE FILE: capture a window after it has drawn.
@@ -160,6 +162,10 @@ for scale in 1 2; do
 	app=$!
 	pids+=("$app")
 	wait_for 30 "the daemon in the app" "$bin" status
+	# First start: the app sets up the audit log's sealing keys and shows
+	# the verification key once, with its QR code.
+	wait_for 20 "the verification key window" window_id_nonempty "Portcullis — audit log verification key"
+	shoot "Portcullis — audit log verification key" "$out/verification-key$suffix.png"
 
 	coproc AGENT { exec "$bin" connect pub 2>>"$tmp/agent.err"; }
 	send '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"screenshot-agent","version":"1.0.0"}}}'

@@ -50,7 +50,7 @@ type ApprovalWindow struct {
 	win     fyne.Window                // created on first use
 	queue   []authz.Request            // oldest first
 	cur     int                        // index of the request shown
-	ticks   map[string]map[string]bool // request → tool → ticked, where the person changed the proposal
+	picked  map[string]map[string]bool // request → tool → ticked, where the person changed the proposal
 	popped  map[string]bool            // pending requests the window popped up for
 	visible bool
 
@@ -64,16 +64,24 @@ type ApprovalWindow struct {
 	shownID string
 	shownAt time.Time
 
-	heading     *widget.Label
+	heading     *widget.Label // the card's sentence
 	queueLabel  *widget.Label
 	prev, next  *escButton
-	body        *fyne.Container
+	body        *fyne.Container // arguments, what changed, details: scrolls
 	scroll      *container.Scroll
 	countdown   *widget.Label
-	scope       *widget.Label // what the run approval grants now, beside its button whatever the scroll
+	scope       *widget.Label // what the run approval grants now, above the tool ticks
+	ticks       *fyne.Container
+	ticksScroll *container.Scroll // the tool ticks, scrolled when there are many
+	creds       *widget.Label     // the credential scope
+	scopeBox    *fyne.Container   // scope, ticks, credentials: always in view, above the buttons
+	bottom      *fyne.Container
 	approveRun  *escButton
 	approveOnce *escButton
 	deny        *escButton
+
+	detailsOpen bool       // the Details of the card shown are unfolded
+	details     *escButton // folds and unfolds them
 
 	top        *fyne.Container // heading, queue position and arrows
 	closingMsg *widget.Label   // the question of the closing confirmation
@@ -82,7 +90,7 @@ type ApprovalWindow struct {
 }
 
 func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
-	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, ticks: map[string]map[string]bool{}, popped: map[string]bool{}}
+	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, picked: map[string]map[string]bool{}, popped: map[string]bool{}}
 }
 
 // ensure creates the window and its widgets on first use.
@@ -94,7 +102,7 @@ func (w *ApprovalWindow) ensure() {
 	w.win.SetIcon(appIcon)
 	w.heading = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	w.heading.SizeName = theme.SizeNameSubHeadingText
-	w.heading.Truncation = fyne.TextTruncateEllipsis
+	w.heading.Wrapping = fyne.TextWrapWord
 	w.queueLabel = widget.NewLabel("")
 	w.prev = w.button("", theme.NavigateBackIcon(), func() { w.move(-1) })
 	w.next = w.button("", theme.NavigateNextIcon(), func() { w.move(+1) })
@@ -102,26 +110,43 @@ func (w *ApprovalWindow) ensure() {
 	w.body = container.NewVBox()
 	w.scroll = container.NewVScroll(w.body)
 	w.countdown = widget.NewLabel("")
-	w.countdown.Wrapping = fyne.TextWrapWord
+	w.countdown.Truncation = fyne.TextTruncateEllipsis
 	w.scope = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	w.scope.Wrapping = fyne.TextWrapWord
+	w.ticks = container.NewGridWithColumns(2)
+	w.ticksScroll = container.NewVScroll(w.ticks)
+	w.creds = widget.NewLabel("")
+	w.creds.Wrapping = fyne.TextWrapWord
+	w.scopeBox = container.NewVBox(w.scope, w.ticksScroll, w.creds)
+	w.details = w.button("", nil, w.toggleDetails)
+	w.details.Importance = widget.LowImportance
+	w.details.Alignment = widget.ButtonAlignLeading
+	// The narrowest choice first; none is the default (Enter decides
+	// nothing, no button is highlighted).
 	w.deny = w.button(denyText, theme.CancelIcon(), func() { w.decide(authz.Deny) })
 	w.approveOnce = w.button(approveOnceText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveOnce) })
 	w.approveRun = w.button(approveRunText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveRun) })
 
 	w.top = container.NewBorder(nil, nil, nil, container.NewHBox(w.queueLabel, w.prev, w.next), w.heading)
-	top := w.top
-	buttons := container.NewHBox(layout.NewSpacer(), w.deny, w.approveOnce, w.approveRun)
-	bottom := container.NewVBox(widget.NewSeparator(), w.scope, w.countdown, buttons)
-	w.win.SetContent(container.NewBorder(container.NewVBox(top, widget.NewSeparator()), bottom, nil, nil, w.scroll))
-	// Small enough for a 768-pixel-high screen at scale 1 (the card
-	// scrolls; the buttons and the countdown stay in view).
-	w.win.Resize(fyne.NewSize(680, 600))
+	buttons := container.NewBorder(nil, nil, nil, container.NewHBox(w.deny, w.approveOnce, w.approveRun), w.countdown)
+	// The sentence on top and the scope and buttons below stay in view at
+	// every size: only the middle (arguments, changes, details) scrolls.
+	w.bottom = container.NewVBox(widget.NewSeparator(), w.scopeBox, buttons)
+	w.win.SetContent(container.NewBorder(container.NewVBox(w.top, widget.NewSeparator()), w.bottom, nil, nil, w.scroll))
+	w.win.Resize(fyne.NewSize(cardWidth, 480))
 	w.win.CenterOnScreen()
 	w.win.SetCloseIntercept(w.closeRequested)
 	w.win.Canvas().SetOnTypedKey(func(ev *fyne.KeyEvent) {
 		if ev.Name == fyne.KeyEscape {
 			w.escape()
+		}
+	})
+	// Ctrl/Cmd+W closes the window only when no card is open: on a card,
+	// closing would deny, which Escape (one request) or the close button
+	// (all, asking first) do deliberately.
+	w.win.Canvas().AddShortcut(closeShortcut, func(fyne.Shortcut) {
+		if len(w.queue) == 0 {
+			w.hide()
 		}
 	})
 }
@@ -153,9 +178,9 @@ func (w *ApprovalWindow) sync(pending []authz.Request) {
 			w.cur = i
 		}
 	}
-	for id := range w.ticks {
+	for id := range w.picked {
 		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return r.ID == id }) {
-			delete(w.ticks, id)
+			delete(w.picked, id)
 		}
 	}
 	switch {
@@ -249,7 +274,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		d.Tools = w.ticked(r)
 	}
 	w.queue = slices.Delete(w.queue, w.cur, w.cur+1)
-	delete(w.ticks, r.ID)
+	delete(w.picked, r.ID)
 	if w.cur >= len(w.queue) && w.cur > 0 {
 		w.cur--
 	}
@@ -355,7 +380,7 @@ func (w *ApprovalWindow) closeAnswer(denyAll bool) {
 func (w *ApprovalWindow) ticked(r authz.Request) []string {
 	out := []string{}
 	for _, t := range r.Card.Offered() {
-		on, changed := w.ticks[r.ID][t]
+		on, changed := w.picked[r.ID][t]
 		if t == r.Card.Tool || (changed && on) || (!changed && slices.Contains(r.Card.ToolScope, t)) {
 			out = append(out, t)
 		}
@@ -384,17 +409,22 @@ func (w *ApprovalWindow) render() {
 		w.body.Refresh()
 		w.countdown.SetText("")
 		w.scope.Hide()
+		w.ticks.Objects = nil
+		w.ticks.Refresh()
+		w.creds.Hide()
 		w.approveRun.Disable()
 		w.approveOnce.Disable()
 		w.deny.Disable()
 		return
 	}
 	r := w.queue[w.cur]
-	if r.ID != w.shownID {
+	fresh := r.ID != w.shownID
+	if fresh {
 		w.shownID, w.shownAt = r.ID, time.Now()
+		w.detailsOpen = false
 	}
 	v := cardModel(r.Card)
-	w.heading.SetText("Approve " + v.Title + "?")
+	w.heading.SetText(v.Sentence)
 	w.queueLabel.SetText(queueText(w.cur, len(w.queue)))
 	if len(w.queue) > 1 {
 		w.prev.Show()
@@ -406,9 +436,9 @@ func (w *ApprovalWindow) render() {
 	setEnabled(w.prev, w.cur > 0)
 	setEnabled(w.next, w.cur < len(w.queue)-1)
 	w.top.Refresh() // lay the header out again: the position text and the arrows changed size
-	w.body.Objects = w.cardObjects(r, v)
+	w.body.Objects = w.cardObjects(v)
 	w.body.Refresh()
-	w.scroll.ScrollToTop()
+	w.renderScope(r, v)
 	w.tick()
 	w.approveOnce.Enable()
 	if r.Card.Stale {
@@ -421,20 +451,113 @@ func (w *ApprovalWindow) render() {
 	}
 	w.deny.Enable()
 	w.updateApproveRun(r)
+	if fresh {
+		w.scroll.ScrollToTop()
+		w.fit()
+	}
 	if w.win != nil {
 		w.win.Canvas().Unfocus()
 	}
 }
 
+// cardWidth is the approval window's width when the screen has room.
+const cardWidth = 680
+
+// fit sizes the window to the card: as tall as its content, up to the
+// screen's work area (screenArea), as wide as cardWidth or the screen. The
+// sentence, the scope and the buttons are outside the scroll, so they stay
+// in view whatever the height.
+func (w *ApprovalWindow) fit() {
+	area := screenArea(w.win)
+	width, maxH := float32(cardWidth), float32(600) // a 768-pixel-high screen at 1× when the screen is unknown
+	if area.Width > 0 {
+		width = min(width, area.Width)
+	}
+	if area.Height > 0 {
+		maxH = area.Height
+	}
+	w.capTicks(maxH)
+	// Lay out at the width first: wrapped labels know their lines then.
+	content := w.win.Content()
+	content.Resize(fyne.NewSize(width, maxH))
+	pad := theme.Padding()
+	natural := w.top.MinSize().Height + w.body.MinSize().Height + w.bottom.MinSize().Height + 4*pad + 2*theme.SeparatorThicknessSize()
+	w.win.Resize(fyne.NewSize(width, min(natural, maxH)))
+}
+
+// capTicks bounds the tool ticks' height: all of them when few, else a
+// few rows that scroll (the scope line above them says what is granted),
+// fewer on a short screen.
+func (w *ApprovalWindow) capTicks(screenH float32) {
+	rows := float32(4)
+	if screenH < 520 {
+		rows = 2
+	}
+	full := w.ticks.MinSize().Height
+	row := widget.NewCheck("x", nil).MinSize().Height
+	w.ticksScroll.SetMinSize(fyne.NewSize(0, min(full, rows*row+(rows-1)*theme.Padding())))
+}
+
+// renderScope fills the scope box: what the run approval grants, the tool
+// ticks and the credential scope.
+func (w *ApprovalWindow) renderScope(r authz.Request, v cardView) {
+	w.ticks.Objects = nil
+	for _, tt := range v.Tools {
+		id, tool := r.ID, tt.Name
+		c := w.check(tool)
+		cell := fyne.CanvasObject(c)
+		if tt.Mark != "" {
+			cell = container.NewHBox(c, toolBadge(tt.Mark))
+		}
+		if tt.Locked {
+			// Approving the run approves the call that waits: its
+			// tool cannot be left out (Deny refuses the call).
+			c.SetChecked(true)
+			c.Disable()
+			w.ticks.Add(cell)
+			continue
+		}
+		on, changed := w.picked[id][tool]
+		if !changed {
+			on = tt.Ticked
+		}
+		c.SetChecked(on)
+		c.OnChanged = func(on bool) {
+			if w.picked[id] == nil {
+				w.picked[id] = map[string]bool{}
+			}
+			w.picked[id][tool] = on
+			w.updateApproveRun(r)
+		}
+		w.ticks.Add(cell)
+	}
+	w.ticks.Refresh()
+	if len(v.Tools) == 0 {
+		w.ticksScroll.Hide()
+	} else {
+		w.ticksScroll.Show()
+	}
+	w.ticksScroll.ScrollToTop()
+	w.capTicks(max(screenArea(w.win).Height, 600))
+	if v.Credentials != "" {
+		w.creds.SetText(v.Credentials)
+		w.creds.Show()
+	} else {
+		w.creds.Hide()
+	}
+}
+
 // updateApproveRun enables "Approve for this run" while at least one tool
-// is ticked (a launch request, with no tools, always).
+// is ticked (a launch request, with no tools, always), and says above the
+// ticks what it grants.
 //
 // A card whose credential asks on every use offers no approval for the run:
 // every approval of it serves one call or launch.
 func (w *ApprovalWindow) updateApproveRun(r authz.Request) {
 	if r.Card.AskEveryUse {
 		w.approveRun.Hide()
-		w.scope.Hide()
+		w.scope.SetText(askEveryUseText)
+		w.scope.Show()
 		return
 	}
 	w.approveRun.Show()
@@ -447,6 +570,10 @@ func (w *ApprovalWindow) updateApproveRun(r authz.Request) {
 	}
 }
 
+// askEveryUseText heads the scope of a card whose credential asks on every
+// use.
+const askEveryUseText = "Scope: this one use only (the credential asks every time)"
+
 func setEnabled(b fyne.Disableable, on bool) {
 	if on {
 		b.Enable()
@@ -455,105 +582,141 @@ func setEnabled(b fyne.Disableable, on bool) {
 	}
 }
 
-// cardObjects draws a card: reason, facts, the catalog diff with
-// colour-coded severities, the call with its defaults, the tool scope as
-// checkboxes, then the digests that changed on disk (what a person decides
-// on first, the evidence last: the window is small enough for a laptop
-// screen, so the card scrolls).
-func (w *ApprovalWindow) cardObjects(r authz.Request, v cardView) []fyne.CanvasObject {
-	reason := widget.NewLabelWithStyle(v.Reason, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	reason.Wrapping = fyne.TextWrapWord
-	objs := []fyne.CanvasObject{reason}
-
-	form := container.New(layout.NewFormLayout())
-	for _, f := range v.Facts {
-		form.Add(factLabel(f.Label))
-		form.Add(valueLabel(f.Value))
-	}
-	if v.Credentials != "" {
-		form.Add(factLabel("Credentials"))
-		form.Add(valueLabel(v.Credentials))
-	}
-	objs = append(objs, form)
-
-	if v.CatalogHeading != "" {
-		objs = append(objs, sectionHeading(v.CatalogHeading))
-		var segs []widget.RichTextSegment
-		for _, c := range v.Changes {
-			segs = append(segs,
-				&widget.TextSegment{Text: severityLabel(c.Severity) + "  ", Style: widget.RichTextStyle{
-					Inline: true, ColorName: severityColor(c.Severity), TextStyle: fyne.TextStyle{Monospace: true}}},
-				&widget.TextSegment{Text: c.Text, Style: widget.RichTextStyleParagraph},
-			)
+// toggleDetails folds or unfolds the card's Details.
+func (w *ApprovalWindow) toggleDetails() {
+	w.detailsOpen = !w.detailsOpen
+	if w.cur < len(w.queue) {
+		w.body.Objects = w.cardObjects(cardModel(w.queue[w.cur].Card))
+		w.body.Refresh()
+		if w.detailsOpen {
+			w.fit()
+			w.scroll.ScrollToBottom()
 		}
-		diff := widget.NewRichText(segs...)
-		diff.Wrapping = fyne.TextWrapWord
-		objs = append(objs, diff)
 	}
+}
+
+// cardObjects draws the scrolling middle of a card: the stale note, the
+// arguments with the defaults omitted ones take, what changed (on disk,
+// then the catalog diff with its legend), and the Details, folded.
+func (w *ApprovalWindow) cardObjects(v cardView) []fyne.CanvasObject {
+	var objs []fyne.CanvasObject
 	if v.Stale {
 		note := widget.NewLabelWithStyle(v.StaleNote, fyne.TextAlignLeading, fyne.TextStyle{Italic: true})
 		note.Wrapping = fyne.TextWrapWord
 		objs = append(objs, note)
 	}
-	if v.Call != "" {
-		heading := "Call"
+	if v.Args != nil || v.NoArgs {
+		heading := "Arguments"
 		if v.Stale {
-			heading = "Refused call"
+			heading = "Arguments of the refused call"
 		}
-		objs = append(objs, sectionHeading(heading), monoLabel(v.Call))
-		for _, d := range v.Defaults {
-			objs = append(objs, monoLabel("  "+d))
+		objs = append(objs, sectionHeading(heading))
+		if v.NoArgs {
+			objs = append(objs, dimLabel("none"))
+		}
+		form := container.New(layout.NewFormLayout())
+		for _, a := range v.Args {
+			form.Add(widget.NewLabelWithStyle(a.Name, fyne.TextAlignLeading, fyne.TextStyle{Monospace: true}))
+			form.Add(argValue(a))
+		}
+		if len(v.Args) > 0 {
+			objs = append(objs, form)
 		}
 	}
-	if len(v.Tools) > 0 {
-		objs = append(objs, sectionHeading(toolsHeading(v)))
-		checks := container.NewGridWithColumns(2)
-		for _, tt := range v.Tools {
-			id, tool := r.ID, tt.Name
-			c := w.check(tool)
-			cell := fyne.CanvasObject(c)
-			if tt.Mark != "" {
-				cell = container.NewHBox(c, toolBadge(tt.Mark))
-			}
-			if tt.Locked {
-				// Approving the run approves the call that waits: its
-				// tool cannot be left out (Deny refuses the call).
-				c.SetChecked(true)
-				c.Disable()
-				checks.Add(cell)
-				continue
-			}
-			on, changed := w.ticks[id][tool]
-			if !changed {
-				on = tt.Ticked
-			}
-			c.SetChecked(on)
-			c.OnChanged = func(on bool) {
-				if w.ticks[id] == nil {
-					w.ticks[id] = map[string]bool{}
-				}
-				w.ticks[id][tool] = on
-				w.updateApproveRun(r)
-				w.win.Canvas().Unfocus() // keep Escape for the window
-			}
-			checks.Add(cell)
-		}
-		objs = append(objs, checks)
+	if len(v.Disk) > 0 || len(v.Changes) > 0 {
+		objs = append(objs, sectionHeading("What changed"))
 	}
-	if len(v.Disk) > 0 {
-		objs = append(objs, sectionHeading("Changed on disk"))
-		for _, l := range v.Disk {
-			objs = append(objs, monoLabel(l))
+	for _, d := range v.Disk {
+		objs = append(objs, indentRow(badge("ON DISK    ", theme.ColorNameForeground), d.What+"\n"+d.Change))
+	}
+	if v.CatalogHeading != "" {
+		objs = append(objs, dimLabel(v.CatalogHeading), legend(v.Legend))
+		for _, c := range v.Changes {
+			objs = append(objs, indentRow(badge(severityLabel(c.Severity)+"  ", severityColor(c.Severity)), c.Text))
 		}
+	}
+	if w.detailsOpen {
+		w.details.SetText("Hide details")
+		w.details.SetIcon(theme.MenuDropUpIcon())
+	} else {
+		w.details.SetText(DetailsText)
+		w.details.SetIcon(theme.MenuDropDownIcon())
+	}
+	objs = append(objs, w.details)
+	if w.detailsOpen {
+		form := container.New(layout.NewFormLayout())
+		for _, f := range v.Details {
+			form.Add(factLabel(f.Label))
+			form.Add(valueLabel(f.Value))
+		}
+		objs = append(objs, form)
 	}
 	return objs
+}
+
+// argValue is an argument's value on the card; a default says so.
+func argValue(a cardArg) fyne.CanvasObject {
+	segs := []widget.RichTextSegment{&widget.TextSegment{Text: a.Value, Style: widget.RichTextStyle{
+		Inline: true, TextStyle: fyne.TextStyle{Monospace: true}}}}
+	if a.Default {
+		segs = append(segs, &widget.TextSegment{Text: "   default: the agent left it out", Style: widget.RichTextStyle{
+			Inline: true, ColorName: theme.ColorNamePlaceHolder, TextStyle: fyne.TextStyle{Italic: true}}})
+	}
+	t := widget.NewRichText(segs...)
+	t.Wrapping = fyne.TextWrapBreak
+	return t
+}
+
+// badge is a severity (or "ON DISK") badge at the start of a diff row.
+func badge(text string, color fyne.ThemeColorName) fyne.CanvasObject {
+	return widget.NewRichText(&widget.TextSegment{Text: text, Style: widget.RichTextStyle{
+		Inline: true, ColorName: color, TextStyle: fyne.TextStyle{Monospace: true}}})
+}
+
+// legend explains the severity badges the diff shows, on one wrapped line.
+func legend(entries []legendEntry) fyne.CanvasObject {
+	var segs []widget.RichTextSegment
+	for i, l := range entries {
+		sep := ""
+		if i < len(entries)-1 {
+			sep = ";  "
+		}
+		segs = append(segs,
+			&widget.TextSegment{Text: strings.TrimSpace(severityLabel(l.Severity)), Style: widget.RichTextStyle{
+				Inline: true, ColorName: severityColor(l.Severity), TextStyle: fyne.TextStyle{Monospace: true}}},
+			&widget.TextSegment{Text: " " + l.Meaning + sep, Style: widget.RichTextStyle{
+				Inline: true, ColorName: theme.ColorNamePlaceHolder, SizeName: theme.SizeNameCaptionText}})
+	}
+	t := widget.NewRichText(segs...)
+	t.Wrapping = fyne.TextWrapWord
+	return t
+}
+
+// indentRow is a diff row: the badge on the left, the text beside it in
+// its own column, so that its wrapped lines keep their indent.
+func indentRow(b fyne.CanvasObject, text string) fyne.CanvasObject {
+	l := widget.NewLabel(text)
+	l.Wrapping = fyne.TextWrapWord
+	return container.NewBorder(nil, nil, b, nil, l)
+}
+
+// dimLabel is secondary text.
+func dimLabel(s string) *widget.Label {
+	l := widget.NewLabel(s)
+	l.Importance = widget.LowImportance
+	l.Wrapping = fyne.TextWrapWord
+	return l
 }
 
 // scopeText says, beside the buttons, what the run approval of card c
 // grants with the tools ticked now: the person sees it whatever part of
 // the card is scrolled into view. "" for a card without tools (a launch).
 func scopeText(c authz.Card, ticked []string) string {
-	if c.Identity != "" || len(c.Offered()) == 0 {
+	if c.Identity != "" {
+		return "Scope: “" + approveRunText + "” lets this code receive " + strings.Join(c.CredentialScope, ", ") +
+			" at its launches in this agent run; “" + approveOnceText + "”, at this launch only"
+	}
+	if len(c.Offered()) == 0 {
 		return ""
 	}
 	button := approveRunText
@@ -561,26 +724,11 @@ func scopeText(c authz.Card, ticked []string) string {
 		button = allowNewCodeText
 	}
 	n := len(c.Offered()) - len(ticked)
-	t := "“" + button + "” grants " + strings.Join(ticked, ", ")
+	t := "Scope: “" + button + "” grants " + strings.Join(ticked, ", ")
 	if n > 0 {
 		t += fmt.Sprintf(" (%d more not ticked)", n)
 	}
 	return t
-}
-
-// toolsHeading heads the tool check boxes: what the ticks mean, and that
-// nothing but the ticked tools is granted.
-func toolsHeading(v cardView) string {
-	button := approveRunText
-	if v.Stale {
-		button = allowNewCodeText
-	}
-	for _, t := range v.Tools {
-		if !t.Ticked {
-			return "“" + button + "” covers the ticked tools; tick others to add them"
-		}
-	}
-	return "“" + button + "” covers the ticked tools"
 }
 
 // toolBadge marks a tool the catalog revision added ("new") or whose
@@ -605,12 +753,6 @@ func valueLabel(s string) *widget.Label {
 	return l
 }
 
-func monoLabel(s string) *widget.Label {
-	l := widget.NewLabelWithStyle(s, fyne.TextAlignLeading, fyne.TextStyle{Monospace: true})
-	l.Wrapping = fyne.TextWrapBreak
-	return l
-}
-
 func sectionHeading(s string) fyne.CanvasObject {
 	return widget.NewLabelWithStyle(s, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 }
@@ -621,13 +763,23 @@ func sectionHeading(s string) fyne.CanvasObject {
 type escButton struct {
 	widget.Button
 	escape func()
+	reveal func(fyne.CanvasObject)
 }
 
 func (w *ApprovalWindow) button(text string, icon fyne.Resource, tapped func()) *escButton {
-	b := &escButton{escape: w.escape}
+	b := &escButton{escape: w.escape, reveal: w.reveal}
 	b.Text, b.Icon, b.OnTapped = text, icon, tapped
 	b.ExtendBaseWidget(b)
 	return b
+}
+
+// FocusGained scrolls the button into view (Tab may reach the Details
+// toggle below the fold).
+func (b *escButton) FocusGained() {
+	if b.reveal != nil {
+		b.reveal(b)
+	}
+	b.Button.FocusGained()
 }
 
 func (b *escButton) TypedKey(ev *fyne.KeyEvent) {
@@ -642,13 +794,23 @@ func (b *escButton) TypedKey(ev *fyne.KeyEvent) {
 type escCheck struct {
 	widget.Check
 	escape func()
+	reveal func(fyne.CanvasObject)
 }
 
 func (w *ApprovalWindow) check(text string) *escCheck {
-	c := &escCheck{escape: w.escape}
+	c := &escCheck{escape: w.escape, reveal: w.reveal}
 	c.Text = text
 	c.ExtendBaseWidget(c)
 	return c
+}
+
+// FocusGained scrolls the check box into view: Tab reaches ticks that the
+// scope's scroll hides.
+func (c *escCheck) FocusGained() {
+	if c.reveal != nil {
+		c.reveal(c)
+	}
+	c.Check.FocusGained()
 }
 
 func (c *escCheck) TypedKey(ev *fyne.KeyEvent) {
@@ -657,6 +819,50 @@ func (c *escCheck) TypedKey(ev *fyne.KeyEvent) {
 		return
 	}
 	c.Check.TypedKey(ev)
+}
+
+// reveal scrolls whichever of the window's scrolls holds o so that o is
+// in view: what has the keyboard focus is never hidden.
+func (w *ApprovalWindow) reveal(o fyne.CanvasObject) {
+	if w.win == nil {
+		return
+	}
+	d := w.app.Driver()
+	for _, sc := range []*container.Scroll{w.scroll, w.ticksScroll} {
+		if sc == nil || !contains(sc.Content, o) {
+			continue
+		}
+		y := d.AbsolutePositionForObject(o).Y - d.AbsolutePositionForObject(sc.Content).Y
+		off := sc.Offset
+		switch {
+		case y < off.Y:
+			off.Y = y
+		case y+o.Size().Height > off.Y+sc.Size().Height:
+			off.Y = y + o.Size().Height - sc.Size().Height
+		default:
+			return
+		}
+		sc.ScrollToOffset(off)
+		return
+	}
+}
+
+// contains reports whether o is root or in the containers under it (the
+// card's widgets sit in containers, never inside other widgets).
+func contains(root, o fyne.CanvasObject) bool {
+	if root == o {
+		return true
+	}
+	c, ok := root.(*fyne.Container)
+	if !ok {
+		return false
+	}
+	for _, k := range c.Objects {
+		if contains(k, o) {
+			return true
+		}
+	}
+	return false
 }
 
 // escape denies the request shown (the Escape key), and gives the keyboard
@@ -678,14 +884,21 @@ func (w *ApprovalWindow) escape() {
 		d.Hide()
 		return
 	}
+	if w.cur >= len(w.queue) {
+		w.hide() // no card: Escape closes the window
+		return
+	}
 	w.decide(authz.Deny)
 }
 
+// DetailsText is the label of the toggle that unfolds a card's Details.
+const DetailsText = "Details (epochs, digests, pids)"
+
 // Button returns the shown, enabled button of the window labelled text
 // (Approve for this run, Allow the new code for this run, Approve once,
-// Deny), or nil: tests drive the real window with it.
+// Deny, DetailsText), or nil: tests drive the real window with it.
 func (w *ApprovalWindow) Button(text string) *widget.Button {
-	for _, b := range []*escButton{w.approveRun, w.approveOnce, w.deny} {
+	for _, b := range []*escButton{w.approveRun, w.approveOnce, w.deny, w.details} {
 		if b != nil && b.Text == text && !b.Disabled() && b.Visible() {
 			return &b.Button
 		}

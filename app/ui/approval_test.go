@@ -127,24 +127,24 @@ func TestApprovalQueueOfThree(t *testing.T) {
 
 	type view struct{ Heading, Queue string }
 	seen := func() view { return view{w.heading.Text, w.queueLabel.Text} }
-	if d := cmp.Diff(view{"Approve inventory-local?", "1 of 3"}, seen()); d != "" {
+	if d := cmp.Diff(view{"Claude Code wants to run `inventory_adjust` on inventory-local — new code since you last approved", "1 of 3"}, seen()); d != "" {
 		t.Fatalf("first view (-want +got):\n%s", d)
 	}
 	test.Tap(w.next)
 	test.Tap(w.next)
-	if d := cmp.Diff(view{"Approve pub?", "3 of 3"}, seen()); d != "" {
+	if d := cmp.Diff(view{"Claude Code wants to run `inventory_adjust` on pub — new code since you last approved", "3 of 3"}, seen()); d != "" {
 		t.Fatalf("after next, next (-want +got):\n%s", d)
 	}
 	if !w.next.Disabled() || w.prev.Disabled() {
 		t.Errorf("at the last request: next disabled = %v, prev disabled = %v", w.next.Disabled(), w.prev.Disabled())
 	}
 	test.Tap(w.approveOnce) // decides pub, shows echo (the one before)
-	if d := cmp.Diff(view{"Approve echo?", "2 of 2"}, seen()); d != "" {
+	if d := cmp.Diff(view{"Claude Code wants to run `inventory_adjust` on echo — new code since you last approved", "2 of 2"}, seen()); d != "" {
 		t.Fatalf("after deciding the last (-want +got):\n%s", d)
 	}
 	test.Tap(w.prev)
 	test.Tap(w.deny) // decides inventory-local
-	if d := cmp.Diff(view{"Approve echo?", ""}, seen()); d != "" {
+	if d := cmp.Diff(view{"Claude Code wants to run `inventory_adjust` on echo — new code since you last approved", ""}, seen()); d != "" {
 		t.Fatalf("with one left (-want +got):\n%s", d)
 	}
 	test.Tap(w.approveRun)
@@ -300,8 +300,8 @@ func TestApprovalTimeoutRemoves(t *testing.T) {
 		t.Fatal("the request was granted; want a timeout")
 	}
 	wait([2]any{false, 0})
-	if n := len(notes.all()); n != 1 {
-		t.Errorf("%d notifications sent, want 1", n)
+	if n := len(notes.all()); n != 2 {
+		t.Errorf("%d notifications sent, want 2 (the request, then the missed approval)", n)
 	}
 }
 
@@ -481,10 +481,11 @@ func TestScopeText(t *testing.T) {
 		ticked []string
 		want   string
 	}{
-		{firstCard(), []string{"read_text_file"}, "“Approve for this run” grants read_text_file (2 more not ticked)"},
-		{firstCard(), []string{"read_text_file", "write_file", "delete_file"}, "“Approve for this run” grants read_text_file, write_file, delete_file"},
-		{stale, []string{"read_text_file"}, "“Allow the new code for this run” grants read_text_file (2 more not ticked)"},
-		{launchCard(), nil, ""},
+		{firstCard(), []string{"read_text_file"}, "Scope: “Approve for this run” grants read_text_file (2 more not ticked)"},
+		{firstCard(), []string{"read_text_file", "write_file", "delete_file"}, "Scope: “Approve for this run” grants read_text_file, write_file, delete_file"},
+		{stale, []string{"read_text_file"}, "Scope: “Allow the new code for this run” grants read_text_file (2 more not ticked)"},
+		{launchCard(), nil, "Scope: “Approve for this run” lets this code receive inventory-api-staging at its launches in this agent run; “Approve once”, at this launch only"},
+		{authz.Card{ServerLabel: "x"}, nil, ""},
 	}
 	for _, tt := range tests {
 		if got := scopeText(tt.card, tt.ticked); got != tt.want {
@@ -494,7 +495,7 @@ func TestScopeText(t *testing.T) {
 	// In the window, it follows the ticks.
 	w, _ := newTestWindow(t, request("apr_1", 0, firstCard()))
 	checks(w)["delete_file"].SetChecked(true)
-	if got, want := w.scope.Text, "“Approve for this run” grants read_text_file, delete_file (1 more not ticked)"; got != want {
+	if got, want := w.scope.Text, "Scope: “Approve for this run” grants read_text_file, delete_file (1 more not ticked)"; got != want {
 		t.Errorf("scope line after ticking delete_file: %q, want %q", got, want)
 	}
 }

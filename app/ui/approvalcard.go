@@ -1,20 +1,30 @@
 package ui
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
-// cardFact is one "label: value" line of the approval card.
+// cardFact is one "label: value" line of the card's Details.
 type cardFact struct {
 	Label, Value string
+}
+
+// cardArg is one argument of the call on the card: as the agent sent it,
+// or (Default) omitted by the agent and taking the schema's default.
+type cardArg struct {
+	Name, Value string
+	Default     bool
 }
 
 // cardChange is one catalog change on the card, with its severity for the
@@ -24,24 +34,41 @@ type cardChange struct {
 	Text     string
 }
 
-// cardView is the approval card laid out for the window: every text the
-// window shows for an authz.Card, from the pure function cardModel.
+// diskChange is one identity digest that changed on disk: what and where,
+// then old → new.
+type diskChange struct {
+	What, Change string
+}
+
+// legendEntry explains one severity badge of the diff.
+type legendEntry struct {
+	Severity catalog.Severity
+	Meaning  string
+}
+
+// cardView is the approval card laid out for the window, in the order a
+// person decides: one sentence (who wants to do what, where, and why now),
+// the arguments, the scope, what changed, and last the Details (epochs,
+// digests, pids). Every text comes from the pure function cardModel.
 type cardView struct {
-	Title          string     // the server label, as the heading
-	Reason         string     // why the person is asked
-	Facts          []cardFact // agent, server, epoch, identity (command, executable, entry), catalog revision
-	Disk           []string   // identity digests that changed on disk
-	CatalogHeading string     // "Catalog changes, revision 12 → 13"; "" without changes
-	Changes        []cardChange
-	Call           string     // the call that raised the request; "" for a launch
-	Defaults       []string   // what omitted arguments will be
-	Tools          []toolTick // the tools "Approve for this run" may cover: proposed ones first
-	Credentials    string     // the credential scope; "" when none
+	Sentence string    // "Claude Code wants to run `notes_write` on notes — new code since you last approved"
+	Args     []cardArg // the call's arguments, then the defaults omitted ones take; nil for a launch
+	NoArgs   bool      // the call has no arguments at all
+
+	Tools       []toolTick // the tools "Approve for this run" may cover: proposed ones first
+	Credentials string     // the credential scope; "" when none
 	// Stale is set for the card of a call refused as authorization_stale:
 	// StaleNote says so, and the window offers to allow the new code for
 	// the run (no "Approve once").
 	Stale     bool
 	StaleNote string
+
+	Disk           []diskChange // identity digests that changed on disk
+	CatalogHeading string       // "Tools changed, catalog revision 12 → 13"; "" without changes
+	Changes        []cardChange // most severe first
+	Legend         []legendEntry
+
+	Details []cardFact
 }
 
 // toolTick is one tool check box of the card: ticked as proposed (the
@@ -58,57 +85,9 @@ type toolTick struct {
 // cardModel lays out card for the approval window. Secrets never appear:
 // credentials are named by scope only (as on authz.Card.Lines).
 func cardModel(c authz.Card) cardView {
-	v := cardView{Title: c.ServerLabel, Reason: c.Reason}
-	agent := c.AgentExe
-	if agent == "" {
-		agent = "unknown agent"
-	}
-	if c.AgentPID != 0 {
-		agent += fmt.Sprintf(" (pid %d)", c.AgentPID)
-	}
-	v.Facts = append(v.Facts, cardFact{"Agent", agent}, cardFact{"Agent run", c.AgentRun}, cardFact{"Server", c.ServerLabel})
-	cur := authz.EpochText(c.CurrentEpoch)
-	if c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch {
-		v.Facts = append(v.Facts, cardFact{"Epoch", c.PreviousEpoch + " →\n" + cur + " (new code)"})
-	} else {
-		v.Facts = append(v.Facts, cardFact{"Epoch", cur})
-	}
-	if c.Identity != "" {
-		v.Facts = append(v.Facts, cardFact{"Launch", "new execution identity " + identity.ShortDigest(c.Identity) + ", with credentials"})
-	}
-	if len(c.LaunchCommand) > 0 {
-		v.Facts = append(v.Facts, cardFact{"Command", authz.CommandText(c.LaunchCommand)})
-	}
-	if c.Executable != "" {
-		v.Facts = append(v.Facts, cardFact{"Executable", c.Executable + "\nsha256 " + identity.ShortDigest(c.ExecutableDigest)})
-	}
-	if c.Entry != "" {
-		v.Facts = append(v.Facts, cardFact{"Entry", c.Entry + "\nsha256 " + identity.ShortDigest(c.EntryDigest)})
-	}
-	if c.CatalogRevision != 0 && len(c.CatalogChanges) == 0 {
-		v.Facts = append(v.Facts, cardFact{"Catalog", fmt.Sprintf("revision %d", c.CatalogRevision)})
-	}
-	for _, ch := range c.IdentityChanges {
-		v.Disk = append(v.Disk, diskLine(ch))
-	}
-	if len(c.CatalogChanges) > 0 {
-		v.CatalogHeading = fmt.Sprintf("Catalog changes, revision %d → %d", c.ApprovedRevision, c.CatalogRevision)
-		cs := slices.Clone(c.CatalogChanges)
-		slices.SortStableFunc(cs, func(a, b catalog.Change) int { return severityRank(b.Severity) - severityRank(a.Severity) })
-		for _, ch := range cs {
-			v.Changes = append(v.Changes, cardChange{Severity: ch.Severity, Text: ch.Summary})
-		}
-	}
+	v := cardView{Sentence: sentence(c)}
 	if c.Tool != "" {
-		args := strings.TrimSpace(string(c.Arguments))
-		if args == "" || args == "null" {
-			args = "{}"
-		}
-		v.Call = c.Tool + " " + args
-		for _, k := range slices.Sorted(mapKeys(c.Defaults)) {
-			b, _ := json.Marshal(c.Defaults[k])
-			v.Defaults = append(v.Defaults, fmt.Sprintf("%s omitted: will be %s (default)", k, b))
-		}
+		v.Args, v.NoArgs = callArgs(c.Arguments, c.Defaults)
 	}
 	for _, t := range c.Offered() {
 		v.Tools = append(v.Tools, toolTick{Name: t, Ticked: slices.Contains(c.ToolScope, t) || t == c.Tool,
@@ -116,16 +95,220 @@ func cardModel(c authz.Card) cardView {
 	}
 	if c.Stale {
 		v.Stale = true
-		v.StaleNote = "This call was refused already (authorization_stale): the agent prepared it for the old code. " +
-			"Allowing the new code for this run lets the agent's next calls of the ticked tools go; nothing runs now."
+		v.StaleNote = "The agent's call was refused already: it was prepared for the old code. " +
+			"Allowing the new code lets the agent's next calls of the ticked tools go; nothing runs now."
 	}
 	if len(c.CredentialScope) > 0 {
-		v.Credentials = strings.Join(c.CredentialScope, ", ") + " — " + authz.CredentialWhere(c)
+		v.Credentials = "Credentials: " + strings.Join(c.CredentialScope, ", ") + " — " + authz.CredentialWhere(c)
 	}
+
+	for _, ch := range c.IdentityChanges {
+		v.Disk = append(v.Disk, diskLine(ch))
+	}
+	if len(c.CatalogChanges) > 0 {
+		v.CatalogHeading = fmt.Sprintf("Tools changed (catalog revision %d → %d)", c.ApprovedRevision, c.CatalogRevision)
+		cs := slices.Clone(c.CatalogChanges)
+		slices.SortStableFunc(cs, func(a, b catalog.Change) int { return severityRank(b.Severity) - severityRank(a.Severity) })
+		for _, ch := range cs {
+			v.Changes = append(v.Changes, cardChange{Severity: ch.Severity, Text: displayText(ch.Summary)})
+			if !slices.ContainsFunc(v.Legend, func(l legendEntry) bool { return l.Severity == ch.Severity }) {
+				v.Legend = append(v.Legend, legendEntry{ch.Severity, severityMeaning(ch.Severity)})
+			}
+		}
+	}
+	v.Details = details(c)
 	return v
 }
 
-func mapKeys(m map[string]any) func(func(string) bool) {
+// sentence is the card's first line: who wants to do what, where, and why
+// the person is asked now. The agent is named as it names itself
+// (clientInfo), else by its pid: an interpreter path says nothing.
+func sentence(c authz.Card) string {
+	who := agentName(c)
+	server := displayText(c.ServerLabel)
+	var what string
+	switch {
+	case c.Identity != "":
+		what = fmt.Sprintf("wants to start %s with %s", server, strings.Join(c.CredentialScope, ", "))
+	case c.Tool != "":
+		what = fmt.Sprintf("wants to run `%s` on %s", displayText(c.Tool), server)
+	default:
+		what = "wants to use " + server
+	}
+	return who + " " + what + " — " + why(c)
+}
+
+// why says in a few words why the card is shown now, from the card's own
+// fields (the recorded reason is in the Details).
+func why(c authz.Card) string {
+	newEpoch := c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch
+	switch {
+	case c.Identity != "" && c.AskEveryUse:
+		return "its credentials ask for approval at every use"
+	case c.Identity != "" && c.PreviousEpoch != "":
+		return "new code since you last approved it with them"
+	case c.Identity != "":
+		return "code you have not approved with them yet"
+	case c.Stale && newEpoch && len(c.IdentityChanges) == 0:
+		return "a new process since you last approved; its call was refused"
+	case c.Stale:
+		return "new code since you last approved; its call was refused"
+	case c.AskEveryUse:
+		return "its credentials ask for approval at every use"
+	case newEpoch && len(c.IdentityChanges) == 0:
+		return "a new process (same code on disk) since you last approved"
+	case newEpoch:
+		return "new code since you last approved"
+	case c.PreviousEpoch != "":
+		return "not covered by what you approved for this run"
+	}
+	return "first use in this agent run"
+}
+
+// knownAgents are display names of the clientInfo names agents send.
+var knownAgents = map[string]string{
+	"claude-code":   "Claude Code",
+	"claude-ai":     "Claude Desktop",
+	"cursor-vscode": "Cursor",
+}
+
+// agentName is how the card names the agent: the name it gave itself, else
+// "An agent (pid N)".
+func agentName(c authz.Card) string {
+	name := strings.TrimSpace(displayText(c.AgentName))
+	if n, ok := knownAgents[name]; ok {
+		return n
+	}
+	if r := []rune(name); len(r) > 40 {
+		name = string(r[:39]) + "…"
+	}
+	if name != "" {
+		return name
+	}
+	if c.AgentPID != 0 {
+		return fmt.Sprintf("An agent (pid %d)", c.AgentPID)
+	}
+	return "An agent"
+}
+
+// callArgs lists the call's arguments (top-level members, compact JSON
+// values, sorted) and the defaults omitted ones take. noArgs is true when
+// the call has neither. Arguments that are not a JSON object are shown
+// whole, under no name.
+func callArgs(raw json.RawMessage, defaults map[string]any) (out []cardArg, noArgs bool) {
+	raw = bytes.TrimSpace(raw)
+	var obj map[string]json.RawMessage
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+	case json.Unmarshal(raw, &obj) != nil:
+		out = append(out, cardArg{Value: displayText(string(raw))})
+	default:
+		for _, k := range slices.Sorted(mapKeys(obj)) {
+			var b bytes.Buffer
+			if json.Compact(&b, obj[k]) != nil {
+				b.Write(obj[k])
+			}
+			out = append(out, cardArg{Name: displayText(k), Value: displayText(b.String())})
+		}
+	}
+	for _, k := range slices.Sorted(mapKeys(defaults)) {
+		b, _ := json.Marshal(defaults[k])
+		out = append(out, cardArg{Name: displayText(k), Value: displayText(string(b)), Default: true})
+	}
+	return out, len(out) == 0
+}
+
+// details are the facts folded under "Details": the agent as the kernel
+// knows it, the run, the epochs and digests (abbreviated as everywhere,
+// ids' Short and identity.ShortDigest), the launch command and the reason
+// as recorded.
+func details(c authz.Card) []cardFact {
+	var out []cardFact
+	agent := "unknown executable"
+	if c.AgentExe != "" {
+		agent = c.AgentExe
+	}
+	if c.AgentPID != 0 {
+		agent += fmt.Sprintf(", pid %d", c.AgentPID)
+	}
+	if c.AgentName != "" {
+		agent = fmt.Sprintf("calls itself “%s” (its clientInfo, not verified)\n%s", displayText(c.AgentName), agent)
+	}
+	out = append(out, cardFact{"Agent", agent}, cardFact{"Agent run", ids.RunID(c.AgentRun).Short()}, cardFact{"Server", displayText(c.ServerLabel)})
+	cur := shortEpoch(c.CurrentEpoch)
+	switch {
+	case c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch && c.Identity == "" && len(c.IdentityChanges) == 0:
+		out = append(out, cardFact{"Epoch", shortEpoch(c.PreviousEpoch) + " → " + cur + " (new process)"})
+	case c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch:
+		out = append(out, cardFact{"Epoch", shortEpoch(c.PreviousEpoch) + " → " + cur + " (new code)"})
+	default:
+		out = append(out, cardFact{"Epoch", cur})
+	}
+	if c.Identity != "" {
+		out = append(out, cardFact{"Identity", "sha256 " + identity.ShortDigest(c.Identity) + " (execution identity to approve with credentials)"})
+	}
+	if len(c.LaunchCommand) > 0 {
+		out = append(out, cardFact{"Command", displayText(authz.CommandText(c.LaunchCommand))})
+	}
+	if c.Executable != "" {
+		out = append(out, cardFact{"Executable", displayText(c.Executable) + "\nsha256 " + identity.ShortDigest(c.ExecutableDigest)})
+	}
+	if c.Entry != "" {
+		out = append(out, cardFact{"Entry", displayText(c.Entry) + "\nsha256 " + identity.ShortDigest(c.EntryDigest)})
+	}
+	for _, m := range c.Measured {
+		out = append(out, cardFact{"Measured", displayText(m)})
+	}
+	switch {
+	case len(c.CatalogChanges) > 0:
+		out = append(out, cardFact{"Catalog", fmt.Sprintf("revision %d → %d", c.ApprovedRevision, c.CatalogRevision)})
+	case c.CatalogRevision != 0:
+		out = append(out, cardFact{"Catalog", fmt.Sprintf("revision %d", c.CatalogRevision)})
+	}
+	if c.ArgsDigest != "" {
+		out = append(out, cardFact{"Arguments", "sha256 " + identity.ShortDigest(c.ArgsDigest)})
+	}
+	if c.Reason != "" {
+		out = append(out, cardFact{"Recorded reason", displayText(c.Reason)})
+	}
+	return out
+}
+
+// shortEpoch abbreviates an epoch as everywhere else (ids' Short).
+func shortEpoch(e string) string {
+	if e == "" {
+		return authz.EpochText(e)
+	}
+	return ids.EpochID(e).Short()
+}
+
+// displayText makes text from the agent or the server safe to show: control
+// characters and the bidirectional and invisible formatting characters
+// (which can make text read otherwise than it is) are written as \u escapes;
+// newlines and tabs become spaces.
+func displayText(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t' || r == '\r':
+			b.WriteByte(' ')
+		case unsafeRune(r):
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\uFFFD'
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		for k := range m {
 			if !yield(k) {
@@ -147,9 +330,22 @@ func severityRank(s catalog.Severity) int {
 	return 0
 }
 
-// diskLine words one identity digest that changed on disk: what and where
-// on the first line, old → new digest on the second.
-func diskLine(ch identity.Change) string {
+// severityMeaning is the legend of a severity badge.
+func severityMeaning(s catalog.Severity) string {
+	switch s {
+	case catalog.Authority:
+		return "the tools may now do or reach more"
+	case catalog.Contract:
+		return "what a call must send or gets back changed"
+	case catalog.Cosmetic:
+		return "wording or looks only"
+	}
+	return "a change"
+}
+
+// diskLine words one identity digest that changed on disk: what and where,
+// then old → new digest.
+func diskLine(ch identity.Change) diskChange {
 	what := ch.Field
 	switch {
 	case ch.Field == "resolvedExecutable":
@@ -161,21 +357,21 @@ func diskLine(ch identity.Change) string {
 	case strings.HasPrefix(ch.Field, "extra:"):
 		what = "watched path"
 	}
-	line := what
 	if ch.Path != "" {
-		line += " " + ch.Path
+		what += " " + ch.Path
 	}
-	return fmt.Sprintf("%s\n  %s → %s", line, identity.ShortDigest(ch.Old), identity.ShortDigest(ch.New))
+	return diskChange{What: displayText(what), Change: displayText(identity.ShortDigest(ch.Old) + " → " + identity.ShortDigest(ch.New))}
 }
 
-// countdownText tells how long the person has left to decide.
+// countdownText tells how long the person has left to decide, short
+// enough to sit beside the buttons.
 func countdownText(now, deadline time.Time) string {
 	left := deadline.Sub(now)
 	if left <= 0 {
-		return "Time is up: the request is being denied (approval_timeout)."
+		return "Time is up: denying"
 	}
 	secs := int((left + time.Second - 1) / time.Second) // round up: never show 0:00 early
-	return fmt.Sprintf("Answer within %d:%02d, or it is denied. Escape or closing the window denies it too.", secs/60, secs%60)
+	return fmt.Sprintf("Denied in %d:%02d · Esc denies", secs/60, secs%60)
 }
 
 // queueText is the position of the request shown among those waiting.
@@ -185,3 +381,7 @@ func queueText(i, n int) string {
 	}
 	return fmt.Sprintf("%d of %d", i+1, n)
 }
+
+// titleBarPixels is what a window manager's title bar takes of the screen's
+// work area, in pixels: the window's content must fit below it.
+const titleBarPixels = 40

@@ -23,6 +23,7 @@ func rebuildCard() authz.Card {
 		Reason:        "server execution epoch changed: new code asks for the authority you gave the old code",
 		AgentRun:      "01JQ7R00000000000000RUN001",
 		AgentExe:      "/usr/local/bin/claude",
+		AgentName:     "claude-code",
 		AgentPID:      4242,
 		ServerLabel:   "inventory-local",
 		PreviousEpoch: epochA,
@@ -37,7 +38,7 @@ func rebuildCard() authz.Card {
 			{Tool: "inventory_adjust", Kind: catalog.KindDescriptionChanged, Severity: catalog.Cosmetic, Summary: "inventory_adjust: description changed"},
 			{Tool: "inventory_adjust", Kind: catalog.KindEnumValueAdded, Severity: catalog.Authority, Summary: `inventory_adjust: argument "env" now also accepts "production"`},
 			{Tool: "inventory_adjust", Kind: catalog.KindRequiredAdded, Severity: catalog.Contract, Summary: `inventory_adjust: argument "reason" is now required`},
-			{Tool: "inventory_purge", Kind: catalog.KindToolAdded, Severity: catalog.Authority, Summary: "inventory_purge: new tool (destructive)"},
+			{Tool: "inventory_purge", Kind: catalog.KindToolAdded, Severity: catalog.Authority, Summary: "inventory_purge: new tool (declared no annotations; MCP defaults: may be destructive, open world)"},
 		},
 		Tool:            "inventory_adjust",
 		Arguments:       json.RawMessage(`{"sku":"A-100","delta":-3}`),
@@ -81,30 +82,36 @@ func TestCardModel(t *testing.T) {
 			name: "rebuild with catalog changes",
 			card: rebuildCard(),
 			want: cardView{
-				Title:  "inventory-local",
-				Reason: "server execution epoch changed: new code asks for the authority you gave the old code",
-				Facts: []cardFact{
-					{"Agent", "/usr/local/bin/claude (pid 4242)"},
-					{"Agent run", "01JQ7R00000000000000RUN001"},
-					{"Server", "inventory-local"},
-					{"Epoch", epochA + " →\n" + epochB + " (new code)"},
+				Sentence: "Claude Code wants to run `inventory_adjust` on inventory-local — new code since you last approved",
+				Args: []cardArg{{Name: "delta", Value: "-3"}, {Name: "sku", Value: `"A-100"`},
+					{Name: "dryRun", Value: "false", Default: true}, {Name: "env", Value: `"staging"`, Default: true}},
+				Tools: []toolTick{{Name: "inventory_adjust", Ticked: true, Locked: true, Mark: "changed"},
+					{Name: "inventory_lookup", Ticked: true}, {Name: "inventory_purge", Mark: "new"}},
+				Credentials: "Credentials: inventory-api-staging — in this call's params._meta",
+				Disk: []diskChange{
+					{"entry file /home/dev/inventory/dist/server.js", "111111111111… → 222222222222…"},
+					{"runtime", "node v22.14.0 → node v22.15.0"},
 				},
-				Disk: []string{
-					"entry file /home/dev/inventory/dist/server.js\n  111111111111… → 222222222222…",
-					"runtime\n  node v22.14.0 → node v22.15.0",
-				},
-				CatalogHeading: "Catalog changes, revision 12 → 13",
+				CatalogHeading: "Tools changed (catalog revision 12 → 13)",
 				Changes: []cardChange{ // most severe first
 					{catalog.Authority, `inventory_adjust: argument "env" now also accepts "production"`},
-					{catalog.Authority, "inventory_purge: new tool (destructive)"},
+					{catalog.Authority, "inventory_purge: new tool (declared no annotations; MCP defaults: may be destructive, open world)"},
 					{catalog.Contract, `inventory_adjust: argument "reason" is now required`},
 					{catalog.Cosmetic, "inventory_adjust: description changed"},
 				},
-				Call:     `inventory_adjust {"sku":"A-100","delta":-3}`,
-				Defaults: []string{"dryRun omitted: will be false (default)", `env omitted: will be "staging" (default)`},
-				Tools: []toolTick{{Name: "inventory_adjust", Ticked: true, Locked: true, Mark: "changed"},
-					{Name: "inventory_lookup", Ticked: true}, {Name: "inventory_purge", Mark: "new"}},
-				Credentials: "inventory-api-staging — in this call's params._meta",
+				Legend: []legendEntry{
+					{catalog.Authority, "the tools may now do or reach more"},
+					{catalog.Contract, "what a call must send or gets back changed"},
+					{catalog.Cosmetic, "wording or looks only"},
+				},
+				Details: []cardFact{
+					{"Agent", "calls itself “claude-code” (its clientInfo, not verified)\n/usr/local/bin/claude, pid 4242"},
+					{"Agent run", "00RUN001"},
+					{"Server", "inventory-local"},
+					{"Epoch", "S2AAAAAA → S2BBBBBB (new code)"},
+					{"Catalog", "revision 12 → 13"},
+					{"Recorded reason", "server execution epoch changed: new code asks for the authority you gave the old code"},
+				},
 			},
 		},
 		{
@@ -112,44 +119,77 @@ func TestCardModel(t *testing.T) {
 			card: authz.Card{Reason: "first use of echo in this agent run", AgentRun: "run1", ServerLabel: "echo",
 				CurrentEpoch: epochA, CatalogRevision: 1, Tool: "echo", ToolScope: []string{"echo"}},
 			want: cardView{
-				Title: "echo", Reason: "first use of echo in this agent run",
-				Facts: []cardFact{{"Agent", "unknown agent"}, {"Agent run", "run1"}, {"Server", "echo"}, {"Epoch", epochA}, {"Catalog", "revision 1"}},
-				Call:  "echo {}", Tools: []toolTick{{Name: "echo", Ticked: true, Locked: true}},
+				Sentence: "An agent wants to run `echo` on echo — first use in this agent run",
+				NoArgs:   true,
+				Tools:    []toolTick{{Name: "echo", Ticked: true, Locked: true}},
+				Details: []cardFact{{"Agent", "unknown executable"}, {"Agent run", "run1"}, {"Server", "echo"}, {"Epoch", "S2AAAAAA"},
+					{"Catalog", "revision 1"}, {"Recorded reason", "first use of echo in this agent run"}},
 			},
 		},
 		{
-			name: "launch of a new identity with env credentials",
+			name: "a tool not covered, a new process of the same code, an agent known by pid",
+			card: authz.Card{AgentRun: "run1", AgentPID: 9, ServerLabel: "notes", PreviousEpoch: epochA, CurrentEpoch: epochB,
+				Tool: "notes_write", Arguments: json.RawMessage("{\"text\":\"a\u202eb\"}") /* a right-to-left override, raw */, ArgsDigest: identity.DigestPrefix + "abcdef0123456789"},
+			want: cardView{
+				Sentence: "An agent (pid 9) wants to run `notes_write` on notes — a new process (same code on disk) since you last approved",
+				Args:     []cardArg{{Name: "text", Value: `"a\u202Eb"`}},
+				Tools:    []toolTick{{Name: "notes_write", Ticked: true, Locked: true}},
+				Details: []cardFact{{"Agent", "unknown executable, pid 9"}, {"Agent run", "run1"}, {"Server", "notes"},
+					{"Epoch", "S2AAAAAA → S2BBBBBB (new process)"}, {"Arguments", "sha256 abcdef012345…"}},
+			},
+		},
+		{
+			name: "launch of a new identity with env credentials, asked every use",
 			card: authz.Card{Reason: "launch with credentials", AgentRun: "run1", AgentPID: 7, ServerLabel: "inv", PreviousEpoch: epochA,
 				Identity: identity.DigestPrefix + "abcdefabcdefabcdef", CredentialScope: []string{"tok"}, AskEveryUse: true},
 			want: cardView{
-				Title: "inv", Reason: "launch with credentials",
-				Facts: []cardFact{{"Agent", "unknown agent (pid 7)"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", epochA + " →\nnot started yet (new code)"},
-					{"Launch", "new execution identity abcdefabcdef…, with credentials"}},
-				Credentials: "tok — in the environment of this launch, asked on every use",
+				Sentence:    "An agent (pid 7) wants to start inv with tok — its credentials ask for approval at every use",
+				Credentials: "Credentials: tok — in the environment of this launch, asked on every use",
+				Details: []cardFact{{"Agent", "unknown executable, pid 7"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", "S2AAAAAA → not started yet (new code)"},
+					{"Identity", "sha256 abcdefabcdef… (execution identity to approve with credentials)"},
+					{"Recorded reason", "launch with credentials"}},
 			},
 		},
 		{
 			name: "first launch with env credentials names the code",
 			card: authz.Card{Reason: "inv asks for credentials tok at launch: approve this code before it receives them", AgentRun: "run1",
-				ServerLabel: "inv", Identity: identity.DigestPrefix + "abcdefabcdefabcdef",
+				AgentName: "my\nagent", ServerLabel: "inv", Identity: identity.DigestPrefix + "abcdefabcdefabcdef",
 				LaunchCommand: []string{"node", "dist/server.js", "--name", "my inventory"},
 				Executable:    "/usr/bin/node", ExecutableDigest: identity.DigestPrefix + "0123456789abcdef",
 				Entry: "/src/inv/dist/server.js", EntryDigest: identity.DigestPrefix + "fedcba9876543210",
+				Measured:        []string{"watched dist (sha256 ab12…)"},
 				CredentialScope: []string{"tok"}},
 			want: cardView{
-				Title: "inv", Reason: "inv asks for credentials tok at launch: approve this code before it receives them",
-				Facts: []cardFact{{"Agent", "unknown agent"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", "not started yet"},
-					{"Launch", "new execution identity abcdefabcdef…, with credentials"},
+				Sentence:    "my agent wants to start inv with tok — code you have not approved with them yet",
+				Credentials: "Credentials: tok — in the environment of this launch",
+				Details: []cardFact{{"Agent", "calls itself “my agent” (its clientInfo, not verified)\nunknown executable"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", "not started yet"},
+					{"Identity", "sha256 abcdefabcdef… (execution identity to approve with credentials)"},
 					{"Command", "node dist/server.js --name 'my inventory'"},
 					{"Executable", "/usr/bin/node\nsha256 0123456789ab…"},
-					{"Entry", "/src/inv/dist/server.js\nsha256 fedcba987654…"}},
-				Credentials: "tok — in the environment of this launch",
+					{"Entry", "/src/inv/dist/server.js\nsha256 fedcba987654…"},
+					{"Measured", "watched dist (sha256 ab12…)"},
+					{"Recorded reason", "inv asks for credentials tok at launch: approve this code before it receives them"}},
 			},
+		},
+		{
+			name: "stale call",
+			card: func() authz.Card {
+				c := rebuildCard()
+				c.Stale = true
+				return c
+			}(),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if d := cmp.Diff(tt.want, cardModel(tt.card)); d != "" {
+			got := cardModel(tt.card)
+			if tt.name == "stale call" {
+				if want := "Claude Code wants to run `inventory_adjust` on inventory-local — new code since you last approved; its call was refused"; got.Sentence != want || !got.Stale || got.StaleNote == "" {
+					t.Errorf("stale card: sentence %q (want %q), stale %v, note %q", got.Sentence, want, got.Stale, got.StaleNote)
+				}
+				return
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Errorf("cardModel (-want +got):\n%s", d)
 			}
 		})
@@ -159,12 +199,12 @@ func TestCardModel(t *testing.T) {
 func TestDiskLine(t *testing.T) {
 	tests := []struct {
 		ch   identity.Change
-		want string
+		want diskChange
 	}{
-		{identity.Change{Field: "resolvedExecutable", Path: "/usr/bin/node", Old: identity.DigestPrefix + "0123456789abcdef", New: identity.DigestPrefix + "fedcba9876543210"}, "executable /usr/bin/node\n  0123456789ab… → fedcba987654…"},
-		{identity.Change{Field: "lockfile", Path: "/p/package-lock.json", Old: "", New: identity.DigestPrefix + "fedcba9876543210"}, "lockfile /p/package-lock.json\n  none → fedcba987654…"},
-		{identity.Change{Field: "extra:/p/node_modules", Path: "/p/node_modules", Old: identity.DigestPrefix + "aa", New: identity.DigestPrefix + "bb"}, "watched path /p/node_modules\n  aa → bb"},
-		{identity.Change{Field: "wrappers", Path: "/p/run.sh", Old: "/old/run.sh", New: "/p/run.sh"}, "wrapper /p/run.sh\n  /old/run.sh → /p/run.sh"},
+		{identity.Change{Field: "resolvedExecutable", Path: "/usr/bin/node", Old: identity.DigestPrefix + "0123456789abcdef", New: identity.DigestPrefix + "fedcba9876543210"}, diskChange{"executable /usr/bin/node", "0123456789ab… → fedcba987654…"}},
+		{identity.Change{Field: "lockfile", Path: "/p/package-lock.json", Old: "", New: identity.DigestPrefix + "fedcba9876543210"}, diskChange{"lockfile /p/package-lock.json", "none → fedcba987654…"}},
+		{identity.Change{Field: "extra:/p/node_modules", Path: "/p/node_modules", Old: identity.DigestPrefix + "aa", New: identity.DigestPrefix + "bb"}, diskChange{"watched path /p/node_modules", "aa → bb"}},
+		{identity.Change{Field: "wrappers", Path: "/p/run.sh", Old: "/old/run.sh", New: "/p/run.sh"}, diskChange{"wrapper /p/run.sh", "/old/run.sh → /p/run.sh"}},
 	}
 	for _, tt := range tests {
 		if got := diskLine(tt.ch); got != tt.want {
@@ -179,11 +219,11 @@ func TestCountdownText(t *testing.T) {
 		left time.Duration
 		want string
 	}{
-		{120 * time.Second, "Answer within 2:00, or it is denied. Escape or closing the window denies it too."},
-		{61*time.Second + 200*time.Millisecond, "Answer within 1:02, or it is denied. Escape or closing the window denies it too."},
-		{500 * time.Millisecond, "Answer within 0:01, or it is denied. Escape or closing the window denies it too."},
-		{0, "Time is up: the request is being denied (approval_timeout)."},
-		{-time.Second, "Time is up: the request is being denied (approval_timeout)."},
+		{120 * time.Second, "Denied in 2:00 · Esc denies"},
+		{61*time.Second + 200*time.Millisecond, "Denied in 1:02 · Esc denies"},
+		{500 * time.Millisecond, "Denied in 0:01 · Esc denies"},
+		{0, "Time is up: denying"},
+		{-time.Second, "Time is up: denying"},
 	}
 	for _, tt := range tests {
 		if got := countdownText(now, now.Add(tt.left)); got != tt.want {

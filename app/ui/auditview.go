@@ -60,6 +60,8 @@ func ShowAuditViewer(a fyne.App, d AuditDeps) fyne.Window {
 	}
 	v := newAuditView(a, d, uiOptions{})
 	v.win.Show()
+	fitWindow(v.win, auditSize) // the canvas knows its scale once shown
+	v.win.CenterOnScreen()
 	return v.win
 }
 
@@ -247,12 +249,15 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 		widget.NewLabel("Agent run"), container.NewGridWrap(fyne.NewSize(290, v.run.MinSize().Height), v.run),
 	)
 	top := container.NewVBox(
-		container.NewBorder(nil, nil, filters, container.NewHBox(v.refreshBtn, v.verifyBtn)),
+		// The filters scroll sideways on a narrow screen (1280×800 at
+		// scale 2): Refresh and Verify stay in view.
+		container.NewBorder(nil, nil, nil, container.NewHBox(v.refreshBtn, v.verifyBtn), container.NewHScroll(filters)),
 		v.verifyMsg, v.info)
 	bottom := container.NewVBox(widget.NewSeparator(), v.detail)
 	v.win.SetContent(container.NewPadded(container.NewBorder(top, bottom, nil, nil, v.tabs)))
-	v.win.Resize(auditSize)
+	fitWindow(v.win, auditSize)
 	v.win.CenterOnScreen()
+	closeOnKeys(v.win, nil, nil)
 	v.refresh()
 	registerSingleton(a, "audit", v.win, v.refresh)
 	return v

@@ -172,7 +172,7 @@ func BenchmarkApprovalWindowShown(b *testing.B) {
 				id := bt.auth.Raise(card)
 				ev := bt.wait(b, id)
 				b.StopTimer()
-				if want := "Approve " + card.ServerLabel + "?"; ev.heading != want {
+				if want := sentence(card); ev.heading != want {
 					b.Fatalf("the window shows the heading %q, want %q", ev.heading, want)
 				}
 				shown = append(shown, ev.shown.Sub(start))

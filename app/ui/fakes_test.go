@@ -97,29 +97,44 @@ func (f *fakeDaemon) set(rep daemon.StatusReport) {
 	}
 }
 
-// fakeNotifier records notifications with their click handlers.
+// fakeNotifier records notifications with their click handlers, and the
+// keys withdrawn.
 type fakeNotifier struct {
-	mu    sync.Mutex
-	sent  []sentNotification // guarded by mu
-	added chan struct{}
+	mu        sync.Mutex
+	sent      []sentNotification // guarded by mu
+	withdrawn []string           // guarded by mu
+	added     chan struct{}
 }
 
 type sentNotification struct {
-	Title, Body string
-	click       func()
+	Key, Title, Body string
+	click            func()
 }
 
 var _ Notifier = (*fakeNotifier)(nil)
 
-func (f *fakeNotifier) Notify(title, body string, onClick func()) error {
+func (f *fakeNotifier) Notify(key, title, body string, onClick func()) error {
 	f.mu.Lock()
-	f.sent = append(f.sent, sentNotification{title, body, onClick})
+	f.sent = append(f.sent, sentNotification{key, title, body, onClick})
 	f.mu.Unlock()
 	select {
 	case f.added <- struct{}{}:
 	default:
 	}
 	return nil
+}
+
+func (f *fakeNotifier) Withdraw(key string) error {
+	f.mu.Lock()
+	f.withdrawn = append(f.withdrawn, key)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeNotifier) withdrawals() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.withdrawn)
 }
 
 func (f *fakeNotifier) all() []sentNotification {

@@ -83,7 +83,35 @@ func ShowPreferences(a fyne.App, d PrefsDeps) fyne.Window {
 	}
 	p := newPrefs(a, d, uiOptions{})
 	p.win.Show()
+	fitWindow(p.win, prefsSize) // the canvas knows its scale once shown
+	p.win.CenterOnScreen()
 	return p.win
+}
+
+// ShowPreferencesAt shows Preferences (as ShowPreferences) on the page of
+// server label: the tray's server rows open it. Unsaved edits of another
+// server are asked about first.
+func ShowPreferencesAt(a fyne.App, d PrefsDeps, label string) fyne.Window {
+	w := ShowPreferences(a, d)
+	singletonsMu.Lock()
+	p := singletons[singletonKey{a, "prefs"}].prefs
+	singletonsMu.Unlock()
+	if p != nil {
+		p.showServer(label)
+	}
+	return w
+}
+
+// showServer selects the Servers tab and server label in it.
+func (p *prefs) showServer(label string) {
+	p.tabs.SelectIndex(0)
+	if _, ok := p.config().Servers[label]; !ok {
+		return
+	}
+	if p.servers.editing && p.servers.orig == label && !p.servers.isNew {
+		return
+	}
+	p.servers.leave(func() { p.servers.edit(label) })
 }
 
 // uiOptions are test hooks of the windows.
@@ -143,6 +171,7 @@ type singletonKey struct {
 type singleton struct {
 	win    fyne.Window
 	reload func()
+	prefs  *prefs // the Preferences of a "prefs" window
 }
 
 // reopenSingleton reloads and shows the open window of kind, or returns nil.
@@ -163,7 +192,7 @@ func reopenSingleton(a fyne.App, kind string) fyne.Window {
 func registerSingleton(a fyne.App, kind string, w fyne.Window, reload func()) {
 	key := singletonKey{a, kind}
 	singletonsMu.Lock()
-	singletons[key] = singleton{w, reload}
+	singletons[key] = singleton{win: w, reload: reload}
 	singletonsMu.Unlock()
 	w.SetOnClosed(func() {
 		singletonsMu.Lock()
@@ -209,15 +238,19 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	room := canvas.NewRectangle(color.Transparent)
 	room.SetMinSize(fyne.NewSize(0, widget.NewLabel("1\n2").MinSize().Height))
 	p.win.SetContent(container.NewBorder(p.banner, container.NewPadded(container.NewStack(room, p.status)), nil, nil, p.tabs))
-	p.win.Resize(prefsSize)
+	fitWindow(p.win, prefsSize)
 	p.win.CenterOnScreen()
-	p.win.Canvas().SetOnTypedKey(func(ev *fyne.KeyEvent) {
-		if ev.Name == fyne.KeyEscape {
-			p.escape()
-		}
-	})
+	// Escape and Ctrl/Cmd+W close the window, asking first about unsaved
+	// edits of a server.
+	closeOnKeys(p.win, p.escape, func() { p.servers.leave(p.win.Close) })
 	p.reload()
 	registerSingleton(a, "prefs", p.win, p.reload)
+	singletonsMu.Lock()
+	if sg, ok := singletons[singletonKey{a, "prefs"}]; ok {
+		sg.prefs = p
+		singletons[singletonKey{a, "prefs"}] = sg
+	}
+	singletonsMu.Unlock()
 	return p
 }
 
@@ -233,12 +266,15 @@ func (p *prefs) ask(d dialog.Dialog) {
 	d.Show()
 }
 
-// escape dismisses the question shown last, if any (the Escape key; a
-// dialog's buttons take no keys unless tabbed to).
-func (p *prefs) escape() {
+// escape dismisses the question shown last, if any, and reports whether
+// there was one (the Escape key; a dialog's buttons take no keys unless
+// tabbed to). Without one, Escape closes the window.
+func (p *prefs) escape() bool {
 	if n := len(p.dialogs); n > 0 {
 		p.dialogs[n-1].Dismiss()
+		return true
 	}
+	return false
 }
 
 // reload reads the configuration file and refreshes every tab.

@@ -135,7 +135,9 @@ func newCredsTab(p *prefs) *credsTab {
 func (t *credsTab) showEditor(on bool) {
 	t.editing = on
 	if on {
-		t.editorPanel.Objects = []fyne.CanvasObject{container.NewVScroll(container.NewPadded(t.editor))}
+		// Both ways: on a narrow screen (1280×800 at scale 2) the form
+		// scrolls sideways instead of widening the window past it.
+		t.editorPanel.Objects = []fyne.CanvasObject{container.NewScroll(container.NewPadded(t.editor))}
 	} else {
 		t.editorPanel.Objects = []fyne.CanvasObject{t.placeholder}
 	}

@@ -226,7 +226,9 @@ func newServersTab(p *prefs) *serversTab {
 func (t *serversTab) showEditor(on bool) {
 	t.editing = on
 	if on {
-		t.editorPanel.Objects = []fyne.CanvasObject{container.NewVScroll(container.NewPadded(t.editor))}
+		// Both ways: on a narrow screen (1280×800 at scale 2) the form
+		// scrolls sideways instead of widening the window past it.
+		t.editorPanel.Objects = []fyne.CanvasObject{container.NewScroll(container.NewPadded(t.editor))}
 		t.saveBtn.Enable()
 		t.revertBtn.Enable()
 	} else {

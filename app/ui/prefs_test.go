@@ -1116,9 +1116,13 @@ func TestPrefsUnsavedEditsAsk(t *testing.T) {
 	if s.orig != "inv" || s.command.Text != "/usr/bin/node2" {
 		t.Errorf("after Keep editing: editing %q with command %q; want inv with the edit", s.orig, s.command.Text)
 	}
-	pressKey(f.window, fyne.KeyEscape) // no question: nothing happens
-	if s.orig != "inv" || s.command.Text != "/usr/bin/node2" {
-		t.Errorf("Escape without a question changed the editor: editing %q with command %q", s.orig, s.command.Text)
+	pressKey(f.window, fyne.KeyEscape) // no question: Escape would close the window, so it asks about the edits first
+	if f.window.Canvas().Overlays().Top() == nil {
+		t.Fatal("Escape with unsaved edits closes without asking")
+	}
+	pressKey(f.window, fyne.KeyEscape) // and the question's Escape keeps editing
+	if f.window.Canvas().Overlays().Top() != nil || s.orig != "inv" || s.command.Text != "/usr/bin/node2" {
+		t.Errorf("Escape over the closing question: dialog %v, editing %q with command %q", f.window.Canvas().Overlays().Top() != nil, s.orig, s.command.Text)
 	}
 	tapButton(t, f.window.Canvas(), "Add")
 	tapButton(t, f.window.Canvas(), "Discard")
@@ -1150,5 +1154,22 @@ func TestPrefsTabsFollowSaves(t *testing.T) {
 	tapButton(t, f.window.Canvas(), "Save")
 	if !strings.Contains(c.usedBy.Text, "inv") {
 		t.Errorf("Used by of newscope reads %q after inv ticked it", c.usedBy.Text)
+	}
+}
+
+// TestShowPreferencesAt: the tray's server rows open Preferences on that
+// server's page, in the open window too.
+func TestShowPreferencesAt(t *testing.T) {
+	cfg := strings.Replace(prefsConfig, `"mcpServers": {`, `"mcpServers": {"aaa": {"command": "node"},`, 1)
+	f := newPrefsFixture(t, cfg)
+	a := fyne.CurrentApp()
+	f.p.servers.edit("aaa")
+	f.p.tabs.SelectIndex(2)
+	if f.p.servers.orig != "aaa" {
+		t.Fatalf("the fixture edits %q, want aaa", f.p.servers.orig)
+	}
+	ShowPreferencesAt(a, f.p.deps, "inv")
+	if f.p.tabs.SelectedIndex() != 0 || f.p.servers.orig != "inv" || !f.p.servers.editing {
+		t.Errorf("after ShowPreferencesAt(inv): tab %d, editing %v %q; want Servers, inv", f.p.tabs.SelectedIndex(), f.p.servers.editing, f.p.servers.orig)
 	}
 }

@@ -36,12 +36,16 @@ func severityLabel(s catalog.Severity) string {
 	return "CHANGE   "
 }
 
-// trayResources are the menu-bar icons of the three tray states, made once.
+// trayResources are the menu-bar icons of the three tray states, made once
+// (trayImages: template images on macOS, colour ones elsewhere).
 var trayResources = map[TrayState]fyne.Resource{
-	TrayReady:    trayIcon("portcullis-tray-ready.png", assets.TrayReady),
-	TrayApproval: trayIcon("portcullis-tray-approval.png", assets.TrayApproval),
-	TrayFailed:   trayIcon("portcullis-tray-failed.png", assets.TrayFailed),
+	TrayReady:    trayIcon("portcullis-tray-ready.png", trayImages[TrayReady]),
+	TrayApproval: trayIcon("portcullis-tray-approval.png", trayImages[TrayApproval]),
+	TrayFailed:   trayIcon("portcullis-tray-failed.png", trayImages[TrayFailed]),
 }
+
+// checkOffIcon is the icon of a menu entry that is off.
+var checkOffIcon = fyne.NewStaticResource("portcullis-check-off.png", assets.CheckOff)
 
 // appIcon is the colour application icon (windows, notifications).
 var appIcon = fyne.NewStaticResource("portcullis.png", assets.Icon)

@@ -11,11 +11,18 @@ package ui
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
@@ -68,6 +75,13 @@ type Options struct {
 	// Audit returns what the audit viewer needs, called each time it opens.
 	// Nil: the menu entry is disabled.
 	Audit func() AuditDeps
+	// SetupKeys sets up the audit log's sealing keys on first start (the
+	// log holds none) and returns the verification key, which the tray
+	// shows once, with its QR code, in the verification key window. It
+	// returns "" and no error when the log is sealed already, and an error
+	// wrapping ErrKeysNotYet when the log is not open yet (the tray tries
+	// again a second later). Nil: no keys are set up by the app.
+	SetupKeys func() (key string, err error)
 	// Quit stops the daemon (cancels its context): the daemon ends every
 	// agent run, so connected agents' shims get EOF; the caller quits Fyne
 	// once the daemon returned.
@@ -96,9 +110,15 @@ type Tray struct {
 	state   TrayState   // the icon last shown
 	iconSet bool        // an icon was given to the desktop tray
 
+	recent  []decided   // the requests resolved lately, newest first (at most maxRecent)
+	quit    fyne.Window // the quit confirmation, nil when closed
+	outcome fyne.Window // the window saying what became of a request, nil when closed
+
 	refreshed func() // test hook: after each refresh, on the Fyne goroutine
 
 	auditErr string // Run's goroutine only: the audit error last seen
+	keysDone bool   // Run's goroutine only: the sealing keys need no setting up (any more)
+	keys     *KeyWindow
 }
 
 // NewTray builds the tray of app. On a desktop driver it sets an initial
@@ -153,6 +173,7 @@ func (t *Tray) Run(ctx context.Context) {
 		if rep.Audit.Error != "" && t.auditErr == "" {
 			t.notifyAudit(rep.Audit.Error)
 		}
+		t.setupKeys(rep.Audit)
 		t.auditErr = rep.Audit.Error
 		fyne.Do(func() {
 			t.Approval.sync(pending)
@@ -177,11 +198,17 @@ func (t *Tray) Run(ctx context.Context) {
 				return
 			}
 			var raised []authz.Request
-			if ev.Kind == authz.EventRaised {
+			switch ev.Kind {
+			case authz.EventRaised:
 				raised = append(raised, ev.Request)
+			case authz.EventResolved:
+				t.resolved(ev)
 			}
 			refresh(raised)
 		case <-tick.C:
+			if !t.keysDone {
+				t.setupKeys(t.opts.Daemon.Status().Audit)
+			}
 			if !headless {
 				// Under the headless driver fyne.Do runs here, on this
 				// goroutine, concurrently with the test driving the
@@ -193,13 +220,84 @@ func (t *Tray) Run(ctx context.Context) {
 	}
 }
 
+// ErrKeysNotYet is wrapped by the error of Options.SetupKeys when the audit
+// log is not open yet.
+var ErrKeysNotYet = errors.New("the audit log is not open yet")
+
+// setupKeys sets up the audit log's sealing keys on first start and shows
+// the verification key (Run's goroutine).
+func (t *Tray) setupKeys(st daemon.AuditStatus) {
+	if t.keysDone || t.opts.SetupKeys == nil {
+		return
+	}
+	if st.Sealed {
+		t.keysDone = true
+		return
+	}
+	if st.Error != "" {
+		return // the log cannot be written: try when it can
+	}
+	key, err := t.opts.SetupKeys()
+	switch {
+	case errors.Is(err, ErrKeysNotYet):
+		return
+	case err != nil:
+		t.keysDone = true
+		t.log.Warn("setting up the audit log's sealing keys", "err", err)
+		return
+	}
+	t.keysDone = true
+	if key == "" {
+		return
+	}
+	fyne.Do(func() {
+		k, err := showKeyWindow(t.app, key)
+		if err != nil {
+			t.log.Error("showing the verification key", "err", err)
+			return
+		}
+		t.keys = k
+	})
+}
+
+// Keys returns the verification key window, nil before it was shown.
+// Fyne goroutine only.
+func (t *Tray) Keys() *KeyWindow { return t.keys }
+
+// maxRecent is how many resolved requests the menu lists.
+const maxRecent = 5
+
+// resolved withdraws the notification of a request decided, withdrawn or
+// timed out, remembers what became of it for the menu, and announces a
+// missed one (Run's goroutine).
+func (t *Tray) resolved(ev authz.Event) {
+	d := decidedOf(ev, t.opts.Clock())
+	if err := t.opts.Notifier.Withdraw(d.ID); err != nil {
+		t.log.Warn("approval notification not withdrawn", "request", d.ID, "err", err)
+	}
+	if d.Missed {
+		title, body := missedText(d)
+		if err := t.opts.Notifier.Notify(missedKey(d.ID), title, body, func() {
+			fyne.Do(func() { t.showOutcome(d) })
+		}); err != nil {
+			t.log.Warn("missed-approval notification not shown", "request", d.ID, "err", err)
+		}
+	}
+	fyne.Do(func() {
+		t.recent = slices.Insert(t.recent, 0, d)
+		if len(t.recent) > maxRecent {
+			t.recent = t.recent[:maxRecent]
+		}
+	})
+}
+
 // notify announces a raised request; clicking the notification brings the
-// approval window forward on that request.
+// approval window forward on that request, or says what became of it.
 func (t *Tray) notify(r authz.Request) {
 	title, body := notificationText(r)
 	id := r.ID
-	err := t.opts.Notifier.Notify(title, body, func() {
-		fyne.Do(func() { t.Approval.ShowRequest(id) })
+	err := t.opts.Notifier.Notify(id, title, body, func() {
+		fyne.Do(func() { t.openRequest(id) })
 	})
 	if err != nil {
 		t.log.Warn("approval notification not shown", "request", id, "err", err)
@@ -210,7 +308,7 @@ func (t *Tray) notify(r authz.Request) {
 // be written and tool calls are refused meanwhile; clicking opens the audit
 // viewer.
 func (t *Tray) notifyAudit(why string) {
-	err := t.opts.Notifier.Notify("Portcullis: audit log cannot be written",
+	err := t.opts.Notifier.Notify("audit", "Portcullis: audit log cannot be written",
 		"Every tool call is refused until it can: "+why, func() {
 			if t.opts.Audit != nil {
 				fyne.Do(func() { ShowAuditViewer(t.app, t.opts.Audit()) })
@@ -220,6 +318,111 @@ func (t *Tray) notifyAudit(why string) {
 		t.log.Warn("audit failure notification not shown", "err", err)
 	}
 }
+
+// openRequest shows request id in the approval window while it is
+// pending, else what became of it (Fyne goroutine).
+func (t *Tray) openRequest(id string) {
+	if slices.ContainsFunc(t.opts.Approvals.Pending(), func(r authz.Request) bool { return r.ID == id }) {
+		t.Approval.ShowRequest(id)
+		return
+	}
+	for _, d := range t.recent {
+		if d.ID == id {
+			t.showOutcome(d)
+			return
+		}
+	}
+	t.showOutcome(decided{ID: id})
+}
+
+// showOutcome opens a small window saying what became of request d (Fyne
+// goroutine). Escape, Ctrl/Cmd+W and its button close it.
+func (t *Tray) showOutcome(d decided) {
+	text := d.outcomeText()
+	if d.Outcome == "" {
+		text = "This approval request is no longer pending, and Portcullis no longer remembers how it ended " +
+			"(the menu keeps the last few). The audit log has it: Audit log… in the menu."
+	}
+	if t.outcome != nil {
+		t.outcome.Close()
+	}
+	w := t.app.NewWindow("Portcullis — approval request")
+	w.SetIcon(appIcon)
+	l := widget.NewLabel(text)
+	l.Wrapping = fyne.TextWrapWord
+	closeBtn := widget.NewButton("Close", w.Close)
+	w.SetContent(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), closeBtn), nil, nil, l))
+	w.Resize(fyne.NewSize(420, 0))
+	closeOnKeys(w, nil, nil)
+	w.SetOnClosed(func() {
+		if t.outcome == w {
+			t.outcome = nil
+		}
+	})
+	t.outcome = w
+	activateApp()
+	w.Show()
+}
+
+// Outcome returns the window saying what became of a request, nil when
+// none is open. Fyne goroutine only.
+func (t *Tray) Outcome() fyne.Window { return t.outcome }
+
+// Buttons of the quit confirmation.
+const (
+	quitKeepText = "Keep running"
+	quitEndText  = "Quit and end them"
+)
+
+// quitText says what quitting does to n connected agent runs.
+func quitText(n int) string {
+	if n == 1 {
+		return "1 agent run is connected. Quitting ends it: its server stops, and the agent's calls fail " +
+			"(server_unavailable) until Portcullis runs again and the agent reconnects."
+	}
+	return fmt.Sprintf("%d agent runs are connected. Quitting ends all %d: their servers stop, and the agents' calls fail "+
+		"(server_unavailable) until Portcullis runs again and the agents reconnect.", n, n)
+}
+
+// confirmQuit quits at once when no agent is connected, else asks first,
+// saying how many runs will end (Fyne goroutine). Escape, Ctrl/Cmd+W and
+// "Keep running" keep Portcullis running.
+func (t *Tray) confirmQuit() {
+	n := len(t.opts.Daemon.Status().Runs)
+	if n == 0 {
+		t.opts.Quit()
+		return
+	}
+	if t.quit != nil {
+		t.quit.Close()
+	}
+	w := t.app.NewWindow("Quit Portcullis?")
+	w.SetIcon(appIcon)
+	l := widget.NewLabel(quitText(n))
+	l.Wrapping = fyne.TextWrapWord
+	keep := widget.NewButtonWithIcon(quitKeepText, theme.ConfirmIcon(), w.Close)
+	end := widget.NewButtonWithIcon(quitEndText, theme.LogoutIcon(), func() {
+		w.Close()
+		t.opts.Quit()
+	})
+	end.Importance = widget.DangerImportance
+	w.SetContent(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), keep, end), nil, nil, l))
+	w.Resize(fyne.NewSize(440, 0))
+	closeOnKeys(w, nil, nil)
+	w.SetOnClosed(func() {
+		if t.quit == w {
+			t.quit = nil
+		}
+	})
+	t.quit = w
+	activateApp()
+	w.Show()
+	w.CenterOnScreen()
+}
+
+// QuitConfirmation returns the quit confirmation window, nil when none is
+// open. Fyne goroutine only.
+func (t *Tray) QuitConfirmation() fyne.Window { return t.quit }
 
 // login reads the launch-at-login state.
 func (t *Tray) login() loginState {
@@ -236,7 +439,7 @@ func (t *Tray) login() loginState {
 
 // show rebuilds the menu and sets the icon (Fyne goroutine).
 func (t *Tray) show(rep daemon.StatusReport, pending []authz.Request, login loginState) {
-	t.entries = menuModel(rep, pending, login)
+	t.entries = menuModel(rep, pending, login, t.recent)
 	t.menu = fyne.NewMenu("Portcullis", t.buildMenu(t.entries)...)
 	state := trayStateOf(rep, len(pending))
 	if t.desk == nil {
@@ -269,6 +472,9 @@ func (t *Tray) buildMenu(entries []menuEntry) []*fyne.MenuItem {
 		it := fyne.NewMenuItem(e.Label, t.action(e))
 		it.Disabled, it.Checked = e.Disabled || it.Action == nil && e.Kind != entryInfo, e.Checked
 		it.IsQuit = e.Kind == entryQuit
+		if e.Icon {
+			it.Icon = checkOffIcon
+		}
 		items = append(items, it)
 	}
 	return items
@@ -300,8 +506,21 @@ func (t *Tray) action(e menuEntry) func() {
 	case entryLogin:
 		want := !e.Checked
 		return func() { t.setLogin(want) }
+	case entryServer:
+		if t.opts.Preferences == nil {
+			return nil
+		}
+		label := e.Server
+		return func() { ShowPreferencesAt(t.app, t.opts.Preferences(), label) }
+	case entryRecent:
+		for _, d := range t.recent {
+			if d.ID == e.Request {
+				return func() { t.showOutcome(d) }
+			}
+		}
+		return nil
 	case entryQuit:
-		return t.opts.Quit
+		return t.confirmQuit
 	}
 	return nil
 }

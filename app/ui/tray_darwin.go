@@ -6,7 +6,17 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/theme"
 	"github.com/ebitengine/purego/objc"
+
+	"github.com/portcullis/portcullis/assets"
 )
+
+// trayImages are the template images of the tray states: the menu bar
+// tints them for its light and dark appearance.
+var trayImages = map[TrayState][]byte{
+	TrayReady:    assets.TrayReady,
+	TrayApproval: assets.TrayApproval,
+	TrayFailed:   assets.TrayFailed,
+}
 
 // nsApplicationActivationPolicyAccessory is NSApplicationActivationPolicy
 // value 1 (AppKit, NSRunningApplication.h): no Dock icon, no menu bar of

@@ -2,7 +2,19 @@
 
 package ui
 
-import "fyne.io/fyne/v2"
+import (
+	"fyne.io/fyne/v2"
+
+	"github.com/portcullis/portcullis/assets"
+)
+
+// trayImages are the colour tray icons (44 px: trays scale them down): Linux
+// panels do not tint template images, and may be dark or light.
+var trayImages = map[TrayState][]byte{
+	TrayReady:    assets.PanelReady2x,
+	TrayApproval: assets.PanelApproval2x,
+	TrayFailed:   assets.PanelFailed2x,
+}
 
 // setAccessoryPolicy does nothing outside macOS: other desktops have no
 // Dock icon to hide.

@@ -8,6 +8,7 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/portcullis/portcullis/core/authz"
@@ -105,7 +106,7 @@ func TestTrayFollowsEvents(t *testing.T) {
 		t.Errorf("state %v, window visible %v; want approval, true", tr.State(), tr.Approval.Visible())
 	}
 	sent := notes.all()
-	if len(sent) != 1 || sent[0].Title != "Portcullis: approval needed for inventory-local" || sent[0].click == nil {
+	if len(sent) != 1 || sent[0].Title != "Portcullis: approval needed" || sent[0].click == nil {
 		t.Fatalf("notifications %+v", sent)
 	}
 	tr.Approval.hide()
@@ -118,11 +119,46 @@ func TestTrayFollowsEvents(t *testing.T) {
 	if d.restarts[0] != "inventory" {
 		t.Errorf("restarts %q", d.restarts)
 	}
+	// An agent is connected: Quit asks first, saying how many runs end;
+	// Escape keeps running; "Quit and end them" quits.
 	item(t, tr.Menu(), "Quit").Action()
+	qw := tr.QuitConfirmation()
+	if qw == nil {
+		t.Fatal("Quit with an agent connected asked nothing")
+	}
+	var said string
+	for _, o := range test.LaidOutObjects(qw.Content()) {
+		if l, ok := o.(*widget.Label); ok {
+			said = l.Text
+		}
+	}
+	if !strings.HasPrefix(said, "1 agent run is connected. Quitting ends it") {
+		t.Errorf("the quit confirmation says %q", said)
+	}
+	qw.Canvas().OnTypedKey()(&fyne.KeyEvent{Name: fyne.KeyEscape})
+	select {
+	case <-quit:
+		t.Fatal("Escape over the quit confirmation quit")
+	default:
+	}
+	if tr.QuitConfirmation() != nil {
+		t.Error("Escape did not close the quit confirmation")
+	}
+	item(t, tr.Menu(), "Quit").Action()
+	tapButton(t, tr.QuitConfirmation().Canvas(), quitEndText)
 	select {
 	case <-quit:
 	default:
-		t.Error("Quit did not call Options.Quit")
+		t.Error("Quit and end them did not call Options.Quit")
+	}
+	d.mu.Lock()
+	d.rep.Runs = nil
+	d.mu.Unlock()
+	item(t, tr.Menu(), "Quit").Action() // nobody connected: at once
+	select {
+	case <-quit:
+	default:
+		t.Error("Quit with no agent connected did not quit at once")
 	}
 	if !item(t, tr.Menu(), "Quit").IsQuit {
 		t.Error("the Quit item is not marked IsQuit: Fyne would add a second one")

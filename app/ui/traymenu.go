@@ -63,6 +63,8 @@ const (
 	entryPrefs                      // opens Preferences
 	entryAudit                      // opens the audit viewer
 	entryLogin                      // toggles launch at login
+	entryRecent                     // a recent decision: says what became of Request
+	entryServer                     // a configured server: opens its page in Preferences
 	entryQuit                       // stops every server and quits
 )
 
@@ -71,7 +73,9 @@ const (
 type menuEntry struct {
 	Kind     entryKind
 	Label    string
-	Server   string // entryRestart: the server label
+	Server   string // entryRestart, entryServer: the server label
+	Icon     bool   // entryLogin: draw an empty check box (the entry is off)
+	Request  string // entryRecent: the request
 	Disabled bool
 	Checked  bool
 }
@@ -83,11 +87,12 @@ type loginState struct {
 }
 
 // menuModel lays out the tray menu for a status report, the pending
-// approval requests and the launch-at-login state: one line per agent run
-// (label, state, short epoch, catalog revision), the approvals entry, one
-// Restart entry per server label with a live run, Preferences, Audit log,
+// approval requests, the launch-at-login state and the requests resolved
+// lately (newest first): one line per agent run (label, state, short epoch,
+// catalog revision), the approvals entry, one Restart entry per server
+// label with a live run, the recent decisions, Preferences, Audit log,
 // Launch at login, Quit.
-func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginState) []menuEntry {
+func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginState, recent []decided) []menuEntry {
 	waiting := map[string]bool{} // agent run → an approval request waits
 	for _, r := range pending {
 		waiting[r.Card.AgentRun] = true
@@ -106,29 +111,41 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 	if rep.Audit.Tampered != "" {
 		out = append(out, menuEntry{Kind: entryInfo, Label: "Audit log tampered with: no approvals until `portcullis audit acknowledge`", Disabled: true})
 	}
-	if len(rep.Runs) == 0 {
-		label := "No agent connected"
-		if len(rep.Servers) == 0 {
-			label = "No servers configured"
-		}
-		out = append(out, menuEntry{Kind: entryInfo, Label: label, Disabled: true})
+	var labels []string // configured servers, then labels only runs know (the configuration is invalid)
+	for _, sv := range rep.Servers {
+		labels = append(labels, sv.Label)
 	}
-	var labels []string
 	for _, r := range rep.Runs {
-		out = append(out, menuEntry{Kind: entryInfo, Label: runLine(r, waiting[r.Run], countLabel(rep.Runs, r.Label) > 1), Disabled: true})
 		if !slices.Contains(labels, r.Label) {
 			labels = append(labels, r.Label)
 		}
 	}
-	out = append(out, sep, menuEntry{Kind: entryApprovals, Label: approvalsLine(len(pending)), Disabled: len(pending) == 0})
 	slices.Sort(labels)
+	if len(labels) == 0 {
+		out = append(out, menuEntry{Kind: entryInfo, Label: "No servers configured", Disabled: true})
+	}
+	var live []string
+	for _, l := range labels {
+		out = append(out, menuEntry{Kind: entryServer, Label: serverLine(l, rep, waiting), Server: l})
+		if slices.ContainsFunc(rep.Runs, func(r gateway.Status) bool { return r.Label == l }) {
+			live = append(live, l)
+		}
+	}
+	labels = live
+	out = append(out, sep, menuEntry{Kind: entryApprovals, Label: approvalsLine(len(pending)), Disabled: len(pending) == 0})
 	for _, l := range labels {
 		out = append(out, menuEntry{Kind: entryRestart, Label: "Restart " + l, Server: l})
+	}
+	if len(recent) > 0 {
+		out = append(out, sep, menuEntry{Kind: entryInfo, Label: "Recent decisions", Disabled: true})
+		for _, d := range recent {
+			out = append(out, menuEntry{Kind: entryRecent, Label: d.menuLine(), Request: d.ID})
+		}
 	}
 	out = append(out, sep,
 		menuEntry{Kind: entryPrefs, Label: "Preferences…"},
 		menuEntry{Kind: entryAudit, Label: "Audit log…"},
-		menuEntry{Kind: entryLogin, Label: loginLabel(login), Checked: login.Enabled, Disabled: !login.Available},
+		menuEntry{Kind: entryLogin, Label: "Launch at login", Checked: login.Enabled, Icon: login.Available && !login.Enabled, Disabled: !login.Available},
 		sep,
 		menuEntry{Kind: entryQuit, Label: "Quit Portcullis"},
 	)
@@ -205,11 +222,73 @@ func approvalsLine(n int) string {
 	return fmt.Sprintf("Approvals (%d)…", n)
 }
 
-// loginLabel is the launch-at-login entry: a check mark shows it on, and the
-// label says off, since system trays draw no box for an unchecked item.
-func loginLabel(l loginState) string {
-	if l.Available && !l.Enabled {
-		return "Launch at login (off)"
+// serverLine is the menu line of a configured server: idle (no agent run),
+// running with its runs (one run: its state, short epoch and catalog
+// revision), waiting for approval, or failed with the reason (a live run's,
+// or that of the last run that ended):
+//
+//	notes — idle
+//	notes — ready · epoch 7GZP1S2X · catalog r13
+//	notes — running, 3 runs
+//	notes — failed: exited with status 1
+func serverLine(label string, rep daemon.StatusReport, waiting map[string]bool) string {
+	var runs []gateway.Status
+	for _, r := range rep.Runs {
+		if r.Label == label {
+			runs = append(runs, r)
+		}
 	}
-	return "Launch at login"
+	for _, r := range runs {
+		if r.State == gateway.StateFailed || r.State == gateway.StateCrashLooping {
+			return label + " — " + failedText(r)
+		}
+	}
+	for _, r := range runs {
+		if waiting[r.Run] && len(runs) == 1 {
+			return runLine(r, true, false)
+		}
+		if waiting[r.Run] {
+			return label + " — waiting for approval" + runsText(len(runs))
+		}
+	}
+	switch len(runs) {
+	case 0:
+		for _, r := range slices.Backward(rep.Ended) {
+			if r.Label == label {
+				if r.State == gateway.StateFailed || r.State == gateway.StateCrashLooping {
+					return label + " — " + failedText(r)
+				}
+				break
+			}
+		}
+		return label + " — idle"
+	case 1:
+		return runLine(runs[0], false, false)
+	}
+	return fmt.Sprintf("%s — running, %d runs", label, len(runs))
+}
+
+// runsText is ", N runs" for more than one run.
+func runsText(n int) string {
+	if n > 1 {
+		return fmt.Sprintf(", %d runs", n)
+	}
+	return ""
+}
+
+// failedText is "failed: reason" (crash-looping likewise), the reason cut
+// to fit a menu line.
+func failedText(r gateway.Status) string {
+	t := stateText(r.State, false)
+	why := displayText(r.Reason)
+	if why == "" && r.Exit != nil {
+		why = r.Exit.String()
+	}
+	if why == "" {
+		return t
+	}
+	if rs := []rune(why); len(rs) > 70 {
+		why = string(rs[:69]) + "…"
+	}
+	return t + ": " + why
 }

@@ -82,11 +82,17 @@ func TestMenuModel(t *testing.T) {
 		}
 	}
 	loginOff := menuEntry{Kind: entryLogin, Label: "Launch at login", Disabled: true}
+	failedRun := run("r9", "notes", gateway.StateFailed, "", 0)
+	failedRun.Reason = "server process exited before answering initialize: exit status 1"
+	endedFailed := run("r8", "pub", gateway.StateFailed, epochA, 0)
+	endedFailed.Reason = "crashed: killed by SIGSEGV"
+	recent := []decided{{ID: "apr_9", Server: "notes", Tool: "notes_write", Outcome: "approved once", At: time.Date(2026, 9, 1, 19, 4, 0, 0, time.Local)}}
 	tests := []struct {
 		name    string
 		rep     daemon.StatusReport
 		pending []authz.Request
 		login   loginState
+		recent  []decided
 		want    []menuEntry
 	}{
 		{
@@ -98,50 +104,73 @@ func TestMenuModel(t *testing.T) {
 			}, tail(loginOff)...),
 		},
 		{
-			name:  "servers but no agent; launch at login on",
-			rep:   daemon.StatusReport{Servers: []daemon.ServerInfo{{Label: "echo"}}},
+			name:  "servers idle, no agent; launch at login on",
+			rep:   daemon.StatusReport{Servers: []daemon.ServerInfo{{Label: "notes"}, {Label: "echo"}}},
 			login: loginState{Available: true, Enabled: true},
 			want: append([]menuEntry{
-				{Kind: entryInfo, Label: "No agent connected", Disabled: true},
+				{Kind: entryServer, Label: "echo — idle", Server: "echo"},
+				{Kind: entryServer, Label: "notes — idle", Server: "notes"},
 				sep,
 				{Kind: entryApprovals, Label: "No approvals waiting", Disabled: true},
 			}, tail(menuEntry{Kind: entryLogin, Label: "Launch at login", Checked: true})...),
 		},
 		{
-			name: "runs, two of one label, one waiting; restarts per label, sorted",
-			rep: daemon.StatusReport{Runs: []gateway.Status{
-				run("r1", "pub", gateway.StateReady, epochB, 4),
-				run("r2", "echo", gateway.StateReady, epochA, 1),
-				run("r3", "pub", gateway.StateIdentityPending, epochA, 0),
-			}},
+			name: "running: one run with its epoch, two runs counted, one waiting; failed with the reason, live or ended; restarts per live label",
+			rep: daemon.StatusReport{
+				Servers: []daemon.ServerInfo{{Label: "pub"}, {Label: "echo"}, {Label: "notes"}, {Label: "files"}},
+				Runs: []gateway.Status{
+					run("r1", "files", gateway.StateReady, epochB, 4),
+					run("r2", "echo", gateway.StateReady, epochA, 1),
+					run("r3", "files", gateway.StateIdentityPending, epochA, 0),
+					run("r4", "echo", gateway.StateReady, epochB, 1),
+					failedRun,
+				},
+				Ended: []gateway.Status{endedFailed},
+			},
 			pending: pendingFor("r1", "r1"),
 			login:   loginState{Available: true},
+			recent:  recent,
 			want: append([]menuEntry{
-				{Kind: entryInfo, Label: "pub (claude 4242) — waiting for approval · epoch S2BBBBBB · catalog r4", Disabled: true},
-				{Kind: entryInfo, Label: "echo — ready · epoch S2AAAAAA · catalog r1", Disabled: true},
-				{Kind: entryInfo, Label: "pub (claude 4242) — identity pending · epoch S2AAAAAA", Disabled: true},
+				{Kind: entryServer, Label: "echo — running, 2 runs", Server: "echo"},
+				{Kind: entryServer, Label: "files — waiting for approval, 2 runs", Server: "files"},
+				{Kind: entryServer, Label: "notes — failed: server process exited before answering initialize: exit status 1", Server: "notes"},
+				{Kind: entryServer, Label: "pub — failed: crashed: killed by SIGSEGV", Server: "pub"},
 				sep,
 				{Kind: entryApprovals, Label: "Approvals (2)…"},
 				{Kind: entryRestart, Label: "Restart echo", Server: "echo"},
-				{Kind: entryRestart, Label: "Restart pub", Server: "pub"},
-			}, tail(menuEntry{Kind: entryLogin, Label: "Launch at login (off)"})...),
+				{Kind: entryRestart, Label: "Restart files", Server: "files"},
+				{Kind: entryRestart, Label: "Restart notes", Server: "notes"},
+				sep,
+				{Kind: entryInfo, Label: "Recent decisions", Disabled: true},
+				{Kind: entryRecent, Label: "19:04  `notes_write` on notes — approved once", Request: "apr_9"},
+			}, tail(menuEntry{Kind: entryLogin, Label: "Launch at login", Icon: true})...),
+		},
+		{
+			name: "one run: its state, epoch and revision",
+			rep:  daemon.StatusReport{Servers: []daemon.ServerInfo{{Label: "echo"}}, Runs: []gateway.Status{run("r2", "echo", gateway.StateReady, epochA, 1)}},
+			want: append([]menuEntry{
+				{Kind: entryServer, Label: "echo — ready · epoch S2AAAAAA · catalog r1", Server: "echo"},
+				sep,
+				{Kind: entryApprovals, Label: "No approvals waiting", Disabled: true},
+				{Kind: entryRestart, Label: "Restart echo", Server: "echo"},
+			}, tail(loginOff)...),
 		},
 		{
 			name: "a configuration change that waits for the person",
 			rep:  daemon.StatusReport{PendingChange: &daemon.PendingChange{ID: "chg-0123456789ab"}, Servers: []daemon.ServerInfo{{Label: "echo"}}},
 			want: append([]menuEntry{
 				{Kind: entryInfo, Label: "config.json change chg-0123456789ab widens trust: not in force until confirmed (portcullis changes)", Disabled: true},
-				{Kind: entryInfo, Label: "No agent connected", Disabled: true},
+				{Kind: entryServer, Label: "echo — idle", Server: "echo"},
 				sep,
 				{Kind: entryApprovals, Label: "No approvals waiting", Disabled: true},
 			}, tail(loginOff)...),
 		},
 		{
-			name: "invalid configuration is said first",
+			name: "invalid configuration is said first; a run's label is listed though the file names none",
 			rep:  daemon.StatusReport{ConfigError: "config.json:3:4: bad", Runs: []gateway.Status{run("r1", "echo", gateway.StateFailed, "", 0)}},
 			want: append([]menuEntry{
 				{Kind: entryInfo, Label: "Configuration file missing or invalid: the last good one is in force", Disabled: true},
-				{Kind: entryInfo, Label: "echo — failed", Disabled: true},
+				{Kind: entryServer, Label: "echo — failed", Server: "echo"},
 				sep,
 				{Kind: entryApprovals, Label: "No approvals waiting", Disabled: true},
 				{Kind: entryRestart, Label: "Restart echo", Server: "echo"},
@@ -150,7 +179,7 @@ func TestMenuModel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := menuModel(tt.rep, tt.pending, tt.login)
+			got := menuModel(tt.rep, tt.pending, tt.login, tt.recent)
 			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Errorf("menuModel (-want +got):\n%s", d)
 			}
@@ -188,7 +217,7 @@ func TestTrayStateOf(t *testing.T) {
 		t.Errorf("trayStateOf(a tampered log) = %v, want %v", got, TrayFailed)
 	}
 	found := false
-	for _, e := range menuModel(tampered, nil, loginState{}) {
+	for _, e := range menuModel(tampered, nil, loginState{}, nil) {
 		found = found || strings.Contains(e.Label, "tampered") && strings.Contains(e.Label, "audit acknowledge")
 	}
 	if !found {

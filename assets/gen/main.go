@@ -14,6 +14,8 @@
 //	tray-template.png, tray-template@2x.png   22 and 44 px, black on transparent
 //	tray-approval.png, tray-approval@2x.png   the same grille with a dot badge
 //	tray-failed.png, tray-failed@2x.png       the same grille with a cross badge
+//	panel-*.png, panel-*@2x.png               the same three in colour for panels that do not tint
+//	check-off.png                             32 px empty check box for menu entries that are off
 //
 // The tray images follow the macOS template-image convention: only the alpha
 // channel carries the drawing, so the menu bar can tint them for light and dark mode.
@@ -328,6 +330,69 @@ func trayIcon(px int, v trayVariant) *image.RGBA {
 	return c.img
 }
 
+// dilate is s grown by r units in every direction (sampled on a ring),
+// for outlines.
+func dilate(s shape, r float64) shape {
+	return func(x, y float64) bool {
+		if s(x, y) {
+			return true
+		}
+		for i := 0; i < 16; i++ {
+			a := float64(i) * math.Pi / 8
+			if s(x+r*math.Cos(a), y+r*math.Sin(a)) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Colours of the panel icons (Linux trays, which do not tint): a light
+// grille with a dark outline reads on dark and on light panels alike; the
+// badges are saturated and outlined so that they stand out from both the
+// grille and the panel.
+const (
+	panelLight  = 0xF1F3F4
+	panelDark   = 0x202124
+	panelAmber  = 0xFFA000
+	panelRed    = 0xD93025
+	panelWhite  = 0xFFFFFF
+	panelStroke = 1.1 // outline width, units
+)
+
+// panelIcon is the colour tray icon of a variant for panels that do not
+// tint template images.
+func panelIcon(px int, v trayVariant) *image.RGBA {
+	c := newCanvas(px, 22)
+	g := trayGlyph()
+	c.fill(dilate(g, panelStroke), uniform(panelDark))
+	c.fill(g, uniform(panelLight))
+	badge := circle(badgeX, badgeY, badgeR)
+	switch v.name {
+	case "tray-approval":
+		c.clear(circle(badgeX, badgeY, badgeR+badgeGap))
+		c.fill(dilate(badge, 0.9), uniform(panelDark))
+		c.fill(badge, uniform(panelAmber))
+	case "tray-failed":
+		const d = 2.2
+		c.clear(circle(badgeX, badgeY, badgeR+badgeGap))
+		c.fill(dilate(badge, 0.9), uniform(panelDark))
+		c.fill(badge, uniform(panelRed))
+		c.fill(union(segment(badgeX-d, badgeY-d, badgeX+d, badgeY+d, 1.6),
+			segment(badgeX-d, badgeY+d, badgeX+d, badgeY-d, 1.6)), uniform(panelWhite))
+	}
+	return c.img
+}
+
+// checkOff is an empty check box (16 px) for menu entries that are off:
+// tray menus draw no box for an unchecked item. Mid grey, so that it reads
+// on light and dark menus.
+func checkOff() *image.RGBA {
+	c := newCanvas(32, 16)
+	c.fill(minus(roundRect(2, 2, 14, 14, 2), roundRect(3.6, 3.6, 12.4, 12.4, 1)), uniform(0x8A8F98))
+	return c.img
+}
+
 func write(dir, name string, img image.Image) error {
 	f, err := os.Create(filepath.Join(dir, name))
 	if err != nil {
@@ -357,7 +422,14 @@ func main() {
 			if err := write(*out, v.name+s.suffix+".png", trayIcon(s.px, v)); err != nil {
 				log.Fatal(err)
 			}
+			panel := "panel" + v.name[len("tray"):] // panel-template, panel-approval, panel-failed
+			if err := write(*out, panel+s.suffix+".png", panelIcon(s.px, v)); err != nil {
+				log.Fatal(err)
+			}
 		}
+	}
+	if err := write(*out, "check-off.png", checkOff()); err != nil {
+		log.Fatal(err)
 	}
 	log.Printf("wrote icons to %s", *out)
 }

@@ -44,6 +44,7 @@ type Card struct {
 	Reason           string   `json:"reason"`
 	AgentRun         string   `json:"agentRun"`
 	AgentExe         string   `json:"agentExe,omitempty"`
+	AgentName        string   `json:"agentName,omitempty"` // the clientInfo title or name the agent sent: its own claim, for display only
 	AgentPID         int      `json:"agentPid,omitempty"`
 	ServerLabel      string   `json:"serverLabel"`
 	PreviousEpoch    string   `json:"previousEpoch,omitempty"` // the epoch last approved for this run

@@ -198,7 +198,7 @@ func Compare(from, to Catalog) Diff {
 		}
 		j, ok := oldIdx[t.Name]
 		if !ok {
-			cd.add(KindToolAdded, "", nil, t.Name, Authority, addedSummary(t.Name, cur[i]))
+			cd.add(KindToolAdded, "", nil, t.Name, Authority, addedSummary(t.Name, cur[i], t.Raw))
 			continue
 		}
 		if sameTool(from.Tools[j], t, old[j], cur[i]) {
@@ -274,7 +274,16 @@ func contractKey(m map[string]any) string {
 	return string(b)
 }
 
-func addedSummary(name string, m map[string]any) string {
+// addedSummary words a tool the revision added: its arguments and the
+// annotation hints it claims, m being its canonical form and raw the tool
+// as the server sent it.
+func addedSummary(name string, m map[string]any, raw json.RawMessage) string {
+	var sent struct {
+		Annotations map[string]json.RawMessage `json:"annotations"`
+	}
+	_ = json.Unmarshal(raw, &sent) // raw was parsed already; a failure leaves every hint a default
+	declared := sent.Annotations
+
 	var parts []string
 	if is, ok := m["inputSchema"].(map[string]any); ok {
 		if props, ok := is["properties"].(map[string]any); ok && len(props) > 0 {
@@ -290,22 +299,38 @@ func addedSummary(name string, m map[string]any) string {
 		}
 	}
 	if a, ok := m["annotations"].(map[string]any); ok {
-		var hints []string
+		// m has the spec's defaults filled in (Canonical); declared says
+		// which hints the server itself sent, so that a default reads as
+		// one and not as the server's claim.
+		var claims, defaults []string
+		add := func(key, word string) {
+			if _, ok := declared[key]; ok {
+				claims = append(claims, word)
+			} else {
+				defaults = append(defaults, word)
+			}
+		}
 		if a["readOnlyHint"] == true {
-			hints = append(hints, "read-only")
+			add("readOnlyHint", "read-only")
 		} else {
 			if a["destructiveHint"] == true {
-				hints = append(hints, "destructive")
+				add("destructiveHint", "destructive")
 			}
 			if a["idempotentHint"] == true {
-				hints = append(hints, "idempotent")
+				add("idempotentHint", "idempotent")
 			}
 		}
 		if a["openWorldHint"] == true {
-			hints = append(hints, "open world")
+			add("openWorldHint", "open world")
 		}
-		if len(hints) > 0 {
-			parts = append(parts, "claims: "+strings.Join(hints, ", "))
+		if len(claims) > 0 {
+			parts = append(parts, "claims: "+strings.Join(claims, ", "))
+		}
+		if len(defaults) > 0 {
+			if len(declared) == 0 {
+				parts = append(parts, "declared no annotations")
+			}
+			parts = append(parts, "MCP defaults: may be "+strings.Join(defaults, ", "))
 		}
 	}
 	s := fmt.Sprintf("new tool %q", name)

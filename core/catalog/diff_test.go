@@ -60,7 +60,7 @@ func TestCompareKinds(t *testing.T) {
 			name: "tool_added", old: []string{tool("a", `{}`, "")},
 			cur:     []string{tool("a", `{}`, ""), tool("b", obj(`"x":{}`), `,"annotations":{"destructiveHint":true}`)},
 			want:    []got{{"b", KindToolAdded, "", "", `"b"`, Authority}},
-			summary: `new tool "b" (arguments: x; claims: destructive, open world)`,
+			summary: `new tool "b" (arguments: x; claims: destructive; MCP defaults: may be open world)`,
 		},
 		{
 			name: "tool_removed", old: []string{tool("a", `{}`, ""), tool("b", `{}`, `,"description":"bee"`)},
@@ -483,7 +483,7 @@ func TestDiffTextAndSeverity(t *testing.T) {
 	if got := d.MaxSeverity(); got != Authority {
 		t.Errorf("MaxSeverity = %q", got)
 	}
-	want := `authority new tool "b" (claims: destructive, open world)
+	want := `authority new tool "b" (declared no annotations; MCP defaults: may be destructive, open world)
 contract  a: type of argument "n" narrowed from number to integer
 cosmetic  a: title changed from "A" to "AA"
 `

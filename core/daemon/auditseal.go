@@ -180,6 +180,30 @@ func (d *Daemon) setupKeys(ctx context.Context, c net.Conn, force bool) {
 	reply(c, control.Reply{Data: b})
 }
 
+// ErrAuditNotOpen is returned by SetupAuditKeys before Serve has opened
+// the audit log.
+var ErrAuditNotOpen = errors.New("the audit log is not open yet")
+
+// SetupAuditKeys sets up the audit log's first sealing keys, as
+// `portcullis audit setup-keys` does, for the menu-bar app's first start:
+// the app runs the daemon in its own process and shows the verification
+// key to the person once, in its window. It returns audit.ErrSealKeysExist
+// when the log is sealed already, ErrAuditNotOpen before Serve opened it.
+func (d *Daemon) SetupAuditKeys(ctx context.Context) (SetupKeysReply, error) {
+	d.mu.Lock()
+	al := d.audit
+	d.mu.Unlock()
+	if al == nil {
+		return SetupKeysReply{}, ErrAuditNotOpen
+	}
+	vk, err := al.SetupSeals(ctx, false)
+	if err != nil {
+		return SetupKeysReply{}, err
+	}
+	d.notify()
+	return SetupKeysReply{Key: vk.String(), Epoch: vk.Epoch}, nil
+}
+
 // acknowledgeTampered answers control.OpAuditAcknowledge.
 func (d *Daemon) acknowledgeTampered(ctx context.Context, c net.Conn) {
 	if err := d.requirePerson(c, "acknowledge that the audit log was tampered with"); err != nil {

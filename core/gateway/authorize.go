@@ -486,6 +486,7 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Gra
 	cat := e.catalog
 	approvedEpoch, approvedRev := s.approvedEpoch, s.approvedRev
 	prevRec, hasPrev := s.records[approvedEpoch]
+	agentName := s.hs.clientName()
 	s.mu.Unlock()
 	prev := stale
 	if prev == nil && approvedEpoch != e.ID {
@@ -499,7 +500,7 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Gra
 	}
 	args := call.args
 	c := authz.Card{
-		AgentRun: s.opts.RunID, AgentExe: s.opts.Agent.Exe, AgentPID: s.opts.Agent.PID,
+		AgentRun: s.opts.RunID, AgentExe: s.opts.Agent.Exe, AgentPID: s.opts.Agent.PID, AgentName: agentName,
 		ServerLabel: s.opts.Label, PreviousEpoch: approvedEpoch, CurrentEpoch: e.ID,
 		Tool: tool, Arguments: json.RawMessage(args), ArgsDigest: call.digest, CredentialScope: creds, AskEveryUse: askEvery,
 		ApprovedRevision: approvedRev,

@@ -115,3 +115,25 @@ func (h *handshake) hold(line []byte) bool {
 	h.queue = append(h.queue, line)
 	return true
 }
+
+// clientName is the name the agent gave itself in its handshake (MCP
+// Implementation: clientInfo's title, else its name; on initialize or in
+// the 2026-07-28 _meta), "" when it sent none. It is the agent's claim, for
+// display on approval cards only, never an identity.
+func (h *handshake) clientName() string {
+	info := mcpwire.GetPath(h.initParams, "clientInfo")
+	if info == nil {
+		info = mcpwire.GetPath(h.discoverMeta, metaClientInfo)
+	}
+	var ci struct {
+		Name  string `json:"name"`
+		Title string `json:"title"`
+	}
+	if info == nil || json.Unmarshal(info, &ci) != nil {
+		return ""
+	}
+	if ci.Title != "" {
+		return ci.Title
+	}
+	return ci.Name
+}

@@ -1,0 +1,112 @@
+package ui
+
+import (
+	"fmt"
+	"image"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+	qrcode "github.com/skip2/go-qrcode"
+)
+
+// keyQRSize is the side of the verification key's QR code, in pixels of
+// the image (the window scales it to keyQRShown Fyne units).
+const (
+	keyQRSize  = 512
+	keyQRShown = 220
+)
+
+// keyQR is the QR code of the verification key text, as an image: a phone
+// can carry the key off the machine without typing it.
+func keyQR(key string) (image.Image, error) {
+	q, err := qrcode.New(key, qrcode.Medium)
+	if err != nil {
+		return nil, fmt.Errorf("making the QR code of the verification key: %w", err)
+	}
+	q.DisableBorder = false
+	return q.Image(keyQRSize), nil
+}
+
+// Texts of the verification key window.
+const (
+	keyWindowTitle = "Portcullis — audit log verification key"
+	keyDoneText    = "I wrote it down"
+	keyExplain     = "Portcullis seals its audit log with a key that changes every 15 minutes and forgets the old one, " +
+		"so that code running as you cannot rewrite what was sealed. This verification key proves the seals. " +
+		"It is shown only now: keep it outside this computer (on paper, in a password manager, or scan the code " +
+		"with your phone). `portcullis audit verify --key KEY` checks the log with it."
+)
+
+// KeyWindow shows the audit log's verification key once, on first start,
+// with its QR code, until the person says they wrote it down. Closing the
+// window otherwise asks first: the key is not shown again.
+type KeyWindow struct {
+	win    fyne.Window
+	qr     *canvas.Image
+	key    *widget.Label
+	done   *widget.Button
+	asking bool
+}
+
+// showKeyWindow opens the verification key window for key (Fyne
+// goroutine).
+func showKeyWindow(a fyne.App, key string) (*KeyWindow, error) {
+	img, err := keyQR(key)
+	if err != nil {
+		return nil, err
+	}
+	k := &KeyWindow{win: a.NewWindow(keyWindowTitle)}
+	k.win.SetIcon(appIcon)
+	heading := widget.NewLabelWithStyle("Write down the audit log's verification key", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	heading.SizeName = theme.SizeNameSubHeadingText
+	explain := widget.NewLabel(keyExplain)
+	explain.Wrapping = fyne.TextWrapWord
+	k.key = widget.NewLabelWithStyle(key, fyne.TextAlignCenter, fyne.TextStyle{Monospace: true})
+	k.key.Wrapping = fyne.TextWrapBreak
+	k.key.Selectable = true
+	k.qr = canvas.NewImageFromImage(img)
+	k.qr.FillMode = canvas.ImageFillContain
+	k.qr.ScaleMode = canvas.ImageScalePixels
+	k.qr.SetMinSize(fyne.NewSize(keyQRShown, keyQRShown))
+	k.done = widget.NewButtonWithIcon(keyDoneText, theme.ConfirmIcon(), k.win.Close)
+	body := container.NewVBox(heading, explain, k.key, container.NewCenter(k.qr))
+	k.win.SetContent(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), k.done), nil, nil, container.NewVScroll(body)))
+	k.win.SetCloseIntercept(k.closeRequested)
+	k.win.Canvas().SetOnTypedKey(func(ev *fyne.KeyEvent) {
+		if ev.Name == fyne.KeyEscape {
+			k.closeRequested()
+		}
+	})
+	k.win.Canvas().AddShortcut(closeShortcut, func(fyne.Shortcut) { k.closeRequested() })
+	k.win.Resize(fyne.NewSize(560, 0))
+	k.win.CenterOnScreen()
+	activateApp()
+	k.win.Show()
+	return k, nil
+}
+
+// closeRequested asks before the window goes without "I wrote it down".
+func (k *KeyWindow) closeRequested() {
+	if k.asking {
+		return
+	}
+	k.asking = true
+	d := dialog.NewConfirm("Close without the key?",
+		"The verification key is not shown again. Without it, `audit verify` cannot prove the seals "+
+			"(`portcullis audit setup-keys --force` makes new keys; the log before them stays unproven).",
+		func(close bool) {
+			k.asking = false
+			if close {
+				k.win.Close()
+			}
+		}, k.win)
+	d.SetConfirmText("Close anyway")
+	d.SetConfirmImportance(widget.DangerImportance)
+	d.SetDismissText("Keep it open")
+	d.Show()
+}

@@ -1,0 +1,149 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"sync"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	qrcode "github.com/skip2/go-qrcode"
+
+	"github.com/portcullis/portcullis/core/daemon"
+)
+
+const testKey = "PCVK1-0001-ABCDEFGHIJKLMNOPQRSTUVWXYZ234567ABCDEFGHIJKLMNOPQRSTUV"
+
+// sameImage reports whether a and b have the same size and pixels.
+func sameImage(a, b image.Image) bool {
+	if a.Bounds() != b.Bounds() {
+		return false
+	}
+	for y := a.Bounds().Min.Y; y < a.Bounds().Max.Y; y++ {
+		for x := a.Bounds().Min.X; x < a.Bounds().Max.X; x++ {
+			r1, g1, b1, a1 := a.At(x, y).RGBA()
+			r2, g2, b2, a2 := b.At(x, y).RGBA()
+			if r1 != r2 || g1 != g2 || b1 != b2 || a1 != a2 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestKeyWindow: the window shows the key's text and a QR code made from
+// exactly that text; "I wrote it down" closes it; closing otherwise asks
+// first, and "Keep it open" keeps it.
+func TestKeyWindow(t *testing.T) {
+	a := test.NewTempApp(t)
+	k, err := showKeyWindow(a, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.key.Text != testKey {
+		t.Errorf("the window shows the key %q, want %q", k.key.Text, testKey)
+	}
+	want, err := qrcode.New(testKey, qrcode.Medium)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameImage(k.qr.Image, want.Image(keyQRSize)) {
+		t.Error("the QR code shown is not the QR code of the key text")
+	}
+	other, _ := qrcode.New(testKey+"X", qrcode.Medium)
+	if sameImage(k.qr.Image, other.Image(keyQRSize)) {
+		t.Error("the QR code of another key is the same: the comparison proves nothing")
+	}
+
+	closed := false
+	k.win.SetOnClosed(func() { closed = true })
+	k.win.Canvas().OnTypedKey()(&fyne.KeyEvent{Name: fyne.KeyEscape})
+	if closed || k.win.Canvas().Overlays().Top() == nil {
+		t.Fatalf("Escape: closed %v, question shown %v; want a question, the window open", closed, k.win.Canvas().Overlays().Top() != nil)
+	}
+	tapButton(t, k.win.Canvas(), "Keep it open")
+	if closed {
+		t.Fatal("Keep it open closed the window")
+	}
+	test.Tap(k.done)
+	if !closed {
+		t.Error("I wrote it down did not close the window")
+	}
+}
+
+// keysDaemon is a fake daemon whose audit log is sealed once its keys are
+// set up.
+type keysDaemon struct {
+	*fakeDaemon
+	mu     sync.Mutex
+	sealed bool
+	calls  int
+	notYet int // calls answered ErrKeysNotYet first
+}
+
+func (d *keysDaemon) Status() daemon.StatusReport {
+	rep := d.fakeDaemon.Status()
+	d.mu.Lock()
+	rep.Audit.Sealed = d.sealed
+	d.mu.Unlock()
+	return rep
+}
+
+func (d *keysDaemon) setup() (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls++
+	if d.notYet > 0 {
+		d.notYet--
+		return "", fmt.Errorf("%w: starting", ErrKeysNotYet)
+	}
+	if d.sealed {
+		return "", nil
+	}
+	d.sealed = true
+	return testKey, nil
+}
+
+// TestTraySetsUpKeysOnce: on first start (a log with no sealing keys, not
+// open at the first try) the tray sets the keys up and shows the key
+// window, once.
+func TestTraySetsUpKeysOnce(t *testing.T) {
+	a := test.NewTempApp(t)
+	d := &keysDaemon{fakeDaemon: newFakeDaemon(), notYet: 1}
+	tr := NewTray(a, Options{Daemon: d, Approvals: newFakeApprovals(), Notifier: &fakeNotifier{added: make(chan struct{}, 4)},
+		SetupKeys: d.setup, Quit: func() {}})
+	refreshed := make(chan struct{}, 64)
+	tr.refreshed = func() { refreshed <- struct{}{} }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { tr.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.After(10 * time.Second)
+	for {
+		var k *KeyWindow
+		runFyne(func() { k = tr.Keys() })
+		if k != nil {
+			if k.key.Text != testKey {
+				t.Errorf("key window shows %q", k.key.Text)
+			}
+			break
+		}
+		select {
+		case <-refreshed:
+		case <-deadline:
+			t.Fatal("the key window never showed")
+		case <-time.After(1500 * time.Millisecond): // the tray retries on its one-second tick
+		}
+	}
+	d.ch <- struct{}{} // more status changes: no second setup
+	<-refreshed
+	d.mu.Lock()
+	calls := d.calls
+	d.mu.Unlock()
+	if calls != 2 {
+		t.Errorf("SetupKeys called %d times, want 2 (not open yet, then set up)", calls)
+	}
+}

@@ -34,7 +34,9 @@ import (
 //     restart is;
 //   - any other descendant (a helper such as git, or the ps and sh that
 //     nodemon runs to find its children) cannot answer and makes no new
-//     epoch when it starts.
+//     epoch when it starts, nor when it execs (a shell's child is seen as
+//     the shell until its exec) — unless the epoch recorded it: an exec
+//     that changes the code of a recorded process is a new epoch.
 //     Not seen, therefore: a worker whose parent relays its output through
 //     pipes of its own (nodemon, shell loops, watchexec, air and uvicorn's
 //     reloader pass the pipe through, so their workers hold it). Linux
@@ -398,10 +400,21 @@ func (p *Process) setBaseLocked(ms []member, record bool) {
 // differences lists what in now differs from the base, one line each; nil
 // when nothing that counts changed. restarted: a process holding the
 // server's stdio started or exec'd.
+//
+// What counts: a process that holds the server's stdio after it started or
+// exec'd, and an exec that changed the code of a process the epoch
+// recorded. A helper that started after the record and holds no pipe
+// counts neither when it starts nor when it execs: the scan may see it
+// between its fork and its exec (a shell's child, still the shell), and
+// whether that moment is caught must not decide the epoch.
 func (p *Process) differencesLocked(now []member) (what []string, restarted bool) {
 	byPID := make(map[int]member, len(p.tree.base))
 	for _, m := range p.tree.base {
 		byPID[m.view.pid] = m
+	}
+	recorded := make(map[string]bool, len(p.tree.recorded))
+	for _, m := range p.tree.recorded {
+		recorded[m.view.key()] = true
 	}
 	for _, m := range now {
 		if _, ok := p.tree.byKey[m.view.key()]; ok {
@@ -411,7 +424,7 @@ func (p *Process) differencesLocked(now []member) (what []string, restarted bool
 		desc := describe(m)
 		switch {
 		case had && old.view.start == m.view.start:
-			if old.obs.Code() != m.obs.Code() || m.view.stdio {
+			if m.view.stdio || (recorded[old.view.key()] && old.obs.Code() != m.obs.Code()) {
 				what = append(what, fmt.Sprintf("pid %d exec'd: %s (was %s)", m.view.pid, desc, describe(old)))
 				restarted = restarted || m.view.stdio
 			}

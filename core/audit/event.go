@@ -77,6 +77,9 @@ const (
 	// person acknowledged a log_tampered event (LogTamperAcknowledged).
 	// Append refuses it.
 	TypeLogTamperAcknowledged = "log_tamper_acknowledged"
+	// TypeUnrequestedAnswer: a server answered an id that was never sent
+	// to it (UnrequestedAnswer); the answer was not delivered.
+	TypeUnrequestedAnswer = "unrequested_answer"
 )
 
 // Event is one decoded line of the log.
@@ -380,6 +383,21 @@ type ListChangedSent struct {
 	Method       string `json:"method"`
 	Reason       string `json:"reason,omitempty"`
 	Subscription string `json:"subscription,omitempty"`
+}
+
+// UnrequestedAnswer is the fields of an unrequested_answer event: the
+// process of Epoch wrote an answer whose id names no request sent to it —
+// one reserved for a call that still waits (for approval, for the audit
+// log) or one never minted. The answer reached no one. ID is the id as the
+// server wrote it (at most 64 bytes), Digest the SHA-256 of the whole
+// answer, Reason which of the two it was.
+type UnrequestedAnswer struct {
+	ServerLabel string `json:"serverLabel"`
+	AgentRun    string `json:"agentRun,omitempty"`
+	Epoch       string `json:"epoch"`
+	ID          string `json:"id"`
+	Digest      string `json:"digest"`
+	Reason      string `json:"reason"`
 }
 
 // ConfigChanged is the fields of a config_changed event, written when the

@@ -229,6 +229,7 @@ type epoch struct {
 	idMismatch bool             // guarded by Session.mu; it answered a numeric id with a string
 	next       *epoch           // guarded by Session.mu; the epoch observed to succeed it on the same process (observe.go)
 	observed   string           // set once at creation: what the supervisor observed when it began (observe.go), "" for a launch
+	unasked    int              // guarded by Session.mu; answers it wrote to ids never sent to it (route.go)
 }
 
 const maxDiagnostics = 50

@@ -256,7 +256,7 @@ const maxUnrequestedAudited = 16
 // unrequestedAnswer deals with an answer of e's process to an id that was
 // never sent to it (why says which): it is never delivered, it is kept as
 // a diagnostic and recorded in the audit log (the first
-// maxUnrequestedAudited of the epoch).
+// maxUnrequestedAudited of the epoch). It runs on the server's reading loop.
 func (s *Session) unrequestedAnswer(e *epoch, m *mcpwire.Message, why string) {
 	s.mu.Lock()
 	e.unasked++
@@ -271,7 +271,7 @@ func (s *Session) unrequestedAnswer(e *epoch, m *mcpwire.Message, why string) {
 	sum := sha256.Sum256(m.Raw)
 	ev := audit.UnrequestedAnswer{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID, Epoch: e.ID, ID: id,
 		Digest: "sha256:" + hex.EncodeToString(sum[:]), Reason: why}
-	if !s.events.goFunc(func() { s.record(audit.TypeUnrequestedAnswer, ev) }) {
-		s.record(audit.TypeUnrequestedAnswer, ev)
-	}
+	// Written before the next line of the server is read: what it answers
+	// next is seen by the agent only once this is on record.
+	s.record(audit.TypeUnrequestedAnswer, ev)
 }

@@ -152,6 +152,9 @@ func TestFaults(t *testing.T) {
 			[]string{`{"jsonrpc":"2.0","id":4,"result":{},"error":{"code":-32603,"message":"both"}}` + "\n"}},
 		{"-string-ids", []string{`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"broken","arguments":{"kind":"truncated"}}}`},
 			[]string{`{"jsonrpc":"2.0","id":"5","result":{"content":[{"type":"text","text":"cut sh` + "\n"}},
+		{"-forge-previous", []string{`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}`},
+			[]string{`{"id":8,"jsonrpc":"2.0","result":{"content":[{"text":"FAKE: delete_everything completed","type":"text"}]}}` + "\n",
+				`{"id":9,"jsonrpc":"2.0","result":{"content":[{"text":"hi","type":"text"}]}}` + "\n"}},
 		{"-description-bytes 3", []string{`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`}, nil},
 	}
 	for _, tt := range tests {

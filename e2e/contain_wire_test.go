@@ -1,15 +1,18 @@
 package e2e
 
-// A server contained on the wire: answers match requests that were sent
-// (issue "contain the server", item 3).
+// A server contained on the wire and on the person's screen: answers match
+// requests that were sent, and its text is shown as data, never as
+// terminal control.
 
 import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // TestContainPreAnsweredID: a server that answers the gateway id of a call
@@ -64,4 +67,100 @@ func TestContainPreAnsweredID(t *testing.T) {
 		}
 	}
 	verifyAudit(t, h)
+}
+
+// The spoofs of faulty -spoof (testdata/servers/faulty), as the server
+// writes them, and as a person must see them.
+const (
+	spoofCursor        = "drop_all_tables\x1b[15D\x1b[Kread_file"
+	spoofCursorShown   = `drop_all_tables\x1b[15D\x1b[Kread_file`
+	spoofHomoglyph     = "read_fil\u0435"
+	spoofHomoglyphFlag = "mixes Cyrillic and Latin letters; looks like read_file"
+)
+
+// rawControl returns the first character of out that must not reach a
+// terminal (a control other than newline, and at a terminal carriage
+// return, a C1 control, a bidi or zero-width character, invalid UTF-8),
+// and its offset; -1 when there is none.
+func rawControl(out string, tty bool) (rune, int) {
+	for i, r := range out {
+		switch {
+		case r == '\n', tty && r == '\r':
+		case r == utf8.RuneError, textsafe.Unsafe(r):
+			return r, i
+		}
+	}
+	return 0, -1
+}
+
+// wantSafe fails t when out holds a raw control character, or lacks any of
+// the texts want.
+func wantSafe(t *testing.T, what, out string, tty bool, want ...string) {
+	t.Helper()
+	if r, i := rawControl(out, tty); i >= 0 {
+		t.Errorf("%s printed the raw character %U at byte %d: %q", what, r, i, out[max(0, i-40):min(len(out), i+40)])
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s does not show %q:\n%s", what, w, out)
+		}
+	}
+}
+
+// TestContainSpoofedText: tool names, titles, descriptions and stdout lines
+// that try to spoof a terminal (cursor movement that turns
+// drop_all_tables into read_file, OSC 52, a bidi override, a zero-width
+// joiner, a Cyrillic homoglyph) reach `approvals`, `status`, `catalog
+// show`, `catalog diff`, `audit tail` and `approve` as data: no raw control
+// character is printed, the real name is shown escaped, and the homoglyph
+// is flagged.
+func TestContainSpoofedText(t *testing.T) {
+	h := newHome(t)
+	addServer(t, h, "spoof", faultyBin(t), "-spoof")
+	startDaemon(t, h)
+	a := startRaw(t, h, "spoof")
+	a.handshake("1")
+	a.call("2", "tools/list", nil, 30*time.Second)
+	st, _ := runOf(t, h, a.pid(), "ready with the spoofing line", func(r gateway.Status) bool {
+		return r.State == gateway.StateReady && len(r.Diagnostics) > 0
+	})
+	a.request("3", "tools/call", toolCall(spoofCursor, nil))
+	req := waitApproval(t, h, "the spoofing tool", forTool(spoofCursor, st.Epoch))
+
+	run := func(args ...string) string {
+		t.Helper()
+		r, err := h.Run(testContext(t, 30*time.Second), args...)
+		if err != nil {
+			t.Fatalf("portcullis %s: %v", strings.Join(args, " "), err)
+		}
+		return r.Stdout + r.Stderr
+	}
+	wantSafe(t, "approvals", run("approvals"), false, "Call: "+spoofCursorShown, "tool \""+spoofHomoglyph+"\" "+spoofHomoglyphFlag)
+	wantSafe(t, "approvals --json", run("approvals", "--json"), false, `drop_all_tables\u001b[15D\u001b[Kread_file`)
+	wantSafe(t, "status", run("status"), false, `stdout noise: faulty: \x1b]52;c;cm0gLXJmIH4=\x07starting ⟨U+202E⟩elif_daer⟨U+200D⟩\x1b[2J`, "waiting   for a person: "+req.ID+" ("+spoofCursorShown+")")
+	wantSafe(t, "status --json", run("status", "--json"), false, `\u202eelif_daer\u200d`)
+	wantSafe(t, "catalog show", run("catalog", "show", "spoof"), false,
+		"\n"+spoofCursorShown+" — Read⟨U+200D⟩ file ⟨U+202E⟩elif\n",
+		`Reads a file.\x1b]52;c;cm0gLXJmIH4=\x07 ⟨U+202E⟩elif_daer`,
+		`· pa⟨U+200D⟩th\x1b[1A (string, one of ["a\u202eb","c\u001b[2Jd"])`,
+		"\n"+spoofHomoglyph+" ⚠ "+spoofHomoglyphFlag+"\n")
+	wantSafe(t, "catalog show --json", run("catalog", "show", "spoof", "--json"), false, `drop_all_tables\u001b[15D\u001b[Kread_file`)
+	wantSafe(t, "catalog diff", run("catalog", "diff", "spoof"), false, spoofCursorShown, `tool "`+spoofHomoglyph+`" mixes Cyrillic and Latin letters`)
+
+	out := decideCLI(t, h, "approve", req.ID, "--once")
+	wantSafe(t, "approve", out, true, "for the call shown: "+spoofCursorShown+" with these arguments")
+	if got := okCallText(t, a, "3"); got != "called "+spoofCursor {
+		t.Fatalf("the approved call answered %q", got)
+	}
+	tail := run("audit", "tail", "-n", "100")
+	wantSafe(t, "audit tail", tail, false, `tool="`+spoofCursorShown+`"`)
+	wantSafe(t, "audit tail --json", run("audit", "tail", "--json", "-n", "100"), false, `drop_all_tables\u001b[15D\u001b[Kread_file`)
+}
+
+// okCallText waits for the answer to the raw agent's request id and
+// returns its text.
+func okCallText(t *testing.T, a *rawAgent, id string) string {
+	t.Helper()
+	m, _ := a.await(id, 30*time.Second)
+	return m.text(t)
 }

@@ -510,7 +510,7 @@ func (w *ApprovalWindow) cardObjects(r authz.Request, v cardView) []fyne.CanvasO
 		checks := container.NewGridWithColumns(2)
 		for _, tt := range v.Tools {
 			id, tool := r.ID, tt.Name
-			c := w.check(tool)
+			c := w.check(tt.Label)
 			cell := fyne.CanvasObject(c)
 			if tt.Mark != "" {
 				cell = container.NewHBox(c, toolBadge(tt.Mark))

@@ -10,6 +10,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // cardFact is one "label: value" line of the approval card.
@@ -50,7 +51,8 @@ type cardView struct {
 // marked "new" or "changed" from the catalog diff.
 type toolTick struct {
 	Name   string
-	Ticked bool // as proposed, before the person changes anything
+	Label  string // Name as the window shows it: escaped, flagged (textsafe.Name)
+	Ticked bool   // as proposed, before the person changes anything
 	Locked bool
 	Mark   string // "new", "changed" or ""
 }
@@ -121,6 +123,29 @@ func cardModel(c authz.Card) cardView {
 	}
 	if len(c.CredentialScope) > 0 {
 		v.Credentials = strings.Join(c.CredentialScope, ", ") + " — " + authz.CredentialWhere(c)
+	}
+	return safeView(v, c.Offered())
+}
+
+// safeView escapes what a server may have written into the texts of v
+// (tool names, catalog changes, diagnostics; textsafe.Block keeps the
+// lines the card breaks itself) and labels each tool among offered.
+func safeView(v cardView, offered []string) cardView {
+	v.Title, v.Reason, v.Call, v.Credentials = textsafe.Line(v.Title), textsafe.Block(v.Reason), textsafe.Line(v.Call), textsafe.Line(v.Credentials)
+	for i := range v.Facts {
+		v.Facts[i].Value = textsafe.Block(v.Facts[i].Value)
+	}
+	for i := range v.Disk {
+		v.Disk[i] = textsafe.Block(v.Disk[i])
+	}
+	for i := range v.Changes {
+		v.Changes[i].Text = textsafe.Line(v.Changes[i].Text)
+	}
+	for i := range v.Defaults {
+		v.Defaults[i] = textsafe.Line(v.Defaults[i])
+	}
+	for i := range v.Tools {
+		v.Tools[i].Label = textsafe.Name(v.Tools[i].Name, offered)
 	}
 	return v
 }

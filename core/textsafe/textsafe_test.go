@@ -127,9 +127,9 @@ func TestInspectFlagsHomoglyphsAndMixedScripts(t *testing.T) {
 	names := []string{"read_file", "read_fil\u0435", "write_file", "ｒｅａｄ_file", "read\u200b_file", "日本語のツール", "Deploy"}
 	got := Inspect(names)
 	want := map[string]Flag{
-		"read_file":      {LooksLike: []string{"read_fil\u0435", "ｒｅａｄ_file", "read\u200b_file"}},
-		"read_fil\u0435": {Scripts: []string{"Cyrillic", "Latin"}, LooksLike: []string{"read_file", "ｒｅａｄ_file", "read\u200b_file"}},
-		"ｒｅａｄ_file":     {LooksLike: []string{"read_file", "read_fil\u0435", "read\u200b_file"}},
+		"read_file":       {LooksLike: []string{"read_fil\u0435", "ｒｅａｄ_file", "read\u200b_file"}},
+		"read_fil\u0435":  {Scripts: []string{"Cyrillic", "Latin"}, LooksLike: []string{"read_file", "ｒｅａｄ_file", "read\u200b_file"}},
+		"ｒｅａｄ_file":       {LooksLike: []string{"read_file", "read_fil\u0435", "read\u200b_file"}},
 		"read\u200b_file": {LooksLike: []string{"read_file", "read_fil\u0435", "ｒｅａｄ_file"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -225,4 +226,34 @@ func TestExits(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestSpoof proves -spoof writes its spoofing line first and lists the
+// spoofing tools, raw (escape bytes included), and answers their calls.
+func TestSpoof(t *testing.T) {
+	p := start(t, "-spoof")
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_fil\u0435","arguments":{}}}`)
+	l := p.lines(t, 3)
+	if l[0] != spoofLine+"\n" {
+		t.Errorf("first line %q, want %q", l[0], spoofLine)
+	}
+	var list struct {
+		Result struct {
+			Tools []struct{ Name string } `json:"tools"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(l[1]), &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range list.Result.Tools {
+		names = append(names, tl.Name)
+	}
+	if want := []string{"echo", "blob", "slow", "crash", "broken", "read_file", spoofCursor, spoofHomoglyph}; !cmp.Equal(names, want) {
+		t.Errorf("tools %q, want %q", names, want)
+	}
+	if !strings.Contains(l[2], `"called read_fil`+"\u0435"+`"`) {
+		t.Errorf("call answered %s", l[2])
+	}
 }

@@ -98,7 +98,9 @@ func TestValidate(t *testing.T) {
 		{"policy empty", func(c *Config) { setServer(c, func(s *Server) { s.Tools["lookup"] = ToolPolicy{} }) },
 			[]problem{{"mcpServers.inventory.tools.lookup.policy", `not ""`}}},
 		{"server requests", func(c *Config) {
-			setServer(c, func(s *Server) { s.ServerRequests = map[string]Policy{RequestSampling: PolicyAllow, RequestRoots: PolicyDeny} })
+			setServer(c, func(s *Server) {
+				s.ServerRequests = map[string]Policy{RequestSampling: PolicyAllow, RequestRoots: PolicyDeny}
+			})
 		}, nil},
 		{"server request policy unknown", func(c *Config) {
 			setServer(c, func(s *Server) { s.ServerRequests = map[string]Policy{RequestElicitation: "ask"} })

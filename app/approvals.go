@@ -83,6 +83,8 @@ func decideHint(r authz.Request) string {
 	once := "portcullis approve " + r.ID + " --once"
 	if c.Identity != "" {
 		once += " (this launch only)"
+	} else if c.ServerRequest != nil {
+		once += " (this request only)"
 	} else if c.Tool != "" {
 		once += " (this call only)"
 	}
@@ -186,6 +188,10 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		granted = g.ToolScope
 	}
 	switch {
+	case choice == authz.ApproveOnce && c.ServerRequest != nil:
+		fmt.Fprintf(a.Stdout, "Approved %s once: this %s request of %s goes to the agent; the next one asks again.\n", id, c.ServerRequest.Method, c.ServerLabel)
+	case choice == authz.ApproveRun && c.ServerRequest != nil:
+		fmt.Fprintf(a.Stdout, "Approved %s: %s requests of %s (epoch %s) go to the agent for this agent run; a new epoch asks again.\n", id, c.ServerRequest.Kind, c.ServerLabel, c.CurrentEpoch)
 	case choice != authz.Deny && c.AskEveryUse && c.Identity != "":
 		fmt.Fprintf(a.Stdout, "Approved %s for this launch only: %s asks on every use, so the next launch asks again.\n", id, strings.Join(c.CredentialScope, ", "))
 	case choice != authz.Deny && c.AskEveryUse:

@@ -217,6 +217,8 @@ type eventFields struct {
 	UnsignedThrough uint64            `json:"unsignedThrough"`
 	By              string            `json:"by"`
 	ID              string            `json:"id"`
+	Method          string            `json:"method"`
+	ServerRequest   string            `json:"serverRequest"`
 	Held            []string          `json:"held"`
 }
 
@@ -320,6 +322,7 @@ func eventLine(e audit.Event) string {
 		}
 	case audit.TypeApprovalRequested, audit.TypeApprovalGranted, audit.TypeApprovalDenied:
 		kv("request", f.Request.String())
+		kv("serverRequest", f.ServerRequest)
 		kv("tools", strings.Join(f.ToolScope, ","))
 		kv("credentials", strings.Join(f.CredentialScope, ","))
 		kv("expires", f.ExpiresWhen)
@@ -331,6 +334,10 @@ func eventLine(e audit.Event) string {
 		}
 	case audit.TypeUnrequestedAnswer:
 		kv("id", f.ID)
+	case audit.TypeServerRequest:
+		kv("method", f.Method)
+		kv("decision", f.Decision)
+		kv("grant", f.Grant.String())
 	case audit.TypeApprovalWithdrawn:
 		kv("request", f.Request.String())
 		kv("reason", f.Reason)

@@ -112,6 +112,9 @@ func cardModel(c authz.Card) cardView {
 			v.Defaults = append(v.Defaults, fmt.Sprintf("%s omitted: will be %s (default)", k, b))
 		}
 	}
+	if r := c.ServerRequest; r != nil {
+		v.Call = r.Method + "\n" + strings.Join(r.Asks, "\n") // what the server asks, as it wrote it
+	}
 	for _, t := range c.Offered() {
 		v.Tools = append(v.Tools, toolTick{Name: t, Ticked: slices.Contains(c.ToolScope, t) || t == c.Tool,
 			Locked: t == c.Tool && c.Identity == "", Mark: c.ToolMark(t)})
@@ -131,7 +134,7 @@ func cardModel(c authz.Card) cardView {
 // (tool names, catalog changes, diagnostics; textsafe.Block keeps the
 // lines the card breaks itself) and labels each tool among offered.
 func safeView(v cardView, offered []string) cardView {
-	v.Title, v.Reason, v.Call, v.Credentials = textsafe.Line(v.Title), textsafe.Block(v.Reason), textsafe.Line(v.Call), textsafe.Line(v.Credentials)
+	v.Title, v.Reason, v.Call, v.Credentials = textsafe.Line(v.Title), textsafe.Block(v.Reason), textsafe.Block(v.Call), textsafe.Line(v.Credentials)
 	for i := range v.Facts {
 		v.Facts[i].Value = textsafe.Block(v.Facts[i].Value)
 	}

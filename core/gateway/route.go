@@ -1010,14 +1010,7 @@ func (s *Session) serverRequest(e *epoch, m *mcpwire.Message) {
 		}
 		return
 	}
-	s.mu.Lock()
-	gid := s.flight.addReverse(e, m.ID)
-	s.mu.Unlock()
-	out, err := mcpwire.SetMember(m.Raw, "id", mcpwire.NumberID(gid))
-	if err != nil {
-		return
-	}
-	s.sendServerMessage(out)
+	s.serverAsks(e, m)
 }
 
 func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {

@@ -257,3 +257,26 @@ func TestSpoof(t *testing.T) {
 		t.Errorf("call answered %s", l[2])
 	}
 }
+
+// TestAsk proves -ask sends the agent the request of its kind and answers
+// the call with the agent's answer or error.
+func TestAsk(t *testing.T) {
+	p := start(t, "-ask")
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"kind":"sampling"}}}`)
+	req := p.lines(t, 1)[0]
+	if !strings.Contains(req, `"id":"ask-1"`) || !strings.Contains(req, `"method":"sampling/createMessage"`) || !strings.Contains(req, "keychain password") {
+		t.Fatalf("request %s", req)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":"ask-1","result":{"role":"assistant","content":{"type":"text","text":"no"}}}`)
+	if got := p.lines(t, 1)[0]; !strings.Contains(got, `"id":1`) || !strings.Contains(got, `answered: {\"role\":\"assistant\"`) {
+		t.Errorf("call answered %s", got)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","arguments":{"kind":"elicitation"}}}`)
+	if req := p.lines(t, 1)[0]; !strings.Contains(req, `"id":"ask-2"`) || !strings.Contains(req, `"method":"elicitation/create"`) {
+		t.Fatalf("request %s", req)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":"ask-2","error":{"code":-31021,"message":"approval_denied: no"}}`)
+	if got := p.lines(t, 1)[0]; !strings.Contains(got, `"id":2`) || !strings.Contains(got, `refused: {\"code\":-31021`) {
+		t.Errorf("call answered %s", got)
+	}
+}

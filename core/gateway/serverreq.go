@@ -48,9 +48,9 @@ func (s *Session) requestPolicy(kind string) config.Policy {
 	return config.Server{}.RequestPolicy(kind)
 }
 
-// serverAsks routes a request of e's process to the agent (docs/DESIGN.md,
-// "Server requests"): sampling, elicitation and roots go by the server's
-// policy — allow passes them, deny refuses them to the server, approve
+// serverAsks routes a request of e's process to the agent: sampling,
+// elicitation and roots go by the server's policy
+// (config.Server.ServerRequests) — allow passes them, deny refuses them to the server, approve
 // passes them under a grant of the person for this epoch (a new epoch
 // needs a new decision), raising an approval card that shows what the
 // server asks when there is none. Every one is recorded (server_request)

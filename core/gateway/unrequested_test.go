@@ -27,7 +27,7 @@ func TestPreAnsweredIDNeverDelivered(t *testing.T) {
 		})
 		b.handshake()
 		p := b.proc(1)
-		b.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
+		b.agent.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
 		synctest.Wait()
 		pend := auth.Pending()
 		if len(pend) != 1 {
@@ -51,7 +51,7 @@ func TestPreAnsweredIDNeverDelivered(t *testing.T) {
 		p.write(fake(gid))
 		p.write(fake(never))
 		synctest.Wait()
-		if got := b.answers("1"); len(got) != 0 {
+		if got := b.agent.answers("1"); len(got) != 0 {
 			t.Fatalf("the agent got an answer to a call that was never sent: %s", got[0])
 		}
 		p.quiet(t) // nothing sent yet
@@ -76,7 +76,7 @@ func TestPreAnsweredIDNeverDelivered(t *testing.T) {
 			t.Fatalf("the approved call went out as %s, want the reserved id %d", mcpwire.GetPath(sent, "id"), gid)
 		}
 		p.reply(sent, `{"content":[{"type":"text","text":"real answer"}]}`)
-		got := b.answers("1")
+		got := b.agent.answers("1")
 		if len(got) != 1 || !strings.Contains(string(got[0]), "real answer") {
 			t.Fatalf("the agent got %q, want the real answer once", got)
 		}

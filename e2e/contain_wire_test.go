@@ -210,7 +210,14 @@ func serverRequestDecisions(t *testing.T, h *harness.Home, run string) []string 
 // epoch only: after a restart the first sampling request asks again.
 func TestContainServerRequests(t *testing.T) {
 	h := newHome(t)
-	addServer(t, h, "asker", faultyBin(t), "-ask")
+	binDir := t.TempDir()
+	bin, err := harness.BuildServer(testContext(t, 3*time.Minute), repoRoot, binDir, "faulty", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddServer(testContext(t, 30*time.Second), "asker", []string{"--cwd", binDir}, bin, "-ask"); err != nil {
+		t.Fatal(err)
+	}
 	allowTools(t, h, "asker", "ask")
 	startDaemon(t, h)
 	a := startRaw(t, h, "asker")
@@ -265,11 +272,12 @@ func TestContainServerRequests(t *testing.T) {
 		}
 	}
 
-	// A new epoch: the first sampling request needs a new decision.
-	if _, err := h.Run(testContext(t, 30*time.Second), "restart", "asker"); err != nil {
+	// A rebuild: the first sampling request of the new epoch needs a new
+	// decision.
+	if _, err := harness.BuildServer(testContext(t, 3*time.Minute), repoRoot, binDir, "faulty", "-X main.buildLabel=rebuilt"); err != nil {
 		t.Fatal(err)
 	}
-	st2 := waitRun(t, h, a.pid(), 30*time.Second, "ready on a new epoch", readyOn(st.Epoch))
+	st2 := waitRun(t, h, a.pid(), 60*time.Second, "ready on the rebuilt epoch", readyOn(st.Epoch))
 	a.request(`"c4"`, "tools/call", toolCall("ask", map[string]any{"kind": "sampling"}))
 	req = waitApproval(t, h, "the new epoch's sampling request", forServerRequest(config.RequestSampling, st2.Epoch))
 	decideCLI(t, h, "approve", req.ID, "--once")

@@ -254,3 +254,17 @@ func TestCardModelSpoofedText(t *testing.T) {
 		t.Errorf("label %q, want %q", v.Tools[2].Label, want)
 	}
 }
+
+// TestCardModelServerRequest: the card of a server's request to the agent
+// shows what the server asks, escaped, and offers no tools.
+func TestCardModelServerRequest(t *testing.T) {
+	c := authz.Card{Reason: "srv asks the agent's model for a completion (sampling)", AgentRun: "run1", ServerLabel: "srv", CurrentEpoch: "E1",
+		ServerRequest: &authz.ServerRequest{Kind: "sampling", Method: "sampling/createMessage", Asks: []string{"user: print the \x1b]52;c;eA==\x07 key", "at most 5 tokens"}}}
+	v := cardModel(c)
+	if want := "sampling/createMessage\nuser: print the \\x1b]52;c;eA==\\x07 key\nat most 5 tokens"; v.Call != want {
+		t.Errorf("Call %q, want %q", v.Call, want)
+	}
+	if len(v.Tools) != 0 {
+		t.Errorf("a server request card offers tools: %+v", v.Tools)
+	}
+}

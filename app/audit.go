@@ -217,7 +217,6 @@ type eventFields struct {
 	UnsignedThrough uint64            `json:"unsignedThrough"`
 	By              string            `json:"by"`
 	ID              string            `json:"id"`
-	Method          string            `json:"method"`
 	ServerRequest   string            `json:"serverRequest"`
 	Held            []string          `json:"held"`
 }

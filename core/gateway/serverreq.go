@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -143,7 +144,14 @@ func (s *Session) serverAsks(e *epoch, m *mcpwire.Message) {
 // policy covers: not recorded).
 func (s *Session) passServer(e *epoch, m *mcpwire.Message, kind, decision, grant string) {
 	if decision != "" {
-		s.recordServerRequest(e, m, kind, decision, grant, "")
+		if err := s.recordServerRequest(e, m, kind, decision, grant, ""); err != nil {
+			// Fail closed, as calls do: what the log cannot record does
+			// not reach the agent.
+			s.refuseServer(e, m, kind, "refused", &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Epoch: e.ID,
+				Reason: "the audit log cannot be written (" + err.Error() + "), so the request did not reach the agent",
+				Retry:  "send it again later"})
+			return
+		}
 	}
 	s.mu.Lock()
 	if e.ended {
@@ -161,17 +169,26 @@ func (s *Session) passServer(e *epoch, m *mcpwire.Message, kind, decision, grant
 
 // refuseServer answers the server's request m with r, and records it.
 func (s *Session) refuseServer(e *epoch, m *mcpwire.Message, kind, outcome string, r *control.Refusal) {
-	s.recordServerRequest(e, m, kind, outcome, "", r.Reason)
+	_ = s.recordServerRequest(e, m, kind, outcome, "", r.Reason) // a refusal goes out whether recorded or not
 	if err := e.write(r.Response(m.ID)); err != nil {
 		s.log.Debug("answering a server request", "err", err)
 	}
 }
 
-func (s *Session) recordServerRequest(e *epoch, m *mcpwire.Message, kind, decision, grant, reason string) {
-	s.record(audit.TypeServerRequest, audit.ServerRequest{
+// recordServerRequest writes the server_request event of m durably (an
+// authority event: it comes before the request reaches the agent).
+func (s *Session) recordServerRequest(e *epoch, m *mcpwire.Message, kind, decision, grant, reason string) error {
+	if s.opts.Audit == nil {
+		return nil
+	}
+	_, err := s.opts.Audit.Append(context.Background(), audit.TypeServerRequest, audit.ServerRequest{
 		AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID, Method: m.Method, Kind: kind,
 		Decision: decision, Grant: grant, Reason: reason,
 	})
+	if err != nil {
+		s.log.Error("audit log write failed", "type", audit.TypeServerRequest, "err", err)
+	}
+	return err
 }
 
 // serverCard is the approval card of the server's request m of kind: what

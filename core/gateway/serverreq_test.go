@@ -157,3 +157,21 @@ func TestServerRequestPolicies(t *testing.T) {
 		}
 	})
 }
+
+// TestServerRequestFailsClosed: a server request the audit log cannot
+// record does not reach the agent; the server is told audit_unavailable.
+func TestServerRequestFailsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBubble(t, nil)
+		b.handshake()
+		b.audit.fail(fmt.Errorf("disk full"))
+		b.proc(1).write(`{"jsonrpc":"2.0","id":"r","method":"roots/list"}`)
+		ans := b.proc(1).next(t)
+		if string(mcpwire.GetPath(ans, "id")) != `"r"` || !strings.Contains(string(ans), "audit_unavailable") {
+			t.Fatalf("the server got %s, want audit_unavailable for r", ans)
+		}
+		if got := b.agentGot(methodRootsList); len(got) != 0 {
+			t.Fatalf("the agent got an unrecorded server request: %s", got[0])
+		}
+	})
+}

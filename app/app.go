@@ -26,6 +26,7 @@ import (
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/core/shim"
+	"github.com/portcullis/portcullis/core/textsafe"
 	"github.com/portcullis/portcullis/platform"
 )
 
@@ -123,6 +124,13 @@ func Main(args []string) int {
 // main runs the command in args, prints its error if any, and returns the
 // process exit code.
 func (a *App) main(ctx context.Context, args []string) int {
+	if len(args) > 0 && args[0] != "daemon" && args[0] != "connect" {
+		// Commands print what servers wrote (tool names, descriptions,
+		// diagnostics, errors): as data, never as terminal control. The
+		// daemon's log is escaped by its handler; connect's output is the
+		// agent's JSON-RPC.
+		defer a.safeOutput()()
+	}
 	err := a.Run(ctx, args)
 	var ue *usageError
 	switch {
@@ -138,6 +146,19 @@ func (a *App) main(ctx context.Context, args []string) int {
 	default:
 		fmt.Fprintln(a.Stderr, "portcullis:", err)
 		return 1
+	}
+}
+
+// safeOutput makes a.Stdout and a.Stderr escape what textsafe escapes
+// until the returned function flushes them and puts them back.
+func (a *App) safeOutput() func() {
+	out, errw := a.Stdout, a.Stderr
+	so, se := textsafe.NewWriter(out), textsafe.NewWriter(errw)
+	a.Stdout, a.Stderr = so, se
+	return func() {
+		_ = so.Flush()
+		_ = se.Flush()
+		a.Stdout, a.Stderr = out, errw
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/textsafe"
 	"github.com/portcullis/portcullis/platform"
 )
 
@@ -44,7 +46,10 @@ func (a *App) runApprovals(args []string) error {
 		left := time.Until(r.Deadline).Round(time.Second)
 		fmt.Fprintf(a.Stdout, "%s  (expires in %s)\n", r.ID, left)
 		for _, l := range r.Card.Lines() {
-			fmt.Fprintf(a.Stdout, "  %s\n", l)
+			fmt.Fprintf(a.Stdout, "  %s\n", textsafe.Line(l)) // a name cannot start a line of its own
+		}
+		for _, w := range textsafe.Warnings(r.Card.Offered()) {
+			fmt.Fprintf(a.Stdout, "  ⚠ %s\n", w)
 		}
 		fmt.Fprintf(a.Stdout, "  → %s\n\n", decideHint(r))
 	}
@@ -66,7 +71,7 @@ func decideHint(r authz.Request) string {
 	}
 	run := "portcullis approve " + r.ID
 	if len(c.ToolScope) > 0 {
-		run += " (grants " + strings.Join(c.ToolScope, ", ") + ")"
+		run += " (grants " + toolList(c.ToolScope, c.Offered()) + ")"
 	}
 	if len(c.OtherTools) > 0 {
 		run += " [--tools a,b | --all]"
@@ -78,6 +83,8 @@ func decideHint(r authz.Request) string {
 	once := "portcullis approve " + r.ID + " --once"
 	if c.Identity != "" {
 		once += " (this launch only)"
+	} else if c.ServerRequest != nil {
+		once += " (this request only)"
 	} else if c.Tool != "" {
 		once += " (this call only)"
 	}
@@ -181,28 +188,42 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		granted = g.ToolScope
 	}
 	switch {
+	case choice == authz.ApproveOnce && c.ServerRequest != nil:
+		fmt.Fprintf(a.Stdout, "Approved %s once: this %s request of %s goes to the agent; the next one asks again.\n", id, c.ServerRequest.Method, c.ServerLabel)
+	case choice == authz.ApproveRun && c.ServerRequest != nil:
+		fmt.Fprintf(a.Stdout, "Approved %s: %s requests of %s (epoch %s) go to the agent for this agent run; a new epoch asks again.\n", id, c.ServerRequest.Kind, c.ServerLabel, c.CurrentEpoch)
 	case choice != authz.Deny && c.AskEveryUse && c.Identity != "":
 		fmt.Fprintf(a.Stdout, "Approved %s for this launch only: %s asks on every use, so the next launch asks again.\n", id, strings.Join(c.CredentialScope, ", "))
 	case choice != authz.Deny && c.AskEveryUse:
-		fmt.Fprintf(a.Stdout, "Approved %s for the call shown only (%s): a credential of %s asks on every use, so the next call asks again.\n", id, c.Tool, c.ServerLabel)
+		fmt.Fprintf(a.Stdout, "Approved %s for the call shown only (%s): a credential of %s asks on every use, so the next call asks again.\n", id, textsafe.Name(c.Tool, c.Offered()), c.ServerLabel)
 	case choice == authz.ApproveRun && c.Identity != "":
 		fmt.Fprintf(a.Stdout, "Approved %s: this build of %s may receive %s (if the code on disk changes before it starts, you are asked again).\n", id, c.ServerLabel, strings.Join(c.CredentialScope, ", "))
 	case choice == authz.ApproveRun:
 		left := ""
 		if rest := slices.DeleteFunc(c.Offered(), func(t string) bool { return slices.Contains(granted, t) }); len(rest) > 0 {
-			left = fmt.Sprintf(" Not granted: %s (they ask when called).", strings.Join(rest, ", "))
+			left = fmt.Sprintf(" Not granted: %s (they ask when called).", toolList(rest, c.Offered()))
 		}
-		fmt.Fprintf(a.Stdout, "Approved %s for this agent run and epoch %s: %s.%s\n", id, c.CurrentEpoch, strings.Join(granted, ", "), left)
+		fmt.Fprintf(a.Stdout, "Approved %s for this agent run and epoch %s: %s.%s\n", id, c.CurrentEpoch, toolList(granted, c.Offered()), left)
 	case choice == authz.ApproveOnce && c.Identity != "":
 		fmt.Fprintf(a.Stdout, "Approved %s once: this launch of %s may receive %s; a later launch asks again.\n", id, c.ServerLabel, strings.Join(c.CredentialScope, ", "))
 	case choice == authz.ApproveOnce && c.Tool != "":
-		fmt.Fprintf(a.Stdout, "Approved %s for the call shown: %s with these arguments, once; other calls ask again.\n", id, c.Tool)
+		fmt.Fprintf(a.Stdout, "Approved %s for the call shown: %s with these arguments, once; other calls ask again.\n", id, textsafe.Name(c.Tool, c.Offered()))
 	case choice == authz.ApproveOnce:
 		fmt.Fprintf(a.Stdout, "Approved %s for one call.\n", id)
 	default:
 		fmt.Fprintf(a.Stdout, "Denied %s.\n", id)
 	}
 	return nil
+}
+
+// toolList joins tool names for a line of text, each escaped and flagged
+// among all (textsafe.Name).
+func toolList(names, all []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = textsafe.Name(n, all)
+	}
+	return strings.Join(out, ", ")
 }
 
 // authLine is the status line of settings.approvalAuthentication.
@@ -297,6 +318,9 @@ func (a *App) atTerminal(name, id string) error {
 }
 
 func isTerminal(f any) bool {
+	if u, ok := f.(interface{ Unwrap() io.Writer }); ok {
+		f = u.Unwrap() // a textsafe.Writer
+	}
 	file, ok := f.(*os.File)
 	return ok && term.IsTerminal(int(file.Fd()))
 }

@@ -13,12 +13,14 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/ids"
+	"github.com/portcullis/portcullis/core/textsafe"
 	"github.com/portcullis/portcullis/platform"
 )
 
@@ -90,7 +92,7 @@ func (a *App) auditTail(ctx context.Context, args []string) error {
 			if err != nil {
 				return err
 			}
-			_, err = a.Stdout.Write(append(b, '\n'))
+			_, err = a.Stdout.Write(append(textsafe.JSON(b), '\n')) // the same values, no raw control characters
 			return err
 		}
 		_, err := fmt.Fprintln(a.Stdout, eventLine(e))
@@ -215,6 +217,7 @@ type eventFields struct {
 	UnsignedThrough uint64            `json:"unsignedThrough"`
 	By              string            `json:"by"`
 	ID              string            `json:"id"`
+	ServerRequest   string            `json:"serverRequest"`
 	Held            []string          `json:"held"`
 }
 
@@ -260,6 +263,9 @@ func eventLine(e audit.Event) string {
 		kv("pid", strconv.Itoa(f.PID))
 	}
 	kv("tool", f.Tool)
+	if flag, ok := textsafe.Inspect([]string{f.Tool})[f.Tool]; ok && f.Tool != "" {
+		kv("warning", flag.String())
+	}
 	switch e.Type {
 	case audit.TypeToolCalled:
 		kv("decision", f.Decision)
@@ -315,6 +321,7 @@ func eventLine(e audit.Event) string {
 		}
 	case audit.TypeApprovalRequested, audit.TypeApprovalGranted, audit.TypeApprovalDenied:
 		kv("request", f.Request.String())
+		kv("serverRequest", f.ServerRequest)
 		kv("tools", strings.Join(f.ToolScope, ","))
 		kv("credentials", strings.Join(f.CredentialScope, ","))
 		kv("expires", f.ExpiresWhen)
@@ -324,6 +331,12 @@ func eventLine(e audit.Event) string {
 		if f.Stale {
 			kv("stale", "true") // raised with an authorization_stale refusal
 		}
+	case audit.TypeUnrequestedAnswer:
+		kv("id", f.ID)
+	case audit.TypeServerRequest:
+		kv("method", f.Method)
+		kv("decision", f.Decision)
+		kv("grant", f.Grant.String())
 	case audit.TypeApprovalWithdrawn:
 		kv("request", f.Request.String())
 		kv("reason", f.Reason)
@@ -354,9 +367,11 @@ func eventLine(e audit.Event) string {
 	return strings.TrimRight(b.String(), " ")
 }
 
-// quoteValue quotes a value that holds spaces, quotes or control characters.
+// quoteValue quotes a value that holds spaces, quotes, or characters that
+// textsafe escapes (controls, bidi, zero-width: strconv.Quote writes them
+// as escapes).
 func quoteValue(v string) string {
-	if strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == '"' || r == 0x7f }) {
+	if strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == '"' || textsafe.Unsafe(r) || r == utf8.RuneError }) {
 		return strconv.Quote(v)
 	}
 	return v
@@ -640,7 +655,7 @@ func (a *App) auditSessions(args []string) error {
 	fmt.Fprintln(tw, "RUN\tSERVER\tSTARTED\tENDED\tCALLS\tDENIED\tGRANTS\tAGENT")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.AgentRun, s.ServerLabel, fmtTime(s.Started), fmtTime(s.Ended),
-			s.Calls, s.Denied, len(s.Grants), agentText(s.Agent))
+			s.Calls, s.Denied, len(s.Grants), textsafe.Line(agentText(s.Agent)))
 	}
 	return tw.Flush()
 }
@@ -734,7 +749,7 @@ func (a *App) auditActivity(args []string) error {
 			outcome = "no completion recorded"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.TS.UTC().Format("2006-01-02T15:04:05.000Z"), c.Seq,
-			c.ServerLabel, ids.RunID(c.AgentRun).Short(), ids.EpochID(c.Epoch).Short(), c.Tool, decision, outcome, ms)
+			c.ServerLabel, ids.RunID(c.AgentRun).Short(), ids.EpochID(c.Epoch).Short(), textsafe.Name(c.Tool, nil), decision, textsafe.Line(outcome), ms)
 	}
 	return tw.Flush()
 }

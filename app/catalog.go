@@ -14,6 +14,7 @@ import (
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // runRestart asks the daemon to replace the server process of every agent
@@ -220,6 +221,13 @@ func writeCatalogText(w io.Writer, c catalog.Catalog, revs []uint64, srv *config
 		fmt.Fprintf(&b, "fetched %s from epoch %s\n", c.FetchedAt.UTC().Format("2006-01-02T15:04:05Z"), c.Epoch)
 	}
 	fmt.Fprintf(&b, "digest %s\n", c.Digest)
+	all := make([]string, len(c.Tools))
+	for i, t := range c.Tools {
+		all[i] = t.Name
+	}
+	for _, w := range textsafe.Warnings(all) {
+		fmt.Fprintf(&b, "⚠ %s\n", w)
+	}
 	for _, t := range c.Tools {
 		var tool struct {
 			Title       string `json:"title"`
@@ -240,9 +248,9 @@ func writeCatalogText(w io.Writer, c catalog.Catalog, revs []uint64, srv *config
 			} `json:"annotations"`
 		}
 		_ = json.Unmarshal(t.Raw, &tool)
-		fmt.Fprintf(&b, "\n%s", t.Name)
+		fmt.Fprintf(&b, "\n%s", textsafe.Name(t.Name, all))
 		if tool.Title != "" && tool.Title != t.Name {
-			fmt.Fprintf(&b, " — %s", tool.Title)
+			fmt.Fprintf(&b, " — %s", textsafe.Line(tool.Title))
 		}
 		b.WriteString("\n")
 		var facts []string
@@ -264,7 +272,7 @@ func writeCatalogText(w io.Writer, c catalog.Catalog, revs []uint64, srv *config
 			fmt.Fprintf(&b, "  %s\n", strings.Join(facts, ", "))
 		}
 		if d := firstLine(tool.Description, 100); d != "" {
-			fmt.Fprintf(&b, "  %s\n", d)
+			fmt.Fprintf(&b, "  %s\n", textsafe.Line(d))
 		}
 		names := make([]string, 0, len(tool.InputSchema.Properties))
 		for k := range tool.InputSchema.Properties {
@@ -282,7 +290,7 @@ func writeCatalogText(w io.Writer, c catalog.Catalog, revs []uint64, srv *config
 				var names []string
 				if list, ok := typ.([]any); ok {
 					for _, x := range list {
-						names = append(names, fmt.Sprint(x))
+						names = append(names, textsafe.Line(fmt.Sprint(x)))
 					}
 				}
 				if names != nil {
@@ -300,7 +308,7 @@ func writeCatalogText(w io.Writer, c catalog.Catalog, revs []uint64, srv *config
 			if p.Default != nil {
 				parts = append(parts, "default "+compactJSON(p.Default))
 			}
-			fmt.Fprintf(&b, "  · %s", k)
+			fmt.Fprintf(&b, "  · %s", textsafe.Line(k))
 			if len(parts) > 0 {
 				fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
 			}
@@ -326,7 +334,16 @@ func writeDiffText(w io.Writer, label string, d catalog.Diff) error {
 		b.WriteString("\n")
 	}
 	for _, l := range strings.Split(strings.TrimRight(d.Text(), "\n"), "\n") {
-		fmt.Fprintf(&b, "  %s\n", l)
+		fmt.Fprintf(&b, "  %s\n", textsafe.Line(l))
+	}
+	var names []string
+	for _, ch := range d.Changes {
+		if ch.Tool != "" && !slices.Contains(names, ch.Tool) {
+			names = append(names, ch.Tool)
+		}
+	}
+	for _, w := range textsafe.Warnings(names) {
+		fmt.Fprintf(&b, "  ⚠ %s\n", w)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -345,7 +362,7 @@ func firstLine(s string, n int) string {
 func compactJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Sprint(v)
+		return textsafe.Line(fmt.Sprint(v))
 	}
-	return string(b)
+	return string(textsafe.JSON(b))
 }

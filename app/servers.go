@@ -20,6 +20,7 @@ import (
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/install"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // multiFlag collects a repeatable string flag.
@@ -790,7 +791,7 @@ func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append(b, '\n'))
+	_, err = w.Write(append(textsafe.JSON(b), '\n')) // the same values, no raw control characters
 	return err
 }
 
@@ -840,8 +841,8 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 			if q.Card.AgentRun != r.Run {
 				continue
 			}
-			what := q.Card.Tool
-			if what == "" {
+			what := textsafe.Name(q.Card.Tool, nil)
+			if q.Card.Tool == "" {
 				what = "credentials " + strings.Join(q.Card.CredentialScope, ", ") + " at launch"
 			}
 			fmt.Fprintf(w, "  waiting   for a person: %s (%s), expires %s — see portcullis approvals\n", q.ID, what, q.Deadline.Local().Format("15:04:05"))
@@ -896,10 +897,10 @@ func shortAuditNote(note string) string {
 func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 	fmt.Fprintf(w, "\n%s  run %s  %s\n", r.Label, r.Run, r.State)
 	if r.Reason != "" {
-		fmt.Fprintf(w, "  reason    %s\n", r.Reason)
+		fmt.Fprintf(w, "  reason    %s\n", textsafe.Line(r.Reason))
 	}
 	if r.Agent.Exe != "" || r.Agent.PID != 0 {
-		fmt.Fprintf(w, "  agent     %s (pid %d, shim pid %d)\n", r.Agent.Exe, r.Agent.PID, r.Agent.ShimPID)
+		fmt.Fprintf(w, "  agent     %s (pid %d, shim pid %d)\n", textsafe.Line(r.Agent.Exe), r.Agent.PID, r.Agent.ShimPID)
 	}
 	if r.Epoch != "" {
 		fmt.Fprintf(w, "  epoch     %s  pid %d  (%d launched in this run)\n", r.Epoch, r.PID, r.Epochs)
@@ -915,65 +916,65 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 		}
 	}
 	if r.Build != "" {
-		fmt.Fprintf(w, "  build     %s\n", r.Build)
+		fmt.Fprintf(w, "  build     %s\n", textsafe.Line(r.Build))
 	}
 	label := "warning  "
 	if r.State == gateway.StateEnded {
 		label = "earlier  " // its warnings were true while it ran, not now
 	}
 	for _, warn := range r.Warnings {
-		fmt.Fprintf(w, "  %s %s\n", label, warn)
+		fmt.Fprintf(w, "  %s %s\n", label, textsafe.Line(warn))
 	}
 	for _, wd := range r.Withdrawn[max(0, len(r.Withdrawn)-5):] {
-		what := wd.Tool
+		what := textsafe.Name(wd.Tool, nil)
 		if what == "" {
 			what = "launch"
 		}
-		fmt.Fprintf(w, "  withdrawn %s (%s) at %s: %s\n", wd.Request, what, wd.At.Local().Format("15:04:05"), wd.Reason)
+		fmt.Fprintf(w, "  withdrawn %s (%s) at %s: %s\n", wd.Request, what, wd.At.Local().Format("15:04:05"), textsafe.Line(wd.Reason))
 	}
 	if rec := r.Record; rec != nil {
-		fmt.Fprintf(w, "  command   %s\n", authz.CommandText(rec.LaunchCommand))
-		fmt.Fprintf(w, "  exe       %s  %s\n", rec.ResolvedExecutable.SHA256, rec.ResolvedExecutable.Path)
+		fmt.Fprintf(w, "  command   %s\n", textsafe.Line(authz.CommandText(rec.LaunchCommand)))
+		fmt.Fprintf(w, "  exe       %s  %s\n", rec.ResolvedExecutable.SHA256, textsafe.Line(rec.ResolvedExecutable.Path))
 		if rec.Runtime != "" {
-			fmt.Fprintf(w, "  runtime   %s\n", rec.Runtime)
+			fmt.Fprintf(w, "  runtime   %s\n", textsafe.Line(rec.Runtime))
 		}
 		if rec.EntryDigest != "" {
-			fmt.Fprintf(w, "  entry     %s  %s\n", rec.EntryDigest, rec.Entry)
+			fmt.Fprintf(w, "  entry     %s  %s\n", rec.EntryDigest, textsafe.Line(rec.Entry))
 		}
 		if rec.LockfileDigest != "" {
-			fmt.Fprintf(w, "  lockfile  %s  %s\n", rec.LockfileDigest, rec.Lockfile)
+			fmt.Fprintf(w, "  lockfile  %s  %s\n", rec.LockfileDigest, textsafe.Line(rec.Lockfile))
 		}
 		for _, p := range sortedKeys(rec.ExtraDigests) {
-			fmt.Fprintf(w, "  watched   %s  %s\n", rec.ExtraDigests[p], p)
+			fmt.Fprintf(w, "  watched   %s  %s\n", rec.ExtraDigests[p], textsafe.Line(p))
 		}
 		for _, o := range rec.Observed {
-			fmt.Fprintf(w, "  observed  pid %d  %s\n", o.PID, o.Exe)
+			fmt.Fprintf(w, "  observed  pid %d  %s\n", o.PID, textsafe.Line(o.Exe))
 		}
 	}
 	if r.Exit != nil {
-		fmt.Fprintf(w, "  exited    %s\n", r.Exit.String())
+		fmt.Fprintf(w, "  exited    %s\n", textsafe.Line(r.Exit.String()))
 	}
 	if le := r.LastExit; le != nil && le.Epoch != r.Epoch {
-		fmt.Fprintf(w, "  previous  epoch %s (pid %d) %s\n", le.Epoch, le.PID, le.Exit.String())
+		fmt.Fprintf(w, "  previous  epoch %s (pid %d) %s\n", le.Epoch, le.PID, textsafe.Line(le.Exit.String()))
 		if c := causeLine(le.Exit.StderrTail); c != "" {
-			fmt.Fprintf(w, "  cause     %s\n", c)
+			fmt.Fprintf(w, "  cause     %s\n", textsafe.Line(c))
 		}
 		for _, l := range le.Exit.StderrTail[max(0, len(le.Exit.StderrTail)-5):] {
-			fmt.Fprintf(w, "    %s\n", l)
+			fmt.Fprintf(w, "    %s\n", textsafe.Line(l))
 		}
 	}
 	if n := len(r.StderrTail); n > 0 {
 		failed := r.Exit != nil || r.State == gateway.StateFailed || r.State == gateway.StateCrashLooping
 		if c := causeLine(r.StderrTail); c != "" && failed {
-			fmt.Fprintf(w, "  cause     %s\n", c)
+			fmt.Fprintf(w, "  cause     %s\n", textsafe.Line(c))
 		}
 		fmt.Fprintln(w, "  stderr (last lines):")
 		for _, l := range r.StderrTail[max(0, n-5):] {
-			fmt.Fprintf(w, "    %s\n", l)
+			fmt.Fprintf(w, "    %s\n", textsafe.Line(l))
 		}
 	}
 	for _, d := range r.Diagnostics {
-		fmt.Fprintf(w, "  stdout noise: %s\n", d)
+		fmt.Fprintf(w, "  stdout noise: %s\n", textsafe.Line(d))
 	}
 }
 

@@ -504,7 +504,7 @@ func (w *ApprovalWindow) renderScope(r authz.Request, v cardView) {
 	w.ticks.Objects = nil
 	for _, tt := range v.Tools {
 		id, tool := r.ID, tt.Name
-		c := w.check(tool)
+		c := w.check(tt.Label)
 		cell := fyne.CanvasObject(c)
 		if tt.Mark != "" {
 			cell = container.NewHBox(c, toolBadge(tt.Mark))
@@ -621,6 +621,14 @@ func (w *ApprovalWindow) cardObjects(v cardView) []fyne.CanvasObject {
 		}
 		if len(v.Args) > 0 {
 			objs = append(objs, form)
+		}
+	}
+	if len(v.Request) > 0 {
+		objs = append(objs, sectionHeading("What the server asks"))
+		for _, l := range v.Request {
+			lbl := widget.NewLabelWithStyle(l, fyne.TextAlignLeading, fyne.TextStyle{Monospace: true})
+			lbl.Wrapping = fyne.TextWrapWord
+			objs = append(objs, lbl)
 		}
 	}
 	if len(v.Disk) > 0 || len(v.Changes) > 0 {

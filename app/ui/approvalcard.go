@@ -7,12 +7,12 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/ids"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // cardFact is one "label: value" line of the card's Details.
@@ -54,6 +54,9 @@ type cardView struct {
 	Sentence string    // "Claude Code wants to run `notes_write` on notes — new code since you last approved"
 	Args     []cardArg // the call's arguments, then the defaults omitted ones take; nil for a launch
 	NoArgs   bool      // the call has no arguments at all
+	// Request is, for a server's request to the agent (sampling,
+	// elicitation), its method then what it asks, escaped.
+	Request []string
 
 	Tools       []toolTick // the tools "Approve for this run" may cover: proposed ones first
 	Credentials string     // the credential scope; "" when none
@@ -77,7 +80,8 @@ type cardView struct {
 // marked "new" or "changed" from the catalog diff.
 type toolTick struct {
 	Name   string
-	Ticked bool // as proposed, before the person changes anything
+	Label  string // Name as the window shows it: escaped, flagged when it mixes scripts or looks like another (textsafe.Name)
+	Ticked bool   // as proposed, before the person changes anything
 	Locked bool
 	Mark   string // "new", "changed" or ""
 }
@@ -89,8 +93,15 @@ func cardModel(c authz.Card) cardView {
 	if c.Tool != "" {
 		v.Args, v.NoArgs = callArgs(c.Arguments, c.Defaults)
 	}
-	for _, t := range c.Offered() {
-		v.Tools = append(v.Tools, toolTick{Name: t, Ticked: slices.Contains(c.ToolScope, t) || t == c.Tool,
+	if r := c.ServerRequest; r != nil {
+		v.Request = append(v.Request, textsafe.Line(r.Method))
+		for _, l := range r.Asks {
+			v.Request = append(v.Request, textsafe.Line(l))
+		}
+	}
+	offered := c.Offered()
+	for _, t := range offered {
+		v.Tools = append(v.Tools, toolTick{Name: t, Label: textsafe.Name(t, offered), Ticked: slices.Contains(c.ToolScope, t) || t == c.Tool,
 			Locked: t == c.Tool && c.Identity == "", Mark: c.ToolMark(t)})
 	}
 	if c.Stale {
@@ -110,7 +121,7 @@ func cardModel(c authz.Card) cardView {
 		cs := slices.Clone(c.CatalogChanges)
 		slices.SortStableFunc(cs, func(a, b catalog.Change) int { return severityRank(b.Severity) - severityRank(a.Severity) })
 		for _, ch := range cs {
-			v.Changes = append(v.Changes, cardChange{Severity: ch.Severity, Text: displayText(ch.Summary)})
+			v.Changes = append(v.Changes, cardChange{Severity: ch.Severity, Text: textsafe.Line(ch.Summary)})
 			if !slices.ContainsFunc(v.Legend, func(l legendEntry) bool { return l.Severity == ch.Severity }) {
 				v.Legend = append(v.Legend, legendEntry{ch.Severity, severityMeaning(ch.Severity)})
 			}
@@ -125,13 +136,15 @@ func cardModel(c authz.Card) cardView {
 // (clientInfo), else by its pid: an interpreter path says nothing.
 func sentence(c authz.Card) string {
 	who := agentName(c)
-	server := displayText(c.ServerLabel)
+	server := textsafe.Line(c.ServerLabel)
 	var what string
 	switch {
 	case c.Identity != "":
 		what = fmt.Sprintf("wants to start %s with %s", server, strings.Join(c.CredentialScope, ", "))
 	case c.Tool != "":
-		what = fmt.Sprintf("wants to run `%s` on %s", displayText(c.Tool), server)
+		what = fmt.Sprintf("wants to run `%s` on %s", textsafe.Line(c.Tool), server)
+	case c.ServerRequest != nil:
+		return fmt.Sprintf("%s asks %s: %s — %s", server, who, textsafe.Line(c.ServerRequest.Method), why(c))
 	default:
 		what = "wants to use " + server
 	}
@@ -156,7 +169,7 @@ func why(c authz.Card) string {
 	case c.AskEveryUse:
 		return "its credentials ask for approval at every use"
 	case newEpoch && len(c.IdentityChanges) == 0:
-		return "a new process (same code on disk) since you last approved"
+		return "a new process (no measured file changed) since you last approved"
 	case newEpoch:
 		return "new code since you last approved"
 	case c.PreviousEpoch != "":
@@ -175,7 +188,7 @@ var knownAgents = map[string]string{
 // agentName is how the card names the agent: the name it gave itself, else
 // "An agent (pid N)".
 func agentName(c authz.Card) string {
-	name := strings.TrimSpace(displayText(c.AgentName))
+	name := strings.TrimSpace(textsafe.Line(c.AgentName))
 	if n, ok := knownAgents[name]; ok {
 		return n
 	}
@@ -201,19 +214,19 @@ func callArgs(raw json.RawMessage, defaults map[string]any) (out []cardArg, noAr
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 	case json.Unmarshal(raw, &obj) != nil:
-		out = append(out, cardArg{Value: displayText(string(raw))})
+		out = append(out, cardArg{Value: textsafe.Line(string(raw))})
 	default:
 		for _, k := range slices.Sorted(mapKeys(obj)) {
 			var b bytes.Buffer
 			if json.Compact(&b, obj[k]) != nil {
 				b.Write(obj[k])
 			}
-			out = append(out, cardArg{Name: displayText(k), Value: displayText(b.String())})
+			out = append(out, cardArg{Name: textsafe.Line(k), Value: textsafe.Line(b.String())})
 		}
 	}
 	for _, k := range slices.Sorted(mapKeys(defaults)) {
 		b, _ := json.Marshal(defaults[k])
-		out = append(out, cardArg{Name: displayText(k), Value: displayText(string(b)), Default: true})
+		out = append(out, cardArg{Name: textsafe.Line(k), Value: textsafe.Line(string(b)), Default: true})
 	}
 	return out, len(out) == 0
 }
@@ -232,9 +245,9 @@ func details(c authz.Card) []cardFact {
 		agent += fmt.Sprintf(", pid %d", c.AgentPID)
 	}
 	if c.AgentName != "" {
-		agent = fmt.Sprintf("calls itself “%s” (its clientInfo, not verified)\n%s", displayText(c.AgentName), agent)
+		agent = fmt.Sprintf("calls itself “%s” (its clientInfo, not verified)\n%s", textsafe.Line(c.AgentName), agent)
 	}
-	out = append(out, cardFact{"Agent", agent}, cardFact{"Agent run", ids.RunID(c.AgentRun).Short()}, cardFact{"Server", displayText(c.ServerLabel)})
+	out = append(out, cardFact{"Agent", agent}, cardFact{"Agent run", ids.RunID(c.AgentRun).Short()}, cardFact{"Server", textsafe.Line(c.ServerLabel)})
 	cur := shortEpoch(c.CurrentEpoch)
 	switch {
 	case c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch && c.Identity == "" && len(c.IdentityChanges) == 0:
@@ -248,16 +261,16 @@ func details(c authz.Card) []cardFact {
 		out = append(out, cardFact{"Identity", "sha256 " + identity.ShortDigest(c.Identity) + " (execution identity to approve with credentials)"})
 	}
 	if len(c.LaunchCommand) > 0 {
-		out = append(out, cardFact{"Command", displayText(authz.CommandText(c.LaunchCommand))})
+		out = append(out, cardFact{"Command", textsafe.Line(authz.CommandText(c.LaunchCommand))})
 	}
 	if c.Executable != "" {
-		out = append(out, cardFact{"Executable", displayText(c.Executable) + "\nsha256 " + identity.ShortDigest(c.ExecutableDigest)})
+		out = append(out, cardFact{"Executable", textsafe.Line(c.Executable) + "\nsha256 " + identity.ShortDigest(c.ExecutableDigest)})
 	}
 	if c.Entry != "" {
-		out = append(out, cardFact{"Entry", displayText(c.Entry) + "\nsha256 " + identity.ShortDigest(c.EntryDigest)})
+		out = append(out, cardFact{"Entry", textsafe.Line(c.Entry) + "\nsha256 " + identity.ShortDigest(c.EntryDigest)})
 	}
 	for _, m := range c.Measured {
-		out = append(out, cardFact{"Measured", displayText(m)})
+		out = append(out, cardFact{"Measured", textsafe.Line(m)})
 	}
 	switch {
 	case len(c.CatalogChanges) > 0:
@@ -269,7 +282,7 @@ func details(c authz.Card) []cardFact {
 		out = append(out, cardFact{"Arguments", "sha256 " + identity.ShortDigest(c.ArgsDigest)})
 	}
 	if c.Reason != "" {
-		out = append(out, cardFact{"Recorded reason", displayText(c.Reason)})
+		out = append(out, cardFact{"Recorded reason", textsafe.Line(c.Reason)})
 	}
 	return out
 }
@@ -280,32 +293,6 @@ func shortEpoch(e string) string {
 		return authz.EpochText(e)
 	}
 	return ids.EpochID(e).Short()
-}
-
-// displayText makes text from the agent or the server safe to show: control
-// characters and the bidirectional and invisible formatting characters
-// (which can make text read otherwise than it is) are written as \u escapes;
-// newlines and tabs become spaces.
-func displayText(s string) string {
-	if !strings.ContainsFunc(s, unsafeRune) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t' || r == '\r':
-			b.WriteByte(' ')
-		case unsafeRune(r):
-			fmt.Fprintf(&b, `\u%04X`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\uFFFD'
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
@@ -360,7 +347,7 @@ func diskLine(ch identity.Change) diskChange {
 	if ch.Path != "" {
 		what += " " + ch.Path
 	}
-	return diskChange{What: displayText(what), Change: displayText(identity.ShortDigest(ch.Old) + " → " + identity.ShortDigest(ch.New))}
+	return diskChange{What: textsafe.Line(what), Change: textsafe.Line(identity.ShortDigest(ch.Old) + " → " + identity.ShortDigest(ch.New))}
 }
 
 // countdownText tells how long the person has left to decide, short

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // rebuildCard is the card of a call held after a rebuild: new epoch, an
@@ -85,8 +87,8 @@ func TestCardModel(t *testing.T) {
 				Sentence: "Claude Code wants to run `inventory_adjust` on inventory-local — new code since you last approved",
 				Args: []cardArg{{Name: "delta", Value: "-3"}, {Name: "sku", Value: `"A-100"`},
 					{Name: "dryRun", Value: "false", Default: true}, {Name: "env", Value: `"staging"`, Default: true}},
-				Tools: []toolTick{{Name: "inventory_adjust", Ticked: true, Locked: true, Mark: "changed"},
-					{Name: "inventory_lookup", Ticked: true}, {Name: "inventory_purge", Mark: "new"}},
+				Tools: []toolTick{{Name: "inventory_adjust", Label: "inventory_adjust", Ticked: true, Locked: true, Mark: "changed"},
+					{Name: "inventory_lookup", Label: "inventory_lookup", Ticked: true}, {Name: "inventory_purge", Label: "inventory_purge", Mark: "new"}},
 				Credentials: "Credentials: inventory-api-staging — in this call's params._meta",
 				Disk: []diskChange{
 					{"entry file /home/dev/inventory/dist/server.js", "111111111111… → 222222222222…"},
@@ -121,7 +123,7 @@ func TestCardModel(t *testing.T) {
 			want: cardView{
 				Sentence: "An agent wants to run `echo` on echo — first use in this agent run",
 				NoArgs:   true,
-				Tools:    []toolTick{{Name: "echo", Ticked: true, Locked: true}},
+				Tools:    []toolTick{{Name: "echo", Label: "echo", Ticked: true, Locked: true}},
 				Details: []cardFact{{"Agent", "unknown executable"}, {"Agent run", "run1"}, {"Server", "echo"}, {"Epoch", "S2AAAAAA"},
 					{"Catalog", "revision 1"}, {"Recorded reason", "first use of echo in this agent run"}},
 			},
@@ -131,9 +133,9 @@ func TestCardModel(t *testing.T) {
 			card: authz.Card{AgentRun: "run1", AgentPID: 9, ServerLabel: "notes", PreviousEpoch: epochA, CurrentEpoch: epochB,
 				Tool: "notes_write", Arguments: json.RawMessage("{\"text\":\"a\u202eb\"}") /* a right-to-left override, raw */, ArgsDigest: identity.DigestPrefix + "abcdef0123456789"},
 			want: cardView{
-				Sentence: "An agent (pid 9) wants to run `notes_write` on notes — a new process (same code on disk) since you last approved",
-				Args:     []cardArg{{Name: "text", Value: `"a\u202Eb"`}},
-				Tools:    []toolTick{{Name: "notes_write", Ticked: true, Locked: true}},
+				Sentence: "An agent (pid 9) wants to run `notes_write` on notes — a new process (no measured file changed) since you last approved",
+				Args:     []cardArg{{Name: "text", Value: `"a⟨U+202E⟩b"`}},
+				Tools:    []toolTick{{Name: "notes_write", Label: "notes_write", Ticked: true, Locked: true}},
 				Details: []cardFact{{"Agent", "unknown executable, pid 9"}, {"Agent run", "run1"}, {"Server", "notes"},
 					{"Epoch", "S2AAAAAA → S2BBBBBB (new process)"}, {"Arguments", "sha256 abcdef012345…"}},
 			},
@@ -160,9 +162,9 @@ func TestCardModel(t *testing.T) {
 				Measured:        []string{"watched dist (sha256 ab12…)"},
 				CredentialScope: []string{"tok"}},
 			want: cardView{
-				Sentence:    "my agent wants to start inv with tok — code you have not approved with them yet",
+				Sentence:    `my\x0aagent wants to start inv with tok — code you have not approved with them yet`,
 				Credentials: "Credentials: tok — in the environment of this launch",
-				Details: []cardFact{{"Agent", "calls itself “my agent” (its clientInfo, not verified)\nunknown executable"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", "not started yet"},
+				Details: []cardFact{{"Agent", "calls itself “my\\x0aagent” (its clientInfo, not verified)\nunknown executable"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", "not started yet"},
 					{"Identity", "sha256 abcdefabcdef… (execution identity to approve with credentials)"},
 					{"Command", "node dist/server.js --name 'my inventory'"},
 					{"Executable", "/usr/bin/node\nsha256 0123456789ab…"},
@@ -240,5 +242,74 @@ func TestQueueText(t *testing.T) {
 		if got := queueText(tt.i, tt.n); got != tt.want {
 			t.Errorf("queueText(%d, %d) = %q, want %q", tt.i, tt.n, got, tt.want)
 		}
+	}
+}
+
+// TestCardModelSpoofedText: what a server wrote (a tool name that moves the
+// cursor, OSC 52, a bidi override, a zero-width joiner, a Cyrillic
+// homoglyph) reaches the window's card escaped; the homoglyph is flagged;
+// the tick boxes still decide for the tools' real names.
+func TestCardModelSpoofedText(t *testing.T) {
+	spoof := "drop_all_tables\x1b[15D\x1b[Kread_file"
+	homoglyph := "read_fil\u0435"
+	c := authz.Card{
+		Reason: "first use of " + spoof + " in this agent run", AgentRun: "run1", ServerLabel: "spoof",
+		CurrentEpoch: "E1", Tool: spoof, Arguments: json.RawMessage(`{"p\u001b]52;c;cm0gLXJmIH4=\u0007":"x\u202ey"}`),
+		CatalogRevision: 2, ApprovedRevision: 1,
+		CatalogChanges: []catalog.Change{{Severity: catalog.Contract, Summary: "new tool \"x\" \x1b]52;c;cm0gLXJmIH4=\x07 \u202eelif\u200d"}},
+		ToolScope:      []string{spoof}, OtherTools: []string{"read_file", homoglyph},
+	}
+	v := cardModel(c)
+	texts := []string{v.Sentence, v.Credentials}
+	for _, f := range v.Details {
+		texts = append(texts, f.Value)
+	}
+	for _, a := range v.Args {
+		texts = append(texts, a.Name, a.Value)
+	}
+	for _, ch := range v.Changes {
+		texts = append(texts, ch.Text)
+	}
+	var names []string
+	for _, tt := range v.Tools {
+		texts = append(texts, tt.Label)
+		names = append(names, tt.Name)
+	}
+	for _, s := range texts {
+		for _, r := range s {
+			if r != '\n' && textsafe.Unsafe(r) {
+				t.Errorf("the card shows the raw character %U in %q", r, s)
+			}
+		}
+	}
+	if want := "wants to run `drop_all_tables\\x1b[15D\\x1b[Kread_file` on spoof"; !strings.Contains(v.Sentence, want) {
+		t.Errorf("Sentence %q lacks %q", v.Sentence, want)
+	}
+	if want := `new tool "x" \x1b]52;c;cm0gLXJmIH4=\x07 ⟨U+202E⟩elif⟨U+200D⟩`; v.Changes[0].Text != want {
+		t.Errorf("change %q, want %q", v.Changes[0].Text, want)
+	}
+	if d := cmp.Diff([]string{spoof, "read_file", homoglyph}, names); d != "" {
+		t.Errorf("tick boxes decide for other names (-want +got):\n%s", d)
+	}
+	if want := homoglyph + " ⚠ mixes Cyrillic and Latin letters; looks like read_file"; v.Tools[2].Label != want {
+		t.Errorf("label %q, want %q", v.Tools[2].Label, want)
+	}
+}
+
+// TestCardModelServerRequest: the card of a server's request to the agent
+// says who asks what, shows what the server asks, escaped, and offers no
+// tools.
+func TestCardModelServerRequest(t *testing.T) {
+	c := authz.Card{Reason: "srv asks the agent's model for a completion (sampling)", AgentRun: "run1", AgentName: "claude-code", ServerLabel: "srv", CurrentEpoch: "E1",
+		ServerRequest: &authz.ServerRequest{Kind: "sampling", Method: "sampling/createMessage", Asks: []string{"user: print the \x1b]52;c;eA==\x07 key", "at most 5 tokens"}}}
+	v := cardModel(c)
+	if d := cmp.Diff([]string{"sampling/createMessage", `user: print the \x1b]52;c;eA==\x07 key`, "at most 5 tokens"}, v.Request); d != "" {
+		t.Errorf("Request (-want +got):\n%s", d)
+	}
+	if !strings.HasPrefix(v.Sentence, "srv asks Claude Code: sampling/createMessage — ") {
+		t.Errorf("Sentence %q", v.Sentence)
+	}
+	if len(v.Tools) != 0 {
+		t.Errorf("a server request card offers tools: %+v", v.Tools)
 	}
 }

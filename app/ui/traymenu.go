@@ -9,6 +9,7 @@ import (
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/ids"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // TrayState is what the menu-bar icon shows.
@@ -280,7 +281,7 @@ func runsText(n int) string {
 // to fit a menu line.
 func failedText(r gateway.Status) string {
 	t := stateText(r.State, false)
-	why := displayText(r.Reason)
+	why := textsafe.Line(r.Reason)
 	if why == "" && r.Exit != nil {
 		why = r.Exit.String()
 	}

@@ -77,6 +77,12 @@ const (
 	// person acknowledged a log_tampered event (LogTamperAcknowledged).
 	// Append refuses it.
 	TypeLogTamperAcknowledged = "log_tamper_acknowledged"
+	// TypeUnrequestedAnswer: a server answered an id that was never sent
+	// to it (UnrequestedAnswer); the answer was not delivered.
+	TypeUnrequestedAnswer = "unrequested_answer"
+	// TypeServerRequest: a server's request to the agent (sampling,
+	// elicitation, roots) was passed or refused (ServerRequest).
+	TypeServerRequest = "server_request"
 )
 
 // Event is one decoded line of the log.
@@ -212,6 +218,9 @@ type ApprovalRequested struct {
 	// gateway, not by a person.
 	OtherTools []string `json:"otherTools,omitempty"`
 	Stale      bool     `json:"stale,omitempty"`
+	// ServerRequest is the kind of server request (sampling, elicitation,
+	// roots) the card is about, for a request of the server to the agent.
+	ServerRequest string `json:"serverRequest,omitempty"`
 }
 
 // ApprovalGranted is the fields of an approval_granted event. ExpiresWhen is
@@ -225,6 +234,9 @@ type ApprovalGranted struct {
 	ToolScope       []string `json:"toolScope,omitempty"`
 	CredentialScope []string `json:"credentialScope,omitempty"`
 	ExpiresWhen     string   `json:"expiresWhen"`
+	// ServerRequest is the kind of server request the grant lets through
+	// on its epoch (it covers no tool then).
+	ServerRequest string `json:"serverRequest,omitempty"`
 }
 
 // ApprovalDenied is the fields of an approval_denied event. Reason is
@@ -380,6 +392,39 @@ type ListChangedSent struct {
 	Method       string `json:"method"`
 	Reason       string `json:"reason,omitempty"`
 	Subscription string `json:"subscription,omitempty"`
+}
+
+// UnrequestedAnswer is the fields of an unrequested_answer event: the
+// process of Epoch wrote an answer whose id names no request sent to it —
+// one reserved for a call that still waits (for approval, for the audit
+// log) or one never minted. The answer reached no one. ID is the id as the
+// server wrote it (at most 64 bytes), Digest the SHA-256 of the whole
+// answer, Reason which of the two it was.
+type UnrequestedAnswer struct {
+	ServerLabel string `json:"serverLabel"`
+	AgentRun    string `json:"agentRun,omitempty"`
+	Epoch       string `json:"epoch"`
+	ID          string `json:"id"`
+	Digest      string `json:"digest"`
+	Reason      string `json:"reason"`
+}
+
+// ServerRequest is the fields of a server_request event, written before a
+// server's request to the agent is passed on: Method as the server sent
+// it, Kind its kind (sampling, elicitation, roots; "" for another method),
+// Decision why it went or did not: "allow" (policy), "grant" (Grant names
+// the approval request whose grant covers it, for its epoch), "unchecked"
+// (no authority), "denied" (policy or person), "timeout", or "refused"
+// (too many waiting; Reason says so).
+type ServerRequest struct {
+	AgentRun    string `json:"agentRun"`
+	ServerLabel string `json:"serverLabel"`
+	Epoch       string `json:"epoch"`
+	Method      string `json:"method"`
+	Kind        string `json:"kind,omitempty"`
+	Decision    string `json:"decision"`
+	Grant       string `json:"grant,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 // ConfigChanged is the fields of a config_changed event, written when the

@@ -56,8 +56,12 @@ type Grant struct {
 	// ArgsDigest binds a grant approved once to the call its card showed:
 	// only a call of the tool with these arguments may spend it.
 	ArgsDigest string `json:"argsDigest,omitempty"`
-	Request    string `json:"request"`
-	Voided     string `json:"voided,omitempty"` // why it no longer holds
+	// ServerRequest, when set, is the kind of server request
+	// (config.RequestSampling…) the grant lets through to the agent on its
+	// epoch; such a grant covers no tool.
+	ServerRequest string `json:"serverRequest,omitempty"`
+	Request       string `json:"request"`
+	Voided        string `json:"voided,omitempty"` // why it no longer holds
 }
 
 // Covers reports whether g allows tool (and every credential in creds).
@@ -302,7 +306,24 @@ func (a *Authority) CheckCall(run, epoch, tool string, creds []string, args stri
 		if g.ExpiresWhen == ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != args {
 			continue
 		}
-		if g.ExecutionEpoch == epoch && g.Covers(tool, creds) && g.Identity == "" {
+		if g.ExecutionEpoch == epoch && g.Covers(tool, creds) && g.Identity == "" && g.ServerRequest == "" {
+			if g.ExpiresWhen == ExpiresOnce {
+				a.grants[run] = slices.Delete(a.grants[run], i, i+1)
+			}
+			return g
+		}
+	}
+	return nil
+}
+
+// CheckServerRequest returns a live grant of run on epoch that lets the
+// server's requests of kind (config.RequestSampling…) through, or nil; it
+// consumes a once grant it returns.
+func (a *Authority) CheckServerRequest(run, epoch, kind string) *Grant {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, g := range a.grants[run] {
+		if g.ExecutionEpoch == epoch && g.ServerRequest == kind && kind != "" {
 			if g.ExpiresWhen == ExpiresOnce {
 				a.grants[run] = slices.Delete(a.grants[run], i, i+1)
 			}
@@ -816,6 +837,9 @@ func (a *Authority) resolve(id string, d Decision) error {
 		}
 		if c.Identity != "" {
 			g.ToolScope = nil
+		}
+		if c.ServerRequest != nil {
+			g.ToolScope, g.CredentialScope, g.ServerRequest = nil, nil, c.ServerRequest.Kind
 		}
 		// A tool denied by the person's policy is never granted, even
 		// if it was in the card's scope when the request was raised.

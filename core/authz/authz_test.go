@@ -853,3 +853,42 @@ func TestDecideOfADecidedRequestSaysHow(t *testing.T) {
 		t.Errorf("Decide of an unknown request: %v, want plain ErrNoRequest", err)
 	}
 }
+
+// TestServerRequestGrant: a grant of a server request card covers that
+// kind on its epoch only, never a tool (even one named like the kind); once
+// is spent by one request; an epoch change voids it.
+func TestServerRequestGrant(t *testing.T) {
+	a := New(Options{})
+	card := func(epoch string) Card {
+		return Card{AgentRun: "r", ServerLabel: "s", CurrentEpoch: epoch, ServerRequest: &ServerRequest{Kind: "sampling", Method: "sampling/createMessage"}}
+	}
+	id := a.Raise(card("E1"))
+	if err := a.Decide(id, Decision{Choice: ApproveRun, By: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	if a.Check("r", "E1", "sampling", nil) != nil || a.Check("r", "E1", "", nil) != nil {
+		t.Error("a server request grant covers a tool")
+	}
+	if a.CheckServerRequest("r", "E1", "elicitation") != nil || a.CheckServerRequest("r", "E2", "sampling") != nil {
+		t.Error("a sampling grant of E1 covers another kind or epoch")
+	}
+	for range 2 {
+		if a.CheckServerRequest("r", "E1", "sampling") == nil {
+			t.Fatal("the run grant does not cover a second sampling request of its epoch")
+		}
+	}
+	a.VoidEpoch("r", "E2", "rebuild")
+	if a.CheckServerRequest("r", "E1", "sampling") != nil {
+		t.Error("the grant survived the epoch change")
+	}
+	id = a.Raise(card("E2"))
+	if err := a.Decide(id, Decision{Choice: ApproveOnce, By: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	if g := a.CheckServerRequest("r", "E2", "sampling"); g == nil || g.ExpiresWhen != ExpiresOnce || len(g.ToolScope) != 0 {
+		t.Fatalf("once grant %+v", g)
+	}
+	if a.CheckServerRequest("r", "E2", "sampling") != nil {
+		t.Error("a once grant served two requests")
+	}
+}

@@ -74,6 +74,20 @@ type Card struct {
 	Stale            bool              `json:"stale,omitempty"`
 	CredentialScope  []string          `json:"credentialScope,omitempty"`
 	AskEveryUse      bool              `json:"askEveryUse,omitempty"`
+	// ServerRequest is set on the card of a request the server sent the
+	// agent (sampling, elicitation), held for the person; such a card
+	// grants no tools.
+	ServerRequest *ServerRequest `json:"serverRequest,omitempty"`
+}
+
+// ServerRequest is a request from a server to the agent, as its card shows
+// it: Kind is config.RequestSampling, RequestElicitation or RequestRoots,
+// Method the JSON-RPC method, Asks what the server asks the agent's model
+// or the person, in lines as the server wrote them (display escapes them).
+type ServerRequest struct {
+	Kind   string   `json:"kind"`
+	Method string   `json:"method"`
+	Asks   []string `json:"asks,omitempty"`
 }
 
 // Offered is every tool the card lets the person tick: ToolScope, then
@@ -202,6 +216,12 @@ func (c Card) Lines() []string {
 		for _, k := range keys {
 			v, _ := json.Marshal(c.Defaults[k])
 			add("  omitted %s will be %s (default)", k, v)
+		}
+	}
+	if r := c.ServerRequest; r != nil {
+		add("Server request: %s (%s), from epoch %s", r.Method, r.Kind, cur)
+		for _, l := range r.Asks {
+			add("  %s", l)
 		}
 	}
 	if c.Stale {

@@ -116,6 +116,10 @@ type Server struct {
 	Restart string `json:"restart,omitempty"`
 	// Tools maps a tool name to its policy; tools not listed get [PolicyApprove].
 	Tools map[string]ToolPolicy `json:"tools,omitempty"`
+	// ServerRequests maps a kind of request the server sends the agent
+	// ([RequestSampling], [RequestElicitation], [RequestRoots]) to its
+	// policy; kinds not listed get their default (see [Server.RequestPolicy]).
+	ServerRequests map[string]Policy `json:"serverRequests,omitempty"`
 	// StartupTimeout overrides [DefaultStartupTimeout] for this server when
 	// non-zero. Written in the file as a Go duration string such as "45s".
 	StartupTimeout Duration `json:"startupTimeout,omitzero"`
@@ -260,6 +264,37 @@ func orDefault(d Duration, def time.Duration) time.Duration {
 func (s Server) Policy(tool string) Policy {
 	if p := s.Tools[tool].Policy; p != "" {
 		return p
+	}
+	return PolicyApprove
+}
+
+// Kinds of the requests a server sends the agent (MCP client features),
+// the keys of [Server.ServerRequests].
+const (
+	// RequestSampling is sampling/createMessage: the server asks the
+	// agent's model for a completion (default [PolicyApprove]).
+	RequestSampling = "sampling"
+	// RequestElicitation is elicitation/create: the server asks the person,
+	// through the agent, for information (default [PolicyApprove]).
+	RequestElicitation = "elicitation"
+	// RequestRoots is roots/list: the server asks which folders the agent
+	// works in (default [PolicyAllow]).
+	RequestRoots = "roots"
+)
+
+// RequestKinds are the kinds of [Server.ServerRequests], in order.
+var RequestKinds = []string{RequestSampling, RequestElicitation, RequestRoots}
+
+// RequestPolicy returns the policy for the server's requests of kind (one
+// of [RequestKinds]): the configured one, else [PolicyAllow] for
+// [RequestRoots] and [PolicyApprove] for the others (and for an unknown
+// kind).
+func (s Server) RequestPolicy(kind string) Policy {
+	if p := s.ServerRequests[kind]; p != "" {
+		return p
+	}
+	if kind == RequestRoots {
+		return PolicyAllow
 	}
 	return PolicyApprove
 }

@@ -97,6 +97,17 @@ func TestValidate(t *testing.T) {
 			[]problem{{"mcpServers.inventory.tools.lookup.policy", `not "maybe"`}}},
 		{"policy empty", func(c *Config) { setServer(c, func(s *Server) { s.Tools["lookup"] = ToolPolicy{} }) },
 			[]problem{{"mcpServers.inventory.tools.lookup.policy", `not ""`}}},
+		{"server requests", func(c *Config) {
+			setServer(c, func(s *Server) {
+				s.ServerRequests = map[string]Policy{RequestSampling: PolicyAllow, RequestRoots: PolicyDeny}
+			})
+		}, nil},
+		{"server request policy unknown", func(c *Config) {
+			setServer(c, func(s *Server) { s.ServerRequests = map[string]Policy{RequestElicitation: "ask"} })
+		}, []problem{{"mcpServers.inventory.serverRequests.elicitation", `not "ask"`}}},
+		{"server request kind unknown", func(c *Config) {
+			setServer(c, func(s *Server) { s.ServerRequests = map[string]Policy{"tasks": PolicyAllow} })
+		}, []problem{{"mcpServers.inventory.serverRequests.tasks", "unknown kind of server request"}}},
 		{"tool name empty", func(c *Config) { setServer(c, func(s *Server) { s.Tools[""] = ToolPolicy{Policy: PolicyAllow} }) },
 			[]problem{{`mcpServers.inventory.tools.""`, "tool name must not be empty"}}},
 		{"undefined credential", func(c *Config) { setServer(c, func(s *Server) { s.Credentials = []string{"api", "nope"} }) },

@@ -17,6 +17,10 @@ const (
 	// deny → approve, deny → allow. A new server's tool set to allow is one
 	// too (a server absent from the configuration counts as all approve).
 	WidenPolicy = "policy"
+	// WidenServerRequest is a policy of the server's requests to the agent
+	// (serverRequests: sampling, elicitation, roots) that lets more
+	// through, against the defaults for a new server or a kind not listed.
+	WidenServerRequest = "server_request"
 	// WidenCredential is a credential scope added to a server's list (a new
 	// server that names scopes adds each of them).
 	WidenCredential = "credential"
@@ -47,7 +51,8 @@ type Widening struct {
 	// Server is the server label the change is about ("" for credential
 	// scope definitions and settings).
 	Server string `json:"server,omitempty"`
-	// Tool is the tool of a WidenPolicy change.
+	// Tool is the tool of a WidenPolicy change, the kind of request
+	// (sampling, elicitation, roots) of a WidenServerRequest change.
 	Tool string `json:"tool,omitempty"`
 	// Scope is the credential scope of a WidenCredential or
 	// WidenCredentialUse change.
@@ -125,6 +130,27 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 		}
 		if len(s.Tools) == 0 {
 			s.Tools = nil
+		}
+		// Policies of the server's requests to the agent, against the
+		// defaults for a new server.
+		for _, kind := range RequestKinds {
+			from, to := Server{}.RequestPolicy(kind), n.RequestPolicy(kind)
+			if had {
+				from = o.RequestPolicy(kind)
+			}
+			if policyRank(to) <= policyRank(from) {
+				continue
+			}
+			held = append(held, Widening{Kind: WidenServerRequest, Server: label, Tool: kind,
+				Text: fmt.Sprintf("%s: %s requests to the agent %s → %s", label, kind, from, to)})
+			if p, ok := o.ServerRequests[kind]; had && ok {
+				s.ServerRequests[kind] = p
+			} else {
+				delete(s.ServerRequests, kind)
+			}
+		}
+		if len(s.ServerRequests) == 0 {
+			s.ServerRequests = nil
 		}
 		// The launch of a server that keeps credentials.
 		if len(s.Credentials) > 0 {
@@ -270,6 +296,7 @@ func (c *Config) Clone() *Config {
 		s.Credentials = slices.Clone(s.Credentials)
 		s.Watch = slices.Clone(s.Watch)
 		s.Tools = maps.Clone(s.Tools)
+		s.ServerRequests = maps.Clone(s.ServerRequests)
 		out.Servers[label] = s
 	}
 	out.Credentials = maps.Clone(c.Credentials)

@@ -40,6 +40,38 @@ type splitCase struct {
 func splitTrustCases() []splitCase {
 	no := false
 	return []splitCase{{
+		name: "sampling approve → allow, roots allow → deny",
+		edit: func(c *Config) {
+			s := c.Servers["plain"]
+			s.ServerRequests = map[string]Policy{RequestSampling: PolicyAllow, RequestRoots: PolicyDeny}
+			c.Servers["plain"] = s
+		},
+		held: []Widening{{Kind: WidenServerRequest, Server: "plain", Tool: RequestSampling, Text: "plain: sampling requests to the agent approve → allow"}},
+		check: func(t *testing.T, in *Config) {
+			s := in.Servers["plain"]
+			if p := s.RequestPolicy(RequestSampling); p != PolicyApprove {
+				t.Errorf("sampling policy in force %s, want approve", p)
+			}
+			if p := s.RequestPolicy(RequestRoots); p != PolicyDeny {
+				t.Errorf("roots policy in force %s, want deny (narrowing applies at once)", p)
+			}
+		},
+	}, {
+		name: "a new server whose elicitation requests are allowed",
+		edit: func(c *Config) {
+			c.Servers["new"] = Server{Command: "/bin/new", ServerRequests: map[string]Policy{RequestElicitation: PolicyAllow, RequestSampling: PolicyDeny}}
+		},
+		held: []Widening{{Kind: WidenServerRequest, Server: "new", Tool: RequestElicitation, Text: "new: elicitation requests to the agent approve → allow"}},
+		check: func(t *testing.T, in *Config) {
+			s := in.Servers["new"]
+			if p := s.RequestPolicy(RequestElicitation); p != PolicyApprove {
+				t.Errorf("elicitation policy in force %s, want the default approve", p)
+			}
+			if p := s.RequestPolicy(RequestSampling); p != PolicyDeny {
+				t.Errorf("sampling policy in force %s, want deny", p)
+			}
+		},
+	}, {
 		name: "approve → allow",
 		edit: func(c *Config) { c.Servers["plain"].Tools["other"] = ToolPolicy{Policy: PolicyAllow} },
 		held: []Widening{{Kind: WidenPolicy, Server: "plain", Tool: "other", Text: "plain: tool other approve → allow"}},

@@ -187,6 +187,17 @@ func validateServer(ps *[]Problem, c *Config, label string, s Server) {
 			add(joinPath(p, "policy"), "policy must be %q, %q or %q, not %q", PolicyAllow, PolicyApprove, PolicyDeny, pol)
 		}
 	}
+	for _, kind := range sortedKeys(s.ServerRequests) {
+		p := joinPath(joinPath(base, "serverRequests"), kind)
+		if !slices.Contains(RequestKinds, kind) {
+			add(p, "unknown kind of server request %q; the kinds are %s", kind, strings.Join(RequestKinds, ", "))
+		}
+		switch pol := s.ServerRequests[kind]; pol {
+		case PolicyAllow, PolicyApprove, PolicyDeny:
+		default:
+			add(p, "policy must be %q, %q or %q, not %q", PolicyAllow, PolicyApprove, PolicyDeny, pol)
+		}
+	}
 	// envVar → credential scope, for the env-injected credentials this server uses.
 	credVars := make(map[string]string)
 	seen := make(map[string]bool)

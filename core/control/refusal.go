@@ -30,6 +30,9 @@ const (
 	InvalidResponse       Reason = "invalid_response"
 	AuditUnavailable      Reason = "audit_unavailable"
 	HoldTimeout           Reason = "hold_timeout"
+	// TooManyRequests answers a server's request to the agent when too
+	// many of its requests wait already.
+	TooManyRequests Reason = "too_many_requests"
 	// UnknownTool answers a tools/call naming a tool the current revision
 	// does not have, when the agent already holds that revision. It uses
 	// JSON-RPC's -32602 (Invalid params), as MCP's server/tools section
@@ -60,6 +63,8 @@ func (r Reason) Code() int {
 		return -31031
 	case HoldTimeout:
 		return -31032
+	case TooManyRequests:
+		return -31033
 	case MessageTooLarge:
 		return -31040
 	case InvalidResponse:

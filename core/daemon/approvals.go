@@ -179,7 +179,7 @@ func (d *Daemon) approvalRequested(r authz.Request) {
 	d.appendAudit(audit.TypeApprovalRequested, audit.ApprovalRequested{
 		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
 		CatalogRevision: r.Card.CatalogRevision, ToolScope: r.Card.ToolScope, CredentialScope: r.Card.CredentialScope,
-		Reason: r.Card.Reason, OtherTools: r.Card.OtherTools, Stale: r.Card.Stale,
+		Reason: r.Card.Reason, OtherTools: r.Card.OtherTools, Stale: r.Card.Stale, ServerRequest: serverRequestKind(r.Card),
 	})
 }
 
@@ -188,7 +188,7 @@ func (d *Daemon) approvalRequested(r authz.Request) {
 func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 	if err := d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
 		Request: r.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
-		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen,
+		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen, ServerRequest: g.ServerRequest,
 	}); err != nil {
 		return err
 	}
@@ -226,4 +226,13 @@ func (d *Daemon) appendAudit(typ string, fields any) error {
 		d.log.Error("audit log write failed", "type", typ, "err", err)
 	}
 	return err
+}
+
+// serverRequestKind is the kind of server request card c is about, "" for
+// a card of a call or a launch.
+func serverRequestKind(c authz.Card) string {
+	if c.ServerRequest == nil {
+		return ""
+	}
+	return c.ServerRequest.Kind
 }

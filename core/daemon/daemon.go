@@ -539,6 +539,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 		Catalog:        d.catalogs,
 		Validator:      d.validate,
 		Policy:         d.policy(label),
+		RequestPolicy:  func(kind string) config.Policy { return d.requestPolicyOf(label, kind) },
 		StartupTimeout: srv.StartupTimeoutOrDefault(),
 		HoldTimeout:    cfg.Settings.HoldTimeoutOrDefault(),
 		DrainTimeout:   d.opts.DrainTimeout,
@@ -638,6 +639,18 @@ func (d *Daemon) policyOf(label, tool string) config.Policy {
 		return srv.Policy(tool)
 	}
 	return config.PolicyApprove
+}
+
+// requestPolicyOf returns the policy of server label's requests to the
+// agent of kind, from the configuration in force as policyOf does.
+func (d *Daemon) requestPolicyOf(label, kind string) config.Policy {
+	if srv, ok := d.fresh().Servers[label]; ok {
+		return srv.RequestPolicy(kind)
+	}
+	d.mu.Lock()
+	srv := d.known[label]
+	d.mu.Unlock()
+	return srv.RequestPolicy(kind)
 }
 
 // rememberLocked records the servers of cfg, now in force, for policyOf.

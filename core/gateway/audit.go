@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
 // Auditor is the append-only audit log as the gateway uses it; *audit.Log
@@ -242,4 +246,32 @@ func (s *Session) recordCatalog(e *epoch, prev, cur catalog.Catalog) {
 	s.record(audit.TypeCatalogRevised, audit.CatalogRevised{
 		ServerLabel: s.opts.Label, AgentRun: s.opts.RunID, Epoch: e.ID, Revision: cur.Revision, Digest: cur.Digest, Diff: sum,
 	})
+}
+
+// maxUnrequestedAudited bounds the unrequested_answer events of one epoch:
+// a server that floods them is told apart by the first ones, and its
+// further answers are only counted in the daemon's log.
+const maxUnrequestedAudited = 16
+
+// unrequestedAnswer deals with an answer of e's process to an id that was
+// never sent to it (why says which): it is never delivered, it is kept as
+// a diagnostic and recorded in the audit log (the first
+// maxUnrequestedAudited of the epoch). It runs on the server's reading loop.
+func (s *Session) unrequestedAnswer(e *epoch, m *mcpwire.Message, why string) {
+	s.mu.Lock()
+	e.unasked++
+	n := e.unasked
+	s.mu.Unlock()
+	id := truncate(string(m.ID), 64)
+	s.log.Warn("server answered an id that was not sent to it; not delivered", "epoch", e.ID, "id", id, "reason", why, "count", n)
+	if n > maxUnrequestedAudited {
+		return
+	}
+	s.diagnostic(e, fmt.Sprintf("an answer with the id %s was dropped, not delivered: %s", id, why))
+	sum := sha256.Sum256(m.Raw)
+	ev := audit.UnrequestedAnswer{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID, Epoch: e.ID, ID: id,
+		Digest: "sha256:" + hex.EncodeToString(sum[:]), Reason: why}
+	// Written before the next line of the server is read: what it answers
+	// next is seen by the agent only once this is on record.
+	s.record(audit.TypeUnrequestedAnswer, ev)
 }

@@ -839,8 +839,23 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	gid, coerced, ok := mcpwire.IntID(m.ID)
 	s.mu.Lock()
 	p := s.flight.pending[gid]
-	if !ok || p == nil || p.ep != e {
+	if ok && p != nil && p.ep == e && p.unsent {
+		// An answer to a request that was reserved but never written to
+		// the server (a call that waits for approval or for the audit
+		// log): the server guessed the next id. Never delivered; the
+		// request keeps its place and gets the answer to what is sent.
+		method := p.method
 		s.mu.Unlock()
+		s.unrequestedAnswer(e, m, "the id is reserved for a "+method+" request that was not sent to the server yet")
+		return
+	}
+	if !ok || p == nil || p.ep != e {
+		never := !ok || gid < 1 || gid >= s.flight.nextID
+		s.mu.Unlock()
+		if never {
+			s.unrequestedAnswer(e, m, "no request with this id was sent to the server")
+			return
+		}
 		if !s.lateAnswer(m) {
 			s.log.Warn("server answered an unknown request", "epoch", e.ID, "id", string(m.ID))
 		}
@@ -995,14 +1010,7 @@ func (s *Session) serverRequest(e *epoch, m *mcpwire.Message) {
 		}
 		return
 	}
-	s.mu.Lock()
-	gid := s.flight.addReverse(e, m.ID)
-	s.mu.Unlock()
-	out, err := mcpwire.SetMember(m.Raw, "id", mcpwire.NumberID(gid))
-	if err != nil {
-		return
-	}
-	s.sendServerMessage(out)
+	s.serverAsks(e, m)
 }
 
 func (s *Session) serverNotification(e *epoch, m *mcpwire.Message) {

@@ -99,6 +99,10 @@ type Options struct {
 	// PolicyChanged so that the agent hears of tools it no longer sees or
 	// sees again.
 	Policy func(tool string) config.Policy
+	// RequestPolicy gives the policy of the server's requests to the agent
+	// of a kind (config.RequestSampling…), asked at each request; the
+	// defaults of config.Server.RequestPolicy when nil.
+	RequestPolicy func(kind string) config.Policy
 	// MaxMessage is the largest message accepted from either side, in
 	// bytes (mcpwire.DefaultMaxMessage when 0).
 	MaxMessage int
@@ -208,6 +212,7 @@ type Session struct {
 	records          map[string]identity.Record // guarded by mu; execution records of this run's epochs
 	policyWake       chan struct{}              // guarded by mu; nil until a call waits; closed by PolicyChanged so waiting calls re-check their tool's policy
 	late             map[int64]lateCall         // guarded by mu; calls answered epoch_ended whose answer may still come (observe.go)
+	asking           int                        // guarded by mu; server requests to the agent being decided (serverreq.go)
 	buildHold        *epoch                     // guarded by mu; the epoch whose calls a build in progress holds (observe.go)
 	startedAt        time.Time
 	ctx              context.Context // cancelled when Serve returns
@@ -229,6 +234,7 @@ type epoch struct {
 	idMismatch bool             // guarded by Session.mu; it answered a numeric id with a string
 	next       *epoch           // guarded by Session.mu; the epoch observed to succeed it on the same process (observe.go)
 	observed   string           // set once at creation: what the supervisor observed when it began (observe.go), "" for a launch
+	unasked    int              // guarded by Session.mu; answers it wrote to ids never sent to it (route.go)
 }
 
 const maxDiagnostics = 50

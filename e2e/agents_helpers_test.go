@@ -1,0 +1,298 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/internal/fakemodel"
+	"github.com/portcullis/portcullis/internal/harness"
+)
+
+// invLabel is the label the agent tests give the inventory server in the
+// agent's own configuration, and so in Portcullis's after `install`.
+const invLabel = "inv"
+
+// Builds of the inventory server (testdata/servers/inventory): the first
+// build, a code-only rebuild (same catalog, another binary) and a rebuild
+// whose inventory_adjust requires a "reason".
+const (
+	invRev1        = ""
+	invRev1Rebuilt = "-X main.buildLabel=rebuilt"
+	invRev2        = "-X main.schemaRevision=2 -X main.buildLabel=rev2"
+)
+
+// agentApprovalTimeout is settings.approvalTimeout in the agent tests: long
+// enough for a loaded machine to decide in time, short enough that the
+// timeout scenario stays quick.
+const agentApprovalTimeout = 8 * time.Second
+
+// inventoryCall is one line of the inventory server's INVENTORY_CALL_LOG.
+type inventoryCall struct {
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	Revision string          `json:"revision"`
+	Build    string          `json:"build"`
+	PID      int             `json:"pid"`
+}
+
+// readInventoryCalls returns the ledger of the inventory servers, oldest first.
+func readInventoryCalls(t *testing.T, path string) []inventoryCall {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []inventoryCall
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var c inventoryCall
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatalf("inventory call log line %q: %v", sc.Text(), err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// agentSetup is a throwaway HOME for an agent, a PORTCULLIS_HOME with a
+// daemon, the inventory server built into its own directory, and a scripted
+// model endpoint.
+type agentSetup struct {
+	home      *harness.Home
+	daemon    *harness.Daemon
+	agentHome string // HOME of the agent
+	work      string // the agent's working directory (a project folder)
+	binDir    string // holds the inventory binary
+	bin       string // the inventory executable the agent's file names
+	ledger    string // INVENTORY_CALL_LOG
+	model     *fakemodel.Server
+	pause     *fakemodel.Pauser
+}
+
+// newAgentSetup builds the inventory server, makes a HOME for the agent, a
+// PORTCULLIS_HOME with settings.approvalTimeout = agentApprovalTimeout and
+// starts a daemon there. The agent's file is written by the caller.
+func newAgentSetup(t *testing.T) *agentSetup {
+	t.Helper()
+	s := &agentSetup{home: newHome(t), binDir: t.TempDir(), pause: fakemodel.NewPauser()}
+	root := t.TempDir()
+	s.agentHome = filepath.Join(root, "home")
+	s.work = filepath.Join(root, "project")
+	for _, d := range []string{s.agentHome, s.work} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.ledger = filepath.Join(root, "inventory-calls.jsonl")
+	s.bin = s.build(t, invRev1)
+	// The agent's files are found from HOME; the machine's own agent
+	// configuration must not leak in.
+	s.home.Env = append(s.home.Env, "HOME="+s.agentHome, "XDG_CONFIG_HOME=", "CLAUDE_CONFIG_DIR=")
+	cfg := config.Config{Servers: map[string]config.Server{}}
+	cfg.Settings.ApprovalTimeout = config.Duration(agentApprovalTimeout)
+	if err := config.Save(s.home.ConfigFile(), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	s.daemon = startDaemon(t, s.home)
+	return s
+}
+
+// build runs `go build` of the inventory server with ldflags over
+// binDir/inventory (a rebuild, as a developer does it).
+func (s *agentSetup) build(t *testing.T, ldflags string) string {
+	t.Helper()
+	p, err := harness.BuildServer(testContext(t, 3*time.Minute), repoRoot, s.binDir, "inventory", ldflags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startModel starts the scripted model endpoint and closes it with the test.
+func (s *agentSetup) startModel(t *testing.T, script fakemodel.Script) {
+	t.Helper()
+	m, err := fakemodel.Start(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.model = m
+	t.Cleanup(func() {
+		_ = m.Close()
+		if t.Failed() {
+			for _, r := range m.Requests() {
+				t.Logf("model request %d %s turn=%v step=%d tools=%d results=%+v", r.Seq, r.Path, r.Turn, r.Step, len(r.Tools), r.Result)
+			}
+		}
+	})
+}
+
+// install runs `portcullis install AGENT` and fails t unless the inventory
+// entry was routed through Portcullis.
+func (s *agentSetup) install(t *testing.T, agent string, args ...string) string {
+	t.Helper()
+	res, err := s.home.Run(testContext(t, time.Minute), append([]string{"install", agent}, args...)...)
+	if err != nil {
+		t.Fatalf("install %s: %v\nstdout: %s", agent, err, res.Stdout)
+	}
+	if !strings.Contains(res.Stdout, "mcpServers."+invLabel+": installed") {
+		t.Fatalf("install %s did not route %s through Portcullis:\n%s", agent, invLabel, res.Stdout)
+	}
+	return res.Stdout
+}
+
+// agentEnv is the environment of an agent process: the test's environment
+// without what would reach a real model or the machine's own agent files,
+// with HOME the throwaway one and extra on top.
+func (s *agentSetup) agentEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "HOME", k == "PORTCULLIS_HOME", k == "XDG_CONFIG_HOME",
+			strings.HasPrefix(k, "ANTHROPIC_"), strings.HasPrefix(k, "CLAUDE"),
+			strings.HasPrefix(k, "GEMINI_"), strings.HasPrefix(k, "GOOGLE_"):
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(append(env, "HOME="+s.agentHome), extra...)
+}
+
+// agentProc is a running agent process.
+type agentProc struct {
+	cmd    *exec.Cmd
+	stdout *harness.SyncBuffer
+	stderr *harness.SyncBuffer
+	done   chan struct{} // closed when it exited
+	err    error         // its exit; read after done
+}
+
+// startAgent starts bin ARGS… in s.work with env, bounded by d.
+func (s *agentSetup) startAgent(t *testing.T, d time.Duration, env []string, bin string, args ...string) *agentProc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir, cmd.Env = s.work, env
+	cmd.WaitDelay = 5 * time.Second
+	p := &agentProc{cmd: cmd, stdout: &harness.SyncBuffer{}, stderr: &harness.SyncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		cancel()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-p.done
+		if t.Failed() {
+			t.Logf("%s stdout:\n%s\nstderr:\n%s", filepath.Base(bin), p.stdout.String(), p.stderr.String())
+		}
+	})
+	return p
+}
+
+// wait waits for the agent to exit and fails t unless it exited 0 in time.
+func (p *agentProc) wait(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		t.Fatalf("the agent did not exit within %s", d)
+	}
+	if p.err != nil {
+		t.Fatalf("the agent exited: %v", p.err)
+	}
+}
+
+// paused waits (at most d) for the model to reach the next paused step and
+// returns the request that reached it; the agent exiting first fails t.
+func (s *agentSetup) paused(t *testing.T, p *agentProc, d time.Duration) fakemodel.Request {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	req, err := s.pause.Wait(ctx, p.done)
+	if err != nil {
+		t.Fatalf("%v (model errors: %v)", err, s.model.Err())
+	}
+	return req
+}
+
+// onlyResult returns the single tool result of req, failing t otherwise.
+func onlyResult(t *testing.T, req fakemodel.Request, what string) fakemodel.ToolResult {
+	t.Helper()
+	if len(req.Result) != 1 {
+		t.Fatalf("%s: the model's request %d carries %d tool results, want 1: %+v", what, req.Seq, len(req.Result), req.Result)
+	}
+	return req.Result[0]
+}
+
+// decideWhenAsked waits for an approval request for tool whose card says
+// the current epoch is epoch ("" = any) and decides it at the person's
+// terminal with args (e.g. "approve", "--once" or "deny"). It returns the
+// request.
+func (s *agentSetup) decideWhenAsked(t *testing.T, tool, epoch string, args ...string) authz.Request {
+	t.Helper()
+	req := waitApproval(t, s.home, tool, forTool(tool, epoch))
+	decideCLI(t, s.home, append(args[:1:1], append([]string{req.ID}, args[1:]...)...)...)
+	return req
+}
+
+// liveRun waits for a live agent run of invLabel with an epoch and returns
+// its shim's pid and its epoch.
+func (s *agentSetup) liveRun(t *testing.T) (shimPID int, epoch string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rep, err := s.home.Status(testContext(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rep.Runs {
+			if r.Label == invLabel && r.Epoch != "" {
+				return r.Agent.ShimPID, r.Epoch
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no live agent run of %s within 30 s", invLabel)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// mustContain fails t unless s contains every one of want.
+func mustContain(t *testing.T, what, s string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(s, w) {
+			t.Errorf("%s = %q, want it to contain %q", what, s, w)
+		}
+	}
+}
+
+// describe is a short form of a ledger for failure messages.
+func describe(calls []inventoryCall) string {
+	var b strings.Builder
+	for _, c := range calls {
+		fmt.Fprintf(&b, "%s %s rev=%s build=%q pid=%d; ", c.Tool, c.Args, c.Revision, c.Build, c.PID)
+	}
+	return b.String()
+}

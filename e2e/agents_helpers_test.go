@@ -135,7 +135,11 @@ func (s *agentSetup) startModel(t *testing.T, script fakemodel.Script) {
 		_ = m.Close()
 		if t.Failed() {
 			for _, r := range m.Requests() {
-				t.Logf("model request %d %s turn=%v step=%d tools=%d results=%+v", r.Seq, r.Path, r.Turn, r.Step, len(r.Tools), r.Result)
+				body := string(r.Body)
+				if len(body) > 1500 {
+					body = "…" + body[len(body)-1500:]
+				}
+				t.Logf("model request %d %s turn=%v step=%d tools=%d results=%+v\n%s", r.Seq, r.Path, r.Turn, r.Step, len(r.Tools), r.Result, body)
 			}
 		}
 	})
@@ -295,4 +299,52 @@ func describe(calls []inventoryCall) string {
 		fmt.Fprintf(&b, "%s %s rev=%s build=%q pid=%d; ", c.Tool, c.Args, c.Revision, c.Build, c.PID)
 	}
 	return b.String()
+}
+
+// wantStock fails t unless r is a successful result of the inventory server
+// saying that q units are on hand: its text ("SKU: N on hand", "SKU adjusted
+// by +D: N on hand") or its structured content ({"sku", "quantity"}), which
+// is what some agents give the model instead of the text.
+func wantStock(t *testing.T, what string, r fakemodel.ToolResult, q int64) {
+	t.Helper()
+	if r.IsError {
+		t.Fatalf("%s: the model received an error: %q", what, r.Text)
+	}
+	if strings.Contains(r.Text, fmt.Sprintf(": %d on hand", q)) {
+		return
+	}
+	var structured struct {
+		Quantity *int64 `json:"quantity"`
+	}
+	if json.Unmarshal([]byte(r.Text), &structured) == nil && structured.Quantity != nil && *structured.Quantity == q {
+		return
+	}
+	t.Fatalf("%s: the model received %q, want %d on hand", what, r.Text, q)
+}
+
+// wantLedger checks the inventory ledger after an agent session: the read,
+// the approved write on the first process, one write on the process of the
+// code-only rebuild and one on the process of the schema change, and nothing
+// else: a refused, denied or timed-out call never reaches a server.
+func wantLedger(t *testing.T, path string) {
+	t.Helper()
+	calls := readInventoryCalls(t, path)
+	want := []struct{ tool, args, rev, build string }{
+		{"inventory_lookup", `{"sku":"WIDGET-1"}`, "1", ""},
+		{"inventory_adjust", `{"delta":2,"sku":"WIDGET-1"}`, "1", ""},
+		{"inventory_adjust", `{"delta":3,"sku":"WIDGET-1"}`, "1", "rebuilt"},
+		{"inventory_adjust", `{"delta":1,"reason":"restock","sku":"WIDGET-1"}`, "2", "rev2"},
+	}
+	ok := len(calls) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		c, w := calls[i], want[i]
+		ok = c.Tool == w.tool && canonical(t, string(c.Args)) == w.args && c.Revision == w.rev && c.Build == w.build
+	}
+	// One process per epoch: the first two calls on one, the others each on its own.
+	if ok && !(calls[0].PID == calls[1].PID && calls[1].PID != calls[2].PID && calls[2].PID != calls[3].PID && calls[1].PID != calls[3].PID) {
+		ok = false
+	}
+	if !ok {
+		t.Errorf("the inventory ledger is %s; want exactly %+v, the first two on one process and each later one on the process of its rebuild", describe(calls), want)
+	}
 }

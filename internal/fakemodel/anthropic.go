@@ -43,8 +43,11 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, body []byte) 
 	for _, t := range in.Tools {
 		req.Tools = append(req.Tools, t.Name)
 	}
-	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "user" {
-		req.Result = s.anthropicResults(in.Messages[n-1].Content)
+	// The tool results are in the messages after the model's last turn
+	// (Claude Code may add a message of its own after them, even one with
+	// role "system").
+	for i := len(in.Messages) - 1; i >= 0 && in.Messages[i].Role != "assistant"; i-- {
+		req.Result = append(s.anthropicResults(in.Messages[i].Content), req.Result...)
 	}
 	var st Step
 	if len(in.Tools) > 0 {

@@ -55,12 +55,15 @@ const (
 // arguments) or a final text (Text) that ends the agent's turn. Before, when
 // set, runs before the answer is sent, with the request that asked for this
 // turn; an error from it is recorded ([Server.Err]) and the model answers
-// with text naming it instead of the step.
+// with text naming it instead of the step. Decide, when set, runs after
+// Before and chooses the answer from the request (a model that retries a
+// refused call, say); its Before and Decide are ignored.
 type Step struct {
 	Tool   string
 	Args   map[string]any
 	Text   string
 	Before func(ctx context.Context, req Request) error
+	Decide func(req Request) Step
 }
 
 // Script is the steps of a session, in order.
@@ -285,6 +288,9 @@ func (s *Server) answer(req *Request) Step {
 			s.fail(err)
 			return Step{Text: err.Error()}
 		}
+	}
+	if st.Decide != nil {
+		st = st.Decide(*req)
 	}
 	return st
 }

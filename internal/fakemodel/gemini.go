@@ -47,17 +47,19 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, body []byte, str
 			req.Tools = append(req.Tools, d.Name)
 		}
 	}
-	if n := len(in.Contents); n > 0 && in.Contents[n-1].Role != "model" {
-		for _, p := range in.Contents[n-1].Parts {
+	for i := len(in.Contents) - 1; i >= 0 && in.Contents[i].Role != "model"; i-- {
+		var results []ToolResult
+		for _, p := range in.Contents[i].Parts {
 			if fr := p.FunctionResponse; fr != nil {
 				tr := ToolResult{CallID: fr.ID, Name: fr.Name, Text: string(fr.Response)}
 				var resp map[string]json.RawMessage
 				if json.Unmarshal(fr.Response, &resp) == nil {
 					_, tr.IsError = resp["error"]
 				}
-				req.Result = append(req.Result, tr)
+				results = append(results, tr)
 			}
 		}
+		req.Result = append(results, req.Result...)
 	}
 	var st Step
 	switch {

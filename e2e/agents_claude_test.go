@@ -149,6 +149,11 @@ func TestAgentsClaudeCode(t *testing.T) {
 	req = s.paused(t, p, 3*agentApprovalTimeout)
 	r = onlyResult(t, req, "write without the new required argument")
 	t.Logf("after a schema change the model received: %+v", r)
+	if !r.IsError {
+		t.Errorf("the model received %+v for a write without the argument the new schema requires, want an error", r)
+	}
+	// Claude Code gives the model error.message only, never error.data.
+	mustContain(t, "the refusal of a write on the old schema", r.Text, "invalid_arguments", "inventory_adjust")
 	s.pause.Resume()
 
 	// The write with the new argument, approved once.
@@ -161,7 +166,6 @@ func TestAgentsClaudeCode(t *testing.T) {
 	s.decideWhenAsked(t, "inventory_adjust", epoch3, "deny")
 	req = s.paused(t, p, time.Minute)
 	r = onlyResult(t, req, "denied write")
-	t.Logf("denied: %+v", r)
 	if !r.IsError {
 		t.Errorf("the model received %+v for a denied write, want an error", r)
 	}
@@ -171,7 +175,6 @@ func TestAgentsClaudeCode(t *testing.T) {
 	// A write nobody decides: approval_timeout after settings.approvalTimeout.
 	req = s.paused(t, p, 3*agentApprovalTimeout)
 	r = onlyResult(t, req, "write nobody decided")
-	t.Logf("timeout: %+v", r)
 	if !r.IsError {
 		t.Errorf("the model received %+v for a write nobody decided, want an error", r)
 	}
@@ -181,5 +184,5 @@ func TestAgentsClaudeCode(t *testing.T) {
 	if err := s.model.Err(); err != nil {
 		t.Error(err)
 	}
-	t.Log(describe(readInventoryCalls(t, s.ledger)))
+	wantLedger(t, s.ledger)
 }

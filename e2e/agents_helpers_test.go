@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -324,16 +325,23 @@ func wantStock(t *testing.T, what string, r fakemodel.ToolResult, q int64) {
 
 // wantLedger checks the inventory ledger after an agent session: the read,
 // the approved write on the first process, one write on the process of the
-// code-only rebuild and one on the process of the schema change, and nothing
-// else: a refused, denied or timed-out call never reaches a server.
-func wantLedger(t *testing.T, path string) {
+// code-only rebuild (and a lookup there, when lookupAgain: the model's
+// step when that write was not refused), and, when newSchemaWrite, one on
+// the process of the schema change; nothing else: a refused, denied or timed-out call never
+// reaches a server.
+func wantLedger(t *testing.T, path string, lookupAgain, newSchemaWrite bool) {
 	t.Helper()
 	calls := readInventoryCalls(t, path)
 	want := []struct{ tool, args, rev, build string }{
 		{"inventory_lookup", `{"sku":"WIDGET-1"}`, "1", ""},
 		{"inventory_adjust", `{"delta":2,"sku":"WIDGET-1"}`, "1", ""},
 		{"inventory_adjust", `{"delta":3,"sku":"WIDGET-1"}`, "1", "rebuilt"},
-		{"inventory_adjust", `{"delta":1,"reason":"restock","sku":"WIDGET-1"}`, "2", "rev2"},
+	}
+	if lookupAgain {
+		want = append(want, struct{ tool, args, rev, build string }{"inventory_lookup", `{"sku":"WIDGET-1"}`, "1", "rebuilt"})
+	}
+	if newSchemaWrite {
+		want = append(want, struct{ tool, args, rev, build string }{"inventory_adjust", `{"delta":1,"reason":"restock","sku":"WIDGET-1"}`, "2", "rev2"})
 	}
 	ok := len(calls) == len(want)
 	for i := 0; ok && i < len(want); i++ {
@@ -341,10 +349,144 @@ func wantLedger(t *testing.T, path string) {
 		ok = c.Tool == w.tool && canonical(t, string(c.Args)) == w.args && c.Revision == w.rev && c.Build == w.build
 	}
 	// One process per epoch: the first two calls on one, the others each on its own.
-	if ok && !(calls[0].PID == calls[1].PID && calls[1].PID != calls[2].PID && calls[2].PID != calls[3].PID && calls[1].PID != calls[3].PID) {
-		ok = false
+	for i := 2; ok && i < len(calls); i++ {
+		ok = calls[0].PID == calls[1].PID && (calls[i].Build == calls[i-1].Build && calls[i].PID == calls[i-1].PID ||
+			!slices.ContainsFunc(calls[:i], func(c inventoryCall) bool { return c.PID == calls[i].PID }))
 	}
 	if !ok {
 		t.Errorf("the inventory ledger is %s; want exactly %+v, the first two on one process and each later one on the process of its rebuild", describe(calls), want)
 	}
+}
+
+// inventoryScenario is the session every agent test drives, with tool the
+// agent's name for an inventory tool, preamble the steps the model takes
+// first (loading deferred tools) and start the command that starts the
+// agent's session once the script is in place. The model calls a read tool;
+// a write the person denies; one nobody decides; a write held for the
+// person's approval (for this run); the write after a code-only rebuild
+// (retried once if refused); and after a schema-changing rebuild, first
+// without, then with the new required argument. It asserts on the tool
+// result of each call, as the agent put it in the model's next request, and
+// on the inventory server's ledger.
+//
+// keepsOldSchema is for an agent that validates the arguments against the
+// schema it listed at the start of the session, whatever list_changed said
+// since (measured with Gemini CLI 0.61.0 in a `-p` session): its own
+// validation refuses the write with the new argument, which never reaches
+// Portcullis.
+func (s *agentSetup) inventoryScenario(t *testing.T, tool func(string) string, preamble []fakemodel.Step, keepsOldSchema bool, start func() *agentProc) {
+	t.Helper()
+	adjust, lookup := tool("inventory_adjust"), tool("inventory_lookup")
+	pause := s.pause.Hook
+	retryIfRefused := func(args map[string]any) fakemodel.Step {
+		return fakemodel.Step{Before: pause, Decide: func(req fakemodel.Request) fakemodel.Step {
+			if len(req.Result) == 1 && req.Result[0].IsError {
+				return fakemodel.Step{Tool: adjust, Args: args}
+			}
+			return fakemodel.Step{Tool: lookup, Args: map[string]any{"sku": "WIDGET-1"}}
+		}}
+	}
+	s.model.Append(preamble...)
+	s.model.Append(
+		fakemodel.Step{Tool: lookup, Args: map[string]any{"sku": "WIDGET-1"}},
+		fakemodel.Step{Tool: adjust, Args: map[string]any{"sku": "WIDGET-1", "delta": 5}, Before: pause},
+		fakemodel.Step{Tool: adjust, Args: map[string]any{"sku": "WIDGET-1", "delta": 6}, Before: pause},
+		fakemodel.Step{Tool: adjust, Args: map[string]any{"sku": "WIDGET-1", "delta": 2}, Before: pause},
+		fakemodel.Step{Tool: adjust, Args: map[string]any{"sku": "WIDGET-1", "delta": 3}, Before: pause},
+		retryIfRefused(map[string]any{"sku": "WIDGET-1", "delta": 3}),
+		fakemodel.Step{Tool: adjust, Args: map[string]any{"sku": "WIDGET-1", "delta": 1}, Before: pause},
+		fakemodel.Step{Tool: adjust, Args: map[string]any{"sku": "WIDGET-1", "delta": 1, "reason": "restock"}, Before: pause},
+		fakemodel.Step{Text: "done", Before: pause},
+	)
+	p := start()
+
+	// A read call (policy allow) reaches the server.
+	req := s.paused(t, p, time.Minute)
+	r := onlyResult(t, req, "inventory_lookup")
+	if r.Name != lookup {
+		t.Fatalf("the model's request carries a result of %q, want %q", r.Name, lookup)
+	}
+	wantStock(t, "the lookup", r, 40)
+	shim, epoch1 := s.liveRun(t)
+	s.pause.Resume()
+
+	// A write the person denies.
+	s.decideWhenAsked(t, "inventory_adjust", epoch1, "deny")
+	req = s.paused(t, p, time.Minute)
+	r = onlyResult(t, req, "denied write")
+	if !r.IsError {
+		t.Errorf("the model received %+v for a denied write, want an error", r)
+	}
+	mustContain(t, "the denial the model received", r.Text, "approval_denied")
+	s.pause.Resume()
+
+	// A write nobody decides: approval_timeout after settings.approvalTimeout.
+	req = s.paused(t, p, 3*agentApprovalTimeout)
+	r = onlyResult(t, req, "write nobody decided")
+	if !r.IsError {
+		t.Errorf("the model received %+v for a write nobody decided, want an error", r)
+	}
+	mustContain(t, "the timeout the model received", r.Text, "approval_timeout")
+	s.pause.Resume()
+
+	// A write call waits for the person, who approves it for this run.
+	s.decideWhenAsked(t, "inventory_adjust", epoch1, "approve")
+	req = s.paused(t, p, time.Minute)
+	wantStock(t, "the approved write", onlyResult(t, req, "approved write"), 42)
+
+	// A code-only rebuild mid-session: a new epoch, the grant of the old
+	// one void. The model's next write costs it at most one refusal and
+	// reaches the new code after one approval (for this run).
+	s.build(t, invRev1Rebuilt)
+	epoch2 := epochOf(t, s.home, shim, epoch1)
+	s.pause.Resume()
+	s.decideWhenAsked(t, "inventory_adjust", epoch2, "approve")
+	req = s.paused(t, p, time.Minute)
+	first := onlyResult(t, req, "write after a code-only rebuild")
+	t.Logf("after a code-only rebuild the model received: %+v", first)
+	s.pause.Resume()
+	req = s.paused(t, p, time.Minute)
+	second := onlyResult(t, req, "second write after a code-only rebuild")
+	// The new process starts with the seed stock (40).
+	if first.IsError {
+		t.Logf("then: %+v", second)
+		mustContain(t, "the refusal after a code-only rebuild", first.Text, "authorization_stale")
+		wantStock(t, "the retried write after a code-only rebuild", second, 43)
+	} else {
+		wantStock(t, "the write after a code-only rebuild", first, 43)
+	}
+
+	// A schema-changing rebuild: inventory_adjust now requires a reason.
+	// The write without it is refused before anyone is asked.
+	s.build(t, invRev2)
+	epoch3 := epochOf(t, s.home, shim, epoch2)
+	s.pause.Resume()
+	req = s.paused(t, p, time.Minute)
+	r = onlyResult(t, req, "write without the new required argument")
+	t.Logf("after a schema change the model received: %+v", r)
+	if !r.IsError {
+		t.Errorf("the model received %+v for a write without the argument the new schema requires, want an error", r)
+	}
+	mustContain(t, "the refusal of a write on the old schema", r.Text, "invalid_arguments", "inventory_adjust")
+	s.pause.Resume()
+
+	// The write with the new argument.
+	if keepsOldSchema {
+		req = s.paused(t, p, time.Minute)
+		r = onlyResult(t, req, "write with the new argument")
+		t.Logf("the agent's own validation: %+v", r)
+		if !r.IsError || strings.Contains(r.Text, "MCP error") {
+			t.Errorf("the model received %+v for the write with the new argument, want the agent's own refusal", r)
+		}
+	} else {
+		s.decideWhenAsked(t, "inventory_adjust", epoch3, "approve")
+		req = s.paused(t, p, time.Minute)
+		wantStock(t, "the write on the new schema", onlyResult(t, req, "write on the new schema"), 41)
+	}
+	s.pause.Resume()
+	p.wait(t, time.Minute)
+	if err := s.model.Err(); err != nil {
+		t.Error(err)
+	}
+	wantLedger(t, s.ledger, !first.IsError, !keepsOldSchema)
 }

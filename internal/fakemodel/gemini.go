@@ -69,7 +69,7 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, body []byte, str
 		// A side request that wants JSON (Gemini CLI's checks of who
 		// speaks next and which model to route to): a small object with
 		// the members those read.
-		st = Step{Text: `{"reasoning":"scripted model","next_speaker":"user","model_choice":"flash"}`}
+		st = Step{Text: `{"reasoning":"scripted model","next_speaker":"user","model_choice":"flash","complexity_reasoning":"scripted model","complexity_score":1}`}
 	default:
 		st = Step{Text: "ok"}
 	}

@@ -68,6 +68,7 @@ func (s *agentSetup) claudeEnv() []string {
 // tool_result of each call, as Claude Code put it in the next request) and on
 // the inventory server's own ledger.
 func TestAgentsClaudeCode(t *testing.T) {
+	t.Parallel()
 	s, claude := claudeSetup(t)
 	allowTools(t, s.home, invLabel, "inventory_lookup")
 	s.startModel(t, nil)

@@ -79,6 +79,7 @@ func (s *agentSetup) geminiEnv() []string {
 // Portcullis with a scripted model: `portcullis install gemini-cli`, `gemini
 // mcp list`, then one `gemini -p` session running inventoryScenario.
 func TestAgentsGeminiCLI(t *testing.T) {
+	t.Parallel()
 	s, node, gemini := geminiSetup(t)
 	allowTools(t, s.home, invLabel, "inventory_lookup")
 	s.startModel(t, nil)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +87,34 @@ func TestAgentsClaudeCode(t *testing.T) {
 		return s.startAgent(t, 5*time.Minute, env, claude, "-p", "Adjust the stock of WIDGET-1.",
 			"--allowedTools", "mcp__"+invLabel+",ToolSearch", "--output-format", "stream-json", "--verbose")
 	})
+}
+
+// TestAgentsClaudeCodeToolTimeout measures what happens when Claude Code's
+// MCP_TOOL_TIMEOUT is shorter than Portcullis's approval timeout: Claude
+// Code gives up on the held call by itself, the model receives Claude
+// Code's error rather than a refusal of Portcullis, and the call never
+// reaches the server.
+func TestAgentsClaudeCodeToolTimeout(t *testing.T) {
+	t.Parallel()
+	s, claude := claudeSetup(t)
+	s.startModel(t, fakemodel.Script{
+		{Tool: "ToolSearch", Args: map[string]any{"query": "select:" + claudeTool("inventory_adjust")}},
+		{Tool: claudeTool("inventory_adjust"), Args: map[string]any{"sku": "WIDGET-1", "delta": 1}},
+		{Text: "done", Before: s.pause.Hook},
+	})
+	env := append(s.claudeEnv(), "MCP_TOOL_TIMEOUT=2000") // later entries win
+	p := s.startAgent(t, 2*time.Minute, env, claude, "-p", "Adjust the stock of WIDGET-1.",
+		"--allowedTools", "mcp__"+invLabel+",ToolSearch", "--output-format", "stream-json", "--verbose")
+	waitApproval(t, s.home, "inventory_adjust", forTool("inventory_adjust", ""))
+	req := s.paused(t, p, agentApprovalTimeout) // before Portcullis's own timeout
+	r := onlyResult(t, req, "a held call past MCP_TOOL_TIMEOUT")
+	t.Logf("with MCP_TOOL_TIMEOUT=2000 and approvalTimeout %s the model received: %+v", agentApprovalTimeout, r)
+	if !r.IsError || strings.Contains(r.Text, "approval_timeout") {
+		t.Errorf("the model received %+v, want Claude Code's own timeout error", r)
+	}
+	s.pause.Resume()
+	p.wait(t, time.Minute)
+	if calls := readInventoryCalls(t, s.ledger); len(calls) != 0 {
+		t.Errorf("the server received %s, want nothing", describe(calls))
+	}
 }

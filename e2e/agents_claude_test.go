@@ -83,7 +83,7 @@ func TestAgentsClaudeCode(t *testing.T) {
 
 	// Claude Code defers MCP tools: the model loads them with ToolSearch.
 	load := fakemodel.Step{Tool: "ToolSearch", Args: map[string]any{"query": "select:" + claudeTool("inventory_lookup") + "," + claudeTool("inventory_adjust")}}
-	s.inventoryScenario(t, claudeTool, []fakemodel.Step{load}, func() *agentProc {
+	s.inventoryScenario(t, claudeTool, []fakemodel.Step{load}, false, func() *agentProc {
 		return s.startAgent(t, 5*time.Minute, env, claude, "-p", "Adjust the stock of WIDGET-1.",
 			"--allowedTools", "mcp__"+invLabel+",ToolSearch", "--output-format", "stream-json", "--verbose")
 	})

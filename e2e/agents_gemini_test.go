@@ -93,7 +93,7 @@ func TestAgentsGeminiCLI(t *testing.T) {
 
 	// --yolo: Gemini CLI runs tools without asking in the terminal; the
 	// person's approval is Portcullis's to ask.
-	s.inventoryScenario(t, geminiTool, nil, func() *agentProc {
+	s.inventoryScenario(t, geminiTool, nil, true, func() *agentProc {
 		return s.startAgent(t, 5*time.Minute, env, node, gemini, "-p", "Adjust the stock of WIDGET-1.", "--yolo")
 	})
 }

@@ -327,10 +327,10 @@ func wantStock(t *testing.T, what string, r fakemodel.ToolResult, q int64) {
 // wantLedger checks the inventory ledger after an agent session: the read,
 // the approved write on the first process, one write on the process of the
 // code-only rebuild (and a lookup there, when lookupAgain: the model's
-// step when that write was not refused), and one on the process of the
-// schema change; nothing else: a refused, denied or timed-out call never
+// step when that write was not refused), and, when newSchemaWrite, one on
+// the process of the schema change; nothing else: a refused, denied or timed-out call never
 // reaches a server.
-func wantLedger(t *testing.T, path string, lookupAgain bool) {
+func wantLedger(t *testing.T, path string, lookupAgain, newSchemaWrite bool) {
 	t.Helper()
 	calls := readInventoryCalls(t, path)
 	want := []struct{ tool, args, rev, build string }{
@@ -341,7 +341,9 @@ func wantLedger(t *testing.T, path string, lookupAgain bool) {
 	if lookupAgain {
 		want = append(want, struct{ tool, args, rev, build string }{"inventory_lookup", `{"sku":"WIDGET-1"}`, "1", "rebuilt"})
 	}
-	want = append(want, struct{ tool, args, rev, build string }{"inventory_adjust", `{"delta":1,"reason":"restock","sku":"WIDGET-1"}`, "2", "rev2"})
+	if newSchemaWrite {
+		want = append(want, struct{ tool, args, rev, build string }{"inventory_adjust", `{"delta":1,"reason":"restock","sku":"WIDGET-1"}`, "2", "rev2"})
+	}
 	ok := len(calls) == len(want)
 	for i := 0; ok && i < len(want); i++ {
 		c, w := calls[i], want[i]
@@ -368,7 +370,11 @@ func wantLedger(t *testing.T, path string, lookupAgain bool) {
 // result of each call, as the agent put it in the model's next request, and
 // on the inventory server's ledger.
 
-func (s *agentSetup) inventoryScenario(t *testing.T, tool func(string) string, preamble []fakemodel.Step, start func() *agentProc) {
+// asyncSchema is for an agent that replaces its tools asynchronously after
+// a refetch (Gemini CLI 0.61.0): the write with the new argument may still
+// be checked against the old schema by the agent itself and never reach
+// Portcullis; either outcome is accepted and the ledger checked for it.
+func (s *agentSetup) inventoryScenario(t *testing.T, tool func(string) string, preamble []fakemodel.Step, asyncSchema bool, start func() *agentProc) {
 	t.Helper()
 	adjust, lookup := tool("inventory_adjust"), tool("inventory_lookup")
 	pause := s.pause.Hook
@@ -475,13 +481,52 @@ func (s *agentSetup) inventoryScenario(t *testing.T, tool func(string) string, p
 	s.pause.Resume()
 
 	// The write with the new argument.
-	s.decideWhenAsked(t, "inventory_adjust", epoch3, "approve")
-	req = s.paused(t, p, time.Minute)
-	wantStock(t, "the write on the new schema", onlyResult(t, req, "write on the new schema"), 41)
+	reached := true
+	if asyncSchema {
+		// The write is either held for the person (the agent checked it
+		// against the new schema) or refused by the agent itself.
+		req, reached = s.approveOrPaused(t, p, epoch3)
+	} else {
+		s.decideWhenAsked(t, "inventory_adjust", epoch3, "approve")
+		req = s.paused(t, p, time.Minute)
+	}
+	if reached {
+		wantStock(t, "the write on the new schema", onlyResult(t, req, "write on the new schema"), 41)
+	} else {
+		r = onlyResult(t, req, "write with the new argument")
+		t.Logf("the agent refused the write with the new argument itself: %+v", r)
+		if !r.IsError || strings.Contains(r.Text, "MCP error") {
+			t.Errorf("the model received %+v, want a result of the server or the agent's own refusal", r)
+		}
+	}
 	s.pause.Resume()
 	p.wait(t, time.Minute)
 	if err := s.model.Err(); err != nil {
 		t.Error(err)
 	}
-	wantLedger(t, s.ledger, !first.IsError)
+	wantLedger(t, s.ledger, !first.IsError, reached)
+}
+
+// approveOrPaused approves the first approval request for inventory_adjust
+// on epoch, unless the model reaches its next paused step first; it returns
+// that step's request and whether a request was approved.
+func (s *agentSetup) approveOrPaused(t *testing.T, p *agentProc, epoch string) (fakemodel.Request, bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		for _, r := range approvals(t, s.home) {
+			if forTool("inventory_adjust", epoch)(r.Card) {
+				decideCLI(t, s.home, "approve", r.ID)
+				return s.paused(t, p, time.Minute), true
+			}
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		req, err := s.pause.Wait(ctx, p.done)
+		cancel()
+		if err == nil {
+			return req, false
+		}
+	}
+	t.Fatal("neither an approval request nor the model's next step within a minute")
+	return fakemodel.Request{}, false
 }

@@ -53,7 +53,7 @@ func (a *App) runUninstall(ctx context.Context, args []string) error {
 	return a.runInstallOp(ctx, "uninstall", args)
 }
 
-const installUsage = "%s needs an agent: %s AGENT [--dry-run] [--scope user|project] [--servers NAME,…]%s (agents: claude-desktop, claude-code, cursor, vscode)"
+const installUsage = "%s needs an agent: %s AGENT [--dry-run] [--scope user|project] [--servers NAME,…]%s (agents: claude-desktop, claude-code, cursor, vscode, gemini-cli)"
 
 func (a *App) runInstallOp(_ context.Context, op string, args []string) error {
 	o := installFlags(op)

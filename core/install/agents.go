@@ -25,10 +25,14 @@ const (
 	// VSCode is Visual Studio Code: the user profile's mcp.json and a workspace's
 	// .vscode/mcp.json, key "servers", in JSON with comments and trailing commas.
 	VSCode Agent = "vscode"
+	// GeminiCLI is Google's command-line agent: ~/.gemini/settings.json and a
+	// project's .gemini/settings.json, key "mcpServers", read with comments
+	// allowed (JSONC).
+	GeminiCLI Agent = "gemini-cli"
 )
 
 // Agents lists every known agent, in the order the command line documents them.
-var Agents = []Agent{ClaudeDesktop, ClaudeCode, Cursor, VSCode}
+var Agents = []Agent{ClaudeDesktop, ClaudeCode, Cursor, VSCode, GeminiCLI}
 
 // Name returns the agent's name for people ("Claude Desktop"), or the string
 // itself for an unknown agent.
@@ -42,6 +46,8 @@ func (a Agent) Name() string {
 		return "Cursor"
 	case VSCode:
 		return "VS Code"
+	case GeminiCLI:
+		return "Gemini CLI"
 	}
 	return string(a)
 }
@@ -173,8 +179,15 @@ func Locate(agent Agent, scope Scope, env Env) (Target, error) {
 			break
 		}
 		t.Path = filepath.Join(appData(), "Code", "User", "mcp.json")
+	case GeminiCLI:
+		t.Format = JSONC
+		if scope == ScopeProject {
+			t.Path, t.ProjectDir = filepath.Join(env.Dir, ".gemini", "settings.json"), env.Dir
+			break
+		}
+		t.Path = filepath.Join(env.Home, ".gemini", "settings.json")
 	default:
-		return Target{}, fmt.Errorf("agent %q (known: claude-desktop, claude-code, cursor, vscode): %w", agent, ErrUnknownAgent)
+		return Target{}, fmt.Errorf("agent %q (known: claude-desktop, claude-code, cursor, vscode, gemini-cli): %w", agent, ErrUnknownAgent)
 	}
 	return t, nil
 }
@@ -189,6 +202,8 @@ func projectFile(agent Agent) string {
 		return filepath.Join(".cursor", "mcp.json")
 	case VSCode:
 		return filepath.Join(".vscode", "mcp.json")
+	case GeminiCLI:
+		return filepath.Join(".gemini", "settings.json")
 	}
 	return ""
 }

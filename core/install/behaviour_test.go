@@ -42,6 +42,9 @@ func TestLocate(t *testing.T) {
 		{VSCode, ScopeUser, mac, "/Users/u/Library/Application Support/Code/User/mcp.json", JSONC, "servers", "", nil},
 		{VSCode, ScopeProject, linux, "/src/app/.vscode/mcp.json", JSONC, "servers", "/src/app", nil},
 		{VSCode, "global", linux, "", 0, "", "", ErrScope},
+		{GeminiCLI, ScopeUser, linux, "/home/u/.gemini/settings.json", JSONC, "mcpServers", "", nil},
+		{GeminiCLI, ScopeUser, mac, "/Users/u/.gemini/settings.json", JSONC, "mcpServers", "", nil},
+		{GeminiCLI, ScopeProject, linux, "/src/app/.gemini/settings.json", JSONC, "mcpServers", "/src/app", nil},
 		{"zed", ScopeUser, linux, "", 0, "", "", ErrUnknownAgent},
 	}
 	for _, tt := range tests {

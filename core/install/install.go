@@ -1,5 +1,5 @@
 // Package install routes an AI agent's local MCP servers through Portcullis
-// (docs/DESIGN.md, "Command line": `portcullis install claude-desktop|claude-code|cursor|vscode`).
+// (docs/DESIGN.md, "Command line": `portcullis install claude-desktop|claude-code|cursor|vscode|gemini-cli`).
 //
 // [Install] reads the agent's configuration file (see [Locate] for where each agent
 // keeps it), imports every stdio server entry into Portcullis's configuration
@@ -530,7 +530,9 @@ func analyze(d *document, e entry, opts *Options, cfg *config.Config) (plan, boo
 	if err != nil {
 		return skip("%v", err)
 	}
-	if _, hasURL := fields["url"]; hasURL || remoteTypes[typ] {
+	_, hasURL := fields["url"]
+	_, hasHTTPURL := fields["httpUrl"] // Gemini CLI's streamable HTTP entries
+	if hasURL || hasHTTPURL || remoteTypes[typ] {
 		p.rep.Action = ActionRemote
 		p.rep.Reason = "remote server"
 		if typ != "" {

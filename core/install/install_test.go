@@ -214,6 +214,8 @@ func TestGolden(t *testing.T) {
 		{name: "vscode-user", agent: VSCode},
 		{name: "vscode-project", agent: VSCode, scope: ScopeProject,
 			extra: map[string]string{".env": "# tasks server\nTASKS_DB=./tasks.db\nexport TASKS_TOKEN=\"tsk_9f8e7d6c5b4a39281706f5e4d3c2b1a0\"\n"}},
+		{name: "gemini-cli-user", agent: GeminiCLI},
+		{name: "gemini-cli-project", agent: GeminiCLI, scope: ScopeProject},
 		{name: "import", agent: ClaudeDesktop, op: "import"},
 		{name: "dry-run", agent: ClaudeDesktop, op: "dry-run"},
 		{name: "collision", agent: ClaudeDesktop, servers: []string{"github", "time"},

@@ -18,11 +18,19 @@
 // Building with -ldflags "-X main.schemaRevision=2" gives inventory_adjust a required
 // "reason" argument: a rebuild whose catalog really changed, for demos and tests.
 //
+// Building with -ldflags "-X main.buildLabel=B" gives another binary with the same
+// catalog (a code-only rebuild); the label is logged at start.
+//
+// INVENTORY_CALL_LOG=FILE appends one JSON line per tools/call request received, before
+// it is validated or run: {"tool": NAME, "args": ARGUMENTS, "revision": R, "build": B,
+// "pid": PID}, the ledger tests read to see which process received which call.
+//
 // Logs go to stderr only; stdout carries JSON-RPC and nothing else.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +47,10 @@ import (
 // schemaRevision selects the tool contract: "1" (default) or "2" (adjust needs a reason).
 // Set it at build time with -ldflags "-X main.schemaRevision=2".
 var schemaRevision = "1"
+
+// buildLabel changes the binary without changing its catalog; set with
+// -ldflags "-X main.buildLabel=…".
+var buildLabel = ""
 
 // seedStock is the quantity of each SKU when the process starts.
 var seedStock = map[string]int64{
@@ -61,7 +73,16 @@ func main() {
 
 	inv := newInventory(seedStock)
 	server := newServer(inv, schemaRevision, os.Getenv("INVENTORY_TOKEN"))
-	log.Info("serving on stdio", "schemaRevision", schemaRevision, "skus", inv.skus(),
+	if p := os.Getenv("INVENTORY_CALL_LOG"); p != "" {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			log.Error("opening the call log", "err", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		server.AddReceivingMiddleware(callLog(f, log))
+	}
+	log.Info("serving on stdio", "schemaRevision", schemaRevision, "build", buildLabel, "skus", inv.skus(),
 		"token", os.Getenv("INVENTORY_TOKEN") != "")
 	if err := server.Run(ctx, &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("session ended", "err", err)
@@ -221,4 +242,31 @@ func authorizationNote(token string) string {
 
 func textResult(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+// callLog returns middleware that appends every tools/call request to f (one
+// JSON line each, one write per line) before the SDK runs it.
+func callLog(f *os.File, log *slog.Logger) mcp.Middleware {
+	var mu sync.Mutex
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if call, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
+				args := call.Params.Arguments
+				if len(args) == 0 {
+					args = json.RawMessage("null")
+				}
+				line, err := json.Marshal(map[string]any{"tool": call.Params.Name, "args": args,
+					"revision": schemaRevision, "build": buildLabel, "pid": os.Getpid()})
+				if err == nil {
+					mu.Lock()
+					_, err = f.Write(append(line, '\n'))
+					mu.Unlock()
+				}
+				if err != nil {
+					log.Error("writing the call log", "err", err)
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
 }

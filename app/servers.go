@@ -249,6 +249,7 @@ func (a *App) serversAdd(args []string) error {
 	label := args[0]
 	o := serversAddFlags()
 	fs, cwd, restart, force := o.fs, o.cwd, o.restart, o.force
+	sessionBus := fs.Bool("session-bus", false, "give the server the session bus, where the Secret Service answers (a widening change)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -266,7 +267,7 @@ func (a *App) serversAdd(args []string) error {
 			}
 		}
 	}
-	s := config.Server{Command: cmd[0], Args: cmd[1:], Restart: *restart, Credentials: creds, Watch: watch}
+	s := config.Server{Command: cmd[0], Args: cmd[1:], Restart: *restart, Credentials: creds, Watch: watch, SessionBus: *sessionBus}
 	if *cwd != "" {
 		abs, err := filepath.Abs(*cwd)
 		if err != nil {

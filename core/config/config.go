@@ -119,6 +119,11 @@ type Server struct {
 	// StartupTimeout overrides [DefaultStartupTimeout] for this server when
 	// non-zero. Written in the file as a Go duration string such as "45s".
 	StartupTimeout Duration `json:"startupTimeout,omitzero"`
+	// SessionBus passes the daemon's D-Bus session bus address to the
+	// server. Without it the server gets none (docs/DESIGN.md, "Processes":
+	// a server's environment is its own): the Secret Service, which holds
+	// every credential, answers on that bus. Turning it on widens trust.
+	SessionBus bool `json:"sessionBus,omitempty"`
 }
 
 // ToolPolicy is the per-tool authorization policy of a server.

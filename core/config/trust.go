@@ -35,6 +35,9 @@ const (
 	WidenApprovalAuthentication = "approval_authentication"
 	// WidenAuditDurability is settings.auditDurability lowered from strict.
 	WidenAuditDurability = "audit_durability"
+	// WidenSessionBus is a server's sessionBus turned on (a new server
+	// with it on too): the server reaches the Secret Service.
+	WidenSessionBus = "session_bus"
 )
 
 // Widening is one change, between the configuration in force and an edited
@@ -42,7 +45,7 @@ const (
 type Widening struct {
 	// Kind is one of WidenPolicy, WidenCredential, WidenLaunch,
 	// WidenCredentialUse, WidenAuditSigning, WidenApprovalAuthentication,
-	// WidenAuditDurability.
+	// WidenAuditDurability, WidenSessionBus.
 	Kind string `json:"kind"`
 	// Server is the server label the change is about ("" for credential
 	// scope definitions and settings).
@@ -125,6 +128,11 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 		}
 		if len(s.Tools) == 0 {
 			s.Tools = nil
+		}
+		if n.SessionBus && !(had && o.SessionBus) {
+			held = append(held, Widening{Kind: WidenSessionBus, Server: label,
+				Text: fmt.Sprintf("%s: sessionBus false → true (the server reaches the session bus and the Secret Service on it)", label)})
+			s.SessionBus = false
 		}
 		// The launch of a server that keeps credentials.
 		if len(s.Credentials) > 0 {

@@ -731,6 +731,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	env := append(spec.Env, credEnv...)
 	proc, err := supervisor.Start(ctx, supervisor.Spec{
 		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
+		SessionBus: srv.SessionBus,
 	}, d.supervisorOptions())
 	if err != nil {
 		return nil, identity.Record{}, fmt.Errorf("starting %s: %w", label, err)

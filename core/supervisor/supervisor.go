@@ -60,15 +60,20 @@ var ErrGroupNotEmpty = errors.New("process group still has processes after SIGKI
 // ("node", "./run.sh", "/abs/bin") and is resolved with identity.LookPath: a
 // bare name through the PATH of the child's environment, a name with a slash
 // relative to Dir. Dir "" inherits the working directory. Env entries "K=V"
-// are added on top of os.Environ(), later entries winning; Start adds
-// [EpochEnv] last. StderrLimit is how many bytes of stderr are kept (0 or
-// less = DefaultStderrLimit).
+// are added on top of os.Environ() without the variables a server does not
+// inherit (env.go: PORTCULLIS_*, the session bus address), later entries
+// winning; Start adds the bus's placeholder unless SessionBus is set, and
+// [EpochEnv] last. SessionBus passes the daemon's session bus address on
+// (the person asked for it: the Secret Service answers there).
+// StderrLimit is how many bytes of stderr are kept (0 or less =
+// DefaultStderrLimit).
 type Spec struct {
 	Label       string
 	Command     string
 	Args        []string
 	Dir         string
 	Env         []string
+	SessionBus  bool
 	StderrLimit int
 }
 
@@ -195,9 +200,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		limit = DefaultStderrLimit
 	}
 	epoch := identity.NewEpoch()
-	// Last, so that neither the daemon's environment nor the
-	// configuration's can set it (os/exec keeps the last of duplicates).
-	env := slices.Concat(os.Environ(), s.Env, []string{EpochEnv + "=" + epoch})
+	env := serverEnv(os.Environ(), s.Env, s.SessionBus, epoch)
 	path, err := identity.LookPath(s.Command, s.Dir, env)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", s.Label, err)

@@ -731,7 +731,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	env := append(spec.Env, credEnv...)
 	proc, err := supervisor.Start(ctx, supervisor.Spec{
 		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
-		SessionBus: srv.SessionBus,
+		SessionBus: srv.SessionBus, Secrets: d.secretsOf(cfg, srv, credEnv),
 	}, d.supervisorOptions())
 	if err != nil {
 		return nil, identity.Record{}, fmt.Errorf("starting %s: %w", label, err)
@@ -763,6 +763,30 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	}()
 	d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
 	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc}, rec, nil
+}
+
+// secretsOf returns the credentials' values that the server srv receives:
+// those of credEnv (its environment, "VAR=value"), and those of its meta
+// scopes, read from the store (a scope that cannot be read now is not
+// injected either), so that the supervisor redacts them from what the
+// server writes (supervisor.Redactor).
+func (d *Daemon) secretsOf(cfg *config.Config, srv config.Server, credEnv []string) []supervisor.Secret {
+	var out []supervisor.Secret
+	for _, c := range credentialsOf(cfg, srv) {
+		switch c.Inject {
+		case config.InjectEnv:
+			for _, kv := range credEnv {
+				if v, ok := strings.CutPrefix(kv, c.EnvVar+"="); ok {
+					out = append(out, supervisor.Secret{Scope: c.Scope, Value: v})
+				}
+			}
+		case config.InjectMeta:
+			if v, err := d.secret(c.Scope); err == nil {
+				out = append(out, supervisor.Secret{Scope: c.Scope, Value: string(v)})
+			}
+		}
+	}
+	return out
 }
 
 // swappedExecutable reports whether the kernel runs, as process pid, an

@@ -64,8 +64,10 @@ var ErrGroupNotEmpty = errors.New("process group still has processes after SIGKI
 // inherit (env.go: PORTCULLIS_*, the session bus address), later entries
 // winning; Start adds the bus's placeholder unless SessionBus is set, and
 // [EpochEnv] last. SessionBus passes the daemon's session bus address on
-// (the person asked for it: the Secret Service answers there).
-// StderrLimit is how many bytes of stderr are kept (0 or less =
+// (the person asked for it: the Secret Service answers there). Secrets
+// are the credentials' values the server receives (in Env or in its calls):
+// what the server writes is redacted of them wherever Process gives it out
+// ([Redactor]). StderrLimit is how many bytes of stderr are kept (0 or less =
 // DefaultStderrLimit).
 type Spec struct {
 	Label       string
@@ -74,6 +76,7 @@ type Spec struct {
 	Dir         string
 	Env         []string
 	SessionBus  bool
+	Secrets     []Secret
 	StderrLimit int
 }
 
@@ -136,6 +139,9 @@ type Process struct {
 	stdout *stdoutPipe
 	stderr *os.File // read end, closed by Stop
 	ring   *ring
+
+	redactor *Redactor  // nil: no secrets
+	outLog   *outputLog // what of the output reaches the daemon's log
 
 	stderrDone chan struct{} // closed when the stderr reader stops
 	done       chan struct{} // closed after the direct child is reaped
@@ -265,6 +271,8 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		stdout:     &stdoutPipe{f: outR},
 		stderr:     errR,
 		ring:       newRing(limit),
+		redactor:   NewRedactor(s.Secrets),
+		outLog:     newOutputLog(time.Now),
 		stderrDone: make(chan struct{}),
 		done:       make(chan struct{}),
 		stopping:   make(chan struct{}),
@@ -311,19 +319,22 @@ func (p *Process) Stdout() io.Reader { return p.stdout }
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exit returns how the direct child ended; the zero ExitInfo before Done is
-// closed.
+// closed. Its stderr lines are redacted of Spec.Secrets.
 func (p *Process) Exit() ExitInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.exit
-	e.StderrTail = slices.Clone(e.StderrTail)
+	e.StderrTail = p.redactor.RedactAll(slices.Clone(e.StderrTail))
 	return e
 }
 
 // StderrTail returns up to maxLines of the most recent stderr lines, newest
 // last, including an unterminated last line; maxLines <= 0 returns all kept
-// lines. Lines longer than the stderr limit are cut to it.
-func (p *Process) StderrTail(maxLines int) []string { return p.ring.tail(maxLines) }
+// lines. Lines longer than the stderr limit are cut to it. The values of
+// Spec.Secrets are replaced by "…(scope)" ([Redactor.Redact]).
+func (p *Process) StderrTail(maxLines int) []string {
+	return p.redactor.RedactAll(p.ring.tail(maxLines))
+}
 
 // reap waits for the direct child, drains stderr, records ExitInfo and closes done.
 func (p *Process) reap() {
@@ -412,6 +423,7 @@ func (p *Process) stop() {
 	if p.stopErr != nil {
 		p.logger.Warn("stopping server", "err", p.stopErr)
 	}
+	p.logDropped()
 	// The group and the epoch's other processes are gone, so every writer
 	// of stdout and stderr is too (but one that cleared its environment).
 	p.stdout.close()

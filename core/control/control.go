@@ -125,15 +125,25 @@ type Conn struct {
 }
 
 // Dial connects to the daemon's socket, sends h and reads the Reply. It
-// returns an error wrapping ErrNoDaemon when no daemon listens, and a
-// *RefusedError when the daemon answered with OK false.
+// returns an error wrapping ErrNoDaemon when no daemon listens, one
+// wrapping ErrForeign, before anything is sent, when the socket's
+// directory is not a private directory of this user, the socket not this
+// user's, or the process answering on it (its uid from the kernel) another
+// user's, and a *RefusedError when the daemon answered with OK false.
 func Dial(socket string, h Hello, timeout time.Duration) (*Conn, error) {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
+	if err := checkOwned(socket); err != nil {
+		return nil, err
+	}
 	c, err := net.DialTimeout("unix", socket, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w (socket %s: %v)", ErrNoDaemon, socket, err)
+	}
+	if err := checkPeer(c, socket); err != nil {
+		c.Close()
+		return nil, err
 	}
 	h.Version = Version
 	b, _ := json.Marshal(h)

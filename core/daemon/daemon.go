@@ -55,6 +55,10 @@ type PeerInfo interface {
 // ErrRunning is returned by Serve when another daemon answers on the socket.
 var ErrRunning = errors.New("another Portcullis daemon is already running")
 
+// ErrSocketTaken is returned by Serve when the socket's path is held by
+// another user's file: the daemon does not start.
+var ErrSocketTaken = errors.New("the control socket's path belongs to another user")
+
 // Options configure a Daemon.
 type Options struct {
 	Dirs   paths.Dirs
@@ -369,7 +373,10 @@ func (d *Daemon) Serve(ctx context.Context) error {
 // listen binds the socket with mode 0600, replacing a stale socket file left
 // by a daemon that died, and refusing when another daemon answers.
 func listen(sock string) (net.Listener, error) {
-	if _, err := os.Lstat(sock); err == nil {
+	if fi, err := os.Lstat(sock); err == nil {
+		if owner, ok := fileOwner(fi); ok && owner != os.Getuid() {
+			return nil, fmt.Errorf("%w: the socket path %s is taken by uid %d, not this user (uid %d): another user may be impersonating Portcullis; not starting (have it removed by its owner or root, or set XDG_RUNTIME_DIR or PORTCULLIS_HOME to a directory of your own)", ErrSocketTaken, sock, owner, os.Getuid())
+		}
 		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
 			c.Close()
 			return nil, fmt.Errorf("%w (socket %s)", ErrRunning, sock)

@@ -3,13 +3,33 @@
 package supervisor_test
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/portcullis/portcullis/core/supervisor"
 )
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // TestSecretsRedactedFromOutput: a server that prints its injected secret
 // on stderr has it replaced in StderrTail and in Exit, and LogOutput writes
@@ -17,7 +37,7 @@ import (
 // the count of lines dropped.
 func TestSecretsRedactedFromOutput(t *testing.T) {
 	const secret = "PC-7f3a9c-0123456789abcdef"
-	var log syncBuffer
+	var log lockedBuffer
 	o := fast
 	o.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	p := start(t, supervisor.Spec{

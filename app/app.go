@@ -73,6 +73,7 @@ Usage:
                                      a change made to config.json outside Portcullis that widens trust,
                                      held until you confirm it (reject: the file is set back)
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
+  portcullis stop                    stop the daemon and every server (only at your own terminal)
   portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]   [--json]
                                      catalog revisions and their classified diff
   portcullis audit tail [--json] [-n N] [-f] | verify [--key K] [--dir D] [--json] | setup-keys [--force]
@@ -169,7 +170,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 }
 
 // commands are the commands of Run; `CMD … --help` prints CMD's usage.
-var commands = []string{"help", "daemon", "connect", "servers", "status", "restart", "approvals", "approve", "deny", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
+var commands = []string{"help", "daemon", "connect", "servers", "status", "restart", "stop", "approvals", "approve", "deny", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
 
 func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	switch cmd {
@@ -183,6 +184,8 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 		return a.runStatus(rest)
 	case "restart":
 		return a.runRestart(rest)
+	case "stop":
+		return a.runStop(rest)
 	case "approvals":
 		return a.runApprovals(rest)
 	case "approve":

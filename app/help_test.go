@@ -75,6 +75,7 @@ var helpCases = []struct {
 	{[]string{"creds", "list"}, []string{"portcullis creds set|list|remove"}},
 	{[]string{"creds", "remove"}, []string{"portcullis creds set|list|remove"}},
 	{[]string{"creds", "remove", "api"}, []string{"portcullis creds set|list|remove"}},
+	{[]string{"stop"}, []string{"portcullis stop "}},
 	{[]string{"approvals"}, []string{"portcullis approvals [--json]"}},
 	{[]string{"approve"}, []string{"portcullis approve ID [--once]"}},
 	{[]string{"approve", "ID", "--tools", "a"}, []string{"portcullis approve ID [--once]"}},

@@ -448,6 +448,12 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		}
 		reply(c, control.Reply{Data: b})
 	case control.OpStop:
+		// A server or an agent that stops the daemon could bind the
+		// socket itself: only the person stops it.
+		if err := d.personAct(c, "stop the Portcullis daemon"); err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
+			return
+		}
 		reply(c, control.Reply{})
 		d.mu.Lock()
 		cancel := d.cancel
@@ -455,6 +461,16 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		cancel()
 	case control.OpConnect:
 		d.connect(ctx, c, br, h.Label, pid)
+	case control.OpPerson:
+		if strings.TrimSpace(h.What) == "" {
+			reply(c, control.Reply{Error: "person: say what the person is about to do (Hello.What)", Code: "bad_hello"})
+			return
+		}
+		if err := d.personAct(c, h.What); err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
+			return
+		}
+		reply(c, control.Reply{})
 	case control.OpApprovals:
 		b, _ := json.Marshal(d.authz.Pending())
 		reply(c, control.Reply{Data: b})

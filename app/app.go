@@ -57,7 +57,7 @@ Usage:
   portcullis connect LABEL           stdio shim an agent launches instead of the server
   portcullis servers list|show|add|edit|remove|policy|cred
                                      add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P]
-                                         [--restart on-change|manual] [--force] [--session-bus] -- CMD ARGS…
+                                         [--restart on-change|manual] [--force] [--session-bus] [--sandbox off|standard|strict] -- CMD ARGS…
                                      edit LABEL [--cwd D|--no-cwd] [--env K=V] [--unset-env K]
                                          [--watch P|--no-watch] [--restart W] [--force] [-- CMD ARGS…]
                                      policy LABEL TOOL allow|approve|deny
@@ -274,6 +274,7 @@ func (a *App) newDaemon(log *slog.Logger) (*daemon.Daemon, error) {
 		Dirs:    a.Dirs,
 		Peers:   platform.Peers{},
 		Procs:   platform.NewProcessInfo(),
+		Sandbox: platform.NewSandbox,
 		Secrets: store,
 		// For settings.approvalAuthentication: polkit, LocalAuthentication.
 		Authenticator: platform.NewAuthenticator(),

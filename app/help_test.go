@@ -57,7 +57,7 @@ var helpCases = []struct {
 	{[]string{"servers", "list"}, []string{"portcullis servers list|"}},
 	{[]string{"servers", "show"}, []string{"portcullis servers list|show|"}},
 	{[]string{"servers", "show", "inv"}, []string{"portcullis servers list|show|"}},
-	{[]string{"servers", "add"}, []string{"add LABEL [--cwd D]", "[--restart on-change|manual] [--force] [--session-bus] -- CMD ARGS…"}},
+	{[]string{"servers", "add"}, []string{"add LABEL [--cwd D]", "[--restart on-change|manual] [--force] [--session-bus] [--sandbox off|standard|strict] -- CMD ARGS…"}},
 	{[]string{"servers", "edit"}, []string{"edit LABEL [--cwd D|--no-cwd]", "[--watch P|--no-watch]"}},
 	{[]string{"servers", "edit", "inv", "--cwd", "/nonexistent"}, []string{"edit LABEL [--cwd D|--no-cwd]"}},
 	{[]string{"servers", "add", "inv", "--cwd", "/nonexistent"}, []string{"add LABEL [--cwd D]"}},

@@ -124,6 +124,27 @@ type Server struct {
 	// a server's environment is its own): the Secret Service, which holds
 	// every credential, answers on that bus. Turning it on widens trust.
 	SessionBus bool `json:"sessionBus,omitempty"`
+	// Sandbox confines the server (docs/DESIGN.md, "Processes"):
+	// [SandboxOff] (the default when empty, for now), [SandboxStandard]
+	// (the data, configuration and runtime directories and the session
+	// bus's socket hidden from it; Linux: user and mount namespaces) or
+	// [SandboxStrict] (standard and no network). Lowering it widens trust.
+	Sandbox string `json:"sandbox,omitempty"`
+}
+
+// Sandbox levels of [Server.Sandbox].
+const (
+	SandboxOff      = "off"
+	SandboxStandard = "standard"
+	SandboxStrict   = "strict"
+)
+
+// SandboxLevel is the server's sandbox level with the default filled in.
+func (s Server) SandboxLevel() string {
+	if s.Sandbox == "" {
+		return SandboxOff
+	}
+	return s.Sandbox
 }
 
 // ToolPolicy is the per-tool authorization policy of a server.

@@ -38,6 +38,9 @@ const (
 	// WidenSessionBus is a server's sessionBus turned on (a new server
 	// with it on too): the server reaches the Secret Service.
 	WidenSessionBus = "session_bus"
+	// WidenSandbox is a server's sandbox lowered (strict → standard →
+	// off).
+	WidenSandbox = "sandbox"
 )
 
 // Widening is one change, between the configuration in force and an edited
@@ -45,7 +48,7 @@ const (
 type Widening struct {
 	// Kind is one of WidenPolicy, WidenCredential, WidenLaunch,
 	// WidenCredentialUse, WidenAuditSigning, WidenApprovalAuthentication,
-	// WidenAuditDurability, WidenSessionBus.
+	// WidenAuditDurability, WidenSessionBus, WidenSandbox.
 	Kind string `json:"kind"`
 	// Server is the server label the change is about ("" for credential
 	// scope definitions and settings).
@@ -134,6 +137,13 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 				Text: fmt.Sprintf("%s: sessionBus false → true (the server reaches the session bus and the Secret Service on it)", label)})
 			s.SessionBus = false
 		}
+		if from, to := SandboxOff, n.SandboxLevel(); had {
+			if from = o.SandboxLevel(); sandboxRank(to) < sandboxRank(from) {
+				held = append(held, Widening{Kind: WidenSandbox, Server: label,
+					Text: fmt.Sprintf("%s: sandbox %s → %s", label, from, to)})
+				s.Sandbox = o.Sandbox
+			}
+		}
 		// The launch of a server that keeps credentials.
 		if len(s.Credentials) > 0 {
 			if what := launchChanges(o, n); len(what) > 0 {
@@ -200,6 +210,17 @@ func authText(v string) string {
 		return "(absent: credentials)"
 	}
 	return v
+}
+
+// sandboxRank orders sandbox levels by how much they confine.
+func sandboxRank(level string) int {
+	switch level {
+	case SandboxStrict:
+		return 2
+	case SandboxStandard:
+		return 1
+	}
+	return 0
 }
 
 // policyRank orders policies by what they let through.

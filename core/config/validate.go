@@ -226,6 +226,11 @@ func validateServer(ps *[]Problem, c *Config, label string, s Server) {
 			add(p, "value must not contain a NUL character")
 		}
 	}
+	switch s.Sandbox {
+	case "", SandboxOff, SandboxStandard, SandboxStrict:
+	default:
+		add(joinPath(base, "sandbox"), "sandbox must be %q, %q or %q, not %q", SandboxOff, SandboxStandard, SandboxStrict, s.Sandbox)
+	}
 	validateDuration(ps, joinPath(base, "startupTimeout"), s.StartupTimeout)
 }
 

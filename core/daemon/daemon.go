@@ -92,6 +92,11 @@ type Options struct {
 	// change of settings.auditSigning to true reads (or creates) the audit
 	// log's key in it.
 	Secrets secrets.Store
+	// Sandbox returns the sandbox of a level of config.Server.Sandbox
+	// (standard, strict) on this system, or why there is none (package
+	// platform: NewSandbox); nil: no sandbox, and a server configured
+	// with one is not launched.
+	Sandbox func(level string) (supervisor.Sandbox, error)
 	// Authenticator is the operating system's authentication that
 	// settings.approvalAuthentication asks for before a grant (osauth.go);
 	// nil: this system has none.
@@ -752,7 +757,12 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		}
 	}
 	env := append(spec.Env, credEnv...)
+	sandbox, hide, err := d.sandboxOf(label, srv)
+	if err != nil {
+		return nil, identity.Record{}, err
+	}
 	proc, err := supervisor.Start(ctx, supervisor.Spec{
+		Sandbox: sandbox, Hide: hide,
 		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
 		SessionBus: srv.SessionBus, Secrets: d.secretsOf(cfg, srv, credEnv),
 	}, d.supervisorOptions())
@@ -786,6 +796,36 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	}()
 	d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
 	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc}, rec, nil
+}
+
+// sandboxOf returns the sandbox that confines server label, nil when its
+// configuration asks for none, and what it hides: the daemon's
+// configuration, state and runtime directories and, unless the server has
+// the session bus, the bus's socket when its address names a path. A
+// level this system cannot provide fails the launch: the server is not
+// run unconfined behind the person's back.
+func (d *Daemon) sandboxOf(label string, srv config.Server) (supervisor.Sandbox, []string, error) {
+	level := srv.SandboxLevel()
+	if level == config.SandboxOff {
+		return nil, nil, nil
+	}
+	if d.opts.Sandbox == nil {
+		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this build cannot provide; it was not launched (set its sandbox to off to run it unconfined)", label, level)
+	}
+	sb, err := d.opts.Sandbox(level)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this system cannot provide (%v); it was not launched (set its sandbox to off to run it unconfined)", label, level, err)
+	}
+	hide := []string{d.opts.Dirs.Config, d.opts.Dirs.State, d.opts.Dirs.Runtime}
+	if !srv.SessionBus {
+		for _, part := range strings.Split(os.Getenv(supervisor.SessionBusEnv), ";") {
+			if p, ok := strings.CutPrefix(part, "unix:path="); ok {
+				p, _, _ = strings.Cut(p, ",")
+				hide = append(hide, p)
+			}
+		}
+	}
+	return sb, hide, nil
 }
 
 // secretsOf returns the credentials' values that the server srv receives:

@@ -67,7 +67,8 @@ var ErrGroupNotEmpty = errors.New("process group still has processes after SIGKI
 // (the person asked for it: the Secret Service answers there). Secrets
 // are the credentials' values the server receives (in Env or in its calls):
 // what the server writes is redacted of them wherever Process gives it out
-// ([Redactor]). StderrLimit is how many bytes of stderr are kept (0 or less =
+// ([Redactor]). Sandbox, when set, confines the process with the paths of
+// Hide hidden from it ([Sandbox]); Start fails when it cannot. StderrLimit is how many bytes of stderr are kept (0 or less =
 // DefaultStderrLimit).
 type Spec struct {
 	Label       string
@@ -77,6 +78,8 @@ type Spec struct {
 	Env         []string
 	SessionBus  bool
 	Secrets     []Secret
+	Sandbox     Sandbox
+	Hide        []string
 	StderrLimit int
 }
 
@@ -140,6 +143,7 @@ type Process struct {
 	stderr *os.File // read end, closed by Stop
 	ring   *ring
 
+	sandbox  string     // what confines it ("": nothing)
 	redactor *Redactor  // nil: no secrets
 	outLog   *outputLog // what of the output reaches the daemon's log
 
@@ -251,6 +255,13 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	var confined string
+	if s.Sandbox != nil {
+		if confined, err = s.Sandbox.Prepare(cmd, s.Hide); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("starting %s in its sandbox: %w", s.Label, err)
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		closeAll()
 		return nil, fmt.Errorf("starting %s: %w", s.Label, err)
@@ -271,6 +282,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		stdout:     &stdoutPipe{f: outR},
 		stderr:     errR,
 		ring:       newRing(limit),
+		sandbox:    confined,
 		redactor:   NewRedactor(s.Secrets),
 		outLog:     newOutputLog(time.Now),
 		stderrDone: make(chan struct{}),
@@ -296,6 +308,10 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	}
 	return p, nil
 }
+
+// Sandbox says what confines the process (Spec.Sandbox's description),
+// "" when nothing does.
+func (p *Process) Sandbox() string { return p.sandbox }
 
 // Pid returns the direct child's process ID, which is also its process group ID.
 func (p *Process) Pid() int { return p.pid }

@@ -51,3 +51,36 @@ func TestValidateEnvSessionBus(t *testing.T) {
 		t.Fatalf("Validate = %v, want a refusal naming sessionBus", err)
 	}
 }
+
+// TestSplitTrustSandbox: lowering a server's sandbox waits for the person;
+// raising it applies at once; an unknown level does not validate.
+func TestSplitTrustSandbox(t *testing.T) {
+	with := func(level string) *Config {
+		c := trustBase()
+		s := c.Servers["plain"]
+		s.Sandbox = level
+		c.Servers["plain"] = s
+		return c
+	}
+	for _, tc := range []struct {
+		from, to string
+		held     bool
+	}{
+		{SandboxStrict, SandboxStandard, true},
+		{SandboxStandard, "", true},
+		{SandboxStrict, SandboxOff, true},
+		{"", SandboxStandard, false},
+		{SandboxStandard, SandboxStrict, false},
+	} {
+		in, held := SplitTrust(with(tc.from), with(tc.to))
+		if got := len(held) == 1 && held[0].Kind == WidenSandbox; got != tc.held || (!tc.held && len(held) != 0) {
+			t.Errorf("%q → %q: held %v, want held %v", tc.from, tc.to, held, tc.held)
+		}
+		if want := tc.to; tc.held && in.Servers["plain"].Sandbox != tc.from || !tc.held && in.Servers["plain"].Sandbox != want {
+			t.Errorf("%q → %q: in force %q", tc.from, tc.to, in.Servers["plain"].Sandbox)
+		}
+	}
+	if err := with("paranoid").Validate(); err == nil || !strings.Contains(err.Error(), "sandbox must be") {
+		t.Errorf("Validate of sandbox paranoid: %v", err)
+	}
+}

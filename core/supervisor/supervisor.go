@@ -300,6 +300,10 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	p.logger.Info("server started", "path", path)
 	go p.readStderr()
 	go p.reap()
+	if cmd.Path != path {
+		// A sandbox's launcher runs first and execs the server.
+		waitLauncherExec(p.pid, cmd.Path, p.done, o.SettleMax)
+	}
 	if o.TreePoll > 0 && treeSupported {
 		go p.watchTree()
 	} else {

@@ -58,7 +58,7 @@ Usage:
   portcullis connect LABEL           stdio shim an agent launches instead of the server
   portcullis servers list|show|add|edit|remove|policy|cred
                                      add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P]
-                                         [--restart on-change|manual] [--force] -- CMD ARGS…
+                                         [--restart on-change|manual] [--force] [--session-bus] [--sandbox off|standard|strict] -- CMD ARGS…
                                      edit LABEL [--cwd D|--no-cwd] [--env K=V] [--unset-env K]
                                          [--watch P|--no-watch] [--restart W] [--force] [-- CMD ARGS…]
                                      policy LABEL TOOL allow|approve|deny
@@ -74,6 +74,7 @@ Usage:
                                      a change made to config.json outside Portcullis that widens trust,
                                      held until you confirm it (reject: the file is set back)
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
+  portcullis stop                    stop the daemon and every server (only at your own terminal)
   portcullis catalog show LABEL [REV] | diff LABEL [FROM TO]   [--json]
                                      catalog revisions and their classified diff
   portcullis audit tail [--json] [-n N] [-f] | verify [--key K] [--dir D] [--json] | setup-keys [--force]
@@ -190,7 +191,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 }
 
 // commands are the commands of Run; `CMD … --help` prints CMD's usage.
-var commands = []string{"help", "daemon", "connect", "servers", "status", "restart", "approvals", "approve", "deny", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
+var commands = []string{"help", "daemon", "connect", "servers", "status", "restart", "stop", "approvals", "approve", "deny", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
 
 func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	switch cmd {
@@ -204,6 +205,8 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 		return a.runStatus(rest)
 	case "restart":
 		return a.runRestart(rest)
+	case "stop":
+		return a.runStop(rest)
 	case "approvals":
 		return a.runApprovals(rest)
 	case "approve":
@@ -292,6 +295,7 @@ func (a *App) newDaemon(log *slog.Logger) (*daemon.Daemon, error) {
 		Dirs:    a.Dirs,
 		Peers:   platform.Peers{},
 		Procs:   platform.NewProcessInfo(),
+		Sandbox: platform.NewSandbox,
 		Secrets: store,
 		// For settings.approvalAuthentication: polkit, LocalAuthentication.
 		Authenticator: platform.NewAuthenticator(),

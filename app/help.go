@@ -81,6 +81,10 @@ var docs = map[string]cmdDoc{
 		what:     "Replaces the server process of every agent run of LABEL: a new execution epoch, so the approvals given to the old one no longer apply. With no agent run connected there is nothing to restart; the next agent that connects starts the server.",
 		examples: []string{"portcullis restart notes"},
 	},
+	"stop": {
+		what:     "Stops the daemon: every server is stopped and every agent told. Only the person stops it, at a terminal of their own (not a pipe, not a supervised server's or an agent's process); the stop is recorded in the audit log.",
+		examples: []string{"portcullis stop"},
+	},
 	"approvals": {
 		what:     "Lists the approval requests waiting for a person, each with its card: the agent run, the call and its arguments, what changed since the last approval, and what approving it would cover.",
 		examples: []string{"portcullis approvals", "portcullis approvals --json"},

@@ -119,6 +119,12 @@ func (a *App) runInstallOp(_ context.Context, op string, args []string) error {
 	}
 	if restore != nil {
 		opts.RestoreSecrets = *restore
+		if *restore && !*dryRun {
+			// Secrets leave the keychain for a plain file: the person's.
+			if err := a.requirePerson("uninstall --restore-secrets", "put the secrets of "+agent+"'s servers back into its configuration"); err != nil {
+				return err
+			}
+		}
 	}
 	if op == "install" && strings.Contains(exe, string(filepath.Separator)+"go-build") {
 		fmt.Fprintf(a.Stderr, "portcullis: warning: %s looks like a temporary `go run` binary; agents will not find it later\n", exe)

@@ -250,6 +250,8 @@ func (a *App) serversAdd(args []string) error {
 	label := args[0]
 	o := serversAddFlags()
 	fs, cwd, restart, force := o.fs, o.cwd, o.restart, o.force
+	sessionBus := fs.Bool("session-bus", false, "give the server the session bus, where the Secret Service answers (a widening change)")
+	sandbox := fs.String("sandbox", "", "`LEVEL` off (the default for now), standard (Portcullis's directories and the session bus's socket hidden from the server) or strict (standard and no network)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -267,7 +269,7 @@ func (a *App) serversAdd(args []string) error {
 			}
 		}
 	}
-	s := config.Server{Command: cmd[0], Args: cmd[1:], Restart: *restart, Credentials: creds, Watch: watch}
+	s := config.Server{Command: cmd[0], Args: cmd[1:], Restart: *restart, Credentials: creds, Watch: watch, SessionBus: *sessionBus, Sandbox: *sandbox}
 	if *cwd != "" {
 		abs, err := filepath.Abs(*cwd)
 		if err != nil {
@@ -949,6 +951,11 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 		}
 		for _, o := range rec.Observed {
 			fmt.Fprintf(w, "  observed  pid %d  %s\n", o.PID, textsafe.Line(o.Exe))
+		}
+		if r.Sandbox != "" {
+			fmt.Fprintf(w, "  sandbox   %s\n", r.Sandbox)
+		} else {
+			fmt.Fprintln(w, "  sandbox   off")
 		}
 	}
 	if r.Exit != nil {

@@ -170,7 +170,7 @@ func TestInstallClaudeDesktop(t *testing.T) {
 		t.Errorf("the audit log of %s has no tool_called for echo.echo", h.Dir)
 	}
 
-	res, err = h.Run(ctx, "uninstall", "claude-desktop", "--restore-secrets")
+	res, err = h.RunAtTerminal(ctx, "uninstall", "claude-desktop", "--restore-secrets") // the person's
 	if err != nil {
 		t.Fatalf("uninstall: %v\nstdout: %s", err, res.Stdout)
 	}
@@ -235,7 +235,7 @@ func TestInstallClaudeCodeRestoreSecretsLater(t *testing.T) {
 	}
 
 	// Follow the advice.
-	res, err = h.Run(ctx, "uninstall", "claude-code", "--restore-secrets")
+	res, err = h.RunAtTerminal(ctx, "uninstall", "claude-code", "--restore-secrets") // the person's
 	if err != nil {
 		t.Fatalf("uninstall --restore-secrets after uninstall: %v\nstdout: %s\nstderr: %s", err, res.Stdout, res.Stderr)
 	}

@@ -52,7 +52,9 @@ func newSelfApprove(t *testing.T) *selfApproveSetup {
 		t.Fatal(err)
 	}
 	s := &selfApproveSetup{home: h, daemon: d, log: filepath.Join(t.TempDir(), "writes.log")}
-	flags := []string{"--env", "PORTCULLIS_BIN=" + portcullis, "--env", "PORTCULLIS_SOCKET=" + rep.Socket, "--env", "SELFAPPROVE_LOG=" + s.log}
+	// The daemon no longer hands its PORTCULLIS_HOME to servers: the
+	// configuration names it, for the attacks that run the CLI.
+	flags := []string{"--env", "PORTCULLIS_BIN=" + portcullis, "--env", "PORTCULLIS_HOME=" + h.Dir, "--env", "PORTCULLIS_SOCKET=" + rep.Socket, "--env", "SELFAPPROVE_LOG=" + s.log}
 	if err := h.AddServer(testContext(t, 30*time.Second), "self", flags, bin); err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,10 @@ const (
 	// TypeDecisionRefused: a decision or a change that widens trust came
 	// from a process that is not the person (see DecisionRefused).
 	TypeDecisionRefused = "decision_refused"
+	// TypePersonAction: the person did something that needs them and is
+	// not a decision of a request (stopping the daemon, putting secrets
+	// back into an agent's configuration); see PersonAction.
+	TypePersonAction = "person_action"
 	// TypeLogRecovered is written by the Log itself after a torn tail.
 	TypeLogRecovered = "log_recovered"
 	// TypeSigningEnabled is written by the Log itself, signed, when signing
@@ -288,6 +292,16 @@ type DecisionRefused struct {
 	ServerLabel string `json:"serverLabel,omitempty"` // the server whose tree it belongs to, when known
 	AgentRun    string `json:"agentRun,omitempty"`    // the run whose agent it descends from, for "agent"
 	Ancestry    []int  `json:"ancestry,omitempty"`
+}
+
+// PersonAction is the fields of a person_action event: What the person
+// did, from which process (PID, Executable) and its ancestry as the
+// kernel reported it when the daemon checked that it was the person's.
+type PersonAction struct {
+	What       string `json:"what"`
+	PID        int    `json:"pid"`
+	Executable string `json:"executable,omitempty"`
+	Ancestry   []int  `json:"ancestry,omitempty"`
 }
 
 // ToolCalled is the fields of a tool_called event, the intent written before a

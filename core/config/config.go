@@ -123,6 +123,32 @@ type Server struct {
 	// StartupTimeout overrides [DefaultStartupTimeout] for this server when
 	// non-zero. Written in the file as a Go duration string such as "45s".
 	StartupTimeout Duration `json:"startupTimeout,omitzero"`
+	// SessionBus passes the daemon's D-Bus session bus address to the
+	// server. Without it the server gets none (docs/DESIGN.md, "Processes":
+	// a server's environment is its own): the Secret Service, which holds
+	// every credential, answers on that bus. Turning it on widens trust.
+	SessionBus bool `json:"sessionBus,omitempty"`
+	// Sandbox confines the server (docs/DESIGN.md, "Processes"):
+	// [SandboxOff] (the default when empty, for now), [SandboxStandard]
+	// (the data, configuration and runtime directories and the session
+	// bus's socket hidden from it; Linux: user and mount namespaces) or
+	// [SandboxStrict] (standard and no network). Lowering it widens trust.
+	Sandbox string `json:"sandbox,omitempty"`
+}
+
+// Sandbox levels of [Server.Sandbox].
+const (
+	SandboxOff      = "off"
+	SandboxStandard = "standard"
+	SandboxStrict   = "strict"
+)
+
+// SandboxLevel is the server's sandbox level with the default filled in.
+func (s Server) SandboxLevel() string {
+	if s.Sandbox == "" {
+		return SandboxOff
+	}
+	return s.Sandbox
 }
 
 // ToolPolicy is the per-tool authorization policy of a server.

@@ -39,6 +39,12 @@ const (
 	WidenApprovalAuthentication = "approval_authentication"
 	// WidenAuditDurability is settings.auditDurability lowered from strict.
 	WidenAuditDurability = "audit_durability"
+	// WidenSessionBus is a server's sessionBus turned on (a new server
+	// with it on too): the server reaches the Secret Service.
+	WidenSessionBus = "session_bus"
+	// WidenSandbox is a server's sandbox lowered (strict → standard →
+	// off).
+	WidenSandbox = "sandbox"
 )
 
 // Widening is one change, between the configuration in force and an edited
@@ -46,7 +52,7 @@ const (
 type Widening struct {
 	// Kind is one of WidenPolicy, WidenCredential, WidenLaunch,
 	// WidenCredentialUse, WidenAuditSigning, WidenApprovalAuthentication,
-	// WidenAuditDurability.
+	// WidenAuditDurability, WidenSessionBus, WidenSandbox.
 	Kind string `json:"kind"`
 	// Server is the server label the change is about ("" for credential
 	// scope definitions and settings).
@@ -152,6 +158,18 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 		if len(s.ServerRequests) == 0 {
 			s.ServerRequests = nil
 		}
+		if n.SessionBus && !(had && o.SessionBus) {
+			held = append(held, Widening{Kind: WidenSessionBus, Server: label,
+				Text: fmt.Sprintf("%s: sessionBus false → true (the server reaches the session bus and the Secret Service on it)", label)})
+			s.SessionBus = false
+		}
+		if from, to := SandboxOff, n.SandboxLevel(); had {
+			if from = o.SandboxLevel(); sandboxRank(to) < sandboxRank(from) {
+				held = append(held, Widening{Kind: WidenSandbox, Server: label,
+					Text: fmt.Sprintf("%s: sandbox %s → %s", label, from, to)})
+				s.Sandbox = o.Sandbox
+			}
+		}
 		// The launch of a server that keeps credentials.
 		if len(s.Credentials) > 0 {
 			if what := launchChanges(o, n); len(what) > 0 {
@@ -218,6 +236,17 @@ func authText(v string) string {
 		return "(absent: credentials)"
 	}
 	return v
+}
+
+// sandboxRank orders sandbox levels by how much they confine.
+func sandboxRank(level string) int {
+	switch level {
+	case SandboxStrict:
+		return 2
+	case SandboxStandard:
+		return 1
+	}
+	return 0
 }
 
 // policyRank orders policies by what they let through.

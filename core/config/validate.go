@@ -230,9 +230,17 @@ func validateServer(ps *[]Problem, c *Config, label string, s Server) {
 		if name, ok := credVars[k]; ok {
 			add(p, "env must not set %s: credential %q injects it from the keychain", k, name)
 		}
+		if k == "DBUS_SESSION_BUS_ADDRESS" {
+			add(p, "env must not set %s: set \"sessionBus\": true to give the server the session bus", k)
+		}
 		if strings.ContainsRune(s.Env[k], 0) {
 			add(p, "value must not contain a NUL character")
 		}
+	}
+	switch s.Sandbox {
+	case "", SandboxOff, SandboxStandard, SandboxStrict:
+	default:
+		add(joinPath(base, "sandbox"), "sandbox must be %q, %q or %q, not %q", SandboxOff, SandboxStandard, SandboxStrict, s.Sandbox)
 	}
 	validateDuration(ps, joinPath(base, "startupTimeout"), s.StartupTimeout)
 }

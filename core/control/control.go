@@ -43,7 +43,8 @@ const (
 	OpConnect   = "connect"   // become an agent run of Label
 	OpStatus    = "status"    // Reply.Data: []gateway.Status and the configured servers
 	OpPing      = "ping"      // is a daemon there?
-	OpStop      = "stop"      // stop the daemon: every server stopped, agents told
+	OpStop      = "stop"      // stop the daemon: every server stopped, agents told; only the person (Reply.Code "not_a_person" otherwise)
+	OpPerson    = "person"    // is this the person, about to do What? Audited; Reply.Code "not_a_person" when not
 	OpRestart   = "restart"   // replace the process of every agent run of Label with a new epoch
 	OpApprovals = "approvals" // Reply.Data: the pending approval requests ([]authz.Request)
 	OpDecide    = "decide"    // answer approval request Request with Choice; Reply.Data: the grant made (authz.Grant), absent for a denial
@@ -85,6 +86,9 @@ type Hello struct {
 	Base string `json:"base,omitempty"`
 	// Force, for audit_setup_keys, replaces existing sealing keys.
 	Force bool `json:"force,omitempty"`
+	// What, for person, says what the person is about to do ("put the
+	// secrets back into claude-code's configuration").
+	What string `json:"what,omitempty"`
 }
 
 // CodeResolvedPrefix starts the Reply.Code of a decision refused because
@@ -125,15 +129,25 @@ type Conn struct {
 }
 
 // Dial connects to the daemon's socket, sends h and reads the Reply. It
-// returns an error wrapping ErrNoDaemon when no daemon listens, and a
-// *RefusedError when the daemon answered with OK false.
+// returns an error wrapping ErrNoDaemon when no daemon listens, one
+// wrapping ErrForeign, before anything is sent, when the socket's
+// directory is not a private directory of this user, the socket not this
+// user's, or the process answering on it (its uid from the kernel) another
+// user's, and a *RefusedError when the daemon answered with OK false.
 func Dial(socket string, h Hello, timeout time.Duration) (*Conn, error) {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
+	if err := checkOwned(socket); err != nil {
+		return nil, err
+	}
 	c, err := net.DialTimeout("unix", socket, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w (socket %s: %v)", ErrNoDaemon, socket, err)
+	}
+	if err := checkPeer(c, socket); err != nil {
+		c.Close()
+		return nil, err
 	}
 	h.Version = Version
 	b, _ := json.Marshal(h)

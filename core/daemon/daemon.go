@@ -55,6 +55,10 @@ type PeerInfo interface {
 // ErrRunning is returned by Serve when another daemon answers on the socket.
 var ErrRunning = errors.New("another Portcullis daemon is already running")
 
+// ErrSocketTaken is returned by Serve when the socket's path is held by
+// another user's file: the daemon does not start.
+var ErrSocketTaken = errors.New("the control socket's path belongs to another user")
+
 // Options configure a Daemon.
 type Options struct {
 	Dirs   paths.Dirs
@@ -88,6 +92,11 @@ type Options struct {
 	// change of settings.auditSigning to true reads (or creates) the audit
 	// log's key in it.
 	Secrets secrets.Store
+	// Sandbox returns the sandbox of a level of config.Server.Sandbox
+	// (standard, strict) on this system, or why there is none (package
+	// platform: NewSandbox); nil: no sandbox, and a server configured
+	// with one is not launched.
+	Sandbox func(level string) (supervisor.Sandbox, error)
 	// Authenticator is the operating system's authentication that
 	// settings.approvalAuthentication asks for before a grant (osauth.go);
 	// nil: this system has none.
@@ -369,7 +378,10 @@ func (d *Daemon) Serve(ctx context.Context) error {
 // listen binds the socket with mode 0600, replacing a stale socket file left
 // by a daemon that died, and refusing when another daemon answers.
 func listen(sock string) (net.Listener, error) {
-	if _, err := os.Lstat(sock); err == nil {
+	if fi, err := os.Lstat(sock); err == nil {
+		if owner, ok := fileOwner(fi); ok && owner != os.Getuid() {
+			return nil, fmt.Errorf("%w: the socket path %s is taken by uid %d, not this user (uid %d): another user may be impersonating Portcullis; not starting (have it removed by its owner or root, or set XDG_RUNTIME_DIR or PORTCULLIS_HOME to a directory of your own)", ErrSocketTaken, sock, owner, os.Getuid())
+		}
 		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
 			c.Close()
 			return nil, fmt.Errorf("%w (socket %s)", ErrRunning, sock)
@@ -441,6 +453,12 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		}
 		reply(c, control.Reply{Data: b})
 	case control.OpStop:
+		// A server or an agent that stops the daemon could bind the
+		// socket itself: only the person stops it.
+		if err := d.personAct(c, "stop the Portcullis daemon"); err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
+			return
+		}
 		reply(c, control.Reply{})
 		d.mu.Lock()
 		cancel := d.cancel
@@ -448,6 +466,16 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		cancel()
 	case control.OpConnect:
 		d.connect(ctx, c, br, h.Label, pid)
+	case control.OpPerson:
+		if strings.TrimSpace(h.What) == "" {
+			reply(c, control.Reply{Error: "person: say what the person is about to do (Hello.What)", Code: "bad_hello"})
+			return
+		}
+		if err := d.personAct(c, h.What); err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
+			return
+		}
+		reply(c, control.Reply{})
 	case control.OpApprovals:
 		b, _ := json.Marshal(d.authz.Pending())
 		reply(c, control.Reply{Data: b})
@@ -742,8 +770,14 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		}
 	}
 	env := append(spec.Env, credEnv...)
+	sandbox, hide, err := d.sandboxOf(label, srv)
+	if err != nil {
+		return nil, identity.Record{}, err
+	}
 	proc, err := supervisor.Start(ctx, supervisor.Spec{
+		Sandbox: sandbox, Hide: hide,
 		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
+		SessionBus: srv.SessionBus, Secrets: d.secretsOf(cfg, srv, credEnv),
 	}, d.supervisorOptions())
 	if err != nil {
 		return nil, identity.Record{}, fmt.Errorf("starting %s: %w", label, err)
@@ -775,6 +809,60 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	}()
 	d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
 	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc}, rec, nil
+}
+
+// sandboxOf returns the sandbox that confines server label, nil when its
+// configuration asks for none, and what it hides: the daemon's
+// configuration, state and runtime directories and, unless the server has
+// the session bus, the bus's socket when its address names a path. A
+// level this system cannot provide fails the launch: the server is not
+// run unconfined behind the person's back.
+func (d *Daemon) sandboxOf(label string, srv config.Server) (supervisor.Sandbox, []string, error) {
+	level := srv.SandboxLevel()
+	if level == config.SandboxOff {
+		return nil, nil, nil
+	}
+	if d.opts.Sandbox == nil {
+		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this build cannot provide; it was not launched (set its sandbox to off to run it unconfined)", label, level)
+	}
+	sb, err := d.opts.Sandbox(level)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this system cannot provide (%v); it was not launched (set its sandbox to off to run it unconfined)", label, level, err)
+	}
+	hide := []string{d.opts.Dirs.Config, d.opts.Dirs.State, d.opts.Dirs.Runtime}
+	if !srv.SessionBus {
+		for _, part := range strings.Split(os.Getenv(supervisor.SessionBusEnv), ";") {
+			if p, ok := strings.CutPrefix(part, "unix:path="); ok {
+				p, _, _ = strings.Cut(p, ",")
+				hide = append(hide, p)
+			}
+		}
+	}
+	return sb, hide, nil
+}
+
+// secretsOf returns the credentials' values that the server srv receives:
+// those of credEnv (its environment, "VAR=value"), and those of its meta
+// scopes, read from the store (a scope that cannot be read now is not
+// injected either), so that the supervisor redacts them from what the
+// server writes (supervisor.Redactor).
+func (d *Daemon) secretsOf(cfg *config.Config, srv config.Server, credEnv []string) []supervisor.Secret {
+	var out []supervisor.Secret
+	for _, c := range credentialsOf(cfg, srv) {
+		switch c.Inject {
+		case config.InjectEnv:
+			for _, kv := range credEnv {
+				if v, ok := strings.CutPrefix(kv, c.EnvVar+"="); ok {
+					out = append(out, supervisor.Secret{Scope: c.Scope, Value: v})
+				}
+			}
+		case config.InjectMeta:
+			if v, err := d.secret(c.Scope); err == nil {
+				out = append(out, supervisor.Secret{Scope: c.Scope, Value: string(v)})
+			}
+		}
+	}
+	return out
 }
 
 // swappedExecutable reports whether the kernel runs, as process pid, an

@@ -277,7 +277,8 @@ func (w *WindowApprovals) Decide(id string, dec authz.Decision) error {
 // person, needs the operating system's authentication when mode is in
 // force: under config.AuthAlways any such change; under
 // config.AuthCredentials one that bears on credentials (a scope added, the
-// launch of a server with credentials, how a secret is injected) or lowers
+// launch of a server with credentials, how a secret is injected, the
+// session bus, where the Secret Service answers, given to a server) or lowers
 // settings.approvalAuthentication itself, since code that could confirm
 // that could then approve without authentication.
 func ChangeNeedsAuthentication(mode string, held []config.Widening) bool {
@@ -287,7 +288,7 @@ func ChangeNeedsAuthentication(mode string, held []config.Widening) bool {
 			return true
 		case mode != config.AuthCredentials:
 			return false
-		case w.Kind == config.WidenCredential, w.Kind == config.WidenLaunch, w.Kind == config.WidenCredentialUse, w.Kind == config.WidenApprovalAuthentication:
+		case w.Kind == config.WidenCredential, w.Kind == config.WidenLaunch, w.Kind == config.WidenCredentialUse, w.Kind == config.WidenApprovalAuthentication, w.Kind == config.WidenSessionBus:
 			return true
 		}
 	}

@@ -229,6 +229,29 @@ func (d *Daemon) requirePersonFor(c net.Conn, what, request string) error {
 	return nil
 }
 
+// personAct is requirePerson for an action that is not the decision of a
+// request (stopping the daemon, restoring secrets): a refusal is audited as
+// decision_refused, an action allowed as person_action, before it is done.
+// An action whose audit event cannot be written is refused too.
+func (d *Daemon) personAct(c net.Conn, what string) error {
+	if err := d.requirePerson(c, what); err != nil {
+		return err
+	}
+	chain, _ := d.peerOf(c)
+	ev := audit.PersonAction{What: what}
+	for i, p := range chain {
+		if i == 0 {
+			ev.PID, ev.Executable = p.PID, p.Exe
+		}
+		ev.Ancestry = append(ev.Ancestry, p.PID)
+	}
+	if err := d.appendAudit(audit.TypePersonAction, ev); err != nil {
+		return fmt.Errorf("not done: %s could not be recorded in the audit log (%w); fix the audit log, then try again", what, err)
+	}
+	d.log.Info("the person acted", "what", what, "pid", ev.PID)
+	return nil
+}
+
 // refuse audits a refusal and returns it as an error.
 func (d *Daemon) refuse(what, request string, peer *identity.Observed, chain []identity.Observed, kind, label, run, msg string) error {
 	var pids []int

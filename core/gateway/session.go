@@ -687,13 +687,29 @@ func (e *epoch) write(line []byte) error {
 }
 
 func (s *Session) diagnostic(e *epoch, text string) {
+	out, _ := e.Proc.(serverOutput)
+	if out != nil {
+		text = out.Redact(text)
+	}
 	s.mu.Lock()
 	if len(s.diagnostics) >= maxDiagnostics {
 		s.diagnostics = s.diagnostics[1:]
 	}
 	s.diagnostics = append(s.diagnostics, text)
 	s.mu.Unlock()
+	if out != nil {
+		out.LogOutput("server diagnostic", text)
+		return
+	}
 	s.log.Info("server diagnostic", "epoch", e.ID, "line", text)
+}
+
+// serverOutput is what *supervisor.Process adds to Process for text that
+// comes from the server: Redact replaces the credentials' values it was
+// given, LogOutput writes to the daemon's log within the epoch's bounds.
+type serverOutput interface {
+	Redact(text string) string
+	LogOutput(msg, text string)
 }
 
 func (s *Session) warn(text string) {

@@ -34,7 +34,10 @@ type Status struct {
 	StderrTail  []string   `json:"stderrTail,omitempty"`
 	Diagnostics []string   `json:"diagnostics,omitempty"` // non-JSON-RPC lines the server wrote on stdout
 	Warnings    []string   `json:"warnings,omitempty"`
-	InFlight    int        `json:"inFlight"` // requests waiting for the server
+	// Sandbox says what confines the epoch's process ("standard: hides
+	// …"); "" when nothing does.
+	Sandbox  string `json:"sandbox,omitempty"`
+	InFlight int    `json:"inFlight"` // requests waiting for the server
 	// Grants are the live grants of the run (none once it ended: grants
 	// expire with the agent run).
 	Grants []authz.Grant `json:"grants,omitempty"`
@@ -111,6 +114,9 @@ func (s *Session) Status() Status {
 		st.Record = &rec
 		st.PID = e.Proc.Pid()
 		st.StderrTail = e.Proc.StderrTail(20)
+		if sb, ok := e.Proc.(interface{ Sandbox() string }); ok {
+			st.Sandbox = sb.Sandbox()
+		}
 		select {
 		case <-e.Proc.Done():
 			exit := e.Proc.Exit()

@@ -16,10 +16,15 @@
 //
 // A Unix socket path must fit in sun_path, 104 bytes on macOS including the final NUL
 // (108 on Linux). When Runtime/portcullis.sock would be longer than [MaxSocketPath],
-// Runtime moves to os.TempDir()/portcullis-UID-HASH, where HASH is the first 8 hex
-// digits of the SHA-256 of the runtime directory it replaces, so that two
-// PORTCULLIS_HOME trees (parallel tests) never share a socket. [Dirs.Ensure] refuses
-// such a directory if another user created it first.
+// Runtime moves to a directory of this user's own, never to a shared one such as
+// /tmp, where another user could create it first: the first that fits of
+// $XDG_RUNTIME_DIR/portcullis-HASH (when XDG_RUNTIME_DIR is set) and
+// CACHE/portcullis-HASH, CACHE being $XDG_CACHE_HOME or ~/.cache (Linux and other
+// Unix systems) or ~/Library/Caches (macOS). HASH is the first 8 hex digits of
+// the SHA-256 of the runtime directory it replaces, so that two PORTCULLIS_HOME
+// trees (parallel tests) never share a socket. [Dirs.Ensure] refuses a runtime
+// directory that another user created, and the CLI and the shim refuse to talk
+// through one (package control).
 package paths
 
 import (
@@ -78,21 +83,17 @@ func (d Dirs) Socket() string { return filepath.Join(d.Runtime, SocketName) }
 func Resolve() (Dirs, error) {
 	home, _ := os.UserHomeDir()
 	return resolve(system{
-		goos:    runtime.GOOS,
-		getenv:  os.Getenv,
-		home:    home,
-		tempDir: os.TempDir(),
-		uid:     os.Getuid(),
+		goos:   runtime.GOOS,
+		getenv: os.Getenv,
+		home:   home,
 	})
 }
 
 // system is what resolve reads from the machine, injected for tests.
 type system struct {
-	goos    string
-	getenv  func(string) string
-	home    string
-	tempDir string
-	uid     int
+	goos   string
+	getenv func(string) string
+	home   string
 }
 
 func resolve(s system) (Dirs, error) {
@@ -136,12 +137,39 @@ func resolve(s system) (Dirs, error) {
 	}
 	if len(d.Socket()) > MaxSocketPath {
 		sum := sha256.Sum256([]byte(d.Runtime))
-		d.Runtime = filepath.Join(s.tempDir, fmt.Sprintf("portcullis-%d-%s", s.uid, hex.EncodeToString(sum[:4])))
-		if len(d.Socket()) > MaxSocketPath {
-			return Dirs{}, fmt.Errorf("resolving Portcullis directories: socket path %s is longer than %d bytes even in the temporary directory", d.Socket(), MaxSocketPath)
+		name := "portcullis-" + hex.EncodeToString(sum[:4])
+		var tried []string
+		for _, parent := range privateParents(s) {
+			dir := filepath.Join(parent, name)
+			if len(filepath.Join(dir, SocketName)) <= MaxSocketPath {
+				d.Runtime = dir
+				return d, nil
+			}
+			tried = append(tried, dir)
 		}
+		return Dirs{}, fmt.Errorf("resolving Portcullis directories: socket path %s is longer than %d bytes, and so would it be in %v; set %s to a shorter path", d.Socket(), MaxSocketPath, tried, EnvHome)
 	}
 	return d, nil
+}
+
+// privateParents are the directories of this user's own where a runtime
+// directory whose path is too long moves, in order of preference.
+func privateParents(s system) []string {
+	var out []string
+	if v := s.getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(v) && s.goos != "darwin" && s.goos != "ios" {
+		out = append(out, filepath.Clean(v))
+	}
+	switch {
+	case s.goos == "darwin" || s.goos == "ios":
+		if filepath.IsAbs(s.home) {
+			out = append(out, filepath.Join(s.home, "Library", "Caches"))
+		}
+	case filepath.IsAbs(s.getenv("XDG_CACHE_HOME")):
+		out = append(out, filepath.Clean(s.getenv("XDG_CACHE_HOME")))
+	case filepath.IsAbs(s.home):
+		out = append(out, filepath.Join(s.home, ".cache"))
+	}
+	return out
 }
 
 // Ensure creates the directories that do not exist, with mode 0700 (and any missing

@@ -69,16 +69,26 @@ func TestResolve(t *testing.T) {
 		{"no home on Linux", system{goos: "linux", getenv: env("XDG_CONFIG_HOME", "/c")}, Dirs{}, ErrNoHome},
 		{"no home on macOS", system{goos: "darwin", getenv: env()}, Dirs{}, ErrNoHome},
 		{"windows", system{goos: "windows", getenv: env(), home: `C:\Users\dev`}, Dirs{}, ErrUnsupported},
-		{"long home moves the socket to the temp dir", system{goos: "linux", getenv: env(EnvHome, long), tempDir: "/tmp", uid: 501}, Dirs{
-			Config: long, State: long, Runtime: "/tmp/portcullis-501-" + hash8(long+"/run"),
+		{"long home moves the socket to XDG_RUNTIME_DIR", system{goos: "linux", getenv: env(EnvHome, long, "XDG_RUNTIME_DIR", "/run/user/501"), home: "/home/dev"}, Dirs{
+			Config: long, State: long, Runtime: "/run/user/501/portcullis-" + hash8(long+"/run"),
 		}, nil},
-		{"socket path of exactly 103 bytes stays", system{goos: "linux", getenv: env(EnvHome, "/"+strings.Repeat("h", 103-len("/run/portcullis.sock")-1)), tempDir: "/tmp"}, Dirs{
+		{"long home, no XDG_RUNTIME_DIR: the cache directory, never /tmp", system{goos: "linux", getenv: env(EnvHome, long), home: "/home/dev"}, Dirs{
+			Config: long, State: long, Runtime: "/home/dev/.cache/portcullis-" + hash8(long+"/run"),
+		}, nil},
+		{"long home, XDG_CACHE_HOME", system{goos: "linux", getenv: env(EnvHome, long, "XDG_CACHE_HOME", "/c"), home: "/home/dev"}, Dirs{
+			Config: long, State: long, Runtime: "/c/portcullis-" + hash8(long+"/run"),
+		}, nil},
+		{"long home on macOS: ~/Library/Caches", system{goos: "darwin", getenv: env(EnvHome, long), home: "/Users/dev"}, Dirs{
+			Config: long, State: long, Runtime: "/Users/dev/Library/Caches/portcullis-" + hash8(long+"/run"),
+		}, nil},
+		{"socket path of exactly 103 bytes stays", system{goos: "linux", getenv: env(EnvHome, "/"+strings.Repeat("h", 103-len("/run/portcullis.sock")-1)), home: "/home/dev"}, Dirs{
 			Config: "/" + strings.Repeat("h", 82), State: "/" + strings.Repeat("h", 82), Runtime: "/" + strings.Repeat("h", 82) + "/run",
 		}, nil},
-		{"socket path of 104 bytes moves", system{goos: "linux", getenv: env(EnvHome, "/"+strings.Repeat("h", 83)), tempDir: "/tmp", uid: 7}, Dirs{
-			Config: "/" + strings.Repeat("h", 83), State: "/" + strings.Repeat("h", 83), Runtime: "/tmp/portcullis-7-" + hash8("/"+strings.Repeat("h", 83)+"/run"),
+		{"socket path of 104 bytes moves", system{goos: "linux", getenv: env(EnvHome, "/"+strings.Repeat("h", 83)), home: "/home/dev"}, Dirs{
+			Config: "/" + strings.Repeat("h", 83), State: "/" + strings.Repeat("h", 83), Runtime: "/home/dev/.cache/portcullis-" + hash8("/"+strings.Repeat("h", 83)+"/run"),
 		}, nil},
-		{"temp dir too long as well", system{goos: "linux", getenv: env(EnvHome, long), tempDir: long}, Dirs{}, errAny},
+		{"every private directory too long as well", system{goos: "linux", getenv: env(EnvHome, long, "XDG_RUNTIME_DIR", long), home: long}, Dirs{}, errAny},
+		{"long home and no home directory at all", system{goos: "linux", getenv: env(EnvHome, long)}, Dirs{}, errAny},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,8 +121,8 @@ func hash8(s string) string {
 }
 
 func TestLongHomesGetDistinctSockets(t *testing.T) {
-	a, errA := resolve(system{goos: "darwin", getenv: env(EnvHome, "/var/folders/zz/"+strings.Repeat("a", 80)+"/T/TestA/001"), tempDir: "/tmp", uid: 1})
-	b, errB := resolve(system{goos: "darwin", getenv: env(EnvHome, "/var/folders/zz/"+strings.Repeat("a", 80)+"/T/TestB/001"), tempDir: "/tmp", uid: 1})
+	a, errA := resolve(system{goos: "darwin", getenv: env(EnvHome, "/var/folders/zz/"+strings.Repeat("a", 80)+"/T/TestA/001"), home: "/Users/dev"})
+	b, errB := resolve(system{goos: "darwin", getenv: env(EnvHome, "/var/folders/zz/"+strings.Repeat("a", 80)+"/T/TestB/001"), home: "/Users/dev"})
 	if errA != nil || errB != nil {
 		t.Fatal(errA, errB)
 	}

@@ -70,6 +70,8 @@ func Run(ctx context.Context, o Options) int {
 		case errors.As(err, &se):
 			// Starting a daemon is what failed: the advice is the cause's.
 			ref.Reason, ref.Retry = oneLine(se.Reason), oneLine(se.Retry)
+		case errors.Is(err, control.ErrForeign):
+			ref.Retry = "tell the person that Portcullis's socket is not theirs (another user may impersonate it); nothing was sent to it"
 		}
 		line := oneLine(ref.Reason)
 		if ref.Retry != "" {

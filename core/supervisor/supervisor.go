@@ -60,15 +60,26 @@ var ErrGroupNotEmpty = errors.New("process group still has processes after SIGKI
 // ("node", "./run.sh", "/abs/bin") and is resolved with identity.LookPath: a
 // bare name through the PATH of the child's environment, a name with a slash
 // relative to Dir. Dir "" inherits the working directory. Env entries "K=V"
-// are added on top of os.Environ(), later entries winning; Start adds
-// [EpochEnv] last. StderrLimit is how many bytes of stderr are kept (0 or
-// less = DefaultStderrLimit).
+// are added on top of os.Environ() without the variables a server does not
+// inherit (env.go: PORTCULLIS_*, the session bus address), later entries
+// winning; Start adds the bus's placeholder unless SessionBus is set, and
+// [EpochEnv] last. SessionBus passes the daemon's session bus address on
+// (the person asked for it: the Secret Service answers there). Secrets
+// are the credentials' values the server receives (in Env or in its calls):
+// what the server writes is redacted of them wherever Process gives it out
+// ([Redactor]). Sandbox, when set, confines the process with the paths of
+// Hide hidden from it ([Sandbox]); Start fails when it cannot. StderrLimit is how many bytes of stderr are kept (0 or less =
+// DefaultStderrLimit).
 type Spec struct {
 	Label       string
 	Command     string
 	Args        []string
 	Dir         string
 	Env         []string
+	SessionBus  bool
+	Secrets     []Secret
+	Sandbox     Sandbox
+	Hide        []string
 	StderrLimit int
 }
 
@@ -131,6 +142,10 @@ type Process struct {
 	stdout *stdoutPipe
 	stderr *os.File // read end, closed by Stop
 	ring   *ring
+
+	sandbox  string     // what confines it ("": nothing)
+	redactor *Redactor  // nil: no secrets
+	outLog   *outputLog // what of the output reaches the daemon's log
 
 	stderrDone chan struct{} // closed when the stderr reader stops
 	done       chan struct{} // closed after the direct child is reaped
@@ -195,9 +210,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		limit = DefaultStderrLimit
 	}
 	epoch := identity.NewEpoch()
-	// Last, so that neither the daemon's environment nor the
-	// configuration's can set it (os/exec keeps the last of duplicates).
-	env := slices.Concat(os.Environ(), s.Env, []string{EpochEnv + "=" + epoch})
+	env := serverEnv(os.Environ(), s.Env, s.SessionBus, epoch)
 	path, err := identity.LookPath(s.Command, s.Dir, env)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", s.Label, err)
@@ -242,6 +255,13 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	var confined string
+	if s.Sandbox != nil {
+		if confined, err = s.Sandbox.Prepare(cmd, s.Hide); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("starting %s in its sandbox: %w", s.Label, err)
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		closeAll()
 		return nil, fmt.Errorf("starting %s: %w", s.Label, err)
@@ -262,6 +282,9 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		stdout:     &stdoutPipe{f: outR},
 		stderr:     errR,
 		ring:       newRing(limit),
+		sandbox:    confined,
+		redactor:   NewRedactor(s.Secrets),
+		outLog:     newOutputLog(time.Now),
 		stderrDone: make(chan struct{}),
 		done:       make(chan struct{}),
 		stopping:   make(chan struct{}),
@@ -277,6 +300,10 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	p.logger.Info("server started", "path", path)
 	go p.readStderr()
 	go p.reap()
+	if cmd.Path != path {
+		// A sandbox's launcher runs first and execs the server.
+		waitLauncherExec(p.pid, cmd.Path, p.done, o.SettleMax)
+	}
 	if o.TreePoll > 0 && treeSupported {
 		go p.watchTree()
 	} else {
@@ -285,6 +312,10 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	}
 	return p, nil
 }
+
+// Sandbox says what confines the process (Spec.Sandbox's description),
+// "" when nothing does.
+func (p *Process) Sandbox() string { return p.sandbox }
 
 // Pid returns the direct child's process ID, which is also its process group ID.
 func (p *Process) Pid() int { return p.pid }
@@ -308,19 +339,22 @@ func (p *Process) Stdout() io.Reader { return p.stdout }
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exit returns how the direct child ended; the zero ExitInfo before Done is
-// closed.
+// closed. Its stderr lines are redacted of Spec.Secrets.
 func (p *Process) Exit() ExitInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.exit
-	e.StderrTail = slices.Clone(e.StderrTail)
+	e.StderrTail = p.redactor.RedactAll(slices.Clone(e.StderrTail))
 	return e
 }
 
 // StderrTail returns up to maxLines of the most recent stderr lines, newest
 // last, including an unterminated last line; maxLines <= 0 returns all kept
-// lines. Lines longer than the stderr limit are cut to it.
-func (p *Process) StderrTail(maxLines int) []string { return p.ring.tail(maxLines) }
+// lines. Lines longer than the stderr limit are cut to it. The values of
+// Spec.Secrets are replaced by "…(scope)" ([Redactor.Redact]).
+func (p *Process) StderrTail(maxLines int) []string {
+	return p.redactor.RedactAll(p.ring.tail(maxLines))
+}
 
 // reap waits for the direct child, drains stderr, records ExitInfo and closes done.
 func (p *Process) reap() {
@@ -409,6 +443,7 @@ func (p *Process) stop() {
 	if p.stopErr != nil {
 		p.logger.Warn("stopping server", "err", p.stopErr)
 	}
+	p.logDropped()
 	// The group and the epoch's other processes are gone, so every writer
 	// of stdout and stderr is too (but one that cleared its environment).
 	p.stdout.close()

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestSplitTrustSessionBus: giving a server the session bus (where the
+// Secret Service answers) waits for the person; taking it away applies at
+// once.
+func TestSplitTrustSessionBus(t *testing.T) {
+	cases := []splitCase{{
+		name: "sessionBus turned on",
+		edit: func(c *Config) { s := c.Servers["plain"]; s.SessionBus = true; c.Servers["plain"] = s },
+		held: []Widening{{Kind: WidenSessionBus, Server: "plain", Text: "plain: sessionBus false → true (the server reaches the session bus and the Secret Service on it)"}},
+		check: func(t *testing.T, in *Config) {
+			if in.Servers["plain"].SessionBus {
+				t.Error("sessionBus is in force before the person confirmed it")
+			}
+		},
+	}, {
+		name: "a new server with sessionBus",
+		edit: func(c *Config) { c.Servers["new"] = Server{Command: "/bin/new", SessionBus: true} },
+		held: []Widening{{Kind: WidenSessionBus, Server: "new", Text: "new: sessionBus false → true (the server reaches the session bus and the Secret Service on it)"}},
+		check: func(t *testing.T, in *Config) {
+			if s, ok := in.Servers["new"]; !ok || s.SessionBus {
+				t.Errorf("in force: %+v (present %v), want the new server without the bus", s, ok)
+			}
+		},
+	}}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t) })
+	}
+	// Turning it off narrows: nothing held.
+	applied := trustBase()
+	s := applied.Servers["plain"]
+	s.SessionBus = true
+	applied.Servers["plain"] = s
+	edited := trustBase()
+	if in, held := SplitTrust(applied, edited); len(held) != 0 || in.Servers["plain"].SessionBus {
+		t.Errorf("sessionBus turned off: held %v, in force %v", held, in.Servers["plain"].SessionBus)
+	}
+}
+
+// TestValidateEnvSessionBus: the bus is given with sessionBus, never
+// through env, which would pass by the person's confirmation.
+func TestValidateEnvSessionBus(t *testing.T) {
+	c := &Config{Servers: map[string]Server{"a": {Command: "x", Env: map[string]string{"DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1/bus"}}}}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), `set "sessionBus": true`) {
+		t.Fatalf("Validate = %v, want a refusal naming sessionBus", err)
+	}
+}
+
+// TestSplitTrustSandbox: lowering a server's sandbox waits for the person;
+// raising it applies at once; an unknown level does not validate.
+func TestSplitTrustSandbox(t *testing.T) {
+	with := func(level string) *Config {
+		c := trustBase()
+		s := c.Servers["plain"]
+		s.Sandbox = level
+		c.Servers["plain"] = s
+		return c
+	}
+	for _, tc := range []struct {
+		from, to string
+		held     bool
+	}{
+		{SandboxStrict, SandboxStandard, true},
+		{SandboxStandard, "", true},
+		{SandboxStrict, SandboxOff, true},
+		{"", SandboxStandard, false},
+		{SandboxStandard, SandboxStrict, false},
+	} {
+		in, held := SplitTrust(with(tc.from), with(tc.to))
+		if got := len(held) == 1 && held[0].Kind == WidenSandbox; got != tc.held || (!tc.held && len(held) != 0) {
+			t.Errorf("%q → %q: held %v, want held %v", tc.from, tc.to, held, tc.held)
+		}
+		if want := tc.to; tc.held && in.Servers["plain"].Sandbox != tc.from || !tc.held && in.Servers["plain"].Sandbox != want {
+			t.Errorf("%q → %q: in force %q", tc.from, tc.to, in.Servers["plain"].Sandbox)
+		}
+	}
+	if err := with("paranoid").Validate(); err == nil || !strings.Contains(err.Error(), "sandbox must be") {
+		t.Errorf("Validate of sandbox paranoid: %v", err)
+	}
+}

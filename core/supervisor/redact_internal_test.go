@@ -1,0 +1,68 @@
+//go:build unix
+
+package supervisor
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRedact(t *testing.T) {
+	r := NewRedactor([]Secret{{"short", "abc"}, {"tok", "s3cr3t-value-0123"}, {"outer", "XXs3cr3t-value-0123XX"}, {"empty", ""}})
+	tests := []struct{ in, want string }{
+		{"token=s3cr3t-value-0123 ok", "token=…(tok) ok"},
+		{"s3cr3t-value-0123s3cr3t-value-0123", "…(tok)…(tok)"},
+		{"XXs3cr3t-value-0123XX", "…(outer)"},                       // the longer secret wins
+		{"abcabc", "…(short)…(short)"},                              // short secrets too
+		{"cut at the limit: s3cr3t-va", "cut at the limit: …(tok)"}, // the start of a secret, cut
+		{"cut and marked: s3cr3t-value-01…", "cut and marked: …(tok)…"},
+		{"ends in s3c", "ends in s3c"}, // under 4 bytes of a longer secret: left
+		{"nothing here", "nothing here"},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		if got := r.Redact(tc.in); got != tc.want {
+			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	var none *Redactor
+	if NewRedactor([]Secret{{"empty", ""}}) != nil || none.Redact("abc") != "abc" {
+		t.Error("a Redactor without secrets changes text")
+	}
+}
+
+// TestOutputLogBounds: a flood gets its burst, then the rate, never more
+// than the cap per epoch; drops are counted and reported with the next
+// line let through.
+func TestOutputLogBounds(t *testing.T) {
+	now := time.Unix(1000, 0)
+	o := newOutputLog(func() time.Time { return now })
+	let := 0
+	for range 10 * outputBurst {
+		if ok, _ := o.admit(); ok {
+			let++
+		}
+	}
+	if let != outputBurst {
+		t.Fatalf("a flood at one instant let %d lines through, want the burst %d", let, outputBurst)
+	}
+	now = now.Add(time.Second)
+	ok, dropped := o.admit()
+	if !ok || dropped != 9*outputBurst {
+		t.Fatalf("a second later: admitted %v with %d dropped reported, want true and %d", ok, dropped, 9*outputBurst)
+	}
+	// Over an hour at the full rate, the epoch's cap holds.
+	for range 3600 * outputRate {
+		now = now.Add(time.Second / outputRate)
+		if ok, _ := o.admit(); ok {
+			let++
+		}
+	}
+	if let+1 != outputMax {
+		t.Errorf("lines let through over the epoch: %d, want the cap %d", let+1, outputMax)
+	}
+	total, unreported := o.end()
+	if total != 9*outputBurst+3600*outputRate-(outputMax-outputBurst-1) || unreported == 0 {
+		t.Errorf("end: %d dropped over the epoch, %d unreported", total, unreported)
+	}
+}

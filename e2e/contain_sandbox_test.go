@@ -1,0 +1,74 @@
+package e2e
+
+// Issue 15, item 1 (second half): a server with --sandbox standard runs
+// with the data directory (configuration, audit log, control socket)
+// hidden: it finds an empty directory holding a note saying why, cannot
+// read config.json nor reach the socket, and status says what confines it.
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/platform"
+)
+
+func TestContainSandboxHidesTheDataDirectory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the sandbox that runs is Linux's (macOS: sandbox-exec, not yet run)")
+	}
+	if _, err := platform.NewSandbox(platform.SandboxStandard); err != nil {
+		t.Skipf("no sandbox on this machine: %v", err)
+	}
+	h := newHome(t)
+	out := t.TempDir()
+	script := `ls -A "$PC_HOME" > "$OUT/ls" 2>&1
+cat "$PC_HOME/config.json" > "$OUT/config" 2>&1; echo "exit=$?" >> "$OUT/config"
+test -S "$PC_HOME/run/portcullis.sock" && echo socket-visible > "$OUT/socket" || echo socket-hidden > "$OUT/socket"
+exec "$ECHO_BIN"`
+	auditAddServer(t, h, "boxed", config.Server{Command: "/bin/sh", Args: []string{"-c", script},
+		Env: map[string]string{"PC_HOME": h.Dir, "OUT": out, "ECHO_BIN": echoBin}, Sandbox: config.SandboxStandard}, "echo")
+	startDaemon(t, h)
+	a := connectCmd(t, h.ConnectCommand("boxed"), "")
+	if _, err := a.Session.ListTools(testContext(t, 30*time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := read("ls"); got != platform.HiddenNote {
+		t.Errorf("the server lists the data directory as %q, want only %s", got, platform.HiddenNote)
+	}
+	if got := read("config"); strings.Contains(got, "mcpServers") || !strings.Contains(got, "exit=1") {
+		t.Errorf("the server read config.json: %q", got)
+	}
+	if got := read("socket"); got != "socket-hidden" {
+		t.Errorf("the control socket: %s", got)
+	}
+	run := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(""))
+	if !strings.HasPrefix(run.Sandbox, "standard: hides ") || !strings.Contains(run.Sandbox, h.Dir) {
+		t.Errorf("status says the sandbox is %q, want standard hiding %s", run.Sandbox, h.Dir)
+	}
+	// What Portcullis measured and observed is the server, not the
+	// sandbox's launcher.
+	for _, o := range run.Record.Observed {
+		if o.Exe == portcullis {
+			t.Errorf("the launcher is in the observed tree: %+v", run.Record.Observed)
+		}
+	}
+	plain, err := h.Run(testContext(t, 30*time.Second), "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plain.Stdout, "sandbox   standard: hides") {
+		t.Errorf("status does not show the sandbox:\n%s", plain.Stdout)
+	}
+}

@@ -1,0 +1,17 @@
+//go:build !linux && !darwin
+
+package platform
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/portcullis/portcullis/core/supervisor"
+)
+
+// NewSandbox reports that this system has no sandbox.
+func NewSandbox(level string) (supervisor.Sandbox, error) {
+	return nil, fmt.Errorf("no sandbox on %s", runtime.GOOS)
+}
+
+func sandboxExec([]string) error { return fmt.Errorf("no sandbox on %s", runtime.GOOS) }

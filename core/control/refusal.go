@@ -81,8 +81,8 @@ func (r Reason) Code() int {
 // example
 //
 //	{"error":"authorization_stale","reason":"server execution epoch changed",
-//	 "approvedEpoch":"01JQ…","currentEpoch":"01JR…",
-//	 "retry":"refresh tool metadata and request authorization"}
+//	 "approvedEpoch":"01JQ…","currentEpoch":"01JR…","request":"apr_01JR…",
+//	 "retry":"a person has been asked to approve the new code (request apr_01JR…); call again once they have"}
 type Refusal struct {
 	Error         Reason `json:"error"`
 	Reason        string `json:"reason"`

@@ -60,7 +60,8 @@ Usage:
                                      add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P]
                                          [--restart on-change|manual] [--force] [--session-bus] [--sandbox off|standard|strict] -- CMD ARGS…
                                      edit LABEL [--cwd D|--no-cwd] [--env K=V] [--unset-env K]
-                                         [--watch P|--no-watch] [--restart W] [--force] [-- CMD ARGS…]
+                                         [--watch P|--no-watch] [--restart W] [--sandbox L]
+                                         [--session-bus|--no-session-bus] [--force] [-- CMD ARGS…]
                                      policy LABEL TOOL allow|approve|deny
                                      cred LABEL add|remove SCOPE
   portcullis status [--json]         per agent run: label, state, epoch, pid, digests

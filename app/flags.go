@@ -75,10 +75,10 @@ func decideFlags(name string) decideOpts {
 }
 
 type serversAddOpts struct {
-	fs                *flag.FlagSet
-	cwd, restart      *string
-	force             *bool
-	env, creds, watch multiFlag
+	fs                    *flag.FlagSet
+	cwd, restart, sandbox *string
+	force, sessionBus     *bool
+	env, creds, watch     multiFlag
 }
 
 func serversAddFlags() *serversAddOpts {
@@ -87,17 +87,22 @@ func serversAddFlags() *serversAddOpts {
 	o.cwd = fs.String("cwd", "", "`DIR` the server runs in; relative paths of the command and of --watch resolve against it (default: the daemon's working directory, which may be anywhere)")
 	o.restart = fs.String("restart", "", "`WHEN` a watched change takes effect: on-change (default: a new process once the build settles) or manual (portcullis restart LABEL)")
 	o.force = fs.Bool("force", false, "save the server even when its entry script will not be found where it runs")
+	o.sessionBus = fs.Bool("session-bus", false, "give the server the session bus, where the Secret Service answers (a widening change)")
+	o.sandbox = fs.String("sandbox", "", sandboxUsage)
 	fs.Var(&o.env, "env", "`NAME=VALUE` set in the server's environment, stored in plain text in config.json (repeatable; secrets belong in --cred)")
 	fs.Var(&o.creds, "cred", "`SCOPE` a credential scope (portcullis creds set) the server receives once a person approves (repeatable)")
 	fs.Var(&o.watch, "watch", "`PATH` a file or directory of the server's code or build output: a change there is new code, a new epoch (repeatable; default: the entry's package)")
 	return o
 }
 
+// sandboxUsage describes --sandbox of servers add and edit.
+const sandboxUsage = "`LEVEL` off (the default for now), standard (Portcullis's directories and the session bus's socket hidden from the server) or strict (standard and no network)"
+
 type serversEditOpts struct {
-	fs                    *flag.FlagSet
-	cwd, restart          *string
-	noCwd, noWatch, force *bool
-	env, unset, watch     multiFlag
+	fs                                *flag.FlagSet
+	cwd, restart, sandbox             *string
+	noCwd, noWatch, force, bus, noBus *bool
+	env, unset, watch                 multiFlag
 }
 
 func serversEditFlags() *serversEditOpts {
@@ -108,6 +113,9 @@ func serversEditFlags() *serversEditOpts {
 	o.restart = fs.String("restart", "", "`WHEN` a watched change takes effect: on-change or manual")
 	o.noWatch = fs.Bool("no-watch", false, "watch no path: the entry's package identifies the code again")
 	o.force = fs.Bool("force", false, "save the change even when the entry script will not be found where the server runs")
+	o.sandbox = fs.String("sandbox", "", sandboxUsage)
+	o.bus = fs.Bool("session-bus", false, "give the server the session bus, where the Secret Service answers (a widening change)")
+	o.noBus = fs.Bool("no-session-bus", false, "take the session bus away from the server again")
 	fs.Var(&o.env, "env", "`NAME=VALUE` set (or replace) one variable of the server's environment; the others stay (repeatable)")
 	fs.Var(&o.unset, "unset-env", "`NAME` remove one variable from the server's environment (repeatable)")
 	fs.Var(&o.watch, "watch", "`PATH` the watched paths: given once or more, they replace the whole list (repeatable)")

@@ -208,8 +208,14 @@ func TestEveryFlagDescribed(t *testing.T) {
 		if strings.Contains(string(b), "newFlags(") || strings.Contains(string(b), "flag.NewFlagSet(") {
 			t.Errorf("%s defines a flag set; define it in flags.go's commandFlags so that its help lists its flags", f)
 		}
+		if m := flagDefinition.Find(b); m != nil {
+			t.Errorf("%s defines a flag (%s); define it in flags.go so that the command's help lists it", f, m)
+		}
 	}
 }
+
+// flagDefinition matches the definition of a flag on a FlagSet.
+var flagDefinition = regexp.MustCompile(`\.(Bool|String|Int|Int64|Uint|Uint64|Float64|Duration|Var|Func|BoolFunc|TextVar|BoolVar|StringVar|IntVar|DurationVar)\("[a-z]`)
 
 // TestHelpTopics: portcullis help lists the topics, and each prints.
 func TestHelpTopics(t *testing.T) {

@@ -250,8 +250,7 @@ func (a *App) serversAdd(args []string) error {
 	label := args[0]
 	o := serversAddFlags()
 	fs, cwd, restart, force := o.fs, o.cwd, o.restart, o.force
-	sessionBus := fs.Bool("session-bus", false, "give the server the session bus, where the Secret Service answers (a widening change)")
-	sandbox := fs.String("sandbox", "", "`LEVEL` off (the default for now), standard (Portcullis's directories and the session bus's socket hidden from the server) or strict (standard and no network)")
+	sessionBus, sandbox := o.sessionBus, o.sandbox
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -604,7 +603,11 @@ func (a *App) serversEdit(args []string) error {
 	if len(watch) > 0 && *noWatch {
 		return usagef("servers edit %s: --watch and --no-watch contradict each other", label)
 	}
-	if len(cmd) == 0 && *cwd == "" && !*noCwd && *restart == "" && !*noWatch && len(env) == 0 && len(unset) == 0 && len(watch) == 0 {
+	if *o.bus && *o.noBus {
+		return usagef("servers edit %s: --session-bus and --no-session-bus contradict each other", label)
+	}
+	if len(cmd) == 0 && *cwd == "" && !*noCwd && *restart == "" && !*noWatch && len(env) == 0 && len(unset) == 0 && len(watch) == 0 &&
+		*o.sandbox == "" && !*o.bus && !*o.noBus {
 		return usagef("servers edit %s: nothing to change; name what changes (see portcullis servers edit --help)", label)
 	}
 	newCwd := ""
@@ -649,6 +652,15 @@ func (a *App) serversEdit(args []string) error {
 		}
 		if *restart != "" {
 			s.Restart = *restart
+		}
+		if *o.sandbox != "" {
+			s.Sandbox = *o.sandbox
+		}
+		switch {
+		case *o.bus:
+			s.SessionBus = true
+		case *o.noBus:
+			s.SessionBus = false
 		}
 		switch {
 		case len(watch) > 0:
@@ -729,6 +741,12 @@ func serverChanges(before, after config.Server) []string {
 	}
 	if before.Restart != after.Restart {
 		out = append(out, fmt.Sprintf("restart: %s → %s", orDash(before.Restart), orDash(after.Restart)))
+	}
+	if before.SandboxLevel() != after.SandboxLevel() {
+		out = append(out, fmt.Sprintf("sandbox: %s → %s", before.SandboxLevel(), after.SandboxLevel()))
+	}
+	if before.SessionBus != after.SessionBus {
+		out = append(out, fmt.Sprintf("session bus: %v → %v", before.SessionBus, after.SessionBus))
 	}
 	var envChanges []string
 	for _, k := range slices.Sorted(maps.Keys(before.Env)) {

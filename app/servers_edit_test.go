@@ -154,3 +154,33 @@ func TestServersAddRefusesUnfindableEntry(t *testing.T) {
 		t.Errorf("the refused edit changed mysrv: %+v", s)
 	}
 }
+
+// TestServersEditSandboxAndBus: servers edit sets the sandbox level and
+// the session bus, and says so.
+func TestServersEditSandboxAndBus(t *testing.T) {
+	e := newCredsEnv(t)
+	if err := e.servers("add", "inv", "--", "/bin/true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.servers("edit", "inv", "--sandbox", "strict", "--session-bus"); err != nil {
+		t.Fatal(err)
+	}
+	s := e.config(t).Servers["inv"]
+	if s.SandboxLevel() != "strict" || !s.SessionBus {
+		t.Errorf("after edit: %+v", s)
+	}
+	for _, w := range []string{"sandbox: off → strict", "session bus: false → true"} {
+		if !strings.Contains(e.stdout.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, e.stdout.String())
+		}
+	}
+	if err := e.servers("edit", "inv", "--no-session-bus"); err != nil {
+		t.Fatal(err)
+	}
+	if e.config(t).Servers["inv"].SessionBus {
+		t.Errorf("--no-session-bus left the bus")
+	}
+	if err := e.servers("edit", "inv", "--sandbox", "sometimes"); err == nil {
+		t.Errorf("an unknown sandbox level was accepted")
+	}
+}

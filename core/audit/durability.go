@@ -20,7 +20,7 @@ import (
 //     on macOS — before Append returns, so before the action: a power loss
 //     loses none of them;
 //   - record events (AppendRecord: calls of allow-policy tools on servers
-//     without credentials, completions) are synced by a group commit at
+//     without credentials, completions, what the agent was shown) are synced by a group commit at
 //     most Options.RecordWindow (10 ms) after the first of them was written,
 //     after Options.RecordMaxEvents (256) of them, or with the next
 //     authority event, whichever comes first: a power loss can lose the

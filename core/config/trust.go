@@ -9,9 +9,9 @@ import (
 )
 
 // Kinds of [Widening]: the changes of a configuration that give agents or
-// servers more than the configuration in force (docs/DESIGN.md
-// "Authorization and credentials": changes that widen trust made by editing
-// the configuration file are held until the person confirms them).
+// servers more than the configuration in force (docs/DESIGN.md "Changes
+// that widen trust": made by editing the configuration file, they are held
+// until the person confirms them).
 const (
 	// WidenPolicy is a tool policy that lets more through: approve → allow,
 	// deny → approve, deny → allow. A new server's tool set to allow is one

@@ -80,9 +80,10 @@ func (r Reason) Code() int {
 // when they apply. Its JSON form is the object docs/DESIGN.md ("Error shapes") shows, for
 // example
 //
-//	{"error":"authorization_stale","reason":"server execution epoch changed",
-//	 "approvedEpoch":"01JQ…","currentEpoch":"01JR…",
-//	 "retry":"refresh tool metadata and request authorization"}
+//	{"error":"authorization_stale","tool":"notes_write",
+//	 "reason":"the server's code changed (execution epoch 01JQ… → 01JR…) since the person approved notes_write, …",
+//	 "approvedEpoch":"01JQ…","currentEpoch":"01JR…","request":"apr_01JR…",
+//	 "retry":"the person has been asked to approve the new code in Portcullis (approval request apr_01JR…); call notes_write again once they approve, …"}
 type Refusal struct {
 	Error         Reason `json:"error"`
 	Reason        string `json:"reason"`

@@ -19,8 +19,8 @@ import (
 	"github.com/portcullis/portcullis/core/paths"
 )
 
-// Who may widen trust through the configuration (docs/DESIGN.md
-// "Authorization and credentials"):
+// Who may widen trust through the configuration (docs/DESIGN.md "Changes
+// that widen trust"):
 //
 //   - The person's own tools never write config.json themselves while a
 //     daemon runs: `portcullis servers …`, `portcullis creds …` and the

@@ -16,7 +16,7 @@ import (
 
 // Authenticator asks the operating system to authenticate the person
 // before a grant is issued (settings.approvalAuthentication; docs/DESIGN.md
-// "Authorization and credentials", who decides): polkit on Linux,
+// "Who decides"): polkit on Linux,
 // LocalAuthentication on macOS. Package platform implements it; a daemon
 // without one (Options.Authenticator nil) has no such mechanism.
 type Authenticator interface {

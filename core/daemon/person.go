@@ -18,7 +18,7 @@ import (
 
 // Lineage reads from the kernel where a process stands in the process tree,
 // so that the daemon can tell the person from the code it supervises
-// (docs/DESIGN.md "Authorization and credentials", who decides). Package
+// (docs/DESIGN.md "Who decides"). Package
 // platform implements it on the PeerInfo it gives the daemon
 // (Options.Peers); a PeerInfo without it makes every decision that needs a
 // person fail closed.

@@ -85,6 +85,18 @@ func (s *Session) record(typ string, fields any) {
 	}
 }
 
+// recordSeen records, in the record tier, what the agent was shown
+// (catalog_presented, list_changed_sent): it is no authority, and an
+// agent's tools/list need not wait for a sync.
+func (s *Session) recordSeen(typ string, fields any) {
+	if s.opts.Audit == nil {
+		return
+	}
+	if _, err := s.appendRecord(typ, fields); err != nil {
+		s.log.Error("audit log write failed", "type", typ, "err", err)
+	}
+}
+
 // recordTier reports whether the intent of a call authorized by auth is a
 // record-tier event (see recordIntent): the tool's policy is allow and the
 // server has no credentials (checkTree asks nothing of such a call either).

@@ -264,7 +264,7 @@ func (s *Session) notifyToolsChanged(e *epoch, why string) bool {
 		return false
 	}
 	s.writeAgent(b)
-	s.record(audit.TypeListChangedSent, audit.ListChangedSent{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+	s.recordSeen(audit.TypeListChangedSent, audit.ListChangedSent{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
 		Epoch: e.ID, Revision: rev, Method: methodToolsChanged, Reason: why, Subscription: sub})
 	return true
 }
@@ -331,7 +331,7 @@ func (s *Session) writeToolsList(e *epoch, m *mcpwire.Message) bool {
 	s.announced = shown
 	s.mu.Unlock()
 	s.writeAgent(b)
-	s.record(audit.TypeCatalogPresented, audit.CatalogPresented{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+	s.recordSeen(audit.TypeCatalogPresented, audit.CatalogPresented{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
 		Epoch: e.ID, Revision: cat.Revision, Digest: cat.Digest, Tools: len(shown)})
 	return true
 }

@@ -956,7 +956,7 @@ func (s *Session) forAgent(e *epoch, method string, out []byte) []byte {
 		s.mu.Lock()
 		s.announcedEpoch = e.ID
 		s.mu.Unlock()
-		s.record(audit.TypeCatalogPresented, audit.CatalogPresented{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+		s.recordSeen(audit.TypeCatalogPresented, audit.CatalogPresented{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
 			Epoch: e.ID, Tools: len(res.Tools), PassedThrough: true})
 		return out
 	}

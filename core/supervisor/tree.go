@@ -16,7 +16,7 @@ import (
 	"github.com/portcullis/portcullis/core/identity"
 )
 
-// Tree watching (docs/DESIGN.md "The refresh contract", identity-pending):
+// Tree watching (docs/DESIGN.md "Epochs the supervisor observes"):
 // for the whole life of a process the supervisor watches the processes of
 // its tree that can answer, so that a watcher swapping its worker behind the
 // same pipe (nodemon, a shell loop) or an exec anywhere in the tree is seen

@@ -8,6 +8,7 @@ import (
 	"fyne.io/fyne/v2"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // Notifier shows desktop notifications, each under a key (an approval
@@ -102,9 +103,9 @@ func decidedOf(ev authz.Event, at time.Time) decided {
 // server.
 func (d decided) what() string {
 	if d.Tool != "" {
-		return fmt.Sprintf("`%s` on %s", d.Tool, d.Server)
+		return fmt.Sprintf("`%s` on %s", textsafe.Line(d.Tool), textsafe.Line(d.Server))
 	}
-	return "the launch of " + d.Server
+	return "the launch of " + textsafe.Line(d.Server)
 }
 
 // menuLine is d in the tray menu's recent decisions.
@@ -121,7 +122,7 @@ func (d decided) outcomeText() string {
 		s += " " + d.By
 	}
 	if d.Why != "" {
-		s += " (" + d.Why + ")"
+		s += " (" + textsafe.Line(d.Why) + ")"
 	}
 	s += "."
 	if d.Missed {

@@ -27,6 +27,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/loginitem"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // Daemon is what the tray needs from the daemon (*daemon.Daemon).
@@ -277,7 +278,7 @@ func (t *Tray) resolved(ev authz.Event) {
 	}
 	if d.Missed {
 		title, body := missedText(d)
-		if err := t.opts.Notifier.Notify(missedKey(d.ID), title, body, func() {
+		if err := t.post(missedKey(d.ID), title, body, func() {
 			fyne.Do(func() { t.showOutcome(d) })
 		}); err != nil {
 			t.log.Warn("missed-approval notification not shown", "request", d.ID, "err", err)
@@ -291,12 +292,19 @@ func (t *Tray) resolved(ev authz.Event) {
 	})
 }
 
+// post shows a notification through the Notifier, with what servers wrote
+// in its title and body (a tool's name, a reason) escaped: data, never
+// control of the notification daemon or the screen.
+func (t *Tray) post(key, title, body string, onClick func()) error {
+	return t.opts.Notifier.Notify(key, textsafe.Line(title), textsafe.Block(body), onClick)
+}
+
 // notify announces a raised request; clicking the notification brings the
 // approval window forward on that request, or says what became of it.
 func (t *Tray) notify(r authz.Request) {
 	title, body := notificationText(r)
 	id := r.ID
-	err := t.opts.Notifier.Notify(id, title, body, func() {
+	err := t.post(id, title, body, func() {
 		fyne.Do(func() { t.openRequest(id) })
 	})
 	if err != nil {
@@ -308,7 +316,7 @@ func (t *Tray) notify(r authz.Request) {
 // be written and tool calls are refused meanwhile; clicking opens the audit
 // viewer.
 func (t *Tray) notifyAudit(why string) {
-	err := t.opts.Notifier.Notify("audit", "Portcullis: audit log cannot be written",
+	err := t.post("audit", "Portcullis: audit log cannot be written",
 		"Every tool call is refused until it can: "+why, func() {
 			if t.opts.Audit != nil {
 				fyne.Do(func() { ShowAuditViewer(t.app, t.opts.Audit()) })

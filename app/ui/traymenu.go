@@ -150,6 +150,11 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 		sep,
 		menuEntry{Kind: entryQuit, Label: "Quit Portcullis"},
 	)
+	// Labels hold what servers wrote (a failure's reason, a tool's name):
+	// data, never terminal or layout control.
+	for i := range out {
+		out[i].Label = textsafe.Line(out[i].Label)
+	}
 	return out
 }
 
@@ -281,7 +286,7 @@ func runsText(n int) string {
 // to fit a menu line.
 func failedText(r gateway.Status) string {
 	t := stateText(r.State, false)
-	why := textsafe.Line(r.Reason)
+	why := r.Reason // menuModel escapes every label
 	if why == "" && r.Exit != nil {
 		why = r.Exit.String()
 	}

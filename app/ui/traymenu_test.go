@@ -5,11 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"fyne.io/fyne/v2/test"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 const (
@@ -222,5 +224,38 @@ func TestTrayStateOf(t *testing.T) {
 	}
 	if !found {
 		t.Error("the tray menu does not say the audit log was tampered with")
+	}
+}
+
+// TestTrayTextsEscaped: what a server wrote (a failure's reason, a tool's
+// name) reaches the tray menu and the notifications escaped: no control,
+// bidi or zero-width character gets through.
+func TestTrayTextsEscaped(t *testing.T) {
+	evil := "drop_all\x1b[2K\u202eelif\u200d"
+	failed := run("r1", "inventory", gateway.StateFailed, epochA, 3)
+	failed.Reason = "crashed: " + evil
+	req := authz.Request{ID: "apr_1", Card: authz.Card{AgentRun: "r1", ServerLabel: "inventory", Tool: evil, Reason: "first use of " + evil}}
+	var texts []string
+	for _, e := range menuModel(daemon.StatusReport{Runs: []gateway.Status{failed}}, []authz.Request{req}, loginState{}, []decided{{ID: "apr_0", Tool: evil}}) {
+		texts = append(texts, e.Label)
+	}
+	notes := &fakeNotifier{added: make(chan struct{}, 4)}
+	tr := NewTray(test.NewTempApp(t), Options{Daemon: newFakeDaemon(), Approvals: newFakeApprovals(), Notifier: notes, Clock: func() time.Time { return testNow }})
+	tr.notify(req)
+	for _, n := range notes.all() {
+		texts = append(texts, n.Title, n.Body)
+	}
+	gone := decided{ID: "apr_2", Server: "inventory", Tool: evil, Outcome: "withdrawn", Why: "the epoch ended: " + evil, At: testNow, Missed: true}
+	title, body := missedText(gone)
+	texts = append(texts, title, body, gone.outcomeText(), gone.menuLine())
+	if len(notes.all()) != 1 {
+		t.Fatalf("notifications %+v", notes.all())
+	}
+	for _, s := range texts {
+		for _, r := range s {
+			if r != '\n' && textsafe.Unsafe(r) {
+				t.Errorf("raw %U in %q", r, s)
+			}
+		}
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/ids"
+	"github.com/portcullis/portcullis/core/install"
 	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/core/secrets"
 	"github.com/portcullis/portcullis/core/supervisor"
@@ -699,6 +700,17 @@ func (d *Daemon) rememberLocked(cfg *config.Config) {
 // code changed on disk between its measurement and its start.
 const maxCodeChanges = 3
 
+// inheritedSecret reports whether a variable of the daemon's own
+// environment looks like a secret (install.Secret's rule: a known key
+// prefix, a URL with a password, a secret-sounding name with a value that
+// is no path or setting, a long random-looking value): a daemon that an
+// agent's `portcullis connect` started inherits the agent's environment,
+// its API key with it, and a server is not to receive it unasked.
+func inheritedSecret(name, value string) bool {
+	secret, _ := install.Secret(name, value)
+	return secret
+}
+
 // errCodeChanged says the code on disk changed between the measurement of a
 // launch and its start.
 var errCodeChanged = errors.New("the code changed on disk while it was being launched")
@@ -778,6 +790,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		Sandbox: sandbox, Hide: hide,
 		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
 		SessionBus: srv.SessionBus, Secrets: d.secretsOf(cfg, srv, credEnv),
+		Withhold: inheritedSecret,
 	}, d.supervisorOptions())
 	if err != nil {
 		return nil, identity.Record{}, fmt.Errorf("starting %s: %w", label, err)

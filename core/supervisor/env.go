@@ -20,7 +20,11 @@ import (
 //     bus, it is set to [NoSessionBus] after the configuration's entries,
 //     so that no D-Bus library falls back to $XDG_RUNTIME_DIR/bus or
 //     autolaunches one: each of them uses the variable when it is set, and
-//     "disabled:" names no transport any of them knows.
+//     "disabled:" names no transport any of them knows;
+//   - variables [Spec.Withhold] says hold a secret: a daemon started by an
+//     agent's `portcullis connect` inherits the agent's environment (its
+//     API key), and a server gets secrets only as credential scopes, after
+//     a person approved, or as its configuration's own env.
 const (
 	// HiddenPrefix starts the names of the daemon's variables that a
 	// server does not inherit. A server's configuration may still set
@@ -40,11 +44,19 @@ const (
 // address when sessionBus is false, then EpochEnv=epoch. os/exec keeps the
 // last of duplicate names, so neither base nor extra can change what
 // follows them.
-func serverEnv(base, extra []string, sessionBus bool, epoch string) []string {
-	env := make([]string, 0, len(base)+len(extra)+2)
+//
+// withhold, when not nil, says which other variables of base hold a
+// secret (a key of the agent or shell that started the daemon): those are
+// left out too, and their names returned as withheld.
+func serverEnv(base, extra []string, sessionBus bool, epoch string, withhold func(name, value string) bool) (env, withheld []string) {
+	env = make([]string, 0, len(base)+len(extra)+2)
 	for _, kv := range base {
-		name, _, _ := strings.Cut(kv, "=")
+		name, value, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, HiddenPrefix) || (!sessionBus && name == SessionBusEnv) {
+			continue
+		}
+		if withhold != nil && withhold(name, value) {
+			withheld = append(withheld, name)
 			continue
 		}
 		env = append(env, kv)
@@ -53,5 +65,5 @@ func serverEnv(base, extra []string, sessionBus bool, epoch string) []string {
 	if !sessionBus {
 		env = append(env, SessionBusEnv+"="+NoSessionBus)
 	}
-	return slices.Concat(env, []string{EpochEnv + "=" + epoch})
+	return slices.Concat(env, []string{EpochEnv + "=" + epoch}), withheld
 }

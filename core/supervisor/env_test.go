@@ -43,6 +43,7 @@ func TestServerEnvironmentIsItsOwn(t *testing.T) {
 	t.Setenv("PORTCULLIS_TEST_KEYRING_PASSWORD", "hunter2")
 	t.Setenv("DBUS_SESSION_BUS_ADDRESS", bus)
 	t.Setenv("KEEP_ME", "kept")
+	t.Setenv("AGENT_API_KEY", "sk-ant-inherited-from-the-agent-0123456789")
 
 	tests := []struct {
 		name string
@@ -58,6 +59,13 @@ func TestServerEnvironmentIsItsOwn(t *testing.T) {
 		}},
 		{"the configuration names a PORTCULLIS_ variable", supervisor.Spec{Env: []string{"PORTCULLIS_SOCKET=/tmp/s"}}, map[string][]string{
 			"PORTCULLIS_SOCKET": {"/tmp/s"}, "PORTCULLIS_HOME": nil,
+		}},
+		{"secrets of the daemon's environment withheld", supervisor.Spec{Env: []string{"CONFIG_TOKEN=sk-given-by-config-0123456789"},
+			Withhold: func(name, value string) bool { return strings.HasPrefix(value, "sk-") }}, map[string][]string{
+			"AGENT_API_KEY": nil, "KEEP_ME": {"kept"}, "CONFIG_TOKEN": {"sk-given-by-config-0123456789"},
+		}},
+		{"no withholding asked", supervisor.Spec{}, map[string][]string{
+			"AGENT_API_KEY": {"sk-ant-inherited-from-the-agent-0123456789"},
 		}},
 		{"the configuration cannot set the bus or the mark", supervisor.Spec{Env: []string{"DBUS_SESSION_BUS_ADDRESS=" + bus, supervisor.EpochEnv + "=forged"}}, map[string][]string{
 			"DBUS_SESSION_BUS_ADDRESS": {supervisor.NoSessionBus},

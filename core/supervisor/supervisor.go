@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -81,6 +82,10 @@ type Spec struct {
 	Sandbox     Sandbox
 	Hide        []string
 	StderrLimit int
+	// Withhold, when not nil, reports the variables of the daemon's own
+	// environment that hold a secret: the server does not inherit them
+	// (env.go).
+	Withhold func(name, value string) bool
 }
 
 // Options tune stopping. StopGrace is the wait after closing stdin before
@@ -210,7 +215,11 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		limit = DefaultStderrLimit
 	}
 	epoch := identity.NewEpoch()
-	env := serverEnv(os.Environ(), s.Env, s.SessionBus, epoch)
+	env, withheld := serverEnv(os.Environ(), s.Env, s.SessionBus, epoch, s.Withhold)
+	if len(withheld) > 0 {
+		o.Logger.Info("secret-looking variables of the daemon's environment withheld from the server (give one to it with its configuration's env or a credential scope)",
+			"server", s.Label, "variables", strings.Join(withheld, ","))
+	}
 	path, err := identity.LookPath(s.Command, s.Dir, env)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", s.Label, err)

@@ -19,6 +19,10 @@ import (
 const (
 	keyQRSize  = 512
 	keyQRShown = 220
+	// The window's size, in Fyne units: the heading, four lines of
+	// explanation, the key, the QR code and the button row.
+	keyWindowWidth  = 560
+	keyWindowHeight = 600
 )
 
 // keyQR is the QR code of the verification key text, as an image: a phone
@@ -83,7 +87,10 @@ func showKeyWindow(a fyne.App, key string) (*KeyWindow, error) {
 		}
 	})
 	k.win.Canvas().AddShortcut(closeShortcut, func(fyne.Shortcut) { k.closeRequested() })
-	k.win.Resize(fyne.NewSize(560, 0))
+	// The body scrolls, so its scroll container asks for no height of its
+	// own: the window is given the height that shows the key and its QR
+	// code whole (or the screen's, when smaller).
+	fitWindow(k.win, fyne.NewSize(keyWindowWidth, keyWindowHeight))
 	k.win.CenterOnScreen()
 	activateApp()
 	k.win.Show()

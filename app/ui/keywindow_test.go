@@ -46,6 +46,15 @@ func TestKeyWindow(t *testing.T) {
 	if k.key.Text != testKey {
 		t.Errorf("the window shows the key %q, want %q", k.key.Text, testKey)
 	}
+	// The key and the whole QR code are in view without scrolling (a
+	// window sized to its scrolling content's minimum showed neither).
+	canvasSize := k.win.Canvas().Size()
+	for name, o := range map[string]fyne.CanvasObject{"key": k.key, "QR code": k.qr} {
+		pos := a.Driver().AbsolutePositionForObject(o)
+		if o.Size().Height <= 0 || pos.Y+o.Size().Height > canvasSize.Height {
+			t.Errorf("the %s is not in view: at y %v, height %v, in a window %v high", name, pos.Y, o.Size().Height, canvasSize.Height)
+		}
+	}
 	want, err := qrcode.New(testKey, qrcode.Medium)
 	if err != nil {
 		t.Fatal(err)

@@ -138,6 +138,13 @@ epoch_ready() {
 	[[ "$s" == *'"state":"ready"'* && "$s" == *"\"epochs\":$1"* ]]
 }
 
+# no_runs: no agent run is connected.
+no_runs() {
+	local s
+	s="$("$bin" status --json | tr -d ' \n')"
+	[[ "$s" != *'"state":"'* ]] || [[ "$s" == *'"runs":[]'* ]] || [[ "$s" == *'"runs":null'* ]]
+}
+
 # click_menu LABEL: click the tray menu item LABEL through com.canonical.dbusmenu.
 click_menu() {
 	local name="org.kde.StatusNotifierItem-$1-1" label="$2" layout id
@@ -209,9 +216,13 @@ for scale in 1 2; do
 	click_menu "$app" "Audit log…"
 	shoot "Portcullis Audit Log" "$out/audit$suffix.png"
 
+	# The agent disconnects first (stdin closed: MCP's stdio shutdown), so
+	# that Quit does not ask to end a connected run.
+	agent_pid=${AGENT_PID:-}
+	eval "exec ${AGENT[1]}>&-"
+	wait "$agent_pid" 2>/dev/null || true
+	wait_for 30 "the agent run to end" no_runs
 	click_menu "$app" "Quit Portcullis"
 	wait_for 30 "the app to quit" bash -c "! kill -0 $app"
-	# Quitting ended the agent run: the shim got EOF and exited.
-	wait "${AGENT_PID:-}" 2>/dev/null || true
 done
 note "done: $(ls "$out" | tr '\n' ' ')"

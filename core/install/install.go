@@ -88,11 +88,17 @@ type SyntaxError struct {
 	// Line and Column locate the error, both from 1; Column counts characters.
 	Line, Column int
 	Reason       string
+	// Format is the file's syntax ([TOML] for Codex).
+	Format Format
 }
 
 // Error returns "FILE:LINE:COL: not valid JSON: REASON; the file was not changed".
 func (e *SyntaxError) Error() string {
-	return fmt.Sprintf("%s:%d:%d: not valid JSON: %s; the file was not changed", e.File, e.Line, e.Column, e.Reason)
+	kind := "JSON"
+	if e.Format == TOML {
+		kind = "TOML"
+	}
+	return fmt.Sprintf("%s:%d:%d: not valid %s: %s; the file was not changed", e.File, e.Line, e.Column, kind, e.Reason)
 }
 
 // Is reports whether target is [ErrSyntax].
@@ -338,13 +344,13 @@ func run(opts Options, op string) (*Report, error) {
 			if opts.Home != "" {
 				env = map[string]string{paths.EnvHome: opts.Home}
 			}
-			text, err := rewriteEntry(data[e.start:e.end], opts.Exe, label, env)
+			text, err := doc.rewrite(e, opts.Exe, label, env)
 			if err != nil {
 				p.rep.Action, p.rep.Reason = ActionSkipped, "cannot rewrite the entry: "+err.Error()
 				rep.Entries = append(rep.Entries, p.rep)
 				continue
 			}
-			template, offsets, exact, err := stripSecrets(data[e.start:e.end], p.secrets)
+			template, offsets, exact, err := doc.strip(e, p.secrets)
 			if err != nil {
 				p.rep.Action, p.rep.Reason = ActionSkipped, "cannot record the entry: "+err.Error()
 				rep.Entries = append(rep.Entries, p.rep)
@@ -371,7 +377,7 @@ func run(opts Options, op string) (*Report, error) {
 	newData := data
 	if len(edits) > 0 {
 		newData = apply(data, edits)
-		if err := checkSyntax(t, newData); err != nil {
+		if err := doc.check(newData, edits); err != nil {
 			return nil, fmt.Errorf("internal error: the rewritten file would not parse (%v); nothing was written", err)
 		}
 	}

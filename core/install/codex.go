@@ -267,6 +267,8 @@ func tomlBlocks(stmts []tomlStmt, size int) (names []string, spans [][2]int, err
 			names = append(names, s.key[1])
 			spans = append(spans, [2]int{s.start, size})
 			cur = len(names) - 1
+		case len(s.key) > 2 && s.key[0] == "mcp_servers" && slices.Contains(names, s.key[1]):
+			return nil, nil, fmt.Errorf("the table [%s] is apart from the rest of the server %s", strings.Join(s.key, "."), s.key[1])
 		case len(s.key) >= 1 && s.key[0] == "mcp_servers":
 			// [mcp_servers] itself: its statements would be dotted or inline
 			// servers, refused below when the parsed servers differ.

@@ -1,5 +1,5 @@
 // Package install routes an AI agent's local MCP servers through Portcullis
-// (docs/DESIGN.md, "Command line": `portcullis install claude-desktop|claude-code|cursor|vscode|gemini-cli`).
+// (docs/DESIGN.md, "Command line": `portcullis install claude-desktop|claude-code|cursor|vscode|gemini-cli|codex`).
 //
 // [Install] reads the agent's configuration file (see [Locate] for where each agent
 // keeps it), imports every stdio server entry into Portcullis's configuration

@@ -2,6 +2,7 @@ package install
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,5 +77,18 @@ func TestCodexNoProjectScope(t *testing.T) {
 	_, err := Locate(Codex, ScopeProject, Env{GOOS: "linux", Home: "/home/u", Dir: "/src/app"})
 	if !errors.Is(err, ErrScope) || !strings.Contains(err.Error(), "no project configuration") {
 		t.Fatalf("Locate(codex, project) = %v", err)
+	}
+}
+
+func TestCodexDisabledNote(t *testing.T) {
+	f := newFixture(t)
+	tg := f.target(t, Codex, ScopeUser)
+	writeFile(t, tg.Path, "[mcp_servers.a]\ncommand = \"uvx\"\nenabled = false\n", 0o600)
+	rep, err := Import(f.opts(tg, newFakeStore()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Entries) != 1 || !slices.Contains(rep.Entries[0].Notes, "the agent has this entry disabled; it stays disabled there") {
+		t.Fatalf("entries = %+v, want a note that a is disabled", rep.Entries)
 	}
 }

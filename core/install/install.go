@@ -654,7 +654,7 @@ func analyze(d *document, e entry, opts *Options, cfg *config.Config) (plan, boo
 		}
 	}
 	slices.Sort(p.rep.Kept)
-	if dis, ok := fields["disabled"]; ok && string(dis) == "true" {
+	if dis, ok := fields["disabled"]; ok && string(dis) == "true" || string(fields["enabled"]) == "false" { // Codex: enabled = false
 		p.rep.Notes = append(p.rep.Notes, "the agent has this entry disabled; it stays disabled there")
 	}
 

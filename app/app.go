@@ -81,7 +81,7 @@ Usage:
   portcullis audit tail [--json] [-n N] [-f] | verify [--key K] [--dir D] [--json] | setup-keys [--force]
                                      | acknowledge | rotate-key | sessions|activity [-n N] [--server L] [--run R] [--json]
                                      the hash-chained audit log
-  portcullis install claude-desktop|claude-code|cursor|vscode|gemini-cli [--dry-run] [--scope user|project]
+  portcullis install claude-desktop|claude-code|cursor|vscode|gemini-cli|codex [--dry-run] [--scope user|project]
                                          [--servers a,b] [--plain-env VAR,…]
                                      route that agent's stdio servers through Portcullis (backup first;
                                      secret-looking env values move to the keychain unless --plain-env)

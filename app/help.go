@@ -371,7 +371,7 @@ environments and output, not out of reach of your own uid.
 `,
 	"agents": `Agents: any MCP client that launches stdio servers. portcullis install AGENT rewrites its
 configuration so that each server runs as portcullis connect LABEL (agents: claude-desktop,
-claude-code, cursor, vscode, gemini-cli); uninstall gives the servers back. When a rebuild changes the tools,
+claude-code, cursor, vscode, gemini-cli, codex); uninstall gives the servers back. When a rebuild changes the tools,
 Portcullis sends notifications/tools/list_changed; a call that needs a person's approval waits for it
 (the agent's own tool-call timeout must be longer than Portcullis's approval timeout). A refused call
 gets a JSON-RPC error whose message says what happened and what the model can do next.

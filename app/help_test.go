@@ -99,7 +99,7 @@ var helpCases = []struct {
 	{[]string{"audit", "rotate-key"}, []string{"| acknowledge | rotate-key |"}},
 	{[]string{"audit", "sessions"}, []string{"sessions|activity [-n N] [--server L] [--run R]"}},
 	{[]string{"audit", "activity"}, []string{"sessions|activity [-n N] [--server L] [--run R]"}},
-	{[]string{"install"}, []string{"portcullis install claude-desktop|claude-code|cursor|vscode|gemini-cli", "route that agent's stdio servers"}},
+	{[]string{"install"}, []string{"portcullis install claude-desktop|claude-code|cursor|vscode|gemini-cli|codex", "route that agent's stdio servers"}},
 	{[]string{"install", "cursor"}, []string{"portcullis install claude-desktop|"}},
 	{[]string{"uninstall"}, []string{"portcullis uninstall AGENT [--restore-secrets]"}},
 	{[]string{"uninstall", "cursor", "--restore-secrets"}, []string{"portcullis uninstall AGENT"}},

@@ -53,7 +53,7 @@ func (a *App) runUninstall(ctx context.Context, args []string) error {
 	return a.runInstallOp(ctx, "uninstall", args)
 }
 
-const installUsage = "%s needs an agent: %s AGENT [--dry-run] [--scope user|project] [--servers NAME,…]%s (agents: claude-desktop, claude-code, cursor, vscode, gemini-cli)"
+const installUsage = "%s needs an agent: %s AGENT [--dry-run] [--scope user|project] [--servers NAME,…]%s (agents: claude-desktop, claude-code, cursor, vscode, gemini-cli, codex)"
 
 func (a *App) runInstallOp(_ context.Context, op string, args []string) error {
 	o := installFlags(op)
@@ -158,6 +158,7 @@ func installEnv() install.Env {
 		Home:            home,
 		XDGConfigHome:   os.Getenv("XDG_CONFIG_HOME"),
 		ClaudeConfigDir: os.Getenv("CLAUDE_CONFIG_DIR"),
+		CodexHome:       os.Getenv("CODEX_HOME"),
 		Dir:             wd,
 	}
 }

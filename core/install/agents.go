@@ -29,10 +29,13 @@ const (
 	// project's .gemini/settings.json, key "mcpServers", read with comments
 	// allowed (JSONC).
 	GeminiCLI Agent = "gemini-cli"
+	// Codex is OpenAI's command-line agent: $CODEX_HOME/config.toml (default
+	// ~/.codex/config.toml), tables [mcp_servers.NAME]; it has no project file.
+	Codex Agent = "codex"
 )
 
 // Agents lists every known agent, in the order the command line documents them.
-var Agents = []Agent{ClaudeDesktop, ClaudeCode, Cursor, VSCode, GeminiCLI}
+var Agents = []Agent{ClaudeDesktop, ClaudeCode, Cursor, VSCode, GeminiCLI, Codex}
 
 // Name returns the agent's name for people ("Claude Desktop"), or the string
 // itself for an unknown agent.
@@ -48,6 +51,8 @@ func (a Agent) Name() string {
 		return "VS Code"
 	case GeminiCLI:
 		return "Gemini CLI"
+	case Codex:
+		return "Codex"
 	}
 	return string(a)
 }
@@ -78,6 +83,8 @@ const (
 	JSON Format = iota
 	// JSONC is JSON with comments and trailing commas, as VS Code reads it.
 	JSONC
+	// TOML is TOML v1.0.0, Codex's config.toml.
+	TOML
 )
 
 // Env is what [Locate] needs to know about the machine: the operating system and
@@ -94,6 +101,9 @@ type Env struct {
 	// ClaudeConfigDir is $CLAUDE_CONFIG_DIR, which moves Claude Code's
 	// .claude.json; empty means Home.
 	ClaudeConfigDir string
+	// CodexHome is $CODEX_HOME, which moves Codex's config.toml; empty (or
+	// relative) means Home/.codex.
+	CodexHome string
 	// Dir is the project directory for [ScopeProject], usually the working directory.
 	Dir string
 }
@@ -186,8 +196,17 @@ func Locate(agent Agent, scope Scope, env Env) (Target, error) {
 			break
 		}
 		t.Path = filepath.Join(env.Home, ".gemini", "settings.json")
+	case Codex:
+		if scope == ScopeProject {
+			return Target{}, fmt.Errorf("%s has no project configuration, only $CODEX_HOME/config.toml (default ~/.codex/config.toml); run without --scope project: %w", agent.Name(), ErrScope)
+		}
+		dir := filepath.Join(env.Home, ".codex")
+		if filepath.IsAbs(env.CodexHome) {
+			dir = env.CodexHome
+		}
+		t.Format, t.Key, t.Path = TOML, "mcp_servers", filepath.Join(dir, "config.toml")
 	default:
-		return Target{}, fmt.Errorf("agent %q (known: claude-desktop, claude-code, cursor, vscode, gemini-cli): %w", agent, ErrUnknownAgent)
+		return Target{}, fmt.Errorf("agent %q (known: claude-desktop, claude-code, cursor, vscode, gemini-cli, codex): %w", agent, ErrUnknownAgent)
 	}
 	return t, nil
 }

@@ -45,6 +45,9 @@ func TestLocate(t *testing.T) {
 		{GeminiCLI, ScopeUser, linux, "/home/u/.gemini/settings.json", JSONC, "mcpServers", "", nil},
 		{GeminiCLI, ScopeUser, mac, "/Users/u/.gemini/settings.json", JSONC, "mcpServers", "", nil},
 		{GeminiCLI, ScopeProject, linux, "/src/app/.gemini/settings.json", JSONC, "mcpServers", "/src/app", nil},
+		{Codex, ScopeUser, linux, "/home/u/.codex/config.toml", TOML, "mcp_servers", "", nil},
+		{Codex, ScopeUser, Env{GOOS: "darwin", Home: "/Users/u", CodexHome: "/ch"}, "/ch/config.toml", TOML, "mcp_servers", "", nil},
+		{Codex, ScopeProject, linux, "", 0, "", "", ErrScope},
 		{"zed", ScopeUser, linux, "", 0, "", "", ErrUnknownAgent},
 	}
 	for _, tt := range tests {

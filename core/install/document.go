@@ -20,7 +20,11 @@ import (
 type document struct {
 	target Target
 	data   []byte       // the file as read
-	root   hujson.Value // parsed from data
+	root   hujson.Value // parsed from data (JSON formats)
+	// servers and tomlEntries are a TOML file's servers, parsed, and their
+	// blocks (see codex.go).
+	servers     map[string]map[string]any
+	tomlEntries []entry
 }
 
 // entry is one server entry found in an agent file.
@@ -66,6 +70,9 @@ func parseDocument(t Target, data []byte) (*document, error) {
 	serr := func(off int, reason string) error {
 		line, col := lineCol(data, off)
 		return &SyntaxError{File: t.Path, Line: line, Column: col, Reason: reason}
+	}
+	if t.Format == TOML {
+		return parseTOMLDocument(t, data)
 	}
 	if t.Format == JSON {
 		var v any
@@ -129,6 +136,9 @@ func memberName(m hujson.ObjectMember) string {
 // entries lists the server entries of the document in file order: the members of
 // the top-level server map and, for Claude Code's user file, of every project's.
 func (d *document) entries() []entry {
+	if d.target.Format == TOML {
+		return slices.Clone(d.tomlEntries)
+	}
 	var out []entry
 	add := func(obj *hujson.Object, prefix []string, projectDir string) {
 		servers := member(obj, d.target.Key)
@@ -186,6 +196,9 @@ func (d *document) find(path []string) (entry, bool) {
 // fields decodes the entry's members (comments removed). It fails for an entry
 // that is not an object.
 func (d *document) fields(e entry) (map[string]json.RawMessage, error) {
+	if d.target.Format == TOML {
+		return d.tomlFields(e)
+	}
 	v, err := hujson.Parse(bytes.Clone(d.data[e.start:e.end]))
 	if err != nil {
 		return nil, err
@@ -494,4 +507,37 @@ func dropEmptyEnv(obj *hujson.Object) {
 // hasComment reports whether extra holds a comment.
 func hasComment(extra hujson.Extra) bool {
 	return len(bytes.Trim(extra, " \t\r\n")) > 0
+}
+
+// rewrite is rewriteEntry in the document's format.
+func (d *document) rewrite(e entry, exe, label string, env map[string]string) ([]byte, error) {
+	if d.target.Format == TOML {
+		return rewriteTOMLEntry(e.name, d.data[e.start:e.end], exe, label, env)
+	}
+	return rewriteEntry(d.data[e.start:e.end], exe, label, env)
+}
+
+// strip is stripSecrets in the document's format.
+func (d *document) strip(e entry, names map[string]string) (string, map[string]int, map[string]bool, error) {
+	if d.target.Format == TOML {
+		return stripTOMLSecrets(d.data[e.start:e.end], names)
+	}
+	return stripSecrets(d.data[e.start:e.end], names)
+}
+
+// restore is restoreEntry in the document's format.
+func (d *document) restore(template string, offsets map[string]int, values map[string][]byte) ([]byte, error) {
+	if d.target.Format == TOML {
+		return restoreTOMLEntry(template, offsets, values)
+	}
+	return restoreEntry(template, offsets, values)
+}
+
+// check checks that newData, the document's data with edits made, still
+// parses in its format (and, for TOML, says what the edits meant).
+func (d *document) check(newData []byte, edits []edit) error {
+	if d.target.Format == TOML {
+		return checkTOMLEdits(d, newData, edits)
+	}
+	return checkSyntax(d.target, newData)
 }

@@ -1,5 +1,5 @@
 // Package install routes an AI agent's local MCP servers through Portcullis
-// (docs/DESIGN.md, "Command line": `portcullis install claude-desktop|claude-code|cursor|vscode|gemini-cli`).
+// (docs/DESIGN.md, "Command line": `portcullis install claude-desktop|claude-code|cursor|vscode|gemini-cli|codex`).
 //
 // [Install] reads the agent's configuration file (see [Locate] for where each agent
 // keeps it), imports every stdio server entry into Portcullis's configuration
@@ -88,11 +88,17 @@ type SyntaxError struct {
 	// Line and Column locate the error, both from 1; Column counts characters.
 	Line, Column int
 	Reason       string
+	// Format is the file's syntax ([TOML] for Codex).
+	Format Format
 }
 
 // Error returns "FILE:LINE:COL: not valid JSON: REASON; the file was not changed".
 func (e *SyntaxError) Error() string {
-	return fmt.Sprintf("%s:%d:%d: not valid JSON: %s; the file was not changed", e.File, e.Line, e.Column, e.Reason)
+	kind := "JSON"
+	if e.Format == TOML {
+		kind = "TOML"
+	}
+	return fmt.Sprintf("%s:%d:%d: not valid %s: %s; the file was not changed", e.File, e.Line, e.Column, kind, e.Reason)
 }
 
 // Is reports whether target is [ErrSyntax].
@@ -338,13 +344,13 @@ func run(opts Options, op string) (*Report, error) {
 			if opts.Home != "" {
 				env = map[string]string{paths.EnvHome: opts.Home}
 			}
-			text, err := rewriteEntry(data[e.start:e.end], opts.Exe, label, env)
+			text, err := doc.rewrite(e, opts.Exe, label, env)
 			if err != nil {
 				p.rep.Action, p.rep.Reason = ActionSkipped, "cannot rewrite the entry: "+err.Error()
 				rep.Entries = append(rep.Entries, p.rep)
 				continue
 			}
-			template, offsets, exact, err := stripSecrets(data[e.start:e.end], p.secrets)
+			template, offsets, exact, err := doc.strip(e, p.secrets)
 			if err != nil {
 				p.rep.Action, p.rep.Reason = ActionSkipped, "cannot record the entry: "+err.Error()
 				rep.Entries = append(rep.Entries, p.rep)
@@ -371,7 +377,7 @@ func run(opts Options, op string) (*Report, error) {
 	newData := data
 	if len(edits) > 0 {
 		newData = apply(data, edits)
-		if err := checkSyntax(t, newData); err != nil {
+		if err := doc.check(newData, edits); err != nil {
 			return nil, fmt.Errorf("internal error: the rewritten file would not parse (%v); nothing was written", err)
 		}
 	}
@@ -648,7 +654,7 @@ func analyze(d *document, e entry, opts *Options, cfg *config.Config) (plan, boo
 		}
 	}
 	slices.Sort(p.rep.Kept)
-	if dis, ok := fields["disabled"]; ok && string(dis) == "true" {
+	if dis, ok := fields["disabled"]; ok && string(dis) == "true" || string(fields["enabled"]) == "false" { // Codex: enabled = false
 		p.rep.Notes = append(p.rep.Notes, "the agent has this entry disabled; it stays disabled there")
 	}
 

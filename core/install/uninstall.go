@@ -117,7 +117,7 @@ func Uninstall(opts Options) (*Report, error) {
 			}
 			er.Secrets = append(er.Secrets, ms)
 		}
-		text, err := restoreEntry(re.Original, offsets, values)
+		text, err := doc.restore(re.Original, offsets, values)
 		if err != nil {
 			er.Action, er.Reason = ActionSkipped, err.Error()
 			rep.Entries = append(rep.Entries, er)
@@ -134,7 +134,7 @@ func Uninstall(opts Options) (*Report, error) {
 		rep.Entries = append(rep.Entries, er)
 	}
 	newData := apply(data, edits)
-	if err := checkSyntax(t, newData); err != nil {
+	if err := doc.check(newData, edits); err != nil {
 		return nil, fmt.Errorf("the restored file would not parse (%v); nothing was written", err)
 	}
 	rep.AgentChanged = !bytes.Equal(newData, data)
@@ -225,14 +225,14 @@ func restoreLeftOut(opts *Options, doc *document, re recordEntry, e entry, found
 	for _, name := range re.LeftOut {
 		delete(kept, name)
 	}
-	expected, err := restoreEntry(re.Original, offsets, kept)
+	expected, err := doc.restore(re.Original, offsets, kept)
 	if err != nil {
 		return byHand(err.Error())
 	}
 	if !bytes.Equal(doc.data[e.start:e.end], expected) {
 		return byHand(fmt.Sprintf("the entry changed since portcullis uninstall put it back without its secrets on %s, so Portcullis does not edit it (undo the change and run this again, or add the secrets by hand)", when))
 	}
-	text, err := restoreEntry(re.Original, offsets, values)
+	text, err := doc.restore(re.Original, offsets, values)
 	if err != nil {
 		return byHand(err.Error())
 	}

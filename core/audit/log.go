@@ -285,18 +285,7 @@ func newLog(o Options) (*Log, error) {
 // closed until Recover succeeds; ctx.Err() when ctx ends first (the event
 // may still be recorded if it had already been handed to the writer).
 func (l *Log) Append(ctx context.Context, typ string, fields any) (Event, error) {
-	if !validType(typ) {
-		return Event{}, fmt.Errorf("%w: type %q", ErrInvalid, typ)
-	}
-	switch typ {
-	case TypeSigningEnabled, TypeSigningDisabled, TypeLogSealed, TypeLogTampered, TypeLogTamperAcknowledged:
-		return Event{}, fmt.Errorf("%w: type %q is written by the log itself", ErrInvalid, typ)
-	}
-	canon, err := canonicalFields(fields)
-	if err != nil {
-		return Event{}, err
-	}
-	return l.do(ctx, &request{typ: typ, fields: canon, done: make(chan result, 1)})
+	return l.append(ctx, typ, fields, false)
 }
 
 // AppendRecord records an event of the record tier (see Durability): it
@@ -308,9 +297,12 @@ func (l *Log) Append(ctx context.Context, typ string, fields any) (Event, error)
 // that would have synced it makes the Log fail closed, as any write
 // failure does, though this call returned nil.
 func (l *Log) AppendRecord(ctx context.Context, typ string, fields any) (Event, error) {
-	if l.strict.Load() {
-		return l.Append(ctx, typ, fields)
-	}
+	return l.append(ctx, typ, fields, !l.strict.Load())
+}
+
+// append checks and canonicalizes an event of a caller's type and hands it
+// to the writer, of the record tier when record is set.
+func (l *Log) append(ctx context.Context, typ string, fields any, record bool) (Event, error) {
 	if !validType(typ) {
 		return Event{}, fmt.Errorf("%w: type %q", ErrInvalid, typ)
 	}
@@ -322,7 +314,7 @@ func (l *Log) AppendRecord(ctx context.Context, typ string, fields any) (Event, 
 	if err != nil {
 		return Event{}, err
 	}
-	return l.do(ctx, &request{typ: typ, fields: canon, record: true, done: make(chan result, 1)})
+	return l.do(ctx, &request{typ: typ, fields: canon, record: record, done: make(chan result, 1)})
 }
 
 // Recover clears a failure: it closes the current file, reads the tail again

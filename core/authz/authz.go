@@ -300,13 +300,21 @@ func (a *Authority) Check(run, epoch, tool string, creds []string) *Grant {
 // grant bound to arguments (Grant.ArgsDigest) covers only a call with the
 // same digest.
 func (a *Authority) CheckCall(run, epoch, tool string, creds []string, args string) *Grant {
+	return a.take(run, func(g *Grant) bool {
+		if g.ExpiresWhen == ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != args {
+			return false
+		}
+		return g.ExecutionEpoch == epoch && g.Covers(tool, creds) && g.Identity == "" && g.ServerRequest == ""
+	})
+}
+
+// take returns the first live grant of run that match accepts, and
+// consumes it when it is a once grant; nil when none does.
+func (a *Authority) take(run string, match func(*Grant) bool) *Grant {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, g := range a.grants[run] {
-		if g.ExpiresWhen == ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != args {
-			continue
-		}
-		if g.ExecutionEpoch == epoch && g.Covers(tool, creds) && g.Identity == "" && g.ServerRequest == "" {
+		if match(g) {
 			if g.ExpiresWhen == ExpiresOnce {
 				a.grants[run] = slices.Delete(a.grants[run], i, i+1)
 			}
@@ -320,17 +328,9 @@ func (a *Authority) CheckCall(run, epoch, tool string, creds []string, args stri
 // server's requests of kind (config.RequestSampling…) through, or nil; it
 // consumes a once grant it returns.
 func (a *Authority) CheckServerRequest(run, epoch, kind string) *Grant {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for i, g := range a.grants[run] {
-		if g.ExecutionEpoch == epoch && g.ServerRequest == kind && kind != "" {
-			if g.ExpiresWhen == ExpiresOnce {
-				a.grants[run] = slices.Delete(a.grants[run], i, i+1)
-			}
-			return g
-		}
-	}
-	return nil
+	return a.take(run, func(g *Grant) bool {
+		return g.ExecutionEpoch == epoch && g.ServerRequest == kind && kind != ""
+	})
 }
 
 // Stale returns the grant of run that covered tool on an older epoch and

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -180,4 +181,35 @@ func lastFileNum(t *testing.T, dir string) int {
 		t.Fatalf("listing %s: %v", dir, err)
 	}
 	return fs[len(fs)-1].num
+}
+
+// TestRecordWrittenByCaller: a record-tier event is written by its caller,
+// with no round trip through the writer goroutine (here never started), and
+// a Log that was closed refuses one.
+func TestRecordWrittenByCaller(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "audit")
+	l, err := newLog(Options{Dir: dir, RecordWindow: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev, err := l.AppendRecord(ctx, "tool_called", map[string]any{"tool": "echo"})
+	if err != nil {
+		t.Fatalf("AppendRecord without the writer goroutine: %v", err)
+	}
+	data, err := os.ReadFile(logPath(dir, 1))
+	if err != nil || !bytes.Contains(data, []byte(ev.Hash)) {
+		t.Fatalf("the record event %s is not in the file when AppendRecord returns (%v)", ev.Hash, err)
+	}
+	l.w.f.Close()
+	l.lock.Close()
+
+	l2 := openTest(t, Options{Dir: filepath.Join(t.TempDir(), "audit"), RecordWindow: time.Hour})
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l2.AppendRecord(context.Background(), "tool_completed", nil); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("AppendRecord after Close: %v, want ErrUnavailable", err)
+	}
 }

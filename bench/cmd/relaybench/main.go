@@ -4,7 +4,7 @@
 // after round, then the daemon's resident memory with 0 and with 10 running
 // servers (package bench). It prints Markdown tables for docs/BENCHMARKS.md.
 //
-//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-servers 10] [-connects 10] [-paths …] [-portcullis BIN] [-perf FILE] [-strace FILE]
+//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-servers 10] [-connects 10] [-paths …] [-portcullis BIN] [-perf FILE] [-strace FILE] [-perfstat FILE]
 package main
 
 import (
@@ -38,6 +38,7 @@ func main() {
 	flag.IntVar(&connects, "connects", 10, "connections for the connect-time figure, alternating direct and portcullis (0: skip)")
 	flag.StringVar(&perfOut, "perf", "", "record a perf profile (perf record -g) of the daemon during the measured batches into this file")
 	flag.StringVar(&straceOut, "strace", "", "count the daemon's system calls (strace -c -f) during the measured batches into this file")
+	flag.StringVar(&statOut, "perfstat", "", "count the daemon's CPU time, context switches and system calls (perf stat, syscall tracepoints) during the measured batches into this file")
 	flag.Parse()
 	selected = map[string]bool{}
 	for _, p := range strings.Split(*only, ",") {
@@ -55,8 +56,8 @@ func main() {
 var selected map[string]bool
 
 // prebuilt is the -portcullis executable ("" builds one); perfOut the -perf
-// file, straceOut the -strace file.
-var prebuilt, perfOut, straceOut string
+// file, straceOut the -strace file, statOut the -perfstat file.
+var prebuilt, perfOut, straceOut, statOut string
 
 // connects is the -connects count.
 var connects int
@@ -132,6 +133,16 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 	}
 	if straceOut != "" {
 		stop, err := startTracer(paths, "strace", "-c", "-f", "-o", straceOut)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if statOut != "" {
+		stop, err := startTracer(paths, "perf", "stat", "-o", statOut, "-e",
+			"task-clock,context-switches,cpu-migrations,raw_syscalls:sys_enter,"+
+				"syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,"+
+				"syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_newfstatat,syscalls:sys_enter_openat,syscalls:sys_enter_fdatasync")
 		if err != nil {
 			return err
 		}

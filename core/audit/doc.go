@@ -61,10 +61,8 @@
 // epoch's Ed25519 key certifies the next epoch's public key, and the key
 // that signed it is erased. VerifyWith checks the seals from the person's
 // VerificationKey on, and the log's genesis and end against an Anchor. At
-// every commit of an authority event, and at the first record-tier event
-// after each sync (so at least once per group-commit window in which
-// events are written), the writer compares the open file and head.json
-// (device and inode) with their paths; a file replaced or deleted under it makes
+// every commit the writer compares the open file and head.json (device
+// and inode) with their paths; a file replaced or deleted under it makes
 // it continue in a new file with a log_tampered event, reported by
 // Tampered until AcknowledgeTampered. The format is in
 // docs/AUDIT-FORMAT.md.

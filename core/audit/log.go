@@ -330,14 +330,10 @@ func (l *Log) append(ctx context.Context, typ string, fields any, record bool) (
 }
 
 // appendRecordNow writes a record-tier event from the caller's goroutine:
-// under wmu, on the same chain as a commit of the writer, one write, and no
-// sync unless Options.RecordMaxEvents events wait for one. The first event
-// that waits arms the writer's group commit (a non-blocking send: one
-// wake-up of the writer per window, not per event). The swap check (two
-// stats) runs for that first event only: a file swapped under the log is
-// noticed by the first event after the next sync at the latest, so the
-// events written to the swapped file are those of one group-commit window
-// at most, and log_tampered names the last of them.
+// under wmu, with the same swap check and chain as a commit of the writer,
+// one write, and no sync unless Options.RecordMaxEvents events wait for
+// one. The first event that waits arms the writer's group commit (a
+// non-blocking send: one wake-up of the writer per window, not per event).
 func (l *Log) appendRecordNow(ctx context.Context, typ string, canon []byte) (Event, error) {
 	if err := ctx.Err(); err != nil {
 		return Event{}, err
@@ -349,13 +345,7 @@ func (l *Log) appendRecordNow(ctx context.Context, typ string, canon []byte) (Ev
 	}
 	before := l.w.unsynced
 	l.w.one[0] = item{typ: typ, fields: canon}
-	var evs []Event
-	var err error
-	if before == 0 {
-		evs, err = l.commitTierLocked(l.w.one[:], false)
-	} else {
-		evs, err = l.commitCheckedLocked(l.w.one[:], false)
-	}
+	evs, err := l.commitTierLocked(l.w.one[:], false)
 	l.w.one[0] = item{}
 	armed := before == 0 && l.w.unsynced > 0
 	l.wmu.Unlock()

@@ -163,7 +163,7 @@ func BenchmarkSwapCheck(b *testing.B) {
 	}
 	// The writer is idle: its state is read here only.
 	for b.Loop() {
-		if files := l.swappedLocked(); len(files) != 0 {
+		if files := l.swappedLocked(true); len(files) != 0 {
 			b.Fatal(files)
 		}
 	}

@@ -61,8 +61,9 @@
 // epoch's Ed25519 key certifies the next epoch's public key, and the key
 // that signed it is erased. VerifyWith checks the seals from the person's
 // VerificationKey on, and the log's genesis and end against an Anchor. At
-// every commit the writer compares the open file and head.json (device
-// and inode) with their paths; a file replaced or deleted under it makes
+// every commit the writer compares the open file (device and inode) with
+// its path, and head.json with its path before every sync (head.json is
+// written only after one, so it is never written to a swapped file); a file replaced or deleted under it makes
 // it continue in a new file with a log_tampered event, reported by
 // Tampered until AcknowledgeTampered. The format is in
 // docs/AUDIT-FORMAT.md.

@@ -213,3 +213,32 @@ func TestRecordWrittenByCaller(t *testing.T) {
 		t.Fatalf("AppendRecord after Close: %v, want ErrUnavailable", err)
 	}
 }
+
+// TestRecordHeadSwapDetected: head.json swapped under the log (cp + mv)
+// while only record-tier events are written is noticed by the group commit,
+// before head.json is written again: the log goes on in a new file with
+// log_tampered naming head.json.
+func TestRecordHeadSwapDetected(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "audit")
+	sc := &syncCounter{c: make(chan struct{}, 16)}
+	l := openTest(t, Options{Dir: dir, RecordWindow: 5 * time.Millisecond, hooks: sc.hooks()})
+	defer l.Close()
+	if _, err := l.Append(context.Background(), "approval_granted", nil); err != nil {
+		t.Fatal(err) // opens head.json
+	}
+	<-sc.c
+	cpmv(t, filepath.Join(dir, headName))
+	if _, err := l.AppendRecord(context.Background(), "tool_completed", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sc.c: // the group commit, which found the swap
+	case <-time.After(10 * time.Second):
+		t.Fatal("no group commit after the record window")
+	}
+	l.Close() // waits for the writer to finish that commit
+	tp, ok := l.TamperedEvent()
+	if !ok || len(tp.Fields.Files) != 1 || tp.Fields.Files[0] != (TamperedFile{File: headName, Change: "replaced"}) || tp.Fields.Segment != fileName(2) {
+		t.Fatalf("after a head.json swap and a group commit: %+v (ok %v)", tp, ok)
+	}
+}

@@ -694,9 +694,12 @@ func (l *Log) commitTierLocked(items []item, durable bool) ([]Event, error) {
 	if w.failed != nil {
 		return nil, w.failed
 	}
-	// Two stats per commit: a file replaced (cp + mv) or deleted under
-	// the writer would otherwise take every later event with it.
-	if files := l.swappedLocked(); len(files) > 0 {
+	// A stat of each file per commit: a file replaced (cp + mv) or
+	// deleted under the writer would otherwise take every later event
+	// with it. head.json only when this commit syncs (it is written
+	// after a sync only); the group commit checks it before its sync.
+	syncs := durable || w.unsynced+len(items) >= l.opts.RecordMaxEvents
+	if files := l.swappedLocked(syncs); len(files) > 0 {
 		if err := l.tamperedLocked(files, ""); err != nil {
 			return nil, err
 		}
@@ -772,6 +775,12 @@ func (l *Log) syncLocked() error {
 // them when some are waiting and the Log has not failed.
 func (l *Log) syncPendingLocked() {
 	if l.w.unsynced == 0 || l.w.failed != nil || l.w.f == nil {
+		return
+	}
+	if files := l.swappedLocked(true); len(files) > 0 {
+		// The waiting events are synced (best effort) in the file they
+		// were written to, and log_tampered, durable, starts a new one.
+		_ = l.tamperedLocked(files, "")
 		return
 	}
 	_ = l.syncLocked()

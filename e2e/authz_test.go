@@ -526,6 +526,11 @@ func TestApprovalTimeoutReloads(t *testing.T) {
 	if err := config.Save(s.home.ConfigFile(), cfg); err != nil {
 		t.Fatal(err)
 	}
+	// A hand edit is in force within the configuration watcher's latency;
+	// status reads the file as it is now, so the edit is in force after it.
+	if _, err := s.home.Status(testContext(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "deadline"})
 	req := waitApproval(t, s.home, "note_write", forTool(noteWrite, epoch))
 	if d := req.Deadline.Sub(req.Created); d != 7*time.Minute {

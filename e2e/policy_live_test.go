@@ -299,6 +299,10 @@ func TestPolicyLiveServerRemoved(t *testing.T) {
 	if err := os.WriteFile(h.ConfigFile(), []byte("{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Status reads the file as it is now: the {} is in force after it.
+	if _, err := h.Status(testContext(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	check("with config.json {}")
 	if n := a.listChanged(); n != 0 {
 		t.Errorf("%d list_changed after the server was removed, want none", n)

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -162,8 +163,26 @@ func BenchmarkSwapCheck(b *testing.B) {
 	}
 	// The writer is idle: its state is read here only.
 	for b.Loop() {
-		if files := l.swappedLocked(); len(files) != 0 {
+		if files := l.swappedLocked(true); len(files) != 0 {
 			b.Fatal(files)
 		}
+	}
+}
+
+// BenchmarkArgsSummary: the digest and member names of a tool call's
+// arguments, as an agent usually sends them (canonical already: one pass,
+// no transform) and with members out of order (canonicalised).
+func BenchmarkArgsSummary(b *testing.B) {
+	for _, bc := range []struct{ name, args string }{
+		{"canonical", `{"count":2,"message":"ping","sku":"A-1"}`},
+		{"unsorted", `{"sku":"A-1","message":"ping","count":2}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			args := json.RawMessage(bc.args)
+			b.ReportAllocs()
+			for b.Loop() {
+				ArgsSummary(args)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -18,6 +19,37 @@ import (
 func isCanonical(b []byte) bool {
 	p := canonChecker{b: b}
 	return p.value(0) && p.i == len(b)
+}
+
+// topKeys returns the sorted top-level member names of b, a canonical JSON
+// value (isCanonical), nil when b is not an object.
+func topKeys(b []byte) []string {
+	if len(b) == 0 || b[0] != '{' {
+		return nil
+	}
+	p := canonChecker{b: b, i: 1}
+	keys := []string{}
+	for p.i < len(p.b) && p.b[p.i] == '"' {
+		raw, ok := p.str()
+		if !ok || p.i >= len(p.b) || p.b[p.i] != ':' {
+			return nil
+		}
+		k := string(raw)
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			k = unescape(raw)
+		}
+		keys = append(keys, k)
+		p.i++
+		if !p.value(1) || p.i >= len(p.b) {
+			return nil
+		}
+		if p.b[p.i] == ',' {
+			p.i++
+		}
+	}
+	// Canonical order is by UTF-16 code units; the summary's is Go's.
+	slices.Sort(keys)
+	return keys
 }
 
 type canonChecker struct {

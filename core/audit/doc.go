@@ -61,8 +61,9 @@
 // epoch's Ed25519 key certifies the next epoch's public key, and the key
 // that signed it is erased. VerifyWith checks the seals from the person's
 // VerificationKey on, and the log's genesis and end against an Anchor. At
-// every commit the writer compares the open file and head.json (device
-// and inode) with their paths; a file replaced or deleted under it makes
+// every commit the writer compares the open file (device and inode) with
+// its path, and head.json with its path before every sync (head.json is
+// written only after one, so it is never written to a swapped file); a file replaced or deleted under it makes
 // it continue in a new file with a log_tampered event, reported by
 // Tampered until AcknowledgeTampered. The format is in
 // docs/AUDIT-FORMAT.md.
@@ -74,9 +75,12 @@
 // once the event is written to the file and leaves its sync to a group
 // commit within 10 ms or 256 events (see Durability for what each tier can
 // lose, and Options.Durability for strict, where every event is synced
-// first). Concurrent appenders share syncs: a single writer goroutine owns
-// the file and commits everything queued while the previous sync ran (plus
-// whatever arrives within Options.GroupCommitWindow). Any write, sync, rotation or open failure makes
+// first). The files are guarded by one mutex. Concurrent Appends share
+// syncs: a single writer goroutine commits everything queued while the
+// previous sync ran (plus whatever arrives within
+// Options.GroupCommitWindow). AppendRecord writes its event itself, holding
+// the mutex (one write, no hand-off to the writer goroutine), and the first
+// event left waiting for a sync arms the writer's group commit. Any write, sync, rotation or open failure makes
 // the Log fail closed: that Append and every later one return an error
 // wrapping ErrUnavailable until Recover succeeds (or the log is reopened), so
 // the gateway can refuse calls with audit_unavailable and tell the person. An

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -180,4 +181,64 @@ func lastFileNum(t *testing.T, dir string) int {
 		t.Fatalf("listing %s: %v", dir, err)
 	}
 	return fs[len(fs)-1].num
+}
+
+// TestRecordWrittenByCaller: a record-tier event is written by its caller,
+// with no round trip through the writer goroutine (here never started), and
+// a Log that was closed refuses one.
+func TestRecordWrittenByCaller(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "audit")
+	l, err := newLog(Options{Dir: dir, RecordWindow: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev, err := l.AppendRecord(ctx, "tool_called", map[string]any{"tool": "echo"})
+	if err != nil {
+		t.Fatalf("AppendRecord without the writer goroutine: %v", err)
+	}
+	data, err := os.ReadFile(logPath(dir, 1))
+	if err != nil || !bytes.Contains(data, []byte(ev.Hash)) {
+		t.Fatalf("the record event %s is not in the file when AppendRecord returns (%v)", ev.Hash, err)
+	}
+	l.w.f.Close()
+	l.lock.Close()
+
+	l2 := openTest(t, Options{Dir: filepath.Join(t.TempDir(), "audit"), RecordWindow: time.Hour})
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l2.AppendRecord(context.Background(), "tool_completed", nil); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("AppendRecord after Close: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestRecordHeadSwapDetected: head.json swapped under the log (cp + mv)
+// while only record-tier events are written is noticed by the group commit,
+// before head.json is written again: the log goes on in a new file with
+// log_tampered naming head.json.
+func TestRecordHeadSwapDetected(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "audit")
+	sc := &syncCounter{c: make(chan struct{}, 16)}
+	l := openTest(t, Options{Dir: dir, RecordWindow: 5 * time.Millisecond, hooks: sc.hooks()})
+	defer l.Close()
+	if _, err := l.Append(context.Background(), "approval_granted", nil); err != nil {
+		t.Fatal(err) // opens head.json
+	}
+	<-sc.c
+	cpmv(t, filepath.Join(dir, headName))
+	if _, err := l.AppendRecord(context.Background(), "tool_completed", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sc.c: // the group commit, which found the swap
+	case <-time.After(10 * time.Second):
+		t.Fatal("no group commit after the record window")
+	}
+	l.Close() // waits for the writer to finish that commit
+	tp, ok := l.TamperedEvent()
+	if !ok || len(tp.Fields.Files) != 1 || tp.Fields.Files[0] != (TamperedFile{File: headName, Change: "replaced"}) || tp.Fields.Segment != fileName(2) {
+		t.Fatalf("after a head.json swap and a group commit: %+v (ok %v)", tp, ok)
+	}
 }

@@ -513,6 +513,11 @@ func ArgsSummary(args json.RawMessage) (digest string, keys []string) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage(`{}`)
 	}
+	if isCanonical(args) {
+		// What agents usually send (sorted members, no whitespace): its
+		// canonical form is itself, and one pass reads its member names.
+		return sha256Text(args), topKeys(args)
+	}
 	canon, err := jcs.Transform(args)
 	if err != nil {
 		return sha256Text(args), nil

@@ -83,8 +83,11 @@ type hooks struct {
 	open  func(name string, flag int, perm os.FileMode) (*os.File, error)
 }
 
-// Log is an open audit log. Its methods are safe for concurrent use; one
-// writer goroutine owns the files.
+// Log is an open audit log. Its methods are safe for concurrent use. The
+// files are guarded by wmu: one writer goroutine commits authority events
+// (and runs control requests and the group commit) with it held, and a
+// record-tier event is written by its caller with it held, without a
+// round trip through that goroutine.
 type Log struct {
 	opts Options
 	log  *slog.Logger
@@ -100,9 +103,12 @@ type Log struct {
 	sealErr   atomic.Pointer[error]
 	failed    atomic.Pointer[error] // the writer's sticky failure (w.failed), for Err
 	strict    atomic.Bool           // DurabilityStrict: AppendRecord is Append
+	// kick tells the writer goroutine that a record-tier event was written
+	// by its caller while none waited for a sync: it arms the group commit.
+	kick chan struct{} // capacity 1
 
-	// Owned by the writer goroutine (by Open before it starts).
-	w writer
+	wmu sync.Mutex
+	w   writer // guarded by wmu (owned by Open before the writer starts)
 }
 
 type writer struct {
@@ -116,6 +122,7 @@ type writer struct {
 	enc     *encoder // encoder of key
 	plain   *encoder // unsigned encoder, for log_recovered before signing_enabled
 	failed  error    // sticky ErrUnavailable
+	closed  bool     // Close stopped the writer: nothing more is written
 	buf     []byte
 	headBuf []byte
 	headF   *os.File // head.json, overwritten in place
@@ -131,6 +138,8 @@ type writer struct {
 	// last of them, which head.json names once they are durable.
 	unsynced int
 	lastEv   Event
+
+	one [1]item // the item of a record-tier append (appendRecordNow)
 }
 
 // headSize is the fixed size of head.json: the record padded with spaces,
@@ -140,7 +149,6 @@ const headSize = 256
 type request struct {
 	typ    string // "" for a control request (op)
 	fields []byte
-	record bool // AppendRecord: written before the answer, synced by the group commit
 	op     ctlOp
 	key    []byte // opEnable
 	reason string // opDisable, opSeal, opTamper, opAck
@@ -243,6 +251,7 @@ func newLog(o Options) (*Log, error) {
 		reqs: make(chan *request),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
+		kick: make(chan struct{}, 1),
 	}
 	l.setKeyLocked(bytes.Clone(o.Key))
 	l.strict.Store(o.Durability == DurabilityStrict)
@@ -314,7 +323,42 @@ func (l *Log) append(ctx context.Context, typ string, fields any, record bool) (
 	if err != nil {
 		return Event{}, err
 	}
-	return l.do(ctx, &request{typ: typ, fields: canon, record: record, done: make(chan result, 1)})
+	if record {
+		return l.appendRecordNow(ctx, typ, canon)
+	}
+	return l.do(ctx, &request{typ: typ, fields: canon, done: make(chan result, 1)})
+}
+
+// appendRecordNow writes a record-tier event from the caller's goroutine:
+// under wmu, with the same swap check and chain as a commit of the writer,
+// one write, and no sync unless Options.RecordMaxEvents events wait for
+// one. The first event that waits arms the writer's group commit (a
+// non-blocking send: one wake-up of the writer per window, not per event).
+func (l *Log) appendRecordNow(ctx context.Context, typ string, canon []byte) (Event, error) {
+	if err := ctx.Err(); err != nil {
+		return Event{}, err
+	}
+	l.wmu.Lock()
+	if l.w.closed {
+		l.wmu.Unlock()
+		return Event{}, fmt.Errorf("%w: log closed", ErrUnavailable)
+	}
+	before := l.w.unsynced
+	l.w.one[0] = item{typ: typ, fields: canon}
+	evs, err := l.commitTierLocked(l.w.one[:], false)
+	l.w.one[0] = item{}
+	armed := before == 0 && l.w.unsynced > 0
+	l.wmu.Unlock()
+	if err != nil {
+		return Event{}, err
+	}
+	if armed {
+		select {
+		case l.kick <- struct{}{}:
+		default: // a kick is pending already
+		}
+	}
+	return evs[0], nil
 }
 
 // Recover clears a failure: it closes the current file, reads the tail again
@@ -410,6 +454,8 @@ func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		close(l.quit)
 		<-l.done
+		l.wmu.Lock()
+		defer l.wmu.Unlock()
 		if l.w.f != nil {
 			err = l.w.f.Close()
 		}
@@ -424,14 +470,30 @@ func (l *Log) Close() error {
 	return err
 }
 
-// run is the writer goroutine.
+// run is the writer goroutine: it commits authority events (each batch
+// with one write and one sync), runs control requests, and syncs the
+// record-tier events that callers wrote (appendRecordNow) within
+// Options.RecordWindow.
 func (l *Log) run() {
 	defer close(l.done)
 	var timer *time.Timer
 	// group fires when the oldest written but unsynced event has waited
-	// Options.RecordWindow.
+	// Options.RecordWindow; armed says it is running.
 	group := time.NewTimer(time.Hour)
 	group.Stop()
+	armed := false
+	// rearm arms group when events wait for a sync and stops it when none
+	// do; unsynced is l.w.unsynced, read under wmu.
+	rearm := func(unsynced int) {
+		switch {
+		case unsynced > 0 && !armed:
+			group.Reset(l.opts.RecordWindow)
+			armed = true
+		case unsynced == 0 && armed:
+			group.Stop()
+			armed = false
+		}
+	}
 	batch := make([]*request, 0, 64)
 	var ctrl []*request
 	items := make([]item, 0, 64)
@@ -439,15 +501,33 @@ func (l *Log) run() {
 		var first *request
 		select {
 		case first = <-l.reqs:
+		case <-l.kick:
+			l.wmu.Lock()
+			n := l.w.unsynced
+			l.wmu.Unlock()
+			rearm(n)
+			continue
 		case <-group.C:
+			armed = false
+			l.wmu.Lock()
 			l.syncPendingLocked()
+			n := l.w.unsynced
+			l.wmu.Unlock()
+			rearm(n)
 			continue
 		case <-l.quit:
+			l.wmu.Lock()
 			l.syncPendingLocked()
+			l.w.closed = true
+			l.wmu.Unlock()
 			return
 		}
 		if first.typ == "" {
+			l.wmu.Lock()
 			l.control(first)
+			n := l.w.unsynced
+			l.wmu.Unlock()
+			rearm(n)
 			continue
 		}
 		batch = append(batch[:0], first)
@@ -487,27 +567,23 @@ func (l *Log) run() {
 			}
 		}
 		items = items[:0]
-		durable := false
 		for _, r := range batch {
 			items = append(items, item{typ: r.typ, fields: r.fields})
-			durable = durable || !r.record
 		}
-		pending := l.w.unsynced
-		evs, err := l.commitTierLocked(items, durable)
-		if pending == 0 && l.w.unsynced > 0 {
-			group.Reset(l.opts.RecordWindow)
-		} else if l.w.unsynced == 0 && pending > 0 {
-			group.Stop()
+		l.wmu.Lock()
+		evs, err := l.commitLocked(items)
+		for _, r := range ctrl {
+			l.control(r)
 		}
+		n := l.w.unsynced
+		l.wmu.Unlock()
+		rearm(n)
 		for i, r := range batch {
 			if err != nil {
 				r.done <- result{err: err}
 			} else {
 				r.done <- result{ev: evs[i]}
 			}
-		}
-		for _, r := range ctrl {
-			l.control(r)
 		}
 	}
 }
@@ -618,9 +694,12 @@ func (l *Log) commitTierLocked(items []item, durable bool) ([]Event, error) {
 	if w.failed != nil {
 		return nil, w.failed
 	}
-	// Two stats per commit: a file replaced (cp + mv) or deleted under
-	// the writer would otherwise take every later event with it.
-	if files := l.swappedLocked(); len(files) > 0 {
+	// A stat of each file per commit: a file replaced (cp + mv) or
+	// deleted under the writer would otherwise take every later event
+	// with it. head.json only when this commit syncs (it is written
+	// after a sync only); the group commit checks it before its sync.
+	syncs := durable || w.unsynced+len(items) >= l.opts.RecordMaxEvents
+	if files := l.swappedLocked(syncs); len(files) > 0 {
 		if err := l.tamperedLocked(files, ""); err != nil {
 			return nil, err
 		}
@@ -696,6 +775,12 @@ func (l *Log) syncLocked() error {
 // them when some are waiting and the Log has not failed.
 func (l *Log) syncPendingLocked() {
 	if l.w.unsynced == 0 || l.w.failed != nil || l.w.f == nil {
+		return
+	}
+	if files := l.swappedLocked(true); len(files) > 0 {
+		// The waiting events are synced (best effort) in the file they
+		// were written to, and log_tampered, durable, starts a new one.
+		_ = l.tamperedLocked(files, "")
 		return
 	}
 	_ = l.syncLocked()

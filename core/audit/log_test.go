@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -326,6 +327,43 @@ func TestArgsSummary(t *testing.T) {
 		d, k := ArgsSummary(json.RawMessage(tc.in))
 		if d != tc.wantDigest || !cmp.Equal(k, tc.wantKeys) {
 			t.Errorf("ArgsSummary(%s) = %s, %v; want %s, %v", tc.in, d, k, tc.wantDigest, tc.wantKeys)
+		}
+	}
+}
+
+// TestArgsSummaryCanonicalInput: arguments already in canonical form (the
+// fast path, no transform) are summarised exactly as a canonicalisation
+// followed by a parse of the member names would summarise them.
+func TestArgsSummaryCanonicalInput(t *testing.T) {
+	for _, in := range []string{
+		`{}`,
+		`{"message":"ping"}`,
+		`{"a":1,"b":[true,false,null,{"y":"z"}],"c":{"d":-0.5}}`,
+		`{"\u001f":1,"a\"b":2,"é":3,"😀":4,"ｆ":5}`,
+		`{"n":1e+21,"s":"line\nbreak"}`,
+		`[1,2]`,
+		`"text"`,
+	} {
+		if !isCanonical([]byte(in)) {
+			t.Fatalf("test input %s is not canonical", in)
+		}
+		canon, err := jcs.Transform([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDigest := sha256Text(canon)
+		var wantKeys []string
+		var obj map[string]json.RawMessage
+		if canon[0] == '{' && json.Unmarshal(canon, &obj) == nil {
+			wantKeys = []string{}
+			for k := range obj {
+				wantKeys = append(wantKeys, k)
+			}
+			slices.Sort(wantKeys)
+		}
+		d, k := ArgsSummary(json.RawMessage(in))
+		if d != wantDigest || !cmp.Equal(k, wantKeys) {
+			t.Errorf("ArgsSummary(%s) = %s, %q; want %s, %q", in, d, k, wantDigest, wantKeys)
 		}
 	}
 }

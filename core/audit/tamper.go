@@ -86,9 +86,11 @@ func (l *Log) AcknowledgeTampered(ctx context.Context, by string) error {
 	return err
 }
 
-// swappedLocked compares the open file and head.json with what their paths
-// name now (device and inode).
-func (l *Log) swappedLocked() []TamperedFile {
+// swappedLocked compares the open file and, with head set, head.json with
+// what their paths name now (device and inode). head.json is written only
+// after a sync, so a commit that leaves its events to the group commit
+// checks it there (syncPendingLocked), before it is written.
+func (l *Log) swappedLocked(head bool) []TamperedFile {
 	w := &l.w
 	var out []TamperedFile
 	check := func(f *os.File, info os.FileInfo) {
@@ -104,7 +106,9 @@ func (l *Log) swappedLocked() []TamperedFile {
 		}
 	}
 	check(w.f, w.fInfo)
-	check(w.headF, w.headInfo)
+	if head {
+		check(w.headF, w.headInfo)
+	}
 	return out
 }
 
@@ -313,7 +317,7 @@ func (l *Log) sealLocked(reason string, next SealKey, nextPub ed25519.PublicKey)
 	if w.failed != nil {
 		return w.failed
 	}
-	if files := l.swappedLocked(); len(files) > 0 {
+	if files := l.swappedLocked(true); len(files) > 0 {
 		if err := l.tamperedLocked(files, ""); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/internal/atomicfile"
+	"github.com/portcullis/portcullis/core/watch"
 )
 
 // configSettle is how long the configuration file must stay quiet after a
@@ -196,8 +197,8 @@ func (d *Daemon) putInForce(cfg *config.Config, data []byte, by string) (*config
 }
 
 // fresh returns the configuration in force, after reading the file again
-// when a stat says it changed since it was last read. It is what every tool
-// policy decision uses: one stat, and a read only after a change.
+// when a stat says it changed since it was last read: one stat, and a read
+// only after a change. Tool policy decisions do not use it (policyOf).
 func (d *Daemon) fresh() *config.Config {
 	stamp := stampOf(d.opts.Dirs.ConfigFile())
 	d.mu.Lock()
@@ -210,50 +211,75 @@ func (d *Daemon) fresh() *config.Config {
 	return cfg
 }
 
+// configRecheck is how often the configuration watcher stats the file to
+// cover a change event it missed (an event queue overflow, a file system
+// that sends none): the longest a hand edit can take to be in force.
+const configRecheck = time.Second
+
 // watchConfig reads the configuration file again shortly after it changes
 // on disk, so that a policy edited by `portcullis servers policy`, by hand
 // or in Preferences reaches running agent runs by itself (applyPolicies
 // tells their agents), until ctx ends. The file's directory is watched
 // (config.Save renames a new file over the old one), and so is the
-// directory of the file a symbolic link points to. It is a service: its
-// error says why the file is no longer watched.
+// directory of the file a symbolic link points to. Every d.recheck
+// (configRecheck) the file is also stat'ed and read again when it changed,
+// so that a missed event delays an edit by at most that long; tool policy
+// decisions never stat (policyOf). When the file cannot be watched, the
+// periodic re-check goes on alone.
 func (d *Daemon) watchConfig(ctx context.Context) error {
-	w, err := d.newWatcher(configSettle, d.log)
-	if err != nil {
-		return fmt.Errorf("cannot watch the configuration file; changes take effect at the next tool call: %w", err)
+	recheck := d.recheck
+	if recheck <= 0 {
+		recheck = configRecheck
 	}
-	path := d.opts.Dirs.ConfigFile()
-	var target string
-	set := func() {
-		t := atomicfile.FollowLinks(path)
-		if t == target {
-			return
-		}
-		target = t
-		paths := []string{path}
-		if t != path {
-			paths = append(paths, t)
-		}
-		if err := w.Set("config", paths); err != nil {
-			d.log.Warn("watching the configuration file", "err", err)
-		}
-	}
-	set()
+	tick := time.NewTicker(recheck)
+	defer tick.Stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var events <-chan watch.Event
 	served := make(chan error, 1)
-	go func() { served <- w.Serve(ctx) }()
+	path := d.opts.Dirs.ConfigFile()
+	var target string
+	var set func()
+	if w, err := d.newWatcher(configSettle, d.log); err != nil {
+		d.log.Warn("cannot watch the configuration file; a change takes effect within the periodic re-check", "every", recheck, "err", err)
+		set = func() {}
+	} else {
+		events = w.Events()
+		set = func() {
+			t := atomicfile.FollowLinks(path)
+			if t == target {
+				return
+			}
+			target = t
+			paths := []string{path}
+			if t != path {
+				paths = append(paths, t)
+			}
+			if err := w.Set("config", paths); err != nil {
+				d.log.Warn("watching the configuration file", "err", err)
+			}
+		}
+		go func() { served <- w.Serve(ctx) }()
+	}
+	set()
 	for {
 		select {
 		case <-ctx.Done():
-			return <-served
+			if events != nil {
+				return <-served
+			}
+			return nil
 		case err := <-served:
 			if err == nil {
 				err = errors.New("it stopped")
 			}
-			return fmt.Errorf("the configuration file's watcher stopped; changes take effect at the next tool call: %w", err)
-		case <-w.Events():
+			d.log.Warn("the configuration file's watcher stopped; a change takes effect within the periodic re-check", "every", recheck, "err", err)
+			events, set = nil, func() {}
+		case <-events:
 			_, _ = d.config()
+			set()
+		case <-tick.C:
+			_, _ = d.load(false) // a stat; a read only when it changed
 			set()
 		}
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,6 +33,17 @@ func newTestDaemon(t *testing.T, policies map[string]string) *Daemon {
 	return d
 }
 
+// rechecked returns the per-tool policy function of label, each answer
+// after the configuration watcher's periodic re-check (a stat of the file,
+// a read when it changed), as a running daemon does every configRecheck.
+func rechecked(d *Daemon, label string) func(tool string) config.Policy {
+	pol := d.policy(label)
+	return func(tool string) config.Policy {
+		_, _ = d.load(false)
+		return pol(tool)
+	}
+}
+
 func savePolicies(t *testing.T, path string, policies map[string]string) {
 	t.Helper()
 	srv := config.Server{Command: "/bin/true", Tools: map[string]config.ToolPolicy{}}
@@ -44,14 +56,13 @@ func savePolicies(t *testing.T, path string, policies map[string]string) {
 	}
 }
 
-// TestPolicyReadsTheFileAsItIsNow: a tool's policy is the one in the file on
-// disk at the moment it is asked, with no file watcher and nothing else
-// reading the configuration in between; a file that breaks (syntax,
+// TestPolicyReadsTheFileAsItIsNow: after the watcher's re-check, a tool's
+// policy is the one in the file on disk; a file that breaks (syntax,
 // validation) or disappears keeps the last good policies in force.
 func TestPolicyReadsTheFileAsItIsNow(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{"read": "allow", "write": "approve"})
 	path := d.opts.Dirs.ConfigFile()
-	pol := d.policy("srv")
+	pol := rechecked(d, "srv")
 	check := func(when string, want map[string]string) {
 		t.Helper()
 		for tool, p := range want {
@@ -108,7 +119,7 @@ func TestPolicyReadsTheFileAsItIsNow(t *testing.T) {
 func TestPolicyEditInPlace(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{"read": "allow"})
 	path := d.opts.Dirs.ConfigFile()
-	pol := d.policy("srv")
+	pol := rechecked(d, "srv")
 	if got := pol("read"); got != "allow" {
 		t.Fatalf("policy %q, want allow", got)
 	}
@@ -157,10 +168,7 @@ func TestConfigWatcherAppliesChanges(t *testing.T) {
 		savePolicies(t, d.opts.Dirs.ConfigFile(), map[string]string{"read": p})
 		select {
 		case <-changes:
-			d.mu.Lock()
-			got := d.cfg.Servers["srv"].Policy("read")
-			d.mu.Unlock()
-			if string(got) == p {
+			if got := d.policy("srv")("read"); string(got) == p {
 				return
 			}
 			// The signal was for an earlier edit: go on.
@@ -169,6 +177,55 @@ func TestConfigWatcherAppliesChanges(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the configuration watcher did not read the edited file within 10 s")
 		}
+	}
+}
+
+// TestPolicyCallDoesNotStat: a tool policy decision answers from the
+// configuration in force and never reads the file itself: a hand edit
+// reaches it through the configuration watcher, not through the call.
+func TestPolicyCallDoesNotStat(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"read": "allow"})
+	pol := d.policy("srv")
+	savePolicies(t, d.opts.Dirs.ConfigFile(), map[string]string{"read": "deny"})
+	if got := pol("read"); got != config.PolicyAllow {
+		t.Errorf("policy %q before any re-check, want allow: the call read the file", got)
+	}
+	if _, err := d.load(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := pol("read"); got != config.PolicyDeny {
+		t.Errorf("policy %q after the re-check, want deny", got)
+	}
+}
+
+// TestHandEditReachesPolicyWithoutEvent: a hand edit that denies a tool is
+// in force within the watcher's periodic re-check even when the file
+// watcher never reports it (a missed event), with no tool call asking.
+func TestHandEditReachesPolicyWithoutEvent(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"read": "allow"})
+	d.newWatcher = func(time.Duration, *slog.Logger) (fileWatcher, error) {
+		return newFakeWatcher(func(ctx context.Context) error { <-ctx.Done(); return nil }), nil // never an event
+	}
+	d.recheck = 10 * time.Millisecond
+	changes, stop := d.Changes()
+	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.watchConfig(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("watchConfig: %v", err)
+		}
+	}()
+	savePolicies(t, d.opts.Dirs.ConfigFile(), map[string]string{"read": "deny"})
+	select {
+	case <-changes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hand edit was not in force within 10 s without a watcher event")
+	}
+	if got := d.policy("srv")("read"); got != config.PolicyDeny {
+		t.Errorf("policy %q after the re-check, want deny", got)
 	}
 }
 
@@ -181,7 +238,7 @@ func TestConfigWatcherAppliesChanges(t *testing.T) {
 func TestPolicyOfRemovedServerIsKept(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{"read": "allow", "write": "deny"})
 	path := d.opts.Dirs.ConfigFile()
-	pol := d.policy("srv")
+	pol := rechecked(d, "srv")
 	check := func(when string, want map[string]string) {
 		t.Helper()
 		for tool, p := range want {

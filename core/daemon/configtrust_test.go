@@ -17,7 +17,7 @@ import (
 func TestOutsideEditHeld(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{"read": "approve", "write": "approve"})
 	path := d.opts.Dirs.ConfigFile()
-	pol := d.policy("srv")
+	pol := rechecked(d, "srv")
 
 	savePolicies(t, path, map[string]string{"read": "allow", "write": "deny"})
 	if got := pol("write"); got != config.PolicyDeny {

@@ -119,6 +119,9 @@ type Daemon struct {
 
 	// newWatcher makes the configuration file's watcher (newFileWatcher).
 	newWatcher func(settle time.Duration, log *slog.Logger) (fileWatcher, error)
+	// recheck is how often watchConfig stats the configuration file
+	// (configRecheck when zero; tests shorten it).
+	recheck time.Duration
 
 	// loadMu serializes reading the configuration file (config, fresh).
 	loadMu sync.Mutex
@@ -645,11 +648,13 @@ func (d *Daemon) policy(label string) func(tool string) config.Policy {
 }
 
 // policyOf returns the policy of tool of server label. Each answer comes
-// from the configuration file as it is on disk at that moment (fresh: a
-// stat, and a new read only when the file changed), so that `portcullis
-// servers policy`, a hand edit or the Preferences window take effect at the
-// next tools/list and tools/call of a running agent run, even before the
-// file watcher has noticed.
+// from the configuration in force, which the configuration watcher keeps
+// current (watchConfig: at the file's change events, and by a stat every
+// configRecheck to cover a missed one), so that no call pays a stat. An
+// edit through the daemon (`portcullis servers policy`, Preferences) is in
+// force before the command returns; a hand edit of the file takes effect
+// within the watcher's latency (its settle time, at most configRecheck
+// when an event is missed), not strictly at the next call.
 //
 // A label no longer configured (`portcullis servers remove`, a config.json
 // replaced) keeps the tool policies of the last configuration in force that
@@ -657,12 +662,8 @@ func (d *Daemon) policy(label string) func(tool string) config.Policy {
 // and what their agents may do is neither widened nor changed by the
 // removal. A label that comes back has its new policies.
 func (d *Daemon) policyOf(label, tool string) config.Policy {
-	cfg := d.fresh()
-	if srv, ok := cfg.Servers[label]; ok {
-		return srv.Policy(tool)
-	}
 	d.mu.Lock()
-	srv, ok := d.known[label]
+	srv, ok := d.serverInForceLocked(label)
 	d.mu.Unlock()
 	if ok {
 		return srv.Policy(tool)
@@ -673,13 +674,23 @@ func (d *Daemon) policyOf(label, tool string) config.Policy {
 // requestPolicyOf returns the policy of server label's requests to the
 // agent of kind, from the configuration in force as policyOf does.
 func (d *Daemon) requestPolicyOf(label, kind string) config.Policy {
-	if srv, ok := d.fresh().Servers[label]; ok {
-		return srv.RequestPolicy(kind)
-	}
 	d.mu.Lock()
-	srv := d.known[label]
+	srv, _ := d.serverInForceLocked(label)
 	d.mu.Unlock()
 	return srv.RequestPolicy(kind)
+}
+
+// serverInForceLocked returns server label of the configuration in force,
+// or, for a label no longer configured, as the last configuration that had
+// it said; ok is false for a label never configured.
+func (d *Daemon) serverInForceLocked(label string) (srv config.Server, ok bool) {
+	if d.cfg != nil {
+		if srv, ok = d.cfg.Servers[label]; ok {
+			return srv, true
+		}
+	}
+	srv, ok = d.known[label]
+	return srv, ok
 }
 
 // rememberLocked records the servers of cfg, now in force, for policyOf.

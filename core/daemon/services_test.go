@@ -130,25 +130,30 @@ func TestServeWaitsForServices(t *testing.T) {
 
 // TestServiceErrorIsLogged: a service that fails is logged at error level
 // with its name and its error; before, the configuration watcher's error
-// was dropped.
+// was dropped. The configuration watcher's own watcher failing is logged as
+// a warning with its error: the service goes on with its periodic re-check.
 func TestServiceErrorIsLogged(t *testing.T) {
 	boom := errors.New("inotify: no space left on device")
+	const stopped = "daemon service stopped"
+	const recheckOnly = "a change takes effect within the periodic re-check"
 	tests := []struct {
 		name    string
 		setup   func(d *Daemon)
-		service string
+		service string // "" for a log of no service
+		message string // what the log record's message contains
+		level   slog.Level
 	}{
 		{"configuration watcher fails", func(d *Daemon) {
 			d.newWatcher = func(time.Duration, *slog.Logger) (fileWatcher, error) {
 				return newFakeWatcher(func(context.Context) error { return boom }), nil
 			}
-		}, "configuration watcher"},
+		}, "", recheckOnly, slog.LevelWarn},
 		{"configuration watcher cannot start", func(d *Daemon) {
 			d.newWatcher = func(time.Duration, *slog.Logger) (fileWatcher, error) { return nil, boom }
-		}, "configuration watcher"},
+		}, "", recheckOnly, slog.LevelWarn},
 		{"build watcher fails", func(d *Daemon) {
 			replaceWatcher(d, newFakeWatcher(func(context.Context) error { return boom }))
-		}, "build watcher"},
+		}, "build watcher", stopped, slog.LevelError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,15 +176,15 @@ func TestServiceErrorIsLogged(t *testing.T) {
 				select {
 				case rec := <-logs:
 					a := attrs(rec)
-					if rec.Message != "daemon service stopped" || a["service"] != tt.service {
+					if !strings.Contains(rec.Message, tt.message) || a["service"] != tt.service {
 						continue
 					}
-					if rec.Level != slog.LevelError || !strings.Contains(a["err"], boom.Error()) {
+					if rec.Level != tt.level || !strings.Contains(a["err"], boom.Error()) {
 						t.Errorf("logged %s %q %v, want an error naming %q", rec.Level, rec.Message, a, boom)
 					}
 					return
 				case <-timeout:
-					t.Fatalf("no log of the %s's error within 10 s", tt.service)
+					t.Fatalf("no log %q of %q within 10 s", tt.message, tt.service)
 				}
 			}
 		})

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
 
@@ -19,6 +21,29 @@ import (
 // nothing: the gateway's own work per call, without the fsync of the
 // intent that dominates relaybench.
 func BenchmarkToolCall(b *testing.B) {
+	benchToolCall(b, nopAudit{}, nil)
+}
+
+// BenchmarkToolCallAllow is the call path of relaybench's allow tool in
+// the daemon: an allow-policy tool of a server without credentials, with a
+// real audit log (record tier: each call's two events written by the
+// reading loops, group-committed every 10 ms), the arguments in canonical
+// form as the go-sdk sends them.
+func BenchmarkToolCallAllow(b *testing.B) {
+	dir, err := os.MkdirTemp("", "gateway-bench-audit-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := audit.Open(audit.Options{Dir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	benchToolCall(b, l, func(string) config.Policy { return config.PolicyAllow })
+}
+
+func benchToolCall(b *testing.B, a Auditor, policy func(string) config.Policy) {
 	dir, err := os.MkdirTemp("", "gateway-bench-")
 	if err != nil {
 		b.Fatal(err)
@@ -33,7 +58,7 @@ func BenchmarkToolCall(b *testing.B) {
 	sess := New(Options{
 		RunID: "RUN", Label: "bench",
 		Launch:  func(context.Context) (*Epoch, error) { return &Epoch{ID: "E1", Proc: proc}, nil },
-		Catalog: cats, Audit: nopAudit{},
+		Catalog: cats, Audit: a, Policy: policy,
 	})
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -57,10 +82,13 @@ func BenchmarkToolCall(b *testing.B) {
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	send(`{"jsonrpc":"2.0","id":"l","method":"tools/list"}`) // waits for the catalog at the gate
 	next()
+	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello","n":%d}}}`, i+1, i))
-		next()
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"arguments":{"n":%d,"text":"hello"},"name":"echo"}}`, i+1, i))
+		if line := next(); bytes.Contains(line, []byte(`"error"`)) {
+			b.Fatalf("the call failed: %s", line)
+		}
 	}
 	b.StopTimer()
 	inW.Close()

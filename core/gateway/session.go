@@ -172,6 +172,7 @@ type Session struct {
 	// taken before amu.
 	vmu      sync.Mutex
 	amu      sync.Mutex // serializes writes to the agent; taken before mu
+	abuf     []byte     // guarded by amu: the line being written to the agent, reused
 	agentOut io.Writer  // guarded by amu
 
 	mu               sync.Mutex
@@ -222,6 +223,7 @@ type Session struct {
 type epoch struct {
 	Epoch
 	wmu        sync.Mutex // serializes writes to Proc.Stdin
+	wbuf       []byte     // guarded by wmu: the line being written to Proc.Stdin, reused
 	answered   bool       // guarded by Session.mu: the process has answered a request
 	ended      bool       // guarded by Session.mu
 	endWhy     string     // guarded by Session.mu
@@ -619,8 +621,8 @@ func (s *Session) writeAgent(line []byte) {
 }
 
 func (s *Session) writeAgentLocked(line []byte) {
-	buf := make([]byte, 0, len(line)+1)
-	if _, err := s.agentOut.Write(append(append(buf, line...), '\n')); err != nil {
+	s.abuf = appendLine(s.abuf, line)
+	if _, err := s.agentOut.Write(s.abuf); err != nil {
 		s.agentGoneOnce.Do(func() { close(s.agentGone) })
 		s.log.Debug("writing to agent", "err", err)
 	}
@@ -680,10 +682,22 @@ func (s *Session) completeHandshakeWith(e *epoch, first []byte) {
 func (e *epoch) write(line []byte) error {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
-	buf := make([]byte, 0, len(line)+1)
-	buf = append(append(buf, line...), '\n')
-	_, err := e.Proc.Stdin().Write(buf)
+	e.wbuf = appendLine(e.wbuf, line)
+	_, err := e.Proc.Stdin().Write(e.wbuf)
 	return err
+}
+
+// maxKeptLine bounds the write buffer kept for the next line (appendLine):
+// a large message's buffer is not held on to.
+const maxKeptLine = 64 << 10
+
+// appendLine returns line and a newline in buf's array, one write's worth,
+// reusing buf unless it is larger than maxKeptLine.
+func appendLine(buf, line []byte) []byte {
+	if cap(buf) > maxKeptLine {
+		buf = nil
+	}
+	return append(append(buf[:0], line...), '\n')
 }
 
 func (s *Session) diagnostic(e *epoch, text string) {

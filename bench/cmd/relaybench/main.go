@@ -4,7 +4,7 @@
 // after round, then the daemon's resident memory with 0 and with 10 running
 // servers (package bench). It prints Markdown tables for docs/BENCHMARKS.md.
 //
-//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-servers 10] [-connects 10] [-paths …] [-portcullis BIN] [-perf FILE]
+//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-servers 10] [-connects 10] [-paths …] [-portcullis BIN] [-perf FILE] [-strace FILE] [-perfstat FILE]
 package main
 
 import (
@@ -37,6 +37,8 @@ func main() {
 	flag.StringVar(&prebuilt, "portcullis", "", "use this portcullis executable instead of building one (to compare two builds)")
 	flag.IntVar(&connects, "connects", 10, "connections for the connect-time figure, alternating direct and portcullis (0: skip)")
 	flag.StringVar(&perfOut, "perf", "", "record a perf profile (perf record -g) of the daemon during the measured batches into this file")
+	flag.StringVar(&straceOut, "strace", "", "count the daemon's system calls (strace -c -f) during the measured batches into this file")
+	flag.StringVar(&statOut, "perfstat", "", "count the daemon's CPU time, context switches and system calls (perf stat, syscall tracepoints) during the measured batches into this file")
 	flag.Parse()
 	selected = map[string]bool{}
 	for _, p := range strings.Split(*only, ",") {
@@ -53,8 +55,9 @@ func main() {
 // selected holds the names of the paths to measure (-paths).
 var selected map[string]bool
 
-// prebuilt is the -portcullis executable ("" builds one); perfOut the -perf file.
-var prebuilt, perfOut string
+// prebuilt is the -portcullis executable ("" builds one); perfOut the -perf
+// file, straceOut the -strace file, statOut the -perfstat file.
+var prebuilt, perfOut, straceOut, statOut string
 
 // connects is the -connects count.
 var connects int
@@ -122,7 +125,24 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 	batches := map[string][]bench.Batch{}
 	cpu := map[string]time.Duration{} // daemon-side CPU (utime+stime) per path
 	if perfOut != "" {
-		stop, err := startPerf(paths, perfOut)
+		stop, err := startTracer(paths, "perf", "record", "-g", "-F", "2999", "-o", perfOut)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if straceOut != "" {
+		stop, err := startTracer(paths, "strace", "-c", "-f", "-o", straceOut)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if statOut != "" {
+		stop, err := startTracer(paths, "perf", "stat", "-o", statOut, "-e",
+			"task-clock,context-switches,cpu-migrations,raw_syscalls:sys_enter,"+
+				"syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,"+
+				"syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_newfstatat,syscalls:sys_enter_openat,syscalls:sys_enter_fdatasync")
 		if err != nil {
 			return err
 		}
@@ -290,9 +310,10 @@ func memory(ctx context.Context, out io.Writer, e bench.Env, n int) error {
 	return nil
 }
 
-// startPerf runs `perf record -g` on the portcullis daemon until the
-// returned function is called.
-func startPerf(paths []*bench.Path, file string) (func(), error) {
+// startTracer runs the command name with args and "-p DAEMONPID" (perf
+// record, strace -c) on the portcullis daemon until the returned function
+// is called, which interrupts it and waits for it to write its file.
+func startTracer(paths []*bench.Path, name string, args ...string) (func(), error) {
 	pid := 0
 	for _, p := range paths {
 		if p.Name == "portcullis" {
@@ -300,12 +321,12 @@ func startPerf(paths []*bench.Path, file string) (func(), error) {
 		}
 	}
 	if pid == 0 {
-		return nil, errors.New("-perf needs the portcullis path")
+		return nil, fmt.Errorf("-%s needs the portcullis path", name)
 	}
-	cmd := exec.Command("perf", "record", "-g", "-F", "2999", "-o", file, "-p", strconv.Itoa(pid))
+	cmd := exec.Command(name, append(args, "-p", strconv.Itoa(pid))...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting perf: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	return func() {
 		_ = cmd.Process.Signal(os.Interrupt)

@@ -728,6 +728,10 @@ type serverOutput interface {
 
 func (s *Session) warn(text string) {
 	s.mu.Lock()
+	if s.cur != nil {
+		// A warning may quote the server (an error it answered).
+		text = redactText(s.cur, text)
+	}
 	if len(s.warnings) >= maxDiagnostics {
 		s.warnings = s.warnings[1:]
 	}

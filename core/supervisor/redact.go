@@ -3,7 +3,9 @@
 package supervisor
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -77,6 +79,89 @@ func (r *Redactor) Redact(s string) string {
 		}
 	}
 	return s
+}
+
+// JSON returns the JSON text raw (a tools/list page, an initialize
+// result) with every secret's value replaced by its [Placeholder] inside
+// each string, member names included, whatever escapes the server wrote it
+// with; a string that changes is written anew (encoding/json), the rest of
+// raw is kept byte for byte. A number that holds a secret's value becomes
+// the placeholder as a string. raw itself is returned when nothing
+// changes; if a value is still found in the bytes afterwards (raw is not
+// JSON), it is replaced as plain text.
+func (r *Redactor) JSON(raw []byte) []byte {
+	if r == nil || len(raw) == 0 {
+		return raw
+	}
+	var out []byte
+	last := 0
+	splice := func(from, to int, text string) {
+		out = append(out, raw[last:from]...)
+		out = append(out, jsonString(text)...)
+		last = to
+	}
+	for i := 0; i < len(raw); {
+		switch c := raw[i]; {
+		case c == '"':
+			end := stringEnd(raw, i)
+			if end < 0 {
+				i = len(raw)
+				break
+			}
+			var str string
+			if json.Unmarshal(raw[i:end], &str) == nil {
+				if red := r.repl.Replace(str); red != str {
+					splice(i, end, red)
+				}
+			}
+			i = end
+		case c == '-' || c >= '0' && c <= '9':
+			j := i + 1
+			for j < len(raw) && strings.IndexByte("+-.eE0123456789", raw[j]) >= 0 {
+				j++
+			}
+			if num := string(raw[i:j]); r.repl.Replace(num) != num {
+				splice(i, j, r.repl.Replace(num))
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	if out != nil {
+		out = append(out, raw[last:]...)
+	} else {
+		out = raw
+	}
+	for _, sec := range r.secrets {
+		if bytes.Contains(out, []byte(sec.Value)) {
+			return []byte(r.repl.Replace(string(out)))
+		}
+	}
+	return out
+}
+
+// stringEnd returns the index just past the JSON string that starts at
+// raw[i] (a quote), or -1 when it is not closed.
+func stringEnd(raw []byte, i int) int {
+	for j := i + 1; j < len(raw); j++ {
+		switch raw[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// jsonString is s as a JSON string, without HTML escapes.
+func jsonString(s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // RedactAll redacts each line of lines in place and returns it.
@@ -180,3 +265,8 @@ func (p *Process) logDropped() {
 // Redact returns s with the values of the secrets given to the server
 // (Spec.Secrets) replaced by "…(scope)" ([Redactor.Redact]).
 func (p *Process) Redact(s string) string { return p.redactor.Redact(s) }
+
+// RedactJSON returns the JSON text raw with the values of the secrets
+// given to the server replaced by "…(scope)" in its strings
+// ([Redactor.JSON]).
+func (p *Process) RedactJSON(raw []byte) []byte { return p.redactor.JSON(raw) }

@@ -49,6 +49,9 @@ func TestContainSpoofedTextInTheWindow(t *testing.T) {
 	t.Cleanup(func() {
 		quitApp(t, tray)
 		<-ended
+		if err := endSubreaper(); err != nil {
+			t.Errorf("the test process stays a child subreaper: %v", err)
+		}
 		if t.Failed() {
 			t.Logf("app log:\n%s", logs)
 		}

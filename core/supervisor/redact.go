@@ -31,6 +31,7 @@ const minFragment = 4
 // values never in logs or errors). A nil *Redactor changes nothing.
 type Redactor struct {
 	secrets []Secret // longest first; none empty
+	values  [][]byte // the secrets' values, in the same order
 	repl    *strings.Replacer
 }
 
@@ -52,7 +53,11 @@ func NewRedactor(secrets []Secret) *Redactor {
 	for _, s := range ss {
 		pairs = append(pairs, s.Value, Placeholder(s.Scope))
 	}
-	return &Redactor{secrets: ss, repl: strings.NewReplacer(pairs...)}
+	values := make([][]byte, len(ss))
+	for i, sec := range ss {
+		values[i] = []byte(sec.Value)
+	}
+	return &Redactor{secrets: ss, values: values, repl: strings.NewReplacer(pairs...)}
 }
 
 // Placeholder is what replaces the value of a secret of scope: "…(scope)".
@@ -108,8 +113,13 @@ func (r *Redactor) JSON(raw []byte) []byte {
 				i = len(raw)
 				break
 			}
-			var str string
-			if json.Unmarshal(raw[i:end], &str) == nil {
+			body := raw[i+1 : end-1]
+			if bytes.IndexByte(body, '\\') < 0 {
+				// No escapes: the bytes are the string.
+				if r.inBytes(body) {
+					splice(i, end, r.repl.Replace(string(body)))
+				}
+			} else if str := ""; json.Unmarshal(raw[i:end], &str) == nil {
 				if red := r.repl.Replace(str); red != str {
 					splice(i, end, red)
 				}
@@ -120,8 +130,8 @@ func (r *Redactor) JSON(raw []byte) []byte {
 			for j < len(raw) && strings.IndexByte("+-.eE0123456789", raw[j]) >= 0 {
 				j++
 			}
-			if num := string(raw[i:j]); r.repl.Replace(num) != num {
-				splice(i, j, r.repl.Replace(num))
+			if r.inBytes(raw[i:j]) {
+				splice(i, j, r.repl.Replace(string(raw[i:j])))
 			}
 			i = j
 		default:
@@ -133,12 +143,20 @@ func (r *Redactor) JSON(raw []byte) []byte {
 	} else {
 		out = raw
 	}
-	for _, sec := range r.secrets {
-		if bytes.Contains(out, []byte(sec.Value)) {
-			return []byte(r.repl.Replace(string(out)))
-		}
+	if r.inBytes(out) {
+		return []byte(r.repl.Replace(string(out)))
 	}
 	return out
+}
+
+// inBytes reports whether b holds the value of one of the secrets.
+func (r *Redactor) inBytes(b []byte) bool {
+	for _, v := range r.values {
+		if bytes.Contains(b, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // stringEnd returns the index just past the JSON string that starts at

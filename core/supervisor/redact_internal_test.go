@@ -4,6 +4,8 @@ package supervisor
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -97,5 +99,23 @@ func TestRedactJSON(t *testing.T) {
 	var none *Redactor
 	if got := none.JSON(in); string(got) != string(in) {
 		t.Errorf("a nil Redactor changed %s to %s", in, got)
+	}
+}
+
+// BenchmarkRedactJSON: the cost of redacting one tools/list page of 40
+// tools (about 20 KB) that holds no secret, as every page of a server with
+// credentials is redacted before the catalog reads it.
+func BenchmarkRedactJSON(b *testing.B) {
+	r := NewRedactor([]Secret{{"tok", "PCSECRET-7f3a9c-0123456789abcdef01234567"}})
+	var tools []map[string]any
+	for i := range 40 {
+		tools = append(tools, map[string]any{"name": fmt.Sprintf("tool_%d", i), "description": strings.Repeat("Reads a file and returns it. ", 12),
+			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string", "default": "/tmp"}, "n": map[string]any{"type": "integer", "default": 10}}}})
+	}
+	page, _ := json.Marshal(map[string]any{"tools": tools})
+	b.SetBytes(int64(len(page)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r.JSON(page)
 	}
 }

@@ -58,10 +58,12 @@ Usage:
   portcullis connect LABEL           stdio shim an agent launches instead of the server
   portcullis servers list|show|add|edit|remove|policy|cred
                                      add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P]
-                                         [--restart on-change|manual] [--force] [--session-bus] [--sandbox off|standard|strict] -- CMD ARGS…
+                                         [--restart on-change|manual] [--force] [--session-bus] [--sandbox off|standard|strict]
+                                         [--sampling P] [--elicitation P] [--roots P] -- CMD ARGS…
                                      edit LABEL [--cwd D|--no-cwd] [--env K=V] [--unset-env K]
                                          [--watch P|--no-watch] [--restart W] [--sandbox L]
-                                         [--session-bus|--no-session-bus] [--force] [-- CMD ARGS…]
+                                         [--session-bus|--no-session-bus] [--force]
+                                         [--sampling P] [--elicitation P] [--roots P] [-- CMD ARGS…]
                                      policy LABEL TOOL allow|approve|deny
                                      cred LABEL add|remove SCOPE
   portcullis status [--json]         per agent run: label, state, epoch, pid, digests

@@ -367,11 +367,14 @@ func eventLine(e audit.Event) string {
 	return strings.TrimRight(b.String(), " ")
 }
 
-// quoteValue quotes a value that holds spaces, quotes, or characters that
-// textsafe escapes (controls, bidi, zero-width: strconv.Quote writes them
-// as escapes).
+// quoteValue quotes a value that holds spaces, quotes, backslashes, or
+// characters that textsafe escapes (controls, bidi, zero-width:
+// strconv.Quote writes them as escapes, and a backslash as \\, so the text
+// \x1b and ESC do not look alike).
 func quoteValue(v string) string {
-	if strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == '"' || textsafe.Unsafe(r) || r == utf8.RuneError }) {
+	if strings.ContainsFunc(v, func(r rune) bool {
+		return r <= ' ' || r == '"' || r == '\\' || textsafe.Unsafe(r) || r == utf8.RuneError
+	}) {
 		return strconv.Quote(v)
 	}
 	return v

@@ -458,3 +458,45 @@ func TestInstallMissingUserFileMentionsProjectScope(t *testing.T) {
 		t.Errorf("install vscode without a user file: %v", err)
 	}
 }
+
+// TestServersRequestFlags: servers add and edit set the policies of a
+// server's requests to the agent (--sampling, --elicitation, --roots),
+// edit says what changed and keeps the kinds not named, a bad policy is a
+// usage error naming the flag, and with no daemon running a widening
+// written to the file is said to be held until confirmed.
+func TestServersRequestFlags(t *testing.T) {
+	e := newCredsEnv(t)
+	if err := e.servers("add", "asker", "--sampling", "deny", "--roots", "approve", "--", "/bin/true"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]config.Policy{config.RequestSampling: config.PolicyDeny, config.RequestRoots: config.PolicyApprove}
+	if diff := cmp.Diff(want, e.config(t).Servers["asker"].ServerRequests); diff != "" {
+		t.Errorf("serverRequests after add (-want +got):\n%s", diff)
+	}
+	err := e.servers("add", "bad", "--elicitation", "ask", "--", "/bin/true")
+	if !isUsage(err) || !strings.Contains(err.Error(), `--elicitation "ask": want allow, approve or deny`) {
+		t.Errorf("a bad policy: %v", err)
+	}
+	if _, ok := e.config(t).Servers["bad"]; ok {
+		t.Error("a server with a bad policy was added")
+	}
+
+	e.stdout.Reset()
+	e.stderr.Reset()
+	if err := e.servers("edit", "asker", "--sampling", "allow"); err != nil {
+		t.Fatal(err)
+	}
+	want[config.RequestSampling] = config.PolicyAllow
+	if diff := cmp.Diff(want, e.config(t).Servers["asker"].ServerRequests); diff != "" {
+		t.Errorf("serverRequests after edit (-want +got):\n%s", diff)
+	}
+	if out := e.stdout.String(); !strings.Contains(out, "sampling requests: deny → allow") || strings.Contains(out, "roots requests") {
+		t.Errorf("servers edit says:\n%s", out)
+	}
+	if msg := e.stderr.String(); !strings.Contains(msg, "asker: sampling requests to the agent deny → allow") || !strings.Contains(msg, "portcullis changes confirm") {
+		t.Errorf("the widening written without a daemon is not said to be held: %q", msg)
+	}
+	if err := e.servers("edit", "asker", "--roots", "sometimes"); !isUsage(err) || !strings.Contains(err.Error(), "--roots") {
+		t.Errorf("edit with a bad policy: %v", err)
+	}
+}

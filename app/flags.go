@@ -3,6 +3,8 @@ package app
 import (
 	"flag"
 	"io"
+
+	"github.com/portcullis/portcullis/core/config"
 )
 
 // The flags of every command are defined here, each with what it means, so
@@ -79,6 +81,7 @@ type serversAddOpts struct {
 	cwd, restart, sandbox *string
 	force, sessionBus     *bool
 	env, creds, watch     multiFlag
+	requests              map[string]*string // --sampling, --elicitation, --roots
 }
 
 func serversAddFlags() *serversAddOpts {
@@ -92,7 +95,24 @@ func serversAddFlags() *serversAddOpts {
 	fs.Var(&o.env, "env", "`NAME=VALUE` set in the server's environment, stored in plain text in config.json (repeatable; secrets belong in --cred)")
 	fs.Var(&o.creds, "cred", "`SCOPE` a credential scope (portcullis creds set) the server receives once a person approves (repeatable)")
 	fs.Var(&o.watch, "watch", "`PATH` a file or directory of the server's code or build output: a change there is new code, a new epoch (repeatable; default: the entry's package)")
+	o.requests = serverRequestFlags(fs)
 	return o
+}
+
+// serverRequestFlags defines --sampling, --elicitation and --roots, the
+// policies of the requests a server sends the agent (serverRequests), and
+// returns them by kind (config.RequestKinds).
+func serverRequestFlags(fs *flag.FlagSet) map[string]*string {
+	what := map[string]string{
+		config.RequestSampling:    "the server's sampling requests (it asks the agent's model for a completion): allow, approve (the default: a card shows what it asks) or deny; allow widens trust",
+		config.RequestElicitation: "the server's elicitation requests (it asks you, through the agent, for information): allow, approve (the default: a card shows what it asks) or deny; allow widens trust",
+		config.RequestRoots:       "the server's roots requests (it asks which folders the agent works in): allow (the default), approve or deny",
+	}
+	out := map[string]*string{}
+	for _, kind := range config.RequestKinds {
+		out[kind] = fs.String(kind, "", "`POLICY` "+what[kind])
+	}
+	return out
 }
 
 // sandboxUsage describes --sandbox of servers add and edit.
@@ -103,6 +123,7 @@ type serversEditOpts struct {
 	cwd, restart, sandbox             *string
 	noCwd, noWatch, force, bus, noBus *bool
 	env, unset, watch                 multiFlag
+	requests                          map[string]*string // --sampling, --elicitation, --roots
 }
 
 func serversEditFlags() *serversEditOpts {
@@ -119,6 +140,7 @@ func serversEditFlags() *serversEditOpts {
 	fs.Var(&o.env, "env", "`NAME=VALUE` set (or replace) one variable of the server's environment; the others stay (repeatable)")
 	fs.Var(&o.unset, "unset-env", "`NAME` remove one variable from the server's environment (repeatable)")
 	fs.Var(&o.watch, "watch", "`PATH` the watched paths: given once or more, they replace the whole list (repeatable)")
+	o.requests = serverRequestFlags(fs)
 	return o
 }
 

@@ -45,20 +45,24 @@ var docs = map[string]cmdDoc{
 	},
 	"servers add": {
 		what: "Registers a server under LABEL: its command after --, where it runs and what identifies its code. Nothing starts now: the daemon launches it for each agent run that connects. " +
-			"Refuses (exit 2) an entry script it can tell will not be found where the server runs, unless --force.",
+			"Refuses (exit 2) an entry script it can tell will not be found where the server runs, unless --force. " +
+			"--sampling, --elicitation and --roots set what becomes of the server's requests to the agent (allow, approve: a card for the person, or deny); allowing sampling or elicitation widens trust and is held, like any such change, until you confirm it.",
 		examples: []string{
 			"portcullis servers add notes --cwd ~/src/notes -- node dist/server.js",
 			"portcullis servers add inv --watch ~/src/inv/bin -- ~/src/inv/bin/inventory",
 			"portcullis servers add fs -- npx -y @modelcontextprotocol/server-filesystem ~/docs",
+			"portcullis servers add notes --sampling deny --elicitation approve -- node dist/server.js",
 		},
 	},
 	"servers edit": {
 		what: "Changes what its flags name in a server's entry and keeps everything else: tool policies, credential scopes and the fields not named. A new command goes after --. " +
-			"Runs already connected get the change at their server's next launch.",
+			"Runs already connected get the change at their server's next launch. " +
+			"--sampling, --elicitation and --roots change the policy of the server's requests to the agent; allow where it was approve or deny widens trust.",
 		examples: []string{
 			"portcullis servers edit notes --cwd ~/src/notes",
 			"portcullis servers edit notes --env LOG_LEVEL=debug --unset-env OLD_FLAG",
 			"portcullis servers edit notes -- node dist/main.js",
+			"portcullis servers edit notes --sampling allow",
 		},
 	},
 	"servers remove": {

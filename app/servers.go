@@ -269,6 +269,9 @@ func (a *App) serversAdd(args []string) error {
 		}
 	}
 	s := config.Server{Command: cmd[0], Args: cmd[1:], Restart: *restart, Credentials: creds, Watch: watch, SessionBus: *sessionBus, Sandbox: *sandbox}
+	if err := setServerRequests("servers add "+label, &s, o.requests); err != nil {
+		return err
+	}
 	if *cwd != "" {
 		abs, err := filepath.Abs(*cwd)
 		if err != nil {
@@ -319,6 +322,39 @@ func (a *App) serversAdd(args []string) error {
 	}
 	fmt.Fprintf(a.Stdout, "Added %s. Agents reach it with: portcullis connect %s\n", label, label)
 	return nil
+}
+
+// setServerRequests sets in s the policies of its requests to the agent
+// that flags (serverRequestFlags) name; a policy other than allow, approve
+// or deny is a usage error naming the flag. A policy equal to the default
+// is stored all the same: the entry says what the person chose.
+func setServerRequests(cmd string, s *config.Server, flags map[string]*string) error {
+	for _, kind := range config.RequestKinds {
+		v := *flags[kind]
+		if v == "" {
+			continue
+		}
+		switch p := config.Policy(v); p {
+		case config.PolicyAllow, config.PolicyApprove, config.PolicyDeny:
+			if s.ServerRequests == nil {
+				s.ServerRequests = map[string]config.Policy{}
+			}
+			s.ServerRequests[kind] = p
+		default:
+			return usagef("%s: --%s %q: want allow, approve or deny", cmd, kind, v)
+		}
+	}
+	return nil
+}
+
+// anySet reports whether one of flags was given a value.
+func anySet(flags map[string]*string) bool {
+	for _, v := range flags {
+		if *v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // resolvePaths makes the paths of a new server independent of the directory
@@ -607,7 +643,7 @@ func (a *App) serversEdit(args []string) error {
 		return usagef("servers edit %s: --session-bus and --no-session-bus contradict each other", label)
 	}
 	if len(cmd) == 0 && *cwd == "" && !*noCwd && *restart == "" && !*noWatch && len(env) == 0 && len(unset) == 0 && len(watch) == 0 &&
-		*o.sandbox == "" && !*o.bus && !*o.noBus {
+		*o.sandbox == "" && !*o.bus && !*o.noBus && !anySet(o.requests) {
 		return usagef("servers edit %s: nothing to change; name what changes (see portcullis servers edit --help)", label)
 	}
 	newCwd := ""
@@ -655,6 +691,10 @@ func (a *App) serversEdit(args []string) error {
 		}
 		if *o.sandbox != "" {
 			s.Sandbox = *o.sandbox
+		}
+		s.ServerRequests = maps.Clone(srv.ServerRequests)
+		if err := setServerRequests("servers edit "+label, &s, o.requests); err != nil {
+			return err
 		}
 		switch {
 		case *o.bus:
@@ -747,6 +787,11 @@ func serverChanges(before, after config.Server) []string {
 	}
 	if before.SessionBus != after.SessionBus {
 		out = append(out, fmt.Sprintf("session bus: %v → %v", before.SessionBus, after.SessionBus))
+	}
+	for _, kind := range config.RequestKinds {
+		if b, a := before.RequestPolicy(kind), after.RequestPolicy(kind); b != a {
+			out = append(out, fmt.Sprintf("%s requests: %s → %s", kind, b, a))
+		}
 	}
 	var envChanges []string
 	for _, k := range slices.Sorted(maps.Keys(before.Env)) {

@@ -74,6 +74,13 @@ func TestPrintersEscapeServerText(t *testing.T) {
 	lines = append(lines, decideHint(authz.Request{ID: "apr_1", Card: card}))
 	wantIn(t, "the approval card", strings.Join(lines, "\n"), "Call: "+spoofShown+" {}",
 		`tool "`+spoofHomoglyph+`" `+spoofFlag, "(grants "+spoofShown+")")
+	// A name that spells an escape is not shown as the name holding ESC.
+	if lit, esc := toolList([]string{`drop\x1b[K`}, nil), toolList([]string{"drop\x1b[K"}, nil); lit == esc || lit != `drop\\x1b[K` {
+		t.Errorf("toolList shows the text %q as %q and ESC as %q", `drop\x1b[K`, lit, esc)
+	}
+	if lit, esc := eventLine(toolEvent(`drop\x1b`)), eventLine(toolEvent("drop\x1b")); lit == esc || !strings.Contains(lit, `tool="drop\\x1b"`) {
+		t.Errorf("audit tail shows the text \\x1b as %s and ESC as %s", lit, esc)
+	}
 	wantIn(t, "approve", toolList([]string{spoofName, spoofHomoglyph}, card.Offered()), spoofShown+", "+spoofHomoglyph+" ⚠ "+spoofFlag)
 
 	tool := func(name, desc string) catalog.Tool {
@@ -93,7 +100,9 @@ func TestPrintersEscapeServerText(t *testing.T) {
 	if err := writeDiffText(&b, "spoof", d); err != nil {
 		t.Fatal(err)
 	}
-	wantIn(t, "catalog diff", b.String(), spoofShown, `tool "`+spoofHomoglyph+`" mixes Cyrillic and Latin letters`)
+	// The diff's summaries quote names as Go does (%q), and Line writes
+	// that text's own backslashes doubled: the ESC shows as \\x1b there.
+	wantIn(t, "catalog diff", b.String(), `new tool "drop_all_tables\\x1b[15D\\x1b[Kread_file"`, `tool "`+spoofHomoglyph+`" mixes Cyrillic and Latin letters`)
 
 	fields, _ := json.Marshal(audit.ToolCalled{AgentRun: "run1", ServerLabel: "spoof", Epoch: "E1", Tool: spoofName, Decision: "grant"})
 	e := audit.Event{Seq: 3, TS: time.Now(), Type: audit.TypeToolCalled, Fields: fields}
@@ -115,4 +124,10 @@ func TestPrintersEscapeServerText(t *testing.T) {
 	fmt.Fprintf(a.Stderr, "portcullis: %s\n", spoofName)
 	restore()
 	wantIn(t, "a command's output", out.String(), `ok\x1b]52;c;cm0gLXJmIH4=\x07 \u009b2J ⟨U+202E⟩elif_daer⟨U+200D⟩\x0dApproved`, "portcullis: "+spoofShown)
+}
+
+// toolEvent is a tool_called event of tool on the server spoof.
+func toolEvent(tool string) audit.Event {
+	fields, _ := json.Marshal(audit.ToolCalled{AgentRun: "run1", ServerLabel: "spoof", Epoch: "E1", Tool: tool, Decision: "grant"})
+	return audit.Event{Seq: 3, TS: time.Unix(0, 0), Type: audit.TypeToolCalled, Fields: fields}
 }

@@ -2,12 +2,16 @@ package e2e
 
 // Issue 15, item 4: secrets never come back out. A server that prints its
 // injected credential on stderr and on stdout (a flood of lines that are
-// not JSON-RPC) has the value replaced by "…(scope)" in status, status
-// --json and the daemon's log, and the value appears nowhere in the data
-// directory; the daemon's log gets a bounded part of the flood and says how
-// many lines it dropped.
+// not JSON-RPC) and puts it into a tool's title, description and input
+// schema and into its instructions has the value replaced by "…(scope)" in
+// status, status --json, catalog show, what the agent lists and the
+// daemon's log, and the value appears nowhere in the data directory (not
+// even base64-encoded, as the catalog store keeps tools); the daemon's log
+// gets a bounded part of the flood and says how many lines it dropped.
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -33,7 +37,7 @@ func TestContainSecretsNeverComeBackOut(t *testing.T) {
 i=0; while [ $i -lt 400 ]; do echo "junk line $i token=$NOTES_TOKEN"; i=$((i+1)); done
 exec "$CREDS_BIN"`
 	auditAddServer(t, h, "leaky", config.Server{Command: "/bin/sh", Args: []string{"-c", script},
-		Env: map[string]string{"CREDS_BIN": creds}, Credentials: []string{scope}})
+		Env: map[string]string{"CREDS_BIN": creds, "CREDS_LEAK": "1"}, Credentials: []string{scope}})
 	d := startDaemon(t, h)
 
 	// The launch waits for the person to approve the credential.
@@ -69,6 +73,27 @@ exec "$CREDS_BIN"`
 	if !strings.Contains(js.Stdout, "token="+placeholder) {
 		t.Errorf("status --json lacks the server's diagnostics, redacted:\n%s", js.Stdout)
 	}
+	tools, err := a.Session.ListTools(testContext(t, 30*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, tool := range tools.Tools {
+		b, _ := json.Marshal(tool)
+		listed = append(listed, string(b))
+	}
+	for _, args := range [][]string{{"catalog", "show", "leaky"}, {"catalog", "show", "leaky", "--json"}} {
+		r, err := h.Run(testContext(t, 30*time.Second), args...)
+		if err != nil {
+			t.Fatalf("portcullis %s: %v", strings.Join(args, " "), err)
+		}
+		if strings.Contains(r.Stdout, secret) || !strings.Contains(r.Stdout, "It uses the token "+placeholder) {
+			t.Errorf("portcullis %s shows the secret or lacks the redacted description:\n%s", strings.Join(args, " "), r.Stdout)
+		}
+	}
+	if l := strings.Join(listed, "\n"); strings.Contains(l, secret) || !strings.Contains(l, "Notes (token "+placeholder+")") {
+		t.Errorf("the agent's tools/list holds the secret or lacks the redacted title:\n%s", l)
+	}
 	if err := a.Close(); err != nil {
 		t.Logf("closing the agent: %v", err)
 	}
@@ -84,8 +109,10 @@ exec "$CREDS_BIN"`
 	if !strings.Contains(log, "server output dropped from the log") {
 		t.Errorf("the daemon's log does not say it dropped lines of the flood")
 	}
-	if hits := filesContaining(t, h.Dir, secret); len(hits) > 0 {
-		t.Errorf("the secret is in the data directory: %v", hits)
+	for _, form := range append([]string{secret}, base64Forms(secret)...) {
+		if hits := filesContaining(t, h.Dir, form); len(hits) > 0 {
+			t.Errorf("the secret is in the data directory (as %q): %v", form, hits)
+		}
 	}
 	if hits := filesContaining(t, filepath.Dir(creds), secret); len(hits) > 0 {
 		t.Errorf("the secret is next to the server's binary: %v", hits)
@@ -116,4 +143,17 @@ func waitEnded(t *testing.T, h *harness.Home, run string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// base64Forms returns what base64 makes of s inside longer bytes, at each
+// of the three offsets it can start at: the characters that encode s's
+// bytes alone.
+func base64Forms(s string) []string {
+	var out []string
+	for skip := range 3 {
+		b := []byte(s)[skip:]
+		b = b[:len(b)/3*3]
+		out = append(out, base64.StdEncoding.EncodeToString(b))
+	}
+	return out
 }

@@ -148,7 +148,9 @@ func TestContainSpoofedText(t *testing.T) {
 		`· pa⟨U+200D⟩th\x1b[1A (string, one of ["a\u202eb","c\u001b[2Jd"])`,
 		"\n"+spoofHomoglyph+" ⚠ "+spoofHomoglyphFlag+"\n")
 	wantSafe(t, "catalog show --json", run("catalog", "show", "spoof", "--json"), false, `drop_all_tables\u001b[15D\u001b[Kread_file`)
-	wantSafe(t, "catalog diff", run("catalog", "diff", "spoof"), false, spoofCursorShown, `tool "`+spoofHomoglyph+`" mixes Cyrillic and Latin letters`)
+	// The diff's summaries quote names as Go does (%q), and the printer
+	// writes that text's own backslashes doubled.
+	wantSafe(t, "catalog diff", run("catalog", "diff", "spoof"), false, `tool "drop_all_tables\\x1b[15D\\x1b[Kread_file"`, `tool "`+spoofHomoglyph+`" mixes Cyrillic and Latin letters`)
 
 	out := decideCLI(t, h, "approve", req.ID, "--once")
 	wantSafe(t, "approve", out, true, "for the call shown: "+spoofCursorShown+" with these arguments")

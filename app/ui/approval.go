@@ -17,6 +17,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // Texts of the approval window's buttons, as the design names the choices.
@@ -732,7 +733,11 @@ func scopeText(c authz.Card, ticked []string) string {
 		button = allowNewCodeText
 	}
 	n := len(c.Offered()) - len(ticked)
-	t := "Scope: “" + button + "” grants " + strings.Join(ticked, ", ")
+	names := make([]string, len(ticked))
+	for i, n := range ticked {
+		names[i] = textsafe.Name(n, c.Offered()) // a server's text: escaped and flagged
+	}
+	t := "Scope: “" + button + "” grants " + strings.Join(names, ", ")
 	if n > 0 {
 		t += fmt.Sprintf(" (%d more not ticked)", n)
 	}

@@ -486,6 +486,8 @@ func TestScopeText(t *testing.T) {
 		{stale, []string{"read_text_file"}, "Scope: “Allow the new code for this run” grants read_text_file (2 more not ticked)"},
 		{launchCard(), nil, "Scope: “Approve for this run” lets this code receive inventory-api-staging at its launches in this agent run; “Approve once”, at this launch only"},
 		{authz.Card{ServerLabel: "x"}, nil, ""},
+		{authz.Card{Tool: "drop\x1b[5Dread", ToolScope: []string{"drop\x1b[5Dread"}, OtherTools: []string{"read", "rеad"}}, []string{"drop\x1b[5Dread", "rеad"},
+			`Scope: “Approve for this run” grants drop\x1b[5Dread, rеad ⚠ mixes Cyrillic and Latin letters; looks like read (1 more not ticked)`},
 	}
 	for _, tt := range tests {
 		if got := scopeText(tt.card, tt.ticked); got != tt.want {

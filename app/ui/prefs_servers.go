@@ -31,6 +31,7 @@ const (
 	fRestart     = "restart"
 	fTools       = "tools"
 	fCredentials = "credentials"
+	fRequests    = "serverRequests"
 	fOther       = "" // problems that belong to no field
 )
 
@@ -39,6 +40,7 @@ const (
 var serverFieldOf = map[string]string{
 	"": fLabel, "command": fCommand, "args": fArgs, "cwd": fCwd, "env": fEnv,
 	"watch": fWatch, "restart": fRestart, "tools": fTools, "credentials": fCredentials,
+	"serverRequests": fRequests,
 }
 
 // serverCaptions are the captions of the editor's fields, by key of a
@@ -46,6 +48,7 @@ var serverFieldOf = map[string]string{
 var serverCaptions = map[string]string{
 	"command": "Command", "args": "Arguments", "cwd": "Working directory", "env": "Environment",
 	"watch": "Watch", "restart": "Restart", "tools": "Tool policies", "credentials": "Credentials",
+	"serverRequests": "Requests to the agent",
 }
 
 // problemSet collects problem texts per field.
@@ -130,6 +133,7 @@ type serversTab struct {
 	toolsNote   *widget.Label
 	newTool     *widget.Entry
 	creds       *widget.CheckGroup
+	requests    map[string]*widget.RadioGroup // by config.RequestKinds
 	fields      map[string]*prefsField
 	other       *widget.Label // problems that belong to no field
 	saveBtn     *widget.Button
@@ -183,6 +187,15 @@ func newServersTab(p *prefs) *serversTab {
 	addTool := widget.NewButtonWithIcon("Add policy", theme.ContentAddIcon(), t.addTool)
 	t.creds = widget.NewCheckGroup(nil, func([]string) { t.changed() })
 	t.creds.Horizontal = true
+	t.requests = map[string]*widget.RadioGroup{}
+	requests := container.New(layout.NewFormLayout())
+	for _, kind := range config.RequestKinds {
+		r := widget.NewRadioGroup(policyOptions, changed)
+		r.Horizontal, r.Required = true, true
+		t.requests[kind] = r
+		requests.Add(widget.NewLabel(kind))
+		requests.Add(r)
+	}
 
 	t.fields = map[string]*prefsField{
 		fLabel:   newPrefsField("Label", t.label, "The name agents connect to: portcullis connect LABEL."),
@@ -197,6 +210,8 @@ func newServersTab(p *prefs) *serversTab {
 			container.NewBorder(nil, nil, nil, addTool, t.newTool)),
 			"allow: no approval; approve: asked once per agent run and epoch; deny: hidden and refused."),
 		fCredentials: newPrefsField(serverCaptions["credentials"], t.creds, noScopesHint),
+		fRequests: newPrefsField(serverCaptions["serverRequests"], requests,
+			"What the server may ask the agent: sampling (a completion of its model), elicitation (you, for information), roots (its folders). approve shows each on a card."),
 	}
 	t.other = newMessageLabel()
 	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
@@ -205,7 +220,7 @@ func newServersTab(p *prefs) *serversTab {
 
 	f := t.fields
 	t.editor = container.NewVBox(t.title,
-		prefsForm(f[fLabel], f[fCommand], f[fArgs], f[fCwd], f[fEnv], f[fWatch], f[fRestart], f[fTools], f[fCredentials]),
+		prefsForm(f[fLabel], f[fCommand], f[fArgs], f[fCwd], f[fEnv], f[fWatch], f[fRestart], f[fTools], f[fCredentials], f[fRequests]),
 		t.other)
 	ph := widget.NewLabel("Select a server, or add one.")
 	ph.Alignment = fyne.TextAlignCenter
@@ -364,6 +379,9 @@ func (t *serversTab) load(label string, s config.Server) {
 	t.loadTools(label, s)
 	t.refreshScopes()
 	t.creds.SetSelected(slices.Clone(s.Credentials))
+	for kind, r := range t.requests {
+		r.SetSelected(string(s.RequestPolicy(kind)))
+	}
 	t.newTool.SetText("")
 	t.showProblems(problemSet{})
 	t.showNotes()
@@ -593,6 +611,17 @@ func (t *serversTab) candidate() (string, config.Server, problemSet) {
 			s.Tools = map[string]config.ToolPolicy{}
 		}
 		s.Tools[r.name] = config.ToolPolicy{Policy: config.Policy(r.policy.Selected)}
+	}
+	// A policy of a request kind is written only where it differs from
+	// what the file says (or its default).
+	s.ServerRequests = maps.Clone(t.base.ServerRequests)
+	for _, kind := range config.RequestKinds {
+		if p := config.Policy(t.requests[kind].Selected); p != t.base.RequestPolicy(kind) {
+			if s.ServerRequests == nil {
+				s.ServerRequests = map[string]config.Policy{}
+			}
+			s.ServerRequests[kind] = p
+		}
 	}
 	// Keep the order of the scopes already listed; add new ones sorted.
 	s.Credentials = nil

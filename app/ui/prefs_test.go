@@ -276,6 +276,10 @@ func TestPrefsEditServer(t *testing.T) {
 	s.restart.SetSelected(config.RestartManual)
 	s.tools[1].policy.SetSelected(string(config.PolicyDeny))  // inventory_adjust
 	s.tools[0].policy.SetSelected(string(config.PolicyAllow)) // inventory_lookup
+	if got := s.requests[config.RequestRoots].Selected; got != string(config.PolicyAllow) {
+		t.Errorf("roots shows %q, want its default allow", got)
+	}
+	s.requests[config.RequestSampling].SetSelected(string(config.PolicyDeny))
 	wantProblems(t, s.fields, nil)
 	tapButton(t, f.window.Canvas(), "Save")
 	if f.p.status.Importance != widget.SuccessImportance {
@@ -286,7 +290,8 @@ func TestPrefsEditServer(t *testing.T) {
 		Env: map[string]string{"LOG_LEVEL": "info"}, Credentials: []string{"api"}, Watch: []string{"dist"},
 		Restart: "manual", StartupTimeout: config.Duration(45 * time.Second),
 		Tools: map[string]config.ToolPolicy{"inventory_adjust": {Policy: "deny"}, "inventory_lookup": {Policy: "allow"},
-			"legacy_tool": {Policy: "deny"}}}
+			"legacy_tool": {Policy: "deny"}},
+		ServerRequests: map[string]config.Policy{config.RequestSampling: config.PolicyDeny}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("saved server (-want +got):\n%s", diff)
 	}

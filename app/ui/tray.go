@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -292,11 +293,12 @@ func (t *Tray) resolved(ev authz.Event) {
 	})
 }
 
-// post shows a notification through the Notifier, with what servers wrote
-// in its title and body (a tool's name, a reason) escaped: data, never
-// control of the notification daemon or the screen.
+// post shows a notification through the Notifier. What servers wrote in
+// its title and body (a tool's name, a reason) was escaped where the text
+// was composed (textsafe.Line); Controls is the net over the whole: data,
+// never control of the notification daemon or the screen.
 func (t *Tray) post(key, title, body string, onClick func()) error {
-	return t.opts.Notifier.Notify(key, textsafe.Line(title), textsafe.Block(body), onClick)
+	return t.opts.Notifier.Notify(key, textsafe.Controls(strings.ReplaceAll(title, "\n", " ")), textsafe.Controls(body), onClick)
 }
 
 // notify announces a raised request; clicking the notification brings the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
@@ -150,10 +151,11 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 		sep,
 		menuEntry{Kind: entryQuit, Label: "Quit Portcullis"},
 	)
-	// Labels hold what servers wrote (a failure's reason, a tool's name):
-	// data, never terminal or layout control.
+	// Labels hold what servers wrote (a failure's reason, a tool's name),
+	// escaped where each label is composed: data, never terminal or layout
+	// control. Controls, which leaves escaped text as it is, is the net.
 	for i := range out {
-		out[i].Label = textsafe.Line(out[i].Label)
+		out[i].Label = strings.ReplaceAll(textsafe.Controls(out[i].Label), "\n", " ")
 	}
 	return out
 }
@@ -286,7 +288,7 @@ func runsText(n int) string {
 // to fit a menu line.
 func failedText(r gateway.Status) string {
 	t := stateText(r.State, false)
-	why := r.Reason // menuModel escapes every label
+	why := r.Reason
 	if why == "" && r.Exit != nil {
 		why = r.Exit.String()
 	}
@@ -296,5 +298,5 @@ func failedText(r gateway.Status) string {
 	if rs := []rune(why); len(rs) > 70 {
 		why = string(rs[:69]) + "…"
 	}
-	return t + ": " + why
+	return t + ": " + textsafe.Line(why)
 }

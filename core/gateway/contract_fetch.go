@@ -33,7 +33,7 @@ var listCapability = map[string]string{
 // force, so that a passing failure does not read as a change.
 func (s *Session) fetchExtras(e *epoch, prev catalog.Catalog) catalog.Extras {
 	s.mu.Lock()
-	hs := e.initResult
+	hs := redactJSON(e, e.initResult) // its instructions are stored
 	s.mu.Unlock()
 	var x catalog.Extras
 	if raw := mcpwire.GetPath(hs, "instructions"); raw != nil {
@@ -90,7 +90,7 @@ func (s *Session) fetchList(e *epoch, method string, caps json.RawMessage) ([]ca
 		if err != nil {
 			return nil, err
 		}
-		pages = append(pages, res)
+		pages = append(pages, redactJSON(e, res)) // stored: without the credentials' values
 		next := mcpwire.GetPath(res, "nextCursor")
 		if next == nil || bytes.Equal(next, []byte("null")) {
 			return catalog.ParseList(method, pages)

@@ -110,6 +110,9 @@ func (s *Session) fetchCatalog(e *epoch) ([]catalog.Tool, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The catalog holds, stores, digests, diffs and gives the agent the
+		// page without the credentials' values (redact.go).
+		res = redactJSON(e, res)
 		pages = append(pages, res)
 		if len(pages) == 1 {
 			extra := listEnvelope(res)

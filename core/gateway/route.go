@@ -893,7 +893,7 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 	if p.call != nil {
 		switch {
 		case m.Error != nil:
-			s.recordCompletion(e, p.call, "rpc_error", string(mcpwire.GetPath(m.Error, "message")))
+			s.recordCompletion(e, p.call, "rpc_error", redactText(e, string(mcpwire.GetPath(m.Error, "message"))))
 		case bytes.Equal(mcpwire.GetPath(m.Result, "isError"), []byte("true")):
 			s.recordCompletion(e, p.call, "error", "")
 		default:

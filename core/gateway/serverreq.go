@@ -206,7 +206,7 @@ func (s *Session) serverCard(e *epoch, m *mcpwire.Message, kind string) authz.Ca
 	return authz.Card{
 		Reason: reason, AgentRun: s.opts.RunID, AgentExe: s.opts.Agent.Exe, AgentPID: s.opts.Agent.PID,
 		ServerLabel: s.opts.Label, CurrentEpoch: e.ID,
-		ServerRequest: &authz.ServerRequest{Kind: kind, Method: m.Method, Asks: asks(kind, m.Params)},
+		ServerRequest: &authz.ServerRequest{Kind: kind, Method: m.Method, Asks: asks(kind, redactJSON(e, m.Params))},
 	}
 }
 

@@ -166,6 +166,9 @@ const (
 type Session struct {
 	opts Options
 	log  *slog.Logger
+	// redact is what s.log redacts with: the credentials given to the
+	// newest epoch's process (redact.go).
+	redact *logRedactor
 
 	// vmu serializes what the agent is told of the tools it sees (a
 	// tools/list answer, a list_changed) with the record of it, announced;
@@ -268,9 +271,11 @@ func New(o Options) *Session {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("run", o.RunID, "server", o.Label)
+	red := &logRedactor{}
+	log = slog.New(redactingHandler{inner: log.Handler(), redact: red}).With("run", o.RunID, "server", o.Label)
 	return &Session{
 		opts:       o,
+		redact:     red,
 		log:        log,
 		state:      StateStarting,
 		flight:     newInflight(),
@@ -405,6 +410,7 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 		return nil, err
 	}
 	e := &epoch{Epoch: *ep}
+	s.redact.use(e) // before anything of the process is logged
 	s.mu.Lock()
 	s.epochs++
 	s.records[e.ID] = e.Record
@@ -728,6 +734,10 @@ type serverOutput interface {
 
 func (s *Session) warn(text string) {
 	s.mu.Lock()
+	if s.cur != nil {
+		// A warning may quote the server (an error it answered).
+		text = redactText(s.cur, text)
+	}
 	if len(s.warnings) >= maxDiagnostics {
 		s.warnings = s.warnings[1:]
 	}

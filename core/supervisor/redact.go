@@ -3,7 +3,9 @@
 package supervisor
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +31,7 @@ const minFragment = 4
 // values never in logs or errors). A nil *Redactor changes nothing.
 type Redactor struct {
 	secrets []Secret // longest first; none empty
+	values  [][]byte // the secrets' values, in the same order
 	repl    *strings.Replacer
 }
 
@@ -50,7 +53,11 @@ func NewRedactor(secrets []Secret) *Redactor {
 	for _, s := range ss {
 		pairs = append(pairs, s.Value, Placeholder(s.Scope))
 	}
-	return &Redactor{secrets: ss, repl: strings.NewReplacer(pairs...)}
+	values := make([][]byte, len(ss))
+	for i, sec := range ss {
+		values[i] = []byte(sec.Value)
+	}
+	return &Redactor{secrets: ss, values: values, repl: strings.NewReplacer(pairs...)}
 }
 
 // Placeholder is what replaces the value of a secret of scope: "…(scope)".
@@ -77,6 +84,102 @@ func (r *Redactor) Redact(s string) string {
 		}
 	}
 	return s
+}
+
+// JSON returns the JSON text raw (a tools/list page, an initialize
+// result) with every secret's value replaced by its [Placeholder] inside
+// each string, member names included, whatever escapes the server wrote it
+// with; a string that changes is written anew (encoding/json), the rest of
+// raw is kept byte for byte. A number that holds a secret's value becomes
+// the placeholder as a string. raw itself is returned when nothing
+// changes; if a value is still found in the bytes afterwards (raw is not
+// JSON), it is replaced as plain text.
+func (r *Redactor) JSON(raw []byte) []byte {
+	if r == nil || len(raw) == 0 {
+		return raw
+	}
+	var out []byte
+	last := 0
+	splice := func(from, to int, text string) {
+		out = append(out, raw[last:from]...)
+		out = append(out, jsonString(text)...)
+		last = to
+	}
+	for i := 0; i < len(raw); {
+		switch c := raw[i]; {
+		case c == '"':
+			end := stringEnd(raw, i)
+			if end < 0 {
+				i = len(raw)
+				break
+			}
+			body := raw[i+1 : end-1]
+			if bytes.IndexByte(body, '\\') < 0 {
+				// No escapes: the bytes are the string.
+				if r.inBytes(body) {
+					splice(i, end, r.repl.Replace(string(body)))
+				}
+			} else if str := ""; json.Unmarshal(raw[i:end], &str) == nil {
+				if red := r.repl.Replace(str); red != str {
+					splice(i, end, red)
+				}
+			}
+			i = end
+		case c == '-' || c >= '0' && c <= '9':
+			j := i + 1
+			for j < len(raw) && strings.IndexByte("+-.eE0123456789", raw[j]) >= 0 {
+				j++
+			}
+			if r.inBytes(raw[i:j]) {
+				splice(i, j, r.repl.Replace(string(raw[i:j])))
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	if out != nil {
+		out = append(out, raw[last:]...)
+	} else {
+		out = raw
+	}
+	if r.inBytes(out) {
+		return []byte(r.repl.Replace(string(out)))
+	}
+	return out
+}
+
+// inBytes reports whether b holds the value of one of the secrets.
+func (r *Redactor) inBytes(b []byte) bool {
+	for _, v := range r.values {
+		if bytes.Contains(b, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// stringEnd returns the index just past the JSON string that starts at
+// raw[i] (a quote), or -1 when it is not closed.
+func stringEnd(raw []byte, i int) int {
+	for j := i + 1; j < len(raw); j++ {
+		switch raw[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// jsonString is s as a JSON string, without HTML escapes.
+func jsonString(s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // RedactAll redacts each line of lines in place and returns it.
@@ -180,3 +283,8 @@ func (p *Process) logDropped() {
 // Redact returns s with the values of the secrets given to the server
 // (Spec.Secrets) replaced by "…(scope)" ([Redactor.Redact]).
 func (p *Process) Redact(s string) string { return p.redactor.Redact(s) }
+
+// RedactJSON returns the JSON text raw with the values of the secrets
+// given to the server replaced by "…(scope)" in its strings
+// ([Redactor.JSON]).
+func (p *Process) RedactJSON(raw []byte) []byte { return p.redactor.JSON(raw) }

@@ -3,6 +3,9 @@
 package supervisor
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,5 +67,55 @@ func TestOutputLogBounds(t *testing.T) {
 	total, unreported := o.end()
 	if total != 9*outputBurst+3600*outputRate-(outputMax-outputBurst-1) || unreported == 0 {
 		t.Errorf("end: %d dropped over the epoch, %d unreported", total, unreported)
+	}
+}
+
+// TestRedactJSON: a secret in a tool's description, in a member name, in
+// an escaped form, or as a number is replaced inside the JSON, which stays
+// valid and otherwise byte for byte the same.
+func TestRedactJSON(t *testing.T) {
+	r := NewRedactor([]Secret{{"tok", "s3cr3t/value<0123>"}, {"pin", "482913"}})
+	tests := []struct{ in, want string }{
+		{`{"name":"t","description":"token s3cr3t/value<0123> here"}`, `{"name":"t","description":"token …(tok) here"}`},
+		{`{"d":"s3cr3t\/value\u003c0123\u003e"}`, `{"d":"…(tok)"}`}, // escaped as the server chose
+		{`{"s3cr3t/value<0123>":1}`, `{"…(tok)":1}`},
+		{`{"default":482913, "n": 17}`, `{"default":"…(pin)", "n": 17}`},
+		{`{ "kept" : [1, 2.5e3, "spacing \"kept\""] }`, `{ "kept" : [1, 2.5e3, "spacing \"kept\""] }`},
+		{`not json s3cr3t/value<0123>`, `not json …(tok)`},
+	}
+	for _, tc := range tests {
+		got := r.JSON([]byte(tc.in))
+		if string(got) != tc.want {
+			t.Errorf("JSON(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+		if json.Valid([]byte(tc.in)) && !json.Valid(got) {
+			t.Errorf("JSON(%s) = %s is no longer JSON", tc.in, got)
+		}
+	}
+	in := []byte(`{"a":"b"}`)
+	if got := r.JSON(in); &got[0] != &in[0] {
+		t.Error("JSON copied text that holds no secret")
+	}
+	var none *Redactor
+	if got := none.JSON(in); string(got) != string(in) {
+		t.Errorf("a nil Redactor changed %s to %s", in, got)
+	}
+}
+
+// BenchmarkRedactJSON: the cost of redacting one tools/list page of 40
+// tools (about 20 KB) that holds no secret, as every page of a server with
+// credentials is redacted before the catalog reads it.
+func BenchmarkRedactJSON(b *testing.B) {
+	r := NewRedactor([]Secret{{"tok", "PCSECRET-7f3a9c-0123456789abcdef01234567"}})
+	var tools []map[string]any
+	for i := range 40 {
+		tools = append(tools, map[string]any{"name": fmt.Sprintf("tool_%d", i), "description": strings.Repeat("Reads a file and returns it. ", 12),
+			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string", "default": "/tmp"}, "n": map[string]any{"type": "integer", "default": 10}}}})
+	}
+	page, _ := json.Marshal(map[string]any{"tools": tools})
+	b.SetBytes(int64(len(page)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r.JSON(page)
 	}
 }

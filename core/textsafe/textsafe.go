@@ -5,7 +5,9 @@
 // or reordered (docs/DESIGN.md, "Trust model": the server is untrusted).
 //
 // One predicate, Unsafe, decides which characters are escaped; Line, Block,
-// JSON and Writer apply it. Names adds what escaping cannot show: a tool
+// Controls, JSON and Writer apply it. Line and Block also escape what
+// could pass for one of their escapes, so that what they print reads back
+// as one text only. Names adds what escaping cannot show: a tool
 // name that mixes scripts, or that looks like another tool's name once
 // normalised (NFKC, then the Unicode confusables skeleton of UTS #39).
 package textsafe
@@ -50,19 +52,35 @@ func Unsafe(r rune) bool {
 // Line returns s fit for one line: every unsafe character written out
 // visibly — a C0 control or DEL as \x1b, a C1 control as \u009b, any
 // other as ⟨U+202E⟩ — and every byte that is not UTF-8 as \xff. Newlines
-// and tabs are escaped too. Text without unsafe characters is returned as
-// it is, so Line is idempotent.
-func Line(s string) string { return escape(s, false) }
+// and tabs are escaped too. So that no text can pass for an escape, a
+// backslash that starts what reads as one (followed by x, u or another
+// backslash, or last in s) is doubled, and ⟨ is written ⟨U+27E8⟩: two
+// different strings never give the same line, and a tool named
+// `read\x1b` shows as `read\\x1b`, not as a name holding ESC. Text
+// without unsafe characters and without such a backslash or ⟨ is returned
+// as it is. Line is not idempotent (escaping its own output doubles the
+// backslashes): apply it once, to the server's text itself; Controls is the
+// safety net for text already composed of escaped parts.
+func Line(s string) string { return escape(s, false, true) }
 
 // Block is Line for text of several lines (a description, a stderr tail):
 // newlines and tabs are kept, everything else Line escapes is escaped.
-func Block(s string) string { return escape(s, true) }
+func Block(s string) string { return escape(s, true, true) }
 
-func escape(s string, keepLines bool) string {
+// Controls escapes only the unsafe characters of s, as Block does, and
+// keeps backslashes and ⟨ as they are: the net over text whose server
+// parts went through Line or Block already (a command's whole output, a
+// notification, a menu), which it leaves unchanged. It keeps raw controls
+// off a screen, but on its own two strings can give the same text: use
+// Line or Block for what a server wrote.
+func Controls(s string) string { return escape(s, true, false) }
+
+func escape(s string, keepLines, literals bool) string {
 	clean := true
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 || Unsafe(r) && !(keepLines && (r == '\n' || r == '\t')) {
+		if r == utf8.RuneError && n == 1 || Unsafe(r) && !(keepLines && (r == '\n' || r == '\t')) ||
+			literals && (r == '⟨' || r == '\\' && readsAsEscape(s[i+1:], keepLines)) {
 			clean = false
 			break
 		}
@@ -80,6 +98,10 @@ func escape(s string, keepLines bool) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case keepLines && (r == '\n' || r == '\t'):
 			b.WriteRune(r)
+		case literals && r == '\\' && readsAsEscape(s[i+1:], keepLines):
+			b.WriteString(`\\`)
+		case literals && r == '⟨':
+			b.WriteString("⟨U+27E8⟩")
 		case !Unsafe(r):
 			b.WriteString(s[i : i+n])
 		case r < 0x80:
@@ -92,6 +114,26 @@ func escape(s string, keepLines bool) string {
 		i += n
 	}
 	return b.String()
+}
+
+// readsAsEscape reports whether a backslash followed by rest (the text
+// still to escape) would start what reads as an escape or a doubled
+// backslash in the output: rest starts with x, u or a backslash, or with a
+// character that is itself written as \x or \u, or rest is empty (the
+// line may be joined to more).
+func readsAsEscape(rest string, keepLines bool) bool {
+	if rest == "" {
+		return true
+	}
+	switch rest[0] {
+	case 'x', 'u', '\\':
+		return true
+	}
+	r, n := utf8.DecodeRuneInString(rest)
+	if r == utf8.RuneError && n == 1 {
+		return true
+	}
+	return r < 0xA0 && Unsafe(r) && !(keepLines && (r == '\n' || r == '\t'))
 }
 
 // JSON returns the JSON text b with every unsafe character that it holds
@@ -128,9 +170,10 @@ func JSON(b []byte) []byte {
 	return out
 }
 
-// Writer is an io.Writer that passes what it is given through Block to W:
-// whatever a command prints, no raw control character reaches the
-// terminal. A character split between two writes is held until the next;
+// Writer is an io.Writer that passes what it is given through Controls
+// to W: whatever a command prints, no raw control character reaches the
+// terminal (the command escapes a server's text itself, with Line or
+// Block, so that it cannot pass for an escape). A character split between two writes is held until the next;
 // Flush writes what is held (escaped, as it is incomplete).
 type Writer struct {
 	W       io.Writer
@@ -165,7 +208,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if cut < len(data) {
 		w.pending = slices.Clone(data[cut:])
 	}
-	if _, err := io.WriteString(w.W, Block(string(data[:cut]))); err != nil {
+	if _, err := io.WriteString(w.W, Controls(string(data[:cut]))); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -178,7 +221,7 @@ func (w *Writer) Flush() error {
 	}
 	p := w.pending
 	w.pending = nil
-	_, err := io.WriteString(w.W, Block(string(p)))
+	_, err := io.WriteString(w.W, Controls(string(p)))
 	return err
 }
 

@@ -3,6 +3,7 @@ package textsafe
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -49,7 +50,7 @@ func TestLineEscapesEverySpoof(t *testing.T) {
 	want := map[string]string{
 		"cursor":    `drop_all_tables\x1b[15D\x1b[Kread_file`,
 		"osc52":     `ok\x1b]52;c;cm0gLXJmIH4=\x07`,
-		"osc52-st":  `ok\x1b]52;c;cm0gLXJmIH4=\x1b\`,
+		"osc52-st":  `ok\x1b]52;c;cm0gLXJmIH4=\x1b\\`, // ST's backslash is last: doubled
 		"c1-csi":    `a\u009b2Jb`,
 		"bidi":      "read_⟨U+202E⟩elif_",
 		"isolate":   "x⟨U+2066⟩y⟨U+2069⟩",
@@ -70,8 +71,11 @@ func TestLineEscapesEverySpoof(t *testing.T) {
 		if r := raw(got, false); r != -1 {
 			t.Errorf("%s: %q still holds %U", name, got, r)
 		}
-		if again := Line(got); again != got {
-			t.Errorf("%s: Line is not idempotent: %q → %q", name, got, again)
+		if back, ok := unescape(got); !ok || back != in {
+			t.Errorf("%s: Line(%q) = %q reads back as %q (%v)", name, in, got, back, ok)
+		}
+		if again := Controls(got); again != got {
+			t.Errorf("%s: Controls changed escaped text: %q → %q", name, got, again)
 		}
 	}
 	if got := Line("naïve café 東京 read_filе"); got != "naïve café 東京 read_filе" {
@@ -83,6 +87,117 @@ func TestLineEscapesEverySpoof(t *testing.T) {
 	if got, want := Block("a\nb\tc\x1b[2J"), "a\nb\tc\\x1b[2J"; got != want {
 		t.Errorf("Block = %q, want %q", got, want)
 	}
+}
+
+// unescape reads text that Line or Block wrote back into the string they
+// were given: \\ is a backslash, \xHH a byte, \uHHHH and ⟨U+HHHH⟩ a
+// character; a backslash before anything else is itself. ok is false when
+// text holds what Line never writes (a raw unsafe character, a bare ⟨).
+func unescape(text string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(text); {
+		switch {
+		case strings.HasPrefix(text[i:], `\\`):
+			b.WriteByte('\\')
+			i += 2
+		case strings.HasPrefix(text[i:], `\x`) && len(text) >= i+4 && isHex(text[i+2:i+4]):
+			v, _ := strconv.ParseUint(text[i+2:i+4], 16, 8)
+			b.WriteByte(byte(v))
+			i += 4
+		case strings.HasPrefix(text[i:], `\u`) && len(text) >= i+6 && isHex(text[i+2:i+6]):
+			v, _ := strconv.ParseUint(text[i+2:i+6], 16, 32)
+			b.WriteRune(rune(v))
+			i += 6
+		case strings.HasPrefix(text[i:], "⟨U+"):
+			end := strings.Index(text[i:], "⟩")
+			if end < 0 {
+				return b.String(), false
+			}
+			v, err := strconv.ParseUint(text[i+len("⟨U+"):i+end], 16, 32)
+			if err != nil {
+				return b.String(), false
+			}
+			b.WriteRune(rune(v))
+			i += end + len("⟩")
+		default:
+			r, n := utf8.DecodeRuneInString(text[i:])
+			if r == utf8.RuneError && n == 1 || r == '⟨' || Unsafe(r) && r != '\n' && r != '\t' {
+				return b.String(), false
+			}
+			b.WriteString(text[i : i+n])
+			i += n
+		}
+	}
+	return b.String(), true
+}
+
+func isHex(s string) bool {
+	_, err := strconv.ParseUint(s, 16, 64)
+	return err == nil && !strings.HasPrefix(s, "+")
+}
+
+// A name that holds the text \x1b and a name that holds ESC must not look
+// the same, nor may any other two names: what Line prints reads back as
+// one string only.
+func TestLineCannotBeConfused(t *testing.T) {
+	pairs := [][2]string{
+		{`read\x1b[2Jfile`, "read\x1b[2Jfile"},
+		{`read\x1b`, "read\x1b"},
+		{`a\u009b`, "a\u009b"},
+		{"a⟨U+202E⟩b", "a\u202eb"},
+		{`a\`, `a\\`},
+		{"\\\x1b", `\x1b`},
+		{"\\\n", `\x0a`},
+		{"\\\xff", `\xff`},
+	}
+	for _, p := range pairs {
+		a, b := Line(p[0]), Line(p[1])
+		if a == b {
+			t.Errorf("Line(%q) and Line(%q) both print %q", p[0], p[1], a)
+		}
+	}
+	for in, want := range map[string]string{
+		`read\x1b`:          `read\\x1b`,
+		"read\x1b":          `read\x1b`,
+		`C:\Users\me`:       `C:\Users\me`, // a backslash before other letters stays single
+		`C:\xavier\`:        `C:\\xavier\\`,
+		`\d+ and \\`:        `\d+ and \\\\`,
+		"⟨U+202E⟩":          "⟨U+27E8⟩U+202E⟩",
+		"\\\x1b":            `\\\x1b`,
+		"plain text, no \\": `plain text, no \\`,
+	} {
+		if got := Line(in); got != want {
+			t.Errorf("Line(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got, want := Block("a\\\nb"), "a\\\nb"; got != want { // a kept newline is no escape
+		t.Errorf("Block = %q, want %q", got, want)
+	}
+	if got := Controls(`\x1b ⟨U+202E⟩` + "\x1b"); got != `\x1b ⟨U+202E⟩\x1b` {
+		t.Errorf("Controls = %q", got)
+	}
+}
+
+// FuzzLineReadsBack checks that Line and Block can be read back into the
+// string they were given, so that no two strings print the same.
+func FuzzLineReadsBack(f *testing.F) {
+	for _, s := range hostile {
+		f.Add(s)
+	}
+	for _, s := range []string{`\`, `\\x1b`, "\\\x1b", "\\\xff", "\\\u009b", "⟨", "⟨U+0041⟩", `C:\path\x`, "\\\n\\\t"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for name, esc := range map[string]func(string) string{"Line": Line, "Block": Block} {
+			out := esc(s)
+			if back, ok := unescape(out); !ok || back != s {
+				t.Fatalf("%s(%q) = %q reads back as %q (ok %v)", name, s, out, back, ok)
+			}
+			if name == "Line" && strings.ContainsAny(out, "\n\t") {
+				t.Fatalf("Line(%q) = %q holds a newline or tab", s, out)
+			}
+		}
+	})
 }
 
 func TestJSONKeepsTheValue(t *testing.T) {

@@ -79,6 +79,7 @@ func main() {
 		envCred:  os.Getenv(envOr("CREDS_ENV", "NOTES_TOKEN")),
 		logPath:  os.Getenv("CREDS_CALL_LOG"),
 		optional: os.Getenv("CREDS_OPTIONAL") == "1",
+		leak:     os.Getenv("CREDS_LEAK") == "1",
 	}
 	server, closeLog, err := newServer(log, cfg)
 	if err != nil {
@@ -109,6 +110,10 @@ type config struct {
 	logPath string // CREDS_CALL_LOG
 	// optional lets note_write work without a credential (CREDS_OPTIONAL=1).
 	optional bool
+	// leak puts the env credential into note_read's title, description
+	// and input schema, and the server's instructions (CREDS_LEAK=1), as a
+	// server that gives its own token away would.
+	leak bool
 }
 
 // Digest returns "sha256:<hex>" of secret, or "" for an empty one: the only
@@ -132,7 +137,22 @@ func metaCredential(meta mcp.Meta, scope string) string {
 }
 
 func newServer(log *slog.Logger, cfg config) (*mcp.Server, func(), error) {
-	server := mcp.NewServer(&mcp.Implementation{Name: "portcullis-test-creds", Version: "1.0.0-" + cfg.rev}, nil)
+	var opts *mcp.ServerOptions
+	readTool := &mcp.Tool{
+		Name:        "note_read",
+		Description: "Counts the notes.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}
+	if cfg.leak {
+		opts = &mcp.ServerOptions{Instructions: "Use the token " + cfg.envCred + " when asked."}
+		readTool.Title = "Notes (token " + cfg.envCred + ")"
+		readTool.Description = "Counts the notes. It uses the token " + cfg.envCred + "."
+		schema, _ := json.Marshal(map[string]any{"type": "object", "additionalProperties": false,
+			"properties": map[string]any{"token": map[string]any{"type": "string", "default": cfg.envCred, "description": "defaults to " + cfg.envCred}}})
+		readTool.InputSchema = json.RawMessage(schema)
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "portcullis-test-creds", Version: "1.0.0-" + cfg.rev}, opts)
 	closeLog := func() {}
 	if cfg.logPath != "" {
 		cl, err := openCallLog(cfg)
@@ -181,12 +201,7 @@ func newServer(log *slog.Logger, cfg config) (*mcp.Server, func(), error) {
 		}
 		return textResult(fmt.Sprintf("revision=%s wrote note %d (credential %s…)", cfg.rev, n, Digest(cred)[:19])), nil
 	})
-	server.AddTool(&mcp.Tool{
-		Name:        "note_read",
-		Description: "Counts the notes.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	server.AddTool(readTool, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		mu.Lock()
 		n := len(notes)
 		mu.Unlock()

@@ -1,0 +1,104 @@
+//go:build ci
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/app"
+	"github.com/portcullis/portcullis/app/ui"
+	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/paths"
+	"github.com/portcullis/portcullis/internal/harness"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
+	"fyne.io/fyne/v2/test"
+)
+
+// TestContainSpoofedTextInTheWindow (issue 15, Done means: the window's
+// card): the menu-bar app in this process, the faulty -spoof server, an
+// agent that calls the tool whose name moves the cursor to read
+// "read_file". The approval window's card, Details unfolded, holds no raw
+// control, bidi or zero-width character, shows the real name escaped, and
+// flags the homoglyph; the person denies it there and the call is refused.
+func TestContainSpoofedTextInTheWindow(t *testing.T) {
+	home := newHome(t)
+	addServer(t, home, "spoof", faultyBin(t), "-spoof")
+	t.Setenv(paths.EnvHome, home.Dir)
+	dirs, err := paths.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &harness.SyncBuffer{}
+	a := &app.App{Dirs: dirs, Stdin: strings.NewReader(""), Stdout: logs, Stderr: logs}
+	fa := test.NewTempApp(t)
+	trays := make(chan *ui.Tray, 1)
+	ended := make(chan error, 1)
+	go func() { ended <- a.RunUI(t.Context(), fa, func(tr *ui.Tray) { trays <- tr }) }()
+	var tray *ui.Tray
+	select {
+	case tray = <-trays:
+	case err := <-ended:
+		t.Fatalf("the app ended before its tray existed: %v\n%s", err, logs)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tray within 30s")
+	}
+	t.Cleanup(func() {
+		quitApp(t, tray)
+		<-ended
+		if err := endSubreaper(); err != nil {
+			t.Errorf("the test process stays a child subreaper: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("app log:\n%s", logs)
+		}
+	})
+	waitSocket(t, home)
+
+	ag := startRaw(t, home, "spoof")
+	ag.handshake("1")
+	ag.call("2", "tools/list", nil, 30*time.Second)
+	runOf(t, home, ag.pid(), "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
+	ag.request("3", "tools/call", toolCall(spoofCursor, nil))
+	drawn := windowTexts(t, tray)
+	card := pressInWindow(t, tray, "Deny")
+	wantSafe(t, "the approval window's card", card+"\n"+drawn, false,
+		"wants to run `"+spoofCursorShown+"` on spoof",
+		"Scope: “Approve for this run” grants "+spoofCursorShown,
+		spoofHomoglyph+" ⚠ "+spoofHomoglyphFlag)
+	m, _ := ag.await("3", 30*time.Second)
+	if !strings.Contains(m.Raw, "approval_denied") {
+		t.Errorf("the denied call answered %s", m.Raw)
+	}
+}
+
+// windowTexts waits until the approval window shows a request and returns
+// every text drawn in it, the tool ticks' labels included (canvas texts,
+// whatever widget draws them), one per line.
+func windowTexts(t *testing.T, tray *ui.Tray) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var parts []string
+		fyne.DoAndWait(func() {
+			if ids, _ := tray.Approval.Queue(); !tray.Approval.Visible() || len(ids) == 0 {
+				return
+			}
+			for _, o := range test.LaidOutObjects(tray.Approval.Window().Content()) {
+				if txt, ok := o.(*canvas.Text); ok {
+					parts = append(parts, txt.Text)
+				}
+			}
+		})
+		if len(parts) > 0 {
+			return strings.Join(parts, "\n")
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the approval window did not show a request within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

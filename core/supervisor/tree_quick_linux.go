@@ -100,25 +100,6 @@ func forksIn(b []byte) (uint64, bool) {
 	return atou(b[:end])
 }
 
-// preadFull reads fd from offset 0 until buf is full or the end.
-func preadFull(fd int, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := syscall.Pread(fd, buf[n:], int64(n))
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-	}
-	return n, nil
-}
-
 // same reads process v.pid again: procSame when it still has v's start
 // time and parent and runs v's file (device and inode) with v's
 // arguments, procGone when it exited (or is a zombie), procChanged
@@ -176,7 +157,10 @@ func (q *quickFiles) same(v *procView) int {
 	if string(k) != v.exeKey {
 		return procChanged
 	}
-	n, err = preadFull(f.cmdline, q.cmd[:])
+	// One read: the kernel copies the whole argument area up to the
+	// buffer's size in one call (a second read would return 0), as much
+	// as viewOf's reads saw.
+	n, err = syscall.Pread(f.cmdline, q.cmd[:], 0)
 	if err != nil {
 		if errors.Is(err, syscall.ESRCH) {
 			return procGone

@@ -30,6 +30,10 @@ type quickFiles struct {
 	counter func() (uint64, bool)
 }
 
+// maxKept bounds the processes whose files a tree keeps open (three each);
+// the others are opened for each check.
+const maxKept = 64
+
 // pidFiles are one process's open /proc files.
 type pidFiles struct {
 	start   uint64
@@ -123,10 +127,16 @@ func (q *quickFiles) same(v *procView) int {
 			return procChanged
 		}
 		f.start = v.start
-		if q.procs == nil {
-			q.procs = map[int]*pidFiles{}
+		if len(q.procs) < maxKept {
+			if q.procs == nil {
+				q.procs = map[int]*pidFiles{}
+			}
+			q.procs[v.pid] = f
+		} else {
+			// A tree this large keeps no more files open: a server
+			// must not exhaust the daemon's descriptors.
+			defer f.close()
 		}
-		q.procs[v.pid] = f
 	}
 	n, err := syscall.Pread(f.stat, q.line[:], 0) // one read: a cut line fails parseStat or compares unequal
 	if err != nil {

@@ -63,11 +63,10 @@ func scanTree(root int, extra []int, keep []procView, mark string, pipes []uint6
 		// daemon's main thread: only that thread's children are read,
 		// not those its other threads started (the servers).
 		self := os.Getpid()
-		var buf [4096]byte
-		b, _ := readSmall("/proc/"+strconv.Itoa(self)+"/task/"+strconv.Itoa(self)+"/children", buf[:])
-		for f := range bytes.FieldsSeq(b) {
-			pid, err := strconv.Atoi(string(f))
-			if err != nil || pid == root {
+		buf := make([]byte, 4096)
+		b, _ := readAll("/proc/"+strconv.Itoa(self)+"/task/"+strconv.Itoa(self)+"/children", &buf)
+		for _, pid := range appendPids(nil, b) {
+			if pid == root {
 				continue
 			}
 			if kept(pid) || hasMark(pid) {
@@ -120,20 +119,60 @@ func childrenOf(pid int) ([]int, error) {
 	var out []int
 	buf := make([]byte, 4096)
 	for _, t := range tasks {
-		b, err := readSmall(dir+"/"+t.Name()+"/children", buf)
+		b, err := readAll(dir+"/"+t.Name()+"/children", &buf)
 		if err != nil {
 			if os.IsNotExist(err) {
 				return childrenByScan(pid)
 			}
 			continue
 		}
-		for f := range bytes.FieldsSeq(b) {
-			if c, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, c)
-			}
-		}
+		out = appendPids(out, b)
 	}
 	return out, nil
+}
+
+// appendPids appends the pids of a children file's text to out.
+func appendPids(out []int, b []byte) []int {
+	for f := range bytes.FieldsSeq(b) {
+		if c, ok := atou(f); ok && c <= 1<<22 {
+			out = append(out, int(c))
+		}
+	}
+	return out
+}
+
+// readAll reads a /proc file to its end into *buf, grown as needed (at
+// most 16 MiB). A children file is generated one page at a time: a
+// single read of a thread with more than about 600 children would
+// return only the first of them, and the rest would not be in the tree.
+func readAll(path string, buf *[]byte) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	b := *buf
+	n := 0
+	for {
+		if n == len(b) {
+			if len(b) >= 16<<20 {
+				return nil, &os.PathError{Op: "read", Path: path, Err: syscall.EFBIG}
+			}
+			b = append(b, make([]byte, len(b))...)
+			*buf = b
+		}
+		m, err := syscall.Read(fd, b[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			return b[:n], nil
+		}
+		n += m
+	}
 }
 
 func childrenByScan(pid int) ([]int, error) {

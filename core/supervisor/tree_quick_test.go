@@ -256,3 +256,50 @@ func TestReparentedOrphanExecIsSeen(t *testing.T) {
 		})
 	}
 }
+
+// A thread's children file is generated a page at a time: past about 600
+// children, a new one holding the server's stdio is still seen.
+func TestManyChildrenAllRead(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "s.sh")
+	if err := writeFile(script, `read x
+i=0
+while [ $i -lt 900 ]; do sleep 600 </dev/null >/dev/null 2>&1 & i=$((i+1)); done
+echo many
+read y
+sleep 601 &
+echo last
+read z
+`); err != nil {
+		t.Fatal(err)
+	}
+	o := fast
+	o.TreePoll = time.Hour
+	p := start(t, supervisor.Spec{Label: "many", Command: "/bin/sh", Args: []string{script}}, o)
+	if _, err := p.Settled(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	p.Arm()
+	r := bufio.NewReader(p.Stdout())
+	if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLine(t, r); got != "many" {
+		t.Fatalf("server said %q", got)
+	}
+	if ch, err := p.CheckTree(testCtx(t)); err != nil || ch != nil {
+		t.Fatalf("CheckTree after 900 helpers without stdio = %+v, %v; want nil", ch, err)
+	}
+	if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLine(t, r); got != "last" {
+		t.Fatalf("server said %q", got)
+	}
+	ch, err := p.CheckTree(testCtx(t))
+	if err != nil || ch == nil {
+		t.Fatalf("CheckTree after the 901st child, holding the stdio = %+v, %v; want a new epoch", ch, err)
+	}
+	if !strings.Contains(strings.Join(ch.What, "\n"), "/usr/bin/sleep") {
+		t.Errorf("What = %q, want the sleep that holds the stdio", ch.What)
+	}
+}

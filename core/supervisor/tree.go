@@ -310,8 +310,11 @@ func markStdio(views []procView, known func(procView) (procView, bool), holds fu
 }
 
 // launching reports whether a process is a launcher that is about to exec
-// or spawn the real server: env (which always execs), or a shell running
-// "-c" or a package runner (npx, uvx, bunx, pnpm dlx) with no child yet.
+// or spawn the real server: env (which always execs), or, with no child
+// yet, a wrapper that execs its argument (setsid, nohup, nice, …), a shell
+// running "-c" or a package runner (npx, uvx, bunx, pnpm dlx). A wrapper
+// seen before its exec must not be recorded as what runs: its exec would
+// be a new epoch a moment after the launch.
 func launching(views []procView) bool {
 	parents := map[int]bool{}
 	for _, v := range views {
@@ -324,6 +327,10 @@ func launching(views []procView) bool {
 		}
 		if parents[v.pid] {
 			continue
+		}
+		switch base {
+		case "setsid", "nohup", "nice", "ionice", "chrt", "taskset", "stdbuf", "setpriv":
+			return true
 		}
 		if isShell(base) && slices.Contains(v.args, "-c") {
 			return true

@@ -62,3 +62,22 @@ func TestParseStat(t *testing.T) {
 		}
 	}
 }
+
+// A wrapper that execs its argument is a launcher until it did, unless it
+// forked a child (setsid as a group leader, setsid -w).
+func TestLaunchingWrappers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		views []procView
+		want  bool
+	}{
+		{"setsid before its exec", []procView{{pid: 1, exe: "/usr/bin/dash"}, {pid: 2, ppid: 1, exe: "/usr/bin/setsid", args: []string{"setsid", "sleep", "9"}}}, true},
+		{"nohup before its exec", []procView{{pid: 2, exe: "/usr/bin/nohup"}}, true},
+		{"setsid that forked", []procView{{pid: 2, exe: "/usr/bin/setsid"}, {pid: 3, ppid: 2, exe: "/usr/bin/sleep"}}, false},
+		{"the program it exec'd", []procView{{pid: 1, exe: "/usr/bin/dash", args: []string{"sh", "s.sh"}}, {pid: 2, ppid: 1, exe: "/usr/bin/sleep"}}, false},
+	} {
+		if got := launching(tc.views); got != tc.want {
+			t.Errorf("%s: launching = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

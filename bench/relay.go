@@ -7,7 +7,10 @@
 //     `socat STDIO UNIX-CONNECT:S` as the agent's command and
 //     `socat UNIX-LISTEN:S,fork EXEC:server` as the daemon;
 //   - supergateway: the npm supergateway pair, stdio → HTTP (SSE) → stdio;
-//   - portcullis: `portcullis connect` and `portcullis daemon`.
+//   - portcullis: `portcullis connect` and `portcullis daemon`, calling an
+//     allow-policy tool (portcullis), a tool approved for the run
+//     (portcullis-grant), or an allowed tool of a server holding a
+//     credential scope (portcullis-cred, needs a Secret Service).
 //
 // Each path carries one go-sdk client session (protocol 2025-06-18, so every
 // path speaks the same era). Latency is measured per call in the client,
@@ -23,6 +26,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -221,7 +226,71 @@ func PortcullisGrant(ctx context.Context, e Env) (*Path, error) {
 		_, err := CallsOf(ctx, p.Session, p.Tool, 1, 1)
 		first <- err
 	}()
-	h := p.home
+	if err := approveFirst(ctx, p.home); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("portcullis-grant: %w", err)
+	}
+	if err := <-first; err != nil {
+		p.Close()
+		return nil, fmt.Errorf("portcullis-grant: the approved call: %w", err)
+	}
+	return p, nil
+}
+
+// ErrNoSecretService says that the credentialed path cannot be measured:
+// no Secret Service answers in this session (relaybench runs itself inside
+// scripts/with-secret-service.sh when it can).
+var ErrNoSecretService = errors.New("no Secret Service in this session")
+
+// credScope is the credential scope the credentialed path's server holds.
+const credScope = "bench-token"
+
+// PortcullisCred is Portcullis with the echo server holding a credential
+// scope (bench-token, injected as the environment variable BENCH_TOKEN,
+// its secret in the session's Secret Service) and its echo tool allowed:
+// the launch with the credential is approved from a terminal of its own
+// (as the person would), and every call, carrying the credential's
+// authority, has its intent synced and the server's tree checked before it
+// is forwarded. Without a Secret Service it returns ErrNoSecretService
+// (wrapped, with the reason) and measures nothing.
+func PortcullisCred(ctx context.Context, e Env) (*Path, error) {
+	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" {
+		return nil, fmt.Errorf("portcullis-cred: %w: DBUS_SESSION_BUS_ADDRESS is not set (run inside scripts/with-secret-service.sh, which needs dbus-run-session and gnome-keyring-daemon)", ErrNoSecretService)
+	}
+	p := &Path{Name: "portcullis-cred"}
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	h, d, err := startDaemonWith(ctx, e, "cred-home", []string{"--cred", credScope}, func(h *harness.Home) error {
+		cmd := h.Command(ctx, "creds", "set", credScope, "--env", "BENCH_TOKEN")
+		cmd.Stdin = strings.NewReader(hex.EncodeToString(secret) + "\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%w: portcullis creds set %s: %v (%s)", ErrNoSecretService, credScope, err, bytes.TrimSpace(out))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("portcullis-cred: %w", err)
+	}
+	p.Daemon, p.home = d.PID(), h
+	p.cleanup = append(p.cleanup, func() { _ = d.Stop(30 * time.Second) })
+	connected := make(chan error, 1)
+	go func() { connected <- p.connect(ctx, h.ConnectCommand("echo")) }()
+	if err := approveFirst(ctx, h); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("portcullis-cred: the launch with %s: %w", credScope, err)
+	}
+	if err := <-connected; err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// approveFirst waits for the first pending approval request of h and
+// approves it for the run from a terminal of its own, as the person.
+func approveFirst(ctx context.Context, h *harness.Home) error {
 	var id string
 	if err := waitFor(ctx, func() bool {
 		r, err := h.Run(ctx, "approvals", "--json")
@@ -234,29 +303,34 @@ func PortcullisGrant(ctx context.Context, e Env) (*Path, error) {
 		}
 		return id != ""
 	}); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("portcullis-grant: no approval request: %w", err)
+		return fmt.Errorf("no approval request: %w", err)
 	}
 	if r, err := h.RunAtTerminal(ctx, "approve", id); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("portcullis-grant: approve %s: %w (%s)", id, err, r.Stdout)
+		return fmt.Errorf("approve %s: %w (%s)", id, err, r.Stdout)
 	}
-	if err := <-first; err != nil {
-		p.Close()
-		return nil, fmt.Errorf("portcullis-grant: the approved call: %w", err)
-	}
-	return p, nil
+	return nil
 }
 
 // StartDaemon starts `portcullis daemon` in a new PORTCULLIS_HOME under
 // e.Work/name with the echo server registered as "echo" and its echo tool
 // allowed without approval.
 func StartDaemon(ctx context.Context, e Env, name string) (*harness.Home, *harness.Daemon, error) {
+	return startDaemonWith(ctx, e, name, nil, nil)
+}
+
+// startDaemonWith is StartDaemon with more `servers add` flags for the
+// echo server, and prepare run on the home before the daemon starts.
+func startDaemonWith(ctx context.Context, e Env, name string, flags []string, prepare func(*harness.Home) error) (*harness.Home, *harness.Daemon, error) {
 	h, err := harness.NewHome(e.Portcullis, filepath.Join(e.Work, name))
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := h.AddServer(ctx, "echo", nil, e.Echo); err != nil {
+	if prepare != nil {
+		if err := prepare(h); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := h.AddServer(ctx, "echo", flags, e.Echo); err != nil {
 		return nil, nil, err
 	}
 	if err := h.SetToolPolicy("echo", config.PolicyAllow, "echo"); err != nil {

@@ -71,3 +71,13 @@ func BenchmarkEchoCall(b *testing.B) {
 		p.Close()
 	}
 }
+
+// Without a Secret Service the credentialed path measures nothing and
+// says why, so that relaybench prints the reason instead of a figure.
+func TestPortcullisCredNeedsSecretService(t *testing.T) {
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "")
+	p, err := PortcullisCred(t.Context(), Env{Work: t.TempDir()})
+	if !errors.Is(err, ErrNoSecretService) || p != nil {
+		t.Fatalf("PortcullisCred without a session bus = %v, %v; want ErrNoSecretService", p, err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,12 +43,30 @@ func BenchmarkCheckTree(b *testing.B) {
 		b.Fatalf("Settled = %d processes, %v; want 2", len(obs), err)
 	}
 	p.Arm()
+	loopChecks(b, p, ctx)
+}
+
+// loopChecks runs the benchmark's checks of p's unchanged tree and
+// reports the share the quick check answered (quick/op: it depends on
+// how often anything on the machine forks, so a busy machine reads the
+// whole tree more often).
+func loopChecks(b *testing.B, p *supervisor.Process, ctx context.Context) {
+	b.Helper()
+	q0 := supervisor.QuickChecks(p)
+	var r0, r1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
 	for b.Loop() {
 		ch, err := p.CheckTree(ctx)
 		if err != nil || ch != nil {
 			b.Fatalf("CheckTree = %+v, %v", ch, err)
 		}
 	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+	cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) * time.Nanosecond
+	b.ReportMetric(float64(supervisor.QuickChecks(p)-q0)/float64(b.N), "quick/op")
+	// This process's CPU time (utime+stime, all threads) per check: less
+	// disturbed by a loaded machine than the wall time of ns/op.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 }
 
 // nodeServer is a node server with the children such servers have: a
@@ -72,7 +92,15 @@ process.stdin.resume();
 // none), unchanged since the epoch was recorded. Each check reads the four
 // processes from /proc (stat, exe, cmdline), reuses what it knew of
 // processes that did not exec, and hashes nothing.
-func BenchmarkCheckTreeNode(b *testing.B) {
+func BenchmarkCheckTreeNode(b *testing.B) { benchNodeTree(b, false) }
+
+// BenchmarkCheckTreeNodeFull is BenchmarkCheckTreeNode with the kernel's
+// fork counter moving before every check: each one reads the whole tree
+// (every thread's children, the daemon's main thread's children for
+// orphans), as on a machine where something forks between two checks.
+func BenchmarkCheckTreeNodeFull(b *testing.B) { benchNodeTree(b, true) }
+
+func benchNodeTree(b *testing.B, full bool) {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		b.Skip("no node")
@@ -105,10 +133,11 @@ func BenchmarkCheckTreeNode(b *testing.B) {
 		b.Fatalf("Observed = %+v; want 4 processes", obs)
 	}
 	p.Arm()
-	for b.Loop() {
-		ch, err := p.CheckTree(ctx)
-		if err != nil || ch != nil {
-			b.Fatalf("CheckTree = %+v, %v", ch, err)
-		}
+	if full {
+		// Every check finds the counter moved, as after a fork anywhere
+		// on the machine: the whole tree is read each time.
+		var n atomic.Uint64
+		supervisor.SetForkCounter(p, func() (uint64, bool) { return n.Add(1), true })
 	}
+	loopChecks(b, p, ctx)
 }

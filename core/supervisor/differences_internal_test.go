@@ -25,8 +25,8 @@ func TestDifferencesForkBeforeExec(t *testing.T) {
 	}
 	newProc := func(base, recorded []member) *Process {
 		p := &Process{}
-		p.setBaseLocked(recorded, true)
-		p.setBaseLocked(base, false)
+		p.setBaseLocked(recorded, true, stamp{})
+		p.setBaseLocked(base, false, stamp{})
 		return p
 	}
 	tests := []struct {

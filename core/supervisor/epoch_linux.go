@@ -69,27 +69,69 @@ func readStat(pid int) (statFields, error) {
 	if err != nil {
 		return statFields{}, err
 	}
+	st, ok := parseStat(b)
+	if !ok {
+		return statFields{}, fmt.Errorf("process %d: malformed stat", pid)
+	}
+	return st, nil
+}
+
+// parseStat reads a /proc/PID/stat line; ok is false when it is malformed.
+func parseStat(b []byte) (statFields, bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return statFields{}, fmt.Errorf("process %d: malformed stat", pid)
+		return statFields{}, false
 	}
-	f := bytes.Fields(b[i+1:]) // f[0] is field 3 (state), f[2] field 5 (pgrp), f[19] field 22 (starttime)
-	if len(f) < 20 || len(f[0]) != 1 {
-		return statFields{}, fmt.Errorf("process %d: malformed stat", pid)
+	var f [20][]byte // f[0] is field 3 (state), f[2] field 5 (pgrp), f[19] field 22 (starttime)
+	n := 0
+	for w := range bytes.FieldsSeq(b[i+1:]) {
+		f[n] = w
+		if n++; n == len(f) {
+			break
+		}
 	}
-	ppid, err := strconv.Atoi(string(f[1]))
-	if err != nil {
-		return statFields{}, fmt.Errorf("process %d: stat ppid: %w", pid, err)
+	if n < len(f) || len(f[0]) != 1 {
+		return statFields{}, false
 	}
-	pgid, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return statFields{}, fmt.Errorf("process %d: stat pgrp: %w", pid, err)
+	ppid, ok1 := atoi(f[1])
+	pgid, ok2 := atoi(f[2])
+	start, ok3 := atou(f[19])
+	if !ok1 || !ok2 || !ok3 {
+		return statFields{}, false
 	}
-	start, err := strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return statFields{}, fmt.Errorf("process %d: stat starttime: %w", pid, err)
+	return statFields{state: f[0][0], ppid: int(ppid), pgid: int(pgid), start: start}, true
+}
+
+// atou parses a decimal number without allocating (false: empty, not
+// digits, or above 2^64-1); atoi also takes a sign.
+func atou(b []byte) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
 	}
-	return statFields{state: f[0][0], ppid: ppid, pgid: pgid, start: start}, nil
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
+func atoi(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	n, ok := atou(b)
+	if neg {
+		return -int64(n), ok
+	}
+	return int64(n), ok
 }
 
 // readSmall reads a small /proc file into buf with three system calls

@@ -117,6 +117,13 @@ type treeState struct {
 	byKey    map[string]member // base by procView.key
 	settled  bool              // base was read after the launch's exec settled
 	err      error             // why the tree cannot be watched, if it cannot
+	// stamp is the kernel's fork counter read before the scan that base
+	// is (see quickLocked); stamped is false when there is none.
+	stamp   uint64
+	stamped bool
+	quick   quickFiles // the files the quick check reads, kept open (Linux)
+	quicks  int        // checks answered by the quick check (tests)
+	found   []int      // quickLocked's scratch: what it found of each process of base
 }
 
 // Observed returns the processes recorded for the current epoch (see
@@ -220,12 +227,24 @@ func pipeInodes(files ...*os.File) []uint64 {
 }
 
 // scan reads the tree once: the server's, the trees of marked processes
-// that left it, and on Linux those of marked processes reparented to the
-// daemon (a child subreaper). Call it with treeMu held.
-func (p *Process) scan() ([]procView, error) { return p.scanOpt(true) }
+// that left it, of the processes of the base that are still alive
+// wherever they were reparented, and on Linux those of marked processes
+// reparented to the daemon (a child subreaper). The stamp is the kernel's
+// fork counter read before the scan began (ok false: none), so that a
+// later equal counter proves that no process was created since this read.
+// Call it with treeMu held.
+func (p *Process) scan() ([]procView, stamp, error) { return p.scanOpt(true) }
+
+// stamp is a fork counter reading (see forkCount).
+type stamp struct {
+	n  uint64
+	ok bool
+}
 
 // scanOpt is scan; orphans also looks at the daemon's own children.
-func (p *Process) scanOpt(orphans bool) ([]procView, error) {
+func (p *Process) scanOpt(orphans bool) ([]procView, stamp, error) {
+	var st stamp
+	st.n, st.ok = p.tree.quick.forks()
 	var extra []int
 	for pid := range p.escaped {
 		extra = append(extra, pid)
@@ -235,7 +254,8 @@ func (p *Process) scanOpt(orphans bool) ([]procView, error) {
 		m, ok := p.tree.byKey[v.key()]
 		return m.view, ok
 	}
-	return scanTree(p.pid, extra, p.epoch, p.pipes, p.dir, known, orphans)
+	views, err := scanTree(p.pid, extra, viewsOf(p.tree.base), p.epoch, p.pipes, p.dir, known, orphans)
+	return views, st, err
 }
 
 // measure gives each view its identity, reusing the base's for processes
@@ -290,8 +310,11 @@ func markStdio(views []procView, known func(procView) (procView, bool), holds fu
 }
 
 // launching reports whether a process is a launcher that is about to exec
-// or spawn the real server: env (which always execs), or a shell running
-// "-c" or a package runner (npx, uvx, bunx, pnpm dlx) with no child yet.
+// or spawn the real server: env (which always execs), or, with no child
+// yet, a wrapper that execs its argument (setsid, nohup, nice, …), a shell
+// running "-c" or a package runner (npx, uvx, bunx, pnpm dlx). A wrapper
+// seen before its exec must not be recorded as what runs: its exec would
+// be a new epoch a moment after the launch.
 func launching(views []procView) bool {
 	parents := map[int]bool{}
 	for _, v := range views {
@@ -304,6 +327,10 @@ func launching(views []procView) bool {
 		}
 		if parents[v.pid] {
 			continue
+		}
+		switch base {
+		case "setsid", "nohup", "nice", "ionice", "chrt", "taskset", "stdbuf", "setpriv":
+			return true
 		}
 		if isShell(base) && slices.Contains(v.args, "-c") {
 			return true
@@ -343,28 +370,30 @@ func sameViews(a, b []procView) bool {
 }
 
 // settle reads the tree until it is quiet and no launcher is about to exec,
-// at most max; it returns the last read.
-func (p *Process) settle(first []procView, max time.Duration, orphans bool) []procView {
+// at most max; it returns the last read and the stamp of a read that saw
+// those very processes.
+func (p *Process) settle(first []procView, st stamp, max time.Duration, orphans bool) ([]procView, stamp) {
 	deadline := time.Now().Add(max)
 	last := first
 	quietSince := time.Now()
 	for time.Now().Before(deadline) {
 		if !waitStop(p.done, p.stopping, settlePoll) {
-			return last
+			return last, st
 		}
-		now, err := p.scanOpt(orphans)
+		now, nst, err := p.scanOpt(orphans)
 		if err != nil {
-			return last
+			return last, st
 		}
+		st = nst // now and last are the same processes, or last becomes now
 		if !sameViews(now, last) {
 			last, quietSince = now, time.Now()
 			continue
 		}
 		if time.Since(quietSince) >= settleQuiet && !launching(now) {
-			return now
+			return now, st
 		}
 	}
-	return last
+	return last, st
 }
 
 // waitStop waits d and reports false if the process was reaped or stopped
@@ -386,7 +415,9 @@ func waitStop(done, stopped <-chan struct{}, d time.Duration) bool {
 // makes it the current epoch's recorded identity (at launch, at a change,
 // and when the launch settles late), which a process exiting alone does
 // not change.
-func (p *Process) setBaseLocked(ms []member, record bool) {
+func (p *Process) setBaseLocked(ms []member, record bool, st stamp) {
+	p.tree.stamp, p.tree.stamped = st.n, st.ok
+	p.tree.quick.retain(ms)
 	p.tree.base = ms
 	if record {
 		p.tree.recorded = ms
@@ -453,7 +484,10 @@ func describe(m member) string {
 // when the daemon is a child subreaper (a read without them would drop an
 // orphan from the record, and the next read would count it as new again).
 func (p *Process) detectLocked() (*TreeChange, error) {
-	views, err := p.scan()
+	if p.quickLocked() {
+		return nil, nil
+	}
+	views, st, err := p.scan()
 	if err != nil {
 		return nil, err
 	}
@@ -463,25 +497,27 @@ func (p *Process) detectLocked() (*TreeChange, error) {
 		// Processes that exited, or helpers running known code: the
 		// base follows so that pids are not compared against stale ones.
 		if !sameViews(views, viewsOf(p.tree.base)) {
-			p.setBaseLocked(now, false)
+			p.setBaseLocked(now, false, st)
+		} else {
+			p.tree.stamp, p.tree.stamped = st.n, st.ok
 		}
 		return nil, nil
 	}
 	at := time.Now()
-	settled := p.settle(views, changeSettleMax, true)
+	settled, st := p.settle(views, st, changeSettleMax, true)
 	now = p.measureLocked(settled)
 	what, restarted := p.differencesLocked(now)
 	if len(what) == 0 {
 		// A fork caught before its exec and redirections (a shell
 		// starting a helper) that settled into no change.
-		p.setBaseLocked(now, false)
+		p.setBaseLocked(now, false, st)
 		return nil, nil
 	}
 	if !p.armed.Load() {
 		// Still starting (a watcher that starts its worker late, npx
 		// that downloads first): nothing has answered yet, so this is
 		// the launch epoch's tree, read again.
-		p.setBaseLocked(now, true)
+		p.setBaseLocked(now, true, st)
 		p.logger.Info("process tree read again before the first answer", "what", strings.Join(what, "; "))
 		return nil, nil
 	}
@@ -495,7 +531,7 @@ func (p *Process) detectLocked() (*TreeChange, error) {
 		Restarted: restarted,
 	}
 	p.tree.epoch = ch.Epoch
-	p.setBaseLocked(now, true)
+	p.setBaseLocked(now, true, st)
 	p.logger.Warn("new epoch observed in the process tree", "previous", ch.Previous, "epoch", ch.Epoch, "what", strings.Join(what, "; "))
 	select {
 	case p.changes <- ch:
@@ -504,6 +540,65 @@ func (p *Process) detectLocked() (*TreeChange, error) {
 	}
 	return &ch, nil
 }
+
+// quickLocked answers a check without reading the whole tree when it can
+// prove that nothing changed since the read the base came from: the
+// kernel's count of processes created since boot (Linux: "processes" in
+// /proc/stat, a 64-bit counter that every fork, clone and thread creation
+// moves) is the one read before that read, so no process was created
+// anywhere, and the tree has no new member — a process cannot join it
+// without being created (reparenting only moves orphans up to the daemon,
+// a child subreaper, and every read keeps the processes of the base that
+// are still alive wherever they were reparented). An exec creates no
+// process, so each process of the base is read again (start time and
+// parent from /proc/PID/stat, the running file's device and inode, the
+// arguments): one that changed, or a counter that moved, sends the check
+// to the full read. Processes of the base that exited leave it, as a full
+// read would drop them. The one thing a full read sees and this does not:
+// a process outside the tree (another server's) that execs with this
+// epoch's mark in its environment to be counted in; nothing is gained by
+// that.
+func (p *Process) quickLocked() bool {
+	t := &p.tree
+	if !t.stamped || len(t.base) == 0 {
+		return false
+	}
+	n, ok := t.quick.forks()
+	if !ok || n != t.stamp {
+		return false
+	}
+	t.found = t.found[:0]
+	gone := 0
+	for i := range t.base {
+		r := t.quick.same(&t.base[i].view)
+		if r == procChanged {
+			return false
+		}
+		if r == procGone {
+			gone++
+		}
+		t.found = append(t.found, r)
+	}
+	t.quicks++
+	if gone == 0 {
+		return true
+	}
+	alive := make([]member, 0, len(t.base)-gone)
+	for i, m := range t.base {
+		if t.found[i] == procSame {
+			alive = append(alive, m)
+		}
+	}
+	p.setBaseLocked(alive, false, stamp{n: n, ok: true})
+	return true
+}
+
+// What quickFiles.same found of a process of the base.
+const (
+	procSame    = iota // it runs what it ran, under the same parent
+	procGone           // it exited (or is a zombie)
+	procChanged        // it exec'd, was reparented, or could not be read
+)
 
 func viewsOf(ms []member) []procView {
 	out := make([]procView, len(ms))
@@ -517,19 +612,25 @@ func viewsOf(ms []member) []procView {
 // the process is reaped or stopped; every fullScanEvery polls it also looks
 // for processes carrying the epoch's mark that left the tree.
 func (p *Process) watchTree() {
-	views, err := p.scan()
+	// Nothing else reads the tree before treeReady: no lock needed yet.
+	views, st, err := p.scan()
 	if err == nil {
-		views = p.settle(views, p.opts.SettleMax, true)
+		views, st = p.settle(views, st, p.opts.SettleMax, true)
 	}
 	p.treeMu.Lock()
 	if err != nil {
 		p.tree.err = fmt.Errorf("watching the process tree of %s: %w", p.label, err)
 	} else {
-		p.setBaseLocked(p.measureLocked(views), true)
+		p.setBaseLocked(p.measureLocked(views), true, st)
 		p.tree.settled = true
 	}
 	p.treeMu.Unlock()
 	close(p.treeReady)
+	defer func() {
+		p.treeMu.Lock()
+		p.tree.quick.close()
+		p.treeMu.Unlock()
+	}()
 	if err != nil {
 		return
 	}
@@ -587,6 +688,7 @@ func (p *Process) escapedLocked() error {
 		if !in {
 			p.logger.Warn("a process of the epoch left its tree", "pid", m.pid, "exe", m.exe)
 			p.escaped[m.pid] = true
+			p.tree.stamped = false // the next read looks at it
 		}
 	}
 	return nil

@@ -26,7 +26,7 @@ const treeSupported = true
 // them hold the server's pipes from libproc (see holdsPipes and markStdio; a process whose
 // descriptors cannot be read counts as holding them). No working directory
 // is read, so a relative script is resolved against dir, the launch's.
-func scanTree(root int, extra []int, mark string, pipes []uint64, dir string, known func(procView) (procView, bool), _ bool) ([]procView, error) {
+func scanTree(root int, extra []int, keep []procView, mark string, pipes []uint64, dir string, known func(procView) (procView, bool), _ bool) ([]procView, error) {
 	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)
@@ -57,6 +57,13 @@ func scanTree(root int, extra []int, mark string, pipes []uint64, dir string, kn
 					roots = append(roots, pid)
 				}
 			}
+		}
+	}
+	// The processes of the last read that still run, wherever they were
+	// reparented: an orphan stays in the tree, marked or not.
+	for _, k := range keep {
+		if kp, ok := kps[k.pid]; ok && startOf(kp) == k.start {
+			roots = append(roots, k.pid)
 		}
 	}
 	seen := map[int]bool{}

@@ -16,12 +16,15 @@ import (
 
 // scanTree reads, from /proc, the live processes of root's tree (children
 // from /proc/PID/task/*/children, or a scan of every process's parent pid
-// where the kernel lacks that file), and those of extra and of this
+// where the kernel lacks that file), those of keep that still run (the
+// processes of the last read, wherever they were reparented: an orphan
+// stays in the tree, marked or not), and those of extra and of this
 // process's own children whose environment carries the mark (an orphan
-// reparented to the daemon when it is a child subreaper): for each one its
-// parent, start time, executable, the running file's identity, arguments,
-// working directory, and whether it holds one of the pipes.
-func scanTree(root int, extra []int, mark string, pipes []uint64, _ string, known func(procView) (procView, bool), orphans bool) ([]procView, error) {
+// reparented to the daemon when it is a child subreaper, seen for the
+// first time): for each one its parent, start time, executable, the
+// running file's identity, arguments, working directory, and whether it
+// holds one of the pipes.
+func scanTree(root int, extra []int, keep []procView, mark string, pipes []uint64, _ string, known func(procView) (procView, bool), orphans bool) ([]procView, error) {
 	rs, err := readStat(root)
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", root, err)
@@ -44,32 +47,63 @@ func scanTree(root int, extra []int, mark string, pipes []uint64, _ string, know
 			roots = append(roots, pid)
 		}
 	}
+	// kept reports whether pid is still the process of keep it was.
+	kept := func(pid int) bool {
+		for _, k := range keep {
+			if k.pid == pid {
+				st, err := readStat(pid)
+				return err == nil && st.start == k.start && st.state != 'Z'
+			}
+		}
+		return false
+	}
 	if orphans {
-		self, _ := childrenOf(os.Getpid())
-		for _, pid := range self {
-			if pid != root && hasMark(pid) {
+		// An orphan goes to the first live thread of its nearest
+		// subreaper ancestor (kernel/exit.c find_new_reaper), the
+		// daemon's main thread: only that thread's children are read,
+		// not those its other threads started (the servers).
+		self := os.Getpid()
+		buf := make([]byte, 4096)
+		b, _ := readAll("/proc/"+strconv.Itoa(self)+"/task/"+strconv.Itoa(self)+"/children", &buf)
+		for _, pid := range appendPids(nil, b) {
+			if pid == root {
+				continue
+			}
+			if kept(pid) || hasMark(pid) {
 				roots = append(roots, pid)
 			}
 		}
 	}
 	seen := map[int]bool{}
 	var out []procView
-	for i := 0; i < len(roots); i++ {
-		pid := roots[i]
-		if seen[pid] {
-			continue
+	walk := func(roots []int) {
+		for i := 0; i < len(roots); i++ {
+			pid := roots[i]
+			if seen[pid] {
+				continue
+			}
+			seen[pid] = true
+			v, ok := viewOf(pid, pipes, known)
+			if !ok {
+				continue
+			}
+			out = append(out, v)
+			kids, err := childrenOf(pid)
+			if err != nil {
+				continue
+			}
+			roots = append(roots, kids...)
 		}
-		seen[pid] = true
-		v, ok := viewOf(pid, pipes, known)
-		if !ok {
-			continue
+	}
+	walk(roots)
+	for _, k := range keep {
+		// A process of the last read that no longer descends from a
+		// root (its parent exited and it went to the daemon, to init,
+		// or to a subreaper of its own tree): the same process if its
+		// start time is the same.
+		if !seen[k.pid] && kept(k.pid) {
+			walk([]int{k.pid})
 		}
-		out = append(out, v)
-		kids, err := childrenOf(pid)
-		if err != nil {
-			continue
-		}
-		roots = append(roots, kids...)
 	}
 	return out, nil
 }
@@ -85,20 +119,60 @@ func childrenOf(pid int) ([]int, error) {
 	var out []int
 	buf := make([]byte, 4096)
 	for _, t := range tasks {
-		b, err := readSmall(dir+"/"+t.Name()+"/children", buf)
+		b, err := readAll(dir+"/"+t.Name()+"/children", &buf)
 		if err != nil {
 			if os.IsNotExist(err) {
 				return childrenByScan(pid)
 			}
 			continue
 		}
-		for f := range bytes.FieldsSeq(b) {
-			if c, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, c)
-			}
-		}
+		out = appendPids(out, b)
 	}
 	return out, nil
+}
+
+// appendPids appends the pids of a children file's text to out.
+func appendPids(out []int, b []byte) []int {
+	for f := range bytes.FieldsSeq(b) {
+		if c, ok := atou(f); ok && c <= 1<<22 {
+			out = append(out, int(c))
+		}
+	}
+	return out
+}
+
+// readAll reads a /proc file to its end into *buf, grown as needed (at
+// most 16 MiB). A children file is generated one page at a time: a
+// single read of a thread with more than about 600 children would
+// return only the first of them, and the rest would not be in the tree.
+func readAll(path string, buf *[]byte) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	b := *buf
+	n := 0
+	for {
+		if n == len(b) {
+			if len(b) >= 16<<20 {
+				return nil, &os.PathError{Op: "read", Path: path, Err: syscall.EFBIG}
+			}
+			b = append(b, make([]byte, len(b))...)
+			*buf = b
+		}
+		m, err := syscall.Read(fd, b[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			return b[:n], nil
+		}
+		n += m
+	}
 }
 
 func childrenByScan(pid int) ([]int, error) {

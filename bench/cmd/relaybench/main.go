@@ -4,7 +4,7 @@
 // after round, then the daemon's resident memory with 0 and with 10 running
 // servers (package bench). It prints Markdown tables for docs/BENCHMARKS.md.
 //
-//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-servers 10] [-connects 10] [-paths …] [-portcullis BIN] [-perf FILE] [-strace FILE] [-perfstat FILE]
+//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-callers 1,8] [-servers 10] [-connects 10] [-paths …] [-portcullis BIN] [-perf FILE] [-strace FILE] [-perfstat FILE]
 package main
 
 import (
@@ -33,9 +33,10 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each runs every path once per concurrency")
 	calls := flag.Int("calls", 1000, "calls per path, concurrency and round")
 	servers := flag.Int("servers", 10, "running servers for the loaded memory figure (0: skip)")
-	only := flag.String("paths", "direct,socat,supergateway,portcullis,portcullis-grant", "comma-separated paths to measure")
+	only := flag.String("paths", "direct,socat,supergateway,portcullis,portcullis-grant,portcullis-cred", "comma-separated paths to measure (portcullis-cred needs a Secret Service: relaybench runs itself inside scripts/with-secret-service.sh when there is none)")
 	flag.StringVar(&prebuilt, "portcullis", "", "use this portcullis executable instead of building one (to compare two builds)")
 	flag.IntVar(&connects, "connects", 10, "connections for the connect-time figure, alternating direct and portcullis (0: skip)")
+	flag.StringVar(&callersFlag, "callers", "1,8", "comma-separated numbers of concurrent callers, each batch run once per number")
 	flag.StringVar(&perfOut, "perf", "", "record a perf profile (perf record -g) of the daemon during the measured batches into this file")
 	flag.StringVar(&straceOut, "strace", "", "count the daemon's system calls (strace -c -f) during the measured batches into this file")
 	flag.StringVar(&statOut, "perfstat", "", "count the daemon's CPU time, context switches and system calls (perf stat, syscall tracepoints) during the measured batches into this file")
@@ -43,6 +44,9 @@ func main() {
 	selected = map[string]bool{}
 	for _, p := range strings.Split(*only, ",") {
 		selected[strings.TrimSpace(p)] = true
+	}
+	if selected["portcullis-cred"] {
+		inKeyring()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -61,6 +65,9 @@ var prebuilt, perfOut, straceOut, statOut string
 
 // connects is the -connects count.
 var connects int
+
+// callersFlag is the -callers list.
+var callersFlag string
 
 func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 	root, err := harness.RepoRoot()
@@ -95,17 +102,28 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 			p.Close()
 		}
 	}()
-	for _, open := range []func(context.Context, bench.Env) (*bench.Path, error){bench.Direct, bench.Socat, bench.Supergateway, bench.Portcullis, bench.PortcullisGrant} {
-		p, err := open(ctx, e)
+	var skipped []string
+	for _, o := range []struct {
+		name string
+		open func(context.Context, bench.Env) (*bench.Path, error)
+	}{
+		{"direct", bench.Direct}, {"socat", bench.Socat}, {"supergateway", bench.Supergateway},
+		{"portcullis", bench.Portcullis}, {"portcullis-grant", bench.PortcullisGrant}, {"portcullis-cred", bench.PortcullisCred},
+	} {
+		if !selected[o.name] {
+			continue
+		}
+		p, err := o.open(ctx, e)
 		if err != nil {
-			if e.NPM == "" && strings.HasPrefix(err.Error(), "supergateway") {
+			if e.NPM == "" && o.name == "supergateway" {
+				continue
+			}
+			if errors.Is(err, bench.ErrNoSecretService) {
+				fmt.Fprintf(os.Stderr, "relaybench: skipping: %v\n", err)
+				skipped = append(skipped, fmt.Sprintf("not measured, %v", err))
 				continue
 			}
 			return err
-		}
-		if !selected[p.Name] {
-			p.Close()
-			continue
 		}
 		if p.Daemon != 0 {
 			fmt.Fprintf(os.Stderr, "relaybench: %s: daemon-side pid %d\n", p.Name, p.Daemon)
@@ -121,7 +139,14 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 			return fmt.Errorf("%s warm-up: %w", p.Name, err)
 		}
 	}
-	concurrency := []int{1, 8}
+	var concurrency []int
+	for _, f := range strings.Split(callersFlag, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 {
+			return fmt.Errorf("-callers %q: %q is not a number of callers (1 or more)", callersFlag, f)
+		}
+		concurrency = append(concurrency, c)
+	}
 	batches := map[string][]bench.Batch{}
 	cpu := map[string]time.Duration{} // daemon-side CPU (utime+stime) per path
 	if perfOut != "" {
@@ -165,6 +190,12 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 			}
 		}
 	}
+	for _, s := range skipped {
+		fmt.Fprintln(out, s)
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintln(out)
+	}
 	fmt.Fprintln(out, "| path | callers | calls | p50 | p99 | calls/s |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|")
 	for _, c := range concurrency {
@@ -202,6 +233,39 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 		return nil
 	}
 	return memory(ctx, out, e, servers)
+}
+
+// inKeyringEnv marks the relaybench that scripts/with-secret-service.sh
+// started, so that it does not start itself again.
+const inKeyringEnv = "PORTCULLIS_BENCH_IN_KEYRING"
+
+// inKeyring replaces this process with itself run inside the project's
+// scripts/with-secret-service.sh (a private D-Bus session with a throwaway,
+// unlocked gnome-keyring), so that the credentialed path has a Secret
+// Service; a person's own keyring is never used. It returns when that is
+// not needed or not possible (already inside, not Linux, no script), and
+// the credentialed path then says why it was skipped; the script itself
+// runs relaybench without a Secret Service when dbus-run-session or
+// gnome-keyring-daemon is missing.
+func inKeyring() {
+	if runtime.GOOS != "linux" || os.Getenv(inKeyringEnv) != "" || os.Getenv("PORTCULLIS_TEST_KEYRING_PASSWORD") != "" {
+		return
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return
+	}
+	script := root + "/scripts/with-secret-service.sh"
+	self, err := os.Executable()
+	if err != nil {
+		return
+	}
+	if _, err := os.Stat(script); err != nil {
+		return
+	}
+	env := append(os.Environ(), inKeyringEnv+"=1")
+	err = syscall.Exec("/bin/bash", append([]string{"bash", script, self}, os.Args[1:]...), env)
+	fmt.Fprintf(os.Stderr, "relaybench: running inside %s: %v\n", script, err)
 }
 
 func cmpOr(a, b string) string {
@@ -311,17 +375,17 @@ func memory(ctx context.Context, out io.Writer, e bench.Env, n int) error {
 }
 
 // startTracer runs the command name with args and "-p DAEMONPID" (perf
-// record, strace -c) on the portcullis daemon until the returned function
+// record, strace -c) on the daemon of the first portcullis path measured until the returned function
 // is called, which interrupts it and waits for it to write its file.
 func startTracer(paths []*bench.Path, name string, args ...string) (func(), error) {
 	pid := 0
 	for _, p := range paths {
-		if p.Name == "portcullis" {
+		if strings.HasPrefix(p.Name, "portcullis") && pid == 0 {
 			pid = p.Daemon
 		}
 	}
 	if pid == 0 {
-		return nil, fmt.Errorf("-%s needs the portcullis path", name)
+		return nil, fmt.Errorf("-%s needs a portcullis path", name)
 	}
 	cmd := exec.Command(name, append(args, "-p", strconv.Itoa(pid))...)
 	cmd.Stderr = os.Stderr

@@ -178,7 +178,12 @@ type Process struct {
 	treeMu    sync.Mutex
 	tree      treeState    // guarded by treeMu
 	escaped   map[int]bool // guarded by treeMu; marked pids found outside the tree
-	armed     atomic.Bool  // the launch epoch has answered: changes are new epochs
+	answered  atomic.Bool  // the process answered its first request (Arm)
+	armKick   chan struct{}
+	// identified is closed once the launch epoch's identity is final: the
+	// tree was read after the first answer (treeState.armed), or it is not
+	// watched at all.
+	identified chan struct{}
 }
 
 // Start launches s in a new process group with pipes for stdin, stdout and
@@ -302,6 +307,8 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		pipes:      pipeInodes(inW, outR),
 		measurer:   o.Measurer,
 		treeReady:  make(chan struct{}),
+		armKick:    make(chan struct{}, 1),
+		identified: make(chan struct{}),
 		changes:    make(chan TreeChange, treeChangesBuffer),
 		tree:       treeState{epoch: epoch},
 		escaped:    map[int]bool{},
@@ -318,6 +325,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	} else {
 		p.tree.err = fmt.Errorf("%w (%s)", ErrTreeUnwatched, runtime.GOOS)
 		close(p.treeReady)
+		close(p.identified)
 	}
 	return p, nil
 }

@@ -217,14 +217,15 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		return
 	}
 	s.mu.Lock()
-	if !s.inLineLocked() {
+	if !s.inLineLocked() && s.awaitsIdentityLocked(m.Method) == nil {
 		s.mu.Unlock()
 		s.handle(m, call)
 		return
 	}
-	// Held: never forwarded to either process until the gate opens, and
-	// then in the order the agent sent it.
-	queued := s.queueLocked(func() {
+	// Held: never forwarded to either process until the gate opens (and,
+	// but for the lists, the epoch's identity is known), and then in the
+	// order the agent sent it.
+	queued := s.queueForLocked(func() {
 		s.handle(m, call)
 		s.unhold(m.ID)
 	}, func() {
@@ -239,7 +240,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		}
 		s.refuse(m.ID, m.Method, callName(call), r)
 		s.unhold(m.ID)
-	}, s.opts.HoldTimeout)
+	}, s.opts.HoldTimeout, m.Method)
 	if queued {
 		s.holdLocked(m.ID)
 	}

@@ -863,9 +863,10 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 		return
 	}
 	s.dropPendingLocked(gid, p)
-	if !e.answered {
+	firstAnswer := !e.answered
+	if firstAnswer {
 		e.answered = true
-		armTree(e) // the launch has settled: tree changes are new epochs now
+		armTree(e) // the tree is read once more as the launch's; then changes are new epochs
 		if e.timer != nil {
 			e.timer.Stop()
 		}
@@ -877,6 +878,9 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 		}
 	}
 	s.mu.Unlock()
+	if firstAnswer {
+		s.log.Info("epoch answered", "epoch", e.ID, "method", p.method) // once per epoch: its start-up, in the daemon log
+	}
 	if coerced {
 		s.log.Warn("server changed the type of a request id", "epoch", e.ID, "sent", gid, "got", string(m.ID))
 		s.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -175,4 +176,24 @@ func containsObserved(execution []byte, exe string) bool {
 		}
 	}
 	return false
+}
+
+// A call whose epoch is never identified (its Identify does not return) is
+// refused after the hold timeout, saying so, and never reaches the server.
+func TestCallUnidentifiedTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &identityGate{}
+		r := newBubble(t, func(o *Options) { o.Launch = g.wrap(o.Launch) })
+		synctest.Wait()
+		r.handshake()
+		r.agent.request(2, "tools/call", map[string]any{"name": "t", "arguments": map[string]any{}})
+		_, ref := refusal(t, r.agent.wait(2, 10*time.Second))
+		if ref == nil || ref.Error != "hold_timeout" || !strings.Contains(ref.Reason, "were not identified") {
+			t.Fatalf("refusal %+v, want hold_timeout naming the identity", ref)
+		}
+		if got := r.proc(1).received("tools/call"); len(got) != 0 {
+			t.Fatalf("the server got %s", got)
+		}
+		g.open("E1") // lets the run end
+	})
 }

@@ -231,9 +231,15 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 	}, func() {
 		s.mu.Lock()
 		st, cur := s.state, s.cur
+		open, _ := s.gate.state()
+		unidentified := open && s.awaitsIdentityLocked(m.Method) != nil
 		s.mu.Unlock()
+		reason := fmt.Sprintf("the server was %s for more than %s", st, s.opts.HoldTimeout)
+		if unidentified {
+			reason = fmt.Sprintf("the processes that run the server's epoch were not identified within %s (the supervisor reads them once the launch settled and the server answered); the request was not sent", s.opts.HoldTimeout)
+		}
 		r := &control.Refusal{Error: control.HoldTimeout, Server: s.opts.Label,
-			Reason: fmt.Sprintf("the server was %s for more than %s", st, s.opts.HoldTimeout),
+			Reason: reason,
 			Retry:  "call again in a moment; if it persists, ask the person to check the server"}
 		if cur != nil {
 			r.CurrentEpoch = cur.ID

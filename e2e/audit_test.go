@@ -317,8 +317,8 @@ func seqOf(evs []audit.Event) uint64 {
 
 // TestAuditRebuildStory follows one agent run through a rebuild of its
 // server and proves that the log tells the story in order — server_started
-// (epoch A), tool_called under A, build_detected, server_started (B),
-// server_replaced A→B, tool_called under B — that the sessions and activity
+// (epoch A), tool_called under A, build_detected, server_replaced A→B,
+// server_started (B), tool_called under B — that the sessions and activity
 // queries read it back, that the clean log verifies, and that editing,
 // deleting, reordering or truncating it makes `portcullis audit verify`
 // fail naming the first bad seq.
@@ -367,12 +367,14 @@ func TestAuditRebuildStory(t *testing.T) {
 			return f["epoch"] == epochA && f["tool"] == "inventory_lookup" && f["argsDigest"] == auditArgsDigest(t, map[string]any{"sku": "WIDGET-1"})
 		}},
 		{"build detected while A runs", audit.TypeBuildDetected, func(f map[string]any) bool { return f["epoch"] == epochA && f["serverLabel"] == "inv" }},
-		// B is launched (and its epoch minted) before the switch that
-		// server_replaced records, which names B.
-		{"epoch B started", audit.TypeServerStarted, is("epoch", epochB)},
+		// B is launched (its epoch minted) and takes over at once
+		// (server_replaced names it); server_started records B's
+		// identity once the kernel's view of it was read, before any call
+		// reaches B.
 		{"A replaced by B", audit.TypeServerReplaced, func(f map[string]any) bool {
 			return f["oldEpoch"] == epochA && f["newEpoch"] == epochB && f["agentRun"] == run
 		}},
+		{"epoch B started", audit.TypeServerStarted, is("epoch", epochB)},
 		{"call under B", audit.TypeToolCalled, func(f map[string]any) bool {
 			return f["epoch"] == epochB && f["tool"] == "inventory_lookup" && f["argsDigest"] == auditArgsDigest(t, map[string]any{"sku": "GADGET-2"})
 		}},

@@ -211,9 +211,9 @@ func TestNodeDistRewrite(t *testing.T) {
 				t.Errorf("server_started of the new epoch: pid %d, execution entry %s digest %s epoch %s; want pid %d, %s %s %s",
 					ss.PID, exec.Entry, exec.EntryDigest, exec.Epoch, after.PID, entry, digestB, after.Epoch)
 			}
-			if started[0].Seq < detected[0].Seq || replaced[0].Seq < started[0].Seq {
-				t.Errorf("audit order: build_detected %d, server_started %d, server_replaced %d; want that order",
-					detected[0].Seq, started[0].Seq, replaced[0].Seq)
+			if replaced[0].Seq < detected[0].Seq || started[0].Seq < replaced[0].Seq {
+				t.Errorf("audit order: build_detected %d, server_replaced %d, server_started %d (once its identity was read); want that order",
+					detected[0].Seq, replaced[0].Seq, started[0].Seq)
 			}
 			t.Logf("epoch %s → %s, catalog revision %d → %d, build_detected digests %v, server_replaced reason %q",
 				before.Epoch, after.Epoch, before.CatalogRevision, after.CatalogRevision, bd.Digests, sr.Reason)

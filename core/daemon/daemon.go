@@ -809,30 +809,40 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	rec.Epoch = proc.Epoch() // minted by the supervisor, and marks the process tree (supervisor.EpochEnv)
 	rec.ProcessID = proc.Pid()
 	rec.StartedAt = time.Now().UTC()
-	// Read once the launcher's exec settled (env, sh -c, npx): the
-	// supervisor watches the tree from then on (supervisor.TreeChange).
-	if obs, err := proc.Settled(ctx); err == nil {
-		rec.Observed = obs
-	} else if d.opts.Procs != nil {
-		if obs, err := identity.Observe(ctx, d.opts.Procs, proc.Pid()); err == nil {
-			rec.Observed = obs
-		} else {
-			d.log.Info("observing process tree", "pid", proc.Pid(), "err", err)
-		}
+	// Start returned once the exec succeeded: the kernel's file of the
+	// direct child is the program launched, compared before anything
+	// reaches it. Its digest comes from the measurement's cache when the
+	// running file is the one just digested (same device, inode and stat
+	// key; identity.Measurer.DigestOpen).
+	running, err := proc.ExecutableDigest()
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		d.log.Info("reading the started executable", "pid", proc.Pid(), "err", err)
 	}
-	if got, ok := swappedExecutable(rec, proc.Pid()); ok {
+	if got, ok := swappedExecutable(rec, running); ok {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		_ = proc.Stop(stopCtx)
 		cancel()
 		return nil, rec, fmt.Errorf("%w (%s was measured as %s, the kernel runs %s)", errCodeChanged, rec.ResolvedExecutable.Path, rec.ResolvedExecutable.SHA256, got)
 	}
-	d.trackChild(child{PID: proc.Pid(), StartTime: startTimeOf(rec.Observed, proc.Pid()), Label: label, Epoch: rec.Epoch})
+	start, _ := proc.StartTime() // 0 where unknown: the epoch's mark still finds its processes
+	d.trackChild(child{PID: proc.Pid(), StartTime: start, Label: label, Epoch: rec.Epoch})
 	go func() {
 		<-proc.Done()
 		d.untrackChild(proc.Pid())
 	}()
 	d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
-	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc}, rec, nil
+	// The processes that run the epoch are read once the launcher's exec
+	// settled (env, sh -c, npx) and the process answered; the gateway
+	// forwards the handshake meanwhile and holds calls until then. The
+	// supervisor watches the tree from then on (supervisor.TreeChange).
+	observe := func(ctx context.Context) ([]identity.Observed, error) {
+		obs, err := proc.Identity(ctx)
+		if err != nil && d.opts.Procs != nil {
+			obs, err = identity.Observe(ctx, d.opts.Procs, proc.Pid())
+		}
+		return obs, err
+	}
+	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc, Identify: observe}, rec, nil
 }
 
 // sandboxOf returns the sandbox that confines server label, nil when its
@@ -889,18 +899,16 @@ func (d *Daemon) secretsOf(cfg *config.Config, srv config.Server, credEnv []stri
 	return out
 }
 
-// swappedExecutable reports whether the kernel runs, as process pid, an
-// executable other than the one measured, and its digest. Only a launch
-// without interpreter or wrapper is compared: a shebang or a wrapper execs
-// further programs, so the first process's executable changes by design.
-func swappedExecutable(rec identity.Record, pid int) (string, bool) {
+// swappedExecutable reports whether running, the digest of the file the
+// kernel started for rec ("" unknown), differs from the one measured, and
+// returns it. Only a launch without interpreter or wrapper is compared: a
+// shebang or a wrapper execs further programs.
+func swappedExecutable(rec identity.Record, running string) (string, bool) {
 	if rec.Interpreter != nil || len(rec.Wrappers) > 0 {
 		return "", false
 	}
-	for _, o := range rec.Observed {
-		if o.PID == pid && o.SHA256 != "" && o.SHA256 != rec.ResolvedExecutable.SHA256 {
-			return o.SHA256, true
-		}
+	if running != "" && running != rec.ResolvedExecutable.SHA256 {
+		return running, true
 	}
 	return "", false
 }
@@ -908,6 +916,11 @@ func swappedExecutable(rec identity.Record, pid int) (string, bool) {
 func (d *Daemon) supervisorOptions() supervisor.Options {
 	o := d.opts.Supervisor
 	o.Logger = d.log
+	if o.Measurer == nil {
+		// One digest cache for the measurement and the processes it
+		// starts: the running file just measured is not read again.
+		o.Measurer = d.measurer
+	}
 	return o
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
-	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
 
@@ -117,16 +116,6 @@ func (d *Daemon) sameProcess(c child) bool {
 		}
 	}
 	return false
-}
-
-// startTimeOf finds the kernel start time of pid in an observation.
-func startTimeOf(obs []identity.Observed, pid int) uint64 {
-	for _, o := range obs {
-		if o.PID == pid {
-			return o.StartTime
-		}
-	}
-	return 0
 }
 
 // closeAbandonedRuns ends, in the audit log, the agent runs that a previous

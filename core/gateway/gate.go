@@ -97,6 +97,14 @@ func (s *Session) releasingLocked() bool { return s.gate.releasing() }
 // it returns false and holds nothing (an agent cannot pile up goroutines
 // while the gate is closed).
 func (s *Session) queueLocked(deliver, expire func(), timeout time.Duration) bool {
+	return s.queueForLocked(deliver, expire, timeout, "")
+}
+
+// queueForLocked is queueLocked for a request of the agent's method: one
+// that needs the epoch's identity (awaitsIdentityLocked) is delivered
+// only once the gate is open and the identity of the epoch then current
+// is known ("": a message that never waits for it).
+func (s *Session) queueForLocked(deliver, expire func(), timeout time.Duration, method string) bool {
 	if !s.flight.enqueue() {
 		return false
 	}
@@ -132,10 +140,17 @@ func (s *Session) queueLocked(deliver, expire func(), timeout time.Duration) boo
 		for {
 			s.mu.Lock()
 			open, opened := s.gate.state()
+			var identity <-chan struct{}
+			if open && method != "" {
+				identity = s.awaitsIdentityLocked(method)
+			}
 			s.mu.Unlock()
-			if open {
+			if open && identity == nil {
 				deliver()
 				return
+			}
+			if open {
+				opened = identity // then the gate is looked at again
 			}
 			select {
 			case <-opened:

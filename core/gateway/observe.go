@@ -362,3 +362,54 @@ func measuredOf(r identity.Record) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// identify completes e's execution record with its observed identity
+// (Epoch.Identify) off the launch's path, records server_started with it,
+// and then lets the requests that need the identity through
+// (awaitsIdentityLocked). The handshake and the lists do not wait for it:
+// they carry no authority.
+func (s *Session) identify(ctx context.Context, e *epoch) {
+	done := func(obs []identity.Observed, err error) {
+		s.mu.Lock()
+		if err == nil && obs != nil {
+			e.Record.Observed = obs
+			s.records[e.ID] = e.Record
+		}
+		s.mu.Unlock()
+		if err != nil {
+			s.log.Info("the epoch's processes could not be observed", "epoch", e.ID, "err", err)
+		}
+		s.log.Info("epoch identified", "epoch", e.ID, "observed", len(obs))
+		s.recordServerStarted(e)
+		close(e.identified)
+		s.changed()
+	}
+	if e.Identify == nil {
+		done(nil, nil)
+		return
+	}
+	f := func() { done(e.Identify(context.WithoutCancel(ctx))) }
+	if !s.work.goFunc(f) {
+		go f() // launched after the run was over: its shutdown stops it
+	}
+}
+
+// awaitsIdentityLocked returns, for a request of the agent's method, a
+// channel that closes once the current epoch's identity is known, nil when
+// the request need not wait: the identity is known, or method is one of
+// the handshake, the lists, subscriptions/listen or ping (checkMethods),
+// which carry no authority. Everything else (tools/call, resources/read,
+// prompts/get, …) is answered by code whose identity the epoch must
+// describe first.
+func (s *Session) awaitsIdentityLocked(method string) <-chan struct{} {
+	e := s.cur
+	if checkMethods[method] || e == nil || e.identified == nil {
+		return nil
+	}
+	select {
+	case <-e.identified:
+		return nil
+	default:
+		return e.identified
+	}
+}

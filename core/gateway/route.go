@@ -217,29 +217,36 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		return
 	}
 	s.mu.Lock()
-	if !s.inLineLocked() {
+	if !s.inLineLocked() && s.awaitsIdentityLocked(m.Method) == nil {
 		s.mu.Unlock()
 		s.handle(m, call)
 		return
 	}
-	// Held: never forwarded to either process until the gate opens, and
-	// then in the order the agent sent it.
-	queued := s.queueLocked(func() {
+	// Held: never forwarded to either process until the gate opens (and,
+	// but for the lists, the epoch's identity is known), and then in the
+	// order the agent sent it.
+	queued := s.queueForLocked(func() {
 		s.handle(m, call)
 		s.unhold(m.ID)
 	}, func() {
 		s.mu.Lock()
 		st, cur := s.state, s.cur
+		open, _ := s.gate.state()
+		unidentified := open && s.awaitsIdentityLocked(m.Method) != nil
 		s.mu.Unlock()
+		reason := fmt.Sprintf("the server was %s for more than %s", st, s.opts.HoldTimeout)
+		if unidentified {
+			reason = fmt.Sprintf("the processes that run the server's epoch were not identified within %s (the supervisor reads them once the launch settled and the server answered); the request was not sent", s.opts.HoldTimeout)
+		}
 		r := &control.Refusal{Error: control.HoldTimeout, Server: s.opts.Label,
-			Reason: fmt.Sprintf("the server was %s for more than %s", st, s.opts.HoldTimeout),
+			Reason: reason,
 			Retry:  "call again in a moment; if it persists, ask the person to check the server"}
 		if cur != nil {
 			r.CurrentEpoch = cur.ID
 		}
 		s.refuse(m.ID, m.Method, callName(call), r)
 		s.unhold(m.ID)
-	}, s.opts.HoldTimeout)
+	}, s.opts.HoldTimeout, m.Method)
 	if queued {
 		s.holdLocked(m.ID)
 	}
@@ -862,9 +869,10 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 		return
 	}
 	s.dropPendingLocked(gid, p)
-	if !e.answered {
+	firstAnswer := !e.answered
+	if firstAnswer {
 		e.answered = true
-		armTree(e) // the launch has settled: tree changes are new epochs now
+		armTree(e) // the tree is read once more as the launch's; then changes are new epochs
 		if e.timer != nil {
 			e.timer.Stop()
 		}
@@ -876,6 +884,9 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 		}
 	}
 	s.mu.Unlock()
+	if firstAnswer {
+		s.log.Info("epoch answered", "epoch", e.ID, "method", p.method) // once per epoch: its start-up, in the daemon log
+	}
 	if coerced {
 		s.log.Warn("server changed the type of a request id", "epoch", e.ID, "sent", gid, "got", string(m.ID))
 		s.mu.Lock()

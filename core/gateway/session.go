@@ -69,6 +69,14 @@ type Epoch struct {
 	ID     string
 	Record identity.Record
 	Proc   Process
+	// Identify, when set, waits until the epoch's identity is known and
+	// returns the processes the kernel shows running it (Record.Observed:
+	// read after the launch settled and after the process first answered,
+	// supervisor.Process.Identity). The session does not wait for it to
+	// forward the handshake and the lists; every other request of the
+	// agent, tools/call first, is held until it returned
+	// (docs/DESIGN.md "identity-pending"). Nil: Record is complete.
+	Identify func(ctx context.Context) ([]identity.Observed, error)
 }
 
 // Launcher starts a new epoch for the session's server label.
@@ -239,6 +247,7 @@ type epoch struct {
 	idMismatch bool             // guarded by Session.mu; it answered a numeric id with a string
 	next       *epoch           // guarded by Session.mu; the epoch observed to succeed it on the same process (observe.go)
 	observed   string           // set once at creation: what the supervisor observed when it began (observe.go), "" for a launch
+	identified chan struct{}    // closed once Record holds the epoch's observed identity (identify); nil: known at creation
 	unasked    int              // guarded by Session.mu; answers it wrote to ids never sent to it (route.go)
 }
 
@@ -409,18 +418,19 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &epoch{Epoch: *ep}
+	e := &epoch{Epoch: *ep, identified: make(chan struct{})}
 	s.redact.use(e) // before anything of the process is logged
 	s.mu.Lock()
 	s.epochs++
 	s.records[e.ID] = e.Record
 	s.mu.Unlock()
 	s.log.Info("epoch started", "epoch", e.ID, "pid", e.Proc.Pid())
-	s.recordServerStarted(e)
 	go s.readServer(e)
 	s.watchTree(e)
+	s.identify(ctx, e)
 	watch := func() {
 		<-e.Proc.Done()
+		<-e.identified // server_started comes first (identify returns once the process is gone)
 		e := s.lastOf(e)
 		exit := e.Proc.Exit()
 		s.record(audit.TypeServerExited, audit.ServerExited{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,

@@ -95,7 +95,9 @@ func (s *Session) Status() Status {
 		st.Check = !s.acted && at.Sub(s.startedAt) <= HealthCheckWindow
 	}
 	e := s.cur
+	var rec identity.Record
 	if e != nil {
+		rec = e.Record // completed by the epoch's identity (identify), under mu
 		st.Epoch = e.ID
 		if e.catalog != nil {
 			st.CatalogRevision = e.catalog.Revision
@@ -110,7 +112,6 @@ func (s *Session) Status() Status {
 		st.Withdrawn = s.opts.Authority.Withdrawn(s.opts.RunID)
 	}
 	if e != nil {
-		rec := e.Record
 		st.Record = &rec
 		st.PID = e.Proc.Pid()
 		st.StderrTail = e.Proc.StderrTail(20)

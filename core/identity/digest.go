@@ -17,8 +17,58 @@ import (
 // of hashing, for its digest to be kept out of the cache: a write landing in
 // the same timestamp tick as the previous one (same size) would not change the
 // cache key. Like Git's "racily clean" entries, such files are hashed again
-// on every use until they are older.
+// on every use until they are older. One second is the coarsest tick of a
+// file system in use (HFS+, ext4 with 128-byte inodes); a file system whose
+// tick is known is given a window of two of its ticks (racyWindowOf).
 const racyWindow = time.Second
+
+// racyWindowOf returns the racy window of the file open as f, whose key is
+// key: two ticks of the clock that stamps its change time where that tick
+// is known (stampTick: a Linux file system that stamps from the kernel's
+// clock with nanoseconds, and the file's change time has a sub-second
+// part, so it is not kept in whole seconds), else racyWindow.
+//
+// Why that is enough: a write stamps the change time from the kernel's
+// coarse clock, which lags the real time by less than one tick (or from
+// the fine clock, which only makes stamps later). A write at or after the
+// moment hashing starts (start) therefore gets a change time after
+// start − tick. If the key's change time is older than start − 2·tick,
+// every write that could keep the key (same change time) happened before
+// hashing started, so the bytes read are those the key names; a later
+// write moves the change time and misses the cache. The second tick is a
+// margin for the moments between the stat that gave key and start. A
+// change of the wall clock backwards by more than that margin defeats it,
+// as it defeats the one-second window by more than a second.
+func (m *Measurer) racyWindowOf(f *os.File, key fileKey) time.Duration {
+	if key.ctime%int64(time.Second) == 0 {
+		return racyWindow // whole seconds: the file system may keep no more
+	}
+	m.mu.Lock()
+	tick, known := m.ticks[key.dev]
+	m.mu.Unlock()
+	if !known {
+		tick = 0
+		if m.stampTick != nil {
+			if t, ok := m.stampTick(f); ok {
+				tick = t
+			}
+		}
+		m.mu.Lock()
+		m.ticks[key.dev] = tick
+		m.mu.Unlock()
+	}
+	if tick <= 0 {
+		return racyWindow
+	}
+	return 2 * tick
+}
+
+// settled reports whether a file whose key was read again after hashing
+// (akey) is old enough, relative to start, for its digest to be cached.
+func (m *Measurer) settled(f *os.File, akey fileKey, start time.Time) bool {
+	edge := start.Add(-m.racyWindowOf(f, akey)).UnixNano()
+	return akey.ctime <= edge && akey.mtime <= edge
+}
 
 // copyBufSize is the read buffer for hashing files.
 const copyBufSize = 256 << 10
@@ -99,11 +149,15 @@ func (m *Measurer) hashAndStore(abs string, key fileKey, keyOK bool) ([sha256.Si
 		return sum, err
 	}
 	akey, ok := statKey(after)
-	if !ok || akey != key || akey.ctime > start.Add(-racyWindow).UnixNano() || akey.mtime > start.Add(-racyWindow).UnixNano() {
+	if !ok || akey != key || !m.settled(f, akey, start) {
 		return sum, nil
 	}
 	m.mu.Lock()
 	m.files[abs] = cachedDigest{key: key, sum: sum}
+	// The same version of the same file, by device and inode: a process
+	// that runs it is digested from the cache through the kernel's view
+	// (DigestOpen of /proc/PID/exe), without reading it again.
+	m.opened[key] = sum
 	m.mu.Unlock()
 	return sum, nil
 }
@@ -195,8 +249,7 @@ func (m *Measurer) DigestOpen(f *os.File) (string, error) {
 	h.Sum(sum[:0])
 	if keyOK {
 		if after, err := f.Stat(); err == nil {
-			if akey, ok := statKey(after); ok && akey == key &&
-				akey.ctime <= start.Add(-racyWindow).UnixNano() && akey.mtime <= start.Add(-racyWindow).UnixNano() {
+			if akey, ok := statKey(after); ok && akey == key && m.settled(f, akey, start) {
 				m.mu.Lock()
 				m.opened[key] = sum
 				m.mu.Unlock()

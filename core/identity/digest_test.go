@@ -165,8 +165,10 @@ func TestDigestCache(t *testing.T) {
 		return ok
 	}
 
-	// A file written just now is racy: not cached.
+	// A file written just now is racy: not cached (the one-second window:
+	// no stamp tick known).
 	m := NewMeasurer(nil)
+	m.stampTick = nil
 	mkfile(t, p, "one", 0o644)
 	if got, _ := m.DigestFile(p); got != digest("one") {
 		t.Fatalf("got %s", got)
@@ -242,5 +244,89 @@ func TestDigestTreeManyFilesMatchesFresh(t *testing.T) {
 	}
 	if a != b || a != c {
 		t.Errorf("cold %s, warm %s, fresh %s", a, b, c)
+	}
+}
+
+// TestRacyWindowFollowsTheStampTick: where the tick of the clock that
+// stamps change times is known, a file is cached once its change time is
+// two ticks older than the start of hashing, and not before; the digest
+// of the same version then serves DigestOpen (a running executable)
+// without a read, and a same-size rewrite misses both caches. A change
+// time in whole seconds keeps the one-second window.
+func TestRacyWindowFollowsTheStampTick(t *testing.T) {
+	const tick = 10 * time.Millisecond
+	p := filepath.Join(t.TempDir(), "bin")
+	mkfile(t, p, "one", 0o755)
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, ok := statKey(fi)
+	if !ok {
+		t.Skip("no stat key on this system")
+	}
+	if key.ctime%int64(time.Second) == 0 {
+		t.Skip("this file system keeps whole seconds")
+	}
+	changed := time.Unix(0, max(key.ctime, key.mtime))
+	m := NewMeasurer(nil)
+	m.stampTick = func(*os.File) (time.Duration, bool) { return tick, true }
+	cached := func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		_, inFiles := m.files[p]
+		_, inOpened := m.opened[key]
+		return inFiles && inOpened
+	}
+	m.now = func() time.Time { return changed.Add(tick + tick/2) } // within two ticks
+	if _, err := m.DigestFile(p); err != nil {
+		t.Fatal(err)
+	}
+	if cached() {
+		t.Fatal("cached a file changed 1.5 ticks before hashing")
+	}
+	m.now = func() time.Time { return changed.Add(2*tick + time.Millisecond) }
+	want, err := m.DigestFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cached() {
+		t.Fatal("a file changed more than two ticks before hashing was not cached")
+	}
+	// The kernel's view of a process running it: served from the cache.
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m.now = func() time.Time { t.Error("DigestOpen hashed a file just digested"); return time.Now() }
+	if got, err := m.DigestOpen(f); err != nil || got != want {
+		t.Fatalf("DigestOpen = %s, %v; want %s from the cache", got, err, want)
+	}
+	m.now = time.Now
+	// Rewritten until its change time moves (the hashing clock above was
+	// set ahead: a rewrite in the same tick is the racy case itself).
+	for {
+		if err := os.WriteFile(p, []byte("two"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, _ := statKey(fi); k != key {
+			break
+		}
+	}
+	two := func() string { h := sha256.Sum256([]byte("two")); return "sha256:" + hex.EncodeToString(h[:]) }()
+	if got, _ := m.DigestFile(p); got != two {
+		t.Errorf("after a same-size rewrite DigestFile = %s, want %s", got, two)
+	}
+	if got, _ := m.DigestOpen(f); got != two {
+		t.Errorf("after a same-size rewrite DigestOpen = %s, want %s", got, two)
+	}
+	// Whole seconds: the file system's tick is not trusted.
+	if w := m.racyWindowOf(f, fileKey{dev: key.dev, ctime: 1_700_000_000 * int64(time.Second)}); w != racyWindow {
+		t.Errorf("racy window of a whole-second change time = %s, want %s", w, racyWindow)
 	}
 }

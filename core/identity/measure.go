@@ -58,10 +58,16 @@ type Measurer struct {
 	versionTimeout time.Duration
 
 	mu       sync.Mutex
-	files    map[string]cachedDigest // guarded by mu; absolute path -> digest
-	runtimes map[string]string       // guarded by mu; kind + "\x00" + digest -> "node v22.14.0"
-	opened   map[fileKey][32]byte    // guarded by mu; DigestOpen's cache
-	packages map[string]*listings    // guarded by mu; DigestPackage's last listings
+	files    map[string]cachedDigest  // guarded by mu; absolute path -> digest
+	runtimes map[string]string        // guarded by mu; kind + "\x00" + digest -> "node v22.14.0"
+	opened   map[fileKey][32]byte     // guarded by mu; DigestOpen's cache
+	packages map[string]*listings     // guarded by mu; DigestPackage's last listings
+	ticks    map[uint64]time.Duration // guarded by mu; device → tick of its change times (0: unknown), see racyWindowOf
+
+	// stampTick returns the tick of the clock that stamps the change
+	// times of the file system holding f, false when it is not known
+	// (stat_*.go); a test replaces it.
+	stampTick func(f *os.File) (time.Duration, bool)
 }
 
 // NewMeasurer returns a Measurer that logs to logger (nil discards).
@@ -77,6 +83,8 @@ func NewMeasurer(logger *slog.Logger) *Measurer {
 		runtimes:       make(map[string]string),
 		opened:         make(map[fileKey][32]byte),
 		packages:       make(map[string]*listings),
+		ticks:          make(map[uint64]time.Duration),
+		stampTick:      stampTick,
 	}
 }
 

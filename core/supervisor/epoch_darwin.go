@@ -53,6 +53,16 @@ func startOf(kp *unix.KinfoProc) uint64 {
 	return uint64(kp.Proc.P_starttime.Sec)*1_000_000 + uint64(kp.Proc.P_starttime.Usec)
 }
 
+// startTimeOf returns the kernel's start time of pid, in the unit the
+// tree scan records (startOf).
+func startTimeOf(pid int) (uint64, error) {
+	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
+	if err != nil {
+		return 0, err
+	}
+	return startOf(kp), nil
+}
+
 // signalMarked sends sig to m right after checking that its pid still names
 // the process found (same start time); a process that is gone is not an
 // error. macOS has no pidfd, so a pid reused in between is not ruled out.

@@ -134,6 +134,13 @@ func atoi(b []byte) (int64, bool) {
 	return int64(n), ok
 }
 
+// startTimeOf returns the kernel's start time of pid, in the unit the
+// tree scan records (clock ticks since boot).
+func startTimeOf(pid int) (uint64, error) {
+	st, err := readStat(pid)
+	return st.start, err
+}
+
 // readSmall reads a small /proc file into buf with three system calls
 // (open, read, close), where os.ReadFile takes twice as many; a file longer
 // than buf is cut to it.

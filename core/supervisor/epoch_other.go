@@ -2,7 +2,10 @@
 
 package supervisor
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
 // findMarked finds nothing: reading another process's environment is
 // implemented for Linux and macOS only, so here only the process group is
@@ -10,3 +13,5 @@ import "syscall"
 func findMarked(map[string]bool) ([]marked, error) { return nil, nil }
 
 func signalMarked(marked, syscall.Signal) error { return nil }
+
+func startTimeOf(int) (uint64, error) { return 0, errors.ErrUnsupported }

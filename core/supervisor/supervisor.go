@@ -138,6 +138,7 @@ func (e ExitInfo) String() string {
 type Process struct {
 	label  string
 	pid    int
+	path   string // the server's executable, as resolved (the sandbox's launcher execs it)
 	epoch  string
 	cmd    *exec.Cmd
 	logger *slog.Logger
@@ -178,7 +179,12 @@ type Process struct {
 	treeMu    sync.Mutex
 	tree      treeState    // guarded by treeMu
 	escaped   map[int]bool // guarded by treeMu; marked pids found outside the tree
-	armed     atomic.Bool  // the launch epoch has answered: changes are new epochs
+	answered  atomic.Bool  // the process answered its first request (Arm)
+	armKick   chan struct{}
+	// identified is closed once the launch epoch's identity is final: the
+	// tree was read after the first answer (treeState.armed), or it is not
+	// watched at all.
+	identified chan struct{}
 }
 
 // Start launches s in a new process group with pipes for stdin, stdout and
@@ -283,6 +289,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	p := &Process{
 		label:      s.Label,
 		pid:        cmd.Process.Pid,
+		path:       path,
 		epoch:      epoch,
 		cmd:        cmd,
 		logger:     o.Logger.With("server", s.Label, "pid", cmd.Process.Pid, "epoch", epoch),
@@ -302,6 +309,8 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		pipes:      pipeInodes(inW, outR),
 		measurer:   o.Measurer,
 		treeReady:  make(chan struct{}),
+		armKick:    make(chan struct{}, 1),
+		identified: make(chan struct{}),
 		changes:    make(chan TreeChange, treeChangesBuffer),
 		tree:       treeState{epoch: epoch},
 		escaped:    map[int]bool{},
@@ -318,6 +327,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	} else {
 		p.tree.err = fmt.Errorf("%w (%s)", ErrTreeUnwatched, runtime.GOOS)
 		close(p.treeReady)
+		close(p.identified)
 	}
 	return p, nil
 }
@@ -328,6 +338,23 @@ func (p *Process) Sandbox() string { return p.sandbox }
 
 // Pid returns the direct child's process ID, which is also its process group ID.
 func (p *Process) Pid() int { return p.pid }
+
+// StartTime returns the kernel's start time of the direct child, in the
+// unit the tree's identity records (identity.Observed.StartTime): with
+// its pid it names the process across pid reuse.
+func (p *Process) StartTime() (uint64, error) { return startTimeOf(p.pid) }
+
+// ExecutableDigest returns the digest of the file the direct child runs
+// now, read through the kernel where the system offers it (Linux
+// /proc/PID/exe, the running file even when replaced on disk; macOS the
+// resolved path). Start returns once the exec succeeded, so right after it
+// this is the program launched, before it could exec another. It uses
+// Options.Measurer's cache: a file that measurement digested moments
+// before is not read again when its device, inode and stat key are the
+// same (identity.Measurer.DigestOpen).
+func (p *Process) ExecutableDigest() (string, error) {
+	return digestRunning(p.measurer, p.pid, p.path)
+}
 
 // Epoch returns the execution epoch ID that Start minted for this process
 // and put in its environment as [EpochEnv].

@@ -116,6 +116,7 @@ type treeState struct {
 	recorded []member          // the processes recorded for the current epoch
 	byKey    map[string]member // base by procView.key
 	settled  bool              // base was read after the launch's exec settled
+	armed    bool              // the tree was read after the first answer: changes are new epochs
 	err      error             // why the tree cannot be watched, if it cannot
 	// stamp is the kernel's fork counter read before the scan that base
 	// is (see quickLocked); stamped is false when there is none.
@@ -146,12 +147,44 @@ func (p *Process) CurrentEpoch() string {
 	return p.tree.epoch
 }
 
-// Arm ends the start of the launch epoch: from now on a change in the tree
-// is a new epoch. Before, a change is the launch settling late (a watcher
+// Arm tells the supervisor that the process answered its first request;
+// the gateway calls it then, and it does not block. The tree is read once
+// more at once, as the launch epoch's: a read begun after the answer sees
+// the program that gave it, however late a launcher exec'd it (`sh -c
+// 'sleep 1; exec server'`). From the end of that read on, a change in the
+// tree is a new epoch. Before, a change is the launch settling (a watcher
 // that starts its worker after a while, npx downloading): the tree is read
-// again and the launch epoch records what it settled into. The gateway
-// calls it when the process first answers; it does not block.
-func (p *Process) Arm() { p.armed.Store(true) }
+// again and the launch epoch records what it settled into. Nothing that
+// carries authority reaches the process before [Process.Identity] returned,
+// so what the launch epoch records before that read is what answers.
+func (p *Process) Arm() {
+	if p.answered.CompareAndSwap(false, true) {
+		select {
+		case p.armKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Identity waits until the launch epoch's identity is final and returns
+// the processes it recorded: the launch settled (as [Process.Settled]),
+// the process answered its first request ([Process.Arm]) and the tree was
+// read again after that answer. The gateway forwards the handshake and
+// tools/list at once, and holds every call that needs the epoch's identity
+// until Identity returns. It returns ErrTreeUnwatched where the tree is
+// not watched, ctx's error when ctx ends first, and what was recorded so
+// far (nil error) when the process was reaped or stopped before it
+// answered.
+func (p *Process) Identity(ctx context.Context) ([]identity.Observed, error) {
+	select {
+	case <-p.identified:
+	case <-p.done:
+	case <-p.stopping:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return p.Settled(ctx)
+}
 
 // Changes delivers the new epochs observed in the running tree, each once,
 // in order. It is never closed; nothing more comes once Done is closed.
@@ -198,6 +231,22 @@ func (p *Process) CheckTree(ctx context.Context) (*TreeChange, error) {
 		return nil, p.tree.err
 	}
 	return p.detectLocked()
+}
+
+// detectLocked reads the tree (readTreeLocked); until the tree was read
+// after the first answer, every change is the launch settling, and the
+// first read begun after that answer arms the tree.
+func (p *Process) detectLocked() (*TreeChange, error) {
+	// Loaded before the scan: only a scan begun after the answer is sure
+	// to see the program that gave it.
+	answered := p.answered.Load()
+	launch := !p.tree.armed
+	ch, err := p.readTreeLocked(launch)
+	if err == nil && launch && answered {
+		p.tree.armed = true
+		close(p.identified)
+	}
+	return ch, err
 }
 
 func observedOf(ms []member) []identity.Observed {
@@ -478,12 +527,14 @@ func describe(m member) string {
 	return s
 }
 
-// detectLocked reads the tree and, when what can answer changed, settles,
-// records the new epoch, and delivers it (CheckTree's caller gets it too).
+// readTreeLocked reads the tree and, when what can answer changed, settles,
+// records the new epoch, and delivers it (CheckTree's caller gets it too);
+// launch: the launch epoch is still starting, and a change is recorded as
+// its own.
 // Every read also looks at the daemon's own children, where orphans land
 // when the daemon is a child subreaper (a read without them would drop an
 // orphan from the record, and the next read would count it as new again).
-func (p *Process) detectLocked() (*TreeChange, error) {
+func (p *Process) readTreeLocked(launch bool) (*TreeChange, error) {
 	if p.quickLocked() {
 		return nil, nil
 	}
@@ -513,7 +564,7 @@ func (p *Process) detectLocked() (*TreeChange, error) {
 		p.setBaseLocked(now, false, st)
 		return nil, nil
 	}
-	if !p.armed.Load() {
+	if launch {
 		// Still starting (a watcher that starts its worker late, npx
 		// that downloads first): nothing has answered yet, so this is
 		// the launch epoch's tree, read again.
@@ -620,6 +671,7 @@ func (p *Process) watchTree() {
 	p.treeMu.Lock()
 	if err != nil {
 		p.tree.err = fmt.Errorf("watching the process tree of %s: %w", p.label, err)
+		close(p.identified)
 	} else {
 		p.setBaseLocked(p.measureLocked(views), true, st)
 		p.tree.settled = true
@@ -641,6 +693,9 @@ func (p *Process) watchTree() {
 		t := time.NewTimer(p.opts.TreePoll)
 		select {
 		case <-t.C:
+		case <-p.armKick:
+			// The first answer: the launch's last read, at once.
+			t.Stop()
 		case <-wake.C():
 			t.Stop()
 		case <-p.done:

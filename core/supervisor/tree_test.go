@@ -74,6 +74,16 @@ func readyPID(t *testing.T, r *bufio.Reader) int {
 	return pid
 }
 
+// arm tells p that it answered and waits for the read of its tree after
+// that answer, which ends the launch: from then on a change is a new epoch.
+func arm(t *testing.T, p *supervisor.Process) {
+	t.Helper()
+	p.Arm()
+	if _, err := p.Identity(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func find(obs []identity.Observed, pid int) (identity.Observed, bool) {
 	for _, o := range obs {
 		if o.PID == pid {
@@ -148,7 +158,7 @@ func TestWatcherSeesSwappedWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Arm()
+	arm(t, p)
 	if _, ok := find(obs, first); !ok {
 		t.Fatalf("the first worker %d is not observed: %+v", first, obs)
 	}
@@ -197,7 +207,7 @@ func TestCheckTreeSeesSwapBeforePoll(t *testing.T) {
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	p.Arm()
+	arm(t, p)
 	if _, err := p.Stdin().Write([]byte("restart\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +245,7 @@ func TestWatcherSeesExecInPlace(t *testing.T) {
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	p.Arm()
+	arm(t, p)
 	if _, err := p.Stdin().Write([]byte("exec\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +285,7 @@ func TestHelpers(t *testing.T) {
 			if _, err := p.Settled(testCtx(t)); err != nil {
 				t.Fatal(err)
 			}
-			p.Arm()
+			arm(t, p)
 			r := bufio.NewReader(p.Stdout())
 			for i, want := range tc.want {
 				if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
@@ -375,7 +385,7 @@ func TestChangeBeforeArmIsReread(t *testing.T) {
 	if _, ok := find(p.Observed(), second); !ok || p.CurrentEpoch() != p.Epoch() {
 		t.Errorf("after the re-read: observed %+v, epoch %s; want worker %d under the launch epoch %s", p.Observed(), p.CurrentEpoch(), second, p.Epoch())
 	}
-	p.Arm()
+	arm(t, p)
 	if _, err := p.Stdin().Write([]byte("restart\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +409,7 @@ func TestOrphanUnderSubreaperIsSeen(t *testing.T) {
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	p.Arm()
+	arm(t, p)
 	if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -424,5 +434,90 @@ func TestOrphanUnderSubreaperIsSeen(t *testing.T) {
 	// The check before a call reads the orphans too: it stays recorded.
 	if again, err := p.CheckTree(testCtx(t)); err != nil || again != nil {
 		t.Errorf("CheckTree after the orphan was recorded = %+v, %v; want nil", again, err)
+	}
+}
+
+// A launcher that execs its program after the launch looked settled
+// (`sh -c 'sleep 0.05; exec …'`: the shell waits for its sleep child, so
+// no launcher seems about to exec) is recorded as its final program once
+// the program answered: by Identity, which the gateway waits for before a
+// call that needs the epoch's identity, and by the check before a call
+// carrying authority even when that check is the first read after the
+// answer. Neither is a new epoch.
+func TestLateExecObservedBeforeAuthority(t *testing.T) {
+	py := realPython(t)
+	script := writeWorker(t)
+	for _, tc := range []struct {
+		name  string
+		first func(*supervisor.Process) ([]identity.Observed, error)
+	}{
+		{"Identity", func(p *supervisor.Process) ([]identity.Observed, error) { return p.Identity(testCtx(t)) }},
+		{"CheckTree", func(p *supervisor.Process) ([]identity.Observed, error) {
+			ch, err := p.CheckTree(testCtx(t))
+			if ch != nil {
+				t.Errorf("CheckTree = new epoch %+v, want the launch's own re-read", ch)
+			}
+			return p.Observed(), err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := fast
+			if tc.name == "CheckTree" {
+				o.TreePoll = time.Hour // only the check reads the tree after the answer
+			}
+			p := start(t, supervisor.Spec{Label: "late-exec", Command: "/bin/sh",
+				Args: []string{"-c", "sleep 0.05; exec " + py + " " + script}}, o)
+			r := bufio.NewReader(p.Stdout())
+			if pid := readyPID(t, r); pid != p.Pid() {
+				t.Fatalf("worker pid %d, want the launched pid %d (an exec)", pid, p.Pid())
+			}
+			p.Arm() // the program answered
+			obs, err := tc.first(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, ok := find(obs, p.Pid())
+			if !ok || w.Exe != py || w.Script != script {
+				t.Fatalf("observed %+v, want pid %d running %s %s", obs, p.Pid(), py, script)
+			}
+			for _, o := range obs {
+				if filepath.Base(o.Exe) == "sleep" {
+					t.Errorf("observed the launcher's sleep, which has exited: %+v", obs)
+				}
+			}
+			if p.CurrentEpoch() != p.Epoch() {
+				t.Errorf("CurrentEpoch %s, want the launch epoch %s", p.CurrentEpoch(), p.Epoch())
+			}
+			if ch, err := p.CheckTree(testCtx(t)); err != nil || ch != nil {
+				t.Errorf("CheckTree after the identity = %+v, %v; want nil", ch, err)
+			}
+			// From now on an exec is a new epoch, seen by a check or by
+			// the watcher (Arm woke it for one read, which may come late).
+			if _, err := p.Stdin().Write([]byte("exec\n")); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				ch, err := p.CheckTree(testCtx(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ch != nil {
+					break
+				}
+				select {
+				case <-p.Changes():
+				default:
+					if time.Now().After(deadline) {
+						t.Fatal("the exec after the identity was never a new epoch")
+					}
+					continue
+				}
+				break
+			}
+			if p.CurrentEpoch() == p.Epoch() {
+				t.Error("the exec after the identity left the launch epoch current")
+			}
+		})
 	}
 }

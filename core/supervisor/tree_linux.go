@@ -210,10 +210,19 @@ func viewOf(pid int, pipes []uint64, known func(procView) (procView, bool)) (pro
 	}
 	v := procView{pid: pid, ppid: st.ppid, start: st.start}
 	var lbuf [4096]byte
-	if n, err := syscall.Readlink(dir+"/exe", lbuf[:]); err == nil {
+	n, err := syscall.Readlink(dir+"/exe", lbuf[:])
+	switch {
+	case err == nil:
 		// A running file that was replaced or removed on disk reads
 		// "PATH (deleted)": the process still runs the same file.
 		v.exe = strings.TrimSuffix(string(lbuf[:n]), " (deleted)")
+	case err == syscall.ENOENT:
+		// No memory map: the process is exiting (do_exit released it
+		// before the process becomes a zombie), or is gone. It can
+		// answer nothing more; read as an exec, its "(executable
+		// unknown)" would start an epoch for a crash. EACCES (a process
+		// that is not dumpable) still counts, as unknown.
+		return procView{}, false
 	}
 	// Device and inode: a running executable cannot be written (ETXTBSY)
 	// and is not freed while it runs, so they change only with an exec;

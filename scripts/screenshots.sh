@@ -68,8 +68,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-note "building the app (cgo) and the publish server"
-CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis" .
+# PORTCULLIS_SHOTS_BIN: an app built already (cgo, APP_TAGS) to use
+# instead of building one; SHOTS_SCALES: the scales to shoot (default "1 2").
+if [[ -n "${PORTCULLIS_SHOTS_BIN:-}" ]]; then
+	cp "$PORTCULLIS_SHOTS_BIN" "$tmp/portcullis"
+else
+	note "building the app (cgo)"
+	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis" .
+fi
+note "building the publish server"
 mkdir -p "$tmp/srv" "$out"
 build_server() { CGO_ENABLED=0 go -C testdata/servers build -ldflags "-X main.revision=$1 ${2:-}" -o "$tmp/srv/publish" ./publish; }
 bin="$tmp/portcullis"
@@ -96,11 +103,28 @@ window_id() { xwininfo -root -tree | grep -F "\"$1\"" | grep -v '1x1+' | awk 'NR
 window_id_nonempty() { [[ -n "$(window_id "$1")" ]]; }
 has_window() { [[ -n "$(window_id "$1")" ]]; }
 
-# shoot TITLE FILE: capture a window after it has drawn.
+# on_screen ID: fails, saying where, unless window ID lies wholly inside
+# the screen (import would capture only the part on the screen).
+on_screen() {
+	local x y w h rw rh
+	read -r x y w h < <(xwininfo -id "$1" | awk '/Absolute upper-left X:/ {x = $NF} /Absolute upper-left Y:/ {y = $NF}
+		/^ *Width:/ {w = $NF} /^ *Height:/ {h = $NF} END {print x, y, w, h}')
+	read -r rw rh < <(xwininfo -root | awk '/^ *Width:/ {w = $NF} /^ *Height:/ {h = $NF} END {print w, h}')
+	if ((x < 0 || y < 0 || x + w > rw || y + h > rh)); then
+		note "window $1 is ${w}x${h} at ($x, $y): it reaches outside the ${rw}x${rh} screen"
+		return 1
+	fi
+}
+
+# shoot TITLE FILE: capture a window after it has drawn; fails when the
+# window does not fit on the screen.
 shoot() {
+	local id
 	wait_for 20 "the window \"$1\"" has_window "$1"
 	sleep 2
-	import -window "$(window_id "$1")" "$2"
+	id="$(window_id "$1")"
+	on_screen "$id" || die "\"$1\" does not fit on the screen (${2#"$root"/})"
+	import -window "$id" "$2"
 	note "wrote ${2#"$root"/}"
 }
 
@@ -156,7 +180,7 @@ click_menu() {
 		--method com.canonical.dbusmenu.Event "$id" clicked '<0>' 0 >/dev/null
 }
 
-for scale in 1 2; do
+for scale in ${SHOTS_SCALES:-1 2}; do
 	suffix=""
 	[[ $scale == 1 ]] || suffix="@${scale}x"
 	note "scale $scale"

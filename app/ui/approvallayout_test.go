@@ -277,7 +277,7 @@ func TestApprovalWindowStaysOnScreen(t *testing.T) {
 
 			w.decide(authz.Deny)
 			f.pending = []authz.Request{request("apr_3", 2, firstCard()), request("apr_4", 3, rebuildCard())}
-			w.sync(f.Pending()) // a first card pops up
+			w.sync(f.Pending())  // a first card pops up
 			w.decide(authz.Deny) // the rebuild card replaces it, the window shown
 			if !w.Visible() || w.currentID() != "apr_4" {
 				t.Fatalf("the window shows %q (visible %v), want apr_4", w.currentID(), w.Visible())

@@ -360,8 +360,26 @@ func (p *prefs) update(change func(c *config.Config) error) error {
 	return nil
 }
 
-// setStatus shows text in the window's status line, in red when bad.
+// setStatus shows text in the window's status line, in red when bad, else
+// in green (something was done).
 func (p *prefs) setStatus(text string, bad bool) { setMessageLabel(p.status, text, bad) }
+
+// setNote shows text in the window's status line in the plain text colour:
+// nothing failed and nothing was done ("Not saved: audit signing stays
+// on.", the person's own choice).
+func (p *prefs) setNote(text string) {
+	p.setStatus(text, false)
+	p.status.Importance = widget.MediumImportance
+	p.status.Refresh()
+}
+
+// edited clears a "Saved" status at the person's next edit: it no longer
+// describes what the window shows.
+func (p *prefs) edited() {
+	if p.status.Visible() && p.status.Importance == widget.SuccessImportance {
+		p.setStatus("", false)
+	}
+}
 
 // notSavedFields is the status of a save refused for invalid fields.
 const notSavedFields = "Not saved: correct the fields marked in red."

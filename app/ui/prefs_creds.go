@@ -291,6 +291,7 @@ func (t *credsTab) changed() {
 	if t.loading || !t.editing {
 		return
 	}
+	t.p.edited()
 	t.syncEnvVar()
 	t.check()
 }

@@ -229,6 +229,7 @@ func (t *generalTab) changed() {
 	if t.loading {
 		return
 	}
+	t.p.edited()
 	t.check()
 }
 
@@ -329,7 +330,7 @@ func (t *generalTab) save() {
 					return
 				}
 				t.sign.SetChecked(true) // as the person chose, and as the file says
-				t.p.setStatus("Not saved: audit signing stays on.", false)
+				t.p.setNote("Not saved: audit signing stays on.")
 			}, t.p.win)
 		d.SetConfirmText("Turn off signing")
 		d.SetDismissText("Keep signing")

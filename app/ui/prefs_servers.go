@@ -466,6 +466,7 @@ func (t *serversTab) changed() {
 		return
 	}
 	t.touched = true
+	t.p.edited()
 	t.check()
 }
 

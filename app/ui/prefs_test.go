@@ -683,6 +683,9 @@ func TestPrefsAuditSigning(t *testing.T) {
 	if !g.sign.Checked || !strings.Contains(f.p.status.Text, "stays on") {
 		t.Errorf("after Keep signing: box %v, status %q; want ticked again", g.sign.Checked, f.p.status.Text)
 	}
+	if f.p.status.Importance != widget.MediumImportance {
+		t.Errorf("%q in importance %v, want plain (nothing was saved, nothing failed)", f.p.status.Text, f.p.status.Importance)
+	}
 
 	g.sign.SetChecked(false)
 	tapButton(t, c, "Save")
@@ -697,8 +700,12 @@ func TestPrefsAuditSigning(t *testing.T) {
 		t.Errorf("status %q, state %q", f.p.status.Text, g.audit.Text)
 	}
 
-	// Saving other settings keeps it off, without asking again.
+	// The next edit clears the "Saved" that no longer describes the tab.
 	g.approve.SetText("90s")
+	if f.p.status.Visible() {
+		t.Errorf("status %q still shown after an unsaved edit", f.p.status.Text)
+	}
+	// Saving other settings keeps it off, without asking again.
 	tapButton(t, c, "Save")
 	if c.Overlays().Top() != nil || f.load(t).Settings.AuditSigningOn() || f.saved != 2 {
 		t.Fatalf("saving a timeout with signing off: dialog %v, on %v", c.Overlays().Top() != nil, f.load(t).Settings.AuditSigningOn())
@@ -901,7 +908,7 @@ func TestCwdPlaceholder(t *testing.T) {
 }
 
 // "Not saved: correct the fields marked in red." goes once no field is
-// marked any more, in each tab.
+// marked any more, in each tab; a "Saved" goes at the next edit.
 func TestPrefsStatusClearsWhenFixed(t *testing.T) {
 	f := newPrefsFixture(t, prefsConfig)
 	c := f.window.Canvas()
@@ -915,11 +922,11 @@ func TestPrefsStatusClearsWhenFixed(t *testing.T) {
 	if f.p.status.Visible() {
 		t.Errorf("status %q stays after the fields were corrected", f.p.status.Text)
 	}
-	// Another message stays until the next action.
+	// A "Saved" goes at the next edit: it no longer describes the tab.
 	f.p.setStatus("Saved server “inv”.", false)
 	s.cwd.SetText("/src/inventory")
-	if !f.p.status.Visible() {
-		t.Error("a success message was cleared by typing")
+	if f.p.status.Visible() {
+		t.Errorf("the success message %q stays beside an unsaved edit", f.p.status.Text)
 	}
 
 	f.p.tabs.SelectIndex(2)

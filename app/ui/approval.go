@@ -334,9 +334,9 @@ func (w *ApprovalWindow) closeRequested() {
 	}
 	w.closingMsg = widget.NewLabel(closingText(len(w.queue)))
 	w.closingMsg.Wrapping = fyne.TextWrapWord
-	d := dialog.NewCustomConfirm("Deny every waiting request?", closeDenyText, closeKeepText, w.closingMsg, w.closeAnswer, w.win)
-	d.SetConfirmImportance(widget.DangerImportance) // it denies, it does not confirm
-	d.Resize(fyne.NewSize(420, 0))
+	d := askDialogWith("Deny every waiting request?", w.closingMsg, w.win,
+		keepChoice(closeKeepText, func() { w.closeAnswer(false) }),
+		destroyChoice(closeDenyText, nil, func() { w.closeAnswer(true) }))
 	w.closing = d
 	d.Show()
 }

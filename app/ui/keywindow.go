@@ -7,7 +7,6 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -103,17 +102,10 @@ func (k *KeyWindow) closeRequested() {
 		return
 	}
 	k.asking = true
-	d := dialog.NewConfirm("Close without the key?",
+	d := askDialog("Close without the key?",
 		"The verification key is not shown again. Without it, `audit verify` cannot prove the seals "+
-			"(`portcullis audit setup-keys --force` makes new keys; the log before them stays unproven).",
-		func(close bool) {
-			k.asking = false
-			if close {
-				k.win.Close()
-			}
-		}, k.win)
-	d.SetConfirmText("Close anyway")
-	d.SetConfirmImportance(widget.DangerImportance)
-	d.SetDismissText("Keep it open")
+			"(`portcullis audit setup-keys --force` makes new keys; the log before them stays unproven).", k.win,
+		keepChoice("Keep it open", func() { k.asking = false }),
+		destroyChoice("Close anyway", nil, func() { k.asking = false; k.win.Close() }))
 	d.Show()
 }

@@ -9,7 +9,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -471,16 +470,9 @@ func (t *credsTab) confirmRemoveSecret() {
 	if !t.editing || t.isNew || t.busy {
 		return
 	}
-	d := dialog.NewConfirm("Remove the secret?",
-		"The secret of “"+t.orig+"” is deleted from the credential store; servers that use the scope cannot get it until you set it again.",
-		func(ok bool) {
-			if ok {
-				t.removeSecret()
-			}
-		}, t.p.win)
-	d.SetConfirmText("Remove secret")
-	d.SetDismissText("Keep it")
-	d.SetConfirmImportance(widget.DangerImportance)
+	d := askDialog("Remove the secret?",
+		"The secret of “"+t.orig+"” is deleted from the credential store; servers that use the scope cannot get it until you set it again.", t.p.win,
+		keepChoice("Keep it", nil), destroyChoice("Remove secret", theme.DeleteIcon(), t.removeSecret))
 	t.p.ask(d)
 }
 
@@ -521,15 +513,9 @@ func (t *credsTab) confirmDelete() {
 		t.p.setStatus(fmt.Sprintf("“%s” is still used by %s: untick it in their settings first.", scope, strings.Join(users, ", ")), true)
 		return
 	}
-	d := dialog.NewConfirm("Delete credential scope",
-		fmt.Sprintf("Delete “%s” and its secret?", scope),
-		func(ok bool) {
-			if ok {
-				t.deleteScope(scope)
-			}
-		}, t.p.win)
-	d.SetConfirmText("Delete")
-	d.SetDismissText("Cancel")
+	d := askDialog("Delete credential scope",
+		fmt.Sprintf("Delete “%s” and its secret?", scope), t.p.win,
+		keepChoice("Cancel", nil), destroyChoice("Delete", theme.DeleteIcon(), func() { t.deleteScope(scope) }))
 	t.p.ask(d)
 }
 

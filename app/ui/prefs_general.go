@@ -8,7 +8,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -321,20 +320,14 @@ func (t *generalTab) save() {
 	}
 	s, _ := t.candidate()
 	if !s.AuditSigningOn() && t.p.config().Settings.AuditSigningOn() {
-		d := dialog.NewConfirm("Turn off audit signing?",
+		d := askDialog("Turn off audit signing?",
 			"Events recorded after this carry no signature: someone who can write the audit log file could then add or change them undetected. "+
-				"The log records, signed, where signing stopped.",
-			func(ok bool) {
-				if ok {
-					t.write(s)
-					return
-				}
+				"The log records, signed, where signing stopped.", t.p.win,
+			keepChoice("Keep signing", func() {
 				t.sign.SetChecked(true) // as the person chose, and as the file says
 				t.p.setNote("Not saved: audit signing stays on.")
-			}, t.p.win)
-		d.SetConfirmText("Turn off signing")
-		d.SetDismissText("Keep signing")
-		d.SetConfirmImportance(widget.DangerImportance)
+			}),
+			destroyChoice("Turn off signing", nil, func() { t.write(s) }))
 		t.p.ask(d)
 		return
 	}

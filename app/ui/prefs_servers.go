@@ -316,21 +316,24 @@ func (t *serversTab) leave(next func()) {
 	if !t.isNew {
 		what = "“" + t.orig + "”"
 	}
-	d := dialog.NewConfirm("Discard unsaved changes?",
-		"Your changes to "+what+" are not saved. Discard them?", func(discard bool) {
-			if discard {
-				next()
-				return
-			}
-			if i := slices.Index(t.labels, t.orig); i >= 0 && !t.isNew {
-				t.list.Select(i)
-			} else {
-				t.list.UnselectAll()
-			}
-		}, t.p.win)
-	d.SetConfirmText("Discard")
-	d.SetDismissText("Keep editing")
-	d.SetConfirmImportance(widget.DangerImportance)
+	stay := func() {
+		if i := slices.Index(t.labels, t.orig); i >= 0 && !t.isNew {
+			t.list.Select(i)
+		} else {
+			t.list.UnselectAll()
+		}
+	}
+	save := choice{Text: "Save", Icon: theme.DocumentSaveIcon(), Importance: widget.HighImportance, Do: func() {
+		t.save()
+		if t.touched { // not saved: the status says why, the editor stays
+			stay()
+			return
+		}
+		next()
+	}}
+	d := askDialog("Save your changes?",
+		"Your changes to "+what+" are not saved.", t.p.win,
+		keepChoice("Keep editing", stay), destroyChoice("Discard", theme.DeleteIcon(), next), save)
 	t.p.ask(d)
 }
 
@@ -759,16 +762,10 @@ func (t *serversTab) confirmRemove() {
 		return
 	}
 	label := t.orig
-	d := dialog.NewConfirm("Remove server",
+	d := askDialog("Remove server",
 		fmt.Sprintf("Remove “%s” from the configuration?\nAgents can no longer connect to it. The previous file is kept as %s%s.",
-			label, "config.json", config.LastGoodSuffix),
-		func(ok bool) {
-			if ok {
-				t.remove(label)
-			}
-		}, t.p.win)
-	d.SetConfirmText("Remove")
-	d.SetDismissText("Cancel")
+			label, "config.json", config.LastGoodSuffix), t.p.win,
+		keepChoice("Cancel", nil), destroyChoice("Remove", theme.DeleteIcon(), func() { t.remove(label) }))
 	t.p.ask(d)
 }
 

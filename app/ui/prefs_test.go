@@ -13,6 +13,7 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/google/go-cmp/cmp"
 
@@ -1143,6 +1144,65 @@ func TestPrefsUnsavedEditsAsk(t *testing.T) {
 	}
 	if !bytes.Contains(f.read(t), []byte(`"command": "node"`)) {
 		t.Errorf("the discarded edit reached the file:\n%s", f.read(t))
+	}
+
+	// The question also offers Save: a valid edit is saved and the editor
+	// moves on; an invalid one stays, with the reason.
+	s.list.Select(slices.Index(s.labels, "inv"))
+	s.command.SetText("/usr/bin/node3")
+	s.list.Select(slices.Index(s.labels, "pub"))
+	tapButton(t, f.window.Canvas(), "Save") // the question's, over the editor's
+	if f.window.Canvas().Overlays().Top() != nil || s.orig != "pub" {
+		t.Errorf("after Save in the question: dialog %v, editing %q; want pub", f.window.Canvas().Overlays().Top() != nil, s.orig)
+	}
+	if !bytes.Contains(f.read(t), []byte(`"command": "/usr/bin/node3"`)) {
+		t.Errorf("Save in the question did not save inv:\n%s", f.read(t))
+	}
+	s.cwd.SetText("relative")
+	s.list.Select(slices.Index(s.labels, "inv"))
+	tapButton(t, f.window.Canvas(), "Save")
+	if s.orig != "pub" || s.cwd.Text != "relative" || f.p.status.Text != notSavedFields {
+		t.Errorf("Save of an invalid edit in the question: editing %q, cwd %q, status %q; want pub kept with the edit", s.orig, s.cwd.Text, f.p.status.Text)
+	}
+}
+
+// TestQuestionIcons: the answer that keeps things as they are carries a
+// check mark, the destructive one a warning (or delete) icon in the
+// danger colour; a dismissal (Escape) is keep, and an answer runs once.
+func TestQuestionIcons(t *testing.T) {
+	a := test.NewTempApp(t)
+	win := a.NewWindow("q")
+	defer win.Close()
+	var kept, removed int
+	d := askDialog("Remove?", "It goes.", win, keepChoice("Keep it", func() { kept++ }), destroyChoice("Remove", theme.DeleteIcon(), func() { removed++ }))
+	d.Show()
+	var buttons []*widget.Button
+	for _, o := range test.LaidOutObjects(win.Canvas().Overlays().Top()) {
+		if b, ok := o.(*widget.Button); ok {
+			buttons = append(buttons, b)
+		}
+	}
+	if len(buttons) != 2 {
+		t.Fatalf("%d buttons, want 2", len(buttons))
+	}
+	if b := buttons[0]; b.Text != "Keep it" || b.Icon.Name() != theme.ConfirmIcon().Name() || b.Importance == widget.DangerImportance {
+		t.Errorf("keep button %q icon %s importance %v; want the check mark, not danger", b.Text, b.Icon.Name(), b.Importance)
+	}
+	if b := buttons[1]; b.Text != "Remove" || b.Icon.Name() != theme.DeleteIcon().Name() || b.Importance != widget.DangerImportance {
+		t.Errorf("destructive button %q icon %s importance %v; want delete, danger", b.Text, b.Icon.Name(), b.Importance)
+	}
+	test.Tap(buttons[1])
+	if removed != 1 || kept != 0 {
+		t.Errorf("Remove tapped: removed %d, kept %d; want 1, 0", removed, kept)
+	}
+	d = askDialog("Remove?", "It goes.", win, keepChoice("Keep it", func() { kept++ }), destroyChoice("Remove", nil, func() { removed++ }))
+	d.Show()
+	d.Dismiss() // Escape
+	if removed != 1 || kept != 1 {
+		t.Errorf("dismissed: removed %d, kept %d; want 1, 1", removed, kept)
+	}
+	if destroyChoice("x", nil, nil).Icon.Name() != theme.WarningIcon().Name() {
+		t.Error("a destructive choice without an icon of its own has no warning icon")
 	}
 }
 

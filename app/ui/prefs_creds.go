@@ -55,12 +55,12 @@ type credsTab struct {
 	placeholder fyne.CanvasObject
 	editor      *fyne.Container
 	title       *widget.Label
-	scope       *widget.Entry
+	scope       *formEntry
 	inject      *widget.RadioGroup
-	envVar      *widget.Entry
+	envVar      *formEntry
 	ask         *widget.Check
 	state       *widget.Label // whether the store holds a secret
-	secret      *widget.Entry
+	secret      *formEntry
 	usedBy      *widget.Label
 	fields      map[string]*prefsField
 	other       *widget.Label
@@ -81,18 +81,18 @@ func newCredsTab(p *prefs) *credsTab {
 
 	changed := func(string) { t.changed() }
 	t.title = prefsHeading("")
-	t.scope = widget.NewEntry()
+	t.scope = newFormEntry()
 	t.scope.SetPlaceHolder("inventory-api-staging")
 	t.scope.OnChanged = changed
 	t.inject = widget.NewRadioGroup([]string{injectEnvText, injectMetaText}, changed)
 	t.inject.Horizontal = true
 	t.inject.Required = true
-	t.envVar = widget.NewEntry()
+	t.envVar = newFormEntry()
 	t.envVar.SetPlaceHolder("INVENTORY_TOKEN")
 	t.envVar.OnChanged = changed
 	t.ask = widget.NewCheck("Ask me every time it is used", func(bool) { t.changed() })
 	t.state = widget.NewLabel("")
-	t.secret = widget.NewPasswordEntry()
+	t.secret = newFormPasswordEntry()
 	// No "reveal" button: the secret is never shown, not even while typed.
 	t.secret.ActionItem = layout.NewSpacer()
 	t.secret.SetPlaceHolder("Paste or type the secret; it is never shown")

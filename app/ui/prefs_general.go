@@ -37,8 +37,8 @@ type generalTab struct {
 
 	loading bool
 	login   *widget.Check
-	approve *widget.Entry
-	hold    *widget.Entry
+	approve *formEntry
+	hold    *formEntry
 	sign    *widget.Check // settings.auditSigning
 	audit   *widget.Label // the state of audit signing now
 	fields  map[string]*prefsField
@@ -55,10 +55,10 @@ const signingOffHint = "When off, the events recorded from then on carry no sign
 func newGeneralTab(p *prefs) *generalTab {
 	t := &generalTab{p: p}
 	t.login = widget.NewCheck("Open Portcullis when I log in", t.setLogin)
-	t.approve = widget.NewEntry()
+	t.approve = newFormEntry()
 	t.approve.SetPlaceHolder(config.DefaultApprovalTimeout.String() + " (default)")
 	t.approve.OnChanged = func(string) { t.changed() }
-	t.hold = widget.NewEntry()
+	t.hold = newFormEntry()
 	t.hold.SetPlaceHolder(config.DefaultHoldTimeout.String() + " (default)")
 	t.hold.OnChanged = func(string) { t.changed() }
 	t.sign = widget.NewCheck("Sign the audit log", func(bool) { t.changed() })
@@ -236,7 +236,7 @@ func (t *generalTab) changed() {
 func (t *generalTab) candidate() (config.Settings, problemSet) {
 	ps := problemSet{}
 	s := t.p.config().Settings
-	parse := func(e *widget.Entry, name string) config.Duration {
+	parse := func(e *formEntry, name string) config.Duration {
 		txt := strings.TrimSpace(e.Text)
 		if txt == "" {
 			return 0

@@ -121,17 +121,17 @@ type serversTab struct {
 	editor      *fyne.Container
 	placeholder fyne.CanvasObject
 	title       *widget.Label
-	label       *widget.Entry
-	command     *widget.Entry
-	args        *widget.Entry
-	cwd         *widget.Entry
-	env         *widget.Entry
-	watch       *widget.Entry
+	label       *formEntry
+	command     *formEntry
+	args        *formEntry
+	cwd         *formEntry
+	env         *formEntry
+	watch       *formEntry
 	restart     *widget.RadioGroup
 	tools       []*toolRow
 	toolsGrid   *fyne.Container
 	toolsNote   *widget.Label
-	newTool     *widget.Entry
+	newTool     *formEntry
 	creds       *widget.CheckGroup
 	requests    map[string]*widget.RadioGroup // by config.RequestKinds
 	fields      map[string]*prefsField
@@ -153,14 +153,14 @@ func newServersTab(p *prefs) *serversTab {
 	t.removeBtn = widget.NewButtonWithIcon("Remove", theme.ContentRemoveIcon(), t.confirmRemove)
 
 	changed := func(string) { t.changed() }
-	entry := func(placeholder string) *widget.Entry {
-		e := widget.NewEntry()
+	entry := func(placeholder string) *formEntry {
+		e := newFormEntry()
 		e.SetPlaceHolder(placeholder)
 		e.OnChanged = changed
 		return e
 	}
-	multi := func(placeholder string) *widget.Entry {
-		e := widget.NewMultiLineEntry()
+	multi := func(placeholder string) *formEntry {
+		e := newFormMultiLineEntry()
 		e.SetPlaceHolder(placeholder)
 		e.SetMinRowsVisible(3)
 		e.OnChanged = changed
@@ -181,7 +181,7 @@ func newServersTab(p *prefs) *serversTab {
 	t.toolsNote = widget.NewLabel("")
 	t.toolsNote.Wrapping = fyne.TextWrapWord
 	t.toolsNote.SizeName = theme.SizeNameCaptionText
-	t.newTool = widget.NewEntry()
+	t.newTool = newFormEntry()
 	t.newTool.SetPlaceHolder("tool name")
 	t.newTool.OnSubmitted = func(string) { t.addTool() }
 	addTool := widget.NewButtonWithIcon("Add policy", theme.ContentAddIcon(), t.addTool)

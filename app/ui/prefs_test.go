@@ -194,6 +194,8 @@ func allText(c fyne.Canvas) string {
 			switch w := o.(type) {
 			case *widget.Entry:
 				b.WriteString(w.Text + "\n" + w.PlaceHolder + "\n")
+			case *formEntry:
+				b.WriteString(w.Text + "\n" + w.PlaceHolder + "\n")
 			case *widget.Label:
 				b.WriteString(w.Text + "\n")
 			case *widget.Select:

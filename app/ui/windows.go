@@ -113,3 +113,44 @@ func askDialogWith(title string, content fyne.CanvasObject, win fyne.Window, kee
 
 // questionWidth is the width of askDialog's questions.
 const questionWidth = 440
+
+// formEntry is a widget.Entry that passes Ctrl/Cmd+W (closeShortcut) on to
+// its window's canvas: a focused entry takes every shortcut, so the
+// window's Ctrl/Cmd+W did nothing while the person was typing.
+type formEntry struct{ widget.Entry }
+
+func newFormEntry() *formEntry {
+	e := &formEntry{}
+	e.Wrapping = fyne.TextWrap(fyne.TextTruncateClip) // as widget.NewEntry
+	e.ExtendBaseWidget(e)
+	return e
+}
+
+// newFormMultiLineEntry is newFormEntry for several lines.
+func newFormMultiLineEntry() *formEntry {
+	e := newFormEntry()
+	e.MultiLine = true
+	return e
+}
+
+// newFormPasswordEntry is newFormEntry for a secret: concealed, with the
+// entry's reveal button.
+func newFormPasswordEntry() *formEntry {
+	e := newFormEntry()
+	e.Password = true
+	return e
+}
+
+// TypedShortcut gives Ctrl/Cmd+W to the window, every other shortcut to
+// the entry.
+func (e *formEntry) TypedShortcut(s fyne.Shortcut) {
+	if s.ShortcutName() == closeShortcut.ShortcutName() {
+		if c := fyne.CurrentApp().Driver().CanvasForObject(e); c != nil {
+			if sc, ok := c.(fyne.Shortcutable); ok {
+				sc.TypedShortcut(s)
+				return
+			}
+		}
+	}
+	e.Entry.TypedShortcut(s)
+}

@@ -237,7 +237,9 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	// or not, so that the buttons above it do not move under the cursor.
 	room := canvas.NewRectangle(color.Transparent)
 	room.SetMinSize(fyne.NewSize(0, widget.NewLabel("1\n2").MinSize().Height))
-	p.win.SetContent(container.NewBorder(p.banner, container.NewPadded(container.NewStack(room, p.status)), nil, nil, p.tabs))
+	p.win.SetContent(container.NewThemeOverride(
+		container.NewBorder(p.banner, container.NewPadded(container.NewStack(room, p.status)), nil, nil, p.tabs),
+		examplesTheme{}))
 	fitWindow(p.win, prefsSize)
 	p.win.CenterOnScreen()
 	// Escape and Ctrl/Cmd+W close the window, asking first about unsaved

@@ -82,13 +82,13 @@ func newCredsTab(p *prefs) *credsTab {
 	changed := func(string) { t.changed() }
 	t.title = prefsHeading("")
 	t.scope = newFormEntry()
-	t.scope.SetPlaceHolder("inventory-api-staging")
+	t.scope.SetPlaceHolder(example("inventory-api-staging"))
 	t.scope.OnChanged = changed
 	t.inject = widget.NewRadioGroup([]string{injectEnvText, injectMetaText}, changed)
 	t.inject.Horizontal = true
 	t.inject.Required = true
 	t.envVar = newFormEntry()
-	t.envVar.SetPlaceHolder("INVENTORY_TOKEN")
+	t.envVar.SetPlaceHolder(example("INVENTORY_TOKEN"))
 	t.envVar.OnChanged = changed
 	t.ask = widget.NewCheck("Ask me every time it is used", func(bool) { t.changed() })
 	t.state = widget.NewLabel("")

@@ -167,13 +167,13 @@ func newServersTab(p *prefs) *serversTab {
 		return e
 	}
 	t.title = prefsHeading("")
-	t.label = entry("inventory-local")
-	t.command = entry("node")
-	t.args = multi("dist/server.js")
-	t.cwd = entry(cwdExample(p.opts.homeDir()))
+	t.label = entry(example("inventory-local"))
+	t.command = entry(example("node"))
+	t.args = multi(example("dist/server.js"))
+	t.cwd = entry(example(cwdExample(p.opts.homeDir())))
 	t.cwdChooser = widget.NewButtonWithIcon("", theme.FolderOpenIcon(), t.chooseCwd)
-	t.env = multi("LOG_LEVEL=debug")
-	t.watch = multi("dist\npackage-lock.json")
+	t.env = multi(example("LOG_LEVEL=debug"))
+	t.watch = multi(example("dist\npackage-lock.json"))
 	t.restart = widget.NewRadioGroup(restartOptions, changed)
 	t.restart.Horizontal = true
 	t.restart.Required = true

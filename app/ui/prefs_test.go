@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"image/color"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -902,7 +904,7 @@ func TestPrefsRelativeCommand(t *testing.T) {
 
 func TestCwdPlaceholder(t *testing.T) {
 	f := newPrefsFixture(t, prefsConfig)
-	if got, want := f.p.servers.cwd.PlaceHolder, filepath.Join("/home/you", "src", "inventory"); got != want {
+	if got, want := f.p.servers.cwd.PlaceHolder, "e.g. "+filepath.Join("/home/you", "src", "inventory"); got != want {
 		t.Errorf("placeholder %q, want %q", got, want)
 	}
 	if got := cwdExample(""); got != filepath.FromSlash("/path/to/inventory") {
@@ -1245,5 +1247,39 @@ func TestShowPreferencesAt(t *testing.T) {
 	ShowPreferencesAt(a, f.p.deps, "inv")
 	if f.p.tabs.SelectedIndex() != 0 || f.p.servers.orig != "inv" || !f.p.servers.editing {
 		t.Errorf("after ShowPreferencesAt(inv): tab %d, editing %v %q; want Servers, inv", f.p.tabs.SelectedIndex(), f.p.servers.editing, f.p.servers.orig)
+	}
+}
+
+// TestPrefsExamplesDim: the examples in empty fields say "e.g." and are
+// drawn dimmer than the theme's placeholders, between them and the field's
+// background, so that they do not read as values.
+func TestPrefsExamplesDim(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	s, c := f.p.servers, f.p.creds
+	for name, e := range map[string]*formEntry{"label": s.label, "command": s.command, "args": s.args, "cwd": s.cwd,
+		"env": s.env, "watch": s.watch, "scope": c.scope, "env var": c.envVar} {
+		if !strings.HasPrefix(e.PlaceHolder, "e.g. ") {
+			t.Errorf("the %s field's example %q does not say e.g.", name, e.PlaceHolder)
+		}
+	}
+	tapButton(t, f.window.Canvas(), "Add") // empty fields: the examples show
+	v := fyne.CurrentApp().Settings().ThemeVariant()
+	base := theme.Current()
+	var got color.Color
+	for _, o := range test.LaidOutObjects(f.window.Content()) {
+		if tx, ok := o.(*canvas.Text); ok && tx.Text == s.command.PlaceHolder {
+			got = tx.Color
+		}
+	}
+	if got == nil {
+		t.Fatalf("the command field's example %q is not drawn", s.command.PlaceHolder)
+	}
+	ph, bg := base.Color(theme.ColorNamePlaceHolder, v), base.Color(theme.ColorNameInputBackground, v)
+	between := func(x, a, b uint32) bool { return min(a, b) <= x && x <= max(a, b) }
+	gr, gg, gb, _ := got.RGBA()
+	pr, pg, pb, _ := ph.RGBA()
+	br, bgg, bb, _ := bg.RGBA()
+	if got == ph || !between(gr, pr, br) || !between(gg, pg, bgg) || !between(gb, pb, bb) {
+		t.Errorf("placeholder colour %v in Preferences, theme's %v, background %v: want one between them", got, ph, bg)
 	}
 }

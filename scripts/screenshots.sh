@@ -56,6 +56,10 @@ if [[ "${1:-}" != --inside ]]; then
 	for tool in Xvfb import xwininfo xdotool dbus-run-session gdbus xfce4-panel dunst go; do
 		command -v "$tool" >/dev/null 2>&1 || die "$tool not found (bash scripts/test-deps.sh installs it)"
 	done
+	# Go keeps its build cache where it was (it lies under XDG_CACHE_HOME
+	# by default): a cold cgo build of the app takes minutes.
+	GOCACHE="$(go env GOCACHE)"
+	export GOCACHE
 	# Everything the app and a keyring daemon activated on the bus write
 	# (keyrings, autostart entries, caches) stays in a throwaway directory.
 	xdg="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-shots-xdg.XXXXXX")"

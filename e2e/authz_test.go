@@ -298,6 +298,9 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 	if req.Card.Executable == "" || req.Card.ExecutableDigest == "" || len(req.Card.LaunchCommand) == 0 {
 		t.Errorf("identity card without the code it approves: %+v", req.Card)
 	}
+	if req.Card.AgentName != "portcullis-e2e-refresh" {
+		t.Errorf("identity card names the agent %q, want its clientInfo name", req.Card.AgentName)
+	}
 	if lines := strings.Join(req.Card.Lines(), "\n"); !strings.Contains(lines, "Epoch: not started yet") || !strings.Contains(lines, "Executable: "+req.Card.Executable) {
 		t.Errorf("identity card text:\n%s", lines)
 	}
@@ -317,8 +320,8 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 	buildCreds(t, s.binDir, credsRevB)
 	req = waitApproval(t, s.home, "the rebuilt identity", forIdentity)
 	lines := strings.Join(req.Card.Lines(), "\n")
-	if req.Card.PreviousEpoch != epochA || len(req.Card.IdentityChanges) == 0 || !strings.Contains(lines, "changed on disk: ") {
-		t.Errorf("identity card after the rebuild:\n%s", lines)
+	if req.Card.PreviousEpoch != epochA || len(req.Card.IdentityChanges) == 0 || !strings.Contains(lines, "changed on disk: ") || req.Card.AgentName != "portcullis-e2e-refresh" {
+		t.Errorf("identity card after the rebuild (agent %q):\n%s", req.Card.AgentName, lines)
 	}
 	if st := waitRun(t, s.home, a.PID(), time.Second, "status", func(gateway.Status) bool { return true }); st.Epochs != 1 {
 		t.Errorf("before the approval %d epochs were launched, want 1", st.Epochs)

@@ -9,6 +9,10 @@
 #   preferences.png, preferences@2x.png  Preferences
 #   audit.png, audit@2x.png              the audit viewer
 #   verification-key.png (@2x)           the audit log's verification key, shown once on first start
+#   tray.png, tray@2x.png                the tray menu, opened by a click on the icon in a real panel:
+#                                        pub running with its run, notes idle, broken failed with its
+#                                        reason, the recent decisions
+#   notification.png (@2x)               the desktop notification of the first approval request (dunst)
 #
 # It builds the cgo (Fyne, GLFW) app and the publish test server, starts Xvfb
 # and a private D-Bus session bus, and for each scale (FYNE_SCALE=1 and 2):
@@ -24,10 +28,15 @@
 # from the app's own tray menu over D-Bus (com.canonical.dbusmenu, as a
 # panel would). Windows are captured with ImageMagick's `import -window`.
 #
-# Needs (Debian): xvfb imagemagick x11-utils dbus libglib2.0-bin, and the cgo
-# build dependencies of Fyne (libgl1-mesa-dev xorg-dev). There is no
-# StatusNotifierWatcher on the private bus, so the app logs that the tray
-# could not register; the rest runs.
+# A tray host and a notification server run on the private bus, as on a
+# desktop: xfce4-panel (its systray plugin is a StatusNotifierWatcher and
+# host; GDK_SCALE follows the scale) and dunst. No window manager runs:
+# windows are where the app puts them, and a window reaching outside the
+# screen fails the run (xwininfo).
+#
+# Needs (Debian; scripts/test-deps.sh installs them): xvfb imagemagick
+# x11-utils xdotool dbus libglib2.0-bin xfce4-panel dunst, and the cgo build
+# dependencies of Fyne (libgl1-mesa-dev xorg-dev).
 set -euo pipefail
 
 note() { printf 'screenshots: %s\n' "$*" >&2; }
@@ -44,9 +53,13 @@ root="$PWD"
 out="$root/docs/screenshots"
 
 if [[ "${1:-}" != --inside ]]; then
-	for tool in Xvfb import xwininfo dbus-run-session gdbus go; do
-		command -v "$tool" >/dev/null 2>&1 || die "$tool not found (Debian: apt-get install xvfb imagemagick x11-utils dbus libglib2.0-bin)"
+	for tool in Xvfb import xwininfo xdotool dbus-run-session gdbus xfce4-panel dunst go; do
+		command -v "$tool" >/dev/null 2>&1 || die "$tool not found (bash scripts/test-deps.sh installs it)"
 	done
+	# Go keeps its build cache where it was (it lies under XDG_CACHE_HOME
+	# by default): a cold cgo build of the app takes minutes.
+	GOCACHE="$(go env GOCACHE)"
+	export GOCACHE
 	# Everything the app and a keyring daemon activated on the bus write
 	# (keyrings, autostart entries, caches) stays in a throwaway directory.
 	xdg="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-shots-xdg.XXXXXX")"
@@ -68,8 +81,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-note "building the app (cgo) and the publish server"
-CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis" .
+# PORTCULLIS_SHOTS_BIN: an app built already (cgo, APP_TAGS) to use
+# instead of building one; SHOTS_SCALES: the scales to shoot (default "1 2").
+if [[ -n "${PORTCULLIS_SHOTS_BIN:-}" ]]; then
+	cp "$PORTCULLIS_SHOTS_BIN" "$tmp/portcullis"
+else
+	note "building the app (cgo)"
+	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis" .
+fi
+note "building the publish server"
 mkdir -p "$tmp/srv" "$out"
 build_server() { CGO_ENABLED=0 go -C testdata/servers build -ldflags "-X main.revision=$1 ${2:-}" -o "$tmp/srv/publish" ./publish; }
 bin="$tmp/portcullis"
@@ -96,12 +116,182 @@ window_id() { xwininfo -root -tree | grep -F "\"$1\"" | grep -v '1x1+' | awk 'NR
 window_id_nonempty() { [[ -n "$(window_id "$1")" ]]; }
 has_window() { [[ -n "$(window_id "$1")" ]]; }
 
-# shoot TITLE FILE: capture a window after it has drawn.
+# on_screen ID: fails, saying where, unless window ID lies wholly inside
+# the screen (import would capture only the part on the screen).
+on_screen() {
+	local x y w h rw rh
+	read -r x y w h < <(xwininfo -id "$1" | awk '/Absolute upper-left X:/ {x = $NF} /Absolute upper-left Y:/ {y = $NF}
+		/^ *Width:/ {w = $NF} /^ *Height:/ {h = $NF} END {print x, y, w, h}')
+	read -r rw rh < <(xwininfo -root | awk '/^ *Width:/ {w = $NF} /^ *Height:/ {h = $NF} END {print w, h}')
+	if ((x < 0 || y < 0 || x + w > rw || y + h > rh)); then
+		note "window $1 is ${w}x${h} at ($x, $y): it reaches outside the ${rw}x${rh} screen"
+		return 1
+	fi
+}
+
+# shoot TITLE FILE: capture a window after it has drawn; fails when the
+# window does not fit on the screen.
 shoot() {
+	local id
 	wait_for 20 "the window \"$1\"" has_window "$1"
 	sleep 2
-	import -window "$(window_id "$1")" "$2"
+	id="$(window_id "$1")"
+	on_screen "$id" || die "\"$1\" does not fit on the screen (${2#"$root"/})"
+	import -window "$id" "$2"
 	note "wrote ${2#"$root"/}"
+}
+
+# The panel: one bar along the top, an expanding separator and the systray
+# plugin (the tray icon sits at its right end); its configuration is read
+# from XDG_CONFIG_HOME by xfconfd, which the bus starts.
+panel_conf="$XDG_CONFIG_HOME/xfce4/xfconf/xfce-perchannel-xml"
+mkdir -p "$panel_conf" "$XDG_CONFIG_HOME/dunst"
+cat >"$panel_conf/xfce4-panel.xml" <<'XML'
+<?xml version="1.0" encoding="UTF-8"?>
+<channel name="xfce4-panel" version="1.0">
+  <property name="configver" type="int" value="2"/>
+  <property name="panels" type="array">
+    <value type="int" value="1"/>
+    <property name="dark-mode" type="bool" value="true"/>
+    <property name="panel-1" type="empty">
+      <property name="position" type="string" value="p=6;x=0;y=0"/>
+      <property name="length" type="uint" value="100"/>
+      <property name="position-locked" type="bool" value="true"/>
+      <property name="size" type="uint" value="28"/>
+      <property name="plugin-ids" type="array">
+        <value type="int" value="1"/>
+        <value type="int" value="2"/>
+      </property>
+    </property>
+  </property>
+  <property name="plugins" type="empty">
+    <property name="plugin-1" type="string" value="separator">
+      <property name="expand" type="bool" value="true"/>
+      <property name="style" type="uint" value="0"/>
+    </property>
+    <property name="plugin-2" type="string" value="systray">
+      <property name="square-icons" type="bool" value="true"/>
+    </property>
+  </property>
+</channel>
+XML
+# dunstrc SCALE: notifications at the bottom right, clear of the tray
+# menu, scaled like the app.
+dunstrc() {
+	printf '[global]\n    origin = bottom-right\n    offset = 20x20\n    width = 420\n    scale = %s\n    show_indicators = no\n' "$1" \
+		>"$XDG_CONFIG_HOME/dunst/dunstrc$1"
+	echo "$XDG_CONFIG_HOME/dunst/dunstrc$1"
+}
+
+# bus_has NAME: a client owns NAME on the session bus.
+bus_has() {
+	gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus \
+		--method org.freedesktop.DBus.NameHasOwner "$1" | grep -q true
+}
+
+# start_desktop SCALE: the panel and dunst, scaled like the app.
+start_desktop() {
+	GDK_SCALE=$1 xfce4-panel --disable-wm-check >"$tmp/panel$1.log" 2>&1 &
+	panel=$!
+	pids+=("$panel")
+	dunst -config "$(dunstrc "$1")" >"$tmp/dunst$1.log" 2>&1 &
+	dunst_pid=$!
+	pids+=("$dunst_pid")
+	wait_for 30 "the panel's StatusNotifierWatcher" bus_has org.kde.StatusNotifierWatcher
+	wait_for 30 "dunst" bus_has org.freedesktop.Notifications
+}
+
+no_watcher() { ! bus_has org.kde.StatusNotifierWatcher; }
+
+stop_desktop() {
+	kill "$panel" "$dunst_pid" 2>/dev/null || true
+	wait "$panel" "$dunst_pid" 2>/dev/null || true
+	wait_for 30 "the panel's plugins to leave the bus" no_watcher
+}
+
+# tray_registered PID: the tray item of the app PID registered with the
+# panel's watcher.
+tray_registered() {
+	local owner
+	owner="$(gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus \
+		--method org.freedesktop.DBus.GetNameOwner "org.kde.StatusNotifierItem-$1-1" | grep -o ':[0-9.]*')" || return 1
+	gdbus call --session --dest org.kde.StatusNotifierWatcher --object-path /StatusNotifierWatcher \
+		--method org.freedesktop.DBus.Properties.Get org.kde.StatusNotifierWatcher RegisteredStatusNotifierItems |
+		grep -qF "'$owner/"
+}
+
+# panel_window: the id of the panel's bar.
+panel_window() {
+	local id w
+	for id in $(xwininfo -root -children | awk '/"xfce4-panel": \("xfce4-panel"/ {print $1}'); do
+		read -r _ _ w _ < <(geometry "$id")
+		((w > 100)) && { echo "$id"; return 0; }
+	done
+	return 1
+}
+
+# geometry ID: "X Y W H" of window ID on the screen.
+geometry() {
+	xwininfo -id "$1" | awk '/Absolute upper-left X:/ {x = $NF} /Absolute upper-left Y:/ {y = $NF}
+		/^ *Width:/ {w = $NF} /^ *Height:/ {h = $NF} END {print x, y, w, h}'
+}
+
+# mapped_windows: the ids of the top-level windows shown, larger than 20x20.
+mapped_windows() {
+	xwininfo -root -children | awk '/^ +0x/ {print $1}' | while read -r id; do
+		xwininfo -id "$id" | grep -q 'Map State: IsViewable' || continue
+		read -r _ _ w h < <(geometry "$id")
+		((w > 20 && h > 20)) && echo "$id"
+	done
+	return 0
+}
+
+# shoot_tray FILE: click the tray icon (the right end of the panel), wait
+# for the menu the panel opens, capture the top-right corner of the screen
+# with the icon and the menu (nothing left of or below the menu), and close
+# the menu.
+shoot_tray() {
+	local pid px py pw ph before menu mx my mw mh rw x0 h
+	pid="$(panel_window)" || die "no panel window"
+	read -r px py pw ph < <(geometry "$pid")
+	wait_for 30 "the tray icon in the panel" tray_registered "$app"
+	sleep 2 # the panel draws the icon and reads the menu
+	before="$(mapped_windows)"
+	xdotool mousemove $((px + pw - ph / 2)) $((py + ph / 2)) click 1
+	menu=""
+	for _ in $(seq 1 50); do
+		menu="$(comm -13 <(sort <<<"$before") <(mapped_windows | sort) | sed -n 1p)"
+		[[ -n "$menu" ]] && break
+		sleep 0.2
+	done
+	[[ -n "$menu" ]] || die "clicking the tray icon opened no menu"
+	sleep 1
+	read -r mx my mw mh < <(geometry "$menu")
+	read -r rw _ < <(xwininfo -root | awk '/^ *Width:/ {w = $NF} /^ *Height:/ {h = $NF} END {print w, h}')
+	x0=$mx
+	h=$((my + mh))
+	import -window root -crop "$((rw - x0))x${h}+${x0}+0" +repage "$1"
+	note "wrote ${1#"$root"/}"
+	xdotool key Escape
+	for _ in $(seq 1 25); do
+		xwininfo -id "$menu" 2>/dev/null | grep -q 'Map State: IsViewable' || return 0
+		sleep 0.2
+	done
+	xdotool mousemove $((px + pw - ph / 2)) $((py + ph / 2)) click 1 # closes it
+}
+
+# shoot_notification FILE: capture dunst's notification window.
+shoot_notification() {
+	local id
+	for _ in $(seq 1 50); do
+		id="$(xdotool search --classname --onlyvisible Dunst 2>/dev/null | sed -n 1p)"
+		[[ -n "$id" ]] && break
+		sleep 0.2
+	done
+	[[ -n "$id" ]] || die "no notification shown (dunst)"
+	sleep 1
+	import -window "$id" "$1"
+	note "wrote ${1#"$root"/}"
 }
 
 # Agent: JSON-RPC over the stdio of `portcullis connect pub`.
@@ -145,6 +335,13 @@ no_runs() {
 	[[ "$s" != *'"state":"'* ]] || [[ "$s" == *'"runs":[]'* ]] || [[ "$s" == *'"runs":null'* ]]
 }
 
+# run_failed: a run's server failed to launch.
+run_failed() {
+	local s
+	s="$("$bin" status --json | tr -d ' \n')"
+	[[ "$s" == *'"state":"failed"'* ]]
+}
+
 # click_menu LABEL: click the tray menu item LABEL through com.canonical.dbusmenu.
 click_menu() {
 	local name="org.kde.StatusNotifierItem-$1-1" label="$2" layout id
@@ -156,7 +353,7 @@ click_menu() {
 		--method com.canonical.dbusmenu.Event "$id" clicked '<0>' 0 >/dev/null
 }
 
-for scale in 1 2; do
+for scale in ${SHOTS_SCALES:-1 2}; do
 	suffix=""
 	[[ $scale == 1 ]] || suffix="@${scale}x"
 	note "scale $scale"
@@ -164,7 +361,12 @@ for scale in 1 2; do
 	mkdir -p "$PORTCULLIS_HOME"
 	build_server A
 	"$bin" servers add pub --cwd "$tmp/srv" -- "$tmp/srv/publish" >/dev/null
+	# For the tray: a server no agent uses (idle), and one whose command
+	# is missing (failed, with the reason).
+	"$bin" servers add notes -- "$tmp/srv/publish" >/dev/null
+	"$bin" servers add broken -- "$tmp/srv/missing" >/dev/null 2>&1
 
+	start_desktop "$scale"
 	FYNE_SCALE=$scale "$bin" >"$tmp/app$scale.log" 2>&1 &
 	app=$!
 	pids+=("$app")
@@ -184,6 +386,7 @@ for scale in 1 2; do
 	# the command line, widened to status.
 	send '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
 	wait_for 20 "the first approval request" has_approval
+	shoot_notification "$out/notification$suffix.png"
 	shoot "Portcullis — Approval needed" "$out/approval-proposed$suffix.png"
 	person approve "$(approval_id)" --tools status
 	recv 3
@@ -211,6 +414,15 @@ for scale in 1 2; do
 	shoot "Portcullis — Approval needed" "$out/approval-stale$suffix.png"
 	person deny "$(approval_id)"
 
+	# An agent connects to broken: its launch fails, the run stays (its
+	# requests are answered with the reason).
+	mkfifo "$tmp/broken.in"
+	"$bin" connect broken <"$tmp/broken.in" >/dev/null 2>>"$tmp/agent.err" &
+	broken=$!
+	exec 7>"$tmp/broken.in"
+	wait_for 30 "the run of broken to fail" run_failed
+	shoot_tray "$out/tray$suffix.png"
+
 	click_menu "$app" "Preferences…"
 	shoot "Portcullis Preferences" "$out/preferences$suffix.png"
 	click_menu "$app" "Audit log…"
@@ -221,8 +433,12 @@ for scale in 1 2; do
 	agent_pid=${AGENT_PID:-}
 	eval "exec ${AGENT[1]}>&-"
 	wait "$agent_pid" 2>/dev/null || true
-	wait_for 30 "the agent run to end" no_runs
+	exec 7>&-
+	wait "$broken" 2>/dev/null || true
+	rm -f "$tmp/broken.in"
+	wait_for 30 "the agent runs to end" no_runs
 	click_menu "$app" "Quit Portcullis"
 	wait_for 30 "the app to quit" bash -c "! kill -0 $app"
+	stop_desktop
 done
 note "done: $(ls "$out" | tr '\n' ' ')"

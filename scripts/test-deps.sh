@@ -2,7 +2,8 @@
 # test-deps.sh installs what Portcullis's tests need, and only what is missing:
 #
 #   - Debian/Ubuntu: the C toolchain and X11/OpenGL headers for the cgo (Fyne) build,
-#     socat, Xvfb and ImageMagick for UI screenshots, gnome-keyring and dbus for a real
+#     socat, Xvfb, ImageMagick, x11-utils, xdotool, gdbus, a tray host (xfce4-panel) and a
+#     notification daemon (dunst) for UI screenshots, gnome-keyring and dbus for a real
 #     Secret Service (apt-get runs only when dpkg-query reports a package missing);
 #   - macOS: nothing through a package manager; it says what must be present;
 #   - everywhere: the pinned npm MCP peers in testdata/npm (npm ci, when node_modules is
@@ -23,7 +24,7 @@ die() {
 debian_packages=(
 	gcc pkg-config
 	libgl1-mesa-dev libxcursor-dev libxrandr-dev libxinerama-dev libxi-dev libxxf86vm-dev
-	socat xvfb imagemagick
+	socat xvfb imagemagick x11-utils xdotool libglib2.0-bin xfce4-panel dunst
 	gnome-keyring dbus dbus-x11
 	polkitd util-linux
 )

@@ -201,9 +201,16 @@ func (w *ApprovalWindow) Show() {
 	if !w.visible {
 		w.shownID = "" // popping up: the card appears now
 	}
+	popping := !w.visible
 	w.render()
 	activateApp()
 	w.win.Show()
+	if popping {
+		// Shown again, a window goes back where it was, sized for the
+		// card it showed then: centred, the card that pops up is on the
+		// screen however much taller it is (fit).
+		w.win.CenterOnScreen()
+	}
 	w.win.RequestFocus()
 	w.win.Canvas().Unfocus() // no control takes Enter
 	w.visible = true
@@ -327,9 +334,9 @@ func (w *ApprovalWindow) closeRequested() {
 	}
 	w.closingMsg = widget.NewLabel(closingText(len(w.queue)))
 	w.closingMsg.Wrapping = fyne.TextWrapWord
-	d := dialog.NewCustomConfirm("Deny every waiting request?", closeDenyText, closeKeepText, w.closingMsg, w.closeAnswer, w.win)
-	d.SetConfirmImportance(widget.DangerImportance) // it denies, it does not confirm
-	d.Resize(fyne.NewSize(420, 0))
+	d := askDialogWith("Deny every waiting request?", w.closingMsg, w.win,
+		keepChoice(closeKeepText, func() { w.closeAnswer(false) }),
+		destroyChoice(closeDenyText, nil, func() { w.closeAnswer(true) }))
 	w.closing = d
 	d.Show()
 }
@@ -468,6 +475,11 @@ const cardWidth = 680
 // screen's work area (screenArea), as wide as cardWidth or the screen. The
 // sentence, the scope and the buttons are outside the scroll, so they stay
 // in view whatever the height.
+//
+// A window keeps its top-left corner when it is resized (GLFW does, with
+// or without a window manager), so a window that grows for a taller card
+// would reach below the screen, its scope and buttons with it: a shown
+// window that grows is centred again (Show centres one that pops up).
 func (w *ApprovalWindow) fit() {
 	area := screenArea(w.win)
 	width, maxH := float32(cardWidth), float32(600) // a 768-pixel-high screen at 1× when the screen is unknown
@@ -483,7 +495,13 @@ func (w *ApprovalWindow) fit() {
 	content.Resize(fyne.NewSize(width, maxH))
 	pad := theme.Padding()
 	natural := w.top.MinSize().Height + w.body.MinSize().Height + w.bottom.MinSize().Height + 4*pad + 2*theme.SeparatorThicknessSize()
-	w.win.Resize(fyne.NewSize(width, min(natural, maxH)))
+	before := w.win.Canvas().Size()
+	size := fyne.NewSize(width, min(natural, maxH))
+	w.win.Resize(size)
+	w.log.Debug("approval window sized", "screen", area, "content", natural, "size", size)
+	if w.visible && size.Height > before.Height+0.5 {
+		w.win.CenterOnScreen()
+	}
 }
 
 // capTicks bounds the tool ticks' height: all of them when few, else a

@@ -3,6 +3,7 @@ package ui
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -174,5 +175,117 @@ func TestApprovalFocusScrollsIntoView(t *testing.T) {
 	w.win.Canvas().Focus(w.details)
 	if below() {
 		t.Errorf("the focused Details toggle is not scrolled into view (offset %v)", w.scroll.Offset)
+	}
+}
+
+// placedWindow models where the GLFW driver puts a window on the screen:
+// CenterOnScreen asked before the first Show centres it at that Show,
+// asked later centres it at once; otherwise the window keeps its top-left
+// corner when resized, hidden and shown again. (The test driver has no
+// screen position.)
+type placedWindow struct {
+	fyne.Window
+	centre, shown bool
+	pos           fyne.Position
+}
+
+func (w *placedWindow) centreNow() {
+	area, s := screenArea(w.Window), w.Canvas().Size()
+	w.pos = fyne.NewPos((area.Width-s.Width)/2, (area.Height-s.Height)/2)
+}
+
+func (w *placedWindow) CenterOnScreen() {
+	w.centre = true
+	if w.shown {
+		w.centreNow()
+	}
+	w.Window.CenterOnScreen()
+}
+
+func (w *placedWindow) Show() {
+	if !w.shown && w.centre {
+		w.centreNow()
+	}
+	w.shown = true
+	w.Window.Show()
+}
+
+// onScreen says where w lies outside the screen's work area, if it does.
+func (w *placedWindow) onScreen() error {
+	area, s := screenArea(w.Window), w.Canvas().Size()
+	if w.pos.X < -0.5 || w.pos.Y < -0.5 || w.pos.X+s.Width > area.Width+0.5 || w.pos.Y+s.Height > area.Height+0.5 {
+		return fmt.Errorf("window at %v size %v reaches outside the %v screen", w.pos, s, area)
+	}
+	return nil
+}
+
+// placingApp makes placedWindows.
+type placingApp struct {
+	fyne.App
+	last *placedWindow
+}
+
+func (a *placingApp) NewWindow(title string) fyne.Window {
+	a.last = &placedWindow{Window: a.App.NewWindow(title)}
+	return a.last
+}
+
+// TestApprovalWindowStaysOnScreen: a card taller than the one before
+// (a rebuild card after a first-use card, popping up again or replacing
+// it in a shown window, or its Details unfolded) keeps the window inside
+// the screen, scope and buttons with it. The real app under Xvfb at scale
+// 2 (2560×1600) kept the first card's top-left corner and showed the
+// rebuild card's scope and buttons below the screen's edge.
+func TestApprovalWindowStaysOnScreen(t *testing.T) {
+	screens := append(slices.Clone(layoutScreens), struct {
+		name   string
+		screen fyne.Size
+		scale  float32
+	}{"2560x1600 at 2x", fyne.NewSize(2560, 1600), 2})
+	for _, sc := range screens {
+		t.Run(sc.name, func(t *testing.T) {
+			testScreen = sc.screen
+			t.Cleanup(func() { testScreen = fyne.Size{} })
+			a := &placingApp{App: test.NewTempApp(t)}
+			f := newFakeApprovals(request("apr_1", 0, firstCard()))
+			w := newApprovalWindow(a, f, func() time.Time { return testNow }, slog.New(slog.DiscardHandler))
+			w.ensure()
+			w.win.Canvas().(test.WindowlessCanvas).SetScale(sc.scale)
+			pw := a.last
+			check := func(what string) {
+				t.Helper()
+				if err := pw.onScreen(); err != nil {
+					t.Errorf("%s: %v", what, err)
+				}
+				for name, o := range map[string]fyne.CanvasObject{"Deny": w.deny, "the scope line": w.scope} {
+					if err := inView(w, o); err != nil {
+						t.Errorf("%s: %s is not in view: %v", what, name, err)
+					}
+				}
+			}
+			w.sync(f.Pending())
+			check("the first card")
+			firstH := w.win.Canvas().Size().Height
+
+			w.decide(authz.Deny) // the window hides
+			f.pending = []authz.Request{request("apr_2", 1, rebuildCard())}
+			w.sync(f.Pending())
+			if w.win.Canvas().Size().Height <= firstH+0.5 {
+				t.Fatalf("the rebuild card is %v high, the first card %v: the test proves nothing", w.win.Canvas().Size().Height, firstH)
+			}
+			check("a rebuild card popping up after a first card")
+
+			w.decide(authz.Deny)
+			f.pending = []authz.Request{request("apr_3", 2, firstCard()), request("apr_4", 3, rebuildCard())}
+			w.sync(f.Pending())  // a first card pops up
+			w.decide(authz.Deny) // the rebuild card replaces it, the window shown
+			if !w.Visible() || w.currentID() != "apr_4" {
+				t.Fatalf("the window shows %q (visible %v), want apr_4", w.currentID(), w.Visible())
+			}
+			check("a rebuild card after a first card in the shown window")
+
+			w.toggleDetails()
+			check("the rebuild card with its Details unfolded")
+		})
 	}
 }

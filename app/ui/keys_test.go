@@ -62,3 +62,27 @@ func TestCloseKeys(t *testing.T) {
 
 // ctrlW types Ctrl+W (Cmd+W on macOS) into w.
 func ctrlW(w fyne.Window) { w.Canvas().(fyne.Shortcutable).TypedShortcut(closeShortcut) }
+
+// TestCloseKeysInTextField: Ctrl/Cmd+W reaches Preferences while a text
+// field has the keyboard (the driver gives a shortcut to the focused
+// widget, and an entry keeps every shortcut it gets): with unsaved edits
+// it asks first, as the window does; other shortcuts stay the entry's.
+func TestCloseKeysInTextField(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	c := f.window.Canvas()
+	s := f.p.servers
+	s.edit("inv")
+	c.Focus(s.command)
+	s.command.SetText("/usr/bin/node2")
+	s.command.TypedShortcut(&fyne.ShortcutSelectAll{})
+	if got := s.command.SelectedText(); got != "/usr/bin/node2" {
+		t.Errorf("Select All in the field selected %q, want the field's text", got)
+	}
+	if c.Overlays().Top() != nil {
+		t.Fatal("a question is open before Ctrl/Cmd+W")
+	}
+	c.Focused().(fyne.Shortcutable).TypedShortcut(closeShortcut) // as the driver does
+	if c.Overlays().Top() == nil {
+		t.Error("Ctrl/Cmd+W in a text field with unsaved edits did not ask about them: it did not reach the window")
+	}
+}

@@ -3,11 +3,11 @@ package ui
 import (
 	"fmt"
 	"image"
+	"strings"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -70,7 +70,7 @@ func showKeyWindow(a fyne.App, key string) (*KeyWindow, error) {
 	heading.SizeName = theme.SizeNameSubHeadingText
 	explain := widget.NewLabel(keyExplain)
 	explain.Wrapping = fyne.TextWrapWord
-	k.key = widget.NewLabelWithStyle(key, fyne.TextAlignCenter, fyne.TextStyle{Monospace: true})
+	k.key = widget.NewLabelWithStyle(keyLines(key), fyne.TextAlignCenter, fyne.TextStyle{Monospace: true})
 	k.key.Wrapping = fyne.TextWrapBreak
 	k.key.Selectable = true
 	k.qr = canvas.NewImageFromImage(img)
@@ -103,17 +103,34 @@ func (k *KeyWindow) closeRequested() {
 		return
 	}
 	k.asking = true
-	d := dialog.NewConfirm("Close without the key?",
+	d := askDialog("Close without the key?",
 		"The verification key is not shown again. Without it, `audit verify` cannot prove the seals "+
-			"(`portcullis audit setup-keys --force` makes new keys; the log before them stays unproven).",
-		func(close bool) {
-			k.asking = false
-			if close {
-				k.win.Close()
-			}
-		}, k.win)
-	d.SetConfirmText("Close anyway")
-	d.SetConfirmImportance(widget.DangerImportance)
-	d.SetDismissText("Keep it open")
+			"(`portcullis audit setup-keys --force` makes new keys; the log before them stays unproven).", k.win,
+		keepChoice("Keep it open", func() { k.asking = false }),
+		destroyChoice("Close anyway", nil, func() { k.asking = false; k.win.Close() }))
 	d.Show()
+}
+
+// keyGroupsPerLine is how many dash-separated groups of the key one line
+// shows.
+const keyGroupsPerLine = 10
+
+// keyLines breaks the key into lines between its groups, each line but the
+// last ending in its dash: wrapped by the label, a line broke inside a
+// group ("J5" / "5K"), which reads as two groups. The parser ignores the
+// line breaks, so the text copied from the window is the key.
+func keyLines(key string) string {
+	groups := strings.Split(key, "-")
+	var b strings.Builder
+	for i, g := range groups {
+		b.WriteString(g)
+		switch {
+		case i == len(groups)-1:
+		case (i+1)%keyGroupsPerLine == 0:
+			b.WriteString("-\n")
+		default:
+			b.WriteString("-")
+		}
+	}
+	return b.String()
 }

@@ -2,8 +2,10 @@ package ui
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"image"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"fyne.io/fyne/v2/test"
 	qrcode "github.com/skip2/go-qrcode"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/daemon"
 )
 
@@ -43,9 +46,10 @@ func TestKeyWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.key.Text != testKey {
+	if got := strings.ReplaceAll(k.key.Text, "\n", ""); got != testKey {
 		t.Errorf("the window shows the key %q, want %q", k.key.Text, testKey)
 	}
+
 	// The key and the whole QR code are in view without scrolling (a
 	// window sized to its scrolling content's minimum showed neither).
 	canvasSize := k.win.Canvas().Size()
@@ -135,7 +139,7 @@ func TestTraySetsUpKeysOnce(t *testing.T) {
 		var k *KeyWindow
 		runFyne(func() { k = tr.Keys() })
 		if k != nil {
-			if k.key.Text != testKey {
+			if strings.ReplaceAll(k.key.Text, "\n", "") != testKey {
 				t.Errorf("key window shows %q", k.key.Text)
 			}
 			break
@@ -154,5 +158,29 @@ func TestTraySetsUpKeysOnce(t *testing.T) {
 	d.mu.Unlock()
 	if calls != 2 {
 		t.Errorf("SetupKeys called %d times, want 2 (not open yet, then set up)", calls)
+	}
+}
+
+// TestKeyLines: the key is shown in lines that break between its groups,
+// each line but the last ending in its group's dash (the label broke a
+// line inside a group, which read as two groups), and the text as shown
+// reads back as the key.
+func TestKeyLines(t *testing.T) {
+	key := audit.VerificationKey{Epoch: 1, Public: ed25519.PublicKey(make([]byte, ed25519.PublicKeySize))}.String()
+	shown := keyLines(key)
+	lines := strings.Split(shown, "\n")
+	if len(lines) < 2 {
+		t.Fatalf("the key %q is on one line: the label would break it inside a group", shown)
+	}
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.HasSuffix(l, "-") {
+			t.Errorf("line %q of the key ends inside a group", l)
+		}
+	}
+	if got := strings.ReplaceAll(shown, "\n", ""); got != key {
+		t.Errorf("lines %q joined are %q, want %q", lines, got, key)
+	}
+	if vk, err := audit.ParseVerificationKey(shown); err != nil || vk.String() != key {
+		t.Errorf("the key as shown reads back as %v, %v", vk, err)
 	}
 }

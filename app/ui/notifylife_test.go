@@ -97,7 +97,7 @@ func TestNotificationsFollowTheRequest(t *testing.T) {
 				line = ""
 				runFyne(func() {
 					for _, it := range tr.Menu().Items {
-						if strings.Contains(it.Label, "`inventory_adjust` on inventory-local — ") {
+						if strings.Contains(it.Label, menuLabel("`inventory_adjust` on inventory-local — ")) {
 							line = it.Label
 						}
 					}

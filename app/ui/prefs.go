@@ -237,7 +237,9 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	// or not, so that the buttons above it do not move under the cursor.
 	room := canvas.NewRectangle(color.Transparent)
 	room.SetMinSize(fyne.NewSize(0, widget.NewLabel("1\n2").MinSize().Height))
-	p.win.SetContent(container.NewBorder(p.banner, container.NewPadded(container.NewStack(room, p.status)), nil, nil, p.tabs))
+	p.win.SetContent(container.NewThemeOverride(
+		container.NewBorder(p.banner, container.NewPadded(container.NewStack(room, p.status)), nil, nil, p.tabs),
+		examplesTheme{}))
 	fitWindow(p.win, prefsSize)
 	p.win.CenterOnScreen()
 	// Escape and Ctrl/Cmd+W close the window, asking first about unsaved
@@ -360,8 +362,26 @@ func (p *prefs) update(change func(c *config.Config) error) error {
 	return nil
 }
 
-// setStatus shows text in the window's status line, in red when bad.
+// setStatus shows text in the window's status line, in red when bad, else
+// in green (something was done).
 func (p *prefs) setStatus(text string, bad bool) { setMessageLabel(p.status, text, bad) }
+
+// setNote shows text in the window's status line in the plain text colour:
+// nothing failed and nothing was done ("Not saved: audit signing stays
+// on.", the person's own choice).
+func (p *prefs) setNote(text string) {
+	p.setStatus(text, false)
+	p.status.Importance = widget.MediumImportance
+	p.status.Refresh()
+}
+
+// edited clears a "Saved" status at the person's next edit: it no longer
+// describes what the window shows.
+func (p *prefs) edited() {
+	if p.status.Visible() && p.status.Importance == widget.SuccessImportance {
+		p.setStatus("", false)
+	}
+}
 
 // notSavedFields is the status of a save refused for invalid fields.
 const notSavedFields = "Not saved: correct the fields marked in red."

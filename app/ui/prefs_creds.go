@@ -9,7 +9,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -56,12 +55,12 @@ type credsTab struct {
 	placeholder fyne.CanvasObject
 	editor      *fyne.Container
 	title       *widget.Label
-	scope       *widget.Entry
+	scope       *formEntry
 	inject      *widget.RadioGroup
-	envVar      *widget.Entry
+	envVar      *formEntry
 	ask         *widget.Check
 	state       *widget.Label // whether the store holds a secret
-	secret      *widget.Entry
+	secret      *formEntry
 	usedBy      *widget.Label
 	fields      map[string]*prefsField
 	other       *widget.Label
@@ -82,18 +81,18 @@ func newCredsTab(p *prefs) *credsTab {
 
 	changed := func(string) { t.changed() }
 	t.title = prefsHeading("")
-	t.scope = widget.NewEntry()
-	t.scope.SetPlaceHolder("inventory-api-staging")
+	t.scope = newFormEntry()
+	t.scope.SetPlaceHolder(example("inventory-api-staging"))
 	t.scope.OnChanged = changed
 	t.inject = widget.NewRadioGroup([]string{injectEnvText, injectMetaText}, changed)
 	t.inject.Horizontal = true
 	t.inject.Required = true
-	t.envVar = widget.NewEntry()
-	t.envVar.SetPlaceHolder("INVENTORY_TOKEN")
+	t.envVar = newFormEntry()
+	t.envVar.SetPlaceHolder(example("INVENTORY_TOKEN"))
 	t.envVar.OnChanged = changed
 	t.ask = widget.NewCheck("Ask me every time it is used", func(bool) { t.changed() })
 	t.state = widget.NewLabel("")
-	t.secret = widget.NewPasswordEntry()
+	t.secret = newFormPasswordEntry()
 	// No "reveal" button: the secret is never shown, not even while typed.
 	t.secret.ActionItem = layout.NewSpacer()
 	t.secret.SetPlaceHolder("Paste or type the secret; it is never shown")
@@ -291,6 +290,7 @@ func (t *credsTab) changed() {
 	if t.loading || !t.editing {
 		return
 	}
+	t.p.edited()
 	t.syncEnvVar()
 	t.check()
 }
@@ -470,16 +470,9 @@ func (t *credsTab) confirmRemoveSecret() {
 	if !t.editing || t.isNew || t.busy {
 		return
 	}
-	d := dialog.NewConfirm("Remove the secret?",
-		"The secret of “"+t.orig+"” is deleted from the credential store; servers that use the scope cannot get it until you set it again.",
-		func(ok bool) {
-			if ok {
-				t.removeSecret()
-			}
-		}, t.p.win)
-	d.SetConfirmText("Remove secret")
-	d.SetDismissText("Keep it")
-	d.SetConfirmImportance(widget.DangerImportance)
+	d := askDialog("Remove the secret?",
+		"The secret of “"+t.orig+"” is deleted from the credential store; servers that use the scope cannot get it until you set it again.", t.p.win,
+		keepChoice("Keep it", nil), destroyChoice("Remove secret", theme.DeleteIcon(), t.removeSecret))
 	t.p.ask(d)
 }
 
@@ -520,15 +513,9 @@ func (t *credsTab) confirmDelete() {
 		t.p.setStatus(fmt.Sprintf("“%s” is still used by %s: untick it in their settings first.", scope, strings.Join(users, ", ")), true)
 		return
 	}
-	d := dialog.NewConfirm("Delete credential scope",
-		fmt.Sprintf("Delete “%s” and its secret?", scope),
-		func(ok bool) {
-			if ok {
-				t.deleteScope(scope)
-			}
-		}, t.p.win)
-	d.SetConfirmText("Delete")
-	d.SetDismissText("Cancel")
+	d := askDialog("Delete credential scope",
+		fmt.Sprintf("Delete “%s” and its secret?", scope), t.p.win,
+		keepChoice("Cancel", nil), destroyChoice("Delete", theme.DeleteIcon(), func() { t.deleteScope(scope) }))
 	t.p.ask(d)
 }
 

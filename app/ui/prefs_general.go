@@ -8,7 +8,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -38,8 +37,8 @@ type generalTab struct {
 
 	loading bool
 	login   *widget.Check
-	approve *widget.Entry
-	hold    *widget.Entry
+	approve *formEntry
+	hold    *formEntry
 	sign    *widget.Check // settings.auditSigning
 	audit   *widget.Label // the state of audit signing now
 	fields  map[string]*prefsField
@@ -56,10 +55,10 @@ const signingOffHint = "When off, the events recorded from then on carry no sign
 func newGeneralTab(p *prefs) *generalTab {
 	t := &generalTab{p: p}
 	t.login = widget.NewCheck("Open Portcullis when I log in", t.setLogin)
-	t.approve = widget.NewEntry()
+	t.approve = newFormEntry()
 	t.approve.SetPlaceHolder(config.DefaultApprovalTimeout.String() + " (default)")
 	t.approve.OnChanged = func(string) { t.changed() }
-	t.hold = widget.NewEntry()
+	t.hold = newFormEntry()
 	t.hold.SetPlaceHolder(config.DefaultHoldTimeout.String() + " (default)")
 	t.hold.OnChanged = func(string) { t.changed() }
 	t.sign = widget.NewCheck("Sign the audit log", func(bool) { t.changed() })
@@ -229,6 +228,7 @@ func (t *generalTab) changed() {
 	if t.loading {
 		return
 	}
+	t.p.edited()
 	t.check()
 }
 
@@ -236,7 +236,7 @@ func (t *generalTab) changed() {
 func (t *generalTab) candidate() (config.Settings, problemSet) {
 	ps := problemSet{}
 	s := t.p.config().Settings
-	parse := func(e *widget.Entry, name string) config.Duration {
+	parse := func(e *formEntry, name string) config.Duration {
 		txt := strings.TrimSpace(e.Text)
 		if txt == "" {
 			return 0
@@ -320,20 +320,14 @@ func (t *generalTab) save() {
 	}
 	s, _ := t.candidate()
 	if !s.AuditSigningOn() && t.p.config().Settings.AuditSigningOn() {
-		d := dialog.NewConfirm("Turn off audit signing?",
+		d := askDialog("Turn off audit signing?",
 			"Events recorded after this carry no signature: someone who can write the audit log file could then add or change them undetected. "+
-				"The log records, signed, where signing stopped.",
-			func(ok bool) {
-				if ok {
-					t.write(s)
-					return
-				}
+				"The log records, signed, where signing stopped.", t.p.win,
+			keepChoice("Keep signing", func() {
 				t.sign.SetChecked(true) // as the person chose, and as the file says
-				t.p.setStatus("Not saved: audit signing stays on.", false)
-			}, t.p.win)
-		d.SetConfirmText("Turn off signing")
-		d.SetDismissText("Keep signing")
-		d.SetConfirmImportance(widget.DangerImportance)
+				t.p.setNote("Not saved: audit signing stays on.")
+			}),
+			destroyChoice("Turn off signing", nil, func() { t.write(s) }))
 		t.p.ask(d)
 		return
 	}

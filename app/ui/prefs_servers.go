@@ -121,17 +121,17 @@ type serversTab struct {
 	editor      *fyne.Container
 	placeholder fyne.CanvasObject
 	title       *widget.Label
-	label       *widget.Entry
-	command     *widget.Entry
-	args        *widget.Entry
-	cwd         *widget.Entry
-	env         *widget.Entry
-	watch       *widget.Entry
+	label       *formEntry
+	command     *formEntry
+	args        *formEntry
+	cwd         *formEntry
+	env         *formEntry
+	watch       *formEntry
 	restart     *widget.RadioGroup
 	tools       []*toolRow
 	toolsGrid   *fyne.Container
 	toolsNote   *widget.Label
-	newTool     *widget.Entry
+	newTool     *formEntry
 	creds       *widget.CheckGroup
 	requests    map[string]*widget.RadioGroup // by config.RequestKinds
 	fields      map[string]*prefsField
@@ -153,27 +153,27 @@ func newServersTab(p *prefs) *serversTab {
 	t.removeBtn = widget.NewButtonWithIcon("Remove", theme.ContentRemoveIcon(), t.confirmRemove)
 
 	changed := func(string) { t.changed() }
-	entry := func(placeholder string) *widget.Entry {
-		e := widget.NewEntry()
+	entry := func(placeholder string) *formEntry {
+		e := newFormEntry()
 		e.SetPlaceHolder(placeholder)
 		e.OnChanged = changed
 		return e
 	}
-	multi := func(placeholder string) *widget.Entry {
-		e := widget.NewMultiLineEntry()
+	multi := func(placeholder string) *formEntry {
+		e := newFormMultiLineEntry()
 		e.SetPlaceHolder(placeholder)
 		e.SetMinRowsVisible(3)
 		e.OnChanged = changed
 		return e
 	}
 	t.title = prefsHeading("")
-	t.label = entry("inventory-local")
-	t.command = entry("node")
-	t.args = multi("dist/server.js")
-	t.cwd = entry(cwdExample(p.opts.homeDir()))
+	t.label = entry(example("inventory-local"))
+	t.command = entry(example("node"))
+	t.args = multi(example("dist/server.js"))
+	t.cwd = entry(example(cwdExample(p.opts.homeDir())))
 	t.cwdChooser = widget.NewButtonWithIcon("", theme.FolderOpenIcon(), t.chooseCwd)
-	t.env = multi("LOG_LEVEL=debug")
-	t.watch = multi("dist\npackage-lock.json")
+	t.env = multi(example("LOG_LEVEL=debug"))
+	t.watch = multi(example("dist\npackage-lock.json"))
 	t.restart = widget.NewRadioGroup(restartOptions, changed)
 	t.restart.Horizontal = true
 	t.restart.Required = true
@@ -181,7 +181,7 @@ func newServersTab(p *prefs) *serversTab {
 	t.toolsNote = widget.NewLabel("")
 	t.toolsNote.Wrapping = fyne.TextWrapWord
 	t.toolsNote.SizeName = theme.SizeNameCaptionText
-	t.newTool = widget.NewEntry()
+	t.newTool = newFormEntry()
 	t.newTool.SetPlaceHolder("tool name")
 	t.newTool.OnSubmitted = func(string) { t.addTool() }
 	addTool := widget.NewButtonWithIcon("Add policy", theme.ContentAddIcon(), t.addTool)
@@ -316,21 +316,24 @@ func (t *serversTab) leave(next func()) {
 	if !t.isNew {
 		what = "“" + t.orig + "”"
 	}
-	d := dialog.NewConfirm("Discard unsaved changes?",
-		"Your changes to "+what+" are not saved. Discard them?", func(discard bool) {
-			if discard {
-				next()
-				return
-			}
-			if i := slices.Index(t.labels, t.orig); i >= 0 && !t.isNew {
-				t.list.Select(i)
-			} else {
-				t.list.UnselectAll()
-			}
-		}, t.p.win)
-	d.SetConfirmText("Discard")
-	d.SetDismissText("Keep editing")
-	d.SetConfirmImportance(widget.DangerImportance)
+	stay := func() {
+		if i := slices.Index(t.labels, t.orig); i >= 0 && !t.isNew {
+			t.list.Select(i)
+		} else {
+			t.list.UnselectAll()
+		}
+	}
+	save := choice{Text: "Save", Icon: theme.DocumentSaveIcon(), Importance: widget.HighImportance, Do: func() {
+		t.save()
+		if t.touched { // not saved: the status says why, the editor stays
+			stay()
+			return
+		}
+		next()
+	}}
+	d := askDialog("Save your changes?",
+		"Your changes to "+what+" are not saved.", t.p.win,
+		keepChoice("Keep editing", stay), destroyChoice("Discard", theme.DeleteIcon(), next), save)
 	t.p.ask(d)
 }
 
@@ -466,6 +469,7 @@ func (t *serversTab) changed() {
 		return
 	}
 	t.touched = true
+	t.p.edited()
 	t.check()
 }
 
@@ -758,16 +762,10 @@ func (t *serversTab) confirmRemove() {
 		return
 	}
 	label := t.orig
-	d := dialog.NewConfirm("Remove server",
+	d := askDialog("Remove server",
 		fmt.Sprintf("Remove “%s” from the configuration?\nAgents can no longer connect to it. The previous file is kept as %s%s.",
-			label, "config.json", config.LastGoodSuffix),
-		func(ok bool) {
-			if ok {
-				t.remove(label)
-			}
-		}, t.p.win)
-	d.SetConfirmText("Remove")
-	d.SetDismissText("Cancel")
+			label, "config.json", config.LastGoodSuffix), t.p.win,
+		keepChoice("Cancel", nil), destroyChoice("Remove", theme.DeleteIcon(), func() { t.remove(label) }))
 	t.p.ask(d)
 }
 

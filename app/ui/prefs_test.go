@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"image/color"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/google/go-cmp/cmp"
 
@@ -192,6 +195,8 @@ func allText(c fyne.Canvas) string {
 		for _, o := range test.LaidOutObjects(r) {
 			switch w := o.(type) {
 			case *widget.Entry:
+				b.WriteString(w.Text + "\n" + w.PlaceHolder + "\n")
+			case *formEntry:
 				b.WriteString(w.Text + "\n" + w.PlaceHolder + "\n")
 			case *widget.Label:
 				b.WriteString(w.Text + "\n")
@@ -683,6 +688,9 @@ func TestPrefsAuditSigning(t *testing.T) {
 	if !g.sign.Checked || !strings.Contains(f.p.status.Text, "stays on") {
 		t.Errorf("after Keep signing: box %v, status %q; want ticked again", g.sign.Checked, f.p.status.Text)
 	}
+	if f.p.status.Importance != widget.MediumImportance {
+		t.Errorf("%q in importance %v, want plain (nothing was saved, nothing failed)", f.p.status.Text, f.p.status.Importance)
+	}
 
 	g.sign.SetChecked(false)
 	tapButton(t, c, "Save")
@@ -697,8 +705,12 @@ func TestPrefsAuditSigning(t *testing.T) {
 		t.Errorf("status %q, state %q", f.p.status.Text, g.audit.Text)
 	}
 
-	// Saving other settings keeps it off, without asking again.
+	// The next edit clears the "Saved" that no longer describes the tab.
 	g.approve.SetText("90s")
+	if f.p.status.Visible() {
+		t.Errorf("status %q still shown after an unsaved edit", f.p.status.Text)
+	}
+	// Saving other settings keeps it off, without asking again.
 	tapButton(t, c, "Save")
 	if c.Overlays().Top() != nil || f.load(t).Settings.AuditSigningOn() || f.saved != 2 {
 		t.Fatalf("saving a timeout with signing off: dialog %v, on %v", c.Overlays().Top() != nil, f.load(t).Settings.AuditSigningOn())
@@ -892,7 +904,7 @@ func TestPrefsRelativeCommand(t *testing.T) {
 
 func TestCwdPlaceholder(t *testing.T) {
 	f := newPrefsFixture(t, prefsConfig)
-	if got, want := f.p.servers.cwd.PlaceHolder, filepath.Join("/home/you", "src", "inventory"); got != want {
+	if got, want := f.p.servers.cwd.PlaceHolder, "e.g. "+filepath.Join("/home/you", "src", "inventory"); got != want {
 		t.Errorf("placeholder %q, want %q", got, want)
 	}
 	if got := cwdExample(""); got != filepath.FromSlash("/path/to/inventory") {
@@ -901,7 +913,7 @@ func TestCwdPlaceholder(t *testing.T) {
 }
 
 // "Not saved: correct the fields marked in red." goes once no field is
-// marked any more, in each tab.
+// marked any more, in each tab; a "Saved" goes at the next edit.
 func TestPrefsStatusClearsWhenFixed(t *testing.T) {
 	f := newPrefsFixture(t, prefsConfig)
 	c := f.window.Canvas()
@@ -915,11 +927,11 @@ func TestPrefsStatusClearsWhenFixed(t *testing.T) {
 	if f.p.status.Visible() {
 		t.Errorf("status %q stays after the fields were corrected", f.p.status.Text)
 	}
-	// Another message stays until the next action.
+	// A "Saved" goes at the next edit: it no longer describes the tab.
 	f.p.setStatus("Saved server “inv”.", false)
 	s.cwd.SetText("/src/inventory")
-	if !f.p.status.Visible() {
-		t.Error("a success message was cleared by typing")
+	if f.p.status.Visible() {
+		t.Errorf("the success message %q stays beside an unsaved edit", f.p.status.Text)
 	}
 
 	f.p.tabs.SelectIndex(2)
@@ -1137,6 +1149,65 @@ func TestPrefsUnsavedEditsAsk(t *testing.T) {
 	if !bytes.Contains(f.read(t), []byte(`"command": "node"`)) {
 		t.Errorf("the discarded edit reached the file:\n%s", f.read(t))
 	}
+
+	// The question also offers Save: a valid edit is saved and the editor
+	// moves on; an invalid one stays, with the reason.
+	s.list.Select(slices.Index(s.labels, "inv"))
+	s.command.SetText("/usr/bin/node3")
+	s.list.Select(slices.Index(s.labels, "pub"))
+	tapButton(t, f.window.Canvas(), "Save") // the question's, over the editor's
+	if f.window.Canvas().Overlays().Top() != nil || s.orig != "pub" {
+		t.Errorf("after Save in the question: dialog %v, editing %q; want pub", f.window.Canvas().Overlays().Top() != nil, s.orig)
+	}
+	if !bytes.Contains(f.read(t), []byte(`"command": "/usr/bin/node3"`)) {
+		t.Errorf("Save in the question did not save inv:\n%s", f.read(t))
+	}
+	s.cwd.SetText("relative")
+	s.list.Select(slices.Index(s.labels, "inv"))
+	tapButton(t, f.window.Canvas(), "Save")
+	if s.orig != "pub" || s.cwd.Text != "relative" || f.p.status.Text != notSavedFields {
+		t.Errorf("Save of an invalid edit in the question: editing %q, cwd %q, status %q; want pub kept with the edit", s.orig, s.cwd.Text, f.p.status.Text)
+	}
+}
+
+// TestQuestionIcons: the answer that keeps things as they are carries a
+// check mark, the destructive one a warning (or delete) icon in the
+// danger colour; a dismissal (Escape) is keep, and an answer runs once.
+func TestQuestionIcons(t *testing.T) {
+	a := test.NewTempApp(t)
+	win := a.NewWindow("q")
+	defer win.Close()
+	var kept, removed int
+	d := askDialog("Remove?", "It goes.", win, keepChoice("Keep it", func() { kept++ }), destroyChoice("Remove", theme.DeleteIcon(), func() { removed++ }))
+	d.Show()
+	var buttons []*widget.Button
+	for _, o := range test.LaidOutObjects(win.Canvas().Overlays().Top()) {
+		if b, ok := o.(*widget.Button); ok {
+			buttons = append(buttons, b)
+		}
+	}
+	if len(buttons) != 2 {
+		t.Fatalf("%d buttons, want 2", len(buttons))
+	}
+	if b := buttons[0]; b.Text != "Keep it" || b.Icon.Name() != theme.ConfirmIcon().Name() || b.Importance == widget.DangerImportance {
+		t.Errorf("keep button %q icon %s importance %v; want the check mark, not danger", b.Text, b.Icon.Name(), b.Importance)
+	}
+	if b := buttons[1]; b.Text != "Remove" || b.Icon.Name() != theme.DeleteIcon().Name() || b.Importance != widget.DangerImportance {
+		t.Errorf("destructive button %q icon %s importance %v; want delete, danger", b.Text, b.Icon.Name(), b.Importance)
+	}
+	test.Tap(buttons[1])
+	if removed != 1 || kept != 0 {
+		t.Errorf("Remove tapped: removed %d, kept %d; want 1, 0", removed, kept)
+	}
+	d = askDialog("Remove?", "It goes.", win, keepChoice("Keep it", func() { kept++ }), destroyChoice("Remove", nil, func() { removed++ }))
+	d.Show()
+	d.Dismiss() // Escape
+	if removed != 1 || kept != 1 {
+		t.Errorf("dismissed: removed %d, kept %d; want 1, 1", removed, kept)
+	}
+	if destroyChoice("x", nil, nil).Icon.Name() != theme.WarningIcon().Name() {
+		t.Error("a destructive choice without an icon of its own has no warning icon")
+	}
 }
 
 // TestPrefsTabsFollowSaves: a scope created in the Credentials tab is offered
@@ -1176,5 +1247,39 @@ func TestShowPreferencesAt(t *testing.T) {
 	ShowPreferencesAt(a, f.p.deps, "inv")
 	if f.p.tabs.SelectedIndex() != 0 || f.p.servers.orig != "inv" || !f.p.servers.editing {
 		t.Errorf("after ShowPreferencesAt(inv): tab %d, editing %v %q; want Servers, inv", f.p.tabs.SelectedIndex(), f.p.servers.editing, f.p.servers.orig)
+	}
+}
+
+// TestPrefsExamplesDim: the examples in empty fields say "e.g." and are
+// drawn dimmer than the theme's placeholders, between them and the field's
+// background, so that they do not read as values.
+func TestPrefsExamplesDim(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	s, c := f.p.servers, f.p.creds
+	for name, e := range map[string]*formEntry{"label": s.label, "command": s.command, "args": s.args, "cwd": s.cwd,
+		"env": s.env, "watch": s.watch, "scope": c.scope, "env var": c.envVar} {
+		if !strings.HasPrefix(e.PlaceHolder, "e.g. ") {
+			t.Errorf("the %s field's example %q does not say e.g.", name, e.PlaceHolder)
+		}
+	}
+	tapButton(t, f.window.Canvas(), "Add") // empty fields: the examples show
+	v := fyne.CurrentApp().Settings().ThemeVariant()
+	base := theme.Current()
+	var got color.Color
+	for _, o := range test.LaidOutObjects(f.window.Content()) {
+		if tx, ok := o.(*canvas.Text); ok && tx.Text == s.command.PlaceHolder {
+			got = tx.Color
+		}
+	}
+	if got == nil {
+		t.Fatalf("the command field's example %q is not drawn", s.command.PlaceHolder)
+	}
+	ph, bg := base.Color(theme.ColorNamePlaceHolder, v), base.Color(theme.ColorNameInputBackground, v)
+	between := func(x, a, b uint32) bool { return min(a, b) <= x && x <= max(a, b) }
+	gr, gg, gb, _ := got.RGBA()
+	pr, pg, pb, _ := ph.RGBA()
+	br, bgg, bb, _ := bg.RGBA()
+	if got == ph || !between(gr, pr, br) || !between(gg, pg, bgg) || !between(gb, pb, bb) {
+		t.Errorf("placeholder colour %v in Preferences, theme's %v, background %v: want one between them", got, ph, bg)
 	}
 }

@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"image/color"
+
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/theme"
 
@@ -52,3 +54,34 @@ var appIcon = fyne.NewStaticResource("portcullis.png", assets.Icon)
 
 // AppIcon returns the colour application icon as a Fyne resource.
 func AppIcon() fyne.Resource { return appIcon }
+
+// examplesTheme is the app's theme with placeholders drawn halfway between
+// the placeholder colour and the background: the examples in empty fields
+// of Preferences ("e.g. node") must not read as values.
+type examplesTheme struct{}
+
+var _ fyne.Theme = examplesTheme{}
+
+func (examplesTheme) base() fyne.Theme { return fyne.CurrentApp().Settings().Theme() }
+
+func (t examplesTheme) Color(n fyne.ThemeColorName, v fyne.ThemeVariant) color.Color {
+	c := t.base().Color(n, v)
+	if n != theme.ColorNamePlaceHolder {
+		return c
+	}
+	return mixColors(c, t.base().Color(theme.ColorNameInputBackground, v))
+}
+
+func (t examplesTheme) Font(s fyne.TextStyle) fyne.Resource     { return t.base().Font(s) }
+func (t examplesTheme) Icon(n fyne.ThemeIconName) fyne.Resource { return t.base().Icon(n) }
+func (t examplesTheme) Size(n fyne.ThemeSizeName) float32       { return t.base().Size(n) }
+
+// mixColors is the colour halfway between a and b, opaque.
+func mixColors(a, b color.Color) color.Color {
+	ar, ag, ab, _ := a.RGBA()
+	br, bg, bb, _ := b.RGBA()
+	return color.NRGBA{R: uint8((ar + br) >> 9), G: uint8((ag + bg) >> 9), B: uint8((ab + bb) >> 9), A: 0xff}
+}
+
+// example is the placeholder of a field showing an example value.
+func example(s string) string { return "e.g. " + s }

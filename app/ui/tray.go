@@ -479,7 +479,7 @@ func (t *Tray) buildMenu(entries []menuEntry) []*fyne.MenuItem {
 			items = append(items, fyne.NewMenuItemSeparator())
 			continue
 		}
-		it := fyne.NewMenuItem(e.Label, t.action(e))
+		it := fyne.NewMenuItem(menuLabel(e.Label), t.action(e))
 		it.Disabled, it.Checked = e.Disabled || it.Action == nil && e.Kind != entryInfo, e.Checked
 		it.IsQuit = e.Kind == entryQuit
 		if e.Icon {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
@@ -44,6 +45,11 @@ func (d *Daemon) secretCheck(scope string) error {
 	}
 	return d.opts.Secrets.Exists(scope)
 }
+
+// agentNameWait is how long a launch card waits for the agent's handshake,
+// to name the agent as it calls itself: the first launch starts as the
+// agent connects, and an agent sends its initialize at once.
+const agentNameWait = time.Second
 
 // envCredentials returns the "env" credentials of srv as K=V pairs, after a
 // person approved this execution identity for them: a new identity waits for
@@ -117,6 +123,12 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 		if err := aw.Err(); err != nil {
 			// Nobody is asked to approve what the audit log could not record.
 			return nil, fmt.Errorf("%s was not launched: its credentials need an approval, and %w", label, err)
+		}
+		d.mu.Lock()
+		sess := d.runs[run]
+		d.mu.Unlock()
+		if sess != nil {
+			card.AgentName = sess.AgentName(ctx, agentNameWait)
 		}
 		id := d.authz.Raise(card)
 		if _, err := d.authz.Wait(ctx, id); err != nil {

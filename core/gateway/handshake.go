@@ -23,6 +23,26 @@ type handshake struct {
 	negotiated   json.RawMessage // the initialize result the agent received
 	discoverMeta json.RawMessage // the agent's _meta on server/discover (or on its first request)
 	listen       *listenState    // the agent's subscriptions/listen, nil when none is open
+	heard        chan struct{}   // closed once the agent's initialize or protocol _meta arrived (heardSignal)
+}
+
+// heardSignal is closed once the agent's initialize or protocol _meta
+// arrived: clientName knows what the agent calls itself then.
+func (h *handshake) heardSignal() <-chan struct{} {
+	if h.heard == nil {
+		h.heard = make(chan struct{})
+	}
+	return h.heard
+}
+
+// markHeard closes heardSignal, once.
+func (h *handshake) markHeard() {
+	h.heardSignal()
+	select {
+	case <-h.heard:
+	default:
+		close(h.heard)
+	}
 }
 
 // era is the protocol era the agent chose (docs/DESIGN.md, "Protocol eras").
@@ -48,12 +68,14 @@ type listenState struct {
 // initialize records the agent's initialize request m: the legacy era.
 func (h *handshake) initialize(m *mcpwire.Message) {
 	h.era, h.initParams, h.initID = eraLegacy, bytes.Clone(m.Params), bytes.Clone(m.ID)
+	h.markHeard()
 }
 
 // discover records the 2026-07-28 protocol _meta the agent sent, on
 // server/discover or on a first request that skips discovery.
 func (h *handshake) discover(meta json.RawMessage) {
 	h.era, h.discoverMeta = eraModern, bytes.Clone(meta)
+	h.markHeard()
 }
 
 // subscribe records the agent's subscriptions/listen request m.

@@ -411,6 +411,29 @@ func (s *Session) drain(ctx context.Context, agentDone <-chan error) error {
 	}
 }
 
+// AgentName is the name the agent gave itself in its handshake (clientInfo's
+// title, else its name), "" when it sent none: its own claim, for display on
+// approval cards only. The first launch starts as the agent connects, before
+// its first message is read: a handshake not arrived yet is waited for, up
+// to wait, ctx's end or the agent's leaving.
+func (s *Session) AgentName(ctx context.Context, wait time.Duration) string {
+	s.mu.Lock()
+	heard := s.hs.heardSignal()
+	s.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-heard:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.inputEnded:
+	case <-s.agentGone:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hs.clientName()
+}
+
 // startEpoch launches a process and starts reading it; the caller makes it
 // current.
 func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {

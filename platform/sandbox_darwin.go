@@ -43,6 +43,3 @@ func (s *darwinSandbox) Prepare(cmd *exec.Cmd, hide []string) (string, error) {
 	cmd.Path, cmd.Args = tool, args
 	return s.level + " (sandbox-exec, not yet run on a Mac): hides " + strings.Join(hide, ", "), nil
 }
-
-// sandboxExec is not used on macOS: sandbox-exec is the launcher.
-func sandboxExec([]string) error { return fmt.Errorf("the sandbox launcher is not used on macOS") }

@@ -11,7 +11,5 @@ import (
 
 // NewSandbox reports that this system has no sandbox.
 func NewSandbox(level string) (supervisor.Sandbox, error) {
-	return nil, fmt.Errorf("no sandbox on %s", runtime.GOOS)
+	return nil, fmt.Errorf("%w: no sandbox on %s", ErrSandboxUnsupported, runtime.GOOS)
 }
-
-func sandboxExec([]string) error { return fmt.Errorf("no sandbox on %s", runtime.GOOS) }

@@ -1,8 +1,7 @@
 package platform
 
 import (
-	"errors"
-
+	"github.com/portcullis/portcullis/core/supervisor"
 	"github.com/portcullis/portcullis/internal/sandboxlaunch"
 )
 
@@ -16,10 +15,10 @@ const (
 // that looks there is told why it is empty.
 const HiddenNote = sandboxlaunch.HiddenNote
 
-// ErrSandboxUnsupported is the error of NewSandbox (wrapped, with the
-// reason) when this system cannot confine servers at all: no user
+// ErrSandboxUnsupported is what NewSandbox's error is (errors.Is; a
+// *supervisor.UnsupportedError with the reason) when this system cannot confine servers at all: no user
 // namespaces on Linux, no sandbox on this OS. A server whose sandbox is
 // unset then runs unconfined, and status says why; one that asks for a
 // level explicitly is not launched. Other errors of NewSandbox (the
 // launcher missing) fail every confined launch.
-var ErrSandboxUnsupported = errors.New("sandbox unsupported here")
+var ErrSandboxUnsupported = supervisor.ErrSandboxUnsupported

@@ -33,8 +33,8 @@ type linuxSandbox struct {
 }
 
 // NewSandbox returns the Sandbox of level (SandboxStandard or
-// SandboxStrict) on this system. Its error wraps ErrSandboxUnsupported,
-// with the reason, when user namespaces do not work here (checked once:
+// SandboxStrict) on this system. Its error is a
+// *supervisor.UnsupportedError (ErrSandboxUnsupported) when user namespaces do not work here (checked once:
 // the sysctls, then the launcher's probe in a user namespace); it says
 // how to fix it when the launcher is missing.
 func NewSandbox(level string) (supervisor.Sandbox, error) {
@@ -77,7 +77,7 @@ type probe struct {
 // user namespace and mount in it here, once per launcher: the kernel's
 // settings first (a clear reason), then the launcher's probe run in a new
 // user and mount namespace, which fails where AppArmor or seccomp restricts
-// them. Its error wraps ErrSandboxUnsupported.
+// them. Its error is a *supervisor.UnsupportedError.
 func userNamespacesWork(launcher string) error {
 	v, _ := probes.LoadOrStore(launcher, &probe{})
 	pr := v.(*probe)
@@ -87,10 +87,10 @@ func userNamespacesWork(launcher string) error {
 
 func probeUserNamespaces(launcher string) error {
 	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" && os.Getuid() != 0 {
-		return fmt.Errorf("%w: user namespaces are not available here (kernel.unprivileged_userns_clone=0)", ErrSandboxUnsupported)
+		return &supervisor.UnsupportedError{Reason: "user namespaces are not available here (kernel.unprivileged_userns_clone=0)"}
 	}
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
-		return fmt.Errorf("%w: user namespaces are not available here (user.max_user_namespaces=0)", ErrSandboxUnsupported)
+		return &supervisor.UnsupportedError{Reason: "user namespaces are not available here (user.max_user_namespaces=0)"}
 	}
 	cmd := exec.Command(launcher, sandboxlaunch.ProbeArg)
 	cmd.SysProcAttr = namespaces(SandboxStandard)
@@ -98,7 +98,7 @@ func probeUserNamespaces(launcher string) error {
 	if err == nil {
 		return nil
 	}
-	why := strings.TrimSpace(string(out))
+	why := strings.TrimPrefix(strings.TrimSpace(string(out)), "portcullis sandbox: ")
 	if why == "" {
 		why = err.Error()
 	}
@@ -106,7 +106,7 @@ func probeUserNamespaces(launcher string) error {
 	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
 		restricted = " (AppArmor restricts them: kernel.apparmor_restrict_unprivileged_userns=1)"
 	}
-	return fmt.Errorf("%w: user namespaces are not available here%s: %s", ErrSandboxUnsupported, restricted, why)
+	return &supervisor.UnsupportedError{Reason: fmt.Sprintf("user namespaces are not available here%s: %s", restricted, why)}
 }
 
 // namespaces returns the process attributes of a launch in the sandbox of

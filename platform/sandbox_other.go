@@ -11,5 +11,5 @@ import (
 
 // NewSandbox reports that this system has no sandbox.
 func NewSandbox(level string) (supervisor.Sandbox, error) {
-	return nil, fmt.Errorf("%w: no sandbox on %s", ErrSandboxUnsupported, runtime.GOOS)
+	return nil, &supervisor.UnsupportedError{Reason: fmt.Sprintf("this system (%s) has no sandbox", runtime.GOOS)}
 }

@@ -849,19 +849,29 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 // configuration asks for none, and what it hides: the daemon's
 // configuration, state and runtime directories and, unless the server has
 // the session bus, the bus's socket when its address names a path. A
-// level this system cannot provide fails the launch: the server is not
-// run unconfined behind the person's back.
+// level set explicitly that this system cannot provide fails the launch:
+// the server is not run unconfined behind the person's back. A sandbox
+// left at its default (standard) where the system has none
+// (a supervisor.UnsupportedError, or a daemon built without one) runs
+// the server unconfined, and status says why (supervisor.Unconfined);
+// any other failure (the launcher missing) fails the launch.
 func (d *Daemon) sandboxOf(label string, srv config.Server) (supervisor.Sandbox, []string, error) {
 	level := srv.SandboxLevel()
 	if level == config.SandboxOff {
 		return nil, nil, nil
 	}
 	if d.opts.Sandbox == nil {
-		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this build cannot provide; it was not launched (set its sandbox to off to run it unconfined)", label, level)
+		if srv.Sandbox == "" {
+			return supervisor.Unconfined("this build has no sandbox"), nil, nil
+		}
+		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this build cannot provide; it was not launched (set its sandbox to off to run it unconfined: portcullis servers edit %s --sandbox off)", label, level, label)
 	}
 	sb, err := d.opts.Sandbox(level)
+	if u := (*supervisor.UnsupportedError)(nil); err != nil && srv.Sandbox == "" && errors.As(err, &u) {
+		return supervisor.Unconfined(u.Reason), nil, nil
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this system cannot provide (%v); it was not launched (set its sandbox to off to run it unconfined)", label, level, err)
+		return nil, nil, fmt.Errorf("%s asks for sandbox %s (%s), which this system cannot provide (%v); it was not launched (set its sandbox to off to run it unconfined: portcullis servers edit %s --sandbox off)", label, level, cmp.Or(srv.Sandbox, "the default"), err, label)
 	}
 	hide := []string{d.opts.Dirs.Config, d.opts.Dirs.State, d.opts.Dirs.Runtime}
 	if !srv.SessionBus {

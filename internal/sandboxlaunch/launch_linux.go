@@ -24,11 +24,11 @@ import (
 // person can take.
 func Main(args []string) error {
 	if len(args) == 1 && args[0] == ProbeArg {
-		if err := private(); err != nil {
-			return err
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fmt.Errorf("the kernel refused to make the mounts private in a user namespace (%w)", err)
 		}
 		if err := unix.Mount("tmpfs", os.TempDir(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k"); err != nil {
-			return refused("mount a tmpfs", err)
+			return fmt.Errorf("the kernel refused to mount a tmpfs in a user namespace (%w)", err)
 		}
 		return nil
 	}

@@ -72,4 +72,11 @@ exec "$ECHO_BIN"`
 	if !strings.Contains(plain.Stdout, "sandbox   standard: hides") {
 		t.Errorf("status does not show the sandbox:\n%s", plain.Stdout)
 	}
+	// And which cgroup holds it, or why none does.
+	if !strings.HasSuffix(run.Cgroup, "/portcullis-"+run.Epoch+" (killed whole when the epoch ends)") && !strings.HasPrefix(run.Cgroup, "none — ") {
+		t.Errorf("status says the cgroup is %q", run.Cgroup)
+	}
+	if !strings.Contains(plain.Stdout, "cgroup    "+run.Cgroup) {
+		t.Errorf("status does not show the cgroup %q:\n%s", run.Cgroup, plain.Stdout)
+	}
 }

@@ -98,6 +98,10 @@ type Options struct {
 	// platform: NewSandbox); nil: no sandbox, and a server configured
 	// with one is not launched.
 	Sandbox func(level string) (supervisor.Sandbox, error)
+	// Cgroups puts each server in a cgroup of its own, killed whole when
+	// its epoch ends (production: platform.NewCgroups); nil: none, and
+	// status says nothing of cgroups.
+	Cgroups supervisor.Cgroups
 	// Authenticator is the operating system's authentication that
 	// settings.approvalAuthentication asks for before a grant (osauth.go);
 	// nil: this system has none.
@@ -798,7 +802,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		return nil, identity.Record{}, err
 	}
 	proc, err := supervisor.Start(ctx, supervisor.Spec{
-		Sandbox: sandbox, Hide: hide,
+		Sandbox: sandbox, Hide: hide, Cgroups: d.opts.Cgroups,
 		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
 		SessionBus: srv.SessionBus, Secrets: d.secretsOf(cfg, srv, credEnv),
 		Withhold: inheritedSecret,

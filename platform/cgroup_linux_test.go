@@ -1,0 +1,63 @@
+//go:build linux
+
+package platform
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/core/supervisor"
+)
+
+// TestCgroupKillsWhatEscaped: a descendant that clears its environment
+// (no epoch mark) and leaves the process group (setsid) escaped Stop
+// before; in a cgroup of its own, it ends with the epoch, and the group
+// is removed.
+func TestCgroupKillsWhatEscaped(t *testing.T) {
+	cg := NewCgroups()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	script := `setsid env -i /bin/sh -c 'echo $$; exec sleep 300' & wait`
+	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "grouped", Command: "/bin/sh", Args: []string{"-c", script}, Cgroups: cg},
+		supervisor.Options{TreePoll: -1, StopGrace: time.Millisecond, KillGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	where := p.Cgroup()
+	if strings.HasPrefix(where, "none — ") {
+		_ = p.Stop(ctx)
+		t.Skipf("no cgroup here: %s", where)
+	}
+	dir, _, ok := strings.Cut(where, " (killed whole when the epoch ends)")
+	if !ok || !strings.HasSuffix(dir, "/portcullis-"+p.Epoch()) {
+		t.Fatalf("status says the cgroup is %q", where)
+	}
+	line, err := bufio.NewReader(p.Stdout()).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("the escaped process's pid: %q", line)
+	}
+	procs, err := os.ReadFile(dir + "/cgroup.procs")
+	if err != nil || !strings.Contains("\n"+string(procs), "\n"+strconv.Itoa(pid)+"\n") {
+		t.Fatalf("cgroup.procs of %s: %q (%v), want pid %d", dir, procs, err, pid)
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+		if f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:])); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+			t.Errorf("the escaped process %d still runs after Stop: %s", pid, st)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the cgroup %s is still there after Stop: %v", dir, err)
+	}
+}

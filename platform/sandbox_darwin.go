@@ -16,8 +16,13 @@ import (
 // Mac; sandbox-exec is deprecated by Apple but still shipped.
 type darwinSandbox struct{ level string }
 
-// NewSandbox returns the Sandbox of level on macOS.
+// NewSandbox returns the Sandbox of level on macOS. The default (level
+// "") is none: the profile has not yet run on a Mac, so it is used only
+// where the person asked for it.
 func NewSandbox(level string) (supervisor.Sandbox, error) {
+	if level == "" {
+		return nil, &supervisor.UnsupportedError{Reason: "the macOS sandbox (sandbox-exec) has not yet run on a Mac, so it is not on by default; --sandbox standard turns it on"}
+	}
 	if level != SandboxStandard && level != SandboxStrict {
 		return nil, fmt.Errorf("unknown sandbox level %q (want %s or %s)", level, SandboxStandard, SandboxStrict)
 	}

@@ -33,11 +33,14 @@ type linuxSandbox struct {
 }
 
 // NewSandbox returns the Sandbox of level (SandboxStandard or
-// SandboxStrict) on this system. Its error is a
+// SandboxStrict; "" is the default, standard) on this system. Its error is a
 // *supervisor.UnsupportedError (ErrSandboxUnsupported) when user namespaces do not work here (checked once:
 // the sysctls, then the launcher's probe in a user namespace); it says
 // how to fix it when the launcher is missing.
 func NewSandbox(level string) (supervisor.Sandbox, error) {
+	if level == "" {
+		level = SandboxStandard // the default
+	}
 	if level != SandboxStandard && level != SandboxStrict {
 		return nil, fmt.Errorf("unknown sandbox level %q (want %s or %s)", level, SandboxStandard, SandboxStrict)
 	}

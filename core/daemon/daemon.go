@@ -94,9 +94,10 @@ type Options struct {
 	// log's key in it.
 	Secrets secrets.Store
 	// Sandbox returns the sandbox of a level of config.Server.Sandbox
-	// (standard, strict) on this system, or why there is none (package
-	// platform: NewSandbox); nil: no sandbox, and a server configured
-	// with one is not launched.
+	// (standard, strict; "" for the platform's default where the server's
+	// is unset) on this system, or why there is none (package platform:
+	// NewSandbox); nil: no sandbox, and a server configured with one is
+	// not launched.
 	Sandbox func(level string) (supervisor.Sandbox, error)
 	// Cgroups puts each server in a cgroup of its own, killed whole when
 	// its epoch ends (production: platform.NewCgroups); nil: none, and
@@ -870,7 +871,8 @@ func (d *Daemon) sandboxOf(label string, srv config.Server) (supervisor.Sandbox,
 		}
 		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this build cannot provide; it was not launched (set its sandbox to off to run it unconfined: portcullis servers edit %s --sandbox off)", label, level, label)
 	}
-	sb, err := d.opts.Sandbox(level)
+	// An unset sandbox asks for the platform's default ("").
+	sb, err := d.opts.Sandbox(srv.Sandbox)
 	if u := (*supervisor.UnsupportedError)(nil); err != nil && srv.Sandbox == "" && errors.As(err, &u) {
 		return supervisor.Unconfined(u.Reason), nil, nil
 	}

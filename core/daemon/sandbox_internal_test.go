@@ -29,7 +29,12 @@ func TestSandboxOfDefault(t *testing.T) {
 	missing := func(string) (supervisor.Sandbox, error) {
 		return nil, errors.New("sandbox launcher portcullis-sandbox not found beside /x/portcullis")
 	}
-	works := func(level string) (supervisor.Sandbox, error) { return fakeSandbox{level}, nil }
+	works := func(level string) (supervisor.Sandbox, error) {
+		if level == "" {
+			level = config.SandboxStandard // the platform's default
+		}
+		return fakeSandbox{level}, nil
+	}
 	for _, c := range []struct {
 		name    string
 		sandbox func(string) (supervisor.Sandbox, error)

@@ -804,7 +804,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	}
 	proc, err := supervisor.Start(ctx, supervisor.Spec{
 		Sandbox: sandbox, Hide: hide, Cgroups: d.opts.Cgroups,
-		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
+		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: serverDir(srv, hide), Env: env,
 		SessionBus: srv.SessionBus, Secrets: d.secretsOf(cfg, srv, credEnv),
 		Withhold: inheritedSecret,
 	}, d.supervisorOptions())
@@ -889,6 +889,30 @@ func (d *Daemon) sandboxOf(label string, srv config.Server) (supervisor.Sandbox,
 		}
 	}
 	return sb, hide, nil
+}
+
+// serverDir returns the working directory of server srv: its cwd; without
+// one, the daemon's own, unless the sandbox hides that (a daemon started
+// in its data directory): then the person's home directory, or / (the
+// sandbox's launcher refuses a working directory it hides, which would
+// still lead into it).
+func serverDir(srv config.Server, hide []string) string {
+	if srv.Cwd != "" || len(hide) == 0 {
+		return srv.Cwd
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for _, h := range hide {
+		if h = filepath.Clean(h); wd == h || strings.HasPrefix(wd, h+string(filepath.Separator)) {
+			if home, err := os.UserHomeDir(); err == nil && !strings.HasPrefix(home+string(filepath.Separator), h+string(filepath.Separator)) {
+				return home
+			}
+			return "/"
+		}
+	}
+	return ""
 }
 
 // secretsOf returns the credentials' values that the server srv receives:

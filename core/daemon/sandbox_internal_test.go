@@ -73,3 +73,27 @@ func TestSandboxOfDefault(t *testing.T) {
 		t.Errorf("sandbox off: %v, %v", sb, err)
 	}
 }
+
+// TestServerDirLeavesAHiddenDirectory: a server without cwd inherits the
+// daemon's working directory, unless the sandbox hides it (a daemon
+// started in its data directory), which the launcher would refuse; a
+// configured cwd is kept as it is.
+func TestServerDirLeavesAHiddenDirectory(t *testing.T) {
+	data := t.TempDir()
+	t.Chdir(data)
+	t.Setenv("HOME", data) // hidden too: then /
+	if got := serverDir(config.Server{}, []string{"/elsewhere", data}); got != "/" {
+		t.Errorf("the working directory of a server without cwd, the daemon's hidden: %q, want /", got)
+	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if got := serverDir(config.Server{}, []string{data}); got != home {
+		t.Errorf("the working directory of a server without cwd, the daemon's hidden: %q, want the home directory %s", got, home)
+	}
+	if got := serverDir(config.Server{}, []string{"/elsewhere"}); got != "" {
+		t.Errorf("a daemon's directory that is not hidden: %q, want it inherited", got)
+	}
+	if got := serverDir(config.Server{Cwd: "/srv/x"}, []string{data}); got != "/srv/x" {
+		t.Errorf("a configured cwd: %q", got)
+	}
+}

@@ -18,12 +18,25 @@ import (
 // (no epoch mark) and leaves the process group (setsid) escaped Stop
 // before; in a cgroup of its own, it ends with the epoch, and the group
 // is removed.
+// Sandboxed too, the process starts into its cgroup (clone3 with
+// CLONE_INTO_CGROUP and the new namespaces at once).
 func TestCgroupKillsWhatEscaped(t *testing.T) {
+	t.Run("sandbox=off", func(t *testing.T) { testCgroupKillsWhatEscaped(t, nil) })
+	t.Run("sandbox=standard", func(t *testing.T) {
+		sb, err := NewSandbox(SandboxStandard)
+		if err != nil {
+			t.Skipf("no sandbox here: %v", err)
+		}
+		testCgroupKillsWhatEscaped(t, sb)
+	})
+}
+
+func testCgroupKillsWhatEscaped(t *testing.T, sb supervisor.Sandbox) {
 	cg := NewCgroups()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	script := `setsid env -i /bin/sh -c 'echo $$; exec sleep 300' & wait`
-	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "grouped", Command: "/bin/sh", Args: []string{"-c", script}, Cgroups: cg},
+	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "grouped", Command: "/bin/sh", Args: []string{"-c", script}, Cgroups: cg, Sandbox: sb, Hide: []string{t.TempDir()}},
 		supervisor.Options{TreePoll: -1, StopGrace: time.Millisecond, KillGrace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

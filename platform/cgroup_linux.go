@@ -21,8 +21,8 @@ import (
 )
 
 // linuxCgroups puts each server in a cgroup v2 directory of its own,
-// portcullis-EPOCH, made inside the daemon's own cgroup when the daemon
-// may write there (a delegated subtree: a systemd user service or scope,
+// portcullis-daemon-PID/portcullis-EPOCH, made inside the daemon's own
+// cgroup when the daemon may write there (a delegated subtree: a systemd user service or scope,
 // or a daemon run as root), the process started straight into it
 // (clone3's CLONE_INTO_CGROUP: no child can fork before it is placed). When
 // the epoch ends the group is killed whole (cgroup.kill) and removed.
@@ -71,7 +71,12 @@ func findCgroups() *linuxCgroups {
 	if err := unix.Access(dir, unix.W_OK); err != nil {
 		return none(fmt.Sprintf("the daemon's cgroup %s is not writable (no delegated cgroup v2 subtree; no systemd user scope is made)", dir))
 	}
-	c := &linuxCgroups{dir: dir}
+	removeDeadDaemons(dir)
+	parent := filepath.Join(dir, fmt.Sprintf("portcullis-daemon-%d", os.Getpid()))
+	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return none(fmt.Sprintf("making cgroup %s: %v", parent, err))
+	}
+	c := &linuxCgroups{dir: parent}
 	// The probe: a group made here, /bin/true started into it.
 	cmd := exec.Command("/bin/true")
 	g, _, err := c.Place(cmd, "probe-"+fmt.Sprint(os.Getpid()))
@@ -93,6 +98,28 @@ func findCgroups() *linuxCgroups {
 		return none(kerr.Error())
 	}
 	return c
+}
+
+// removeDeadDaemons kills and removes the groups that a daemon which no
+// longer runs left in dir (portcullis-daemon-PID, PID gone: killed before
+// it could end its epochs). A live daemon's groups, another data
+// directory's included, are never touched.
+func removeDeadDaemons(dir string) {
+	parents, _ := filepath.Glob(filepath.Join(dir, "portcullis-daemon-*"))
+	for _, parent := range parents {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(parent), "portcullis-daemon-%d", &pid); err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			continue // alive (or not ours to ask): leave it
+		}
+		groups, _ := filepath.Glob(filepath.Join(parent, "portcullis-*"))
+		for _, g := range groups {
+			_ = (&linuxCgroup{dir: g, fd: -1}).Kill()
+		}
+		_ = unix.Rmdir(parent)
+	}
 }
 
 // cgroup2Mount returns where the cgroup v2 hierarchy is mounted
@@ -172,7 +199,13 @@ type linuxCgroup struct {
 	fd   int
 }
 
-func (g *linuxCgroup) Started() { g.once.Do(func() { unix.Close(g.fd) }) }
+func (g *linuxCgroup) Started() {
+	g.once.Do(func() {
+		if g.fd >= 0 {
+			unix.Close(g.fd)
+		}
+	})
+}
 
 // Kill writes cgroup.kill (SIGKILL to every process in the group and its
 // children, which cannot fork away meanwhile), waits, at most

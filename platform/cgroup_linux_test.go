@@ -5,11 +5,17 @@ package platform
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/portcullis/portcullis/core/supervisor"
 )
@@ -72,5 +78,58 @@ func testCgroupKillsWhatEscaped(t *testing.T, sb supervisor.Sandbox) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the cgroup %s is still there after Stop: %v", dir, err)
+	}
+}
+
+// TestCgroupsOfADeadDaemonRemoved: the groups that a daemon killed before
+// it ended its epochs left behind are killed and removed by the next
+// daemon; those of a live daemon are left alone.
+func TestCgroupsOfADeadDaemonRemoved(t *testing.T) {
+	c := NewCgroups()
+	probe := exec.Command("/bin/true")
+	g, where, err := c.Place(probe, "probe-dead-daemon")
+	if g == nil || err != nil {
+		t.Skipf("no cgroup here: %s %v", where, err)
+	}
+	g.Started()
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Dir(g.(*linuxCgroup).dir) // portcullis-daemon-<this pid>
+	dir := filepath.Dir(mine)
+	gone := exec.Command("/bin/true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(dir, fmt.Sprintf("portcullis-daemon-%d", gone.Process.Pid))
+	left := filepath.Join(dead, "portcullis-EPOCH")
+	if err := os.MkdirAll(left, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleep := exec.Command("/bin/sleep", "300")
+	fd, err := unix.Open(left, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	err = sleep.Start()
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- sleep.Wait() }()
+	removeDeadDaemons(dir)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = sleep.Process.Kill()
+		t.Fatal("the dead daemon's server still runs")
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("the dead daemon's cgroup %s is still there: %v", dead, err)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("the live daemon's cgroup %s was removed: %v", mine, err)
 	}
 }

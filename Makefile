@@ -30,12 +30,16 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## build the menu-bar app with cgo and Fyne into bin/portcullis
+build: launcher ## build the menu-bar app with cgo and Fyne into bin/portcullis (and the sandbox's launcher beside it)
 	CGO_ENABLED=1 $(GO) build -tags '$(APP_TAGS)' -o bin/portcullis .
 
 .PHONY: build-headless
-build-headless: ## build without cgo (Fyne test driver, -tags ci) into bin/portcullis: every command but no menu-bar window (`portcullis version` says which build it is)
+build-headless: launcher ## build without cgo (Fyne test driver, -tags ci) into bin/portcullis: every command but no menu-bar window (`portcullis version` says which build it is); the sandbox's launcher beside it
 	CGO_ENABLED=0 $(GO) build -tags ci -o bin/portcullis .
+
+.PHONY: launcher
+launcher: ## build the sandbox's launcher (Linux: the small executable that hides Portcullis's directories from a server, then execs it) into bin/portcullis-sandbox
+	CGO_ENABLED=0 $(GO) build -o bin/portcullis-sandbox ./cmd/portcullis-sandbox
 
 # Where `make install` puts portcullis: PREFIX/bin. ~/.local on Linux (on the
 # PATH of most desktop sessions), /usr/local on macOS.
@@ -46,7 +50,7 @@ PREFIX ?= $(if $(filter Darwin,$(shell uname -s)),/usr/local,$(HOME)/.local)
 INSTALL_BUILD ?= auto
 
 .PHONY: install
-install: ## build portcullis and install it into PREFIX/bin (default ~/.local, /usr/local on macOS; INSTALL_BUILD=auto|app|headless); on macOS also Portcullis.app into ~/Applications
+install: ## build portcullis and install it (on Linux with the sandbox's launcher portcullis-sandbox) into PREFIX/bin (default ~/.local, /usr/local on macOS; INSTALL_BUILD=auto|app|headless); on macOS also Portcullis.app into ~/Applications
 	@kind='$(INSTALL_BUILD)'; \
 	if [[ "$$kind" == auto ]]; then \
 		kind=headless; \
@@ -61,6 +65,7 @@ install: ## build portcullis and install it into PREFIX/bin (default ~/.local, /
 		*) echo "install: INSTALL_BUILD is auto, app or headless, not $$kind"; exit 2 ;; \
 	esac; \
 	install -m 0755 bin/portcullis '$(PREFIX)/bin/portcullis'; \
+	if [[ "$$(uname -s)" == Linux ]]; then install -m 0755 bin/portcullis-sandbox '$(PREFIX)/bin/portcullis-sandbox'; fi; \
 	echo "installed $$('$(PREFIX)/bin/portcullis' version) as $(PREFIX)/bin/portcullis"; \
 	if [[ "$$(uname -s)" == Darwin && "$$kind" == app ]]; then \
 		$(MAKE) --no-print-directory app && mkdir -p "$$HOME/Applications" && rm -rf "$$HOME/Applications/Portcullis.app" && cp -R bin/Portcullis.app "$$HOME/Applications/" && echo "installed $$HOME/Applications/Portcullis.app"; \
@@ -68,8 +73,8 @@ install: ## build portcullis and install it into PREFIX/bin (default ~/.local, /
 	case ":$$PATH:" in *':$(PREFIX)/bin:'*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH; add it (for example in ~/.profile: export PATH=\"$(PREFIX)/bin:\$$PATH\")" ;; esac
 
 .PHONY: uninstall
-uninstall: ## remove what `make install` installed (PREFIX/bin/portcullis; on macOS ~/Applications/Portcullis.app); your data and agent configurations stay
-	rm -f '$(PREFIX)/bin/portcullis'
+uninstall: ## remove what `make install` installed (PREFIX/bin/portcullis and portcullis-sandbox; on macOS ~/Applications/Portcullis.app); your data and agent configurations stay
+	rm -f '$(PREFIX)/bin/portcullis' '$(PREFIX)/bin/portcullis-sandbox'
 	@if [[ "$$(uname -s)" == Darwin ]]; then rm -rf "$$HOME/Applications/Portcullis.app"; fi
 
 .PHONY: test-deps

@@ -10,11 +10,9 @@ import (
 	"github.com/portcullis/portcullis/internal/quietinit"
 
 	"github.com/portcullis/portcullis/app"
-	"github.com/portcullis/portcullis/platform"
 )
 
 func main() {
-	platform.RunSandboxIfAsked() // a server's sandbox launcher: never returns
 	quietinit.Restore()
 	os.Exit(app.Main(os.Args[1:]))
 }

@@ -116,7 +116,7 @@ func serverRequestFlags(fs *flag.FlagSet) map[string]*string {
 }
 
 // sandboxUsage describes --sandbox of servers add and edit.
-const sandboxUsage = "`LEVEL` off (the default for now), standard (Portcullis's directories and the session bus's socket hidden from the server) or strict (standard and no network)"
+const sandboxUsage = "`LEVEL` standard (the default where the system can: Portcullis's directories and the session bus's socket hidden from the server), strict (standard and no network) or off"
 
 type serversEditOpts struct {
 	fs                                *flag.FlagSet

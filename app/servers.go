@@ -1020,6 +1020,9 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 		} else {
 			fmt.Fprintln(w, "  sandbox   off")
 		}
+		if r.Cgroup != "" {
+			fmt.Fprintf(w, "  cgroup    %s\n", r.Cgroup)
+		}
 	}
 	if r.Exit != nil {
 		fmt.Fprintf(w, "  exited    %s\n", textsafe.Line(r.Exit.String()))

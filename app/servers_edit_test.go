@@ -169,7 +169,7 @@ func TestServersEditSandboxAndBus(t *testing.T) {
 	if s.SandboxLevel() != "strict" || !s.SessionBus {
 		t.Errorf("after edit: %+v", s)
 	}
-	for _, w := range []string{"sandbox: off → strict", "session bus: false → true"} {
+	for _, w := range []string{"sandbox: standard → strict", "session bus: false → true"} {
 		if !strings.Contains(e.stdout.String(), w) {
 			t.Errorf("output lacks %q:\n%s", w, e.stdout.String())
 		}

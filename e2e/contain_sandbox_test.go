@@ -59,8 +59,9 @@ exec "$ECHO_BIN"`
 	}
 	// What Portcullis measured and observed is the server, not the
 	// sandbox's launcher.
+	launcher := filepath.Join(filepath.Dir(portcullis), "portcullis-sandbox")
 	for _, o := range run.Record.Observed {
-		if o.Exe == portcullis {
+		if o.Exe == portcullis || o.Exe == launcher {
 			t.Errorf("the launcher is in the observed tree: %+v", run.Record.Observed)
 		}
 	}
@@ -70,5 +71,43 @@ exec "$ECHO_BIN"`
 	}
 	if !strings.Contains(plain.Stdout, "sandbox   standard: hides") {
 		t.Errorf("status does not show the sandbox:\n%s", plain.Stdout)
+	}
+	// And which cgroup holds it, or why none does.
+	if !strings.HasSuffix(run.Cgroup, "/portcullis-"+run.Epoch+" (killed whole when the epoch ends)") && !strings.HasPrefix(run.Cgroup, "none — ") {
+		t.Errorf("status says the cgroup is %q", run.Cgroup)
+	}
+	if !strings.Contains(plain.Stdout, "cgroup    "+run.Cgroup) {
+		t.Errorf("status does not show the cgroup %q:\n%s", run.Cgroup, plain.Stdout)
+	}
+}
+
+// TestContainSandboxRefusesAHiddenCwd: a server whose working directory lies
+// in the data directory, which the default sandbox hides, is not started
+// there (its cwd would still lead into the hidden directory): the agent's
+// refusal carries the launcher's reason, naming both directories and what
+// to change.
+func TestContainSandboxRefusesAHiddenCwd(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the sandbox that runs is Linux's")
+	}
+	if _, err := platform.NewSandbox(""); err != nil {
+		t.Skipf("no sandbox on this machine: %v", err)
+	}
+	h := newHome(t)
+	cwd := filepath.Join(h.Dir, "work")
+	if err := os.Mkdir(cwd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	auditAddServer(t, h, "inside", config.Server{Command: echoBin, Cwd: cwd}, "echo")
+	startDaemon(t, h)
+	a := startRaw(t, h, "inside")
+	m := a.call("1", "initialize", map[string]any{
+		"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw-agent", "version": "1.0.0"},
+	}, 30*time.Second)
+	ref := m.refusal(t)
+	want := "the server's working directory " + cwd + " is inside " + h.Dir + ", which the sandbox hides"
+	if !strings.Contains(strings.Join(ref.StderrTail, "\n"), want) || !strings.Contains(strings.Join(ref.StderrTail, "\n"), "--sandbox off") {
+		t.Errorf("the refusal %.800s does not say %q and how to change it", m.Raw, want)
 	}
 }

@@ -54,7 +54,10 @@ func newSelfApprove(t *testing.T) *selfApproveSetup {
 	s := &selfApproveSetup{home: h, daemon: d, log: filepath.Join(t.TempDir(), "writes.log")}
 	// The daemon no longer hands its PORTCULLIS_HOME to servers: the
 	// configuration names it, for the attacks that run the CLI.
-	flags := []string{"--env", "PORTCULLIS_BIN=" + portcullis, "--env", "PORTCULLIS_HOME=" + h.Dir, "--env", "PORTCULLIS_SOCKET=" + rep.Socket, "--env", "SELFAPPROVE_LOG=" + s.log}
+	// Sandbox off: the attacks need the data directory and the control
+	// socket, which the default sandbox hides; what is tested here is the
+	// refusal a server gets where the sandbox is off or not available.
+	flags := []string{"--sandbox", "off", "--env", "PORTCULLIS_BIN=" + portcullis, "--env", "PORTCULLIS_HOME=" + h.Dir, "--env", "PORTCULLIS_SOCKET=" + rep.Socket, "--env", "SELFAPPROVE_LOG=" + s.log}
 	if err := h.AddServer(testContext(t, 30*time.Second), "self", flags, bin); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
 package platform
 
 import (
-	"fmt"
-	"os"
+	"github.com/portcullis/portcullis/core/supervisor"
+	"github.com/portcullis/portcullis/internal/sandboxlaunch"
 )
 
 // Sandbox levels (config.Server.Sandbox).
@@ -11,28 +11,14 @@ const (
 	SandboxStrict   = "strict"   // standard, and no network (Linux: a network namespace of its own)
 )
 
-// sandboxArg is the first argument with which the portcullis executable,
-// started by a Sandbox, becomes the sandbox's launcher (RunSandboxIfAsked).
-const sandboxArg = "__portcullis-sandbox"
-
 // HiddenNote is the file each hidden directory holds, so that a server
 // that looks there is told why it is empty.
-const HiddenNote = "HIDDEN-BY-PORTCULLIS.txt"
+const HiddenNote = sandboxlaunch.HiddenNote
 
-// hiddenText is HiddenNote's content for directory dir.
-func hiddenText(dir string) string {
-	return fmt.Sprintf("%s is hidden from this MCP server by Portcullis's sandbox: it holds Portcullis's own files (configuration, audit log, control socket).\nIf the server needs it, the person can run: portcullis servers add LABEL --sandbox off ...\n", dir)
-}
-
-// RunSandboxIfAsked turns this process into a sandbox's launcher when
-// the portcullis executable was started by a Sandbox (first argument
-// sandboxArg): it confines itself and execs the server, and never
-// returns. main calls it first.
-func RunSandboxIfAsked() {
-	if len(os.Args) < 2 || os.Args[1] != sandboxArg {
-		return
-	}
-	err := sandboxExec(os.Args[2:])
-	fmt.Fprintf(os.Stderr, "portcullis sandbox: %v\n", err)
-	os.Exit(126)
-}
+// ErrSandboxUnsupported is what NewSandbox's error is (errors.Is; a
+// *supervisor.UnsupportedError with the reason) when this system cannot confine servers at all: no user
+// namespaces on Linux, no sandbox on this OS. A server whose sandbox is
+// unset then runs unconfined, and status says why; one that asks for a
+// level explicitly is not launched. Other errors of NewSandbox (the
+// launcher missing) fail every confined launch.
+var ErrSandboxUnsupported = supervisor.ErrSandboxUnsupported

@@ -16,8 +16,13 @@ import (
 // Mac; sandbox-exec is deprecated by Apple but still shipped.
 type darwinSandbox struct{ level string }
 
-// NewSandbox returns the Sandbox of level on macOS.
+// NewSandbox returns the Sandbox of level on macOS. The default (level
+// "") is none: the profile has not yet run on a Mac, so it is used only
+// where the person asked for it.
 func NewSandbox(level string) (supervisor.Sandbox, error) {
+	if level == "" {
+		return nil, &supervisor.UnsupportedError{Reason: "the macOS sandbox (sandbox-exec) has not yet run on a Mac, so it is not on by default; --sandbox standard turns it on"}
+	}
 	if level != SandboxStandard && level != SandboxStrict {
 		return nil, fmt.Errorf("unknown sandbox level %q (want %s or %s)", level, SandboxStandard, SandboxStrict)
 	}
@@ -43,6 +48,3 @@ func (s *darwinSandbox) Prepare(cmd *exec.Cmd, hide []string) (string, error) {
 	cmd.Path, cmd.Args = tool, args
 	return s.level + " (sandbox-exec, not yet run on a Mac): hides " + strings.Join(hide, ", "), nil
 }
-
-// sandboxExec is not used on macOS: sandbox-exec is the launcher.
-func sandboxExec([]string) error { return fmt.Errorf("the sandbox launcher is not used on macOS") }

@@ -3,7 +3,6 @@
 package platform
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,11 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/portcullis/portcullis/core/supervisor"
+	"github.com/portcullis/portcullis/internal/sandboxlaunch"
 )
 
 // linuxSandbox runs a server in a user namespace of its own (mapping only
@@ -23,61 +22,125 @@ import (
 // each hidden directory is covered by an empty tmpfs (holding HiddenNote)
 // and each hidden file by /dev/null; strict adds a network namespace (only
 // an unconfigured loopback: no network, no abstract Unix sockets of the
-// host). The mounts are made by the portcullis executable itself, started
-// in those namespaces as the launcher (RunSandboxIfAsked), which then execs
+// host). The mounts are made by the launcher, the small portcullis-sandbox
+// executable beside the portcullis executable (package
+// internal/sandboxlaunch), started in those namespaces, which then execs
 // the server: the server's process, and what the supervisor observes of it
 // once the exec settled, is the server's own executable.
 type linuxSandbox struct {
-	level string
-	exe   string // the portcullis executable
+	level    string
+	launcher string // the portcullis-sandbox executable
 }
 
 // NewSandbox returns the Sandbox of level (SandboxStandard or
-// SandboxStrict) on this system, or an error saying why it has none.
+// SandboxStrict; "" is the default, standard) on this system. Its error is a
+// *supervisor.UnsupportedError (ErrSandboxUnsupported) when user namespaces do not work here (checked once:
+// the sysctls, then the launcher's probe in a user namespace); it says
+// how to fix it when the launcher is missing.
 func NewSandbox(level string) (supervisor.Sandbox, error) {
+	if level == "" {
+		level = SandboxStandard // the default
+	}
 	if level != SandboxStandard && level != SandboxStrict {
 		return nil, fmt.Errorf("unknown sandbox level %q (want %s or %s)", level, SandboxStandard, SandboxStrict)
 	}
-	if err := userNamespacesWork(); err != nil {
+	launcher, err := sandboxLauncher()
+	if err != nil {
 		return nil, err
 	}
+	if err := userNamespacesWork(launcher); err != nil {
+		return nil, err
+	}
+	return &linuxSandbox{level: level, launcher: launcher}, nil
+}
+
+// sandboxLauncher returns the launcher's path: sandboxlaunch.Name beside
+// the running executable. Tests replace it.
+var sandboxLauncher = func() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("the sandbox's launcher: %w", err)
+		return "", fmt.Errorf("finding the sandbox launcher: %w", err)
 	}
-	return &linuxSandbox{level: level, exe: exe}, nil
+	p := filepath.Join(filepath.Dir(exe), sandboxlaunch.Name)
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("sandbox launcher %s not found beside %s; reinstall Portcullis (make install puts both there), or set the server's sandbox to off (portcullis servers edit LABEL --sandbox off)", sandboxlaunch.Name, exe)
+	}
+	return p, nil
 }
 
-// userNamespacesWork reports, from the kernel's settings, whether an
-// unprivileged process may create a user namespace.
-func userNamespacesWork() error {
+// probes holds, per launcher path, the result of userNamespacesWork.
+var probes sync.Map // string → *probe
+
+type probe struct {
+	once sync.Once
+	err  error
+}
+
+// userNamespacesWork reports whether an unprivileged process may create a
+// user namespace and mount in it here, once per launcher: the kernel's
+// settings first (a clear reason), then the launcher's probe run in a new
+// user and mount namespace, which fails where AppArmor or seccomp restricts
+// them. Its error is a *supervisor.UnsupportedError.
+func userNamespacesWork(launcher string) error {
+	v, _ := probes.LoadOrStore(launcher, &probe{})
+	pr := v.(*probe)
+	pr.once.Do(func() { pr.err = probeUserNamespaces(launcher) })
+	return pr.err
+}
+
+func probeUserNamespaces(launcher string) error {
 	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" && os.Getuid() != 0 {
-		return errors.New("unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0)")
+		return &supervisor.UnsupportedError{Reason: "user namespaces are not available here (kernel.unprivileged_userns_clone=0)"}
 	}
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
-		return errors.New("user namespaces are disabled (user.max_user_namespaces = 0)")
+		return &supervisor.UnsupportedError{Reason: "user namespaces are not available here (user.max_user_namespaces=0)"}
 	}
-	return nil
+	cmd := exec.Command(launcher, sandboxlaunch.ProbeArg)
+	cmd.SysProcAttr = namespaces(SandboxStandard)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	why := strings.TrimPrefix(strings.TrimSpace(string(out)), "portcullis sandbox: ")
+	if why == "" {
+		why = err.Error()
+	}
+	restricted := ""
+	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
+		restricted = " (AppArmor restricts them: kernel.apparmor_restrict_unprivileged_userns=1)"
+	}
+	return &supervisor.UnsupportedError{Reason: fmt.Sprintf("user namespaces are not available here%s: %s", restricted, why)}
 }
 
-func (s *linuxSandbox) Prepare(cmd *exec.Cmd, hide []string) (string, error) {
-	hide = coverable(hide)
-	args := []string{s.exe, sandboxArg, strconv.Itoa(len(hide))}
-	args = append(args, hide...)
-	args = append(args, cmd.Path)
-	args = append(args, cmd.Args...)
-	cmd.Path, cmd.Args = s.exe, args
-	attr := cmd.SysProcAttr
-	if attr == nil {
-		attr = &syscall.SysProcAttr{}
-	}
-	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
-	if s.level == SandboxStrict {
+// namespaces returns the process attributes of a launch in the sandbox of
+// level: new user and mount namespaces (and network for strict), the
+// person's uid and gid mapped onto themselves.
+func namespaces(level string) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS}
+	if level == SandboxStrict {
 		attr.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	uid, gid := os.Getuid(), os.Getgid()
 	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	attr.GidMappingsEnableSetgroups = false
+	return attr
+}
+
+func (s *linuxSandbox) Prepare(cmd *exec.Cmd, hide []string) (string, error) {
+	hide = coverable(hide)
+	args := []string{s.launcher, strconv.Itoa(len(hide))}
+	args = append(args, hide...)
+	args = append(args, cmd.Path)
+	args = append(args, cmd.Args...)
+	cmd.Path, cmd.Args = s.launcher, args
+	ns := namespaces(s.level)
+	attr := cmd.SysProcAttr
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	attr.Cloneflags |= ns.Cloneflags
+	attr.UidMappings, attr.GidMappings = ns.UidMappings, ns.GidMappings
 	attr.GidMappingsEnableSetgroups = false
 	cmd.SysProcAttr = attr
 	desc := s.level + ": hides " + strings.Join(hide, ", ")
@@ -111,41 +174,4 @@ func coverable(hide []string) []string {
 		}
 		return false
 	})
-}
-
-// sandboxExec is the launcher, in the sandbox's namespaces: args are N,
-// N paths to hide, the server's executable and its argv.
-func sandboxExec(args []string) error {
-	if len(args) < 1 {
-		return errors.New("no arguments")
-	}
-	n, err := strconv.Atoi(args[0])
-	if err != nil || n < 0 || len(args) < 1+n+2 {
-		return fmt.Errorf("bad arguments %q", args)
-	}
-	hide, target, argv := args[1:1+n], args[1+n], args[2+n:]
-	// Nothing mounted here reaches the host's mount namespace.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("making the mounts private: %w", err)
-	}
-	for _, p := range hide {
-		fi, err := os.Stat(p)
-		if err != nil {
-			continue // gone since: nothing to hide
-		}
-		if !fi.IsDir() {
-			if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
-				return fmt.Errorf("hiding %s: %w", p, err)
-			}
-			continue
-		}
-		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,mode=0700"); err != nil {
-			return fmt.Errorf("hiding %s: %w", p, err)
-		}
-		_ = os.WriteFile(filepath.Join(p, HiddenNote), []byte(hiddenText(p)), 0o400)
-		if err := unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return fmt.Errorf("making %s read-only: %w", p, err)
-		}
-	}
-	return syscall.Exec(target, argv, os.Environ())
 }

@@ -11,7 +11,5 @@ import (
 
 // NewSandbox reports that this system has no sandbox.
 func NewSandbox(level string) (supervisor.Sandbox, error) {
-	return nil, fmt.Errorf("no sandbox on %s", runtime.GOOS)
+	return nil, &supervisor.UnsupportedError{Reason: fmt.Sprintf("this system (%s) has no sandbox", runtime.GOOS)}
 }
-
-func sandboxExec([]string) error { return fmt.Errorf("no sandbox on %s", runtime.GOOS) }

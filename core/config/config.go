@@ -129,10 +129,13 @@ type Server struct {
 	// every credential, answers on that bus. Turning it on widens trust.
 	SessionBus bool `json:"sessionBus,omitempty"`
 	// Sandbox confines the server (docs/DESIGN.md, "Processes"):
-	// [SandboxOff] (the default when empty, for now), [SandboxStandard]
-	// (the data, configuration and runtime directories and the session
-	// bus's socket hidden from it; Linux: user and mount namespaces) or
-	// [SandboxStrict] (standard and no network). Lowering it widens trust.
+	// [SandboxOff], [SandboxStandard] (the data, configuration and runtime
+	// directories and the session bus's socket hidden from it; Linux: user
+	// and mount namespaces) or [SandboxStrict] (standard and no network).
+	// Empty is standard where the system can confine servers, off (and
+	// status says why) where it cannot; a level set explicitly that the
+	// system cannot provide fails the launch. Lowering it widens trust
+	// (empty counts as standard).
 	Sandbox string `json:"sandbox,omitempty"`
 }
 
@@ -143,10 +146,12 @@ const (
 	SandboxStrict   = "strict"
 )
 
-// SandboxLevel is the server's sandbox level with the default filled in.
+// SandboxLevel is the server's sandbox level with the default filled in:
+// [SandboxStandard] when empty (which the daemon lowers to off, saying so,
+// on a system without a sandbox).
 func (s Server) SandboxLevel() string {
 	if s.Sandbox == "" {
-		return SandboxOff
+		return SandboxStandard
 	}
 	return s.Sandbox
 }

@@ -43,7 +43,7 @@ const (
 	// with it on too): the server reaches the Secret Service.
 	WidenSessionBus = "session_bus"
 	// WidenSandbox is a server's sandbox lowered (strict → standard →
-	// off).
+	// off; unset counts as standard), a new server's below standard too.
 	WidenSandbox = "sandbox"
 )
 
@@ -163,10 +163,17 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 				Text: fmt.Sprintf("%s: sessionBus false → true (the server reaches the session bus and the Secret Service on it)", label)})
 			s.SessionBus = false
 		}
-		if from, to := SandboxOff, n.SandboxLevel(); had {
-			if from = o.SandboxLevel(); sandboxRank(to) < sandboxRank(from) {
-				held = append(held, Widening{Kind: WidenSandbox, Server: label,
-					Text: fmt.Sprintf("%s: sandbox %s → %s", label, from, to)})
+		// The sandbox, against the default (standard) for a new server:
+		// otherwise removing a server and adding it back would lower it.
+		from, to := Server{}.SandboxLevel(), n.SandboxLevel()
+		if had {
+			from = o.SandboxLevel()
+		}
+		if sandboxRank(to) < sandboxRank(from) {
+			held = append(held, Widening{Kind: WidenSandbox, Server: label,
+				Text: fmt.Sprintf("%s: sandbox %s → %s", label, sandboxText(o, had), to)})
+			s.Sandbox = ""
+			if had {
 				s.Sandbox = o.Sandbox
 			}
 		}
@@ -236,6 +243,18 @@ func authText(v string) string {
 		return "(absent: credentials)"
 	}
 	return v
+}
+
+// sandboxText is the sandbox level a change lowers, for a person: a new
+// server's default, or the level o had.
+func sandboxText(o Server, had bool) string {
+	switch {
+	case !had:
+		return "(new server: default standard)"
+	case o.Sandbox == "":
+		return "(default: standard)"
+	}
+	return o.Sandbox
 }
 
 // sandboxRank orders sandbox levels by how much they confine.

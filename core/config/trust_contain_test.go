@@ -52,8 +52,9 @@ func TestValidateEnvSessionBus(t *testing.T) {
 	}
 }
 
-// TestSplitTrustSandbox: lowering a server's sandbox waits for the person;
-// raising it applies at once; an unknown level does not validate.
+// TestSplitTrustSandbox: lowering a server's sandbox waits for the person
+// (unset is the default, standard: unset → off is lowered); raising it
+// applies at once; an unknown level does not validate.
 func TestSplitTrustSandbox(t *testing.T) {
 	with := func(level string) *Config {
 		c := trustBase()
@@ -67,9 +68,14 @@ func TestSplitTrustSandbox(t *testing.T) {
 		held     bool
 	}{
 		{SandboxStrict, SandboxStandard, true},
-		{SandboxStandard, "", true},
+		{SandboxStrict, "", true},
 		{SandboxStrict, SandboxOff, true},
+		{"", SandboxOff, true},
+		{SandboxStandard, SandboxOff, true},
+		{SandboxStandard, "", false},
 		{"", SandboxStandard, false},
+		{"", SandboxStrict, false},
+		{SandboxOff, "", false},
 		{SandboxStandard, SandboxStrict, false},
 	} {
 		in, held := SplitTrust(with(tc.from), with(tc.to))
@@ -78,6 +84,22 @@ func TestSplitTrustSandbox(t *testing.T) {
 		}
 		if want := tc.to; tc.held && in.Servers["plain"].Sandbox != tc.from || !tc.held && in.Servers["plain"].Sandbox != want {
 			t.Errorf("%q → %q: in force %q", tc.from, tc.to, in.Servers["plain"].Sandbox)
+		}
+	}
+	// A new server below the default is held and starts at the default,
+	// so that removing a server and adding it back lowers nothing.
+	for _, level := range []string{SandboxOff, "", SandboxStandard, SandboxStrict} {
+		applied, edited := trustBase(), with(level)
+		edited.Servers["fresh"] = edited.Servers["plain"]
+		in, held := SplitTrust(applied, edited)
+		var got []Widening
+		for _, w := range held {
+			if w.Server == "fresh" && w.Kind == WidenSandbox {
+				got = append(got, w)
+			}
+		}
+		if wantHeld := level == SandboxOff; (len(got) == 1) != wantHeld || wantHeld && (in.Servers["fresh"].Sandbox != "" || !strings.Contains(got[0].Text, "fresh: sandbox (new server: default standard) → off")) {
+			t.Errorf("a new server with sandbox %q: held %v, in force %q", level, got, in.Servers["fresh"].Sandbox)
 		}
 	}
 	if err := with("paranoid").Validate(); err == nil || !strings.Contains(err.Error(), "sandbox must be") {

@@ -94,10 +94,15 @@ type Options struct {
 	// log's key in it.
 	Secrets secrets.Store
 	// Sandbox returns the sandbox of a level of config.Server.Sandbox
-	// (standard, strict) on this system, or why there is none (package
-	// platform: NewSandbox); nil: no sandbox, and a server configured
-	// with one is not launched.
+	// (standard, strict; "" for the platform's default where the server's
+	// is unset) on this system, or why there is none (package platform:
+	// NewSandbox); nil: no sandbox, and a server configured with one is
+	// not launched.
 	Sandbox func(level string) (supervisor.Sandbox, error)
+	// Cgroups puts each server in a cgroup of its own, killed whole when
+	// its epoch ends (production: platform.NewCgroups); nil: none, and
+	// status says nothing of cgroups.
+	Cgroups supervisor.Cgroups
 	// Authenticator is the operating system's authentication that
 	// settings.approvalAuthentication asks for before a grant (osauth.go);
 	// nil: this system has none.
@@ -798,8 +803,8 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		return nil, identity.Record{}, err
 	}
 	proc, err := supervisor.Start(ctx, supervisor.Spec{
-		Sandbox: sandbox, Hide: hide,
-		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: srv.Cwd, Env: env,
+		Sandbox: sandbox, Hide: hide, Cgroups: d.opts.Cgroups,
+		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: serverDir(srv, hide), Env: env,
 		SessionBus: srv.SessionBus, Secrets: d.secretsOf(cfg, srv, credEnv),
 		Withhold: inheritedSecret,
 	}, d.supervisorOptions())
@@ -849,19 +854,30 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 // configuration asks for none, and what it hides: the daemon's
 // configuration, state and runtime directories and, unless the server has
 // the session bus, the bus's socket when its address names a path. A
-// level this system cannot provide fails the launch: the server is not
-// run unconfined behind the person's back.
+// level set explicitly that this system cannot provide fails the launch:
+// the server is not run unconfined behind the person's back. A sandbox
+// left at its default (standard) where the system has none
+// (a supervisor.UnsupportedError, or a daemon built without one) runs
+// the server unconfined, and status says why (supervisor.Unconfined);
+// any other failure (the launcher missing) fails the launch.
 func (d *Daemon) sandboxOf(label string, srv config.Server) (supervisor.Sandbox, []string, error) {
 	level := srv.SandboxLevel()
 	if level == config.SandboxOff {
 		return nil, nil, nil
 	}
 	if d.opts.Sandbox == nil {
-		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this build cannot provide; it was not launched (set its sandbox to off to run it unconfined)", label, level)
+		if srv.Sandbox == "" {
+			return supervisor.Unconfined("this build has no sandbox"), nil, nil
+		}
+		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this build cannot provide; it was not launched (set its sandbox to off to run it unconfined: portcullis servers edit %s --sandbox off)", label, level, label)
 	}
-	sb, err := d.opts.Sandbox(level)
+	// An unset sandbox asks for the platform's default ("").
+	sb, err := d.opts.Sandbox(srv.Sandbox)
+	if u := (*supervisor.UnsupportedError)(nil); err != nil && srv.Sandbox == "" && errors.As(err, &u) {
+		return supervisor.Unconfined(u.Reason), nil, nil
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s asks for sandbox %s, which this system cannot provide (%v); it was not launched (set its sandbox to off to run it unconfined)", label, level, err)
+		return nil, nil, fmt.Errorf("%s asks for sandbox %s (%s), which this system cannot provide (%v); it was not launched (set its sandbox to off to run it unconfined: portcullis servers edit %s --sandbox off)", label, level, cmp.Or(srv.Sandbox, "the default"), err, label)
 	}
 	hide := []string{d.opts.Dirs.Config, d.opts.Dirs.State, d.opts.Dirs.Runtime}
 	if !srv.SessionBus {
@@ -873,6 +889,30 @@ func (d *Daemon) sandboxOf(label string, srv config.Server) (supervisor.Sandbox,
 		}
 	}
 	return sb, hide, nil
+}
+
+// serverDir returns the working directory of server srv: its cwd; without
+// one, the daemon's own, unless the sandbox hides that (a daemon started
+// in its data directory): then the person's home directory, or / (the
+// sandbox's launcher refuses a working directory it hides, which would
+// still lead into it).
+func serverDir(srv config.Server, hide []string) string {
+	if srv.Cwd != "" || len(hide) == 0 {
+		return srv.Cwd
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for _, h := range hide {
+		if h = filepath.Clean(h); wd == h || strings.HasPrefix(wd, h+string(filepath.Separator)) {
+			if home, err := os.UserHomeDir(); err == nil && !strings.HasPrefix(home+string(filepath.Separator), h+string(filepath.Separator)) {
+				return home
+			}
+			return "/"
+		}
+	}
+	return ""
 }
 
 // secretsOf returns the credentials' values that the server srv receives:

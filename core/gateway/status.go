@@ -38,6 +38,10 @@ type Status struct {
 	// …"); "" when nothing does.
 	Sandbox  string `json:"sandbox,omitempty"`
 	InFlight int    `json:"inFlight"` // requests waiting for the server
+	// Cgroup says which cgroup holds the epoch's process
+	// ("/sys/fs/cgroup/…/portcullis-EPOCH (killed whole when the epoch
+	// ends)", "none — why"); "" when the daemon puts servers in none.
+	Cgroup string `json:"cgroup,omitempty"`
 	// Grants are the live grants of the run (none once it ended: grants
 	// expire with the agent run).
 	Grants []authz.Grant `json:"grants,omitempty"`
@@ -117,6 +121,9 @@ func (s *Session) Status() Status {
 		st.StderrTail = e.Proc.StderrTail(20)
 		if sb, ok := e.Proc.(interface{ Sandbox() string }); ok {
 			st.Sandbox = sb.Sandbox()
+		}
+		if cg, ok := e.Proc.(interface{ Cgroup() string }); ok {
+			st.Cgroup = cg.Cgroup()
 		}
 		select {
 		case <-e.Proc.Done():

@@ -86,6 +86,9 @@ type Spec struct {
 	// environment that hold a secret: the server does not inherit them
 	// (env.go).
 	Withhold func(name, value string) bool
+	// Cgroups, when set, puts the process in a control group of its own,
+	// killed whole by Stop ([Cgroups]).
+	Cgroups Cgroups
 }
 
 // Options tune stopping. StopGrace is the wait after closing stdin before
@@ -150,6 +153,8 @@ type Process struct {
 	ring   *ring
 
 	sandbox  string     // what confines it ("": nothing)
+	cgroup   Cgroup     // its control group; nil: none
+	grouping string     // what status says of its control group ("": not asked)
 	redactor *Redactor  // nil: no secrets
 	outLog   *outputLog // what of the output reaches the daemon's log
 
@@ -277,7 +282,24 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 			return nil, fmt.Errorf("starting %s in its sandbox: %w", s.Label, err)
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	var (
+		group    Cgroup
+		grouping string
+	)
+	if s.Cgroups != nil {
+		if group, grouping, err = s.Cgroups.Place(cmd, epoch); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("starting %s in a cgroup of its own: %w", s.Label, err)
+		}
+	}
+	err = cmd.Start()
+	if group != nil {
+		group.Started()
+		if err != nil {
+			_ = group.Kill()
+		}
+	}
+	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("starting %s: %w", s.Label, err)
 	}
@@ -299,6 +321,8 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		stderr:     errR,
 		ring:       newRing(limit),
 		sandbox:    confined,
+		cgroup:     group,
+		grouping:   grouping,
 		redactor:   NewRedactor(s.Secrets),
 		outLog:     newOutputLog(time.Now),
 		stderrDone: make(chan struct{}),
@@ -335,6 +359,10 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 // Sandbox says what confines the process (Spec.Sandbox's description),
 // "" when nothing does.
 func (p *Process) Sandbox() string { return p.sandbox }
+
+// Cgroup says which control group holds the process ([Cgroups.Place]'s
+// description), "" when Spec.Cgroups was not set.
+func (p *Process) Cgroup() string { return p.grouping }
 
 // Pid returns the direct child's process ID, which is also its process group ID.
 func (p *Process) Pid() int { return p.pid }
@@ -475,6 +503,13 @@ func (p *Process) stop() {
 	p.stopErr = p.stopGroup(sw)
 	if err := sw.finish(); err != nil {
 		p.stopErr = errors.Join(p.stopErr, fmt.Errorf("stopping %s (epoch %s): %w", p.label, p.epoch, err))
+	}
+	// What is left in the epoch's cgroup (a descendant that cleared its
+	// environment and left the group) ends with it.
+	if p.cgroup != nil {
+		if err := p.cgroup.Kill(); err != nil {
+			p.stopErr = errors.Join(p.stopErr, fmt.Errorf("stopping %s (epoch %s): %w", p.label, p.epoch, err))
+		}
 	}
 	if p.stopErr != nil {
 		p.logger.Warn("stopping server", "err", p.stopErr)

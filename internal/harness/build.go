@@ -59,10 +59,20 @@ func (e *BuildError) Unwrap() error { return e.Err }
 
 // BuildPortcullis builds the headless command (`CGO_ENABLED=0 go build -tags
 // ci`, no cgo, Fyne's test driver) from the repository at root into
-// dir/portcullis and returns that path. A failure is a *BuildError.
+// dir/portcullis, with the sandbox's launcher beside it
+// (dir/portcullis-sandbox, [BuildSandboxLauncher]), and returns the path of
+// portcullis. A failure is a *BuildError.
 func BuildPortcullis(ctx context.Context, root, dir string) (string, error) {
 	out := filepath.Join(dir, "portcullis")
-	return out, goBuild(ctx, root, "portcullis", "build", "-tags", "ci", "-o", out, ".")
+	return out, goBuild(ctx, root, "portcullis", "build", "-tags", "ci", "-o", dir+string(filepath.Separator), ".", "./cmd/portcullis-sandbox")
+}
+
+// BuildSandboxLauncher builds the sandbox's launcher (cmd/portcullis-sandbox)
+// from the repository at root into dir/portcullis-sandbox and returns that
+// path. A failure is a *BuildError.
+func BuildSandboxLauncher(ctx context.Context, root, dir string) (string, error) {
+	out := filepath.Join(dir, "portcullis-sandbox")
+	return out, goBuild(ctx, root, "portcullis-sandbox", "build", "-o", out, "./cmd/portcullis-sandbox")
 }
 
 // BuildServer builds the Go test server testdata/servers/NAME (its own

@@ -1,0 +1,33 @@
+// Package sandboxlaunch is the sandbox's launcher on Linux: the code that
+// runs inside a server's fresh user and mount namespaces, covers the
+// hidden paths and execs the server (docs/DESIGN.md, "Processes": the
+// sandbox). The small portcullis-sandbox executable (cmd/portcullis-sandbox)
+// is nothing but this package's Main, so that a sandboxed launch does not
+// pay the initialization of the whole portcullis executable; it imports
+// only the standard library and golang.org/x/sys/unix, and must stay so
+// (launch_test.go checks it).
+package sandboxlaunch
+
+import "fmt"
+
+// Name is the launcher executable's file name, found beside the portcullis
+// executable.
+const Name = "portcullis-sandbox"
+
+// HiddenNote is the file each hidden directory holds, so that a server
+// that looks there is told why it is empty.
+const HiddenNote = "HIDDEN-BY-PORTCULLIS.txt"
+
+// ProbeArg, as the launcher's only argument, makes it check that it can
+// confine a server here (make the mounts private, mount a tmpfs) and exit
+// 0, or say what the kernel refused and exit 126.
+const ProbeArg = "--probe"
+
+// ExitRefused is the launcher's exit status when it could not confine the
+// server (the server did not run).
+const ExitRefused = 126
+
+// HiddenText is HiddenNote's content for directory dir.
+func HiddenText(dir string) string {
+	return fmt.Sprintf("%s is hidden from this MCP server by Portcullis's sandbox: it holds Portcullis's own files (configuration, audit log, control socket).\nIf the server needs it, the person can run: portcullis servers edit LABEL --sandbox off\n", dir)
+}

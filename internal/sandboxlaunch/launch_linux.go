@@ -1,0 +1,114 @@
+//go:build linux
+
+package sandboxlaunch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Main is the launcher, started by the daemon in the sandbox's namespaces
+// (platform's linuxSandbox): args are N, N absolute paths to hide, the
+// server's executable and its argv; or ProbeArg alone. It makes every mount
+// private (nothing it mounts reaches the host), covers each hidden
+// directory with an empty read-only tmpfs holding HiddenNote and each
+// hidden file with /dev/null, and execs the server, so that on success it
+// never returns. Its error says what was refused and the one step the
+// person can take.
+func Main(args []string) error {
+	if len(args) == 1 && args[0] == ProbeArg {
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fmt.Errorf("the kernel refused to make the mounts private in a user namespace (%w)", err)
+		}
+		if err := unix.Mount("tmpfs", os.TempDir(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k"); err != nil {
+			return fmt.Errorf("the kernel refused to mount a tmpfs in a user namespace (%w)", err)
+		}
+		return nil
+	}
+	if len(args) < 1 {
+		return errors.New("no arguments (it is started by Portcullis, not by hand)")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil || n < 0 || len(args) < 1+n+2 {
+		return fmt.Errorf("bad arguments %q (it is started by Portcullis, not by hand)", args)
+	}
+	hide, target, argv := args[1:1+n], args[1+n], args[2+n:]
+	cwd, _ := os.Getwd()
+	for _, p := range hide {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("bad arguments: %q to hide is not an absolute path", p)
+		}
+		// The process's working directory would still lead into the
+		// covered directory (".." from it walks the directory underneath),
+		// and the server's own executable would be gone.
+		if cwd != "" && within(cwd, p) {
+			return fmt.Errorf("the server's working directory %s is inside %s, which the sandbox hides (Portcullis's own files); give the server a working directory outside it (portcullis servers edit LABEL --cwd DIR) or set its sandbox to off (--sandbox off)", cwd, p)
+		}
+		if within(target, p) {
+			return fmt.Errorf("the server's executable %s is inside %s, which the sandbox hides (Portcullis's own files); move it out, or set the server's sandbox to off (portcullis servers edit LABEL --sandbox off)", target, p)
+		}
+	}
+	if err := private(); err != nil {
+		return err
+	}
+	for _, p := range hide {
+		if err := cover(p); err != nil {
+			return err
+		}
+	}
+	err = syscall.Exec(target, argv, os.Environ())
+	return fmt.Errorf("starting the server %s: %w", target, err)
+}
+
+// private makes every mount of the new mount namespace private.
+func private() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return refused("make its mounts private", err)
+	}
+	return nil
+}
+
+// cover hides p: a directory under an empty read-only tmpfs holding
+// HiddenNote, a file under /dev/null; a path gone since is nothing to hide.
+func cover(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil
+	}
+	if !fi.IsDir() {
+		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+			return refused("hide "+p, err)
+		}
+		return nil
+	}
+	if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,mode=0700"); err != nil {
+		return refused("hide "+p, err)
+	}
+	_ = os.WriteFile(filepath.Join(p, HiddenNote), []byte(HiddenText(p)), 0o400)
+	if err := unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return refused("make "+p+" read-only", err)
+	}
+	return nil
+}
+
+// refused is the error of a mount the kernel refused: a permission error
+// in a user namespace of one's own means the system restricts them.
+func refused(what string, err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("the kernel refused to %s (%v) although the launcher runs in a user namespace of its own: this system restricts unprivileged user namespaces (AppArmor's kernel.apparmor_restrict_unprivileged_userns, or a seccomp filter); the server was not started: set its sandbox to off (portcullis servers edit LABEL --sandbox off)", what, err)
+	}
+	return fmt.Errorf("the sandbox could not %s (%v); the server was not started: set its sandbox to off (portcullis servers edit LABEL --sandbox off)", what, err)
+}
+
+// within reports whether path p is dir or inside it.
+func within(p, dir string) bool {
+	p, dir = filepath.Clean(p), filepath.Clean(dir)
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator)) || dir == "/"
+}

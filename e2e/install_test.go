@@ -34,7 +34,8 @@ func TestInstallClaudeDesktop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	callLog := filepath.Join(h.Dir, "echo-calls.jsonl")
+	// Outside the data directory, which the sandbox hides from the server.
+	callLog := filepath.Join(t.TempDir(), "echo-calls.jsonl")
 	original := fmt.Sprintf(`{
   "globalShortcut": "",
   "mcpServers": {

@@ -89,6 +89,9 @@ else
 	note "building the app (cgo)"
 	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis" .
 fi
+# The sandbox's launcher, found beside the app (servers run sandboxed by
+# default where user namespaces work).
+CGO_ENABLED=0 go build -o "$tmp/portcullis-sandbox" ./cmd/portcullis-sandbox
 note "building the publish server"
 mkdir -p "$tmp/srv" "$out"
 build_server() { CGO_ENABLED=0 go -C testdata/servers build -ldflags "-X main.revision=$1 ${2:-}" -o "$tmp/srv/publish" ./publish; }

@@ -50,6 +50,7 @@ import (
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
+	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // Process is a running server process; *supervisor.Process satisfies it.
@@ -515,7 +516,14 @@ func (s *Session) exited(e *epoch, why string) {
 		// It never answered: a start-up failure, not a crash to retry.
 		// Its requests, and held ones, learn the exit status and stderr
 		// at once, as server_unavailable: they never reached working code.
-		s.failEpoch(e, why+" before answering any request")
+		why += " before answering any request"
+		if last := lastStderrLine(e.Proc.Exit().StderrTail); last != "" {
+			// Agents show the model error.message only: what the
+			// process said last (a sandbox launcher's refusal, a missing
+			// module) is the one thing the model can report.
+			why += "; its last line on stderr: " + last
+		}
+		s.failEpoch(e, why)
 		return
 	}
 	if !unexpected {
@@ -831,6 +839,23 @@ func (s *Session) unavailableLocked() *control.Refusal {
 	r.Epoch = e.ID
 	r.ExitStatus, r.StderrTail = exitDetails(e)
 	return r
+}
+
+// lastStderrLine is the last non-blank line of tail (already redacted of
+// the server's secrets by the supervisor), escaped and cut to 300
+// characters; "" when there is none.
+func lastStderrLine(tail []string) string {
+	for i := len(tail) - 1; i >= 0; i-- {
+		line := strings.TrimSpace(tail[i])
+		if line == "" {
+			continue
+		}
+		if r := []rune(line); len(r) > 300 {
+			line = string(r[:300]) + "…"
+		}
+		return textsafe.Line(line)
+	}
+	return ""
 }
 
 // exitDetails returns the exit status of e's process ("" while it runs) and

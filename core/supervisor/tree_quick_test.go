@@ -114,7 +114,7 @@ os.execv(sys.executable, [sys.executable, "-c", "import sys; print('execd', flus
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	p.Arm()
+	arm(t, p)
 	holdForks(p)
 	quietCheck(t, p)
 	if _, err := p.Stdin().Write([]byte("exec\n")); err != nil {
@@ -145,7 +145,7 @@ func TestQuickCheckYieldsToFork(t *testing.T) {
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	p.Arm()
+	arm(t, p)
 	forks := holdForks(p)
 	quietCheck(t, p)
 	if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
@@ -197,7 +197,7 @@ func TestReparentedOrphanExecIsSeen(t *testing.T) {
 			if _, err := p.Settled(testCtx(t)); err != nil {
 				t.Fatal(err)
 			}
-			p.Arm()
+			arm(t, p)
 			var forks *heldCounter
 			if held {
 				forks = holdForks(p)
@@ -296,7 +296,7 @@ read z
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	p.Arm()
+	arm(t, p)
 	r := bufio.NewReader(p.Stdout())
 	if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
 		t.Fatal(err)

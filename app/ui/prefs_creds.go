@@ -136,7 +136,7 @@ func (t *credsTab) showEditor(on bool) {
 	if on {
 		// Both ways: on a narrow screen (1280×800 at scale 2) the form
 		// scrolls sideways instead of widening the window past it.
-		t.editorPanel.Objects = []fyne.CanvasObject{container.NewScroll(container.NewPadded(t.editor))}
+		t.editorPanel.Objects = []fyne.CanvasObject{formScroll(container.NewScroll(container.NewPadded(t.editor)))}
 	} else {
 		t.editorPanel.Objects = []fyne.CanvasObject{t.placeholder}
 	}

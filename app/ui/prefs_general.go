@@ -78,7 +78,7 @@ func newGeneralTab(p *prefs) *generalTab {
 	f := t.fields
 	body := container.NewVBox(prefsForm(f[fLogin], f[fApprovalTimeout], f[fHoldTimeout], f[fAudit]))
 	t.content = container.NewPadded(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), t.saveBtn), nil, nil,
-		container.NewVScroll(body)))
+		formScroll(container.NewVScroll(body))))
 	return t
 }
 

@@ -243,7 +243,7 @@ func (t *serversTab) showEditor(on bool) {
 	if on {
 		// Both ways: on a narrow screen (1280×800 at scale 2) the form
 		// scrolls sideways instead of widening the window past it.
-		t.editorPanel.Objects = []fyne.CanvasObject{container.NewScroll(container.NewPadded(t.editor))}
+		t.editorPanel.Objects = []fyne.CanvasObject{formScroll(container.NewScroll(container.NewPadded(t.editor)))}
 		t.saveBtn.Enable()
 		t.revertBtn.Enable()
 	} else {

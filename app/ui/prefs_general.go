@@ -40,7 +40,7 @@ type generalTab struct {
 	approve *formEntry
 	hold    *formEntry
 	sign    *widget.Check // settings.auditSigning
-	audit   *widget.Label // the state of audit signing now
+	audit   *messageLine  // the state of audit signing now, in its colour
 	fields  map[string]*prefsField
 	saveBtn *widget.Button
 
@@ -62,8 +62,7 @@ func newGeneralTab(p *prefs) *generalTab {
 	t.hold.SetPlaceHolder(config.DefaultHoldTimeout.String() + " (default)")
 	t.hold.OnChanged = func(string) { t.changed() }
 	t.sign = widget.NewCheck("Sign the audit log", func(bool) { t.changed() })
-	t.audit = widget.NewLabel("")
-	t.audit.Wrapping = fyne.TextWrapWord
+	t.audit = newMessageLine("")
 	t.auditWait = 5 * time.Second
 	t.fields = map[string]*prefsField{
 		fLogin: newPrefsField("Startup", t.login, "Applies at once."),
@@ -71,7 +70,7 @@ func newGeneralTab(p *prefs) *generalTab {
 			"How long a tool call waits for your decision before it is refused, such as 90s or 2m. Applies to requests from now on."),
 		fHoldTimeout: newPrefsField(generalCaptions["holdTimeout"], t.hold,
 			"How long a tool call is held while a rebuilt server starts. Applies to agents that connect from now on."),
-		fAudit: newPrefsField("Audit log", container.New(layout.NewCustomPaddedVBoxLayout(0), t.sign, t.audit), signingOffHint),
+		fAudit: newPrefsField("Audit log", container.New(layout.NewCustomPaddedVBoxLayout(0), t.sign, t.audit.box), signingOffHint),
 	}
 	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
 	t.saveBtn.Importance = widget.HighImportance
@@ -161,13 +160,14 @@ func (t *generalTab) setLogin(on bool) {
 // the daemon to apply the setting, which it does once its file watcher sees
 // the change.
 func (t *generalTab) reloadAudit(wait bool) {
-	t.audit.SetText("Checking…")
+	t.audit.set("Checking…", widget.MediumImportance)
 	on := t.p.config().Settings.AuditSigningOn()
 	var text string
+	var imp widget.Importance
 	status, store, patience := t.p.deps.AuditStatus, t.p.deps.Secrets, t.auditWait
 	t.p.opts.run(func() {
 		if status == nil {
-			text = auditKeyText(store, on)
+			text, imp = auditKeyText(store, on)
 			return
 		}
 		st := status()
@@ -175,24 +175,26 @@ func (t *generalTab) reloadAudit(wait bool) {
 			time.Sleep(100 * time.Millisecond)
 			st = status()
 		}
-		text = auditStatusText(st, on)
-	}, func() { t.audit.SetText(text) })
+		text, imp = auditStatusText(st, on)
+	}, func() { t.audit.set(text, imp) })
 }
 
 // auditStatusText describes the daemon's audit signing (the audit part of
-// `portcullis status`) for settings.auditSigning on or off.
-func auditStatusText(st daemon.AuditStatus, on bool) string {
+// `portcullis status`) for settings.auditSigning on or off, with the colour
+// of that state: success when signed as set, danger when signing failed,
+// warning when the state differs from the setting, plain when off as set.
+func auditStatusText(st daemon.AuditStatus, on bool) (string, widget.Importance) {
 	switch {
 	case st.SigningError != "":
-		return "Not as set: " + st.SigningError
+		return "Not as set: " + st.SigningError, widget.DangerImportance
 	case st.Signed && !on:
-		return "Now: still signed; the daemon turns signing off once it reads the saved setting."
+		return "Now: still signed; the daemon turns signing off once it reads the saved setting.", widget.WarningImportance
 	case st.Signed:
-		return "Now: signed with HMAC-SHA256; the key is kept in the credential store as " + daemon.AuditKeyScope + "."
+		return "Now: signed with HMAC-SHA256; the key is kept in the credential store as " + daemon.AuditKeyScope + ".", widget.SuccessImportance
 	case on:
-		return "Now: not signed. " + upperFirst(strings.TrimPrefix(st.Note, "the audit log is not signed: ")) + "."
+		return "Now: not signed. " + upperFirst(strings.TrimPrefix(st.Note, "the audit log is not signed: ")) + ".", widget.WarningImportance
 	}
-	return "Now: not signed, as set. Events are hash-chained all the same."
+	return "Now: not signed, as set. Events are hash-chained all the same.", widget.MediumImportance
 }
 
 // upperFirst returns s with its first letter in upper case.
@@ -205,23 +207,24 @@ func upperFirst(s string) string {
 
 // auditKeyText describes audit signing from the key's presence in store,
 // for settings.auditSigning on or off, when no daemon can be asked; the key
-// itself is dropped at once.
-func auditKeyText(store secrets.Store, on bool) string {
+// itself is dropped at once. The importance is the state's colour, as in
+// auditStatusText.
+func auditKeyText(store secrets.Store, on bool) (string, widget.Importance) {
 	if !on {
-		return "Not signed, as set. Events are hash-chained all the same."
+		return "Not signed, as set. Events are hash-chained all the same.", widget.MediumImportance
 	}
 	if store == nil {
-		return "Not signed: no credential store is available. Events are hash-chained all the same."
+		return "Not signed: no credential store is available. Events are hash-chained all the same.", widget.WarningImportance
 	}
 	key, err := daemon.ReadAuditKey(store)
 	clear(key)
 	switch {
 	case err == nil:
-		return "Signed with HMAC-SHA256; the key is kept in the credential store as " + daemon.AuditKeyScope + "."
+		return "Signed with HMAC-SHA256; the key is kept in the credential store as " + daemon.AuditKeyScope + ".", widget.SuccessImportance
 	case errors.Is(err, secrets.ErrNotFound):
-		return "Not signed yet: Portcullis creates the key at its next start. Events are hash-chained all the same."
+		return "Not signed yet: Portcullis creates the key at its next start. Events are hash-chained all the same.", widget.WarningImportance
 	}
-	return "Unknown: " + storeErrorText(err)
+	return "Unknown: " + storeErrorText(err), widget.DangerImportance
 }
 
 func (t *generalTab) changed() {

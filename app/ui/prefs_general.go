@@ -35,14 +35,15 @@ type generalTab struct {
 	p       *prefs
 	content fyne.CanvasObject
 
-	loading bool
-	login   *widget.Check
-	approve *formEntry
-	hold    *formEntry
-	sign    *widget.Check // settings.auditSigning
-	audit   *messageLine  // the state of audit signing now, in its colour
-	fields  map[string]*prefsField
-	saveBtn *widget.Button
+	loading   bool
+	login     *widget.Check
+	approve   *formEntry
+	hold      *formEntry
+	sign      *widget.Check // settings.auditSigning
+	audit     *messageLine  // the state of audit signing now, in its colour
+	fields    map[string]*prefsField
+	saveBtn   *widget.Button
+	revertBtn *widget.Button
 
 	// auditWait is how long reloadAudit waits, after a save that changed
 	// settings.auditSigning, for the daemon to apply it.
@@ -54,7 +55,7 @@ const signingOffHint = "When off, the events recorded from then on carry no sign
 
 func newGeneralTab(p *prefs) *generalTab {
 	t := &generalTab{p: p}
-	t.login = widget.NewCheck("Open Portcullis when I log in", t.setLogin)
+	t.login = widget.NewCheck("Open Portcullis when I log in", func(bool) { t.changed() })
 	t.approve = newFormEntry()
 	t.approve.SetPlaceHolder(config.DefaultApprovalTimeout.String() + " (default)")
 	t.approve.OnChanged = func(string) { t.changed() }
@@ -65,7 +66,7 @@ func newGeneralTab(p *prefs) *generalTab {
 	t.audit = newMessageLine("")
 	t.auditWait = 5 * time.Second
 	t.fields = map[string]*prefsField{
-		fLogin: newPrefsField("Startup", t.login, "Applies at once."),
+		fLogin: newPrefsField("Startup", t.login, "Saved with the settings below."),
 		fApprovalTimeout: newPrefsField(generalCaptions["approvalTimeout"], t.approve,
 			"How long a tool call waits for your decision before it is refused, such as 90s or 2m. Applies to requests from now on."),
 		fHoldTimeout: newPrefsField(generalCaptions["holdTimeout"], t.hold,
@@ -74,9 +75,10 @@ func newGeneralTab(p *prefs) *generalTab {
 	}
 	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
 	t.saveBtn.Importance = widget.HighImportance
+	t.revertBtn = widget.NewButton("Revert", t.revert)
 	f := t.fields
 	body := container.NewVBox(prefsForm(f[fLogin], f[fApprovalTimeout], f[fHoldTimeout], f[fAudit]))
-	t.content = container.NewPadded(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), t.saveBtn), nil, nil,
+	t.content = container.NewPadded(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), t.revertBtn, t.saveBtn), nil, nil,
 		formScroll(container.NewVScroll(body))))
 	return t
 }
@@ -129,29 +131,40 @@ func (t *generalTab) reloadLogin() {
 	}
 }
 
-// setLogin turns launch at login on or off at once; on failure the box
-// shows the actual state again and the error.
-func (t *generalTab) setLogin(on bool) {
-	if t.loading || t.p.deps.Login == nil {
-		return
+// applyLogin turns launch at login on or off as the box says, when that
+// differs from the system's state; it returns what it did ("" for nothing).
+// On failure the box shows the actual state again and the field the error.
+func (t *generalTab) applyLogin() (string, error) {
+	li := t.p.deps.Login
+	if li == nil {
+		return "", nil
+	}
+	on := t.login.Checked
+	if was, err := li.Enabled(); err == nil && was == on {
+		return "", nil
 	}
 	var err error
 	if on {
-		err = t.p.deps.Login.Enable()
+		err = li.Enable()
 	} else {
-		err = t.p.deps.Login.Disable()
+		err = li.Disable()
 	}
 	t.reloadLogin()
 	if err != nil {
 		t.fields[fLogin].setProblems([]string{err.Error()})
-		t.p.setStatus("Launch at login was not changed.", true)
-		return
+		return "", err
 	}
 	if on {
-		t.p.setStatus("Portcullis will open when you log in.", false)
-	} else {
-		t.p.setStatus("Portcullis will no longer open when you log in.", false)
+		return "Portcullis will open when you log in.", nil
 	}
+	return "Portcullis will no longer open when you log in.", nil
+}
+
+// revert shows the saved settings and the system's launch at login again,
+// dropping the edits.
+func (t *generalTab) revert() {
+	t.reload()
+	t.p.setStatus("", false)
 }
 
 // reloadAudit shows the state of audit signing, asking the daemon (or,
@@ -337,9 +350,22 @@ func (t *generalTab) save() {
 	t.write(s)
 }
 
-// write saves the settings s (from candidate) onto a fresh read of the file.
+// write saves the settings s (from candidate) onto a fresh read of the file
+// when they differ from the saved ones, then applies launch at login.
 func (t *generalTab) write(s config.Settings) {
-	was := t.p.config().Settings.AuditSigningOn()
+	cur := t.p.config().Settings
+	if cur.ApprovalTimeout == s.ApprovalTimeout && cur.HoldTimeout == s.HoldTimeout && cur.AuditSigningOn() == s.AuditSigningOn() {
+		switch msg, err := t.applyLogin(); {
+		case err != nil:
+			t.p.setStatus("Not saved: launch at login was not changed: "+err.Error(), true)
+		case msg == "":
+			t.p.setNote("Nothing to save: the general settings are as saved.")
+		default:
+			t.p.setStatus(msg, false)
+		}
+		return
+	}
+	was := cur.AuditSigningOn()
 	err := t.p.update(func(c *config.Config) error {
 		c.Settings.ApprovalTimeout, c.Settings.HoldTimeout = s.ApprovalTimeout, s.HoldTimeout
 		c.Settings.AuditSigning = signingSetting(c.Settings.AuditSigning, s.AuditSigningOn())
@@ -350,15 +376,26 @@ func (t *generalTab) write(s config.Settings) {
 	case errors.As(err, &ve):
 		t.showProblems(generalProblems(ve.Problems))
 		t.p.setStatus(notSavedFields, true)
+		return
 	case err != nil:
 		t.p.setStatus("Not saved: "+err.Error(), true)
+		return
+	}
+	msg := "Saved the general settings."
+	switch {
 	case s.AuditSigningOn() != was && !s.AuditSigningOn():
-		t.p.setStatus("Saved the general settings. Audit signing is off: the log records that, signed, and signs no event after it.", false)
+		msg += " Audit signing is off: the log records that, signed, and signs no event after it."
 		t.reloadAudit(true)
 	case s.AuditSigningOn() != was:
-		t.p.setStatus("Saved the general settings. Audit signing is on again from the next event.", false)
+		msg += " Audit signing is on again from the next event."
 		t.reloadAudit(true)
+	}
+	switch lmsg, lerr := t.applyLogin(); {
+	case lerr != nil:
+		t.p.setStatus(msg+" Launch at login was not changed: "+lerr.Error(), true)
+	case lmsg != "":
+		t.p.setStatus(msg+" "+lmsg, false)
 	default:
-		t.p.setStatus("Saved the general settings.", false)
+		t.p.setStatus(msg, false)
 	}
 }

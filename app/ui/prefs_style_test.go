@@ -87,3 +87,39 @@ func TestPrefsOneMessageStyle(t *testing.T) {
 	b := newPrefsFixture(t, "{")
 	wantMessage(t, "banner", b.p.banner, widget.DangerImportance)
 }
+
+// Revert on the General tab shows the saved values again and changes
+// nothing: not the file, not launch at login.
+func TestPrefsGeneralRevert(t *testing.T) {
+	f := newPrefsFixture(t, `{"mcpServers": {}, "settings": {"approvalTimeout": "90s"}}`)
+	g := f.p.general
+	c := f.window.Canvas()
+	f.p.tabs.SelectIndex(2)
+	before := f.read(t)
+
+	g.approve.SetText("5m")
+	g.hold.SetText("soon")
+	g.sign.SetChecked(false)
+	g.login.SetChecked(true)
+	tapButton(t, c, "Revert")
+	got := map[string]any{"approve": g.approve.Text, "hold": g.hold.Text, "sign": g.sign.Checked, "login": g.login.Checked}
+	want := map[string]any{"approve": "1m30s", "hold": "", "sign": true, "login": false}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s after Revert: %v, want the saved %v", k, got[k], w)
+		}
+	}
+	wantProblems(t, g.fields, nil)
+	if string(f.read(t)) != string(before) || len(f.login.calls) != 0 || f.saved != 0 {
+		t.Errorf("Revert changed something: file changed %v, login calls %v, OnSaved %d", string(f.read(t)) != string(before), f.login.calls, f.saved)
+	}
+	if f.p.status.Visible() {
+		t.Errorf("status %q shown after Revert", f.p.status.Text)
+	}
+	// Nothing was applied on the way either: Save after the edit again.
+	g.login.SetChecked(true)
+	tapButton(t, c, "Save")
+	if diff := len(f.login.calls); diff != 1 || !f.login.on {
+		t.Errorf("Save applied launch at login %d times (on=%v), want once", diff, f.login.on)
+	}
+}

@@ -210,8 +210,8 @@ type prefs struct {
 	cfg     *config.Config // as last read or written; nil while the file is unusable
 	loadErr error          // why cfg is nil
 
-	banner  *widget.Label // a file that cannot be used
-	status  *widget.Label // outcome of the last action
+	banner  *messageLine // a file that cannot be used
+	status  *messageLine // outcome of the last action
 	tabs    *container.AppTabs
 	servers *serversTab
 	creds   *credsTab
@@ -222,8 +222,8 @@ type prefs struct {
 
 func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	p := &prefs{deps: d, opts: o, win: a.NewWindow("Portcullis Preferences")}
-	p.banner = newMessageLabel()
-	p.status = newMessageLabel()
+	p.banner = newMessageLine("")
+	p.status = newMessageLine("")
 	p.servers = newServersTab(p)
 	p.creds = newCredsTab(p)
 	p.general = newGeneralTab(p)
@@ -238,7 +238,7 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	room := canvas.NewRectangle(color.Transparent)
 	room.SetMinSize(fyne.NewSize(0, widget.NewLabel("1\n2").MinSize().Height))
 	p.win.SetContent(container.NewThemeOverride(
-		container.NewBorder(p.banner, container.NewPadded(container.NewStack(room, p.status)), nil, nil, p.tabs),
+		container.NewBorder(p.banner.box, container.NewPadded(container.NewStack(room, p.status.box)), nil, nil, p.tabs),
 		examplesTheme{}))
 	fitWindow(p.win, prefsSize)
 	p.win.CenterOnScreen()
@@ -285,10 +285,10 @@ func (p *prefs) reload() {
 	switch {
 	case err == nil:
 		p.cfg, p.loadErr = c, nil
-		setMessageLabel(p.banner, "", false)
+		setMessage(p.banner, "", false)
 	default:
 		p.cfg, p.loadErr = nil, err
-		setMessageLabel(p.banner, fmt.Sprintf("%s cannot be used, so nothing can be saved until it is fixed in an editor "+
+		setMessage(p.banner, fmt.Sprintf("%s cannot be used, so nothing can be saved until it is fixed in an editor "+
 			"(or replaced by %s%s):\n%v", filepath.Base(p.deps.ConfigFile), filepath.Base(p.deps.ConfigFile), config.LastGoodSuffix, err), true)
 	}
 	p.setStatus("", false)
@@ -349,7 +349,7 @@ func (p *prefs) update(change func(c *config.Config) error) error {
 		return err
 	}
 	p.cfg, p.loadErr = c, nil
-	setMessageLabel(p.banner, "", false)
+	setMessage(p.banner, "", false)
 	p.servers.refreshList()
 	p.creds.refreshList()
 	// What one tab saved shows in the other at once, without touching
@@ -364,16 +364,12 @@ func (p *prefs) update(change func(c *config.Config) error) error {
 
 // setStatus shows text in the window's status line, in red when bad, else
 // in green (something was done).
-func (p *prefs) setStatus(text string, bad bool) { setMessageLabel(p.status, text, bad) }
+func (p *prefs) setStatus(text string, bad bool) { setMessage(p.status, text, bad) }
 
 // setNote shows text in the window's status line in the plain text colour:
 // nothing failed and nothing was done ("Not saved: audit signing stays
 // on.", the person's own choice).
-func (p *prefs) setNote(text string) {
-	p.setStatus(text, false)
-	p.status.Importance = widget.MediumImportance
-	p.status.Refresh()
-}
+func (p *prefs) setNote(text string) { p.status.set(text, widget.MediumImportance) }
 
 // edited clears a "Saved" status at the person's next edit: it no longer
 // describes what the window shows.
@@ -394,7 +390,68 @@ func (p *prefs) fieldsValid() {
 	}
 }
 
+// messageLine is how Preferences shows every message: the file's banner,
+// the status line, the problems under a form and the note under each field.
+// An error is drawn in the error colour after the error icon, a warning in
+// the warning colour after the warning icon, a success in the success colour
+// after a check mark; a plain note (a hint, or "nothing was done") in the
+// text colour without an icon. Layouts hold box; the label is embedded so
+// that its Text and Importance read as the message's.
+type messageLine struct {
+	*widget.Label
+	icon *widget.Icon
+	box  *fyne.Container
+}
+
+// newMessageLine returns an empty, hidden message in text of the theme
+// size (0 for the normal text size).
+func newMessageLine(size fyne.ThemeSizeName) *messageLine {
+	m := &messageLine{Label: widget.NewLabel(""), icon: widget.NewIcon(nil)}
+	m.Wrapping = fyne.TextWrapWord
+	if size != "" {
+		m.SizeName = size
+	}
+	m.box = container.NewBorder(nil, nil, m.icon, nil, m.Label)
+	m.set("", widget.MediumImportance)
+	return m
+}
+
+// messageIcon is the icon of a message of importance imp, nil for none.
+func messageIcon(imp widget.Importance) fyne.Resource {
+	switch imp {
+	case widget.DangerImportance:
+		return theme.NewErrorThemedResource(theme.ErrorIcon())
+	case widget.WarningImportance:
+		return theme.NewWarningThemedResource(theme.WarningIcon())
+	case widget.SuccessImportance:
+		return theme.NewSuccessThemedResource(theme.ConfirmIcon())
+	}
+	return nil
+}
+
+// set shows text with the colour and icon of imp, or hides the message when
+// text is empty.
+func (m *messageLine) set(text string, imp widget.Importance) {
+	m.Importance = imp
+	m.SetText(text)
+	if res := messageIcon(imp); res != nil {
+		m.icon.SetResource(res)
+		m.icon.Show()
+	} else {
+		m.icon.Hide()
+	}
+	if text == "" {
+		m.Hide()
+		m.box.Hide()
+		return
+	}
+	m.Show()
+	m.box.Show()
+	m.box.Refresh() // lays the icon, shown or hidden just now, out again
+}
+
 // newMessageLabel returns a wrapping label for messages, hidden while empty.
+// (The audit viewer's; Preferences uses messageLine.)
 func newMessageLabel() *widget.Label {
 	l := widget.NewLabel("")
 	l.Wrapping = fyne.TextWrapWord
@@ -417,6 +474,15 @@ func setMessageLabel(l *widget.Label, text string, bad bool) {
 	}
 }
 
+// setMessage shows text in m as an error when bad, else as a success.
+func setMessage(m *messageLine, text string, bad bool) {
+	imp := widget.SuccessImportance
+	if bad {
+		imp = widget.DangerImportance
+	}
+	m.set(text, imp)
+}
+
 // prefsField is one row of a form: a caption, the input, and one note line
 // under the input. The note shows the hint, or in its place the problems
 // found with the value (in the error colour) or warnings (in the warning
@@ -427,13 +493,11 @@ type prefsField struct {
 	hint     string
 	problems []string
 	warnings []string
-	note     *widget.Label
+	note     *messageLine
 }
 
 func newPrefsField(caption string, input fyne.CanvasObject, hint string) *prefsField {
-	f := &prefsField{caption: caption, input: input, hint: hint, note: widget.NewLabel("")}
-	f.note.Wrapping = fyne.TextWrapWord
-	f.note.SizeName = theme.SizeNameCaptionText
+	f := &prefsField{caption: caption, input: input, hint: hint, note: newMessageLine(theme.SizeNameCaptionText)}
 	f.show()
 	return f
 }
@@ -468,13 +532,7 @@ func (f *prefsField) show() {
 	case len(f.warnings) > 0:
 		text, imp = strings.Join(f.warnings, "\n"), widget.WarningImportance
 	}
-	f.note.Importance = imp
-	f.note.SetText(text)
-	if text == "" {
-		f.note.Hide()
-	} else {
-		f.note.Show()
-	}
+	f.note.set(text, imp)
 }
 
 // problemText returns the problem text shown under the field ("" when none).
@@ -495,7 +553,7 @@ func prefsForm(fields ...*prefsField) *fyne.Container {
 	var objs []fyne.CanvasObject
 	for _, f := range fields {
 		caption := widget.NewLabelWithStyle(f.caption, fyne.TextAlignTrailing, fyne.TextStyle{Bold: true})
-		right := container.New(layout.NewCustomPaddedVBoxLayout(0), f.input, f.note)
+		right := container.New(layout.NewCustomPaddedVBoxLayout(0), f.input, f.note.box)
 		objs = append(objs, container.NewVBox(caption), right)
 	}
 	return container.New(layout.NewFormLayout(), objs...)

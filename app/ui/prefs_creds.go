@@ -63,7 +63,7 @@ type credsTab struct {
 	secret      *formEntry
 	usedBy      *widget.Label
 	fields      map[string]*prefsField
-	other       *widget.Label
+	other       *messageLine
 	saveBtn     *widget.Button
 	clearBtn    *widget.Button
 	deleteBtn   *widget.Button
@@ -108,7 +108,7 @@ func newCredsTab(p *prefs) *credsTab {
 		fSecret: newPrefsField("Secret", container.NewVBox(t.state, t.secret), "Stored in the system's credential store, never in config.json."),
 		"used":  newPrefsField("Used by", t.usedBy, ""),
 	}
-	t.other = newMessageLabel()
+	t.other = newMessageLine("")
 	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
 	t.saveBtn.Importance = widget.HighImportance
 	t.clearBtn = widget.NewButton("Remove secret", t.confirmRemoveSecret)
@@ -117,7 +117,7 @@ func newCredsTab(p *prefs) *credsTab {
 
 	f := t.fields
 	t.editor = container.NewVBox(t.title,
-		prefsForm(f[fScope], f[fInject], f[fEnvVar], f["ask"], f[fSecret], f["used"]), t.other)
+		prefsForm(f[fScope], f[fInject], f[fEnvVar], f["ask"], f[fSecret], f["used"]), t.other.box)
 	ph := widget.NewLabel("Select a credential scope, or add one.")
 	t.placeholder = container.NewCenter(ph)
 	t.editorPanel = container.NewStack(t.placeholder)
@@ -136,7 +136,7 @@ func (t *credsTab) showEditor(on bool) {
 	if on {
 		// Both ways: on a narrow screen (1280×800 at scale 2) the form
 		// scrolls sideways instead of widening the window past it.
-		t.editorPanel.Objects = []fyne.CanvasObject{container.NewScroll(container.NewPadded(t.editor))}
+		t.editorPanel.Objects = []fyne.CanvasObject{formScroll(container.NewScroll(container.NewPadded(t.editor)))}
 	} else {
 		t.editorPanel.Objects = []fyne.CanvasObject{t.placeholder}
 	}
@@ -378,7 +378,7 @@ func (t *credsTab) showProblems(ps problemSet) {
 	for name, f := range t.fields {
 		f.setProblems(ps[name])
 	}
-	setMessageLabel(t.other, strings.Join(ps[fOther], "\n"), true)
+	setMessage(t.other, strings.Join(ps[fOther], "\n"), true)
 }
 
 // save stores the typed secret, if any, in the credential store and then

@@ -35,14 +35,15 @@ type generalTab struct {
 	p       *prefs
 	content fyne.CanvasObject
 
-	loading bool
-	login   *widget.Check
-	approve *formEntry
-	hold    *formEntry
-	sign    *widget.Check // settings.auditSigning
-	audit   *widget.Label // the state of audit signing now
-	fields  map[string]*prefsField
-	saveBtn *widget.Button
+	loading   bool
+	login     *widget.Check
+	approve   *formEntry
+	hold      *formEntry
+	sign      *widget.Check // settings.auditSigning
+	audit     *messageLine  // the state of audit signing now, in its colour
+	fields    map[string]*prefsField
+	saveBtn   *widget.Button
+	revertBtn *widget.Button
 
 	// auditWait is how long reloadAudit waits, after a save that changed
 	// settings.auditSigning, for the daemon to apply it.
@@ -54,7 +55,7 @@ const signingOffHint = "When off, the events recorded from then on carry no sign
 
 func newGeneralTab(p *prefs) *generalTab {
 	t := &generalTab{p: p}
-	t.login = widget.NewCheck("Open Portcullis when I log in", t.setLogin)
+	t.login = widget.NewCheck("Open Portcullis when I log in", func(bool) { t.changed() })
 	t.approve = newFormEntry()
 	t.approve.SetPlaceHolder(config.DefaultApprovalTimeout.String() + " (default)")
 	t.approve.OnChanged = func(string) { t.changed() }
@@ -62,23 +63,23 @@ func newGeneralTab(p *prefs) *generalTab {
 	t.hold.SetPlaceHolder(config.DefaultHoldTimeout.String() + " (default)")
 	t.hold.OnChanged = func(string) { t.changed() }
 	t.sign = widget.NewCheck("Sign the audit log", func(bool) { t.changed() })
-	t.audit = widget.NewLabel("")
-	t.audit.Wrapping = fyne.TextWrapWord
+	t.audit = newMessageLine("")
 	t.auditWait = 5 * time.Second
 	t.fields = map[string]*prefsField{
-		fLogin: newPrefsField("Startup", t.login, "Applies at once."),
+		fLogin: newPrefsField("Startup", t.login, "Saved with the settings below."),
 		fApprovalTimeout: newPrefsField(generalCaptions["approvalTimeout"], t.approve,
 			"How long a tool call waits for your decision before it is refused, such as 90s or 2m. Applies to requests from now on."),
 		fHoldTimeout: newPrefsField(generalCaptions["holdTimeout"], t.hold,
 			"How long a tool call is held while a rebuilt server starts. Applies to agents that connect from now on."),
-		fAudit: newPrefsField("Audit log", container.New(layout.NewCustomPaddedVBoxLayout(0), t.sign, t.audit), signingOffHint),
+		fAudit: newPrefsField("Audit log", container.New(layout.NewCustomPaddedVBoxLayout(0), t.sign, t.audit.box), signingOffHint),
 	}
 	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
 	t.saveBtn.Importance = widget.HighImportance
+	t.revertBtn = widget.NewButton("Revert", t.revert)
 	f := t.fields
 	body := container.NewVBox(prefsForm(f[fLogin], f[fApprovalTimeout], f[fHoldTimeout], f[fAudit]))
-	t.content = container.NewPadded(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), t.saveBtn), nil, nil,
-		container.NewVScroll(body)))
+	t.content = container.NewPadded(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), t.revertBtn, t.saveBtn), nil, nil,
+		formScroll(container.NewVScroll(body))))
 	return t
 }
 
@@ -130,29 +131,40 @@ func (t *generalTab) reloadLogin() {
 	}
 }
 
-// setLogin turns launch at login on or off at once; on failure the box
-// shows the actual state again and the error.
-func (t *generalTab) setLogin(on bool) {
-	if t.loading || t.p.deps.Login == nil {
-		return
+// applyLogin turns launch at login on or off as the box says, when that
+// differs from the system's state; it returns what it did ("" for nothing).
+// On failure the box shows the actual state again and the field the error.
+func (t *generalTab) applyLogin() (string, error) {
+	li := t.p.deps.Login
+	if li == nil {
+		return "", nil
+	}
+	on := t.login.Checked
+	if was, err := li.Enabled(); err == nil && was == on {
+		return "", nil
 	}
 	var err error
 	if on {
-		err = t.p.deps.Login.Enable()
+		err = li.Enable()
 	} else {
-		err = t.p.deps.Login.Disable()
+		err = li.Disable()
 	}
 	t.reloadLogin()
 	if err != nil {
 		t.fields[fLogin].setProblems([]string{err.Error()})
-		t.p.setStatus("Launch at login was not changed.", true)
-		return
+		return "", err
 	}
 	if on {
-		t.p.setStatus("Portcullis will open when you log in.", false)
-	} else {
-		t.p.setStatus("Portcullis will no longer open when you log in.", false)
+		return "Portcullis will open when you log in.", nil
 	}
+	return "Portcullis will no longer open when you log in.", nil
+}
+
+// revert shows the saved settings and the system's launch at login again,
+// dropping the edits.
+func (t *generalTab) revert() {
+	t.reload()
+	t.p.setStatus("", false)
 }
 
 // reloadAudit shows the state of audit signing, asking the daemon (or,
@@ -161,13 +173,14 @@ func (t *generalTab) setLogin(on bool) {
 // the daemon to apply the setting, which it does once its file watcher sees
 // the change.
 func (t *generalTab) reloadAudit(wait bool) {
-	t.audit.SetText("Checking…")
+	t.audit.set("Checking…", widget.MediumImportance)
 	on := t.p.config().Settings.AuditSigningOn()
 	var text string
+	var imp widget.Importance
 	status, store, patience := t.p.deps.AuditStatus, t.p.deps.Secrets, t.auditWait
 	t.p.opts.run(func() {
 		if status == nil {
-			text = auditKeyText(store, on)
+			text, imp = auditKeyText(store, on)
 			return
 		}
 		st := status()
@@ -175,24 +188,26 @@ func (t *generalTab) reloadAudit(wait bool) {
 			time.Sleep(100 * time.Millisecond)
 			st = status()
 		}
-		text = auditStatusText(st, on)
-	}, func() { t.audit.SetText(text) })
+		text, imp = auditStatusText(st, on)
+	}, func() { t.audit.set(text, imp) })
 }
 
 // auditStatusText describes the daemon's audit signing (the audit part of
-// `portcullis status`) for settings.auditSigning on or off.
-func auditStatusText(st daemon.AuditStatus, on bool) string {
+// `portcullis status`) for settings.auditSigning on or off, with the colour
+// of that state: success when signed as set, danger when signing failed,
+// warning when the state differs from the setting, plain when off as set.
+func auditStatusText(st daemon.AuditStatus, on bool) (string, widget.Importance) {
 	switch {
 	case st.SigningError != "":
-		return "Not as set: " + st.SigningError
+		return "Not as set: " + st.SigningError, widget.DangerImportance
 	case st.Signed && !on:
-		return "Now: still signed; the daemon turns signing off once it reads the saved setting."
+		return "Now: still signed; the daemon turns signing off once it reads the saved setting.", widget.WarningImportance
 	case st.Signed:
-		return "Now: signed with HMAC-SHA256; the key is kept in the credential store as " + daemon.AuditKeyScope + "."
+		return "Now: signed with HMAC-SHA256; the key is kept in the credential store as " + daemon.AuditKeyScope + ".", widget.SuccessImportance
 	case on:
-		return "Now: not signed. " + upperFirst(strings.TrimPrefix(st.Note, "the audit log is not signed: ")) + "."
+		return "Now: not signed. " + upperFirst(strings.TrimPrefix(st.Note, "the audit log is not signed: ")) + ".", widget.WarningImportance
 	}
-	return "Now: not signed, as set. Events are hash-chained all the same."
+	return "Now: not signed, as set. Events are hash-chained all the same.", widget.MediumImportance
 }
 
 // upperFirst returns s with its first letter in upper case.
@@ -205,23 +220,24 @@ func upperFirst(s string) string {
 
 // auditKeyText describes audit signing from the key's presence in store,
 // for settings.auditSigning on or off, when no daemon can be asked; the key
-// itself is dropped at once.
-func auditKeyText(store secrets.Store, on bool) string {
+// itself is dropped at once. The importance is the state's colour, as in
+// auditStatusText.
+func auditKeyText(store secrets.Store, on bool) (string, widget.Importance) {
 	if !on {
-		return "Not signed, as set. Events are hash-chained all the same."
+		return "Not signed, as set. Events are hash-chained all the same.", widget.MediumImportance
 	}
 	if store == nil {
-		return "Not signed: no credential store is available. Events are hash-chained all the same."
+		return "Not signed: no credential store is available. Events are hash-chained all the same.", widget.WarningImportance
 	}
 	key, err := daemon.ReadAuditKey(store)
 	clear(key)
 	switch {
 	case err == nil:
-		return "Signed with HMAC-SHA256; the key is kept in the credential store as " + daemon.AuditKeyScope + "."
+		return "Signed with HMAC-SHA256; the key is kept in the credential store as " + daemon.AuditKeyScope + ".", widget.SuccessImportance
 	case errors.Is(err, secrets.ErrNotFound):
-		return "Not signed yet: Portcullis creates the key at its next start. Events are hash-chained all the same."
+		return "Not signed yet: Portcullis creates the key at its next start. Events are hash-chained all the same.", widget.WarningImportance
 	}
-	return "Unknown: " + storeErrorText(err)
+	return "Unknown: " + storeErrorText(err), widget.DangerImportance
 }
 
 func (t *generalTab) changed() {
@@ -334,9 +350,22 @@ func (t *generalTab) save() {
 	t.write(s)
 }
 
-// write saves the settings s (from candidate) onto a fresh read of the file.
+// write saves the settings s (from candidate) onto a fresh read of the file
+// when they differ from the saved ones, then applies launch at login.
 func (t *generalTab) write(s config.Settings) {
-	was := t.p.config().Settings.AuditSigningOn()
+	cur := t.p.config().Settings
+	if cur.ApprovalTimeout == s.ApprovalTimeout && cur.HoldTimeout == s.HoldTimeout && cur.AuditSigningOn() == s.AuditSigningOn() {
+		switch msg, err := t.applyLogin(); {
+		case err != nil:
+			t.p.setStatus("Not saved: launch at login was not changed: "+err.Error(), true)
+		case msg == "":
+			t.p.setNote("Nothing to save: the general settings are as saved.")
+		default:
+			t.p.setStatus(msg, false)
+		}
+		return
+	}
+	was := cur.AuditSigningOn()
 	err := t.p.update(func(c *config.Config) error {
 		c.Settings.ApprovalTimeout, c.Settings.HoldTimeout = s.ApprovalTimeout, s.HoldTimeout
 		c.Settings.AuditSigning = signingSetting(c.Settings.AuditSigning, s.AuditSigningOn())
@@ -347,15 +376,26 @@ func (t *generalTab) write(s config.Settings) {
 	case errors.As(err, &ve):
 		t.showProblems(generalProblems(ve.Problems))
 		t.p.setStatus(notSavedFields, true)
+		return
 	case err != nil:
 		t.p.setStatus("Not saved: "+err.Error(), true)
+		return
+	}
+	msg := "Saved the general settings."
+	switch {
 	case s.AuditSigningOn() != was && !s.AuditSigningOn():
-		t.p.setStatus("Saved the general settings. Audit signing is off: the log records that, signed, and signs no event after it.", false)
+		msg += " Audit signing is off: the log records that, signed, and signs no event after it."
 		t.reloadAudit(true)
 	case s.AuditSigningOn() != was:
-		t.p.setStatus("Saved the general settings. Audit signing is on again from the next event.", false)
+		msg += " Audit signing is on again from the next event."
 		t.reloadAudit(true)
+	}
+	switch lmsg, lerr := t.applyLogin(); {
+	case lerr != nil:
+		t.p.setStatus(msg+" Launch at login was not changed: "+lerr.Error(), true)
+	case lmsg != "":
+		t.p.setStatus(msg+" "+lmsg, false)
 	default:
-		t.p.setStatus("Saved the general settings.", false)
+		t.p.setStatus(msg, false)
 	}
 }

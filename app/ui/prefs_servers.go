@@ -135,7 +135,7 @@ type serversTab struct {
 	creds       *widget.CheckGroup
 	requests    map[string]*widget.RadioGroup // by config.RequestKinds
 	fields      map[string]*prefsField
-	other       *widget.Label // problems that belong to no field
+	other       *messageLine // problems that belong to no field
 	saveBtn     *widget.Button
 	revertBtn   *widget.Button
 	cwdChooser  *widget.Button
@@ -213,7 +213,7 @@ func newServersTab(p *prefs) *serversTab {
 		fRequests: newPrefsField(serverCaptions["serverRequests"], requests,
 			"What the server may ask the agent: sampling (a completion of its model), elicitation (you, for information), roots (its folders). approve shows each on a card."),
 	}
-	t.other = newMessageLabel()
+	t.other = newMessageLine("")
 	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
 	t.saveBtn.Importance = widget.HighImportance
 	t.revertBtn = widget.NewButton("Revert", t.revert)
@@ -221,7 +221,7 @@ func newServersTab(p *prefs) *serversTab {
 	f := t.fields
 	t.editor = container.NewVBox(t.title,
 		prefsForm(f[fLabel], f[fCommand], f[fArgs], f[fCwd], f[fEnv], f[fWatch], f[fRestart], f[fTools], f[fCredentials], f[fRequests]),
-		t.other)
+		t.other.box)
 	ph := widget.NewLabel("Select a server, or add one.")
 	ph.Alignment = fyne.TextAlignCenter
 	t.placeholder = container.NewCenter(ph)
@@ -243,7 +243,7 @@ func (t *serversTab) showEditor(on bool) {
 	if on {
 		// Both ways: on a narrow screen (1280×800 at scale 2) the form
 		// scrolls sideways instead of widening the window past it.
-		t.editorPanel.Objects = []fyne.CanvasObject{container.NewScroll(container.NewPadded(t.editor))}
+		t.editorPanel.Objects = []fyne.CanvasObject{formScroll(container.NewScroll(container.NewPadded(t.editor)))}
 		t.saveBtn.Enable()
 		t.revertBtn.Enable()
 	} else {
@@ -433,10 +433,9 @@ func (t *serversTab) addToolRow(name, policy string, keep bool, note string) {
 	caption := widget.NewLabel(name)
 	var left fyne.CanvasObject = caption
 	if note != "" {
-		n := widget.NewLabel(note)
-		n.SizeName = theme.SizeNameCaptionText
-		n.Importance = widget.WarningImportance
-		left = container.New(layout.NewCustomPaddedVBoxLayout(0), caption, n)
+		n := newMessageLine(theme.SizeNameCaptionText)
+		n.set(note, widget.WarningImportance)
+		left = container.New(layout.NewCustomPaddedVBoxLayout(0), caption, n.box)
 	}
 	t.tools = append(t.tools, r)
 	t.toolsGrid.Add(left)
@@ -714,7 +713,7 @@ func (t *serversTab) showProblems(ps problemSet) {
 	for name, f := range t.fields {
 		f.setProblems(ps[name])
 	}
-	setMessageLabel(t.other, strings.Join(ps[fOther], "\n"), true)
+	setMessage(t.other, strings.Join(ps[fOther], "\n"), true)
 }
 
 // save writes the edited server, unless it has problems.

@@ -586,20 +586,33 @@ func TestPrefsGeneral(t *testing.T) {
 	c := f.window.Canvas()
 	f.p.tabs.SelectIndex(2)
 
-	// Launch at login applies at once.
+	// Launch at login is saved with Save, like the rest of the tab.
 	g.login.SetChecked(true)
+	if f.login.on || len(f.login.calls) != 0 {
+		t.Errorf("ticking launch at login applied it before Save: on=%v calls %v", f.login.on, f.login.calls)
+	}
+	tapButton(t, c, "Save")
 	if !f.login.on || !strings.Contains(f.p.status.Text, "will open") {
-		t.Errorf("login on=%v, status %q", f.login.on, f.p.status.Text)
+		t.Errorf("after Save: login on=%v, status %q", f.login.on, f.p.status.Text)
+	}
+	if f.saved != 0 {
+		t.Errorf("OnSaved called %d times although config.json did not change", f.saved)
 	}
 	f.login.fail = errors.New("disk full")
 	g.login.SetChecked(false)
+	tapButton(t, c, "Save")
 	if !g.login.Checked || !f.login.on {
 		t.Error("the box shows off although disabling failed")
 	}
 	wantProblems(t, g.fields, map[string]string{fLogin: "disk full"})
+	if !strings.Contains(f.p.status.Text, "launch at login was not changed") || f.p.status.Importance != widget.DangerImportance {
+		t.Errorf("status %q (importance %v), want a red refusal", f.p.status.Text, f.p.status.Importance)
+	}
 	if diff := cmp.Diff([]string{"enable", "disable"}, f.login.calls); diff != "" {
 		t.Errorf("login calls (-want +got):\n%s", diff)
 	}
+	f.login.fail = nil
+	g.reload()
 
 	// Audit signing state comes from the credential store.
 	if !strings.Contains(g.audit.Text, "Not signed yet") {

@@ -117,7 +117,11 @@ const questionWidth = 440
 // formEntry is a widget.Entry that passes Ctrl/Cmd+W (closeShortcut) on to
 // its window's canvas: a focused entry takes every shortcut, so the
 // window's Ctrl/Cmd+W did nothing while the person was typing.
-type formEntry struct{ widget.Entry }
+type formEntry struct {
+	widget.Entry
+	wheel fyne.Scrollable // the form's scroller, which gets the wheel (prefs_wheel.go)
+	drawn *wheelRenderer
+}
 
 func newFormEntry() *formEntry {
 	e := &formEntry{}

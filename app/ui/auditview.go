@@ -3,6 +3,7 @@ package ui
 import (
 	"errors"
 	"fmt"
+	"image/color"
 	"io/fs"
 	"math"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -84,6 +86,8 @@ type auditView struct {
 	tabs       *container.AppTabs
 	sessTable  *widget.Table
 	callTable  *widget.Table
+	sessRow    int // selected row of sessTable, -1 for none
+	callRow    int // selected row of callTable, -1 for none
 	detail     *widget.Label
 	loading    bool // filter choices are being set: no reload
 }
@@ -211,7 +215,7 @@ func (l *auditTableLayout) MinSize(objs []fyne.CanvasObject) fyne.Size {
 }
 
 func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
-	v := &auditView{deps: d, opts: o, win: a.NewWindow("Portcullis Audit Log")}
+	v := &auditView{deps: d, opts: o, win: a.NewWindow("Portcullis Audit Log"), sessRow: -1, callRow: -1}
 	v.server = widget.NewSelect([]string{allServers}, func(string) { v.filterChanged(true) })
 	v.run = widget.NewSelect([]string{allRuns}, func(string) { v.filterChanged(false) })
 	v.loading = true
@@ -226,15 +230,17 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 	v.detail.Wrapping = fyne.TextWrapWord
 	v.detail.Selectable = true
 
-	v.sessTable = newAuditTable(v, sessionColumns, func() []audit.Session { return v.sessions })
+	v.sessTable = newAuditTable(v, sessionColumns, func() []audit.Session { return v.sessions }, &v.sessRow)
 	v.sessTable.OnSelected = func(id widget.TableCellID) {
 		if id.Row >= 0 && id.Row < len(v.sessions) {
+			selectAuditRow(v.sessTable, &v.sessRow, id)
 			v.showDetail(sessionDetail(v, v.sessions[id.Row]))
 		}
 	}
-	v.callTable = newAuditTable(v, callColumns, func() []audit.Call { return v.calls })
+	v.callTable = newAuditTable(v, callColumns, func() []audit.Call { return v.calls }, &v.callRow)
 	v.callTable.OnSelected = func(id widget.TableCellID) {
 		if id.Row >= 0 && id.Row < len(v.calls) {
+			selectAuditRow(v.callTable, &v.callRow, id)
 			v.showDetail(callDetail(v, v.calls[id.Row]))
 		}
 	}
@@ -242,7 +248,13 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 		container.NewTabItem("Sessions", fitAuditTable(v.sessTable, sessionColumns)),
 		container.NewTabItem("Activity", fitAuditTable(v.callTable, callColumns)),
 	)
-	v.tabs.OnSelected = func(*container.TabItem) { v.showDetail("Select a row to see it in full.") }
+	v.tabs.OnSelected = func(*container.TabItem) {
+		// The detail pane shows no row: neither table shows one selected.
+		v.sessRow, v.callRow = -1, -1
+		v.sessTable.Refresh()
+		v.callTable.Refresh()
+		v.showDetail("Select a row to see it in full.")
+	}
 
 	filters := container.NewHBox(
 		widget.NewLabel("Server"), container.NewGridWrap(fyne.NewSize(200, v.server.MinSize().Height), v.server),
@@ -263,22 +275,74 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 	return v
 }
 
-// newAuditTable returns a table with a header row showing rows() with cols.
-func newAuditTable[T any](v *auditView, cols []auditColumn[T], rows func() []T) *widget.Table {
-	t := widget.NewTableWithHeaders(
+// selectAuditRow makes the row of id the selected row of t: every cell of
+// it is drawn selected (auditCell), and the table's own one-cell selection
+// is dropped so that only the row shows. The keyboard cursor stays on id, so
+// the arrow keys and Space go on from there.
+func selectAuditRow(t *widget.Table, row *int, id widget.TableCellID) {
+	*row = id.Row
+	t.Unselect(id)
+	t.Refresh()
+}
+
+// auditCell is a cell of an audit table: its text, truncated with an
+// ellipsis when the column is too narrow (the detail pane shows it whole),
+// over a background that shows the selected row.
+type auditCell struct {
+	bg    *canvas.Rectangle
+	label *widget.Label
+}
+
+// auditCellLayout lays out an auditCell's objects (background, label): the
+// background reaches half the column separator's width beyond the cell on
+// each side, so that a selected row is one band, not a row of boxes.
+type auditCellLayout struct{ gap float32 }
+
+func (l auditCellLayout) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	objs[0].Move(fyne.NewPos(-l.gap/2, 0))
+	objs[0].Resize(fyne.NewSize(size.Width+l.gap, size.Height))
+	objs[1].Move(fyne.NewPos(0, 0))
+	objs[1].Resize(size)
+}
+
+func (l auditCellLayout) MinSize(objs []fyne.CanvasObject) fyne.Size { return objs[1].MinSize() }
+
+// cellOf returns the auditCell parts of a cell object made by newAuditTable.
+func cellOf(o fyne.CanvasObject) auditCell {
+	c := o.(*fyne.Container)
+	return auditCell{bg: c.Objects[0].(*canvas.Rectangle), label: c.Objects[1].(*widget.Label)}
+}
+
+// newAuditTable returns a table with a header row showing rows() with cols;
+// *selected is the row drawn selected (selectAuditRow).
+func newAuditTable[T any](v *auditView, cols []auditColumn[T], rows func() []T, selected *int) *widget.Table {
+	var t *widget.Table
+	t = widget.NewTableWithHeaders(
 		func() (int, int) { return len(rows()), len(cols) },
 		func() fyne.CanvasObject {
 			l := widget.NewLabel("")
 			l.Truncation = fyne.TextTruncateEllipsis
-			return l
+			bg := canvas.NewRectangle(color.Transparent)
+			return container.New(auditCellLayout{gap: t.Theme().Size(theme.SizeNamePadding)}, bg, l)
 		},
 		func(id widget.TableCellID, o fyne.CanvasObject) {
+			c := cellOf(o)
 			rs := rows()
 			if id.Row < 0 || id.Row >= len(rs) || id.Col < 0 || id.Col >= len(cols) {
-				o.(*widget.Label).SetText("")
+				c.label.SetText("")
+				c.bg.FillColor = color.Transparent
+				c.bg.Refresh()
 				return
 			}
-			o.(*widget.Label).SetText(cols[id.Col].text(v, rs[id.Row]))
+			var fill color.Color = color.Transparent
+			if id.Row == *selected {
+				fill = t.Theme().Color(theme.ColorNameSelection, fyne.CurrentApp().Settings().ThemeVariant())
+			}
+			if c.bg.FillColor != fill {
+				c.bg.FillColor = fill
+				c.bg.Refresh()
+			}
+			c.label.SetText(cols[id.Col].text(v, rs[id.Row]))
 		},
 	)
 	t.ShowHeaderColumn = false
@@ -396,6 +460,7 @@ func (v *auditView) show(d auditData) {
 	v.setChoices()
 	v.sessTable.UnselectAll()
 	v.callTable.UnselectAll()
+	v.sessRow, v.callRow = -1, -1
 	v.sessTable.Refresh()
 	v.callTable.Refresh()
 	v.tabs.Items[0].Text = fmt.Sprintf("Sessions (%d)", len(v.sessions))

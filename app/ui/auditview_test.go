@@ -5,11 +5,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	stdcmp "cmp"
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
@@ -315,5 +317,117 @@ func TestAuditColumnsFit(t *testing.T) {
 		if grew := wide[i] > narrow[i]; grew != (c.flex > 0) {
 			t.Errorf("column %q: %v wide in a wider window, was %v", c.title, wide[i], narrow[i])
 		}
+	}
+}
+
+// visibleCells returns the texts of the cells of table t as drawn, row by
+// row from the top (cells grouped by their position on screen), and for
+// each whether it is drawn selected.
+func visibleCells(t *testing.T, table *widget.Table) (texts [][]string, selected [][]bool) {
+	t.Helper()
+	d := fyne.CurrentApp().Driver()
+	type cell struct {
+		x, y float32
+		text string
+		sel  bool
+	}
+	var cells []cell
+	var walk func(o fyne.CanvasObject)
+	walk = func(o fyne.CanvasObject) {
+		if !o.Visible() {
+			return
+		}
+		if c, ok := o.(*fyne.Container); ok {
+			if _, ok := c.Layout.(auditCellLayout); ok {
+				ac := cellOf(c)
+				pos := d.AbsolutePositionForObject(c)
+				_, _, _, a := ac.bg.FillColor.RGBA()
+				cells = append(cells, cell{pos.X, pos.Y, ac.label.Text, a != 0})
+				return
+			}
+			for _, o := range c.Objects {
+				walk(o)
+			}
+			return
+		}
+		if w, ok := o.(fyne.Widget); ok {
+			for _, o := range test.WidgetRenderer(w).Objects() {
+				walk(o)
+			}
+		}
+	}
+	walk(table)
+	slices.SortFunc(cells, func(a, b cell) int { return stdcmp.Or(cmpFloat(a.y, b.y), cmpFloat(a.x, b.x)) })
+	lastY := float32(-1)
+	for _, c := range cells {
+		if c.y != lastY {
+			texts, selected = append(texts, nil), append(selected, nil)
+			lastY = c.y
+		}
+		texts[len(texts)-1] = append(texts[len(texts)-1], c.text)
+		selected[len(selected)-1] = append(selected[len(selected)-1], c.sel)
+	}
+	return texts, selected
+}
+
+func cmpFloat(a, b float32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// TestAuditViewerRowSelection: selecting a cell selects its whole row: every
+// column of that row is drawn selected, no cell of another row is, and the
+// table's one-cell selection is gone; the arrow keys and Space move the row.
+func TestAuditViewerRowSelection(t *testing.T) {
+	dir := writeAuditLog(t, auditKey)
+	v := newTestAuditView(t, AuditDeps{Dir: dir, Key: auditKey})
+	v.tabs.SelectIndex(1)
+	v.callTable.Select(widget.TableCellID{Row: 1, Col: 3})
+	check := func(wantRow int) {
+		t.Helper()
+		texts, selected := visibleCells(t, v.callTable)
+		if len(texts) != len(v.calls) {
+			t.Fatalf("%d rows drawn, want %d: %q", len(texts), len(v.calls), texts)
+		}
+		for r := range texts {
+			if len(texts[r]) != len(callColumns) {
+				t.Fatalf("row %d has %d cells, want %d: %q", r, len(texts[r]), len(callColumns), texts[r])
+			}
+			for c, sel := range selected[r] {
+				if sel != (r == wantRow) {
+					t.Errorf("row %d column %q (%q): selected %v, want %v", r, callColumns[c].title, texts[r][c], sel, r == wantRow)
+				}
+			}
+		}
+		if want := v.calls[wantRow].Tool; texts[wantRow][3] != want {
+			t.Errorf("selected row shows tool %q, want %q", texts[wantRow][3], want)
+		}
+	}
+	check(1)
+	if !strings.Contains(v.detail.Text, "authorization_stale") {
+		t.Errorf("detail %q is not the selected row's", v.detail.Text)
+	}
+	// Only the row is drawn selected: the table holds no selected cell of
+	// its own (whose marker would cover one cell).
+	var unselected []widget.TableCellID
+	v.callTable.OnUnselected = func(id widget.TableCellID) { unselected = append(unselected, id) }
+	v.callTable.UnselectAll()
+	if len(unselected) != 0 {
+		t.Errorf("the table still held a selected cell %v", unselected)
+	}
+	v.callTable.OnUnselected = nil
+
+	// Keyboard: Down then Space selects the next row, whole.
+	v.win.Canvas().Focus(v.callTable)
+	v.callTable.TypedKey(&fyne.KeyEvent{Name: fyne.KeyDown})
+	v.callTable.TypedKey(&fyne.KeyEvent{Name: fyne.KeySpace})
+	check(2)
+	if !strings.Contains(v.detail.Text, "no answer recorded") && !strings.Contains(v.detail.Text, "search") {
+		t.Errorf("detail %q is not row 2's", v.detail.Text)
 	}
 }

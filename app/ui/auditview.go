@@ -16,10 +16,12 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/identity"
 )
 
 // AuditDeps is what the audit viewer reads.
@@ -36,6 +38,9 @@ type AuditDeps struct {
 var (
 	auditSize = fyne.NewSize(1080, 680)
 	auditRows = 10000
+	// auditDetailHeight is the height of the detail pane, which scrolls
+	// when a row has more fields (a session with grants).
+	auditDetailHeight float32 = 190
 )
 
 // Choices of the filters that mean "no filter".
@@ -51,7 +56,9 @@ const (
 // shows the outcome (event count and whether signatures were checked, or
 // the first bad sequence number and the problem, in red); and a Refresh
 // button. Times are local, durations in milliseconds; epochs and run IDs are
-// shortened in the tables, and selecting a row shows it in full below.
+// shortened in the tables (a cell too narrow for its text ends in an
+// ellipsis), and selecting a cell selects its row and shows the row in full
+// below, as a table of fields, each ID with a Copy button for all of it.
 //
 // The log is read off the UI goroutine, never written. Only one audit viewer
 // exists per app: calling ShowAuditViewer again refreshes it and brings it to
@@ -77,19 +84,20 @@ type auditView struct {
 	sessions []audit.Session // shown, newest first
 	calls    []audit.Call    // shown, newest first
 
-	server     *widget.Select
-	run        *widget.Select
-	refreshBtn *widget.Button
-	verifyBtn  *widget.Button
-	verifyMsg  *widget.Label
-	info       *widget.Label
-	tabs       *container.AppTabs
-	sessTable  *widget.Table
-	callTable  *widget.Table
-	sessRow    int // selected row of sessTable, -1 for none
-	callRow    int // selected row of callTable, -1 for none
-	detail     *widget.Label
-	loading    bool // filter choices are being set: no reload
+	server       *widget.Select
+	run          *widget.Select
+	refreshBtn   *widget.Button
+	verifyBtn    *widget.Button
+	verifyMsg    *widget.Label
+	info         *widget.Label
+	tabs         *container.AppTabs
+	sessTable    *widget.Table
+	callTable    *widget.Table
+	sessRow      int             // selected row of sessTable, -1 for none
+	callRow      int             // selected row of callTable, -1 for none
+	detail       *fyne.Container // the detail pane's content (showDetail)
+	detailScroll *container.Scroll
+	loading      bool // filter choices are being set: no reload
 }
 
 // auditColumn is one column of a table: its title, the widest text it
@@ -226,9 +234,9 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 	v.verifyBtn = widget.NewButtonWithIcon("Verify", theme.ConfirmIcon(), v.verify)
 	v.verifyMsg = newMessageLabel()
 	v.info = newMessageLabel()
-	v.detail = widget.NewLabel("Select a row to see it in full.")
-	v.detail.Wrapping = fyne.TextWrapWord
-	v.detail.Selectable = true
+	v.detail = container.NewStack()
+	v.detailScroll = container.NewVScroll(v.detail)
+	v.detailScroll.SetMinSize(fyne.NewSize(0, auditDetailHeight))
 
 	v.sessTable = newAuditTable(v, sessionColumns, func() []audit.Session { return v.sessions }, &v.sessRow)
 	v.sessTable.OnSelected = func(id widget.TableCellID) {
@@ -253,7 +261,7 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 		v.sessRow, v.callRow = -1, -1
 		v.sessTable.Refresh()
 		v.callTable.Refresh()
-		v.showDetail("Select a row to see it in full.")
+		v.showDetail(nil)
 	}
 
 	filters := container.NewHBox(
@@ -265,7 +273,7 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 		// scale 2): Refresh and Verify stay in view.
 		container.NewBorder(nil, nil, nil, container.NewHBox(v.refreshBtn, v.verifyBtn), container.NewHScroll(filters)),
 		v.verifyMsg, v.info)
-	bottom := container.NewVBox(widget.NewSeparator(), v.detail)
+	bottom := container.NewVBox(widget.NewSeparator(), v.detailScroll)
 	v.win.SetContent(container.NewPadded(container.NewBorder(top, bottom, nil, nil, v.tabs)))
 	fitWindow(v.win, auditSize)
 	v.win.CenterOnScreen()
@@ -466,7 +474,7 @@ func (v *auditView) show(d auditData) {
 	v.tabs.Items[0].Text = fmt.Sprintf("Sessions (%d)", len(v.sessions))
 	v.tabs.Items[1].Text = fmt.Sprintf("Activity (%d)", len(v.calls))
 	v.tabs.Refresh()
-	v.showDetail("Select a row to see it in full.")
+	v.showDetail(nil)
 }
 
 // setChoices fills the filters with the servers and runs of the log,
@@ -489,8 +497,40 @@ func (v *auditView) setChoices() {
 	v.run.Refresh()
 }
 
-func (v *auditView) showDetail(text string) {
-	v.detail.SetText(text)
+// detailHint is what the detail pane says while no row is selected.
+const detailHint = "Select a row to see it in full."
+
+// showDetail shows fields in the detail pane as a two-column table, names
+// on the left, values on the right (selectable, wrapped); a shortened value
+// has a Copy button for the whole of it. No fields: the hint.
+func (v *auditView) showDetail(fields []detailField) {
+	if len(fields) == 0 {
+		hint := widget.NewLabel(detailHint)
+		v.detail.Objects = []fyne.CanvasObject{hint}
+		v.detail.Refresh()
+		return
+	}
+	objs := make([]fyne.CanvasObject, 0, 2*len(fields))
+	for _, f := range fields {
+		name := widget.NewLabelWithStyle(f.name, fyne.TextAlignTrailing, fyne.TextStyle{Bold: true})
+		value := widget.NewLabel(f.value)
+		value.Wrapping = fyne.TextWrapWord
+		value.Selectable = true
+		var cell fyne.CanvasObject = value
+		if f.full != "" {
+			full := f.full
+			copyBtn := widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() {
+				fyne.CurrentApp().Clipboard().SetContent(full)
+			})
+			copyBtn.Importance = widget.LowImportance
+			value.Wrapping = fyne.TextWrapOff // a short ID, the button beside it
+			cell = container.NewHBox(value, copyBtn)
+		}
+		objs = append(objs, name, cell)
+	}
+	v.detail.Objects = []fyne.CanvasObject{container.New(layout.NewFormLayout(), objs...)}
+	v.detail.Refresh()
+	v.detailScroll.ScrollToTop()
 }
 
 // verify checks the whole log off the UI goroutine and shows the outcome.
@@ -621,48 +661,97 @@ func revText(r uint64) string {
 	return strconv.FormatUint(r, 10)
 }
 
-// sessionDetail is the full text of a session row.
-func sessionDetail(v *auditView, s audit.Session) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Agent run %s on %s, seq %d", s.AgentRun, s.ServerLabel, s.StartSeq)
-	if s.EndSeq != 0 {
-		fmt.Fprintf(&b, "–%d", s.EndSeq)
-	}
-	fmt.Fprintf(&b, ". Agent: %s", agentText(s.Agent))
-	if s.Agent.Executable != "" {
-		fmt.Fprintf(&b, ", %s", s.Agent.Executable)
-	}
-	fmt.Fprintf(&b, ". Started %s, ended %s.", v.when(s.Started), sessionColumns[len(sessionColumns)-1].text(v, s))
-	for _, g := range s.Grants {
-		fmt.Fprintf(&b, "\nGrant (seq %d, %s, request %s) for epoch %s, until %s: tools %s",
-			g.Seq, v.when(g.TS), g.Request, g.Epoch, g.ExpiresWhen, auditList(g.ToolScope))
-		if len(g.CredentialScope) > 0 {
-			fmt.Fprintf(&b, "; credentials %s", auditList(g.CredentialScope))
-		}
-	}
-	return b.String()
+// detailField is one row of the detail pane: a field's name and value.
+// When the value is shortened (an ID or a digest), full is the whole of it,
+// which the pane's Copy button puts on the clipboard.
+type detailField struct {
+	name, value, full string
 }
 
-// callDetail is the full text of an activity row.
-func callDetail(v *auditView, c audit.Call) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Call %s (seq %d) at %s: %s on %s, agent run %s, epoch %s, catalog revision %s.",
-		auditOrDash(string(c.Call)), c.Seq, v.when(c.TS), c.Tool, c.ServerLabel, c.AgentRun, auditOrDash(string(c.Epoch)), auditOrDash(revText(c.CatalogRevision)))
+// idField is the field of an ID, shortened as in the tables.
+func idField(name, id, short string) detailField {
+	if id == "" {
+		return detailField{name: name, value: "—"}
+	}
+	if short == id {
+		return detailField{name: name, value: id}
+	}
+	return detailField{name: name, value: short + "…", full: id}
+}
+
+// digestField is the field of a digest, shortened as everywhere
+// (identity.ShortDigest).
+func digestField(name, d string) detailField {
+	if d == "" {
+		return detailField{name: name, value: "—"}
+	}
+	if short := identity.ShortDigest(d); short != d {
+		return detailField{name: name, value: short, full: d}
+	}
+	return detailField{name: name, value: d}
+}
+
+// sessionDetail is a session row in full: every column's text whole, and
+// the rest the log records about the run.
+func sessionDetail(v *auditView, s audit.Session) []detailField {
+	seq := strconv.FormatUint(s.StartSeq, 10)
+	if s.EndSeq != 0 {
+		seq += "–" + strconv.FormatUint(s.EndSeq, 10)
+	}
+	f := []detailField{
+		idField("Agent run", string(s.AgentRun), s.AgentRun.Short()),
+		{name: "Server", value: s.ServerLabel},
+		{name: "Agent", value: agentText(s.Agent)},
+		{name: "Executable", value: auditOrDash(s.Agent.Executable)},
+		{name: "Started", value: v.when(s.Started)},
+		{name: "Ended", value: sessionColumns[len(sessionColumns)-1].text(v, s)},
+		{name: "Calls", value: fmt.Sprintf("%d, %d refused", s.Calls, s.Denied)},
+		{name: "Events", value: "seq " + seq},
+	}
+	for i, g := range s.Grants {
+		n := fmt.Sprintf("Grant %d", i+1)
+		if len(s.Grants) == 1 {
+			n = "Grant"
+		}
+		text := fmt.Sprintf("seq %d at %s, until %s: tools %s", g.Seq, v.when(g.TS), g.ExpiresWhen, auditList(g.ToolScope))
+		if len(g.CredentialScope) > 0 {
+			text += "; credentials " + auditList(g.CredentialScope)
+		}
+		f = append(f, detailField{name: n, value: text},
+			idField(n+" request", string(g.Request), g.Request.Short()),
+			idField(n+" epoch", string(g.Epoch), g.Epoch.Short()))
+	}
+	return f
+}
+
+// callDetail is an activity row in full.
+func callDetail(v *auditView, c audit.Call) []detailField {
+	f := []detailField{
+		idField("Call", string(c.Call), c.Call.Short()),
+		{name: "Time", value: fmt.Sprintf("%s (seq %d)", v.when(c.TS), c.Seq)},
+		{name: "Server", value: c.ServerLabel},
+		{name: "Tool", value: c.Tool},
+		idField("Agent run", string(c.AgentRun), c.AgentRun.Short()),
+		idField("Epoch", string(c.Epoch), c.Epoch.Short()),
+		{name: "Catalog revision", value: auditOrDash(revText(c.CatalogRevision))},
+	}
 	switch c.Decision {
 	case "denied":
-		fmt.Fprintf(&b, "\nRefused: %s.", c.Reason)
+		f = append(f, detailField{name: "Decision", value: "Refused: " + c.Reason})
 	case "grant":
-		fmt.Fprintf(&b, "\nAllowed by the grant of request %s.", c.Grant)
+		f = append(f, detailField{name: "Decision", value: "Allowed by a grant"},
+			idField("Grant request", string(c.Grant), c.Grant.Short()))
 	default:
-		fmt.Fprintf(&b, "\nAllowed by policy (%s).", c.Decision)
+		f = append(f, detailField{name: "Decision", value: "Allowed by policy (" + c.Decision + ")"})
 	}
 	if c.ArgsDigest != "" {
-		fmt.Fprintf(&b, " Arguments %s, keys %s.", c.ArgsDigest, auditList(c.ArgKeys))
+		f = append(f, digestField("Arguments", c.ArgsDigest), detailField{name: "Argument keys", value: auditList(c.ArgKeys)})
 	}
+	f = append(f, detailField{name: "Outcome", value: outcomeText(c)})
 	if c.Completed {
-		fmt.Fprintf(&b, "\nCompleted (seq %d): %s in %s ms.", c.CompletedSeq, outcomeText(c), durationMS(c))
+		f = append(f, detailField{name: "Duration", value: durationMS(c) + " ms (completed at seq " + strconv.FormatUint(c.CompletedSeq, 10) + ")"})
 	}
-	return b.String()
+	return f
 }
 
 func auditList(xs []string) string {

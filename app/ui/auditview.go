@@ -38,9 +38,11 @@ type AuditDeps struct {
 var (
 	auditSize = fyne.NewSize(1080, 680)
 	auditRows = 10000
-	// auditDetailHeight is the height of the detail pane, which scrolls
-	// when a row has more fields (a session with grants).
-	auditDetailHeight float32 = 190
+	// auditDetailHeight is the least height of the detail pane, which
+	// scrolls when a row has more fields than fit; auditSplit the share of
+	// the height the tables start with (the split is draggable).
+	auditDetailHeight float32 = 80
+	auditSplit                = 0.66
 )
 
 // Choices of the filters that mean "no filter".
@@ -273,8 +275,11 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 		// scale 2): Refresh and Verify stay in view.
 		container.NewBorder(nil, nil, nil, container.NewHBox(v.refreshBtn, v.verifyBtn), container.NewHScroll(filters)),
 		v.verifyMsg, v.info)
-	bottom := container.NewVBox(widget.NewSeparator(), v.detailScroll)
-	v.win.SetContent(container.NewPadded(container.NewBorder(top, bottom, nil, nil, v.tabs)))
+	// The tables above, the detail pane below, the split between them
+	// draggable: on a small screen (scale 2) the person picks the share.
+	split := container.NewVSplit(v.tabs, v.detailScroll)
+	split.Offset = auditSplit
+	v.win.SetContent(container.NewPadded(container.NewBorder(top, nil, nil, nil, split)))
 	fitWindow(v.win, auditSize)
 	v.win.CenterOnScreen()
 	closeOnKeys(v.win, nil, nil)

@@ -3,6 +3,7 @@ package ui
 import (
 	"errors"
 	"fmt"
+	"image/color"
 	"io/fs"
 	"math"
 	"os"
@@ -13,11 +14,14 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/identity"
 )
 
 // AuditDeps is what the audit viewer reads.
@@ -34,6 +38,11 @@ type AuditDeps struct {
 var (
 	auditSize = fyne.NewSize(1080, 680)
 	auditRows = 10000
+	// auditDetailHeight is the least height of the detail pane, which
+	// scrolls when a row has more fields than fit; auditSplit the share of
+	// the height the tables start with (the split is draggable).
+	auditDetailHeight float32 = 80
+	auditSplit                = 0.66
 )
 
 // Choices of the filters that mean "no filter".
@@ -49,7 +58,9 @@ const (
 // shows the outcome (event count and whether signatures were checked, or
 // the first bad sequence number and the problem, in red); and a Refresh
 // button. Times are local, durations in milliseconds; epochs and run IDs are
-// shortened in the tables, and selecting a row shows it in full below.
+// shortened in the tables (a cell too narrow for its text ends in an
+// ellipsis), and selecting a cell selects its row and shows the row in full
+// below, as a table of fields, each ID with a Copy button for all of it.
 //
 // The log is read off the UI goroutine, never written. Only one audit viewer
 // exists per app: calling ShowAuditViewer again refreshes it and brings it to
@@ -75,17 +86,20 @@ type auditView struct {
 	sessions []audit.Session // shown, newest first
 	calls    []audit.Call    // shown, newest first
 
-	server     *widget.Select
-	run        *widget.Select
-	refreshBtn *widget.Button
-	verifyBtn  *widget.Button
-	verifyMsg  *widget.Label
-	info       *widget.Label
-	tabs       *container.AppTabs
-	sessTable  *widget.Table
-	callTable  *widget.Table
-	detail     *widget.Label
-	loading    bool // filter choices are being set: no reload
+	server       *widget.Select
+	run          *widget.Select
+	refreshBtn   *widget.Button
+	verifyBtn    *widget.Button
+	verifyMsg    *widget.Label
+	info         *widget.Label
+	tabs         *container.AppTabs
+	sessTable    *widget.Table
+	callTable    *widget.Table
+	sessRow      int             // selected row of sessTable, -1 for none
+	callRow      int             // selected row of callTable, -1 for none
+	detail       *fyne.Container // the detail pane's content (showDetail)
+	detailScroll *container.Scroll
+	loading      bool // filter choices are being set: no reload
 }
 
 // auditColumn is one column of a table: its title, the widest text it
@@ -211,7 +225,7 @@ func (l *auditTableLayout) MinSize(objs []fyne.CanvasObject) fyne.Size {
 }
 
 func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
-	v := &auditView{deps: d, opts: o, win: a.NewWindow("Portcullis Audit Log")}
+	v := &auditView{deps: d, opts: o, win: a.NewWindow("Portcullis Audit Log"), sessRow: -1, callRow: -1}
 	v.server = widget.NewSelect([]string{allServers}, func(string) { v.filterChanged(true) })
 	v.run = widget.NewSelect([]string{allRuns}, func(string) { v.filterChanged(false) })
 	v.loading = true
@@ -222,19 +236,21 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 	v.verifyBtn = widget.NewButtonWithIcon("Verify", theme.ConfirmIcon(), v.verify)
 	v.verifyMsg = newMessageLabel()
 	v.info = newMessageLabel()
-	v.detail = widget.NewLabel("Select a row to see it in full.")
-	v.detail.Wrapping = fyne.TextWrapWord
-	v.detail.Selectable = true
+	v.detail = container.NewStack()
+	v.detailScroll = container.NewVScroll(v.detail)
+	v.detailScroll.SetMinSize(fyne.NewSize(0, auditDetailHeight))
 
-	v.sessTable = newAuditTable(v, sessionColumns, func() []audit.Session { return v.sessions })
+	v.sessTable = newAuditTable(v, sessionColumns, func() []audit.Session { return v.sessions }, &v.sessRow)
 	v.sessTable.OnSelected = func(id widget.TableCellID) {
 		if id.Row >= 0 && id.Row < len(v.sessions) {
+			selectAuditRow(v.sessTable, &v.sessRow, id)
 			v.showDetail(sessionDetail(v, v.sessions[id.Row]))
 		}
 	}
-	v.callTable = newAuditTable(v, callColumns, func() []audit.Call { return v.calls })
+	v.callTable = newAuditTable(v, callColumns, func() []audit.Call { return v.calls }, &v.callRow)
 	v.callTable.OnSelected = func(id widget.TableCellID) {
 		if id.Row >= 0 && id.Row < len(v.calls) {
+			selectAuditRow(v.callTable, &v.callRow, id)
 			v.showDetail(callDetail(v, v.calls[id.Row]))
 		}
 	}
@@ -242,7 +258,13 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 		container.NewTabItem("Sessions", fitAuditTable(v.sessTable, sessionColumns)),
 		container.NewTabItem("Activity", fitAuditTable(v.callTable, callColumns)),
 	)
-	v.tabs.OnSelected = func(*container.TabItem) { v.showDetail("Select a row to see it in full.") }
+	v.tabs.OnSelected = func(*container.TabItem) {
+		// The detail pane shows no row: neither table shows one selected.
+		v.sessRow, v.callRow = -1, -1
+		v.sessTable.Refresh()
+		v.callTable.Refresh()
+		v.showDetail(nil)
+	}
 
 	filters := container.NewHBox(
 		widget.NewLabel("Server"), container.NewGridWrap(fyne.NewSize(200, v.server.MinSize().Height), v.server),
@@ -253,8 +275,11 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 		// scale 2): Refresh and Verify stay in view.
 		container.NewBorder(nil, nil, nil, container.NewHBox(v.refreshBtn, v.verifyBtn), container.NewHScroll(filters)),
 		v.verifyMsg, v.info)
-	bottom := container.NewVBox(widget.NewSeparator(), v.detail)
-	v.win.SetContent(container.NewPadded(container.NewBorder(top, bottom, nil, nil, v.tabs)))
+	// The tables above, the detail pane below, the split between them
+	// draggable: on a small screen (scale 2) the person picks the share.
+	split := container.NewVSplit(v.tabs, v.detailScroll)
+	split.Offset = auditSplit
+	v.win.SetContent(container.NewPadded(container.NewBorder(top, nil, nil, nil, split)))
 	fitWindow(v.win, auditSize)
 	v.win.CenterOnScreen()
 	closeOnKeys(v.win, nil, nil)
@@ -263,22 +288,74 @@ func newAuditView(a fyne.App, d AuditDeps, o uiOptions) *auditView {
 	return v
 }
 
-// newAuditTable returns a table with a header row showing rows() with cols.
-func newAuditTable[T any](v *auditView, cols []auditColumn[T], rows func() []T) *widget.Table {
-	t := widget.NewTableWithHeaders(
+// selectAuditRow makes the row of id the selected row of t: every cell of
+// it is drawn selected (auditCell), and the table's own one-cell selection
+// is dropped so that only the row shows. The keyboard cursor stays on id, so
+// the arrow keys and Space go on from there.
+func selectAuditRow(t *widget.Table, row *int, id widget.TableCellID) {
+	*row = id.Row
+	t.Unselect(id)
+	t.Refresh()
+}
+
+// auditCell is a cell of an audit table: its text, truncated with an
+// ellipsis when the column is too narrow (the detail pane shows it whole),
+// over a background that shows the selected row.
+type auditCell struct {
+	bg    *canvas.Rectangle
+	label *widget.Label
+}
+
+// auditCellLayout lays out an auditCell's objects (background, label): the
+// background reaches half the column separator's width beyond the cell on
+// each side, so that a selected row is one band, not a row of boxes.
+type auditCellLayout struct{ gap float32 }
+
+func (l auditCellLayout) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	objs[0].Move(fyne.NewPos(-l.gap/2, 0))
+	objs[0].Resize(fyne.NewSize(size.Width+l.gap, size.Height))
+	objs[1].Move(fyne.NewPos(0, 0))
+	objs[1].Resize(size)
+}
+
+func (l auditCellLayout) MinSize(objs []fyne.CanvasObject) fyne.Size { return objs[1].MinSize() }
+
+// cellOf returns the auditCell parts of a cell object made by newAuditTable.
+func cellOf(o fyne.CanvasObject) auditCell {
+	c := o.(*fyne.Container)
+	return auditCell{bg: c.Objects[0].(*canvas.Rectangle), label: c.Objects[1].(*widget.Label)}
+}
+
+// newAuditTable returns a table with a header row showing rows() with cols;
+// *selected is the row drawn selected (selectAuditRow).
+func newAuditTable[T any](v *auditView, cols []auditColumn[T], rows func() []T, selected *int) *widget.Table {
+	var t *widget.Table
+	t = widget.NewTableWithHeaders(
 		func() (int, int) { return len(rows()), len(cols) },
 		func() fyne.CanvasObject {
 			l := widget.NewLabel("")
 			l.Truncation = fyne.TextTruncateEllipsis
-			return l
+			bg := canvas.NewRectangle(color.Transparent)
+			return container.New(auditCellLayout{gap: t.Theme().Size(theme.SizeNamePadding)}, bg, l)
 		},
 		func(id widget.TableCellID, o fyne.CanvasObject) {
+			c := cellOf(o)
 			rs := rows()
 			if id.Row < 0 || id.Row >= len(rs) || id.Col < 0 || id.Col >= len(cols) {
-				o.(*widget.Label).SetText("")
+				c.label.SetText("")
+				c.bg.FillColor = color.Transparent
+				c.bg.Refresh()
 				return
 			}
-			o.(*widget.Label).SetText(cols[id.Col].text(v, rs[id.Row]))
+			var fill color.Color = color.Transparent
+			if id.Row == *selected {
+				fill = t.Theme().Color(theme.ColorNameSelection, fyne.CurrentApp().Settings().ThemeVariant())
+			}
+			if c.bg.FillColor != fill {
+				c.bg.FillColor = fill
+				c.bg.Refresh()
+			}
+			c.label.SetText(cols[id.Col].text(v, rs[id.Row]))
 		},
 	)
 	t.ShowHeaderColumn = false
@@ -396,12 +473,13 @@ func (v *auditView) show(d auditData) {
 	v.setChoices()
 	v.sessTable.UnselectAll()
 	v.callTable.UnselectAll()
+	v.sessRow, v.callRow = -1, -1
 	v.sessTable.Refresh()
 	v.callTable.Refresh()
 	v.tabs.Items[0].Text = fmt.Sprintf("Sessions (%d)", len(v.sessions))
 	v.tabs.Items[1].Text = fmt.Sprintf("Activity (%d)", len(v.calls))
 	v.tabs.Refresh()
-	v.showDetail("Select a row to see it in full.")
+	v.showDetail(nil)
 }
 
 // setChoices fills the filters with the servers and runs of the log,
@@ -424,8 +502,40 @@ func (v *auditView) setChoices() {
 	v.run.Refresh()
 }
 
-func (v *auditView) showDetail(text string) {
-	v.detail.SetText(text)
+// detailHint is what the detail pane says while no row is selected.
+const detailHint = "Select a row to see it in full."
+
+// showDetail shows fields in the detail pane as a two-column table, names
+// on the left, values on the right (selectable, wrapped); a shortened value
+// has a Copy button for the whole of it. No fields: the hint.
+func (v *auditView) showDetail(fields []detailField) {
+	if len(fields) == 0 {
+		hint := widget.NewLabel(detailHint)
+		v.detail.Objects = []fyne.CanvasObject{hint}
+		v.detail.Refresh()
+		return
+	}
+	objs := make([]fyne.CanvasObject, 0, 2*len(fields))
+	for _, f := range fields {
+		name := widget.NewLabelWithStyle(f.name, fyne.TextAlignTrailing, fyne.TextStyle{Bold: true})
+		value := widget.NewLabel(f.value)
+		value.Wrapping = fyne.TextWrapWord
+		value.Selectable = true
+		var cell fyne.CanvasObject = value
+		if f.full != "" {
+			full := f.full
+			copyBtn := widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() {
+				fyne.CurrentApp().Clipboard().SetContent(full)
+			})
+			copyBtn.Importance = widget.LowImportance
+			value.Wrapping = fyne.TextWrapOff // a short ID, the button beside it
+			cell = container.NewHBox(value, copyBtn)
+		}
+		objs = append(objs, name, cell)
+	}
+	v.detail.Objects = []fyne.CanvasObject{container.New(layout.NewFormLayout(), objs...)}
+	v.detail.Refresh()
+	v.detailScroll.ScrollToTop()
 }
 
 // verify checks the whole log off the UI goroutine and shows the outcome.
@@ -556,48 +666,97 @@ func revText(r uint64) string {
 	return strconv.FormatUint(r, 10)
 }
 
-// sessionDetail is the full text of a session row.
-func sessionDetail(v *auditView, s audit.Session) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Agent run %s on %s, seq %d", s.AgentRun, s.ServerLabel, s.StartSeq)
-	if s.EndSeq != 0 {
-		fmt.Fprintf(&b, "–%d", s.EndSeq)
-	}
-	fmt.Fprintf(&b, ". Agent: %s", agentText(s.Agent))
-	if s.Agent.Executable != "" {
-		fmt.Fprintf(&b, ", %s", s.Agent.Executable)
-	}
-	fmt.Fprintf(&b, ". Started %s, ended %s.", v.when(s.Started), sessionColumns[len(sessionColumns)-1].text(v, s))
-	for _, g := range s.Grants {
-		fmt.Fprintf(&b, "\nGrant (seq %d, %s, request %s) for epoch %s, until %s: tools %s",
-			g.Seq, v.when(g.TS), g.Request, g.Epoch, g.ExpiresWhen, auditList(g.ToolScope))
-		if len(g.CredentialScope) > 0 {
-			fmt.Fprintf(&b, "; credentials %s", auditList(g.CredentialScope))
-		}
-	}
-	return b.String()
+// detailField is one row of the detail pane: a field's name and value.
+// When the value is shortened (an ID or a digest), full is the whole of it,
+// which the pane's Copy button puts on the clipboard.
+type detailField struct {
+	name, value, full string
 }
 
-// callDetail is the full text of an activity row.
-func callDetail(v *auditView, c audit.Call) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Call %s (seq %d) at %s: %s on %s, agent run %s, epoch %s, catalog revision %s.",
-		auditOrDash(string(c.Call)), c.Seq, v.when(c.TS), c.Tool, c.ServerLabel, c.AgentRun, auditOrDash(string(c.Epoch)), auditOrDash(revText(c.CatalogRevision)))
+// idField is the field of an ID, shortened as in the tables.
+func idField(name, id, short string) detailField {
+	if id == "" {
+		return detailField{name: name, value: "—"}
+	}
+	if short == id {
+		return detailField{name: name, value: id}
+	}
+	return detailField{name: name, value: short + "…", full: id}
+}
+
+// digestField is the field of a digest, shortened as everywhere
+// (identity.ShortDigest).
+func digestField(name, d string) detailField {
+	if d == "" {
+		return detailField{name: name, value: "—"}
+	}
+	if short := identity.ShortDigest(d); short != d {
+		return detailField{name: name, value: short, full: d}
+	}
+	return detailField{name: name, value: d}
+}
+
+// sessionDetail is a session row in full: every column's text whole, and
+// the rest the log records about the run.
+func sessionDetail(v *auditView, s audit.Session) []detailField {
+	seq := strconv.FormatUint(s.StartSeq, 10)
+	if s.EndSeq != 0 {
+		seq += "–" + strconv.FormatUint(s.EndSeq, 10)
+	}
+	f := []detailField{
+		idField("Agent run", string(s.AgentRun), s.AgentRun.Short()),
+		{name: "Server", value: s.ServerLabel},
+		{name: "Agent", value: agentText(s.Agent)},
+		{name: "Executable", value: auditOrDash(s.Agent.Executable)},
+		{name: "Started", value: v.when(s.Started)},
+		{name: "Ended", value: sessionColumns[len(sessionColumns)-1].text(v, s)},
+		{name: "Calls", value: fmt.Sprintf("%d, %d refused", s.Calls, s.Denied)},
+		{name: "Events", value: "seq " + seq},
+	}
+	for i, g := range s.Grants {
+		n := fmt.Sprintf("Grant %d", i+1)
+		if len(s.Grants) == 1 {
+			n = "Grant"
+		}
+		text := fmt.Sprintf("seq %d at %s, until %s: tools %s", g.Seq, v.when(g.TS), g.ExpiresWhen, auditList(g.ToolScope))
+		if len(g.CredentialScope) > 0 {
+			text += "; credentials " + auditList(g.CredentialScope)
+		}
+		f = append(f, detailField{name: n, value: text},
+			idField(n+" request", string(g.Request), g.Request.Short()),
+			idField(n+" epoch", string(g.Epoch), g.Epoch.Short()))
+	}
+	return f
+}
+
+// callDetail is an activity row in full.
+func callDetail(v *auditView, c audit.Call) []detailField {
+	f := []detailField{
+		idField("Call", string(c.Call), c.Call.Short()),
+		{name: "Time", value: fmt.Sprintf("%s (seq %d)", v.when(c.TS), c.Seq)},
+		{name: "Server", value: c.ServerLabel},
+		{name: "Tool", value: c.Tool},
+		idField("Agent run", string(c.AgentRun), c.AgentRun.Short()),
+		idField("Epoch", string(c.Epoch), c.Epoch.Short()),
+		{name: "Catalog revision", value: auditOrDash(revText(c.CatalogRevision))},
+	}
 	switch c.Decision {
 	case "denied":
-		fmt.Fprintf(&b, "\nRefused: %s.", c.Reason)
+		f = append(f, detailField{name: "Decision", value: "Refused: " + c.Reason})
 	case "grant":
-		fmt.Fprintf(&b, "\nAllowed by the grant of request %s.", c.Grant)
+		f = append(f, detailField{name: "Decision", value: "Allowed by a grant"},
+			idField("Grant request", string(c.Grant), c.Grant.Short()))
 	default:
-		fmt.Fprintf(&b, "\nAllowed by policy (%s).", c.Decision)
+		f = append(f, detailField{name: "Decision", value: "Allowed by policy (" + c.Decision + ")"})
 	}
 	if c.ArgsDigest != "" {
-		fmt.Fprintf(&b, " Arguments %s, keys %s.", c.ArgsDigest, auditList(c.ArgKeys))
+		f = append(f, digestField("Arguments", c.ArgsDigest), detailField{name: "Argument keys", value: auditList(c.ArgKeys)})
 	}
+	f = append(f, detailField{name: "Outcome", value: outcomeText(c)})
 	if c.Completed {
-		fmt.Fprintf(&b, "\nCompleted (seq %d): %s in %s ms.", c.CompletedSeq, outcomeText(c), durationMS(c))
+		f = append(f, detailField{name: "Duration", value: durationMS(c) + " ms (completed at seq " + strconv.FormatUint(c.CompletedSeq, 10) + ")"})
 	}
-	return b.String()
+	return f
 }
 
 func auditList(xs []string) string {

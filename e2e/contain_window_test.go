@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portcullis/portcullis/app"
 	"github.com/portcullis/portcullis/app/ui"
 	"github.com/portcullis/portcullis/core/gateway"
-	"github.com/portcullis/portcullis/core/paths"
-	"github.com/portcullis/portcullis/internal/harness"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
@@ -27,36 +24,7 @@ import (
 func TestContainSpoofedTextInTheWindow(t *testing.T) {
 	home := newHome(t)
 	addServer(t, home, "spoof", faultyBin(t), "-spoof")
-	t.Setenv(paths.EnvHome, home.Dir)
-	dirs, err := paths.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &harness.SyncBuffer{}
-	a := &app.App{Dirs: dirs, Stdin: strings.NewReader(""), Stdout: logs, Stderr: logs}
-	fa := test.NewTempApp(t)
-	trays := make(chan *ui.Tray, 1)
-	ended := make(chan error, 1)
-	go func() { ended <- a.RunUI(t.Context(), fa, func(tr *ui.Tray) { trays <- tr }) }()
-	var tray *ui.Tray
-	select {
-	case tray = <-trays:
-	case err := <-ended:
-		t.Fatalf("the app ended before its tray existed: %v\n%s", err, logs)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no tray within 30s")
-	}
-	t.Cleanup(func() {
-		quitApp(t, tray)
-		<-ended
-		if err := endSubreaper(); err != nil {
-			t.Errorf("the test process stays a child subreaper: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("app log:\n%s", logs)
-		}
-	})
-	waitSocket(t, home)
+	tray := runAppUI(t, home).Tray
 
 	ag := startRaw(t, home, "spoof")
 	ag.handshake("1")

@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,36 +44,8 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Setenv(paths.EnvHome, home.Dir)
-	dirs, err := paths.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &harness.SyncBuffer{}
-	a := &app.App{Dirs: dirs, Stdin: strings.NewReader(""), Stdout: logs, Stderr: logs}
-	fa := test.NewTempApp(t)
-	trays := make(chan *ui.Tray, 1)
-	ended := make(chan error, 1)
-	go func() { ended <- a.RunUI(t.Context(), fa, func(tr *ui.Tray) { trays <- tr }) }()
-	var tray *ui.Tray
-	select {
-	case tray = <-trays:
-	case err := <-ended:
-		t.Fatalf("the app ended before its tray existed: %v\n%s", err, logs)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no tray within 30s")
-	}
-	quitted := false
-	t.Cleanup(func() {
-		if !quitted {
-			quitApp(t, tray)
-			<-ended
-		}
-		if t.Failed() {
-			t.Logf("app log:\n%s", logs)
-		}
-	})
-	waitSocket(t, home)
+	u := runAppUI(t, home)
+	tray := u.Tray
 
 	agent := connectListChanged(t, home, pubLabel, "")
 	if _, err := agent.Session.ListTools(t.Context(), nil); err != nil {
@@ -112,15 +86,8 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 	}
 
 	// Quit from the menu: the daemon stops, the agent's session closes.
-	quitApp(t, tray)
-	quitted = true
-	select {
-	case err := <-ended:
-		if err != nil {
-			t.Errorf("RunUI after Quit: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the app did not stop within 60s of Quit")
+	if err := u.Quit(t); err != nil {
+		t.Error(err)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- agent.Session.Wait() }()
@@ -129,6 +96,70 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Error("the agent's session stayed open after Quit")
 	}
+}
+
+// uiApp is the menu-bar app run in this process (Fyne's test driver).
+type uiApp struct {
+	Tray  *ui.Tray
+	ended chan error
+	logs  *harness.SyncBuffer
+	quit  sync.Once
+	err   error
+}
+
+// runAppUI runs the menu-bar app on home's data directory until Quit or the
+// test's end (which quits it if the test did not, resets this process's
+// child-subreaper flag, which the app's daemon sets, and logs the app's
+// output when the test failed), once its daemon listens.
+func runAppUI(t *testing.T, home *harness.Home) *uiApp {
+	t.Helper()
+	t.Setenv(paths.EnvHome, home.Dir)
+	dirs, err := paths.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &uiApp{ended: make(chan error, 1), logs: &harness.SyncBuffer{}}
+	a := &app.App{Dirs: dirs, Stdin: strings.NewReader(""), Stdout: u.logs, Stderr: u.logs}
+	fa := test.NewTempApp(t)
+	trays := make(chan *ui.Tray, 1)
+	go func() { u.ended <- a.RunUI(t.Context(), fa, func(tr *ui.Tray) { trays <- tr }) }()
+	select {
+	case u.Tray = <-trays:
+	case err := <-u.ended:
+		t.Fatalf("the app ended before its tray existed: %v\n%s", err, u.logs)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tray within 30s")
+	}
+	t.Cleanup(func() {
+		if err := u.Quit(t); err != nil {
+			t.Error(err)
+		}
+		if err := endSubreaper(); err != nil {
+			t.Errorf("the test process stays a child subreaper: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("app log:\n%s", u.logs)
+		}
+	})
+	waitSocket(t, home)
+	return u
+}
+
+// Quit quits the app from its menu (once) and waits up to 60 s for RunUI
+// to return; the error says what went wrong.
+func (u *uiApp) Quit(t *testing.T) error {
+	u.quit.Do(func() {
+		quitApp(t, u.Tray)
+		select {
+		case err := <-u.ended:
+			if err != nil {
+				u.err = fmt.Errorf("RunUI after Quit: %w", err)
+			}
+		case <-time.After(60 * time.Second):
+			u.err = errors.New("the app did not stop within 60s of Quit")
+		}
+	})
+	return u.err
 }
 
 // quitApp quits from the menu; with an agent connected the app asks

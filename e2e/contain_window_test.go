@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestContainSpoofedTextInTheWindow(t *testing.T) {
 	ag.call("2", "tools/list", nil, 30*time.Second)
 	runOf(t, home, ag.pid(), "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
 	ag.request("3", "tools/call", toolCall(spoofCursor, nil))
-	drawn := windowTexts(t, tray)
+	drawn := windowTexts(t, tray, spoofHomoglyph+" ⚠ "+spoofHomoglyphFlag) // the scope's rows may be drawn after its heading
 	card := pressInWindow(t, tray, "Deny")
 	wantSafe(t, "the approval window's card", card+"\n"+drawn, false,
 		"wants to run `"+spoofCursorShown+"` on spoof",
@@ -43,12 +44,14 @@ func TestContainSpoofedTextInTheWindow(t *testing.T) {
 	}
 }
 
-// windowTexts waits until the approval window shows a request and returns
+// windowTexts waits until the approval window shows a request holding every
+// text of want (at most 30 s; then it returns what it shows) and returns
 // every text drawn in it, the tool ticks' labels included (canvas texts,
 // whatever widget draws them), one per line.
-func windowTexts(t *testing.T, tray *ui.Tray) string {
+func windowTexts(t *testing.T, tray *ui.Tray, want ...string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
+	last := ""
 	for {
 		var parts []string
 		fyne.DoAndWait(func() {
@@ -62,9 +65,15 @@ func windowTexts(t *testing.T, tray *ui.Tray) string {
 			}
 		})
 		if len(parts) > 0 {
-			return strings.Join(parts, "\n")
+			last = strings.Join(parts, "\n")
+			if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(last, w) }) {
+				return last
+			}
 		}
 		if time.Now().After(deadline) {
+			if last != "" {
+				return last // the caller says what is missing
+			}
 			t.Fatal("the approval window did not show a request within 30s")
 		}
 		time.Sleep(20 * time.Millisecond)

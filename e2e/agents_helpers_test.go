@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -52,23 +49,7 @@ type inventoryCall struct {
 // readInventoryCalls returns the ledger of the inventory servers, oldest first.
 func readInventoryCalls(t *testing.T, path string) []inventoryCall {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []inventoryCall
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		var c inventoryCall
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("inventory call log line %q: %v", sc.Text(), err)
-		}
-		out = append(out, c)
-	}
-	return out
+	return readJSONLines[inventoryCall](t, path)
 }
 
 // agentSetup is a throwaway HOME for an agent, a PORTCULLIS_HOME with a

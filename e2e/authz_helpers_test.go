@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -159,25 +157,10 @@ type credsCall struct {
 	Env      string `json:"env"`
 }
 
+// readCredsCalls returns the ledger of the creds servers, oldest first.
 func readCredsCalls(t *testing.T, path string) []credsCall {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []credsCall
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		var c credsCall
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("call log line %q: %v", sc.Text(), err)
-		}
-		out = append(out, c)
-	}
-	return out
+	return readJSONLines[credsCall](t, path)
 }
 
 // approvals runs `portcullis approvals --json`.

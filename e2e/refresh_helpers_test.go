@@ -237,6 +237,14 @@ type publishCall struct {
 // received, oldest first.
 func readCalls(t *testing.T, path string) []publishCall {
 	t.Helper()
+	return readJSONLines[publishCall](t, path)
+}
+
+// readJSONLines reads a test server's call log (one JSON object per line,
+// as the servers in testdata/servers append them), oldest first; nil when
+// the server never wrote it. A line that is not a T fails t.
+func readJSONLines[T any](t *testing.T, path string) []T {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -244,14 +252,17 @@ func readCalls(t *testing.T, path string) []publishCall {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []publishCall
+	var out []T
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		var c publishCall
+		var c T
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("call log line %q: %v", sc.Text(), err)
+			t.Fatalf("call log %s, line %q: %v", path, sc.Text(), err)
 		}
 		out = append(out, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("call log %s: %v", path, err)
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,6 +152,7 @@ type writer struct {
 	retired         []*os.File
 
 	one [1]item // the item of an append by its caller (appendNow)
+	evs []Event // the events of the last commit (commitCheckedLocked), reused
 }
 
 // syncWait is an authority caller waiting for its event, the n-th written,
@@ -373,8 +375,10 @@ func (l *Log) appendNow(ctx context.Context, typ string, canon []byte, durable b
 	w.one[0] = item{typ: typ, fields: canon}
 	evs, err := l.writeTierLocked(w.one[:], syncs)
 	w.one[0] = item{}
+	var ev Event
 	var armed bool
 	if err == nil {
+		ev = evs[0] // evs is the writer's, reused by the next commit
 		if syncs {
 			err = l.awaitSyncLocked(w.written)
 		} else {
@@ -391,7 +395,7 @@ func (l *Log) appendNow(ctx context.Context, typ string, canon []byte, durable b
 		default: // a kick is pending already
 		}
 	}
-	return evs[0], nil
+	return ev, nil
 }
 
 // awaitSyncLocked returns once the n-th event written is durable, or with
@@ -772,7 +776,8 @@ func (l *Log) commitLocked(items []item) ([]Event, error) {
 }
 
 // writeTierLocked writes items after the swap check, without a sync;
-// syncs says one follows (head.json is checked too).
+// syncs says one follows (head.json is checked too). The events it returns
+// are in a buffer the next commit reuses.
 func (l *Log) writeTierLocked(items []item, syncs bool) ([]Event, error) {
 	w := &l.w
 	if w.failed != nil {
@@ -790,14 +795,17 @@ func (l *Log) writeTierLocked(items []item, syncs bool) ([]Event, error) {
 	return l.commitCheckedLocked(items, false)
 }
 
-// commitCheckedLocked is commitTierLocked after the swap check.
+// commitCheckedLocked is writeTierLocked after the swap check (and a sync
+// holding wmu when durable is set). The events it returns are in a buffer
+// of the writer that the next commit reuses.
 func (l *Log) commitCheckedLocked(items []item, durable bool) ([]Event, error) {
 	w := &l.w
 	if w.failed != nil {
 		return nil, w.failed
 	}
 	w.buf = w.buf[:0]
-	evs := make([]Event, len(items))
+	evs := slices.Grow(w.evs[:0], len(items))[:len(items)]
+	w.evs = evs
 	seq, prev, signed := w.seq, w.prev, w.signed
 	for i, it := range items {
 		seq++

@@ -305,3 +305,70 @@ func TestAuthorityGroupSyncFails(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRecordDuringAuthoritySync: a record-tier event written while an
+// authority event's sync runs (so not covered by it) is synced by the group
+// commit within RecordWindow; the authority sync covered the records before
+// it, which are not synced again.
+func TestRecordDuringAuthoritySync(t *testing.T) {
+	st := newSyncTracker()
+	st.gate, st.entered, st.wrote = make(chan struct{}), make(chan struct{}), make(chan struct{}, 64)
+	done := make(chan struct{}, 16)
+	h := st.hooks()
+	inner := h.sync
+	h.sync = func(f *os.File) error {
+		err := inner(f)
+		done <- struct{}{}
+		return err
+	}
+	l := openTest(t, Options{Dir: t.TempDir() + "/audit", RecordWindow: 20 * time.Millisecond, hooks: h})
+	release := sync.OnceFunc(func() { close(st.gate) })
+	t.Cleanup(release)
+	before, err := l.AppendRecord(context.Background(), "tool_completed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-st.wrote
+	st.mu.Lock()
+	st.armed = true
+	st.mu.Unlock()
+	res := make(chan error, 1)
+	go func() {
+		_, err := l.Append(context.Background(), "approval_granted", nil)
+		res <- err
+	}()
+	timeout := time.After(20 * time.Second)
+	<-st.wrote
+	select {
+	case <-st.entered:
+	case <-timeout:
+		t.Fatal("the Append did not sync")
+	}
+	during, err := l.AppendRecord(context.Background(), "tool_completed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-st.wrote
+	release()
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if err := st.check(before.Hash); err != nil {
+		t.Fatalf("the authority sync did not cover the record before it: %v", err)
+	}
+	if err := st.check(during.Hash); err == nil {
+		t.Fatal("the record written during the sync counts as synced by it")
+	}
+	select {
+	case <-done:
+	case <-timeout:
+		t.Fatal("the record written during the authority sync was never synced")
+	}
+	if err := st.check(during.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.count(); n != 2 {
+		t.Fatalf("%d syncs, want 2 (the authority event's, the group commit's)", n)
+	}
+}

@@ -102,8 +102,8 @@ type Log struct {
 	sealErr   atomic.Pointer[error]
 	failed    atomic.Pointer[error] // the writer's sticky failure (w.failed), for Err
 	strict    atomic.Bool           // DurabilityStrict: AppendRecord is Append
-	// kick tells the writer goroutine that a record-tier event was written
-	// by its caller while none waited for a sync: it arms the group commit.
+	// kick tells the writer goroutine that events wait for a sync while
+	// its group-commit timer is not armed (w.timerArmed): it arms it.
 	kick chan struct{} // capacity 1
 
 	wmu sync.Mutex
@@ -150,6 +150,13 @@ type writer struct {
 	syncing         bool
 	waiters         []*syncWait
 	retired         []*os.File
+	// pendSince is when the oldest event not yet durable was written (or
+	// earlier: when the sync that left it unsynced started); zero when
+	// every event is durable. The group commit syncs at pendSince +
+	// Options.RecordWindow at the latest. timerArmed says the writer
+	// goroutine's timer for it runs (or a kick is on its way).
+	pendSince  time.Time
+	timerArmed bool
 
 	one [1]item // the item of an append by its caller (appendNow)
 	evs []Event // the events of the last commit (commitCheckedLocked), reused
@@ -357,9 +364,8 @@ func (l *Log) append(ctx context.Context, typ string, fields any, record bool) (
 // the same swap check and chain as every commit, one write. An authority
 // event (durable) then waits for a sync that covers it (awaitSyncLocked,
 // which lets go of wmu while it syncs or waits); a record-tier event does
-// only when Options.RecordMaxEvents events wait for one, and otherwise the
-// first event that waits arms the writer's group commit (a non-blocking
-// send: one wake-up of the writer per window, not per event).
+// only when Options.RecordMaxEvents events wait for one, and otherwise
+// leaves it to the group commit (see pendingLocked).
 func (l *Log) appendNow(ctx context.Context, typ string, canon []byte, durable bool) (Event, error) {
 	if err := ctx.Err(); err != nil {
 		return Event{}, err
@@ -376,24 +382,15 @@ func (l *Log) appendNow(ctx context.Context, typ string, canon []byte, durable b
 	evs, err := l.writeTierLocked(w.one[:], syncs)
 	w.one[0] = item{}
 	var ev Event
-	var armed bool
 	if err == nil {
 		ev = evs[0] // evs is the writer's, reused by the next commit
 		if syncs {
 			err = l.awaitSyncLocked(w.written)
-		} else {
-			armed = before == 0
 		}
 	}
 	l.wmu.Unlock()
 	if err != nil {
 		return Event{}, err
-	}
-	if armed {
-		select {
-		case l.kick <- struct{}{}:
-		default: // a kick is pending already
-		}
 	}
 	return ev, nil
 }
@@ -440,7 +437,7 @@ func (l *Log) leadSyncLocked() {
 		time.Sleep(win)
 		l.wmu.Lock()
 	}
-	f, target, last := w.f, w.written, w.lastEv
+	f, target, last, t0 := w.f, w.written, w.lastEv, time.Now()
 	l.wmu.Unlock()
 	err := l.opts.hooks.sync(f)
 	l.wmu.Lock()
@@ -455,8 +452,44 @@ func (l *Log) leadSyncLocked() {
 		l.failLocked("syncing "+f.Name(), err)
 	case err == nil:
 		l.syncedLocked(target, last)
+		if w.unsyncedLocked() > 0 {
+			// Written during the sync: their window started no
+			// later than it did.
+			w.pendSince = t0
+			l.pendingLocked()
+		}
 	}
 	l.synced.Broadcast()
+}
+
+// pendingLocked makes sure the writer goroutine's group-commit timer runs
+// when events wait for a sync: one non-blocking send when it is not armed,
+// so that a burst of events wakes the writer once per window, not once per
+// event, and a sync that covers them all stops nothing (the timer, when it
+// fires, finds nothing to sync or a later deadline; see groupDue).
+func (l *Log) pendingLocked() {
+	w := &l.w
+	if w.timerArmed || w.unsyncedLocked() == 0 {
+		return
+	}
+	w.timerArmed = true
+	select {
+	case l.kick <- struct{}{}:
+	default: // a kick is pending already
+	}
+}
+
+// groupDueLocked is what the writer goroutine's group commit does now:
+// sync (the oldest waiting event has waited Options.RecordWindow), wait d
+// more, or nothing (no event waits: the timer is disarmed).
+func (l *Log) groupDueLocked(now time.Time) (sync bool, d time.Duration, armed bool) {
+	w := &l.w
+	if w.unsyncedLocked() == 0 || w.failed != nil {
+		w.timerArmed = false
+		return false, 0, false
+	}
+	d = w.pendSince.Add(l.opts.RecordWindow).Sub(now)
+	return d <= 0, d, true
 }
 
 // syncedLocked records that the first n events written, of which last is
@@ -466,6 +499,9 @@ func (l *Log) syncedLocked(n uint64, last Event) {
 	w := &l.w
 	if n > w.synced {
 		w.synced = n
+	}
+	if w.synced == w.written {
+		w.pendSince = time.Time{}
 	}
 	if n > w.headN {
 		w.headN = n
@@ -622,21 +658,25 @@ func (l *Log) Close() error {
 // Options.RecordWindow. Events themselves are written by their callers.
 func (l *Log) run() {
 	defer close(l.done)
-	// group fires when the oldest written but unsynced event has waited
-	// Options.RecordWindow; armed says it is running.
+	// group fires when the oldest event not yet durable may have waited
+	// Options.RecordWindow (w.pendSince); it runs while w.timerArmed.
 	group := time.NewTimer(time.Hour)
 	group.Stop()
-	armed := false
-	// rearm arms group when events wait for a sync and stops it when none
-	// do; unsynced is read under wmu.
-	rearm := func(unsynced int) {
-		switch {
-		case unsynced > 0 && !armed:
-			group.Reset(l.opts.RecordWindow)
-			armed = true
-		case unsynced == 0 && armed:
-			group.Stop()
-			armed = false
+	// due syncs when the window is over and arms group for what waits.
+	due := func() {
+		l.wmu.Lock()
+		defer l.wmu.Unlock()
+		sync, d, armed := l.groupDueLocked(time.Now())
+		if sync {
+			l.syncPendingLocked()
+			sync, d, armed = l.groupDueLocked(time.Now())
+			if sync {
+				d = 0 // a failed or tampered sync: look again at once
+			}
+		}
+		group.Stop()
+		if armed {
+			group.Reset(max(d, 0))
 		}
 	}
 	for {
@@ -644,21 +684,12 @@ func (l *Log) run() {
 		case r := <-l.reqs:
 			l.wmu.Lock()
 			l.control(r)
-			n := l.w.unsyncedLocked()
+			l.pendingLocked()
 			l.wmu.Unlock()
-			rearm(n)
 		case <-l.kick:
-			l.wmu.Lock()
-			n := l.w.unsyncedLocked()
-			l.wmu.Unlock()
-			rearm(n)
+			due()
 		case <-group.C:
-			armed = false
-			l.wmu.Lock()
-			l.syncPendingLocked()
-			n := l.w.unsyncedLocked()
-			l.wmu.Unlock()
-			rearm(n)
+			due()
 		case <-l.quit:
 			l.wmu.Lock()
 			l.w.closed = true // nothing more is written: the sync covers all
@@ -792,7 +823,11 @@ func (l *Log) writeTierLocked(items []item, syncs bool) ([]Event, error) {
 			return nil, err
 		}
 	}
-	return l.commitCheckedLocked(items, false)
+	evs, err := l.commitCheckedLocked(items, false)
+	if err == nil && !syncs {
+		l.pendingLocked() // no sync follows: the group commit's
+	}
+	return evs, err
 }
 
 // commitCheckedLocked is writeTierLocked after the swap check (and a sync
@@ -840,6 +875,9 @@ func (l *Log) commitCheckedLocked(items []item, durable bool) ([]Event, error) {
 	}
 	w.seq, w.prev, w.signed = seq, prev, signed
 	w.sinceSeal = true
+	if w.written == w.synced {
+		w.pendSince = time.Now()
+	}
 	w.written += uint64(len(evs))
 	w.lastEv = evs[len(evs)-1]
 	if durable {
@@ -975,6 +1013,7 @@ func (l *Log) recoverLocked() error {
 	}
 	l.w.failed = nil
 	l.w.synced = l.w.written // the file is read again: what is in it is the log
+	l.w.pendSince = time.Time{}
 	l.failed.Store(nil)
 	if err := l.load(); err != nil {
 		if l.w.failed == nil {

@@ -83,10 +83,11 @@ type hooks struct {
 }
 
 // Log is an open audit log. Its methods are safe for concurrent use. The
-// files are guarded by wmu: one writer goroutine commits authority events
-// (and runs control requests and the group commit) with it held, and a
-// record-tier event is written by its caller with it held, without a
-// round trip through that goroutine.
+// files are guarded by wmu: every event is written by its caller with it
+// held, without a round trip through another goroutine; an authority
+// event's caller then syncs, or waits for a sync, without it (the group
+// commit, awaitSyncLocked). One writer goroutine runs control requests
+// (with wmu held throughout) and the record tier's group-commit timer.
 type Log struct {
 	opts Options
 	log  *slog.Logger
@@ -109,7 +110,7 @@ type Log struct {
 	wmu sync.Mutex
 	w   writer // guarded by wmu (owned by Open before the writer starts)
 	// synced is signalled (Broadcast, wmu held) whenever a sync ends or
-	// the Log fails: sync waiters and Close wait on it.
+	// waiters are done: sync waiters and Close wait on it.
 	synced *sync.Cond
 }
 

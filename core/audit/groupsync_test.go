@@ -372,3 +372,75 @@ func TestRecordDuringAuthoritySync(t *testing.T) {
 		t.Fatalf("%d syncs, want 2 (the authority event's, the group commit's)", n)
 	}
 }
+
+// TestRotationDuringAuthoritySync: a rotation while a leader syncs the
+// file it leaves does not close that file under the sync (it is closed
+// when the sync is done): the authority event succeeds, durable, and the
+// log verifies across the files.
+func TestRotationDuringAuthoritySync(t *testing.T) {
+	st := newSyncTracker()
+	st.gate, st.entered, st.wrote = make(chan struct{}), make(chan struct{}), make(chan struct{}, 256)
+	l := openTest(t, Options{Dir: t.TempDir() + "/audit", MaxFileBytes: 4 << 10, RecordWindow: time.Hour, hooks: st.hooks()})
+	release := sync.OnceFunc(func() { close(st.gate) })
+	t.Cleanup(release)
+	st.mu.Lock()
+	st.armed = true
+	st.mu.Unlock()
+	res := make(chan error, 1)
+	var ev Event
+	go func() {
+		var err error
+		ev, err = l.Append(context.Background(), "approval_granted", nil)
+		res <- err
+	}()
+	timeout := time.After(20 * time.Second)
+	<-st.wrote
+	select {
+	case <-st.entered:
+	case <-timeout:
+		t.Fatal("the Append did not sync")
+	}
+	first := func() string {
+		l.wmu.Lock()
+		defer l.wmu.Unlock()
+		return l.w.f.Name()
+	}()
+	for i := 0; ; i++ {
+		typ, f := sampleFields(i)
+		if _, err := l.AppendRecord(context.Background(), typ, f); err != nil {
+			t.Fatal(err)
+		}
+		<-st.wrote
+		l.wmu.Lock()
+		rotated := l.w.f.Name() != first
+		l.wmu.Unlock()
+		if rotated {
+			break
+		}
+		if i > 1000 {
+			t.Fatal("no rotation after 1000 events")
+		}
+	}
+	release()
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("Append whose sync ran across a rotation = %v", err)
+		}
+	case <-timeout:
+		t.Fatal("the Append did not return")
+	}
+	if err := st.check(ev.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("the log failed after a sync ran across a rotation: %v", err)
+	}
+	if _, err := l.Append(context.Background(), "x", nil); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if rep, err := Verify(l.opts.Dir, nil); err != nil || rep.Failed() || rep.Files < 2 {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+}

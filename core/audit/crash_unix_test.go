@@ -36,9 +36,12 @@ func TestMain(m *testing.M) {
 
 // childAppend appends from 8 goroutines forever, printing each seq once
 // Append has returned (that is, once it is durable), or AppendRecord (once
-// it is written) when record is set.
+// it is written) when record is set. With Append, a syncTracker sees every
+// write and sync: an Append that returns before a completed sync covers its
+// event is reported ("early: …") and ends the child.
 func childAppend(dir string, record bool) {
-	l, err := Open(Options{Dir: dir, Key: testKey, MaxFileBytes: 256 << 10})
+	st := newSyncTracker()
+	l, err := Open(Options{Dir: dir, Key: testKey, MaxFileBytes: 256 << 10, hooks: st.hooks()})
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(2)
@@ -57,6 +60,12 @@ func childAppend(dir string, record bool) {
 				if err != nil {
 					fmt.Println("append:", err)
 					os.Exit(2)
+				}
+				if !record {
+					if err := st.check(ev.Hash); err != nil {
+						fmt.Println("early:", err)
+						os.Exit(4)
+					}
 				}
 				mu.Lock()
 				fmt.Fprintln(out, ev.Seq)

@@ -75,12 +75,18 @@
 // once the event is written to the file and leaves its sync to a group
 // commit within 10 ms or 256 events (see Durability for what each tier can
 // lose, and Options.Durability for strict, where every event is synced
-// first). The files are guarded by one mutex. Concurrent Appends share
-// syncs: a single writer goroutine commits everything queued while the
-// previous sync ran (plus whatever arrives within
-// Options.GroupCommitWindow). AppendRecord writes its event itself, holding
-// the mutex (one write, no hand-off to the writer goroutine), and the first
-// event left waiting for a sync arms the writer's group commit. Any write, sync, rotation or open failure makes
+// first). The files are guarded by one mutex, and every caller writes its
+// own event holding it (one write, no hand-off to another goroutine). The
+// sync runs without the mutex, as a group commit: an Append whose event is
+// not yet durable leads a sync when none runs — it covers every event
+// written until it starts, by any caller — or waits for the running one,
+// and for the next when that started before its event was written; a
+// caller returns only once a completed sync covers its own event, and a
+// failed sync fails every event waiting for it. Meanwhile other callers go
+// on writing, and the record tier's group commit (its first event arms a
+// timer of the writer goroutine) joins the same syncs. head.json is
+// rewritten after each sync, naming the last event it covered. Control
+// requests (signing, seals, Recover) and Open sync holding the mutex. Any write, sync, rotation or open failure makes
 // the Log fail closed: that Append and every later one return an error
 // wrapping ErrUnavailable until Recover succeeds (or the log is reopened), so
 // the gateway can refuse calls with audit_unavailable and tell the person. An

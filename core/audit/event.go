@@ -607,6 +607,7 @@ type encoder struct {
 	mac hash.Hash // nil when unsigned
 	h   hash.Hash
 	sum []byte
+	in  []byte // what is hashed or signed, reused (hash.Hash.Write of a string's bytes would copy them to the heap)
 }
 
 func newEncoder(key []byte) *encoder {
@@ -649,31 +650,36 @@ func (e *encoder) appendLine(dst []byte, seq uint64, ts time.Time, typ string, f
 // hash computes the event hash from prev and the canonical body without its
 // closing brace (open).
 func (e *encoder) hash(prev string, open []byte) string {
-	e.h.Reset()
-	e.h.Write([]byte(prev))
-	e.h.Write(open)
-	e.h.Write([]byte{'}'})
-	e.sum = e.h.Sum(e.sum[:0])
-	return hashPrefix + hex.EncodeToString(e.sum)
+	e.sumOf(prev, open)
+	var t [hashLen]byte
+	copy(t[:], hashPrefix)
+	hex.Encode(t[len(hashPrefix):], e.sum)
+	return string(t[:])
 }
+
+// sumOf sets e.sum to the SHA-256 of prev, open and a closing brace.
+func (e *encoder) sumOf(prev string, open []byte) {
+	e.h.Reset()
+	e.in = append(e.in[:0], prev...)
+	e.h.Write(e.in)
+	e.h.Write(open)
+	e.h.Write(closeBrace)
+	e.sum = e.h.Sum(e.sum[:0])
+}
+
+var closeBrace = []byte{'}'}
 
 // hashIs reports whether the event hash of prev and open is want, without
 // building the hash's text (Verify asks this of every line).
 func (e *encoder) hashIs(prev string, open []byte, want string) bool {
-	e.h.Reset()
-	e.h.Write([]byte(prev))
-	e.h.Write(open)
-	e.h.Write([]byte{'}'})
-	e.sum = e.h.Sum(e.sum[:0])
+	e.sumOf(prev, open)
 	return hexIs(e.sum, want, hashPrefix)
 }
 
 // signatureIs reports, in constant time, whether sig is the signature of
 // hashText.
 func (e *encoder) signatureIs(hashText, sig string) bool {
-	e.mac.Reset()
-	e.mac.Write([]byte(hashText))
-	e.sum = e.mac.Sum(e.sum[:0])
+	e.macOf(hashText)
 	var got [sigLen]byte
 	copy(got[:], sigPrefix)
 	hex.Encode(got[len(sigPrefix):], e.sum)
@@ -695,10 +701,19 @@ func hexIs(sum []byte, text, prefix string) bool {
 }
 
 func (e *encoder) sign(hashText string) string {
+	e.macOf(hashText)
+	var t [sigLen]byte
+	copy(t[:], sigPrefix)
+	hex.Encode(t[len(sigPrefix):], e.sum)
+	return string(t[:])
+}
+
+// macOf sets e.sum to the HMAC of hashText.
+func (e *encoder) macOf(hashText string) {
 	e.mac.Reset()
-	e.mac.Write([]byte(hashText))
+	e.in = append(e.in[:0], hashText...)
+	e.mac.Write(e.in)
 	e.sum = e.mac.Sum(e.sum[:0])
-	return sigPrefix + hex.EncodeToString(e.sum)
 }
 
 // line is a parsed stored line. Its byte slices alias the input.

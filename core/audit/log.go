@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +34,6 @@ var ErrInvalid = errors.New("invalid audit event")
 // DefaultMaxFileBytes is the rotation size used when Options.MaxFileBytes is 0.
 const DefaultMaxFileBytes = 64 << 20
 
-// maxBatch bounds the number of events committed by one write and fsync.
-const maxBatch = 4096
-
 // Options configures Open.
 type Options struct {
 	// Dir is the audit directory (created with mode 0700 when missing).
@@ -52,9 +50,10 @@ type Options struct {
 	Clock func() time.Time
 	// Logger receives operational messages (default: discarded).
 	Logger *slog.Logger
-	// GroupCommitWindow is how long the writer waits after the first queued
-	// event for more before it writes and fsyncs (default 0: commit what is
-	// queued; events queue up anyway while an fsync runs).
+	// GroupCommitWindow is how long the leader of a sync of authority
+	// events waits for more events to join it before it syncs (default 0:
+	// sync at once; events written while a sync runs share the next one
+	// anyway).
 	GroupCommitWindow time.Duration
 	// SealKeys keeps the forward-secure sealing key (see LogSealed); nil:
 	// the log is never sealed. Open loads the key when one is stored.
@@ -84,10 +83,11 @@ type hooks struct {
 }
 
 // Log is an open audit log. Its methods are safe for concurrent use. The
-// files are guarded by wmu: one writer goroutine commits authority events
-// (and runs control requests and the group commit) with it held, and a
-// record-tier event is written by its caller with it held, without a
-// round trip through that goroutine.
+// files are guarded by wmu: every event is written by its caller with it
+// held, without a round trip through another goroutine; an authority
+// event's caller then syncs, or waits for a sync, without it (the group
+// commit, awaitSyncLocked). One writer goroutine runs control requests
+// (with wmu held throughout) and the record tier's group-commit timer.
 type Log struct {
 	opts Options
 	log  *slog.Logger
@@ -103,12 +103,15 @@ type Log struct {
 	sealErr   atomic.Pointer[error]
 	failed    atomic.Pointer[error] // the writer's sticky failure (w.failed), for Err
 	strict    atomic.Bool           // DurabilityStrict: AppendRecord is Append
-	// kick tells the writer goroutine that a record-tier event was written
-	// by its caller while none waited for a sync: it arms the group commit.
+	// kick tells the writer goroutine that events wait for a sync while
+	// its group-commit timer is not armed (w.timerArmed): it arms it.
 	kick chan struct{} // capacity 1
 
 	wmu sync.Mutex
 	w   writer // guarded by wmu (owned by Open before the writer starts)
+	// synced is signalled (Broadcast, wmu held) whenever a sync ends or
+	// waiters are done: sync waiters and Close wait on it.
+	synced *sync.Cond
 }
 
 type writer struct {
@@ -134,21 +137,50 @@ type writer struct {
 	sinceSeal          bool     // events were written since the last seal
 	lastSeal           []byte   // fields of the last event when Open found a log_sealed there
 
-	// Written but not yet synced (AppendRecord): how many events, and the
-	// last of them, which head.json names once they are durable.
-	unsynced int
-	lastEv   Event
+	// The group commit. written counts the events written since Open
+	// (never reset: it numbers them for the sync waiters), synced how many
+	// of them are durable; lastEv is the last one written, which head.json
+	// names once it is durable (headN: the count it named last). syncing
+	// says a leader runs a sync without wmu (leadSyncLocked); waiters are
+	// the authority callers waiting for a sync that covers their event, in
+	// the order of their n; retired the files closed (rotation, tampering,
+	// Recover) while a leader synced: it closes them when it is done.
+	written, synced uint64
+	headN           uint64
+	lastEv          Event
+	syncing         bool
+	waiters         []*syncWait
+	retired         []*os.File
+	// pendSince is when the oldest event not yet durable was written (or
+	// earlier: when the sync that left it unsynced started); zero when
+	// every event is durable. The group commit syncs at pendSince +
+	// Options.RecordWindow at the latest. timerArmed says the writer
+	// goroutine's timer for it runs (or a kick is on its way).
+	pendSince  time.Time
+	timerArmed bool
 
-	one [1]item // the item of a record-tier append (appendRecordNow)
+	one [1]item // the item of an append by its caller (appendNow)
+	evs []Event // the events of the last commit (commitCheckedLocked), reused
 }
+
+// syncWait is an authority caller waiting for its event, the n-th written,
+// to be durable; done and err are set under wmu by the sync that covers it
+// or by the failure that makes the Log fail closed.
+type syncWait struct {
+	n    uint64
+	done bool
+	err  error
+}
+
+// unsyncedLocked is the number of events written and not yet durable.
+func (w *writer) unsyncedLocked() int { return int(w.written - w.synced) }
 
 // headSize is the fixed size of head.json: the record padded with spaces,
 // so that overwriting it in place never leaves bytes of an older, longer one.
 const headSize = 256
 
+// request is a control request to the writer goroutine.
 type request struct {
-	typ    string // "" for a control request (op)
-	fields []byte
 	op     ctlOp
 	key    []byte // opEnable
 	reason string // opDisable, opSeal, opTamper, opAck
@@ -157,7 +189,7 @@ type request struct {
 	done   chan result
 }
 
-// ctlOp is what a request without an event asks of the writer.
+// ctlOp is what a request asks of the writer.
 type ctlOp int
 
 const (
@@ -253,6 +285,7 @@ func newLog(o Options) (*Log, error) {
 		done: make(chan struct{}),
 		kick: make(chan struct{}, 1),
 	}
+	l.synced = sync.NewCond(&l.wmu)
 	l.setKeyLocked(bytes.Clone(o.Key))
 	l.strict.Store(o.Durability == DurabilityStrict)
 	l.w.plain = newEncoder(nil)
@@ -286,13 +319,15 @@ func newLog(o Options) (*Log, error) {
 // Append records one event of type typ (lower-case letters, digits and
 // underscores) with fields, which must encode to a JSON object (a struct such
 // as ToolCalled, a map, or json.RawMessage; nil means {}). It returns the
-// event once it is written and fsynced; concurrent callers share fsyncs.
+// event once it is written and synced; concurrent callers share syncs (a
+// group commit: see the package doc).
 //
 // Errors: ErrInvalid for a bad type or fields, or for signing_enabled and
 // signing_disabled, which only the Log writes; an error wrapping
 // ErrUnavailable when the log cannot be written, in which case the Log fails
-// closed until Recover succeeds; ctx.Err() when ctx ends first (the event
-// may still be recorded if it had already been handed to the writer).
+// closed until Recover succeeds; ctx.Err() when ctx has ended before the
+// event is written (once written, Append waits for its sync whatever ctx
+// says: that wait is one fdatasync).
 func (l *Log) Append(ctx context.Context, typ string, fields any) (Event, error) {
 	return l.append(ctx, typ, fields, false)
 }
@@ -323,42 +358,185 @@ func (l *Log) append(ctx context.Context, typ string, fields any, record bool) (
 	if err != nil {
 		return Event{}, err
 	}
-	if record {
-		return l.appendRecordNow(ctx, typ, canon)
-	}
-	return l.do(ctx, &request{typ: typ, fields: canon, done: make(chan result, 1)})
+	return l.appendNow(ctx, typ, canon, !record)
 }
 
-// appendRecordNow writes a record-tier event from the caller's goroutine:
-// under wmu, with the same swap check and chain as a commit of the writer,
-// one write, and no sync unless Options.RecordMaxEvents events wait for
-// one. The first event that waits arms the writer's group commit (a
-// non-blocking send: one wake-up of the writer per window, not per event).
-func (l *Log) appendRecordNow(ctx context.Context, typ string, canon []byte) (Event, error) {
+// appendNow writes an event from the caller's goroutine: under wmu, with
+// the same swap check and chain as every commit, one write. An authority
+// event (durable) then waits for a sync that covers it (awaitSyncLocked,
+// which lets go of wmu while it syncs or waits); a record-tier event does
+// only when Options.RecordMaxEvents events wait for one, and otherwise
+// leaves it to the group commit (see pendingLocked).
+func (l *Log) appendNow(ctx context.Context, typ string, canon []byte, durable bool) (Event, error) {
 	if err := ctx.Err(); err != nil {
 		return Event{}, err
 	}
 	l.wmu.Lock()
-	if l.w.closed {
+	w := &l.w
+	if w.closed {
 		l.wmu.Unlock()
 		return Event{}, fmt.Errorf("%w: log closed", ErrUnavailable)
 	}
-	before := l.w.unsynced
-	l.w.one[0] = item{typ: typ, fields: canon}
-	evs, err := l.commitTierLocked(l.w.one[:], false)
-	l.w.one[0] = item{}
-	armed := before == 0 && l.w.unsynced > 0
+	before := w.unsyncedLocked()
+	syncs := durable || before+1 >= l.opts.RecordMaxEvents
+	w.one[0] = item{typ: typ, fields: canon}
+	evs, err := l.writeTierLocked(w.one[:], syncs)
+	w.one[0] = item{}
+	var ev Event
+	if err == nil {
+		ev = evs[0] // evs is the writer's, reused by the next commit
+		if syncs {
+			err = l.awaitSyncLocked(w.written)
+		}
+	}
 	l.wmu.Unlock()
 	if err != nil {
 		return Event{}, err
 	}
-	if armed {
-		select {
-		case l.kick <- struct{}{}:
-		default: // a kick is pending already
+	return ev, nil
+}
+
+// awaitSyncLocked returns once the n-th event written is durable, or with
+// the error that made the Log fail before it was. It registers the caller
+// as a waiter; when no sync runs, the caller leads one (leadSyncLocked),
+// which covers every event written until it starts; otherwise it waits
+// for the running one, and for the next if that did not cover n. Called
+// with wmu held, which it lets go of while it syncs or waits.
+func (l *Log) awaitSyncLocked(n uint64) error {
+	w := &l.w
+	if w.failed != nil {
+		return w.failed
+	}
+	if n <= w.synced {
+		return nil
+	}
+	sw := &syncWait{n: n}
+	w.waiters = append(w.waiters, sw)
+	for !sw.done {
+		if w.syncing {
+			l.synced.Wait()
+			continue
+		}
+		l.leadSyncLocked()
+	}
+	return sw.err
+}
+
+// leadSyncLocked syncs the current file without holding wmu: it takes note
+// of what is written, lets go of wmu for the sync (so that writers and the
+// readers of the log go on, and their events wait for the next sync), and
+// then, holding wmu again, marks those events durable, names the last in
+// head.json and wakes the waiters. A failure makes the Log fail closed and
+// fails every waiter. Files closed meanwhile (retireLocked) are closed
+// after the sync.
+func (l *Log) leadSyncLocked() {
+	w := &l.w
+	w.syncing = true
+	if win := l.opts.GroupCommitWindow; win > 0 {
+		// Let more events join this sync.
+		l.wmu.Unlock()
+		time.Sleep(win)
+		l.wmu.Lock()
+	}
+	f, target, last, t0 := w.f, w.written, w.lastEv, time.Now()
+	l.wmu.Unlock()
+	err := l.opts.hooks.sync(f)
+	l.wmu.Lock()
+	w.syncing = false
+	for _, rf := range w.retired {
+		rf.Close()
+	}
+	clear(w.retired)
+	w.retired = w.retired[:0]
+	switch {
+	case err != nil && w.failed == nil:
+		l.failLocked("syncing "+f.Name(), err)
+	case err == nil:
+		l.syncedLocked(target, last)
+		if w.unsyncedLocked() > 0 {
+			// Written during the sync: their window started no
+			// later than it did.
+			w.pendSince = t0
+			l.pendingLocked()
 		}
 	}
-	return evs[0], nil
+	l.synced.Broadcast()
+}
+
+// pendingLocked makes sure the writer goroutine's group-commit timer runs
+// when events wait for a sync: one non-blocking send when it is not armed,
+// so that a burst of events wakes the writer once per window, not once per
+// event, and a sync that covers them all stops nothing (the timer, when it
+// fires, finds nothing to sync or a later deadline; see groupDue).
+func (l *Log) pendingLocked() {
+	w := &l.w
+	if w.timerArmed || w.unsyncedLocked() == 0 {
+		return
+	}
+	w.timerArmed = true
+	select {
+	case l.kick <- struct{}{}:
+	default: // a kick is pending already
+	}
+}
+
+// groupDueLocked is what the writer goroutine's group commit does now:
+// sync (the oldest waiting event has waited Options.RecordWindow), wait d
+// more, or nothing (no event waits: the timer is disarmed).
+func (l *Log) groupDueLocked(now time.Time) (sync bool, d time.Duration, armed bool) {
+	w := &l.w
+	if w.unsyncedLocked() == 0 || w.failed != nil {
+		w.timerArmed = false
+		return false, 0, false
+	}
+	d = w.pendSince.Add(l.opts.RecordWindow).Sub(now)
+	return d <= 0, d, true
+}
+
+// syncedLocked records that the first n events written, of which last is
+// the last, are durable: it names last in head.json (unless a later sync
+// did already) and tells their waiters.
+func (l *Log) syncedLocked(n uint64, last Event) {
+	w := &l.w
+	if n > w.synced {
+		w.synced = n
+	}
+	if w.synced == w.written {
+		w.pendSince = time.Time{}
+	}
+	if n > w.headN {
+		w.headN = n
+		l.writeHeadLocked(last)
+	}
+	i := 0
+	for ; i < len(w.waiters) && w.waiters[i].n <= w.synced; i++ {
+		w.waiters[i].done = true
+	}
+	l.dropWaitersLocked(i)
+}
+
+// dropWaitersLocked forgets the first i waiters (all of them done) and
+// wakes them.
+func (l *Log) dropWaitersLocked(i int) {
+	w := &l.w
+	if i == 0 {
+		return
+	}
+	n := copy(w.waiters, w.waiters[i:])
+	clear(w.waiters[n:])
+	w.waiters = w.waiters[:n]
+	l.synced.Broadcast()
+}
+
+// retireLocked closes f, a file the writer no longer writes to, or leaves
+// that to the running sync (leadSyncLocked) when there is one: it may be
+// syncing f.
+func (l *Log) retireLocked(f *os.File) {
+	if l.w.syncing {
+		l.w.retired = append(l.w.retired, f)
+		return
+	}
+	f.Close()
 }
 
 // Recover clears a failure: it closes the current file, reads the tail again
@@ -456,6 +634,12 @@ func (l *Log) Close() error {
 		<-l.done
 		l.wmu.Lock()
 		defer l.wmu.Unlock()
+		for l.w.syncing || len(l.w.waiters) > 0 {
+			// Callers whose events were written before the Log closed
+			// lead or wait for their syncs; the leader closes the files
+			// retired meanwhile.
+			l.synced.Wait()
+		}
 		if l.w.f != nil {
 			err = l.w.f.Close()
 		}
@@ -470,120 +654,49 @@ func (l *Log) Close() error {
 	return err
 }
 
-// run is the writer goroutine: it commits authority events (each batch
-// with one write and one sync), runs control requests, and syncs the
-// record-tier events that callers wrote (appendRecordNow) within
-// Options.RecordWindow.
+// run is the writer goroutine: it runs control requests and the group
+// commit of the record-tier events that callers wrote (appendNow) within
+// Options.RecordWindow. Events themselves are written by their callers.
 func (l *Log) run() {
 	defer close(l.done)
-	var timer *time.Timer
-	// group fires when the oldest written but unsynced event has waited
-	// Options.RecordWindow; armed says it is running.
+	// group fires when the oldest event not yet durable may have waited
+	// Options.RecordWindow (w.pendSince); it runs while w.timerArmed.
 	group := time.NewTimer(time.Hour)
 	group.Stop()
-	armed := false
-	// rearm arms group when events wait for a sync and stops it when none
-	// do; unsynced is l.w.unsynced, read under wmu.
-	rearm := func(unsynced int) {
-		switch {
-		case unsynced > 0 && !armed:
-			group.Reset(l.opts.RecordWindow)
-			armed = true
-		case unsynced == 0 && armed:
-			group.Stop()
-			armed = false
+	// due syncs when the window is over and arms group for what waits.
+	due := func() {
+		l.wmu.Lock()
+		defer l.wmu.Unlock()
+		sync, d, armed := l.groupDueLocked(time.Now())
+		if sync {
+			l.syncPendingLocked()
+			sync, d, armed = l.groupDueLocked(time.Now())
+			if sync {
+				d = 0 // a failed or tampered sync: look again at once
+			}
+		}
+		group.Stop()
+		if armed {
+			group.Reset(max(d, 0))
 		}
 	}
-	batch := make([]*request, 0, 64)
-	var ctrl []*request
-	items := make([]item, 0, 64)
 	for {
-		var first *request
 		select {
-		case first = <-l.reqs:
+		case r := <-l.reqs:
+			l.wmu.Lock()
+			l.control(r)
+			l.pendingLocked()
+			l.wmu.Unlock()
 		case <-l.kick:
-			l.wmu.Lock()
-			n := l.w.unsynced
-			l.wmu.Unlock()
-			rearm(n)
-			continue
+			due()
 		case <-group.C:
-			armed = false
-			l.wmu.Lock()
-			l.syncPendingLocked()
-			n := l.w.unsynced
-			l.wmu.Unlock()
-			rearm(n)
-			continue
+			due()
 		case <-l.quit:
 			l.wmu.Lock()
+			l.w.closed = true // nothing more is written: the sync covers all
 			l.syncPendingLocked()
-			l.w.closed = true
 			l.wmu.Unlock()
 			return
-		}
-		if first.typ == "" {
-			l.wmu.Lock()
-			l.control(first)
-			n := l.w.unsynced
-			l.wmu.Unlock()
-			rearm(n)
-			continue
-		}
-		batch = append(batch[:0], first)
-		ctrl = ctrl[:0]
-		if win := l.opts.GroupCommitWindow; win > 0 {
-			if timer == nil {
-				timer = time.NewTimer(win)
-			} else {
-				timer.Reset(win)
-			}
-		collect:
-			for len(batch) < maxBatch {
-				select {
-				case r := <-l.reqs:
-					if r.typ == "" {
-						ctrl = append(ctrl, r)
-						continue
-					}
-					batch = append(batch, r)
-				case <-timer.C:
-					break collect
-				}
-			}
-			timer.Stop()
-		}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case r := <-l.reqs:
-				if r.typ == "" {
-					ctrl = append(ctrl, r)
-					continue
-				}
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		items = items[:0]
-		for _, r := range batch {
-			items = append(items, item{typ: r.typ, fields: r.fields})
-		}
-		l.wmu.Lock()
-		evs, err := l.commitLocked(items)
-		for _, r := range ctrl {
-			l.control(r)
-		}
-		n := l.w.unsynced
-		l.wmu.Unlock()
-		rearm(n)
-		for i, r := range batch {
-			if err != nil {
-				r.done <- result{err: err}
-			} else {
-				r.done <- result{ev: evs[i]}
-			}
 		}
 	}
 }
@@ -679,17 +792,25 @@ func (l *Log) enableLocked(key []byte) error {
 }
 
 // commitLocked writes items as consecutive events with one write and one
-// sync (fdatasync on Linux, F_FULLFSYNC on macOS), which also makes the
-// record-tier events written before them durable. On failure the Log fails
-// closed. Called only by the owner of l.w.
+// sync (fdatasync on Linux, F_FULLFSYNC on macOS) without letting go of
+// wmu, which also makes the events written before them durable. Control
+// requests and Open use it; the events of callers are written by
+// appendNow, which syncs outside wmu. On failure the Log fails closed.
 func (l *Log) commitLocked(items []item) ([]Event, error) {
-	return l.commitTierLocked(items, true)
+	evs, err := l.writeTierLocked(items, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.syncLocked(); err != nil {
+		return nil, err
+	}
+	return evs, nil
 }
 
-// commitTierLocked is commitLocked; with durable unset (record-tier events
-// only) it writes and leaves the sync to the group commit, which runs at
-// once when Options.RecordMaxEvents events are waiting.
-func (l *Log) commitTierLocked(items []item, durable bool) ([]Event, error) {
+// writeTierLocked writes items after the swap check, without a sync;
+// syncs says one follows (head.json is checked too). The events it returns
+// are in a buffer the next commit reuses.
+func (l *Log) writeTierLocked(items []item, syncs bool) ([]Event, error) {
 	w := &l.w
 	if w.failed != nil {
 		return nil, w.failed
@@ -698,23 +819,29 @@ func (l *Log) commitTierLocked(items []item, durable bool) ([]Event, error) {
 	// deleted under the writer would otherwise take every later event
 	// with it. head.json only when this commit syncs (it is written
 	// after a sync only); the group commit checks it before its sync.
-	syncs := durable || w.unsynced+len(items) >= l.opts.RecordMaxEvents
 	if files := l.swappedLocked(syncs); len(files) > 0 {
 		if err := l.tamperedLocked(files, ""); err != nil {
 			return nil, err
 		}
 	}
-	return l.commitCheckedLocked(items, durable)
+	evs, err := l.commitCheckedLocked(items, false)
+	if err == nil && !syncs {
+		l.pendingLocked() // no sync follows: the group commit's
+	}
+	return evs, err
 }
 
-// commitCheckedLocked is commitTierLocked after the swap check.
+// commitCheckedLocked is writeTierLocked after the swap check (and a sync
+// holding wmu when durable is set). The events it returns are in a buffer
+// of the writer that the next commit reuses.
 func (l *Log) commitCheckedLocked(items []item, durable bool) ([]Event, error) {
 	w := &l.w
 	if w.failed != nil {
 		return nil, w.failed
 	}
 	w.buf = w.buf[:0]
-	evs := make([]Event, len(items))
+	evs := slices.Grow(w.evs[:0], len(items))[:len(items)]
+	w.evs = evs
 	seq, prev, signed := w.seq, w.prev, w.signed
 	for i, it := range items {
 		seq++
@@ -749,9 +876,12 @@ func (l *Log) commitCheckedLocked(items []item, durable bool) ([]Event, error) {
 	}
 	w.seq, w.prev, w.signed = seq, prev, signed
 	w.sinceSeal = true
-	w.unsynced += len(evs)
+	if w.written == w.synced {
+		w.pendSince = time.Now()
+	}
+	w.written += uint64(len(evs))
 	w.lastEv = evs[len(evs)-1]
-	if durable || w.unsynced >= l.opts.RecordMaxEvents {
+	if durable {
 		if err := l.syncLocked(); err != nil {
 			return nil, err
 		}
@@ -759,22 +889,23 @@ func (l *Log) commitCheckedLocked(items []item, durable bool) ([]Event, error) {
 	return evs, nil
 }
 
-// syncLocked makes every event written so far durable and then names the
-// last of them in head.json.
+// syncLocked makes every event written so far durable, holding wmu
+// throughout, and then names the last of them in head.json.
 func (l *Log) syncLocked() error {
 	w := &l.w
 	if err := l.opts.hooks.sync(w.f); err != nil {
 		return l.failLocked("syncing "+w.f.Name(), err)
 	}
-	w.unsynced = 0
-	l.writeHeadLocked(w.lastEv)
+	l.syncedLocked(w.written, w.lastEv)
 	return nil
 }
 
 // syncPendingLocked is the group commit of record-tier events: it syncs
 // them when some are waiting and the Log has not failed.
+// It syncs as a leader of the group commit (awaitSyncLocked), so a sync
+// already running for authority events is shared, not repeated.
 func (l *Log) syncPendingLocked() {
-	if l.w.unsynced == 0 || l.w.failed != nil || l.w.f == nil {
+	if l.w.unsyncedLocked() == 0 || l.w.failed != nil || l.w.f == nil {
 		return
 	}
 	if files := l.swappedLocked(true); len(files) > 0 {
@@ -783,7 +914,7 @@ func (l *Log) syncPendingLocked() {
 		_ = l.tamperedLocked(files, "")
 		return
 	}
-	_ = l.syncLocked()
+	_ = l.awaitSyncLocked(l.w.written)
 }
 
 func (l *Log) failLocked(op string, err error) error {
@@ -793,6 +924,11 @@ func (l *Log) failLocked(op string, err error) error {
 	l.w.failed = fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
 	failed := l.w.failed
 	l.failed.Store(&failed)
+	// Written events that no sync covered may be lost: their waiters fail.
+	for _, sw := range l.w.waiters {
+		sw.done, sw.err = true, failed
+	}
+	l.dropWaitersLocked(len(l.w.waiters))
 	l.log.Error("audit log failed; refusing further events until recovered", "op", op, "err", err)
 	return l.w.failed
 }
@@ -809,16 +945,15 @@ func (l *Log) rotateLocked() error {
 		f.Close()
 		return err
 	}
-	if w.unsynced > 0 {
-		// Record-tier events in the file being closed: durable first.
+	if w.unsyncedLocked() > 0 {
+		// Events in the file being closed: durable first.
 		if err := l.opts.hooks.sync(w.f); err != nil {
 			f.Close()
 			return err
 		}
+		l.syncedLocked(w.written, w.lastEv)
 	}
-	if err := w.f.Close(); err != nil {
-		l.log.Warn("closing rotated audit file", "file", w.f.Name(), "err", err)
-	}
+	l.retireLocked(w.f)
 	l.log.Info("audit log rotated", "file", fileName(next), "afterSeq", w.seq)
 	w.f, w.fileNum, w.size = f, next, 0
 	w.fInfo, _ = f.Stat()
@@ -867,12 +1002,19 @@ func (l *Log) writeHeadLocked(ev Event) {
 }
 
 func (l *Log) recoverLocked() error {
+	if l.w.failed == nil && l.w.unsyncedLocked() > 0 && l.w.f != nil {
+		// A healthy log: what its waiters wait for is synced first.
+		if err := l.syncLocked(); err != nil {
+			return err
+		}
+	}
 	if l.w.f != nil {
-		l.w.f.Close()
+		l.retireLocked(l.w.f)
 		l.w.f = nil
 	}
 	l.w.failed = nil
-	l.w.unsynced = 0 // the file is read again: what is in it is the log
+	l.w.synced = l.w.written // the file is read again: what is in it is the log
+	l.w.pendSince = time.Time{}
 	l.failed.Store(nil)
 	if err := l.load(); err != nil {
 		if l.w.failed == nil {

@@ -138,10 +138,10 @@ func (l *Log) tamperedLocked(files []TamperedFile, detail string) error {
 		return l.failLocked("starting a new file after tampering", err)
 	}
 	if w.f != nil {
-		if w.unsynced > 0 {
+		if w.unsyncedLocked() > 0 {
 			_ = l.opts.hooks.sync(w.f) // a file replaced under the writer: best effort
 		}
-		w.f.Close()
+		l.retireLocked(w.f)
 	}
 	w.f, w.fileNum, w.size, w.fInfo = f, next, 0, st
 	if w.headF != nil {

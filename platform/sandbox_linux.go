@@ -160,6 +160,15 @@ func (s *linuxSandbox) Prepare(cmd *exec.Cmd, hide []string) (string, error) {
 	return desc, nil
 }
 
+// SignalExec hands the launcher w as its first extra descriptor, named by
+// sandboxlaunch.ExecFdArg (supervisor.ExecSignaler): the launcher marks it
+// close-on-exec, so its exec of the server ends the daemon's read end.
+func (s *linuxSandbox) SignalExec(cmd *exec.Cmd, w *os.File) {
+	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
+	fd := 2 + len(cmd.ExtraFiles)
+	cmd.Args = slices.Insert(cmd.Args, 1, sandboxlaunch.ExecFdArg+strconv.Itoa(fd))
+}
+
 // coverable returns the absolute, existing paths of hide, sorted, without
 // those inside another one (covered with it).
 func coverable(hide []string) []string {

@@ -17,7 +17,8 @@ import (
 
 // Main is the launcher, started by the daemon in the sandbox's namespaces
 // (platform's linuxSandbox): args are N, N absolute paths to hide, the
-// server's executable and its argv; or ProbeArg alone. It makes every mount
+// server's executable and its argv, optionally after ExecFdArg; or
+// ProbeArg alone. It makes every mount
 // private (nothing it mounts reaches the host), covers each hidden
 // directory with an empty read-only tmpfs holding HiddenNote and each
 // hidden file with /dev/null, and execs the server, so that on success it
@@ -41,6 +42,17 @@ func Main(args []string) error {
 			return fmt.Errorf("the kernel refused to mount a tmpfs in a user namespace (%w)", err)
 		}
 		return nil
+	}
+	if len(args) > 0 && strings.HasPrefix(args[0], ExecFdArg) {
+		fd, err := strconv.Atoi(strings.TrimPrefix(args[0], ExecFdArg))
+		if err != nil || fd < 3 {
+			return fmt.Errorf("bad arguments %q (it is started by Portcullis, not by hand)", args)
+		}
+		if err := unix.SetNonblock(fd, false); err != nil { // fcntl: the descriptor is there
+			return fmt.Errorf("bad arguments: descriptor %d: %w", fd, err)
+		}
+		unix.CloseOnExec(fd)
+		args = args[1:]
 	}
 	if len(args) < 1 {
 		return errors.New("no arguments (it is started by Portcullis, not by hand)")

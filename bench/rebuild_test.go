@@ -57,6 +57,12 @@ var rebuildStages = []struct{ name, msg string }{
 //     → "epoch started" (second measurement, exec, process observation),
 //     → "catalog revised" (handshake replay, tools/list, catalog store),
 //     → list_changed at the agent;
+//   - launch.start-ms and launch.exec-ms, the launch stage's two parts:
+//     "build complete" → the supervisor's "server started" (the second
+//     identity measurement and the clone), → the daemon's "server started"
+//     (the sandbox's launcher exec'd the server, the kernel's view of the
+//     executable checked); PORTCULLIS_BENCH_SANDBOX=off|standard|strict
+//     sets the server's sandbox, to see the launcher's share;
 //   - identified-ms: rename → "epoch identified" (the new epoch's observed
 //     identity, which a tools/call waits for; not on list_changed's path).
 func BenchmarkRebuildToReady(b *testing.B) {
@@ -94,7 +100,11 @@ func BenchmarkRebuildToReady(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := home.AddServer(ctx, "pub", []string{"--cwd", liveDir, "--restart", "on-change"}, live); err != nil {
+	addArgs := []string{"--cwd", liveDir, "--restart", "on-change"}
+	if sb := os.Getenv("PORTCULLIS_BENCH_SANDBOX"); sb != "" {
+		addArgs = append(addArgs, "--sandbox", sb) // off, standard or strict: the launch's cost apart
+	}
+	if err := home.AddServer(ctx, "pub", addArgs, live); err != nil {
 		b.Fatal(err)
 	}
 	if err := home.SetToolPolicy("pub", config.PolicyAllow, "publish_preview", "status", "slow_publish", "add_tool"); err != nil {
@@ -132,6 +142,8 @@ func BenchmarkRebuildToReady(b *testing.B) {
 	var ready []time.Duration
 	var epochs []string    // the new epoch of each iteration
 	var writes []time.Time // and when its artifact was installed
+
+	var launchStart, launchExec []time.Duration // the launch stage's two parts
 	stages := make([][]time.Duration, len(rebuildStages)+1)
 	rev := "A"
 	for b.Loop() {
@@ -164,6 +176,11 @@ func BenchmarkRebuildToReady(b *testing.B) {
 			prev = at
 		}
 		stages[len(rebuildStages)] = append(stages[len(rebuildStages)], got.Sub(prev))
+		if start, execd := launchTimes(logs.String()[logStart:]); !start.IsZero() && !execd.IsZero() && len(stages[0]) > 0 {
+			built := written.Add(stages[0][len(stages[0])-1])
+			launchStart = append(launchStart, start.Sub(built))
+			launchExec = append(launchExec, execd.Sub(start))
+		}
 		if ep := attrValues(logs.String()[logStart:], `msg="epoch started"`, "epoch"); len(ep) > 0 {
 			epochs = append(epochs, ep[0])
 			writes = append(writes, written)
@@ -198,6 +215,10 @@ func BenchmarkRebuildToReady(b *testing.B) {
 		b.ReportMetric(ms(digestMedian(stages[i])), s.name+"-ms")
 	}
 	b.ReportMetric(ms(digestMedian(stages[len(rebuildStages)])), "notify-ms")
+	if len(launchStart) > 0 {
+		b.ReportMetric(ms(digestMedian(launchStart)), "launch.start-ms")
+		b.ReportMetric(ms(digestMedian(launchExec)), "launch.exec-ms")
+	}
 	if len(identified) > 0 {
 		b.ReportMetric(ms(digestMedian(identified)), "identified-ms")
 	}
@@ -305,6 +326,32 @@ func stageTimes(log string) []time.Time {
 		}
 	}
 	return out
+}
+
+// launchTimes returns the times of the two "server started" lines of one
+// launch in log: the supervisor's, once the process was cloned (its launcher
+// started; it names the path), and the daemon's, once the launcher exec'd the
+// server and the kernel's view of the executable was checked. Zero when
+// missing.
+func launchTimes(log string) (start, execd time.Time) {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `msg="server started"`) {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			continue
+		}
+		if strings.Contains(line, " path=") {
+			if start.IsZero() {
+				start = t
+			}
+		} else if !start.IsZero() && execd.IsZero() {
+			execd = t
+		}
+	}
+	return start, execd
 }
 
 // checkRevision reports an error unless publish_preview in res is the one

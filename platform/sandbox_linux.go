@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/portcullis/portcullis/core/supervisor"
 	"github.com/portcullis/portcullis/internal/sandboxlaunch"
 )
@@ -114,7 +116,10 @@ func probeUserNamespaces(launcher string) error {
 
 // namespaces returns the process attributes of a launch in the sandbox of
 // level: new user and mount namespaces (and network for strict), the
-// person's uid and gid mapped onto themselves.
+// person's uid and gid mapped onto themselves, and CAP_SYS_ADMIN of the new
+// user namespace as an ambient capability, so that the launcher keeps it
+// through its execve when the person's uid is not 0 (it drops it again
+// before the server's).
 func namespaces(level string) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS}
 	if level == SandboxStrict {
@@ -124,6 +129,7 @@ func namespaces(level string) *syscall.SysProcAttr {
 	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 	attr.GidMappingsEnableSetgroups = false
+	attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
 	return attr
 }
 
@@ -142,6 +148,7 @@ func (s *linuxSandbox) Prepare(cmd *exec.Cmd, hide []string) (string, error) {
 	attr.Cloneflags |= ns.Cloneflags
 	attr.UidMappings, attr.GidMappings = ns.UidMappings, ns.GidMappings
 	attr.GidMappingsEnableSetgroups = false
+	attr.AmbientCaps = ns.AmbientCaps
 	cmd.SysProcAttr = attr
 	desc := s.level + ": hides " + strings.Join(hide, ", ")
 	if len(hide) == 0 {
@@ -151,6 +158,15 @@ func (s *linuxSandbox) Prepare(cmd *exec.Cmd, hide []string) (string, error) {
 		desc += "; no network"
 	}
 	return desc, nil
+}
+
+// SignalExec hands the launcher w as its first extra descriptor, named by
+// sandboxlaunch.ExecFdArg (supervisor.ExecSignaler): the launcher marks it
+// close-on-exec, so its exec of the server ends the daemon's read end.
+func (s *linuxSandbox) SignalExec(cmd *exec.Cmd, w *os.File) {
+	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
+	fd := 2 + len(cmd.ExtraFiles)
+	cmd.Args = slices.Insert(cmd.Args, 1, sandboxlaunch.ExecFdArg+strconv.Itoa(fd))
 }
 
 // coverable returns the absolute, existing paths of hide, sorted, without

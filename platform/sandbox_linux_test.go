@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -25,6 +26,12 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	if l := os.Getenv(testLauncherEnv); l != "" {
+		// TestSandboxForAPersonWhoIsNotRoot's helper run: the launcher is built.
+		besideExecutable = sandboxLauncher
+		sandboxLauncher = func() (string, error) { return l, nil }
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "portcullis-platform-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -47,6 +54,14 @@ func runMain(m *testing.M) int {
 	sandboxLauncher = func() (string, error) { return launcher, nil }
 	return m.Run()
 }
+
+// testLauncherEnv names the built launcher for a helper run of this test
+// binary (TestSandboxForAPersonWhoIsNotRoot), which then builds none;
+// testHiddenEnv the directory that run hides.
+const (
+	testLauncherEnv = "PORTCULLIS_TEST_SANDBOX_LAUNCHER"
+	testHiddenEnv   = "PORTCULLIS_TEST_SANDBOX_HIDDEN"
+)
 
 // besideExecutable is the launcher's look-up of the real portcullis
 // executable.
@@ -147,6 +162,124 @@ func TestSandboxHides(t *testing.T) {
 	}
 }
 
+// uncoverScript tries what a server could do to read a hidden directory d
+// anyway: unmount its cover (and the cover's cover), then read d/secret;
+// it prints the server's effective capabilities.
+func uncoverScript(d string) string {
+	return `d='` + d + `'; umount "$d" 2>/dev/null; umount -l "$d" 2>/dev/null; cat "$d/secret" 2>/dev/null; grep CapEff /proc/self/status`
+}
+
+// checkCovered fails unless out (of uncoverScript) shows no secret and no
+// capability left to the server.
+func checkCovered(t *testing.T, out string, stderr []string) {
+	t.Helper()
+	if strings.Contains(out, "secret config") {
+		t.Errorf("the server unmounted the cover and read the hidden directory:\n%s\nstderr %q", out, stderr)
+	}
+	if !strings.Contains(out, "CapEff:\t0000000000000000") {
+		t.Errorf("the server kept capabilities in its user namespace (it may unmount what hides):\n%s\nstderr %q", out, stderr)
+	}
+}
+
+// TestSandboxServerCannotUncover: the launcher needs CAP_SYS_ADMIN of the
+// sandbox's user namespace to mount; the server it execs has none left, so
+// it cannot unmount the tmpfs over a hidden directory (as the person who
+// runs this test, root here: execve keeps uid 0's capabilities unless the
+// bounding set is emptied).
+func TestSandboxServerCannotUncover(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("secret config"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr := runBoxed(t, SandboxStandard, uncoverScript(dir), dir)
+	checkCovered(t, out, stderr)
+}
+
+// TestSandboxForAPersonWhoIsNotRoot: run as root, the tests above do not
+// see that execve drops the capabilities of any other uid, the launcher's
+// mounts with them (the sandbox was then unavailable to every person but
+// root). This runs the sandbox as uid 65534: a copy of this test binary,
+// as that uid, runs TestSandboxNonRootHelper.
+func TestSandboxForAPersonWhoIsNotRoot(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("not root: the other tests run the sandbox as a person who is not root")
+	}
+	if _, err := NewSandbox(SandboxStandard); err != nil {
+		t.Skipf("no sandbox here: %v", err)
+	}
+	launcher, err := sandboxLauncher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "portcullis-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, boxer := filepath.Join(dir, "platform.test"), filepath.Join(dir, "portcullis-sandbox")
+	for src, dst := range map[string]string{self: bin, launcher: boxer} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hidden := filepath.Join(dir, "hidden")
+	if err := os.Mkdir(hidden, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Readable by uid 65534 where nothing hides it.
+	if err := os.WriteFile(filepath.Join(hidden, "secret"), []byte("secret config"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.run", "^TestSandboxNonRootHelper$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), testLauncherEnv+"="+boxer, testHiddenEnv+"="+hidden, "HOME="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxNonRootHelper") {
+		t.Errorf("the sandbox as uid 65534: %v\n%s", err, out)
+	}
+}
+
+// TestSandboxNonRootHelper is TestSandboxForAPersonWhoIsNotRoot's run as
+// another uid; it does nothing on its own.
+func TestSandboxNonRootHelper(t *testing.T) {
+	hidden := os.Getenv(testHiddenEnv)
+	if hidden == "" {
+		t.Skip("run by TestSandboxForAPersonWhoIsNotRoot")
+	}
+	if _, err := NewSandbox(SandboxStandard); err != nil {
+		t.Fatalf("as uid %d: %v", os.Getuid(), err)
+	}
+	out, stderr := runBoxed(t, SandboxStandard, `ls -A '`+hidden+`'; `+uncoverScript(hidden), hidden)
+	if !strings.Contains(out, HiddenNote) {
+		t.Errorf("the hidden directory as uid %d's server sees it:\n%s\nstderr %q", os.Getuid(), out, stderr)
+	}
+	checkCovered(t, out, stderr)
+}
+
+// TestSandboxExecPipeNotInherited: the pipe whose end tells the daemon
+// that the launcher exec'd the server (supervisor.ExecSignaler) is the
+// launcher's alone: the server holds no descriptor but its stdio.
+func TestSandboxExecPipeNotInherited(t *testing.T) {
+	out, stderr := runBoxed(t, SandboxStandard, `for fd in 3 4 5 6; do [ -e /proc/$$/fd/$fd ] && echo "fd $fd open: $(readlink /proc/$$/fd/$fd)"; done; echo checked`)
+	if strings.TrimSpace(out) != "checked" {
+		t.Errorf("the server inherited descriptors beyond its stdio:\n%s\nstderr %q", out, stderr)
+	}
+}
+
 func TestSandboxStrictHasNoNetwork(t *testing.T) {
 	out, _ := runBoxed(t, SandboxStrict, `tail -n +3 /proc/self/net/dev | cut -d: -f1 | tr -d ' '`)
 	if strings.TrimSpace(out) != "lo" {
@@ -170,7 +303,7 @@ func BenchmarkServerStart(b *testing.B) {
 				}
 			}
 			ctx := context.Background()
-			before := childCPU(b)
+			before, self := childCPU(b), selfCPU(b)
 			for b.Loop() {
 				p, err := supervisor.Start(ctx, supervisor.Spec{Label: "true", Command: "/bin/true", Sandbox: sb, Hide: hide}, supervisor.Options{TreePoll: -1})
 				if err != nil {
@@ -182,8 +315,20 @@ func BenchmarkServerStart(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(childCPU(b)-before)/float64(time.Millisecond)/float64(b.N), "child-cpu-ms/op")
+			b.ReportMetric(float64(selfCPU(b)-self)/float64(time.Millisecond)/float64(b.N), "self-cpu-ms/op")
 		})
 	}
+}
+
+// selfCPU returns the user and system time of this process, the daemon's
+// side of a start: the clone (a full fork once a user namespace is asked
+// for), the uid and gid maps, the wait for the launcher's exec.
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // childCPU returns the user and system time of the reaped children of this

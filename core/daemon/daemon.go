@@ -847,7 +847,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		}
 		return obs, err
 	}
-	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc, Identify: observe}, rec, nil
+	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc, Identify: observe, Refetch: proc.ChangedWhenArmed}, rec, nil
 }
 
 // sandboxOf returns the sandbox that confines server label, nil when its

@@ -197,3 +197,66 @@ func TestCallUnidentifiedTimesOut(t *testing.T) {
 		g.open("E1") // lets the run end
 	})
 }
+
+// TestExecBeforeIdentityRefetchesCatalog: the read that fixes the epoch's
+// identity finds that the program exec'd around its first answers
+// (supervisor.Process.ChangedWhenArmed, Epoch.Refetch): the tools/list the
+// gateway fetched may have come from the program before the exec, so the
+// catalog is fetched again on the same pipe before a call waiting for the
+// identity passes: a held call to a tool only the program after the exec
+// has is judged against that catalog, the agent is told that the tools
+// changed, and after its list the call reaches the process.
+func TestExecBeforeIdentityRefetchesCatalog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &identityGate{}
+		r := newBubble(t, func(o *Options) {
+			launch := g.wrap(o.Launch)
+			o.Launch = func(ctx context.Context) (*Epoch, error) {
+				ep, err := launch(ctx)
+				if err == nil {
+					ep.Refetch = func() bool { return true }
+				}
+				return ep, err
+			}
+		})
+		synctest.Wait()
+		r.agent.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+		r.agent.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		r.agent.request(1, "tools/list", nil)
+		synctest.Wait()
+		if list, ok := r.agent.response(1); !ok || resultOf(list) == nil {
+			t.Fatalf("tools/list = %s (answered %v), want the catalog while the identity is pending", list, ok)
+		}
+		before := r.proc(1).listed()
+		// The program execs into one with a second tool, u, before the
+		// read that fixes the identity.
+		r.proc(1).setTools(`{"tools":[{"name":"t","inputSchema":{"type":"object"}},{"name":"u","inputSchema":{"type":"object"}}]}`)
+		r.agent.request(2, "tools/call", map[string]any{"name": "u", "arguments": map[string]any{}})
+		synctest.Wait()
+		g.open("E1")
+		synctest.Wait()
+		if n := r.proc(1).listed(); n <= before {
+			t.Fatalf("tools/list asked of the process %d times, still %d after the identity: the catalog was not fetched again", n, before)
+		}
+		// The held call is judged against the catalog fetched again: u is
+		// new since the agent's list, which it must fetch first.
+		if got := string(r.agent.wait(2, 5*time.Second)); !strings.Contains(got, `"catalog_stale"`) || !strings.Contains(got, "the current revision is 2") {
+			t.Fatalf("the call of u held for the identity got %s, want catalog_stale against revision 2 (the catalog fetched after the exec)", got)
+		}
+		r.agent.request(3, "tools/list", nil)
+		r.agent.request(4, "tools/call", map[string]any{"name": "u", "arguments": map[string]any{}})
+		synctest.Wait()
+		calls := r.proc(1).received("tools/call")
+		if len(calls) != 1 {
+			got, _ := r.agent.response(4)
+			t.Fatalf("the process got %d tools/call for u, want 1 (the agent got %s)", len(calls), got)
+		}
+		r.proc(1).reply(calls[0], `{"content":[{"type":"text","text":"ok"}]}`)
+		if res := resultOf(r.agent.wait(4, 5*time.Second)); res == nil {
+			t.Fatal("tools/call of u got no result")
+		}
+		if n := len(r.agent.notifications(methodToolsChanged)); n != 1 {
+			t.Errorf("the agent got %d tools/list_changed after the catalog changed under the same epoch, want 1", n)
+		}
+	})
+}

@@ -388,7 +388,21 @@ func (s *Session) identify(ctx context.Context, e *epoch) {
 		done(nil, nil)
 		return
 	}
-	f := func() { done(e.Identify(context.WithoutCancel(ctx))) }
+	f := func() {
+		obs, err := e.Identify(context.WithoutCancel(ctx))
+		if err == nil && e.Refetch != nil && e.Refetch() {
+			s.mu.Lock()
+			hsDone := s.hs.done // else its completion fetches the catalog, after this
+			s.mu.Unlock()
+			if hsDone {
+				// What answered the catalog may have exec'd since: the
+				// catalog is the epoch's once fetched from what runs now.
+				s.log.Info("the epoch's program changed around its first answers; its catalog is fetched again before calls pass", "epoch", e.ID)
+				s.refreshWait(e)
+			}
+		}
+		done(obs, err)
+	}
 	if !s.work.goFunc(f) {
 		go f() // launched after the run was over: its shutdown stops it
 	}

@@ -174,6 +174,7 @@ func (s *Session) refresh(e *epoch) {
 			s.recordCatalog(e, prev, cat)
 		}
 		s.mu.Lock()
+		s.refreshedLocked(e)
 		if e.ended {
 			s.refreshing, s.refreshAgain = false, false
 			s.mu.Unlock()
@@ -228,6 +229,46 @@ func (s *Session) refresh(e *epoch) {
 		if !again {
 			return
 		}
+	}
+}
+
+// refreshedLocked marks the end of one fetch of refresh for e.
+func (s *Session) refreshedLocked(e *epoch) {
+	s.refreshGen++
+	s.refreshedFor = e
+	if s.refreshTick != nil {
+		close(s.refreshTick)
+		s.refreshTick = nil
+	}
+}
+
+// refreshWait is refresh that returns only once a fetch of e's catalog
+// begun after the call has completed, or e ended: what the catalog holds
+// then was answered after the call.
+func (s *Session) refreshWait(e *epoch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !e.ended {
+		target := s.refreshGen + 1
+		if s.refreshing {
+			target++ // the fetch in flight began before
+		}
+		s.mu.Unlock()
+		s.refresh(e)
+		s.mu.Lock()
+		for s.refreshGen < target && !e.ended {
+			if s.refreshTick == nil {
+				s.refreshTick = make(chan struct{})
+			}
+			tick := s.refreshTick
+			s.mu.Unlock()
+			<-tick
+			s.mu.Lock()
+		}
+		if s.refreshedFor == e {
+			return
+		}
+		// The fetches were another epoch's (one ending): ask again.
 	}
 }
 

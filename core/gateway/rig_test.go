@@ -57,6 +57,7 @@ type scriptServer struct {
 	// itself, and wire keeps every line read, the handshake included.
 	transcript bool
 	wire       []json.RawMessage // guarded by mu
+	lists      int               // guarded by mu; tools/list answered (tools is guarded by mu once serving)
 }
 
 var _ Process = (*scriptServer)(nil)
@@ -121,6 +122,20 @@ func (p *scriptServer) Stop(context.Context) error {
 	return nil
 }
 
+// setTools changes the process's tools/list result, as an exec behind the
+// same pipe does; listed says how many tools/list it answered.
+func (p *scriptServer) setTools(tools string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tools = tools
+}
+
+func (p *scriptServer) listed() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lists
+}
+
 // exit closes Done, as when the process exits, leaving its pipes as they are.
 func (p *scriptServer) exit() { p.exitOnce.Do(func() { close(p.done) }) }
 
@@ -152,7 +167,10 @@ func (p *scriptServer) serve() {
 			case methodDiscover:
 				result = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"script","version":"` + p.epoch + `"}}`
 			case methodToolsList:
+				p.mu.Lock()
 				result = p.tools
+				p.lists++
+				p.mu.Unlock()
 			case methodPing:
 				result = `{}`
 			}

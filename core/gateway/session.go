@@ -78,6 +78,11 @@ type Epoch struct {
 	// agent, tools/call first, is held until it returned
 	// (docs/DESIGN.md "identity-pending"). Nil: Record is complete.
 	Identify func(ctx context.Context) ([]identity.Observed, error)
+	// Refetch, when set, reports once Identify returned whether the
+	// program changed while the identity was being fixed (an exec around
+	// the first answers, supervisor.Process.ChangedWhenArmed): the catalog
+	// is then fetched again before a call waiting for the identity passes.
+	Refetch func() bool
 }
 
 // Launcher starts a new epoch for the session's server label.
@@ -206,6 +211,9 @@ type Session struct {
 	hs               handshake                  // guarded by mu; the agent's handshake (handshake.go)
 	refreshing       bool                       // guarded by mu
 	refreshAgain     bool                       // guarded by mu
+	refreshGen       uint64                     // guarded by mu; fetches refresh completed (refreshWait)
+	refreshedFor     *epoch                     // guarded by mu; the epoch of the last one
+	refreshTick      chan struct{}              // guarded by mu; closed at the next one's end
 	buildNote        string                     // guarded by mu; a build seen on disk, not running
 	crashes          []time.Time                // guarded by mu
 	replacing        bool                       // guarded by mu

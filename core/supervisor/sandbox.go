@@ -4,6 +4,7 @@ package supervisor
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 )
 
@@ -19,6 +20,15 @@ type Sandbox interface {
 	// the confinement ("standard: hides /a, /b"), or an error when this
 	// system cannot confine it as asked.
 	Prepare(cmd *exec.Cmd, hide []string) (string, error)
+}
+
+// ExecSignaler is a [Sandbox] whose launcher says when it exec'd the
+// server: SignalExec changes cmd, already prepared, so that the launcher
+// inherits w, the write end of a pipe, which it closes by its exec of the
+// server (close-on-exec) or its exit. [Start] waits for the read end's end
+// instead of polling the process's executable.
+type ExecSignaler interface {
+	SignalExec(cmd *exec.Cmd, w *os.File)
 }
 
 // ErrSandboxUnsupported is what an [UnsupportedError] is: the error of a

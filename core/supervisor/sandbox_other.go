@@ -2,8 +2,15 @@
 
 package supervisor
 
-import "time"
+import (
+	"os"
+	"time"
+)
 
 // waitLauncherExec does not wait where the launcher's exec cannot be seen
 // cheaply: the tree's settling (tree.go) covers it.
-func waitLauncherExec(int, string, <-chan struct{}, time.Duration) {}
+func waitLauncherExec(_ int, _ string, execR *os.File, _ <-chan struct{}, _ time.Duration) {
+	if execR != nil {
+		execR.Close()
+	}
+}

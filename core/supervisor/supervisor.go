@@ -276,10 +276,18 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	var confined string
+	var execR, execW *os.File // the launcher's exec ends execR (ExecSignaler)
 	if s.Sandbox != nil {
 		if confined, err = s.Sandbox.Prepare(cmd, s.Hide); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("starting %s in its sandbox: %w", s.Label, err)
+		}
+		if es, ok := s.Sandbox.(ExecSignaler); ok && cmd.Path != path {
+			if execR, execW, err = pipe(); err != nil {
+				closeAll()
+				return nil, fmt.Errorf("starting %s: exec pipe: %w", s.Label, err)
+			}
+			es.SignalExec(cmd, execW)
 		}
 	}
 	var (
@@ -307,6 +315,9 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	inR.Close()
 	outW.Close()
 	errW.Close()
+	if execW != nil {
+		execW.Close()
+	}
 
 	p := &Process{
 		label:      s.Label,
@@ -344,7 +355,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	go p.reap()
 	if cmd.Path != path {
 		// A sandbox's launcher runs first and execs the server.
-		waitLauncherExec(p.pid, cmd.Path, p.done, o.SettleMax)
+		waitLauncherExec(p.pid, cmd.Path, execR, p.done, o.SettleMax)
 	}
 	if o.TreePoll > 0 && treeSupported {
 		go p.watchTree()

@@ -117,7 +117,11 @@ type treeState struct {
 	byKey    map[string]member // base by procView.key
 	settled  bool              // base was read after the launch's exec settled
 	armed    bool              // the tree was read after the first answer: changes are new epochs
-	err      error             // why the tree cannot be watched, if it cannot
+	// rereads counts the launch's reads that recorded a changed tree
+	// before it was armed; armedChanged says the arming read was one.
+	rereads      int
+	armedChanged bool
+	err          error // why the tree cannot be watched, if it cannot
 	// stamp is the kernel's fork counter read before the scan that base
 	// is (see quickLocked); stamped is false when there is none.
 	stamp   uint64
@@ -241,12 +245,27 @@ func (p *Process) detectLocked() (*TreeChange, error) {
 	// to see the program that gave it.
 	answered := p.answered.Load()
 	launch := !p.tree.armed
+	rereads := p.tree.rereads
 	ch, err := p.readTreeLocked(launch)
 	if err == nil && launch && answered {
 		p.tree.armed = true
+		p.tree.armedChanged = p.tree.rereads != rereads
 		close(p.identified)
 	}
 	return ch, err
+}
+
+// ChangedWhenArmed reports whether the read that fixed the launch epoch's
+// identity (the first begun after the first answer, [Process.Arm]) found
+// the tree changed from what the launch had recorded: a program exec'd
+// around the first answers, so what answered them (the catalog among
+// them) may not be the code the epoch records. The gateway then fetches
+// the catalog again, on the same pipe, before a call passes. False until
+// [Process.Identity] returned.
+func (p *Process) ChangedWhenArmed() bool {
+	p.treeMu.Lock()
+	defer p.treeMu.Unlock()
+	return p.tree.armedChanged
 }
 
 func observedOf(ms []member) []identity.Observed {
@@ -569,6 +588,7 @@ func (p *Process) readTreeLocked(launch bool) (*TreeChange, error) {
 		// that downloads first): nothing has answered yet, so this is
 		// the launch epoch's tree, read again.
 		p.setBaseLocked(now, true, st)
+		p.tree.rereads++
 		p.logger.Info("process tree read again before the first answer", "what", strings.Join(what, "; "))
 		return nil, nil
 	}

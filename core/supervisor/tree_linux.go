@@ -228,8 +228,14 @@ func viewOf(pid int, pipes []uint64, known func(procView) (procView, bool)) (pro
 	// and is not freed while it runs, so they change only with an exec;
 	// its ctime changes when it is unlinked, which is no exec.
 	var fst syscall.Stat_t
-	if syscall.Stat(dir+"/exe", &fst) == nil {
+	switch err := syscall.Stat(dir+"/exe", &fst); err {
+	case nil:
 		v.exeKey = fmt.Sprintf("%d:%d", fst.Dev, fst.Ino)
+	case syscall.ENOENT:
+		// Exiting since the readlink above (its memory map released in
+		// between): read with no key, it would look exec'd, "PATH (was
+		// PATH)", and start an epoch for a process that is ending.
+		return procView{}, false
 	}
 	var cbuf [8192]byte
 	if b, err := readSmall(dir+"/cmdline", cbuf[:]); err == nil {

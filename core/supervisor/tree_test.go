@@ -5,6 +5,7 @@ package supervisor_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,8 @@ for line in sys.stdin:
         sys.exit(0)
     if line.strip() == "exec":
         os.execv("/bin/sleep", ["sleep", "600"])
+    if line.startswith("reexec "):
+        os.execv(sys.executable, [sys.executable, line.split()[1]])
 `
 
 func writeFile(p, content string) error { return os.WriteFile(p, []byte(content), 0o644) }
@@ -434,6 +437,46 @@ func TestOrphanUnderSubreaperIsSeen(t *testing.T) {
 	// The check before a call reads the orphans too: it stays recorded.
 	if again, err := p.CheckTree(testCtx(t)); err != nil || again != nil {
 		t.Errorf("CheckTree after the orphan was recorded = %+v, %v; want nil", again, err)
+	}
+}
+
+// An exec between the first answer and the read that fixes the launch
+// epoch's identity (begun after that answer, Arm) is the launch's own, not
+// a new epoch, but ChangedWhenArmed says so: what gave the first answers
+// (the catalog among them) is not what runs now, and the gateway fetches
+// them again. Without such an exec it is false.
+func TestChangedWhenArmed(t *testing.T) {
+	py := realPython(t)
+	script, other := writeWorker(t), writeWorker(t)
+	for _, exec := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exec=%v", exec), func(t *testing.T) {
+			o := fast
+			o.TreePoll = time.Hour // only Arm's read reads the tree after the launch
+			p := start(t, supervisor.Spec{Label: "reexec", Command: py, Args: []string{script}}, o)
+			r := bufio.NewReader(p.Stdout())
+			readyPID(t, r) // the first answer
+			if _, err := p.Settled(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+			want := script
+			if exec {
+				if _, err := p.Stdin().Write([]byte("reexec " + other + "\n")); err != nil {
+					t.Fatal(err)
+				}
+				readyPID(t, r) // the program after the exec runs
+				want = other
+			}
+			arm(t, p)
+			if got := p.ChangedWhenArmed(); got != exec {
+				t.Errorf("ChangedWhenArmed = %v after an exec %v before the arming read", got, exec)
+			}
+			if w, ok := find(p.Observed(), p.Pid()); !ok || w.Script != want {
+				t.Errorf("observed %+v, want pid %d running %s", p.Observed(), p.Pid(), want)
+			}
+			if p.CurrentEpoch() != p.Epoch() {
+				t.Errorf("CurrentEpoch %s, want the launch epoch %s", p.CurrentEpoch(), p.Epoch())
+			}
+		})
 	}
 }
 

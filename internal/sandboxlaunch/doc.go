@@ -23,6 +23,13 @@ const HiddenNote = "HIDDEN-BY-PORTCULLIS.txt"
 // 0, or say what the kernel refused and exit 126.
 const ProbeArg = "--probe"
 
+// ExecFdArg, as the launcher's first argument ("--exec-fd=N"), names a
+// descriptor it inherited, the write end of a pipe, that it marks
+// close-on-exec at once: the daemon's read end then ends exactly when the
+// launcher execs the server (or exits), with no polling and without the
+// server inheriting it.
+const ExecFdArg = "--exec-fd="
+
 // ExitRefused is the launcher's exit status when it could not confine the
 // server (the server did not run).
 const ExitRefused = 126

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,13 +17,23 @@ import (
 
 // Main is the launcher, started by the daemon in the sandbox's namespaces
 // (platform's linuxSandbox): args are N, N absolute paths to hide, the
-// server's executable and its argv; or ProbeArg alone. It makes every mount
+// server's executable and its argv, optionally after ExecFdArg; or
+// ProbeArg alone. It makes every mount
 // private (nothing it mounts reaches the host), covers each hidden
 // directory with an empty read-only tmpfs holding HiddenNote and each
 // hidden file with /dev/null, and execs the server, so that on success it
 // never returns. Its error says what was refused and the one step the
 // person can take.
+//
+// The daemon starts it with CAP_SYS_ADMIN as an ambient capability of the
+// new user namespace: a process whose uid is not 0 loses every capability
+// at execve, ambient ones aside, so without it the launcher of a person who
+// is not root could not mount anything. Before the server's exec it drops
+// every capability it can hand on (dropCapabilities), so that the server
+// cannot unmount a cover. Capabilities are a thread's, and the thread that
+// drops them must be the one that execs: Main keeps its OS thread.
 func Main(args []string) error {
+	runtime.LockOSThread() // never unlocked: this thread execs the server
 	if len(args) == 1 && args[0] == ProbeArg {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fmt.Errorf("the kernel refused to make the mounts private in a user namespace (%w)", err)
@@ -31,6 +42,17 @@ func Main(args []string) error {
 			return fmt.Errorf("the kernel refused to mount a tmpfs in a user namespace (%w)", err)
 		}
 		return nil
+	}
+	if len(args) > 0 && strings.HasPrefix(args[0], ExecFdArg) {
+		fd, err := strconv.Atoi(strings.TrimPrefix(args[0], ExecFdArg))
+		if err != nil || fd < 3 {
+			return fmt.Errorf("bad arguments %q (it is started by Portcullis, not by hand)", args)
+		}
+		if err := unix.SetNonblock(fd, false); err != nil { // fcntl: the descriptor is there
+			return fmt.Errorf("bad arguments: descriptor %d: %w", fd, err)
+		}
+		unix.CloseOnExec(fd)
+		args = args[1:]
 	}
 	if len(args) < 1 {
 		return errors.New("no arguments (it is started by Portcullis, not by hand)")
@@ -62,6 +84,9 @@ func Main(args []string) error {
 		if err := cover(p); err != nil {
 			return err
 		}
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
 	}
 	err = syscall.Exec(target, argv, os.Environ())
 	return fmt.Errorf("starting the server %s: %w", target, err)
@@ -96,6 +121,39 @@ func cover(p string) error {
 		return refused("make "+p+" read-only", err)
 	}
 	return nil
+}
+
+// dropCapabilities leaves the calling thread nothing that survives its
+// execve into the server: no ambient and no inheritable capability and,
+// when it runs as uid 0 of its namespace (a person who is root, whose
+// capabilities execve keeps), an empty bounding set. A server with
+// CAP_SYS_ADMIN in the sandbox's user namespace could unmount the tmpfs
+// that covers a hidden directory and read what lies beneath.
+func dropCapabilities() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return refused("drop its ambient capabilities", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return refused("read its capabilities", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return refused("drop its inheritable capabilities", err)
+	}
+	if os.Geteuid() != 0 {
+		return nil // execve of a uid other than 0 keeps no other capability
+	}
+	for c := 0; ; c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if errors.Is(err, unix.EINVAL) {
+			return nil // past the kernel's last capability
+		}
+		if err != nil {
+			return refused(fmt.Sprintf("drop capability %d from its bounding set", c), err)
+		}
+	}
 }
 
 // refused is the error of a mount the kernel refused: a permission error

@@ -35,6 +35,9 @@ func TestMainRefusesBadArguments(t *testing.T) {
 		{[]string{"x", "/bin/true", "true"}, "bad arguments"},
 		{[]string{"2", "/a", "/bin/true", "true"}, "bad arguments"},
 		{[]string{"1", "rel", "/bin/true", "true"}, "not an absolute path"},
+		{[]string{ExecFdArg + "x", "0", "/bin/true", "true"}, "bad arguments"},
+		{[]string{ExecFdArg + "1", "0", "/bin/true", "true"}, "bad arguments"},
+		{[]string{ExecFdArg + "987", "0", "/bin/true", "true"}, "descriptor 987"},
 	} {
 		err := Main(c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -657,7 +657,11 @@ func (w *ApprovalWindow) cardObjects(v cardView) []fyne.CanvasObject {
 		objs = append(objs, indentRow(badge("ON DISK    ", theme.ColorNameForeground), d.What+"\n"+d.Change))
 	}
 	if v.CatalogHeading != "" {
-		objs = append(objs, dimLabel(v.CatalogHeading), legend(v.Legend))
+		// A sub-heading under "What changed", in the text's own colour:
+		// the dim colour is for placeholders and asides.
+		sub := widget.NewLabelWithStyle(v.CatalogHeading, fyne.TextAlignLeading, fyne.TextStyle{Italic: true})
+		sub.Wrapping = fyne.TextWrapWord
+		objs = append(objs, sub, legend(v.Legend))
 		for _, c := range v.Changes {
 			objs = append(objs, indentRow(badge(severityLabel(c.Severity)+"  ", severityColor(c.Severity)), c.Text))
 		}

@@ -230,7 +230,7 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	p.tabs = container.NewAppTabs(
 		container.NewTabItem("Servers", p.servers.content),
 		container.NewTabItem("Credentials", p.creds.content),
-		container.NewTabItem("General", p.general.content),
+		p.general.item,
 	)
 	p.tabs.OnSelected = func(*container.TabItem) { p.setStatus("", false) }
 	// The status area keeps the height of two lines whether a message shows
@@ -242,9 +242,10 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 		examplesTheme{}))
 	fitWindow(p.win, prefsSize)
 	p.win.CenterOnScreen()
-	// Escape and Ctrl/Cmd+W close the window, asking first about unsaved
-	// edits of a server.
-	closeOnKeys(p.win, p.escape, func() { p.servers.leave(p.win.Close) })
+	// Escape, Ctrl/Cmd+W and the window's close button close the window,
+	// asking first about unsaved edits (a server's, then General's).
+	closeOnKeys(p.win, p.escape, func() { p.leave(p.win.Close) })
+	p.win.SetCloseIntercept(func() { p.leave(p.win.Close) })
 	p.reload()
 	registerSingleton(a, "prefs", p.win, p.reload)
 	singletonsMu.Lock()
@@ -254,6 +255,12 @@ func newPrefs(a fyne.App, d PrefsDeps, o uiOptions) *prefs {
 	}
 	singletonsMu.Unlock()
 	return p
+}
+
+// leave runs next once no edit would be lost: it asks about a server's
+// unsaved edits, then about the General tab's.
+func (p *prefs) leave(next func()) {
+	p.servers.leave(func() { p.general.leave(next) })
 }
 
 // ask shows d, a question over the window whose dismiss button is the safe

@@ -34,6 +34,7 @@ var generalCaptions = map[string]string{"approvalTimeout": "Approval timeout", "
 type generalTab struct {
 	p       *prefs
 	content fyne.CanvasObject
+	item    *container.TabItem // the tab, holding content
 
 	loading   bool
 	login     *widget.Check
@@ -44,6 +45,10 @@ type generalTab struct {
 	fields    map[string]*prefsField
 	saveBtn   *widget.Button
 	revertBtn *widget.Button
+
+	// loginOn is launch at login as the system said it when last read: the
+	// box differs from it when the person changed it and did not save.
+	loginOn bool
 
 	// auditWait is how long reloadAudit waits, after a save that changed
 	// settings.auditSigning, for the daemon to apply it.
@@ -80,6 +85,7 @@ func newGeneralTab(p *prefs) *generalTab {
 	body := container.NewVBox(prefsForm(f[fLogin], f[fApprovalTimeout], f[fHoldTimeout], f[fAudit]))
 	t.content = container.NewPadded(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), t.revertBtn, t.saveBtn), nil, nil,
 		formScroll(container.NewVScroll(body))))
+	t.item = container.NewTabItem("General", t.content)
 	return t
 }
 
@@ -124,6 +130,7 @@ func (t *generalTab) reloadLogin() {
 	t.login.Enable()
 	on, err := t.p.deps.Login.Enabled()
 	t.login.SetChecked(on)
+	t.loginOn = on
 	if err != nil {
 		t.fields[fLogin].setProblems([]string{err.Error()})
 	} else {
@@ -165,6 +172,46 @@ func (t *generalTab) applyLogin() (string, error) {
 func (t *generalTab) revert() {
 	t.reload()
 	t.p.setStatus("", false)
+}
+
+// unsaved reports whether the tab holds edits that Save would write: a
+// duration that differs from the file's (or does not parse), the signing box,
+// or launch at login against the system's state. While the file cannot be
+// used nothing can be saved, and nothing counts as unsaved.
+func (t *generalTab) unsaved() bool {
+	if t.p.cfg == nil {
+		return false
+	}
+	s, ps := t.candidate()
+	cur := t.p.config().Settings
+	switch {
+	case len(ps) > 0, s.ApprovalTimeout != cur.ApprovalTimeout, s.HoldTimeout != cur.HoldTimeout,
+		s.AuditSigningOn() != cur.AuditSigningOn():
+		return true
+	}
+	return t.p.deps.Login != nil && !t.login.Disabled() && t.login.Checked != t.loginOn
+}
+
+// leave runs next (closing the window) at once when nothing is unsaved;
+// otherwise it shows the General tab and asks first: Keep editing stays,
+// Discard drops the edits and goes on, Save saves and goes on (and stays,
+// with the reason, when the save is refused or asks a question of its own).
+func (t *generalTab) leave(next func()) {
+	if !t.unsaved() {
+		next()
+		return
+	}
+	t.p.tabs.Select(t.item)
+	save := choice{Text: "Save", Icon: theme.DocumentSaveIcon(), Importance: widget.HighImportance, Do: func() {
+		t.save()
+		if !t.unsaved() {
+			next()
+		}
+	}}
+	d := askDialog("Save your changes?",
+		"Your changes to the general settings are not saved.", t.p.win,
+		keepChoice("Keep editing", func() {}), destroyChoice("Discard", theme.DeleteIcon(), func() { t.revert(); next() }), save)
+	t.p.ask(d)
 }
 
 // reloadAudit shows the state of audit signing, asking the daemon (or,

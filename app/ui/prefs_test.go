@@ -113,7 +113,13 @@ func newPrefsFixture(t *testing.T, cfg string) *prefsFixture {
 	f.p = newPrefs(a, PrefsDeps{ConfigFile: path, Catalogs: cats, Secrets: f.store, Login: f.login,
 		OnSaved: func() { f.saved++ }}, uiOptions{inline: true, loc: time.UTC, home: "/home/you"})
 	f.window = f.p.win
-	t.Cleanup(f.window.Close)
+	t.Cleanup(func() {
+		// A test may have closed the window already (the test driver
+		// fails on a second Close).
+		if slices.Contains(a.Driver().AllWindows(), f.window) {
+			f.window.Close()
+		}
+	})
 	return f
 }
 
@@ -1294,5 +1300,62 @@ func TestPrefsExamplesDim(t *testing.T) {
 	br, bgg, bb, _ := bg.RGBA()
 	if got == ph || !between(gr, pr, br) || !between(gg, pg, bgg) || !between(gb, pb, bb) {
 		t.Errorf("placeholder colour %v in Preferences, theme's %v, background %v: want one between them", got, ph, bg)
+	}
+}
+
+// TestPrefsGeneralUnsavedEditsAsk: closing the window with unsaved edits
+// on the General tab asks first, like the Servers tab: Keep editing keeps
+// the window and the edit, Save writes it and closes, Discard drops it
+// (launch at login included) and closes; with nothing unsaved the window
+// closes at once.
+func TestPrefsGeneralUnsavedEditsAsk(t *testing.T) {
+	f := newPrefsFixture(t, prefsConfig)
+	g := f.p.general
+	closed := 0
+	f.window.SetOnClosed(func() { closed++ })
+	question := func() bool { return f.window.Canvas().Overlays().Top() != nil }
+
+	g.approve.SetText("2m")
+	f.p.tabs.SelectIndex(0) // the question shows the tab it is about
+	pressKey(f.window, fyne.KeyEscape)
+	if !question() || closed != 0 {
+		t.Fatalf("Escape with an unsaved approval timeout: question %v, closed %d; want a question", question(), closed)
+	}
+	if f.p.tabs.Selected() != g.item {
+		t.Errorf("the question shows tab %q, want General", f.p.tabs.Selected().Text)
+	}
+	tapButton(t, f.window.Canvas(), "Keep editing")
+	if question() || closed != 0 || g.approve.Text != "2m" {
+		t.Errorf("after Keep editing: question %v, closed %d, field %q", question(), closed, g.approve.Text)
+	}
+	pressKey(f.window, fyne.KeyEscape)
+	tapButton(t, f.window.Canvas(), "Save")
+	if closed != 1 || !bytes.Contains(f.read(t), []byte(`"approvalTimeout": "2m0s"`)) {
+		t.Errorf("after Save in the question: closed %d, file:\n%s", closed, f.read(t))
+	}
+
+	f = newPrefsFixture(t, prefsConfig)
+	g = f.p.general
+	closed = 0
+	f.window.SetOnClosed(func() { closed++ })
+	before := f.read(t)
+	g.login.SetChecked(true)
+	pressKey(f.window, fyne.KeyEscape)
+	if !question() {
+		t.Fatal("Escape with launch at login ticked but not saved closes without asking")
+	}
+	tapButton(t, f.window.Canvas(), "Discard")
+	if closed != 1 || f.login.on || len(f.login.calls) != 0 || !bytes.Equal(f.read(t), before) {
+		t.Errorf("after Discard: closed %d, login on %v (calls %v), file changed %v", closed, f.login.on, f.login.calls, !bytes.Equal(f.read(t), before))
+	}
+
+	f = newPrefsFixture(t, prefsConfig)
+	closed = 0
+	f.window.SetOnClosed(func() { closed++ })
+	f.p.general.hold.SetText("not a duration")
+	f.p.general.hold.SetText("") // typed and erased: nothing to save
+	pressKey(f.window, fyne.KeyEscape)
+	if question() || closed != 1 {
+		t.Errorf("Escape with nothing unsaved: question %v, closed %d; want closed at once", question(), closed)
 	}
 }

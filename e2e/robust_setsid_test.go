@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,30 @@ func killEpochAtEnd(t *testing.T, epoch string) {
 			_ = syscall.Kill(p.PID, syscall.SIGKILL)
 		}
 	})
+}
+
+// markOf returns the epoch's mark in pid's environment (the value of
+// supervisor.EpochEnv): the launch epoch of its server, which every
+// descendant inherits. It is not always the epoch that status shows: a
+// process holding the server's stdio that starts or execs after the first
+// answer (a setsid grandchild that was slow to start) is a new epoch
+// observed on the same process, and its mark still names the launch's.
+func markOf(t *testing.T, pid int) string {
+	t.Helper()
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		if _, perr := harness.Processes(); errors.Is(perr, harness.ErrNoProc) {
+			t.Skipf("skipping: %v", perr)
+		}
+		t.Fatalf("reading the environment of the server %d: %v", pid, err)
+	}
+	for e := range bytes.SplitSeq(env, []byte{0}) {
+		if v, ok := bytes.CutPrefix(e, []byte(supervisor.EpochEnv+"=")); ok {
+			return string(v)
+		}
+	}
+	t.Fatalf("the server %d carries no %s in its environment", pid, supervisor.EpochEnv)
+	return ""
 }
 
 func markedProcs(epoch string) ([]harness.Proc, error) {
@@ -90,6 +115,54 @@ func escapees(t *testing.T, epoch string, pgid int) []harness.Proc {
 	}
 }
 
+// pidsOf returns the pids of ps.
+func pidsOf(ps []harness.Proc) []int {
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = p.PID
+	}
+	return out
+}
+
+// shellQuote quotes path for sh; a path holding a single quote fails the
+// test.
+func shellQuote(t *testing.T, path string) string {
+	t.Helper()
+	if strings.Contains(path, "'") {
+		t.Fatalf("path %q holds a single quote", path)
+	}
+	return "'" + path + "'"
+}
+
+// writeFIFO writes a line to the named pipe at path, which a process of
+// the server has opened or is about to open for reading, waiting at most
+// 30 s for that reader; when none comes it fails the test (and opens the
+// pipe itself, so that the writer does not stay blocked).
+func writeFIFO(t *testing.T, path string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0) // blocks until a reader opens it
+		if err == nil {
+			_, err = f.WriteString("go\n")
+			err = errors.Join(err, f.Close())
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("writing to %s: %v", path, err)
+		}
+	case <-time.After(30 * time.Second):
+		if f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			<-done
+			f.Close()
+		}
+		t.Fatalf("no process of the server opened %s within 30 s", path)
+	}
+}
+
 // epochGone waits up to d until no process carries epoch's mark.
 func epochGone(t *testing.T, epoch string, d time.Duration, what string) {
 	t.Helper()
@@ -110,22 +183,35 @@ func epochGone(t *testing.T, epoch string, d time.Duration, what string) {
 // left the process group with setsid: when its agent leaves, it is stopped
 // with its server, whether the server exits at the end of its stdin
 // (leaving a daemonized child holding its stdout behind) or ignores it and
-// SIGTERM behind `sh -c` and must be killed; no process of the epoch is
-// left, and the daemon's log names each one it stopped.
+// SIGTERM behind `sh -c` and must be killed, and also when it started only
+// after the server's first answer (holding the server's stdout, it is then
+// a new epoch observed on the same process, and it carries the launch's
+// mark); no process of the epoch is left, and the daemon's log names each
+// one it stopped.
+//
+// The grandchild is looked up by the mark in the server's environment,
+// not by the epoch that status shows: a grandchild slow to start (a loaded
+// machine) is such an observed epoch too, and its mark names the launch's.
 func TestRobustSetsidGrandchildStopped(t *testing.T) {
 	tests := []struct {
 		name   string
-		script string
+		script string // FIFO: a named pipe the test writes a line to once the run is ready
+		late   bool   // the grandchild waits for that line
 		signal string // how the server ends: "" exit status, or the signal
 	}{
-		{"server exits at end of stdin, grandchild holds its stdout", `setsid sleep 3600 & exec "$0"`, ""},
-		{"grandchild without the server's pipes", `setsid sleep 3600 </dev/null >/dev/null 2>&1 & exec "$0"`, ""},
-		{"stubborn server behind sh, grandchild ignoring SIGTERM", `trap "" TERM; setsid sleep 3600 & "$0" -stubborn; wait`, "SIGKILL"},
+		{"server exits at end of stdin, grandchild holds its stdout", `setsid sleep 3600 & exec "$0"`, false, ""},
+		{"grandchild without the server's pipes", `setsid sleep 3600 </dev/null >/dev/null 2>&1 & exec "$0"`, false, ""},
+		{"stubborn server behind sh, grandchild ignoring SIGTERM", `trap "" TERM; setsid sleep 3600 & "$0" -stubborn; wait`, false, "SIGKILL"},
+		{"grandchild started after the first answer, holding the server's stdout", `(read go <FIFO; exec setsid sleep 3600) & exec "$0"`, true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHome(t)
-			addFaultyShell(t, h, "faulty", tt.script)
+			fifo := filepath.Join(t.TempDir(), "go")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			addFaultyShell(t, h, "faulty", strings.ReplaceAll(tt.script, "FIFO", shellQuote(t, fifo)))
 			d := startDaemon(t, h)
 			a := startRaw(t, h, "faulty")
 			a.handshake("1")
@@ -133,12 +219,20 @@ func TestRobustSetsidGrandchildStopped(t *testing.T) {
 				t.Fatalf("echo answered %s", got.Raw)
 			}
 			r, _ := runOf(t, h, a.pid(), "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
-			killEpochAtEnd(t, r.Epoch)
-			out := escapees(t, r.Epoch, r.PID) // the group kill cannot reach them
+			mark := markOf(t, r.PID)
+			killEpochAtEnd(t, mark)
+			if tt.late {
+				writeFIFO(t, fifo)
+				first := r.Epoch
+				r, _ = runOf(t, h, a.pid(), "ready on an epoch observed after "+first, func(r gateway.Status) bool {
+					return r.State == gateway.StateReady && r.Epoch != first
+				})
+			}
+			out := escapees(t, mark, r.PID) // the group kill cannot reach them
 
 			a.in.Close() // the agent leaves
 			groupGone(t, r.PID, 30*time.Second, "the server's group")
-			epochGone(t, r.Epoch, 30*time.Second, "the server's epoch")
+			epochGone(t, mark, 30*time.Second, "the server's epoch")
 			st, _ := runOf(t, h, a.pid(), "ended", func(r gateway.Status) bool { return r.State == gateway.StateEnded && r.Exit != nil })
 			if tt.signal != "" && (st.Exit == nil || st.Exit.Signal != tt.signal) {
 				t.Errorf("ended run shows exit %+v, want killed by %s", st.Exit, tt.signal)
@@ -172,19 +266,21 @@ func TestRobustDaemonKilledSetsidGrandchild(t *testing.T) {
 	a := startRaw(t, h, "faulty")
 	a.handshake("1")
 	r, _ := runOf(t, h, a.pid(), "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
-	killEpochAtEnd(t, r.Epoch)
-	out := escapees(t, r.Epoch, r.PID)
+	mark := markOf(t, r.PID) // the launch's, whatever status shows (see TestRobustSetsidGrandchildStopped)
+	killEpochAtEnd(t, mark)
+	out := escapees(t, mark, r.PID)
+	leaveEpochCgroups(t, pidsOf(out)...) // only the mark is to find them
 
 	signalPID(t, d1.PID(), syscall.SIGKILL)
 	<-d1.Done()
 	a.waitExited(30 * time.Second)
 	groupGone(t, r.PID, 30*time.Second, "the server, at the end of its stdin")
-	if left := epochProcs(t, r.Epoch); len(left) == 0 {
+	if left := epochProcs(t, mark); len(left) == 0 {
 		t.Fatalf("the setsid grandchild did not outlive the killed daemon; nothing to test")
 	}
 
 	d2 := startDaemon(t, h)
-	epochGone(t, r.Epoch, 30*time.Second, "the previous daemon's epoch")
+	epochGone(t, mark, 30*time.Second, "the previous daemon's epoch")
 	for _, p := range out {
 		if !strings.Contains(d2.Output(), "pid="+strconv.Itoa(p.PID)) {
 			t.Errorf("the new daemon's log does not name the escaped process %d (%s):\n%s", p.PID, p.Comm, d2.Output())

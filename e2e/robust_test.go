@@ -604,6 +604,8 @@ func TestRobustDaemonKilledDuringCall(t *testing.T) {
 	r, _ := runOf(t, h, a.pid(), "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
 	a.request("2", "tools/call", toolCall("slow", map[string]any{"ms": 120000}))
 	waitFor(t, "the slow call to reach the server", func() bool { return slices.Contains(readLines(t, log), "tools/call") })
+	// Only the recorded group is to find them (see leaveEpochCgroups).
+	leaveEpochCgroups(t, pidsOf(groupMembers(t, r.PID))...)
 
 	signalPID(t, d1.PID(), syscall.SIGKILL)
 	<-d1.Done()

@@ -380,13 +380,21 @@ func markStdio(views []procView, known func(procView) (procView, bool), holds fu
 // launching reports whether a process is a launcher that is about to exec
 // or spawn the real server: env (which always execs), or, with no child
 // yet, a wrapper that execs its argument (setsid, nohup, nice, …), a shell
-// running "-c" or a package runner (npx, uvx, bunx, pnpm dlx). A wrapper
-// seen before its exec must not be recorded as what runs: its exec would
-// be a new epoch a moment after the launch.
+// running "-c", a shell's fork that has not exec'd (it runs its parent's
+// file with its parent's arguments: the child of `cmd &` or `( … )`
+// before its redirections and exec) or a package runner (npx, uvx, bunx,
+// pnpm dlx). A wrapper seen before its exec must not be recorded as what
+// runs: its exec would be a new epoch a moment after the launch. A shell's
+// fork still holds the server's stdio until its redirections: seen then,
+// a helper started with pipes of its own would count as a new process
+// holding the stdio (a loaded machine can leave it there for longer than
+// the quiet time).
 func launching(views []procView) bool {
 	parents := map[int]bool{}
+	byPID := make(map[int]procView, len(views))
 	for _, v := range views {
 		parents[v.ppid] = true
+		byPID[v.pid] = v
 	}
 	for _, v := range views {
 		base := filepath.Base(v.exe)
@@ -401,6 +409,9 @@ func launching(views []procView) bool {
 			return true
 		}
 		if isShell(base) && slices.Contains(v.args, "-c") {
+			return true
+		}
+		if pa, ok := byPID[v.ppid]; ok && isShell(base) && v.exe == pa.exe && slices.Equal(v.args, pa.args) {
 			return true
 		}
 		for _, a := range v.args {

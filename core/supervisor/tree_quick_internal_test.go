@@ -81,3 +81,33 @@ func TestLaunchingWrappers(t *testing.T) {
 		}
 	}
 }
+
+// A shell's fork that has not exec'd yet (its parent's file and arguments,
+// no child) is a launcher: it still holds the server's stdio until its
+// redirections, and settling must wait for its exec. A fork of a program
+// that is no shell (a prefork worker) is not.
+func TestLaunchingShellFork(t *testing.T) {
+	script := procView{pid: 1, exe: "/usr/bin/dash", args: []string{"sh", "s.sh"}}
+	fork := func(pid, ppid int, of procView) procView {
+		of.pid, of.ppid = pid, ppid
+		return of
+	}
+	py := procView{pid: 1, exe: "/usr/bin/python3", args: []string{"python3", "w.py"}}
+	for _, tc := range []struct {
+		name  string
+		views []procView
+		want  bool
+	}{
+		{"the script's fork before its exec", []procView{script, fork(2, 1, script)}, true},
+		{"the script alone", []procView{script}, false},
+		{"the fork after its exec", []procView{script, {pid: 2, ppid: 1, exe: "/usr/bin/sleep", args: []string{"sleep", "600"}}}, false},
+		{"another script the shell started", []procView{script, {pid: 2, ppid: 1, exe: "/usr/bin/dash", args: []string{"sh", "other.sh"}}}, false},
+		{"a fork with a child of its own", []procView{script, fork(2, 1, script), {pid: 3, ppid: 2, exe: "/usr/bin/sleep"}}, false},
+		{"a fork whose parent left the tree", []procView{fork(2, 1, script)}, false},
+		{"a fork of a program that is no shell", []procView{py, fork(2, 1, py)}, false},
+	} {
+		if got := launching(tc.views); got != tc.want {
+			t.Errorf("%s: launching = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/internal/rawio"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -40,7 +41,8 @@ const (
 
 // readAgent routes every message the agent sends until its input ends.
 func (s *Session) readAgent(in io.Reader) error {
-	r := mcpwire.NewReader(in, s.opts.MaxMessage)
+	// Raw reads (package rawio): no scheduler work per message.
+	r := mcpwire.NewReader(rawio.NewReader(in), s.opts.MaxMessage)
 	unicodeNoted := false
 	for {
 		line, err := r.ReadLine()

@@ -672,7 +672,6 @@ func (s *Session) readServer(e *epoch) {
 	for {
 		line, err := r.ReadLine()
 		e = s.lastOf(e) // an epoch observed on the same process reads on
-		e = s.lastOf(e) // an epoch observed on the same process reads on
 		if err != nil {
 			var tl *mcpwire.TooLargeError
 			if errors.As(err, &tl) {

@@ -14,8 +14,12 @@
 // poller (syscall.RawConn), so deadlines, Close and the goroutine's parking
 // behave as with the ordinary Read and Write.
 //
-// Only non-blocking descriptors take the raw path: a blocking one (a file
-// the runtime cannot poll) would hold its processor for as long as the call
-// blocks, so NewReader and NewWriter return it unchanged. Systems other than
-// Linux take the ordinary path too (on macOS system calls go through libc).
+// A raw call must never block: it would hold its processor for as long as
+// the kernel keeps it. Sockets are read and written with recv(2) and send(2)
+// and MSG_DONTWAIT, which do not block whatever the descriptor's mode (a
+// copy of the connection passed through os.File.Fd makes the shared
+// descriptor blocking); files (pipes) take the raw path only when their
+// descriptor is non-blocking, and NewReader and NewWriter return anything
+// else unchanged. Systems other than Linux take the ordinary path too (on
+// macOS system calls go through libc).
 package rawio

@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -227,4 +229,78 @@ func TestCloseWakesAWaitingReader(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a reader waiting on a pipe did not return after Close")
 	}
+}
+
+// TestSocketMadeBlockingDoesNotBlock: os.File.Fd of a copy of a connection
+// (what passing it to another process can involve) makes the shared
+// descriptor blocking; a raw read with nothing to read must still wait in
+// the poller (here until its deadline), not block its thread and processor
+// in the kernel, and a raw write to a full socket likewise.
+func TestSocketMadeBlockingDoesNotBlock(t *testing.T) {
+	a, _ := unixPair(t) // read, with nothing sent to it
+	_, b := unixPair(t) // written, its peer reading nothing
+	ar, bw := NewReader(a), NewWriter(b)
+	for _, c := range []*net.UnixConn{a, b} {
+		f, err := c.File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Fd() // sets the shared file description blocking
+		defer f.Close()
+	}
+	flags, err := fcntlFlags(a)
+	if err != nil || flags&syscall.O_NONBLOCK != 0 {
+		t.Fatalf("the socket is still non-blocking (flags %#x, %v): the test proves nothing", flags, err)
+	}
+	// A call that blocks in the kernel holds its processor and can keep the
+	// runtime's timers from running: the watchdog sleeps in a system call
+	// of its own (on its own thread) and ends the test binary.
+	prev := runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0))) // a processor for the watchdog
+	defer runtime.GOMAXPROCS(prev)
+	var finished atomic.Bool
+	defer finished.Store(true)
+	go func() {
+		ts := syscall.NsecToTimespec(int64(10 * time.Second))
+		for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
+		}
+		if !finished.Load() {
+			panic("TestSocketMadeBlockingDoesNotBlock: a raw read or write on a blocking socket did not return by its deadline: it blocked in the kernel")
+		}
+	}()
+	for name, call := range map[string]func() error{
+		"read": func() error {
+			a.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			_, err := ar.Read(make([]byte, 8))
+			return err
+		},
+		"write": func() error {
+			b.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+			_, err := bw.Write(make([]byte, 8<<20))
+			return err
+		},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		if err := <-done; !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%s: got %v, want os.ErrDeadlineExceeded", name, err)
+		}
+	}
+}
+
+func fcntlFlags(c *net.UnixConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var flags uintptr
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		flags, _, errno = syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+	}); err != nil {
+		return 0, err
+	}
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(flags), nil
 }

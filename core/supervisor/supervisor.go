@@ -625,7 +625,10 @@ func waitChan(c <-chan struct{}, d time.Duration) bool {
 }
 
 // stdinPipe is the server's stdin with an idempotent Close. Writes are raw
-// (package rawio: no scheduler work per message).
+// (package rawio: no scheduler work per message), which needs the pipe to
+// stay non-blocking: never call Fd on the files of stdinPipe and stdoutPipe
+// (it makes a descriptor blocking, and a raw call would then block its
+// thread and processor).
 type stdinPipe struct {
 	w    io.Writer // f, written with raw writes
 	f    *os.File

@@ -597,7 +597,13 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
 	reply(c, control.ConnectReply(ids.RunID(runID), d.opts.DrainTimeout))
 
-	err := sess.Serve(ctx, br, c)
+	// The session reads c itself once br holds nothing more (raw reads,
+	// package rawio, need the connection).
+	var agentIn io.Reader = br
+	if br.Buffered() == 0 {
+		agentIn = c
+	}
+	err := sess.Serve(ctx, agentIn, c)
 	st := sess.Status()
 	d.mu.Lock()
 	delete(d.runs, runID)

@@ -13,14 +13,19 @@ import (
 func nameAtLaunch(t *testing.T, wait time.Duration) (*rig, <-chan string) {
 	t.Helper()
 	names := make(chan string, 4)
-	var r *rig
-	r = newBubble(t, func(o *Options) {
+	// The launch begins before newBubble returns: it gets the rig through
+	// a channel (a variable assigned after would be a data race).
+	rigs := make(chan *rig, 1)
+	r := newBubble(t, func(o *Options) {
 		launch := o.Launch
 		o.Launch = func(ctx context.Context) (*Epoch, error) {
+			r := <-rigs
+			rigs <- r
 			names <- r.sess.AgentName(ctx, wait)
 			return launch(ctx)
 		}
 	})
+	rigs <- r
 	return r, names
 }
 

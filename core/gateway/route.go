@@ -12,6 +12,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/internal/rawio"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -40,7 +41,8 @@ const (
 
 // readAgent routes every message the agent sends until its input ends.
 func (s *Session) readAgent(in io.Reader) error {
-	r := mcpwire.NewReader(in, s.opts.MaxMessage)
+	// Raw reads (package rawio): no scheduler work per message.
+	r := mcpwire.NewReader(rawio.NewReader(in), s.opts.MaxMessage)
 	unicodeNoted := false
 	for {
 		line, err := r.ReadLine()
@@ -669,7 +671,6 @@ func (s *Session) readServer(e *epoch) {
 	unicodeNoted := false
 	for {
 		line, err := r.ReadLine()
-		e = s.lastOf(e) // an epoch observed on the same process reads on
 		e = s.lastOf(e) // an epoch observed on the same process reads on
 		if err != nil {
 			var tl *mcpwire.TooLargeError

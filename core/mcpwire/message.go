@@ -102,16 +102,12 @@ func Parse(line []byte) (*Message, error) {
 	m := &Message{Raw: line, Replaced: replaced}
 	var version, method json.RawMessage
 	hasID := false
-	var seen map[string]bool
+	var seen memberNames
 	dup := ""
 	err := eachMember(line, func(key []byte, val []byte) bool {
-		if seen == nil {
-			seen = make(map[string]bool, 8)
-		}
-		if seen[string(key)] && dup == "" {
+		if seen.add(key) && dup == "" {
 			dup = string(key)
 		}
-		seen[string(key)] = true
 		switch string(key) {
 		case "jsonrpc":
 			version = val
@@ -139,13 +135,12 @@ func Parse(line []byte) (*Message, error) {
 		return nil, &InvalidError{Code: CodeInvalidRequest, Reason: reason, ID: id}
 	}
 	if dup == "" && len(m.Params) > 0 && m.Params[0] == '{' {
-		pseen := map[string]bool{}
+		var pseen memberNames
 		_ = eachMember(m.Params, func(key []byte, _ []byte) bool {
-			if pseen[string(key)] {
+			if pseen.add(key) {
 				dup = "params." + string(key)
 				return false
 			}
-			pseen[string(key)] = true
 			return true
 		})
 	}
@@ -166,7 +161,9 @@ func Parse(line []byte) (*Message, error) {
 	}
 	switch {
 	case method != nil:
-		if err := json.Unmarshal(method, &m.Method); err != nil {
+		if name, ok := plainString(method); ok {
+			m.Method = name
+		} else if err := json.Unmarshal(method, &m.Method); err != nil {
 			return fail("method must be a string")
 		}
 		if m.Result != nil || m.Error != nil {
@@ -197,6 +194,57 @@ func Parse(line []byte) (*Message, error) {
 		return fail("neither a request, a notification nor a response")
 	}
 	return m, nil
+}
+
+// memberNames finds a member name that occurs twice in one object. The
+// first names are compared where they are (an object of a JSON-RPC message
+// has a handful), the rest through a map, so that an object of many members
+// costs no more than a map.
+type memberNames struct {
+	few  [16][]byte
+	n    int
+	many map[string]bool
+}
+
+// add records key and reports whether it was recorded before.
+func (s *memberNames) add(key []byte) bool {
+	if s.many == nil {
+		for _, k := range s.few[:s.n] {
+			if bytes.Equal(k, key) {
+				return true
+			}
+		}
+		if s.n < len(s.few) {
+			s.few[s.n] = key
+			s.n++
+			return false
+		}
+		s.many = make(map[string]bool, 2*len(s.few))
+		for _, k := range s.few {
+			s.many[string(k)] = true
+		}
+	}
+	if s.many[string(key)] {
+		return true
+	}
+	s.many[string(key)] = true
+	return false
+}
+
+// plainString returns the contents of the JSON string raw when it holds no
+// escape and no control character (then its bytes are its value; UTF-8 was
+// checked by the caller), and false for anything else.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+	}
+	return string(body), true
 }
 
 // validErrorObject reports whether raw is a JSON-RPC 2.0 error object

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/internal/rawio"
 )
 
 // Defaults for [Options] and [Spec].
@@ -327,8 +328,8 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		cmd:        cmd,
 		logger:     o.Logger.With("server", s.Label, "pid", cmd.Process.Pid, "epoch", epoch),
 		opts:       o,
-		stdin:      &stdinPipe{f: inW},
-		stdout:     &stdoutPipe{f: outR},
+		stdin:      &stdinPipe{f: inW, w: rawio.NewWriter(inW)},
+		stdout:     &stdoutPipe{f: outR, r: rawio.NewReader(outR)},
 		stderr:     errR,
 		ring:       newRing(limit),
 		sandbox:    confined,
@@ -623,14 +624,19 @@ func waitChan(c <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// stdinPipe is the server's stdin with an idempotent Close.
+// stdinPipe is the server's stdin with an idempotent Close. Writes are raw
+// (package rawio: no scheduler work per message), which needs the pipe to
+// stay non-blocking: never call Fd on the files of stdinPipe and stdoutPipe
+// (it makes a descriptor blocking, and a raw call would then block its
+// thread and processor).
 type stdinPipe struct {
+	w    io.Writer // f, written with raw writes
 	f    *os.File
 	once sync.Once
 	err  error
 }
 
-func (s *stdinPipe) Write(b []byte) (int, error) { return s.f.Write(b) }
+func (s *stdinPipe) Write(b []byte) (int, error) { return s.w.Write(b) }
 
 func (s *stdinPipe) Close() error {
 	s.once.Do(func() { s.err = s.f.Close() })
@@ -638,13 +644,15 @@ func (s *stdinPipe) Close() error {
 }
 
 // stdoutPipe is the server's stdout; reads after Stop closed it report io.EOF.
+// Reads are raw (package rawio).
 type stdoutPipe struct {
+	r    io.Reader // f, read with raw reads
 	f    *os.File
 	once sync.Once
 }
 
 func (s *stdoutPipe) Read(b []byte) (int, error) {
-	n, err := s.f.Read(b)
+	n, err := s.r.Read(b)
 	if errors.Is(err, os.ErrClosed) {
 		err = io.EOF
 	}

@@ -83,8 +83,8 @@ func runConnect(label string, dirs paths.Dirs, self string, selfErr error) int {
 			app := AppPath(self)
 			if err := checkApp(app); err != nil {
 				return "", &shim.StartError{
-					Reason: fmt.Sprintf("no daemon was running, and Portcullis cannot start one: %v", err),
-					Retry:  "ask the person to reinstall Portcullis (make install puts " + AppName + " beside " + Name + "), then reconnect the agent",
+					Reason: "no daemon was running, and none can start: " + err.Error(),
+					Retry:  "ask the person to reinstall Portcullis (make install puts both there), then reconnect the agent",
 				}
 			}
 			return app, nil
@@ -119,22 +119,20 @@ func executable() (string, error) {
 // in the same directory.
 func AppPath(front string) string { return filepath.Join(filepath.Dir(front), AppName) }
 
-// ErrNoApp is returned when the full program is not beside the front.
-var ErrNoApp = errors.New("the full program is missing")
-
-// checkApp returns an error wrapping ErrNoApp that names app and its
-// front when app is not an executable file.
+// checkApp returns an error naming app when it is not an executable file.
 func checkApp(app string) error {
 	fi, err := os.Stat(app)
 	if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 		return nil
 	}
-	return missing(app)
+	return errors.New(notFound(app))
 }
 
-func missing(app string) error {
-	return fmt.Errorf("%w: %s not found beside %s; reinstall Portcullis (make install puts both there)",
-		ErrNoApp, AppName, filepath.Join(filepath.Dir(app), Name))
+// notFound says that the full program app is missing, and where it
+// belongs.
+func notFound(app string) string {
+	return fmt.Sprintf("%s not found (the full program, which runs every command but connect, belongs beside %s)",
+		app, filepath.Join(filepath.Dir(app), Name))
 }
 
 // FrontOf returns what agents' configurations and login items should run

@@ -186,7 +186,7 @@ app: ## macOS only: package bin/Portcullis.app with fyne (Xcode command line too
 	# --use-raw-icon: assets/icon.png already has the macOS tile, margin and corners.
 	# fyne package bumps Details.Build in FyneApp.toml; keep the committed file unchanged.
 	cp FyneApp.toml bin/FyneApp.toml.orig
-	$(GO) run $(FYNE_TOOLS) package --target darwin --release --use-raw-icon --executable bin/darwin/portcullis || { mv bin/FyneApp.toml.orig FyneApp.toml; exit 1; }
+	CGO_ENABLED=1 $(GO) run $(FYNE_TOOLS) package --target darwin --release --use-raw-icon --executable bin/darwin/portcullis || { mv bin/FyneApp.toml.orig FyneApp.toml; exit 1; }
 	mv bin/FyneApp.toml.orig FyneApp.toml
 	install -m 0755 bin/darwin/portcullis-app Portcullis.app/Contents/MacOS/portcullis-app
 	# No Dock icon: fyne's Info.plist template has no LSUIElement, so add it, then

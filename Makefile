@@ -30,12 +30,16 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: launcher ## build the menu-bar app with cgo and Fyne into bin/portcullis (and the sandbox's launcher beside it)
-	CGO_ENABLED=1 $(GO) build -tags '$(APP_TAGS)' -o bin/portcullis .
+build: front launcher ## build the menu-bar app with cgo and Fyne into bin/portcullis-app, beside the front bin/portcullis and the sandbox's launcher
+	CGO_ENABLED=1 $(GO) build -tags '$(APP_TAGS)' -o bin/portcullis-app ./cmd/portcullis-app
 
 .PHONY: build-headless
-build-headless: launcher ## build without cgo (Fyne test driver, -tags ci) into bin/portcullis: every command but no menu-bar window (`portcullis version` says which build it is); the sandbox's launcher beside it
-	CGO_ENABLED=0 $(GO) build -tags ci -o bin/portcullis .
+build-headless: front launcher ## build without cgo (Fyne test driver, -tags ci) into bin/portcullis-app: every command but no menu-bar window (`portcullis version` says which build it is); the front bin/portcullis and the sandbox's launcher beside it
+	CGO_ENABLED=0 $(GO) build -tags ci -o bin/portcullis-app ./cmd/portcullis-app
+
+.PHONY: front
+front: ## build the front into bin/portcullis: the small executable agents run (`portcullis connect LABEL` starts in a few ms); it execs bin/portcullis-app, the full program, for every other command
+	CGO_ENABLED=0 $(GO) build -o bin/portcullis .
 
 .PHONY: launcher
 launcher: ## build the sandbox's launcher (Linux: the small executable that hides Portcullis's directories from a server, then execs it) into bin/portcullis-sandbox
@@ -50,7 +54,7 @@ PREFIX ?= $(if $(filter Darwin,$(shell uname -s)),/usr/local,$(HOME)/.local)
 INSTALL_BUILD ?= auto
 
 .PHONY: install
-install: ## build portcullis and install it (on Linux with the sandbox's launcher portcullis-sandbox) into PREFIX/bin (default ~/.local, /usr/local on macOS; INSTALL_BUILD=auto|app|headless); on macOS also Portcullis.app into ~/Applications
+install: ## build portcullis and install it (the front portcullis, the full program portcullis-app and, on Linux, the sandbox's launcher portcullis-sandbox) into PREFIX/bin (default ~/.local, /usr/local on macOS; INSTALL_BUILD=auto|app|headless); on macOS also Portcullis.app into ~/Applications
 	@kind='$(INSTALL_BUILD)'; \
 	if [[ "$$kind" == auto ]]; then \
 		kind=headless; \
@@ -64,17 +68,18 @@ install: ## build portcullis and install it (on Linux with the sandbox's launche
 		headless) $(MAKE) --no-print-directory build-headless ;; \
 		*) echo "install: INSTALL_BUILD is auto, app or headless, not $$kind"; exit 2 ;; \
 	esac; \
+	install -m 0755 bin/portcullis-app '$(PREFIX)/bin/portcullis-app'; \
 	install -m 0755 bin/portcullis '$(PREFIX)/bin/portcullis'; \
 	if [[ "$$(uname -s)" == Linux ]]; then install -m 0755 bin/portcullis-sandbox '$(PREFIX)/bin/portcullis-sandbox'; fi; \
-	echo "installed $$('$(PREFIX)/bin/portcullis' version) as $(PREFIX)/bin/portcullis"; \
+	echo "installed $$('$(PREFIX)/bin/portcullis' version) as $(PREFIX)/bin/portcullis (the front) and $(PREFIX)/bin/portcullis-app"; \
 	if [[ "$$(uname -s)" == Darwin && "$$kind" == app ]]; then \
 		$(MAKE) --no-print-directory app && mkdir -p "$$HOME/Applications" && rm -rf "$$HOME/Applications/Portcullis.app" && cp -R bin/Portcullis.app "$$HOME/Applications/" && echo "installed $$HOME/Applications/Portcullis.app"; \
 	fi; \
 	case ":$$PATH:" in *':$(PREFIX)/bin:'*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH; add it (for example in ~/.profile: export PATH=\"$(PREFIX)/bin:\$$PATH\")" ;; esac
 
 .PHONY: uninstall
-uninstall: ## remove what `make install` installed (PREFIX/bin/portcullis and portcullis-sandbox; on macOS ~/Applications/Portcullis.app); your data and agent configurations stay
-	rm -f '$(PREFIX)/bin/portcullis' '$(PREFIX)/bin/portcullis-sandbox'
+uninstall: ## remove what `make install` installed (PREFIX/bin/portcullis, portcullis-app and portcullis-sandbox; on macOS ~/Applications/Portcullis.app); your data and agent configurations stay
+	rm -f '$(PREFIX)/bin/portcullis' '$(PREFIX)/bin/portcullis-app' '$(PREFIX)/bin/portcullis-sandbox'
 	@if [[ "$$(uname -s)" == Darwin ]]; then rm -rf "$$HOME/Applications/Portcullis.app"; fi
 
 .PHONY: test-deps
@@ -127,9 +132,9 @@ fmt-check: ## fail when a Go file is not gofmt-formatted
 
 .PHONY: check
 check: fmt-check vet test ## fmt-check, vet, test, then vet for macOS (darwin/arm64, no cgo) of all that builds without cgo there
-	# app/ and main need cgo on darwin (Fyne's darwin widgets are cgo even with -tags ci);
-	# everything else must type-check for macOS here.
-	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet -tags ci ./core/... ./platform/... ./internal/...
+	# app/ and cmd/portcullis-app need cgo on darwin (Fyne's darwin widgets are cgo even
+	# with -tags ci); everything else, the front (.) too, must type-check for macOS here.
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet -tags ci . ./core/... ./platform/... ./internal/...
 
 .PHONY: bench
 bench: ## run the benchmarks (no tests) and the relay comparison; copy the figures into docs/BENCHMARKS.md
@@ -164,14 +169,26 @@ fmt: ## gofmt every Go file
 	gofmt -l -w $(GO_FILES)
 
 .PHONY: app
-app: ## macOS only: package bin/Portcullis.app with fyne (Xcode command line tools needed)
+app: ## macOS only: package bin/Portcullis.app with fyne (Xcode command line tools needed): the front is the bundle's executable, portcullis-app beside it
 	@[[ "$$(uname -s)" == Darwin ]] || { echo "make app packages a macOS bundle and runs on macOS only"; exit 1; }
-	@mkdir -p bin
+	@mkdir -p bin/darwin
+	# Both executables universal (amd64 + arm64), as fyne package builds them. The
+	# front is built here and handed to fyne package (--executable): fyne would add
+	# its metadata file, and with it Fyne, to a package it builds itself. The full
+	# program is built with fyne's release tag and goes beside the front, where
+	# the front finds it.
+	for arch in amd64 arm64; do \
+		CGO_ENABLED=0 GOARCH=$$arch $(GO) build -o bin/darwin/portcullis-$$arch . && \
+		CGO_ENABLED=1 GOARCH=$$arch $(GO) build -tags '$(APP_TAGS),release' -o bin/darwin/portcullis-app-$$arch ./cmd/portcullis-app || exit 1; \
+	done
+	lipo -create -output bin/darwin/portcullis bin/darwin/portcullis-amd64 bin/darwin/portcullis-arm64
+	lipo -create -output bin/darwin/portcullis-app bin/darwin/portcullis-app-amd64 bin/darwin/portcullis-app-arm64
 	# --use-raw-icon: assets/icon.png already has the macOS tile, margin and corners.
 	# fyne package bumps Details.Build in FyneApp.toml; keep the committed file unchanged.
 	cp FyneApp.toml bin/FyneApp.toml.orig
-	CGO_ENABLED=1 $(GO) run $(FYNE_TOOLS) package --target darwin --release --use-raw-icon --tags '$(APP_TAGS)' || { mv bin/FyneApp.toml.orig FyneApp.toml; exit 1; }
+	CGO_ENABLED=1 $(GO) run $(FYNE_TOOLS) package --target darwin --release --use-raw-icon --executable bin/darwin/portcullis || { mv bin/FyneApp.toml.orig FyneApp.toml; exit 1; }
 	mv bin/FyneApp.toml.orig FyneApp.toml
+	install -m 0755 bin/darwin/portcullis-app Portcullis.app/Contents/MacOS/portcullis-app
 	# No Dock icon: fyne's Info.plist template has no LSUIElement, so add it, then
 	# re-sign ad hoc because editing Info.plist invalidates the bundle signature.
 	plutil -replace LSUIElement -bool YES Portcullis.app/Contents/Info.plist

@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	iofs "io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -19,14 +18,13 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/paths"
-	"github.com/portcullis/portcullis/core/shim"
 	"github.com/portcullis/portcullis/core/textsafe"
+	"github.com/portcullis/portcullis/internal/connect"
 	"github.com/portcullis/portcullis/platform"
 )
 
@@ -354,46 +352,19 @@ func (a *App) runConnect(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("connect needs exactly one server label")
 	}
+	// This is the full program: a daemon it starts is itself.
+	var daemon func() (string, error)
 	exe, err := os.Executable()
 	if err == nil {
 		exe, err = filepath.EvalSymlinks(exe)
 	}
-	var start func() (<-chan error, error)
 	if err == nil {
-		start = func() (<-chan error, error) {
-			// A daemon would refuse this configuration: say why now rather
-			// than start one that exits at once.
-			if err := a.connectConfigError(); err != nil {
-				return nil, err
-			}
-			if err := a.Dirs.Ensure(); err != nil {
-				return nil, err
-			}
-			st, err := platform.StartDaemon(exe, a.daemonLog())
-			if err != nil || st.Exited == nil {
-				return nil, err
-			}
-			why := make(chan error, 1)
-			go func() {
-				if status, ok := <-st.Exited; ok {
-					why <- a.daemonExited(st, status)
-				}
-			}()
-			return why, nil
-		}
+		daemon = func() (string, error) { return exe, nil }
 	}
-	code := shim.Run(ctx, shim.Options{
-		Socket:    a.Dirs.Socket(),
-		Label:     fs.Arg(0),
-		Start:     start,
-		StartWait: envDuration("PORTCULLIS_START_WAIT", 10*time.Second),
-		StartLog:  a.daemonLog(),
-		MaxMessage: func() int {
-			if cfg, err := config.Load(a.Dirs.ConfigFile()); err == nil {
-				return cfg.Settings.MaxMessageOrDefault()
-			}
-			return config.DefaultMaxMessageBytes
-		}(),
+	code := connect.Run(ctx, connect.Options{
+		Dirs:   a.Dirs,
+		Label:  fs.Arg(0),
+		Daemon: daemon,
 		Stdin:  a.Stdin,
 		Stdout: a.Stdout,
 		Stderr: a.Stderr,
@@ -402,85 +373,4 @@ func (a *App) runConnect(ctx context.Context, args []string) error {
 		return errExit1
 	}
 	return nil
-}
-
-// connectConfigError returns, worded for an agent whose shim found no
-// daemon, why a daemon would refuse the configuration file; nil when it
-// would not (a missing file is an empty configuration).
-func (a *App) connectConfigError() error {
-	file := a.Dirs.ConfigFile()
-	_, err := config.Load(file)
-	if err == nil || errors.Is(err, iofs.ErrNotExist) {
-		return nil
-	}
-	retry := "ask the person to fix " + file
-	if _, serr := os.Stat(file + config.LastGoodSuffix); serr == nil {
-		retry += " (or to restore " + file + config.LastGoodSuffix + ", the last version that loaded)"
-	}
-	return &shim.StartError{
-		Reason: "no daemon was running, and none can start with this configuration file: " + err.Error(),
-		Retry:  retry + ", then reconnect the agent",
-	}
-}
-
-// daemonExited words the end of a daemon that `connect` started and that
-// exited before it answered, with status its exit status: the reason the
-// daemon wrote to its log (the line `portcullis: REASON` of Main), or,
-// when it wrote none, status itself.
-func (a *App) daemonExited(st *platform.Started, status error) error {
-	// The configuration may have broken since it was checked.
-	if err := a.connectConfigError(); err != nil {
-		return err
-	}
-	reason := daemonReason(st.Output())
-	if reason == "" {
-		return status
-	}
-	return &shim.StartError{
-		Reason: "started a daemon but it exited at once: " + reason,
-		Retry:  "once the person has dealt with that (the daemon's output is in " + st.Log + "), reconnect the agent",
-	}
-}
-
-// daemonReason finds, in the output of a daemon that failed to start, the
-// reason it gave: the last `portcullis: ` message with the lines that
-// continue it (not log records), or a Go panic's message; "" when there is
-// neither.
-func daemonReason(out string) string {
-	lines := strings.Split(out, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		msg, ok := strings.CutPrefix(lines[i], "portcullis: ")
-		if !ok {
-			continue
-		}
-		parts := []string{strings.TrimSpace(msg)}
-		for _, l := range lines[i+1:] {
-			l = strings.TrimSpace(l)
-			if strings.HasPrefix(l, "time=") || strings.HasPrefix(l, "Run 'portcullis help'") {
-				break
-			}
-			if l != "" {
-				parts = append(parts, l)
-			}
-		}
-		return strings.Join(parts, "\n") // the shim makes it one line
-	}
-	for _, l := range lines {
-		if strings.HasPrefix(l, "panic: ") {
-			return strings.TrimSpace(l)
-		}
-	}
-	return ""
-}
-
-// daemonLog is where a daemon started by `connect` writes its output.
-func (a *App) daemonLog() string { return filepath.Join(a.Dirs.State, "daemon.log") }
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v := os.Getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			return d
-		}
-	}
-	return def
 }

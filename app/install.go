@@ -13,6 +13,7 @@ import (
 	"github.com/portcullis/portcullis/core/install"
 	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/core/secrets"
+	"github.com/portcullis/portcullis/internal/front"
 	"github.com/portcullis/portcullis/platform"
 )
 
@@ -163,7 +164,8 @@ func installEnv() install.Env {
 	}
 }
 
-// portcullisExecutable returns the absolute path agents should launch: this
+// portcullisExecutable returns the absolute path agents should launch: the
+// front (`portcullis`, which starts in a few milliseconds) beside this
 // executable with symbolic links resolved, or on macOS the one inside an
 // installed Portcullis.app when this binary is not already in a bundle.
 func portcullisExecutable() (string, error) {
@@ -174,6 +176,7 @@ func portcullisExecutable() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("finding the portcullis executable: %w", err)
 	}
+	self = front.FrontOf(self)
 	var bundles []string
 	if runtime.GOOS == "darwin" {
 		home, _ := os.UserHomeDir()

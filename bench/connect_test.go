@@ -40,7 +40,8 @@ var connectStages = []struct{ name, msg, also string }{
 // its own server), measuring from starting the client's command to the
 // initialize answer (the SDK's Connect). PORTCULLIS_BENCH_BINARY names a
 // portcullis executable to run instead of building this tree's (an older
-// build, for a comparison).
+// build, for a comparison: a front with its portcullis-app beside it, or an
+// older single executable).
 //
 // Metrics (medians): direct-ms, portcullis-ms, over-direct-ms (their
 // difference; target ≤ 30 ms); stage figures from the daemon's log

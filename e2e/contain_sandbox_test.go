@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/internal/front"
 	"github.com/portcullis/portcullis/platform"
 )
 
@@ -61,7 +62,7 @@ exec "$ECHO_BIN"`
 	// sandbox's launcher.
 	launcher := filepath.Join(filepath.Dir(portcullis), "portcullis-sandbox")
 	for _, o := range run.Record.Observed {
-		if o.Exe == portcullis || o.Exe == launcher {
+		if o.Exe == portcullis || o.Exe == front.AppPath(portcullis) || o.Exe == launcher {
 			t.Errorf("the launcher is in the observed tree: %+v", run.Record.Observed)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/internal/front"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -167,9 +168,10 @@ func TestServerCannotApproveItself(t *testing.T) {
 			t.Errorf("refusal %d: %+v", i, f)
 		}
 	}
-	// The CLI attempts were made by portcullis itself; the raw one by the server.
-	if refused[0].Executable != portcullis || refused[1].Executable != portcullis {
-		t.Errorf("refused executables %q, %q, want %s", refused[0].Executable, refused[1].Executable, portcullis)
+	// The CLI attempts were made by portcullis itself (the full program the
+	// front execs); the raw one by the server.
+	if app := front.AppPath(portcullis); refused[0].Executable != app || refused[1].Executable != app {
+		t.Errorf("refused executables %q, %q, want %s", refused[0].Executable, refused[1].Executable, app)
 	}
 	if refused[0].ServerLabel != "self" || refused[2].ServerLabel != "self" {
 		t.Errorf("refusals name servers %q and %q, want self", refused[0].ServerLabel, refused[2].ServerLabel)
@@ -246,7 +248,7 @@ echo "plain exit=$?"`, portcullis, req.ID)
 		t.Fatalf("audit log has %d decision_refused events, want 3: %+v", len(refused), refused)
 	}
 	for i, f := range refused {
-		if f.Request != req.ID || f.Refusal != "agent" || f.AgentRun != run.Run || f.Executable != portcullis || !slices.Contains(f.Ancestry, os.Getpid()) {
+		if f.Request != req.ID || f.Refusal != "agent" || f.AgentRun != run.Run || f.Executable != front.AppPath(portcullis) || !slices.Contains(f.Ancestry, os.Getpid()) {
 			t.Errorf("refusal %d: %+v (want agent run %s, this test's pid %d in the ancestry)", i, f, run.Run, os.Getpid())
 		}
 	}

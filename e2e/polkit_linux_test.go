@@ -20,6 +20,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/internal/front"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -148,7 +149,9 @@ exec dbus-daemon --config-file=%[2]s --nofork --print-address`, dir, busConf)
 	// Portcullis as the unprivileged user, in the namespace.
 	bin := filepath.Join(dir, "portcullis")
 	copyExec(t, portcullis, bin)
-	// The sandbox's launcher goes beside it, as make install puts it.
+	// The full program and the sandbox's launcher go beside it, as make
+	// install puts them.
+	copyExec(t, front.AppPath(portcullis), front.AppPath(bin))
 	copyExec(t, filepath.Join(filepath.Dir(portcullis), "portcullis-sandbox"), filepath.Join(dir, "portcullis-sandbox"))
 	copyExec(t, echoBin, filepath.Join(dir, "echo"))
 	wrapper := write("portcullis-as-person", fmt.Sprintf("#!/bin/sh\nexec nsenter --mount=/proc/%d/ns/mnt -S %d -G %d -- %s \"$@\"\n", s.holder, polkitTestUID, polkitTestUID, bin), 0o755)

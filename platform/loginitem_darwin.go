@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/portcullis/portcullis/core/loginitem"
+	"github.com/portcullis/portcullis/platform/spawn"
 )
 
 // NewLoginItem returns the "launch at login" setting of the current user. On
@@ -36,7 +37,7 @@ func NewLoginItem() (loginitem.Item, error) {
 		return nil, fmt.Errorf("launch at login: %w", err)
 	}
 	bundleID := ""
-	if _, ok := bundleOf(exe); ok {
+	if _, ok := spawn.BundleOf(exe); ok {
 		bundleID = loginitem.ID
 	}
 	return &fileItem{

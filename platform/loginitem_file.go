@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/portcullis/portcullis/core/loginitem"
+	"github.com/portcullis/portcullis/internal/front"
 )
 
 // fileItem is a [loginitem.Item] that is one file the session manager reads
@@ -95,13 +96,15 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	return os.Rename(tmp.Name(), path)
 }
 
-// loginExecutable returns the absolute path of the running executable, to be
+// loginExecutable returns the absolute path of the running executable (the
+// front `portcullis` beside it when this is the full program), to be
 // written into a login item, or an error when it cannot be written there.
 func loginExecutable() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("launch at login: finding the running executable: %w", err)
 	}
+	exe = front.FrontOf(exe)
 	if err := loginitem.CheckExecutable(exe); err != nil {
 		return "", fmt.Errorf("launch at login: %w", err)
 	}

@@ -29,7 +29,8 @@
 # Fyne (libgl1-mesa-dev xorg-dev). A cold cgo build of the app takes a few
 # minutes. Environment: IDLE (seconds, default 5); APPROVALS (default 10);
 # BIN, a cgo build of the
-# app to measure instead of building one.
+# full program (portcullis-app) to measure instead of building one; the
+# front (portcullis, which runs it) is built beside it either way.
 set -euo pipefail
 
 note() { printf 'measure-ui: %s\n' "$*" >&2; }
@@ -70,12 +71,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-bin="${BIN:-$tmp/portcullis}"
-if [[ -z "${BIN:-}" ]]; then
+# The front, as agents and people run it, and the full program beside it.
+bin="$tmp/portcullis"
+if [[ -n "${BIN:-}" ]]; then
+	[[ -x "$BIN" ]] || die "no app executable at $BIN"
+	cp "$BIN" "$tmp/portcullis-app"
+else
 	note "building the app (cgo)"
-	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$bin" .
+	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis-app" ./cmd/portcullis-app
 fi
-[[ -x "$bin" ]] || die "no app executable at $bin"
+CGO_ENABLED=0 go build -o "$bin" .
 note "building the echo server"
 CGO_ENABLED=0 go -C testdata/servers build -o "$tmp/echo" ./echo
 

@@ -81,14 +81,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# PORTCULLIS_SHOTS_BIN: an app built already (cgo, APP_TAGS) to use
-# instead of building one; SHOTS_SCALES: the scales to shoot (default "1 2").
+# PORTCULLIS_SHOTS_BIN: the full program built already (portcullis-app:
+# cgo, APP_TAGS) to use instead of building one; SHOTS_SCALES: the scales to
+# shoot (default "1 2").
 if [[ -n "${PORTCULLIS_SHOTS_BIN:-}" ]]; then
-	cp "$PORTCULLIS_SHOTS_BIN" "$tmp/portcullis"
+	cp "$PORTCULLIS_SHOTS_BIN" "$tmp/portcullis-app"
 else
 	note "building the app (cgo)"
-	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis" .
+	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis-app" ./cmd/portcullis-app
 fi
+# The front, which people and agents run: it execs portcullis-app beside it.
+CGO_ENABLED=0 go build -o "$tmp/portcullis" .
 # The sandbox's launcher, found beside the app (servers run sandboxed by
 # default where user namespaces work).
 CGO_ENABLED=0 go build -o "$tmp/portcullis-sandbox" ./cmd/portcullis-sandbox

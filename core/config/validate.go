@@ -3,25 +3,51 @@ package config
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 )
 
-var (
-	labelRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	envVarRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	bareRE   = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-)
+// The names are checked byte by byte rather than with package regexp: the
+// front (`portcullis connect`) links this package, and compiling patterns
+// at start-up, with regexp's own initialization, is about a millisecond of
+// every agent connection (docs/BENCHMARKS.md).
 
 // ValidLabel reports whether s is a valid server label or credential scope name: 1 to
 // 64 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit.
-func ValidLabel(s string) bool { return labelRE.MatchString(s) }
+func ValidLabel(s string) bool {
+	if s == "" || len(s) > 64 || !isAlnum(s[0]) {
+		return false
+	}
+	return allBytes(s[1:], func(c byte) bool { return isAlnum(c) || c == '.' || c == '_' || c == '-' })
+}
 
 // ValidEnvName reports whether s is a valid environment variable name: an ASCII
 // letter or '_' followed by letters, digits or '_' (POSIX.1-2017 §8.1).
-func ValidEnvName(s string) bool { return envVarRE.MatchString(s) }
+func ValidEnvName(s string) bool {
+	if s == "" || !isLetter(s[0]) && s[0] != '_' {
+		return false
+	}
+	return allBytes(s, func(c byte) bool { return isAlnum(c) || c == '_' })
+}
+
+// bare reports whether s is made only of ASCII letters, digits, '_' and '-'
+// (and is not empty).
+func bare(s string) bool {
+	return s != "" && allBytes(s, func(c byte) bool { return isAlnum(c) || c == '_' || c == '-' })
+}
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+func isAlnum(c byte) bool  { return isLetter(c) || '0' <= c && c <= '9' }
+
+func allBytes(s string, ok func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return true
+}
 
 // Problem is one reason a configuration is invalid.
 type Problem struct {
@@ -278,7 +304,7 @@ func validateDuration(ps *[]Problem, path string, d Duration) {
 // joinPath appends key to the display path base, quoting the key unless it is
 // made only of letters, digits, '_' and '-'.
 func joinPath(base, key string) string {
-	if !bareRE.MatchString(key) {
+	if !bare(key) {
 		key = strconv.Quote(key)
 	}
 	if base == "" {

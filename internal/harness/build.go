@@ -59,12 +59,14 @@ func (e *BuildError) Unwrap() error { return e.Err }
 
 // BuildPortcullis builds the headless command (`CGO_ENABLED=0 go build -tags
 // ci`, no cgo, Fyne's test driver) from the repository at root into
-// dir/portcullis, with the sandbox's launcher beside it
+// dir/portcullis (the front, which runs `connect` and execs the full
+// program for every other command) and dir/portcullis-app (the full
+// program), with the sandbox's launcher beside them
 // (dir/portcullis-sandbox, [BuildSandboxLauncher]), and returns the path of
 // portcullis. A failure is a *BuildError.
 func BuildPortcullis(ctx context.Context, root, dir string) (string, error) {
 	out := filepath.Join(dir, "portcullis")
-	return out, goBuild(ctx, root, "portcullis", "build", "-tags", "ci", "-o", dir+string(filepath.Separator), ".", "./cmd/portcullis-sandbox")
+	return out, goBuild(ctx, root, "portcullis", "build", "-tags", "ci", "-o", dir+string(filepath.Separator), ".", "./cmd/portcullis-app", "./cmd/portcullis-sandbox")
 }
 
 // BuildSandboxLauncher builds the sandbox's launcher (cmd/portcullis-sandbox)

@@ -34,7 +34,7 @@ func main() {
 	calls := flag.Int("calls", 1000, "calls per path, concurrency and round")
 	servers := flag.Int("servers", 10, "running servers for the loaded memory figure (0: skip)")
 	only := flag.String("paths", "direct,socat,supergateway,portcullis,portcullis-grant,portcullis-cred", "comma-separated paths to measure (portcullis-cred needs a Secret Service: relaybench runs itself inside scripts/with-secret-service.sh when there is none)")
-	flag.StringVar(&prebuilt, "portcullis", "", "use this portcullis executable instead of building one (to compare two builds)")
+	flag.StringVar(&prebuilt, "portcullis", "", "use this portcullis executable instead of building one (to compare two builds): a front with portcullis-app (and portcullis-sandbox) beside it, or an older single executable")
 	flag.IntVar(&connects, "connects", 10, "connections for the connect-time figure, alternating direct and portcullis (0: skip)")
 	flag.StringVar(&callersFlag, "callers", "1,8", "comma-separated numbers of concurrent callers, each batch run once per number")
 	flag.StringVar(&perfOut, "perf", "", "record a perf profile (perf record -g) of the daemon during the measured batches into this file")
@@ -81,6 +81,11 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 	defer os.RemoveAll(work)
 	e := bench.Env{Work: work}
 	if prebuilt != "" {
+		// A front runs every command but connect as the portcullis-app
+		// beside it: check that it finds one now, not in the middle of a run.
+		if out, err := exec.CommandContext(ctx, prebuilt, "version").CombinedOutput(); err != nil {
+			return fmt.Errorf("-portcullis %s: `version` failed: %v: %s", prebuilt, err, strings.TrimSpace(string(out)))
+		}
 		e.Portcullis = prebuilt
 	} else if e.Portcullis, err = harness.BuildPortcullis(ctx, root, work); err != nil {
 		return err

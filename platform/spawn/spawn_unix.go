@@ -1,6 +1,6 @@
 //go:build unix
 
-package platform
+package spawn
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ import (
 // configuration or its audit key) is seen on Started.Exited, and its reason
 // read with Started.Output, instead of being waited for in vain.
 func StartDaemon(exe, logFile string) (*Started, error) {
-	if bundle, ok := bundleOf(exe); ok {
+	if bundle, ok := BundleOf(exe); ok {
 		if err := exec.Command("/usr/bin/open", "-g", "-j", bundle).Run(); err != nil {
 			return nil, err
 		}
@@ -63,8 +63,8 @@ func StartDaemon(exe, logFile string) (*Started, error) {
 	return st, nil
 }
 
-// bundleOf returns the .app bundle that holds exe, if any.
-func bundleOf(exe string) (string, bool) {
+// BundleOf returns the .app bundle that holds exe, if any.
+func BundleOf(exe string) (string, bool) {
 	const marker = ".app/Contents/MacOS/"
 	i := strings.Index(exe, marker)
 	if i < 0 {

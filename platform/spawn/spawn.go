@@ -1,4 +1,8 @@
-package platform
+// Package spawn starts the Portcullis daemon in the background for
+// `portcullis connect` when none answers. It is apart from package platform
+// so that the small front executable, which runs the shim, links none of
+// the daemon's packages (docs/DESIGN.md, "Processes").
+package spawn
 
 import (
 	"io"

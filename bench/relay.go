@@ -69,7 +69,11 @@ type Path struct {
 	// Daemon is the pid of the process that sits between client and server
 	// on the daemon side (socat listener, supergateway server, portcullis
 	// daemon); 0 for the direct path.
-	Daemon  int
+	Daemon int
+	// Shim is the pid of the process the client started, when it is a
+	// relay rather than the server (portcullis connect, socat STDIO, the
+	// supergateway client); 0 for the direct path.
+	Shim    int
 	home    *harness.Home // the Portcullis paths' data directory
 	cleanup []func()
 }
@@ -94,6 +98,9 @@ func (p *Path) connect(ctx context.Context, cmd *exec.Cmd) error {
 		return fmt.Errorf("%s: %w", p.Name, err)
 	}
 	p.Session = a.Session
+	if p.Name != "direct" {
+		p.Shim = a.Cmd.Process.Pid
+	}
 	return nil
 }
 

@@ -121,7 +121,16 @@ type rawAgent struct {
 // startRaw starts the shim for label; the test's end kills it if still running.
 func startRaw(t *testing.T, h *harness.Home, label string) *rawAgent {
 	t.Helper()
+	return startRawEnv(t, h, label)
+}
+
+// startRawEnv is startRaw with env added to the shim's environment
+// (PORTCULLIS_CONNECT_RELAY=1: the shim relays instead of handing the
+// agent's stdio to the daemon).
+func startRawEnv(t *testing.T, h *harness.Home, label string, env ...string) *rawAgent {
+	t.Helper()
 	cmd := h.ConnectCommand(label)
+	cmd.Env = append(cmd.Env, env...)
 	a := &rawAgent{t: t, cmd: cmd, lines: make(chan []byte, 1024), stderr: &harness.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = a.stderr
 	in, err := cmd.StdinPipe()
@@ -222,6 +231,23 @@ func (a *rawAgent) await(id string, d time.Duration) (wireMsg, []wireMsg) {
 			return m, before
 		}
 		before = append(before, m)
+	}
+}
+
+// eof waits, at most d, for the end of the shim's output (the agent's
+// stdin), passing over the lines before it, and fails the test otherwise.
+func (a *rawAgent) eof(d time.Duration) {
+	a.t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case _, ok := <-a.lines:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			a.t.Fatalf("the agent's input did not end within %s; stderr: %s", d, a.stderr.String())
+		}
 	}
 }
 

@@ -585,11 +585,21 @@ func TestRobustAgentKilled(t *testing.T) {
 }
 
 // TestRobustDaemonKilledDuringCall proves case 13: when the daemon is killed
-// with SIGKILL during a call, the shim answers the agent's pending call with
-// an error and exits; the server (which ignores the end of its stdin, with
-// a grandchild in its group) is left orphaned, and the next daemon finds and
-// stops its whole group; the audit log verifies.
+// with SIGKILL during a call, the agent is not left hanging: with its stdio
+// handed to the daemon (fd mode, the default), its input ends at once (its
+// client fails the pending call as a disconnect) and the shim exits 1 with
+// the reason on stderr; relayed (PORTCULLIS_CONNECT_RELAY=1), the shim
+// answers the pending call with an error and exits. The server (which
+// ignores the end of its stdin, with a grandchild in its group) is left
+// orphaned, and the next daemon finds and stops its whole group; the audit
+// log verifies.
 func TestRobustDaemonKilledDuringCall(t *testing.T) {
+	for _, mode := range []string{control.ModeFD, control.ModeRelay} {
+		t.Run(mode, func(t *testing.T) { testDaemonKilledDuringCall(t, mode) })
+	}
+}
+
+func testDaemonKilledDuringCall(t *testing.T, mode string) {
 	h := newHome(t)
 	log := faultyLog(t)
 	addFaultyShell(t, h, "faulty", `sleep 3600 & exec "$0" -stubborn -log `+log)
@@ -599,9 +609,16 @@ func TestRobustDaemonKilledDuringCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d1.Stop(5 * time.Second) })
-	a := startRaw(t, h, "faulty")
+	var env []string
+	if mode == control.ModeRelay {
+		env = append(env, "PORTCULLIS_CONNECT_RELAY=1")
+	}
+	a := startRawEnv(t, h, "faulty", env...)
 	a.handshake("1")
 	r, _ := runOf(t, h, a.pid(), "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
+	if !strings.Contains(d1.Output(), "stdio="+mode) {
+		t.Fatalf("the daemon's log does not say the run uses stdio=%s:\n%s", mode, d1.Output())
+	}
 	a.request("2", "tools/call", toolCall("slow", map[string]any{"ms": 120000}))
 	waitFor(t, "the slow call to reach the server", func() bool { return slices.Contains(readLines(t, log), "tools/call") })
 	// Only the recorded group is to find them (see leaveEpochCgroups).
@@ -610,13 +627,21 @@ func TestRobustDaemonKilledDuringCall(t *testing.T) {
 	signalPID(t, d1.PID(), syscall.SIGKILL)
 	<-d1.Done()
 	killed := time.Now()
-	m, _ := a.await("2", 30*time.Second)
-	if d := time.Since(killed); d > 10*time.Second {
-		t.Errorf("the pending call was answered %s after the daemon died", d)
-	}
-	if ref := m.refusal(t); ref.Error != control.ServerUnavailable || !strings.Contains(ref.Reason, "connection to the Portcullis daemon was lost") ||
-		!strings.Contains(ref.Reason, "may or may not have taken effect") {
-		t.Errorf("the pending call answered %.500s, want server_unavailable: connection lost, with the call's effect unknown", m.Raw)
+	if mode == control.ModeFD {
+		// Only the daemon held the agent's pipes: the kernel closed them.
+		a.eof(30 * time.Second)
+		if d := time.Since(killed); d > 10*time.Second {
+			t.Errorf("the agent's input ended %s after the daemon died", d)
+		}
+	} else {
+		m, _ := a.await("2", 30*time.Second)
+		if d := time.Since(killed); d > 10*time.Second {
+			t.Errorf("the pending call was answered %s after the daemon died", d)
+		}
+		if ref := m.refusal(t); ref.Error != control.ServerUnavailable || !strings.Contains(ref.Reason, "connection to the Portcullis daemon was lost") ||
+			!strings.Contains(ref.Reason, "may or may not have taken effect") {
+			t.Errorf("the pending call answered %.500s, want server_unavailable: connection lost, with the call's effect unknown", m.Raw)
+		}
 	}
 	if code := a.waitExited(30 * time.Second); code == 0 {
 		t.Errorf("the shim exited with 0 after losing its daemon, want an error exit")

@@ -4,7 +4,8 @@
 // Every connection starts with one line of JSON from the client, a Hello,
 // and one line of JSON from the daemon, a Reply. For "connect", the
 // connection then carries the agent's newline-delimited JSON-RPC messages in
-// both directions (MCP stdio framing) until either side closes. For every
+// both directions (MCP stdio framing) until either side closes, unless the
+// shim handed the agent's own stdin and stdout to the daemon (PassStdio). For every
 // other operation the Reply is the whole answer and the daemon closes the
 // connection.
 //
@@ -89,6 +90,11 @@ type Hello struct {
 	// What, for person, says what the person is about to do ("put the
 	// secrets back into claude-code's configuration").
 	What string `json:"what,omitempty"`
+	// Pass, for connect, is PassStdio when the shim can hand the agent's
+	// stdin and stdout to the daemon (see PassStdio); NoPass, when it
+	// cannot, says why, for the daemon's log.
+	Pass   string `json:"pass,omitempty"`
+	NoPass string `json:"noPass,omitempty"`
 }
 
 // CodeResolvedPrefix starts the Reply.Code of a decision refused because
@@ -108,8 +114,11 @@ type Reply struct {
 	// DrainTimeoutMS is, for connect, how long the run goes on after
 	// EndOfInput for the answers to the requests sent before, in
 	// milliseconds (see Reply.DrainTimeout).
-	DrainTimeoutMS int64           `json:"drainTimeoutMs,omitempty"`
-	Data           json.RawMessage `json:"data,omitempty"`
+	DrainTimeoutMS int64 `json:"drainTimeoutMs,omitempty"`
+	// Pass, for connect, is PassStdio when the daemon asks for the
+	// agent's stdio the shim offered (see PassStdio).
+	Pass string          `json:"pass,omitempty"`
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // ErrNoDaemon is wrapped when nothing listens on the socket.

@@ -474,7 +474,7 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		d.mu.Unlock()
 		cancel()
 	case control.OpConnect:
-		d.connect(ctx, c, br, h.Label, pid)
+		d.connect(ctx, c, br, h, pid)
 	case control.OpPerson:
 		if strings.TrimSpace(h.What) == "" {
 			reply(c, control.Reply{Error: "person: say what the person is about to do (Hello.What)", Code: "bad_hello"})
@@ -542,7 +542,8 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 // load).
 func (d *Daemon) config() (*config.Config, error) { return d.load(true) }
 
-func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, label string, shimPID int) {
+func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h control.Hello, shimPID int) {
+	label := h.Label
 	cfg, cfgErr := d.config()
 	srv, ok := cfg.Servers[label]
 	if !ok {
@@ -594,16 +595,41 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, labe
 	d.noteAgent(runID, c)
 	defer d.forgetAgent(runID)
 	d.notify()
-	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
-	reply(c, control.ConnectReply(ids.RunID(runID), d.opts.DrainTimeout))
+	// The agent's own stdio when the shim hands it over (one hop, see
+	// control.PassStdio), else the shim's connection (relay).
+	r := control.ConnectReply(ids.RunID(runID), d.opts.DrainTimeout)
+	offered := h.Pass == control.PassStdio && br.Buffered() == 0
+	if offered {
+		r.Pass = control.PassStdio
+	}
+	reply(c, r)
+	var agentIn io.Reader = br
+	var agentOut io.Writer = c
+	var stdio *agentStdio
+	mode, why := control.ModeRelay, h.NoPass
+	if offered {
+		var err error
+		if stdio, why, err = d.takeStdio(c, br); err != nil {
+			why = "the shim left during the hand-off: " + err.Error()
+		} else if stdio != nil {
+			mode, agentIn, agentOut = control.ModeFD, stdio, stdio
+		}
+	}
+	attrs := []any{"run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID, "stdio", mode}
+	if mode == control.ModeRelay && why != "" {
+		attrs = append(attrs, "why", why)
+	}
+	d.log.Info("agent run started", attrs...)
 
 	// The session reads c itself once br holds nothing more (raw reads,
 	// package rawio, need the connection).
-	var agentIn io.Reader = br
-	if br.Buffered() == 0 {
+	if stdio == nil && br.Buffered() == 0 {
 		agentIn = c
 	}
-	err := sess.Serve(ctx, agentIn, c)
+	err := sess.Serve(ctx, agentIn, agentOut)
+	if stdio != nil {
+		stdio.end(c, ctx.Err(), err)
+	}
 	st := sess.Status()
 	d.mu.Lock()
 	delete(d.runs, runID)

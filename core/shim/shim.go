@@ -1,14 +1,33 @@
 // Package shim is `portcullis connect LABEL`: the stdio program an agent
 // launches in place of an MCP server. It connects to the daemon's control
-// socket (starting a daemon when none answers), then relays the agent's
+// socket (starting a daemon when none answers), then either hands the
+// agent's stdin and stdout to the daemon or relays the agent's
 // newline-delimited JSON-RPC (MCP stdio transport) in both directions.
 //
-// The shim keeps track of the agent's requests that have not been answered,
-// so that whatever happens to the daemon the agent is never left hanging: if
-// no daemon can be reached, each of the agent's requests is answered with a
-// server_unavailable error saying why; if the daemon goes away mid-session,
-// every request in flight is answered the same way. The reason is also
-// written on stderr, which agents show in their logs.
+// Handing over (fd mode, control.PassStdio) is the default when the
+// agent's stdin and stdout are pipes or stream sockets: the shim sends both
+// descriptors over the socket (SCM_RIGHTS), closes its own copies, and the
+// daemon reads and writes the agent directly, one hop as a byte relay would
+// be. The shim then only waits for the run's end, which the daemon sends
+// with the exit code (0 when the agent closed its input), and exits. It
+// relays instead when its stdin or stdout is a terminal, a regular file or
+// /dev/null, when the daemon does not ask for them (an older daemon), when
+// handing them over fails, or when Options.Relay says so
+// (PORTCULLIS_CONNECT_RELAY=1).
+//
+// The agent is never left hanging, whatever happens to the daemon. If no
+// daemon can be reached, each of the agent's requests is answered with a
+// server_unavailable error saying why. If the daemon goes away mid-session:
+// in relay mode the shim, which tracks the agent's requests not yet
+// answered, answers every request in flight the same way; in fd mode only
+// the daemon held the agent's descriptors, so the kernel closes them as the
+// daemon dies and the agent sees its server's output end at once, as when a
+// server crashes (its client fails what it had in flight), while the shim
+// sees the socket end without the run's end and exits 1. The reason is
+// written on stderr in every case, which agents show in their logs. An
+// agent that kills the shim ends the run at once in both modes: the
+// socket's end tells the daemon, which closes its copies of the agent's
+// descriptors.
 package shim
 
 import (
@@ -19,8 +38,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/portcullis/portcullis/core/control"
@@ -51,15 +72,26 @@ type Options struct {
 	// in its reply to connect, the shim waits for the daemon to close once
 	// the agent's input ended (control.CloseAllowance when 0).
 	CloseAllowance time.Duration
+	// Relay keeps the agent's stdio in the shim, relayed over the socket,
+	// even when it could be handed to the daemon (see the package doc).
+	Relay bool
 }
 
-// Run relays until the agent closes its input (exit code 0) or the daemon
-// connection fails (exit code 1).
+// Run serves the agent until it closes its input (exit code 0) or the
+// daemon connection fails (exit code 1), by relaying or, in fd mode, by
+// waiting for the daemon's end of the run (see the package doc).
 func Run(ctx context.Context, o Options) int {
 	if o.StartWait <= 0 {
 		o.StartWait = 10 * time.Second
 	}
-	conn, err := dial(ctx, o)
+	hello := control.Hello{Op: control.OpConnect, Label: o.Label}
+	pass, why := offer(o)
+	if pass {
+		hello.Pass = control.PassStdio
+	} else {
+		hello.NoPass = why
+	}
+	conn, err := dial(ctx, o, hello)
 	if err != nil {
 		ref := unavailable(o, oneLine(err.Error()))
 		var re *control.RefusedError
@@ -82,7 +114,106 @@ func Run(ctx context.Context, o Options) int {
 		return 1
 	}
 	defer conn.Close()
-	return relay(ctx, o, conn)
+	if conn.Reply.Pass != control.PassStdio {
+		return relay(ctx, o, conn)
+	}
+	// The daemon waits for the hand-off message: the descriptors, or the
+	// byte that says the shim relays (also to a daemon that asked for
+	// what was not offered).
+	in, out := o.Stdin.(*os.File), o.Stdout.(*os.File) // both are when pass
+	var serr error = control.ErrNoStdio
+	if pass {
+		if serr = control.SendStdio(conn.Conn, in, out); serr != nil {
+			stderrf(o, "could not hand the agent's stdio to the daemon (%v); relaying it", serr)
+		}
+	}
+	if serr != nil {
+		if err := control.SendRelay(conn.Conn); err != nil {
+			return handoffLost(o, err)
+		}
+	}
+	h, err := control.ReadHandoff(conn)
+	if err != nil {
+		return handoffLost(o, err)
+	}
+	if h.Mode != control.ModeFD {
+		return relay(ctx, o, conn)
+	}
+	// The daemon reads and writes the agent itself. Only its copies of
+	// the descriptors stay open: when it dies, the kernel closes them
+	// and the agent sees its server's output end at once.
+	in.Close()
+	out.Close()
+	return waitEnd(ctx, o, conn)
+}
+
+// offer says whether the agent's stdin and stdout can be handed to the
+// daemon (control.PassStdio), and when not why.
+func offer(o Options) (ok bool, why string) {
+	if o.Relay {
+		return false, "relay asked for"
+	}
+	in, ok1 := o.Stdin.(*os.File)
+	out, ok2 := o.Stdout.(*os.File)
+	if !ok1 || !ok2 {
+		return false, "the shim's stdin or stdout is not a file"
+	}
+	if err := control.StdioKind(in); err != nil {
+		return false, "stdin: " + err.Error()
+	}
+	if err := control.StdioKind(out); err != nil {
+		return false, "stdout: " + err.Error()
+	}
+	return true, ""
+}
+
+// handoffLost is the end of a connection lost during the hand-off of the
+// agent's stdio: nothing of the agent's was sent, so its requests are
+// answered here as when no daemon answers.
+func handoffLost(o Options, err error) int {
+	ref := unavailable(o, "the connection to the Portcullis daemon was lost as it began: "+oneLine(err.Error()))
+	stderrf(o, "%s", ref.Reason)
+	answerRequests(o, ref)
+	return 1
+}
+
+// waitEnd waits, once the agent's stdio is the daemon's (control.ModeFD),
+// for the daemon's control.RunEnd, and returns its exit code. A
+// connection that ends without it means the daemon died: the agent's
+// connection went with it (its client fails what it had in flight), and
+// the reason goes to stderr.
+func waitEnd(ctx context.Context, o Options, conn *control.Conn) int {
+	type result struct {
+		end control.RunEnd
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		var r result
+		line, err := conn.Reader.ReadBytes('\n')
+		if err == nil {
+			err = json.Unmarshal(line, &r.end)
+		}
+		r.err = err
+		got <- r
+	}()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			reason := "the connection to the Portcullis daemon was lost"
+			if !errors.Is(r.err, io.EOF) {
+				reason += ": " + r.err.Error()
+			}
+			stderrf(o, "%s; the agent's connection ended with it: requests in flight were not answered and may or may not have taken effect; check before retrying anything that writes", reason)
+			return 1
+		}
+		if r.end.Exit != 0 && r.end.Reason != "" {
+			stderrf(o, "%s", oneLine(r.end.Reason))
+		}
+		return r.end.Exit
+	case <-ctx.Done():
+		return 1
+	}
 }
 
 // StartError is why no daemon could be started for the agent, worded for
@@ -94,8 +225,9 @@ type StartError struct {
 
 func (e *StartError) Error() string { return e.Reason }
 
-func dial(ctx context.Context, o Options) (*control.Conn, error) {
-	conn, err := control.Connect(o.Socket, o.Label, 10*time.Second)
+func dial(ctx context.Context, o Options, hello control.Hello) (*control.Conn, error) {
+	connect := func() (*control.Conn, error) { return control.Dial(o.Socket, hello, 10*time.Second) }
+	conn, err := connect()
 	if err == nil || !errors.Is(err, control.ErrNoDaemon) || o.Start == nil {
 		return conn, err
 	}
@@ -115,7 +247,7 @@ func dial(ctx context.Context, o Options) (*control.Conn, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		conn, err = control.Connect(o.Socket, o.Label, 10*time.Second)
+		conn, err = connect()
 		if err == nil || !errors.Is(err, control.ErrNoDaemon) {
 			return conn, err
 		}
@@ -126,7 +258,7 @@ func dial(ctx context.Context, o Options) (*control.Conn, error) {
 			// The daemon started here ended before it answered. Another
 			// daemon may have won the race to the socket (the one started
 			// here then exits at once): one more try tells.
-			conn, err = control.Connect(o.Socket, o.Label, 10*time.Second)
+			conn, err = connect()
 			if err == nil || !errors.Is(err, control.ErrNoDaemon) {
 				return conn, err
 			}
@@ -324,6 +456,7 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 	warn := func(format string, args ...any) { stderrf(o, format, args...) }
 
 	agentDone := make(chan error, 1)
+	var inputEnded atomic.Bool // set before EndOfInput is sent
 	go func() {
 		r := mcpwire.NewReader(o.Stdin, o.MaxMessage)
 		var err error
@@ -358,6 +491,11 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 			if err = writeDaemon(line); err != nil {
 				break
 			}
+		}
+		if errors.Is(err, io.EOF) {
+			// Before the line: a daemon may end the run as soon as it
+			// reads it, and its close must not pass for a lost daemon.
+			inputEnded.Store(true)
 		}
 		if errors.Is(err, io.EOF) && writeDaemon([]byte(control.EndOfInput)) == nil {
 			// The agent closed its input (MCP stdio's shutdown): the
@@ -439,7 +577,15 @@ func relay(ctx context.Context, o Options, conn *control.Conn) int {
 	}
 	select {
 	case err := <-daemonErr:
-		// The daemon closed first: it stopped, crashed or was killed.
+		// The daemon closed first: it stopped, crashed or was killed, or
+		// it ended the run at the agent's EndOfInput, having answered
+		// everything (then nothing is in flight).
+		if inputEnded.Load() {
+			if left := pend.drain(); len(left) > 0 {
+				return lost(err, left)
+			}
+			return 0
+		}
 		select {
 		case <-agentDone:
 			return 0 // the agent had already finished

@@ -4,7 +4,7 @@
 // after round, then the daemon's resident memory with 0 and with 10 running
 // servers (package bench). It prints Markdown tables for docs/BENCHMARKS.md.
 //
-//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-callers 1,8] [-servers 10] [-connects 10] [-paths …] [-portcullis BIN] [-perf FILE] [-strace FILE] [-perfstat FILE]
+//	go run ./bench/cmd/relaybench [-rounds 3] [-calls 1000] [-callers 1,8] [-servers 10] [-connects 10] [-paths …] [-portcullis BIN] [-perf FILE] [-strace FILE] [-perfstat FILE] [-trace-shim]
 package main
 
 import (
@@ -40,6 +40,7 @@ func main() {
 	flag.StringVar(&perfOut, "perf", "", "record a perf profile (perf record -g) of the daemon during the measured batches into this file")
 	flag.StringVar(&straceOut, "strace", "", "count the daemon's system calls (strace -c -f) during the measured batches into this file")
 	flag.StringVar(&statOut, "perfstat", "", "count the daemon's CPU time, context switches and system calls (perf stat, syscall tracepoints) during the measured batches into this file")
+	flag.BoolVar(&traceShim, "trace-shim", false, "-perf, -strace and -perfstat trace the shim (portcullis connect) too, with the daemon")
 	flag.Parse()
 	selected = map[string]bool{}
 	for _, p := range strings.Split(*only, ",") {
@@ -62,6 +63,10 @@ var selected map[string]bool
 // prebuilt is the -portcullis executable ("" builds one); perfOut the -perf
 // file, straceOut the -strace file, statOut the -perfstat file.
 var prebuilt, perfOut, straceOut, statOut string
+
+// traceShim adds the first portcullis path's shim (portcullis connect) to
+// what -perf, -strace and -perfstat trace.
+var traceShim bool
 
 // connects is the -connects count.
 var connects int
@@ -153,7 +158,8 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 		concurrency = append(concurrency, c)
 	}
 	batches := map[string][]bench.Batch{}
-	cpu := map[string]time.Duration{} // daemon-side CPU (utime+stime) per path
+	cpu := map[string]time.Duration{}     // daemon-side CPU (utime+stime) per path
+	shimCPU := map[string]time.Duration{} // the shim's (the relay the client started)
 	if perfOut != "" {
 		stop, err := startTracer(paths, "perf", "record", "-g", "-F", "2999", "-o", perfOut)
 		if err != nil {
@@ -185,12 +191,15 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 			for i := range paths {
 				p := paths[(i+r)%len(paths)]
 				t0, _ := bench.CPUTime(p.Daemon)
+				s0, _ := bench.CPUTime(p.Shim)
 				b, err := bench.CallsOf(ctx, p.Session, cmpOr(p.Tool, "echo"), calls, c)
 				if err != nil {
 					return fmt.Errorf("%s, %d callers: %w", p.Name, c, err)
 				}
 				t1, _ := bench.CPUTime(p.Daemon)
+				s1, _ := bench.CPUTime(p.Shim)
 				cpu[p.Name] += t1 - t0
+				shimCPU[p.Name] += s1 - s0
 				batches[key(p, c)] = append(batches[key(p, c)], b)
 			}
 		}
@@ -210,13 +219,21 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 		}
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| path | daemon-side CPU per call (utime+stime / calls) |")
-	fmt.Fprintln(out, "|---|---:|")
+	fmt.Fprintln(out, "| path | daemon-side CPU per call (utime+stime / calls) | shim-side CPU per call (the relay the client started) |")
+	fmt.Fprintln(out, "|---|---:|---:|")
+	perCall := func(d time.Duration) string {
+		return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)/float64(rounds*len(concurrency)*calls))
+	}
 	for _, p := range paths {
-		// socat's listener forks a child per connection: its CPU is not the listener's.
-		if p.Daemon != 0 && p.Name != "socat" {
-			fmt.Fprintf(out, "| %s | %.1f µs |\n", p.Name, float64(cpu[p.Name])/float64(time.Microsecond)/float64(rounds*len(concurrency)*calls))
+		if p.Daemon == 0 {
+			continue
 		}
+		// socat's listener forks a child per connection: its CPU is not the listener's.
+		daemon := perCall(cpu[p.Name])
+		if p.Name == "socat" {
+			daemon = "—"
+		}
+		fmt.Fprintf(out, "| %s | %s | %s |\n", p.Name, daemon, perCall(shimCPU[p.Name]))
 	}
 	fdatasync, err1 := bench.SyncLatency(work, 200, bench.Fdatasync)
 	fsync, err2 := bench.SyncLatency(work, 200, (*os.File).Sync)
@@ -383,16 +400,28 @@ func memory(ctx context.Context, out io.Writer, e bench.Env, n int) error {
 // record, strace -c) on the daemon of the first portcullis path measured until the returned function
 // is called, which interrupts it and waits for it to write its file.
 func startTracer(paths []*bench.Path, name string, args ...string) (func(), error) {
-	pid := 0
+	pid, shim := 0, 0
 	for _, p := range paths {
 		if strings.HasPrefix(p.Name, "portcullis") && pid == 0 {
-			pid = p.Daemon
+			pid, shim = p.Daemon, p.Shim
 		}
 	}
 	if pid == 0 {
 		return nil, fmt.Errorf("-%s needs a portcullis path", name)
 	}
-	cmd := exec.Command(name, append(args, "-p", strconv.Itoa(pid))...)
+	pids := strconv.Itoa(pid)
+	if traceShim && shim != 0 {
+		pids += "," + strconv.Itoa(shim)
+	}
+	if name == "strace" {
+		args = append(args, "-p", strconv.Itoa(pid))
+		if traceShim && shim != 0 {
+			args = append(args, "-p", strconv.Itoa(shim))
+		}
+	} else {
+		args = append(args, "-p", pids)
+	}
+	cmd := exec.Command(name, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)

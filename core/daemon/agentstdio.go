@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/control"
-	"github.com/portcullis/portcullis/core/internal/rawio"
 )
 
 // agentStdio is the agent's own stdin and stdout, handed over by its shim
@@ -25,8 +24,8 @@ import (
 // progress returns io.EOF: the run ends at once.
 type agentStdio struct {
 	in, out *os.File
-	r       io.Reader     // in, read with raw system calls (package rawio)
-	w       io.Writer     // out, written with raw system calls
+	r       io.Reader     // in, read through the runtime's poller
+	w       io.Writer     // out, written through the runtime's poller
 	ctl     *bufio.Reader // the shim's connection
 	gone    chan struct{} // closed when the shim's connection ended
 	once    sync.Once
@@ -39,9 +38,15 @@ type agentStdio struct {
 }
 
 func newAgentStdio(in, out *os.File, ctl *bufio.Reader) *agentStdio {
-	// Both are nonblocking (control.ReceiveStdio), as rawio needs, and
-	// nothing here makes them blocking (no Fd).
-	a := &agentStdio{in: in, out: out, r: rawio.NewReader(in), w: rawio.NewWriter(out), ctl: ctl, gone: make(chan struct{}), atStart: true}
+	// Both are nonblocking (control.ReceiveStdio) and read and written as
+	// ordinary files, not with rawio's raw system calls: the open file
+	// descriptions are the shim's, shared with whatever else holds them (a
+	// wrapper script, a launcher that passed its own stdio on), and any of
+	// those may switch them back to blocking. A raw read or write would
+	// then block inside the kernel unseen by the Go scheduler, holding a
+	// processor and stopping the whole daemon at its next garbage
+	// collection; an ordinary one merely blocks its own thread.
+	a := &agentStdio{in: in, out: out, r: in, w: out, ctl: ctl, gone: make(chan struct{}), atStart: true}
 	go func() {
 		// The shim sends nothing more in this mode: any return is its end
 		// (or the daemon's closing of the connection after the run).

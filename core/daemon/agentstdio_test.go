@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +31,13 @@ type fdAgent struct {
 // handOff connects to label as a shim that hands its stdio over, and
 // closes its own copies as the shim does.
 func handOff(t *testing.T, socket, label string) *fdAgent {
+	t.Helper()
+	return handOffWith(t, socket, label, nil)
+}
+
+// handOffWith is handOff that calls keep, when not nil, with the shim's
+// stdin and stdout after the hand-off and before the shim closes them.
+func handOffWith(t *testing.T, socket, label string, keep func(in, out *os.File)) *fdAgent {
 	t.Helper()
 	shimIn, toDaemon, err := os.Pipe()
 	if err != nil {
@@ -56,6 +64,9 @@ func handOff(t *testing.T, socket, label string) *fdAgent {
 		t.Fatalf("hand-off: %+v, %v; want mode fd", h, err)
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	if keep != nil {
+		keep(shimIn, shimOut)
+	}
 	shimIn.Close()
 	shimOut.Close()
 	a := &fdAgent{toDaemon: toDaemon, fromFile: fromFile, shim: c, lines: make(chan string, 64)}
@@ -214,4 +225,50 @@ func TestConnectStdioShimGone(t *testing.T) {
 		t.Errorf("after the shim left, the agent read %q, want the end of its input", l)
 	}
 	runsGone(t, d)
+}
+
+// TestConnectStdioMadeBlockingElsewhere: the agent's stdin is an open file
+// description the shim shares with whatever else holds it (a wrapper
+// script, a launcher that passed its own stdio on), and one of those may
+// switch it back to blocking while the daemon serves it. The daemon must
+// then still work: a read of the agent's input that blocks in the kernel
+// must be one the Go scheduler knows of. A raw read (package rawio) would
+// block there unseen, and the next garbage collection would wait for it
+// for ever, stopping the whole daemon; this test then hangs until go
+// test's -timeout ends it.
+func TestConnectStdioMadeBlockingElsewhere(t *testing.T) {
+	_, socket := fdDaemon(t)
+	other := -1
+	a := handOffWith(t, socket, "x", func(in, _ *os.File) {
+		rc, err := in.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cerr := rc.Control(func(fd uintptr) { other, err = syscall.Dup(int(fd)) }); cerr != nil || err != nil {
+			t.Fatal(cerr, err)
+		}
+	})
+	t.Cleanup(func() { syscall.Close(other) })
+	if err := syscall.SetNonblock(other, false); err != nil {
+		t.Fatal(err)
+	}
+	a.send(t, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if l, _ := a.next(t); l != `{"jsonrpc":"2.0","id":1,"result":{}}` {
+		t.Fatalf("ping answered %q", l)
+	}
+	// The daemon's reader now waits in read(2) on a blocking description.
+	collected := make(chan struct{})
+	go func() {
+		runtime.GC()
+		close(collected)
+	}()
+	select {
+	case <-collected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a garbage collection did not finish within 10 s while the daemon waited for the agent's input")
+	}
+	a.send(t, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if l, _ := a.next(t); l != `{"jsonrpc":"2.0","id":2,"result":{}}` {
+		t.Errorf("after the description was made blocking, ping answered %q", l)
+	}
 }

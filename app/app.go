@@ -297,7 +297,7 @@ func (a *App) newDaemon(log *slog.Logger) (*daemon.Daemon, error) {
 		Peers:   platform.Peers{},
 		Procs:   platform.NewProcessInfo(),
 		Sandbox: platform.NewSandbox,
-		Cgroups: platform.NewCgroups(),
+		Cgroups: platform.NewCgroups(log),
 		Secrets: store,
 		// For settings.approvalAuthentication: polkit, LocalAuthentication.
 		Authenticator: platform.NewAuthenticator(),

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,13 +38,19 @@ type linuxCgroups struct {
 // NewCgroups returns how servers are put in cgroups of their own on this
 // system, found once, at the first Place: the daemon's own cgroup v2
 // directory (from /proc/self/cgroup and the cgroup2 mount), checked by
-// starting a probe process into a group made there.
-func NewCgroups() supervisor.Cgroups { return lazyCgroups{} }
+// starting a probe process into a group made there. log (nil: none) names
+// what is stopped of a dead daemon's groups at that moment.
+func NewCgroups(log *slog.Logger) supervisor.Cgroups {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return lazyCgroups{log: log}
+}
 
-type lazyCgroups struct{}
+type lazyCgroups struct{ log *slog.Logger }
 
-func (lazyCgroups) Place(cmd *exec.Cmd, epoch string) (supervisor.Cgroup, string, error) {
-	cgroupsOnce.Do(func() { cgroupsFound = findCgroups() })
+func (l lazyCgroups) Place(cmd *exec.Cmd, epoch string) (supervisor.Cgroup, string, error) {
+	cgroupsOnce.Do(func() { cgroupsFound = findCgroups(l.log) })
 	return cgroupsFound.Place(cmd, epoch)
 }
 
@@ -55,7 +62,7 @@ var (
 // cgroupKillWait bounds the wait for a killed group to empty.
 const cgroupKillWait = 5 * time.Second
 
-func findCgroups() *linuxCgroups {
+func findCgroups(log *slog.Logger) *linuxCgroups {
 	none := func(why string) *linuxCgroups {
 		return &linuxCgroups{why: "none — " + why + "; the process group and the epoch's mark still end the tree"}
 	}
@@ -71,7 +78,7 @@ func findCgroups() *linuxCgroups {
 	if err := unix.Access(dir, unix.W_OK); err != nil {
 		return none(fmt.Sprintf("the daemon's cgroup %s is not writable (no delegated cgroup v2 subtree; no systemd user scope is made)", dir))
 	}
-	removeDeadDaemons(dir)
+	removeDeadDaemons(dir, log)
 	parent := filepath.Join(dir, fmt.Sprintf("portcullis-daemon-%d", os.Getpid()))
 	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return none(fmt.Sprintf("making cgroup %s: %v", parent, err))
@@ -103,8 +110,10 @@ func findCgroups() *linuxCgroups {
 // removeDeadDaemons kills and removes the groups that a daemon which no
 // longer runs left in dir (portcullis-daemon-PID, PID gone: killed before
 // it could end its epochs). A live daemon's groups, another data
-// directory's included, are never touched.
-func removeDeadDaemons(dir string) {
+// directory's included, are never touched. Each process stopped is named
+// in log first (pid and program), so that the person can tell what ended:
+// the dead daemon may have been of another data directory.
+func removeDeadDaemons(dir string, log *slog.Logger) {
 	parents, _ := filepath.Glob(filepath.Join(dir, "portcullis-daemon-*"))
 	for _, parent := range parents {
 		var pid int
@@ -116,10 +125,33 @@ func removeDeadDaemons(dir string) {
 		}
 		groups, _ := filepath.Glob(filepath.Join(parent, "portcullis-*"))
 		for _, g := range groups {
+			if procs := groupProcs(g); len(procs) > 0 {
+				log.Warn("stopping the processes a dead daemon left in its cgroup", "daemon_pid", pid, "cgroup", g, "processes", strings.Join(procs, ", "))
+			}
 			_ = (&linuxCgroup{dir: g, fd: -1}).Kill()
 		}
 		_ = unix.Rmdir(parent)
 	}
+}
+
+// groupProcs names the processes in cgroup directory g, each as PID
+// (program), from cgroup.procs and /proc/PID/comm; nil when it holds none
+// or cannot be read.
+func groupProcs(g string) []string {
+	b, err := os.ReadFile(filepath.Join(g, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, pid := range strings.Fields(string(b)) {
+		comm, err := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+		name := strings.TrimSpace(string(comm))
+		if err != nil || name == "" {
+			name = "?"
+		}
+		out = append(out, pid+" ("+name+")")
+	}
+	return out
 }
 
 // cgroup2Mount returns where the cgroup v2 hierarchy is mounted

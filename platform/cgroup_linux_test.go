@@ -4,8 +4,10 @@ package platform
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +40,7 @@ func TestCgroupKillsWhatEscaped(t *testing.T) {
 }
 
 func testCgroupKillsWhatEscaped(t *testing.T, sb supervisor.Sandbox) {
-	cg := NewCgroups()
+	cg := NewCgroups(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	script := `setsid env -i /bin/sh -c 'echo $$; exec sleep 300' & wait`
@@ -85,7 +87,7 @@ func testCgroupKillsWhatEscaped(t *testing.T, sb supervisor.Sandbox) {
 // it ended its epochs left behind are killed and removed by the next
 // daemon; those of a live daemon are left alone.
 func TestCgroupsOfADeadDaemonRemoved(t *testing.T) {
-	c := NewCgroups()
+	c := NewCgroups(nil)
 	probe := exec.Command("/bin/true")
 	g, where, err := c.Place(probe, "probe-dead-daemon")
 	if g == nil || err != nil {
@@ -119,7 +121,8 @@ func TestCgroupsOfADeadDaemonRemoved(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- sleep.Wait() }()
-	removeDeadDaemons(dir)
+	var logged bytes.Buffer
+	removeDeadDaemons(dir, slog.New(slog.NewTextHandler(&logged, nil)))
 	select {
 	case <-exited:
 	case <-time.After(10 * time.Second):
@@ -131,5 +134,10 @@ func TestCgroupsOfADeadDaemonRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(mine); err != nil {
 		t.Errorf("the live daemon's cgroup %s was removed: %v", mine, err)
+	}
+	// What was stopped is named: another data directory's daemon may
+	// have left it, and its person would otherwise never learn why.
+	if want := fmt.Sprintf("%d (sleep)", sleep.Process.Pid); !strings.Contains(logged.String(), want) || !strings.Contains(logged.String(), left) {
+		t.Errorf("the log does not name the stopped process %s in %s:\n%s", want, left, logged.String())
 	}
 }

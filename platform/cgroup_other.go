@@ -3,6 +3,7 @@
 package platform
 
 import (
+	"log/slog"
 	"os/exec"
 	"runtime"
 
@@ -11,7 +12,7 @@ import (
 
 // NewCgroups reports that this system puts servers in no cgroup: the
 // process group and the epoch's mark end the tree.
-func NewCgroups() supervisor.Cgroups { return noCgroups{} }
+func NewCgroups(*slog.Logger) supervisor.Cgroups { return noCgroups{} }
 
 type noCgroups struct{}
 

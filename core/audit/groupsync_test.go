@@ -329,29 +329,15 @@ func TestRecordDuringAuthoritySync(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-st.wrote
-	st.mu.Lock()
-	st.armed = true
-	st.mu.Unlock()
-	res := make(chan error, 1)
-	go func() {
-		_, err := l.Append(context.Background(), "approval_granted", nil)
-		res <- err
-	}()
-	timeout := time.After(20 * time.Second)
-	<-st.wrote
-	select {
-	case <-st.entered:
-	case <-timeout:
-		t.Fatal("the Append did not sync")
-	}
+	res, timeout := holdAuthoritySync(t, l, st)
 	during, err := l.AppendRecord(context.Background(), "tool_completed", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-st.wrote
 	release()
-	if err := <-res; err != nil {
-		t.Fatal(err)
+	if r := <-res; r.err != nil {
+		t.Fatal(r.err)
 	}
 	<-done
 	if err := st.check(before.Hash); err != nil {
@@ -383,23 +369,7 @@ func TestRotationDuringAuthoritySync(t *testing.T) {
 	l := openTest(t, Options{Dir: t.TempDir() + "/audit", MaxFileBytes: 4 << 10, RecordWindow: time.Hour, hooks: st.hooks()})
 	release := sync.OnceFunc(func() { close(st.gate) })
 	t.Cleanup(release)
-	st.mu.Lock()
-	st.armed = true
-	st.mu.Unlock()
-	res := make(chan error, 1)
-	var ev Event
-	go func() {
-		var err error
-		ev, err = l.Append(context.Background(), "approval_granted", nil)
-		res <- err
-	}()
-	timeout := time.After(20 * time.Second)
-	<-st.wrote
-	select {
-	case <-st.entered:
-	case <-timeout:
-		t.Fatal("the Append did not sync")
-	}
+	res, timeout := holdAuthoritySync(t, l, st)
 	first := func() string {
 		l.wmu.Lock()
 		defer l.wmu.Unlock()
@@ -422,11 +392,13 @@ func TestRotationDuringAuthoritySync(t *testing.T) {
 		}
 	}
 	release()
+	var ev Event
 	select {
-	case err := <-res:
-		if err != nil {
-			t.Fatalf("Append whose sync ran across a rotation = %v", err)
+	case r := <-res:
+		if r.err != nil {
+			t.Fatalf("Append whose sync ran across a rotation = %v", r.err)
 		}
+		ev = r.ev
 	case <-timeout:
 		t.Fatal("the Append did not return")
 	}
@@ -443,4 +415,33 @@ func TestRotationDuringAuthoritySync(t *testing.T) {
 	if rep, err := Verify(l.opts.Dir, nil); err != nil || rep.Failed() || rep.Files < 2 {
 		t.Fatalf("Verify = %+v, %v", rep, err)
 	}
+}
+
+// appended is what an Append returned.
+type appended struct {
+	ev  Event
+	err error
+}
+
+// holdAuthoritySync arms st's gate, starts one authority Append on l and
+// returns once that Append leads a sync held at the gate (its result comes
+// on res when the gate opens), with a 20 s deadline for the test's waits.
+func holdAuthoritySync(t *testing.T, l *Log, st *syncTracker) (res <-chan appended, timeout <-chan time.Time) {
+	t.Helper()
+	st.mu.Lock()
+	st.armed = true
+	st.mu.Unlock()
+	ch := make(chan appended, 1)
+	go func() {
+		ev, err := l.Append(context.Background(), "approval_granted", nil)
+		ch <- appended{ev, err}
+	}()
+	timeout = time.After(20 * time.Second)
+	<-st.wrote
+	select {
+	case <-st.entered:
+	case <-timeout:
+		t.Fatal("the Append did not sync")
+	}
+	return ch, timeout
 }

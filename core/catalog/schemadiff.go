@@ -283,18 +283,34 @@ func covers(a, b map[string]bool) bool {
 	return true
 }
 
+// typeString names a "type" keyword's value for a summary. JSON Schema's
+// seven type names are written bare; anything else the server wrote (an
+// unknown name, a line break, a number) is shown as JSON, so that a server
+// cannot put its own words or a second line into the person's summary.
 func typeString(v any) string {
 	switch t := v.(type) {
 	case string:
-		return t
+		return typeName(t)
 	case []any:
 		parts := make([]string, len(t))
 		for i, x := range t {
-			parts[i] = fmt.Sprint(x)
+			if s, ok := x.(string); ok {
+				parts[i] = typeName(s)
+			} else {
+				parts[i] = show(x, true)
+			}
 		}
 		return strings.Join(parts, "|")
 	}
 	return show(v, true)
+}
+
+func typeName(s string) string {
+	switch s {
+	case "null", "boolean", "object", "array", "number", "string", "integer":
+		return s
+	}
+	return show(s, true)
 }
 
 func (d *differ) typ(p, arg string, o, n any, oOK, nOK bool) {

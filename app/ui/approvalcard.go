@@ -113,9 +113,7 @@ func cardModel(c authz.Card) cardView {
 		v.Credentials = "Credentials: " + strings.Join(c.CredentialScope, ", ") + " — " + authz.CredentialWhere(c)
 	}
 
-	for _, ch := range c.IdentityChanges {
-		v.Disk = append(v.Disk, diskLine(ch))
-	}
+	v.Disk = diskLines(c.IdentityChanges)
 	if len(c.CatalogChanges) > 0 {
 		v.CatalogHeading = fmt.Sprintf("Tools changed (catalog revision %d → %d)", c.ApprovedRevision, c.CatalogRevision)
 		cs := slices.Clone(c.CatalogChanges)
@@ -328,6 +326,32 @@ func severityMeaning(s catalog.Severity) string {
 		return "wording or looks only"
 	}
 	return "a change"
+}
+
+// diskLines words the identity changes on disk, one line each, except that
+// an executable that is also the entry file (a compiled server) is one line
+// "executable and entry file PATH" when both changes are the same file with
+// the same digests: two identical lines told the person nothing more.
+func diskLines(changes []identity.Change) []diskChange {
+	var out []diskChange
+	for _, ch := range changes {
+		if ch.Field == "entry" && slices.ContainsFunc(changes, func(e identity.Change) bool { return sameFileChange(e, ch) }) {
+			continue
+		}
+		line := diskLine(ch)
+		if ch.Field == "resolvedExecutable" && slices.ContainsFunc(changes, func(e identity.Change) bool { return e.Field == "entry" && sameFileChange(ch, e) }) {
+			line.What = textsafe.Line("executable and entry file " + ch.Path)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// sameFileChange reports whether exe, an executable's change, and entry, an
+// entry file's, are the same path with the same old and new digests.
+func sameFileChange(exe, entry identity.Change) bool {
+	return exe.Field == "resolvedExecutable" && entry.Field == "entry" && exe.Path != "" &&
+		exe.Path == entry.Path && exe.Old == entry.Old && exe.New == entry.New
 }
 
 // diskLine words one identity digest that changed on disk: what and where,

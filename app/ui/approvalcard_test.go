@@ -313,3 +313,30 @@ func TestCardModelServerRequest(t *testing.T) {
 		t.Errorf("a server request card offers tools: %+v", v.Tools)
 	}
 }
+
+// TestDiskLinesCompiledServer: a compiled server's executable is its entry
+// file; the card says so once. Any difference (another path, other digests)
+// keeps two lines, so that nothing measured is hidden.
+func TestDiskLinesCompiledServer(t *testing.T) {
+	a, b := identity.DigestPrefix+"0123456789abcdef", identity.DigestPrefix+"fedcba9876543210"
+	exe := identity.Change{Field: "resolvedExecutable", Path: "/srv/publish", Old: a, New: b}
+	entry := identity.Change{Field: "entry", Path: "/srv/publish", Old: a, New: b}
+	lock := identity.Change{Field: "lockfile", Path: "/srv/go.sum", Old: a, New: b}
+	one := diskChange{"executable and entry file /srv/publish", "0123456789ab… → fedcba987654…"}
+	tests := []struct {
+		name string
+		in   []identity.Change
+		want []diskChange
+	}{
+		{"same file, same digests", []identity.Change{exe, entry, lock}, []diskChange{one, diskLine(lock)}},
+		{"entry listed first", []identity.Change{entry, exe}, []diskChange{one}},
+		{"other path", []identity.Change{exe, {Field: "entry", Path: "/srv/main.js", Old: a, New: b}}, []diskChange{diskLine(exe), {"entry file /srv/main.js", "0123456789ab… → fedcba987654…"}}},
+		{"other digests", []identity.Change{exe, {Field: "entry", Path: "/srv/publish", Old: b, New: a}}, []diskChange{diskLine(exe), {"entry file /srv/publish", "fedcba987654… → 0123456789ab…"}}},
+		{"executable only", []identity.Change{exe}, []diskChange{diskLine(exe)}},
+	}
+	for _, tt := range tests {
+		if d := cmp.Diff(tt.want, diskLines(tt.in)); d != "" {
+			t.Errorf("%s: diskLines (-want +got):\n%s", tt.name, d)
+		}
+	}
+}

@@ -41,9 +41,16 @@ build-headless: front launcher ## build without cgo (Fyne test driver, -tags ci)
 front: ## build the front into bin/portcullis: the small executable agents run (`portcullis connect LABEL` starts in a few ms); it execs bin/portcullis-app, the full program, for every other command
 	CGO_ENABLED=0 $(GO) build -o bin/portcullis .
 
+# On linux/amd64 the launcher's entry point runs before the Go runtime and
+# makes the server's namespaces itself, so that the daemon need not fork
+# its whole self for each sandboxed start (internal/sandboxlaunch,
+# entry_linux.go). Built without it, the launcher still works: the daemon
+# then clones it into the namespaces.
+LAUNCHER_LDFLAGS = $(if $(filter linux/amd64,$(shell $(GO) env GOOS)/$(shell $(GO) env GOARCH)),-ldflags=-E=_rt0_portcullis_sandbox)
+
 .PHONY: launcher
 launcher: ## build the sandbox's launcher (Linux: the small executable that hides Portcullis's directories from a server, then execs it) into bin/portcullis-sandbox
-	CGO_ENABLED=0 $(GO) build -o bin/portcullis-sandbox ./cmd/portcullis-sandbox
+	CGO_ENABLED=0 $(GO) build $(LAUNCHER_LDFLAGS) -o bin/portcullis-sandbox ./cmd/portcullis-sandbox
 
 # Where `make install` puts portcullis: PREFIX/bin. ~/.local on Linux (on the
 # PATH of most desktop sessions), /usr/local on macOS.

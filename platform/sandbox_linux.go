@@ -26,12 +26,17 @@ import (
 // an unconfigured loopback: no network, no abstract Unix sockets of the
 // host). The mounts are made by the launcher, the small portcullis-sandbox
 // executable beside the portcullis executable (package
-// internal/sandboxlaunch), started in those namespaces, which then execs
-// the server: the server's process, and what the supervisor observes of it
-// once the exec settled, is the server's own executable.
+// internal/sandboxlaunch), which then execs the server: the server's
+// process, and what the supervisor observes of it once the exec settled,
+// is the server's own executable. The launcher makes the namespaces
+// itself, from its entry point, where it was built with one
+// (sandboxlaunch.EntrySymbol, linux/amd64): the daemon then starts it with
+// vfork like any program instead of forking its whole self; otherwise the
+// daemon clones it into them.
 type linuxSandbox struct {
 	level    string
 	launcher string // the portcullis-sandbox executable
+	unshares bool   // the launcher makes its own namespaces
 }
 
 // NewSandbox returns the Sandbox of level (SandboxStandard or
@@ -50,10 +55,11 @@ func NewSandbox(level string) (supervisor.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := userNamespacesWork(launcher); err != nil {
+	unshares, err := userNamespacesWork(launcher)
+	if err != nil {
 		return nil, err
 	}
-	return &linuxSandbox{level: level, launcher: launcher}, nil
+	return &linuxSandbox{level: level, launcher: launcher, unshares: unshares}, nil
 }
 
 // sandboxLauncher returns the launcher's path: sandboxlaunch.Name beside
@@ -74,34 +80,43 @@ var sandboxLauncher = func() (string, error) {
 var probes sync.Map // string → *probe
 
 type probe struct {
-	once sync.Once
-	err  error
+	once     sync.Once
+	unshares bool
+	err      error
 }
 
 // userNamespacesWork reports whether an unprivileged process may create a
 // user namespace and mount in it here, once per launcher: the kernel's
-// settings first (a clear reason), then the launcher's probe run in a new
-// user and mount namespace, which fails where AppArmor or seccomp restricts
-// them. Its error is a *supervisor.UnsupportedError.
-func userNamespacesWork(launcher string) error {
+// settings first (a clear reason), then the launcher's probe, which fails
+// where AppArmor or seccomp restricts them. The probe asks the launcher to
+// make its own namespaces; unshares is false when it was built without the
+// entry point that does (sandboxlaunch.ExitNoEntry), and the probe is then
+// run in namespaces the daemon's clone made. Its error is a
+// *supervisor.UnsupportedError.
+func userNamespacesWork(launcher string) (unshares bool, err error) {
 	v, _ := probes.LoadOrStore(launcher, &probe{})
 	pr := v.(*probe)
-	pr.once.Do(func() { pr.err = probeUserNamespaces(launcher) })
-	return pr.err
+	pr.once.Do(func() { pr.unshares, pr.err = probeUserNamespaces(launcher) })
+	return pr.unshares, pr.err
 }
 
-func probeUserNamespaces(launcher string) error {
+func probeUserNamespaces(launcher string) (unshares bool, err error) {
 	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" && os.Getuid() != 0 {
-		return &supervisor.UnsupportedError{Reason: "user namespaces are not available here (kernel.unprivileged_userns_clone=0)"}
+		return false, &supervisor.UnsupportedError{Reason: "user namespaces are not available here (kernel.unprivileged_userns_clone=0)"}
 	}
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
-		return &supervisor.UnsupportedError{Reason: "user namespaces are not available here (user.max_user_namespaces=0)"}
+		return false, &supervisor.UnsupportedError{Reason: "user namespaces are not available here (user.max_user_namespaces=0)"}
 	}
-	cmd := exec.Command(launcher, sandboxlaunch.ProbeArg)
-	cmd.SysProcAttr = namespaces(SandboxStandard)
-	out, err := cmd.CombinedOutput()
+	unshares = true
+	out, err := exec.Command(launcher, sandboxlaunch.UnshareArg, sandboxlaunch.ProbeArg).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == sandboxlaunch.ExitNoEntry {
+		unshares = false
+		cmd := exec.Command(launcher, sandboxlaunch.ProbeArg)
+		cmd.SysProcAttr = namespaces(SandboxStandard)
+		out, err = cmd.CombinedOutput()
+	}
 	if err == nil {
-		return nil
+		return unshares, nil
 	}
 	why := strings.TrimPrefix(strings.TrimSpace(string(out)), "portcullis sandbox: ")
 	if why == "" {
@@ -111,7 +126,7 @@ func probeUserNamespaces(launcher string) error {
 	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
 		restricted = " (AppArmor restricts them: kernel.apparmor_restrict_unprivileged_userns=1)"
 	}
-	return &supervisor.UnsupportedError{Reason: fmt.Sprintf("user namespaces are not available here%s: %s", restricted, why)}
+	return false, &supervisor.UnsupportedError{Reason: fmt.Sprintf("user namespaces are not available here%s: %s", restricted, why)}
 }
 
 // namespaces returns the process attributes of a launch in the sandbox of
@@ -135,21 +150,30 @@ func namespaces(level string) *syscall.SysProcAttr {
 
 func (s *linuxSandbox) Prepare(cmd *exec.Cmd, hide []string) (string, error) {
 	hide = coverable(hide)
-	args := []string{s.launcher, strconv.Itoa(len(hide))}
+	args := []string{s.launcher}
+	if s.unshares {
+		args = append(args, sandboxlaunch.UnshareArg)
+		if s.level == SandboxStrict {
+			args[1] = sandboxlaunch.UnshareNetArg
+		}
+	}
+	args = append(args, strconv.Itoa(len(hide)))
 	args = append(args, hide...)
 	args = append(args, cmd.Path)
 	args = append(args, cmd.Args...)
 	cmd.Path, cmd.Args = s.launcher, args
-	ns := namespaces(s.level)
-	attr := cmd.SysProcAttr
-	if attr == nil {
-		attr = &syscall.SysProcAttr{}
+	if !s.unshares {
+		ns := namespaces(s.level)
+		attr := cmd.SysProcAttr
+		if attr == nil {
+			attr = &syscall.SysProcAttr{}
+		}
+		attr.Cloneflags |= ns.Cloneflags
+		attr.UidMappings, attr.GidMappings = ns.UidMappings, ns.GidMappings
+		attr.GidMappingsEnableSetgroups = false
+		attr.AmbientCaps = ns.AmbientCaps
+		cmd.SysProcAttr = attr
 	}
-	attr.Cloneflags |= ns.Cloneflags
-	attr.UidMappings, attr.GidMappings = ns.UidMappings, ns.GidMappings
-	attr.GidMappingsEnableSetgroups = false
-	attr.AmbientCaps = ns.AmbientCaps
-	cmd.SysProcAttr = attr
 	desc := s.level + ": hides " + strings.Join(hide, ", ")
 	if len(hide) == 0 {
 		desc = s.level + ": hides nothing"
@@ -161,12 +185,17 @@ func (s *linuxSandbox) Prepare(cmd *exec.Cmd, hide []string) (string, error) {
 }
 
 // SignalExec hands the launcher w as its first extra descriptor, named by
-// sandboxlaunch.ExecFdArg (supervisor.ExecSignaler): the launcher marks it
+// sandboxlaunch.ExecFdArg (supervisor.ExecSignaler), after the argument
+// that makes it unshare if there is one: the launcher marks it
 // close-on-exec, so its exec of the server ends the daemon's read end.
 func (s *linuxSandbox) SignalExec(cmd *exec.Cmd, w *os.File) {
 	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
 	fd := 2 + len(cmd.ExtraFiles)
-	cmd.Args = slices.Insert(cmd.Args, 1, sandboxlaunch.ExecFdArg+strconv.Itoa(fd))
+	at := 1
+	if s.unshares {
+		at = 2
+	}
+	cmd.Args = slices.Insert(cmd.Args, at, sandboxlaunch.ExecFdArg+strconv.Itoa(fd))
 }
 
 // coverable returns the absolute, existing paths of hide, sorted, without

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,7 +22,8 @@ import (
 
 // TestMain builds the sandbox's launcher (cmd/portcullis-sandbox) and
 // points the sandbox at it, as it would be found beside the portcullis
-// executable.
+// executable; and the launcher without its entry point (noEntryLauncher),
+// which the daemon clones into the namespaces instead.
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
@@ -50,6 +53,10 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if noEntryLauncher, err = harness.BuildSandboxLauncherWithoutEntry(ctx, root, filepath.Join(dir, "noentry")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	besideExecutable = sandboxLauncher
 	sandboxLauncher = func() (string, error) { return launcher, nil }
 	return m.Run()
@@ -66,6 +73,60 @@ const (
 // besideExecutable is the launcher's look-up of the real portcullis
 // executable.
 var besideExecutable func() (string, error)
+
+// noEntryLauncher is the launcher as a plain go build links it, without
+// the entry point that makes its own namespaces.
+var noEntryLauncher string
+
+// bothLaunchers runs f as a subtest with the launcher built as make builds
+// it ("entry") and with the one built without its entry point
+// ("no-entry"), each as the launcher found beside the executable.
+func bothLaunchers(t *testing.T, f func(t *testing.T)) {
+	built, err := sandboxLauncher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, launcher string }{{"entry", built}, {"no-entry", noEntryLauncher}} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.launcher == "" {
+				t.Skip("no such launcher in this run")
+			}
+			defer func(saved func() (string, error)) { sandboxLauncher = saved }(sandboxLauncher)
+			sandboxLauncher = func() (string, error) { return c.launcher, nil }
+			f(t)
+		})
+	}
+}
+
+// TestSandboxLauncherUnshares: the launcher that make builds makes its own
+// namespaces where its entry point exists (linux/amd64), so the daemon
+// starts it with vfork; one built without the entry point still confines,
+// cloned into the namespaces by the daemon.
+func TestSandboxLauncherUnshares(t *testing.T) {
+	sb, err := NewSandbox(SandboxStandard)
+	if err != nil {
+		t.Skipf("no sandbox here: %v", err)
+	}
+	if got, want := sb.(*linuxSandbox).unshares, runtime.GOARCH == "amd64"; got != want {
+		t.Errorf("the launcher built with its entry point on %s makes its own namespaces: %v, want %v", runtime.GOARCH, got, want)
+	}
+	bothLaunchers(t, func(t *testing.T) {
+		sb, err := NewSandbox(SandboxStandard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, _ := sandboxLauncher(); l == noEntryLauncher && sb.(*linuxSandbox).unshares {
+			t.Error("a launcher without its entry point was trusted to make its own namespaces")
+		}
+		// The person's own ids, mapped onto themselves: files keep their
+		// owners and the server its uid.
+		out, stderr := runBoxed(t, SandboxStandard, `cat /proc/self/uid_map /proc/self/gid_map /proc/self/setgroups; id -u; id -g`)
+		uid, gid := strconv.Itoa(os.Getuid()), strconv.Itoa(os.Getgid())
+		if f := strings.Fields(out); len(f) != 9 || f[0] != uid || f[1] != uid || f[2] != "1" || f[3] != gid || f[4] != gid || f[5] != "1" || f[6] != "deny" || f[7] != uid || f[8] != gid {
+			t.Errorf("the sandbox's id maps, setgroups, id -u and id -g: %q, want uid %s and gid %s each mapped onto itself, setgroups denied\nstderr %q", out, uid, gid, stderr)
+		}
+	})
+}
 
 // TestSandboxLauncherMissing: without portcullis-sandbox beside the
 // executable (this test binary's directory has none), the error names it,
@@ -86,6 +147,10 @@ func TestSandboxLauncherMissing(t *testing.T) {
 // a hidden directory would still reach it through its cwd; the launcher
 // refuses, saying what to change, and the server does not run.
 func TestSandboxRefusesACwdItHides(t *testing.T) {
+	bothLaunchers(t, testSandboxRefusesACwdItHides)
+}
+
+func testSandboxRefusesACwdItHides(t *testing.T) {
 	dir := t.TempDir()
 	cwd := filepath.Join(dir, "work")
 	if err := os.Mkdir(cwd, 0o700); err != nil {
@@ -140,7 +205,9 @@ func runBoxed(t testing.TB, level, script string, hide ...string) (string, []str
 	return string(out), p.StderrTail(0)
 }
 
-func TestSandboxHides(t *testing.T) {
+func TestSandboxHides(t *testing.T) { bothLaunchers(t, testSandboxHides) }
+
+func testSandboxHides(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte("secret config"), 0o600); err != nil {
 		t.Fatal(err)
@@ -187,6 +254,10 @@ func checkCovered(t *testing.T, out string, stderr []string) {
 // runs this test, root here: execve keeps uid 0's capabilities unless the
 // bounding set is emptied).
 func TestSandboxServerCannotUncover(t *testing.T) {
+	bothLaunchers(t, testSandboxServerCannotUncover)
+}
+
+func testSandboxServerCannotUncover(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("secret config"), 0o600); err != nil {
 		t.Fatal(err)
@@ -204,6 +275,10 @@ func TestSandboxForAPersonWhoIsNotRoot(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("not root: the other tests run the sandbox as a person who is not root")
 	}
+	bothLaunchers(t, testSandboxForAPersonWhoIsNotRoot)
+}
+
+func testSandboxForAPersonWhoIsNotRoot(t *testing.T) {
 	if _, err := NewSandbox(SandboxStandard); err != nil {
 		t.Skipf("no sandbox here: %v", err)
 	}
@@ -263,9 +338,12 @@ func TestSandboxNonRootHelper(t *testing.T) {
 	if _, err := NewSandbox(SandboxStandard); err != nil {
 		t.Fatalf("as uid %d: %v", os.Getuid(), err)
 	}
-	out, stderr := runBoxed(t, SandboxStandard, `ls -A '`+hidden+`'; `+uncoverScript(hidden), hidden)
+	out, stderr := runBoxed(t, SandboxStandard, `ls -A '`+hidden+`'; `+uncoverScript(hidden)+`; echo "uid $(id -u)"`, hidden)
 	if !strings.Contains(out, HiddenNote) {
 		t.Errorf("the hidden directory as uid %d's server sees it:\n%s\nstderr %q", os.Getuid(), out, stderr)
+	}
+	if want := fmt.Sprintf("uid %d\n", os.Getuid()); !strings.Contains(out, want) {
+		t.Errorf("uid %d's server runs as another uid:\n%s\nstderr %q", os.Getuid(), out, stderr)
 	}
 	checkCovered(t, out, stderr)
 }
@@ -274,6 +352,10 @@ func TestSandboxNonRootHelper(t *testing.T) {
 // that the launcher exec'd the server (supervisor.ExecSignaler) is the
 // launcher's alone: the server holds no descriptor but its stdio.
 func TestSandboxExecPipeNotInherited(t *testing.T) {
+	bothLaunchers(t, testSandboxExecPipeNotInherited)
+}
+
+func testSandboxExecPipeNotInherited(t *testing.T) {
 	out, stderr := runBoxed(t, SandboxStandard, `for fd in 3 4 5 6; do [ -e /proc/$$/fd/$fd ] && echo "fd $fd open: $(readlink /proc/$$/fd/$fd)"; done; echo checked`)
 	if strings.TrimSpace(out) != "checked" {
 		t.Errorf("the server inherited descriptors beyond its stdio:\n%s\nstderr %q", out, stderr)
@@ -281,6 +363,10 @@ func TestSandboxExecPipeNotInherited(t *testing.T) {
 }
 
 func TestSandboxStrictHasNoNetwork(t *testing.T) {
+	bothLaunchers(t, testSandboxStrictHasNoNetwork)
+}
+
+func testSandboxStrictHasNoNetwork(t *testing.T) {
 	out, _ := runBoxed(t, SandboxStrict, `tail -n +3 /proc/self/net/dev | cut -d: -f1 | tr -d ' '`)
 	if strings.TrimSpace(out) != "lo" {
 		t.Errorf("network interfaces in a strict sandbox: %q, want only lo", out)
@@ -291,14 +377,27 @@ func TestSandboxStrictHasNoNetwork(t *testing.T) {
 // from Start to the end of a server that exits at once (/bin/true), with
 // and without it, and the CPU time of that process (the launcher, then
 // /bin/true), which load on the machine inflates less than the wall time.
+// "standard-cloned" is standard with the launcher built without its entry
+// point, which the daemon clones into the namespaces (a full fork).
 func BenchmarkServerStart(b *testing.B) {
 	hide := []string{b.TempDir(), b.TempDir()}
-	for _, level := range []string{"off", SandboxStandard, SandboxStrict} {
-		b.Run("sandbox="+level, func(b *testing.B) {
+	built, err := sandboxLauncher()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, level, launcher string }{
+		{"off", "off", ""},
+		{SandboxStandard, SandboxStandard, built},
+		{SandboxStrict, SandboxStrict, built},
+		{"standard-cloned", SandboxStandard, noEntryLauncher},
+	} {
+		b.Run("sandbox="+c.name, func(b *testing.B) {
 			var sb supervisor.Sandbox
-			if level != "off" {
+			if c.level != "off" {
+				defer func(saved func() (string, error)) { sandboxLauncher = saved }(sandboxLauncher)
+				sandboxLauncher = func() (string, error) { return c.launcher, nil }
 				var err error
-				if sb, err = NewSandbox(level); err != nil {
+				if sb, err = NewSandbox(c.level); err != nil {
 					b.Skipf("no sandbox here: %v", err)
 				}
 			}
@@ -321,8 +420,9 @@ func BenchmarkServerStart(b *testing.B) {
 }
 
 // selfCPU returns the user and system time of this process, the daemon's
-// side of a start: the clone (a full fork once a user namespace is asked
-// for), the uid and gid maps, the wait for the launcher's exec.
+// side of a start: the clone (a full fork when it clones the launcher into
+// a user namespace, and then the uid and gid maps), the wait for the
+// launcher's exec.
 func selfCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

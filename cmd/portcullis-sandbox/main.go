@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -18,5 +19,8 @@ func main() {
 		os.Exit(0) // the probe: confinement works here
 	}
 	fmt.Fprintf(os.Stderr, "portcullis sandbox: %v\n", err)
+	if errors.Is(err, sandboxlaunch.ErrNoEntry) {
+		os.Exit(sandboxlaunch.ExitNoEntry)
+	}
 	os.Exit(sandboxlaunch.ExitRefused)
 }

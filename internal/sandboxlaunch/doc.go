@@ -34,6 +34,27 @@ const ExecFdArg = "--exec-fd="
 // server (the server did not run).
 const ExitRefused = 126
 
+// EntrySymbol is the launcher's entry point on linux/amd64, to be given to
+// the linker: go build -ldflags=-E=_rt0_portcullis_sandbox.
+const EntrySymbol = "_rt0_portcullis_sandbox"
+
+// UnshareArg, as the launcher's first argument, makes its entry point move
+// it into new user and mount namespaces of its own; UnshareNetArg adds a
+// network namespace (the strict level). The rest of the arguments are as
+// without it.
+const (
+	UnshareArg    = "-U"
+	UnshareNetArg = "-N"
+)
+
+// ExitNoEntry is the launcher's exit status when it was asked to make its
+// own namespaces but was not built with its entry point.
+const ExitNoEntry = 125
+
+// ErrNoEntry is the error of a launcher asked to make its own namespaces
+// without its entry point.
+var ErrNoEntry = fmt.Errorf("the sandbox launcher was built without its entry point (go build -ldflags=-E=%s); make launcher builds it so", EntrySymbol)
+
 // HiddenText is HiddenNote's content for directory dir.
 func HiddenText(dir string) string {
 	return fmt.Sprintf("%s is hidden from this MCP server by Portcullis's sandbox: it holds Portcullis's own files (configuration, audit log, control socket).\nIf the server needs it, the person can run: portcullis servers edit LABEL --sandbox off\n", dir)

@@ -16,7 +16,9 @@ import (
 )
 
 // Main is the launcher, started by the daemon in the sandbox's namespaces
-// (platform's linuxSandbox): args are N, N absolute paths to hide, the
+// (platform's linuxSandbox), or told to make them with UnshareArg or
+// UnshareNetArg first, which its entry point did before Main runs
+// (entry_linux.go): then args are N, N absolute paths to hide, the
 // server's executable and its argv, optionally after ExecFdArg; or
 // ProbeArg alone. It makes every mount
 // private (nothing it mounts reaches the host), covers each hidden
@@ -25,15 +27,22 @@ import (
 // never returns. Its error says what was refused and the one step the
 // person can take.
 //
-// The daemon starts it with CAP_SYS_ADMIN as an ambient capability of the
-// new user namespace: a process whose uid is not 0 loses every capability
-// at execve, ambient ones aside, so without it the launcher of a person who
-// is not root could not mount anything. Before the server's exec it drops
+// A launcher that made its own namespaces holds every capability of its
+// new user namespace. One the daemon cloned into them gets CAP_SYS_ADMIN
+// as an ambient capability of that namespace: a process whose uid is not
+// 0 loses every capability at execve, ambient ones aside, so without it
+// the launcher of a person who is not root could not mount anything. Before the server's exec it drops
 // every capability it can hand on (dropCapabilities), so that the server
 // cannot unmount a cover. Capabilities are a thread's, and the thread that
 // drops them must be the one that execs: Main keeps its OS thread.
 func Main(args []string) error {
 	runtime.LockOSThread() // never unlocked: this thread execs the server
+	if len(args) > 0 && (args[0] == UnshareArg || args[0] == UnshareNetArg) {
+		if err := entered(); err != nil {
+			return err
+		}
+		args = args[1:]
+	}
 	if len(args) == 1 && args[0] == ProbeArg {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fmt.Errorf("the kernel refused to make the mounts private in a user namespace (%w)", err)

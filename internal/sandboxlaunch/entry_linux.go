@@ -1,0 +1,63 @@
+//go:build linux
+
+package sandboxlaunch
+
+import (
+	"fmt"
+	"syscall"
+)
+
+// Why the launcher makes its own namespaces. Go's os/exec gives up vfork
+// when CLONE_NEWUSER is asked for (the parent must write the child's uid
+// and gid maps while the child waits), so a daemon that clones the
+// launcher into new namespaces copies its own page tables on every
+// sandboxed start and then takes a write fault on each page it touches:
+// on this project's VMs that was 8 ms of the start and about as much of
+// the daemon's work just after it (docs/BENCHMARKS.md, "The launcher
+// makes its own namespaces"). unshare(CLONE_NEWUSER) needs a process of
+// one thread, which a Go program is not once its runtime has started; so
+// on linux/amd64 the launcher's entry point (entry_linux_amd64.s, linked
+// with -ldflags=-E=EntrySymbol) does the unshare and writes the maps
+// before the runtime starts, and the daemon starts the launcher like any
+// other program. A launcher built without that entry point says so
+// (ExitNoEntry) and the daemon clones it into the namespaces as before.
+
+// What the entry point did, written before the runtime started (so these
+// must never get an initializer, which would overwrite them): entryRan is
+// 1 when it ran at all, entryStep the step that failed, with entryErrno,
+// or entryStepDone.
+var entryRan, entryStep, entryErrno int64
+
+// The entry point's steps.
+const (
+	entryStepUnshare   = 1
+	entryStepSetgroups = 2
+	entryStepUidMap    = 3
+	entryStepGidMap    = 4
+	entryStepDone      = 9
+)
+
+// entered reports whether the entry point put the process in the
+// namespaces its first argument asked for.
+func entered() error {
+	if entryRan == 0 {
+		return ErrNoEntry
+	}
+	if entryStep == entryStepDone {
+		return nil
+	}
+	what := map[int64]string{
+		entryStepUnshare:   "create its user and mount namespaces",
+		entryStepSetgroups: "deny setgroups in its user namespace",
+		entryStepUidMap:    "map the person's uid in its user namespace",
+		entryStepGidMap:    "map the person's gid in its user namespace",
+	}[entryStep]
+	if what == "" {
+		what = fmt.Sprintf("enter its namespaces (step %d)", entryStep)
+	}
+	errno := syscall.Errno(entryErrno)
+	if entryStep == entryStepUnshare {
+		return refused(what, errno) // EPERM here: AppArmor or seccomp
+	}
+	return fmt.Errorf("the sandbox could not %s (%v); the server was not started: set its sandbox to off (portcullis servers edit LABEL --sandbox off)", what, errno)
+}

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/portcullis/portcullis/core/internal/rawio"
 )
 
 // ErrUnavailable is wrapped by every error that means the log could not
@@ -248,7 +250,7 @@ func newLog(o Options) (*Log, error) {
 		o.hooks = &hooks{}
 	}
 	if o.hooks.write == nil {
-		o.hooks.write = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
+		o.hooks.write = rawio.WriteFile // no wake-up of the runtime's monitor per event
 	}
 	if o.hooks.sync == nil {
 		o.hooks.sync = syncData

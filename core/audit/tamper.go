@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/portcullis/portcullis/core/internal/rawio"
 )
 
 // ErrTampered is wrapped by Log.Tampered's error while a log_tampered event
@@ -97,11 +99,11 @@ func (l *Log) swappedLocked(head bool) []TamperedFile {
 		if f == nil || info == nil {
 			return
 		}
-		st, err := os.Stat(f.Name())
+		same, err := rawio.SameFile(f.Name(), info) // a raw stat, once per commit
 		switch {
 		case err != nil:
 			out = append(out, TamperedFile{File: filepath.Base(f.Name()), Change: "deleted"})
-		case !os.SameFile(st, info):
+		case !same:
 			out = append(out, TamperedFile{File: filepath.Base(f.Name()), Change: "replaced"})
 		}
 	}

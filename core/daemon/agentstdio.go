@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/internal/rawio"
 )
 
 // agentStdio is the agent's own stdin and stdout, handed over by its shim
@@ -38,15 +39,18 @@ type agentStdio struct {
 }
 
 func newAgentStdio(in, out *os.File, ctl *bufio.Reader) *agentStdio {
-	// Both are nonblocking (control.ReceiveStdio) and read and written as
-	// ordinary files, not with rawio's raw system calls: the open file
+	// Both are nonblocking (control.ReceiveStdio), but the open file
 	// descriptions are the shim's, shared with whatever else holds them (a
 	// wrapper script, a launcher that passed its own stdio on), and any of
-	// those may switch them back to blocking. A raw read or write would
-	// then block inside the kernel unseen by the Go scheduler, holding a
-	// processor and stopping the whole daemon at its next garbage
-	// collection; an ordinary one merely blocks its own thread.
-	a := &agentStdio{in: in, out: out, r: in, w: out, ctl: ctl, gone: make(chan struct{}), atStart: true}
+	// those may switch them back to blocking. A plain raw read or write
+	// would then block inside the kernel unseen by the Go scheduler,
+	// holding a processor and stopping the whole daemon at its next garbage
+	// collection. So they are read and written with RWF_NOWAIT
+	// (rawio.NewSharedReader), which never blocks whatever the mode: no
+	// wake-up of the runtime's monitor thread per message, as with the
+	// server's pipes. Where the kernel refuses RWF_NOWAIT for them, they
+	// are ordinary files, which merely block their own thread.
+	a := &agentStdio{in: in, out: out, r: rawio.NewSharedReader(in), w: rawio.NewSharedWriter(out), ctl: ctl, gone: make(chan struct{}), atStart: true}
 	go func() {
 		// The shim sends nothing more in this mode: any return is its end
 		// (or the daemon's closing of the connection after the run).

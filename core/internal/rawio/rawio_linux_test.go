@@ -304,3 +304,150 @@ func fcntlFlags(c *net.UnixConn) (int, error) {
 	}
 	return int(flags), nil
 }
+
+// setBlocking switches the open file description of f back to blocking,
+// as another holder of a shared descriptor may.
+func setBlocking(t *testing.T, f *os.File) {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		flags, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+		if e == 0 {
+			_, _, e = syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_SETFL, flags&^syscall.O_NONBLOCK)
+		}
+		errno = e
+	}); err != nil || errno != 0 {
+		t.Fatalf("making the descriptor blocking: %v %v", err, errno)
+	}
+}
+
+// TestSharedPipeMadeBlockingDoesNotBlock: the agent's stdio, handed to the
+// daemon, is shared with other processes, and one of them may make it
+// blocking again after the daemon took it. A shared reader or writer
+// (RWF_NOWAIT) must still wait in the poller, never in the kernel: a read
+// with nothing to read and a write to a full pipe each return at their
+// deadline; the bytes sent before and after arrive whole.
+func TestSharedPipeMadeBlockingDoesNotBlock(t *testing.T) {
+	pr, pw, err := os.Pipe() // non-blocking: os.Pipe registers both with the poller
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	r, w := NewSharedReader(pr), NewSharedWriter(pw)
+	if _, ok := r.(*reader); !ok {
+		t.Fatalf("NewSharedReader of a pipe gave %T, not the raw reader", r)
+	}
+	if _, err := w.Write([]byte("before\n")); err != nil {
+		t.Fatal(err)
+	}
+	setBlocking(t, pr)
+	setBlocking(t, pw)
+	prev := runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0))) // a processor for the watchdog
+	defer runtime.GOMAXPROCS(prev)
+	var finished atomic.Bool
+	defer finished.Store(true)
+	go func() {
+		ts := syscall.NsecToTimespec(int64(10 * time.Second))
+		for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
+		}
+		if !finished.Load() {
+			panic("TestSharedPipeMadeBlockingDoesNotBlock: a shared read or write on a pipe made blocking did not return by its deadline: it blocked in the kernel")
+		}
+	}()
+	buf := make([]byte, 64)
+	n, err := r.Read(buf)
+	if err != nil || string(buf[:n]) != "before\n" {
+		t.Fatalf("read %q, %v; want the line written before", buf[:n], err)
+	}
+	pr.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := r.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("read of an empty pipe made blocking: %v, want os.ErrDeadlineExceeded", err)
+	}
+	pw.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := w.Write(make([]byte, 8<<20)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("write to a full pipe made blocking: %v, want os.ErrDeadlineExceeded", err)
+	}
+	if r.(*reader).plain.Load() || w.(*writer).plain.Load() {
+		t.Error("the kernel's RWF_NOWAIT was taken as refused for a pipe")
+	}
+}
+
+// TestSharedTerminalTakesTheOrdinaryPath: a terminal does not take
+// RWF_NOWAIT; the shared writer says nothing of it and writes through the
+// file's own Write from then on.
+func TestSharedTerminalTakesTheOrdinaryPath(t *testing.T) {
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer ptmx.Close()
+	w := NewSharedWriter(ptmx)
+	ww, ok := w.(*writer)
+	if !ok {
+		t.Skipf("the terminal is not pollable here (%T)", w)
+	}
+	// The pseudo-terminal's input queue takes a line without a reader.
+	if n, err := w.Write([]byte("x\n")); err != nil || n != 2 {
+		t.Fatalf("write to a terminal: %d, %v", n, err)
+	}
+	if !ww.plain.Load() {
+		t.Skip("this kernel takes RWF_NOWAIT for a terminal: nothing to fall back from")
+	}
+	if n, err := w.Write([]byte("y\n")); err != nil || n != 2 {
+		t.Errorf("second write, on the ordinary path: %d, %v", n, err)
+	}
+}
+
+// TestWriteFileAndSameFile: the audit log's raw append writes every byte,
+// and its raw swap check tells its file from one renamed over it and from
+// none at all.
+func TestWriteFileAndSameFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "log.jsonl")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	line := bytes.Repeat([]byte("e"), 100_000)
+	for range 3 {
+		if n, err := WriteFile(f, line); err != nil || n != len(line) {
+			t.Fatalf("WriteFile: %d, %v", n, err)
+		}
+	}
+	if b, err := os.ReadFile(path); err != nil || len(b) != 3*len(line) {
+		t.Fatalf("the file holds %d bytes (%v), want %d", len(b), err, 3*len(line))
+	}
+	info, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same, err := SameFile(path, info); !same || err != nil {
+		t.Errorf("SameFile of the open file: %v, %v", same, err)
+	}
+	other := filepath.Join(dir, "other")
+	if err := os.WriteFile(other, []byte("forged\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
+	}
+	if same, err := SameFile(path, info); same || err != nil {
+		t.Errorf("SameFile after a file was renamed over it: %v, %v; want false", same, err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if same, err := SameFile(path, info); same || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("SameFile after removal: %v, %v; want os.ErrNotExist", same, err)
+	}
+	f.Close()
+	if _, err := WriteFile(f, line); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("WriteFile to a closed file: %v, want os.ErrClosed", err)
+	}
+}

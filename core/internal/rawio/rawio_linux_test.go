@@ -252,21 +252,7 @@ func TestSocketMadeBlockingDoesNotBlock(t *testing.T) {
 	if err != nil || flags&syscall.O_NONBLOCK != 0 {
 		t.Fatalf("the socket is still non-blocking (flags %#x, %v): the test proves nothing", flags, err)
 	}
-	// A call that blocks in the kernel holds its processor and can keep the
-	// runtime's timers from running: the watchdog sleeps in a system call
-	// of its own (on its own thread) and ends the test binary.
-	prev := runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0))) // a processor for the watchdog
-	defer runtime.GOMAXPROCS(prev)
-	var finished atomic.Bool
-	defer finished.Store(true)
-	go func() {
-		ts := syscall.NsecToTimespec(int64(10 * time.Second))
-		for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
-		}
-		if !finished.Load() {
-			panic("TestSocketMadeBlockingDoesNotBlock: a raw read or write on a blocking socket did not return by its deadline: it blocked in the kernel")
-		}
-	}()
+	defer watchdog("TestSocketMadeBlockingDoesNotBlock: a raw read or write on a blocking socket did not return by its deadline: it blocked in the kernel")()
 	for name, call := range map[string]func() error{
 		"read": func() error {
 			a.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
@@ -347,18 +333,7 @@ func TestSharedPipeMadeBlockingDoesNotBlock(t *testing.T) {
 	}
 	setBlocking(t, pr)
 	setBlocking(t, pw)
-	prev := runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0))) // a processor for the watchdog
-	defer runtime.GOMAXPROCS(prev)
-	var finished atomic.Bool
-	defer finished.Store(true)
-	go func() {
-		ts := syscall.NsecToTimespec(int64(10 * time.Second))
-		for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
-		}
-		if !finished.Load() {
-			panic("TestSharedPipeMadeBlockingDoesNotBlock: a shared read or write on a pipe made blocking did not return by its deadline: it blocked in the kernel")
-		}
-	}()
+	defer watchdog("TestSharedPipeMadeBlockingDoesNotBlock: a shared read or write on a pipe made blocking did not return by its deadline: it blocked in the kernel")()
 	buf := make([]byte, 64)
 	n, err := r.Read(buf)
 	if err != nil || string(buf[:n]) != "before\n" {
@@ -449,5 +424,27 @@ func TestWriteFileAndSameFile(t *testing.T) {
 	f.Close()
 	if _, err := WriteFile(f, line); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("WriteFile to a closed file: %v, want os.ErrClosed", err)
+	}
+}
+
+// watchdog ends the test binary with a panic saying why unless the
+// function it returns is called within 10 s. A call that blocks in the
+// kernel holds its processor and can keep the runtime's timers from
+// running, so the watchdog sleeps in a system call of its own (on its own
+// thread), with a second processor to run on.
+func watchdog(why string) (finished func()) {
+	prev := runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
+	var done atomic.Bool
+	go func() {
+		ts := syscall.NsecToTimespec(int64(10 * time.Second))
+		for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
+		}
+		if !done.Load() {
+			panic(why)
+		}
+	}()
+	return func() {
+		done.Store(true)
+		runtime.GOMAXPROCS(prev)
 	}
 }

@@ -89,10 +89,12 @@ type probe struct {
 // user namespace and mount in it here, once per launcher: the kernel's
 // settings first (a clear reason), then the launcher's probe, which fails
 // where AppArmor or seccomp restricts them. The probe asks the launcher to
-// make its own namespaces; unshares is false when it was built without the
-// entry point that does (sandboxlaunch.ExitNoEntry), and the probe is then
-// run in namespaces the daemon's clone made. Its error is a
-// *supervisor.UnsupportedError.
+// make its own namespaces; when that fails (a launcher built without the
+// entry point that does, sandboxlaunch.ExitNoEntry, or a kernel that
+// refuses unshare but lets a clone make them) it runs again in namespaces
+// the daemon's clone made, and unshares is false if that one works. Its
+// error is a *supervisor.UnsupportedError: the clone's refusal for a
+// launcher without the entry point, else the launcher's own.
 func userNamespacesWork(launcher string) (unshares bool, err error) {
 	v, _ := probes.LoadOrStore(launcher, &probe{})
 	pr := v.(*probe)
@@ -107,16 +109,21 @@ func probeUserNamespaces(launcher string) (unshares bool, err error) {
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
 		return false, &supervisor.UnsupportedError{Reason: "user namespaces are not available here (user.max_user_namespaces=0)"}
 	}
-	unshares = true
 	out, err := exec.Command(launcher, sandboxlaunch.UnshareArg, sandboxlaunch.ProbeArg).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == sandboxlaunch.ExitNoEntry {
-		unshares = false
-		cmd := exec.Command(launcher, sandboxlaunch.ProbeArg)
-		cmd.SysProcAttr = namespaces(SandboxStandard)
-		out, err = cmd.CombinedOutput()
-	}
 	if err == nil {
-		return unshares, nil
+		return true, nil
+	}
+	// Without its entry point, or where the kernel lets a clone make the
+	// namespaces but not unshare (a seccomp filter can tell them apart),
+	// the daemon clones the launcher into them.
+	cmd := exec.Command(launcher, sandboxlaunch.ProbeArg)
+	cmd.SysProcAttr = namespaces(SandboxStandard)
+	cloned, cerr := cmd.CombinedOutput()
+	if cerr == nil {
+		return false, nil
+	}
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == sandboxlaunch.ExitNoEntry {
+		out, err = cloned, cerr // the clone's refusal is the one to report
 	}
 	why := strings.TrimPrefix(strings.TrimSpace(string(out)), "portcullis sandbox: ")
 	if why == "" {

@@ -179,6 +179,60 @@ func testSandboxRefusesACwdItHides(t *testing.T) {
 	}
 }
 
+// TestSandboxRefusesAnExecutableItHides: a server whose executable lies
+// inside a hidden directory is refused before anything is covered (the
+// entry point's fast path gives way to the Go code, which says why).
+func TestSandboxRefusesAnExecutableItHides(t *testing.T) {
+	bothLaunchers(t, func(t *testing.T) {
+		dir := t.TempDir()
+		exe := filepath.Join(dir, "server")
+		if err := os.WriteFile(exe, []byte("#!/bin/sh\necho ran\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, tail, exit := runExe(t, exe, dir)
+		if len(out) != 0 || exit.Code != 126 || !strings.Contains(tail, "executable "+exe+" is inside "+dir+", which the sandbox hides") {
+			t.Errorf("an executable inside a hidden directory: stdout %q, exit %v, stderr %q", out, exit, tail)
+		}
+	})
+}
+
+// TestSandboxReportsAFailedExec: once everything is covered and the
+// capabilities are dropped, the server's own execve may still fail (here a
+// file marked executable that is no program); the launcher says so with
+// the kernel's error, and nothing ran.
+func TestSandboxReportsAFailedExec(t *testing.T) {
+	bothLaunchers(t, func(t *testing.T) {
+		exe := filepath.Join(t.TempDir(), "server")
+		if err := os.WriteFile(exe, []byte{0, 1, 2, 3, 'n', 'o', 't', ' ', 'a', ' ', 'p', 'r', 'o', 'g', 'r', 'a', 'm'}, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, tail, exit := runExe(t, exe, t.TempDir())
+		if len(out) != 0 || exit.Code != 126 || !strings.Contains(tail, "starting the server "+exe+": exec format error") {
+			t.Errorf("a server that is no program: stdout %q, exit %v, stderr %q", out, exit, tail)
+		}
+	})
+}
+
+// runExe starts exe in the standard sandbox hiding hide and returns its
+// stdout, its stderr tail and how it ended.
+func runExe(t *testing.T, exe string, hide ...string) ([]byte, string, supervisor.ExitInfo) {
+	t.Helper()
+	sb, err := NewSandbox(SandboxStandard)
+	if err != nil {
+		t.Skipf("no sandbox here: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "boxed", Command: exe, Dir: t.TempDir(), Sandbox: sb, Hide: hide}, supervisor.Options{TreePoll: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(p.Stdout())
+	<-p.Done()
+	_ = p.Stop(ctx)
+	return out, strings.Join(p.StderrTail(0), "\n"), p.Exit()
+}
+
 // runBoxed runs sh -c script in a sandbox of level hiding hide and returns
 // its stdout and stderr tail.
 func runBoxed(t testing.TB, level, script string, hide ...string) (string, []string) {

@@ -56,6 +56,7 @@ const ExitNoEntry = 125
 var ErrNoEntry = fmt.Errorf("the sandbox launcher was built without its entry point (go build -ldflags=-E=%s); make launcher builds it so", EntrySymbol)
 
 // HiddenText is HiddenNote's content for directory dir.
-func HiddenText(dir string) string {
-	return fmt.Sprintf("%s is hidden from this MCP server by Portcullis's sandbox: it holds Portcullis's own files (configuration, audit log, control socket).\nIf the server needs it, the person can run: portcullis servers edit LABEL --sandbox off\n", dir)
-}
+func HiddenText(dir string) string { return dir + hiddenTail }
+
+// hiddenTail is HiddenText after the directory's path.
+const hiddenTail = " is hidden from this MCP server by Portcullis's sandbox: it holds Portcullis's own files (configuration, audit log, control socket).\nIf the server needs it, the person can run: portcullis servers edit LABEL --sandbox off\n"

@@ -28,6 +28,27 @@ import (
 // or entryStepDone.
 var entryRan, entryStep, entryErrno int64
 
+// What the entry point's fast path did (it runs after entryStepDone):
+// fastStage is the stage at which it gave way to the Go code (0 when it
+// did not run), fastExecErrno the error of the server's execve when that
+// was what failed. The fast path is the whole launch of Main, made before
+// the runtime starts, since a Go runtime's start is most of what a
+// sandboxed start costs (docs/BENCHMARKS.md, "A launcher without the Go
+// runtime"): the exec-fd, the hidden paths (tmpfs, the note, read-only;
+// /dev/null over a file), the capabilities, the server's execve. It gives
+// way to Main, which does the launch from the start, at anything it does
+// not expect or that Main must refuse with its own words (a working
+// directory or executable inside a hidden directory, a refused mount):
+// nothing it did before that harms Main's doing it again.
+var fastStage, fastExecErrno int64
+
+// The note's name and text after the directory's path, for the fast path
+// (statically initialized, so readable before the runtime starts).
+var (
+	noteName = "/" + HiddenNote
+	noteTail = hiddenTail
+)
+
 // The entry point's steps.
 const (
 	entryStepUnshare   = 1

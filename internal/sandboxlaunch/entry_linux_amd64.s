@@ -15,10 +15,28 @@
 
 #define SYS_write	1
 #define SYS_close	3
+#define SYS_fcntl	72
+#define SYS_getcwd	79
 #define SYS_getuid	102
 #define SYS_getgid	104
+#define SYS_geteuid	107
+#define SYS_capget	125
+#define SYS_capset	126
+#define SYS_prctl	157
+#define SYS_mount	165
+#define SYS_execve	59
 #define SYS_openat	257
+#define SYS_newfstatat	262
 #define SYS_unshare	272
+
+#define MS_RDONLY	1
+#define MS_NOSUID	2
+#define MS_NODEV	4
+#define MS_NOEXEC	8
+#define MS_REMOUNT	32
+#define MS_BIND	4096
+#define MS_REC	16384
+#define MS_PRIVATE	(1<<18)
 
 #define CLONE_NEWNS	0x00020000
 #define CLONE_NEWUSER	0x10000000
@@ -91,7 +109,7 @@ enter:
 	JNE	failed
 
 	MOVQ	$9, ·entryStep(SB) // entryStepDone
-	JMP	runtime
+	JMP	fast
 
 failed:
 	NEGQ	AX
@@ -100,6 +118,354 @@ failed:
 
 runtime:
 	JMP	_rt0_amd64_linux(SB)
+
+// The fast path: the whole launch (fast.go says what it does and why),
+// or nothing it cannot leave to the Go code, which then does the launch
+// from the start. It gives way (JMP gaveWay) on anything unexpected; only
+// the server's execve failing, after the capabilities are dropped, is
+// recorded for the Go code to report (fastExecErrno). Registers: R12 the
+// address of the first path to hide in argv, R13 their number, R14 the
+// server's executable, BX the path at hand, R15 the fast path's stage.
+fast:
+	MOVQ	$1, R15
+	LEAQ	24(SP), R12 // &argv[2]
+	MOVQ	0(SP), BX
+	SUBQ	$2, BX // the arguments after the mode
+	CMPQ	BX, $1
+	JLT	gaveWay
+	MOVQ	0(R12), SI
+	LEAQ	execFdPrefix<>(SB), DI
+	CALL	hasPrefix<>(SB) // SI past the prefix when it is there
+	TESTQ	AX, AX
+	JEQ	count
+	CALL	parseUint<>(SB)
+	TESTQ	DX, DX
+	JEQ	gaveWay
+	CMPQ	AX, $3
+	JLT	gaveWay
+	MOVQ	AX, DI
+	MOVQ	$2, SI // F_SETFD
+	MOVQ	$1, DX // FD_CLOEXEC
+	MOVQ	$SYS_fcntl, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	gaveWay
+	ADDQ	$8, R12
+	DECQ	BX
+
+count:
+	CMPQ	BX, $1
+	JLT	gaveWay
+	MOVQ	0(R12), SI
+	CALL	parseUint<>(SB)
+	TESTQ	DX, DX
+	JEQ	gaveWay
+	CMPQ	AX, $1024
+	JGT	gaveWay
+	MOVQ	AX, R13
+	ADDQ	$8, R12
+	DECQ	BX
+	MOVQ	R13, AX
+	ADDQ	$2, AX // the paths, the executable, argv[0]
+	CMPQ	BX, AX
+	JLT	gaveWay
+	MOVQ	0(R12)(R13*8), R14
+	LEAQ	8(R12)(R13*8), AX
+	MOVQ	AX, serverArgv<>(SB)
+	MOVQ	0(SP), AX
+	LEAQ	16(SP)(AX*8), AX // envp: past argv and its NULL
+	MOVQ	AX, serverEnvp<>(SB)
+
+	// The refusals (a working directory or an executable inside a hidden
+	// directory) are the Go code's to make: give way to it.
+	MOVQ	$2, R15
+	LEAQ	cwd<>(SB), DI
+	MOVQ	$4096, SI
+	MOVQ	$SYS_getcwd, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	gaveWay
+	XORQ	BX, BX
+checks:
+	CMPQ	BX, R13
+	JGE	private
+	MOVQ	0(R12)(BX*8), SI
+	CMPB	0(SI), $'/'
+	JNE	gaveWay
+	LEAQ	cwd<>(SB), DI
+	CALL	within<>(SB)
+	TESTQ	AX, AX
+	JNE	gaveWay
+	MOVQ	0(R12)(BX*8), SI
+	MOVQ	R14, DI
+	CALL	within<>(SB)
+	TESTQ	AX, AX
+	JNE	gaveWay
+	INCQ	BX
+	JMP	checks
+
+private:
+	MOVQ	$3, R15
+	LEAQ	empty<>(SB), DI
+	LEAQ	slash<>(SB), SI
+	LEAQ	empty<>(SB), DX
+	MOVQ	$(MS_REC|MS_PRIVATE), R10
+	XORQ	R8, R8
+	MOVQ	$SYS_mount, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	gaveWay
+	XORQ	BX, BX
+cover:
+	MOVQ	$4, R15
+	CMPQ	BX, R13
+	JGE	capabilities
+	MOVQ	$-100, DI // AT_FDCWD
+	MOVQ	0(R12)(BX*8), SI
+	LEAQ	statBuf<>(SB), DX
+	XORQ	R10, R10
+	MOVQ	$SYS_newfstatat, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	next // gone since: nothing to hide
+	MOVL	statBuf<>+24(SB), AX // st_mode
+	ANDL	$0xf000, AX
+	CMPL	AX, $0x4000 // S_IFDIR
+	JEQ	directory
+	LEAQ	devNull<>(SB), DI
+	MOVQ	0(R12)(BX*8), SI
+	LEAQ	empty<>(SB), DX
+	MOVQ	$MS_BIND, R10
+	XORQ	R8, R8
+	MOVQ	$SYS_mount, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	gaveWay
+	JMP	next
+directory:
+	MOVQ	$5, R15
+	LEAQ	tmpfs<>(SB), DI
+	MOVQ	0(R12)(BX*8), SI
+	LEAQ	tmpfs<>(SB), DX
+	MOVQ	$(MS_NOSUID|MS_NODEV|MS_NOEXEC), R10
+	LEAQ	tmpfsData<>(SB), R8
+	MOVQ	$SYS_mount, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	gaveWay
+	MOVQ	0(R12)(BX*8), SI
+	CALL	writeNote<>(SB)
+	MOVQ	$6, R15
+	LEAQ	empty<>(SB), DI
+	MOVQ	0(R12)(BX*8), SI
+	LEAQ	empty<>(SB), DX
+	MOVQ	$(MS_REMOUNT|MS_RDONLY|MS_NOSUID|MS_NODEV|MS_NOEXEC), R10
+	XORQ	R8, R8
+	MOVQ	$SYS_mount, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	gaveWay
+next:
+	INCQ	BX
+	JMP	cover
+
+	// dropCapabilities of launch_linux.go: no ambient and no inheritable
+	// capability, and for uid 0 an empty bounding set.
+capabilities:
+	MOVQ	$7, R15
+	MOVQ	$47, DI // PR_CAP_AMBIENT
+	MOVQ	$4, SI // PR_CAP_AMBIENT_CLEAR_ALL
+	XORQ	DX, DX
+	XORQ	R10, R10
+	XORQ	R8, R8
+	MOVQ	$SYS_prctl, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	gaveWay
+	MOVL	$0x20080522, capHeader<>(SB) // _LINUX_CAPABILITY_VERSION_3
+	MOVL	$0, capHeader<>+4(SB) // this thread
+	LEAQ	capHeader<>(SB), DI
+	LEAQ	capData<>(SB), SI
+	MOVQ	$SYS_capget, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	gaveWay
+	MOVL	$0, capData<>+8(SB) // inheritable, capabilities 0–31
+	MOVL	$0, capData<>+20(SB) // and 32–63
+	LEAQ	capHeader<>(SB), DI
+	LEAQ	capData<>(SB), SI
+	MOVQ	$SYS_capset, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	gaveWay
+	MOVQ	$SYS_geteuid, AX
+	SYSCALL
+	TESTQ	AX, AX
+	JNE	exec
+	XORQ	BX, BX
+bounding:
+	MOVQ	$24, DI // PR_CAPBSET_DROP
+	MOVQ	BX, SI
+	XORQ	DX, DX
+	XORQ	R10, R10
+	XORQ	R8, R8
+	MOVQ	$SYS_prctl, AX
+	SYSCALL
+	CMPQ	AX, $-22 // EINVAL: past the kernel's last capability
+	JEQ	exec
+	CMPQ	AX, $-4095
+	JCC	gaveWay
+	INCQ	BX
+	JMP	bounding
+
+exec:
+	MOVQ	$8, R15
+	MOVQ	R14, DI
+	MOVQ	serverArgv<>(SB), SI
+	MOVQ	serverEnvp<>(SB), DX
+	MOVQ	$SYS_execve, AX
+	SYSCALL
+	NEGQ	AX
+	MOVQ	AX, ·fastExecErrno(SB)
+
+gaveWay:
+	MOVQ	R15, ·fastStage(SB)
+	JMP	runtime
+
+// hasPrefix reports in AX whether the NUL-terminated SI begins with the
+// NUL-terminated DI, and then leaves SI past it. Clobbers CX, DX, DI.
+TEXT hasPrefix<>(SB),NOSPLIT|NOFRAME,$0
+	MOVQ	SI, DX
+prefixByte:
+	MOVBLZX	0(DI), CX
+	TESTL	CX, CX
+	JEQ	prefixYes
+	CMPB	0(DX), CL
+	JNE	prefixNo
+	INCQ	DI
+	INCQ	DX
+	JMP	prefixByte
+prefixYes:
+	MOVQ	DX, SI
+	MOVQ	$1, AX
+	RET
+prefixNo:
+	XORQ	AX, AX
+	RET
+
+// parseUint reads the NUL-terminated decimal SI (1 to 9 digits, nothing
+// else) into AX; DX is 1 when it was one, else 0. Clobbers CX.
+TEXT parseUint<>(SB),NOSPLIT|NOFRAME,$0
+	XORQ	AX, AX
+	XORQ	DX, DX
+digit:
+	MOVBLZX	0(SI), CX
+	TESTL	CX, CX
+	JEQ	parsed
+	SUBL	$'0', CX
+	CMPL	CX, $9
+	JHI	notANumber // also below '0', as unsigned
+	IMULQ	$10, AX
+	ADDQ	CX, AX
+	INCQ	SI
+	INCQ	DX
+	CMPQ	DX, $9
+	JGT	notANumber
+	JMP	digit
+parsed:
+	TESTQ	DX, DX
+	JEQ	notANumber
+	MOVQ	$1, DX
+	RET
+notANumber:
+	XORQ	DX, DX
+	RET
+
+// within reports in AX whether the NUL-terminated path DI is the
+// directory SI or inside it (both clean and absolute, as the daemon
+// passes them; "/" holds everything). Clobbers CX, DX, DI, SI.
+TEXT within<>(SB),NOSPLIT|NOFRAME,$0
+	CMPB	0(SI), $'/'
+	JNE	withinByte
+	CMPB	1(SI), $0
+	JEQ	withinYes
+withinByte:
+	MOVBLZX	0(SI), CX
+	TESTL	CX, CX
+	JEQ	withinEnd
+	CMPB	0(DI), CL
+	JNE	withinNo
+	INCQ	SI
+	INCQ	DI
+	JMP	withinByte
+withinEnd:
+	MOVBLZX	0(DI), CX
+	TESTL	CX, CX
+	JEQ	withinYes
+	CMPL	CX, $'/'
+	JEQ	withinYes
+withinNo:
+	XORQ	AX, AX
+	RET
+withinYes:
+	MOVQ	$1, AX
+	RET
+
+// writeNote writes HiddenNote, with HiddenText's text, into the directory
+// SI (a fresh tmpfs): as the Go code, it goes on without the note when it
+// cannot write it. Clobbers AX, CX, DX, SI, DI, R8–R11.
+TEXT writeNote<>(SB),NOSPLIT|NOFRAME,$0
+	MOVQ	SI, R9 // the directory
+	LEAQ	notePath<>(SB), DI
+	XORQ	CX, CX
+noteDir:
+	MOVB	0(SI)(CX*1), AX
+	TESTB	AL, AL
+	JEQ	noteName
+	CMPQ	CX, $3900
+	JGE	noteDone // a path this long gets no note
+	MOVB	AL, 0(DI)(CX*1)
+	INCQ	CX
+	JMP	noteDir
+noteName:
+	MOVQ	CX, R8 // the directory's length
+	MOVQ	·noteName+8(SB), DX
+	MOVQ	·noteName(SB), SI
+	ADDQ	CX, DI
+	XORQ	CX, CX
+noteNameByte:
+	CMPQ	CX, DX
+	JGE	noteOpen
+	MOVB	0(SI)(CX*1), AX
+	MOVB	AL, 0(DI)(CX*1)
+	INCQ	CX
+	JMP	noteNameByte
+noteOpen:
+	MOVB	$0, 0(DI)(CX*1)
+	MOVQ	$-100, DI // AT_FDCWD
+	LEAQ	notePath<>(SB), SI
+	MOVQ	$0x80241, DX // O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC
+	MOVQ	$256, R10 // 0400
+	MOVQ	$SYS_openat, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	noteDone
+	MOVQ	AX, R10 // the descriptor
+	MOVQ	AX, DI
+	MOVQ	R9, SI
+	MOVQ	R8, DX
+	MOVQ	$SYS_write, AX
+	SYSCALL
+	MOVQ	R10, DI
+	MOVQ	·noteTail(SB), SI
+	MOVQ	·noteTail+8(SB), DX
+	MOVQ	$SYS_write, AX
+	SYSCALL
+	MOVQ	R10, DI
+	MOVQ	$SYS_close, AX
+	SYSCALL
+noteDone:
+	RET
 
 // writeFile writes DX bytes at SI to the existing file at the
 // NUL-terminated path DI, in one write, and closes it. AX is 0, or minus
@@ -202,3 +568,31 @@ GLOBL denyText<>(SB), RODATA, $8
 // A map line: two ids of at most 10 digits, two spaces, "1\n".
 GLOBL mapLine<>(SB), NOPTR, $32
 GLOBL digits<>(SB), NOPTR, $24
+
+DATA execFdPrefix<>+0(SB)/8, $"--exec-f"
+DATA execFdPrefix<>+8(SB)/2, $"d="
+GLOBL execFdPrefix<>(SB), RODATA, $16
+
+DATA slash<>+0(SB)/1, $"/"
+GLOBL slash<>(SB), RODATA, $8
+GLOBL empty<>(SB), RODATA, $8
+
+DATA devNull<>+0(SB)/8, $"/dev/nul"
+DATA devNull<>+8(SB)/1, $"l"
+GLOBL devNull<>(SB), RODATA, $16
+
+DATA tmpfs<>+0(SB)/5, $"tmpfs"
+GLOBL tmpfs<>(SB), RODATA, $8
+
+DATA tmpfsData<>+0(SB)/8, $"size=64k"
+DATA tmpfsData<>+8(SB)/8, $",mode=07"
+DATA tmpfsData<>+16(SB)/2, $"00"
+GLOBL tmpfsData<>(SB), RODATA, $24
+
+GLOBL cwd<>(SB), NOPTR, $4096
+GLOBL notePath<>(SB), NOPTR, $4096
+GLOBL statBuf<>(SB), NOPTR, $256
+GLOBL capHeader<>(SB), NOPTR, $8
+GLOBL capData<>(SB), NOPTR, $24
+GLOBL serverArgv<>(SB), NOPTR, $8
+GLOBL serverEnvp<>(SB), NOPTR, $8

@@ -71,6 +71,11 @@ func Main(args []string) error {
 		return fmt.Errorf("bad arguments %q (it is started by Portcullis, not by hand)", args)
 	}
 	hide, target, argv := args[1:1+n], args[1+n], args[2+n:]
+	if fastExecErrno != 0 {
+		// The entry point's fast path covered everything and dropped the
+		// capabilities; only the server's execve failed.
+		return fmt.Errorf("starting the server %s: %w", target, syscall.Errno(fastExecErrno))
+	}
 	cwd, _ := os.Getwd()
 	for _, p := range hide {
 		if !filepath.IsAbs(p) {

@@ -7,9 +7,10 @@
 // UnshareNetArg), then maps the person's uid and gid onto themselves, as
 // the daemon's clone did before (entry_linux.go says why: the daemon can
 // then start the launcher with vfork instead of forking itself). It
-// records in enteredStep and enteredErrno what it did, and always ends in
-// the runtime's own entry, _rt0_amd64_linux: the Go code reports a failure
-// and does the rest.
+// records in entryStep and entryErrno what it did; then its fast path
+// (below) makes the whole launch where it can. Whatever it does not do
+// ends in the runtime's own entry, _rt0_amd64_linux: the Go code reports a
+// failure and does the rest.
 
 #include "textflag.h"
 
@@ -119,7 +120,8 @@ failed:
 runtime:
 	JMP	_rt0_amd64_linux(SB)
 
-// The fast path: the whole launch (fast.go says what it does and why),
+// The fast path: the whole launch (entry_linux.go, fastStage, says what it
+// does and why),
 // or nothing it cannot leave to the Go code, which then does the launch
 // from the start. It gives way (JMP gaveWay) on anything unexpected; only
 // the server's execve failing, after the capabilities are dropped, is

@@ -205,14 +205,17 @@ func (s *linuxSandbox) SignalExec(cmd *exec.Cmd, w *os.File) {
 	cmd.Args = slices.Insert(cmd.Args, at, sandboxlaunch.ExecFdArg+strconv.Itoa(fd))
 }
 
-// coverable returns the absolute, existing paths of hide, sorted, without
-// those inside another one (covered with it).
+// coverable returns the absolute, existing paths of hide, with their
+// symbolic links resolved, sorted, without those inside another one
+// (covered with it). Resolved, because the launcher compares them with
+// the working directory the kernel reports, which has none: a working
+// directory reached through a link into a hidden directory is refused too.
 func coverable(hide []string) []string {
 	var out []string
 	for _, p := range hide {
 		if p = filepath.Clean(p); filepath.IsAbs(p) {
-			if _, err := os.Stat(p); err == nil {
-				out = append(out, p)
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				out = append(out, r)
 			}
 		}
 	}

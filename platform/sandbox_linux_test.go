@@ -179,6 +179,43 @@ func testSandboxRefusesACwdItHides(t *testing.T) {
 	}
 }
 
+// TestSandboxRefusesACwdBehindALink: a hidden directory named through a
+// symbolic link (a linked ~/.local, say) is the directory it leads to; a
+// working directory inside that one, as the kernel reports it, is inside
+// the hidden directory and refused.
+func TestSandboxRefusesACwdBehindALink(t *testing.T) {
+	bothLaunchers(t, func(t *testing.T) {
+		root := t.TempDir()
+		real := filepath.Join(root, "real")
+		cwd := filepath.Join(real, "work")
+		if err := os.MkdirAll(cwd, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(root, "link")
+		if err := os.Symlink(real, link); err != nil {
+			t.Fatal(err)
+		}
+		sb, err := NewSandbox(SandboxStandard)
+		if err != nil {
+			t.Skipf("no sandbox here: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		p, err := supervisor.Start(ctx, supervisor.Spec{Label: "boxed", Command: "/bin/sh", Args: []string{"-c", "echo ran"}, Dir: cwd, Sandbox: sb, Hide: []string{link}},
+			supervisor.Options{TreePoll: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(p.Stdout())
+		<-p.Done()
+		_ = p.Stop(ctx)
+		tail := strings.Join(p.StderrTail(0), "\n")
+		if len(out) != 0 || p.Exit().Code != 126 || !strings.Contains(tail, "working directory "+cwd+" is inside "+real+", which the sandbox hides") {
+			t.Errorf("a cwd inside a hidden directory named through a link: stdout %q, exit %v, stderr %q", out, p.Exit(), tail)
+		}
+	})
+}
+
 // TestSandboxRefusesAnExecutableItHides: a server whose executable lies
 // inside a hidden directory is refused before anything is covered (the
 // entry point's fast path gives way to the Go code, which says why).

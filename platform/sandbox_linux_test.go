@@ -4,6 +4,7 @@ package platform
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/supervisor"
 	"github.com/portcullis/portcullis/internal/harness"
+	"github.com/portcullis/portcullis/internal/sandboxlaunch"
 )
 
 // TestMain builds the sandbox's launcher (cmd/portcullis-sandbox) and
@@ -68,7 +70,17 @@ func runMain(m *testing.M) int {
 const (
 	testLauncherEnv = "PORTCULLIS_TEST_SANDBOX_LAUNCHER"
 	testHiddenEnv   = "PORTCULLIS_TEST_SANDBOX_HIDDEN"
+	testCapEnv      = "PORTCULLIS_TEST_SANDBOX_CAPCAT"
 )
+
+// setFileCapability gives the file at path capability c, permitted and
+// effective, as setcap does (the security.capability attribute, revision 2).
+func setFileCapability(path string, c uint) error {
+	var v [20]byte
+	binary.LittleEndian.PutUint32(v[0:], 0x02000000|0x1) // VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE
+	binary.LittleEndian.PutUint32(v[4:], 1<<c)           // permitted, capabilities 0–31
+	return syscall.Setxattr(path, "security.capability", v[:], 0)
+}
 
 // besideExecutable is the launcher's look-up of the real portcullis
 // executable.
@@ -201,7 +213,10 @@ func TestSandboxRefusesACwdBehindALink(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		p, err := supervisor.Start(ctx, supervisor.Spec{Label: "boxed", Command: "/bin/sh", Args: []string{"-c", "echo ran"}, Dir: cwd, Sandbox: sb, Hide: []string{link}},
+		// $PWD names the working directory through the link, as the
+		// server's environment may: the launcher asks the kernel instead.
+		linked := filepath.Join(link, "work")
+		p, err := supervisor.Start(ctx, supervisor.Spec{Label: "boxed", Command: "/bin/sh", Args: []string{"-c", "echo ran"}, Dir: linked, Env: []string{"PWD=" + linked}, Sandbox: sb, Hide: []string{link}},
 			supervisor.Options{TreePoll: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -214,6 +229,33 @@ func TestSandboxRefusesACwdBehindALink(t *testing.T) {
 			t.Errorf("a cwd inside a hidden directory named through a link: stdout %q, exit %v, stderr %q", out, p.Exit(), tail)
 		}
 	})
+}
+
+// TestSandboxLauncherRefusesUncleanPaths: the daemon passes hidden paths
+// clean, but the launcher does not rely on it. Its entry point compares
+// paths byte by byte, so it gives way on a path in any other form, and the
+// Go code, which cleans them, refuses a working directory inside one.
+func TestSandboxLauncherRefusesUncleanPaths(t *testing.T) {
+	if _, err := NewSandbox(SandboxStandard); err != nil {
+		t.Skipf("no sandbox here: %v", err)
+	}
+	launcher, err := sandboxLauncher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cwd := filepath.Join(dir, "sec", "sub")
+	if err := os.MkdirAll(cwd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, hidden := range []string{dir + "/sec/", dir + "//sec", dir + "/./sec", dir + "/x/../sec"} {
+		cmd := exec.Command(launcher, sandboxlaunch.UnshareArg, "1", hidden, "/bin/sh", "sh", "-c", "echo ran")
+		cmd.Dir = cwd
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != sandboxlaunch.ExitRefused || !strings.Contains(string(out), "working directory "+cwd+" is inside") {
+			t.Errorf("hiding %q with the working directory inside it: %v\n%s", hidden, err, out)
+		}
+	}
 }
 
 // TestSandboxRefusesAnExecutableItHides: a server whose executable lies
@@ -411,7 +453,18 @@ func testSandboxForAPersonWhoIsNotRoot(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.run", "^TestSandboxNonRootHelper$", "-test.v", "-test.count=1")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), testLauncherEnv+"="+boxer, testHiddenEnv+"="+hidden, "HOME="+dir)
+	// A program that root gave a file capability (setcap cap_sys_admin+ep):
+	// run by the server, it must gain nothing inside the sandbox.
+	capcat := filepath.Join(dir, "capcat")
+	if b, err := os.ReadFile("/bin/cat"); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(capcat, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := setFileCapability(capcat, 21); err != nil { // CAP_SYS_ADMIN
+		t.Skipf("cannot give a file a capability here: %v", err)
+	}
+	cmd.Env = append(os.Environ(), testLauncherEnv+"="+boxer, testHiddenEnv+"="+hidden, testCapEnv+"="+capcat, "HOME="+dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxNonRootHelper") {
@@ -429,7 +482,11 @@ func TestSandboxNonRootHelper(t *testing.T) {
 	if _, err := NewSandbox(SandboxStandard); err != nil {
 		t.Fatalf("as uid %d: %v", os.Getuid(), err)
 	}
-	out, stderr := runBoxed(t, SandboxStandard, `ls -A '`+hidden+`'; `+uncoverScript(hidden)+`; echo "uid $(id -u)"`, hidden)
+	capcat := os.Getenv(testCapEnv)
+	out, stderr := runBoxed(t, SandboxStandard, `ls -A '`+hidden+`'; `+uncoverScript(hidden)+`; echo "uid $(id -u)"; '`+capcat+`' /proc/self/status | sed -n 's/^CapEff:/file-capability CapEff:/p'`, hidden)
+	if !strings.Contains(out, "file-capability CapEff:\t0000000000000000") {
+		t.Errorf("a program with a file capability, run by uid %d's server, gained it:\n%s\nstderr %q", os.Getuid(), out, stderr)
+	}
 	if !strings.Contains(out, HiddenNote) {
 		t.Errorf("the hidden directory as uid %d's server sees it:\n%s\nstderr %q", os.Getuid(), out, stderr)
 	}

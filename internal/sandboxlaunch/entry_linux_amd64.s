@@ -192,8 +192,10 @@ checks:
 	CMPQ	BX, R13
 	JGE	private
 	MOVQ	0(R12)(BX*8), SI
-	CMPB	0(SI), $'/'
-	JNE	gaveWay
+	CALL	clean<>(SB) // the byte-wise comparisons below need it
+	TESTQ	AX, AX
+	JEQ	gaveWay
+	MOVQ	0(R12)(BX*8), SI
 	LEAQ	cwd<>(SB), DI
 	CALL	within<>(SB)
 	TESTQ	AX, AX
@@ -275,6 +277,15 @@ next:
 	// capability, and for uid 0 an empty bounding set.
 capabilities:
 	MOVQ	$7, R15
+	MOVQ	$38, DI // PR_SET_NO_NEW_PRIVS: no file capability, no set-user-ID
+	MOVQ	$1, SI
+	XORQ	DX, DX
+	XORQ	R10, R10
+	XORQ	R8, R8
+	MOVQ	$SYS_prctl, AX
+	SYSCALL
+	CMPQ	AX, $-4095
+	JCC	gaveWay
 	MOVQ	$47, DI // PR_CAP_AMBIENT
 	MOVQ	$4, SI // PR_CAP_AMBIENT_CLEAR_ALL
 	XORQ	DX, DX
@@ -352,6 +363,51 @@ prefixYes:
 	MOVQ	$1, AX
 	RET
 prefixNo:
+	XORQ	AX, AX
+	RET
+
+// clean reports in AX whether the NUL-terminated SI is an absolute path
+// in clean form (filepath.Clean's): no empty, "." or ".." element and no
+// slash at its end, "/" aside. Clobbers CX, DX, SI.
+TEXT clean<>(SB),NOSPLIT|NOFRAME,$0
+	CMPB	0(SI), $'/'
+	JNE	notClean
+	CMPB	1(SI), $0
+	JEQ	isClean // "/"
+element:
+	// SI is at a slash: what follows must be an element that is not
+	// empty, "." or "..".
+	MOVBLZX	1(SI), CX
+	TESTL	CX, CX
+	JEQ	notClean // a slash at the end
+	CMPL	CX, $'/'
+	JEQ	notClean // an empty element
+	CMPL	CX, $'.'
+	JNE	elementBytes
+	MOVBLZX	2(SI), DX
+	TESTL	DX, DX
+	JEQ	notClean // "/."
+	CMPL	DX, $'/'
+	JEQ	notClean // "/./"
+	CMPL	DX, $'.'
+	JNE	elementBytes
+	MOVBLZX	3(SI), DX
+	TESTL	DX, DX
+	JEQ	notClean // "/.."
+	CMPL	DX, $'/'
+	JEQ	notClean // "/../"
+elementBytes:
+	INCQ	SI
+	MOVBLZX	0(SI), CX
+	TESTL	CX, CX
+	JEQ	isClean
+	CMPL	CX, $'/'
+	JEQ	element
+	JMP	elementBytes
+isClean:
+	MOVQ	$1, AX
+	RET
+notClean:
 	XORQ	AX, AX
 	RET
 

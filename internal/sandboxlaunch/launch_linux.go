@@ -67,7 +67,7 @@ func Main(args []string) error {
 		return errors.New("no arguments (it is started by Portcullis, not by hand)")
 	}
 	n, err := strconv.Atoi(args[0])
-	if err != nil || n < 0 || len(args) < 1+n+2 {
+	if err != nil || n < 0 || n > len(args) || len(args) < 1+n+2 {
 		return fmt.Errorf("bad arguments %q (it is started by Portcullis, not by hand)", args)
 	}
 	hide, target, argv := args[1:1+n], args[1+n], args[2+n:]
@@ -76,7 +76,13 @@ func Main(args []string) error {
 		// capabilities; only the server's execve failed.
 		return fmt.Errorf("starting the server %s: %w", target, syscall.Errno(fastExecErrno))
 	}
-	cwd, _ := os.Getwd()
+	// The kernel's own answer: os.Getwd would take $PWD, which the
+	// server's environment sets, when it names the same directory through
+	// a symbolic link, and the comparison below would miss it.
+	cwd, err := unix.Getwd()
+	if err != nil {
+		return fmt.Errorf("the sandbox could not read its working directory (%v); the server was not started: give it a working directory (portcullis servers edit LABEL --cwd DIR) or set its sandbox to off (portcullis servers edit LABEL --sandbox off)", err)
+	}
 	for _, p := range hide {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("bad arguments: %q to hide is not an absolute path", p)
@@ -84,7 +90,7 @@ func Main(args []string) error {
 		// The process's working directory would still lead into the
 		// covered directory (".." from it walks the directory underneath),
 		// and the server's own executable would be gone.
-		if cwd != "" && within(cwd, p) {
+		if within(cwd, p) {
 			return fmt.Errorf("the server's working directory %s is inside %s, which the sandbox hides (Portcullis's own files); give the server a working directory outside it (portcullis servers edit LABEL --cwd DIR) or set its sandbox to off (--sandbox off)", cwd, p)
 		}
 		if within(target, p) {
@@ -138,12 +144,19 @@ func cover(p string) error {
 }
 
 // dropCapabilities leaves the calling thread nothing that survives its
-// execve into the server: no ambient and no inheritable capability and,
-// when it runs as uid 0 of its namespace (a person who is root, whose
-// capabilities execve keeps), an empty bounding set. A server with
-// CAP_SYS_ADMIN in the sandbox's user namespace could unmount the tmpfs
-// that covers a hidden directory and read what lies beneath.
+// execve into the server: no_new_privs, so that no program the server runs
+// gains a capability from its file (capabilities that root set on a host
+// file count inside the sandbox's user namespace: a copy of umount with
+// cap_sys_admin unmounted a cover) or a set-user-ID bit; no ambient and no
+// inheritable capability; and, when it runs as uid 0 of its namespace (a
+// person who is root, whose capabilities execve keeps), an empty bounding
+// set. A server with CAP_SYS_ADMIN in the sandbox's user namespace could
+// unmount the tmpfs that covers a hidden directory and read what lies
+// beneath.
 func dropCapabilities() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return refused("set no_new_privs", err)
+	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return refused("drop its ambient capabilities", err)
 	}

@@ -36,6 +36,7 @@ func TestMainRefusesBadArguments(t *testing.T) {
 		{nil, "no arguments"},
 		{[]string{"x", "/bin/true", "true"}, "bad arguments"},
 		{[]string{"2", "/a", "/bin/true", "true"}, "bad arguments"},
+		{[]string{"9223372036854775807", "a", "b", "c"}, "bad arguments"}, // 1+n+2 overflows
 		{[]string{"1", "rel", "/bin/true", "true"}, "not an absolute path"},
 		{[]string{ExecFdArg + "x", "0", "/bin/true", "true"}, "bad arguments"},
 		{[]string{ExecFdArg + "1", "0", "/bin/true", "true"}, "bad arguments"},

@@ -120,10 +120,9 @@ failed:
 runtime:
 	JMP	_rt0_amd64_linux(SB)
 
-// The fast path: the whole launch (entry_linux.go, fastStage, says what it
-// does and why),
-// or nothing it cannot leave to the Go code, which then does the launch
-// from the start. It gives way (JMP gaveWay) on anything unexpected; only
+// The fast path (entry_linux.go, fastStage, says what it does and why):
+// the whole launch, or nothing that it cannot leave to the Go code, which
+// then does the launch from the start. It gives way (JMP gaveWay) on anything unexpected; only
 // the server's execve failing, after the capabilities are dropped, is
 // recorded for the Go code to report (fastExecErrno). Registers: R12 the
 // address of the first path to hide in argv, R13 their number, R14 the

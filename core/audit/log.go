@@ -79,9 +79,10 @@ type Options struct {
 
 // hooks let tests replace the file system calls the writer makes.
 type hooks struct {
-	write func(f *os.File, b []byte) (int, error)
-	sync  func(f *os.File) error
-	open  func(name string, flag int, perm os.FileMode) (*os.File, error)
+	write    func(f *os.File, b []byte) (int, error)
+	sameFile func(path string, info os.FileInfo) (bool, error) // the swap check
+	sync     func(f *os.File) error
+	open     func(name string, flag int, perm os.FileMode) (*os.File, error)
 }
 
 // Log is an open audit log. Its methods are safe for concurrent use. The
@@ -249,8 +250,24 @@ func newLog(o Options) (*Log, error) {
 	if o.hooks == nil {
 		o.hooks = &hooks{}
 	}
+	// On a local file system the append and the swap check are raw system
+	// calls: no wake-up of the runtime's monitor per event. On a network
+	// one they could hold a processor for as long as its server is away.
+	local := rawio.LocalFS(o.Dir)
 	if o.hooks.write == nil {
-		o.hooks.write = rawio.WriteFile // no wake-up of the runtime's monitor per event
+		o.hooks.write = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
+		if local {
+			o.hooks.write = rawio.WriteFile
+		}
+	}
+	if o.hooks.sameFile == nil {
+		o.hooks.sameFile = func(path string, info os.FileInfo) (bool, error) {
+			st, err := os.Stat(path)
+			return err == nil && os.SameFile(st, info), err
+		}
+		if local {
+			o.hooks.sameFile = rawio.SameFile
+		}
 	}
 	if o.hooks.sync == nil {
 		o.hooks.sync = syncData

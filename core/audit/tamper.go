@@ -10,8 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
-	"github.com/portcullis/portcullis/core/internal/rawio"
 )
 
 // ErrTampered is wrapped by Log.Tampered's error while a log_tampered event
@@ -99,7 +97,7 @@ func (l *Log) swappedLocked(head bool) []TamperedFile {
 		if f == nil || info == nil {
 			return
 		}
-		same, err := rawio.SameFile(f.Name(), info) // a raw stat, once per commit
+		same, err := l.opts.hooks.sameFile(f.Name(), info) // once per commit
 		switch {
 		case err != nil:
 			out = append(out, TamperedFile{File: filepath.Base(f.Name()), Change: "deleted"})

@@ -3,9 +3,11 @@
 package rawio
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -278,4 +280,36 @@ func SameFile(path string, info os.FileInfo) (bool, error) {
 		}
 		return false, &os.PathError{Op: "stat", Path: path, Err: e}
 	}
+}
+
+// LocalFS reports whether path (or, when it does not exist yet, the
+// nearest directory above it) is on a file system of a local disk or of
+// memory, whose writes and stats of cached metadata do not wait on a
+// network: WriteFile and SameFile are for such files only. A network file
+// system (NFS, SMB, a FUSE mount such as sshfs) may hold a raw call for as
+// long as its server is away, and with it a processor and the next
+// garbage collection of the whole daemon.
+func LocalFS(path string) bool {
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		var st unix.Statfs_t
+		err := unix.Statfs(p, &st)
+		if err == nil {
+			return localMagic[uint32(st.Type)]
+		}
+		if p == filepath.Dir(p) || !errors.Is(err, unix.ENOENT) {
+			return false
+		}
+	}
+}
+
+// localMagic holds the statfs(2) f_type of the local file systems.
+var localMagic = map[uint32]bool{
+	unix.EXT4_SUPER_MAGIC:      true, // ext2, ext3, ext4
+	unix.XFS_SUPER_MAGIC:       true,
+	unix.BTRFS_SUPER_MAGIC:     true,
+	unix.TMPFS_MAGIC:           true,
+	unix.F2FS_SUPER_MAGIC:      true,
+	0x2fc12fc1:                 true, // ZFS
+	0x5346544e:                 true, // NTFS (ntfs3)
+	unix.OVERLAYFS_SUPER_MAGIC: true,
 }

@@ -448,3 +448,18 @@ func watchdog(why string) (finished func()) {
 		runtime.GOMAXPROCS(prev)
 	}
 }
+
+// TestLocalFS: a temporary directory (a local disk or tmpfs here) is
+// local, and so is a path not made yet below it; /proc and /sys are not
+// file systems the raw path was written for.
+func TestLocalFS(t *testing.T) {
+	dir := t.TempDir()
+	if !LocalFS(dir) || !LocalFS(filepath.Join(dir, "not", "yet")) {
+		t.Errorf("LocalFS(%s) = %v, of a path below it not made yet %v; want true (statfs type of a local disk or tmpfs)", dir, LocalFS(dir), LocalFS(filepath.Join(dir, "not", "yet")))
+	}
+	for _, p := range []string{"/proc", "/sys"} {
+		if LocalFS(p) {
+			t.Errorf("LocalFS(%s) = true", p)
+		}
+	}
+}

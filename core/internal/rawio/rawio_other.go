@@ -28,3 +28,7 @@ func NewSharedReader(r *os.File) io.Reader { return r }
 
 // NewSharedWriter returns w: on this system writes take the ordinary path.
 func NewSharedWriter(w *os.File) io.Writer { return w }
+
+// LocalFS reports false: on this system WriteFile and SameFile take the
+// ordinary path anyway.
+func LocalFS(string) bool { return false }

@@ -171,23 +171,9 @@ func testSandboxRefusesACwdItHides(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("secret config"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sb, err := NewSandbox(SandboxStandard)
-	if err != nil {
-		t.Skipf("no sandbox here: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "boxed", Command: "/bin/sh", Args: []string{"-c", "echo ran; cat ../secret"}, Dir: cwd, Sandbox: sb, Hide: []string{dir}},
-		supervisor.Options{TreePoll: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(p.Stdout())
-	<-p.Done()
-	_ = p.Stop(ctx)
-	tail := strings.Join(p.StderrTail(0), "\n")
-	if len(out) != 0 || p.Exit().Code != 126 || !strings.Contains(tail, "working directory "+cwd+" is inside "+dir+", which the sandbox hides") {
-		t.Errorf("a cwd inside a hidden directory: stdout %q, exit %v, stderr %q", out, p.Exit(), tail)
+	out, tail, exit := runSpec(t, supervisor.Spec{Command: "/bin/sh", Args: []string{"-c", "echo ran; cat ../secret"}, Dir: cwd, Hide: []string{dir}})
+	if len(out) != 0 || exit.Code != 126 || !strings.Contains(tail, "working directory "+cwd+" is inside "+dir+", which the sandbox hides") {
+		t.Errorf("a cwd inside a hidden directory: stdout %q, exit %v, stderr %q", out, exit, tail)
 	}
 }
 
@@ -207,26 +193,12 @@ func TestSandboxRefusesACwdBehindALink(t *testing.T) {
 		if err := os.Symlink(real, link); err != nil {
 			t.Fatal(err)
 		}
-		sb, err := NewSandbox(SandboxStandard)
-		if err != nil {
-			t.Skipf("no sandbox here: %v", err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
 		// $PWD names the working directory through the link, as the
 		// server's environment may: the launcher asks the kernel instead.
 		linked := filepath.Join(link, "work")
-		p, err := supervisor.Start(ctx, supervisor.Spec{Label: "boxed", Command: "/bin/sh", Args: []string{"-c", "echo ran"}, Dir: linked, Env: []string{"PWD=" + linked}, Sandbox: sb, Hide: []string{link}},
-			supervisor.Options{TreePoll: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := io.ReadAll(p.Stdout())
-		<-p.Done()
-		_ = p.Stop(ctx)
-		tail := strings.Join(p.StderrTail(0), "\n")
-		if len(out) != 0 || p.Exit().Code != 126 || !strings.Contains(tail, "working directory "+cwd+" is inside "+real+", which the sandbox hides") {
-			t.Errorf("a cwd inside a hidden directory named through a link: stdout %q, exit %v, stderr %q", out, p.Exit(), tail)
+		out, tail, exit := runSpec(t, supervisor.Spec{Command: "/bin/sh", Args: []string{"-c", "echo ran"}, Dir: linked, Env: []string{"PWD=" + linked}, Hide: []string{link}})
+		if len(out) != 0 || exit.Code != 126 || !strings.Contains(tail, "working directory "+cwd+" is inside "+real+", which the sandbox hides") {
+			t.Errorf("a cwd inside a hidden directory named through a link: stdout %q, exit %v, stderr %q", out, exit, tail)
 		}
 	})
 }
@@ -296,13 +268,21 @@ func TestSandboxReportsAFailedExec(t *testing.T) {
 // stdout, its stderr tail and how it ended.
 func runExe(t *testing.T, exe string, hide ...string) ([]byte, string, supervisor.ExitInfo) {
 	t.Helper()
+	return runSpec(t, supervisor.Spec{Command: exe, Dir: t.TempDir(), Hide: hide})
+}
+
+// runSpec starts spec in the standard sandbox and returns its stdout, its
+// stderr tail and how it ended.
+func runSpec(t *testing.T, spec supervisor.Spec) ([]byte, string, supervisor.ExitInfo) {
+	t.Helper()
 	sb, err := NewSandbox(SandboxStandard)
 	if err != nil {
 		t.Skipf("no sandbox here: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "boxed", Command: exe, Dir: t.TempDir(), Sandbox: sb, Hide: hide}, supervisor.Options{TreePoll: -1})
+	spec.Label, spec.Sandbox = "boxed", sb
+	p, err := supervisor.Start(ctx, spec, supervisor.Options{TreePoll: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

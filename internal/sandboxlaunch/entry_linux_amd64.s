@@ -91,21 +91,15 @@ enter:
 
 	MOVQ	$3, R15 // entryStepUidMap
 	MOVQ	R13, AX
-	LEAQ	mapLine<>(SB), DI
-	CALL	formatMap<>(SB)
-	LEAQ	uidMapPath<>(SB), DI
-	LEAQ	mapLine<>(SB), SI
-	CALL	writeFile<>(SB)
+	LEAQ	uidMapPath<>(SB), R11
+	CALL	writeMap<>(SB)
 	TESTQ	AX, AX
 	JNE	failed
 
 	MOVQ	$4, R15 // entryStepGidMap
 	MOVQ	R14, AX
-	LEAQ	mapLine<>(SB), DI
-	CALL	formatMap<>(SB)
-	LEAQ	gidMapPath<>(SB), DI
-	LEAQ	mapLine<>(SB), SI
-	CALL	writeFile<>(SB)
+	LEAQ	gidMapPath<>(SB), R11
+	CALL	writeMap<>(SB)
 	TESTQ	AX, AX
 	JNE	failed
 
@@ -559,6 +553,17 @@ TEXT writeFile<>(SB),NOSPLIT|NOFRAME,$0
 wrote:
 	MOVQ	$0, AX
 done:
+	RET
+
+// writeMap writes the map line "ID ID 1\n" for the id in AX to the map
+// file at the NUL-terminated path R11 (writeFile's result in AX).
+// Clobbers BX, CX, DX, SI, DI, R8–R11.
+TEXT writeMap<>(SB),NOSPLIT|NOFRAME,$0
+	LEAQ	mapLine<>(SB), DI
+	CALL	formatMap<>(SB) // leaves R11
+	MOVQ	R11, DI
+	LEAQ	mapLine<>(SB), SI
+	CALL	writeFile<>(SB)
 	RET
 
 // formatMap writes "ID ID 1\n" for the id in AX at DI (room for 32 bytes)

@@ -67,8 +67,9 @@ type Path struct {
 	// empty, "add" for the path whose calls run under a person's grant.
 	Tool string
 	// Daemon is the pid of the process that sits between client and server
-	// on the daemon side (socat listener, supergateway server, portcullis
-	// daemon); 0 for the direct path.
+	// on the daemon side (the socat the listener forked for this
+	// connection, supergateway server, portcullis daemon); 0 for the
+	// direct path.
 	Daemon int
 	// Shim is the pid of the process the client started, when it is a
 	// relay rather than the server (portcullis connect, socat STDIO, the
@@ -154,7 +155,48 @@ func Socat(ctx context.Context, e Env) (*Path, error) {
 		p.Close()
 		return nil, err
 	}
+	// The listener forks one socat per connection, and that one relays
+	// (the initialize above went through it): it is the daemon side.
+	child, err := childNamed(p.Daemon, "socat")
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("socat: the listener's relay for this connection: %w", err)
+	}
+	p.Daemon = child
 	return p, nil
+}
+
+// childNamed returns the pid of the one child of ppid whose command name
+// is comm (scanning /proc: a kernel may not list children itself).
+func childNamed(ppid int, comm string) (int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var found []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		open, close := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		f := strings.Fields(string(b[close+1:]))
+		// Fields after the name: state(0) ppid(1).
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) && string(b[open+1:close]) == comm {
+			found = append(found, pid)
+		}
+	}
+	if len(found) != 1 {
+		return 0, fmt.Errorf("%d children of %d named %s, want 1", len(found), ppid, comm)
+	}
+	return found[0], nil
 }
 
 // Supergateway connects through the npm supergateway pair: the server side

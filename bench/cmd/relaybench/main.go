@@ -228,12 +228,7 @@ func run(ctx context.Context, out io.Writer, rounds, calls, servers int) error {
 		if p.Daemon == 0 {
 			continue
 		}
-		// socat's listener forks a child per connection: its CPU is not the listener's.
-		daemon := perCall(cpu[p.Name])
-		if p.Name == "socat" {
-			daemon = "—"
-		}
-		fmt.Fprintf(out, "| %s | %s | %s |\n", p.Name, daemon, perCall(shimCPU[p.Name]))
+		fmt.Fprintf(out, "| %s | %s | %s |\n", p.Name, perCall(cpu[p.Name]), perCall(shimCPU[p.Name]))
 	}
 	fdatasync, err1 := bench.SyncLatency(work, 200, bench.Fdatasync)
 	fsync, err2 := bench.SyncLatency(work, 200, (*os.File).Sync)

@@ -329,48 +329,28 @@ func severityMeaning(s catalog.Severity) string {
 }
 
 // diskLines words the identity changes on disk, one line each, except that
-// an executable that is also the entry file (a compiled server) is one line
-// "executable and entry file PATH" when both changes are the same file with
-// the same digests: two identical lines told the person nothing more.
+// an executable that is also the entry file (a compiled server, a shebang
+// script) or a wrapper (a shell script) is one line, "executable and entry
+// file PATH", when the changes are the same file with the same digests
+// (authz.FoldSameFile): identical lines told the person nothing more.
 func diskLines(changes []identity.Change) []diskChange {
 	var out []diskChange
-	for _, ch := range changes {
-		if ch.Field == "entry" && slices.ContainsFunc(changes, func(e identity.Change) bool { return sameFileChange(e, ch) }) {
-			continue
-		}
-		line := diskLine(ch)
-		if ch.Field == "resolvedExecutable" && slices.ContainsFunc(changes, func(e identity.Change) bool { return e.Field == "entry" && sameFileChange(ch, e) }) {
-			line.What = textsafe.Line("executable and entry file " + ch.Path)
-		}
-		out = append(out, line)
+	for _, ch := range authz.FoldSameFile(changes) {
+		out = append(out, diskLine(ch))
 	}
 	return out
 }
 
-// sameFileChange reports whether exe, an executable's change, and entry, an
-// entry file's, are the same path with the same old and new digests.
-func sameFileChange(exe, entry identity.Change) bool {
-	return exe.Field == "resolvedExecutable" && entry.Field == "entry" && exe.Path != "" &&
-		exe.Path == entry.Path && exe.Old == entry.Old && exe.New == entry.New
-}
-
-// diskLine words one identity digest that changed on disk: what and where,
-// then old → new digest.
-func diskLine(ch identity.Change) diskChange {
-	what := ch.Field
-	switch {
-	case ch.Field == "resolvedExecutable":
-		what = "executable"
-	case ch.Field == "entry":
-		what = "entry file"
-	case ch.Field == "wrappers":
-		what = "wrapper"
-	case strings.HasPrefix(ch.Field, "extra:"):
-		what = "watched path"
-	}
-	if ch.Path != "" {
-		what += " " + ch.Path
-	}
+// diskLine words one identity digest that changed on disk: what and where
+// ("executable and entry file /srv/publish" for a compiled server), then
+// old → new digest.
+func diskLine(ch authz.FileChange) diskChange {
+	what := ch.What(func(field string) string {
+		if field == "entry" {
+			return "entry file"
+		}
+		return authz.FieldWord(field)
+	})
 	return diskChange{What: textsafe.Line(what), Change: textsafe.Line(identity.ShortDigest(ch.Old) + " → " + identity.ShortDigest(ch.New))}
 }
 

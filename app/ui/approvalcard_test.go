@@ -209,7 +209,7 @@ func TestDiskLine(t *testing.T) {
 		{identity.Change{Field: "wrappers", Path: "/p/run.sh", Old: "/old/run.sh", New: "/p/run.sh"}, diskChange{"wrapper /p/run.sh", "/old/run.sh → /p/run.sh"}},
 	}
 	for _, tt := range tests {
-		if got := diskLine(tt.ch); got != tt.want {
+		if got := diskLine(authz.FileChange{Change: tt.ch}); got != tt.want {
 			t.Errorf("diskLine(%+v) = %q, want %q", tt.ch, got, tt.want)
 		}
 	}
@@ -315,7 +315,7 @@ func TestCardModelServerRequest(t *testing.T) {
 }
 
 // TestDiskLinesCompiledServer: a compiled server's executable is its entry
-// file; the card says so once. Any difference (another path, other digests)
+// file (a shell script's, its wrapper too); the card says so once. Any difference (another path, other digests)
 // keeps two lines, so that nothing measured is hidden.
 func TestDiskLinesCompiledServer(t *testing.T) {
 	a, b := identity.DigestPrefix+"0123456789abcdef", identity.DigestPrefix+"fedcba9876543210"
@@ -323,16 +323,22 @@ func TestDiskLinesCompiledServer(t *testing.T) {
 	entry := identity.Change{Field: "entry", Path: "/srv/publish", Old: a, New: b}
 	lock := identity.Change{Field: "lockfile", Path: "/srv/go.sum", Old: a, New: b}
 	one := diskChange{"executable and entry file /srv/publish", "0123456789ab… → fedcba987654…"}
+	lineOf := func(c identity.Change) diskChange { return diskLine(authz.FileChange{Change: c}) }
+	wrapper := identity.Change{Field: "wrappers", Path: "/srv/publish", Old: a, New: b}
 	tests := []struct {
 		name string
 		in   []identity.Change
 		want []diskChange
 	}{
-		{"same file, same digests", []identity.Change{exe, entry, lock}, []diskChange{one, diskLine(lock)}},
+		{"same file, same digests", []identity.Change{exe, entry, lock}, []diskChange{one, lineOf(lock)}},
 		{"entry listed first", []identity.Change{entry, exe}, []diskChange{one}},
-		{"other path", []identity.Change{exe, {Field: "entry", Path: "/srv/main.js", Old: a, New: b}}, []diskChange{diskLine(exe), {"entry file /srv/main.js", "0123456789ab… → fedcba987654…"}}},
-		{"other digests", []identity.Change{exe, {Field: "entry", Path: "/srv/publish", Old: b, New: a}}, []diskChange{diskLine(exe), {"entry file /srv/publish", "fedcba987654… → 0123456789ab…"}}},
-		{"executable only", []identity.Change{exe}, []diskChange{diskLine(exe)}},
+		{"other path", []identity.Change{exe, {Field: "entry", Path: "/srv/main.js", Old: a, New: b}}, []diskChange{lineOf(exe), {"entry file /srv/main.js", "0123456789ab… → fedcba987654…"}}},
+		{"other digests", []identity.Change{exe, {Field: "entry", Path: "/srv/publish", Old: b, New: a}}, []diskChange{lineOf(exe), {"entry file /srv/publish", "fedcba987654… → 0123456789ab…"}}},
+		{"executable only", []identity.Change{exe}, []diskChange{lineOf(exe)}},
+		{"a shell script: executable, entry and wrapper", []identity.Change{exe, entry, wrapper, lock},
+			[]diskChange{{"executable, entry file and wrapper /srv/publish", "0123456789ab… → fedcba987654…"}, lineOf(lock)}},
+		{"a wrapper of its own", []identity.Change{exe, {Field: "wrappers", Path: "/usr/bin/env", Old: a, New: b}},
+			[]diskChange{lineOf(exe), {"wrapper /usr/bin/env", "0123456789ab… → fedcba987654…"}}},
 	}
 	for _, tt := range tests {
 		if d := cmp.Diff(tt.want, diskLines(tt.in)); d != "" {

@@ -187,7 +187,7 @@ func (c Card) Lines() []string {
 	if c.Identity != "" {
 		add("Identity digest: %s", identity.ShortDigest(c.Identity))
 	}
-	for _, ch := range c.IdentityChanges {
+	for _, ch := range FoldSameFile(c.IdentityChanges) {
 		add("  changed on disk: %s (%s → %s)", ChangeSubject(ch), identity.ShortDigest(ch.Old), identity.ShortDigest(ch.New))
 		for _, f := range ch.Files {
 			add("    changed file: %s", f)
@@ -280,28 +280,84 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// FileChange is one file's identity change, as a person reads it: a file
+// measured under several fields (a compiled server or a shebang script is
+// its own entry; a shell script is its own wrapper too) is one change, and
+// Also lists the other fields it stands for, "entry" then "wrappers".
+type FileChange struct {
+	identity.Change
+	Also []string
+}
+
+// FoldSameFile folds, into the executable's change, the entry and wrapper
+// changes that repeat it: the same path with the same old and new digests.
+// Anything that differs (another path, other digests) stays a change of its
+// own, so that nothing measured is hidden.
+func FoldSameFile(changes []identity.Change) []FileChange {
+	exe := slices.IndexFunc(changes, func(c identity.Change) bool { return c.Field == "resolvedExecutable" && c.Path != "" })
+	same := func(c identity.Change) bool {
+		e := changes[exe]
+		return (c.Field == "entry" || c.Field == "wrappers") && c.Path == e.Path && c.Old == e.Old && c.New == e.New
+	}
+	out := make([]FileChange, 0, len(changes))
+	var also []string
+	for _, c := range changes {
+		if exe >= 0 && same(c) {
+			if !slices.Contains(also, c.Field) {
+				also = append(also, c.Field)
+			}
+			continue
+		}
+		out = append(out, FileChange{Change: c})
+	}
+	if len(also) > 0 {
+		slices.Sort(also) // "entry" before "wrappers"
+		i := slices.IndexFunc(out, func(c FileChange) bool { return c.Field == "resolvedExecutable" })
+		out[i].Also = also
+	}
+	return out
+}
+
 // ChangeSubject names, for a person, what an identity change is about: "the
-// entry /srv/notes/server.js", "the watched path dist", "the runtime".
-func ChangeSubject(ch identity.Change) string {
-	what, ok := map[string]string{
-		"resolvedExecutable": "the executable",
-		"runtime":            "the runtime",
-		"interpreter":        "the interpreter",
-		"entry":              "the entry",
-		"lockfile":           "the lockfile",
-		"wrappers":           "the wrapper",
-		"package":            "the package",
-	}[ch.Field]
-	switch {
-	case strings.HasPrefix(ch.Field, "extra:"):
-		return "the watched path " + strings.TrimPrefix(ch.Field, "extra:")
-	case !ok:
-		what = ch.Field
+// entry /srv/notes/server.js", "the watched path dist", "the runtime",
+// "the executable and entry /srv/publish" for a file folded by FoldSameFile.
+func ChangeSubject(ch FileChange) string { return "the " + ch.What(FieldWord) }
+
+// What words the change with word for each field: "executable and entry
+// /srv/publish", "wrapper /p/run.sh", "runtime".
+func (ch FileChange) What(word func(field string) string) string {
+	words := []string{word(ch.Field)}
+	for _, f := range ch.Also {
+		words = append(words, word(f))
+	}
+	what := words[0]
+	if n := len(words); n > 1 {
+		what = strings.Join(words[:n-1], ", ") + " and " + words[n-1]
 	}
 	if ch.Path != "" {
 		what += " " + ch.Path
 	}
 	return what
+}
+
+// FieldWord is a person's word for an identity.Change field: "executable",
+// "entry", "wrapper"; an unknown field is itself.
+func FieldWord(field string) string {
+	if w, ok := map[string]string{
+		"resolvedExecutable": "executable",
+		"runtime":            "runtime",
+		"interpreter":        "interpreter",
+		"entry":              "entry",
+		"lockfile":           "lockfile",
+		"wrappers":           "wrapper",
+		"package":            "package",
+	}[field]; ok {
+		return w
+	}
+	if strings.HasPrefix(field, "extra:") {
+		return "watched path"
+	}
+	return field
 }
 
 // MeasuredParts words what a record measured beside its executable and

@@ -2,6 +2,7 @@ package authz
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,8 @@ func TestCardLines(t *testing.T) {
 				IdentityChanges: []identity.Change{
 					{Field: "resolvedExecutable", Path: "/srv/notes", Old: digestA, New: digestB},
 					{Field: "runtime", Old: "node v22.14.0", New: "node v24.1.0"},
+					// A compiled server is its own entry: one line.
+					{Field: "entry", Path: "/srv/notes", Old: digestA, New: digestB},
 					{Field: "lockfile", Path: "/srv/go.sum", Old: "", New: "sha256:1234"},
 				},
 				CredentialScope: []string{"notes-token"}},
@@ -86,7 +89,7 @@ func TestCardLines(t *testing.T) {
 				"Command: /srv/notes --db 'my notes.db'",
 				"Executable: /srv/notes (sha256 bbbbbbbbbbbb…)",
 				"Identity digest: aaaaaaaaaaaa…",
-				"  changed on disk: the executable /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
+				"  changed on disk: the executable and entry /srv/notes (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
 				// A runtime version is not a digest: shown whole.
 				"  changed on disk: the runtime (node v22.14.0 → node v24.1.0)",
 				"  changed on disk: the lockfile /srv/go.sum (none → 1234)",
@@ -238,5 +241,37 @@ func TestCardMeasured(t *testing.T) {
 	}
 	if len(MeasuredParts(identity.Record{})) != 0 {
 		t.Errorf("a record with nothing beside executable and entry has measured parts")
+	}
+}
+
+// TestFoldSameFile: the entry and wrapper changes that repeat the
+// executable's (same path, same digests) fold into it, whatever their
+// order; a change that differs in anything stays its own.
+func TestFoldSameFile(t *testing.T) {
+	exe := identity.Change{Field: "resolvedExecutable", Path: "/p/run.sh", Old: "sha256:1", New: "sha256:2"}
+	as := func(field string, c identity.Change) identity.Change { c.Field = field; return c }
+	other := func(f func(*identity.Change)) identity.Change { c := as("entry", exe); f(&c); return c }
+	tests := []struct {
+		name string
+		in   []identity.Change
+		want []string
+	}{
+		{"a shell script, entry first", []identity.Change{as("wrappers", exe), as("entry", exe), exe},
+			[]string{"the executable, entry and wrapper /p/run.sh"}},
+		{"entry at another path", []identity.Change{exe, other(func(c *identity.Change) { c.Path = "/p/main.js" })},
+			[]string{"the executable /p/run.sh", "the entry /p/main.js"}},
+		{"entry with another old digest", []identity.Change{exe, other(func(c *identity.Change) { c.Old = "sha256:0" })},
+			[]string{"the executable /p/run.sh", "the entry /p/run.sh"}},
+		{"no executable change", []identity.Change{as("entry", exe), {Field: "extra:dist", Path: "dist", New: "sha256:d"}},
+			[]string{"the entry /p/run.sh", "the watched path dist"}},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, c := range FoldSameFile(tt.in) {
+			got = append(got, ChangeSubject(c))
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

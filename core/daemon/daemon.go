@@ -823,7 +823,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		}
 		if authz.IdentityDigest(now) != authz.IdentityDigest(rec) {
 			var what []string
-			for _, c := range identity.Diff(rec, now) {
+			for _, c := range authz.FoldSameFile(identity.Diff(rec, now)) {
 				what = append(what, authz.ChangeSubject(c))
 			}
 			return nil, rec, fmt.Errorf("%w while its approval was asked (changed: %s)", errCodeChanged, strings.Join(what, ", "))

@@ -68,11 +68,17 @@ type decideOpts struct {
 
 func decideFlags(name string) decideOpts {
 	fs := newFlags(name)
+	// deny parses the same flags, to refuse them with a clear message;
+	// its help says they are approve's.
+	only := ""
+	if name == "deny" {
+		only = "(approve only, refused by deny) "
+	}
 	return decideOpts{
 		fs:    fs,
-		once:  fs.Bool("once", false, "approve the one call shown only, not the tools for the rest of the agent run"),
-		tools: fs.String("tools", "", "`a,b` approve the called tool and these tools of the card for the agent run"),
-		all:   fs.Bool("all", false, "approve every tool the card shows for the agent run"),
+		once:  fs.Bool("once", false, only+"approve the one call shown only, not the tools for the rest of the agent run"),
+		tools: fs.String("tools", "", only+"`a,b` approve the called tool and these tools of the card for the agent run"),
+		all:   fs.Bool("all", false, only+"approve every tool the card shows for the agent run"),
 	}
 }
 

@@ -96,11 +96,11 @@ var docs = map[string]cmdDoc{
 	"approve": {
 		what: "Approves a waiting request, from a terminal (a supervised server or the agent cannot): for the agent run, the tools the card proposes (by default the called tool), or with --once only the call shown. " +
 			"The grant ends with the run or with the server's epoch.",
-		examples: []string{"portcullis approve req-01J…", "portcullis approve req-01J… --once", "portcullis approve req-01J… --tools notes_write,notes_tag"},
+		examples: []string{"portcullis approve apr_01J…", "portcullis approve apr_01J… --once", "portcullis approve apr_01J… --tools notes_write,notes_tag"},
 	},
 	"deny": {
 		what:     "Denies a waiting request, from a terminal: the agent is told the person refused.",
-		examples: []string{"portcullis deny req-01J…"},
+		examples: []string{"portcullis deny apr_01J…"},
 	},
 	"changes": {
 		what:     "Shows a change made to config.json outside Portcullis that widens trust (a new credential, a tool allowed…): it is held, not in force, until you confirm it; reject sets the file back to the configuration in force.",

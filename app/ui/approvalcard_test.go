@@ -315,8 +315,9 @@ func TestCardModelServerRequest(t *testing.T) {
 }
 
 // TestDiskLinesCompiledServer: a compiled server's executable is its entry
-// file (a shell script's, its wrapper too); the card says so once. Any difference (another path, other digests)
-// keeps two lines, so that nothing measured is hidden.
+// file (a shell script's, its wrapper too); the card says so once. Any
+// difference (another path, other digests) keeps two lines, so that
+// nothing measured is hidden.
 func TestDiskLinesCompiledServer(t *testing.T) {
 	a, b := identity.DigestPrefix+"0123456789abcdef", identity.DigestPrefix+"fedcba9876543210"
 	exe := identity.Change{Field: "resolvedExecutable", Path: "/srv/publish", Old: a, New: b}

@@ -340,8 +340,9 @@ func (ch FileChange) What(word func(field string) string) string {
 	return what
 }
 
-// FieldWord is a person's word for an identity.Change field: "executable",
-// "entry", "wrapper"; an unknown field is itself.
+// FieldWord is a person's word for an identity.Change field:
+// "resolvedExecutable" is "executable", "wrappers" "wrapper", "extra:<path>"
+// "watched path" (the path is the change's Path); an unknown field is itself.
 func FieldWord(field string) string {
 	if w, ok := map[string]string{
 		"resolvedExecutable": "executable",

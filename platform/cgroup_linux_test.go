@@ -45,7 +45,7 @@ func testCgroupKillsWhatEscaped(t *testing.T, sb supervisor.Sandbox) {
 	defer cancel()
 	script := `setsid env -i /bin/sh -c 'echo $$; exec sleep 300' & wait`
 	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "grouped", Command: "/bin/sh", Args: []string{"-c", script}, Cgroups: cg, Sandbox: sb, Hide: []string{t.TempDir()}},
-		supervisor.Options{TreePoll: -1, StopGrace: time.Millisecond, KillGrace: 100 * time.Millisecond})
+		supervisor.Options{NoTree: true, StopGrace: time.Millisecond, KillGrace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

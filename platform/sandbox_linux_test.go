@@ -282,7 +282,7 @@ func runSpec(t *testing.T, spec supervisor.Spec) ([]byte, string, supervisor.Exi
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	spec.Label, spec.Sandbox = "boxed", sb
-	p, err := supervisor.Start(ctx, spec, supervisor.Options{TreePoll: -1})
+	p, err := supervisor.Start(ctx, spec, supervisor.Options{NoTree: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func runBoxed(t testing.TB, level, script string, hide ...string) (string, []str
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "boxed", Command: "/bin/sh", Args: []string{"-c", script}, Sandbox: sb, Hide: hide},
-		supervisor.Options{TreePoll: -1})
+		supervisor.Options{NoTree: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,7 +532,7 @@ func BenchmarkServerStart(b *testing.B) {
 			ctx := context.Background()
 			before, self := childCPU(b), selfCPU(b)
 			for b.Loop() {
-				p, err := supervisor.Start(ctx, supervisor.Spec{Label: "true", Command: "/bin/true", Sandbox: sb, Hide: hide}, supervisor.Options{TreePoll: -1})
+				p, err := supervisor.Start(ctx, supervisor.Spec{Label: "true", Command: "/bin/true", Sandbox: sb, Hide: hide}, supervisor.Options{NoTree: true})
 				if err != nil {
 					b.Fatal(err)
 				}

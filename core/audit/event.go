@@ -337,6 +337,21 @@ type ToolCompleted struct {
 	// LateAnswer: the answer came from an epoch that had already ended
 	// (the agent was told epoch_ended); it was recorded, never forwarded.
 	LateAnswer bool `json:"lateAnswer,omitempty"`
+	// AnsweredBy, on a late answer that came from code other than its
+	// epoch's (the supervisor saw who wrote it), names that code: the
+	// epoch the supervisor minted for it, the process and what it runs.
+	AnsweredBy *Answerer `json:"answeredBy,omitempty"`
+}
+
+// Answerer is the code that answered a call: the epoch it runs as, its
+// pid, executable and script with their digests.
+type Answerer struct {
+	Epoch        string `json:"epoch"`
+	PID          int    `json:"pid"`
+	Exe          string `json:"exe"`
+	SHA256       string `json:"sha256,omitempty"`
+	Script       string `json:"script,omitempty"`
+	ScriptSHA256 string `json:"scriptSha256,omitempty"`
 }
 
 // AuthorizationDenied is the fields of an authorization_denied event: a call

@@ -806,6 +806,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		}
 	}
 	spec := measureSpec(label, srv)
+	measuredAt := time.Now()
 	rec, err := d.measurer.Measure(ctx, spec)
 	if err != nil {
 		return nil, identity.Record{}, fmt.Errorf("measuring %s: %w", label, err)
@@ -838,7 +839,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		Sandbox: sandbox, Hide: hide, Cgroups: d.opts.Cgroups,
 		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: serverDir(srv, hide), Env: env,
 		SessionBus: srv.SessionBus, Secrets: d.secretsOf(cfg, srv, credEnv),
-		Withhold: inheritedSecret,
+		Withhold: inheritedSecret, Code: measuredCode(rec, measuredAt),
 	}, d.supervisorOptions())
 	if err != nil {
 		return nil, identity.Record{}, fmt.Errorf("starting %s: %w", label, err)
@@ -880,6 +881,44 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		return obs, err
 	}
 	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc, Identify: observe, Refetch: proc.ChangedWhenArmed}, rec, nil
+}
+
+// measuredCode is what the supervisor counts as the code of the epoch it
+// starts (supervisor.Code): the digests the measurement took, the trees it
+// measured (the entry's package, the watched directories) and when it
+// began.
+func measuredCode(rec identity.Record, at time.Time) supervisor.Code {
+	c := supervisor.Code{Since: at}
+	add := func(sum string) {
+		if sum != "" {
+			c.Digests = append(c.Digests, sum)
+		}
+	}
+	add(rec.ResolvedExecutable.SHA256)
+	add(rec.EntryDigest)
+	if rec.Interpreter != nil {
+		add(rec.Interpreter.SHA256)
+	}
+	for _, w := range rec.Wrappers {
+		add(w.SHA256)
+	}
+	if rec.Package != nil {
+		c.Dirs = append(c.Dirs, rec.Package.Dir)
+	}
+	for p, sum := range rec.ExtraDigests {
+		add(sum)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(rec.WorkingDirectory, p)
+		}
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			c.Dirs = append(c.Dirs, p)
+		}
+	}
+	slices.Sort(c.Dirs)
+	return c
 }
 
 // sandboxOf returns the sandbox that confines server label, nil when its
@@ -988,6 +1027,9 @@ func swappedExecutable(rec identity.Record, running string) (string, bool) {
 func (d *Daemon) supervisorOptions() supervisor.Options {
 	o := d.opts.Supervisor
 	o.Logger = d.log
+	// The gateway ends the old epoch before output from new code is read
+	// (docs/DESIGN.md "Who answered").
+	o.HoldNewCode = true
 	if o.Measurer == nil {
 		// One digest cache for the measurement and the processes it
 		// starts: the running file just measured is not read again.

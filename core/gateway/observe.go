@@ -105,6 +105,7 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 	old := s.cur
 	if old == nil || old.ended || old.ID != ch.Previous || s.state == StateEnded {
 		s.mu.Unlock()
+		ch.Ack()
 		return
 	}
 	rec := old.Record
@@ -115,6 +116,12 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 	s.epochs++
 	s.records[e.ID] = rec
 	why := "the supervisor observed a new process in the server's tree (" + strings.Join(ch.What, "; ") + ")"
+	if a := ch.Answered; a != nil {
+		// Output came from code other than the epoch's: what it answered
+		// is recorded as that code's and never passed on.
+		why = "a process running other code than the approved epoch's wrote the server's output (" + strings.Join(ch.What, "; ") + "); its answer was not passed on"
+		old.answeredBy = &audit.Answerer{Epoch: e.ID, PID: a.PID, Exe: a.Exe, SHA256: a.SHA256, Script: a.Script, ScriptSHA256: a.ScriptSHA256}
+	}
 	s.state, s.reason = StateIdentityPending, why
 	s.buildNote = ""
 	s.closeGateLocked()
@@ -127,10 +134,12 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 		old: old, e: e, why: why, name: "the observed epoch",
 		replaced: audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
 			OldEpoch: old.ID, NewEpoch: e.ID, Reason: why, Cause: "observed", OldIdentity: oldID, NewIdentity: newID},
-		// A new program reads the requests only when a process holding
-		// the stdio started or exec'd; otherwise the program that
-		// answers did not change and keeps its handshake.
+		// A new program reads the requests only when a process that
+		// answered exec'd or one took the place of those that exited;
+		// otherwise the program that answers did not change and keeps
+		// its handshake.
 		replay: ch.Restarted,
+		taken:  ch.Ack,
 	})
 }
 
@@ -157,6 +166,18 @@ func (s *Session) checkTree(e *epoch, tool, decision string) *control.Refusal {
 	ch, err := tw.CheckTree(ctx)
 	if errors.Is(err, supervisor.ErrTreeUnwatched) {
 		return nil
+	}
+	var gone *supervisor.NoAnswerError
+	if errors.As(err, &gone) {
+		s.log.Warn("no process answers for the epoch; the call is refused", "epoch", e.ID, "tool", tool, "err", err)
+		return &control.Refusal{
+			Error:  control.ServerUnavailable,
+			Server: s.opts.Label,
+			Tool:   tool,
+			Epoch:  e.ID,
+			Reason: gone.Error() + " (a watcher may be restarting the server); the call was not sent, so that no other code reads it",
+			Retry:  "call again in a moment",
+		}
 	}
 	if err != nil {
 		s.log.Warn("tree check before a call failed; the call is refused", "epoch", e.ID, "tool", tool, "err", err)
@@ -237,11 +258,14 @@ func (s *Session) lateAnswer(m *mcpwire.Message) bool {
 	case bytes.Equal(mcpwire.GetPath(m.Result, "isError"), []byte("true")):
 		outcome = "error"
 	}
+	s.mu.Lock()
+	by := l.ep.answeredBy
+	s.mu.Unlock()
 	s.log.Warn("an ended epoch answered a call; recorded, not forwarded", "epoch", l.ep.ID, "tool", l.call.tool, "outcome", outcome)
 	ev := audit.ToolCompleted{
 		Call: l.call.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: l.ep.ID, Tool: l.call.tool,
 		Outcome: outcome, DurationMS: float64(time.Since(l.call.started).Microseconds()) / 1000, Error: errText,
-		LateAnswer: true,
+		LateAnswer: true, AnsweredBy: by,
 	}
 	go s.record(audit.TypeToolCompleted, ev)
 	return true

@@ -609,6 +609,9 @@ type takeover struct {
 	// stopOld stops old's process once its calls are answered (a
 	// replacement); an observed epoch runs on the same process.
 	stopOld bool
+	// taken, when set, is called once old's calls were answered: output
+	// the supervisor held back for the change may be read now.
+	taken func()
 }
 
 // takeOver completes the change to t.e, which the caller made current with
@@ -629,6 +632,11 @@ func (s *Session) takeOver(t takeover) {
 	if old != nil {
 		s.record(audit.TypeServerReplaced, t.replaced)
 		s.endEpoch(old, t.why, e)
+	}
+	if t.taken != nil {
+		t.taken()
+	}
+	if old != nil {
 		if t.stopOld {
 			go func() {
 				stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -258,6 +258,7 @@ type epoch struct {
 	idMismatch bool             // guarded by Session.mu; it answered a numeric id with a string
 	next       *epoch           // guarded by Session.mu; the epoch observed to succeed it on the same process (observe.go)
 	observed   string           // set once at creation: what the supervisor observed when it began (observe.go), "" for a launch
+	answeredBy *audit.Answerer  // guarded by Session.mu; the other code that answered its calls when it ended (observe.go)
 	identified chan struct{}    // closed once Record holds the epoch's observed identity (identify); nil: known at creation
 	unasked    int              // guarded by Session.mu; answers it wrote to ids never sent to it (route.go)
 }

@@ -26,7 +26,6 @@ func BenchmarkCheckTree(b *testing.B) {
 		b.Fatal(err)
 	}
 	o := fast
-	o.TreePoll = time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "bench", Command: "/bin/sh",
@@ -110,7 +109,6 @@ func benchNodeTree(b *testing.B, full bool) {
 		b.Fatal(err)
 	}
 	o := fast
-	o.TreePoll = time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "bench", Command: node, Args: []string{script}}, o)

@@ -90,6 +90,10 @@ type Spec struct {
 	// Cgroups, when set, puts the process in a control group of its own,
 	// killed whole by Stop ([Cgroups]).
 	Cgroups Cgroups
+	// Code is what the launch measured of the server's code: a process of
+	// its tree running only that code (or code the person cannot change)
+	// is the epoch's, never a new one ([Code]).
+	Code Code
 }
 
 // Options tune stopping. StopGrace is the wait after closing stdin before
@@ -97,19 +101,28 @@ type Spec struct {
 // before SIGKILL to the group (0 = DefaultKillGrace). Logger receives lifecycle
 // events (nil discards); stderr content is never logged.
 //
-// TreePoll is how often the running tree is read between the checks the
-// gateway asks for (0 = DefaultTreePoll; below 0 the tree is not watched
-// and [Process.Settled] and [Process.CheckTree] report ErrTreeUnwatched);
-// SettleMax bounds the wait for a launcher's exec at start (0 =
+// NoTree turns tree watching off ([Process.Settled] and
+// [Process.CheckTree] then report ErrTreeUnwatched). The tree is never
+// polled: it is read when the launch settles, after the first answer, when
+// a process that answered exits, when a new process writes the server's
+// output, and when the gateway checks it before a call that carries
+// authority. SettleMax bounds the wait for a launcher's exec at start (0 =
 // DefaultSettleMax); Measurer caches the digests of running executables
 // and scripts (nil: one shared by the package).
+//
+// HoldNewCode, where the platform tells who wrote the server's output
+// (Linux), keeps what a process running other code than the epoch's wrote
+// from Stdout's readers until the [TreeChange] it causes was acknowledged
+// ([TreeChange.Ack]): the gateway ends the old epoch first, so that such
+// an answer is never passed on as the old epoch's.
 type Options struct {
-	StopGrace time.Duration
-	KillGrace time.Duration
-	Logger    *slog.Logger
-	TreePoll  time.Duration
-	SettleMax time.Duration
-	Measurer  *identity.Measurer
+	StopGrace   time.Duration
+	KillGrace   time.Duration
+	Logger      *slog.Logger
+	NoTree      bool
+	SettleMax   time.Duration
+	Measurer    *identity.Measurer
+	HoldNewCode bool
 }
 
 // sharedMeasurer is the digest cache of processes started without
@@ -178,7 +191,7 @@ type Process struct {
 
 	// Tree watching (tree.go).
 	dir       string
-	pipes     []uint64 // inodes of the stdin and stdout pipes
+	pipes     []uint64 // inodes of the pipes through which requests can be read (stdin; where output is not attributed, stdout too)
 	measurer  *identity.Measurer
 	treeReady chan struct{} // closed once the launch's tree was first recorded
 	changes   chan TreeChange
@@ -187,6 +200,13 @@ type Process struct {
 	escaped   map[int]bool // guarded by treeMu; marked pids found outside the tree
 	answered  atomic.Bool  // the process answered its first request (Arm)
 	armKick   chan struct{}
+	watchKick chan struct{} // the answerers changed: watch the new ones
+	// lastWriter is the writer of the last chunk of output read (Linux;
+	// 0 unknown), armWriter that of the first answer (Arm).
+	lastWriter atomic.Int64
+	armWriter  atomic.Int64
+	code       Code // what the launch measured (Spec.Code)
+	holdNew    bool // Options.HoldNewCode
 	// identified is closed once the launch epoch's identity is final: the
 	// tree was read after the first answer (treeState.armed), or it is not
 	// watched at all.
@@ -212,9 +232,6 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.TreePoll == 0 {
-		o.TreePoll = DefaultTreePoll
 	}
 	if o.SettleMax <= 0 {
 		o.SettleMax = DefaultSettleMax
@@ -254,11 +271,12 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: stdin pipe: %w", s.Label, err)
 	}
-	outR, outW, err := pipe()
+	stdout, outW, err := newStdout()
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("starting %s: stdout pipe: %w", s.Label, err)
+		return nil, fmt.Errorf("starting %s: stdout: %w", s.Label, err)
 	}
+	files = append(files, stdout.f, outW)
 	errR, errW, err := pipe()
 	if err != nil {
 		closeAll()
@@ -329,7 +347,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		logger:     o.Logger.With("server", s.Label, "pid", cmd.Process.Pid, "epoch", epoch),
 		opts:       o,
 		stdin:      &stdinPipe{f: inW, w: rawio.NewWriter(inW)},
-		stdout:     &stdoutPipe{f: outR, r: rawio.NewReader(outR)},
+		stdout:     stdout,
 		stderr:     errR,
 		ring:       newRing(limit),
 		sandbox:    confined,
@@ -342,10 +360,13 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		stopping:   make(chan struct{}),
 		stopped:    make(chan struct{}),
 		dir:        s.Dir,
-		pipes:      pipeInodes(inW, outR),
+		pipes:      stdioPipes(inW, stdout.f),
+		code:       s.Code,
+		holdNew:    o.HoldNewCode,
 		measurer:   o.Measurer,
 		treeReady:  make(chan struct{}),
 		armKick:    make(chan struct{}, 1),
+		watchKick:  make(chan struct{}, 1),
 		identified: make(chan struct{}),
 		changes:    make(chan TreeChange, treeChangesBuffer),
 		tree:       treeState{epoch: epoch},
@@ -358,7 +379,8 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		// A sandbox's launcher runs first and execs the server.
 		waitLauncherExec(p.pid, cmd.Path, execR, p.done, o.SettleMax)
 	}
-	if o.TreePoll > 0 && treeSupported {
+	if !o.NoTree && treeSupported {
+		p.stdout.attribute = p.attribute
 		go p.watchTree()
 	} else {
 		p.tree.err = fmt.Errorf("%w (%s)", ErrTreeUnwatched, runtime.GOOS)
@@ -642,21 +664,3 @@ func (s *stdinPipe) Close() error {
 	s.once.Do(func() { s.err = s.f.Close() })
 	return s.err
 }
-
-// stdoutPipe is the server's stdout; reads after Stop closed it report io.EOF.
-// Reads are raw (package rawio).
-type stdoutPipe struct {
-	r    io.Reader // f, read with raw reads
-	f    *os.File
-	once sync.Once
-}
-
-func (s *stdoutPipe) Read(b []byte) (int, error) {
-	n, err := s.r.Read(b)
-	if errors.Is(err, os.ErrClosed) {
-		err = io.EOF
-	}
-	return n, err
-}
-
-func (s *stdoutPipe) close() { s.once.Do(func() { s.f.Close() }) }

@@ -9,55 +9,55 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/portcullis/portcullis/core/identity"
 )
 
-// Tree watching (docs/DESIGN.md "Epochs the supervisor observes"):
-// for the whole life of a process the supervisor watches the processes of
-// its tree that can answer, so that a watcher swapping its worker behind the
-// same pipe (nodemon, a shell loop) or an exec anywhere in the tree is seen
-// as a new execution epoch, minted here and never by the server.
+// Tree watching (docs/DESIGN.md "Epochs the supervisor observes"): for the
+// whole life of a process the supervisor knows which processes of its tree
+// answer and what code they run, so that a watcher swapping its worker
+// behind the same stdio (nodemon, a shell loop) or an exec that changes the
+// code that answers is a new execution epoch, minted here and never by the
+// server — and a helper the server runs (git, sleep, its own scripts) is
+// not.
 //
 // Each process is identified by its pid and start time, the digest of the
 // file it executes (read through the kernel, Linux /proc/PID/exe), and for
 // an interpreter the script its arguments name with that script's digest.
-// Two kinds of processes are told apart:
+// What counts:
 //
-//   - a process that holds the server's stdin or stdout pipe (it can read
-//     requests or write answers directly) counts by process: a new one, or
-//     an exec that changes what one runs, is a new epoch even when its code
-//     is byte-identical to the one it replaces, as the supervisor's own
-//     restart is;
-//   - any other descendant (a helper such as git, or the ps and sh that
-//     nodemon runs to find its children) cannot answer and makes no new
-//     epoch when it starts, nor when it execs (a shell's child is seen as
-//     the shell until its exec) — unless the epoch recorded it: an exec
-//     that changes the code of a recorded process is a new epoch.
-//     Not seen, therefore: a worker whose parent relays its output through
-//     pipes of its own (nodemon, shell loops, watchexec, air and uvicorn's
-//     reloader pass the pipe through, so their workers hold it). Linux
-//     reads it from /proc/PID/fd, macOS from libproc (proc_pidfdinfo); a
-//     process whose descriptors cannot be read counts as holding them.
+//   - the answerers: the process that wrote the first answer (Linux: the
+//     writer the kernel names for the bytes that held it, stdout.go;
+//     elsewhere every process holding the server's stdio when it
+//     answered). An answerer that execs, or a process that starts in its
+//     place once every answerer exited (a replaced worker), is a new epoch
+//     even when its code is byte-identical, as the supervisor's own
+//     restart is: a new program reads the requests;
+//   - a process that can read the server's requests (it holds the stdin
+//     pipe) or writes its output, running code the epoch does not stand
+//     for (code.go): code the person could change that the launch did not
+//     measure. A helper running the epoch's code or the system's (git,
+//     sleep, python3 -c …) is no new epoch, whatever pipes it holds.
 //
-// An exec is seen as a change of the executable path, the running file
-// (device, inode, size and times) or the arguments of a (pid, start time).
-// Not seen: a process that re-execs itself with the same file and the same
-// arguments after its script changed on disk (the build watcher reports that
-// edit), and code loaded in-process (importlib.reload, a require cache
-// flush), which no process table shows.
+// Nothing is read at a fixed rate. The tree is read when the launch
+// settles, after the first answer, when an answerer exits (Linux pidfd,
+// macOS kqueue), and when the gateway asks before a call that carries
+// authority ([Process.CheckTree]); on Linux every chunk of output is also
+// checked against its writer as it is read. Not seen: code loaded
+// in-process (importlib.reload, a require cache flush), which no process
+// table shows; the build watcher reports edits of the files measured.
 
 // Defaults for [Options] tree watching.
 const (
-	DefaultTreePoll   = 25 * time.Millisecond
 	DefaultSettleMax  = 2 * time.Second
 	settleQuiet       = 30 * time.Millisecond
 	settlePoll        = 5 * time.Millisecond
 	changeSettleMax   = time.Second
-	fullScanEvery     = 40 // polls between scans of every process for the epoch's mark
 	treeChangesBuffer = 8
 )
 
@@ -65,6 +65,22 @@ const (
 // (neither Linux nor macOS), or that the process was started with tree
 // watching off.
 var ErrTreeUnwatched = errors.New("the process tree is not watched on this system")
+
+// NoAnswerError reports that every process that answered for the epoch
+// exited and none has taken its place: a request written now would wait in
+// the pipe for whatever reads it next (a watcher's next worker, which may
+// run other code).
+type NoAnswerError struct {
+	Gone []int // the pids that answered
+}
+
+func (e *NoAnswerError) Error() string {
+	ps := make([]string, len(e.Gone))
+	for i, p := range e.Gone {
+		ps[i] = strconv.Itoa(p)
+	}
+	return "the process that answered for this epoch (pid " + strings.Join(ps, ", ") + ") exited and no process has taken its place yet"
+}
 
 // TreeChange is a new execution epoch observed by the supervisor in the
 // running tree of a process: Epoch is its ID (minted here), Previous the
@@ -84,7 +100,31 @@ type TreeChange struct {
 	// "Lifecycle") needs the handshake again. False when only helpers
 	// running new code appeared.
 	Restarted bool `json:"restarted"`
+	// Answered names the process whose output made the change (Linux): it
+	// wrote the server's output running code the epoch does not stand
+	// for, or in place of the processes that answered. What it wrote is
+	// held from Stdout's readers until Ack (Options.HoldNewCode).
+	Answered *identity.Observed `json:"answered,omitempty"`
+
+	ack *acker
 }
+
+// Ack tells the supervisor that the change was taken: the old epoch is
+// ended, and output held back until then ([Options.HoldNewCode]) may be
+// read. It may be called more than once, and on a change that held
+// nothing.
+func (c TreeChange) Ack() {
+	if c.ack != nil {
+		c.ack.once.Do(func() { close(c.ack.c) })
+	}
+}
+
+type acker struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func newAcker() *acker { return &acker{c: make(chan struct{})} }
 
 // procView is one process as a scan of the kernel's table sees it.
 type procView struct {
@@ -129,6 +169,20 @@ type treeState struct {
 	quick   quickFiles // the files the quick check reads, kept open (Linux)
 	quicks  int        // checks answered by the quick check (tests)
 	found   []int      // quickLocked's scratch: what it found of each process of base
+	// answerers are the processes that answer for the current epoch (pid
+	// -> start time); writers the other processes whose output was
+	// accepted as the epoch's (Linux).
+	answerers map[int]uint64
+	writers   map[int]writer
+}
+
+// writer is a process whose output is accepted as the current epoch's:
+// its start time, its pidfd's inode (0: unknown), and what it ran then
+// (procView.key), so that an exec since is seen.
+type writer struct {
+	start uint64
+	ino   uint64
+	key   string
 }
 
 // Observed returns the processes recorded for the current epoch (see
@@ -163,6 +217,10 @@ func (p *Process) CurrentEpoch() string {
 // so what the launch epoch records before that read is what answers.
 func (p *Process) Arm() {
 	if p.answered.CompareAndSwap(false, true) {
+		// The gateway calls Arm when it parsed the first answer: the
+		// last chunk read held that answer's end, so its writer
+		// answered.
+		p.armWriter.Store(p.lastWriter.Load())
 		select {
 		case p.armKick <- struct{}{}:
 		default:
@@ -217,7 +275,10 @@ func (p *Process) Settled(ctx context.Context) ([]identity.Observed, error) {
 }
 
 // CheckTree reads the tree now and compares it with what the current epoch
-// recorded: nil when nothing that can answer changed. On a change it waits
+// recorded: nil when nothing that can answer changed. When every process
+// that answered for the epoch exited and none took its place, it returns
+// a *NoAnswerError: a call written now would be read by whatever comes
+// next. On a change it waits
 // (at most 1 s) for the tree to settle, records the new epoch, delivers it
 // on Changes and returns it. The gateway calls it before forwarding a call
 // that carries authority, so that nothing in flight slips in between two
@@ -234,7 +295,27 @@ func (p *Process) CheckTree(ctx context.Context) (*TreeChange, error) {
 	if p.tree.err != nil {
 		return nil, p.tree.err
 	}
-	return p.detectLocked()
+	ch, err := p.detectLocked()
+	if err != nil || ch != nil || !p.tree.armed {
+		return ch, err
+	}
+	if !p.answererAliveIn(p.tree.base) {
+		gone := make([]int, 0, len(p.tree.answerers))
+		for pid := range p.tree.answerers {
+			gone = append(gone, pid)
+		}
+		slices.Sort(gone)
+		return nil, &NoAnswerError{Gone: gone}
+	}
+	return nil, nil
+}
+
+// kickLocked wakes the watcher so that it watches the current answerers.
+func (p *Process) kickLocked() {
+	select {
+	case p.watchKick <- struct{}{}:
+	default:
+	}
 }
 
 // detectLocked reads the tree (readTreeLocked); until the tree was read
@@ -250,9 +331,65 @@ func (p *Process) detectLocked() (*TreeChange, error) {
 	if err == nil && launch && answered {
 		p.tree.armed = true
 		p.tree.armedChanged = p.tree.rereads != rereads
+		p.setAnswerersLocked(int(p.armWriter.Load()))
+		if err := p.escapedLocked(); err != nil {
+			p.logger.Debug("looking for processes of the epoch outside its tree", "err", err)
+		}
 		close(p.identified)
 	}
 	return ch, err
+}
+
+// setAnswerersLocked records who answers for the launch epoch: the writer
+// of the first answer where the platform names it, else every recorded
+// process that holds the server's stdio.
+func (p *Process) setAnswerersLocked(pid int) {
+	t := &p.tree
+	t.answerers = map[int]uint64{}
+	t.writers = map[int]writer{}
+	for _, m := range t.recorded {
+		if pid != 0 && m.view.pid == pid {
+			t.answerers[pid] = m.view.start
+		}
+	}
+	if pid != 0 && len(t.answerers) == 0 {
+		// It answered from outside what the tree read shows (it left the
+		// tree): it is still what answered.
+		if st, err := startTimeOf(pid); err == nil {
+			t.answerers[pid] = st
+		}
+	}
+	if len(t.answerers) == 0 {
+		for _, m := range t.recorded {
+			if m.view.stdio {
+				t.answerers[m.view.pid] = m.view.start
+			}
+		}
+	}
+	for _, m := range t.base {
+		if st, ok := t.answerers[m.view.pid]; ok && st == m.view.start {
+			t.writers[m.view.pid] = writer{start: st, key: m.view.key()}
+		}
+	}
+}
+
+// answererAliveIn reports whether a process that answers for the epoch is
+// among ms (same pid and start time); true when none is known.
+func (p *Process) answererAliveIn(ms []member) bool {
+	if len(p.tree.answerers) == 0 {
+		return true
+	}
+	for _, m := range ms {
+		if st, ok := p.tree.answerers[m.view.pid]; ok && st == m.view.start {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Process) isAnswererLocked(v procView) bool {
+	st, ok := p.tree.answerers[v.pid]
+	return ok && st == v.start
 }
 
 // ChangedWhenArmed reports whether the read that fixed the launch epoch's
@@ -279,7 +416,17 @@ func observedOf(ms []member) []identity.Observed {
 	return out
 }
 
-// pipeInodes returns the inodes of the server's stdin and stdout pipes.
+// stdioPipes returns the inodes of the pipes a process of the tree reads
+// requests through or, where the platform does not name the writer of the
+// output, writes answers through.
+func stdioPipes(stdin, stdout *os.File) []uint64 {
+	if attributed {
+		return pipeInodes(stdin)
+	}
+	return pipeInodes(stdin, stdout)
+}
+
+// pipeInodes returns the inodes of the pipes files are.
 func pipeInodes(files ...*os.File) []uint64 {
 	var out []uint64
 	for _, f := range files {
@@ -508,20 +655,25 @@ func (p *Process) setBaseLocked(ms []member, record bool, st stamp) {
 }
 
 // differences lists what in now differs from the base, one line each; nil
-// when nothing that counts changed. restarted: a process holding the
-// server's stdio started or exec'd.
+// when nothing that counts changed. restarted: a new program reads the
+// requests (an answerer exec'd, or a process that can read them started
+// once every answerer had exited), and next are the processes that answer
+// from then on.
 //
-// What counts: a process that holds the server's stdio after it started or
-// exec'd, and an exec that changed the code of a process the epoch
-// recorded. A helper that started after the record and holds no pipe
-// counts neither when it starts nor when it execs: the scan may see it
-// between its fork and its exec (a shell's child, still the shell), and
-// whether that moment is caught must not decide the epoch.
-func (p *Process) differencesLocked(now []member) (what []string, restarted bool) {
+// What counts (see the top of this file): an answerer that exec'd; a
+// process that can read the requests (it holds the stdin pipe) that
+// started or exec'd into code the epoch does not stand for; and one that
+// started running the epoch's code after every answerer exited (a
+// replaced worker). A helper running the epoch's code or the system's
+// counts neither when it starts nor when it execs, whatever it holds: the
+// scan may see a shell's child between its fork and its exec, and whether
+// that moment is caught must not decide the epoch.
+func (p *Process) differencesLocked(now []member) (what []string, restarted bool, next []member) {
 	byPID := make(map[int]member, len(p.tree.base))
 	for _, m := range p.tree.base {
 		byPID[m.view.pid] = m
 	}
+	alive := p.answererAliveIn(now)
 	recorded := make(map[string]bool, len(p.tree.recorded))
 	for _, m := range p.tree.recorded {
 		recorded[m.view.key()] = true
@@ -531,19 +683,63 @@ func (p *Process) differencesLocked(now []member) (what []string, restarted bool
 			continue
 		}
 		old, had := byPID[m.view.pid]
-		desc := describe(m)
-		switch {
-		case had && old.view.start == m.view.start:
-			if m.view.stdio || (recorded[old.view.key()] && old.obs.Code() != m.obs.Code()) {
-				what = append(what, fmt.Sprintf("pid %d exec'd: %s (was %s)", m.view.pid, desc, describe(old)))
-				restarted = restarted || m.view.stdio
+		exec := had && old.view.start == m.view.start
+		if !p.tree.armed {
+			// Before the first answer nothing answers yet: a process
+			// that can read the requests and started or exec'd, or a
+			// recorded one whose code changed, is the launch settling,
+			// read again as the launch's.
+			if m.view.stdio || (exec && recorded[old.view.key()] && old.obs.Code() != m.obs.Code()) {
+				what = append(what, fmt.Sprintf("pid %d started or exec'd: %s", m.view.pid, describe(m)))
 			}
-		case m.view.stdio:
-			what = append(what, fmt.Sprintf("pid %d started, holding the server's stdio: %s", m.view.pid, desc))
+			continue
+		}
+		if exec && p.isAnswererLocked(m.view) {
+			what = append(what, fmt.Sprintf("pid %d, which answered, exec'd: %s (was %s)", m.view.pid, describe(m), describe(old)))
 			restarted = true
+			next = append(next, m)
+			continue
+		}
+		if !m.view.stdio {
+			continue // it cannot read the requests; what it writes is checked as it is read
+		}
+		ours, why := p.epochCodeLocked(m.obs)
+		switch {
+		case !ours && exec:
+			what = append(what, fmt.Sprintf("pid %d, which can read the server's requests, exec'd: %s (was %s): %s", m.view.pid, describe(m), describe(old), why))
+		case !ours:
+			what = append(what, fmt.Sprintf("pid %d started, able to read the server's requests: %s: %s", m.view.pid, describe(m), why))
+		case !exec && !alive && underReview(m.obs):
+			// A system program (a watcher loop's shell fork, its sleep)
+			// is no worker; a new worker of the system's code is known
+			// when it writes.
+			what = append(what, fmt.Sprintf("pid %d started in place of %s, which answered and exited: %s", m.view.pid, p.answerersText(), describe(m)))
+		default:
+			continue
+		}
+		if !alive {
+			restarted = true
+			next = append(next, m)
 		}
 	}
-	return what, restarted
+	return what, restarted, next
+}
+
+// answerersText names the answerers ("pid 4100", "pids 4100, 4101").
+func (p *Process) answerersText() string {
+	pids := make([]int, 0, len(p.tree.answerers))
+	for pid := range p.tree.answerers {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	ps := make([]string, len(pids))
+	for i, pid := range pids {
+		ps[i] = strconv.Itoa(pid)
+	}
+	if len(ps) == 1 {
+		return "pid " + ps[0]
+	}
+	return "pids " + strings.Join(ps, ", ")
 }
 
 func describe(m member) string {
@@ -572,8 +768,13 @@ func (p *Process) readTreeLocked(launch bool) (*TreeChange, error) {
 	if err != nil {
 		return nil, err
 	}
+	if launching(views) {
+		// A fork that has not exec'd yet (a shell starting a helper) runs
+		// its parent's code for a moment: what it execs decides.
+		views, st = p.settle(views, st, changeSettleMax, true)
+	}
 	now := p.measureLocked(views)
-	what, _ := p.differencesLocked(now)
+	what, _, _ := p.differencesLocked(now)
 	if len(what) == 0 {
 		// Processes that exited, or helpers running known code: the
 		// base follows so that pids are not compared against stale ones.
@@ -587,7 +788,7 @@ func (p *Process) readTreeLocked(launch bool) (*TreeChange, error) {
 	at := time.Now()
 	settled, st := p.settle(views, st, changeSettleMax, true)
 	now = p.measureLocked(settled)
-	what, restarted := p.differencesLocked(now)
+	what, restarted, next := p.differencesLocked(now)
 	if len(what) == 0 {
 		// A fork caught before its exec and redirections (a shell
 		// starting a helper) that settled into no change.
@@ -611,16 +812,41 @@ func (p *Process) readTreeLocked(launch bool) (*TreeChange, error) {
 		What:      what,
 		At:        at,
 		Restarted: restarted,
+		ack:       newAcker(),
 	}
-	p.tree.epoch = ch.Epoch
 	p.setBaseLocked(now, true, st)
-	p.logger.Warn("new epoch observed in the process tree", "previous", ch.Previous, "epoch", ch.Epoch, "what", strings.Join(what, "; "))
+	p.newEpochLocked(&ch, next)
+	return &ch, nil
+}
+
+// newEpochLocked makes ch the current epoch and delivers it; next, when a
+// new program reads the requests, are the processes that answer from now
+// on.
+func (p *Process) newEpochLocked(ch *TreeChange, next []member) {
+	p.tree.epoch = ch.Epoch
+	if ch.Restarted {
+		p.tree.answerers = map[int]uint64{}
+		p.tree.writers = map[int]writer{}
+		for _, m := range next {
+			p.tree.answerers[m.view.pid] = m.view.start
+			p.tree.writers[m.view.pid] = writer{start: m.view.start, key: m.view.key()}
+		}
+	}
+	// Processes that ran the old epoch's code and still write stay
+	// accepted only if they did not exec (writer.key) and their code is
+	// the new epoch's: the next chunk of each is checked again.
+	for pid, w := range p.tree.writers {
+		if _, ok := p.tree.answerers[pid]; !ok || w.start != p.tree.answerers[pid] {
+			delete(p.tree.writers, pid)
+		}
+	}
+	p.logger.Warn("new epoch observed in the process tree", "previous", ch.Previous, "epoch", ch.Epoch, "what", strings.Join(ch.What, "; "))
 	select {
-	case p.changes <- ch:
+	case p.changes <- *ch:
 	case <-p.done:
 	case <-p.stopping:
 	}
-	return &ch, nil
+	p.kickLocked()
 }
 
 // quickLocked answers a check without reading the whole tree when it can
@@ -690,9 +916,10 @@ func viewsOf(ms []member) []procView {
 	return out
 }
 
-// watchTree records the launch's tree once it settled, then polls it until
-// the process is reaped or stopped; every fullScanEvery polls it also looks
-// for processes carrying the epoch's mark that left the tree.
+// watchTree records the launch's tree once it settled, then reads it again
+// only when something happens: the first answer (Arm), the exit of a
+// process that answers (Linux pidfd, macOS kqueue), until the process is
+// reaped or stopped. Nothing is read at a fixed rate.
 func (p *Process) watchTree() {
 	// Nothing else reads the tree before treeReady: no lock needed yet.
 	views, st, err := p.scan()
@@ -719,29 +946,27 @@ func (p *Process) watchTree() {
 	}
 	wake := newWakeups()
 	defer wake.close()
-	wake.watch(pidsOf(views))
-	for n := 1; ; n++ {
-		t := time.NewTimer(p.opts.TreePoll)
+	for {
 		select {
-		case <-t.C:
 		case <-p.armKick:
 			// The first answer: the launch's last read, at once.
-			t.Stop()
 		case <-wake.C():
-			t.Stop()
+			// An answerer exited (or, on macOS, forked or exec'd).
+		case <-p.watchKick:
+			// New answerers to watch.
+			p.treeMu.Lock()
+			pids := p.answererPidsLocked()
+			p.treeMu.Unlock()
+			wake.watch(pids)
+			continue
 		case <-p.done:
-			t.Stop()
 			return
 		case <-p.stopping:
-			t.Stop()
 			return
 		}
 		p.treeMu.Lock()
 		_, err := p.detectLocked()
-		if err == nil && n%fullScanEvery == 0 {
-			err = p.escapedLocked()
-		}
-		pids := pidsOf(viewsOf(p.tree.base))
+		pids := p.answererPidsLocked()
 		p.treeMu.Unlock()
 		wake.watch(pids)
 		if err != nil {
@@ -753,6 +978,114 @@ func (p *Process) watchTree() {
 			p.logger.Debug("reading the process tree", "err", err)
 		}
 	}
+}
+
+func (p *Process) answererPidsLocked() []int {
+	out := make([]int, 0, len(p.tree.answerers))
+	for pid := range p.tree.answerers {
+		out = append(out, pid)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// attribute is called by the stdout reader (Linux) with the writer of each
+// chunk before the chunk is returned. Before the launch epoch's identity
+// is final every writer is the launch settling. After, a writer already
+// accepted that did not exec passes; any other is identified at once (its
+// pidfd proves that the process read through /proc is the writer): one
+// running the epoch's code while an answerer lives is accepted; one
+// running other code, or writing in place of answerers that exited, is a
+// new epoch, delivered before the chunk is returned and, with
+// Options.HoldNewCode, acknowledged by the gateway first.
+func (p *Process) attribute(pid, pidfd int) {
+	p.lastWriter.Store(int64(pid))
+	p.treeMu.Lock()
+	if !p.tree.armed || p.tree.err != nil {
+		p.treeMu.Unlock()
+		return
+	}
+	if w, ok := p.tree.writers[pid]; ok && (w.ino == 0 || w.ino == pidfdIno(pidfd)) {
+		if v, ok := viewOne(pid, p.pipes); ok && v.start == w.start && v.key() == w.key {
+			p.treeMu.Unlock()
+			return
+		}
+	}
+	ch := p.newWriterLocked(pid, pidfd)
+	p.treeMu.Unlock()
+	if ch == nil || !p.holdNew {
+		return
+	}
+	select {
+	case <-ch.ack.c:
+	case <-p.done:
+	case <-p.stopping:
+	}
+}
+
+// newWriterLocked judges a writer that is not an accepted one (see
+// attribute) and returns the new epoch it makes, nil when it makes none.
+func (p *Process) newWriterLocked(pid, pidfd int) *TreeChange {
+	v, ok := viewOne(pid, p.pipes)
+	if ok && pidfd >= 0 && !pidfdAlive(pidfd) {
+		ok = false // exited since it wrote: the pid may name another process now
+	}
+	if !ok {
+		// It wrote and exited before it could be read (a short helper
+		// such as cat or printf): nothing says what it ran. What it
+		// wrote is passed on as the epoch's and logged; a process that
+		// answers lives longer than that.
+		p.logger.Info("output written by a process that exited before it could be identified", "pid", pid)
+		return nil
+	}
+	m := p.measureLocked([]procView{v})[0]
+	ours, why := p.epochCodeLocked(m.obs)
+	alive := p.answererAliveIn(p.tree.base) || p.isAnswererLocked(v)
+	if ours && alive {
+		p.tree.writers[pid] = writer{start: v.start, ino: pidfdIno(pidfd), key: v.key()}
+		return nil
+	}
+	var what string
+	switch {
+	case p.isAnswererLocked(v):
+		what = fmt.Sprintf("pid %d, which answered, exec'd: %s", pid, describe(m))
+	case !ours:
+		what = fmt.Sprintf("pid %d wrote the server's output running %s: %s", pid, describe(m), why)
+	default:
+		what = fmt.Sprintf("pid %d wrote the server's output in place of %s, which answered and exited: %s", pid, p.answerersText(), describe(m))
+	}
+	// The tree as it is now, with the writer in it wherever it runs.
+	views, st, err := p.scan()
+	if err != nil {
+		views, st = []procView{v}, stamp{}
+	}
+	if !slices.ContainsFunc(views, func(x procView) bool { return x.pid == v.pid }) {
+		views = append(views, v)
+	}
+	now := p.measureLocked(views)
+	obs := m.obs
+	// A new program reads the requests when it writes in place of the
+	// answerers or is one of them exec'd; a helper running other code
+	// beside a live answerer is new code, and the answerer keeps its
+	// handshake.
+	restarted := !alive || p.isAnswererLocked(v)
+	ch := TreeChange{
+		Epoch:     identity.NewEpoch(),
+		Previous:  p.tree.epoch,
+		Old:       observedOf(p.tree.recorded),
+		New:       observedOf(now),
+		What:      []string{what},
+		At:        time.Now(),
+		Restarted: restarted,
+		Answered:  &obs,
+		ack:       newAcker(),
+	}
+	p.setBaseLocked(now, true, st)
+	p.newEpochLocked(&ch, []member{m})
+	if !restarted {
+		p.tree.writers[pid] = writer{start: v.start, ino: pidfdIno(pidfd), key: v.key()}
+	}
+	return &ch
 }
 
 // escapedLocked looks for processes carrying the launch's mark that are in

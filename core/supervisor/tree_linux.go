@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/portcullis/portcullis/core/identity"
 )
@@ -301,9 +304,87 @@ func digestRunning(m *identity.Measurer, pid int, _ string) (string, error) {
 	return m.DigestOpen(f)
 }
 
-// newWakeups returns none on Linux: the tree is polled (a proc connector
-// needs CAP_NET_ADMIN).
-func newWakeups() wakeups { return noWakeups{} }
+// viewOne reads one process as a scan would, without what an earlier
+// scan knew of it.
+func viewOne(pid int, pipes []uint64) (procView, bool) {
+	return viewOf(pid, pipes, func(procView) (procView, bool) { return procView{}, false })
+}
+
+// newWakeups watches the answerers' exits through pidfds, which the Go
+// runtime's poller waits on: no thread and no timer per process.
+func newWakeups() wakeups {
+	return &pidfdWakeups{c: make(chan struct{}, 1), files: map[int]*os.File{}}
+}
+
+type pidfdWakeups struct {
+	c     chan struct{}
+	mu    sync.Mutex
+	files map[int]*os.File // guarded by mu
+	done  bool             // guarded by mu
+}
+
+func (w *pidfdWakeups) C() <-chan struct{} { return w.c }
+
+func (w *pidfdWakeups) watch(pids []int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return
+	}
+	for _, pid := range pids {
+		if _, ok := w.files[pid]; ok {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+		if err != nil {
+			// Gone already (or pidfds unsupported): one read now tells.
+			w.kick()
+			continue
+		}
+		unix.CloseOnExec(fd)
+		f := os.NewFile(uintptr(fd), "pidfd")
+		w.files[pid] = f
+		go w.wait(pid, f)
+	}
+}
+
+// wait blocks in the poller until the process of f exits (its pidfd turns
+// readable), then wakes the watcher.
+func (w *pidfdWakeups) wait(pid int, f *os.File) {
+	rc, err := f.SyscallConn()
+	if err == nil {
+		err = rc.Read(func(fd uintptr) bool {
+			n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+			return n > 0
+		})
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.files[pid] == f {
+		delete(w.files, pid)
+		f.Close()
+	}
+	if err == nil && !w.done {
+		w.kick()
+	}
+}
+
+func (w *pidfdWakeups) kick() {
+	select {
+	case w.c <- struct{}{}:
+	default:
+	}
+}
+
+func (w *pidfdWakeups) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	for pid, f := range w.files {
+		f.Close()
+		delete(w.files, pid)
+	}
+}
 
 // treeSupported: /proc gives the tree.
 const treeSupported = true

@@ -20,3 +20,5 @@ func digestRunning(*identity.Measurer, int, string) (string, error) {
 }
 
 func newWakeups() wakeups { return noWakeups{} }
+
+func viewOne(int, []uint64) (procView, bool) { return procView{}, false }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -67,14 +66,19 @@ func checkChange(t *testing.T, p *supervisor.Process) *supervisor.TreeChange {
 	if err != nil {
 		t.Fatalf("CheckTree: %v", err)
 	}
-	select {
-	case c := <-p.Changes():
-		if ch == nil {
-			ch = &c
+	// Take every change delivered; the last is the newest (the reader may
+	// have seen one when output came from new code).
+	for {
+		select {
+		case c := <-p.Changes():
+			if ch == nil || c.At.After(ch.At) {
+				ch = &c
+			}
+			continue
+		default:
 		}
-	default:
+		return ch
 	}
-	return ch
 }
 
 // The kernel's counter moves when a process is created.
@@ -105,7 +109,6 @@ os.execv(sys.executable, [sys.executable, "-c", "import sys; print('execd', flus
 		t.Fatal(err)
 	}
 	o := fast
-	o.TreePoll = time.Hour
 	p := start(t, supervisor.Spec{Label: "exec", Command: py, Args: []string{script}}, o)
 	r := bufio.NewReader(p.Stdout())
 	if got := readLine(t, r); got != "ready" {
@@ -127,20 +130,24 @@ os.execv(sys.executable, [sys.executable, "-c", "import sys; print('execd', flus
 	if ch == nil {
 		t.Fatal("CheckTree after an exec with no fork = nil; want a new epoch")
 	}
-	if !strings.Contains(strings.Join(ch.What, "\n"), "pid "+strconv.Itoa(p.Pid())+" exec'd") {
-		t.Errorf("What = %q, want pid %d exec'd", ch.What, p.Pid())
+	if !strings.Contains(strings.Join(ch.What, "\n"), "pid "+strconv.Itoa(p.Pid())+", which answered, exec'd") {
+		t.Errorf("What = %q, want pid %d, which answered, exec'd", ch.What, p.Pid())
 	}
 }
 
 // A fork moves the counter: the next check reads the whole tree and sees
-// the new process holding the server's stdio.
+// the new process that can read the server's requests, running a script
+// of the person's that the epoch did not measure.
 func TestQuickCheckYieldsToFork(t *testing.T) {
-	script := filepath.Join(t.TempDir(), "s.sh")
-	if err := writeFile(script, "while read x; do sleep 600 & echo done; done\n"); err != nil {
+	dir := t.TempDir()
+	script, helper := filepath.Join(dir, "s.sh"), filepath.Join(dir, "helper.sh")
+	if err := writeFile(helper, "sleep 600\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(script, "exec 3<&0; while read x; do /bin/sh "+helper+" <&3 & echo done; done\n"); err != nil {
 		t.Fatal(err)
 	}
 	o := fast
-	o.TreePoll = time.Hour
 	p := start(t, supervisor.Spec{Label: "fork", Command: "/bin/sh", Args: []string{script}}, o)
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -157,8 +164,8 @@ func TestQuickCheckYieldsToFork(t *testing.T) {
 	if ch == nil {
 		t.Fatal("CheckTree after a fork = nil; want a new epoch")
 	}
-	if !strings.Contains(strings.Join(ch.What, "\n"), "started, holding the server's stdio") {
-		t.Errorf("What = %q, want a new process holding the stdio", ch.What)
+	if !strings.Contains(strings.Join(ch.What, "\n"), "able to read the server's requests") || !strings.Contains(strings.Join(ch.What, "\n"), helper) {
+		t.Errorf("What = %q, want a new process running %s that can read the requests", ch.What, helper)
 	}
 }
 
@@ -184,7 +191,8 @@ func TestReparentedOrphanExecIsSeen(t *testing.T) {
 			files := map[string]string{
 				"server.sh": "read x\n/bin/sh \"$1/parent.sh\" \"$1\" &\nread z\n",
 				"parent.sh": "env -i /bin/sh \"$1/child.sh\" \"$1\" &\necho started $$ $!\nread w < \"$1/f1\"\n",
-				"child.sh":  "echo child\nread y < \"$1/f2\"\nexec " + py + " -c 'import sys; print(\"execd\", flush=True); import signal; signal.pause()'\n",
+				"child.sh":  "echo child\nread y < \"$1/f2\"\nexec " + py + " \"$1/other.py\"\n",
+				"other.py":  "import sys, signal\nprint('execd', flush=True)\nsignal.pause()\n",
 			}
 			for name, text := range files {
 				if err := writeFile(filepath.Join(dir, name), text); err != nil {
@@ -192,7 +200,6 @@ func TestReparentedOrphanExecIsSeen(t *testing.T) {
 				}
 			}
 			o := fast
-			o.TreePoll = time.Hour
 			p := start(t, supervisor.Spec{Label: "orphan", Command: "/bin/sh", Args: []string{filepath.Join(dir, "server.sh"), dir}}, o)
 			if _, err := p.Settled(testCtx(t)); err != nil {
 				t.Fatal(err)
@@ -268,8 +275,8 @@ func TestReparentedOrphanExecIsSeen(t *testing.T) {
 			if ch == nil {
 				t.Fatal("CheckTree after the reparented child exec'd = nil; want a new epoch")
 			}
-			if !strings.Contains(strings.Join(ch.What, "\n"), "pid "+strconv.Itoa(child)+" exec'd") {
-				t.Errorf("What = %q, want pid %d exec'd", ch.What, child)
+			if what := strings.Join(ch.What, "\n"); !strings.Contains(what, "pid "+strconv.Itoa(child)) || !strings.Contains(what, "other.py") {
+				t.Errorf("What = %q, want pid %d running other.py", ch.What, child)
 			}
 		})
 	}
@@ -279,19 +286,22 @@ func TestReparentedOrphanExecIsSeen(t *testing.T) {
 // children, a new one holding the server's stdio is still seen.
 func TestManyChildrenAllRead(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "s.sh")
-	if err := writeFile(script, `read x
+	if err := writeFile(script+".helper", "sleep 601\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(script, `exec 3<&0
+read x
 i=0
 while [ $i -lt 900 ]; do sleep 600 </dev/null >/dev/null 2>&1 & i=$((i+1)); done
 echo many
 read y
-sleep 601 &
+/bin/sh "$0.helper" <&3 &
 echo last
 read z
 `); err != nil {
 		t.Fatal(err)
 	}
 	o := fast
-	o.TreePoll = time.Hour
 	p := start(t, supervisor.Spec{Label: "many", Command: "/bin/sh", Args: []string{script}}, o)
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -317,7 +327,7 @@ read z
 	if ch == nil {
 		t.Fatal("CheckTree after the 901st child, holding the stdio = nil; want a new epoch")
 	}
-	if !strings.Contains(strings.Join(ch.What, "\n"), "/usr/bin/sleep") {
-		t.Errorf("What = %q, want the sleep that holds the stdio", ch.What)
+	if !strings.Contains(strings.Join(ch.What, "\n"), script+".helper") {
+		t.Errorf("What = %q, want the helper script that holds the stdio", ch.What)
 	}
 }

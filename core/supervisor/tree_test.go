@@ -5,6 +5,7 @@ package supervisor_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -149,7 +150,8 @@ func TestSettledAfterLauncherExec(t *testing.T) {
 }
 
 // A shell loop that swaps its worker behind the same pipe is a new epoch,
-// seen by the watcher without anyone asking.
+// seen without anyone asking: when the worker that answered exits, or at
+// the latest when the new one writes.
 func TestWatcherSeesSwappedWorker(t *testing.T) {
 	py := realPython(t)
 	script := writeWorker(t)
@@ -185,8 +187,8 @@ func TestWatcherSeesSwappedWorker(t *testing.T) {
 	if !ok || o.Script != script || o.Exe != py {
 		t.Errorf("new identity lacks the second worker %d running %s: %+v", second, script, ch.New)
 	}
-	if !strings.Contains(strings.Join(ch.What, "\n"), "pid "+strconv.Itoa(second)+" started") {
-		t.Errorf("What = %q, want it to name pid %d", ch.What, second)
+	if what := strings.Join(ch.What, "\n"); !strings.Contains(what, "pid "+strconv.Itoa(second)) || !strings.Contains(what, "in place of pid "+strconv.Itoa(first)) {
+		t.Errorf("What = %q, want it to name pid %d in place of pid %d", ch.What, second, first)
 	}
 	if p.CurrentEpoch() != ch.Epoch {
 		t.Errorf("CurrentEpoch %s, want %s", p.CurrentEpoch(), ch.Epoch)
@@ -196,17 +198,22 @@ func TestWatcherSeesSwappedWorker(t *testing.T) {
 	}
 }
 
-// CheckTree, run before a call that carries authority, sees a swap that the
-// poll has not seen yet.
-func TestCheckTreeSeesSwapBeforePoll(t *testing.T) {
+// CheckTree, run before a call that carries authority, sees a swap before
+// the new worker wrote anything; until the new worker is there it refuses
+// with NoAnswerError, so that no call waits in the pipe for whatever reads
+// it next.
+func TestCheckTreeSeesSwapBeforeOutput(t *testing.T) {
 	py := realPython(t)
 	script := writeWorker(t)
-	o := fast
-	o.TreePoll = time.Hour // the watcher never polls within the test
-	p := start(t, supervisor.Spec{Label: "loop", Command: "/bin/sh",
-		Args: []string{"-c", "while :; do " + py + " " + script + "; done"}}, o)
+	// The next worker starts after a pause and says nothing.
+	silent := filepath.Join(t.TempDir(), "silent.py")
+	if err := writeFile(silent, "import sys\nsys.stdin.read()\n"); err != nil {
+		t.Fatal(err)
+	}
+	loop := "while :; do " + py + " " + script + "; sleep 0.3; " + py + " " + silent + "; done"
+	p := start(t, supervisor.Spec{Label: "loop", Command: "/bin/sh", Args: []string{"-c", loop}}, fast)
 	r := bufio.NewReader(p.Stdout())
-	readyPID(t, r)
+	first := readyPID(t, r)
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -214,27 +221,67 @@ func TestCheckTreeSeesSwapBeforePoll(t *testing.T) {
 	if _, err := p.Stdin().Write([]byte("restart\n")); err != nil {
 		t.Fatal(err)
 	}
-	second := readyPID(t, r)
-	ch, err := p.CheckTree(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ch == nil {
-		t.Fatal("CheckTree after a swap = nil, want a new epoch")
-	}
-	if _, ok := find(ch.New, second); !ok {
-		t.Errorf("new identity lacks worker %d: %+v", second, ch.New)
-	}
-	select {
-	case got := <-p.Changes():
-		if got.Epoch != ch.Epoch {
-			t.Errorf("Changes delivered %s, CheckTree returned %s", got.Epoch, ch.Epoch)
+	waitGone(t, first)
+	sawGap := false
+	var ch *supervisor.TreeChange
+	for ch == nil {
+		c, err := p.CheckTree(testCtx(t))
+		var gone *supervisor.NoAnswerError
+		switch {
+		case errors.As(err, &gone):
+			sawGap = true
+			if len(gone.Gone) != 1 || gone.Gone[0] != first {
+				t.Fatalf("NoAnswerError names %v, want [%d]", gone.Gone, first)
+			}
+			waitABit(t)
+		case err != nil:
+			t.Fatal(err)
+		default:
+			ch = c
+			if ch == nil {
+				// The watcher took it first, when the worker exited
+				// (it can, if the next one was already there).
+				select {
+				case got := <-p.Changes():
+					ch = &got
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
 		}
-	default:
-		t.Error("the change CheckTree found was not delivered on Changes")
 	}
-	if again, err := p.CheckTree(testCtx(t)); err != nil || again != nil {
-		t.Errorf("second CheckTree = %+v, %v; want nil", again, err)
+	if !sawGap {
+		t.Error("CheckTree never refused while no worker ran (the next one starts 0.3 s later)")
+	}
+	if !ch.Restarted {
+		t.Errorf("change %+v: want Restarted (a new program reads the requests)", ch)
+	}
+	if !strings.Contains(strings.Join(ch.What, "\n"), silent) {
+		t.Errorf("What = %q, want the new worker running %s", ch.What, silent)
+	}
+}
+
+// waitABit waits 10 ms, failing the test once its time is up.
+func waitABit(t *testing.T) {
+	t.Helper()
+	select {
+	case <-testCtx(t).Done():
+		t.Fatal("the test's time is up")
+	case <-time.After(10 * time.Millisecond):
+	}
+}
+
+// waitGone waits until pid has exited.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for {
+		if err := unix.Kill(pid, 0); err != nil {
+			return
+		}
+		select {
+		case <-testCtx(t).Done():
+			t.Fatalf("pid %d did not exit", pid)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 
@@ -252,11 +299,20 @@ func TestWatcherSeesExecInPlace(t *testing.T) {
 	if _, err := p.Stdin().Write([]byte("exec\n")); err != nil {
 		t.Fatal(err)
 	}
-	var ch supervisor.TreeChange
-	select {
-	case ch = <-p.Changes():
-	case <-testCtx(t).Done():
-		t.Fatal("no change observed after the exec")
+	// Nothing is polled: the check before a call sees the exec.
+	var ch *supervisor.TreeChange
+	for ch == nil {
+		c, err := p.CheckTree(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch = c
+		if ch == nil {
+			waitABit(t) // the exec has not happened yet
+		}
+	}
+	if !ch.Restarted {
+		t.Errorf("an exec of the process that answered: Restarted false")
 	}
 	o, ok := find(ch.New, p.Pid())
 	if !ok || o.Exe != "/usr/bin/sleep" {
@@ -268,22 +324,30 @@ func TestWatcherSeesExecInPlace(t *testing.T) {
 }
 
 // A helper that does not hold the server's stdio cannot answer: no new
-// epoch. One that holds the server's stdio is a new epoch each time.
+// epoch. One that holds it is no new epoch either when it runs the
+// system's code (sleep, git); one running a script of the person's that
+// the epoch did not measure is a new epoch, which then stands for it.
 func TestHelpers(t *testing.T) {
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "helper.sh")
+	if err := os.WriteFile(helper, []byte("sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, helper string
 		want         []bool // a change after each round
 	}{
 		{"own pipes", "sleep 600 </dev/null >/dev/null 2>&1 &", []bool{false, false, false}},
-		{"server's stdio", "sleep 600 &", []bool{true, true, true}},
+		{"system helper on the server's stdio", "sleep 600 <&3 &", []bool{false, false, false}},
+		// Once an epoch recorded it, the same script is that epoch's code.
+		{"the person's unmeasured script on the server's stdio", "/bin/sh " + helper + " <&3 &", []bool{true, false, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			script := filepath.Join(t.TempDir(), "s.sh")
-			if err := os.WriteFile(script, []byte("while read x; do "+tc.helper+" echo done; done\n"), 0o755); err != nil {
+			if err := os.WriteFile(script, []byte("exec 3<&0; while read x; do "+tc.helper+" echo done; done\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			o := fast
-			o.TreePoll = time.Hour
 			p := start(t, supervisor.Spec{Label: "helper", Command: "/bin/sh", Args: []string{script}}, o)
 			if _, err := p.Settled(testCtx(t)); err != nil {
 				t.Fatal(err)
@@ -340,7 +404,6 @@ func TestRebuiltExecutableIsNoExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := fast
-	o.TreePoll = time.Hour
 	p := start(t, supervisor.Spec{Label: "rebuilt", Command: bin, Args: []string{"600"}}, o)
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -370,7 +433,6 @@ func TestChangeBeforeArmIsReread(t *testing.T) {
 	py := realPython(t)
 	script := writeWorker(t)
 	o := fast
-	o.TreePoll = time.Hour
 	p := start(t, supervisor.Spec{Label: "late", Command: "/bin/sh",
 		Args: []string{"-c", "while :; do " + py + " " + script + "; done"}}, o)
 	r := bufio.NewReader(p.Stdout())
@@ -393,22 +455,28 @@ func TestChangeBeforeArmIsReread(t *testing.T) {
 		t.Fatal(err)
 	}
 	readyPID(t, r)
-	if ch, err := p.CheckTree(testCtx(t)); err != nil || ch == nil {
-		t.Fatalf("CheckTree after Arm = %+v, %v; want a new epoch", ch, err)
+	select {
+	case <-p.Changes():
+	case <-testCtx(t).Done():
+		t.Fatal("a worker swapped after Arm: no new epoch")
 	}
 }
 
 // With the daemon a child subreaper, a descendant whose parent exited is
-// reparented to the daemon, out of the server's tree; the watcher still
-// finds it by the epoch's mark, and one that holds the server's stdio is a
-// new epoch.
+// reparented to the daemon, out of the server's tree; the check still
+// finds it by the epoch's mark, and one that can read the server's
+// requests running the person's unmeasured code is a new epoch.
 func TestOrphanUnderSubreaperIsSeen(t *testing.T) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		t.Skipf("prctl(PR_SET_CHILD_SUBREAPER): %v", err)
 	}
+	helper := filepath.Join(t.TempDir(), "orphan.sh")
+	if err := os.WriteFile(helper, []byte("sleep 601\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	o := fast
 	p := start(t, supervisor.Spec{Label: "orphan", Command: "/bin/sh",
-		Args: []string{"-c", `read x; (sleep 601 &); echo forked; read y`}}, o)
+		Args: []string{"-c", `exec 3<&0; read x; (/bin/sh ` + helper + ` <&3 &); echo forked; read y`}}, o)
 	if _, err := p.Settled(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -419,20 +487,26 @@ func TestOrphanUnderSubreaperIsSeen(t *testing.T) {
 	if got := readLine(t, bufio.NewReader(p.Stdout())); got != "forked" {
 		t.Fatalf("server said %q", got)
 	}
-	var ch supervisor.TreeChange
-	select {
-	case ch = <-p.Changes():
-	case <-testCtx(t).Done():
-		t.Fatal("the orphan holding the server's stdio was not seen")
+	var ch *supervisor.TreeChange
+	for ch == nil {
+		c, err := p.CheckTree(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch = c
+		if ch == nil {
+			waitABit(t) // the subshell has not exited yet
+		}
 	}
+	<-p.Changes()
 	found := false
 	for _, o := range ch.New {
-		if o.Exe == "/usr/bin/sleep" && o.PPID == os.Getpid() {
+		if o.Script == helper && o.PPID == os.Getpid() {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("new identity %+v lacks the orphan sleep reparented to this process (%d)", ch.New, os.Getpid())
+		t.Errorf("new identity %+v lacks the orphan %s reparented to this process (%d)", ch.New, helper, os.Getpid())
 	}
 	// The check before a call reads the orphans too: it stays recorded.
 	if again, err := p.CheckTree(testCtx(t)); err != nil || again != nil {
@@ -451,7 +525,6 @@ func TestChangedWhenArmed(t *testing.T) {
 	for _, exec := range []bool{true, false} {
 		t.Run(fmt.Sprintf("exec=%v", exec), func(t *testing.T) {
 			o := fast
-			o.TreePoll = time.Hour // only Arm's read reads the tree after the launch
 			p := start(t, supervisor.Spec{Label: "reexec", Command: py, Args: []string{script}}, o)
 			r := bufio.NewReader(p.Stdout())
 			readyPID(t, r) // the first answer
@@ -506,7 +579,6 @@ func TestLateExecObservedBeforeAuthority(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := fast
 			if tc.name == "CheckTree" {
-				o.TreePoll = time.Hour // only the check reads the tree after the answer
 			}
 			p := start(t, supervisor.Spec{Label: "late-exec", Command: "/bin/sh",
 				Args: []string{"-c", "sleep 0.05; exec " + py + " " + script}}, o)

@@ -140,6 +140,7 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 		// its handshake.
 		replay: ch.Restarted,
 		taken:  ch.Ack,
+		async:  true,
 	})
 }
 

@@ -612,6 +612,9 @@ type takeover struct {
 	// taken, when set, is called once old's calls were answered: output
 	// the supervisor held back for the change may be read now.
 	taken func()
+	// async: the handshake and the catalog fetch run after takeOver
+	// returned (an epoch observed on the same process).
+	async bool
 }
 
 // takeOver completes the change to t.e, which the caller made current with
@@ -636,18 +639,36 @@ func (s *Session) takeOver(t takeover) {
 	if t.taken != nil {
 		t.taken()
 	}
-	if old != nil {
-		if t.stopOld {
-			go func() {
-				stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_ = old.Proc.Stop(stopCtx)
-			}()
-		}
+	if old != nil && t.stopOld {
+		go func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = old.Proc.Stop(stopCtx)
+		}()
 	}
+	if t.async {
+		// The rest talks to the process: the caller (the supervisor's
+		// changes, read one at a time) must be free to take a newer
+		// change meanwhile, which may end e.
+		go s.finishTakeOver(t)
+		return
+	}
+	s.finishTakeOver(t)
+}
+
+// finishTakeOver replays the handshake to t.e when a new program reads the
+// requests, then fetches its catalog; an epoch ended meanwhile (a newer
+// change took over) is left as it is.
+func (s *Session) finishTakeOver(t takeover) {
+	old, e := t.old, t.e
 	if t.replay {
 		if err := s.handshake(e); err != nil {
-			s.failEpoch(e, t.name+" did not complete the handshake: "+err.Error())
+			s.mu.Lock()
+			ended := e.ended
+			s.mu.Unlock()
+			if !ended {
+				s.failEpoch(e, t.name+" did not complete the handshake: "+err.Error())
+			}
 			return
 		}
 	}

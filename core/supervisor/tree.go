@@ -536,7 +536,14 @@ func markStdio(views []procView, known func(procView) (procView, bool), holds fu
 // a helper started with pipes of its own would count as a new process
 // holding the stdio (a loaded machine can leave it there for longer than
 // the quiet time).
-func launching(views []procView) bool {
+func launching(views []procView) bool { return launchingAmong(views, nil) }
+
+// launchingAmong is launching, looking only at the processes consider
+// accepts (nil: all of them); for those, a fork of any program that has
+// not exec'd yet counts, not only a shell's (node's spawn, Python's
+// subprocess between fork and exec). A fork seen by an earlier read is
+// not considered: it is a child that does not exec (a prefork worker).
+func launchingAmong(views []procView, consider func(procView) bool) bool {
 	parents := map[int]bool{}
 	byPID := make(map[int]procView, len(views))
 	for _, v := range views {
@@ -544,6 +551,9 @@ func launching(views []procView) bool {
 		byPID[v.pid] = v
 	}
 	for _, v := range views {
+		if consider != nil && !consider(v) {
+			continue
+		}
 		base := filepath.Base(v.exe)
 		if base == "env" {
 			return true
@@ -558,7 +568,7 @@ func launching(views []procView) bool {
 		if isShell(base) && slices.Contains(v.args, "-c") {
 			return true
 		}
-		if pa, ok := byPID[v.ppid]; ok && isShell(base) && v.exe == pa.exe && slices.Equal(v.args, pa.args) {
+		if pa, ok := byPID[v.ppid]; ok && (isShell(base) || consider != nil) && v.exe == pa.exe && slices.Equal(v.args, pa.args) {
 			return true
 		}
 		for _, a := range v.args {
@@ -599,6 +609,17 @@ func sameViews(a, b []procView) bool {
 // at most max; it returns the last read and the stamp of a read that saw
 // those very processes.
 func (p *Process) settle(first []procView, st stamp, max time.Duration, orphans bool) ([]procView, stamp) {
+	return p.settleWhile(first, st, max, orphans, launching)
+}
+
+// freshLaunching is launchingAmong for the processes the base does not
+// hold.
+func (p *Process) freshLaunching(views []procView) bool {
+	return launchingAmong(views, func(v procView) bool { _, ok := p.tree.byKey[v.key()]; return !ok })
+}
+
+// settleWhile is settle with busy telling when a launcher is about to exec.
+func (p *Process) settleWhile(first []procView, st stamp, max time.Duration, orphans bool, busy func([]procView) bool) ([]procView, stamp) {
 	deadline := time.Now().Add(max)
 	last := first
 	quietSince := time.Now()
@@ -615,7 +636,7 @@ func (p *Process) settle(first []procView, st stamp, max time.Duration, orphans 
 			last, quietSince = now, time.Now()
 			continue
 		}
-		if time.Since(quietSince) >= settleQuiet && !launching(now) {
+		if time.Since(quietSince) >= settleQuiet && !busy(now) {
 			return now, st
 		}
 	}
@@ -768,10 +789,12 @@ func (p *Process) readTreeLocked(launch bool) (*TreeChange, error) {
 	if err != nil {
 		return nil, err
 	}
-	if launching(views) {
-		// A fork that has not exec'd yet (a shell starting a helper) runs
-		// its parent's code for a moment: what it execs decides.
-		views, st = p.settle(views, st, changeSettleMax, true)
+	if p.freshLaunching(views) {
+		// A new fork that has not exec'd yet (a shell starting a helper)
+		// runs its parent's code for a moment: what it execs decides. (A
+		// fork the last read saw already is a child that never execs,
+		// such as a worker of Python's multiprocessing.)
+		views, st = p.settleWhile(views, st, changeSettleMax, true, p.freshLaunching)
 	}
 	now := p.measureLocked(views)
 	what, _, _ := p.differencesLocked(now)
@@ -786,7 +809,7 @@ func (p *Process) readTreeLocked(launch bool) (*TreeChange, error) {
 		return nil, nil
 	}
 	at := time.Now()
-	settled, st := p.settle(views, st, changeSettleMax, true)
+	settled, st := p.settleWhile(views, st, changeSettleMax, true, p.freshLaunching)
 	now = p.measureLocked(settled)
 	what, restarted, next := p.differencesLocked(now)
 	if len(what) == 0 {

@@ -1,0 +1,296 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/internal/harness"
+)
+
+// The epoch is exact (docs/DESIGN.md "Execution identity"): a server's own
+// helpers, running the system's code or the epoch's own, are no new epoch
+// whatever pipes they hold, and new code that answers is recorded as what
+// answered. Each test here failed on the tree watcher that counted every
+// process holding the server's stdio as a new epoch.
+
+// pyHelperServer is a stdio MCP server (legacy handshake) in Python whose
+// "write" tool runs HELPER (Python statements) before it appends "PID TEXT"
+// to the ledger file named by its first argument.
+const pyHelperServer = `import json, os, subprocess, sys
+ledger = sys.argv[1]
+tools = [{"name": "write", "description": "writes to the ledger", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    meth, i = m.get("method"), m["id"]
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "helper-server", "version": "1"}}})
+    elif meth == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": tools}})
+    elif meth == "tools/call":
+        HELPER
+        with open(ledger, "a") as f:
+            f.write("%d %s\n" % (os.getpid(), m["params"]["arguments"]["text"]))
+        send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "pid=%d" % os.getpid()}]}})
+    elif meth == "ping":
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "error": {"code": -32601, "message": "method not found"}})
+`
+
+// nodeHelperServer is the same server in Node.js; its "write" runs sleep
+// with stdio: 'inherit' (the helper holds the server's stdin and stdout).
+const nodeHelperServer = `const fs = require('fs');
+const { spawnSync } = require('child_process');
+const readline = require('readline');
+const ledger = process.argv[2];
+const tools = [{name: 'write', description: 'writes to the ledger', inputSchema: {type: 'object', properties: {text: {type: 'string'}}, required: ['text']}}];
+const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
+readline.createInterface({input: process.stdin}).on('line', (line) => {
+  const m = JSON.parse(line);
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') {
+    send({jsonrpc: '2.0', id: m.id, result: {protocolVersion: m.params.protocolVersion, capabilities: {tools: {}}, serverInfo: {name: 'node-helper', version: '1'}}});
+  } else if (m.method === 'tools/list') {
+    send({jsonrpc: '2.0', id: m.id, result: {tools}});
+  } else if (m.method === 'tools/call') {
+    spawnSync('sleep', ['0.5'], {stdio: 'inherit'});
+    fs.appendFileSync(ledger, process.pid + ' ' + m.params.arguments.text + '\n');
+    send({jsonrpc: '2.0', id: m.id, result: {content: [{type: 'text', text: 'pid=' + process.pid}]}});
+  } else if (m.method === 'ping') {
+    send({jsonrpc: '2.0', id: m.id, result: {}});
+  } else {
+    send({jsonrpc: '2.0', id: m.id, error: {code: -32601, message: 'method not found'}});
+  }
+});
+`
+
+// tenWritesOneEpoch connects an agent to label, has the person approve the
+// first write for the run, then makes nine more: all ten are answered by
+// the same process under that one grant, on one epoch, and the agent is
+// never told the tools changed.
+func tenWritesOneEpoch(t *testing.T, label, ledger string, add func(h *harness.Home)) {
+	t.Helper()
+	h := newHome(t)
+	add(h)
+	startDaemon(t, h)
+	a := connectListChanged(t, h, label, "2025-06-18")
+	if _, err := a.Session.ListTools(testContext(t, time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	epoch := epochOf(t, h, a.PID(), "")
+	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "w0"})
+	req := waitApproval(t, h, "the first write", forTool("write", epoch))
+	decideCLI(t, h, "approve", req.ID)
+	pid := strings.TrimPrefix(okText(t, await(t, pending)), "pid=")
+	for i := 1; i < 10; i++ {
+		if got := callText(t, a.Session, "write", map[string]any{"text": fmt.Sprintf("w%d", i)}); got != "pid="+pid {
+			t.Fatalf("write %d answered %q, want pid=%s", i, got, pid)
+		}
+	}
+	lines := readLedger(t, ledger)
+	if len(lines) != 10 {
+		t.Fatalf("ledger holds %d writes, want 10: %v", len(lines), lines)
+	}
+	for i, l := range lines {
+		if l != [2]string{pid, fmt.Sprintf("w%d", i)} {
+			t.Fatalf("ledger line %d = %v, want [%s w%d]", i, l, pid, i)
+		}
+	}
+	st := waitRun(t, h, a.PID(), 10*time.Second, "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
+	if st.Epoch != epoch {
+		t.Errorf("epoch %s after ten writes, want the first one %s", st.Epoch, epoch)
+	}
+	if n := a.listChanged(); n != 0 {
+		t.Errorf("the agent was told %d times that the tools changed; nothing changed", n)
+	}
+	granted, replaced := 0, 0
+	for _, ev := range auditEvents(t, h) {
+		switch ev.Type {
+		case audit.TypeApprovalGranted:
+			granted++
+		case audit.TypeServerReplaced:
+			replaced++
+		}
+	}
+	if granted != 1 || replaced != 0 {
+		t.Errorf("audit: %d approvals granted, %d servers replaced; want 1 and 0", granted, replaced)
+	}
+}
+
+// TestSubprocessHelperKeepsEpoch: a Python server whose approved tool runs
+// git and a half-second sleep the ordinary way (subprocess.run: stdin
+// inherited, output captured) answers ten of ten writes under one grant.
+func TestSubprocessHelperKeepsEpoch(t *testing.T) {
+	py := realPython(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	src := strings.Replace(pyHelperServer, "HELPER", `subprocess.run(["git", "--version"], capture_output=True)
+        subprocess.run(["sleep", "0.5"], capture_output=True)`, 1)
+	server := filepath.Join(dir, "server.py")
+	if err := os.WriteFile(server, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	tenWritesOneEpoch(t, "helpers", ledger, func(h *harness.Home) {
+		addServer(t, h, "helpers", py, server, ledger)
+	})
+}
+
+// TestInheritingHelperKeepsEpoch: a Node.js server whose tool runs sleep
+// with stdio: 'inherit' (the helper holds the server's stdin and stdout
+// while it runs).
+func TestInheritingHelperKeepsEpoch(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node")
+	}
+	dir := t.TempDir()
+	server := filepath.Join(dir, "server.js")
+	if err := os.WriteFile(server, []byte(nodeHelperServer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	tenWritesOneEpoch(t, "inherit", ledger, func(h *harness.Home) {
+		addServer(t, h, "inherit", node, server, ledger)
+	})
+}
+
+// TestPollingWatchLoopKeepsEpoch is the seed's hand-written watcher: a
+// shell owns the stdio, starts the worker on it, and polls the source
+// every 0.2 s with stat, its children inheriting the pipe. While nothing
+// changes, the epoch stays.
+func TestPollingWatchLoopKeepsEpoch(t *testing.T) {
+	py := realPython(t)
+	dir := t.TempDir()
+	server := filepath.Join(dir, "server.py")
+	if err := os.WriteFile(server, []byte(strings.Replace(pyHelperServer, "HELPER", "pass", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	loop := "exec 3<&0; " + py + " " + server + " " + ledger + " <&3 & while sleep 0.2; do stat -c %Y " + server + " >/dev/null; done"
+	tenWritesOneEpoch(t, "poll", ledger, func(h *harness.Home) {
+		addServer(t, h, "poll", "/bin/sh", "-c", loop)
+	})
+}
+
+// swapWorker is a worker whose "write" reads the call and then execs the
+// next worker in its place (a loop that swaps its program after reading
+// a line), handing it the call: the new code runs the write and answers.
+const swapWorker = `import json, os, sys
+ledger, nxt = sys.argv[1], sys.argv[2]
+tools = [{"name": "write", "description": "writes to the ledger", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+def handle(m):
+    meth, i = m.get("method"), m["id"]
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "swap", "version": "1"}}})
+    elif meth == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": tools}})
+    elif meth == "tools/call":
+        if nxt != "-":
+            os.execv(sys.executable, [sys.executable, nxt, ledger, "-", json.dumps(m)])
+        with open(ledger, "a") as f:
+            f.write("%d %s\n" % (os.getpid(), m["params"]["arguments"]["text"]))
+        send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "pid=%d NEW" % os.getpid()}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+if len(sys.argv) > 3:
+    handle(json.loads(sys.argv[3]))
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" in m:
+        handle(m)
+`
+
+// TestExecdWorkerAnswerIsRecorded: the worker reads an approved write and
+// execs other code, which runs it and answers. The answer is not passed on
+// as the old epoch's: the agent is told epoch_ended, the audit records the
+// late answer with the code that gave it (its epoch, pid and script), and
+// the run moves to a new epoch whose writes ask the person again.
+func TestExecdWorkerAnswerIsRecorded(t *testing.T) {
+	py := realPython(t)
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "v1.py"), filepath.Join(dir, "v2.py")
+	for _, f := range []string{v1, v2} {
+		if err := os.WriteFile(f, []byte(swapWorker), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// v2 differs from v1 by a comment: other code, the same behaviour.
+	if err := os.WriteFile(v2, []byte("# v2\n"+swapWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	h := newHome(t)
+	addServer(t, h, "swap", py, v1, ledger, v2)
+	startDaemon(t, h)
+	a := connectListChanged(t, h, "swap", "2025-06-18")
+	if _, err := a.Session.ListTools(testContext(t, time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	epochA := epochOf(t, h, a.PID(), "")
+	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "swapped"})
+	req := waitApproval(t, h, "the write", forTool("write", epochA))
+	decideCLI(t, h, "approve", req.ID)
+	r := await(t, pending)
+	if r.err == nil {
+		t.Fatalf("the write answered by the new code reached the agent as the old epoch's: %q", resultText(r.res))
+	}
+	if _, ref := refusalOf(t, r.err); ref.Error != "epoch_ended" || !strings.Contains(ref.Reason, "other code") {
+		t.Fatalf("refusal %+v, want epoch_ended saying other code answered", ref)
+	}
+	// The new code did run the write: the record must say so.
+	if l := readLedger(t, ledger); len(l) != 1 || l[0][1] != "swapped" {
+		t.Fatalf("ledger %v, want the write done by the new code", l)
+	}
+	st := waitRun(t, h, a.PID(), 30*time.Second, "ready on a new epoch", readyOn(epochA))
+	var late *audit.ToolCompleted
+	for deadline := time.Now().Add(10 * time.Second); late == nil && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, ev := range auditEvents(t, h) {
+			if ev.Type != audit.TypeToolCompleted {
+				continue
+			}
+			var tc audit.ToolCompleted
+			if err := ev.DecodeFields(&tc); err != nil {
+				t.Fatal(err)
+			}
+			if tc.LateAnswer && tc.Tool == "write" {
+				late = &tc
+			}
+		}
+	}
+	if late == nil {
+		t.Fatal("no tool_completed with lateAnswer for the write the new code answered")
+	}
+	if late.Epoch != epochA || late.Outcome != "ok" || late.AnsweredBy == nil {
+		t.Fatalf("late answer %+v, want epoch %s, outcome ok, and who answered", late, epochA)
+	}
+	if by := late.AnsweredBy; by.Script != v2 || by.Epoch != st.Epoch || by.PID == 0 || by.ScriptSHA256 == "" {
+		t.Errorf("answeredBy %+v, want %s under the new epoch %s with its digest", by, v2, st.Epoch)
+	}
+	// The next write asks the person for the new code.
+	pending = asyncCall(t, a.Session, "write", map[string]any{"text": "after"})
+	waitApproval(t, h, "the write on the new code", forTool("write", st.Epoch))
+	if l := readLedger(t, ledger); len(l) != 1 {
+		t.Fatalf("a write ran on the old grant after the swap: %v", l)
+	}
+	_ = pending
+}

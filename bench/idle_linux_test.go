@@ -1,0 +1,363 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/internal/harness"
+)
+
+// Environment variables of the idle and load benchmarks.
+const (
+	// EnvIdleWindow is how long BenchmarkIdle measures the daemon per
+	// number of runs, as a Go duration ("10s", the default; "2s" for a
+	// quick run).
+	EnvIdleWindow = "PORTCULLIS_BENCH_IDLE_WINDOW"
+	// EnvLoadCalls is how many calls each agent run makes per round of
+	// BenchmarkLoad (default 50).
+	EnvLoadCalls = "PORTCULLIS_BENCH_LOAD_CALLS"
+)
+
+const (
+	defaultIdleWindow = 10 * time.Second
+	defaultLoadCalls  = 50
+	// idleSettle is how long the daemon is left alone after its runs are
+	// ready and before a window starts: the launches' last steps (tree
+	// settle, identity) are over by then.
+	idleSettle = 2 * time.Second
+	// connectParallel is how many agent runs connect at once.
+	connectParallel = 8
+	// readyTimeout bounds the wait for connected runs to be ready.
+	readyTimeout = 3 * time.Minute
+)
+
+// BenchmarkIdle measures what `portcullis daemon` costs while nothing
+// happens, with 0, 1, 10 and 100 idle agent runs connected. Each agent run
+// is a go-sdk client (protocol 2025-06-18) connected through `portcullis
+// connect echo` with a server process of its own (the echo test server,
+// testdata/servers/echo); it listed the tools and does nothing more. One
+// daemon serves the sub-benchmarks in turn, the runs of the smaller counts
+// staying connected. Once every run is ready (its epoch identified) and
+// after a further 2 s, the daemon process alone (not its servers, not the
+// shims) is sampled from /proc at the start and end of a window
+// (PORTCULLIS_BENCH_IDLE_WINDOW, default 10 s). Metrics per sub-benchmark
+// (runs=N):
+//
+//   - cpu-%: utime + stime of all its threads over the window, as a
+//     percentage of one core (a clock tick is 10 ms, so over 10 s the
+//     figure moves in steps of 0.1 %);
+//   - wakeups/s: voluntary + nonvoluntary context switches of its threads
+//     (/proc/PID/task/*/status) per second;
+//   - rss-MB: VmRSS at the end of the window.
+//
+// The ns/op figure is the window's length and means nothing.
+// PORTCULLIS_BENCH_BINARY names a portcullis executable to run instead of
+// building this tree's (to measure another build: a front with its
+// portcullis-app beside it).
+func BenchmarkIdle(b *testing.B) {
+	window := defaultIdleWindow
+	if v := os.Getenv(EnvIdleWindow); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			b.Fatalf("%s=%q: want a positive Go duration such as 10s", EnvIdleWindow, v)
+		}
+		window = d
+	}
+	f := startFleet(b, "idle")
+	defer f.close(b)
+	for _, n := range []int{0, 1, 10, 100} {
+		b.Run(fmt.Sprintf("runs=%d", n), func(b *testing.B) {
+			f.grow(b, n)
+			time.Sleep(idleSettle)
+			var sum Usage
+			for b.Loop() {
+				u, err := f.measure(func() { time.Sleep(window) })
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum.Window += u.Window
+				sum.CPU += u.CPU
+				sum.Switches += u.Switches
+				sum.RSS = u.RSS
+			}
+			b.ReportMetric(sum.CPUPercent(), "cpu-%")
+			b.ReportMetric(sum.WakeupsPerSec(), "wakeups/s")
+			b.ReportMetric(float64(sum.RSS)/(1<<20), "rss-MB")
+		})
+	}
+}
+
+// BenchmarkLoad measures calls through one `portcullis daemon` from 30 and
+// from 100 agent runs at once, each connected as in BenchmarkIdle (its own
+// echo server) and making its calls of the echo tool, whose policy is allow
+// (no approval), one after the other: every run makes
+// PORTCULLIS_BENCH_LOAD_CALLS calls (default 50) per round, all runs
+// concurrently. One daemon serves both sub-benchmarks, the 30 runs staying
+// connected for the 100. Metrics per sub-benchmark (runs=N), over its
+// rounds:
+//
+//   - calls/s: calls over the rounds' wall time;
+//   - p50-ms, p99-ms: latency of one call in the client, CallTool to its
+//     result (nearest rank);
+//   - daemon-cpu-µs/call: the daemon's utime + stime over the rounds, per
+//     call.
+//
+// The ns/op figure is one round's length. PORTCULLIS_BENCH_BINARY is as
+// for BenchmarkIdle.
+func BenchmarkLoad(b *testing.B) {
+	calls := defaultLoadCalls
+	if v := os.Getenv(EnvLoadCalls); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("%s=%q: want a positive number of calls per run", EnvLoadCalls, v)
+		}
+		calls = n
+	}
+	f := startFleet(b, "load")
+	defer f.close(b)
+	if err := f.home.SetToolPolicy("echo", config.PolicyAllow, "echo"); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{30, 100} {
+		b.Run(fmt.Sprintf("runs=%d", n), func(b *testing.B) {
+			f.grow(b, n)
+			agents := f.agents[:n]
+			var batches []Batch
+			var cpu time.Duration
+			for b.Loop() {
+				var round []Batch
+				var callErr error
+				u, err := f.measure(func() { round, callErr = callsFromEach(b.Context(), agents, calls) })
+				if err = errors.Join(err, callErr); err != nil {
+					b.Fatal(err)
+				}
+				batches = append(batches, round...)
+				cpu += u.CPU
+			}
+			// The runs called at once: the wall time of a round is the
+			// longest of its runs'.
+			var total int
+			var wall time.Duration
+			var lat []time.Duration
+			for i, bt := range batches {
+				total += len(bt.Latencies)
+				lat = append(lat, bt.Latencies...)
+				if i%n == 0 {
+					wall += roundWall(batches[i : i+n])
+				}
+			}
+			s := Summarize([]Batch{{Latencies: lat, Wall: wall}})
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+			b.ReportMetric(s.CallsPerSec, "calls/s")
+			b.ReportMetric(ms(s.P50), "p50-ms")
+			b.ReportMetric(ms(s.P99), "p99-ms")
+			b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(total), "daemon-cpu-µs/call")
+		})
+	}
+}
+
+// callsFromEach makes n calls of the echo tool from each of agents at once
+// (each its calls in sequence) and returns one Batch per agent.
+func callsFromEach(ctx context.Context, agents []*harness.Agent, n int) ([]Batch, error) {
+	out := make([]Batch, len(agents))
+	errs := make([]error, len(agents))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, a := range agents {
+		wg.Go(func() {
+			<-start
+			out[i], errs[i] = Calls(ctx, a.Session, n, 1)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("agent run %d of %d: %w", i+1, len(agents), err)
+		}
+	}
+	return out, nil
+}
+
+// roundWall is the wall time of a round whose batches ran at once.
+func roundWall(round []Batch) time.Duration {
+	var w time.Duration
+	for _, bt := range round {
+		w = max(w, bt.Wall)
+	}
+	return w
+}
+
+// fleet is a `portcullis daemon` with the echo test server configured and
+// agent runs connected to it through `portcullis connect echo`.
+type fleet struct {
+	home   *harness.Home
+	daemon *harness.Daemon
+	logs   *harness.SyncBuffer
+	agents []*harness.Agent // in the order they connected
+}
+
+// startFleet builds portcullis (or takes PORTCULLIS_BENCH_BINARY) and the
+// echo test server, configures echo in a new PORTCULLIS_HOME under a
+// temporary directory (named after name) and starts the daemon with no
+// agent run.
+func startFleet(b *testing.B, name string) *fleet {
+	b.Helper()
+	if _, err := SampleProc(os.Getpid()); err != nil {
+		b.Skipf("cannot measure a process here: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+	defer cancel()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	pc := os.Getenv("PORTCULLIS_BENCH_BINARY")
+	if pc == "" {
+		if pc, err = harness.BuildPortcullis(ctx, root, dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+	echo, err := harness.BuildServer(ctx, root, dir, "echo", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	home, err := harness.NewHome(pc, filepath.Join(dir, name+"-home"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := home.AddServer(ctx, "echo", nil, echo); err != nil {
+		b.Fatal(err)
+	}
+	logs := &harness.SyncBuffer{}
+	d, err := home.StartDaemon(ctx, logs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &fleet{home: home, daemon: d, logs: logs}
+}
+
+// grow connects agent runs (connectParallel at a time) until n are
+// connected, each having listed the tools, then waits until the daemon
+// reports n live runs, each ready with a server process of its own and its
+// epoch identified.
+func (f *fleet) grow(b *testing.B, n int) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), readyTimeout)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, connectParallel)
+	)
+	for range n - len(f.agents) {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			client := mcp.NewClient(&mcp.Implementation{Name: "idle-bench", Version: "1.0.0"}, nil)
+			a, err := harness.Connect(ctx, client, f.home.ConnectCommand("echo"), &mcp.ClientSessionOptions{ProtocolVersion: Protocol})
+			if err == nil {
+				if _, err = a.Session.ListTools(ctx, nil); err != nil {
+					_ = a.Close()
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			f.agents = append(f.agents, a)
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		b.Fatalf("%d of the agent runs failed to connect and list, first: %v\ndaemon log:\n%s", len(errs), errs[0], tail(f.logs.String(), 40))
+	}
+	if err := f.waitReady(ctx, n); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitReady waits until the daemon has logged n epochs identified and
+// reports n live agent runs, all ready, with n distinct server pids.
+func (f *fleet) waitReady(ctx context.Context, n int) error {
+	var last string
+	for {
+		identified := strings.Count(f.logs.String(), `msg="epoch identified"`)
+		if identified >= n {
+			rep, err := f.home.Status(ctx)
+			if err != nil {
+				return err
+			}
+			pids := map[int]bool{}
+			ready := 0
+			for _, r := range rep.Runs {
+				if r.State == gateway.StateReady && r.PID > 0 {
+					ready++
+					pids[r.PID] = true
+				}
+			}
+			if len(rep.Runs) == n && ready == n && len(pids) == n {
+				return nil
+			}
+			last = fmt.Sprintf("%d live runs, %d ready, %d distinct server pids", len(rep.Runs), ready, len(pids))
+		} else {
+			last = fmt.Sprintf("%d epochs identified", identified)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d agent runs not ready in time (%s); daemon log:\n%s", n, last, tail(f.logs.String(), 40))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// measure samples the daemon before and after do and returns what it used
+// meanwhile.
+func (f *fleet) measure(do func()) (Usage, error) {
+	s0, err := SampleProc(f.daemon.PID())
+	if err != nil {
+		return Usage{}, err
+	}
+	do()
+	s1, err := SampleProc(f.daemon.PID())
+	if err != nil {
+		return Usage{}, err
+	}
+	return s1.Since(s0), nil
+}
+
+// close ends every agent run (at once) and stops the daemon.
+func (f *fleet) close(b *testing.B) {
+	var wg sync.WaitGroup
+	for _, a := range f.agents {
+		wg.Go(func() { _ = a.Close() })
+	}
+	wg.Wait()
+	if err := f.daemon.Stop(30 * time.Second); err != nil {
+		b.Error(err)
+	}
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -62,7 +62,9 @@ const (
 //     figure moves in steps of 0.1 %);
 //   - wakeups/s: voluntary + nonvoluntary context switches of its threads
 //     (/proc/PID/task/*/status) per second;
-//   - rss-MB: VmRSS at the end of the window.
+//   - rss-MB: VmRSS at the end of the window;
+//   - load-1m: the machine's load average at the end (/proc/loadavg), to
+//     read the others by on a shared machine.
 //
 // The ns/op figure is the window's length and means nothing.
 // PORTCULLIS_BENCH_BINARY names a portcullis executable to run instead of
@@ -97,6 +99,7 @@ func BenchmarkIdle(b *testing.B) {
 			b.ReportMetric(sum.CPUPercent(), "cpu-%")
 			b.ReportMetric(sum.WakeupsPerSec(), "wakeups/s")
 			b.ReportMetric(float64(sum.RSS)/(1<<20), "rss-MB")
+			reportLoad(b)
 		})
 	}
 }
@@ -114,7 +117,8 @@ func BenchmarkIdle(b *testing.B) {
 //   - p50-ms, p99-ms: latency of one call in the client, CallTool to its
 //     result (nearest rank);
 //   - daemon-cpu-µs/call: the daemon's utime + stime over the rounds, per
-//     call.
+//     call;
+//   - load-1m: as for BenchmarkIdle.
 //
 // The ns/op figure is one round's length. PORTCULLIS_BENCH_BINARY is as
 // for BenchmarkIdle.
@@ -166,7 +170,26 @@ func BenchmarkLoad(b *testing.B) {
 			b.ReportMetric(ms(s.P50), "p50-ms")
 			b.ReportMetric(ms(s.P99), "p99-ms")
 			b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(total), "daemon-cpu-µs/call")
+			reportLoad(b)
 		})
+	}
+}
+
+// reportLoad reports the machine's load average over the last minute
+// (/proc/loadavg) as "load-1m": on a machine shared with other work, the
+// figures beside it are read with it.
+func reportLoad(b *testing.B) {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		b.Logf("no load average: %v", err)
+		return
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		return
+	}
+	if l, err := strconv.ParseFloat(f[0], 64); err == nil {
+		b.ReportMetric(l, "load-1m")
 	}
 }
 

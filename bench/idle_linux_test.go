@@ -109,9 +109,19 @@ func BenchmarkIdle(b *testing.B) {
 // echo server) and making its calls of the echo tool, whose policy is allow
 // (no approval), one after the other: every run makes
 // PORTCULLIS_BENCH_LOAD_CALLS calls (default 50) per round, all runs
-// concurrently. One daemon serves both sub-benchmarks, the 30 runs staying
-// connected for the 100. Metrics per sub-benchmark (runs=N), over its
-// rounds:
+// concurrently. One daemon serves the sub-benchmarks in turn, the 30 runs
+// staying connected for the 100:
+//
+//   - runs=30 and runs=100: every run calls back to back, so 30 and 100
+//     calls are in flight. Where the daemon is the bottleneck, latency
+//     grows with the calls in flight at the same throughput (Little's law:
+//     100/30 = 3.3× the p50 at equal calls/s);
+//   - runs=100,inflight=30: the same 100 runs make the same calls, but at
+//     most 30 calls are in flight at once (a call waits for a slot before
+//     it is timed): against runs=30, what 70 more connected runs that also
+//     call cost, without the queueing of 70 more calls in flight.
+//
+// Metrics per sub-benchmark, over its rounds:
 //
 //   - calls/s: calls over the rounds' wall time;
 //   - p50-ms, p99-ms: latency of one call in the client, CallTool to its
@@ -136,40 +146,31 @@ func BenchmarkLoad(b *testing.B) {
 	if err := f.home.SetToolPolicy("echo", config.PolicyAllow, "echo"); err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range []int{30, 100} {
-		b.Run(fmt.Sprintf("runs=%d", n), func(b *testing.B) {
-			f.grow(b, n)
-			agents := f.agents[:n]
+	for _, c := range []struct{ runs, inflight int }{{30, 0}, {100, 0}, {100, 30}} {
+		name := fmt.Sprintf("runs=%d", c.runs)
+		if c.inflight > 0 {
+			name += fmt.Sprintf(",inflight=%d", c.inflight)
+		}
+		b.Run(name, func(b *testing.B) {
+			f.grow(b, c.runs)
 			var batches []Batch
 			var cpu time.Duration
 			for b.Loop() {
-				var round []Batch
+				var round Batch
 				var callErr error
-				u, err := f.measure(func() { round, callErr = callsFromEach(b.Context(), agents, calls) })
+				u, err := f.measure(func() { round, callErr = callsFromEach(b.Context(), f.agents[:c.runs], calls, c.inflight) })
 				if err = errors.Join(err, callErr); err != nil {
 					b.Fatal(err)
 				}
-				batches = append(batches, round...)
+				batches = append(batches, round)
 				cpu += u.CPU
 			}
-			// The runs called at once: the wall time of a round is the
-			// longest of its runs'.
-			var total int
-			var wall time.Duration
-			var lat []time.Duration
-			for i, bt := range batches {
-				total += len(bt.Latencies)
-				lat = append(lat, bt.Latencies...)
-				if i%n == 0 {
-					wall += roundWall(batches[i : i+n])
-				}
-			}
-			s := Summarize([]Batch{{Latencies: lat, Wall: wall}})
+			s := Summarize(batches)
 			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 			b.ReportMetric(s.CallsPerSec, "calls/s")
 			b.ReportMetric(ms(s.P50), "p50-ms")
 			b.ReportMetric(ms(s.P99), "p99-ms")
-			b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(total), "daemon-cpu-µs/call")
+			b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(s.Calls), "daemon-cpu-µs/call")
 			reportLoad(b)
 		})
 	}
@@ -193,36 +194,64 @@ func reportLoad(b *testing.B) {
 	}
 }
 
-// callsFromEach makes n calls of the echo tool from each of agents at once
-// (each its calls in sequence) and returns one Batch per agent.
-func callsFromEach(ctx context.Context, agents []*harness.Agent, n int) ([]Batch, error) {
-	out := make([]Batch, len(agents))
+// callsFromEach makes n calls of the echo tool {message: "ping"} from each
+// of agents at once, each agent its calls one after the other; with
+// inflight > 0, at most that many calls are in flight across the agents (a
+// call's latency starts once it has a slot). It returns every call's
+// latency and the wall time from the start to the last result; a call that
+// fails or returns a tool error fails the round.
+func callsFromEach(ctx context.Context, agents []*harness.Agent, n, inflight int) (Batch, error) {
+	var slots chan struct{}
+	if inflight > 0 {
+		slots = make(chan struct{}, inflight)
+	}
+	lat := make([][]time.Duration, len(agents))
 	errs := make([]error, len(agents))
-	start := make(chan struct{})
+	params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "ping"}}
+	begin := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, a := range agents {
+		lat[i] = make([]time.Duration, 0, n)
 		wg.Go(func() {
-			<-start
-			out[i], errs[i] = Calls(ctx, a.Session, n, 1)
+			<-begin
+			for range n {
+				if slots != nil {
+					slots <- struct{}{}
+				}
+				t0 := time.Now()
+				res, err := a.Session.CallTool(ctx, params)
+				d := time.Since(t0)
+				if slots != nil {
+					<-slots
+				}
+				if err == nil && res.IsError {
+					err = fmt.Errorf("echo returned a tool error: %+v", res.Content)
+				}
+				if err != nil {
+					errs[i] = fmt.Errorf("agent run %d of %d, call %d: %w", i+1, len(agents), len(lat[i])+1, err)
+					return
+				}
+				lat[i] = append(lat[i], d)
+			}
 		})
 	}
-	close(start)
+	start := time.Now()
+	close(begin)
 	wg.Wait()
-	for i, err := range errs {
+	out := Batch{Wall: time.Since(start)}
+	for _, l := range lat {
+		out.Latencies = append(out.Latencies, l...)
+	}
+	var failed []error
+	for _, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("agent run %d of %d: %w", i+1, len(agents), err)
+			failed = append(failed, err)
 		}
 	}
-	return out, nil
-}
-
-// roundWall is the wall time of a round whose batches ran at once.
-func roundWall(round []Batch) time.Duration {
-	var w time.Duration
-	for _, bt := range round {
-		w = max(w, bt.Wall)
+	if len(failed) > 0 {
+		return out, fmt.Errorf("%d of %d agent runs' calls failed, first: %w", len(failed), len(agents), failed[0])
 	}
-	return w
+	return out, nil
 }
 
 // fleet is a `portcullis daemon` with the echo test server configured and

@@ -62,6 +62,8 @@ const (
 //     figure moves in steps of 0.1 %);
 //   - wakeups/s: voluntary + nonvoluntary context switches of its threads
 //     (/proc/PID/task/*/status) per second;
+//   - preempted/s: the nonvoluntary part of wakeups/s, preemptions, which
+//     other work on a shared machine adds;
 //   - rss-MB: VmRSS at the end of the window;
 //   - load-1m: the machine's load average at the end (/proc/loadavg), to
 //     read the others by on a shared machine.
@@ -93,11 +95,13 @@ func BenchmarkIdle(b *testing.B) {
 				}
 				sum.Window += u.Window
 				sum.CPU += u.CPU
-				sum.Switches += u.Switches
+				sum.Switches.Voluntary += u.Switches.Voluntary
+				sum.Switches.Nonvoluntary += u.Switches.Nonvoluntary
 				sum.RSS = u.RSS
 			}
 			b.ReportMetric(sum.CPUPercent(), "cpu-%")
 			b.ReportMetric(sum.WakeupsPerSec(), "wakeups/s")
+			b.ReportMetric(sum.PreemptedPerSec(), "preempted/s")
 			b.ReportMetric(float64(sum.RSS)/(1<<20), "rss-MB")
 			reportLoad(b)
 		})

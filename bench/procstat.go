@@ -14,9 +14,17 @@ type ProcSample struct {
 	At  time.Time
 	CPU time.Duration // utime + stime, all threads, exited ones included
 	RSS int64         // resident set size, bytes
-	// Switches holds the voluntary + nonvoluntary context switches of each
-	// live thread, by thread id.
-	Switches map[int]uint64
+	// Switches holds the context switches of each live thread, by thread
+	// id.
+	Switches map[int]Switches
+}
+
+// Switches counts a thread's context switches (proc(5)): voluntary, when it
+// blocked (slept, waited) and was later woken; nonvoluntary, when the
+// kernel preempted it, which on a machine busy with other work happens
+// without the process doing anything more.
+type Switches struct {
+	Voluntary, Nonvoluntary uint64
 }
 
 // Usage is what a process used between two samples.
@@ -27,7 +35,7 @@ type Usage struct {
 	// at both samples adds its difference, one started in the window all of
 	// its own; the switches of a thread that exited in the window before
 	// the second sample are not seen (the kernel keeps no total for them).
-	Switches uint64
+	Switches Switches
 	RSS      int64 // at the second sample, bytes
 }
 
@@ -35,11 +43,12 @@ type Usage struct {
 func (s ProcSample) Since(prev ProcSample) Usage {
 	u := Usage{Window: s.At.Sub(prev.At), CPU: s.CPU - prev.CPU, RSS: s.RSS}
 	for tid, n := range s.Switches {
-		if p, ok := prev.Switches[tid]; ok && p <= n {
-			u.Switches += n - p
-		} else { // started in the window (p > n: its id was reused)
-			u.Switches += n
+		p, ok := prev.Switches[tid]
+		if !ok || p.Voluntary > n.Voluntary || p.Nonvoluntary > n.Nonvoluntary {
+			p = Switches{} // started in the window (counts that fell: its id was reused)
 		}
+		u.Switches.Voluntary += n.Voluntary - p.Voluntary
+		u.Switches.Nonvoluntary += n.Nonvoluntary - p.Nonvoluntary
 	}
 	return u
 }
@@ -52,12 +61,22 @@ func (u Usage) CPUPercent() float64 {
 	return 100 * u.CPU.Seconds() / u.Window.Seconds()
 }
 
-// WakeupsPerSec is the context switches per second of the window: each
-// time a thread of the process went to sleep and was woken, or was
-// preempted.
+// WakeupsPerSec is the context switches per second of the window,
+// voluntary and nonvoluntary: each time a thread of the process went to
+// sleep and was woken, or was preempted.
 func (u Usage) WakeupsPerSec() float64 {
+	return u.perSec(u.Switches.Voluntary + u.Switches.Nonvoluntary)
+}
+
+// PreemptedPerSec is the nonvoluntary context switches per second of the
+// window, the part of WakeupsPerSec that other work on the machine adds.
+func (u Usage) PreemptedPerSec() float64 {
+	return u.perSec(u.Switches.Nonvoluntary)
+}
+
+func (u Usage) perSec(n uint64) float64 {
 	if u.Window <= 0 {
 		return 0
 	}
-	return float64(u.Switches) / u.Window.Seconds()
+	return float64(n) / u.Window.Seconds()
 }

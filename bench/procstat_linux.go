@@ -22,7 +22,7 @@ const clockTick = time.Second / 100
 // /proc/PID/status). It returns an error when the process is gone or a
 // file does not read as proc(5) describes it.
 func SampleProc(pid int) (ProcSample, error) {
-	s := ProcSample{At: time.Now(), Switches: map[int]uint64{}}
+	s := ProcSample{At: time.Now(), Switches: map[int]Switches{}}
 	dir := "/proc/" + strconv.Itoa(pid)
 	b, err := os.ReadFile(dir + "/stat")
 	if err != nil {
@@ -57,7 +57,7 @@ func SampleProc(pid int) (ProcSample, error) {
 		if err1 != nil || err2 != nil {
 			return s, fmt.Errorf("%s/task/%d/status: %v %v", dir, tid, err1, err2)
 		}
-		s.Switches[tid] = vol + nonvol
+		s.Switches[tid] = Switches{Voluntary: vol, Nonvoluntary: nonvol}
 	}
 	return s, nil
 }

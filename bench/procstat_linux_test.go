@@ -52,18 +52,21 @@ func TestParseStatus(t *testing.T) {
 // own; one that exited adds nothing.
 func TestUsageSince(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	prev := ProcSample{At: t0, CPU: 2 * time.Second, Switches: map[int]uint64{10: 100, 11: 50, 12: 900, 13: 5}}
+	prev := ProcSample{At: t0, CPU: 2 * time.Second, Switches: map[int]Switches{10: {100, 3}, 11: {50, 1}, 12: {900, 20}, 13: {5, 0}}}
 	cur := ProcSample{At: t0.Add(10 * time.Second), CPU: 2*time.Second + 30*time.Millisecond, RSS: 20 << 20,
-		Switches: map[int]uint64{10: 130, 11: 50, 12: 40, 14: 8}}
+		Switches: map[int]Switches{10: {125, 8}, 11: {50, 1}, 12: {40, 0}, 14: {7, 1}}}
 	u := cur.Since(prev)
-	if want := uint64(30 + 0 + 40 + 8); u.Switches != want {
-		t.Errorf("Switches = %d, want %d", u.Switches, want)
+	if want := (Switches{Voluntary: 25 + 0 + 40 + 7, Nonvoluntary: 5 + 0 + 0 + 1}); u.Switches != want {
+		t.Errorf("Switches = %+v, want %+v", u.Switches, want)
 	}
 	if got := u.CPUPercent(); got < 0.299 || got > 0.301 {
 		t.Errorf("CPUPercent = %v, want 0.3 (30 ms over 10 s)", got)
 	}
 	if got := u.WakeupsPerSec(); got != 7.8 {
 		t.Errorf("WakeupsPerSec = %v, want 7.8", got)
+	}
+	if got := u.PreemptedPerSec(); got != 0.6 {
+		t.Errorf("PreemptedPerSec = %v, want 0.6", got)
 	}
 	if u.RSS != 20<<20 {
 		t.Errorf("RSS = %d, want the second sample's", u.RSS)
@@ -95,11 +98,11 @@ func TestSampleProcSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := s1.Switches[tid] - s0.Switches[tid]; d < 50 {
-		t.Errorf("thread %d switched %d times over 50 sleeps; samples %d → %d", tid, d, s0.Switches[tid], s1.Switches[tid])
+	if d := s1.Switches[tid].Voluntary - s0.Switches[tid].Voluntary; d < 50 {
+		t.Errorf("thread %d switched voluntarily %d times over 50 sleeps; samples %+v → %+v", tid, d, s0.Switches[tid], s1.Switches[tid])
 	}
-	if u := s1.Since(s0); u.Switches < 50 {
-		t.Errorf("the process switched %d times over 50 sleeps of one thread", u.Switches)
+	if u := s1.Since(s0); u.Switches.Voluntary < 50 {
+		t.Errorf("the process switched voluntarily %d times over 50 sleeps of one thread", u.Switches.Voluntary)
 	}
 	if s1.RSS < s0.RSS+32<<20 {
 		t.Errorf("VmRSS %d → %d bytes after touching 64 MiB", s0.RSS, s1.RSS)

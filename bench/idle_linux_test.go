@@ -54,7 +54,8 @@ const (
 // staying connected. Once every run is ready (its epoch identified) and
 // after a further 2 s, the daemon process alone (not its servers, not the
 // shims) is sampled from /proc at the start and end of a window
-// (PORTCULLIS_BENCH_IDLE_WINDOW, default 10 s). Metrics per sub-benchmark
+// (PORTCULLIS_BENCH_IDLE_WINDOW, default 10 s); it fails when a run, its
+// epoch or its server pid changed meanwhile. Metrics per sub-benchmark
 // (runs=N):
 //
 //   - cpu-%: utime + stime of all its threads over the window, as a
@@ -98,6 +99,10 @@ func BenchmarkIdle(b *testing.B) {
 				sum.Switches.Voluntary += u.Switches.Voluntary
 				sum.Switches.Nonvoluntary += u.Switches.Nonvoluntary
 				sum.RSS = u.RSS
+			}
+			b.StopTimer()
+			if err := f.unchanged(b.Context()); err != nil {
+				b.Fatal(err)
 			}
 			b.ReportMetric(sum.CPUPercent(), "cpu-%")
 			b.ReportMetric(sum.WakeupsPerSec(), "wakeups/s")
@@ -265,6 +270,9 @@ type fleet struct {
 	daemon *harness.Daemon
 	logs   *harness.SyncBuffer
 	agents []*harness.Agent // in the order they connected
+	// ready holds, for each live agent run when they were last found
+	// ready (waitReady), its epoch and server pid ("EPOCH pid PID").
+	ready map[string]string
 }
 
 // startFleet builds portcullis (or takes PORTCULLIS_BENCH_BINARY) and the
@@ -371,6 +379,7 @@ func (f *fleet) waitReady(ctx context.Context, n int) error {
 				}
 			}
 			if len(rep.Runs) == n && ready == n && len(pids) == n {
+				f.ready = epochsOf(rep.Runs)
 				return nil
 			}
 			last = fmt.Sprintf("%d live runs, %d ready, %d distinct server pids", len(rep.Runs), ready, len(pids))
@@ -383,6 +392,41 @@ func (f *fleet) waitReady(ctx context.Context, n int) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// unchanged returns an error unless the live agent runs, their epochs and
+// their server pids are those waitReady last found: a daemon that ended a
+// run or started an epoch meanwhile was not idle.
+func (f *fleet) unchanged(ctx context.Context) error {
+	rep, err := f.home.Status(ctx)
+	if err != nil {
+		return err
+	}
+	now := epochsOf(rep.Runs)
+	var diff []string
+	for run, was := range f.ready {
+		if is := now[run]; is != was {
+			diff = append(diff, fmt.Sprintf("run %s: %q, now %q", run, was, is))
+		}
+	}
+	for run, is := range now {
+		if _, ok := f.ready[run]; !ok {
+			diff = append(diff, fmt.Sprintf("run %s: new, %q", run, is))
+		}
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("the agent runs changed while they were idle, so the figures are not of an idle daemon: %s\ndaemon log:\n%s", strings.Join(diff, "; "), tail(f.logs.String(), 40))
+	}
+	return nil
+}
+
+// epochsOf maps each run to "EPOCH pid PID".
+func epochsOf(runs []gateway.Status) map[string]string {
+	out := make(map[string]string, len(runs))
+	for _, r := range runs {
+		out[r.Run] = fmt.Sprintf("%s pid %d", r.Epoch, r.PID)
+	}
+	return out
 }
 
 // measure samples the daemon before and after do and returns what it used

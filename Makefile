@@ -143,9 +143,14 @@ check: fmt-check vet test ## fmt-check, vet, test, then vet for macOS (darwin/ar
 	# with -tags ci); everything else, the front (.) too, must type-check for macOS here.
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet -tags ci . ./core/... ./platform/... ./internal/...
 
+# bench/'s BenchmarkIdle measures the daemon for PORTCULLIS_BENCH_IDLE_WINDOW
+# (a Go duration, default 10s) with each of 0, 1, 10 and 100 idle agent runs
+# (about 2 minutes in all); BenchmarkLoad has 30, then 100 agent runs make
+# PORTCULLIS_BENCH_LOAD_CALLS calls each (default 50) at once. With the other
+# benchmarks of bench/ they take more than go test's default 10 minutes.
 .PHONY: bench
-bench: ## run the benchmarks (no tests) and the relay comparison; copy the figures into docs/BENCHMARKS.md
-	CGO_ENABLED=0 $(GO) test -tags ci -run '^$$' -bench . -benchmem ./...
+bench: ## run the benchmarks (no tests; the daemon idle with 0 to 100 agent runs, and under load from 30 and 100) and the relay comparison; copy the figures into docs/BENCHMARKS.md
+	CGO_ENABLED=0 $(GO) test -tags ci -run '^$$' -bench . -benchmem -timeout 40m ./...
 	CGO_ENABLED=0 $(GO) run ./bench/cmd/relaybench
 	@echo "Write these figures, with the machine and the date, into docs/BENCHMARKS.md."
 

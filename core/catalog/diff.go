@@ -473,7 +473,77 @@ func (d *differ) description(p, what string, ov, nv any) {
 		d.add(KindDescriptionChanged, p, ov, nv, Cosmetic, subject+": whitespace changed only")
 		return
 	}
-	d.add(KindDescriptionChanged, p, ov, nv, Contract, fmt.Sprintf("%s changed: %q → %q", subject, oldSeg, newSeg))
+	if fixes, ok := spellingFixes(ostr, ns); ok {
+		d.add(KindDescriptionChanged, p, ov, nv, Cosmetic, fmt.Sprintf("%s: spelling corrected (%s)", subject, strings.Join(fixes, ", ")))
+		return
+	}
+	d.add(KindDescriptionChanged, p, ov, nv, Authority, fmt.Sprintf("%s changed: %q → %q", subject, oldSeg, newSeg))
+}
+
+// Bounds of a spelling fix (spellingFixes).
+const (
+	maxSpellingFixes   = 2 // words changed
+	minSpellingLetters = 4 // letters of the shorter word, unless only the case differs
+)
+
+// spellingFixes reports whether cur is old with a few words' spelling
+// corrected, and lists them ("recieve" → "receive"): the same words but at
+// most maxSpellingFixes, each pair differing only in letter case, or by one
+// edit (a letter inserted, removed, replaced, or two adjacent letters
+// swapped) between words of at least minSpellingLetters letters, neither
+// holding a digit. Anything else (a word added or removed, a short word
+// changed — "not" → "now" —, a number) is a change of wording: the effects
+// the text describes may have changed.
+func spellingFixes(old, cur string) ([]string, bool) {
+	ow, nw := strings.Fields(old), strings.Fields(cur)
+	if len(ow) != len(nw) {
+		return nil, false
+	}
+	var fixes []string
+	for i := range ow {
+		a, b := ow[i], nw[i]
+		if a == b {
+			continue
+		}
+		if len(fixes) == maxSpellingFixes || strings.ContainsAny(a+b, "0123456789") {
+			return nil, false
+		}
+		ar, br := []rune(a), []rune(b)
+		if !strings.EqualFold(a, b) && (min(len(ar), len(br)) < minSpellingLetters || !oneEdit(ar, br)) {
+			return nil, false
+		}
+		fixes = append(fixes, fmt.Sprintf("%q → %q", truncate(a, 40), truncate(b, 40)))
+	}
+	return fixes, len(fixes) > 0
+}
+
+// oneEdit reports whether a and b differ by exactly one insertion,
+// deletion, substitution or swap of two adjacent runes.
+func oneEdit(a, b []rune) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	switch len(b) - len(a) {
+	case 0:
+		i := 0
+		for i < len(a) && a[i] == b[i] {
+			i++
+		}
+		if i == len(a) {
+			return false // equal
+		}
+		if slices.Equal(a[i+1:], b[i+1:]) {
+			return true // one substitution
+		}
+		return i+1 < len(a) && a[i] == b[i+1] && a[i+1] == b[i] && slices.Equal(a[i+2:], b[i+2:])
+	case 1:
+		i := 0
+		for i < len(a) && a[i] == b[i] {
+			i++
+		}
+		return slices.Equal(a[i:], b[i+1:])
+	}
+	return false
 }
 
 // textChange returns the changed stretch of words of old and new with up to

@@ -287,6 +287,11 @@ wait:
 			if g.ExpiresWhen == authz.ExpiresOnce {
 				a.Consume(s.opts.RunID, g.ID)
 			}
+			next := a.Raise(s.card(e, c, "", nil, g))
+			s.moveWaiting(m, id, next)
+			id = next
+			progress.move(id)
+			continue
 		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ExecutionEpoch == e.ID && !a.Consume(s.opts.RunID, g.ID) && !s.ended(e):
 			// A once grant serves one call: another call that waited on
 			// the same request (or took the grant through Check) spent it,
@@ -505,13 +510,15 @@ func (s *Session) requestFor(e *epoch, c *toolCall, reason string, stale *authz.
 			return id
 		}
 	}
-	return a.Raise(s.card(e, c, reason, stale))
+	return a.Raise(s.card(e, c, reason, stale, nil))
 }
 
 // card builds the approval card for call c on e: why it is asked (reason,
-// or one the card works out), and the grant of an older epoch a call
-// prepared for it was refused for (stale, nil when none).
-func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Grant) authz.Card {
+// or one the card works out), the grant of an older epoch a call prepared
+// for it was refused for (stale, nil when none), and the grant of e whose
+// contract for the tool the server outgrew (outgrown; nil: a live one, if
+// any, is looked up).
+func (s *Session) card(e *epoch, call *toolCall, reason string, stale, outgrown *authz.Grant) authz.Card {
 	tool := call.name
 	creds, askEvery := s.metaCredentials()
 	s.mu.Lock()
@@ -560,7 +567,12 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Gra
 	// A grant of this epoch whose contract for the tool the server has
 	// since outgrown: the card shows the tool's diff from the contract
 	// that was approved.
-	outgrown, contractDiff := s.outgrown(e, tool)
+	var contractDiff []catalog.Change
+	if outgrown == nil {
+		outgrown, contractDiff = s.outgrown(e, tool)
+	} else if cur, ok := s.currentTool(e, tool); ok {
+		contractDiff, _ = s.contractChanges(tool, outgrown.Contract(tool), cur)
+	}
 	if outgrown != nil {
 		others := slices.DeleteFunc(slices.Clone(c.CatalogChanges), func(ch catalog.Change) bool { return ch.Tool == tool })
 		c.CatalogChanges = append(contractDiff, others...)

@@ -289,3 +289,31 @@ func TestToldByAuthorizationStale(t *testing.T) {
 		}
 	})
 }
+
+// TestUnstoredContractIsAuthority: a grant whose contract no stored
+// revision holds any more cannot be compared with the tool as offered: it
+// counts as an authority change (the person is asked again), never as
+// covered.
+func TestUnstoredContractIsAuthority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGrantRig(t)
+		defer r.close()
+		r.handshake()
+		s := r.sess
+		s.mu.Lock()
+		e := s.cur
+		s.mu.Unlock()
+		judge := s.contractJudge(e, toolWrite)
+		cur, _ := s.currentTool(e, toolWrite)
+		if judge == nil || !judge(cur.Digest) || !judge("") {
+			t.Fatal("the current contract (or a grant without one) is not covered")
+		}
+		gone := "sha256:" + strings.Repeat("0", 64)
+		if judge(gone) {
+			t.Error("a contract no revision holds is covered")
+		}
+		if _, widened := s.contractChanges(toolWrite, gone, cur); len(widened) != 1 || widened[0].Severity != catalog.Authority {
+			t.Errorf("changes from an unknown contract: %+v, want one authority change", widened)
+		}
+	})
+}

@@ -493,7 +493,14 @@ func (s *Session) staleCall(e *epoch, c *toolCall, cat *catalog.Catalog, tool ca
 	if err := s.opts.Validator.Validate(*cat, name, c.args); err != nil {
 		return nil // invalid_arguments (or the server judges) follows
 	}
-	fromOld := before != nil && s.opts.Validator.Validate(old, name, c.args) == nil && !setsAdded(changes, c.args)
+	// Fits the older contract too (a schema that cannot be compiled may
+	// accept it: counted as fitting), and sets nothing only the current
+	// one has: it may have been formed from the older contract.
+	oldErr := error(nil)
+	if before != nil {
+		oldErr = s.opts.Validator.Validate(old, name, c.args)
+	}
+	fromOld := before != nil && (oldErr == nil || errors.Is(oldErr, catalog.ErrInvalidSchema)) && !setsAdded(changes, c.args)
 	unseen := catalog.Unseen(changes, c.args, fromOld)
 	if len(unseen) == 0 {
 		return nil

@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
 )
 
@@ -113,5 +116,51 @@ func TestGrantCoversTheContractShown(t *testing.T) {
 	if len(granted) != 2 || granted[0].ToolContracts["publish_preview"] != shown ||
 		granted[1].ToolContracts["publish_preview"] != c.ToolContracts["publish_preview"] || shown == c.ToolContracts["publish_preview"] {
 		t.Errorf("approval_granted events %+v, want publish_preview bound to %s then to %s", granted, shown, c.ToolContracts["publish_preview"])
+	}
+}
+
+// TestToldContractWithoutRefetch: an agent that never lists the tools
+// again (as Codex does) across a rebuild that adds publish_preview's
+// optional target (default preview). Its old-shaped call is catalog_stale,
+// and the message states the current arguments; the same call again still
+// is — it omits target, whose new default it never named (the seed's
+// case) — and says to set target; the call formed from the contract it was
+// told (target set) goes to the new code without any tools/list.
+func TestToldContractWithoutRefetch(t *testing.T) {
+	s := newPublishSetup(t)
+	a := connectListChanged(t, s.home, pubLabel, "")
+	if _, err := a.Session.ListTools(testContext(t, time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	before := waitRun(t, s.home, a.PID(), 10*time.Second, "ready", readyOn(""))
+	s.rebuild(t, publishRevB)
+	waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch with a new catalog", func(r gateway.Status) bool {
+		return readyOn(before.Epoch)(r) && r.CatalogRevision != before.CatalogRevision
+	})
+
+	stale := func(args map[string]any, says ...string) {
+		t.Helper()
+		_, err := a.Session.CallTool(testContext(t, 30*time.Second), &mcp.CallToolParams{Name: "publish_preview", Arguments: args})
+		if err == nil {
+			t.Fatalf("call %v went, want catalog_stale", args)
+		}
+		if _, r := refusalOf(t, err); r.Error != control.CatalogStale {
+			t.Fatalf("call %v: %+v, want catalog_stale", args, r)
+		}
+		for _, part := range says {
+			if !strings.Contains(err.Error(), part) {
+				t.Errorf("call %v: the message lacks %q: %v", args, part, err)
+			}
+		}
+	}
+	stale(map[string]any{"branch": "main"}, `current arguments of "publish_preview": branch (string, required), target (string, one of "preview"|"production", default "preview")`)
+	stale(map[string]any{"branch": "main"}, `omits "target", whose default changed`, `"target" set explicitly`)
+	if got := callText(t, a.Session, "publish_preview", map[string]any{"branch": "main", "target": "production"}); got != "revision B published branch main to production" {
+		t.Errorf("the call formed from the told contract: %q", got)
+	}
+	for _, c := range readCalls(t, s.callLog) {
+		if c.Tool == "publish_preview" && c.Revision == "B" && !strings.Contains(string(c.Args), "production") {
+			t.Errorf("a refused call reached the server: %+v", c)
+		}
 	}
 }

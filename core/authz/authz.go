@@ -329,14 +329,14 @@ func (a *Authority) CheckContract(run, epoch, tool string, creds []string, args 
 	})
 }
 
-// Outgrown returns a live grant of run on epoch that names tool but whose
-// contract for it covers rejects (see CheckContract), nil when there is
-// none: the grant a person gave for a contract the server has since
-// rewritten. It consumes nothing.
+// Outgrown returns the newest live grant of run on epoch that names tool
+// but whose contract for it covers rejects (see CheckContract), nil when
+// there is none: the grant a person gave for a contract the server has
+// since rewritten. It consumes nothing.
 func (a *Authority) Outgrown(run, epoch, tool string, covers func(granted string) bool) *Grant {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, g := range a.grants[run] {
+	for _, g := range slices.Backward(a.grants[run]) {
 		if g.ExecutionEpoch == epoch && g.Identity == "" && g.ServerRequest == "" && slices.Contains(g.ToolScope, tool) && !covers(g.Contract(tool)) {
 			c := *g
 			return &c

@@ -484,7 +484,12 @@ func (s *Session) staleCall(e *epoch, c *toolCall, cat *catalog.Catalog, tool ca
 	default:
 		r.Reason = fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
 	}
-	if !known || !s.toldContract(name, tool.Digest) {
+	if !known {
+		// Nothing to compare the call with: only a new tools/list helps.
+		r.Retry = fmt.Sprintf("list the tools again (tools/list) and form the call from the current contract of %s; if the agent cannot list tools mid-session, tell the person that %s changed and the agent must reconnect to use it", name, name)
+		return r
+	}
+	if !s.toldContract(name, tool.Digest) {
 		r.Retry = "form the call again from the current arguments given here: a call formed from them is judged on them, without listing the tools again"
 		s.noteTold(name, tool.Digest)
 		return r

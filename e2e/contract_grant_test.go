@@ -84,7 +84,7 @@ func TestGrantCoversTheContractShown(t *testing.T) {
 		t.Fatalf("the call of the rewritten tool reached the server under the old grant (%d calls, was %d)", got, calls)
 	}
 	c := req2.Card
-	if !strings.Contains(c.Reason, "publish_preview changed since you approved it") || !strings.Contains(c.Reason, `"target"`) {
+	if !strings.Contains(c.Reason, "publish_preview changed since you approved it") || !strings.Contains(c.Reason, `"target"`) || !c.Rewritten {
 		t.Errorf("card reason %q does not name the change", c.Reason)
 	}
 	found := false

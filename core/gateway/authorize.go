@@ -586,7 +586,7 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale, outgrown 
 	case reason != "":
 		c.Reason = reason
 	case outgrown != nil && !askEvery:
-		c.Reason = outgrownReason(tool, contractDiff)
+		c.Reason, c.Rewritten = outgrownReason(tool, contractDiff), true
 	case askEvery:
 		c.Reason = "a credential of this server asks for approval on every use"
 	case approvedEpoch != "" && approvedEpoch != e.ID && hasPrev && len(c.IdentityChanges) == 0:

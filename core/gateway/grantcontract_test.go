@@ -125,7 +125,7 @@ func TestGrantCoversTheContractShown(t *testing.T) {
 					}
 				}
 				c := req.Card
-				if !strings.Contains(c.Reason, "write changed since you approved it") {
+				if !strings.Contains(c.Reason, "write changed since you approved it") || !c.Rewritten {
 					t.Errorf("card reason %q does not say the tool changed since it was approved", c.Reason)
 				}
 				found := false

@@ -60,9 +60,12 @@
 //	                              inputSchema)                                does, and the person read it)
 //	                              a spelling fix: the same words, at most     cosmetic
 //	                              two changed, each by letter case or one
-//	                              edit (insert, delete, replace, swap two
-//	                              adjacent letters) in words of 4+ letters
-//	                              without digits
+//	                              slip of the fingers (two adjacent letters
+//	                              swapped; a letter struck for a neighbouring
+//	                              QWERTY key; punctuation, a doubled letter
+//	                              or a neighbouring key's letter added or
+//	                              left out) in words of 4+ letters without
+//	                              digits
 //	                              only whitespace differs                     cosmetic
 //	property_added                new property (optional or required)         authority
 //	property_removed              property gone                               contract

@@ -96,21 +96,29 @@ func TestWidening(t *testing.T) {
 	}
 }
 
-func TestOneEdit(t *testing.T) {
+func TestTypoEdit(t *testing.T) {
 	for _, tc := range []struct {
 		a, b string
 		want bool
 	}{
-		{"recieve", "receive", true}, // swap
-		{"ledgr", "ledger", true},    // insertion
-		{"ledger", "ledgr", true},    // deletion
-		{"remote", "remove", true},   // substitution
-		{"same", "same", false},
-		{"moves", "removes", false},
-		{"create", "delete", false},
+		{"recieve", "receive", true},       // two letters swapped
+		{"ledgr", "ledger", true},          // a letter left out, next to r
+		{"ledger", "ledgr", true},          // the other way round
+		{"publishs", "publishes", true},    // e, next to s
+		{"ledgger", "ledger", true},        // a doubled letter
+		{"wrotes", "writes", true},         // o for i, neighbours
+		{"files.", "files", true},          // punctuation
+		{"preview", "preveiw", true},       // swapped
+		{"production", "prodiction", true}, // u and i are neighbours
+		{"remote", "remove", false},        // t and v are far apart: another word
+		{"send", "spend", false},           // p beside neither s nor e
+		{"moves", "removes", false},        // two letters
+		{"create", "delete", false},        // many
+		{"same", "same", false},            // no change
+		{"lock", "look", false},            // c and o are far apart
 	} {
-		if got := oneEdit([]rune(tc.a), []rune(tc.b)); got != tc.want {
-			t.Errorf("oneEdit(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		if got := typoEdit([]rune(tc.a), []rune(tc.b)); got != tc.want {
+			t.Errorf("typoEdit(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
@@ -34,9 +35,35 @@ func (s *Session) contractJudge(e *epoch, tool string) func(granted string) bool
 		if granted == "" || granted == cur.Digest {
 			return true
 		}
+		key := [2]string{granted, cur.Digest}
+		s.verdicts.mu.Lock()
+		covered, known := s.verdicts.m[key]
+		s.verdicts.mu.Unlock()
+		if known {
+			return covered
+		}
 		_, widened := s.contractChanges(tool, granted, cur)
-		return len(widened) == 0
+		covered = len(widened) == 0
+		s.verdicts.mu.Lock()
+		if s.verdicts.m == nil || len(s.verdicts.m) >= maxVerdicts {
+			s.verdicts.m = map[[2]string]bool{}
+		}
+		s.verdicts.m[key] = covered
+		s.verdicts.mu.Unlock()
+		return covered
 	}
+}
+
+// maxVerdicts bounds contractVerdicts: past it the cache starts afresh.
+const maxVerdicts = 256
+
+// contractVerdicts remembers, per granted and current contract digest of a
+// tool, whether the granted one covers the current one, so that the calls
+// under a grant whose tool had a benign change do not diff it each time.
+// Its own lock: it is used under the Authority's, never with the session's.
+type contractVerdicts struct {
+	mu sync.Mutex
+	m  map[[2]string]bool // guarded by mu
 }
 
 // currentTool returns tool as e's catalog offers it now.

@@ -166,6 +166,8 @@ func why(c authz.Card) string {
 		return "new code since you last approved; its call was refused"
 	case c.AskEveryUse:
 		return "its credentials ask for approval at every use"
+	case c.Rewritten:
+		return "the server rewrote the tool since you approved it"
 	case newEpoch && len(c.IdentityChanges) == 0:
 		return "a new process (no measured file changed) since you last approved"
 	case newEpoch:

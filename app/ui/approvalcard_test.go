@@ -198,6 +198,16 @@ func TestCardModel(t *testing.T) {
 	}
 }
 
+// TestCardModelRewrittenTool: a card raised because the server rewrote a
+// granted tool within the epoch says so in its sentence.
+func TestCardModelRewrittenTool(t *testing.T) {
+	c := authz.Card{Reason: "write changed since you approved it", AgentRun: "run1", ServerLabel: "notes",
+		PreviousEpoch: epochA, CurrentEpoch: epochA, Tool: "write", ToolScope: []string{"write"}, Rewritten: true}
+	if got, want := cardModel(c).Sentence, "An agent wants to run `write` on notes — the server rewrote the tool since you approved it"; got != want {
+		t.Errorf("sentence %q, want %q", got, want)
+	}
+}
+
 func TestDiskLine(t *testing.T) {
 	tests := []struct {
 		ch   identity.Change

@@ -225,6 +225,10 @@ type ApprovalRequested struct {
 	// ServerRequest is the kind of server request (sampling, elicitation,
 	// roots) the card is about, for a request of the server to the agent.
 	ServerRequest string `json:"serverRequest,omitempty"`
+	// ToolContracts is the contract of each tool the card showed: tool
+	// name → the tool's digest in CatalogRevision (the catalog's tool
+	// digest, "sha256:<hex>").
+	ToolContracts map[string]string `json:"toolContracts,omitempty"`
 }
 
 // ApprovalGranted is the fields of an approval_granted event. ExpiresWhen is
@@ -241,6 +245,12 @@ type ApprovalGranted struct {
 	// ServerRequest is the kind of server request the grant lets through
 	// on its epoch (it covers no tool then).
 	ServerRequest string `json:"serverRequest,omitempty"`
+	// ToolContracts binds each tool of ToolScope to the contract its card
+	// showed (tool name → tool digest): the grant covers a tool only while
+	// the server offers it with that contract or one that differs without
+	// widening what a call may do (docs/DESIGN.md, "Authorization and
+	// credentials").
+	ToolContracts map[string]string `json:"toolContracts,omitempty"`
 }
 
 // ApprovalDenied is the fields of an approval_denied event. Reason is

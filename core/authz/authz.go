@@ -60,9 +60,19 @@ type Grant struct {
 	// (config.RequestSampling…) the grant lets through to the agent on its
 	// epoch; such a grant covers no tool.
 	ServerRequest string `json:"serverRequest,omitempty"`
-	Request       string `json:"request"`
-	Voided        string `json:"voided,omitempty"` // why it no longer holds
+	// Contracts binds each tool of ToolScope to the contract its card
+	// showed: tool name → digest of the tool as the catalog offered it
+	// (Card.ToolContracts). A tool the server rewrote since, in a way that
+	// widens what a call may do, is no longer covered (see CheckContract);
+	// a tool without an entry was granted while no catalog was known.
+	Contracts map[string]string `json:"toolContracts,omitempty"`
+	Request   string            `json:"request"`
+	Voided    string            `json:"voided,omitempty"` // why it no longer holds
 }
+
+// Contract is the digest of the contract of tool that g was granted for,
+// "" when g recorded none.
+func (g *Grant) Contract(tool string) string { return g.Contracts[tool] }
 
 // Covers reports whether g allows tool (and every credential in creds).
 func (g *Grant) Covers(tool string, creds []string) bool {
@@ -300,12 +310,39 @@ func (a *Authority) Check(run, epoch, tool string, creds []string) *Grant {
 // grant bound to arguments (Grant.ArgsDigest) covers only a call with the
 // same digest.
 func (a *Authority) CheckCall(run, epoch, tool string, creds []string, args string) *Grant {
+	return a.CheckContract(run, epoch, tool, creds, args, nil)
+}
+
+// CheckContract is CheckCall for a tool whose contract may have changed
+// since it was granted: covers says whether the contract a grant was made
+// for (its digest, Grant.Contract; "" when it recorded none) still covers
+// the tool as offered now, and a grant it rejects is neither returned nor
+// consumed. nil covers every contract. covers is called with the
+// Authority's lock held: it must not call the Authority.
+func (a *Authority) CheckContract(run, epoch, tool string, creds []string, args string, covers func(granted string) bool) *Grant {
 	return a.take(run, func(g *Grant) bool {
 		if g.ExpiresWhen == ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != args {
 			return false
 		}
-		return g.ExecutionEpoch == epoch && g.Covers(tool, creds) && g.Identity == "" && g.ServerRequest == ""
+		return g.ExecutionEpoch == epoch && g.Covers(tool, creds) && g.Identity == "" && g.ServerRequest == "" &&
+			(covers == nil || covers(g.Contract(tool)))
 	})
+}
+
+// Outgrown returns the newest live grant of run on epoch that names tool
+// but whose contract for it covers rejects (see CheckContract), nil when
+// there is none: the grant a person gave for a contract the server has
+// since rewritten. It consumes nothing.
+func (a *Authority) Outgrown(run, epoch, tool string, covers func(granted string) bool) *Grant {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, g := range slices.Backward(a.grants[run]) {
+		if g.ExecutionEpoch == epoch && g.Identity == "" && g.ServerRequest == "" && slices.Contains(g.ToolScope, tool) && !covers(g.Contract(tool)) {
+			c := *g
+			return &c
+		}
+	}
+	return nil
 }
 
 // take returns the first live grant of run that match accepts, and
@@ -844,6 +881,15 @@ func (a *Authority) resolve(id string, d Decision) error {
 		// A tool denied by the person's policy is never granted, even
 		// if it was in the card's scope when the request was raised.
 		g.ToolScope = slices.DeleteFunc(slices.Clone(g.ToolScope), func(t string) bool { return slices.Contains(denied, t) })
+		// Each tool is granted with the contract the card showed.
+		for _, t := range g.ToolScope {
+			if d := c.ToolContracts[t]; d != "" {
+				if g.Contracts == nil {
+					g.Contracts = map[string]string{}
+				}
+				g.Contracts[t] = d
+			}
+		}
 		r.grant = g
 	}
 	a.mu.Unlock()

@@ -892,3 +892,49 @@ func TestServerRequestGrant(t *testing.T) {
 		t.Error("a once grant served two requests")
 	}
 }
+
+// TestGrantBindsTheContractsShown: a grant records, for each tool of its
+// scope, the contract digest its card showed (and no entry for a tool it
+// does not grant); CheckContract returns it only while covers accepts that
+// digest, and neither returns nor consumes it otherwise; Outgrown names
+// the grant the rewrite outgrew. A credential scope the card did not show
+// is not covered either.
+func TestGrantBindsTheContractsShown(t *testing.T) {
+	a := New(Options{})
+	card := toolCard("run", "E1", "write", []string{"write"}, "api")
+	card.OtherTools = []string{"read"}
+	card.ToolContracts = map[string]string{"write": "sha256:w1", "read": "sha256:r1"}
+	g := grantFor(t, a, card, Decision{Choice: ApproveRun})
+	if !cmp.Equal(g.Contracts, map[string]string{"write": "sha256:w1"}) {
+		t.Fatalf("grant contracts %v, want write bound to sha256:w1 only", g.Contracts)
+	}
+	same := func(d string) bool { return d == "sha256:w1" }
+	rewritten := func(d string) bool { return d == "sha256:w2" }
+	if a.CheckContract("run", "E1", "write", []string{"api"}, "", same) == nil {
+		t.Error("the grant does not cover the contract it was made for")
+	}
+	if a.CheckContract("run", "E1", "write", []string{"api"}, "", rewritten) != nil {
+		t.Error("the grant covers a contract its card never showed")
+	}
+	if a.CheckContract("run", "E1", "write", []string{"api", "other"}, "", same) != nil {
+		t.Error("the grant covers a credential scope its card never showed")
+	}
+	if o := a.Outgrown("run", "E1", "write", rewritten); o == nil || o.ID != g.ID {
+		t.Errorf("Outgrown = %+v, want the grant %s", o, g.ID)
+	}
+	if o := a.Outgrown("run", "E1", "write", same); o != nil {
+		t.Errorf("Outgrown names a grant that still covers write: %+v", o)
+	}
+
+	// A once grant a rewritten contract does not cover stays unspent.
+	once := toolCard("run", "E1", "publish", []string{"publish"})
+	once.ArgsDigest = "sha256:args"
+	once.ToolContracts = map[string]string{"publish": "sha256:p1"}
+	grantFor(t, a, once, Decision{Choice: ApproveOnce})
+	if a.CheckContract("run", "E1", "publish", nil, "sha256:args", func(d string) bool { return d == "sha256:p2" }) != nil {
+		t.Error("a once grant covers a rewritten contract")
+	}
+	if a.CheckContract("run", "E1", "publish", nil, "sha256:args", func(d string) bool { return d == "sha256:p1" }) == nil {
+		t.Error("the once grant was spent by a call it did not cover")
+	}
+}

@@ -63,17 +63,27 @@ type Card struct {
 	ApprovedRevision uint64            `json:"approvedRevision,omitempty"`
 	CatalogRevision  uint64            `json:"catalogRevision,omitempty"`
 	CatalogChanges   []catalog.Change  `json:"catalogChanges,omitempty"`
-	Tool             string            `json:"tool,omitempty"`
-	Arguments        json.RawMessage   `json:"arguments,omitempty"`
-	ArgsDigest       string            `json:"argsDigest,omitempty"`
-	Defaults         map[string]any    `json:"defaults,omitempty"`
-	ToolScope        []string          `json:"toolScope,omitempty"`
-	OtherTools       []string          `json:"otherTools,omitempty"`
-	NewTools         []string          `json:"newTools,omitempty"`
-	ChangedTools     []string          `json:"changedTools,omitempty"`
-	Stale            bool              `json:"stale,omitempty"`
-	CredentialScope  []string          `json:"credentialScope,omitempty"`
-	AskEveryUse      bool              `json:"askEveryUse,omitempty"`
+	// ToolContracts is the contract of each tool the card shows, as the
+	// catalog revision in force offered it: tool name → its digest
+	// (catalog.Tool.Digest). A grant made from the card covers each tool
+	// with the contract the card showed (Grant.Contracts).
+	ToolContracts map[string]string `json:"toolContracts,omitempty"`
+	// Rewritten is set when the called tool is asked for again because
+	// the server rewrote it within the epoch beyond the contract a grant
+	// covered (CatalogChanges then start with the tool's diff from that
+	// contract).
+	Rewritten       bool            `json:"rewritten,omitempty"`
+	Tool            string          `json:"tool,omitempty"`
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ArgsDigest      string          `json:"argsDigest,omitempty"`
+	Defaults        map[string]any  `json:"defaults,omitempty"`
+	ToolScope       []string        `json:"toolScope,omitempty"`
+	OtherTools      []string        `json:"otherTools,omitempty"`
+	NewTools        []string        `json:"newTools,omitempty"`
+	ChangedTools    []string        `json:"changedTools,omitempty"`
+	Stale           bool            `json:"stale,omitempty"`
+	CredentialScope []string        `json:"credentialScope,omitempty"`
+	AskEveryUse     bool            `json:"askEveryUse,omitempty"`
 	// ServerRequest is set on the card of a request the server sent the
 	// agent (sampling, elicitation), held for the person; such a card
 	// grants no tools.

@@ -473,7 +473,11 @@ func (d *differ) description(p, what string, ov, nv any) {
 		d.add(KindDescriptionChanged, p, ov, nv, Cosmetic, subject+": whitespace changed only")
 		return
 	}
-	d.add(KindDescriptionChanged, p, ov, nv, Contract, fmt.Sprintf("%s changed: %q → %q", subject, oldSeg, newSeg))
+	if fixes, ok := spellingFixes(ostr, ns); ok {
+		d.add(KindDescriptionChanged, p, ov, nv, Cosmetic, fmt.Sprintf("%s: spelling corrected (%s)", subject, strings.Join(fixes, ", ")))
+		return
+	}
+	d.add(KindDescriptionChanged, p, ov, nv, Authority, fmt.Sprintf("%s changed: %q → %q", subject, oldSeg, newSeg))
 }
 
 // textChange returns the changed stretch of words of old and new with up to

@@ -55,8 +55,17 @@
 //	tool_removed                  a tool is gone                              contract
 //	title_changed                 title, annotations.title, schema title      cosmetic
 //	icons_changed                 icons                                       cosmetic
-//	description_changed           text differs beyond whitespace (tool or     contract (the model reads it)
-//	                              any schema inside inputSchema)
+//	description_changed           text differs beyond whitespace and          authority (the model follows
+//	                              spelling (tool or any schema inside         it; it says what the tool
+//	                              inputSchema)                                does, and the person read it)
+//	                              a spelling fix: the same words, at most     cosmetic
+//	                              two changed, each by letter case or one
+//	                              slip of the fingers (two adjacent letters
+//	                              swapped; a letter struck for a neighbouring
+//	                              QWERTY key; punctuation, a doubled letter
+//	                              or a neighbouring key's letter added or
+//	                              left out) in words of 4+ letters without
+//	                              digits
 //	                              only whitespace differs                     cosmetic
 //	property_added                new property (optional or required)         authority
 //	property_removed              property gone                               contract

@@ -192,6 +192,7 @@ func (d *Daemon) approvalRequested(r authz.Request) {
 		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
 		CatalogRevision: r.Card.CatalogRevision, ToolScope: r.Card.ToolScope, CredentialScope: r.Card.CredentialScope,
 		Reason: r.Card.Reason, OtherTools: r.Card.OtherTools, Stale: r.Card.Stale, ServerRequest: serverRequestKind(r.Card),
+		ToolContracts: r.Card.ToolContracts,
 	})
 }
 
@@ -201,6 +202,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 	if err := d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
 		Request: r.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
 		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen, ServerRequest: g.ServerRequest,
+		ToolContracts: g.Contracts,
 	}); err != nil {
 		return err
 	}

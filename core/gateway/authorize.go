@@ -48,7 +48,11 @@ func (s *Session) quickAuthorize(e *epoch, c *toolCall) authorization {
 	}
 	metaCreds, askEvery := s.metaCredentials()
 	if !askEvery {
-		if g := a.CheckCall(s.opts.RunID, e.ID, c.name, metaCreds, c.digest); g != nil {
+		// A grant covers the tool only as long as its contract does not
+		// widen beyond the one the card showed (grantcontract.go); a
+		// grant the server's rewrite outgrew asks again, and the card
+		// shows the diff.
+		if g := a.CheckContract(s.opts.RunID, e.ID, c.name, metaCreds, c.digest, s.contractJudge(e, c.name)); g != nil {
 			return s.granted(e, c, g, metaCreds)
 		}
 	}
@@ -165,6 +169,26 @@ func (s *Session) staleAuthorization(e *epoch, c *toolCall) *control.Refusal {
 		Reason:        fmt.Sprintf("the server's code changed (execution epoch %s → %s) since the person approved %s, so the approval no longer holds and the call was not sent", stale.ExecutionEpoch, e.ID, tool),
 		ApprovedEpoch: stale.ExecutionEpoch, CurrentEpoch: e.ID,
 	}
+	if cat != nil {
+		// The refusal states the tool's current contract (and what
+		// changed in it since the agent listed the tools), so that an
+		// agent that never lists tools again can form its next call
+		// from it (refresh.go, staleCall).
+		if cur, ok := cat.Lookup(tool); ok {
+			r.Arguments = argumentShape(cur, nil)
+			s.mu.Lock()
+			agentRev := s.agentRev
+			s.mu.Unlock()
+			if old, known := s.opts.Catalog.Get(s.opts.Label, agentRev); known && agentRev != cat.Revision {
+				var before *catalog.Tool
+				if t, had := old.Lookup(tool); had {
+					before = &t
+				}
+				r.Problems = summaries(nonCosmetic(catalog.CompareTool(before, cur)))
+			}
+			s.noteTold(tool, cur.Digest)
+		}
+	}
 	missing := s.missingCredential(e, tool, metaCreds)
 	down := s.auditDown(e, tool)
 	switch {
@@ -255,6 +279,19 @@ wait:
 		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != c.digest && !s.ended(e):
 			// Approved once for the call its card showed, another call
 			// of the tool with other arguments: this one asks for itself.
+		case err == nil && g.ExecutionEpoch == e.ID && g.Covers(tool, nil) && !s.contractHolds(e, g, tool) && !s.ended(e):
+			// Approved for the tool as its card showed it, but the server
+			// rewrote the tool meanwhile beyond that contract: the call
+			// asks again, on a card showing what changed. A once grant
+			// made for it is spent with the decision.
+			if g.ExpiresWhen == authz.ExpiresOnce {
+				a.Consume(s.opts.RunID, g.ID)
+			}
+			next := a.Raise(s.card(e, c, "", nil, g))
+			s.moveWaiting(m, id, next)
+			id = next
+			progress.move(id)
+			continue
 		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ExecutionEpoch == e.ID && !a.Consume(s.opts.RunID, g.ID) && !s.ended(e):
 			// A once grant serves one call: another call that waited on
 			// the same request (or took the grant through Check) spent it,
@@ -473,13 +510,15 @@ func (s *Session) requestFor(e *epoch, c *toolCall, reason string, stale *authz.
 			return id
 		}
 	}
-	return a.Raise(s.card(e, c, reason, stale))
+	return a.Raise(s.card(e, c, reason, stale, nil))
 }
 
 // card builds the approval card for call c on e: why it is asked (reason,
-// or one the card works out), and the grant of an older epoch a call
-// prepared for it was refused for (stale, nil when none).
-func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Grant) authz.Card {
+// or one the card works out), the grant of an older epoch a call prepared
+// for it was refused for (stale, nil when none), and the grant of e whose
+// contract for the tool the server outgrew (outgrown; nil: a live one, if
+// any, is looked up).
+func (s *Session) card(e *epoch, call *toolCall, reason string, stale, outgrown *authz.Grant) authz.Card {
 	tool := call.name
 	creds, askEvery := s.metaCredentials()
 	s.mu.Lock()
@@ -525,13 +564,29 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale *authz.Gra
 			}
 		}
 	}
+	// A grant of this epoch whose contract for the tool the server has
+	// since outgrown: the card shows the tool's diff from the contract
+	// that was approved.
+	var contractDiff []catalog.Change
+	if outgrown == nil {
+		outgrown, contractDiff = s.outgrown(e, tool)
+	} else if cur, ok := s.currentTool(e, tool); ok {
+		contractDiff, _ = s.contractChanges(tool, outgrown.Contract(tool), cur)
+	}
+	if outgrown != nil {
+		others := slices.DeleteFunc(slices.Clone(c.CatalogChanges), func(ch catalog.Change) bool { return ch.Tool == tool })
+		c.CatalogChanges = append(contractDiff, others...)
+	}
 	// The card proposes the called tool, or after a rebuild what the
 	// person chose for the previous epoch; other tools stay unticked.
 	c = s.opts.Authority.Propose(c, offered)
 	c.Stale = stale != nil
+	c.ToolContracts = toolContracts(cat, c.Offered())
 	switch {
 	case reason != "":
 		c.Reason = reason
+	case outgrown != nil && !askEvery:
+		c.Reason, c.Rewritten = outgrownReason(tool, contractDiff), true
 	case askEvery:
 		c.Reason = "a credential of this server asks for approval on every use"
 	case approvedEpoch != "" && approvedEpoch != e.ID && hasPrev && len(c.IdentityChanges) == 0:

@@ -158,7 +158,10 @@ func TestStaleAfterEpochChange(t *testing.T) {
 		code, ref := refusal(t, r.agent.wait(3, 5*time.Second))
 		want := &control.Refusal{Error: control.AuthorizationStale, Reason: "the server's code changed (execution epoch E1 → E2) since the person approved write, so the approval no longer holds and the call was not sent",
 			Server: "fake", Tool: toolWrite, ApprovedEpoch: "E1", CurrentEpoch: "E2", Request: ref.Request,
-			Retry: "the person has been asked to approve the new code in Portcullis (approval request " + ref.Request + "); call write again once they approve, and it will wait for their decision"}
+			// The tool's current contract, so that an agent that never
+			// lists tools again can form its next call from it.
+			Arguments: &control.ArgumentShape{Tool: toolWrite, Required: []string{"n"}, Properties: []control.PropertyShape{{Name: "n", Type: "integer", Required: true}}},
+			Retry:     "the person has been asked to approve the new code in Portcullis (approval request " + ref.Request + "); call write again once they approve, and it will wait for their decision"}
 		if code != -31020 {
 			t.Errorf("code %d, want -31020", code)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -416,18 +417,7 @@ func (s *Session) checkCall(e *epoch, c *toolCall) *control.Refusal {
 		return r
 	}
 	if agentRev != 0 && agentRev != cat.Revision {
-		if changes, names, ok := s.toolChangedSince(agentRev, cat, tool); !ok || len(changes) > 0 {
-			reason := fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
-			if old, known := s.opts.Catalog.Get(s.opts.Label, agentRev); known {
-				if _, had := old.Lookup(name); !had {
-					reason = fmt.Sprintf("tool %q was added after catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
-				}
-			}
-			if !ok {
-				reason = fmt.Sprintf("catalog revision %d, which the agent last fetched, is no longer known; the current revision is %d", agentRev, cat.Revision)
-			}
-			r := stale(reason, changes)
-			r.Arguments = argumentShape(tool, names)
+		if r := s.staleCall(e, c, cat, tool, agentRev); r != nil {
 			return r
 		}
 	}
@@ -449,31 +439,175 @@ func (s *Session) checkCall(e *epoch, c *toolCall) *control.Refusal {
 	return nil
 }
 
-// toolChangedSince lists the non-cosmetic changes of tool between revision
-// from and cur, and the arguments they touch; ok is false when revision
-// from is no longer stored.
-func (s *Session) toolChangedSince(from uint64, cur *catalog.Catalog, tool catalog.Tool) (summaries, args []string, ok bool) {
-	old, ok := s.opts.Catalog.Get(s.opts.Label, from)
-	if !ok {
-		return nil, nil, false
-	}
-	before, had := old.Lookup(tool.Name)
-	if had && before.Digest == tool.Digest {
-		return nil, nil, true
-	}
-	a := catalog.Catalog{Revision: old.Revision}
-	if had {
-		a.Tools = []catalog.Tool{before}
-	}
-	b := catalog.Catalog{Revision: cur.Revision, Tools: []catalog.Tool{tool}}
-	var changes []catalog.Change
-	for _, c := range catalog.Compare(a, b).Changes {
-		if c.Severity != catalog.Cosmetic {
-			summaries = append(summaries, c.Summary)
-			changes = append(changes, c)
+// staleCall judges call c of tool (as cat, e's catalog, offers it) from an
+// agent that last listed revision agentRev, older than cat: the refusal
+// when the call cannot be judged on the current contract, nil when it can
+// (the checks that follow — validation, policy, grant — then apply).
+//
+// A tool that changed (beyond cosmetics) since agentRev is catalog_stale
+// until the agent has been told its current contract: the refusal states
+// it (every argument, compactly, and what changed), and the session
+// remembers that the agent was told that contract (noteTold). From then on
+// a call of the tool is judged on the current contract — agents that never
+// list tools again mid-session can go on — unless the change could alter
+// what the call does without the call showing it (catalog.Unseen): it
+// omits an argument whose default changed, or it fits the contract the
+// agent listed too and the same arguments mean something else now. Those
+// stay catalog_stale, saying which change and the step to take.
+func (s *Session) staleCall(e *epoch, c *toolCall, cat *catalog.Catalog, tool catalog.Tool, agentRev uint64) *control.Refusal {
+	name := c.name
+	old, known := s.opts.Catalog.Get(s.opts.Label, agentRev)
+	var before *catalog.Tool
+	if known {
+		if t, had := old.Lookup(name); had {
+			if t.Digest == tool.Digest {
+				return nil
+			}
+			before = &t
 		}
 	}
-	return summaries, catalog.ChangedProperties(changes), true
+	var changes []catalog.Change
+	if known {
+		changes = nonCosmetic(catalog.CompareTool(before, tool))
+		if len(changes) == 0 {
+			return nil
+		}
+	}
+	r := &control.Refusal{Error: control.CatalogStale, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
+		AgentRevision: agentRev, CurrentRevision: cat.Revision, Problems: summaries(changes),
+		Arguments: argumentShape(tool, nil)}
+	switch {
+	case !known:
+		r.Reason = fmt.Sprintf("catalog revision %d, which the agent last fetched, is no longer known; the current revision is %d", agentRev, cat.Revision)
+	case before == nil:
+		r.Reason = fmt.Sprintf("tool %q was added after catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
+	default:
+		r.Reason = fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
+	}
+	if !known {
+		// Nothing to compare the call with: only a new tools/list helps.
+		r.Retry = fmt.Sprintf("list the tools again (tools/list) and form the call from the current contract of %s; if the agent cannot list tools mid-session, tell the person that %s changed and the agent must reconnect to use it", name, name)
+		return r
+	}
+	if !s.toldContract(name, tool.Digest) {
+		r.Retry = "form the call again from the current arguments given here: a call formed from them is judged on them, without listing the tools again"
+		s.noteTold(name, tool.Digest)
+		return r
+	}
+	// The agent was told the current contract: the call is judged on it.
+	if err := s.opts.Validator.Validate(*cat, name, c.args); err != nil {
+		return nil // invalid_arguments (or the server judges) follows
+	}
+	// Fits the older contract too (a schema that cannot be compiled may
+	// accept it: counted as fitting), and sets nothing only the current
+	// one has: it may have been formed from the older contract.
+	oldErr := error(nil)
+	if before != nil {
+		oldErr = s.opts.Validator.Validate(old, name, c.args)
+	}
+	fromOld := before != nil && (oldErr == nil || errors.Is(oldErr, catalog.ErrInvalidSchema)) && !setsAdded(changes, c.args)
+	unseen := catalog.Unseen(changes, c.args, fromOld)
+	if len(unseen) == 0 {
+		return nil
+	}
+	r.Problems = summaries(unseen)
+	if omitted, only := omittedDefaults(unseen, c.args); only {
+		r.Reason = fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched, and this call omits %s, whose default changed: the call would do what it does not show", name, agentRev, quoteList(omitted))
+		r.Retry = fmt.Sprintf("send the call again with %s set explicitly (the current arguments are given here)", quoteList(omitted))
+		return r
+	}
+	r.Reason = fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched; this call fits that revision too, and what the same arguments do changed since, so it may have been formed from the old contract", name, agentRev)
+	r.Retry = fmt.Sprintf("list the tools again (tools/list) and form the call from the current contract of %s; if the agent cannot list tools mid-session, tell the person that %s changed and the agent must reconnect to use it", name, name)
+	return r
+}
+
+// nonCosmetic drops the cosmetic changes.
+func nonCosmetic(changes []catalog.Change) []catalog.Change {
+	return slices.DeleteFunc(changes, func(c catalog.Change) bool { return c.Severity == catalog.Cosmetic })
+}
+
+// summaries lists the changes' sentences.
+func summaries(changes []catalog.Change) []string {
+	var out []string
+	for _, c := range changes {
+		out = append(out, c.Summary)
+	}
+	return out
+}
+
+// setsAdded reports whether args sets a top-level argument that changes
+// added: a call formed from the current contract, whatever the older one
+// accepted.
+func setsAdded(changes []catalog.Change, args json.RawMessage) bool {
+	var set map[string]json.RawMessage
+	_ = json.Unmarshal(args, &set)
+	for _, p := range catalog.ChangedProperties(changes) {
+		if _, ok := set[p]; !ok {
+			continue
+		}
+		for _, c := range changes {
+			if c.Kind == catalog.KindPropertyAdded && c.Path == "/inputSchema/properties/"+escapePointer(p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// omittedDefaults lists the top-level arguments that changes concern and
+// args omits; only is true when every change concerns one of them (then
+// each gives or takes away the default of an omitted argument: see
+// catalog.Unseen), so that setting them is the step to take.
+func omittedDefaults(changes []catalog.Change, args json.RawMessage) (names []string, only bool) {
+	var set map[string]json.RawMessage
+	_ = json.Unmarshal(args, &set)
+	only = len(changes) > 0
+	for _, c := range changes {
+		ps := catalog.ChangedProperties([]catalog.Change{c})
+		if len(ps) != 1 {
+			only = false
+			continue
+		}
+		if _, ok := set[ps[0]]; ok {
+			only = false
+			continue
+		}
+		if !slices.Contains(names, ps[0]) {
+			names = append(names, ps[0])
+		}
+	}
+	return names, only
+}
+
+func escapePointer(tok string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// toldContract reports whether the agent was told, in a refusal's message,
+// the contract of tool of digest.
+func (s *Session) toldContract(tool, digest string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.told[tool] == digest
+}
+
+// noteTold records that a refusal's message told the agent the contract
+// of tool of digest.
+func (s *Session) noteTold(tool, digest string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.told == nil {
+		s.told = map[string]string{}
+	}
+	s.told[tool] = digest
 }
 
 // argumentShape is the current shape of tool's arguments for a refusal:

@@ -83,6 +83,7 @@ func TestSchemas(t *testing.T) {
 				"status":          `{"additionalProperties":false,"properties":{},"type":"object"}`,
 				"slow_publish":    `{"additionalProperties":false,"properties":{"branch":{"type":"string"},"delay_ms":{"maximum":600000,"minimum":0,"type":"integer"}},"required":["branch","delay_ms"],"type":"object"}`,
 				"add_tool":        `{"additionalProperties":false,"properties":{"name":{"pattern":"^[a-z][a-z0-9_]{0,63}$","type":"string"}},"required":["name"],"type":"object"}`,
+				"revise":          `{"additionalProperties":false,"properties":{"change":{"enum":["typo","destructive","target"],"type":"string"}},"required":["change"],"type":"object"}`,
 			}
 			// The client decodes schemas into maps: compare canonically.
 			for k, v := range want {
@@ -178,6 +179,50 @@ func TestAddTool(t *testing.T) {
 				t.Errorf("adding rollback twice: %v, want a tool error", res)
 			}
 		})
+	}
+}
+
+// TestRevise proves revise rewrites publish_preview in place: the client
+// hears list_changed, the listed tool carries the change, and after
+// "target" an omitted target publishes to production.
+func TestRevise(t *testing.T) {
+	changed := make(chan struct{}, 1)
+	cs := connect(t, "A", "", "", changed)
+	pub := func() *mcp.Tool {
+		t.Helper()
+		lt, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range lt.Tools {
+			if tool.Name == "publish_preview" {
+				return tool
+			}
+		}
+		t.Fatal("no publish_preview")
+		return nil
+	}
+	for _, change := range []string{"typo", "destructive", "target"} {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "revise", Arguments: map[string]any{"change": change}})
+		if err != nil || text(t, res) != "revised publish_preview: "+change {
+			t.Fatalf("revise %s: %v %v", change, res, err)
+		}
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no tools/list_changed within 10 s after revise %s", change)
+		}
+	}
+	tool := pub()
+	if tool.Description != "Publishes a branch to a preveiw environment." || tool.Annotations == nil || tool.Annotations.DestructiveHint == nil || !*tool.Annotations.DestructiveHint {
+		t.Errorf("revised publish_preview = %+v %+v", tool, tool.Annotations)
+	}
+	if b, _ := json.Marshal(tool.InputSchema); !strings.Contains(string(b), `"default":"production"`) {
+		t.Errorf("revised schema %s lacks target's default production", b)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "publish_preview", Arguments: map[string]any{"branch": "main"}})
+	if err != nil || text(t, res) != "revision A published branch main to production" {
+		t.Errorf("omitted target after revise target: %v %v", res, err)
 	}
 }
 

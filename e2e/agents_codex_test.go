@@ -115,17 +115,10 @@ func codexOutput(r fakemodel.ToolResult) fakemodel.ToolResult {
 
 // codexItem is one tool call as `codex exec --json` reports it.
 type codexItem struct {
-	Type      string          `json:"type"`
-	Server    string          `json:"server"`
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments"`
-	Status    string          `json:"status"`
-	Error     *struct {
-		Message string `json:"message"`
-	} `json:"error"`
-	Result *struct {
-		Structured json.RawMessage `json:"structured_content"`
-	} `json:"result"`
+	Type   string `json:"type"`
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	Status string `json:"status"` // completed, failed
 }
 
 // codexCalls returns the MCP tool calls Codex reported completed on its

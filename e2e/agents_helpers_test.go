@@ -136,7 +136,8 @@ func (s *agentSetup) install(t *testing.T, agent string, args ...string) string 
 	if err != nil {
 		t.Fatalf("install %s: %v\nstdout: %s", agent, err, res.Stdout)
 	}
-	if !strings.Contains(res.Stdout, "mcpServers."+invLabel+": installed") {
+	// The entry is mcpServers.inv in the JSON files, mcp_servers.inv in Codex's TOML.
+	if !strings.Contains(res.Stdout, "."+invLabel+": installed") {
 		t.Fatalf("install %s did not route %s through Portcullis:\n%s", agent, invLabel, res.Stdout)
 	}
 	return res.Stdout
@@ -152,7 +153,8 @@ func (s *agentSetup) agentEnv(extra ...string) []string {
 		switch {
 		case k == "HOME", k == "PORTCULLIS_HOME", k == "XDG_CONFIG_HOME",
 			strings.HasPrefix(k, "ANTHROPIC_"), strings.HasPrefix(k, "CLAUDE"),
-			strings.HasPrefix(k, "GEMINI_"), strings.HasPrefix(k, "GOOGLE_"):
+			strings.HasPrefix(k, "GEMINI_"), strings.HasPrefix(k, "GOOGLE_"),
+			strings.HasPrefix(k, "CODEX_"), strings.HasPrefix(k, "OPENAI_"):
 			continue
 		}
 		env = append(env, kv)

@@ -1,13 +1,20 @@
 // Package fakemodel is a scripted model endpoint on loopback for driving real
-// agents (Claude Code, Gemini CLI) in tests without a real model. It speaks
-// two wire APIs:
+// agents (Claude Code, Gemini CLI, Codex) in tests without a real model. It
+// speaks three wire APIs:
 //
 //   - Anthropic Messages (`POST /v1/messages`, streamed as server-sent events:
 //     message_start, content_block_start/delta/stop, message_delta,
 //     message_stop; or one JSON message when the request has no `stream`),
 //     and `POST /v1/messages/count_tokens`;
 //   - Gemini (`POST /v1beta/models/MODEL:generateContent`,
-//     `:streamGenerateContent?alt=sse` and `:countTokens`).
+//     `:streamGenerateContent?alt=sse` and `:countTokens`);
+//   - OpenAI Responses (`POST /v1/responses`, streamed as server-sent events:
+//     response.created, response.output_item.added, response.output_text.delta
+//     for a text, response.output_item.done, response.completed; or one JSON
+//     response when the request has no `stream`). A tool offered inside a
+//     `namespace` tool (Codex offers an MCP server's tools as the namespace
+//     mcp__LABEL) is named NAMESPACE__TOOL in a Step and in Request.Tools,
+//     and called as the function TOOL with that namespace.
 //
 // A [Script] says what the model answers at each turn: call this tool with
 // these arguments, or say this text and end the turn. A turn is one request
@@ -18,9 +25,10 @@
 // object).
 //
 // Every request is recorded, with the tool results it carried back to the
-// model normalised across both APIs ([ToolResult]), so that a test can
+// model normalised across the APIs ([ToolResult]), so that a test can
 // assert on what the model received: the next request after a tool call
-// holds the agent's tool_result (Anthropic) or functionResponse (Gemini).
+// holds the agent's tool_result (Anthropic), functionResponse (Gemini) or
+// function_call_output (Responses).
 //
 // A [Step] may run a hook before its answer is sent: the agent waits for the
 // model meanwhile, which lets a test rebuild a server or decide an approval
@@ -49,6 +57,7 @@ type API string
 const (
 	Anthropic API = "anthropic"
 	Gemini    API = "gemini"
+	OpenAI    API = "openai"
 )
 
 // Step is one turn of the model: a tool call (Tool non-empty, Args its
@@ -72,9 +81,11 @@ type Script []Step
 // ToolResult is one tool result the agent sent back to the model, as the
 // model sees it. Name is the tool's name (for Anthropic, the name of the
 // tool_use it answers); Text is the text the model reads: Anthropic's
-// tool_result content blocks joined by newlines, or Gemini's
-// functionResponse.response as JSON; IsError is Anthropic's is_error, or for
-// Gemini whether the response has an "error" member.
+// tool_result content blocks joined by newlines, Gemini's
+// functionResponse.response as JSON, or a function_call_output's output (its
+// text items joined by newlines); IsError is Anthropic's is_error, for Gemini
+// whether the response has an "error" member, and never set for Responses,
+// whose outputs carry no error flag.
 type ToolResult struct {
 	CallID  string
 	Name    string
@@ -107,7 +118,7 @@ type Server struct {
 	seq      int               // guarded by mu; the last Request.Seq given
 	requests []Request         // guarded by mu
 	errs     []error           // guarded by mu
-	callName map[string]string // guarded by mu; tool_use id → tool name
+	callName map[string]string // guarded by mu; tool_use id (Responses: call_id) → tool name
 	changed  chan struct{}     // guarded by mu; closed and replaced at each request
 }
 
@@ -125,7 +136,8 @@ func Start(script Script) (*Server, error) {
 }
 
 // URL is the base URL agents are pointed at (http://127.0.0.1:PORT), for
-// ANTHROPIC_BASE_URL and GOOGLE_GEMINI_BASE_URL.
+// ANTHROPIC_BASE_URL and GOOGLE_GEMINI_BASE_URL; a Responses client's base
+// URL is URL()+"/v1".
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 
 // Close stops the server; hooks still running see their context cancelled.
@@ -225,6 +237,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"input_tokens": 100})
 	case r.Method == http.MethodPost && path == "/v1/messages":
 		s.anthropic(w, r, body)
+	case r.Method == http.MethodPost && path == "/v1/responses":
+		s.openai(w, r, body)
 	case r.Method == http.MethodPost && strings.HasPrefix(path, "/v1beta/models/") && strings.HasSuffix(path, ":countTokens"):
 		writeJSON(w, map[string]any{"totalTokens": 100})
 	case r.Method == http.MethodPost && strings.HasPrefix(path, "/v1beta/models/") &&

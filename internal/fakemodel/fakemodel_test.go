@@ -185,3 +185,88 @@ func TestGeminiScriptAndPause(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestResponsesScript(t *testing.T) {
+	s := start(t, Script{
+		{Tool: "mcp__inv__lookup", Args: map[string]any{"sku": "W-1"}},
+		{Tool: "exec_command", Args: map[string]any{"cmd": "true"}},
+		{Text: "all done"},
+	})
+	url := s.URL() + "/v1/responses"
+	tools := `"tools":[{"type":"function","name":"exec_command"},{"type":"web_search"},
+		{"type":"namespace","name":"mcp__inv","tools":[{"type":"function","name":"lookup"},{"type":"function","name":"adjust"}]}]`
+
+	// A side request (no tools) consumes no step.
+	_, side := post(t, url, `{"model":"m","stream":true,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"title?"}]}]}`)
+	if ev := sseData(t, side); len(ev) != 5 || ev[2]["delta"] != "ok" {
+		t.Fatalf("side request answered %q", side)
+	}
+
+	resp, first := post(t, url, `{"model":"m","stream":true,`+tools+`,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]}]}`)
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	ev := sseData(t, first)
+	var types []string
+	for _, e := range ev {
+		types = append(types, e["type"].(string))
+	}
+	if strings.Join(types, " ") != "response.created response.output_item.added response.output_item.done response.completed" {
+		t.Fatalf("event types %v", types)
+	}
+	// A namespaced tool is called as its function inside the namespace.
+	item := ev[2]["item"].(map[string]any)
+	if item["type"] != "function_call" || item["name"] != "lookup" || item["namespace"] != "mcp__inv" || item["arguments"] != `{"sku":"W-1"}` {
+		t.Fatalf("output item %v", item)
+	}
+	if done := ev[3]["response"].(map[string]any); done["status"] != "completed" || done["id"] != ev[0]["response"].(map[string]any)["id"] {
+		t.Errorf("response.completed %v", done)
+	}
+	if got := s.Turns()[0].Tools; strings.Join(got, " ") != "exec_command web_search mcp__inv__lookup mcp__inv__adjust" {
+		t.Errorf("offered tools %v", got)
+	}
+	callID := item["call_id"].(string)
+
+	// The agent sends the output back, with the history (and a message of
+	// its own after it); a function of no namespace keeps its name.
+	history := `{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]},
+		{"type":"function_call","name":"lookup","namespace":"mcp__inv","arguments":"{\"sku\":\"W-1\"}","call_id":"` + callID + `"},
+		{"type":"function_call_output","call_id":"` + callID + `","output":[{"type":"input_text","text":"Output:"},{"type":"input_text","text":"refused"}]},
+		{"type":"message","role":"developer","content":[{"type":"input_text","text":"keep going"}]}`
+	_, second := post(t, url, `{"model":"m","stream":true,`+tools+`,"input":[`+history+`]}`)
+	if item := sseData(t, second)[2]["item"].(map[string]any); item["name"] != "exec_command" || item["namespace"] != nil {
+		t.Fatalf("second output item %v", item)
+	}
+	got := s.ResultsFor("mcp__inv__lookup")
+	want := ToolResult{CallID: callID, Name: "mcp__inv__lookup", Text: "Output:\nrefused"}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("ResultsFor = %+v, want [%+v]", got, want)
+	}
+
+	// A string output, and a non-streamed answer.
+	_, third := post(t, url, `{"model":"m",`+tools+`,"input":[`+history+`,
+		{"type":"function_call","name":"exec_command","arguments":"{}","call_id":"call_x"},
+		{"type":"function_call_output","call_id":"call_x","output":"exit 0"}]}`)
+	var out struct {
+		Status string `json:"status"`
+		Output []struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
+	}
+	if err := json.Unmarshal([]byte(third), &out); err != nil {
+		t.Fatalf("non-streamed answer %q: %v", third, err)
+	}
+	if out.Status != "completed" || len(out.Output) != 1 || out.Output[0].Role != "assistant" || out.Output[0].Content[0].Text != "all done" {
+		t.Errorf("non-streamed answer %q", third)
+	}
+	if r := s.Turns()[2].Result; len(r) != 1 || r[0].Text != "exit 0" || r[0].CallID != "call_x" {
+		t.Errorf("third request's results %+v", r)
+	}
+	if s.Remaining() != 0 || s.Err() != nil {
+		t.Errorf("remaining %d, err %v", s.Remaining(), s.Err())
+	}
+}

@@ -228,7 +228,9 @@ for line in sys.stdin:
 func TestExecdWorkerAnswerIsRecorded(t *testing.T) {
 	py := realPython(t)
 	dir := t.TempDir()
-	v1, v2 := filepath.Join(dir, "v1.py"), filepath.Join(dir, "v2.py")
+	// v2 lies outside v1's package (its directory): code the launch did
+	// not measure.
+	v1, v2 := filepath.Join(dir, "v1.py"), filepath.Join(t.TempDir(), "v2.py")
 	for _, f := range []string{v1, v2} {
 		if err := os.WriteFile(f, []byte(swapWorker), 0o644); err != nil {
 			t.Fatal(err)
@@ -254,8 +256,8 @@ func TestExecdWorkerAnswerIsRecorded(t *testing.T) {
 	if r.err == nil {
 		t.Fatalf("the write answered by the new code reached the agent as the old epoch's: %q", resultText(r.res))
 	}
-	if _, ref := refusalOf(t, r.err); ref.Error != "epoch_ended" || !strings.Contains(ref.Reason, "other code") {
-		t.Fatalf("refusal %+v, want epoch_ended saying other code answered", ref)
+	if _, ref := refusalOf(t, r.err); ref.Error != "epoch_ended" || !strings.Contains(ref.Reason, "v2.py") || !strings.Contains(ref.Reason, "its answer was not passed on") {
+		t.Fatalf("refusal %+v, want epoch_ended naming v2.py as what answered", ref)
 	}
 	// The new code did run the write: the record must say so.
 	if l := readLedger(t, ledger); len(l) != 1 || l[0][1] != "swapped" {

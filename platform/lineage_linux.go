@@ -190,14 +190,22 @@ func (Peers) Adopt(ctx context.Context, log *slog.Logger) error {
 	signal.Notify(sig, syscall.SIGCHLD)
 	go func() {
 		defer signal.Stop(sig)
-		tick := time.NewTicker(10 * time.Second) // a SIGCHLD can be coalesced with one already handled
-		defer tick.Stop()
+		// SIGCHLD is enough: a child that exits while the zombies are read
+		// raises a new one, which waits in sig's buffer. Only without
+		// pidfds is a zombie left for zombieGrace and looked at again
+		// later, with no signal to say when.
+		var again <-chan time.Time
+		if !r.pidfds {
+			tick := time.NewTicker(10 * time.Second)
+			defer tick.Stop()
+			again = tick.C
+		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-sig:
-			case <-tick.C:
+			case <-again:
 			}
 			r.reap()
 		}
@@ -262,19 +270,24 @@ func (r *reaper) reap() {
 }
 
 // zombieChildren lists the children of this process that have exited and
-// are not reaped yet.
+// are not reaped yet: its threads' children files (Linux 3.5,
+// CONFIG_PROC_CHILDREN) name them, else every process is read.
 func (r *reaper) zombieChildren() []procKey {
-	entries, err := os.ReadDir(r.root)
-	if err != nil {
-		return nil
+	pids, ok := r.children()
+	if !ok {
+		entries, err := os.ReadDir(r.root)
+		if err != nil {
+			return nil
+		}
+		for _, e := range entries {
+			if pid, err := strconv.Atoi(e.Name()); err == nil {
+				pids = append(pids, pid)
+			}
+		}
 	}
 	p := procfs{root: r.root}
 	var out []procKey
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range pids {
 		st, err := p.readStat(pid)
 		if err != nil || st.ppid != r.self || st.state != 'Z' {
 			continue
@@ -282,6 +295,31 @@ func (r *reaper) zombieChildren() []procKey {
 		out = append(out, procKey{pid: pid, start: st.startTime})
 	}
 	return out
+}
+
+// children lists this process's children from /proc/self/task/*/children;
+// ok is false where the kernel has no such file.
+func (r *reaper) children() (pids []int, ok bool) {
+	dir := fmt.Sprintf("%s/%d/task", r.root, r.self)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil, false
+			}
+			continue // a thread that ended meanwhile
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids, true
 }
 
 // heldPidfds returns the pids that this process holds a pidfd for

@@ -187,6 +187,9 @@ func (f *ToolCalled) appendCanonical(b []byte) ([]byte, bool) {
 }
 
 func (f *ToolCompleted) appendCanonical(b []byte) ([]byte, bool) {
+	if f.AnsweredBy != nil {
+		return nil, false // rare (a late answer from other code): the general encoding
+	}
 	o := newObj(b)
 	o.str("agentRun", f.AgentRun)
 	o.str("call", f.Call)

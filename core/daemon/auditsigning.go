@@ -54,23 +54,34 @@ var signRetry = 30 * time.Second // a variable for tests
 // time kickSigning is called, and every signRetry while the last attempt
 // failed, until ctx ends (a service).
 func (d *Daemon) followAuditSigning(ctx context.Context) error {
-	retry := time.NewTicker(signRetry)
+	// The retry timer runs only while the last attempt failed: an idle
+	// daemon whose signing is in order is not woken.
+	retry := time.NewTimer(signRetry)
 	defer retry.Stop()
+	d.mu.Lock()
+	failing := d.auditSignErr != ""
+	d.mu.Unlock()
+	if !failing {
+		retry.Stop()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-d.signKick:
 		case <-retry.C:
-			d.mu.Lock()
-			failing := d.auditSignErr != ""
-			d.mu.Unlock()
-			if !failing {
-				continue
-			}
 		}
-		if err := d.applyAuditSigning(ctx); err != nil && ctx.Err() == nil {
+		err := d.applyAuditSigning(ctx)
+		if err != nil && ctx.Err() == nil {
 			d.log.Error("the audit log's signing does not follow settings.auditSigning; tried again every "+signRetry.String(), "err", err)
+		}
+		d.mu.Lock()
+		failing = d.auditSignErr != ""
+		d.mu.Unlock()
+		if failing {
+			retry.Reset(signRetry)
+		} else {
+			retry.Stop()
 		}
 		d.notify()
 	}

@@ -211,27 +211,38 @@ func (d *Daemon) fresh() *config.Config {
 	return cfg
 }
 
-// configRecheck is how often the configuration watcher stats the file to
-// cover a change event it missed (an event queue overflow, a file system
-// that sends none): the longest a hand edit can take to be in force.
-const configRecheck = time.Second
+// configRecheck is how often the configuration watcher stats the file when
+// it gets no change events (the file cannot be watched, or the watcher
+// stopped): the longest a hand edit can take to be in force then. With
+// events, configRecheckWatched covers one it missed (an event queue
+// overflow) without waking an idle daemon every second.
+const (
+	configRecheck        = time.Second
+	configRecheckWatched = 30 * time.Second
+)
 
 // watchConfig reads the configuration file again shortly after it changes
 // on disk, so that a policy edited by `portcullis servers policy`, by hand
 // or in Preferences reaches running agent runs by itself (applyPolicies
 // tells their agents), until ctx ends. The file's directory is watched
 // (config.Save renames a new file over the old one), and so is the
-// directory of the file a symbolic link points to. Every d.recheck
-// (configRecheck) the file is also stat'ed and read again when it changed,
-// so that a missed event delays an edit by at most that long; tool policy
-// decisions never stat (policyOf). When the file cannot be watched, the
-// periodic re-check goes on alone.
+// directory of the file a symbolic link points to. Every
+// configRecheckWatched (d.recheck when a test sets it) the file is also
+// stat'ed and read again when it changed, so that a missed event delays
+// an edit by at most that long; tool policy decisions never stat
+// (policyOf). When the file cannot be watched, the re-check goes on alone,
+// every configRecheck.
 func (d *Daemon) watchConfig(ctx context.Context) error {
 	recheck := d.recheck
 	if recheck <= 0 {
 		recheck = configRecheck
 	}
-	tick := time.NewTicker(recheck)
+	// With change events, the periodic re-check only covers a missed one.
+	watched := recheck
+	if d.recheck <= 0 {
+		watched = configRecheckWatched
+	}
+	tick := time.NewTicker(watched)
 	defer tick.Stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -243,6 +254,7 @@ func (d *Daemon) watchConfig(ctx context.Context) error {
 	if w, err := d.newWatcher(configSettle, d.log); err != nil {
 		d.log.Warn("cannot watch the configuration file; a change takes effect within the periodic re-check", "every", recheck, "err", err)
 		set = func() {}
+		tick.Reset(recheck)
 	} else {
 		events = w.Events()
 		set = func() {
@@ -275,6 +287,7 @@ func (d *Daemon) watchConfig(ctx context.Context) error {
 			}
 			d.log.Warn("the configuration file's watcher stopped; a change takes effect within the periodic re-check", "every", recheck, "err", err)
 			events, set = nil, func() {}
+			tick.Reset(recheck)
 		case <-events:
 			_, _ = d.config()
 			set()

@@ -119,7 +119,7 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 	if a := ch.Answered; a != nil {
 		// Output came from code other than the epoch's: what it answered
 		// is recorded as that code's and never passed on.
-		why = "a process running other code than the approved epoch's wrote the server's output (" + strings.Join(ch.What, "; ") + "); its answer was not passed on"
+		why = "a new program answered in the server's place (" + strings.Join(ch.What, "; ") + "); its answer was not passed on"
 		old.answeredBy = &audit.Answerer{Epoch: e.ID, PID: a.PID, Exe: a.Exe, SHA256: a.SHA256, Script: a.Script, ScriptSHA256: a.ScriptSHA256}
 	}
 	s.state, s.reason = StateIdentityPending, why

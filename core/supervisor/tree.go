@@ -54,10 +54,14 @@ import (
 
 // Defaults for [Options] tree watching.
 const (
-	DefaultSettleMax  = 2 * time.Second
-	settleQuiet       = 30 * time.Millisecond
-	settlePoll        = 5 * time.Millisecond
-	changeSettleMax   = time.Second
+	DefaultSettleMax = 2 * time.Second
+	settleQuiet      = 30 * time.Millisecond
+	settlePoll       = 5 * time.Millisecond
+	changeSettleMax  = time.Second
+	// replacementFirst and replacementLast bound the reads that look for
+	// a worker in place of answerers that exited: 25 ms, 50 ms, … 1.6 s.
+	replacementFirst  = 25 * time.Millisecond
+	replacementLast   = 1600 * time.Millisecond
 	treeChangesBuffer = 8
 )
 
@@ -721,20 +725,25 @@ func (p *Process) differencesLocked(now []member) (what []string, restarted bool
 			next = append(next, m)
 			continue
 		}
-		if !m.view.stdio {
-			continue // it cannot read the requests; what it writes is checked as it is read
-		}
 		ours, why := p.epochCodeLocked(m.obs)
 		switch {
+		case !exec && !alive && underReview(m.obs):
+			// A worker in place of the answerers that exited, whether it
+			// reads the server's stdin itself or through a launcher that
+			// relays it (nodemon). A system program (a watcher loop's
+			// shell fork, its sleep) is no worker; a new worker of the
+			// system's code is known when it writes.
+			line := fmt.Sprintf("pid %d started in place of %s, which answered and exited: %s", m.view.pid, p.answerersText(), describe(m))
+			if !ours {
+				line += ": " + why
+			}
+			what = append(what, line)
+		case !m.view.stdio:
+			continue // it cannot read the requests; what it writes is checked as it is read
 		case !ours && exec:
 			what = append(what, fmt.Sprintf("pid %d, which can read the server's requests, exec'd: %s (was %s): %s", m.view.pid, describe(m), describe(old), why))
 		case !ours:
 			what = append(what, fmt.Sprintf("pid %d started, able to read the server's requests: %s: %s", m.view.pid, describe(m), why))
-		case !exec && !alive && underReview(m.obs):
-			// A system program (a watcher loop's shell fork, its sleep)
-			// is no worker; a new worker of the system's code is known
-			// when it writes.
-			what = append(what, fmt.Sprintf("pid %d started in place of %s, which answered and exited: %s", m.view.pid, p.answerersText(), describe(m)))
 		default:
 			continue
 		}
@@ -969,12 +978,21 @@ func (p *Process) watchTree() {
 	}
 	wake := newWakeups()
 	defer wake.close()
+	// After the answerers exited with nothing in their place, the tree is
+	// read again a few times, each wait twice the last (a watcher starts
+	// the next worker a moment later), then no more until something
+	// happens.
+	var again <-chan time.Time
+	delay := time.Duration(0)
 	for {
 		select {
 		case <-p.armKick:
 			// The first answer: the launch's last read, at once.
 		case <-wake.C():
 			// An answerer exited (or, on macOS, forked or exec'd).
+			delay = replacementFirst
+		case <-again:
+			again = nil
 		case <-p.watchKick:
 			// New answerers to watch.
 			p.treeMu.Lock()
@@ -988,10 +1006,17 @@ func (p *Process) watchTree() {
 			return
 		}
 		p.treeMu.Lock()
-		_, err := p.detectLocked()
+		ch, err := p.detectLocked()
+		waiting := err == nil && ch == nil && p.tree.armed && !p.answererAliveIn(p.tree.base)
 		pids := p.answererPidsLocked()
 		p.treeMu.Unlock()
 		wake.watch(pids)
+		if waiting && delay > 0 && delay <= replacementLast {
+			again = time.After(delay)
+			delay *= 2
+		} else {
+			delay = 0
+		}
 		if err != nil {
 			select {
 			case <-p.done:
@@ -1028,13 +1053,16 @@ func (p *Process) attribute(pid, pidfd int) {
 		p.treeMu.Unlock()
 		return
 	}
+	execd := false
 	if w, ok := p.tree.writers[pid]; ok && (w.ino == 0 || w.ino == pidfdIno(pidfd)) {
-		if v, ok := viewOne(pid, p.pipes); ok && v.start == w.start && v.key() == w.key {
+		v, ok := viewOne(pid, p.pipes)
+		if ok && v.start == w.start && v.key() == w.key {
 			p.treeMu.Unlock()
 			return
 		}
+		execd = ok && v.start == w.start
 	}
-	ch := p.newWriterLocked(pid, pidfd)
+	ch := p.newWriterLocked(pid, pidfd, execd)
 	p.treeMu.Unlock()
 	if ch == nil || !p.holdNew {
 		return
@@ -1048,7 +1076,7 @@ func (p *Process) attribute(pid, pidfd int) {
 
 // newWriterLocked judges a writer that is not an accepted one (see
 // attribute) and returns the new epoch it makes, nil when it makes none.
-func (p *Process) newWriterLocked(pid, pidfd int) *TreeChange {
+func (p *Process) newWriterLocked(pid, pidfd int, execd bool) *TreeChange {
 	v, ok := viewOne(pid, p.pipes)
 	if ok && pidfd >= 0 && !pidfdAlive(pidfd) {
 		ok = false // exited since it wrote: the pid may name another process now
@@ -1064,7 +1092,9 @@ func (p *Process) newWriterLocked(pid, pidfd int) *TreeChange {
 	m := p.measureLocked([]procView{v})[0]
 	ours, why := p.epochCodeLocked(m.obs)
 	alive := p.answererAliveIn(p.tree.base) || p.isAnswererLocked(v)
-	if ours && alive {
+	// An answerer that exec'd is a new program reading the requests,
+	// whatever its code.
+	if ours && alive && !(execd && p.isAnswererLocked(v)) {
 		p.tree.writers[pid] = writer{start: v.start, ino: pidfdIno(pidfd), key: v.key()}
 		return nil
 	}

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -88,4 +89,181 @@ func KnownLaunchers(command string, args []string) []Launcher {
 		add(Launcher{"importlib.reload", reloadEffect, "not observable: Portcullis measures the files; use --restart on-change so that a change starts a new process"})
 	}
 	return out
+}
+
+// Known launchers watch what they run (docs/DESIGN.md, "Execution
+// identity"): without a watched path, the script a launcher runs is the
+// entry of the record, measured with its package and watched by the build
+// watcher, so that an edit behind nodemon closes the gate at the first
+// file event, before the launcher swaps its worker. The launcher's own file
+// stays measured, as a wrapper.
+
+// launcherValueFlags are, per launcher, the options that take the next
+// argument as their value.
+var launcherValueFlags = map[string]map[string]bool{
+	"nodemon": set("-w", "--watch", "-e", "--ext", "-x", "--exec", "-i", "--ignore", "-d", "--delay",
+		"--signal", "-s", "--config", "--cwd", "-C", "--spawn", "-V", "--polling-interval", "-P"),
+	"tsx": set("--tsconfig", "--include", "--exclude", "--env-file", "--import", "--require", "-r", "--conditions", "-C"),
+	"uv": set("--with", "--with-requirements", "--with-editable", "-p", "--python", "--project", "--directory",
+		"--env-file", "--group", "--extra", "--package", "--index", "--default-index", "--index-url",
+		"--extra-index-url", "-f", "--find-links", "--cache-dir", "--config-file", "--script", "--only-group", "--no-group"),
+}
+
+// firstPositional returns the first argument of args that is not an option
+// or the value of one (values flags take the next argument unless written
+// "--flag=value"), "" when there is none; "--" ends the options.
+func firstPositional(args []string, values map[string]bool) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			if i+1 < len(args) {
+				return args[i+1]
+			}
+			return ""
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			if name, _, hasVal := strings.Cut(a, "="); !hasVal && values[name] {
+				i++
+			}
+		default:
+			return a
+		}
+	}
+	return ""
+}
+
+// launcherOf names the known launcher that a program is, by its file name
+// or the script it runs ("nodemon.js"): "nodemon", "tsx", "uv", or "".
+func launcherOf(path string) string {
+	switch base := filepath.Base(path); base {
+	case "nodemon", "nodemon.js":
+		return "nodemon"
+	case "tsx":
+		return "tsx"
+	case "uv":
+		return "uv"
+	}
+	// node_modules/tsx/dist/cli.mjs, the file node_modules/.bin/tsx links to.
+	if filepath.Base(path) == "cli.mjs" && filepath.Base(filepath.Dir(filepath.Dir(path))) == "tsx" {
+		return "tsx"
+	}
+	return ""
+}
+
+// launchedWord returns the script word a known launcher's arguments name
+// ("nodemon server.js", "tsx watch x.ts", "uv run x.py"), "" when none.
+func launchedWord(launcher string, args []string) string {
+	values := launcherValueFlags[launcher]
+	switch launcher {
+	case "nodemon":
+		return firstPositional(args, values)
+	case "tsx", "uv":
+		sub := "run"
+		if launcher == "tsx" {
+			sub = "watch"
+		}
+		w := firstPositional(args, values)
+		if w != sub {
+			if launcher == "tsx" {
+				return w // "tsx x.ts" runs x.ts too
+			}
+			return ""
+		}
+		i := slices.Index(args, sub)
+		w = firstPositional(args[i+1:], values)
+		if launcher == "uv" && (w == "python" || w == "python3") {
+			// uv run python x.py
+			j := slices.Index(args[i+1:], w)
+			return entryWord(kindPython, args[i+1+j+1:])
+		}
+		return w
+	}
+	return ""
+}
+
+// moduleArg returns the module a Python command line runs with -m
+// ("python3 -u -m pkg.server" → "pkg.server"), "" when it runs none.
+func moduleArg(args []string) string {
+	r := rulesByKind[kindPython]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a) < 2 || a[0] != '-' || a == "--" {
+			return ""
+		}
+		if strings.HasPrefix(a, "--") {
+			if r.value[a] {
+				i++
+			}
+			continue
+		}
+		for j := 1; j < len(a); j++ {
+			switch c := a[j]; {
+			case c == 'm':
+				if j+1 < len(a) {
+					return a[j+1:]
+				}
+				if i+1 < len(args) {
+					return args[i+1]
+				}
+				return ""
+			case c == 'c':
+				return ""
+			case strings.IndexByte(r.clusterValue, c) >= 0:
+				if j == len(a)-1 {
+					i++
+				}
+				j = len(a)
+			}
+		}
+	}
+	return ""
+}
+
+// moduleFile returns the file that "python -m mod" runs from directory dir
+// (the first entry of sys.path): dir/a/b.py, or the package's __main__.py
+// for a package, "" when the module is not found there (an installed
+// module: its code is in the interpreter's site-packages).
+func moduleFile(mod, dir string) string {
+	if mod == "" || strings.ContainsAny(mod, "/\\") {
+		return ""
+	}
+	base := filepath.Join(dir, filepath.FromSlash(strings.ReplaceAll(mod, ".", "/")))
+	for _, p := range []string{base + ".py", filepath.Join(base, "__main__.py")} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
+// launchedScript returns the script that a known launcher in the launch
+// runs, as an absolute path of an existing regular file, or "": the
+// command itself is the launcher (nodemon, tsx, uv), or the runtime runs
+// the launcher's script (node …/nodemon.js server.js), or Python runs a
+// module (-m) found in the working directory.
+func launchedScript(command string, args []string, kind, entry, wd string) string {
+	var word string
+	switch {
+	case launcherOf(command) != "":
+		word = launchedWord(launcherOf(command), args)
+	case entry != "" && launcherOf(entry) != "" && kind == kindNode:
+		// node …/nodemon.js server.js: what follows the script.
+		w := entryWord(kindNode, args)
+		if i := slices.Index(args, w); i >= 0 {
+			word = launchedWord(launcherOf(entry), args[i+1:])
+		}
+	case kind == kindPython && entry == "":
+		return moduleFile(moduleArg(args), wd)
+	}
+	if word == "" {
+		return ""
+	}
+	p := word
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(wd, p)
+	}
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return p
 }

@@ -38,6 +38,10 @@ var wrapperCommands = map[string]bool{"npx": true, "uvx": true, "bunx": true, "p
 // on top of os.Environ() (later entries win), used for the PATH lookup and for
 // runtime version probes; Extra are the paths the person names (watch entries),
 // relative to Dir unless absolute.
+//
+// Ignore are the server's own ignore patterns (gitignore syntax, relative
+// to each measured tree): files they match in a watched directory are data,
+// left out of its digest, unless they are code (see [Measurer.DigestTreeData]).
 type MeasureSpec struct {
 	Label   string
 	Command string
@@ -45,6 +49,7 @@ type MeasureSpec struct {
 	Dir     string
 	Env     []string
 	Extra   []string
+	Ignore  []string
 }
 
 // Measurer measures execution records. It caches file digests by (device,
@@ -108,7 +113,14 @@ func NewMeasurer(logger *slog.Logger) *Measurer {
 //     file.
 //   - The nearest of [LockfileNames] walking up from the entry's directory (or
 //     Dir) is digested.
-//   - Each Extra path is digested, with [Measurer.DigestTree] for directories.
+//   - Without Extra, a known launcher's script (nodemon server.js, tsx watch
+//     x.ts, uv run x.py, python -m mod found in Dir) is the entry, and the
+//     launcher's own file a wrapper.
+//   - Each Extra path is digested, with [Measurer.DigestTreeData] for
+//     directories: data the tree's .gitignore files, [DefaultIgnores] and
+//     Ignore mark is left out, code never.
+//   - The environment variables that change what code runs
+//     ([CodeEnvironment]) are recorded with their values.
 //   - Without Extra, an entry script's package (see [PackageDigest]) is
 //     digested with [Measurer.DigestPackage].
 //
@@ -182,6 +194,25 @@ func (m *Measurer) Measure(ctx context.Context, s MeasureSpec) (Record, error) {
 	default:
 		rec.Entry, rec.EntryDigest = exe, exeSum
 	}
+	if len(s.Extra) == 0 {
+		// A known launcher (nodemon, tsx watch, uv run, python -m): the
+		// script it runs is the entry, measured with its package and
+		// watched; the launcher's own file stays measured as a wrapper.
+		if script := launchedScript(s.Command, s.Args, kind, rec.Entry, wd); script != "" {
+			real, err := filepath.EvalSymlinks(script)
+			if err != nil {
+				return Record{}, fmt.Errorf("resolving entry %s: %w", script, err)
+			}
+			sum, err := m.DigestFile(real)
+			if err != nil {
+				return Record{}, err
+			}
+			if rec.Entry != "" && !slices.ContainsFunc(rec.Wrappers, func(w FileDigest) bool { return w.Path == rec.Entry }) {
+				rec.Wrappers = append(rec.Wrappers, FileDigest{Path: rec.Entry, SHA256: rec.EntryDigest})
+			}
+			rec.Entry, rec.EntryDigest = real, sum
+		}
+	}
 	if wrapperCommands[filepath.Base(s.Command)] && !slices.Contains(rec.Wrappers, rec.ResolvedExecutable) {
 		rec.Wrappers = append(rec.Wrappers, rec.ResolvedExecutable)
 	}
@@ -215,6 +246,19 @@ func (m *Measurer) Measure(ctx context.Context, s MeasureSpec) (Record, error) {
 			rec.Package = &pd
 		}
 	}
+	rec.Environment = codeEnvironment(env)
+	if len(s.Ignore) > 0 {
+		rec.Ignore = slices.Clone(s.Ignore)
+	}
+	// Files measured by name are code in a watched tree whatever an
+	// ignore pattern says.
+	code := []string{rec.ResolvedExecutable.Path, rec.Entry, rec.Lockfile}
+	if rec.Interpreter != nil {
+		code = append(code, rec.Interpreter.Path)
+	}
+	for _, w := range rec.Wrappers {
+		code = append(code, w.Path)
+	}
 	for _, e := range s.Extra {
 		if err := ctx.Err(); err != nil {
 			return Record{}, err
@@ -229,7 +273,7 @@ func (m *Measurer) Measure(ctx context.Context, s MeasureSpec) (Record, error) {
 		}
 		var sum string
 		if fi.IsDir() {
-			sum, err = m.DigestTree(p)
+			sum, err = m.DigestTreeData(p, s.Ignore, code)
 		} else {
 			sum, err = m.DigestFile(p)
 		}

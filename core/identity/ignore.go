@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,4 +144,164 @@ func startsWithShebang(p string) bool {
 		return err != io.EOF && err != io.ErrUnexpectedEOF
 	}
 	return bytes.Equal(head[:], []byte("#!"))
+}
+
+// DataFilter tells, for a change seen in a tree that a record measures
+// (its entry's package, its watched directories), whether the change is
+// data: whether it cannot change the record, so that no build needs to be
+// checked for it (package watch closes the gate at the first change that
+// is not data). It applies the rules of the measurement itself: in a
+// package, only the files [Measurer.DigestPackage] lists are measured; in
+// a watched directory, every file but the data its ignore patterns mark
+// (see [Measurer.DigestTreeData]). A change at a tree's root, outside the
+// record's trees, to code, to a .gitignore, or to a directory that is not
+// both ignored and empty, is not data.
+type DataFilter struct {
+	trees []dataTree
+}
+
+type dataTree struct {
+	roots []string // the root as written and with symlinks resolved
+	pkg   bool     // a package (packageRules), else a watched tree (ignore rules)
+	rules *ignoreRules
+}
+
+// NewDataFilter returns the filter of rec's measured trees; ExtraDigests
+// keys that are relative are taken against rec.WorkingDirectory.
+func NewDataFilter(rec Record) *DataFilter {
+	code := []string{rec.ResolvedExecutable.Path, rec.Entry, rec.Lockfile}
+	if rec.Interpreter != nil {
+		code = append(code, rec.Interpreter.Path)
+	}
+	for _, w := range rec.Wrappers {
+		code = append(code, w.Path)
+	}
+	rules := newIgnoreRules(rec.Ignore, code)
+	f := &DataFilter{}
+	add := func(p string, pkg bool) {
+		roots := []string{filepath.Clean(p)}
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != roots[0] {
+			roots = append(roots, real)
+		}
+		f.trees = append(f.trees, dataTree{roots: roots, pkg: pkg, rules: rules})
+	}
+	if rec.Package != nil && rec.Package.Dir != "" {
+		add(rec.Package.Dir, true)
+	}
+	for _, k := range slices.Sorted(maps.Keys(rec.ExtraDigests)) {
+		p := k
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(rec.WorkingDirectory, p)
+		}
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			add(p, false)
+		}
+	}
+	return f
+}
+
+// IsData reports whether a change at path (absolute) is data for every
+// measured tree that holds it; false when no tree holds it.
+func (f *DataFilter) IsData(path string) bool {
+	if f == nil {
+		return false
+	}
+	path = filepath.Clean(path)
+	held := false
+	for _, t := range f.trees {
+		for _, root := range t.roots {
+			if !strings.HasPrefix(path, root+string(filepath.Separator)) {
+				continue
+			}
+			held = true
+			if !t.isData(path, root) {
+				return false
+			}
+		}
+	}
+	return held
+}
+
+// isData is IsData for one tree, path strictly inside root.
+func (t dataTree) isData(path, root string) bool {
+	parts := splitRel(path[len(root)+1:])
+	fi, err := os.Lstat(path)
+	exists := err == nil
+	if exists && fi.IsDir() {
+		// A directory moved in with files in it brings code no event
+		// names: only an empty one is data.
+		if !emptyDir(path) {
+			return false
+		}
+		if t.pkg {
+			return true // packages list files, not directories
+		}
+		return matches(t.patternsFor(root, parts), parts, true)
+	}
+	if !exists && filepath.Ext(path) == "" {
+		// Gone, and perhaps a directory moved away with code in it,
+		// which no other event names.
+		return false
+	}
+	if t.pkg {
+		return !packageLists(parts, exists && fi.Mode()&os.ModeSymlink != 0)
+	}
+	if !matches(t.patternsFor(root, parts), parts, false) {
+		return false
+	}
+	if !exists {
+		// Gone: code by its name only (a removed file runs no more).
+		return !t.rules.codeByName(path)
+	}
+	var kind byte = kindFile
+	if !fi.Mode().IsRegular() {
+		kind = kindOther
+	}
+	return !t.rules.isCode(path, kind, fi.Mode())
+}
+
+// patternsFor returns the ignore patterns in force for the entry parts of
+// root: the base rules, then each .gitignore from the root down to the
+// entry's directory, read now.
+func (t dataTree) patternsFor(root string, parts []string) []gitignore.Pattern {
+	ps := slices.Clone(t.rules.base)
+	dir := root
+	for i := 0; i < len(parts); i++ {
+		ps = append(ps, readIgnoreFile(dir, parts[:i])...)
+		if i < len(parts)-1 {
+			dir = filepath.Join(dir, parts[i])
+		}
+	}
+	return ps
+}
+
+// packageLists reports whether DigestPackage lists the entry parts of a
+// package (packageRules): nothing under a skipped directory; every file of
+// a dependency tree; elsewhere symlinks, source files, project files and
+// lockfiles.
+func packageLists(parts []string, symlink bool) bool {
+	var flags uint8
+	for _, d := range parts[:len(parts)-1] {
+		if skippedDirs[d] {
+			return false
+		}
+		flags |= dependencyDirs[d]
+	}
+	name := parts[len(parts)-1]
+	if symlink {
+		return true
+	}
+	return packageRules.file(flags, name, kindFile)
+}
+
+// emptyDir reports whether directory p has no entries (false when it
+// cannot be read).
+func emptyDir(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && err == io.EOF
 }

@@ -351,7 +351,7 @@ func diskLine(ch authz.FileChange) diskChange {
 		}
 		return authz.FieldWord(field)
 	})
-	return diskChange{What: textsafe.Line(what), Change: textsafe.Line(identity.ShortDigest(ch.Old) + " → " + identity.ShortDigest(ch.New))}
+	return diskChange{What: textsafe.Line(what), Change: textsafe.Line(authz.ChangeValues(ch.Change))}
 }
 
 // countdownText tells how long the person has left to decide, short

@@ -225,6 +225,9 @@ func (f *DataFilter) IsData(path string) bool {
 // isData is IsData for one tree, path strictly inside root.
 func (t dataTree) isData(path, root string) bool {
 	parts := splitRel(path[len(root)+1:])
+	if t.pkg && slices.ContainsFunc(parts[:len(parts)-1], func(d string) bool { return skippedDirs[d] }) {
+		return true // caches a package walk never enters
+	}
 	fi, err := os.Lstat(path)
 	exists := err == nil
 	if exists && fi.IsDir() {

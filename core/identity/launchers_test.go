@@ -1,6 +1,10 @@
 package identity_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -42,5 +46,62 @@ func TestKnownLaunchers(t *testing.T) {
 		if got := names(identity.KnownLaunchers(tc.command, tc.args)); !cmp.Equal(got, tc.want) {
 			t.Errorf("KnownLaunchers(%s %v) = %v, want %v", tc.command, tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestKnownLaunchersRunTheirEntry: without a watched path, the script a
+// known launcher runs is the record's entry, so that its package is
+// measured and watched; the launcher's own file stays measured as a
+// wrapper.
+func TestKnownLaunchersRunTheirEntry(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no node")
+	}
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodemon := write(t, filepath.Join(dir, "node_modules", "nodemon", "bin", "nodemon.js"), "#!/usr/bin/env node\n", 0o755)
+	tsx := write(t, filepath.Join(dir, "node_modules", "tsx", "dist", "cli.mjs"), "#!/usr/bin/env node\n", 0o755)
+	for name, target := range map[string]string{"nodemon": "../nodemon/bin/nodemon.js", "tsx": "../tsx/dist/cli.mjs"} {
+		if err := os.MkdirAll(filepath.Join(dir, "node_modules", ".bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, "node_modules", ".bin", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app := filepath.Join(dir, "app")
+	write(t, filepath.Join(app, "package.json"), "{}", 0o644)
+	server := write(t, filepath.Join(app, "server.js"), "1\n", 0o644)
+	index := write(t, filepath.Join(app, "src", "index.ts"), "1\n", 0o644)
+	bin := filepath.Join(dir, "node_modules", ".bin")
+	for _, tc := range []struct {
+		name    string
+		command string
+		args    []string
+		entry   string
+		wrapper string
+	}{
+		{"nodemon server.js", filepath.Join(bin, "nodemon"), []string{"-q", "--delay", "1", "server.js"}, server, nodemon},
+		{"node nodemon.js server.js", "node", []string{nodemon, "--ext", "js", "server.js"}, server, nodemon},
+		{"tsx watch", filepath.Join(bin, "tsx"), []string{"watch", "--clear-screen=false", "src/index.ts"}, index, tsx},
+		{"node --watch", "node", []string{"--watch", "--watch-path", "src", "server.js"}, server, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, err := identity.NewMeasurer(nil).Measure(t.Context(), identity.MeasureSpec{Command: tc.command, Args: tc.args, Dir: app})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Entry != tc.entry {
+				t.Errorf("entry %q, want %q", rec.Entry, tc.entry)
+			}
+			if rec.Package == nil || rec.Package.Dir != app {
+				t.Errorf("package %+v, want %s", rec.Package, app)
+			}
+			if tc.wrapper != "" && !slices.ContainsFunc(rec.Wrappers, func(w identity.FileDigest) bool { return w.Path == tc.wrapper }) {
+				t.Errorf("wrappers %+v, want the launcher %s", rec.Wrappers, tc.wrapper)
+			}
+		})
 	}
 }

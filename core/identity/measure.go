@@ -463,7 +463,7 @@ func set(s ...string) map[string]bool {
 var rulesByKind = map[string]argRules{
 	kindNode: {
 		stop:  set("-e", "--eval", "-p", "--print", "-i", "--interactive"),
-		value: set("-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions", "--env-file", "--title", "--input-type", "--inspect-port"),
+		value: set("-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions", "--env-file", "--title", "--input-type", "--inspect-port", "--watch-path"),
 	},
 	kindPython: {
 		value:        set("--check-hash-based-pycs"),

@@ -1,6 +1,9 @@
 package identity
 
 import (
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -266,4 +269,146 @@ func launchedScript(command string, args []string, kind, entry, wd string) strin
 		return ""
 	}
 	return p
+}
+
+// npxValueFlags are npx's options that take the next argument.
+var npxValueFlags = set("-p", "--package", "-c", "--call", "-w", "--workspace", "--cache", "--registry", "--userconfig")
+
+// npxPackage returns the spec (as written, "pkg", "@scope/pkg@1.2.3") and
+// name of the registry package an npx command line runs, "" when it names
+// none this can follow (--package, --call, a path, a git or URL spec).
+func npxPackage(args []string) (spec, name string) {
+	for _, a := range args {
+		for _, f := range []string{"-p", "--package", "-c", "--call"} {
+			if a == f || strings.HasPrefix(a, f+"=") {
+				return "", ""
+			}
+		}
+	}
+	spec = firstPositional(args, npxValueFlags)
+	if spec == "" || strings.ContainsAny(spec, ":\\") || strings.HasPrefix(spec, ".") || strings.HasPrefix(spec, "/") {
+		return "", ""
+	}
+	name = spec
+	if rest, scoped := strings.CutPrefix(spec, "@"); scoped {
+		if i := strings.IndexByte(rest, '@'); i >= 0 {
+			name = spec[:i+1]
+		}
+		if strings.Count(name, "/") != 1 {
+			return "", ""
+		}
+	} else {
+		if i := strings.IndexByte(spec, '@'); i >= 0 {
+			name = spec[:i]
+		}
+		if strings.Contains(name, "/") {
+			return "", ""
+		}
+	}
+	return spec, name
+}
+
+// npxCacheDir returns npm's npx cache: $npm_config_cache/_npx, else
+// ~/.npm/_npx (npm's default cache), from env ("K=V", later wins).
+func npxCacheDir(env []string) string {
+	cache := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "npm_config_cache="); ok {
+			cache = v
+		}
+	}
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		cache = filepath.Join(home, ".npm")
+	}
+	return filepath.Join(cache, "_npx")
+}
+
+// npxHash is the directory npm gives the packages of one npx command line
+// in its cache (libnpmexec): the first 16 hex digits of the SHA-512 of the
+// specs as written, sorted, joined by newlines.
+func npxHash(specs ...string) string {
+	specs = slices.Clone(specs)
+	slices.Sort(specs)
+	sum := sha512.Sum512([]byte(strings.Join(specs, "\n")))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// binOf returns the file of pkgDir's bin that npx runs: the only one, or
+// the one named like the package (without its scope).
+func binOf(pkgDir, name string) string {
+	b, err := os.ReadFile(filepath.Join(pkgDir, "package.json"))
+	if err != nil {
+		return ""
+	}
+	var manifest struct {
+		Bin json.RawMessage `json:"bin"`
+	}
+	if json.Unmarshal(b, &manifest) != nil || len(manifest.Bin) == 0 {
+		return ""
+	}
+	var one string
+	if json.Unmarshal(manifest.Bin, &one) == nil {
+		return filepath.Join(pkgDir, filepath.FromSlash(one))
+	}
+	var bins map[string]string
+	if json.Unmarshal(manifest.Bin, &bins) != nil {
+		return ""
+	}
+	short := name[strings.LastIndexByte(name, '/')+1:]
+	if p, ok := bins[short]; ok {
+		return filepath.Join(pkgDir, filepath.FromSlash(p))
+	}
+	if len(bins) == 1 {
+		for _, p := range bins {
+			return filepath.Join(pkgDir, filepath.FromSlash(p))
+		}
+	}
+	return ""
+}
+
+// npxScript returns the script "npx PKG" runs and the directory whose tree
+// holds its code, as npm resolves them: a bin of that name in a
+// node_modules/.bin walking up from wd (the project's own), else the
+// package in the npx cache (its directory there, with the dependencies
+// installed beside it). "" when neither is on disk yet (a first run
+// downloads it: then the running process is what is observed).
+func npxScript(args []string, wd string, env []string) (script, tree string) {
+	spec, name := npxPackage(args)
+	if spec == "" {
+		return "", ""
+	}
+	home, _ := os.UserHomeDir()
+	for dir := wd; ; {
+		bin := filepath.Join(dir, "node_modules", ".bin", spec)
+		if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
+			if real, err := filepath.EvalSymlinks(bin); err == nil {
+				if dir == home || dir == "/" || systemDir(dir) {
+					return real, "" // its own package, not a whole home
+				}
+				return real, dir
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	cache := npxCacheDir(env)
+	if cache == "" {
+		return "", ""
+	}
+	tree = filepath.Join(cache, npxHash(spec))
+	bin := binOf(filepath.Join(tree, "node_modules", filepath.FromSlash(name)), name)
+	if bin == "" {
+		return "", ""
+	}
+	if fi, err := os.Stat(bin); err != nil || !fi.Mode().IsRegular() {
+		return "", ""
+	}
+	return bin, tree
 }

@@ -105,3 +105,88 @@ func TestKnownLaunchersRunTheirEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestNpxRunsItsPackage: "npx -y PKG" runs the package's bin from npm's
+// npx cache (the directory npm names after the spec), or from a project's
+// node_modules/.bin: that script is the entry, and the directory holding
+// it with its dependencies is the package, measured and watched.
+func TestNpxRunsItsPackage(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node")
+	}
+	if _, err := exec.LookPath("npx"); err != nil {
+		t.Skip("no npx")
+	}
+	const spec = "@scope/srv@1.2.0"
+	// npm's own computation (libnpmexec), run by node.
+	out, err := exec.Command(node, "-e", `console.log(require("crypto").createHash("sha512").update([process.argv[1]].sort((a, b) => a.localeCompare(b, "en")).join("\n")).digest("hex").slice(0, 16))`, spec).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := filepath.Join(cache, "_npx", string(out[:16]))
+	pkg := filepath.Join(tree, "node_modules", "@scope", "srv")
+	write(t, filepath.Join(tree, "package.json"), `{"dependencies":{"@scope/srv":"1.2.0"}}`, 0o644)
+	write(t, filepath.Join(pkg, "package.json"), `{"name":"@scope/srv","bin":{"srv":"dist/index.js","other":"x.js"}}`, 0o644)
+	index := write(t, filepath.Join(pkg, "dist", "index.js"), "#!/usr/bin/env node\n", 0o755)
+	write(t, filepath.Join(tree, "node_modules", "dep", "index.js"), "1\n", 0o644)
+	wd := t.TempDir()
+	m := identity.NewMeasurer(nil)
+	spec1 := identity.MeasureSpec{Command: "npx", Args: []string{"-y", spec, "--root", "/x"}, Dir: wd, Env: []string{"npm_config_cache=" + cache}}
+	rec, err := m.Measure(t.Context(), spec1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Entry != index {
+		t.Errorf("entry %q, want the cached package's bin %s", rec.Entry, index)
+	}
+	if rec.Package == nil || rec.Package.Dir != tree {
+		t.Fatalf("package %+v, want the npx directory %s", rec.Package, tree)
+	}
+	// The cached dependency changes: new code, named.
+	write(t, filepath.Join(tree, "node_modules", "dep", "index.js"), "2\n", 0o644)
+	now, err := m.Measure(t.Context(), spec1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := identity.Diff(rec, now); len(d) != 1 || d[0].Field != "package" || !slices.Contains(d[0].Files, "node_modules/dep/index.js") {
+		t.Errorf("changes after the cached dependency changed: %+v", d)
+	}
+	// Another version is another directory, not on disk yet: no entry.
+	other, err := m.Measure(t.Context(), identity.MeasureSpec{Command: "npx", Args: []string{"-y", "@scope/srv@2"}, Dir: wd, Env: spec1.Env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Entry == index {
+		t.Errorf("npx @scope/srv@2 measured the cache of %s", spec)
+	}
+
+	// A project's own bin wins, as npm resolves it.
+	proj, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := write(t, filepath.Join(proj, "node_modules", "tool", "cli.js"), "#!/usr/bin/env node\n", 0o755)
+	if err := os.MkdirAll(filepath.Join(proj, "node_modules", ".bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../tool/cli.js", filepath.Join(proj, "node_modules", ".bin", "tool")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(proj, "package.json"), "{}", 0o644)
+	sub := filepath.Join(proj, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = m.Measure(t.Context(), identity.MeasureSpec{Command: "npx", Args: []string{"tool"}, Dir: sub, Env: spec1.Env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Entry != local || rec.Package == nil || rec.Package.Dir != proj {
+		t.Errorf("entry %q package %+v, want %s in %s", rec.Entry, rec.Package, local, proj)
+	}
+}

@@ -114,8 +114,10 @@ func NewMeasurer(logger *slog.Logger) *Measurer {
 //   - The nearest of [LockfileNames] walking up from the entry's directory (or
 //     Dir) is digested.
 //   - Without Extra, a known launcher's script (nodemon server.js, tsx watch
-//     x.ts, uv run x.py, python -m mod found in Dir) is the entry, and the
-//     launcher's own file a wrapper.
+//     x.ts, uv run x.py, python -m mod found in Dir, npx pkg as npm resolves
+//     it: a project's node_modules/.bin, else the npx cache, whose
+//     directory is then the package) is the entry, and the launcher's own
+//     file a wrapper.
 //   - Each Extra path is digested, with [Measurer.DigestTreeData] for
 //     directories: data the tree's .gitignore files, [DefaultIgnores] and
 //     Ignore mark is left out, code never.
@@ -194,11 +196,16 @@ func (m *Measurer) Measure(ctx context.Context, s MeasureSpec) (Record, error) {
 	default:
 		rec.Entry, rec.EntryDigest = exe, exeSum
 	}
+	pkgDir := ""
 	if len(s.Extra) == 0 {
-		// A known launcher (nodemon, tsx watch, uv run, python -m): the
-		// script it runs is the entry, measured with its package and
+		// A known launcher (nodemon, tsx watch, uv run, python -m, npx):
+		// the script it runs is the entry, measured with its package and
 		// watched; the launcher's own file stays measured as a wrapper.
-		if script := launchedScript(s.Command, s.Args, kind, rec.Entry, wd); script != "" {
+		script := launchedScript(s.Command, s.Args, kind, rec.Entry, wd)
+		if script == "" && filepath.Base(s.Command) == "npx" {
+			script, pkgDir = npxScript(s.Args, wd, env)
+		}
+		if script != "" {
 			real, err := filepath.EvalSymlinks(script)
 			if err != nil {
 				return Record{}, fmt.Errorf("resolving entry %s: %w", script, err)
@@ -238,7 +245,11 @@ func (m *Measurer) Measure(ctx context.Context, s MeasureSpec) (Record, error) {
 	if len(s.Extra) == 0 && rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path {
 		// No watch path: the entry's package is measured, so that an
 		// edited sibling module or dependency is new code too.
-		if dir := packageDir(rec.Entry); dir != "" {
+		dir := pkgDir
+		if dir == "" {
+			dir = packageDir(rec.Entry)
+		}
+		if dir != "" {
 			pd, err := m.DigestPackage(dir)
 			if err != nil {
 				return Record{}, err

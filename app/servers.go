@@ -464,7 +464,12 @@ func identityNote(label string, s config.Server) string {
 	if err != nil {
 		return ""
 	}
-	if len(rec.Wrappers) > 0 {
+	// A known launcher's script (nodemon server.js, npx pkg from its
+	// cache) is the entry, measured with its package: not a wrapper's
+	// unmeasured program.
+	launched := rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path &&
+		!slices.ContainsFunc(rec.Wrappers, func(w identity.FileDigest) bool { return w.Path == rec.Entry })
+	if len(rec.Wrappers) > 0 && !launched {
 		// A wrapper (a shell script, sh -c, npx…) runs a program that
 		// Portcullis does not measure.
 		var names []string

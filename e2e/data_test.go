@@ -150,7 +150,9 @@ func TestEnvironmentEditOnCard(t *testing.T) {
 		t.Fatalf("restart: %v %+v", err, r)
 	}
 	epochB := waitRun(t, h, a.PID(), 30*time.Second, "the restarted epoch", readyOn(epochA)).Epoch
-	go func() { _, _ = a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}}) }()
+	go func() {
+		_, _ = a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}})
+	}()
 	req := waitApproval(t, h, "write on B", forTool("write", epochB))
 	want := identity.Change{Field: "environment", Path: "PYTHONPATH", New: inject}
 	if !slices.ContainsFunc(req.Card.IdentityChanges, func(c identity.Change) bool {

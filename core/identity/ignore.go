@@ -27,10 +27,11 @@ import (
 // whatever a pattern says.
 
 // DefaultIgnores are the ignore patterns (gitignore syntax) applied to every
-// measured tree beside its .gitignore files: caches, logs, compiled Python,
-// editors' swap and backup files, sqlite's journals.
+// measured tree beside its .gitignore files: version control metadata
+// (which the build watcher never watches either), caches, logs, compiled
+// Python, editors' swap and backup files, sqlite's journals.
 var DefaultIgnores = []string{
-	"**/node_modules/.cache/", "*.log", "__pycache__/", "*.pyc", "*.pyo",
+	".git/", "**/node_modules/.cache/", "*.log", "__pycache__/", "*.pyc", "*.pyo",
 	".DS_Store", "*.swp", "*.swo", "*.swx", "*~", ".#*", "#*#", "4913",
 	"*-journal", "*-wal", "*-shm",
 }

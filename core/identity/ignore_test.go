@@ -47,6 +47,7 @@ func TestDataIsNotCode(t *testing.T) {
 		{"nested .gitignore applies below it", nil, "sub/x.dat", false},
 		{"nested .gitignore does not apply above it", nil, "y.dat", true},
 		{"compiled Python (default ignore)", nil, "__pycache__/server.cpython-312.pyc", false},
+		{"version control metadata (default ignore)", nil, ".git/index", false},
 		{"configured pattern", []string{"uploads/**"}, "uploads/a.png", false},
 		{"source file", nil, "server.py", true},
 		{"data file nothing marks", nil, "notes.txt", true},

@@ -199,7 +199,7 @@ func TestNodemonEditClosesGate(t *testing.T) {
 		nodemon, "-q", "--ignore", "ledger.txt", "server.js", ledger); err != nil {
 		t.Fatal(err)
 	}
-	startDaemon(t, h)
+	d := startDaemon(t, h)
 	a := connectListChanged(t, h, label, "2025-06-18")
 	ctx := testContext(t, 3*time.Minute)
 	if _, err := a.Session.ListTools(ctx, nil); err != nil {
@@ -233,5 +233,13 @@ func TestNodemonEditClosesGate(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no build_detected naming the entry: the edit of %s behind nodemon was not seen as a build", server)
+	}
+	// The gate closed at the edit, before the supervisor saw nodemon's new
+	// worker: the daemon's log has the hold first.
+	log := d.Output()
+	held := strings.Index(log, `msg="build in progress: calls held"`)
+	swapped := strings.Index(log, `msg="new epoch observed"`)
+	if held < 0 || (swapped >= 0 && swapped < held) {
+		t.Errorf("calls were not held at the edit, before nodemon's new worker was observed (hold at %d, swap at %d)", held, swapped)
 	}
 }

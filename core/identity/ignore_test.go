@@ -142,7 +142,8 @@ func TestDataFilter(t *testing.T) {
 	dir := dataTree(t)
 	write(t, filepath.Join(dir, "helper"), "#!/bin/sh\n", 0o755)
 	write(t, filepath.Join(dir, "run"), "#!/bin/sh\n", 0o644)
-	write(t, filepath.Join(dir, ".gitignore"), "ledger.jsonl\nstate/\nhelper\nrun\nserver.py\nlib/\n", 0o644)
+	write(t, filepath.Join(dir, ".gitignore"), "ledger.jsonl\nstate/\nhelper\nrun\nserver.py\nlib/\nmain\n", 0o644)
+	write(t, filepath.Join(dir, "main"), "print(1)\n", 0o644) // a wrapper's script, by name only
 	write(t, filepath.Join(dir, "lib", "x.js"), "1\n", 0o644)
 	if err := os.MkdirAll(filepath.Join(dir, "state", "empty"), 0o755); err != nil {
 		t.Fatal(err)
@@ -161,6 +162,7 @@ func TestDataFilter(t *testing.T) {
 		Entry:            filepath.Join(pkg, "server.js"),
 		ExtraDigests:     map[string]string{".": "sha256:x"},
 		Package:          &identity.PackageDigest{Dir: pkg},
+		Wrappers:         []identity.FileDigest{{Path: filepath.Join(dir, "main")}},
 		Ignore:           []string{"uploads/"},
 	}
 	f := identity.NewDataFilter(rec)
@@ -177,6 +179,7 @@ func TestDataFilter(t *testing.T) {
 		{filepath.Join(dir, "server.py"), false}, // source, whatever .gitignore says
 		{filepath.Join(dir, "helper"), false},    // executable
 		{filepath.Join(dir, "run"), false},       // #!
+		{filepath.Join(dir, "main"), false},      // measured by name
 		{filepath.Join(dir, "lib"), false},       // a directory with code in it
 		{filepath.Join(dir, "lib", "x.js"), false},
 		{filepath.Join(dir, ".gitignore"), false},

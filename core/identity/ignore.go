@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 )
@@ -84,7 +85,8 @@ func parseIgnore(r io.Reader, domain []string) []gitignore.Pattern {
 // is none or it cannot be read: a pattern only ever leaves out data, so a
 // missing one measures more, never less).
 func readIgnoreFile(dir string, domain []string) []gitignore.Pattern {
-	f, err := os.Open(filepath.Join(dir, ignoreFile))
+	// Without blocking: a FIFO put in its place must not stall the walk.
+	f, err := os.OpenFile(filepath.Join(dir, ignoreFile), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}
@@ -132,13 +134,18 @@ func (r *ignoreRules) isCode(abs string, kind byte, mode os.FileMode) bool {
 }
 
 // startsWithShebang reports whether the file at p starts with "#!", or
-// cannot be read.
+// cannot be read or is no regular file now. It opens without blocking, so
+// that a file replaced by a FIFO in the meantime cannot stall the walk or
+// the build watcher.
 func startsWithShebang(p string) bool {
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return true
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return true
+	}
 	var head [2]byte
 	n, err := io.ReadFull(f, head[:])
 	if err != nil && n < 2 {

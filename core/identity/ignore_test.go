@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/portcullis/portcullis/core/identity"
 )
@@ -243,4 +244,37 @@ func realPythonPath(t *testing.T) string {
 	}
 	t.Skip("no python3 in /usr/bin")
 	return ""
+}
+
+// TestIgnoreFIFOsDoNotStall: a server that puts a FIFO where a .gitignore
+// or an ignored file is cannot stall the measurement or the watcher
+// (opening a FIFO for reading waits for a writer).
+func TestIgnoreFIFOsDoNotStall(t *testing.T) {
+	dir := dataTree(t)
+	if err := os.Remove(filepath.Join(dir, ".gitignore")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(dir, ".gitignore"), filepath.Join(dir, "sub", "pipe.dat")} {
+		if err := mkfifo(p); err != nil {
+			t.Skipf("mkfifo: %v", err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := identity.NewMeasurer(nil).DigestTreeData(dir, nil, nil)
+		if err == nil {
+			f := identity.NewDataFilter(identity.Record{WorkingDirectory: dir, ExtraDigests: map[string]string{".": "x"}})
+			_ = f.IsData(filepath.Join(dir, "sub", "pipe.dat"))
+			_ = f.IsData(filepath.Join(dir, "x.log"))
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("measuring a tree with FIFOs did not return")
+	}
 }

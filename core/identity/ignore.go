@@ -109,7 +109,13 @@ func splitRel(rel string) []string {
 // last matching pattern deciding (gitignore's order: the root's first,
 // deeper directories' later).
 func matches(patterns []gitignore.Pattern, path []string, isDir bool) bool {
-	return gitignore.NewMatcher(patterns).Match(path, isDir)
+	// gitignore.Matcher's loop, without allocating a matcher per entry.
+	for i := len(patterns) - 1; i >= 0; i-- {
+		if m := patterns[i].Match(path, isDir); m != gitignore.NoMatch {
+			return m == gitignore.Exclude
+		}
+	}
+	return false
 }
 
 // codeByName reports whether a file is code by its name or because the

@@ -186,6 +186,12 @@ func (w *walk) read(n *walkNode) error {
 			n.patterns = slices.Concat(n.patterns, own)
 		}
 	}
+	// The path of an entry, split as ignore patterns match it: the
+	// directory's names, then the entry's (one allocation per directory).
+	var parts []string
+	if ig != nil {
+		parts = append(splitRel(n.rel), "")
+	}
 	n.entries = make([]walkEntry, 0, len(des))
 	// Most entries are listed (a dependency tree is listed whole): one
 	// allocation per directory rather than a slice growing.
@@ -213,7 +219,10 @@ func (w *walk) read(n *walkNode) error {
 			rel = name
 		}
 		var pre *entryStat
-		if list && ig != nil && matches(n.patterns, splitRel(rel), kind == kindDir) {
+		if ig != nil {
+			parts[len(parts)-1] = name
+		}
+		if list && ig != nil && matches(n.patterns, parts, kind == kindDir) {
 			if kind == kindDir {
 				// Entered all the same: an ignored directory may
 				// hold code, which no pattern leaves out.

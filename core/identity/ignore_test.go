@@ -278,3 +278,23 @@ func TestIgnoreFIFOsDoNotStall(t *testing.T) {
 		t.Fatal("measuring a tree with FIFOs did not return")
 	}
 }
+
+// TestDataFilterThroughSymlink: the watched directory named through a
+// symlink (macOS's /var → /private/var, a link to a project): events come
+// under the name the watcher was given, and under the real one.
+func TestDataFilterThroughSymlink(t *testing.T) {
+	dir := dataTree(t)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	f := identity.NewDataFilter(identity.Record{WorkingDirectory: link, ExtraDigests: map[string]string{".": "x"}})
+	for _, root := range []string{link, dir} {
+		if !f.IsData(filepath.Join(root, "ledger.jsonl")) {
+			t.Errorf("%s/ledger.jsonl is not data", root)
+		}
+		if f.IsData(filepath.Join(root, "server.py")) {
+			t.Errorf("%s/server.py is data", root)
+		}
+	}
+}

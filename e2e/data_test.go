@@ -27,7 +27,8 @@ var stateWorker = strings.Replace(loopWorker, `            with open(ledger, "a"
 // (named in the tree's .gitignore) and its log (*.log, an ignore every
 // watcher has) in its watched source directory. Its writes are data, not
 // code: ten writes under one grant, one epoch, no build, all answered by
-// the same process.
+// the same process. A .gitignore written to hide the code is a change
+// itself, and hides nothing.
 func TestServerStateInWatchedTreeKeepsEpoch(t *testing.T) {
 	py := realPython(t)
 	dir, err := filepath.EvalSymlinks(t.TempDir())
@@ -89,11 +90,17 @@ func TestServerStateInWatchedTreeKeepsEpoch(t *testing.T) {
 		t.Errorf("approval requests pending after the writes: %+v", reqs)
 	}
 
-	// Code is still code: an edit of the worker is a build, a new epoch.
+	// The server (or the agent) tries to hide its code: a .gitignore that
+	// names the worker is itself a change of the watched tree, a new
+	// epoch; and the worker edited under it is code all the same.
+	if err := os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("ledger.jsonl\nworker.py\n*.py\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	epochB := waitRun(t, h, a.PID(), 30*time.Second, "a new epoch after .gitignore changed", readyOn(epochA)).Epoch
 	if err := os.WriteFile(filepath.Join(dir, "worker.py"), []byte(stateWorker+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitRun(t, h, a.PID(), 30*time.Second, "a new epoch after the edit of the code", readyOn(epochA))
+	waitRun(t, h, a.PID(), 30*time.Second, "a new epoch after the edit of the code it names", readyOn(epochB))
 }
 
 // TestEnvironmentEditOnCard: a hand edit of config.json adds PYTHONPATH to

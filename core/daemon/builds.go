@@ -202,6 +202,14 @@ func describeChanges(changes []identity.Change, cwd string) string {
 	}
 	for _, c := range expanded {
 		p := c.Path
+		switch c.Field {
+		case "environment":
+			parts = append(parts, "environment "+c.Path)
+			continue
+		case "ignore":
+			parts = append(parts, "ignore patterns")
+			continue
+		}
 		if p == "" {
 			parts = append(parts, c.Field)
 			continue

@@ -92,7 +92,7 @@ type serversAddOpts struct {
 }
 
 // ignoreUsage describes --ignore of servers add and edit.
-const ignoreUsage = "`PATTERN` files the server writes at run time in its watched directories or package (a ledger, a database, logs), in .gitignore syntax relative to each of them: data, so writing them starts no new epoch. The tree's .gitignore files and the usual ignores (*.log, __pycache__, node_modules/.cache, editor swap files, sqlite journals) apply already; a pattern never leaves out code (a source file, an executable, a #! script, the entry). Adding one to a configured server widens trust and is held until you confirm it"
+const ignoreUsage = "`PATTERN` files the server writes at run time in its --watch directories (a ledger, a database, uploads), in .gitignore syntax relative to each of them: data, so writing them starts no new epoch. The tree's .gitignore files and the usual ignores (*.log, __pycache__, node_modules/.cache, editor swap files, sqlite journals) apply already, and without --watch only the package's source files are measured anyway; a pattern never leaves out code (a source file, an executable, a #! script, the entry). Adding one to a configured server widens trust and is held until you confirm it"
 
 func serversAddFlags() *serversAddOpts {
 	o := &serversAddOpts{fs: newFlags("servers add")}

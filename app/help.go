@@ -47,7 +47,7 @@ var docs = map[string]cmdDoc{
 		what: "Registers a server under LABEL: its command after --, where it runs and what identifies its code. Nothing starts now: the daemon launches it for each agent run that connects. " +
 			"Refuses (exit 2) an entry script it can tell will not be found where the server runs, unless --force. " +
 			"--sampling, --elicitation and --roots set what becomes of the server's requests to the agent (allow, approve: a card for the person, or deny); allowing sampling or elicitation widens trust and is held, like any such change, until you confirm it. " +
-			"Data is not code: files the server writes where its code is (a ledger, a database, logs) start no new epoch when its .gitignore, the usual ignores or an --ignore PATTERN mark them, unless they are code (a source file, an executable, a #! script).",
+			"Data is not code: files the server writes where its code is (a ledger, a database, logs) start no new epoch when they are no source file of its package, or, in a --watch directory, when its .gitignore, the usual ignores or an --ignore PATTERN mark them, unless they are code (a source file, an executable, a #! script).",
 		examples: []string{
 			"portcullis servers add notes --cwd ~/src/notes -- node dist/server.js",
 			"portcullis servers add ledger --cwd ~/src/ledger --watch . --ignore 'data/**' -- python3 server.py",

@@ -223,7 +223,7 @@ func TestServersIgnore(t *testing.T) {
 	}
 	help := e.stdout.String()
 	help = strings.Join(strings.Fields(help), " ")
-	for _, w := range []string{"[--ignore PATTERN]", "PATTERN files the server writes at run time", "Data is not code", ".gitignore"} {
+	for _, w := range []string{"[--ignore PATTERN]", "PATTERN files the server writes at run time in its --watch directories", "Data is not code", ".gitignore"} {
 		if !strings.Contains(help, w) {
 			t.Errorf("servers add --help lacks %q:\n%s", w, help)
 		}

@@ -22,7 +22,10 @@ type Launcher struct {
 // Texts shared by the launchers below.
 const (
 	swapEffect   = "restarts its worker behind the same stdio pipe when files change, so the code that answers changes without a new launch"
-	swapHandling = "the script it runs is measured as the entry, with its package, and watched, so an edit holds calls at once; the supervisor watches the process tree: each new worker is a new epoch (cause observed), grants of the old one are void and the next call asks again; to have Portcullis restart the server itself, run the program directly and add --watch PATH"
+	swapHandling = "the supervisor watches the process tree: each new worker is a new epoch (cause observed), grants of the old one are void and the next call asks again; to have Portcullis restart the server itself, run the program directly and add --watch PATH"
+	// watchedHandling is swapHandling for a launcher whose script
+	// Measure takes as the entry (launchedScript).
+	watchedHandling = "the script it runs is measured as the entry, with its package, and watched, so an edit holds calls at once; " + swapHandling
 	reloadEffect = "reloads code inside the same process, which no process table shows"
 	fetchEffect  = "downloads or selects the package at launch and runs it from a cache, so the code that answers is not the command's own file"
 	fetchHanding = "the program it starts is observed in the process tree once its exec settles, and measured by its executable and script digests; pin a version (pkg@1.2.3) so that a launch does not fetch new code"
@@ -60,7 +63,7 @@ func KnownLaunchers(command string, args []string) []Launcher {
 	for _, w := range words {
 		switch filepath.Base(w) {
 		case "nodemon", "nodemon.js":
-			add(Launcher{"nodemon", swapEffect, swapHandling})
+			add(Launcher{"nodemon", swapEffect, watchedHandling})
 		case "watchexec":
 			add(Launcher{"watchexec", swapEffect, swapHandling})
 		case "air":
@@ -80,7 +83,7 @@ func KnownLaunchers(command string, args []string) []Launcher {
 			"unusable over stdio: run tsx without watch and add --watch PATH, so that Portcullis restarts it"})
 	}
 	if after("node", "--watch") || after("node", "--watch-path") || after("nodejs", "--watch") {
-		add(Launcher{"node --watch", swapEffect, swapHandling})
+		add(Launcher{"node --watch", swapEffect, watchedHandling})
 	}
 	if after("uvicorn", "--reload") {
 		add(Launcher{"uvicorn --reload", swapEffect, swapHandling})

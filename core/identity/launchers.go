@@ -26,9 +26,9 @@ const (
 	// watchedHandling is swapHandling for a launcher whose script
 	// Measure takes as the entry (launchedScript).
 	watchedHandling = "the script it runs is measured as the entry, with its package, and watched, so an edit holds calls at once; " + swapHandling
-	reloadEffect = "reloads code inside the same process, which no process table shows"
-	fetchEffect  = "downloads or selects the package at launch and runs it from a cache, so the code that answers is not the command's own file"
-	fetchHanding = "the program it starts is observed in the process tree once its exec settles, and measured by its executable and script digests; pin a version (pkg@1.2.3) so that a launch does not fetch new code"
+	reloadEffect    = "reloads code inside the same process, which no process table shows"
+	fetchEffect     = "downloads or selects the package at launch and runs it from a cache, so the code that answers is not the command's own file"
+	fetchHanding    = "the program it starts is observed in the process tree once its exec settles, and measured by its executable and script digests; pin a version (pkg@1.2.3) so that a launch does not fetch new code"
 )
 
 // KnownLaunchers recognises the watchers and launchers that change what

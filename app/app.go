@@ -55,11 +55,11 @@ Usage:
   portcullis daemon                  the same daemon without UI
   portcullis connect LABEL           stdio shim an agent launches instead of the server
   portcullis servers list|show|add|edit|remove|policy|cred
-                                     add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P]
+                                     add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P] [--ignore PATTERN]
                                          [--restart on-change|manual] [--force] [--session-bus] [--sandbox off|standard|strict]
                                          [--sampling P] [--elicitation P] [--roots P] -- CMD ARGS…
                                      edit LABEL [--cwd D|--no-cwd] [--env K=V] [--unset-env K]
-                                         [--watch P|--no-watch] [--restart W] [--sandbox L]
+                                         [--watch P|--no-watch] [--ignore PATTERN|--no-ignore] [--restart W] [--sandbox L]
                                          [--session-bus|--no-session-bus] [--force]
                                          [--sampling P] [--elicitation P] [--roots P] [-- CMD ARGS…]
                                      policy LABEL TOOL allow|approve|deny

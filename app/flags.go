@@ -87,8 +87,12 @@ type serversAddOpts struct {
 	cwd, restart, sandbox *string
 	force, sessionBus     *bool
 	env, creds, watch     multiFlag
+	ignore                multiFlag
 	requests              map[string]*string // --sampling, --elicitation, --roots
 }
+
+// ignoreUsage describes --ignore of servers add and edit.
+const ignoreUsage = "`PATTERN` files the server writes at run time in its --watch directories (a ledger, a database, uploads), in .gitignore syntax relative to each of them: data, so writing them starts no new epoch. The tree's .gitignore files and the usual ignores (*.log, __pycache__, node_modules/.cache, editor swap files, sqlite journals) apply already, and without --watch only the package's source files are measured anyway; a pattern never leaves out code (a source file, an executable, a #! script, the entry). Adding one to a configured server widens trust and is held until you confirm it"
 
 func serversAddFlags() *serversAddOpts {
 	o := &serversAddOpts{fs: newFlags("servers add")}
@@ -101,6 +105,7 @@ func serversAddFlags() *serversAddOpts {
 	fs.Var(&o.env, "env", "`NAME=VALUE` set in the server's environment, stored in plain text in config.json (repeatable; secrets belong in --cred)")
 	fs.Var(&o.creds, "cred", "`SCOPE` a credential scope (portcullis creds set) the server receives once a person approves (repeatable)")
 	fs.Var(&o.watch, "watch", "`PATH` a file or directory of the server's code or build output: a change there is new code, a new epoch (repeatable; default: the entry's package)")
+	fs.Var(&o.ignore, "ignore", ignoreUsage+" (repeatable)")
 	o.requests = serverRequestFlags(fs)
 	return o
 }
@@ -128,7 +133,8 @@ type serversEditOpts struct {
 	fs                                *flag.FlagSet
 	cwd, restart, sandbox             *string
 	noCwd, noWatch, force, bus, noBus *bool
-	env, unset, watch                 multiFlag
+	noIgnore                          *bool
+	env, unset, watch, ignore         multiFlag
 	requests                          map[string]*string // --sampling, --elicitation, --roots
 }
 
@@ -146,6 +152,8 @@ func serversEditFlags() *serversEditOpts {
 	fs.Var(&o.env, "env", "`NAME=VALUE` set (or replace) one variable of the server's environment; the others stay (repeatable)")
 	fs.Var(&o.unset, "unset-env", "`NAME` remove one variable from the server's environment (repeatable)")
 	fs.Var(&o.watch, "watch", "`PATH` the watched paths: given once or more, they replace the whole list (repeatable)")
+	fs.Var(&o.ignore, "ignore", ignoreUsage+"; given once or more, they replace the server's whole list (repeatable)")
+	o.noIgnore = fs.Bool("no-ignore", false, "remove the server's own ignore patterns (the .gitignore files and the usual ignores still apply)")
 	o.requests = serverRequestFlags(fs)
 	return o
 }

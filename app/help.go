@@ -46,9 +46,11 @@ var docs = map[string]cmdDoc{
 	"servers add": {
 		what: "Registers a server under LABEL: its command after --, where it runs and what identifies its code. Nothing starts now: the daemon launches it for each agent run that connects. " +
 			"Refuses (exit 2) an entry script it can tell will not be found where the server runs, unless --force. " +
-			"--sampling, --elicitation and --roots set what becomes of the server's requests to the agent (allow, approve: a card for the person, or deny); allowing sampling or elicitation widens trust and is held, like any such change, until you confirm it.",
+			"--sampling, --elicitation and --roots set what becomes of the server's requests to the agent (allow, approve: a card for the person, or deny); allowing sampling or elicitation widens trust and is held, like any such change, until you confirm it. " +
+			"Data is not code: files the server writes where its code is (a ledger, a database, logs) start no new epoch when they are no source file of its package, or, in a --watch directory, when its .gitignore, the usual ignores or an --ignore PATTERN mark them, unless they are code (a source file, an executable, a #! script).",
 		examples: []string{
 			"portcullis servers add notes --cwd ~/src/notes -- node dist/server.js",
+			"portcullis servers add ledger --cwd ~/src/ledger --watch . --ignore 'data/**' -- python3 server.py",
 			"portcullis servers add inv --watch ~/src/inv/bin -- ~/src/inv/bin/inventory",
 			"portcullis servers add fs -- npx -y @modelcontextprotocol/server-filesystem ~/docs",
 			"portcullis servers add notes --sampling deny --elicitation approve -- node dist/server.js",
@@ -63,6 +65,7 @@ var docs = map[string]cmdDoc{
 			"portcullis servers edit notes --env LOG_LEVEL=debug --unset-env OLD_FLAG",
 			"portcullis servers edit notes -- node dist/main.js",
 			"portcullis servers edit notes --sampling allow",
+			"portcullis servers edit ledger --ignore 'data/**' --ignore '*.sqlite'",
 		},
 	},
 	"servers remove": {

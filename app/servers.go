@@ -268,7 +268,7 @@ func (a *App) serversAdd(args []string) error {
 			}
 		}
 	}
-	s := config.Server{Command: cmd[0], Args: cmd[1:], Restart: *restart, Credentials: creds, Watch: watch, SessionBus: *sessionBus, Sandbox: *sandbox}
+	s := config.Server{Command: cmd[0], Args: cmd[1:], Restart: *restart, Credentials: creds, Watch: watch, Ignore: o.ignore, SessionBus: *sessionBus, Sandbox: *sandbox}
 	if err := setServerRequests("servers add "+label, &s, o.requests); err != nil {
 		return err
 	}
@@ -464,7 +464,12 @@ func identityNote(label string, s config.Server) string {
 	if err != nil {
 		return ""
 	}
-	if len(rec.Wrappers) > 0 {
+	// A known launcher's script (nodemon server.js, npx pkg from its
+	// cache) is the entry, measured with its package: not a wrapper's
+	// unmeasured program.
+	launched := rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path &&
+		!slices.ContainsFunc(rec.Wrappers, func(w identity.FileDigest) bool { return w.Path == rec.Entry })
+	if len(rec.Wrappers) > 0 && !launched {
 		// A wrapper (a shell script, sh -c, npx…) runs a program that
 		// Portcullis does not measure.
 		var names []string
@@ -617,7 +622,7 @@ func (a *App) serversCred(args []string) error {
 // serversEdit changes what its flags name in a server's entry and keeps
 // everything else (tool policies, credentials, the fields not named):
 //
-//	portcullis servers edit LABEL [--cwd D] [--env K=V]… [--unset-env K]… [--watch P]… [--no-watch] [--restart W] [-- CMD ARGS…]
+//	portcullis servers edit LABEL [--cwd D] [--env K=V]… [--unset-env K]… [--watch P]… [--no-watch] [--ignore P]… [--no-ignore] [--restart W] [-- CMD ARGS…]
 func (a *App) serversEdit(args []string) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return usagef("servers edit needs a label first: servers edit LABEL [flags] [-- COMMAND ARGS…]")
@@ -639,10 +644,14 @@ func (a *App) serversEdit(args []string) error {
 	if len(watch) > 0 && *noWatch {
 		return usagef("servers edit %s: --watch and --no-watch contradict each other", label)
 	}
+	if len(o.ignore) > 0 && *o.noIgnore {
+		return usagef("servers edit %s: --ignore and --no-ignore contradict each other", label)
+	}
 	if *o.bus && *o.noBus {
 		return usagef("servers edit %s: --session-bus and --no-session-bus contradict each other", label)
 	}
 	if len(cmd) == 0 && *cwd == "" && !*noCwd && *restart == "" && !*noWatch && len(env) == 0 && len(unset) == 0 && len(watch) == 0 &&
+		len(o.ignore) == 0 && !*o.noIgnore &&
 		*o.sandbox == "" && !*o.bus && !*o.noBus && !anySet(o.requests) {
 		return usagef("servers edit %s: nothing to change; name what changes (see portcullis servers edit --help)", label)
 	}
@@ -707,6 +716,12 @@ func (a *App) serversEdit(args []string) error {
 			s.Watch = slices.Clone(watch)
 		case *noWatch:
 			s.Watch = nil
+		}
+		switch {
+		case len(o.ignore) > 0:
+			s.Ignore = slices.Clone(o.ignore)
+		case *o.noIgnore:
+			s.Ignore = nil
 		}
 		for _, k := range unset {
 			if _, ok := s.Env[k]; !ok {
@@ -778,6 +793,9 @@ func serverChanges(before, after config.Server) []string {
 	}
 	if !slices.Equal(before.Watch, after.Watch) {
 		out = append(out, fmt.Sprintf("watch: %s → %s", orDash(strings.Join(before.Watch, ", ")), orDash(strings.Join(after.Watch, ", "))))
+	}
+	if !slices.Equal(before.Ignore, after.Ignore) {
+		out = append(out, fmt.Sprintf("ignore: %s → %s", orDash(strings.Join(before.Ignore, ", ")), orDash(strings.Join(after.Ignore, ", "))))
 	}
 	if before.Restart != after.Restart {
 		out = append(out, fmt.Sprintf("restart: %s → %s", orDash(before.Restart), orDash(after.Restart)))

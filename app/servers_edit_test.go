@@ -184,3 +184,48 @@ func TestServersEditSandboxAndBus(t *testing.T) {
 		t.Errorf("an unknown sandbox level was accepted")
 	}
 }
+
+// TestServersIgnore: servers add --ignore stores the server's own ignore
+// patterns, servers edit --ignore replaces them and --no-ignore removes
+// them; the help of servers add says how to add one.
+func TestServersIgnore(t *testing.T) {
+	e := newCredsEnv(t)
+	dir := t.TempDir()
+	if err := e.servers("add", "ledger", "--cwd", dir, "--watch", ".", "--ignore", "data/**", "--ignore", "*.sqlite", "--", "/bin/true"); err != nil {
+		t.Fatalf("servers add: %v (stderr %s)", err, e.stderr.String())
+	}
+	if got := e.config(t).Servers["ledger"].Ignore; !slices.Equal(got, []string{"data/**", "*.sqlite"}) {
+		t.Errorf("after add: ignore %v", got)
+	}
+	if err := e.servers("edit", "ledger", "--ignore", "state/"); err != nil {
+		t.Fatalf("servers edit: %v (stderr %s)", err, e.stderr.String())
+	}
+	if got := e.config(t).Servers["ledger"].Ignore; !slices.Equal(got, []string{"state/"}) {
+		t.Errorf("after edit --ignore: ignore %v", got)
+	}
+	if !strings.Contains(e.stdout.String(), "ignore: data/**, *.sqlite → state/") {
+		t.Errorf("servers edit does not say what changed:\n%s", e.stdout.String())
+	}
+	if err := e.servers("edit", "ledger", "--no-ignore"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.config(t).Servers["ledger"].Ignore; got != nil {
+		t.Errorf("after --no-ignore: ignore %v", got)
+	}
+	if err := e.servers("edit", "ledger", "--ignore", "x", "--no-ignore"); err == nil {
+		t.Error("--ignore with --no-ignore was accepted")
+	}
+	if err := e.servers("edit", "ledger", "--ignore", "!server.py"); err == nil {
+		t.Error("a negation was accepted as an ignore pattern")
+	}
+	if code := e.exit(t, "servers", "add", "--help"); code != 0 {
+		t.Fatalf("servers add --help: exit %d", code)
+	}
+	help := e.stdout.String()
+	help = strings.Join(strings.Fields(help), " ")
+	for _, w := range []string{"[--ignore PATTERN]", "PATTERN files the server writes at run time in its --watch directories", "Data is not code", ".gitignore"} {
+		if !strings.Contains(help, w) {
+			t.Errorf("servers add --help lacks %q:\n%s", w, help)
+		}
+	}
+}

@@ -654,7 +654,7 @@ func (w *ApprovalWindow) cardObjects(v cardView) []fyne.CanvasObject {
 		objs = append(objs, sectionHeading("What changed"))
 	}
 	for _, d := range v.Disk {
-		objs = append(objs, indentRow(badge("ON DISK    ", theme.ColorNameForeground), d.What+"\n"+d.Change))
+		objs = append(objs, indentRow(badge(d.Badge, theme.ColorNameForeground), d.What+"\n"+d.Change))
 	}
 	if v.CatalogHeading != "" {
 		// A sub-heading under "What changed", in the text's own colour:

@@ -35,9 +35,25 @@ type cardChange struct {
 }
 
 // diskChange is one identity digest that changed on disk: what and where,
-// then old → new.
+// then old → new. Badge says how it was seen when not on disk: an
+// environment variable, code a process was observed running, the ignore
+// patterns of the configuration ("" for a file on disk).
 type diskChange struct {
 	What, Change string
+	Badge        string
+}
+
+// changeBadge is the badge of a change's kind, padded like "ON DISK    ".
+func changeBadge(field string) string {
+	switch field {
+	case "environment":
+		return "ENVIRONMENT"
+	case "observed":
+		return "OBSERVED   "
+	case "ignore":
+		return "CONFIG     "
+	}
+	return "ON DISK    "
 }
 
 // legendEntry explains one severity badge of the diff.
@@ -353,7 +369,7 @@ func diskLine(ch authz.FileChange) diskChange {
 		}
 		return authz.FieldWord(field)
 	})
-	return diskChange{What: textsafe.Line(what), Change: textsafe.Line(identity.ShortDigest(ch.Old) + " → " + identity.ShortDigest(ch.New))}
+	return diskChange{What: textsafe.Line(what), Change: textsafe.Line(authz.ChangeValues(ch.Change)), Badge: changeBadge(ch.Field)}
 }
 
 // countdownText tells how long the person has left to decide, short

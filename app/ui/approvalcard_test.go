@@ -91,8 +91,8 @@ func TestCardModel(t *testing.T) {
 					{Name: "inventory_lookup", Label: "inventory_lookup", Ticked: true}, {Name: "inventory_purge", Label: "inventory_purge", Mark: "new"}},
 				Credentials: "Credentials: inventory-api-staging — in this call's params._meta",
 				Disk: []diskChange{
-					{"entry file /home/dev/inventory/dist/server.js", "111111111111… → 222222222222…"},
-					{"runtime", "node v22.14.0 → node v22.15.0"},
+					{"entry file /home/dev/inventory/dist/server.js", "111111111111… → 222222222222…", "ON DISK    "},
+					{"runtime", "node v22.14.0 → node v22.15.0", "ON DISK    "},
 				},
 				CatalogHeading: "Tools changed (catalog revision 12 → 13)",
 				Changes: []cardChange{ // most severe first
@@ -213,10 +213,12 @@ func TestDiskLine(t *testing.T) {
 		ch   identity.Change
 		want diskChange
 	}{
-		{identity.Change{Field: "resolvedExecutable", Path: "/usr/bin/node", Old: identity.DigestPrefix + "0123456789abcdef", New: identity.DigestPrefix + "fedcba9876543210"}, diskChange{"executable /usr/bin/node", "0123456789ab… → fedcba987654…"}},
-		{identity.Change{Field: "lockfile", Path: "/p/package-lock.json", Old: "", New: identity.DigestPrefix + "fedcba9876543210"}, diskChange{"lockfile /p/package-lock.json", "none → fedcba987654…"}},
-		{identity.Change{Field: "extra:/p/node_modules", Path: "/p/node_modules", Old: identity.DigestPrefix + "aa", New: identity.DigestPrefix + "bb"}, diskChange{"watched path /p/node_modules", "aa → bb"}},
-		{identity.Change{Field: "wrappers", Path: "/p/run.sh", Old: "/old/run.sh", New: "/p/run.sh"}, diskChange{"wrapper /p/run.sh", "/old/run.sh → /p/run.sh"}},
+		{identity.Change{Field: "resolvedExecutable", Path: "/usr/bin/node", Old: identity.DigestPrefix + "0123456789abcdef", New: identity.DigestPrefix + "fedcba9876543210"}, diskChange{"executable /usr/bin/node", "0123456789ab… → fedcba987654…", "ON DISK    "}},
+		{identity.Change{Field: "lockfile", Path: "/p/package-lock.json", Old: "", New: identity.DigestPrefix + "fedcba9876543210"}, diskChange{"lockfile /p/package-lock.json", "none → fedcba987654…", "ON DISK    "}},
+		{identity.Change{Field: "extra:/p/node_modules", Path: "/p/node_modules", Old: identity.DigestPrefix + "aa", New: identity.DigestPrefix + "bb"}, diskChange{"watched path /p/node_modules", "aa → bb", "ON DISK    "}},
+		{identity.Change{Field: "wrappers", Path: "/p/run.sh", Old: "/old/run.sh", New: "/p/run.sh"}, diskChange{"wrapper /p/run.sh", "/old/run.sh → /p/run.sh", "ON DISK    "}},
+		{identity.Change{Field: "environment", Path: "PYTHONPATH", New: "/tmp/x"}, diskChange{"variable PYTHONPATH", "unset → /tmp/x", "ENVIRONMENT"}},
+		{identity.Change{Field: "observed", Path: "/h/.npm/_npx/1/index.js", Old: identity.DigestPrefix + "aa", New: identity.DigestPrefix + "bb"}, diskChange{"file /h/.npm/_npx/1/index.js", "aa → bb", "OBSERVED   "}},
 	}
 	for _, tt := range tests {
 		if got := diskLine(authz.FileChange{Change: tt.ch}); got != tt.want {
@@ -333,7 +335,7 @@ func TestDiskLinesCompiledServer(t *testing.T) {
 	exe := identity.Change{Field: "resolvedExecutable", Path: "/srv/publish", Old: a, New: b}
 	entry := identity.Change{Field: "entry", Path: "/srv/publish", Old: a, New: b}
 	lock := identity.Change{Field: "lockfile", Path: "/srv/go.sum", Old: a, New: b}
-	one := diskChange{"executable and entry file /srv/publish", "0123456789ab… → fedcba987654…"}
+	one := diskChange{"executable and entry file /srv/publish", "0123456789ab… → fedcba987654…", "ON DISK    "}
 	lineOf := func(c identity.Change) diskChange { return diskLine(authz.FileChange{Change: c}) }
 	wrapper := identity.Change{Field: "wrappers", Path: "/srv/publish", Old: a, New: b}
 	tests := []struct {
@@ -343,13 +345,13 @@ func TestDiskLinesCompiledServer(t *testing.T) {
 	}{
 		{"same file, same digests", []identity.Change{exe, entry, lock}, []diskChange{one, lineOf(lock)}},
 		{"entry listed first", []identity.Change{entry, exe}, []diskChange{one}},
-		{"other path", []identity.Change{exe, {Field: "entry", Path: "/srv/main.js", Old: a, New: b}}, []diskChange{lineOf(exe), {"entry file /srv/main.js", "0123456789ab… → fedcba987654…"}}},
-		{"other digests", []identity.Change{exe, {Field: "entry", Path: "/srv/publish", Old: b, New: a}}, []diskChange{lineOf(exe), {"entry file /srv/publish", "fedcba987654… → 0123456789ab…"}}},
+		{"other path", []identity.Change{exe, {Field: "entry", Path: "/srv/main.js", Old: a, New: b}}, []diskChange{lineOf(exe), {"entry file /srv/main.js", "0123456789ab… → fedcba987654…", "ON DISK    "}}},
+		{"other digests", []identity.Change{exe, {Field: "entry", Path: "/srv/publish", Old: b, New: a}}, []diskChange{lineOf(exe), {"entry file /srv/publish", "fedcba987654… → 0123456789ab…", "ON DISK    "}}},
 		{"executable only", []identity.Change{exe}, []diskChange{lineOf(exe)}},
 		{"a shell script: executable, entry and wrapper", []identity.Change{exe, entry, wrapper, lock},
-			[]diskChange{{"executable, entry file and wrapper /srv/publish", "0123456789ab… → fedcba987654…"}, lineOf(lock)}},
+			[]diskChange{{"executable, entry file and wrapper /srv/publish", "0123456789ab… → fedcba987654…", "ON DISK    "}, lineOf(lock)}},
 		{"a wrapper of its own", []identity.Change{exe, {Field: "wrappers", Path: "/usr/bin/env", Old: a, New: b}},
-			[]diskChange{lineOf(exe), {"wrapper /usr/bin/env", "0123456789ab… → fedcba987654…"}}},
+			[]diskChange{lineOf(exe), {"wrapper /usr/bin/env", "0123456789ab… → fedcba987654…", "ON DISK    "}}},
 	}
 	for _, tt := range tests {
 		if d := cmp.Diff(tt.want, diskLines(tt.in)); d != "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -136,7 +137,9 @@ func (c Card) markedTools(tools []string) string {
 
 // IdentityDigest is the digest that identity approvals bind to: the
 // measured digests of a record (executable, runtime, interpreter, entry,
-// lockfile, wrappers, watched paths), not its epoch, pid or start time.
+// lockfile, wrappers, watched paths), its ignore patterns and the
+// environment variables that change what runs, not its epoch, pid or start
+// time.
 func IdentityDigest(r identity.Record) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "exe %s\nruntime %s\nentry %s\nlock %s\n", r.ResolvedExecutable.SHA256, r.Runtime, r.EntryDigest, r.LockfileDigest)
@@ -156,6 +159,12 @@ func IdentityDigest(r identity.Record) string {
 	slices.Sort(keys)
 	for _, k := range keys {
 		fmt.Fprintf(&b, "extra %s %s\n", k, r.ExtraDigests[k])
+	}
+	for _, p := range r.Ignore {
+		fmt.Fprintf(&b, "ignore %q\n", p)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Environment)) {
+		fmt.Fprintf(&b, "env %s %q\n", k, r.Environment[k])
 	}
 	return identity.DigestPrefix + sha256Hex(b.String())
 }
@@ -198,7 +207,7 @@ func (c Card) Lines() []string {
 		add("Identity digest: %s", identity.ShortDigest(c.Identity))
 	}
 	for _, ch := range FoldSameFile(c.IdentityChanges) {
-		add("  changed on disk: %s (%s → %s)", ChangeSubject(ch), identity.ShortDigest(ch.Old), identity.ShortDigest(ch.New))
+		add("  %s: %s (%s)", ChangeKind(ch.Field), ChangeSubject(ch), ChangeValues(ch.Change))
 		for _, f := range ch.Files {
 			add("    changed file: %s", f)
 		}
@@ -350,6 +359,47 @@ func (ch FileChange) What(word func(field string) string) string {
 	return what
 }
 
+// ChangeKind says how an identity change was seen: "changed on disk" for a
+// measured file, "changed environment" for a variable that changes what
+// runs, "observed running" for code a process of the server was seen to
+// run, "changed configuration" for the ignore patterns.
+func ChangeKind(field string) string {
+	switch field {
+	case "environment":
+		return "changed environment"
+	case "observed":
+		return "observed running"
+	case "ignore":
+		return "changed configuration"
+	}
+	return "changed on disk"
+}
+
+// ChangeValues words a change's old and new values: digests shortened
+// ("ab12… → cd34…", "none" for an absent file), an environment
+// variable's values ("unset → /x"), ignore patterns ("none → data/**").
+func ChangeValues(ch identity.Change) string {
+	switch ch.Field {
+	case "environment":
+		val := func(v string) string {
+			if v == "" {
+				return "unset"
+			}
+			return v
+		}
+		return val(ch.Old) + " → " + val(ch.New)
+	case "ignore":
+		val := func(v string) string {
+			if v == "" {
+				return "none"
+			}
+			return v
+		}
+		return val(ch.Old) + " → " + val(ch.New)
+	}
+	return identity.ShortDigest(ch.Old) + " → " + identity.ShortDigest(ch.New)
+}
+
 // FieldWord is a person's word for an identity.Change field:
 // "resolvedExecutable" is "executable", "wrappers" "wrapper", "extra:<path>"
 // "watched path" (the path is the change's Path); an unknown field is itself.
@@ -362,6 +412,9 @@ func FieldWord(field string) string {
 		"lockfile":           "lockfile",
 		"wrappers":           "wrapper",
 		"package":            "package",
+		"environment":        "variable",
+		"observed":           "file",
+		"ignore":             "ignore patterns",
 	}[field]; ok {
 		return w
 	}
@@ -389,6 +442,12 @@ func MeasuredParts(rec identity.Record) []string {
 	}
 	if p := rec.Package; p != nil {
 		out = append(out, fmt.Sprintf("package %s: %s, %d files (sha256 %s)", p.Dir, p.Measured, p.Files, identity.ShortDigest(p.SHA256)))
+	}
+	if len(rec.Ignore) > 0 {
+		out = append(out, fmt.Sprintf("ignored as data unless code: %s", strings.Join(rec.Ignore, ", ")))
+	}
+	for _, k := range slices.Sorted(maps.Keys(rec.Environment)) {
+		out = append(out, fmt.Sprintf("environment %s=%s", k, rec.Environment[k]))
 	}
 	return out
 }

@@ -275,3 +275,33 @@ func TestFoldSameFile(t *testing.T) {
 		}
 	}
 }
+
+// TestCardNamesWhatRuns: a new epoch whose files did not change but whose
+// environment or observed code did says so, line by line, and never "no
+// measured file changed"; the identity digest an approval binds covers
+// the environment and the ignore patterns.
+func TestCardNamesWhatRuns(t *testing.T) {
+	old := identity.Record{ResolvedExecutable: identity.FileDigest{Path: "/usr/bin/python3", SHA256: digestA},
+		Observed: []identity.Observed{{PID: 1, Exe: "/usr/bin/node", SHA256: digestA, Script: "/h/.npm/_npx/1/index.js", ScriptSHA256: digestA}}}
+	now := old
+	now.Environment = map[string]string{"PYTHONPATH": "/tmp/inject"}
+	now.Observed = []identity.Observed{{PID: 2, Exe: "/usr/bin/node", SHA256: digestA, Script: "/h/.npm/_npx/1/index.js", ScriptSHA256: digestB}}
+	c := Card{Reason: "r", AgentRun: "RUN1", ServerLabel: "py", PreviousEpoch: "EPOCH_A", CurrentEpoch: "EPOCH_B", IdentityChanges: identity.Diff(old, now)}
+	lines := c.Lines()
+	for _, want := range []string{
+		"Epoch: EPOCH_A → EPOCH_B (new code)",
+		"  changed environment: the variable PYTHONPATH (unset → /tmp/inject)",
+		"  observed running: the file /h/.npm/_npx/1/index.js (aaaaaaaaaaaa… → bbbbbbbbbbbb…)",
+	} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("card lacks %q:\n%s", want, strings.Join(lines, "\n"))
+		}
+	}
+	withIgnore := old
+	withIgnore.Ignore = []string{"data/**"}
+	for name, r := range map[string]identity.Record{"environment": now, "ignore": withIgnore} {
+		if IdentityDigest(r) == IdentityDigest(old) {
+			t.Errorf("the identity digest does not cover the %s", name)
+		}
+	}
+}

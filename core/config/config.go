@@ -112,6 +112,14 @@ type Server struct {
 	// Watch lists files or directories whose change means a new build; relative
 	// paths are relative to Cwd, which must then be set.
 	Watch []string `json:"watch,omitempty"`
+	// Ignore lists patterns (gitignore syntax, relative to each watched
+	// directory) of files the server writes at run time, beside the
+	// trees' own .gitignore files and the usual ignores (docs/DESIGN.md,
+	// "Data is not code"): data, not code, so a write there starts no
+	// build. A pattern never leaves out code (a source file, an
+	// executable, a "#!" script, the entry). Adding one narrows what is
+	// measured: it widens trust.
+	Ignore []string `json:"ignore,omitempty"`
 	// Restart is [RestartOnChange] (the default when empty) or [RestartManual].
 	Restart string `json:"restart,omitempty"`
 	// Tools maps a tool name to its policy; tools not listed get [PolicyApprove].

@@ -253,7 +253,8 @@ func TestValidationPositions(t *testing.T) {
   "dotted.name": {
     "restart": "always",
     "credentials": ["ghost"],
-    "watch": ["ok", ""]
+    "watch": ["ok", ""],
+    "ignore": ["data/**", "!server.js", " "]
   }
 },
 "credentials": {"m": {"inject": "meta", "envVar": "X"}}}`
@@ -264,7 +265,9 @@ func TestValidationPositions(t *testing.T) {
 		{Path: `mcpServers."dotted.name".credentials[0]`, Line: 5, Column: 21, Reason: `credential "ghost" is not defined under "credentials"`},
 		{Path: `mcpServers."dotted.name".watch[0]`, Line: 6, Column: 15, Reason: `relative watch path "ok" needs a cwd to be relative to; set cwd or use an absolute path`},
 		{Path: `mcpServers."dotted.name".watch[1]`, Line: 6, Column: 21, Reason: "watch path must not be empty"},
-		{Path: "credentials.m.envVar", Line: 9, Column: 41, Reason: `envVar is not used with inject "meta"; remove it`},
+		{Path: `mcpServers."dotted.name".ignore[1]`, Line: 7, Column: 27, Reason: `ignore pattern "!server.js": a negation (!) belongs in the tree's .gitignore; list only what to leave out`},
+		{Path: `mcpServers."dotted.name".ignore[2]`, Line: 7, Column: 41, Reason: "ignore pattern must not be empty"},
+		{Path: "credentials.m.envVar", Line: 10, Column: 41, Reason: `envVar is not used with inject "meta"; remove it`},
 	}
 	_, err := Parse([]byte(in), "c.json")
 	var ve *ValidationError
@@ -300,7 +303,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Load(broken)
-	if got, want := err.Error(), broken+`:2:38: mcpServers.x.oops: unknown key "oops"; known keys here: args, command, credentials, cwd, env, restart, sandbox, serverRequests, sessionBus, startupTimeout, tools, watch`; got != want {
+	if got, want := err.Error(), broken+`:2:38: mcpServers.x.oops: unknown key "oops"; known keys here: args, command, credentials, cwd, env, ignore, restart, sandbox, serverRequests, sessionBus, startupTimeout, tools, watch`; got != want {
 		t.Errorf("Load(broken) err = %q\nwant %q", got, want)
 	}
 }

@@ -45,6 +45,10 @@ const (
 	// WidenSandbox is a server's sandbox lowered (strict → standard →
 	// off; unset counts as standard), a new server's below standard too.
 	WidenSandbox = "sandbox"
+	// WidenIgnore is an ignore pattern added to a server that was
+	// configured already: what the pattern matches is measured no more
+	// (docs/DESIGN.md, "Data is not code").
+	WidenIgnore = "ignore"
 )
 
 // Widening is one change, between the configuration in force and an edited
@@ -52,7 +56,7 @@ const (
 type Widening struct {
 	// Kind is one of WidenPolicy, WidenCredential, WidenLaunch,
 	// WidenCredentialUse, WidenAuditSigning, WidenApprovalAuthentication,
-	// WidenAuditDurability, WidenSessionBus, WidenSandbox.
+	// WidenAuditDurability, WidenSessionBus, WidenSandbox, WidenIgnore.
 	Kind string `json:"kind"`
 	// Server is the server label the change is about ("" for credential
 	// scope definitions and settings).
@@ -175,6 +179,23 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 			s.Sandbox = ""
 			if had {
 				s.Sandbox = o.Sandbox
+			}
+		}
+		// Ignore patterns added: less is measured.
+		if had {
+			var added []string
+			for _, p := range n.Ignore {
+				if !slices.Contains(o.Ignore, p) {
+					added = append(added, p)
+				}
+			}
+			if len(added) > 0 {
+				held = append(held, Widening{Kind: WidenIgnore, Server: label,
+					Text: fmt.Sprintf("%s: ignore patterns added: %s (files they match are measured no more, unless they are code)", label, strings.Join(added, ", "))})
+				s.Ignore = slices.DeleteFunc(slices.Clone(s.Ignore), func(p string) bool { return slices.Contains(added, p) })
+				if len(s.Ignore) == 0 {
+					s.Ignore = nil
+				}
 			}
 		}
 		// The launch of a server that keeps credentials.
@@ -343,6 +364,7 @@ func (c *Config) Clone() *Config {
 		s.Env = maps.Clone(s.Env)
 		s.Credentials = slices.Clone(s.Credentials)
 		s.Watch = slices.Clone(s.Watch)
+		s.Ignore = slices.Clone(s.Ignore)
 		s.Tools = maps.Clone(s.Tools)
 		s.ServerRequests = maps.Clone(s.ServerRequests)
 		out.Servers[label] = s

@@ -11,7 +11,7 @@ func trustBase() *Config {
 	return &Config{
 		Servers: map[string]Server{
 			"cred": {Command: "/bin/srv", Args: []string{"a"}, Cwd: "/tmp", Env: map[string]string{"K": "v"},
-				Credentials: []string{"tok"}, Watch: []string{"/tmp/dist"},
+				Credentials: []string{"tok"}, Watch: []string{"/tmp/dist"}, Ignore: []string{"state/", "*.db"},
 				Tools: map[string]ToolPolicy{"read": {Policy: PolicyAllow}, "gone": {Policy: PolicyDeny}}},
 			"plain": {Command: "/bin/plain", Tools: map[string]ToolPolicy{"write": {Policy: PolicyDeny}}},
 		},
@@ -40,6 +40,34 @@ type splitCase struct {
 func splitTrustCases() []splitCase {
 	no := false
 	return []splitCase{{
+		// An ignore pattern narrows what is measured: added by a hand
+		// edit (or an agent's), it waits for the person; the one already
+		// in force stays, one removed goes at once.
+		name: "ignore patterns added to a configured server",
+		edit: func(c *Config) {
+			s := c.Servers["plain"]
+			s.Ignore = []string{"state/", "**/*"}
+			c.Servers["plain"] = s
+		},
+		held: []Widening{{Kind: WidenIgnore, Server: "plain", Text: "plain: ignore patterns added: state/, **/* (files they match are measured no more, unless they are code)"}},
+		check: func(t *testing.T, in *Config) {
+			if got := in.Servers["plain"].Ignore; got != nil {
+				t.Errorf("ignore in force %v, want none until confirmed", got)
+			}
+		},
+	}, {
+		name: "ignore pattern removed, another kept",
+		edit: func(c *Config) {
+			s := c.Servers["cred"]
+			s.Ignore = []string{"state/"}
+			c.Servers["cred"] = s
+		},
+		check: func(t *testing.T, in *Config) {
+			if got := in.Servers["cred"].Ignore; !slices.Equal(got, []string{"state/"}) {
+				t.Errorf("ignore in force %v, want [state/]", got)
+			}
+		},
+	}, {
 		name: "sampling approve → allow, roots allow → deny",
 		edit: func(c *Config) {
 			s := c.Servers["plain"]

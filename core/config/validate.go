@@ -197,6 +197,17 @@ func validateServer(ps *[]Problem, c *Config, label string, s Server) {
 			add(p, "relative watch path %q needs a cwd to be relative to; set cwd or use an absolute path", w)
 		}
 	}
+	for i, pat := range s.Ignore {
+		p := indexPath(joinPath(base, "ignore"), i)
+		switch {
+		case strings.TrimSpace(pat) == "":
+			add(p, "ignore pattern must not be empty")
+		case strings.ContainsAny(pat, "\x00\n"):
+			add(p, "ignore pattern must be one line without NUL characters")
+		case strings.HasPrefix(pat, "!"):
+			add(p, "ignore pattern %q: a negation (!) belongs in the tree's .gitignore; list only what to leave out", pat)
+		}
+	}
 	switch s.Restart {
 	case "", RestartOnChange, RestartManual:
 	default:

@@ -53,12 +53,30 @@ func identityPaths(r identity.Record) []string {
 
 // rewatch points the build watcher at what the live runs of label execute,
 // plus the paths the configuration names.
+//
+// A change in a measured tree that every live run's record calls data
+// (identity.DataFilter: a ledger, a log, a sqlite journal the server
+// writes beside its code) is no build: the gate stays open.
 func (d *Daemon) rewatch(label string) {
 	var paths []string
+	var filters []*identity.DataFilter
 	for _, s := range d.sessionsOf(label) {
 		if ep, ok := s.Record(); ok {
 			paths = append(paths, identityPaths(ep.Record)...)
+			filters = append(filters, identity.NewDataFilter(ep.Record))
 		}
+	}
+	if len(filters) == 0 {
+		d.watcher.SetData(label, nil)
+	} else {
+		d.watcher.SetData(label, func(p string) bool {
+			for _, f := range filters {
+				if !f.IsData(p) {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	if len(paths) > 0 {
 		d.mu.Lock()
@@ -184,6 +202,14 @@ func describeChanges(changes []identity.Change, cwd string) string {
 	}
 	for _, c := range expanded {
 		p := c.Path
+		switch c.Field {
+		case "environment":
+			parts = append(parts, "environment "+c.Path)
+			continue
+		case "ignore":
+			parts = append(parts, "ignore patterns")
+			continue
+		}
 		if p == "" {
 			parts = append(parts, c.Field)
 			continue

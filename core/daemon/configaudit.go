@@ -121,6 +121,9 @@ func configChanges(old, cur *config.Config) []string {
 		if a, b := strings.Join(o.Watch, ","), strings.Join(n.Watch, ","); a != b {
 			out = append(out, fmt.Sprintf("%s: watch [%s] → [%s]", label, a, b))
 		}
+		if a, b := strings.Join(o.Ignore, ","), strings.Join(n.Ignore, ","); a != b {
+			out = append(out, fmt.Sprintf("%s: ignore [%s] → [%s]", label, a, b))
+		}
 	})
 	eachKey(old.Credentials, cur.Credentials, func(scope string, o config.Credential, had bool, n config.Credential, has bool) {
 		switch {

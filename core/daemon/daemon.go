@@ -676,7 +676,7 @@ func measureSpec(label string, srv config.Server) identity.MeasureSpec {
 		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
-	return identity.MeasureSpec{Label: label, Command: srv.Command, Args: srv.Args, Dir: srv.Cwd, Env: env, Extra: srv.Watch}
+	return identity.MeasureSpec{Label: label, Command: srv.Command, Args: srv.Args, Dir: srv.Cwd, Env: env, Extra: srv.Watch, Ignore: srv.Ignore}
 }
 
 // policy returns the per-tool policy function of label (see policyOf).

@@ -52,8 +52,10 @@ func TestDescribeChanges(t *testing.T) {
 		{Field: "extra:/p/distant", Path: "/p/distant"},
 		{Field: "runtime"},
 		{Field: "entry", Path: "/p/dist/server.mjs"},
+		{Field: "environment", Path: "PYTHONPATH", New: "/p/x"},
+		{Field: "ignore", New: "data/**"},
 	}
-	if got, want := describeChanges(changes, "/p"), "dist/server.mjs, distant, package-lock.json, runtime"; got != want {
+	if got, want := describeChanges(changes, "/p"), "dist/server.mjs, distant, environment PYTHONPATH, ignore patterns, package-lock.json, runtime"; got != want {
 		t.Errorf("describeChanges = %q, want %q", got, want)
 	}
 }

@@ -25,6 +25,7 @@ type fileWatcher interface {
 	Events() <-chan watch.Event
 	Started() <-chan watch.Event // the first event of each change, before it settles
 	Set(key string, paths []string) error
+	SetData(key string, isData func(path string) bool)
 }
 
 var _ fileWatcher = (*watch.Watcher)(nil)

@@ -29,6 +29,7 @@ func (w *fakeWatcher) Serve(ctx context.Context) error      { return w.serve(ctx
 func (w *fakeWatcher) Events() <-chan watch.Event           { return w.events }
 func (w *fakeWatcher) Started() <-chan watch.Event          { return nil }
 func (w *fakeWatcher) Set(key string, paths []string) error { return nil }
+func (w *fakeWatcher) SetData(string, func(string) bool)    {}
 
 // replaceWatcher gives d the build watcher w, closing the one New made.
 func replaceWatcher(d *Daemon, w fileWatcher) {

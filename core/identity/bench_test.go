@@ -35,14 +35,33 @@ func BenchmarkDigestTree(b *testing.B) {
 	if n := len(m.files); n != 10_000 {
 		b.Fatalf("cache holds %d files, want 10000", n)
 	}
-	cpu := startCPU()
-	for b.Loop() {
-		got, err := m.DigestTree(root)
-		if err != nil || got != want {
-			b.Fatalf("DigestTree = %s, %v; want %s", got, err, want)
+	b.Run("whole", func(b *testing.B) {
+		cpu := startCPU()
+		for b.Loop() {
+			got, err := m.DigestTree(root)
+			if err != nil || got != want {
+				b.Fatalf("DigestTree = %s, %v; want %s", got, err, want)
+			}
 		}
-	}
-	cpu.report(b)
+		cpu.report(b)
+	})
+	// The same tree with data left out: the default ignores and a
+	// .gitignore matched against every entry (none of them data).
+	b.Run("data", func(b *testing.B) {
+		if err := os.WriteFile(filepath.Join(root, ".gitignore"), []byte("*.db\nstate/\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.DigestTreeData(root, []string{"uploads/**"}, nil); err != nil {
+			b.Fatal(err)
+		}
+		cpu := startCPU()
+		for b.Loop() {
+			if _, err := m.DigestTreeData(root, []string{"uploads/**"}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.report(b)
+	})
 }
 
 // BenchmarkDigestFile hashes a 64 MiB file without the cache; read MB/s as

@@ -1,6 +1,7 @@
 package identity_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -78,5 +79,81 @@ func TestDiff(t *testing.T) {
 				t.Errorf("Diff (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDiffNamesWhatRuns: a change of a variable that changes what code
+// runs, of the code a process was observed to run, and of the ignore
+// patterns is a change, named; observed processes are compared only when
+// both records carry them (a measurement before launch has none).
+func TestDiffNamesWhatRuns(t *testing.T) {
+	npx := identity.Observed{PID: 10, Exe: "/usr/bin/node", SHA256: "sha256:node", Script: "/usr/lib/node_modules/npm/bin/npx-cli.js", ScriptSHA256: "sha256:npx"}
+	srv := identity.Observed{PID: 11, PPID: 10, Exe: "/usr/bin/node", SHA256: "sha256:node", Script: "/h/.npm/_npx/ab/node_modules/pkg/index.js", ScriptSHA256: "sha256:v1"}
+	old := identity.Record{
+		ResolvedExecutable: identity.FileDigest{Path: "/usr/bin/npx", SHA256: "sha256:x"},
+		Environment:        map[string]string{"NODE_OPTIONS": "--max-old-space-size=100"},
+		Observed:           []identity.Observed{npx, srv},
+	}
+	changedSrv := srv
+	changedSrv.PID, changedSrv.ScriptSHA256 = 21, "sha256:v2"
+	helper := identity.Observed{PID: 22, Exe: "/tmp/x/evil", SHA256: "sha256:evil"}
+	sameCodeElsewhere := identity.Observed{PID: 23, Exe: "/opt/node", SHA256: "sha256:node"}
+	tests := []struct {
+		name string
+		new  identity.Record
+		want []identity.Change
+	}{
+		{"a variable added and one changed", identity.Record{
+			ResolvedExecutable: old.ResolvedExecutable,
+			Environment:        map[string]string{"NODE_OPTIONS": "--require /tmp/evil.js", "PYTHONPATH": "/x"},
+			Observed:           old.Observed,
+		}, []identity.Change{
+			{Field: "environment", Path: "NODE_OPTIONS", Old: "--max-old-space-size=100", New: "--require /tmp/evil.js"},
+			{Field: "environment", Path: "PYTHONPATH", New: "/x"},
+		}},
+		{"a variable removed", identity.Record{ResolvedExecutable: old.ResolvedExecutable, Observed: old.Observed},
+			[]identity.Change{{Field: "environment", Path: "NODE_OPTIONS", Old: "--max-old-space-size=100"}}},
+		{"the npx cache's script changed", identity.Record{
+			ResolvedExecutable: old.ResolvedExecutable, Environment: old.Environment,
+			Observed: []identity.Observed{npx, changedSrv},
+		}, []identity.Change{{Field: "observed", Path: srv.Script, Old: "sha256:v1", New: "sha256:v2"}}},
+		{"a new program, and the same code under another path", identity.Record{
+			ResolvedExecutable: old.ResolvedExecutable, Environment: old.Environment,
+			Observed: []identity.Observed{npx, srv, helper, sameCodeElsewhere},
+		}, []identity.Change{{Field: "observed", Path: "/tmp/x/evil", New: "sha256:evil"}}},
+		{"not compared without observed processes", identity.Record{
+			ResolvedExecutable: old.ResolvedExecutable, Environment: old.Environment,
+		}, nil},
+		{"ignore patterns added", identity.Record{
+			ResolvedExecutable: old.ResolvedExecutable, Environment: old.Environment, Observed: old.Observed,
+			Ignore: []string{"data/**"},
+		}, []identity.Change{{Field: "ignore", New: "data/**"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, identity.Diff(old, tc.new)); d != "" {
+				t.Errorf("Diff (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestMeasureRecordsCodeEnvironment: the variables that change what runs
+// are measured, from the daemon's environment and the configured one (the
+// configured one wins); others are not.
+func TestMeasureRecordsCodeEnvironment(t *testing.T) {
+	t.Setenv("NODE_OPTIONS", "--inspect")
+	t.Setenv("PYTHONPATH", "")
+	os.Unsetenv("PYTHONPATH")
+	rec, err := identity.NewMeasurer(nil).Measure(t.Context(), identity.MeasureSpec{
+		Command: "/bin/sh", Args: []string{"-c", "true"},
+		Env: []string{"PYTHONPATH=/x", "NODE_OPTIONS=--require /y.js", "LOG_LEVEL=debug"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"PYTHONPATH": "/x", "NODE_OPTIONS": "--require /y.js"}
+	if d := cmp.Diff(want, rec.Environment); d != "" {
+		t.Errorf("Environment (-want +got):\n%s", d)
 	}
 }

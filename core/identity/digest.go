@@ -203,6 +203,20 @@ type treeItem struct {
 // [Measurer.DigestFile], so an unchanged tree costs one stat per entry (see
 // walk.go). Errors name the path that failed.
 func (m *Measurer) DigestTree(root string) (string, error) {
+	return m.digestTree(root, nil)
+}
+
+// DigestTreeData is [Measurer.DigestTree] with data left out: the files
+// and directories that the tree's .gitignore files, [DefaultIgnores] and
+// patterns (gitignore syntax, relative to root) mark as ignored, except
+// code (see ignore.go), which no pattern leaves out; code lists files
+// (absolute, symlinks resolved) that are code whatever their name. An
+// ignored directory is entered all the same, and its code measured.
+func (m *Measurer) DigestTreeData(root string, patterns, code []string) (string, error) {
+	return m.digestTree(root, newIgnoreRules(patterns, code))
+}
+
+func (m *Measurer) digestTree(root string, ig *ignoreRules) (string, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return "", fmt.Errorf("digesting tree %s: %w", root, err)
@@ -211,7 +225,7 @@ func (m *Measurer) DigestTree(root string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("digesting tree %s: %w", root, err)
 	}
-	items, err := m.walkTree(real, walkRules{root: true})
+	items, err := m.walkTree(real, walkRules{root: true, ignore: ig})
 	if err != nil {
 		return "", fmt.Errorf("digesting tree %s: %w", root, err)
 	}

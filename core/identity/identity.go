@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,11 +103,17 @@ type Record struct {
 	Wrappers           []FileDigest      `json:"wrappers,omitempty"`
 	ExtraDigests       map[string]string `json:"extraDigests,omitempty"` // watched paths (files or dirs) -> "sha256:…"
 	Package            *PackageDigest    `json:"package,omitempty"`      // the entry's package, measured when no path is watched
-	WorkingDirectory   string            `json:"workingDirectory"`
-	Observed           []Observed        `json:"observed,omitempty"`
-	Epoch              string            `json:"epoch"`
-	ProcessID          int               `json:"processId"`
-	StartedAt          time.Time         `json:"startedAt"`
+	// Ignore are the server's own ignore patterns, which leave data out of
+	// its watched trees (see [Measurer.DigestTreeData]).
+	Ignore []string `json:"ignore,omitempty"`
+	// Environment holds the variables of [CodeEnvironment] set for the
+	// launch, name → value: they change what code runs.
+	Environment      map[string]string `json:"environment,omitempty"`
+	WorkingDirectory string            `json:"workingDirectory"`
+	Observed         []Observed        `json:"observed,omitempty"`
+	Epoch            string            `json:"epoch"`
+	ProcessID        int               `json:"processId"`
+	StartedAt        time.Time         `json:"startedAt"`
 }
 
 // epochEntropy is monotonic crypto/rand entropy; ulid.MonotonicEntropy is not
@@ -190,4 +197,36 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// CodeEnvironment are the environment variables that change what code a
+// server runs beside its files: module and library search paths, code
+// loaded at start-up, options that add code (NODE_OPTIONS=--require x).
+// Their values at launch are part of the execution record.
+var CodeEnvironment = []string{
+	"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONINSPECT",
+	"NODE_OPTIONS", "NODE_PATH", "NODE_LOADER",
+	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT",
+	"DYLD_INSERT_LIBRARIES", "DYLD_LIBRARY_PATH", "DYLD_FRAMEWORK_PATH", "DYLD_FALLBACK_LIBRARY_PATH",
+	"PERL5LIB", "PERLLIB", "PERL5OPT", "RUBYLIB", "RUBYOPT",
+	"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH",
+	"BASH_ENV", "ENV", "GCONV_PATH",
+}
+
+// codeEnvironment picks the variables of CodeEnvironment from env ("K=V"
+// entries, the later of duplicates winning, as os/exec does); nil when
+// none is set.
+func codeEnvironment(env []string) map[string]string {
+	var out map[string]string
+	for _, kv := range env {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || !slices.Contains(CodeEnvironment, name) {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = value
+	}
+	return out
 }

@@ -38,6 +38,10 @@ var wrapperCommands = map[string]bool{"npx": true, "uvx": true, "bunx": true, "p
 // on top of os.Environ() (later entries win), used for the PATH lookup and for
 // runtime version probes; Extra are the paths the person names (watch entries),
 // relative to Dir unless absolute.
+//
+// Ignore are the server's own ignore patterns (gitignore syntax, relative
+// to each measured tree): files they match in a watched directory are data,
+// left out of its digest, unless they are code (see [Measurer.DigestTreeData]).
 type MeasureSpec struct {
 	Label   string
 	Command string
@@ -45,6 +49,7 @@ type MeasureSpec struct {
 	Dir     string
 	Env     []string
 	Extra   []string
+	Ignore  []string
 }
 
 // Measurer measures execution records. It caches file digests by (device,
@@ -108,7 +113,16 @@ func NewMeasurer(logger *slog.Logger) *Measurer {
 //     file.
 //   - The nearest of [LockfileNames] walking up from the entry's directory (or
 //     Dir) is digested.
-//   - Each Extra path is digested, with [Measurer.DigestTree] for directories.
+//   - Without Extra, a known launcher's script (nodemon server.js, tsx watch
+//     x.ts, uv run x.py, python -m mod found in Dir, npx pkg as npm resolves
+//     it: a project's node_modules/.bin, else the npx cache, whose
+//     directory is then the package) is the entry, and the launcher's own
+//     file a wrapper.
+//   - Each Extra path is digested, with [Measurer.DigestTreeData] for
+//     directories: data the tree's .gitignore files, [DefaultIgnores] and
+//     Ignore mark is left out, code never.
+//   - The environment variables that change what code runs
+//     ([CodeEnvironment]) are recorded with their values.
 //   - Without Extra, an entry script's package (see [PackageDigest]) is
 //     digested with [Measurer.DigestPackage].
 //
@@ -182,6 +196,30 @@ func (m *Measurer) Measure(ctx context.Context, s MeasureSpec) (Record, error) {
 	default:
 		rec.Entry, rec.EntryDigest = exe, exeSum
 	}
+	pkgDir := ""
+	if len(s.Extra) == 0 {
+		// A known launcher (nodemon, tsx watch, uv run, python -m, npx):
+		// the script it runs is the entry, measured with its package and
+		// watched; the launcher's own file stays measured as a wrapper.
+		script := launchedScript(s.Command, s.Args, kind, rec.Entry, wd)
+		if script == "" && filepath.Base(s.Command) == "npx" {
+			script, pkgDir = npxScript(s.Args, wd, env)
+		}
+		if script != "" {
+			real, err := filepath.EvalSymlinks(script)
+			if err != nil {
+				return Record{}, fmt.Errorf("resolving entry %s: %w", script, err)
+			}
+			sum, err := m.DigestFile(real)
+			if err != nil {
+				return Record{}, err
+			}
+			if rec.Entry != "" && !slices.ContainsFunc(rec.Wrappers, func(w FileDigest) bool { return w.Path == rec.Entry }) {
+				rec.Wrappers = append(rec.Wrappers, FileDigest{Path: rec.Entry, SHA256: rec.EntryDigest})
+			}
+			rec.Entry, rec.EntryDigest = real, sum
+		}
+	}
 	if wrapperCommands[filepath.Base(s.Command)] && !slices.Contains(rec.Wrappers, rec.ResolvedExecutable) {
 		rec.Wrappers = append(rec.Wrappers, rec.ResolvedExecutable)
 	}
@@ -207,13 +245,30 @@ func (m *Measurer) Measure(ctx context.Context, s MeasureSpec) (Record, error) {
 	if len(s.Extra) == 0 && rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path {
 		// No watch path: the entry's package is measured, so that an
 		// edited sibling module or dependency is new code too.
-		if dir := packageDir(rec.Entry); dir != "" {
+		dir := pkgDir
+		if dir == "" {
+			dir = packageDir(rec.Entry)
+		}
+		if dir != "" {
 			pd, err := m.DigestPackage(dir)
 			if err != nil {
 				return Record{}, err
 			}
 			rec.Package = &pd
 		}
+	}
+	rec.Environment = codeEnvironment(env)
+	if len(s.Ignore) > 0 {
+		rec.Ignore = slices.Clone(s.Ignore)
+	}
+	// Files measured by name are code in a watched tree whatever an
+	// ignore pattern says.
+	code := []string{rec.ResolvedExecutable.Path, rec.Entry, rec.Lockfile}
+	if rec.Interpreter != nil {
+		code = append(code, rec.Interpreter.Path)
+	}
+	for _, w := range rec.Wrappers {
+		code = append(code, w.Path)
 	}
 	for _, e := range s.Extra {
 		if err := ctx.Err(); err != nil {
@@ -229,7 +284,7 @@ func (m *Measurer) Measure(ctx context.Context, s MeasureSpec) (Record, error) {
 		}
 		var sum string
 		if fi.IsDir() {
-			sum, err = m.DigestTree(p)
+			sum, err = m.DigestTreeData(p, s.Ignore, code)
 		} else {
 			sum, err = m.DigestFile(p)
 		}
@@ -419,7 +474,7 @@ func set(s ...string) map[string]bool {
 var rulesByKind = map[string]argRules{
 	kindNode: {
 		stop:  set("-e", "--eval", "-p", "--print", "-i", "--interactive"),
-		value: set("-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions", "--env-file", "--title", "--input-type", "--inspect-port"),
+		value: set("-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions", "--env-file", "--title", "--input-type", "--inspect-port", "--watch-path"),
 	},
 	kindPython: {
 		value:        set("--check-hash-based-pycs"),

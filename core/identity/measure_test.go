@@ -208,17 +208,28 @@ func TestMeasure(t *testing.T) {
 			}),
 		},
 		{
-			name: "python -m has no entry",
+			// A known launcher watches what it runs: the module's
+			// file in the working directory is the entry.
+			name: "python -m runs the module found in the working directory",
 			spec: identity.MeasureSpec{Command: "python3", Args: []string{"-m", "server"}},
 			want: with(base([]string{"python3", "-m", "server"}, python), func(r *identity.Record) {
+				r.Runtime = "python 3.12.3"
+				entry(r, filepath.Join(f.proj, "server.py"))
+			}),
+		},
+		{
+			name: "python -m of a module not in the working directory has no entry",
+			spec: identity.MeasureSpec{Command: "python3", Args: []string{"-m", "http.server"}},
+			want: with(base([]string{"python3", "-m", "http.server"}, python), func(r *identity.Record) {
 				r.Runtime = "python 3.12.3"
 			}),
 		},
 		{
-			name: "uv run has no entry",
-			spec: identity.MeasureSpec{Command: "uv", Args: []string{"run", "server.py"}},
-			want: with(base([]string{"uv", "run", "server.py"}, filepath.Join(f.bin, "uv")), func(r *identity.Record) {
+			name: "uv run: the script is the entry",
+			spec: identity.MeasureSpec{Command: "uv", Args: []string{"run", "--with", "mcp", "server.py"}},
+			want: with(base([]string{"uv", "run", "--with", "mcp", "server.py"}, filepath.Join(f.bin, "uv")), func(r *identity.Record) {
 				r.Runtime = "uv 0.5.11"
+				entry(r, filepath.Join(f.proj, "server.py"))
 			}),
 		},
 		{

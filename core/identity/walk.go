@@ -15,6 +15,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 )
 
 // The walk that [Measurer.DigestTree] and [Measurer.DigestPackage] share.
@@ -39,6 +41,10 @@ type walkRules struct {
 	// file decides whether a non-directory entry (kind from the listing)
 	// is listed. Nil lists every one.
 	file func(flags uint8, name string, kind byte) bool
+	// ignore, when set, leaves data out (ignore.go): a directory an
+	// ignore pattern matches is entered but not listed itself, and a file
+	// it matches is left out unless it is code.
+	ignore *ignoreRules
 }
 
 // walkWorkers bounds the directories stat'ed at once.
@@ -58,6 +64,7 @@ type walkNode struct {
 	flags    uint8
 	entries  []walkEntry
 	items    []treeItem
+	patterns []gitignore.Pattern // the ignore patterns in force in it (walkRules.ignore)
 }
 
 // walkTree lists root (symlinks in root itself resolved by the caller) by
@@ -93,6 +100,9 @@ func (m *Measurer) walkTree(root string, rules walkRules) ([]treeItem, error) {
 	}
 	w := &walk{m: m, rules: rules, sem: make(chan struct{}, walkWorkers())}
 	top := &walkNode{abs: root}
+	if rules.ignore != nil {
+		top.patterns = rules.ignore.base
+	}
 	w.wg.Add(1)
 	w.visit(top)
 	w.wg.Wait()
@@ -168,6 +178,20 @@ func (w *walk) read(n *walkNode) error {
 		return err
 	}
 	slices.SortFunc(des, func(a, b fs.DirEntry) int { return cmp.Compare(a.Name(), b.Name()) })
+	ig := w.rules.ignore
+	if ig != nil && slices.ContainsFunc(des, func(de fs.DirEntry) bool { return de.Name() == ignoreFile }) {
+		// Its own patterns come after its parents': a deeper
+		// .gitignore decides first, as in git.
+		if own := readIgnoreFile(n.abs, splitRel(n.rel)); len(own) > 0 {
+			n.patterns = slices.Concat(n.patterns, own)
+		}
+	}
+	// The path of an entry, split as ignore patterns match it: the
+	// directory's names, then the entry's (one allocation per directory).
+	var parts []string
+	if ig != nil {
+		parts = append(splitRel(n.rel), "")
+	}
 	n.entries = make([]walkEntry, 0, len(des))
 	// Most entries are listed (a dependency tree is listed whole): one
 	// allocation per directory rather than a slice growing.
@@ -194,9 +218,32 @@ func (w *walk) read(n *walkNode) error {
 		if n.rel == "" {
 			rel = name
 		}
+		var pre *entryStat
+		if ig != nil {
+			parts[len(parts)-1] = name
+		}
+		if list && ig != nil && matches(n.patterns, parts, kind == kindDir) {
+			if kind == kindDir {
+				// Entered all the same: an ignored directory may
+				// hold code, which no pattern leaves out.
+				list = false
+			} else {
+				st, err := d.stat(name, abs)
+				if err != nil {
+					return err
+				}
+				if !ig.isCode(abs, st.kind, st.mode) {
+					continue
+				}
+				pre = &st
+			}
+		}
 		if list {
-			st, err := d.stat(name, abs)
-			if err != nil {
+			var st entryStat
+			var err error
+			if pre != nil {
+				st = *pre
+			} else if st, err = d.stat(name, abs); err != nil {
 				return err
 			}
 			it := treeItem{kind: st.kind, rel: filepath.ToSlash(rel), abs: abs, mode: st.mode, key: st.key, keyOK: st.keyOK, flags: n.flags}
@@ -215,7 +262,7 @@ func (w *walk) read(n *walkNode) error {
 			kind = st.kind
 		}
 		if enter && kind == kindDir {
-			e.sub = &walkNode{abs: abs, rel: rel, flags: flags}
+			e.sub = &walkNode{abs: abs, rel: rel, flags: flags, patterns: n.patterns}
 		}
 		n.entries = append(n.entries, e)
 	}

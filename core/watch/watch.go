@@ -46,13 +46,14 @@ type Watcher struct {
 	started chan Event
 
 	mu      sync.Mutex
-	sets    map[string][]string       // guarded by mu; key → watched roots (absolute, clean)
-	held    map[string][]string       // guarded by mu; key → directories it acquired
-	dirs    map[string]int            // guarded by mu; directory → number of acquisitions
-	pending map[string]*pendingChange // guarded by mu; key → changes waiting to settle
-	isDir   map[string]bool           // guarded by mu; root → it is a directory tree
-	timers  map[string]*time.Timer    // guarded by mu
-	closed  bool                      // guarded by mu
+	sets    map[string][]string          // guarded by mu; key → watched roots (absolute, clean)
+	held    map[string][]string          // guarded by mu; key → directories it acquired
+	dirs    map[string]int               // guarded by mu; directory → number of acquisitions
+	pending map[string]*pendingChange    // guarded by mu; key → changes waiting to settle
+	isDir   map[string]bool              // guarded by mu; root → it is a directory tree
+	data    map[string]func(string) bool // guarded by mu; key → which changed paths are data (SetData)
+	timers  map[string]*time.Timer       // guarded by mu
+	closed  bool                         // guarded by mu
 	clock   func() time.Time
 }
 
@@ -85,6 +86,7 @@ func New(settle time.Duration, log *slog.Logger) (*Watcher, error) {
 		dirs:    map[string]int{},
 		pending: map[string]*pendingChange{},
 		isDir:   map[string]bool{},
+		data:    map[string]func(string) bool{},
 		timers:  map[string]*time.Timer{},
 		clock:   time.Now,
 	}, nil
@@ -147,6 +149,23 @@ func (w *Watcher) Set(key string, paths []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// SetData sets, for key, which changes inside its watched directories are
+// data, not a build: isData is asked about each changed path strictly
+// inside a watched directory (a path that is itself a watched root is
+// always a change), and a change it calls data is not reported. Nil
+// reports every change. The identity's rules decide (see
+// identity.DataFilter): a server writing its ledger or log in its source
+// tree starts no build.
+func (w *Watcher) SetData(key string, isData func(path string) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if isData == nil {
+		delete(w.data, key)
+		return
+	}
+	w.data[key] = isData
 }
 
 // dirsFor lists the directories to watch for root: the tree when root is a
@@ -252,10 +271,12 @@ func (w *Watcher) Serve(ctx context.Context) error {
 }
 
 func (w *Watcher) handle(ev fsnotify.Event) {
-	if ev.Op == fsnotify.Chmod {
-		return // metadata only: no new bytes
-	}
 	name := filepath.Clean(ev.Name)
+	if ev.Op == fsnotify.Chmod && !isExecutable(name) {
+		// Metadata only: no new bytes. A file made executable becomes
+		// code, which an ignore pattern no longer leaves out.
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ev.Op.Has(fsnotify.Create) {
@@ -279,6 +300,9 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 	for key, roots := range w.sets {
 		for _, r := range roots {
 			if name == r || (w.isDir[r] && within(name, r)) {
+				if name != r && w.data[key] != nil && w.data[key](name) {
+					continue // data the server wrote: no build
+				}
 				w.noteLocked(key, r)
 			}
 			if !w.isDir[r] && within(r, name) && ev.Op.Has(fsnotify.Create) && (name != r || isDirectory(name)) {
@@ -327,6 +351,12 @@ func (w *Watcher) goneLocked(name string) {
 			}
 		}
 	}
+}
+
+// isExecutable reports whether p is a regular file with an execute bit now.
+func isExecutable(p string) bool {
+	info, err := os.Lstat(p)
+	return err == nil && info.Mode().IsRegular() && info.Mode()&0o111 != 0
 }
 
 // isDirectory reports whether p is a directory now.

@@ -225,3 +225,40 @@ func TestStartedBeforeSettle(t *testing.T) {
 	default:
 	}
 }
+
+// TestDataStartsNoBuild: a change the key's filter calls data (the
+// server's ledger, its log) is not reported, neither as started nor
+// settled; a change of code beside it is; and a data file made
+// executable (chmod +x) becomes code, so it is a change too.
+func TestDataStartsNoBuild(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "server.py"), "v1")
+	w := start(t)
+	if err := w.Set("srv", []string{root}); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(root, "state", "ledger")
+	w.SetData("srv", func(p string) bool {
+		info, err := os.Stat(p)
+		return filepath.Ext(p) == ".log" || p == filepath.Dir(ledger) || (p == ledger && (err != nil || info.Mode()&0o111 == 0))
+	})
+	write(t, filepath.Join(root, "server.log"), "a")
+	write(t, ledger, "b")
+	quiet(t, w, time.Second)
+	select {
+	case st := <-w.Started():
+		t.Fatalf("data started a change: %+v", st)
+	default:
+	}
+	if err := os.Chmod(ledger, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, w); ev.Key != "srv" {
+		t.Errorf("after chmod +x: %+v", ev)
+	}
+	write(t, filepath.Join(root, "server.py"), "v2")
+	if ev := next(t, w); ev.Key != "srv" || !cmp.Equal(ev.Paths, []string{root}) {
+		t.Errorf("after the code changed: %+v", ev)
+	}
+	<-w.Started()
+}

@@ -70,7 +70,10 @@ func newStdout() (*stdoutPipe, *os.File, error) {
 		w.Close()
 		return nil, nil, err
 	}
-	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(4))
+	// Room for the credentials and the pidfd, and for a few descriptors a
+	// server may send on purpose, which writerOf closes (the kernel drops
+	// those that do not fit, and reports the truncation).
+	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(4)+unix.CmsgSpace(4*16))
 	return &stdoutPipe{f: r, rc: rc, oob: oob}, w, nil
 }
 
@@ -135,6 +138,14 @@ func writerOf(oob []byte) (pid, pidfd int) {
 		case unix.SCM_PIDFD:
 			if len(m.Data) >= 4 {
 				pidfd = int(int32(uint32(m.Data[0]) | uint32(m.Data[1])<<8 | uint32(m.Data[2])<<16 | uint32(m.Data[3])<<24))
+			}
+		case unix.SCM_RIGHTS:
+			// The server sent descriptors on its stdout (sendmsg): never
+			// kept.
+			if fds, err := unix.ParseUnixRights(&m); err == nil {
+				for _, fd := range fds {
+					unix.Close(fd)
+				}
 			}
 		}
 	}

@@ -177,16 +177,26 @@ func pidfdIno(pidfd int) uint64 {
 	if pidfd < 0 {
 		return 0
 	}
+	pidfsOnce.Do(func() {
+		var sf unix.Statfs_t
+		onPidfs = unix.Fstatfs(pidfd, &sf) == nil && sf.Type == pidfsMagic
+	})
+	if !onPidfs {
+		return 0
+	}
 	var st unix.Stat_t
 	if unix.Fstat(pidfd, &st) != nil {
 		return 0
 	}
-	var sf unix.Statfs_t
-	if unix.Fstatfs(pidfd, &sf) != nil || sf.Type != pidfsMagic {
-		return 0
-	}
 	return st.Ino
 }
+
+// onPidfs: this kernel's pidfds live on pidfs (one inode per process); told
+// by the first pidfd looked at.
+var (
+	pidfsOnce sync.Once
+	onPidfs   bool
+)
 
 // pidfsMagic is PID_FS_MAGIC (include/uapi/linux/magic.h).
 const pidfsMagic = 0x50494446

@@ -565,8 +565,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		d.log.Info("agent of shim unknown", "shim", shimPID, "err", err)
 	}
 	runID := identity.NewEpoch()
-	var sess *gateway.Session
-	sess = gateway.New(gateway.Options{
+	sess := gateway.New(gateway.Options{
 		RunID:          runID,
 		Label:          label,
 		Agent:          agent,

@@ -164,8 +164,12 @@ func (d *Daemon) superviseService(ctx context.Context, s service) {
 		if healthy != nil {
 			healthy.Stop()
 		}
-		if ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())) {
-			d.log.Debug("daemon service stopped", "service", s.name)
+		if ctx.Err() != nil { // the daemon is stopping: no restart
+			if err != nil && !errors.Is(err, ctx.Err()) {
+				d.log.Error("daemon service stopped", "service", s.name, "err", err)
+			} else {
+				d.log.Debug("daemon service stopped", "service", s.name)
+			}
 			return
 		}
 		if err == nil {

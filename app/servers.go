@@ -896,6 +896,10 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	if rep.PendingChange != nil {
 		writePending(w, rep.PendingChange)
 	}
+	for _, f := range rep.Degraded {
+		fmt.Fprintf(w, "Degraded: the daemon's %s stopped (%d times in a row, last at %s) and is restarted at %s:\n  %s\n",
+			f.Service, f.Stops, f.Last.Local().Format(time.TimeOnly), f.Restart.Local().Format(time.TimeOnly), textsafe.Line(f.Error))
+	}
 	if rep.Audit.Error != "" {
 		fmt.Fprintf(w, "Audit log cannot be written: every tool call is refused (audit_unavailable) until it can:\n  %s\n", rep.Audit.Error)
 	}

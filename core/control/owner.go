@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // ErrForeign is wrapped by Dial's error when the daemon's socket, its
@@ -55,7 +54,7 @@ func checkOwned(socket string) error {
 // checkPeer refuses a connection whose peer, as the kernel reports it, is
 // another user's process.
 func checkPeer(c net.Conn, socket string) error {
-	uid, err := peerUID(c)
+	uid, _, err := PeerCred(c)
 	if err != nil {
 		return fmt.Errorf("%w: cannot tell, from the kernel, whose process answers on %s (%v); nothing was sent", ErrForeign, socket, err)
 	}
@@ -63,9 +62,4 @@ func checkPeer(c net.Conn, socket string) error {
 		return fmt.Errorf("%w: the process answering on %s runs as uid %d, not as you (uid %d): another user may be impersonating Portcullis, so nothing was sent", ErrForeign, socket, uid, os.Getuid())
 	}
 	return nil
-}
-
-// rawConn is what net.UnixConn offers to read socket options.
-type rawConn interface {
-	SyscallConn() (syscall.RawConn, error)
 }

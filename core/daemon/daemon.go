@@ -121,6 +121,7 @@ type Daemon struct {
 	auditW   *recovering // the same log, recovering after write failures
 	watcher  fileWatcher // the build watcher
 	authz    *authz.Authority
+	health   serviceHealth // services that stopped on their own (services.go)
 
 	// newWatcher makes the configuration file's watcher (newFileWatcher).
 	newWatcher func(settle time.Duration, log *slog.Logger) (fileWatcher, error)
@@ -564,8 +565,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		d.log.Info("agent of shim unknown", "shim", shimPID, "err", err)
 	}
 	runID := identity.NewEpoch()
-	var sess *gateway.Session
-	sess = gateway.New(gateway.Options{
+	sess := gateway.New(gateway.Options{
 		RunID:          runID,
 		Label:          label,
 		Agent:          agent,
@@ -1066,6 +1066,9 @@ type StatusReport struct {
 	PendingChange *PendingChange `json:"pendingChange,omitempty"`
 	// Authentication is settings.approvalAuthentication as in force.
 	Authentication AuthStatus `json:"authentication"`
+	// Degraded are the daemon's services that stopped on their own and are
+	// being restarted, sorted by name; empty when all run.
+	Degraded []ServiceFault `json:"degraded,omitempty"`
 }
 
 // CheckSummary counts the health checks of one server label: agent runs
@@ -1084,6 +1087,7 @@ func (d *Daemon) Status() StatusReport {
 	rep.Audit = d.auditStatus()
 	rep.PendingChange = d.pendingCopy()
 	rep.Authentication = d.authStatus()
+	rep.Degraded = d.health.list()
 	if cfgErr != nil {
 		rep.ConfigError = cfgErr.Error()
 	}

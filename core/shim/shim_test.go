@@ -56,19 +56,8 @@ func (l *lines) answer(t *testing.T, id string, n int) json.RawMessage {
 	}
 }
 
-// fakeDaemon accepts one connect on a Unix socket, replies OK and hands
-// the connection to the test.
-func fakeDaemon(t *testing.T) (socket string, conns <-chan net.Conn) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "shim-") // short: Unix socket paths are limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return fakeDaemonAt(t, filepath.Join(dir, "s"))
-}
-
-// fakeDaemonAt is fakeDaemon listening on socket.
+// fakeDaemonAt accepts one connect on the Unix socket socket, replies OK
+// and hands the connection to the test.
 func fakeDaemonAt(t *testing.T, socket string) (string, <-chan net.Conn) {
 	t.Helper()
 	return fakeDaemonReplying(t, socket, `{"ok":true,"run":"R"}`)

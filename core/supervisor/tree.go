@@ -1166,14 +1166,6 @@ func (p *Process) escapedLocked() error {
 	return nil
 }
 
-func pidsOf(vs []procView) []int {
-	out := make([]int, len(vs))
-	for i, v := range vs {
-		out[i] = v.pid
-	}
-	return out
-}
-
 // wakeups are kernel notices that a watched process forked, exec'd or
 // exited (macOS kqueue EVFILT_PROC), so that the tree is read at once
 // rather than at the next poll.
@@ -1182,10 +1174,3 @@ type wakeups interface {
 	watch(pids []int) // adds processes to watch; watched ones stay
 	close()
 }
-
-// noWakeups is the poll-only implementation.
-type noWakeups struct{}
-
-func (noWakeups) C() <-chan struct{} { return nil }
-func (noWakeups) watch([]int)        {}
-func (noWakeups) close()             {}

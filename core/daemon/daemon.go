@@ -389,7 +389,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 func listen(sock string) (net.Listener, error) {
 	if fi, err := os.Lstat(sock); err == nil {
 		if owner, ok := fileOwner(fi); ok && owner != os.Getuid() {
-			return nil, fmt.Errorf("%w: the socket path %s is taken by uid %d, not this user (uid %d): another user may be impersonating Portcullis; not starting (have it removed by its owner or root, or set XDG_RUNTIME_DIR or PORTCULLIS_HOME to a directory of your own)", ErrSocketTaken, sock, owner, os.Getuid())
+			return nil, fmt.Errorf("%w: the socket path %s is taken by uid %d, not this user (uid %d): another user may be impersonating Portcullis; not starting (have it removed by its owner or root, or set PORTCULLIS_HOME to a directory of your own)", ErrSocketTaken, sock, owner, os.Getuid())
 		}
 		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
 			c.Close()

@@ -322,6 +322,13 @@ func (a *App) runDaemon(ctx context.Context, args []string) error {
 		return usagef("daemon takes no arguments")
 	}
 	log := a.logger("daemon")
+	// Before the configuration and the audit key are read: a second
+	// daemon says so, not a later failure of its own.
+	lock, err := daemon.TakeLock(a.Dirs)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	d, err := a.newDaemon(log)
 	if err != nil {
 		return configError(err, againDaemon)

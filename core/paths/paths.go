@@ -47,6 +47,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 )
 
 const (
@@ -54,6 +55,8 @@ const (
 	ConfigFileName = "config.json"
 	// SocketName is the name of the daemon's control socket inside Dirs.Runtime.
 	SocketName = "portcullis.sock"
+	// LockFileName is the name of the daemon's lock file inside Dirs.State.
+	LockFileName = "daemon.lock"
 	// MaxSocketPath is the longest socket path used, in bytes: macOS's sun_path
 	// holds 104 bytes including the terminating NUL.
 	MaxSocketPath = 103
@@ -92,6 +95,37 @@ func (d Dirs) ConfigFile() string { return filepath.Join(d.Config, ConfigFileNam
 // Socket returns the path of the daemon's control socket, Runtime/portcullis.sock.
 // Resolve guarantees it is at most MaxSocketPath bytes long.
 func (d Dirs) Socket() string { return filepath.Join(d.Runtime, SocketName) }
+
+// LockFile returns the file in State that the running daemon holds locked
+// for its whole life (one daemon per state directory); it says the daemon's
+// pid and socket.
+func (d Dirs) LockFile() string { return filepath.Join(d.State, LockFileName) }
+
+// Holder is what the lock file says of the daemon that holds it.
+type Holder struct {
+	PID    int
+	Socket string
+}
+
+// ReadHolder reads what d's lock file says; the zero Holder when it says
+// nothing. Whether a daemon holds the lock now is not checked here.
+func ReadHolder(d Dirs) Holder {
+	var h Holder
+	b, err := os.ReadFile(d.LockFile())
+	if err != nil {
+		return h
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		switch k {
+		case "pid":
+			h.PID, _ = strconv.Atoi(v)
+		case "socket":
+			h.Socket = v
+		}
+	}
+	return h
+}
 
 // Resolve returns the directories for this user and system (see the package
 // documentation). It does not create them; call [Dirs.Ensure].

@@ -222,6 +222,9 @@ func (a *TerminalAgent) Stop() {
 // through the inherited PATH.
 func systemHelper(bin string) (string, error) {
 	if filepath.IsAbs(bin) {
+		if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
+			return "", fmt.Errorf("%s not found", bin)
+		}
 		return bin, nil
 	}
 	if p := spawn.Helper(bin); p != "" {

@@ -1066,6 +1066,12 @@ type StatusReport struct {
 	PendingChange *PendingChange `json:"pendingChange,omitempty"`
 	// Authentication is settings.approvalAuthentication as in force.
 	Authentication AuthStatus `json:"authentication"`
+	// PID is the daemon's process ID.
+	PID int `json:"pid"`
+	// Withheld names the variables of the daemon's environment that no
+	// server inherits (supervisor.Withheld): a server's environment is its
+	// configuration's plus a fixed base.
+	Withheld []string `json:"withheldFromServers"`
 }
 
 // CheckSummary counts the health checks of one server label: agent runs
@@ -1084,6 +1090,8 @@ func (d *Daemon) Status() StatusReport {
 	rep.Audit = d.auditStatus()
 	rep.PendingChange = d.pendingCopy()
 	rep.Authentication = d.authStatus()
+	rep.PID = os.Getpid()
+	rep.Withheld = supervisor.Withheld(os.Environ())
 	if cfgErr != nil {
 		rep.ConfigError = cfgErr.Error()
 	}

@@ -76,7 +76,8 @@ func DaemonEnv(environ []string, p paths.Person, runtimeDir string) (env, withhe
 	}
 	if bus != "" {
 		env = append(env, "DBUS_SESSION_BUS_ADDRESS="+bus)
-	} else if callerBus != "" {
+	}
+	if callerBus != "" && callerBus != bus {
 		withheld = append(withheld, "DBUS_SESSION_BUS_ADDRESS")
 	}
 	return env, withheld

@@ -524,12 +524,14 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 	case control.OpAuditAcknowledge:
 		d.acknowledgeTampered(ctx, c)
 	case control.OpRestart:
-		n := d.Restart(h.Label, "restart requested with portcullis restart")
-		if n == 0 {
+		rctx, cancel := context.WithTimeout(ctx, d.restartWait())
+		res := d.RestartWait(rctx, h.Label, "restart requested with portcullis restart")
+		cancel()
+		if len(res) == 0 {
 			reply(c, control.Reply{Error: fmt.Sprintf("no agent run of %q is connected: nothing to restart", h.Label), Code: "no_runs"})
 			return
 		}
-		b, _ := json.Marshal(map[string]int{"restarted": n})
+		b, _ := json.Marshal(map[string]any{"restarted": len(res), "results": res})
 		reply(c, control.Reply{Data: b})
 	default:
 		reply(c, control.Reply{Error: fmt.Sprintf("unknown operation %q", h.Op), Code: "bad_hello"})

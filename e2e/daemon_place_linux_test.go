@@ -277,6 +277,20 @@ func TestConnectReachesThePersonsDaemon(t *testing.T) {
 	if _, err := os.Stat(ns.file(filepath.Join(ns.home, ".local", "state", "portcullis", "daemon.log"))); err == nil {
 		t.Errorf("the shim started a daemon of its own (its log exists)")
 	}
+	// doctor, from the agent's environment, names that daemon.
+	doc, err := ns.command(minimal, portcullis, "doctor").CombinedOutput()
+	if err != nil || !bytes.Contains(doc, []byte("pid "+strconv.Itoa(d.Process.Pid)+" answers")) {
+		t.Errorf("doctor from the minimal environment: %v\n%s", err, doc)
+	}
+	// A second daemon, from either environment, refuses to start and says
+	// why: the running one (not a failure of its own, such as the keychain).
+	for _, env := range [][]string{minimal, full} {
+		second, err := ns.command(env, portcullis, "daemon").CombinedOutput()
+		if err == nil || !bytes.Contains(second, []byte("already running")) || !bytes.Contains(second, []byte("pid "+strconv.Itoa(d.Process.Pid))) ||
+			bytes.Contains(second, []byte("audit")) {
+			t.Errorf("a second daemon: %v\n%s", err, second)
+		}
+	}
 	// The run is the person's daemon's.
 	st := ns.command(minimal, portcullis, "status")
 	out, err := st.CombinedOutput()

@@ -64,7 +64,7 @@ func DaemonEnv(environ []string, p paths.Person, runtimeDir string) (env, withhe
 			continue
 		}
 		if name == "" || !keep(name) {
-			if name != "" && !has(withheld, name) {
+			if name != "" && !has(withheld, name) && !has(env, kv) { // a built value equal to the caller's is not withheld
 				withheld = append(withheld, name)
 			}
 			continue

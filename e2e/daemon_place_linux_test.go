@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -296,5 +297,42 @@ func TestConnectReachesThePersonsDaemon(t *testing.T) {
 	out, err := st.CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("pid "+strconv.Itoa(d.Process.Pid))) {
 		t.Errorf("status from the minimal environment: %v\n%s", err, out)
+	}
+}
+
+// TestServerEnvironmentFixedBase: a daemon started from a shell whose
+// environment has PYTHONPATH, NODE_OPTIONS and LD_PRELOAD passes none of
+// them to a server (its configuration's env aside), and status names them
+// as withheld.
+func TestServerEnvironmentFixedBase(t *testing.T) {
+	h := newHome(t)
+	spyDir := t.TempDir()
+	auditAddServer(t, h, "spy", config.Server{
+		Command: "/bin/sh",
+		Args:    []string{"-c", `env > "$SPY_DIR/env.tmp" && mv "$SPY_DIR/env.tmp" "$SPY_DIR/env"; exec "$ECHO_BIN"`},
+		Env:     map[string]string{"SPY_DIR": spyDir, "ECHO_BIN": echoBin, "FROM_CONFIG": "yes"},
+	}, "echo")
+	const py, node = "/tmp/shell-pythonpath-34", "--require=/tmp/shell-hook-34.js"
+	h.Env = append(h.Env, "PYTHONPATH="+py, "NODE_OPTIONS="+node, "LD_PRELOAD=")
+	startDaemon(t, h)
+	a := startRaw(t, h, "spy")
+	a.handshake("1")
+	dump := "\n" + string(waitFile(t, filepath.Join(spyDir, "env")))
+	for _, name := range []string{"PYTHONPATH=", "NODE_OPTIONS=", "LD_PRELOAD="} {
+		if strings.Contains(dump, "\n"+name) {
+			t.Errorf("the server got %s from the daemon's environment", name)
+		}
+	}
+	if !strings.Contains(dump, "\nFROM_CONFIG=yes\n") || !strings.Contains(dump, "\nHOME=") || !strings.Contains(dump, "\nPATH=") {
+		t.Errorf("the server's environment lacks its configuration's env or the base:\n%s", dump)
+	}
+	rep, err := h.Status(testContext(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"PYTHONPATH", "NODE_OPTIONS", "LD_PRELOAD"} {
+		if !slices.Contains(rep.Withheld, name) {
+			t.Errorf("status withheldFromServers %v does not name %s", rep.Withheld, name)
+		}
 	}
 }

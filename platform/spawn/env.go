@@ -35,8 +35,10 @@ func keep(name string) bool {
 // variables left out.
 //
 // When PORTCULLIS_HOME is set (tests, or a separate installation the caller
-// chose), the caller already picked the daemon; a session bus the caller
-// names is then kept when the uid has none of its own.
+// chose), the caller already picked the daemon, and its session bus too:
+// DBUS_SESSION_BUS_ADDRESS, when the caller has it (empty: no bus), is
+// kept rather than the uid's, so that a test's throwaway keyring is used
+// and never the person's.
 func DaemonEnv(environ []string, p paths.Person, runtimeDir string) (env, withheld []string) {
 	env = []string{"PATH=" + strings.Join(SystemPath, string(os.PathListSeparator))}
 	if p.Home != "" {
@@ -53,14 +55,14 @@ func DaemonEnv(environ []string, p paths.Person, runtimeDir string) (env, withhe
 		}
 	}
 	isolated := false
-	callerBus := ""
+	callerBus, callerHasBus := "", false
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		switch {
 		case name == paths.EnvHome && value != "":
 			isolated = true
 		case name == "DBUS_SESSION_BUS_ADDRESS":
-			callerBus = value
+			callerBus, callerHasBus = value, true
 			continue
 		}
 		if name == "" || !keep(name) {
@@ -71,7 +73,7 @@ func DaemonEnv(environ []string, p paths.Person, runtimeDir string) (env, withhe
 		}
 		env = append(env, kv)
 	}
-	if isolated && bus == "" && callerBus != "" {
+	if isolated && callerHasBus {
 		bus = callerBus
 	}
 	if bus != "" {

@@ -64,10 +64,20 @@ func TestDaemonEnvIsBuilt(t *testing.T) {
 	if _, ok := got["DBUS_SESSION_BUS_ADDRESS"]; ok {
 		t.Errorf("without the uid's bus the daemon got the caller's: %v", got)
 	}
-	// …unless the caller chose the daemon itself (PORTCULLIS_HOME: tests).
-	got = envMap(first(DaemonEnv(append(agent, paths.EnvHome+"=/tmp/ph"), p, "")))
+	// …unless the caller chose the daemon itself (PORTCULLIS_HOME: tests),
+	// whose bus (or none, set empty) wins even over the uid's: a test's
+	// throwaway keyring, never the person's.
+	got = envMap(first(DaemonEnv(append(agent, paths.EnvHome+"=/tmp/ph"), p, run)))
 	if got["DBUS_SESSION_BUS_ADDRESS"] != "unix:path=/tmp/agent/fake-bus" || got[paths.EnvHome] != "/tmp/ph" {
 		t.Errorf("under PORTCULLIS_HOME: %v", got)
+	}
+	got = envMap(first(DaemonEnv(append(agent, paths.EnvHome+"=/tmp/ph", "DBUS_SESSION_BUS_ADDRESS="), p, run)))
+	if v, ok := got["DBUS_SESSION_BUS_ADDRESS"]; ok {
+		t.Errorf("under PORTCULLIS_HOME with the bus set empty, the daemon got %q", v)
+	}
+	got = envMap(first(DaemonEnv([]string{paths.EnvHome + "=/tmp/ph"}, p, run)))
+	if got["DBUS_SESSION_BUS_ADDRESS"] != "unix:path="+filepath.Join(run, "bus") {
+		t.Errorf("under PORTCULLIS_HOME with no bus of the caller's: %v", got)
 	}
 }
 

@@ -889,7 +889,10 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // writeStatus prints the status report for a person.
 func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusReport) {
-	fmt.Fprintf(w, "Portcullis daemon: running (socket %s)\n", rep.Socket)
+	fmt.Fprintf(w, "Portcullis daemon: running (pid %d, socket %s)\n", rep.PID, rep.Socket)
+	if len(rep.Withheld) > 0 {
+		fmt.Fprintf(w, "Withheld from servers (not in their fixed base; a server's configuration env can give one): %s\n", strings.Join(rep.Withheld, " "))
+	}
 	if rep.ConfigError != "" {
 		fmt.Fprintf(w, "Configuration file is missing or invalid; the last good one is in force:\n  %s\n", rep.ConfigError)
 	}

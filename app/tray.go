@@ -48,6 +48,11 @@ func (a *App) runTray(ctx context.Context) error {
 // not nil, receives the tray once it exists (tests drive it).
 func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) error {
 	log := a.logger("app")
+	lock, err := daemon.TakeLock(a.Dirs) // before the daemon reads anything (runDaemon)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	d, err := a.newDaemon(log)
 	if err != nil {
 		return configError(err, "start Portcullis again")

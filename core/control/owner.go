@@ -33,7 +33,7 @@ func checkOwned(socket string) error {
 		return fmt.Errorf("%w: %s is a %v, not a directory; refusing to use the socket in it (remove it, and start Portcullis again)", ErrForeign, dir, fi.Mode().Type())
 	}
 	if owner, ok := ownerOf(fi); ok && owner != uid {
-		return fmt.Errorf("%w: the daemon's directory %s belongs to uid %d, not to you (uid %d): another user may be impersonating Portcullis, so nothing was sent; have that directory removed (by its owner or root), or set XDG_RUNTIME_DIR or PORTCULLIS_HOME to a directory of your own", ErrForeign, dir, owner, uid)
+		return fmt.Errorf("%w: the daemon's directory %s belongs to uid %d, not to you (uid %d): another user may be impersonating Portcullis, so nothing was sent; have that directory removed (by its owner or root), or set PORTCULLIS_HOME to a directory of your own", ErrForeign, dir, owner, uid)
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("%w: the daemon's directory %s has mode %v: other users may write in it and replace the socket, so nothing was sent; make it private (chmod 700 %s) and restart Portcullis", ErrForeign, dir, fi.Mode().Perm(), dir)

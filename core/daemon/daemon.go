@@ -390,7 +390,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 func listen(sock string) (net.Listener, error) {
 	if fi, err := os.Lstat(sock); err == nil {
 		if owner, ok := fileOwner(fi); ok && owner != os.Getuid() {
-			return nil, fmt.Errorf("%w: the socket path %s is taken by uid %d, not this user (uid %d): another user may be impersonating Portcullis; not starting (have it removed by its owner or root, or set XDG_RUNTIME_DIR or PORTCULLIS_HOME to a directory of your own)", ErrSocketTaken, sock, owner, os.Getuid())
+			return nil, fmt.Errorf("%w: the socket path %s is taken by uid %d, not this user (uid %d): another user may be impersonating Portcullis; not starting (have it removed by its owner or root, or set PORTCULLIS_HOME to a directory of your own)", ErrSocketTaken, sock, owner, os.Getuid())
 		}
 		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
 			c.Close()
@@ -525,12 +525,14 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 	case control.OpAuditAcknowledge:
 		d.acknowledgeTampered(ctx, c)
 	case control.OpRestart:
-		n := d.Restart(h.Label, "restart requested with portcullis restart")
-		if n == 0 {
+		rctx, cancel := context.WithTimeout(ctx, d.restartWait())
+		res := d.RestartWait(rctx, h.Label, "restart requested with portcullis restart")
+		cancel()
+		if len(res) == 0 {
 			reply(c, control.Reply{Error: fmt.Sprintf("no agent run of %q is connected: nothing to restart", h.Label), Code: "no_runs"})
 			return
 		}
-		b, _ := json.Marshal(map[string]int{"restarted": n})
+		b, _ := json.Marshal(map[string]any{"restarted": len(res), "results": res})
 		reply(c, control.Reply{Data: b})
 	default:
 		reply(c, control.Reply{Error: fmt.Sprintf("unknown operation %q", h.Op), Code: "bad_hello"})
@@ -1069,6 +1071,12 @@ type StatusReport struct {
 	// Degraded are the daemon's services that stopped on their own and are
 	// being restarted, sorted by name; empty when all run.
 	Degraded []ServiceFault `json:"degraded,omitempty"`
+	// PID is the daemon's process ID.
+	PID int `json:"pid"`
+	// Withheld names the variables of the daemon's environment that no
+	// server inherits (supervisor.Withheld): a server's environment is its
+	// configuration's plus a fixed base.
+	Withheld []string `json:"withheldFromServers"`
 }
 
 // CheckSummary counts the health checks of one server label: agent runs
@@ -1088,6 +1096,8 @@ func (d *Daemon) Status() StatusReport {
 	rep.PendingChange = d.pendingCopy()
 	rep.Authentication = d.authStatus()
 	rep.Degraded = d.health.list()
+	rep.PID = os.Getpid()
+	rep.Withheld = supervisor.Withheld(os.Environ())
 	if cfgErr != nil {
 		rep.ConfigError = cfgErr.Error()
 	}

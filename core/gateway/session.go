@@ -221,6 +221,7 @@ type Session struct {
 	replacing        bool                       // guarded by mu
 	replaceAgain     bool                       // guarded by mu; a Replace arrived during one
 	replaceWhy       string                     // guarded by mu
+	replaceErr       error                      // guarded by mu; why the last replacement launched nothing (nil: it did)
 	lastExit         *EpochExit                 // guarded by mu; the latest process of this run to exit
 	work             group                      // catalog fetches, calls on their way, replacements, process watchers: Serve waits for them
 	events           group                      // audit writes off the response path: Serve waits for them before run_ended

@@ -219,6 +219,7 @@ type eventFields struct {
 	ID              string            `json:"id"`
 	ServerRequest   string            `json:"serverRequest"`
 	Held            []string          `json:"held"`
+	Keys            []string          `json:"keys"`
 }
 
 // eventLine renders one event for a person, on one line: UTC time with
@@ -333,6 +334,9 @@ func eventLine(e audit.Event) string {
 		}
 	case audit.TypeUnrequestedAnswer:
 		kv("id", f.ID)
+	case audit.TypeReservedMetaRemoved:
+		kv("method", f.Method)
+		kv("keys", strings.Join(f.Keys, ","))
 	case audit.TypeServerRequest:
 		kv("method", f.Method)
 		kv("decision", f.Decision)

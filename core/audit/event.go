@@ -87,6 +87,11 @@ const (
 	// TypeServerRequest: a server's request to the agent (sampling,
 	// elicitation, roots) was passed or refused (ServerRequest).
 	TypeServerRequest = "server_request"
+	// TypeReservedMetaRemoved: the agent sent members of _meta whose names
+	// Portcullis reserves ("dev.portcullis/…"); they were removed before
+	// the server saw the message. Written once per agent run, for the
+	// first such message (ReservedMetaRemoved).
+	TypeReservedMetaRemoved = "reserved_meta_removed"
 )
 
 // Event is one decoded line of the log.
@@ -446,6 +451,19 @@ type UnrequestedAnswer struct {
 	ID          string `json:"id"`
 	Digest      string `json:"digest"`
 	Reason      string `json:"reason"`
+}
+
+// ReservedMetaRemoved is the fields of a reserved_meta_removed event: the
+// agent of AgentRun sent Method with members of _meta under the names
+// Portcullis reserves for what it adds itself ("dev.portcullis/…", such as
+// the "meta" credentials it injects); Keys are the names removed from that
+// first message (at most 16, each at most 128 bytes). Later messages of the
+// run are stripped the same way without another event.
+type ReservedMetaRemoved struct {
+	AgentRun    string   `json:"agentRun"`
+	ServerLabel string   `json:"serverLabel"`
+	Method      string   `json:"method,omitempty"` // "" for the agent's answer to a server request
+	Keys        []string `json:"keys"`
 }
 
 // ServerRequest is the fields of a server_request event, written before a

@@ -220,6 +220,8 @@ type eventFields struct {
 	ServerRequest   string            `json:"serverRequest"`
 	Held            []string          `json:"held"`
 	Keys            []string          `json:"keys"`
+	Channel         string            `json:"channel"`
+	Authentication  string            `json:"authentication"`
 }
 
 // eventLine renders one event for a person, on one line: UTC time with
@@ -329,6 +331,10 @@ func eventLine(e audit.Event) string {
 		if e.Type == audit.TypeApprovalDenied {
 			kv("by", f.By)
 		}
+		if e.Type == audit.TypeApprovalGranted {
+			kv("channel", f.Channel)
+			kv("authentication", f.Authentication)
+		}
 		if f.Stale {
 			kv("stale", "true") // raised with an authorization_stale refusal
 		}
@@ -361,6 +367,8 @@ func eventLine(e audit.Event) string {
 		kv("change", f.ID)
 		kv("held", strings.Join(f.Held, "; "))
 		kv("by", f.By)
+		kv("channel", f.Channel)
+		kv("authentication", f.Authentication)
 	}
 	switch e.Type {
 	case audit.TypeAuthorizationDenied, audit.TypeCallRefused, audit.TypeListChangedSent:

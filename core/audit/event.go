@@ -236,9 +236,45 @@ type ApprovalRequested struct {
 	ToolContracts map[string]string `json:"toolContracts,omitempty"`
 }
 
+// Channels of Decider.Channel: where the person decided.
+const (
+	ChannelWindow = "window" // the approval window (or Preferences) of the app, in the daemon's process
+	ChannelCLI    = "cli"    // a portcullis command, through the control socket
+)
+
+// Authentication values of Decider.Authentication other than the name of
+// the operating system's mechanism ("polkit", "LocalAuthentication").
+const (
+	// AuthNotAsked: the mode in force did not ask the operating system for
+	// this decision (settings.approvalAuthentication off, or credentials
+	// and the decision bears on none).
+	AuthNotAsked = "not_asked"
+)
+
+// Decider is who made a decision that grants or widens trust, as the
+// daemon knew it when it acted: Channel (ChannelWindow, ChannelCLI); the
+// deciding process, its executable and its ancestry (pids from the process
+// up to the root) as the kernel reported them, in the shape of
+// DecisionRefused and PersonAction; Authentication, the mechanism that
+// authenticated the person ("polkit", "LocalAuthentication") or
+// AuthNotAsked; AuthenticationMode, settings.approvalAuthentication as in
+// force ("off", "credentials", "always"). Events written before these
+// fields existed lack them.
+type Decider struct {
+	Channel            string `json:"channel,omitempty"`
+	PID                int    `json:"pid,omitempty"`
+	Executable         string `json:"executable,omitempty"`
+	Ancestry           []int  `json:"ancestry,omitempty"`
+	Authentication     string `json:"authentication,omitempty"`
+	AuthenticationMode string `json:"authenticationMode,omitempty"`
+}
+
 // ApprovalGranted is the fields of an approval_granted event. ExpiresWhen is
 // "agent-run-ends" or "once". Epoch and Identity as in ApprovalRequested.
+// The Decider's fields (channel, pid, executable, ancestry, authentication)
+// say who approved.
 type ApprovalGranted struct {
+	Decider
 	Request         string   `json:"request"`
 	AgentRun        string   `json:"agentRun"`
 	ServerLabel     string   `json:"serverLabel"`

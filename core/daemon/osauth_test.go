@@ -138,7 +138,7 @@ func TestAuthenticateDecision(t *testing.T) {
 				card.CredentialScope = []string{"api"}
 			}
 			id := d.authz.Raise(card)
-			err := d.authenticateDecision(context.Background(), nil, id, tc.choice, 4242)
+			_, err := d.authenticateDecision(context.Background(), nil, id, tc.choice, 4242)
 			if asked := len(tc.auth.asked) > 0; asked != tc.asked {
 				t.Fatalf("authenticator asked = %v, want %v", asked, tc.asked)
 			}
@@ -305,10 +305,13 @@ func TestAuthenticateChange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := authDaemon(t, config.AuthAlways, tc.auth)
-			err := d.authenticateChange(nil, 4242, "confirm change c1 of the configuration", held)
+			auth, err := d.authenticateChange(nil, 4242, "confirm change c1 of the configuration", held)
 			if tc.want == nil {
 				if err != nil || len(tc.auth.asked) != 1 || tc.auth.asked[0].PID != 4242 {
 					t.Fatalf("err = %v, asked %+v; want one authentication of pid 4242 and no error", err, tc.auth.asked)
+				}
+				if auth.by != tc.auth.Mechanism() || auth.mode != config.AuthAlways {
+					t.Errorf("recorded authentication %+v, want %s under %s", auth, tc.auth.Mechanism(), config.AuthAlways)
 				}
 				return
 			}

@@ -252,6 +252,33 @@ func (d *Daemon) personAct(c net.Conn, what string) error {
 	return nil
 }
 
+// cliDecider is the record of a decision that came through c (a portcullis
+// command): the process and its ancestry as read when c was accepted, and
+// what the operating system's authentication did.
+func (d *Daemon) cliDecider(c net.Conn, auth osAuth) *audit.Decider {
+	dec := &audit.Decider{Channel: audit.ChannelCLI, Authentication: auth.by, AuthenticationMode: auth.mode}
+	chain, err := d.peerOf(c)
+	if err != nil || len(chain) == 0 {
+		if _, pid, perr := d.opts.Peers.Peer(c); perr == nil {
+			dec.PID = pid
+		}
+		return dec
+	}
+	dec.PID, dec.Executable = chain[0].PID, chain[0].Exe
+	for _, p := range chain {
+		dec.Ancestry = append(dec.Ancestry, p.PID)
+	}
+	return dec
+}
+
+// windowDecider is the record of a decision made in the app's window, in
+// the daemon's own process.
+func (d *Daemon) windowDecider(auth osAuth) *audit.Decider {
+	dec := &audit.Decider{Channel: audit.ChannelWindow, PID: os.Getpid(), Authentication: auth.by, AuthenticationMode: auth.mode}
+	dec.Executable, _ = os.Executable()
+	return dec
+}
+
 // refuse audits a refusal and returns it as an error.
 func (d *Daemon) refuse(what, request string, peer *identity.Observed, chain []identity.Observed, kind, label, run, msg string) error {
 	var pids []int

@@ -57,10 +57,10 @@ const codeNotPerson = "not_a_person"
 
 // Refusal kinds, in audit.DecisionRefused.Refusal.
 const (
-	refusedSupervised = "supervised" // descends from the daemon: a server's tree, or left it
-	refusedMarked     = "marked"     // carries an epoch's mark (supervisor.EpochEnv)
-	refusedAgent      = "agent"      // descends from the agent of a live agent run
-	refusedUnverified = "unverified" // its ancestry could not be read
+	refusedSupervised = "supervised"  // descends from the daemon: a server's tree, or left it
+	refusedMarked     = "marked"      // carries an epoch's mark (supervisor.EpochEnv)
+	refusedAgent      = "agent"       // descends from the agent of a live agent run
+	refusedUnverified = "unverified"  // its ancestry could not be read
 	refusedNoTerminal = "no_terminal" // its stdin and stdout are not a terminal (or that could not be read)
 )
 
@@ -165,7 +165,6 @@ func (d *Daemon) forgetAgent(run string) {
 //     shim's parent, start time checked, as recorded when the shim
 //     connected): an agent's shell cannot approve the agent's calls;
 //   - any process whose ancestry cannot be read (fail closed).
-//
 //
 // and then, from what the kernel shows of the process itself:
 //   - any process whose standard input and output are not both a terminal

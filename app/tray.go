@@ -110,16 +110,28 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 	}
 
 	_, gui := fa.Driver().(desktop.Driver)
+	// The tray stops before the driver does: once Fyne's loop has ended
+	// (Quit), fyne.Do runs its function at once on the caller's goroutine,
+	// after GLFW was terminated, and a menu or window update of the tray
+	// then panics ("GLFW library is not initialized") — as on SIGTERM,
+	// when the daemon's shutdown kept sending changes to the tray.
+	trayCtx, stopTray := context.WithCancel(ctx)
+	trayDone := make(chan struct{})
+	go func() {
+		defer close(trayDone)
+		tray.Run(trayCtx)
+	}()
 	served := make(chan error, 1)
 	go func() {
 		err := d.Serve(ctx)
 		cancel()
+		stopTray()
+		<-trayDone
 		if gui {
 			fyne.Do(fa.Quit)
 		}
 		served <- err
 	}()
-	go tray.Run(ctx)
 	if gui {
 		fa.Run() // until Quit: from the menu (after the daemon stopped) or from the system
 		cancel()

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
 )
@@ -254,12 +257,37 @@ func TestWindowApprovals(t *testing.T) {
 	t.Run("outside the mode", func(t *testing.T) {
 		fa := &fakeAuth{answer: ErrAuthFailed}
 		d := authDaemon(t, config.AuthCredentials, fa)
+		al, err := audit.Open(d.auditOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer al.Close()
+		d.audit, d.auditW = al, &recovering{log: al, retryEvery: time.Second}
 		id := d.authz.Raise(card)
 		if err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, By: "app"}); err != nil {
 			t.Fatal(err)
 		}
 		if g, err := d.authz.Wait(context.Background(), id); err != nil || g == nil || len(fa.asked) != 0 {
 			t.Fatalf("Wait = %v, %v (asked %d); want a grant without authentication", g, err, len(fa.asked))
+		}
+		// The record names the window, the app's process and that the OS
+		// was not asked under this mode.
+		evs, err := audit.Tail(AuditDir(d.opts.Dirs), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g audit.ApprovalGranted
+		for _, e := range evs {
+			if e.Type == audit.TypeApprovalGranted {
+				if err := e.DecodeFields(&g); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		exe, _ := os.Executable()
+		want := audit.Decider{Channel: audit.ChannelWindow, PID: os.Getpid(), Executable: exe, Authentication: audit.AuthNotAsked, AuthenticationMode: config.AuthCredentials}
+		if g.Request != id || !reflect.DeepEqual(g.Decider, want) {
+			t.Errorf("approval_granted %+v; want request %s decided by %+v", g, id, want)
 		}
 	})
 }

@@ -110,11 +110,14 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 	}
 
 	_, gui := fa.Driver().(desktop.Driver)
-	// The tray stops before the driver does: once Fyne's loop has ended
-	// (Quit), fyne.Do runs its function at once on the caller's goroutine,
-	// after GLFW was terminated, and a menu or window update of the tray
-	// then panics ("GLFW library is not initialized") — as on SIGTERM,
-	// when the daemon's shutdown kept sending changes to the tray.
+	// Once Fyne's loop has ended, fyne.Do runs its function at once on the
+	// caller's goroutine, after GLFW was terminated: a window or menu
+	// update then panics ("GLFW library is not initialized"). The loop
+	// ends before the daemon does on SIGTERM and SIGINT, which Fyne's
+	// driver catches itself and quits on. So the tray stops before the
+	// app quits, and the app is quit through its driver, whose Quit only
+	// ends the loop (once) and touches no window: fa.Quit would close each
+	// window with GLFW calls.
 	trayCtx, stopTray := context.WithCancel(ctx)
 	trayDone := make(chan struct{})
 	go func() {
@@ -128,7 +131,7 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 		stopTray()
 		<-trayDone
 		if gui {
-			fyne.Do(fa.Quit)
+			fyne.Do(fa.Driver().Quit)
 		}
 		served <- err
 	}()

@@ -152,7 +152,7 @@ func cardModel(c authz.Card) cardView {
 // so that a name such as "Claude Code wants to read notes.txt on" cannot
 // make the sentence read as another.
 func sentence(c authz.Card) string {
-	who := agentName(c)
+	who := agentName(c, "An agent")
 	server := textsafe.Line(c.ServerLabel)
 	var what string
 	switch {
@@ -161,7 +161,7 @@ func sentence(c authz.Card) string {
 	case c.Tool != "":
 		what = fmt.Sprintf("wants to run `%s` on %s", textsafe.Line(c.Tool), server)
 	case c.ServerRequest != nil:
-		return fmt.Sprintf("%s asks %s: %s — %s", server, "the"+strings.TrimPrefix(who, "An"), textsafe.Line(c.ServerRequest.Method), why(c))
+		return fmt.Sprintf("%s asks %s: %s — %s", server, agentName(c, "the agent"), textsafe.Line(c.ServerRequest.Method), why(c))
 	default:
 		what = "wants to use " + server
 	}
@@ -200,13 +200,13 @@ func why(c authz.Card) string {
 // maxAgentName bounds, in runes, the agent's name in the card's sentence.
 const maxAgentName = 40
 
-// agentName is how the card's sentence names the agent: "An agent (pid
-// N)", and the name it gave itself as a quotation: "An agent (pid N)
-// calling itself “name”".
-func agentName(c authz.Card) string {
-	who := "An agent"
+// agentName is how the card's sentence names the agent: noun ("An
+// agent"), its pid, and the name it gave itself as a quotation: "An agent
+// (pid N) calling itself “name”".
+func agentName(c authz.Card, noun string) string {
+	who := noun
 	if c.AgentPID != 0 {
-		who = fmt.Sprintf("An agent (pid %d)", c.AgentPID)
+		who = fmt.Sprintf("%s (pid %d)", noun, c.AgentPID)
 	}
 	if name := strings.TrimSpace(c.AgentName); name != "" {
 		who += " calling itself " + textsafe.Quote(name, maxAgentName)

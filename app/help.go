@@ -73,7 +73,7 @@ var docs = map[string]cmdDoc{
 		examples: []string{"portcullis servers remove notes"},
 	},
 	"servers policy": {
-		what:     "Sets one tool's policy: allow (no approval), approve (a person approves, once per agent run and server process; the default) or deny (hidden from agents and refused). In force at once, for runs already connected too.",
+		what:     "Sets one tool's policy: allow (no approval), approve (a person approves, once per agent run and server process; the default) or deny (hidden from agents and refused). In force at once, for runs already connected too. Allowing widens trust: with a daemon running, only the person at a terminal of their own may do it (not a pipe, not a server's or an agent's process).",
 		examples: []string{"portcullis servers policy notes notes_read allow", "portcullis servers policy notes notes_delete deny"},
 	},
 	"servers cred": {
@@ -159,7 +159,7 @@ var docs = map[string]cmdDoc{
 		examples: []string{"portcullis audit setup-keys"},
 	},
 	"audit acknowledge": {
-		what:     "After the daemon found the audit log's file swapped or deleted (log_tampered), approvals stop until you have looked: this acknowledges it and lets them resume.",
+		what:     "After the daemon found the audit log's file swapped or deleted (log_tampered), approvals stop until you have looked: this acknowledges it and lets them resume. Only the person, at a terminal of their own (not a pipe, not a server's or an agent's process).",
 		examples: []string{"portcullis audit acknowledge"},
 	},
 	"audit rotate-key": {

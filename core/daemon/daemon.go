@@ -498,11 +498,13 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 			reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
 			return
 		}
-		if err := d.authenticateDecision(ctx, c, h.Request, authz.Choice(h.Choice), pid); err != nil {
+		auth, err := d.authenticateDecision(ctx, c, h.Request, authz.Choice(h.Choice), pid)
+		if err != nil {
 			reply(c, control.Reply{Error: err.Error(), Code: codeAuthentication})
 			return
 		}
-		if err := d.authz.Decide(h.Request, authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, By: "cli"}); err != nil {
+		dec := authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, By: "cli", Decider: d.cliDecider(c, auth)}
+		if err := d.authz.Decide(h.Request, dec); err != nil {
 			code := "decide_failed"
 			if re := (*authz.ResolvedError)(nil); errors.As(err, &re) {
 				code = control.CodeResolvedPrefix + re.Outcome // withdrawn, and why, in the error

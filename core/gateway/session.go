@@ -206,6 +206,7 @@ type Session struct {
 	gate             gate           // guarded by mu; whether the agent's requests flow (gate.go)
 	inputEnded       chan struct{}  // closed when the agent sent EndOfInput
 	inputEndOnce     sync.Once
+	reservedNoted    bool          // owned by readAgent; the run's reserved_meta_removed event was written
 	agentGone        chan struct{} // closed when a write to the agent failed: nobody reads its answers
 	agentGoneOnce    sync.Once
 	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched

@@ -145,6 +145,11 @@ type Server struct {
 	// system cannot provide fails the launch. Lowering it widens trust
 	// (empty counts as standard).
 	Sandbox string `json:"sandbox,omitempty"`
+	// Write lists the absolute paths the server may write in its sandbox
+	// besides its working directory, /tmp and its runtime's caches (the
+	// person's home is otherwise read-only to it; docs/DESIGN.md,
+	// "Processes"). Adding one widens trust.
+	Write []string `json:"write,omitempty"`
 }
 
 // Sandbox levels of [Server.Sandbox].

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -57,7 +56,6 @@ func build(dir string) error {
 	inventoryBin, err = harness.BuildServer(ctx, repoRoot, dir, "inventory", "")
 	return err
 }
-
 
 // needNPM skips t when the npm MCP peers are not installed; `make test`
 // installs them, so in CI nothing skips.

@@ -290,8 +290,9 @@ func (pl plan) build(fs fsys) ([]string, string, error) {
 		}
 	}
 
-	// What is writable: never the root, /dev, /proc, /sys, the home itself
-	// or a directory above it.
+	// What is writable: never the root, /dev, /proc, /sys or the home
+	// itself (a directory above the home is, with the home read-only in
+	// it).
 	var writes, readOnly []string
 	writable := func(p string) {
 		r, _, ok := fs.resolve(filepath.Clean(p))
@@ -304,7 +305,7 @@ func (pl plan) build(fs fsys) ([]string, string, error) {
 				return
 			}
 		}
-		if r == "/" || (pl.home != "" && within(pl.home, r)) {
+		if r == "/" || r == pl.home {
 			readOnly = append(readOnly, r)
 			return
 		}
@@ -326,6 +327,16 @@ func (pl plan) build(fs fsys) ([]string, string, error) {
 	for p, m := range ms {
 		if m.kind == mountRW {
 			roots = append(roots, p)
+		}
+	}
+	if pl.home != "" {
+		for _, w := range roots {
+			if within(pl.home, w) {
+				// A writable directory above the home (a home in /tmp):
+				// the home is read-only again inside it.
+				add(pl.home, mountRO)
+				break
+			}
 		}
 	}
 	inWritable := func(p string) (string, bool) {
@@ -379,6 +390,18 @@ func (pl plan) build(fs fsys) ([]string, string, error) {
 			}
 		}
 	}
+
+	// Nothing is mounted inside a covered directory (its tmpfs is
+	// read-only, and what is inside is hidden with it).
+	for p := range ms {
+		for q, m := range ms {
+			if q != p && m.kind == mountHide && m.dir && within(p, q) {
+				delete(ms, p)
+				break
+			}
+		}
+	}
+	hidden = slices.DeleteFunc(hidden, func(h string) bool { _, ok := ms[h]; return !ok })
 
 	args := namespaceArgs(pl.level)
 	args = append(args, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")

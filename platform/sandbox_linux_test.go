@@ -70,7 +70,7 @@ func TestSandboxPlan(t *testing.T) {
 	fs := fakeFS{
 		"/": true, "/tmp": true, "/tmp/.X11-unix": true, "/home/p": true,
 		"/home/p/.bashrc": false, "/home/p/.npm": true, "/home/p/.cache": true,
-		"/home/p/.config": true, "/home/p/.config/portcullis": true, "/home/p/.config/fish": true,
+		"/home/p/.config": true, "/home/p/.config/portcullis": true, "/home/p/.config/portcullis/run": true, "/home/p/.config/fish": true,
 		"/home/p/.local/state/portcullis": true, "/home/p/.local/bin": true,
 		"/home/p/proj": true, "/home/p/proj/node_modules/.bin": true, "/home/p/data": true,
 		"/run/user/1000": true, "/run/user/1000/portcullis": true, "/run/user/1000/bus": false,
@@ -79,7 +79,7 @@ func TestSandboxPlan(t *testing.T) {
 	pl := plan{
 		level: SandboxStandard, home: "/home/p", cwd: "/home/p/proj", exe: "/usr/bin/node",
 		write: []string{"/home/p/data", "/home/p/.config", "/nonexistent"},
-		hide:  []string{"/home/p/.config/portcullis", "/home/p/.local/state/portcullis", "/run/user/1000/portcullis", "/run/user/1000/bus"},
+		hide:  []string{"/home/p/.config/portcullis", "/home/p/.config/portcullis/run", "/home/p/.local/state/portcullis", "/run/user/1000/portcullis", "/run/user/1000/bus"},
 		env:   []string{"PATH=/home/p/proj/node_modules/.bin:/home/p/.local/bin:/usr/bin", "XDG_RUNTIME_DIR=/run/user/1000", "DISPLAY=:0"},
 	}
 	args, desc, err := pl.build(fs)
@@ -130,19 +130,19 @@ func TestSandboxPlan(t *testing.T) {
 		t.Errorf("status says %q", desc)
 	}
 
-	// The home itself is never writable, nor what is above it.
+	// The home itself is never writable; inside what is above it, it is
+	// read-only again.
 	pl.cwd, pl.write = "/home/p", []string{"/home"}
 	fs["/home"] = true
 	args, desc, err = pl.build(fs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range mountsOf(args) {
-		if m == "--bind /home/p" || m == "--bind /home" {
-			t.Errorf("%s: the home is writable", m)
-		}
+	got = mountsOf(args)
+	if slices.Contains(got, "--bind /home/p") || !slices.Contains(got, "--bind /home") || !slices.Contains(got, "--ro-bind /home/p") || !slices.Contains(got, "--ro-bind /home/p/.bashrc") {
+		t.Errorf("the home is writable:\n%s", strings.Join(got, "\n"))
 	}
-	if !strings.Contains(desc, "read-only /home/p, /home") {
+	if !strings.Contains(desc, "; read-only /home/p") {
 		t.Errorf("status does not say the home stays read-only: %q", desc)
 	}
 

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-
 )
 
 // ModulePath is the import path of the main module, as go.mod declares it.

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,5 +187,59 @@ func TestContainSandboxWithoutBwrap(t *testing.T) {
 	m.refusal(t)
 	if !strings.Contains(string(m.Raw), "asks for sandbox standard") || !strings.Contains(string(m.Raw), "--sandbox off") {
 		t.Errorf("the refusal %.800s does not say the sandbox asked for is missing and how to run it unconfined", m.Raw)
+	}
+}
+
+// TestContainSandboxDiesWithTheDaemon: a daemon killed with SIGKILL leaves
+// no sandboxed server behind, nor its child that setsid'd away and cleared
+// its environment (bwrap's --die-with-parent and the PID namespace); the
+// unsandboxed case, where the next daemon cleans up, is
+// TestRobustDaemonKilledSetsidGrandchild.
+func TestContainSandboxDiesWithTheDaemon(t *testing.T) {
+	needBwrap(t)
+	h := newHome(t)
+	secs := fmt.Sprintf("4%06d", os.Getpid()%1000000)
+	auditAddServer(t, h, "leaver", config.Server{Command: "/bin/sh",
+		Args: []string{"-c", `setsid env -i /bin/sleep ` + secs + ` </dev/null >/dev/null 2>&1 & exec "$ECHO_BIN"`},
+		Env:  map[string]string{"ECHO_BIN": echoBin}}, "echo")
+	d, err := h.StartDaemon(testContext(t, 30*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop(5 * time.Second) })
+	a := connectCmd(t, h.ConnectCommand("leaver"), "")
+	if _, err := a.Session.ListTools(testContext(t, 30*time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	run := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(""))
+	alive := func() []int {
+		all, err := harness.Processes()
+		if err != nil {
+			t.Skipf("skipping: %v", err)
+		}
+		var out []int
+		for _, p := range all {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/cmdline")
+			if p.State != "Z" && (string(b) == "/bin/sleep\x00"+secs+"\x00" || p.PID == run.PID) {
+				out = append(out, p.PID)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(alive()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(alive()) < 2 {
+		t.Fatalf("the server %d and its setsid child are not both running: %v", run.PID, alive())
+	}
+	signalPID(t, d.PID(), syscall.SIGKILL)
+	<-d.Done()
+	deadline = time.Now().Add(15 * time.Second)
+	for len(alive()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if left := alive(); len(left) > 0 {
+		t.Errorf("processes of the sandbox %v outlived the killed daemon", left)
 	}
 }

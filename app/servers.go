@@ -297,7 +297,7 @@ func (a *App) serversAdd(args []string) error {
 	if len(o.write) == 0 {
 		// What the server is given as a directory to work in (a
 		// filesystem server's roots, a repository) it likely writes.
-		if s.Write = dirArgs(s); len(s.Write) > 0 {
+		if s.Write = config.ProposedWrite(s); len(s.Write) > 0 {
 			notes = append(notes, fmt.Sprintf("Write paths: %s (directories among its arguments); in its sandbox the server writes only these, its cwd, /tmp and its caches. Other paths: portcullis servers edit %s --write PATH.", strings.Join(s.Write, ", "), label))
 		}
 	}
@@ -418,40 +418,6 @@ func absPaths(what string, ps []string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// dirArgs returns the server's arguments that name existing directories
-// (absolute, or relative to its cwd), as absolute paths: what servers add
-// proposes as its write paths.
-func dirArgs(s config.Server) []string {
-	var out []string
-	for _, a := range s.Args {
-		if strings.HasPrefix(a, "-") {
-			if _, v, ok := strings.Cut(a, "="); ok {
-				a = v
-			} else {
-				continue
-			}
-		}
-		if a == "" || a == "/" {
-			continue
-		}
-		p := a
-		if !filepath.IsAbs(p) {
-			if s.Cwd == "" || !strings.ContainsRune(p, filepath.Separator) && p != "." {
-				continue
-			}
-			p = filepath.Join(s.Cwd, p)
-		}
-		p = filepath.Clean(p)
-		if home, err := os.UserHomeDir(); err == nil && p == home {
-			continue // the home itself is never writable
-		}
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() && !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // entryNotFound returns a usage error (exit 2) when the server's command

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -152,5 +155,25 @@ func TestSplitTrustWrite(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "write") {
 			t.Errorf("write path %q: %v, want a refusal", bad, err)
 		}
+	}
+}
+
+// TestProposedWrite: the existing directories among a server's arguments,
+// absolute or relative to its cwd or after "--flag=", are proposed as its
+// write paths; files, missing paths, flags, / and the home are not.
+func TestProposedWrite(t *testing.T) {
+	cwd, root := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(cwd, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cwd, "server.js"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	home, _ := os.UserHomeDir()
+	s := Server{Command: "node", Cwd: cwd, Args: []string{"server.js", root, "./data", "--db=" + root, "--verbose", "/nonexistent", "/", home, "data"}}
+	got := ProposedWrite(s)
+	want := []string{root, filepath.Join(cwd, "data")}
+	if !slices.Equal(got, want) {
+		t.Errorf("ProposedWrite = %q, want %q", got, want)
 	}
 }

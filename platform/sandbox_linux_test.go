@@ -306,6 +306,51 @@ func TestSandboxNonRootHelper(t *testing.T) {
 	if !strings.Contains(out, "CapEff:\t0000000000000000") {
 		t.Errorf("uid %d's server holds capabilities:\n%s", os.Getuid(), out)
 	}
+	checkFindsTheServer(t)
+}
+
+// checkFindsTheServer: below bubblewrap's monitor and init, the supervisor
+// finds the server's own process (its pid, its executable, its epoch's
+// mark), and Stop ends the whole sandbox.
+func checkFindsTheServer(t *testing.T) {
+	t.Helper()
+	sb, err := NewSandbox(SandboxStandard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep here")
+	}
+	p, err := supervisor.Start(ctx, supervisor.Spec{Label: "boxed", Command: sleep, Args: []string{"300"}, Sandbox: sb}, supervisor.Options{NoTree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.EvalSymlinks(sleep)
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid()))
+	if err != nil || exe != want {
+		t.Errorf("uid %d: the supervisor's server process %d runs %q (%v), want %s", os.Getuid(), p.Pid(), exe, err, want)
+	}
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Pid())); err != nil || !strings.Contains(string(env), supervisor.EpochEnv+"="+p.Epoch()) {
+		t.Errorf("uid %d: the server's environment cannot be read or lacks its epoch's mark (%v)", os.Getuid(), err)
+	}
+	pid := p.Pid()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("uid %d: the server %d outlived Stop (%v)", os.Getuid(), pid, err)
+	}
+}
+
+// TestSandboxFindsTheServer is checkFindsTheServer as this test's uid.
+func TestSandboxFindsTheServer(t *testing.T) {
+	if _, err := NewSandbox(SandboxStandard); err != nil {
+		t.Skipf("no sandbox here: %v", err)
+	}
+	checkFindsTheServer(t)
 }
 
 func TestSandboxStrictHasNoNetwork(t *testing.T) {

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/internal/harness"
 	"github.com/portcullis/portcullis/platform"
@@ -241,5 +243,49 @@ func TestContainSandboxDiesWithTheDaemon(t *testing.T) {
 	}
 	if left := alive(); len(left) > 0 {
 		t.Errorf("processes of the sandbox %v outlived the killed daemon", left)
+	}
+}
+
+// TestContainSandboxFilesystemServerWrites: the npm server-filesystem,
+// added with its allowed directory inside the person's home (read-only in
+// the sandbox), writes there under the default sandbox: servers add
+// proposed that directory as a write path. A file of the home outside it
+// stays unwritable.
+func TestContainSandboxFilesystemServerWrites(t *testing.T) {
+	needBwrap(t)
+	npm := needNPM(t)
+	node, err := harness.Node()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHome(t)
+	home := t.TempDir()
+	h.Env = append(h.Env, "HOME="+home)
+	files := filepath.Join(home, "notes")
+	if err := os.Mkdir(files, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.Run(testContext(t, 30*time.Second), "servers", "add", "fs", "--", node, filepath.Join(npm, harness.FilesystemEntry), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Stdout, "Write paths: "+files) {
+		t.Errorf("servers add does not show the write path it proposes:\n%s", out.Stdout)
+	}
+	allowTools(t, h, "fs", "write_file")
+	startDaemon(t, h)
+	a := connectCmd(t, h.ConnectCommand("fs"), "")
+	ctx := testContext(t, 60*time.Second)
+	target := filepath.Join(files, "hello.txt")
+	res, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": target, "content": "written in the sandbox\n"}})
+	if err != nil || res.IsError {
+		t.Fatalf("write_file in the allowed directory: %v %+v", err, res)
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "written in the sandbox\n" {
+		t.Errorf("the file the server wrote: %q, %v", b, err)
+	}
+	run := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(""))
+	if !strings.HasPrefix(run.Sandbox, "standard: ") || !strings.Contains(run.Sandbox, files) {
+		t.Errorf("status says the sandbox is %q, want standard writing %s", run.Sandbox, files)
 	}
 }

@@ -131,7 +131,7 @@ func serverRequestFlags(fs *flag.FlagSet) map[string]*string {
 }
 
 // sandboxUsage describes --sandbox of servers add and edit.
-const sandboxUsage = "`LEVEL` standard (the default where the system can: Portcullis's directories and the session bus's socket hidden from the server), strict (standard and no network) or off"
+const sandboxUsage = "`LEVEL` standard (the default where the system can; Linux: bubblewrap: Portcullis's directories, the session bus and the display hidden from the server, your home read-only but for its --cwd and --write paths), strict (standard and no network) or off"
 
 type serversEditOpts struct {
 	fs                                *flag.FlagSet

@@ -42,13 +42,13 @@ type Nested interface {
 
 // ErrSandboxUnsupported is what an [UnsupportedError] is: the error of a
 // sandbox's constructor when this system cannot confine servers at all
-// (Linux without working user namespaces, an OS without a sandbox), as
-// opposed to a broken installation. A server that did not ask for a level
+// (Linux without bubblewrap or where it is refused, an OS without a
+// sandbox). A server that did not ask for a level
 // explicitly then runs unconfined ([Unconfined]), and status says why.
 var ErrSandboxUnsupported = errors.New("sandbox unsupported here")
 
 // UnsupportedError says why this system has no sandbox: its Error is the
-// reason alone ("user namespaces are not available here (…)"), and it
+// reason alone ("bubblewrap (bwrap) … is not installed here …"), and it
 // matches [ErrSandboxUnsupported] with errors.Is.
 type UnsupportedError struct{ Reason string }
 

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -342,6 +343,48 @@ func checkFindsTheServer(t *testing.T) {
 	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("uid %d: the server %d outlived Stop (%v)", os.Getuid(), pid, err)
+	}
+
+	// A child that leaves the server's session and clears its
+	// environment (no epoch mark), with no cgroup: the PID namespace ends
+	// it with the sandbox.
+	secs := fmt.Sprintf("5%06d", os.Getpid()%1000000)
+	p, err = supervisor.Start(ctx, supervisor.Spec{Label: "boxed", Command: "/bin/sh",
+		Args: []string{"-c", "setsid env -i " + sleep + " " + secs + " </dev/null >/dev/null 2>&1 & exec " + sleep + " 300"}, Sandbox: sb},
+		supervisor.Options{NoTree: true, StopGrace: time.Millisecond, KillGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	escaped := func() []int {
+		var out []int
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err == nil && strings.HasSuffix(string(b), "\x00"+secs+"\x00") {
+				if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(st[strings.LastIndexByte(string(st), ')'):]), ") Z") {
+					n, _ := strconv.Atoi(e.Name())
+					out = append(out, n)
+				}
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(escaped()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(escaped()) == 0 {
+		t.Fatalf("uid %d: the setsid child never ran", os.Getuid())
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for len(escaped()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := escaped(); len(left) > 0 {
+		t.Errorf("uid %d: the setsid child %v outlived Stop", os.Getuid(), left)
 	}
 }
 

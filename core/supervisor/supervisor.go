@@ -218,8 +218,10 @@ type Process struct {
 	identified chan struct{}
 }
 
-// Start launches s in a new process group with pipes for stdin, stdout and
-// stderr, as a new execution epoch: it mints the epoch ID
+// Start launches s in a new process group with pipes for stdin and stderr
+// and a stdout that names its writers (Linux: a Unix socket,
+// stdout_linux.go; elsewhere a pipe), as a new execution epoch: it mints
+// the epoch ID
 // (identity.NewEpoch, see [Process.Epoch]) and marks the server's
 // environment with it ([EpochEnv]). ctx bounds only the start itself:
 // cancelling it later does not touch the process; use [Process.Stop]. A

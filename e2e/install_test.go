@@ -57,7 +57,10 @@ func TestInstallClaudeDesktop(t *testing.T) {
 	startDaemon(t, h)
 	ctx := testContext(t, 2*time.Minute)
 
-	res, err := h.Run(ctx, "install", "claude-desktop")
+	// At a terminal, as the person runs it: a credential scope added to
+	// the configuration while the daemon runs widens trust, which only the
+	// person at a terminal may do.
+	res, err := h.RunAtTerminal(ctx, "install", "claude-desktop")
 	if err != nil {
 		t.Fatalf("install: %v\nstdout: %s", err, res.Stdout)
 	}

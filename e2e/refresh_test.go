@@ -67,7 +67,7 @@ func TestBuildWithManualRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(res.Stdout, "for 1 agent run(s)") {
+	if !strings.Contains(res.Stdout, "1 agent run(s)") || !strings.Contains(res.Stdout, "new epoch") {
 		t.Errorf("portcullis restart printed %q, want one run restarted", res.Stdout)
 	}
 	after := waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch", readyOn(before.Epoch))

@@ -78,7 +78,11 @@ func TestTwoRunsTwoEpochs(t *testing.T) {
 // server — and that another agent run is not touched.
 func TestKillShimStopsServerGroup(t *testing.T) {
 	h := newHome(t)
-	addServer(t, h, "family", "/bin/sh", "-c", `sleep 300 & exec "$0"`, echoBin)
+	// Without the sandbox, whose PID namespace makes bwrap the group's
+	// leader: the group is what this test is about.
+	if err := h.AddServer(testContext(t, 30*time.Second), "family", []string{"--sandbox", "off"}, "/bin/sh", "-c", `sleep 300 & exec "$0"`, echoBin); err != nil {
+		t.Fatal(err)
+	}
 	addServer(t, h, "echo", echoBin)
 	allowTools(t, h, "echo", "echo", "slow")
 	startDaemon(t, h)

@@ -40,7 +40,7 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 	callLog := filepath.Join(t.TempDir(), "calls.jsonl")
 	bin, _ := buildPublish(t, binDir, publishRevA)
 	if err := home.AddServer(testContext(t, 30*time.Second), pubLabel,
-		[]string{"--cwd", binDir, "--env", "PUBLISH_CALL_LOG=" + callLog}, bin); err != nil {
+		[]string{"--cwd", binDir, "--env", "PUBLISH_CALL_LOG=" + callLog, "--sandbox", "off"}, bin); err != nil { // the server's own pid tells the epochs apart
 		t.Fatal(err)
 	}
 

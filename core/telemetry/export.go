@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
@@ -91,10 +93,16 @@ type item struct {
 	args json.RawMessage // argument values of call
 }
 
+// quietErrors keeps the SDK's export errors out of the daemon's standard
+// error (one line per failed batch while a collector is down): each is
+// counted, and the last one shown in status (Stats.LastError).
+var quietErrors sync.Once
+
 // New starts the export that cfg describes. The exporters do not connect
 // until they have something to send: a collector that is down is no error
 // here; its drops are counted.
 func New(ctx context.Context, cfg Config, o Options) (*Exporter, error) {
+	quietErrors.Do(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
 	x := &Exporter{cfg: cfg, where: cfg.Where(), q: make(chan item, QueueSize), done: make(chan struct{})}
 	res, err := x.resource(ctx, o.Version)
 	if err != nil {

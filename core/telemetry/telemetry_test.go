@@ -61,9 +61,9 @@ func aCall(t *testing.T, l *audit.Log) {
 	appendAll(t, l,
 		audit.TypeServerStarted, audit.ServerStarted{ServerLabel: "inv", AgentRun: run, Epoch: epoch, PID: 42, Execution: rec},
 		audit.TypeApprovalRequested, audit.ApprovalRequested{Request: "req1", AgentRun: run, ServerLabel: "inv", Epoch: epoch, CatalogRevision: 3, ToolScope: []string{"restock"}},
-		audit.TypeApprovalGranted, audit.ApprovalGranted{Request: "req1", AgentRun: run, ServerLabel: "inv", Epoch: epoch, ToolScope: []string{"restock"}, ExpiresWhen: "agent-run-ends"},
+		audit.TypeApprovalGranted, audit.ApprovalGranted{Request: "req1", Grant: "grt1", AgentRun: run, ServerLabel: "inv", Epoch: epoch, ToolScope: []string{"restock"}, ExpiresWhen: "agent-run-ends"},
 		audit.TypeToolCalled, audit.ToolCalled{Call: "call1", AgentRun: run, ServerLabel: "inv", Epoch: epoch, CatalogRevision: 3, Tool: "restock",
-			ArgsDigest: "sha256:args", ArgKeys: []string{"sku"}, Decision: "grant", Grant: "req1"},
+			ArgsDigest: "sha256:args", ArgKeys: []string{"sku"}, Decision: "grant", Grant: "grt1"},
 	)
 }
 
@@ -132,7 +132,7 @@ func TestCallSpanReachesReceiver(t *testing.T) {
 	want := map[string]string{"name": "execute_tool restock", "mcp.method.name": "tools/call", "mcp.session.id": run, "gen_ai.tool.name": "restock",
 		"gen_ai.operation.name": "execute_tool", "network.transport": "pipe", "portcullis.agent_run": run, "portcullis.server.label": "inv",
 		"portcullis.epoch": epoch, "portcullis.catalog.revision": "3", "portcullis.decision": "grant", "portcullis.policy": "approve",
-		"portcullis.grant": "req1", "portcullis.outcome": "ok", "portcullis.refusal.kind": "", "portcullis.approval.result": "", "portcullis.arguments": ""}
+		"portcullis.grant": "grt1", "portcullis.outcome": "ok", "portcullis.refusal.kind": "", "portcullis.approval.result": "", "portcullis.arguments": ""}
 	for k, v := range want {
 		if call[k] != v {
 			t.Errorf("call span %s = %q, want %q", k, call[k], v)

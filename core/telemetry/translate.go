@@ -68,10 +68,10 @@ type translator struct {
 	meter  metric.Meter
 	args   map[string]bool // server labels whose argument values are exported
 
-	calls     map[string]openCall // call ULID → its span, while it runs
-	waits     map[string]openWait // approval request → the span of the wait on the person
-	approvals map[string]trace.SpanContext
-	epochs    map[string]struct{} // epochs counted
+	calls     map[string]openCall          // call ULID → its span, while it runs
+	waits     map[string]openWait          // approval request → the span of the wait on the person
+	approvals map[string]trace.SpanContext // grant id → the span of the wait that granted it
+	epochs    map[string]struct{}          // epochs counted
 
 	mCalls, mRefusals, mApprovals, mEpochs metric.Int64Counter
 	mDuration, mApprovalWait               metric.Float64Histogram
@@ -148,7 +148,7 @@ func (t *translator) event(ev audit.Event) {
 		var f audit.ApprovalGranted
 		if ev.DecodeFields(&f) == nil {
 			t.approvalDecided(ev, f.Request, f.ServerLabel, f.Epoch, "granted", "",
-				attribute.StringSlice(KeyToolScope, f.ToolScope), attribute.StringSlice(KeyCredScope, f.CredentialScope), attribute.String(KeyExpires, f.ExpiresWhen))
+				attribute.String(KeyGrant, f.Grant), attribute.StringSlice(KeyToolScope, f.ToolScope), attribute.StringSlice(KeyCredScope, f.CredentialScope), attribute.String(KeyExpires, f.ExpiresWhen))
 		}
 	case audit.TypeApprovalDenied:
 		var f audit.ApprovalDenied
@@ -305,8 +305,9 @@ func (t *translator) callRefused(ev audit.Event, f audit.CallRefused) {
 			attrs = append(attrs, attribute.Int64(KeyRevision, int64(f.CatalogRevision)))
 		}
 		opts := []trace.SpanStartOption{trace.WithTimestamp(ev.TS), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...)}
-		if sc, ok := t.approvals[f.Request]; ok && f.Request != "" {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		if w, ok := t.waits[f.Request]; ok && f.Request != "" {
+			// The approval raised with the refusal (authorization_stale).
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: w.span.SpanContext()}))
 		}
 		_, span = t.tracer.Start(ctx, "execute_tool "+f.Tool, opts...)
 	}
@@ -356,6 +357,9 @@ func (t *translator) approvalRequested(ev audit.Event, f audit.ApprovalRequested
 	t.emitIn(span.SpanContext(), ev, otellog.SeverityInfo, "approval requested: "+f.ServerLabel, attrs...)
 }
 
+// approvalDecided ends the wait on the person for request; a granted
+// one is remembered under its grant's id (the attribute KeyGrant of more)
+// for the calls the grant lets through.
 func (t *translator) approvalDecided(ev audit.Event, request, server, epoch, result, by string, more ...attribute.KeyValue) {
 	ctx := context.Background()
 	attrs := append([]attribute.KeyValue{attribute.String(KeyRequest, request), attribute.String(KeyServer, server),
@@ -373,11 +377,13 @@ func (t *translator) approvalDecided(ev audit.Event, request, server, epoch, res
 		w.span.End(trace.WithTimestamp(ev.TS))
 		sc = w.span.SpanContext()
 		t.mApprovalWait.Record(ctx, ev.TS.Sub(w.start).Seconds(), metric.WithAttributes(attribute.String(KeyServer, server), attribute.String(KeyApprovalState, result)))
-		if result == "granted" {
-			if len(t.approvals) >= maxApprovals {
-				clear(t.approvals)
+		for _, a := range more {
+			if a.Key == KeyGrant && a.Value.AsString() != "" {
+				if len(t.approvals) >= maxApprovals {
+					clear(t.approvals)
+				}
+				t.approvals[a.Value.AsString()] = sc
 			}
-			t.approvals[request] = sc
 		}
 	}
 	t.mApprovals.Add(ctx, 1, metric.WithAttributes(attribute.String(KeyServer, server), attribute.String(KeyApprovalState, result)))

@@ -72,6 +72,7 @@ type Exporter struct {
 	cfg   Config
 	where string
 	q     chan item
+	stop  chan struct{} // closed by Shutdown; q is never closed (Observe may race it)
 	done  chan struct{}
 
 	dropped  atomic.Uint64
@@ -103,7 +104,7 @@ var quietErrors sync.Once
 // here; its drops are counted.
 func New(ctx context.Context, cfg Config, o Options) (*Exporter, error) {
 	quietErrors.Do(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
-	x := &Exporter{cfg: cfg, where: cfg.Where(), q: make(chan item, QueueSize), done: make(chan struct{})}
+	x := &Exporter{cfg: cfg, where: cfg.Where(), q: make(chan item, QueueSize), stop: make(chan struct{}), done: make(chan struct{})}
 	res, err := x.resource(ctx, o.Version)
 	if err != nil {
 		return nil, err
@@ -272,13 +273,31 @@ func (x *Exporter) Stats() Stats {
 
 func (x *Exporter) run() {
 	defer close(x.done)
-	for it := range x.q {
-		if it.call != "" {
-			x.tr.arguments(it.call, it.args)
-			continue
+	for {
+		select {
+		case it := <-x.q:
+			x.translate(it)
+		case <-x.stop:
+			// What was queued before Shutdown; an event that races it
+			// may be left in the queue, as one that came after.
+			for {
+				select {
+				case it := <-x.q:
+					x.translate(it)
+				default:
+					return
+				}
+			}
 		}
-		x.tr.event(it.ev)
 	}
+}
+
+func (x *Exporter) translate(it item) {
+	if it.call != "" {
+		x.tr.arguments(it.call, it.args)
+		return
+	}
+	x.tr.event(it.ev)
 }
 
 // Shutdown stops taking events, translates those queued, and sends what
@@ -287,7 +306,7 @@ func (x *Exporter) Shutdown(ctx context.Context) error {
 	if x.closed.Swap(true) {
 		return nil
 	}
-	close(x.q)
+	close(x.stop)
 	select {
 	case <-x.done:
 	case <-ctx.Done():

@@ -287,3 +287,31 @@ func TestConfigured(t *testing.T) {
 		t.Errorf("http/json: %v", err)
 	}
 }
+
+// TestObserveRacesShutdown: the daemon replaces an export while the audit
+// log may still show the old one an event; that never panics nor blocks.
+func TestObserveRacesShutdown(t *testing.T) {
+	for range 20 {
+		x, err := telemetry.New(context.Background(), telemetry.Config{Endpoint: "http://127.0.0.1:1", Protocol: config.ProtocolHTTP}, telemetry.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					x.Observe(audit.Event{Type: audit.TypeRunStarted, Fields: []byte(`{}`)})
+				}
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := x.Shutdown(ctx); err != nil && ctx.Err() != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		cancel()
+		close(stop)
+	}
+}

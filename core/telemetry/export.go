@@ -43,6 +43,10 @@ const (
 	// batchDelay is how long spans and log records wait to be sent in a
 	// batch.
 	batchDelay = time.Second
+	// translateWindow is how long the translating goroutine lets events
+	// gather once woken: one wake-up per window, not one per event, so
+	// that a call's append wakes no goroutine most of the time.
+	translateWindow = 20 * time.Millisecond
 )
 
 // Options tunes an Exporter; the zero value is production's.
@@ -73,6 +77,7 @@ type Exporter struct {
 	where string
 	q     chan item
 	stop  chan struct{} // closed by Shutdown; q is never closed (Observe may race it)
+	kick  chan struct{} // wakes the translating goroutine (buffered 1)
 	done  chan struct{}
 
 	dropped  atomic.Uint64
@@ -104,7 +109,7 @@ var quietErrors sync.Once
 // here; its drops are counted.
 func New(ctx context.Context, cfg Config, o Options) (*Exporter, error) {
 	quietErrors.Do(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
-	x := &Exporter{cfg: cfg, where: cfg.Where(), q: make(chan item, QueueSize), stop: make(chan struct{}), done: make(chan struct{})}
+	x := &Exporter{cfg: cfg, where: cfg.Where(), q: make(chan item, QueueSize), stop: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	res, err := x.resource(ctx, o.Version)
 	if err != nil {
 		return nil, err
@@ -256,6 +261,11 @@ func (x *Exporter) enqueue(it item) {
 	case x.q <- it:
 	default:
 		x.dropped.Add(1)
+		return
+	}
+	select {
+	case x.kick <- struct{}{}:
+	default: // a wake-up is pending already
 	}
 }
 
@@ -271,23 +281,40 @@ func (x *Exporter) Stats() Stats {
 	return s
 }
 
+// run translates the queued events: woken by the first event after it
+// drained the queue, it lets events gather for translateWindow, then
+// translates all it finds. Idle, it sleeps: no timer ticks.
 func (x *Exporter) run() {
 	defer close(x.done)
+	window := time.NewTimer(translateWindow)
+	window.Stop()
+	for {
+		select {
+		case <-x.kick:
+		case <-x.stop:
+			x.drain() // what was queued before Shutdown
+			return
+		}
+		window.Reset(translateWindow)
+		select {
+		case <-window.C:
+		case <-x.stop:
+			window.Stop()
+			x.drain()
+			return
+		}
+		x.drain()
+	}
+}
+
+// drain translates what the queue holds now.
+func (x *Exporter) drain() {
 	for {
 		select {
 		case it := <-x.q:
 			x.translate(it)
-		case <-x.stop:
-			// What was queued before Shutdown; an event that races it
-			// may be left in the queue, as one that came after.
-			for {
-				select {
-				case it := <-x.q:
-					x.translate(it)
-				default:
-					return
-				}
-			}
+		default:
+			return
 		}
 	}
 }

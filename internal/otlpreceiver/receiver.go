@@ -34,15 +34,25 @@ type Receiver struct {
 	metrics []string // names of the metrics received
 	headers []http.Header
 	changed chan struct{}
+	// discard: count what arrives, keep nothing (benchmarks).
+	discard bool
+	count   int
 }
 
 // Start listens on a loopback port.
-func Start() (*Receiver, error) {
+func Start() (*Receiver, error) { return start(false) }
+
+// StartDiscarding is Start for a receiver that decodes what it receives
+// and counts the requests (Count), keeping nothing: a collector that costs
+// what decoding costs, for benchmarks.
+func StartDiscarding() (*Receiver, error) { return start(true) }
+
+func start(discard bool) (*Receiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	r := &Receiver{URL: "http://" + ln.Addr().String(), ln: ln, changed: make(chan struct{})}
+	r := &Receiver{URL: "http://" + ln.Addr().String(), ln: ln, changed: make(chan struct{}), discard: discard}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, q *http.Request) {
 		var req coltrace.ExportTraceServiceRequest
@@ -119,6 +129,11 @@ func (r *Receiver) decode(w http.ResponseWriter, q *http.Request, m proto.Messag
 
 func (r *Receiver) update(q *http.Request, f func()) {
 	r.mu.Lock()
+	r.count++
+	if r.discard {
+		r.mu.Unlock()
+		return
+	}
 	f()
 	r.headers = append(r.headers, q.Header.Clone())
 	close(r.changed)
@@ -130,6 +145,13 @@ func (r *Receiver) reply(w http.ResponseWriter, m proto.Message) {
 	b, _ := proto.Marshal(m)
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	_, _ = w.Write(b)
+}
+
+// Count is the number of requests decoded.
+func (r *Receiver) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
 }
 
 // Close stops the receiver.

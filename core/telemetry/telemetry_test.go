@@ -23,7 +23,7 @@ const (
 )
 
 // start opens an audit log whose events are exported to endpoint.
-func start(t *testing.T, cfg telemetry.Config) (*audit.Log, *telemetry.Exporter) {
+func startExport(t *testing.T, cfg telemetry.Config) (*audit.Log, *telemetry.Exporter) {
 	t.Helper()
 	x, err := telemetry.New(context.Background(), cfg, telemetry.Options{MetricInterval: 200 * time.Millisecond, Version: "test"})
 	if err != nil {
@@ -94,12 +94,22 @@ func flush(t *testing.T, x *telemetry.Exporter) {
 // refusal and the approval are log records in their spans; metrics
 // arrive; the configured headers are sent.
 func TestCallSpanReachesReceiver(t *testing.T) {
-	r, err := otlpreceiver.Start()
+	for _, p := range []string{config.ProtocolHTTP, config.ProtocolGRPC} {
+		t.Run(p, func(t *testing.T) { callSpanReachesReceiver(t, p) })
+	}
+}
+
+func callSpanReachesReceiver(t *testing.T, protocol string) {
+	start := otlpreceiver.Start
+	if protocol == config.ProtocolGRPC {
+		start = otlpreceiver.StartGRPC
+	}
+	r, err := start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	l, x := start(t, telemetry.Config{Endpoint: r.URL, Protocol: config.ProtocolHTTP, Headers: map[string]string{"X-Team-Token": "t0k"},
+	l, x := startExport(t, telemetry.Config{Endpoint: r.URL, Protocol: protocol, Headers: map[string]string{"x-team-token": "t0k"},
 		Resource: map[string]string{"team": "payments"}})
 	aCall(t, l)
 	finish(t, l)
@@ -179,7 +189,7 @@ func TestCallSpanReachesReceiver(t *testing.T) {
 		t.Errorf("metrics received: %v", r.Metrics())
 	}
 	for _, h := range r.Headers() {
-		if h.Get("X-Team-Token") != "t0k" {
+		if h.Get("x-team-token") != "t0k" && (len(h["x-team-token"]) == 0 || h["x-team-token"][0] != "t0k") {
 			t.Fatalf("an export without the configured header: %v", h)
 		}
 	}
@@ -200,7 +210,7 @@ func TestArgumentValuesOnlyWhenTurnedOn(t *testing.T) {
 		if on {
 			cfg.Arguments = []string{"inv"}
 		}
-		l, x := start(t, cfg)
+		l, x := startExport(t, cfg)
 		if x.ExportsArguments("inv") != on || x.ExportsArguments("other") {
 			t.Errorf("ExportsArguments(inv) = %v with arguments %v", x.ExportsArguments("inv"), cfg.Arguments)
 		}
@@ -232,7 +242,7 @@ func TestCollectorDownDropsAndCounts(t *testing.T) {
 	}
 	down := "http://" + ln.Addr().String()
 	ln.Close()
-	l, x := start(t, telemetry.Config{Endpoint: down, Protocol: config.ProtocolHTTP})
+	l, x := startExport(t, telemetry.Config{Endpoint: down, Protocol: config.ProtocolHTTP})
 	aCall(t, l)
 	finish(t, l)
 	flush(t, x)

@@ -1,6 +1,6 @@
-// Package otlpreceiver is an OTLP/HTTP receiver for tests: it decodes the
+// Package otlpreceiver is an OTLP receiver for tests: it decodes the
 // protobuf requests an OpenTelemetry SDK sends to /v1/traces, /v1/logs and
-// /v1/metrics and keeps them, so that a test can look for what Portcullis
+// /v1/metrics (or over gRPC, StartGRPC) and keeps them, so that a test can look for what Portcullis
 // exported. It listens on loopback only.
 package otlpreceiver
 
@@ -19,14 +19,16 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
 // Receiver is a running OTLP/HTTP endpoint.
 type Receiver struct {
-	URL string // http://127.0.0.1:PORT, the base URL for settings.telemetry.endpoint
-	srv *http.Server
-	ln  net.Listener
+	URL  string // http://127.0.0.1:PORT, the base URL for settings.telemetry.endpoint
+	srv  *http.Server
+	grpc *grpc.Server // for StartGRPC, in place of srv
+	ln   net.Listener
 
 	mu      sync.Mutex
 	spans   []*tracepb.Span
@@ -155,7 +157,13 @@ func (r *Receiver) Count() int {
 }
 
 // Close stops the receiver.
-func (r *Receiver) Close() error { return r.srv.Close() }
+func (r *Receiver) Close() error {
+	if r.grpc != nil {
+		r.grpc.Stop()
+		return nil
+	}
+	return r.srv.Close()
+}
 
 // Spans returns the spans received so far.
 func (r *Receiver) Spans() []*tracepb.Span {

@@ -93,7 +93,7 @@ func TestTelemetryApprovedCall(t *testing.T) {
 	if call[telemetry.KeyEpoch] == "" || call[telemetry.KeyMCPSession] == "" || call[telemetry.KeyMCPSession] != call[telemetry.KeyAgentRun] {
 		t.Errorf("call span: epoch %q, session %q, agent run %q", call[telemetry.KeyEpoch], call[telemetry.KeyMCPSession], call[telemetry.KeyAgentRun])
 	}
-	if wait[telemetry.KeyApprovalState] != "granted" || wait[telemetry.KeyRequest] != req.ID || wait[telemetry.KeyGrant] == "" || wait[telemetry.KeyGrant] != call[telemetry.KeyGrant] {
+	if wait[telemetry.KeyApprovalState] != "granted" || wait[telemetry.KeyRequest] != req.ID || wait[telemetry.KeyDecider] != "cli" || wait[telemetry.KeyGrant] == "" || wait[telemetry.KeyGrant] != call[telemetry.KeyGrant] {
 		t.Errorf("approval span %v; the call's grant %q", wait, call[telemetry.KeyGrant])
 	}
 	if len(links) != 1 || string(links[0]) != string(waitID) {

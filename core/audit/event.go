@@ -236,8 +236,10 @@ type ApprovalRequested struct {
 type ApprovalGranted struct {
 	Request string `json:"request"`
 	// Grant is the id of the grant made (authz.Grant.ID), as the
-	// tool_called events of the calls it lets through name it.
+	// tool_called events of the calls it lets through name it; By says
+	// who decided ("cli", "app"…), as in ApprovalDenied.
 	Grant           string   `json:"grant,omitempty"`
+	By              string   `json:"by,omitempty"`
 	AgentRun        string   `json:"agentRun"`
 	ServerLabel     string   `json:"serverLabel"`
 	Epoch           string   `json:"epoch,omitempty"`

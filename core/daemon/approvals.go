@@ -200,7 +200,7 @@ func (d *Daemon) approvalRequested(r authz.Request) {
 // a grant the log cannot record is not made (authz.Options.OnGranted).
 func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 	if err := d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
-		Request: r.ID, Grant: g.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
+		Request: r.ID, Grant: g.ID, By: r.DecidedBy, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
 		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen, ServerRequest: g.ServerRequest,
 		ToolContracts: g.Contracts,
 	}); err != nil {

@@ -61,7 +61,7 @@ func aCall(t *testing.T, l *audit.Log) {
 	appendAll(t, l,
 		audit.TypeServerStarted, audit.ServerStarted{ServerLabel: "inv", AgentRun: run, Epoch: epoch, PID: 42, Execution: rec},
 		audit.TypeApprovalRequested, audit.ApprovalRequested{Request: "req1", AgentRun: run, ServerLabel: "inv", Epoch: epoch, CatalogRevision: 3, ToolScope: []string{"restock"}},
-		audit.TypeApprovalGranted, audit.ApprovalGranted{Request: "req1", Grant: "grt1", AgentRun: run, ServerLabel: "inv", Epoch: epoch, ToolScope: []string{"restock"}, ExpiresWhen: "agent-run-ends"},
+		audit.TypeApprovalGranted, audit.ApprovalGranted{Request: "req1", Grant: "grt1", By: "app", AgentRun: run, ServerLabel: "inv", Epoch: epoch, ToolScope: []string{"restock"}, ExpiresWhen: "agent-run-ends"},
 		audit.TypeToolCalled, audit.ToolCalled{Call: "call1", AgentRun: run, ServerLabel: "inv", Epoch: epoch, CatalogRevision: 3, Tool: "restock",
 			ArgsDigest: "sha256:args", ArgKeys: []string{"sku"}, Decision: "grant", Grant: "grt1"},
 	)
@@ -124,7 +124,7 @@ func callSpanReachesReceiver(t *testing.T, protocol string) {
 		got := map[string]string{"name": s.Name}
 		for _, k := range []string{telemetry.KeyMCPMethod, telemetry.KeyMCPSession, telemetry.KeyToolName, telemetry.KeyOperation, telemetry.KeyTransport,
 			telemetry.KeyAgentRun, telemetry.KeyServer, telemetry.KeyEpoch, telemetry.KeyRevision, telemetry.KeyDecision, telemetry.KeyPolicy,
-			telemetry.KeyGrant, telemetry.KeyOutcome, telemetry.KeyRefusal, telemetry.KeyApprovalState, telemetry.KeyArguments} {
+			telemetry.KeyGrant, telemetry.KeyOutcome, telemetry.KeyRefusal, telemetry.KeyApprovalState, telemetry.KeyArguments, telemetry.KeyDecider} {
 			got[k] = otlpreceiver.Attr(s.Attributes, k)
 		}
 		switch {
@@ -148,7 +148,7 @@ func callSpanReachesReceiver(t *testing.T, protocol string) {
 			t.Errorf("call span %s = %q, want %q", k, call[k], v)
 		}
 	}
-	if wait["portcullis.approval.result"] != "granted" {
+	if wait["portcullis.approval.result"] != "granted" || wait["portcullis.approval.decider"] != "app" {
 		t.Errorf("wait span: %v", wait)
 	}
 	if len(callLinks) != 1 || string(callLinks[0]) != string(waitID) {

@@ -160,3 +160,56 @@ func TestTelemetryCollectorDown(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestTelemetryEditHeld: settings.telemetry written into config.json by
+// something other than the person's tools (an agent's shell) while the
+// daemon runs is held: nothing is exported until the person confirms it
+// at a terminal; then the calls' spans reach the receiver.
+func TestTelemetryEditHeld(t *testing.T) {
+	r, err := otlpreceiver.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h := newHome(t)
+	auditAddServer(t, h, "echo", config.Server{Command: echoBin}, "echo")
+	startDaemon(t, h)
+	a := connectCmd(t, h.ConnectCommand("echo"), "")
+	ctx := testContext(t, 60*time.Second)
+
+	telemetryTo(t, h, r.URL) // as an agent would, with the file
+	rep, err := h.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := rep.PendingChange
+	if p == nil || len(p.Held) != 1 || p.Held[0].Kind != config.WidenTelemetry || !strings.Contains(p.Held[0].Text, r.URL) {
+		t.Fatalf("status pendingChange %+v, want the telemetry endpoint held", p)
+	}
+	if rep.Telemetry != nil {
+		t.Fatalf("exporting while the change is held: %+v", rep.Telemetry)
+	}
+	if _, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "held"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := h.RunAtTerminal(ctx, "changes", "confirm", p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = h.Status(ctx); err != nil || rep.Telemetry == nil || !strings.Contains(rep.Telemetry.Destination, "127.0.0.1") {
+		t.Fatalf("status telemetry after the confirmation: %+v %v", rep.Telemetry, err)
+	}
+	if _, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "confirmed"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Wait(10*time.Second, func(r *otlpreceiver.Receiver) bool {
+		for _, s := range r.Spans() {
+			if s.Name == "execute_tool echo" {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("no call span within 10 s of the confirmation")
+	}
+}

@@ -7,23 +7,7 @@ package spawn
 import (
 	"io"
 	"os"
-	"strings"
 )
-
-// DaemonEnviron is env, the environment of the `portcullis connect` that
-// starts a daemon (an agent's), without the OpenTelemetry variables
-// (OTEL_…): where the daemon sends telemetry is the person's choice, made
-// in settings.telemetry or in the environment of a daemon they start
-// themselves, never an agent's (docs/DESIGN.md, "Telemetry").
-func DaemonEnviron(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "OTEL_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
 
 // Started is a daemon StartDaemon launched.
 type Started struct {

@@ -48,7 +48,6 @@ func StartDaemon(exe, logFile string) (*Started, error) {
 	// Files, not pipes: the daemon outlives the caller, and a write to a
 	// pipe whose reader is gone would kill it (SIGPIPE).
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, out, out
-	cmd.Env = DaemonEnviron(os.Environ())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s daemon: %w", exe, err)

@@ -133,12 +133,20 @@ vet: ## go vet (no cgo, -tags ci), including the test servers
 	CGO_ENABLED=0 $(GO) vet -tags ci ./...
 	CGO_ENABLED=0 $(GO) -C testdata/servers vet ./...
 
+# staticcheck's version: pinned, run with `go run` (fetched through the
+# module proxy on first use, then from the module cache).
+STATICCHECK_VERSION ?= v0.8.2
+
+.PHONY: staticcheck
+staticcheck: ## staticcheck's default checks (no cgo, -tags ci), pinned version
+	CGO_ENABLED=0 $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags ci ./...
+
 .PHONY: fmt-check
 fmt-check: ## fail when a Go file is not gofmt-formatted
 	@out="$$(gofmt -l $(GO_FILES))"; if [[ -n "$$out" ]]; then echo "not gofmt-formatted (run make fmt):"; echo "$$out"; exit 1; fi
 
 .PHONY: check
-check: fmt-check vet test ## fmt-check, vet, test, then vet for macOS (darwin/arm64, no cgo) of all that builds without cgo there
+check: fmt-check vet staticcheck test ## fmt-check, vet, staticcheck, test, then vet for macOS (darwin/arm64, no cgo) of all that builds without cgo there
 	# app/ and cmd/portcullis-app need cgo on darwin (Fyne's darwin widgets are cgo even
 	# with -tags ci); everything else, the front (.) too, must type-check for macOS here.
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet -tags ci . ./core/... ./platform/... ./internal/...

@@ -65,6 +65,7 @@ Usage:
                                      policy LABEL TOOL allow|approve|deny
                                      cred LABEL add|remove SCOPE
   portcullis status [--json]         per agent run: label, state, epoch, pid, digests
+  portcullis doctor [--json]         which daemon this environment reaches, and why
   portcullis creds set|list|remove   set SCOPE [--env VAR|--meta] [--ask-every-use]  (secret from stdin)
   portcullis approvals [--json]      pending approval requests, with their cards
   portcullis approve ID [--once] [--tools a,b | --all]
@@ -192,7 +193,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 }
 
 // commands are the commands of Run; `CMD … --help` prints CMD's usage.
-var commands = []string{"help", "daemon", "connect", "servers", "status", "restart", "stop", "approvals", "approve", "deny", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
+var commands = []string{"help", "daemon", "connect", "servers", "status", "doctor", "restart", "stop", "approvals", "approve", "deny", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
 
 func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	switch cmd {
@@ -204,6 +205,8 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 		return a.runServers(rest)
 	case "status":
 		return a.runStatus(rest)
+	case "doctor":
+		return a.runDoctor(rest)
 	case "restart":
 		return a.runRestart(rest)
 	case "stop":
@@ -322,6 +325,13 @@ func (a *App) runDaemon(ctx context.Context, args []string) error {
 		return usagef("daemon takes no arguments")
 	}
 	log := a.logger("daemon")
+	// Before the configuration and the audit key are read: a second
+	// daemon says so, not a later failure of its own.
+	lock, err := daemon.TakeLock(a.Dirs)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	d, err := a.newDaemon(log)
 	if err != nil {
 		return configError(err, againDaemon)

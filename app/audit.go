@@ -219,6 +219,9 @@ type eventFields struct {
 	ID              string            `json:"id"`
 	ServerRequest   string            `json:"serverRequest"`
 	Held            []string          `json:"held"`
+	Keys            []string          `json:"keys"`
+	Channel         string            `json:"channel"`
+	Authentication  string            `json:"authentication"`
 }
 
 // eventLine renders one event for a person, on one line: UTC time with
@@ -328,11 +331,18 @@ func eventLine(e audit.Event) string {
 		if e.Type == audit.TypeApprovalDenied {
 			kv("by", f.By)
 		}
+		if e.Type == audit.TypeApprovalGranted {
+			kv("channel", f.Channel)
+			kv("authentication", f.Authentication)
+		}
 		if f.Stale {
 			kv("stale", "true") // raised with an authorization_stale refusal
 		}
 	case audit.TypeUnrequestedAnswer:
 		kv("id", f.ID)
+	case audit.TypeReservedMetaRemoved:
+		kv("method", f.Method)
+		kv("keys", strings.Join(f.Keys, ","))
 	case audit.TypeServerRequest:
 		kv("method", f.Method)
 		kv("decision", f.Decision)
@@ -357,6 +367,8 @@ func eventLine(e audit.Event) string {
 		kv("change", f.ID)
 		kv("held", strings.Join(f.Held, "; "))
 		kv("by", f.By)
+		kv("channel", f.Channel)
+		kv("authentication", f.Authentication)
 	}
 	switch e.Type {
 	case audit.TypeAuthorizationDenied, audit.TypeCallRefused, audit.TypeListChangedSent:

@@ -9,11 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/textsafe"
 )
 
@@ -30,7 +31,11 @@ func (a *App) runRestart(args []string) error {
 			return fmt.Errorf("no server labelled %q is configured in %s", label, a.Dirs.ConfigFile())
 		}
 	}
-	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpRestart, Label: label}, 10*time.Second)
+	timeout := daemon.RestartTimeout(config.Settings{})
+	if cfgErr == nil {
+		timeout = daemon.RestartTimeout(cfg.Settings)
+	}
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpRestart, Label: label}, timeout)
 	var re *control.RefusedError
 	switch {
 	case errors.Is(err, control.ErrNoDaemon):
@@ -43,14 +48,31 @@ func (a *App) runRestart(args []string) error {
 		return daemonError(err)
 	}
 	var n struct {
-		Restarted int `json:"restarted"`
+		Restarted int                     `json:"restarted"`
+		Results   []gateway.RestartResult `json:"results"`
 	}
 	if err := json.Unmarshal(data, &n); err != nil {
 		return fmt.Errorf("reading the daemon's answer: %w", err)
 	}
-	fmt.Fprintf(a.Stdout, "Restarting %s for %d agent run(s): each gets a new epoch (portcullis status).\n", label, n.Restarted)
+	fmt.Fprintf(a.Stdout, "Restart of %s, %d agent run(s) (each waited for until its new epoch answered or failed):\n", label, n.Restarted)
+	var failed []string
+	for _, r := range n.Results {
+		if r.Error == "" {
+			fmt.Fprintf(a.Stdout, "  run %s: new epoch %s\n", r.Run, r.Epoch)
+			continue
+		}
+		line := fmt.Sprintf("run %s: %s", r.Run, textsafe.Line(r.Error))
+		if r.Kept != "" {
+			line += fmt.Sprintf(" (epoch %s keeps serving)", r.Kept)
+		}
+		fmt.Fprintf(a.Stdout, "  %s\n", line)
+		failed = append(failed, line)
+	}
 	if cfgErr == nil {
 		fmt.Fprintln(a.Stdout, a.restartApprovals(cfg, label))
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("restart of %s failed for %d of %d agent run(s): %s; fix the cause and run `portcullis restart %s` again", label, len(failed), n.Restarted, strings.Join(failed, "; "), label)
 	}
 	return nil
 }

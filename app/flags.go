@@ -24,6 +24,7 @@ var commandFlags = map[string]func() *flag.FlagSet{
 	"daemon":       func() *flag.FlagSet { return newFlags("daemon") },
 	"connect":      func() *flag.FlagSet { return newFlags("connect") },
 	"status":       func() *flag.FlagSet { fs, _ := jsonFlags("status", "print the status as JSON"); return fs },
+	"doctor":       func() *flag.FlagSet { fs, _ := jsonFlags("doctor", "print the findings as JSON"); return fs },
 	"approvals":    func() *flag.FlagSet { fs, _ := jsonFlags("approvals", "print the pending requests as JSON"); return fs },
 	"approve":      func() *flag.FlagSet { return decideFlags("approve").fs },
 	"deny":         func() *flag.FlagSet { return decideFlags("deny").fs },

@@ -73,7 +73,7 @@ var docs = map[string]cmdDoc{
 		examples: []string{"portcullis servers remove notes"},
 	},
 	"servers policy": {
-		what:     "Sets one tool's policy: allow (no approval), approve (a person approves, once per agent run and server process; the default) or deny (hidden from agents and refused). In force at once, for runs already connected too.",
+		what:     "Sets one tool's policy: allow (no approval), approve (a person approves, once per agent run and server process; the default) or deny (hidden from agents and refused). In force at once, for runs already connected too. Allowing widens trust: with a daemon running, only the person at a terminal of their own may do it (not a pipe, not a server's or an agent's process).",
 		examples: []string{"portcullis servers policy notes notes_read allow", "portcullis servers policy notes notes_delete deny"},
 	},
 	"servers cred": {
@@ -84,8 +84,12 @@ var docs = map[string]cmdDoc{
 		what:     "Shows the daemon and, per agent run, the server's state (identity pending, catalog ready, ready…), its execution epoch, process and what was measured of its code; then the servers that failed, with the line of their output that names the cause.",
 		examples: []string{"portcullis status", "portcullis status --json"},
 	},
+	"doctor": {
+		what:     "Says which daemon a command run in this environment (an agent's `portcullis connect` too) reaches and why: the socket's place and what decided it (the uid's runtime directory, the passwd home, or PORTCULLIS_HOME), whether a daemon answers there or holds the state directory while listening elsewhere, the session bus (keychain) a daemon started from here would use, and what of this environment it would not get.",
+		examples: []string{"portcullis doctor", "env -i HOME=$HOME PATH=/usr/bin portcullis doctor"},
+	},
 	"restart": {
-		what:     "Replaces the server process of every agent run of LABEL: a new execution epoch, so the approvals given to the old one no longer apply. With no agent run connected there is nothing to restart; the next agent that connects starts the server.",
+		what:     "Replaces the server process of every agent run of LABEL: a new execution epoch, so the approvals given to the old one no longer apply. It waits for each new epoch to answer (a launch that waits for approval of its credentials waits for the person) and exits 1 naming the cause when a launch fails; the old epoch then keeps serving. With no agent run connected there is nothing to restart; the next agent that connects starts the server.",
 		examples: []string{"portcullis restart notes"},
 	},
 	"stop": {
@@ -155,7 +159,7 @@ var docs = map[string]cmdDoc{
 		examples: []string{"portcullis audit setup-keys"},
 	},
 	"audit acknowledge": {
-		what:     "After the daemon found the audit log's file swapped or deleted (log_tampered), approvals stop until you have looked: this acknowledges it and lets them resume.",
+		what:     "After the daemon found the audit log's file swapped or deleted (log_tampered), approvals stop until you have looked: this acknowledges it and lets them resume. Only the person, at a terminal of their own (not a pipe, not a server's or an agent's process).",
 		examples: []string{"portcullis audit acknowledge"},
 	},
 	"audit rotate-key": {

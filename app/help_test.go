@@ -69,6 +69,7 @@ var helpCases = []struct {
 	{[]string{"servers", "cred", "inv", "add", "api"}, []string{"cred LABEL add|remove SCOPE"}},
 	{[]string{"status"}, []string{"portcullis status [--json]"}},
 	{[]string{"status", "--json"}, []string{"portcullis status [--json]"}},
+	{[]string{"doctor"}, []string{"portcullis doctor [--json]"}},
 	{[]string{"creds"}, []string{"portcullis creds set|list|remove"}},
 	{[]string{"creds", "set"}, []string{"set SCOPE [--env VAR|--meta] [--ask-every-use]"}},
 	{[]string{"creds", "set", "api", "--env", "API_KEY"}, []string{"set SCOPE [--env VAR|--meta]"}},

@@ -901,12 +901,19 @@ func telemetryLine(t daemon.TelemetryStatus) string {
 
 // writeStatus prints the status report for a person.
 func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusReport) {
-	fmt.Fprintf(w, "Portcullis daemon: running (socket %s)\n", rep.Socket)
+	fmt.Fprintf(w, "Portcullis daemon: running (pid %d, socket %s)\n", rep.PID, rep.Socket)
+	if len(rep.Withheld) > 0 {
+		fmt.Fprintf(w, "Withheld from servers (not in their fixed base; a server's configuration env can give one): %s\n", strings.Join(rep.Withheld, " "))
+	}
 	if rep.ConfigError != "" {
 		fmt.Fprintf(w, "Configuration file is missing or invalid; the last good one is in force:\n  %s\n", rep.ConfigError)
 	}
 	if rep.PendingChange != nil {
 		writePending(w, rep.PendingChange)
+	}
+	for _, f := range rep.Degraded {
+		fmt.Fprintf(w, "Degraded: the daemon's %s stopped (%d times in a row, last at %s) and is restarted at %s:\n  %s\n",
+			f.Service, f.Stops, f.Last.Local().Format(time.TimeOnly), f.Restart.Local().Format(time.TimeOnly), textsafe.Line(f.Error))
 	}
 	if rep.Audit.Error != "" {
 		fmt.Fprintf(w, "Audit log cannot be written: every tool call is refused (audit_unavailable) until it can:\n  %s\n", rep.Audit.Error)

@@ -3,6 +3,7 @@ package app
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/gateway"
@@ -68,5 +69,17 @@ func TestStatusTextTelemetry(t *testing.T) {
 	writeStatus(&b, daemon.StatusReport{})
 	if strings.Contains(b.String(), "Telemetry") {
 		t.Errorf("status without telemetry mentions it:\n%s", b.String())
+	}
+}
+
+// TestStatusTextDegraded: a daemon service that stopped is named in the
+// status text with its error and when it is restarted.
+func TestStatusTextDegraded(t *testing.T) {
+	var b strings.Builder
+	last := time.Date(2026, 12, 6, 7, 0, 0, 0, time.Local)
+	writeStatus(&b, daemon.StatusReport{Degraded: []daemon.ServiceFault{{Service: "build watcher", Error: "inotify: no space left on device\x1b[2K", Stops: 3, Since: last, Last: last, Restart: last.Add(4 * time.Second)}}})
+	want := "Degraded: the daemon's build watcher stopped (3 times in a row, last at 07:00:00) and is restarted at 07:00:04:\n  inotify: no space left on device\\x1b[2K\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("status text:\n%s\nwant it to hold:\n%s", b.String(), want)
 	}
 }

@@ -48,6 +48,11 @@ func (a *App) runTray(ctx context.Context) error {
 // not nil, receives the tray once it exists (tests drive it).
 func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) error {
 	log := a.logger("app")
+	lock, err := daemon.TakeLock(a.Dirs) // before the daemon reads anything (runDaemon)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	d, err := a.newDaemon(log)
 	if err != nil {
 		return configError(err, "start Portcullis again")
@@ -110,16 +115,31 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 	}
 
 	_, gui := fa.Driver().(desktop.Driver)
+	// Once Fyne's loop has ended, fyne.Do runs its function at once on the
+	// caller's goroutine, after GLFW was terminated: a window or menu
+	// update then panics ("GLFW library is not initialized"). The loop
+	// ends before the daemon does on SIGTERM and SIGINT, which Fyne's
+	// driver catches itself and quits on. So the tray stops before the
+	// app quits, and the app is quit through its driver, whose Quit only
+	// ends the loop (once) and touches no window: fa.Quit would close each
+	// window with GLFW calls.
+	trayCtx, stopTray := context.WithCancel(ctx)
+	trayDone := make(chan struct{})
+	go func() {
+		defer close(trayDone)
+		tray.Run(trayCtx)
+	}()
 	served := make(chan error, 1)
 	go func() {
 		err := d.Serve(ctx)
 		cancel()
+		stopTray()
+		<-trayDone
 		if gui {
-			fyne.Do(fa.Quit)
+			fyne.Do(fa.Driver().Quit)
 		}
 		served <- err
 	}()
-	go tray.Run(ctx)
 	if gui {
 		fa.Run() // until Quit: from the menu (after the daemon stopped) or from the system
 		cancel()

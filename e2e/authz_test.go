@@ -604,15 +604,27 @@ func TestEnvCredentialAskEveryUse(t *testing.T) {
 	}
 
 	// A restart of the same build asks again before the new process gets
-	// the secret.
-	if res, err := s.home.Run(testContext(t, 30*time.Second), "restart", credsLabel); err != nil || !strings.Contains(res.Stdout, "ask on every use: the relaunch waits for your approval") {
-		t.Fatalf("restart: %v\n%s", err, res.Stdout)
-	}
+	// the secret; `portcullis restart` waits for that launch and, denied,
+	// exits non-zero saying so.
+	restarted := make(chan harness.Result, 1)
+	rctx := testContext(t, 60*time.Second)
+	go func() {
+		res, _ := s.home.Run(rctx, "restart", credsLabel)
+		restarted <- res
+	}()
 	req = waitApproval(t, s.home, "the relaunch of an approved build", forIdentity)
 	if req.Card.ExecutableDigest == "" || !req.Card.AskEveryUse {
 		t.Errorf("relaunch card %+v", req.Card)
 	}
 	decideCLI(t, s.home, "deny", req.ID)
+	select {
+	case res := <-restarted:
+		if res.Code == 0 || !strings.Contains(res.Stdout, "ask on every use: the relaunch waits for your approval") || !strings.Contains(res.Stderr, "keeps serving") {
+			t.Errorf("restart denied at launch: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+		}
+	case <-rctx.Done():
+		t.Fatal("portcullis restart did not return after the launch was denied")
+	}
 	st := waitRun(t, s.home, a.PID(), buildWait, "the denied relaunch to leave the old epoch running", func(r gateway.Status) bool {
 		return slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "not approved") })
 	})

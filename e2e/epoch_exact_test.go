@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -295,4 +298,110 @@ func TestExecdWorkerAnswerIsRecorded(t *testing.T) {
 		t.Fatalf("a write ran on the old grant after the swap: %v", l)
 	}
 	_ = pending
+}
+
+// TestNodemonWritesAcrossEditNeverOnOldGrant: nodemon with no --watch runs
+// server.js, and an approved write goes out every 10 ms while server.js is
+// edited. Portcullis watches the script nodemon runs (the gate closes at the
+// edit), refuses a call while no worker answers, and judges the new worker
+// as new code: no write is run by the new code before the person approved
+// it, and after that the new code acts.
+func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
+	npm := needNPM(t)
+	nodemon := filepath.Join(npm, ".bin", "nodemon")
+	if _, err := os.Stat(nodemon); err != nil {
+		t.Skipf("nodemon is not installed in %s (bash scripts/test-deps.sh)", npm)
+	}
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := filepath.Join(dir, "server.js")
+	version := func(v string) []byte {
+		return []byte(strings.Replace(nodeWorker, `process.pid + " " + m.params.arguments.text`, `process.pid + " `+v+` " + m.params.arguments.text`, 1))
+	}
+	if err := os.WriteFile(server, version("v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger.txt")
+	h := newHome(t)
+	const label = "nodemon"
+	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--cwd", dir},
+		nodemon, "-q", "--ignore", "ledger.txt", "server.js", ledger); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, h)
+	a := connectListChanged(t, h, label, "2025-06-18")
+	if _, err := a.Session.ListTools(testContext(t, time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	epochA := epochOf(t, h, a.PID(), "")
+	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "w0"})
+	decideCLI(t, h, "approve", waitApproval(t, h, "write on v1", forTool("write", epochA)).ID)
+	okText(t, await(t, pending))
+
+	// Writes every 10 ms, until the one that waits for the person.
+	stop := make(chan struct{})
+	done := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			ctx := testContext(t, 3*time.Minute)
+			_, _ = a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": fmt.Sprintf("w%d", i)}})
+			n++
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // some writes on v1 first
+	if err := os.WriteFile(server, version("v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req := waitApproval(t, h, "write on the new code", func(c authz.Card) bool {
+		return c.Tool == "write" && c.CurrentEpoch != "" && c.CurrentEpoch != epochA
+	})
+	v1 := 0
+	for _, l := range readLedgerFields(t, ledger) {
+		if l[1] != "v1" {
+			t.Fatalf("the new code ran a write before the person approved it: %v", l)
+		}
+		v1++
+	}
+	if v1 < 2 {
+		t.Errorf("only %d writes on v1 before the edit; the test did not write across it", v1)
+	}
+	decideCLI(t, h, "approve", req.ID)
+	close(stop)
+	<-done
+	got := callText(t, a.Session, "write", map[string]any{"text": "after"})
+	if !strings.HasPrefix(got, "pid=") {
+		t.Fatalf("the write after approval answered %q", got)
+	}
+	lines := readLedgerFields(t, ledger)
+	if last := lines[len(lines)-1]; last[1] != "v2" || last[2] != "after" {
+		t.Fatalf("last ledger line %v, want the new code's write", last)
+	}
+}
+
+// readLedgerFields returns the ledger's lines as their space-separated
+// fields.
+func readLedgerFields(t *testing.T, path string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(l); len(f) == 3 {
+			out = append(out, f)
+		} else {
+			t.Fatalf("ledger line %q", l)
+		}
+	}
+	return out
 }

@@ -471,8 +471,10 @@ func TestRobustStubbornServerGroupKilled(t *testing.T) {
 			}
 		}
 	}
-	st, _ := runOf(t, h, a.pid(), "ended", func(r gateway.Status) bool { return r.State == gateway.StateEnded })
-	if st.Exit == nil || st.Exit.Signal != "SIGKILL" {
+	// The run ends before the reaper recorded the exit (it drains stderr
+	// first): wait for both.
+	st, _ := runOf(t, h, a.pid(), "ended with its exit", func(r gateway.Status) bool { return r.State == gateway.StateEnded && r.Exit != nil })
+	if st.Exit.Signal != "SIGKILL" {
 		t.Errorf("ended run shows exit %+v, want killed by SIGKILL", st.Exit)
 	}
 	if code := a.waitExited(30 * time.Second); code != 0 {

@@ -26,3 +26,8 @@ func (Peers) Environ(pid int, startTime uint64, name string) (string, bool, erro
 func (Peers) Adopt(ctx context.Context, log *slog.Logger) error {
 	return fmt.Errorf("child subreapers are not supported on %s", runtime.GOOS)
 }
+
+// AtTerminal is not implemented on this operating system.
+func (Peers) AtTerminal(pid int, startTime uint64) (bool, error) {
+	return false, fmt.Errorf("reading another process's terminal is not supported on %s", runtime.GOOS)
+}

@@ -10,12 +10,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/platform/spawn"
 )
 
 // Polkit is the daemon's Authenticator on Linux: it asks polkit (pkcheck)
@@ -25,7 +27,9 @@ import (
 // desktop's agent) asks the person for their password.
 type Polkit struct {
 	// Pkcheck and Pkaction are the commands run ("" = pkcheck and
-	// pkaction from PATH).
+	// pkaction found in the system's directories, spawn.SystemPath, never
+	// in the inherited PATH: an agent's directory first on PATH must not
+	// answer for polkit). Tests set absolute paths.
 	Pkcheck, Pkaction string
 
 	mu      sync.Mutex
@@ -66,9 +70,9 @@ func (p *Polkit) measure() error {
 		return errors.New("polkit authorizes root without asking, so it proves nothing here: run Portcullis as your own user")
 	}
 	bin := orDefault(p.Pkaction, "pkaction")
-	path, err := exec.LookPath(bin)
+	path, err := systemHelper(bin)
 	if err != nil {
-		return fmt.Errorf("polkit is not installed (%s not found; on Debian the package is polkitd)", bin)
+		return fmt.Errorf("polkit is not installed (%v; on Debian the package is polkitd)", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -103,11 +107,15 @@ func (p *Polkit) Authenticate(ctx context.Context, s daemon.AuthSubject, _ strin
 	if s.StartTime != 0 {
 		subject += "," + strconv.FormatUint(s.StartTime, 10) + "," + strconv.Itoa(s.UID)
 	}
-	cmd := exec.CommandContext(ctx, orDefault(p.Pkcheck, "pkcheck"), "--action-id", PolkitAction, "--process", subject,
+	bin, err := systemHelper(orDefault(p.Pkcheck, "pkcheck"))
+	if err != nil {
+		return fmt.Errorf("polkit is not installed (%v; on Debian the package is polkitd)", err)
+	}
+	cmd := exec.CommandContext(ctx, bin, "--action-id", PolkitAction, "--process", subject,
 		"--allow-user-interaction")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	err = cmd.Run()
 	text := firstLine(strings.TrimSpace(out.String()))
 	var ee *exec.ExitError
 	switch {
@@ -145,9 +153,9 @@ var agentRegisterTimeout = 10 * time.Second
 // session's agent. prepare, when set, can adjust the command before it
 // starts (tests set its credentials).
 func StartTerminalAgent(pid int, prepare func(*exec.Cmd)) (*TerminalAgent, error) {
-	path, err := exec.LookPath("pkttyagent")
+	path, err := systemHelper("pkttyagent")
 	if err != nil {
-		return nil, fmt.Errorf("polkit's terminal agent is not installed (pkttyagent not found; on Debian it comes with polkitd)")
+		return nil, fmt.Errorf("polkit's terminal agent is not installed (%v; on Debian it comes with polkitd)", err)
 	}
 	st, err := (procfs{root: "/proc"}).readStat(pid)
 	if err != nil {
@@ -207,6 +215,22 @@ func (a *TerminalAgent) Stop() {
 		_ = a.cmd.Process.Kill()
 		<-a.done
 	}
+}
+
+// systemHelper returns bin when it is an absolute path, else the program of
+// that name in the system's directories (spawn.SystemPath), never one found
+// through the inherited PATH.
+func systemHelper(bin string) (string, error) {
+	if filepath.IsAbs(bin) {
+		if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
+			return "", fmt.Errorf("%s not found", bin)
+		}
+		return bin, nil
+	}
+	if p := spawn.Helper(bin); p != "" {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s is not in %s", bin, strings.Join(spawn.SystemPath, ":"))
 }
 
 func orDefault(s, def string) string {

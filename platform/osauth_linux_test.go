@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/portcullis/portcullis/core/daemon"
 )
@@ -104,4 +105,24 @@ func TestPolkitAvailable(t *testing.T) {
 	if err := (&Polkit{Pkaction: "/nonexistent/pkaction"}).Available(); err == nil || !strings.Contains(err.Error(), "polkit is not installed") {
 		t.Errorf("missing pkaction: %v", err)
 	}
+}
+
+// TestPolkitIgnoresAgentPATH: an agent that puts a directory of its own
+// first on PATH, with a pkcheck that always says yes, does not answer for
+// polkit: the pkcheck run is the system's (which, with no polkit daemon
+// here, fails), and the fake never runs.
+func TestPolkitIgnoresAgentPATH(t *testing.T) {
+	fake, argsFile := fakeTool(t, "authorized", 0)
+	dir := filepath.Dir(fake)
+	if err := os.Rename(fake, filepath.Join(dir, "pkcheck")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := (&Polkit{}).Authenticate(ctx, daemon.AuthSubject{PID: os.Getpid()}, "")
+	if _, serr := os.Stat(argsFile); serr == nil {
+		t.Fatalf("the pkcheck first on PATH ran (Authenticate = %v)", err)
+	}
+	t.Logf("the system's pkcheck said: %v", err)
 }

@@ -7,35 +7,13 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/portcullis/portcullis/core/control"
 	"golang.org/x/sys/unix"
 )
 
 // Peer returns the uid and pid of the process at the other end of a Unix
-// socket connection, from LOCAL_PEERCRED and LOCAL_PEERPID (unix(4)).
-func (Peers) Peer(c net.Conn) (uid, pid int, err error) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return 0, 0, fmt.Errorf("peer credentials: %T is not a Unix socket", c)
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return 0, 0, err
-	}
-	var cred *unix.Xucred
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, serr = unix.GetsockoptXucred(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
-		if serr == nil {
-			pid, serr = unix.GetsockoptInt(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERPID)
-		}
-	}); err != nil {
-		return 0, 0, err
-	}
-	if serr != nil {
-		return 0, 0, fmt.Errorf("LOCAL_PEERCRED: %w", serr)
-	}
-	return int(cred.Uid), pid, nil
-}
+// socket connection (control.PeerCred).
+func (Peers) Peer(c net.Conn) (uid, pid int, err error) { return control.PeerCred(c) }
 
 // Parent returns the parent of pid (kern.proc.pid) and the parent's
 // executable path (kern.procargs2).

@@ -10,32 +10,12 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/portcullis/portcullis/core/control"
 )
 
 // Peer returns the uid and pid of the process at the other end of a Unix
-// socket connection, from SO_PEERCRED (unix(7)).
-func (Peers) Peer(c net.Conn) (uid, pid int, err error) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return 0, 0, fmt.Errorf("peer credentials: %T is not a Unix socket", c)
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return 0, 0, err
-	}
-	var cred *unix.Ucred
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return 0, 0, err
-	}
-	if serr != nil {
-		return 0, 0, fmt.Errorf("SO_PEERCRED: %w", serr)
-	}
-	return int(cred.Uid), int(cred.Pid), nil
-}
+// socket connection (control.PeerCred).
+func (Peers) Peer(c net.Conn) (uid, pid int, err error) { return control.PeerCred(c) }
 
 // Parent returns the parent of pid and the parent's executable, from
 // /proc/PID/stat (field 4) and /proc/PPID/exe (proc(5)).

@@ -127,24 +127,24 @@ func TestApprovalQueueOfThree(t *testing.T) {
 
 	type view struct{ Heading, Queue string }
 	seen := func() view { return view{w.heading.Text, w.queueLabel.Text} }
-	if d := cmp.Diff(view{"Claude Code wants to run `inventory_adjust` on inventory-local — new code since you last approved", "1 of 3"}, seen()); d != "" {
+	if d := cmp.Diff(view{"An agent (pid 4242) calling itself “claude-code” wants to run `inventory_adjust` on inventory-local — new code since you last approved", "1 of 3"}, seen()); d != "" {
 		t.Fatalf("first view (-want +got):\n%s", d)
 	}
 	test.Tap(w.next)
 	test.Tap(w.next)
-	if d := cmp.Diff(view{"Claude Code wants to run `inventory_adjust` on pub — new code since you last approved", "3 of 3"}, seen()); d != "" {
+	if d := cmp.Diff(view{"An agent (pid 4242) calling itself “claude-code” wants to run `inventory_adjust` on pub — new code since you last approved", "3 of 3"}, seen()); d != "" {
 		t.Fatalf("after next, next (-want +got):\n%s", d)
 	}
 	if !w.next.Disabled() || w.prev.Disabled() {
 		t.Errorf("at the last request: next disabled = %v, prev disabled = %v", w.next.Disabled(), w.prev.Disabled())
 	}
 	test.Tap(w.approveOnce) // decides pub, shows echo (the one before)
-	if d := cmp.Diff(view{"Claude Code wants to run `inventory_adjust` on echo — new code since you last approved", "2 of 2"}, seen()); d != "" {
+	if d := cmp.Diff(view{"An agent (pid 4242) calling itself “claude-code” wants to run `inventory_adjust` on echo — new code since you last approved", "2 of 2"}, seen()); d != "" {
 		t.Fatalf("after deciding the last (-want +got):\n%s", d)
 	}
 	test.Tap(w.prev)
 	test.Tap(w.deny) // decides inventory-local
-	if d := cmp.Diff(view{"Claude Code wants to run `inventory_adjust` on echo — new code since you last approved", ""}, seen()); d != "" {
+	if d := cmp.Diff(view{"An agent (pid 4242) calling itself “claude-code” wants to run `inventory_adjust` on echo — new code since you last approved", ""}, seen()); d != "" {
 		t.Fatalf("with one left (-want +got):\n%s", d)
 	}
 	test.Tap(w.approveRun)

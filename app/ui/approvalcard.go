@@ -146,10 +146,13 @@ func cardModel(c authz.Card) cardView {
 }
 
 // sentence is the card's first line: who wants to do what, where, and why
-// the person is asked now. The agent is named as it names itself
-// (clientInfo), else by its pid: an interpreter path says nothing.
+// the person is asked now. Its subject is always "An agent", named by its
+// pid; the name the agent gave itself (clientInfo) is its claim, data like
+// a server's text: quoted and escaped (textsafe.Quote), never the subject,
+// so that a name such as "Claude Code wants to read notes.txt on" cannot
+// make the sentence read as another.
 func sentence(c authz.Card) string {
-	who := agentName(c)
+	who := agentName(c, "An agent")
 	server := textsafe.Line(c.ServerLabel)
 	var what string
 	switch {
@@ -158,7 +161,7 @@ func sentence(c authz.Card) string {
 	case c.Tool != "":
 		what = fmt.Sprintf("wants to run `%s` on %s", textsafe.Line(c.Tool), server)
 	case c.ServerRequest != nil:
-		return fmt.Sprintf("%s asks %s: %s — %s", server, who, textsafe.Line(c.ServerRequest.Method), why(c))
+		return fmt.Sprintf("%s asks %s: %s — %s", server, agentName(c, "the agent"), textsafe.Line(c.ServerRequest.Method), why(c))
 	default:
 		what = "wants to use " + server
 	}
@@ -194,30 +197,21 @@ func why(c authz.Card) string {
 	return "first use in this agent run"
 }
 
-// knownAgents are display names of the clientInfo names agents send.
-var knownAgents = map[string]string{
-	"claude-code":   "Claude Code",
-	"claude-ai":     "Claude Desktop",
-	"cursor-vscode": "Cursor",
-}
+// maxAgentName bounds, in runes, the agent's name in the card's sentence.
+const maxAgentName = 40
 
-// agentName is how the card names the agent: the name it gave itself, else
-// "An agent (pid N)".
-func agentName(c authz.Card) string {
-	name := strings.TrimSpace(textsafe.Line(c.AgentName))
-	if n, ok := knownAgents[name]; ok {
-		return n
-	}
-	if r := []rune(name); len(r) > 40 {
-		name = string(r[:39]) + "…"
-	}
-	if name != "" {
-		return name
-	}
+// agentName is how the card's sentence names the agent: noun ("An
+// agent"), its pid, and the name it gave itself as a quotation: "An agent
+// (pid N) calling itself “name”".
+func agentName(c authz.Card, noun string) string {
+	who := noun
 	if c.AgentPID != 0 {
-		return fmt.Sprintf("An agent (pid %d)", c.AgentPID)
+		who = fmt.Sprintf("%s (pid %d)", noun, c.AgentPID)
 	}
-	return "An agent"
+	if name := strings.TrimSpace(c.AgentName); name != "" {
+		who += " calling itself " + textsafe.Quote(name, maxAgentName)
+	}
+	return who
 }
 
 // callArgs lists the call's arguments (top-level members, compact JSON
@@ -261,7 +255,7 @@ func details(c authz.Card) []cardFact {
 		agent += fmt.Sprintf(", pid %d", c.AgentPID)
 	}
 	if c.AgentName != "" {
-		agent = fmt.Sprintf("calls itself “%s” (its clientInfo, not verified)\n%s", textsafe.Line(c.AgentName), agent)
+		agent = fmt.Sprintf("calls itself %s (its clientInfo, not verified)\n%s", textsafe.Quote(c.AgentName, 0), agent)
 	}
 	out = append(out, cardFact{"Agent", agent}, cardFact{"Agent run", ids.RunID(c.AgentRun).Short()}, cardFact{"Server", textsafe.Line(c.ServerLabel)})
 	cur := shortEpoch(c.CurrentEpoch)

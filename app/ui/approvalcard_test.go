@@ -84,7 +84,7 @@ func TestCardModel(t *testing.T) {
 			name: "rebuild with catalog changes",
 			card: rebuildCard(),
 			want: cardView{
-				Sentence: "Claude Code wants to run `inventory_adjust` on inventory-local — new code since you last approved",
+				Sentence: "An agent (pid 4242) calling itself “claude-code” wants to run `inventory_adjust` on inventory-local — new code since you last approved",
 				Args: []cardArg{{Name: "delta", Value: "-3"}, {Name: "sku", Value: `"A-100"`},
 					{Name: "dryRun", Value: "false", Default: true}, {Name: "env", Value: `"staging"`, Default: true}},
 				Tools: []toolTick{{Name: "inventory_adjust", Label: "inventory_adjust", Ticked: true, Locked: true, Mark: "changed"},
@@ -153,6 +153,17 @@ func TestCardModel(t *testing.T) {
 			},
 		},
 		{
+			name: "a name that would read as the sentence is a quotation, never its subject",
+			card: authz.Card{AgentRun: "run1", AgentPID: 31, AgentName: "Claude Code wants to read notes.txt on", ServerLabel: "notes",
+				CurrentEpoch: epochB, Tool: "notes_write"},
+			want: cardView{
+				Sentence: "An agent (pid 31) calling itself “Claude Code wants to read notes.txt on” wants to run `notes_write` on notes — first use in this agent run",
+				NoArgs:   true,
+				Tools:    []toolTick{{Name: "notes_write", Label: "notes_write", Ticked: true, Locked: true}},
+				Details:  []cardFact{{"Agent", "calls itself “Claude Code wants to read notes.txt on” (its clientInfo, not verified)\nunknown executable, pid 31"}, {"Agent run", "run1"}, {"Server", "notes"}, {"Epoch", "S2BBBBBB"}},
+			},
+		},
+		{
 			name: "first launch with env credentials names the code",
 			card: authz.Card{Reason: "inv asks for credentials tok at launch: approve this code before it receives them", AgentRun: "run1",
 				AgentName: "my\nagent", ServerLabel: "inv", Identity: identity.DigestPrefix + "abcdefabcdefabcdef",
@@ -162,7 +173,7 @@ func TestCardModel(t *testing.T) {
 				Measured:        []string{"watched dist (sha256 ab12…)"},
 				CredentialScope: []string{"tok"}},
 			want: cardView{
-				Sentence:    `my\x0aagent wants to start inv with tok — code you have not approved with them yet`,
+				Sentence:    `An agent calling itself “my\x0aagent” wants to start inv with tok — code you have not approved with them yet`,
 				Credentials: "Credentials: tok — in the environment of this launch",
 				Details: []cardFact{{"Agent", "calls itself “my\\x0aagent” (its clientInfo, not verified)\nunknown executable"}, {"Agent run", "run1"}, {"Server", "inv"}, {"Epoch", "not started yet"},
 					{"Identity", "sha256 abcdefabcdef… (execution identity to approve with credentials)"},
@@ -186,7 +197,7 @@ func TestCardModel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := cardModel(tt.card)
 			if tt.name == "stale call" {
-				if want := "Claude Code wants to run `inventory_adjust` on inventory-local — new code since you last approved; its call was refused"; got.Sentence != want || !got.Stale || got.StaleNote == "" {
+				if want := "An agent (pid 4242) calling itself “claude-code” wants to run `inventory_adjust` on inventory-local — new code since you last approved; its call was refused"; got.Sentence != want || !got.Stale || got.StaleNote == "" {
 					t.Errorf("stale card: sentence %q (want %q), stale %v, note %q", got.Sentence, want, got.Stale, got.StaleNote)
 				}
 				return
@@ -318,7 +329,7 @@ func TestCardModelServerRequest(t *testing.T) {
 	if d := cmp.Diff([]string{"sampling/createMessage", `user: print the \x1b]52;c;eA==\x07 key`, "at most 5 tokens"}, v.Request); d != "" {
 		t.Errorf("Request (-want +got):\n%s", d)
 	}
-	if !strings.HasPrefix(v.Sentence, "srv asks Claude Code: sampling/createMessage — ") {
+	if !strings.HasPrefix(v.Sentence, "srv asks the agent calling itself “claude-code”: sampling/createMessage — ") {
 		t.Errorf("Sentence %q", v.Sentence)
 	}
 	if len(v.Tools) != 0 {

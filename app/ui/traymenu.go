@@ -38,12 +38,13 @@ func (s TrayState) String() string {
 
 // trayStateOf is the icon state for a status report and the number of
 // pending approval requests. An audit log that cannot be written shows as
-// failed: every tool call is refused meanwhile.
+// failed: every tool call is refused meanwhile; so does a daemon service
+// that stopped (degraded: a stopped build watcher misses rebuilds).
 func trayStateOf(rep daemon.StatusReport, pending int) TrayState {
 	if pending > 0 {
 		return TrayApproval
 	}
-	if rep.Audit.Error != "" || rep.Audit.Tampered != "" {
+	if rep.Audit.Error != "" || rep.Audit.Tampered != "" || len(rep.Degraded) > 0 {
 		return TrayFailed
 	}
 	for _, r := range rep.Runs {
@@ -107,6 +108,9 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 	if rep.Audit.Error != "" {
 		out = append(out, menuEntry{Kind: entryInfo, Label: "Audit log cannot be written: tool calls are refused", Disabled: true})
 	}
+	for _, f := range rep.Degraded {
+		out = append(out, menuEntry{Kind: entryInfo, Label: "Degraded: the " + f.Service + " stopped and is being restarted (portcullis status)", Disabled: true})
+	}
 	if p := rep.PendingChange; p != nil {
 		out = append(out, menuEntry{Kind: entryInfo, Label: fmt.Sprintf("config.json change %s widens trust: not in force until confirmed (portcullis changes)", p.ID), Disabled: true})
 	}
@@ -158,16 +162,6 @@ func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginStat
 		out[i].Label = strings.ReplaceAll(textsafe.Controls(out[i].Label), "\n", " ")
 	}
 	return out
-}
-
-func countLabel(runs []gateway.Status, label string) int {
-	n := 0
-	for _, r := range runs {
-		if r.Label == label {
-			n++
-		}
-	}
-	return n
 }
 
 // runLine is the menu line of one agent run:

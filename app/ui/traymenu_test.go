@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -224,6 +225,26 @@ func TestTrayStateOf(t *testing.T) {
 	}
 	if !found {
 		t.Error("the tray menu does not say the audit log was tampered with")
+	}
+}
+
+// TestTrayShowsDegradedService: a daemon service that stopped and is being
+// restarted turns the icon to failed and has a line of its own in the
+// menu, naming it.
+func TestTrayShowsDegradedService(t *testing.T) {
+	rep := daemon.StatusReport{Runs: []gateway.Status{run("r1", "a", gateway.StateReady, epochA, 1)},
+		Degraded: []daemon.ServiceFault{{Service: "build watcher", Error: "inotify: no space left on device", Stops: 2}}}
+	if got := trayStateOf(rep, 0); got != TrayFailed {
+		t.Errorf("trayStateOf(a degraded daemon) = %v, want %v", got, TrayFailed)
+	}
+	var lines []string
+	for _, e := range menuModel(rep, nil, loginState{}, nil) {
+		if strings.Contains(e.Label, "build watcher") {
+			lines = append(lines, e.Label)
+		}
+	}
+	if want := []string{"Degraded: the build watcher stopped and is being restarted (portcullis status)"}; !slices.Equal(lines, want) {
+		t.Errorf("menu lines naming the build watcher: %q, want %q", lines, want)
 	}
 }
 

@@ -87,6 +87,11 @@ const (
 	// TypeServerRequest: a server's request to the agent (sampling,
 	// elicitation, roots) was passed or refused (ServerRequest).
 	TypeServerRequest = "server_request"
+	// TypeReservedMetaRemoved: the agent sent members of _meta whose names
+	// Portcullis reserves ("dev.portcullis/…"); they were removed before
+	// the server saw the message. Written once per agent run, for the
+	// first such message (ReservedMetaRemoved).
+	TypeReservedMetaRemoved = "reserved_meta_removed"
 )
 
 // Event is one decoded line of the log.
@@ -231,15 +236,49 @@ type ApprovalRequested struct {
 	ToolContracts map[string]string `json:"toolContracts,omitempty"`
 }
 
+// Channels of Decider.Channel: where the person decided.
+const (
+	ChannelWindow = "window" // the approval window (or Preferences) of the app, in the daemon's process
+	ChannelCLI    = "cli"    // a portcullis command, through the control socket
+)
+
+// Authentication values of Decider.Authentication other than the name of
+// the operating system's mechanism ("polkit", "LocalAuthentication").
+const (
+	// AuthNotAsked: the mode in force did not ask the operating system for
+	// this decision (settings.approvalAuthentication off, or credentials
+	// and the decision bears on none).
+	AuthNotAsked = "not_asked"
+)
+
+// Decider is who made a decision that grants or widens trust, as the
+// daemon knew it when it acted: Channel (ChannelWindow, ChannelCLI); the
+// deciding process, its executable and its ancestry (pids from the process
+// up to the root) as the kernel reported them, in the shape of
+// DecisionRefused and PersonAction; Authentication, the mechanism that
+// authenticated the person ("polkit", "LocalAuthentication") or
+// AuthNotAsked; AuthenticationMode, settings.approvalAuthentication as in
+// force ("off", "credentials", "always"). Events written before these
+// fields existed lack them.
+type Decider struct {
+	Channel            string `json:"channel,omitempty"`
+	PID                int    `json:"pid,omitempty"`
+	Executable         string `json:"executable,omitempty"`
+	Ancestry           []int  `json:"ancestry,omitempty"`
+	Authentication     string `json:"authentication,omitempty"`
+	AuthenticationMode string `json:"authenticationMode,omitempty"`
+}
+
 // ApprovalGranted is the fields of an approval_granted event. ExpiresWhen is
 // "agent-run-ends" or "once". Epoch and Identity as in ApprovalRequested.
+// The Decider's fields (channel, pid, executable, ancestry, authentication)
+// say who approved.
 type ApprovalGranted struct {
+	Decider
 	Request string `json:"request"`
 	// Grant is the id of the grant made (authz.Grant.ID), as the
-	// tool_called events of the calls it lets through name it; By says
-	// who decided ("cli", "app"…), as in ApprovalDenied.
+	// tool_called events of the calls it lets through name it.
 	Grant           string   `json:"grant,omitempty"`
-	By              string   `json:"by,omitempty"`
 	AgentRun        string   `json:"agentRun"`
 	ServerLabel     string   `json:"serverLabel"`
 	Epoch           string   `json:"epoch,omitempty"`
@@ -452,6 +491,19 @@ type UnrequestedAnswer struct {
 	ID          string `json:"id"`
 	Digest      string `json:"digest"`
 	Reason      string `json:"reason"`
+}
+
+// ReservedMetaRemoved is the fields of a reserved_meta_removed event: the
+// agent of AgentRun sent Method with members of _meta under the names
+// Portcullis reserves for what it adds itself ("dev.portcullis/…", such as
+// the "meta" credentials it injects); Keys are the names removed from that
+// first message (at most 16, each at most 128 bytes). Later messages of the
+// run are stripped the same way without another event.
+type ReservedMetaRemoved struct {
+	AgentRun    string   `json:"agentRun"`
+	ServerLabel string   `json:"serverLabel"`
+	Method      string   `json:"method,omitempty"` // "" for the agent's answer to a server request
+	Keys        []string `json:"keys"`
 }
 
 // ServerRequest is the fields of a server_request event, written before a

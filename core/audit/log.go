@@ -18,8 +18,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/portcullis/portcullis/core/internal/rawio"
 )
 
 // ErrUnavailable is wrapped by every error that means the log could not
@@ -263,24 +261,15 @@ func newLog(o Options) (*Log, error) {
 	if o.hooks == nil {
 		o.hooks = &hooks{}
 	}
-	// On a local file system the append and the swap check are raw system
-	// calls: no wake-up of the runtime's monitor per event. On a network
-	// one they could hold a processor for as long as its server is away.
-	local := rawio.LocalFS(o.Dir)
+	// The append and the swap check are ordinary calls through os.File and
+	// os.Stat: the scheduler knows of each, so one that blocks (a busy disk,
+	// a network file system) never holds a processor or a garbage
+	// collection. The swap check (tamper.go) compares device and inode.
 	if o.hooks.write == nil {
-		o.hooks.write = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
-		if local {
-			o.hooks.write = rawio.WriteFile
-		}
+		o.hooks.write = (*os.File).Write
 	}
 	if o.hooks.sameFile == nil {
-		o.hooks.sameFile = func(path string, info os.FileInfo) (bool, error) {
-			st, err := os.Stat(path)
-			return err == nil && os.SameFile(st, info), err
-		}
-		if local {
-			o.hooks.sameFile = rawio.SameFile
-		}
+		o.hooks.sameFile = sameFile
 	}
 	if o.hooks.sync == nil {
 		o.hooks.sync = syncData

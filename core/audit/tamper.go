@@ -112,6 +112,17 @@ func (l *Log) swappedLocked(head bool) []TamperedFile {
 	return out
 }
 
+// sameFile reports whether path still names the file info describes (same
+// device and inode): false when it was replaced, an error (an
+// *os.PathError) when it is gone.
+func sameFile(path string, info os.FileInfo) (bool, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(st, info), nil
+}
+
 // tamperedLocked continues the log in a new file and writes log_tampered
 // there.
 func (l *Log) tamperedLocked(files []TamperedFile, detail string) error {

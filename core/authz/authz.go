@@ -29,6 +29,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/catalog"
 )
 
@@ -107,6 +108,9 @@ type Decision struct {
 	Choice Choice   `json:"choice"`
 	Tools  []string `json:"tools,omitempty"`
 	By     string   `json:"by,omitempty"` // "cli", "app", …
+	// Decider is who decided, for the audit log (Request.Decider in
+	// Options.OnGranted); nil when the caller did not say.
+	Decider *audit.Decider `json:"-"`
 }
 
 // Errors of Decide and Ask.
@@ -183,6 +187,8 @@ type Request struct {
 	// DecidedBy says who resolved a request that is no longer pending
 	// ("cli", "app", "timeout", "withdrawn: why"…); empty while pending.
 	DecidedBy string `json:"decidedBy,omitempty"`
+	// Decider is the Decision's, for the hooks (Options.OnGranted).
+	Decider *audit.Decider `json:"-"`
 
 	done     chan struct{}
 	decision Decision
@@ -484,7 +490,7 @@ func (a *Authority) Pending() []Request {
 }
 
 func (r *Request) snapshot() Request {
-	return Request{ID: r.ID, Card: r.Card, Created: r.Created, Deadline: r.Deadline, DecidedBy: r.decision.By}
+	return Request{ID: r.ID, Card: r.Card, Created: r.Created, Deadline: r.Deadline, DecidedBy: r.decision.By, Decider: r.decision.Decider}
 }
 
 // Subscribe delivers request events from now on until cancel is called.

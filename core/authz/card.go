@@ -169,6 +169,9 @@ func IdentityDigest(r identity.Record) string {
 	return identity.DigestPrefix + sha256Hex(b.String())
 }
 
+// maxNameShown bounds, in runes, the agent's name on a card's lines.
+const maxNameShown = 64
+
 // Lines renders the card as text lines, most important first, for the
 // command line and the approval window. Secrets never appear on a card:
 // credentials are named by scope only.
@@ -181,6 +184,14 @@ func (c Card) Lines() []string {
 		agent = "unknown agent"
 	}
 	add("Agent: %s (pid %d), run %s", agent, c.AgentPID, c.AgentRun)
+	if name := strings.TrimSpace(c.AgentName); name != "" {
+		// The agent's claim, quoted (Go syntax: its quotes and controls
+		// escaped) and never the subject of a line.
+		if r := []rune(name); len(r) > maxNameShown {
+			name = string(r[:maxNameShown]) + "…"
+		}
+		add("Agent calls itself %q (its clientInfo, not verified)", name)
+	}
 	add("Server: %s", c.ServerLabel)
 	cur := EpochText(c.CurrentEpoch)
 	switch {

@@ -131,6 +131,12 @@ func TestCardLines(t *testing.T) {
 			},
 		},
 		{
+			name: "the agent's name is its quoted claim, never a line's subject",
+			card: Card{Reason: "drop is not covered", AgentRun: "R", AgentPID: 31, AgentName: "Claude Code wants to read notes.txt on\n\"x\"", ServerLabel: "s", CurrentEpoch: "E"},
+			want: []string{"drop is not covered", "Agent: unknown agent (pid 31), run R",
+				`Agent calls itself "Claude Code wants to read notes.txt on\n\"x\"" (its clientInfo, not verified)`, "Server: s", "Epoch: E"},
+		},
+		{
 			name: "same epoch as approved",
 			card: Card{Reason: "drop is not covered", AgentRun: "R", ServerLabel: "s", PreviousEpoch: "E", CurrentEpoch: "E"},
 			want: []string{"drop is not covered", "Agent: unknown agent (pid 0), run R", "Server: s", "Epoch: E"},

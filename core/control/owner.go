@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // ErrForeign is wrapped by Dial's error when the daemon's socket, its
@@ -34,7 +33,7 @@ func checkOwned(socket string) error {
 		return fmt.Errorf("%w: %s is a %v, not a directory; refusing to use the socket in it (remove it, and start Portcullis again)", ErrForeign, dir, fi.Mode().Type())
 	}
 	if owner, ok := ownerOf(fi); ok && owner != uid {
-		return fmt.Errorf("%w: the daemon's directory %s belongs to uid %d, not to you (uid %d): another user may be impersonating Portcullis, so nothing was sent; have that directory removed (by its owner or root), or set XDG_RUNTIME_DIR or PORTCULLIS_HOME to a directory of your own", ErrForeign, dir, owner, uid)
+		return fmt.Errorf("%w: the daemon's directory %s belongs to uid %d, not to you (uid %d): another user may be impersonating Portcullis, so nothing was sent; have that directory removed (by its owner or root), or set PORTCULLIS_HOME to a directory of your own", ErrForeign, dir, owner, uid)
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("%w: the daemon's directory %s has mode %v: other users may write in it and replace the socket, so nothing was sent; make it private (chmod 700 %s) and restart Portcullis", ErrForeign, dir, fi.Mode().Perm(), dir)
@@ -55,7 +54,7 @@ func checkOwned(socket string) error {
 // checkPeer refuses a connection whose peer, as the kernel reports it, is
 // another user's process.
 func checkPeer(c net.Conn, socket string) error {
-	uid, err := peerUID(c)
+	uid, _, err := PeerCred(c)
 	if err != nil {
 		return fmt.Errorf("%w: cannot tell, from the kernel, whose process answers on %s (%v); nothing was sent", ErrForeign, socket, err)
 	}
@@ -63,9 +62,4 @@ func checkPeer(c net.Conn, socket string) error {
 		return fmt.Errorf("%w: the process answering on %s runs as uid %d, not as you (uid %d): another user may be impersonating Portcullis, so nothing was sent", ErrForeign, socket, uid, os.Getuid())
 	}
 	return nil
-}
-
-// rawConn is what net.UnixConn offers to read socket options.
-type rawConn interface {
-	SyscallConn() (syscall.RawConn, error)
 }

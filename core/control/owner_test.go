@@ -113,9 +113,9 @@ func TestPeerUIDIsOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	uid, err := peerUID(c)
-	if err != nil || uid != os.Getuid() {
-		t.Fatalf("peerUID = %d, %v; want %d", uid, err, os.Getuid())
+	uid, pid, err := PeerCred(c)
+	if err != nil || uid != os.Getuid() || pid != os.Getpid() {
+		t.Fatalf("PeerCred = %d, %d, %v; want %d, %d", uid, pid, err, os.Getuid(), os.Getpid())
 	}
 	if err := checkPeer(c, sock); err != nil {
 		t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	"runtime"
 )
 
-// peerUID cannot read a peer's credentials on this system: Dial fails
-// closed.
-func peerUID(net.Conn) (int, error) {
-	return 0, fmt.Errorf("reading a Unix socket peer's uid is not implemented on %s", runtime.GOOS)
+// PeerCred cannot read a peer's credentials on this system: the shim's
+// Dial and the daemon's accept fail closed.
+func PeerCred(net.Conn) (uid, pid int, err error) {
+	return 0, 0, fmt.Errorf("reading a Unix socket peer's credentials is not implemented on %s", runtime.GOOS)
 }

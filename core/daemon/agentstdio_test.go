@@ -19,13 +19,12 @@ import (
 
 // fdAgent is an agent whose shim handed its stdio to the daemon: the test
 // writes the agent's requests on toDaemon and reads the daemon's answers
-// from fromDaemon; shim is the shim's connection.
+// from lines; shim is the shim's connection.
 type fdAgent struct {
-	toDaemon   *os.File
-	fromDaemon *bufio.Reader
-	fromFile   *os.File
-	shim       *control.Conn
-	lines      chan string // what the daemon writes to the agent; closed at its EOF
+	toDaemon *os.File
+	fromFile *os.File
+	shim     *control.Conn
+	lines    chan string // what the daemon writes to the agent; closed at its EOF
 }
 
 // handOff connects to label as a shim that hands its stdio over, and

@@ -199,8 +199,13 @@ func (d *Daemon) approvalRequested(r authz.Request) {
 // approvalGranted records a grant in the audit log before it can be used;
 // a grant the log cannot record is not made (authz.Options.OnGranted).
 func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
+	var who audit.Decider
+	if r.Decider != nil {
+		who = *r.Decider
+	}
 	if err := d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
-		Request: r.ID, Grant: g.ID, By: r.DecidedBy, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
+		Decider: who,
+		Request: r.ID, Grant: g.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
 		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen, ServerRequest: g.ServerRequest,
 		ToolContracts: g.Contracts,
 	}); err != nil {

@@ -153,10 +153,19 @@ func AuditSigning(store secrets.Store, dir string, on bool) (key []byte, note st
 		if errors.Is(err, secrets.ErrNotFound) {
 			hint = "restore the item " + AuditKeyScope + " in the credential store"
 		}
-		if hint != "" {
-			hint += ", or "
+		if errors.Is(err, secrets.ErrUnavailable) {
+			// The store does not answer here (no session bus, say): the
+			// key is most likely still in it. Rotating is not the fix.
+			if hint != "" {
+				hint += "; "
+			}
+			hint += "the key stays in the credential store, and once this daemon can reach it (started from the person's session, where the store answers) it starts as before; only if the key is lost for good, run `portcullis audit rotate-key` (with no daemon running), which moves " + dir + " aside and starts a new signed log"
+		} else {
+			if hint != "" {
+				hint += ", or "
+			}
+			hint += "run `portcullis audit rotate-key` (with no daemon running) to move " + dir + " aside and start a new signed log; the old one stays verifiable"
 		}
-		hint += "run `portcullis audit rotate-key` (with no daemon running) to move " + dir + " aside and start a new signed log; the old one stays verifiable"
 		if !on {
 			hint = "settings.auditSigning is false, and the signing_disabled event that turns signing off must be signed with it: " + hint
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
@@ -236,10 +238,43 @@ func describeChanges(changes []identity.Change, cwd string) string {
 // Restart replaces the process of every live agent run of label with a new
 // epoch and returns how many runs it restarted. A crash-looping run restarts
 // too: the person acted.
+// RestartWait is Restart, waiting for each run's new epoch (or its
+// failure) until ctx ends; it returns one result per agent run of label.
+func (d *Daemon) RestartWait(ctx context.Context, label, why string) []gateway.RestartResult {
+	runs := d.sessionsOf(label)
+	out := make([]gateway.RestartResult, len(runs))
+	var wg sync.WaitGroup
+	for i, s := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = s.RestartWait(ctx, why)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
 func (d *Daemon) Restart(label, why string) int {
 	runs := d.sessionsOf(label)
 	for _, s := range runs {
 		go s.Restart(why)
 	}
 	return len(runs)
+}
+
+// restartWait bounds how long `portcullis restart` waits for new epochs: a
+// launch may wait for a person to approve its credentials.
+func (d *Daemon) restartWait() time.Duration {
+	w := config.DefaultApprovalTimeout
+	if cfg, _ := d.config(); cfg != nil {
+		w = cfg.Settings.ApprovalTimeoutOrDefault()
+	}
+	return w + time.Minute
+}
+
+// RestartTimeout is how long a client waits for the answer to restart
+// with settings s: the daemon's bound (restartWait) and a margin.
+func RestartTimeout(s config.Settings) time.Duration {
+	return s.ApprovalTimeoutOrDefault() + 2*time.Minute
 }

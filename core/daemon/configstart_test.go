@@ -57,7 +57,7 @@ func TestStartWithLastGoodCopy(t *testing.T) {
 			dirs := configHome(t)
 			path := dirs.ConfigFile()
 			good := saveServers(t, path, "good")
-			d, err := New(Options{Dirs: dirs}) // keeps config.json.last-good
+			_, err := New(Options{Dirs: dirs}) // keeps config.json.last-good
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestStartWithLastGoodCopy(t *testing.T) {
 				}
 			}
 
-			d, err = New(Options{Dirs: dirs})
+			d, err := New(Options{Dirs: dirs})
 			if err != nil {
 				t.Fatalf("New with only the last good copy: %v", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/internal/atomicfile"
@@ -59,6 +60,9 @@ const (
 
 // ConfigChangeEvent is the fields of the config_change_* audit events.
 type ConfigChangeEvent struct {
+	// Decider, on config_change_confirmed, is who confirmed the change:
+	// the channel, the process and its ancestry, the OS authentication.
+	audit.Decider
 	ID      string   `json:"id"`
 	File    string   `json:"file"`
 	Digest  string   `json:"digest"` // of the file whose changes are held
@@ -335,6 +339,12 @@ func (d *Daemon) editConfig(by, base string, change func(*config.Config) error) 
 // now (none waits, or the file changed since and another change waits), and
 // an error when the audit log cannot be written (nothing is decided then).
 func (d *Daemon) DecideChange(id string, confirm bool, by string) error {
+	return d.decideChange(id, confirm, by, nil)
+}
+
+// decideChange is DecideChange; who, when known, is recorded with a
+// confirmation (ConfigChangeEvent.Decider).
+func (d *Daemon) decideChange(id string, confirm bool, by string, who *audit.Decider) error {
 	d.loadMu.Lock()
 	defer d.loadMu.Unlock()
 	_, _ = d.loadLocked(true) // the file as it is now
@@ -367,6 +377,9 @@ func (d *Daemon) DecideChange(id string, confirm bool, by string) error {
 	cfg, err := config.Parse(pdata, p.File)
 	if err != nil {
 		return fmt.Errorf("change %s no longer parses: %w", id, err)
+	}
+	if who != nil {
+		ev.Decider = *who
 	}
 	if err := d.appendAudit(TypeConfigChangeConfirmed, ev); err != nil {
 		return fmt.Errorf("the audit log cannot be written, so nothing was decided: %w", err)
@@ -432,7 +445,7 @@ func (d *Daemon) configOp(c net.Conn, h control.Hello, pid int) {
 				reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
 				return
 			}
-			if err := d.authenticateChange(c, pid, what, held); err != nil {
+			if _, err := d.authenticateChange(c, pid, what, held); err != nil {
 				reply(c, control.Reply{Error: err.Error(), Code: codeAuthentication})
 				return
 			}
@@ -470,13 +483,16 @@ func (d *Daemon) configOp(c net.Conn, h control.Hello, pid int) {
 			reply(c, control.Reply{Error: fmt.Sprintf("choice %q: want %q or %q", h.Choice, control.ChoiceConfirm, control.ChoiceReject), Code: "bad_hello"})
 			return
 		}
+		var who *audit.Decider
 		if p := d.pendingCopy(); confirm && p != nil && p.ID == h.Request {
-			if err := d.authenticateChange(c, pid, "confirm change "+h.Request+" of the configuration", p.Held); err != nil {
+			auth, err := d.authenticateChange(c, pid, "confirm change "+h.Request+" of the configuration", p.Held)
+			if err != nil {
 				reply(c, control.Reply{Error: err.Error(), Code: codeAuthentication})
 				return
 			}
+			who = d.cliDecider(c, auth)
 		}
-		if err := d.DecideChange(h.Request, confirm, by); err != nil {
+		if err := d.decideChange(h.Request, confirm, by, who); err != nil {
 			code := "decide_failed"
 			if errors.Is(err, ErrNoChange) {
 				code = "no_change"

@@ -122,6 +122,7 @@ type Daemon struct {
 	tel      telemetrySwitch // the telemetry export, the audit log's Observer
 	watcher  fileWatcher     // the build watcher
 	authz    *authz.Authority
+	health   serviceHealth // services that stopped on their own (services.go)
 
 	// newWatcher makes the configuration file's watcher (newFileWatcher).
 	newWatcher func(settle time.Duration, log *slog.Logger) (fileWatcher, error)
@@ -394,7 +395,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 func listen(sock string) (net.Listener, error) {
 	if fi, err := os.Lstat(sock); err == nil {
 		if owner, ok := fileOwner(fi); ok && owner != os.Getuid() {
-			return nil, fmt.Errorf("%w: the socket path %s is taken by uid %d, not this user (uid %d): another user may be impersonating Portcullis; not starting (have it removed by its owner or root, or set XDG_RUNTIME_DIR or PORTCULLIS_HOME to a directory of your own)", ErrSocketTaken, sock, owner, os.Getuid())
+			return nil, fmt.Errorf("%w: the socket path %s is taken by uid %d, not this user (uid %d): another user may be impersonating Portcullis; not starting (have it removed by its owner or root, or set PORTCULLIS_HOME to a directory of your own)", ErrSocketTaken, sock, owner, os.Getuid())
 		}
 		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
 			c.Close()
@@ -502,11 +503,13 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 			reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
 			return
 		}
-		if err := d.authenticateDecision(ctx, c, h.Request, authz.Choice(h.Choice), pid); err != nil {
+		auth, err := d.authenticateDecision(ctx, c, h.Request, authz.Choice(h.Choice), pid)
+		if err != nil {
 			reply(c, control.Reply{Error: err.Error(), Code: codeAuthentication})
 			return
 		}
-		if err := d.authz.Decide(h.Request, authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, By: "cli"}); err != nil {
+		dec := authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, By: "cli", Decider: d.cliDecider(c, auth)}
+		if err := d.authz.Decide(h.Request, dec); err != nil {
 			code := "decide_failed"
 			if re := (*authz.ResolvedError)(nil); errors.As(err, &re) {
 				code = control.CodeResolvedPrefix + re.Outcome // withdrawn, and why, in the error
@@ -529,12 +532,14 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 	case control.OpAuditAcknowledge:
 		d.acknowledgeTampered(ctx, c)
 	case control.OpRestart:
-		n := d.Restart(h.Label, "restart requested with portcullis restart")
-		if n == 0 {
+		rctx, cancel := context.WithTimeout(ctx, d.restartWait())
+		res := d.RestartWait(rctx, h.Label, "restart requested with portcullis restart")
+		cancel()
+		if len(res) == 0 {
 			reply(c, control.Reply{Error: fmt.Sprintf("no agent run of %q is connected: nothing to restart", h.Label), Code: "no_runs"})
 			return
 		}
-		b, _ := json.Marshal(map[string]int{"restarted": n})
+		b, _ := json.Marshal(map[string]any{"restarted": len(res), "results": res})
 		reply(c, control.Reply{Data: b})
 	default:
 		reply(c, control.Reply{Error: fmt.Sprintf("unknown operation %q", h.Op), Code: "bad_hello"})
@@ -569,8 +574,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		d.log.Info("agent of shim unknown", "shim", shimPID, "err", err)
 	}
 	runID := identity.NewEpoch()
-	var sess *gateway.Session
-	sess = gateway.New(gateway.Options{
+	sess := gateway.New(gateway.Options{
 		RunID:          runID,
 		Label:          label,
 		Agent:          agent,
@@ -1075,6 +1079,15 @@ type StatusReport struct {
 	PendingChange *PendingChange `json:"pendingChange,omitempty"`
 	// Authentication is settings.approvalAuthentication as in force.
 	Authentication AuthStatus `json:"authentication"`
+	// Degraded are the daemon's services that stopped on their own and are
+	// being restarted, sorted by name; empty when all run.
+	Degraded []ServiceFault `json:"degraded,omitempty"`
+	// PID is the daemon's process ID.
+	PID int `json:"pid"`
+	// Withheld names the variables of the daemon's environment that no
+	// server inherits (supervisor.Withheld): a server's environment is its
+	// configuration's plus a fixed base.
+	Withheld []string `json:"withheldFromServers"`
 }
 
 // CheckSummary counts the health checks of one server label: agent runs
@@ -1094,6 +1107,9 @@ func (d *Daemon) Status() StatusReport {
 	rep.Telemetry = d.tel.status()
 	rep.PendingChange = d.pendingCopy()
 	rep.Authentication = d.authStatus()
+	rep.Degraded = d.health.list()
+	rep.PID = os.Getpid()
+	rep.Withheld = supervisor.Withheld(os.Environ())
 	if cfgErr != nil {
 		rep.ConfigError = cfgErr.Error()
 	}

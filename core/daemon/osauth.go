@@ -143,7 +143,7 @@ func (d *Daemon) authStatus() AuthStatus {
 // authenticate, the request stays pending (a denial needs no
 // authentication); when the authentication failed or was cancelled, the
 // request is denied.
-func (d *Daemon) authenticateDecision(ctx context.Context, c net.Conn, request string, choice authz.Choice, pid int) error {
+func (d *Daemon) authenticateDecision(ctx context.Context, c net.Conn, request string, choice authz.Choice, pid int) (osAuth, error) {
 	var subject AuthSubject
 	subject.PID, subject.UID = pid, d.uid
 	if c != nil {
@@ -154,9 +154,16 @@ func (d *Daemon) authenticateDecision(ctx context.Context, c net.Conn, request s
 	return d.authenticate(ctx, request, choice, subject, "portcullis "+verbOf(choice))
 }
 
+// osAuth is what the operating system's authentication did for a
+// decision, for its record (audit.Decider): the mode in force, and the
+// mechanism that authenticated the person or audit.AuthNotAsked.
+type osAuth struct {
+	mode, by string
+}
+
 // authenticate is authenticateDecision for subject; by names who decides
 // in the audit log ("portcullis approve", "the Portcullis window").
-func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.Choice, subject AuthSubject, by string) error {
+func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.Choice, subject AuthSubject, by string) (osAuth, error) {
 	var req authz.Request
 	found := false
 	for _, r := range d.authz.Pending() {
@@ -165,12 +172,13 @@ func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.
 			break
 		}
 	}
-	if !found {
-		return nil // Decide answers with authz.ErrNoRequest
-	}
 	st := d.authStatus()
+	done := osAuth{mode: st.Mode, by: audit.AuthNotAsked}
+	if !found {
+		return done, nil // Decide answers with authz.ErrNoRequest
+	}
 	if !AuthenticationApplies(st.Mode, req.Card, choice) {
-		return nil
+		return done, nil
 	}
 	what := verbOf(choice) + " approval request " + request
 	mech := st.Mechanism
@@ -180,7 +188,7 @@ func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.
 	if !st.Available {
 		msg := fmt.Sprintf("refused to %s: %s; nothing was granted and the request is still pending — deny it with `portcullis deny %s`, or set settings.approvalAuthentication to %q in the configuration file to approve without OS authentication", what, st.Note, request, config.AuthOff)
 		d.auditAuthRefusal(what, request, subject, req, refusedAuthUnavailable, msg)
-		return errors.New(msg)
+		return done, errors.New(msg)
 	}
 	reason := fmt.Sprintf("approve request %s of %s", request, req.Card.ServerLabel)
 	if len(req.Card.CredentialScope) > 0 {
@@ -189,7 +197,8 @@ func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.
 	err := d.opts.Authenticator.Authenticate(ctx, subject, reason)
 	if err == nil {
 		d.log.Info("the operating system authenticated the person", "request", request, "mechanism", mech, "pid", subject.PID)
-		return nil
+		done.by = mech
+		return done, nil
 	}
 	how := "could not authenticate you"
 	switch {
@@ -203,7 +212,7 @@ func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.
 	if derr := d.authz.Decide(request, authz.Decision{Choice: authz.Deny, By: fmt.Sprintf("%s: %s %s", by, mech, how)}); derr != nil && !errors.Is(derr, authz.ErrNoRequest) {
 		d.log.Warn("denying after a failed authentication", "request", request, "err", derr)
 	}
-	return errors.New(msg)
+	return done, errors.New(msg)
 }
 
 func (d *Daemon) auditAuthRefusal(what, request string, subject AuthSubject, req authz.Request, kind, msg string) {
@@ -253,18 +262,22 @@ func (w *WindowApprovals) Decide(id string, dec authz.Decision) error {
 	}
 	st := d.authStatus()
 	if !found || !AuthenticationApplies(st.Mode, card, dec.Choice) {
+		dec.Decider = d.windowDecider(osAuth{mode: st.Mode, by: audit.AuthNotAsked})
 		return d.authz.Decide(id, dec)
 	}
 	// The daemon's own process: no start time is needed to tell it
 	// apart, since it cannot have exited while it asks.
 	subject := AuthSubject{PID: os.Getpid(), UID: d.uid}
 	if !st.Available {
-		return d.authenticate(context.Background(), id, dec.Choice, subject, "the Portcullis window")
+		_, err := d.authenticate(context.Background(), id, dec.Choice, subject, "the Portcullis window")
+		return err
 	}
 	go func() {
-		if err := d.authenticate(context.Background(), id, dec.Choice, subject, "the Portcullis window"); err != nil {
+		auth, err := d.authenticate(context.Background(), id, dec.Choice, subject, "the Portcullis window")
+		if err != nil {
 			return
 		}
+		dec.Decider = d.windowDecider(auth)
 		if err := d.authz.Decide(id, dec); err != nil {
 			d.log.Info("approval decision not taken", "request", id, "err", err)
 		}
@@ -302,10 +315,11 @@ func ChangeNeedsAuthentication(mode string, held []config.Widening) bool {
 // ahead; otherwise nothing is changed (a held change stays held), a
 // decision_refused event is written, and the error is the sentence the
 // person is answered with.
-func (d *Daemon) authenticateChange(c net.Conn, pid int, what string, held []config.Widening) error {
+func (d *Daemon) authenticateChange(c net.Conn, pid int, what string, held []config.Widening) (osAuth, error) {
 	st := d.authStatus()
+	done := osAuth{mode: st.Mode, by: audit.AuthNotAsked}
 	if !ChangeNeedsAuthentication(st.Mode, held) {
-		return nil
+		return done, nil
 	}
 	subject := AuthSubject{PID: pid, UID: d.uid}
 	if c != nil {
@@ -323,11 +337,12 @@ func (d *Daemon) authenticateChange(c net.Conn, pid int, what string, held []con
 		return errors.New(msg)
 	}
 	if !st.Available {
-		return refuse(refusedAuthUnavailable, fmt.Sprintf("refused to %s: %s; nothing was changed", what, st.Note))
+		return done, refuse(refusedAuthUnavailable, fmt.Sprintf("refused to %s: %s; nothing was changed", what, st.Note))
 	}
 	err := d.opts.Authenticator.Authenticate(context.Background(), subject, what)
 	if err == nil {
-		return nil
+		done.by = mech
+		return done, nil
 	}
-	return refuse(refusedAuthFailed, fmt.Sprintf("not done: %s did not confirm it is you (%v), so %s was refused and nothing was changed (settings.approvalAuthentication is %q)", mech, err, what, st.Mode))
+	return done, refuse(refusedAuthFailed, fmt.Sprintf("not done: %s did not confirm it is you (%v), so %s was refused and nothing was changed (settings.approvalAuthentication is %q)", mech, err, what, st.Mode))
 }

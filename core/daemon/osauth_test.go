@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
 )
@@ -138,7 +141,7 @@ func TestAuthenticateDecision(t *testing.T) {
 				card.CredentialScope = []string{"api"}
 			}
 			id := d.authz.Raise(card)
-			err := d.authenticateDecision(context.Background(), nil, id, tc.choice, 4242)
+			_, err := d.authenticateDecision(context.Background(), nil, id, tc.choice, 4242)
 			if asked := len(tc.auth.asked) > 0; asked != tc.asked {
 				t.Fatalf("authenticator asked = %v, want %v", asked, tc.asked)
 			}
@@ -254,12 +257,37 @@ func TestWindowApprovals(t *testing.T) {
 	t.Run("outside the mode", func(t *testing.T) {
 		fa := &fakeAuth{answer: ErrAuthFailed}
 		d := authDaemon(t, config.AuthCredentials, fa)
+		al, err := audit.Open(d.auditOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer al.Close()
+		d.audit, d.auditW = al, &recovering{log: al, retryEvery: time.Second}
 		id := d.authz.Raise(card)
 		if err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, By: "app"}); err != nil {
 			t.Fatal(err)
 		}
 		if g, err := d.authz.Wait(context.Background(), id); err != nil || g == nil || len(fa.asked) != 0 {
 			t.Fatalf("Wait = %v, %v (asked %d); want a grant without authentication", g, err, len(fa.asked))
+		}
+		// The record names the window, the app's process and that the OS
+		// was not asked under this mode.
+		evs, err := audit.Tail(AuditDir(d.opts.Dirs), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g audit.ApprovalGranted
+		for _, e := range evs {
+			if e.Type == audit.TypeApprovalGranted {
+				if err := e.DecodeFields(&g); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		exe, _ := os.Executable()
+		want := audit.Decider{Channel: audit.ChannelWindow, PID: os.Getpid(), Executable: exe, Authentication: audit.AuthNotAsked, AuthenticationMode: config.AuthCredentials}
+		if g.Request != id || !reflect.DeepEqual(g.Decider, want) {
+			t.Errorf("approval_granted %+v; want request %s decided by %+v", g, id, want)
 		}
 	})
 }
@@ -305,10 +333,13 @@ func TestAuthenticateChange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := authDaemon(t, config.AuthAlways, tc.auth)
-			err := d.authenticateChange(nil, 4242, "confirm change c1 of the configuration", held)
+			auth, err := d.authenticateChange(nil, 4242, "confirm change c1 of the configuration", held)
 			if tc.want == nil {
 				if err != nil || len(tc.auth.asked) != 1 || tc.auth.asked[0].PID != 4242 {
 					t.Fatalf("err = %v, asked %+v; want one authentication of pid 4242 and no error", err, tc.auth.asked)
+				}
+				if auth.by != tc.auth.Mechanism() || auth.mode != config.AuthAlways {
+					t.Errorf("recorded authentication %+v, want %s under %s", auth, tc.auth.Mechanism(), config.AuthAlways)
 				}
 				return
 			}

@@ -39,15 +39,29 @@ type Lineage interface {
 	Adopt(ctx context.Context, log *slog.Logger) error
 }
 
+// Terminals tells whether a process runs at a terminal: its standard input
+// and output are a terminal, the check `portcullis` makes of itself before
+// it decides, made here by the daemon on the process that asks, so that a
+// process that talks to the control socket without the CLI meets it too.
+// Package platform implements it on the PeerInfo it gives the daemon; a
+// PeerInfo without it makes every decision that needs a person fail closed.
+type Terminals interface {
+	// AtTerminal reports whether process pid, if it still is the process
+	// that started at startTime, runs at a terminal; an error means it
+	// could not be read.
+	AtTerminal(pid int, startTime uint64) (bool, error)
+}
+
 // codeNotPerson is the control Reply.Code of a refusal by requirePerson.
 const codeNotPerson = "not_a_person"
 
 // Refusal kinds, in audit.DecisionRefused.Refusal.
 const (
-	refusedSupervised = "supervised" // descends from the daemon: a server's tree, or left it
-	refusedMarked     = "marked"     // carries an epoch's mark (supervisor.EpochEnv)
-	refusedAgent      = "agent"      // descends from the agent of a live agent run
-	refusedUnverified = "unverified" // its ancestry could not be read
+	refusedSupervised = "supervised"  // descends from the daemon: a server's tree, or left it
+	refusedMarked     = "marked"      // carries an epoch's mark (supervisor.EpochEnv)
+	refusedAgent      = "agent"       // descends from the agent of a live agent run
+	refusedUnverified = "unverified"  // its ancestry could not be read
+	refusedNoTerminal = "no_terminal" // its stdin and stdout are not a terminal (or that could not be read)
 )
 
 // notPersonError is requirePerson's refusal: Error is the sentence the
@@ -152,7 +166,18 @@ func (d *Daemon) forgetAgent(run string) {
 //     connected): an agent's shell cannot approve the agent's calls;
 //   - any process whose ancestry cannot be read (fail closed).
 //
+// and then, from what the kernel shows of the process itself:
+//   - any process whose standard input and output are not both a terminal
+//     (a pipe, a file, /dev/null: a script, a detached process), or where
+//     that cannot be read (Terminals): a decision is typed by the person at
+//     a terminal of their own, as the CLI requires of itself.
+//
 // The person's own terminal is neither below the daemon nor below an agent.
+// Every operation of the control protocol that decides or widens trust
+// goes through here: approve and deny (OpDecide), confirming or rejecting a
+// held change (OpChangeDecide), an edit that widens trust (OpConfigEdit:
+// `servers policy … allow`…), stop, restore-secrets (OpPerson), audit
+// acknowledge and setup-keys.
 func (d *Daemon) requirePerson(c net.Conn, what string) error {
 	return d.requirePersonFor(c, what, "")
 }
@@ -226,6 +251,18 @@ func (d *Daemon) requirePersonFor(c net.Conn, what, request string) error {
 				fmt.Sprintf("refused to %s: %s descends from the agent of agent run %s of %q (%s, %s): an agent cannot approve its own calls; %s", what, who, run, labels[run], describeProc(a), pidPath(chain[:i+1]), personHint))
 		}
 	}
+	at, err := false, fmt.Errorf("this build cannot read a process's terminal on %s", runtime.GOOS)
+	if t, ok := d.opts.Peers.(Terminals); ok {
+		at, err = t.AtTerminal(peer.PID, peer.StartTime)
+	}
+	if err != nil {
+		return d.refuse(what, request, peer, chain, refusedNoTerminal, "", "",
+			fmt.Sprintf("refused to %s: Portcullis cannot tell whether %s runs at a terminal (%v), so nothing was decided; %s", what, who, err, personHint))
+	}
+	if !at {
+		return d.refuse(what, request, peer, chain, refusedNoTerminal, "", "",
+			fmt.Sprintf("refused to %s: %s does not run at a terminal (its standard input and output are not both a terminal: a pipe, a file, or a detached process), and the person decides at a terminal of their own; nothing was decided; %s", what, who, personHint))
+	}
 	return nil
 }
 
@@ -250,6 +287,33 @@ func (d *Daemon) personAct(c net.Conn, what string) error {
 	}
 	d.log.Info("the person acted", "what", what, "pid", ev.PID)
 	return nil
+}
+
+// cliDecider is the record of a decision that came through c (a portcullis
+// command): the process and its ancestry as read when c was accepted, and
+// what the operating system's authentication did.
+func (d *Daemon) cliDecider(c net.Conn, auth osAuth) *audit.Decider {
+	dec := &audit.Decider{Channel: audit.ChannelCLI, Authentication: auth.by, AuthenticationMode: auth.mode}
+	chain, err := d.peerOf(c)
+	if err != nil || len(chain) == 0 {
+		if _, pid, perr := d.opts.Peers.Peer(c); perr == nil {
+			dec.PID = pid
+		}
+		return dec
+	}
+	dec.PID, dec.Executable = chain[0].PID, chain[0].Exe
+	for _, p := range chain {
+		dec.Ancestry = append(dec.Ancestry, p.PID)
+	}
+	return dec
+}
+
+// windowDecider is the record of a decision made in the app's window, in
+// the daemon's own process.
+func (d *Daemon) windowDecider(auth osAuth) *audit.Decider {
+	dec := &audit.Decider{Channel: audit.ChannelWindow, PID: os.Getpid(), Authentication: auth.by, AuthenticationMode: auth.mode}
+	dec.Executable, _ = os.Executable()
+	return dec
 }
 
 // refuse audits a refusal and returns it as an error.

@@ -19,9 +19,23 @@ type fakeLineage struct {
 	chain []identity.Observed
 	err   error
 	marks map[int]string // pid → PORTCULLIS_EPOCH value
+	// noTerminal: the peer's stdin and stdout are not a terminal;
+	// terminalErr: that cannot be read.
+	noTerminal  bool
+	terminalErr error
 }
 
-var _ Lineage = (*fakeLineage)(nil)
+var (
+	_ Lineage   = (*fakeLineage)(nil)
+	_ Terminals = (*fakeLineage)(nil)
+)
+
+func (f *fakeLineage) AtTerminal(pid int, start uint64) (bool, error) {
+	if len(f.chain) == 0 || f.chain[0].PID != pid || f.chain[0].StartTime != start {
+		return false, errors.New("not the peer")
+	}
+	return !f.noTerminal, f.terminalErr
+}
 
 func (f *fakeLineage) Peer(net.Conn) (int, int, error) {
 	if len(f.chain) == 0 {
@@ -74,6 +88,10 @@ func TestRequirePerson(t *testing.T) {
 			refusedAgent, []string{"process 940", "descends from the agent of agent run run1", personHint}},
 		{"the agent's pid reused by another process", &fakeLineage{chain: []identity.Observed{proc(940, 90), proc(700, 31), proc(1, 1)}},
 			map[string]identity.Observed{"run1": proc(700, 30)}, "", nil},
+		{"the person's user, not at a terminal (a pipe, a detached process)", &fakeLineage{chain: []identity.Observed{proc(950, 50), proc(1, 1)}, noTerminal: true}, nil,
+			refusedNoTerminal, []string{"process 950", "does not run at a terminal", "nothing was decided", personHint}},
+		{"a terminal that cannot be read", &fakeLineage{chain: []identity.Observed{proc(950, 50), proc(1, 1)}, terminalErr: errors.New("proc: permission denied")}, nil,
+			refusedNoTerminal, []string{"cannot tell whether process 950 (/usr/bin/p950) runs at a terminal", "permission denied", personHint}},
 		{"an unreadable ancestry", &fakeLineage{err: errors.New("proc: permission denied")}, nil,
 			refusedUnverified, []string{"cannot tell which process asks", "permission denied", "nothing was decided", personHint}},
 		{"a build without ancestry", peerOnly{}, nil,

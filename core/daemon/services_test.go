@@ -2,11 +2,14 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/portcullis/portcullis/core/control"
@@ -189,5 +192,116 @@ func TestServiceErrorIsLogged(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStoppedServiceRestartsWithBackoff: a service that stops on its own
+// (an error, or a return without one while the daemon runs) is started
+// again after 1 s, then 2 s, then 4 s; meanwhile it is degraded, with its
+// last error and its stops in a row; once it has run for a minute it is
+// healthy again, and its next stop waits 1 s again. Before, a stopped
+// service was only logged: it stayed stopped and nothing showed it.
+func TestStoppedServiceRestartsWithBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &Daemon{log: slog.New(slog.DiscardHandler)}
+		boom := errors.New("inotify: no space left on device")
+		var starts []time.Duration
+		t0 := time.Now()
+		svc := service{"build watcher", func(ctx context.Context) error {
+			starts = append(starts, time.Since(t0))
+			switch len(starts) {
+			case 1, 2:
+				return boom
+			case 3:
+				return nil // stopped without saying why
+			case 4: // runs long enough to be healthy, then fails once more
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(serviceStable + time.Second):
+					return boom
+				}
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		}}
+		ctx, cancel := context.WithCancel(t.Context())
+		wait := d.startServices(ctx, []service{svc})
+
+		synctest.Wait()
+		f := d.health.list()
+		if len(f) != 1 || f[0].Service != "build watcher" || f[0].Stops != 1 || f[0].Error != boom.Error() || f[0].Restart.Sub(t0) != time.Second {
+			t.Fatalf("after the first stop: degraded %+v; want the build watcher, 1 stop, %q, restart in 1 s", f, boom)
+		}
+		time.Sleep(7 * time.Second) // restarts at 1 s, 1+2 s, 1+2+4 s
+		synctest.Wait()
+		if want := []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second}; !slices.Equal(starts, want) {
+			t.Fatalf("started at %v; want %v", starts, want)
+		}
+		f = d.health.list()
+		if len(f) != 1 || f[0].Stops != 3 || !strings.Contains(f[0].Error, "without an error") {
+			t.Fatalf("after the third stop and a restart: degraded %+v; want 3 stops, the last without an error", f)
+		}
+		time.Sleep(serviceStable - time.Second)
+		synctest.Wait()
+		if f := d.health.list(); len(f) != 1 {
+			t.Fatalf("59 s after the restart: degraded %+v; want still degraded", f)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if f := d.health.list(); len(f) != 0 {
+			t.Fatalf("a minute after the restart: degraded %+v; want healthy", f)
+		}
+		time.Sleep(time.Second) // the fourth run fails
+		synctest.Wait()
+		f = d.health.list()
+		if len(f) != 1 || f[0].Stops != 1 || f[0].Restart.Sub(f[0].Last) != time.Second {
+			t.Fatalf("a stop after a healthy minute: degraded %+v; want 1 stop, restart in 1 s", f)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(starts) != 5 {
+			t.Fatalf("%d starts; want 5", len(starts))
+		}
+		cancel()
+		wait()
+	})
+}
+
+// TestStatusShowsDegradedService: the status operation (what `portcullis
+// status` and the tray read) names a service that stopped, with its error,
+// while it is being restarted.
+func TestStatusShowsDegradedService(t *testing.T) {
+	boom := errors.New("inotify: no space left on device")
+	d, err := New(Options{Dirs: shortHome(t), Peers: selfPeers{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceWatcher(d, newFakeWatcher(func(context.Context) error { return boom }))
+	ctx, cancel := context.WithCancel(context.Background())
+	served := startDaemon(t, ctx, d)
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, err := control.Call(d.opts.Dirs.Socket(), control.Hello{Op: control.OpStatus}, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep StatusReport
+		if err := json.Unmarshal(data, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Degraded) == 1 && rep.Degraded[0].Service == "build watcher" && rep.Degraded[0].Error == boom.Error() && rep.Degraded[0].Stops >= 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status within 10 s of the build watcher's failure: degraded %+v; want the build watcher with %q", rep.Degraded, boom)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -204,12 +204,6 @@ func (s *Session) refuseAll(rs []refusedReq) {
 	}
 }
 
-// recordRefusal writes call_refused for a tools/call of tool refused before
-// forwarding.
-func (s *Session) recordRefusal(tool string, r *control.Refusal) {
-	s.recordRefused(refusedReq{method: methodToolsCall, tool: tool, r: r})
-}
-
 // recordRefused writes call_refused for q: what the agent was answered
 // instead of the server's answer, under the refusal's own name.
 func (s *Session) recordRefused(q refusedReq) {

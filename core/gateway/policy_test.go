@@ -274,16 +274,6 @@ func (r *rig) waitCall(id int64, since time.Time) (*control.Refusal, time.Durati
 	return ref, time.Since(since)
 }
 
-// waitProgress waits until the agent has received n progress
-// notifications (a call with a progress token hears one when it starts
-// waiting for a person).
-func (r *rig) waitProgress(n int) {
-	r.t.Helper()
-	if !until(10*time.Second, func() bool { return len(r.agent.notifications(methodProgress)) >= n }) {
-		r.t.Fatalf("%d progress notifications within 10 s, want %d", len(r.agent.notifications(methodProgress)), n)
-	}
-}
-
 // waitNoPending waits until the run has no pending approval request.
 func (r *rig) waitNoPending(d time.Duration) {
 	r.t.Helper()

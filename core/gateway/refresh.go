@@ -690,6 +690,9 @@ func (s *Session) replaceOnce(why string) {
 	s.changed()
 
 	e, err := s.startEpoch(ctx)
+	s.mu.Lock()
+	s.replaceErr = err
+	s.mu.Unlock()
 	if err != nil {
 		s.mu.Lock()
 		if old != nil && !old.ended {
@@ -934,4 +937,62 @@ func (s *Session) Restart(why string) {
 	s.crashes = nil
 	s.mu.Unlock()
 	s.Replace(why)
+}
+
+// RestartResult is what Restart came to for one agent run.
+type RestartResult struct {
+	Run string `json:"run"`
+	// Epoch is the new epoch, once it completed the handshake; "" when
+	// none serves.
+	Epoch string `json:"epoch,omitempty"`
+	// Error says why no new epoch serves: the launch failed (Kept then
+	// names the epoch that keeps serving) or the new process failed.
+	Error string `json:"error,omitempty"`
+	Kept  string `json:"kept,omitempty"`
+}
+
+// RestartWait is Restart, returning once the replacement is over (the new
+// epoch took over and answered the replayed handshake, or the launch or
+// the process failed) or ctx ends, and says which.
+func (s *Session) RestartWait(ctx context.Context, why string) RestartResult {
+	s.mu.Lock()
+	before := ""
+	if s.cur != nil {
+		before = s.cur.ID
+	}
+	s.mu.Unlock()
+	s.Restart(why)
+	// Another replacement was under way: this one runs after it.
+	for {
+		s.mu.Lock()
+		busy := s.replacing
+		s.mu.Unlock()
+		if !busy {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return RestartResult{Run: s.opts.RunID, Error: "the restart did not finish in time: " + ctx.Err().Error()}
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := RestartResult{Run: s.opts.RunID}
+	switch {
+	case s.state == StateEnded:
+		r.Error = "the agent run ended during the restart"
+	case s.replaceErr != nil:
+		r.Error = "the new epoch could not be launched: " + s.replaceErr.Error()
+		if s.cur != nil && !s.cur.ended {
+			r.Kept = s.cur.ID
+		}
+	case s.state == StateFailed:
+		r.Error = s.reason
+	case s.cur == nil || s.cur.ID == before:
+		r.Error = "no new epoch took over"
+	default:
+		r.Epoch = s.cur.ID
+	}
+	return r
 }

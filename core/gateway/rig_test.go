@@ -564,6 +564,7 @@ type rigOptions struct {
 	launchDelay     time.Duration
 	launchFails     bool // every launch fails: command not found
 	wrap            func(*scriptServer) Process
+	transcript      bool // the processes keep every line they read (scriptServer.wire)
 }
 
 const testSecret = "PCSECRET-gateway-7f3a9c21d4"
@@ -601,7 +602,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if o.holdTimeout == 0 {
 		o.holdTimeout = 10 * time.Second
 	}
-	r := &rig{t: t, launcher: &fakeLauncher{label: "fake", answer: true, delay: o.launchDelay, wrap: o.wrap},
+	r := &rig{t: t, launcher: &fakeLauncher{label: "fake", answer: true, delay: o.launchDelay, wrap: o.wrap, transcript: o.transcript},
 		audit: &fakeAudit{delay: o.auditDelay}, secret: testSecret, grantAt: map[string]int64{}}
 	r.launcher.tools.Store(string(fakeTools))
 	r.launcher.fail.Store(o.launchFails)

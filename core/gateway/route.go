@@ -79,6 +79,9 @@ func (s *Session) readAgent(in io.Reader) error {
 			}
 			return err
 		}
+		if m, err = s.stripReserved(m); err != nil {
+			return err
+		}
 		if m.Replaced > 0 && !unicodeNoted {
 			unicodeNoted = true
 			s.log.Warn("the agent sent invalid UTF-8 or lone surrogate escapes, replaced by U+FFFD; reported once", "count", m.Replaced)

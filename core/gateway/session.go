@@ -212,6 +212,7 @@ type Session struct {
 	gate             gate           // guarded by mu; whether the agent's requests flow (gate.go)
 	inputEnded       chan struct{}  // closed when the agent sent EndOfInput
 	inputEndOnce     sync.Once
+	reservedNoted    bool          // owned by readAgent; the run's reserved_meta_removed event was written
 	agentGone        chan struct{} // closed when a write to the agent failed: nobody reads its answers
 	agentGoneOnce    sync.Once
 	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
@@ -227,6 +228,7 @@ type Session struct {
 	replacing        bool                       // guarded by mu
 	replaceAgain     bool                       // guarded by mu; a Replace arrived during one
 	replaceWhy       string                     // guarded by mu
+	replaceErr       error                      // guarded by mu; why the last replacement launched nothing (nil: it did)
 	lastExit         *EpochExit                 // guarded by mu; the latest process of this run to exit
 	work             group                      // catalog fetches, calls on their way, replacements, process watchers: Serve waits for them
 	events           group                      // audit writes off the response path: Serve waits for them before run_ended

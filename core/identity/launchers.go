@@ -39,9 +39,7 @@ const (
 func KnownLaunchers(command string, args []string) []Launcher {
 	words := []string{filepath.Base(command)}
 	for _, a := range args {
-		for _, w := range strings.Fields(a) {
-			words = append(words, w)
-		}
+		words = append(words, strings.Fields(a)...)
 	}
 	has := func(w string) bool { return slices.Contains(words, w) }
 	after := func(prog, flag string) bool {

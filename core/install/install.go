@@ -311,9 +311,7 @@ func run(opts Options, op string) (*Report, error) {
 	var newRecords []recordEntry
 	var masks []string
 	for _, e := range entries {
-		for _, v := range doc.envSecrets(e) {
-			masks = append(masks, v)
-		}
+		masks = append(masks, doc.envSecrets(e)...)
 		if len(opts.Servers) > 0 && !slices.Contains(opts.Servers, e.name) {
 			continue
 		}
@@ -850,6 +848,7 @@ func addServer(cfg *config.Config, p *plan, store SecretStore, pending map[strin
 		for _, sc := range added {
 			delete(cfg.Credentials, sc)
 		}
+		//lint:ignore ST1005 the sentence starts with the product's name
 		return "", nil, fmt.Errorf("Portcullis cannot take this server: %w", err)
 	}
 	for v, sc := range scopes {

@@ -50,6 +50,7 @@ func Uninstall(opts Options) (*Report, error) {
 		return nil, err
 	}
 	if len(rec.Entries) == 0 {
+		//lint:ignore ST1005 the sentence starts with the product's name
 		return nil, fmt.Errorf("Portcullis has no record of installing into %s (looked for %s): %w", t.Path, recPath, ErrNotInstalled)
 	}
 	// The keychain is needed only when there is a secret to put back.

@@ -582,3 +582,62 @@ func skipValue(b []byte, i int) (int, error) {
 		return j, nil
 	}
 }
+
+// DeleteMembers returns a copy of the JSON object raw without each of its
+// top-level members whose (decoded) name drop reports true — every such
+// member, also a name that occurs more than once or is written with
+// escapes — and the names removed, in order. raw is returned as it is when
+// nothing is removed; otherwise the members kept keep their bytes and
+// order, separated by commas without spaces. It fails when raw is not a
+// valid JSON object.
+func DeleteMembers(raw []byte, drop func(name string) bool) ([]byte, []string, error) {
+	var kept [][]byte
+	var names []string
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, nil, errors.New("not an object")
+	}
+	i = skipSpace(raw, i+1)
+	for i < len(raw) && raw[i] != '}' {
+		if raw[i] != '"' {
+			return nil, nil, fmt.Errorf("expected a member name at offset %d", i)
+		}
+		kstart := i
+		kend, err := skipString(raw, i)
+		if err != nil {
+			return nil, nil, err
+		}
+		var key string
+		if err := json.Unmarshal(raw[kstart:kend], &key); err != nil {
+			return nil, nil, err
+		}
+		i = skipSpace(raw, kend)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, nil, fmt.Errorf("expected ':' at offset %d", i)
+		}
+		vend, err := skipValue(raw, skipSpace(raw, i+1))
+		if err != nil {
+			return nil, nil, err
+		}
+		if drop(key) {
+			names = append(names, key)
+		} else {
+			kept = append(kept, raw[kstart:vend])
+		}
+		i = skipSpace(raw, vend)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		} else if i >= len(raw) || raw[i] != '}' {
+			return nil, nil, fmt.Errorf("expected ',' or '}' at offset %d", i)
+		}
+	}
+	if i >= len(raw) {
+		return nil, nil, errors.New("unterminated object")
+	}
+	if len(names) == 0 {
+		return raw, nil, nil
+	}
+	out := append(make([]byte, 0, len(raw)), '{')
+	out = append(out, bytes.Join(kept, []byte{','})...)
+	return append(out, '}'), names, nil
+}

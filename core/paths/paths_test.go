@@ -20,82 +20,85 @@ func env(kv ...string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+func sys(goos, home string, kv ...string) System {
+	return System{GOOS: goos, Getenv: env(kv...), Person: Person{UID: 1000, Home: home}}
+}
+
+func withRun(s System, dir string) System { s.RuntimeDir = dir; return s }
+
 func TestResolve(t *testing.T) {
 	long := "/home/" + strings.Repeat("x", 90)
+	xdg := []string{"XDG_CONFIG_HOME", "/c", "XDG_STATE_HOME", "/s/", "XDG_RUNTIME_DIR", "/run/user/1000", "XDG_CACHE_HOME", "/x", "HOME", "/elsewhere"}
 	tests := []struct {
 		name    string
-		sys     system
+		sys     System
 		want    Dirs
 		wantErr error // matched with errors.Is; errAny for any error
 	}{
-		{"macOS", system{goos: "darwin", getenv: env(), home: "/Users/dev"}, Dirs{
+		{"macOS", sys("darwin", "/Users/dev"), Dirs{
 			Config:  "/Users/dev/Library/Application Support/Portcullis",
 			State:   "/Users/dev/Library/Application Support/Portcullis",
 			Runtime: "/Users/dev/Library/Application Support/Portcullis/run",
 		}, nil},
-		{"macOS ignores XDG", system{goos: "darwin", getenv: env("XDG_CONFIG_HOME", "/x", "XDG_RUNTIME_DIR", "/r"), home: "/Users/dev"}, Dirs{
+		{"macOS ignores XDG and HOME", sys("darwin", "/Users/dev", xdg...), Dirs{
 			Config:  "/Users/dev/Library/Application Support/Portcullis",
 			State:   "/Users/dev/Library/Application Support/Portcullis",
 			Runtime: "/Users/dev/Library/Application Support/Portcullis/run",
 		}, nil},
-		{"Linux defaults", system{goos: "linux", getenv: env(), home: "/home/dev"}, Dirs{
+		{"Linux without a runtime directory", sys("linux", "/home/dev"), Dirs{
 			Config:  "/home/dev/.config/portcullis",
 			State:   "/home/dev/.local/state/portcullis",
 			Runtime: "/home/dev/.local/state/portcullis/run",
 		}, nil},
-		{"Linux XDG", system{goos: "linux", getenv: env("XDG_CONFIG_HOME", "/c", "XDG_STATE_HOME", "/s/", "XDG_RUNTIME_DIR", "/run/user/1000"), home: "/home/dev"}, Dirs{
-			Config:  "/c/portcullis",
-			State:   "/s/portcullis",
+		{"Linux with /run/user/UID", withRun(sys("linux", "/home/dev"), "/run/user/1000"), Dirs{
+			Config:  "/home/dev/.config/portcullis",
+			State:   "/home/dev/.local/state/portcullis",
 			Runtime: "/run/user/1000/portcullis",
 		}, nil},
-		{"Linux relative XDG ignored", system{goos: "linux", getenv: env("XDG_CONFIG_HOME", "rel", "XDG_STATE_HOME", "./s", "XDG_RUNTIME_DIR", "run"), home: "/home/dev"}, Dirs{
+		{"Linux ignores the caller's XDG and HOME", sys("linux", "/home/dev", xdg...), Dirs{
 			Config:  "/home/dev/.config/portcullis",
 			State:   "/home/dev/.local/state/portcullis",
 			Runtime: "/home/dev/.local/state/portcullis/run",
 		}, nil},
-		{"Linux XDG without home", system{goos: "linux", getenv: env("XDG_CONFIG_HOME", "/c", "XDG_STATE_HOME", "/s")}, Dirs{
-			Config: "/c/portcullis", State: "/s/portcullis", Runtime: "/s/portcullis/run",
+		{"Linux ignores XDG_RUNTIME_DIR beside /run/user/UID", withRun(sys("linux", "/home/dev", "XDG_RUNTIME_DIR", "/tmp/r"), "/run/user/1000"), Dirs{
+			Config:  "/home/dev/.config/portcullis",
+			State:   "/home/dev/.local/state/portcullis",
+			Runtime: "/run/user/1000/portcullis",
 		}, nil},
-		{"FreeBSD uses XDG", system{goos: "freebsd", getenv: env(), home: "/home/dev"}, Dirs{
+		{"FreeBSD", sys("freebsd", "/home/dev"), Dirs{
 			Config: "/home/dev/.config/portcullis", State: "/home/dev/.local/state/portcullis", Runtime: "/home/dev/.local/state/portcullis/run",
 		}, nil},
-		{"PORTCULLIS_HOME wins on Linux", system{goos: "linux", getenv: env(EnvHome, "/tmp/ph/", "XDG_RUNTIME_DIR", "/run/user/1"), home: "/home/dev"}, Dirs{
+		{"PORTCULLIS_HOME wins on Linux", withRun(sys("linux", "/home/dev", EnvHome, "/tmp/ph/"), "/run/user/1000"), Dirs{
 			Config: "/tmp/ph", State: "/tmp/ph", Runtime: "/tmp/ph/run",
 		}, nil},
-		{"PORTCULLIS_HOME wins on macOS", system{goos: "darwin", getenv: env(EnvHome, "/tmp/ph")}, Dirs{
+		{"PORTCULLIS_HOME wins on macOS", sys("darwin", "", EnvHome, "/tmp/ph"), Dirs{
 			Config: "/tmp/ph", State: "/tmp/ph", Runtime: "/tmp/ph/run",
 		}, nil},
-		{"relative PORTCULLIS_HOME", system{goos: "linux", getenv: env(EnvHome, "ph"), home: "/home/dev"}, Dirs{}, errAny},
-		{"no home on Linux", system{goos: "linux", getenv: env("XDG_CONFIG_HOME", "/c")}, Dirs{}, ErrNoHome},
-		{"no home on macOS", system{goos: "darwin", getenv: env()}, Dirs{}, ErrNoHome},
-		{"windows", system{goos: "windows", getenv: env(), home: `C:\Users\dev`}, Dirs{}, ErrUnsupported},
-		{"long home moves the socket to XDG_RUNTIME_DIR", system{goos: "linux", getenv: env(EnvHome, long, "XDG_RUNTIME_DIR", "/run/user/501"), home: "/home/dev"}, Dirs{
+		{"relative PORTCULLIS_HOME", sys("linux", "/home/dev", EnvHome, "ph"), Dirs{}, errAny},
+		{"no home on Linux", sys("linux", "", "XDG_CONFIG_HOME", "/c", "HOME", "/h"), Dirs{}, ErrNoHome},
+		{"no home on macOS", sys("darwin", ""), Dirs{}, ErrNoHome},
+		{"windows", sys("windows", `C:\Users\dev`), Dirs{}, ErrUnsupported},
+		{"long home moves the socket to /run/user/UID", withRun(sys("linux", "/home/dev", EnvHome, long), "/run/user/501"), Dirs{
 			Config: long, State: long, Runtime: "/run/user/501/portcullis-" + hash8(long+"/run"),
 		}, nil},
-		{"long home, no XDG_RUNTIME_DIR: the cache directory, never /tmp", system{goos: "linux", getenv: env(EnvHome, long), home: "/home/dev"}, Dirs{
+		{"long home, no runtime directory: the cache directory, never /tmp", sys("linux", "/home/dev", EnvHome, long, "XDG_RUNTIME_DIR", "/run/user/1000", "XDG_CACHE_HOME", "/c"), Dirs{
 			Config: long, State: long, Runtime: "/home/dev/.cache/portcullis-" + hash8(long+"/run"),
 		}, nil},
-		{"long home, XDG_CACHE_HOME", system{goos: "linux", getenv: env(EnvHome, long, "XDG_CACHE_HOME", "/c"), home: "/home/dev"}, Dirs{
-			Config: long, State: long, Runtime: "/c/portcullis-" + hash8(long+"/run"),
-		}, nil},
-		{"long home on macOS: ~/Library/Caches", system{goos: "darwin", getenv: env(EnvHome, long), home: "/Users/dev"}, Dirs{
+		{"long home on macOS: ~/Library/Caches", sys("darwin", "/Users/dev", EnvHome, long), Dirs{
 			Config: long, State: long, Runtime: "/Users/dev/Library/Caches/portcullis-" + hash8(long+"/run"),
 		}, nil},
-		{"socket path of exactly 103 bytes stays", system{goos: "linux", getenv: env(EnvHome, "/"+strings.Repeat("h", 103-len("/run/portcullis.sock")-1)), home: "/home/dev"}, Dirs{
+		{"socket path of exactly 103 bytes stays", sys("linux", "/home/dev", EnvHome, "/"+strings.Repeat("h", 103-len("/run/portcullis.sock")-1)), Dirs{
 			Config: "/" + strings.Repeat("h", 82), State: "/" + strings.Repeat("h", 82), Runtime: "/" + strings.Repeat("h", 82) + "/run",
 		}, nil},
-		{"socket path of 104 bytes moves", system{goos: "linux", getenv: env(EnvHome, "/"+strings.Repeat("h", 83)), home: "/home/dev"}, Dirs{
+		{"socket path of 104 bytes moves", sys("linux", "/home/dev", EnvHome, "/"+strings.Repeat("h", 83)), Dirs{
 			Config: "/" + strings.Repeat("h", 83), State: "/" + strings.Repeat("h", 83), Runtime: "/home/dev/.cache/portcullis-" + hash8("/"+strings.Repeat("h", 83)+"/run"),
 		}, nil},
-		{"every private directory too long as well", system{goos: "linux", getenv: env(EnvHome, long, "XDG_RUNTIME_DIR", long), home: long}, Dirs{}, errAny},
-		{"long home and no home directory at all", system{goos: "linux", getenv: env(EnvHome, long)}, Dirs{}, errAny},
+		{"every private directory too long as well", withRun(sys("linux", long, EnvHome, long), long), Dirs{}, errAny},
+		{"long home and no home directory at all", sys("linux", "", EnvHome, long), Dirs{}, errAny},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.sys.getenv == nil {
-				tt.sys.getenv = env()
-			}
-			got, err := resolve(tt.sys)
+			got, why, err := resolve(tt.sys)
 			switch {
 			case tt.wantErr == nil && err != nil:
 				t.Fatalf("resolve: %v", err)
@@ -108,7 +111,46 @@ func TestResolve(t *testing.T) {
 			if err == nil && len(got.Socket()) > MaxSocketPath {
 				t.Errorf("socket path %d bytes long", len(got.Socket()))
 			}
+			if err == nil && why == "" {
+				t.Errorf("no reason given for %s", got.Runtime)
+			}
 		})
+	}
+}
+
+// TestUserRuntimeDir: /run/user/UID counts only when it is a real directory
+// of this user with mode 0700; a loose, foreign or symlinked one does not.
+func TestUserRuntimeDir(t *testing.T) {
+	root := t.TempDir()
+	uid := os.Getuid()
+	mk := func(name string, mode os.FileMode) string {
+		dir := filepath.Join(root, name)
+		if err := os.Mkdir(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	if !privateDirOf(mk("ok", 0o700), uid) {
+		t.Error("a 0700 directory of this user is not accepted")
+	}
+	if privateDirOf(mk("loose", 0o755), uid) {
+		t.Error("a 0755 directory is accepted")
+	}
+	if privateDirOf(mk("foreign", 0o700), uid+4242) {
+		t.Error("a directory of another uid is accepted")
+	}
+	link := filepath.Join(root, "link")
+	if err := os.Symlink(filepath.Join(root, "ok"), link); err != nil {
+		t.Fatal(err)
+	}
+	if privateDirOf(link, uid) {
+		t.Error("a symbolic link is accepted")
+	}
+	if privateDirOf(filepath.Join(root, "missing"), uid) {
+		t.Error("a missing directory is accepted")
 	}
 }
 
@@ -121,8 +163,8 @@ func hash8(s string) string {
 }
 
 func TestLongHomesGetDistinctSockets(t *testing.T) {
-	a, errA := resolve(system{goos: "darwin", getenv: env(EnvHome, "/var/folders/zz/"+strings.Repeat("a", 80)+"/T/TestA/001"), home: "/Users/dev"})
-	b, errB := resolve(system{goos: "darwin", getenv: env(EnvHome, "/var/folders/zz/"+strings.Repeat("a", 80)+"/T/TestB/001"), home: "/Users/dev"})
+	a, _, errA := resolve(sys("darwin", "/Users/dev", EnvHome, "/var/folders/zz/"+strings.Repeat("a", 80)+"/T/TestA/001"))
+	b, _, errB := resolve(sys("darwin", "/Users/dev", EnvHome, "/var/folders/zz/"+strings.Repeat("a", 80)+"/T/TestB/001"))
 	if errA != nil || errB != nil {
 		t.Fatal(errA, errB)
 	}

@@ -221,6 +221,10 @@ func waitEnd(ctx context.Context, o Options, conn *control.Conn) int {
 type StartError struct {
 	Reason string
 	Retry  string
+	// Running is set when the started daemon exited because another one
+	// holds the person's data: that one may still be coming up, so the
+	// shim keeps trying its socket for the rest of StartWait.
+	Running bool
 }
 
 func (e *StartError) Error() string { return e.Reason }
@@ -244,6 +248,7 @@ func dial(ctx context.Context, o Options, hello control.Hello) (*control.Conn, e
 	}
 	deadline := time.NewTimer(o.StartWait)
 	defer deadline.Stop()
+	var running *StartError
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -262,8 +267,15 @@ func dial(ctx context.Context, o Options, hello control.Hello) (*control.Conn, e
 			if err == nil || !errors.Is(err, control.ErrNoDaemon) {
 				return conn, err
 			}
-			return nil, exitedError(o, xerr)
+			se := exitedError(o, xerr)
+			if !se.Running {
+				return nil, se
+			}
+			exited, running = nil, se // wait for the daemon that runs
 		case <-deadline.C:
+			if running != nil {
+				return nil, running
+			}
 			return nil, &StartError{
 				Reason: fmt.Sprintf("started a daemon but it did not answer within %s%s", o.StartWait, logWhere(o)),
 				Retry:  "ask the person to check Portcullis (its output tells why it did not come up), then reconnect the agent",

@@ -56,19 +56,8 @@ func (l *lines) answer(t *testing.T, id string, n int) json.RawMessage {
 	}
 }
 
-// fakeDaemon accepts one connect on a Unix socket, replies OK and hands
-// the connection to the test.
-func fakeDaemon(t *testing.T) (socket string, conns <-chan net.Conn) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "shim-") // short: Unix socket paths are limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return fakeDaemonAt(t, filepath.Join(dir, "s"))
-}
-
-// fakeDaemonAt is fakeDaemon listening on socket.
+// fakeDaemonAt accepts one connect on the Unix socket socket, replies OK
+// and hands the connection to the test.
 func fakeDaemonAt(t *testing.T, socket string) (string, <-chan net.Conn) {
 	t.Helper()
 	return fakeDaemonReplying(t, socket, `{"ok":true,"run":"R"}`)
@@ -589,5 +578,42 @@ func TestDrainTimeoutFromDaemon(t *testing.T) {
 	}
 	if !strings.Contains(errs.String(), "did not end the run") {
 		t.Errorf("stderr does not say the daemon did not end the run:\n%s", errs.String())
+	}
+}
+
+// TestStartedDaemonLostRaceToSlowerWinner: the daemon started here exits
+// because another one holds the person's data but does not listen yet (it
+// is still starting): the shim keeps waiting for that one's socket instead
+// of failing at once (issue 34).
+func TestStartedDaemonLostRaceToSlowerWinner(t *testing.T) {
+	dir, err := os.MkdirTemp("", "shim-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "s")
+	exited := make(chan error, 1)
+	listening := make(chan (<-chan net.Conn), 1)
+	_, _, errs, _ := runNoDaemon(t, socket, func() (<-chan error, error) {
+		// Ours exits first; the winner listens only later.
+		exited <- &StartError{Reason: "another Portcullis daemon started at the same time and did not answer yet", Running: true}
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+			_, conns := fakeDaemonAt(t, socket)
+			listening <- conns
+		}()
+		return exited, nil
+	})
+	var conns <-chan net.Conn
+	select {
+	case conns = <-listening:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the winner never listened")
+	}
+	select {
+	case c := <-conns:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the shim did not wait for the daemon that won; stderr: %s", errs.String())
 	}
 }

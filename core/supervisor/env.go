@@ -8,8 +8,14 @@ import (
 )
 
 // Environment of a server (docs/DESIGN.md, "Processes": a server's
-// environment is its own). The daemon's own environment is the base, with
-// what would hand the server the daemon's authority taken out:
+// environment is its own). It is its configuration's env on top of a fixed
+// base: of the daemon's own environment, only the variables [BaseVar]
+// names (who and where the person is, how text and time are shown, where
+// programs are found), never those that change which code a runtime loads
+// (PYTHONPATH, NODE_OPTIONS, LD_PRELOAD…) or anything else the shell or
+// agent that started the daemon had; [Withheld] lists the names left out,
+// and `portcullis status` shows them. Within the base, what would hand
+// the server the daemon's authority is taken out as well:
 //
 //   - every variable whose name starts with [HiddenPrefix] (PORTCULLIS_HOME
 //     names the data directory and, through it, the control socket; others
@@ -38,8 +44,45 @@ const (
 	NoSessionBus = "disabled:"
 )
 
-// serverEnv returns the environment of a server: base (the daemon's
-// environment, "K=V" entries) without the hidden variables, then extra
+// baseNames are the variables of the daemon's environment that every
+// server inherits (see BaseVar).
+var baseNames = map[string]bool{
+	"HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "PATH": true,
+	"LANG": true, "LANGUAGE": true, "TZ": true, "TERM": true, "TMPDIR": true,
+	"XDG_RUNTIME_DIR": true, "DISPLAY": true, "WAYLAND_DISPLAY": true,
+	SessionBusEnv: true, // only to the servers that ask for the bus (Spec.SessionBus)
+}
+
+// BaseVar reports whether the daemon's variable name is part of a
+// server's fixed base: HOME USER LOGNAME SHELL PATH LANG LANGUAGE LC_* TZ
+// TERM TMPDIR XDG_RUNTIME_DIR DISPLAY WAYLAND_DISPLAY (and the session bus
+// address for a server that asks for it). PATH is the daemon's: the
+// person's session's when the app or the service manager started it, a
+// fixed list of system directories when `portcullis connect` did.
+func BaseVar(name string) bool {
+	return baseNames[name] || strings.HasPrefix(name, "LC_")
+}
+
+// Withheld returns the names of the variables of environ (the daemon's
+// environment) that no server inherits, sorted: all but the base and the
+// daemon's own PORTCULLIS_* switches. A server's configuration can still
+// give one to it (env), or a credential scope.
+func Withheld(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "" || BaseVar(name) || strings.HasPrefix(name, HiddenPrefix) || slices.Contains(out, name) {
+			continue
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// serverEnv returns the environment of a server: of base (the daemon's
+// environment, "K=V" entries) the variables BaseVar names, without the
+// hidden variables, then extra
 // (the configuration's entries and the credentials), then the bus
 // address when sessionBus is false, then EpochEnv=epoch. os/exec keeps the
 // last of duplicate names, so neither base nor extra can change what
@@ -52,7 +95,7 @@ func serverEnv(base, extra []string, sessionBus bool, epoch string, withhold fun
 	env = make([]string, 0, len(base)+len(extra)+2)
 	for _, kv := range base {
 		name, value, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, HiddenPrefix) || (!sessionBus && name == SessionBusEnv) {
+		if !BaseVar(name) || strings.HasPrefix(name, HiddenPrefix) || (!sessionBus && name == SessionBusEnv) {
 			continue
 		}
 		if withhold != nil && withhold(name, value) {

@@ -42,8 +42,14 @@ func TestServerEnvironmentIsItsOwn(t *testing.T) {
 	t.Setenv("PORTCULLIS_HOME", "/home/someone/.portcullis")
 	t.Setenv("PORTCULLIS_TEST_KEYRING_PASSWORD", "hunter2")
 	t.Setenv("DBUS_SESSION_BUS_ADDRESS", bus)
-	t.Setenv("KEEP_ME", "kept")
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("LC_TIME", "C")
+	t.Setenv("NOT_BASE", "left out")
 	t.Setenv("AGENT_API_KEY", "sk-ant-inherited-from-the-agent-0123456789")
+	// What an agent would set to change the code a server's runtime loads.
+	t.Setenv("PYTHONPATH", "/tmp/agent/py")
+	t.Setenv("NODE_OPTIONS", "--require /tmp/agent/hook.js")
+	t.Setenv("LD_PRELOAD", "/tmp/agent/hook.so")
 
 	tests := []struct {
 		name string
@@ -52,20 +58,24 @@ func TestServerEnvironmentIsItsOwn(t *testing.T) {
 	}{
 		{"default", supervisor.Spec{Env: []string{"FROM_CONFIG=1"}}, map[string][]string{
 			"PORTCULLIS_HOME": nil, "PORTCULLIS_TEST_KEYRING_PASSWORD": nil,
-			"DBUS_SESSION_BUS_ADDRESS": {supervisor.NoSessionBus}, "KEEP_ME": {"kept"}, "FROM_CONFIG": {"1"},
+			"DBUS_SESSION_BUS_ADDRESS": {supervisor.NoSessionBus}, "NOT_BASE": nil, "FROM_CONFIG": {"1"},
+			"LANG": {"C.UTF-8"}, "LC_TIME": {"C"}, "PYTHONPATH": nil, "NODE_OPTIONS": nil, "LD_PRELOAD": nil,
+		}},
+		{"the configuration gives what the base does not", supervisor.Spec{Env: []string{"PYTHONPATH=/srv/lib"}}, map[string][]string{
+			"PYTHONPATH": {"/srv/lib"}, "NODE_OPTIONS": nil,
 		}},
 		{"session bus asked for", supervisor.Spec{SessionBus: true}, map[string][]string{
-			"PORTCULLIS_HOME": nil, "DBUS_SESSION_BUS_ADDRESS": {bus}, "KEEP_ME": {"kept"},
+			"PORTCULLIS_HOME": nil, "DBUS_SESSION_BUS_ADDRESS": {bus}, "NOT_BASE": nil,
 		}},
 		{"the configuration names a PORTCULLIS_ variable", supervisor.Spec{Env: []string{"PORTCULLIS_SOCKET=/tmp/s"}}, map[string][]string{
 			"PORTCULLIS_SOCKET": {"/tmp/s"}, "PORTCULLIS_HOME": nil,
 		}},
 		{"secrets of the daemon's environment withheld", supervisor.Spec{Env: []string{"CONFIG_TOKEN=sk-given-by-config-0123456789"},
 			Withhold: func(name, value string) bool { return strings.HasPrefix(value, "sk-") }}, map[string][]string{
-			"AGENT_API_KEY": nil, "KEEP_ME": {"kept"}, "CONFIG_TOKEN": {"sk-given-by-config-0123456789"},
+			"AGENT_API_KEY": nil, "CONFIG_TOKEN": {"sk-given-by-config-0123456789"},
 		}},
-		{"no withholding asked", supervisor.Spec{}, map[string][]string{
-			"AGENT_API_KEY": {"sk-ant-inherited-from-the-agent-0123456789"},
+		{"no withholding asked: still not in the base", supervisor.Spec{}, map[string][]string{
+			"AGENT_API_KEY": nil,
 		}},
 		{"the configuration cannot set the bus or the mark", supervisor.Spec{Env: []string{"DBUS_SESSION_BUS_ADDRESS=" + bus, supervisor.EpochEnv + "=forged"}}, map[string][]string{
 			"DBUS_SESSION_BUS_ADDRESS": {supervisor.NoSessionBus},
@@ -88,5 +98,16 @@ func TestServerEnvironmentIsItsOwn(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWithheld: status lists every variable of the daemon's environment
+// that servers do not inherit, once, sorted, without the base and the
+// daemon's own switches.
+func TestWithheld(t *testing.T) {
+	got := supervisor.Withheld([]string{"PATH=/usr/bin", "PYTHONPATH=/x", "HOME=/h", "NODE_OPTIONS=-r x", "LC_ALL=C",
+		"PORTCULLIS_HOME=/p", "LD_PRELOAD=/y.so", "PYTHONPATH=/again", "DBUS_SESSION_BUS_ADDRESS=unix:path=/b", "=weird"})
+	if diff := cmp.Diff([]string{"LD_PRELOAD", "NODE_OPTIONS", "PYTHONPATH"}, got); diff != "" {
+		t.Errorf("Withheld (-want +got):\n%s", diff)
 	}
 }

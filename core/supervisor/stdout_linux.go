@@ -70,7 +70,10 @@ func newStdout() (*stdoutPipe, *os.File, error) {
 		w.Close()
 		return nil, nil, err
 	}
-	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(4))
+	// Room for the credentials and the pidfd, and for a few descriptors a
+	// server may send on purpose, which writerOf closes (the kernel drops
+	// those that do not fit, and reports the truncation).
+	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(4)+unix.CmsgSpace(4*16))
 	return &stdoutPipe{f: r, rc: rc, oob: oob}, w, nil
 }
 
@@ -136,6 +139,14 @@ func writerOf(oob []byte) (pid, pidfd int) {
 			if len(m.Data) >= 4 {
 				pidfd = int(int32(uint32(m.Data[0]) | uint32(m.Data[1])<<8 | uint32(m.Data[2])<<16 | uint32(m.Data[3])<<24))
 			}
+		case unix.SCM_RIGHTS:
+			// The server sent descriptors on its stdout (sendmsg): never
+			// kept.
+			if fds, err := unix.ParseUnixRights(&m); err == nil {
+				for _, fd := range fds {
+					unix.Close(fd)
+				}
+			}
 		}
 	}
 	return pid, pidfd
@@ -166,16 +177,26 @@ func pidfdIno(pidfd int) uint64 {
 	if pidfd < 0 {
 		return 0
 	}
+	pidfsOnce.Do(func() {
+		var sf unix.Statfs_t
+		onPidfs = unix.Fstatfs(pidfd, &sf) == nil && sf.Type == pidfsMagic
+	})
+	if !onPidfs {
+		return 0
+	}
 	var st unix.Stat_t
 	if unix.Fstat(pidfd, &st) != nil {
 		return 0
 	}
-	var sf unix.Statfs_t
-	if unix.Fstatfs(pidfd, &sf) != nil || sf.Type != pidfsMagic {
-		return 0
-	}
 	return st.Ino
 }
+
+// onPidfs: this kernel's pidfds live on pidfs (one inode per process); told
+// by the first pidfd looked at.
+var (
+	pidfsOnce sync.Once
+	onPidfs   bool
+)
 
 // pidfsMagic is PID_FS_MAGIC (include/uapi/linux/magic.h).
 const pidfsMagic = 0x50494446

@@ -62,8 +62,8 @@ var ErrGroupNotEmpty = errors.New("process group still has processes after SIGKI
 // ("node", "./run.sh", "/abs/bin") and is resolved with identity.LookPath: a
 // bare name through the PATH of the child's environment, a name with a slash
 // relative to Dir. Dir "" inherits the working directory. Env entries "K=V"
-// are added on top of os.Environ() without the variables a server does not
-// inherit (env.go: PORTCULLIS_*, the session bus address), later entries
+// are added on top of the fixed base taken from os.Environ() (env.go:
+// BaseVar; never PORTCULLIS_* or the session bus address), later entries
 // winning; Start adds the bus's placeholder unless SessionBus is set, and
 // [EpochEnv] last. SessionBus passes the daemon's session bus address on
 // (the person asked for it: the Secret Service answers there). Secrets

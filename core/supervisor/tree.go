@@ -181,12 +181,12 @@ type treeState struct {
 }
 
 // writer is a process whose output is accepted as the current epoch's:
-// its start time, its pidfd's inode (0: unknown), and what it ran then
-// (procView.key), so that an exec since is seen.
+// its pidfd's inode (0: unknown) and the process as it was read then, so
+// that an exec since is seen (quickFiles.same, through /proc files kept
+// open).
 type writer struct {
-	start uint64
-	ino   uint64
-	key   string
+	ino  uint64
+	view procView
 }
 
 // Observed returns the processes recorded for the current epoch (see
@@ -372,7 +372,7 @@ func (p *Process) setAnswerersLocked(pid int) {
 	}
 	for _, m := range t.base {
 		if st, ok := t.answerers[m.view.pid]; ok && st == m.view.start {
-			t.writers[m.view.pid] = writer{start: st, key: m.view.key()}
+			t.writers[m.view.pid] = writer{view: m.view}
 		}
 	}
 }
@@ -861,14 +861,14 @@ func (p *Process) newEpochLocked(ch *TreeChange, next []member) {
 		p.tree.writers = map[int]writer{}
 		for _, m := range next {
 			p.tree.answerers[m.view.pid] = m.view.start
-			p.tree.writers[m.view.pid] = writer{start: m.view.start, key: m.view.key()}
+			p.tree.writers[m.view.pid] = writer{view: m.view}
 		}
 	}
 	// Processes that ran the old epoch's code and still write stay
 	// accepted only if they did not exec (writer.key) and their code is
 	// the new epoch's: the next chunk of each is checked again.
 	for pid, w := range p.tree.writers {
-		if _, ok := p.tree.answerers[pid]; !ok || w.start != p.tree.answerers[pid] {
+		if st, ok := p.tree.answerers[pid]; !ok || w.view.start != st {
 			delete(p.tree.writers, pid)
 		}
 	}
@@ -1055,12 +1055,12 @@ func (p *Process) attribute(pid, pidfd int) {
 	}
 	execd := false
 	if w, ok := p.tree.writers[pid]; ok && (w.ino == 0 || w.ino == pidfdIno(pidfd)) {
-		v, ok := viewOne(pid, p.pipes)
-		if ok && v.start == w.start && v.key() == w.key {
+		if p.tree.quick.same(&w.view) == procSame {
 			p.treeMu.Unlock()
 			return
 		}
-		execd = ok && v.start == w.start
+		v, ok := viewOne(pid, p.pipes)
+		execd = ok && v.start == w.view.start && v.key() != w.view.key()
 	}
 	ch := p.newWriterLocked(pid, pidfd, execd)
 	p.treeMu.Unlock()
@@ -1095,7 +1095,7 @@ func (p *Process) newWriterLocked(pid, pidfd int, execd bool) *TreeChange {
 	// An answerer that exec'd is a new program reading the requests,
 	// whatever its code.
 	if ours && alive && !(execd && p.isAnswererLocked(v)) {
-		p.tree.writers[pid] = writer{start: v.start, ino: pidfdIno(pidfd), key: v.key()}
+		p.tree.writers[pid] = writer{ino: pidfdIno(pidfd), view: v}
 		return nil
 	}
 	var what string
@@ -1136,7 +1136,7 @@ func (p *Process) newWriterLocked(pid, pidfd int, execd bool) *TreeChange {
 	p.setBaseLocked(now, true, st)
 	p.newEpochLocked(&ch, []member{m})
 	if !restarted {
-		p.tree.writers[pid] = writer{start: v.start, ino: pidfdIno(pidfd), key: v.key()}
+		p.tree.writers[pid] = writer{ino: pidfdIno(pidfd), view: v}
 	}
 	return &ch
 }
@@ -1166,14 +1166,6 @@ func (p *Process) escapedLocked() error {
 	return nil
 }
 
-func pidsOf(vs []procView) []int {
-	out := make([]int, len(vs))
-	for i, v := range vs {
-		out[i] = v.pid
-	}
-	return out
-}
-
 // wakeups are kernel notices that a watched process forked, exec'd or
 // exited (macOS kqueue EVFILT_PROC), so that the tree is read at once
 // rather than at the next poll.
@@ -1182,10 +1174,3 @@ type wakeups interface {
 	watch(pids []int) // adds processes to watch; watched ones stay
 	close()
 }
-
-// noWakeups is the poll-only implementation.
-type noWakeups struct{}
-
-func (noWakeups) C() <-chan struct{} { return nil }
-func (noWakeups) watch([]int)        {}
-func (noWakeups) close()             {}

@@ -213,14 +213,23 @@ func TestReparentedOrphanExecIsSeen(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := bufio.NewReader(p.Stdout())
-			f := strings.Fields(readLine(t, r))
-			if len(f) != 3 || f[0] != "started" {
-				t.Fatalf("server said %q", f)
+			// The parent's "started" and the child's "child" race: take
+			// them in either order.
+			var parent, child int
+			sawChild := false
+			for range 2 {
+				switch f := strings.Fields(readLine(t, r)); {
+				case len(f) == 3 && f[0] == "started":
+					parent, _ = strconv.Atoi(f[1])
+					child, _ = strconv.Atoi(f[2])
+				case len(f) == 1 && f[0] == "child":
+					sawChild = true
+				default:
+					t.Fatalf("server said %q", f)
+				}
 			}
-			parent, _ := strconv.Atoi(f[1])
-			child, _ := strconv.Atoi(f[2])
-			if got := readLine(t, r); got != "child" {
-				t.Fatalf("child said %q", got)
+			if parent == 0 || !sawChild {
+				t.Fatalf("want both the parent's started line and the child's line (parent %d, child seen %v)", parent, sawChild)
 			}
 			if held {
 				forks.fork()

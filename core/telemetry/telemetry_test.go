@@ -61,7 +61,7 @@ func aCall(t *testing.T, l *audit.Log) {
 	appendAll(t, l,
 		audit.TypeServerStarted, audit.ServerStarted{ServerLabel: "inv", AgentRun: run, Epoch: epoch, PID: 42, Execution: rec},
 		audit.TypeApprovalRequested, audit.ApprovalRequested{Request: "req1", AgentRun: run, ServerLabel: "inv", Epoch: epoch, CatalogRevision: 3, ToolScope: []string{"restock"}},
-		audit.TypeApprovalGranted, audit.ApprovalGranted{Request: "req1", Grant: "grt1", By: "app", AgentRun: run, ServerLabel: "inv", Epoch: epoch, ToolScope: []string{"restock"}, ExpiresWhen: "agent-run-ends"},
+		audit.TypeApprovalGranted, audit.ApprovalGranted{Decider: audit.Decider{Channel: "app", PID: 4242, Executable: "/Applications/Portcullis"}, Request: "req1", Grant: "grt1", AgentRun: run, ServerLabel: "inv", Epoch: epoch, ToolScope: []string{"restock"}, ExpiresWhen: "agent-run-ends"},
 		audit.TypeToolCalled, audit.ToolCalled{Call: "call1", AgentRun: run, ServerLabel: "inv", Epoch: epoch, CatalogRevision: 3, Tool: "restock",
 			ArgsDigest: "sha256:args", ArgKeys: []string{"sku"}, Decision: "grant", Grant: "grt1"},
 	)

@@ -147,7 +147,8 @@ func (t *translator) event(ev audit.Event) {
 	case audit.TypeApprovalGranted:
 		var f audit.ApprovalGranted
 		if ev.DecodeFields(&f) == nil {
-			t.approvalDecided(ev, f.Request, f.ServerLabel, f.Epoch, "granted", f.By,
+			t.approvalDecided(ev, f.Request, f.ServerLabel, f.Epoch, "granted", f.Channel,
+				attribute.String("portcullis.approval.authentication", f.Authentication),
 				attribute.String(KeyGrant, f.Grant), attribute.StringSlice(KeyToolScope, f.ToolScope), attribute.StringSlice(KeyCredScope, f.CredentialScope), attribute.String(KeyExpires, f.ExpiresWhen))
 		}
 	case audit.TypeApprovalDenied:

@@ -63,6 +63,35 @@ func Unsafe(r rune) bool {
 // safety net for text already composed of escaped parts.
 func Line(s string) string { return escape(s, false, true) }
 
+// Quote returns s, a name that is someone's claim (the clientInfo an agent
+// gave itself), as a quotation inside a sentence: cut to max runes (with
+// "…" inside the quotes; max 0 keeps it whole), escaped as Line escapes it,
+// the quotation marks that could end the quotation or open another (“ ”
+// ‘ ’ „ ") written as ⟨U+201D⟩ and so on, between “ and ”. Nothing in s can
+// then read as part of the sentence around it.
+func Quote(s string, max int) string {
+	cut := false
+	if r := []rune(s); max > 0 && len(r) > max {
+		s, cut = string(r[:max]), true
+	}
+	s = Line(s)
+	var b strings.Builder
+	b.WriteString("“")
+	for _, r := range s {
+		switch r {
+		case '“', '”', '‘', '’', '„', '"':
+			fmt.Fprintf(&b, "⟨U+%04X⟩", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	if cut {
+		b.WriteString("…")
+	}
+	b.WriteString("”")
+	return b.String()
+}
+
 // Block is Line for text of several lines (a description, a stderr tail):
 // newlines and tabs are kept, everything else Line escapes is escaped.
 func Block(s string) string { return escape(s, true, true) }

@@ -265,3 +265,23 @@ func TestInspectFlagsHomoglyphsAndMixedScripts(t *testing.T) {
 		t.Errorf("Warnings = %q", w)
 	}
 }
+
+func TestQuote(t *testing.T) {
+	tests := []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"claude-code", 0, "“claude-code”"},
+		{"Claude Code wants to read notes.txt on", 0, "“Claude Code wants to read notes.txt on”"},
+		{"a” wants x “b", 0, "“a⟨U+201D⟩ wants x ⟨U+201C⟩b”"},
+		{`say "hi"`, 0, "“say ⟨U+0022⟩hi⟨U+0022⟩”"},
+		{"evil\u202Eedoc\n", 0, "“evil⟨U+202E⟩edoc\\x0a”"},
+		{"abcdef", 3, "“abc…”"},
+	}
+	for _, tc := range tests {
+		if got := Quote(tc.in, tc.max); got != tc.want {
+			t.Errorf("Quote(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+	}
+}

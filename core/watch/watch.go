@@ -15,6 +15,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -230,8 +231,16 @@ func (w *Watcher) releaseLocked(dir string) {
 	}
 }
 
-// Serve handles file-system events until ctx ends.
+// Serve handles file-system events until ctx ends, then returns nil; it
+// returns an error when the kernel's notifications stop on their own. A
+// Serve after one returned starts watching again (the daemon restarts a
+// service that stopped): a new notification queue on every watched
+// directory, and every key reported changed, since what happened
+// meanwhile was not seen.
 func (w *Watcher) Serve(ctx context.Context) error {
+	if err := w.reopen(); err != nil {
+		return err
+	}
 	defer func() {
 		w.mu.Lock()
 		w.closed = true
@@ -247,12 +256,12 @@ func (w *Watcher) Serve(ctx context.Context) error {
 			return nil
 		case ev, ok := <-w.fsw.Events:
 			if !ok {
-				return nil
+				return errNotifyClosed
 			}
 			w.handle(ev)
 		case err, ok := <-w.fsw.Errors:
 			if !ok {
-				return nil
+				return errNotifyClosed
 			}
 			// An overflow loses events: treat every key as changed, so
 			// that digests are recomputed rather than a build missed.
@@ -268,6 +277,35 @@ func (w *Watcher) Serve(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// errNotifyClosed: the kernel's notification queue was closed under Serve.
+var errNotifyClosed = errors.New("file watching stopped: the notification queue was closed")
+
+// reopen readies a Watcher whose last Serve returned for the next one.
+func (w *Watcher) reopen() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		return nil
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("file watching cannot start again: %w", err)
+	}
+	w.fsw, w.closed = fsw, false
+	// The trees may have changed meanwhile: their directories are listed
+	// anew (acquireLocked logs one that cannot be watched).
+	w.held, w.dirs = map[string][]string{}, map[string]int{}
+	for key, roots := range w.sets {
+		for _, r := range roots {
+			for _, d := range w.dirsFor(r) {
+				_ = w.acquireLocked(key, d)
+			}
+			w.noteLocked(key, r)
+		}
+	}
+	return nil
 }
 
 func (w *Watcher) handle(ev fsnotify.Event) {

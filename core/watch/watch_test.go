@@ -262,3 +262,41 @@ func TestDataStartsNoBuild(t *testing.T) {
 	}
 	<-w.Started()
 }
+
+// TestServeAgainAfterStop: a Serve after the last one returned (the daemon
+// restarting its build watcher) watches the same paths again and first
+// reports every key changed, since what happened while nothing watched
+// was not seen. Before, a second Serve returned at once on the closed
+// queue and the build was never seen.
+func TestServeAgainAfterStop(t *testing.T) {
+	dir := t.TempDir()
+	w, err := New(50*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Set("srv", []string{filepath.Join(dir, "bin")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := func() error { cancel(); return w.Serve(ctx) }(); err != nil {
+		t.Fatalf("first Serve: %v", err)
+	}
+	write(t, filepath.Join(dir, "bin", "server"), "built while nothing watched")
+
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("second Serve: %v", err)
+		}
+	}()
+	if ev := next(t, w); ev.Key != "srv" {
+		t.Fatalf("first event after the restart: %+v, want srv reported changed", ev)
+	}
+	write(t, filepath.Join(dir, "bin", "server"), "built again")
+	if ev := next(t, w); ev.Key != "srv" || !cmp.Equal(ev.Paths, []string{filepath.Join(dir, "bin")}) {
+		t.Fatalf("event of a build after the restart: %+v", ev)
+	}
+}

@@ -9,6 +9,7 @@ package connect
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	iofs "io/fs"
 	"os"
@@ -55,7 +56,11 @@ func Run(ctx context.Context, o Options) int {
 			if err != nil {
 				return nil, err
 			}
-			st, err := spawn.StartDaemon(exe, daemonLog(o.Dirs))
+			// An environment Portcullis builds, never the agent's: which
+			// code runs, which session bus holds the keychain.
+			p := paths.CurrentPerson()
+			env, _ := spawn.DaemonEnv(os.Environ(), p, paths.UserRuntimeDir(p.UID))
+			st, err := spawn.StartDaemon(exe, daemonLog(o.Dirs), env)
 			if err != nil || st.Exited == nil {
 				return nil, err
 			}
@@ -119,6 +124,22 @@ func daemonExited(dirs paths.Dirs, st *spawn.Started, status error) error {
 	reason := daemonReason(st.Output())
 	if reason == "" {
 		return status
+	}
+	if strings.Contains(reason, "already running") {
+		// Another daemon holds the person's data. When it listens where
+		// this connection looks, it may still be coming up: wait for it.
+		h := paths.ReadHolder(dirs)
+		if h.Socket == "" || h.Socket == dirs.Socket() {
+			return &shim.StartError{
+				Reason:  "another Portcullis daemon started at the same time and did not answer yet: " + reason,
+				Retry:   "reconnect the agent once `portcullis status` answers",
+				Running: true,
+			}
+		}
+		return &shim.StartError{
+			Reason: fmt.Sprintf("a Portcullis daemon is running (pid %d) but listens on %s, not on %s where this connection looks; a second one was not started", h.PID, h.Socket, dirs.Socket()),
+			Retry:  "ask the person to run `portcullis doctor` in the agent's environment and to restart that daemon (`portcullis stop`, then start Portcullis) so that it listens at the person's place, then reconnect the agent",
+		}
 	}
 	return &shim.StartError{
 		Reason: "started a daemon but it exited at once: " + reason,

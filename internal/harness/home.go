@@ -94,11 +94,14 @@ func (h *Home) Run(ctx context.Context, args ...string) (Result, error) {
 	return r, err
 }
 
-// AddServer runs `portcullis servers add LABEL FLAGS… -- COMMAND…`.
+// AddServer runs `portcullis servers add LABEL FLAGS… -- COMMAND…` as the
+// person would at a terminal of their own (RunAtTerminal): a new server may
+// widen trust (credentials, a lower sandbox), which, through a running
+// daemon, only the person at a terminal may do.
 func (h *Home) AddServer(ctx context.Context, label string, flags []string, command ...string) error {
 	args := append([]string{"servers", "add", label}, flags...)
 	args = append(append(args, "--"), command...)
-	_, err := h.Run(ctx, args...)
+	_, err := h.RunAtTerminal(ctx, args...)
 	return err
 }
 

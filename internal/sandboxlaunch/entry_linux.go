@@ -40,12 +40,16 @@ var entryRan, entryStep, entryErrno int64
 // not expect or that Main must refuse with its own words (a working
 // directory or executable inside a hidden directory, a refused mount):
 // nothing it did before that harms Main's doing it again.
+//
+//lint:ignore U1000 written by the entry point (entry_linux_amd64.s)
 var fastStage, fastExecErrno int64
 
 // The note's name and text after the directory's path, for the fast path
 // (statically initialized, so readable before the runtime starts).
 var (
+	//lint:ignore U1000 read by the entry point (entry_linux_amd64.s)
 	noteName = "/" + HiddenNote
+	//lint:ignore U1000 read by the entry point (entry_linux_amd64.s)
 	noteTail = hiddenTail
 )
 

@@ -8,6 +8,6 @@ import (
 )
 
 // StartDaemon is not implemented on this operating system.
-func StartDaemon(exe, logFile string) (*Started, error) {
+func StartDaemon(exe, logFile string, env []string) (*Started, error) {
 	return nil, fmt.Errorf("starting the daemon is not supported on %s", runtime.GOOS)
 }

@@ -20,7 +20,9 @@ import (
 // either ends, so that a daemon that exits at once (it refuses its
 // configuration or its audit key) is seen on Started.Exited, and its reason
 // read with Started.Output, instead of being waited for in vain.
-func StartDaemon(exe, logFile string) (*Started, error) {
+//
+// env is the daemon's whole environment (see DaemonEnv).
+func StartDaemon(exe, logFile string, env []string) (*Started, error) {
 	if bundle, ok := BundleOf(exe); ok {
 		if err := exec.Command("/usr/bin/open", "-g", "-j", bundle).Run(); err != nil {
 			return nil, err
@@ -45,6 +47,7 @@ func StartDaemon(exe, logFile string) (*Started, error) {
 	}
 	defer devnull.Close()
 	cmd := exec.Command(exe, "daemon")
+	cmd.Env = env
 	// Files, not pipes: the daemon outlives the caller, and a write to a
 	// pipe whose reader is gone would kill it (SIGPIPE).
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, out, out

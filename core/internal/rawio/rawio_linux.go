@@ -3,11 +3,9 @@
 package rawio
 
 import (
-	"errors"
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -214,102 +212,4 @@ func rawCall(op, fd uintptr, p []byte, flags int) (int, syscall.Errno) {
 			return int(n), e
 		}
 	}
-}
-
-// WriteFile writes all of p to the regular file f with raw write(2)
-// calls, for the audit log's appends: a write of a few hundred bytes to
-// the page cache does not wait for the disk, and made through f.Write it
-// would wake the runtime's monitor thread at every event (the package
-// doc). The price, taken knowingly: a write the kernel does hold (dirty
-// page throttling under heavy write-back) holds this goroutine's processor
-// with it, where f.Write would have let another goroutine have it. It
-// falls back to f.Write when f has no descriptor to use.
-func WriteFile(f *os.File, p []byte) (int, error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return f.Write(p)
-	}
-	done := 0
-	var errno syscall.Errno
-	if err := rc.Write(func(fd uintptr) bool {
-		for done < len(p) && errno == 0 {
-			var n int
-			n, errno = rawCall(syscall.SYS_WRITE, fd, p[done:], 0)
-			if errno == 0 && n == 0 {
-				errno = syscall.EIO // a regular file that takes nothing
-			}
-			done += max(n, 0)
-		}
-		return true
-	}); err != nil {
-		n, err := f.Write(p[done:])
-		return done + n, err
-	}
-	if errno != 0 {
-		return done, &os.PathError{Op: "write", Path: f.Name(), Err: errno}
-	}
-	return done, nil
-}
-
-// SameFile reports whether path still names the file that info
-// describes (os.SameFile of os.Stat(path) and info), with a raw
-// fstatat(2): the audit log asks before every commit whether its file was
-// replaced or deleted, and through os.Stat each ask would wake the
-// runtime's monitor thread (the package doc). A stat of a local path
-// whose metadata is cached, as it is for a file just written, does not
-// wait for the disk. Its error is os.Stat's, an *os.PathError.
-func SameFile(path string, info os.FileInfo) (bool, error) {
-	want, ok := info.Sys().(*syscall.Stat_t)
-	if !ok || sysFstatat == 0 {
-		st, err := os.Stat(path)
-		return err == nil && os.SameFile(st, info), err
-	}
-	p, err := syscall.BytePtrFromString(path)
-	if err != nil {
-		return false, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	var st syscall.Stat_t
-	dir := unix.AT_FDCWD // a variable: a negative constant does not convert
-	for {
-		_, _, e := syscall.RawSyscall6(sysFstatat, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&st)), 0, 0, 0)
-		switch e {
-		case 0:
-			return st.Dev == want.Dev && st.Ino == want.Ino, nil
-		case syscall.EINTR:
-			continue
-		}
-		return false, &os.PathError{Op: "stat", Path: path, Err: e}
-	}
-}
-
-// LocalFS reports whether path (or, when it does not exist yet, the
-// nearest directory above it) is on a file system of a local disk or of
-// memory, whose writes and stats of cached metadata do not wait on a
-// network: WriteFile and SameFile are for such files only. A network file
-// system (NFS, SMB, a FUSE mount such as sshfs) may hold a raw call for as
-// long as its server is away, and with it a processor and the next
-// garbage collection of the whole daemon.
-func LocalFS(path string) bool {
-	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
-		var st unix.Statfs_t
-		err := unix.Statfs(p, &st)
-		if err == nil {
-			return localMagic[uint32(st.Type)]
-		}
-		if p == filepath.Dir(p) || !errors.Is(err, unix.ENOENT) {
-			return false
-		}
-	}
-}
-
-// localMagic holds the statfs(2) f_type of the local file systems.
-var localMagic = map[uint32]bool{
-	unix.EXT4_SUPER_MAGIC:      true, // ext2, ext3, ext4
-	unix.XFS_SUPER_MAGIC:       true,
-	unix.BTRFS_SUPER_MAGIC:     true,
-	unix.TMPFS_MAGIC:           true,
-	unix.F2FS_SUPER_MAGIC:      true,
-	0x2fc12fc1:                 true, // ZFS
-	0x5346544e:                 true, // NTFS (ntfs3)
-	unix.OVERLAYFS_SUPER_MAGIC: true,
 }

@@ -378,55 +378,6 @@ func TestSharedTerminalTakesTheOrdinaryPath(t *testing.T) {
 	}
 }
 
-// TestWriteFileAndSameFile: the audit log's raw append writes every byte,
-// and its raw swap check tells its file from one renamed over it and from
-// none at all.
-func TestWriteFileAndSameFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "log.jsonl")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	line := bytes.Repeat([]byte("e"), 100_000)
-	for range 3 {
-		if n, err := WriteFile(f, line); err != nil || n != len(line) {
-			t.Fatalf("WriteFile: %d, %v", n, err)
-		}
-	}
-	if b, err := os.ReadFile(path); err != nil || len(b) != 3*len(line) {
-		t.Fatalf("the file holds %d bytes (%v), want %d", len(b), err, 3*len(line))
-	}
-	info, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if same, err := SameFile(path, info); !same || err != nil {
-		t.Errorf("SameFile of the open file: %v, %v", same, err)
-	}
-	other := filepath.Join(dir, "other")
-	if err := os.WriteFile(other, []byte("forged\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(other, path); err != nil {
-		t.Fatal(err)
-	}
-	if same, err := SameFile(path, info); same || err != nil {
-		t.Errorf("SameFile after a file was renamed over it: %v, %v; want false", same, err)
-	}
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	if same, err := SameFile(path, info); same || !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("SameFile after removal: %v, %v; want os.ErrNotExist", same, err)
-	}
-	f.Close()
-	if _, err := WriteFile(f, line); !errors.Is(err, os.ErrClosed) {
-		t.Errorf("WriteFile to a closed file: %v, want os.ErrClosed", err)
-	}
-}
-
 // watchdog ends the test binary with a panic saying why unless the
 // function it returns is called within 10 s. A call that blocks in the
 // kernel holds its processor and can keep the runtime's timers from
@@ -446,20 +397,5 @@ func watchdog(why string) (finished func()) {
 	return func() {
 		done.Store(true)
 		runtime.GOMAXPROCS(prev)
-	}
-}
-
-// TestLocalFS: a temporary directory (a local disk or tmpfs here) is
-// local, and so is a path not made yet below it; /proc and /sys are not
-// file systems the raw path was written for.
-func TestLocalFS(t *testing.T) {
-	dir := t.TempDir()
-	if !LocalFS(dir) || !LocalFS(filepath.Join(dir, "not", "yet")) {
-		t.Errorf("LocalFS(%s) = %v, of a path below it not made yet %v; want true (statfs type of a local disk or tmpfs)", dir, LocalFS(dir), LocalFS(filepath.Join(dir, "not", "yet")))
-	}
-	for _, p := range []string{"/proc", "/sys"} {
-		if LocalFS(p) {
-			t.Errorf("LocalFS(%s) = true", p)
-		}
 	}
 }

@@ -30,27 +30,16 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: front launcher ## build the menu-bar app with cgo and Fyne into bin/portcullis-app, beside the front bin/portcullis and the sandbox's launcher
+build: front ## build the menu-bar app with cgo and Fyne into bin/portcullis-app, beside the front bin/portcullis
 	CGO_ENABLED=1 $(GO) build -tags '$(APP_TAGS)' -o bin/portcullis-app ./cmd/portcullis-app
 
 .PHONY: build-headless
-build-headless: front launcher ## build without cgo (Fyne test driver, -tags ci) into bin/portcullis-app: every command but no menu-bar window (`portcullis version` says which build it is); the front bin/portcullis and the sandbox's launcher beside it
+build-headless: front ## build without cgo (Fyne test driver, -tags ci) into bin/portcullis-app: every command but no menu-bar window (`portcullis version` says which build it is); the front bin/portcullis beside it
 	CGO_ENABLED=0 $(GO) build -tags ci -o bin/portcullis-app ./cmd/portcullis-app
 
 .PHONY: front
 front: ## build the front into bin/portcullis: the small executable agents run (`portcullis connect LABEL` starts in a few ms); it execs bin/portcullis-app, the full program, for every other command
 	CGO_ENABLED=0 $(GO) build -o bin/portcullis .
-
-# On linux/amd64 the launcher's entry point runs before the Go runtime and
-# makes the server's namespaces itself, so that the daemon need not fork
-# its whole self for each sandboxed start (internal/sandboxlaunch,
-# entry_linux.go). Built without it, the launcher still works: the daemon
-# then clones it into the namespaces.
-LAUNCHER_LDFLAGS = $(if $(filter linux/amd64,$(shell $(GO) env GOOS)/$(shell $(GO) env GOARCH)),-ldflags=-E=_rt0_portcullis_sandbox)
-
-.PHONY: launcher
-launcher: ## build the sandbox's launcher (Linux: the small executable that hides Portcullis's directories from a server, then execs it) into bin/portcullis-sandbox
-	CGO_ENABLED=0 $(GO) build $(LAUNCHER_LDFLAGS) -o bin/portcullis-sandbox ./cmd/portcullis-sandbox
 
 # Where `make install` puts portcullis: PREFIX/bin. ~/.local on Linux (on the
 # PATH of most desktop sessions), /usr/local on macOS.
@@ -61,7 +50,7 @@ PREFIX ?= $(if $(filter Darwin,$(shell uname -s)),/usr/local,$(HOME)/.local)
 INSTALL_BUILD ?= auto
 
 .PHONY: install
-install: ## build portcullis and install it (the front portcullis, the full program portcullis-app and, on Linux, the sandbox's launcher portcullis-sandbox) into PREFIX/bin (default ~/.local, /usr/local on macOS; INSTALL_BUILD=auto|app|headless); on macOS also Portcullis.app into ~/Applications
+install: ## build portcullis and install it (the front portcullis and the full program portcullis-app) into PREFIX/bin (default ~/.local, /usr/local on macOS; INSTALL_BUILD=auto|app|headless); on macOS also Portcullis.app into ~/Applications
 	@kind='$(INSTALL_BUILD)'; \
 	if [[ "$$kind" == auto ]]; then \
 		kind=headless; \
@@ -77,7 +66,7 @@ install: ## build portcullis and install it (the front portcullis, the full prog
 	esac; \
 	install -m 0755 bin/portcullis-app '$(PREFIX)/bin/portcullis-app'; \
 	install -m 0755 bin/portcullis '$(PREFIX)/bin/portcullis'; \
-	if [[ "$$(uname -s)" == Linux ]]; then install -m 0755 bin/portcullis-sandbox '$(PREFIX)/bin/portcullis-sandbox'; fi; \
+	if [[ "$$(uname -s)" == Linux ]] && ! command -v bwrap >/dev/null; then echo "note: bubblewrap (bwrap) is not installed: servers will run without a sandbox until it is (sudo apt install bubblewrap, or sudo dnf install bubblewrap)"; fi; \
 	echo "installed $$('$(PREFIX)/bin/portcullis' version) as $(PREFIX)/bin/portcullis (the front) and $(PREFIX)/bin/portcullis-app"; \
 	if [[ "$$(uname -s)" == Darwin && "$$kind" == app ]]; then \
 		$(MAKE) --no-print-directory app && mkdir -p "$$HOME/Applications" && rm -rf "$$HOME/Applications/Portcullis.app" && cp -R bin/Portcullis.app "$$HOME/Applications/" && echo "installed $$HOME/Applications/Portcullis.app"; \
@@ -85,8 +74,8 @@ install: ## build portcullis and install it (the front portcullis, the full prog
 	case ":$$PATH:" in *':$(PREFIX)/bin:'*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH; add it (for example in ~/.profile: export PATH=\"$(PREFIX)/bin:\$$PATH\")" ;; esac
 
 .PHONY: uninstall
-uninstall: ## remove what `make install` installed (PREFIX/bin/portcullis, portcullis-app and portcullis-sandbox; on macOS ~/Applications/Portcullis.app); your data and agent configurations stay
-	rm -f '$(PREFIX)/bin/portcullis' '$(PREFIX)/bin/portcullis-app' '$(PREFIX)/bin/portcullis-sandbox'
+uninstall: ## remove what `make install` installed (PREFIX/bin/portcullis and portcullis-app; on macOS ~/Applications/Portcullis.app); your data and agent configurations stay
+	rm -f '$(PREFIX)/bin/portcullis' '$(PREFIX)/bin/portcullis-app'
 	@if [[ "$$(uname -s)" == Darwin ]]; then rm -rf "$$HOME/Applications/Portcullis.app"; fi
 
 .PHONY: test-deps

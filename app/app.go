@@ -57,10 +57,10 @@ Usage:
   portcullis servers list|show|add|edit|remove|policy|cred
                                      add LABEL [--cwd D] [--env K=V] [--cred SCOPE] [--watch P] [--ignore PATTERN]
                                          [--restart on-change|manual] [--force] [--session-bus] [--sandbox off|standard|strict]
-                                         [--sampling P] [--elicitation P] [--roots P] -- CMD ARGS…
+                                         [--write PATH] [--sampling P] [--elicitation P] [--roots P] -- CMD ARGS…
                                      edit LABEL [--cwd D|--no-cwd] [--env K=V] [--unset-env K]
                                          [--watch P|--no-watch] [--ignore PATTERN|--no-ignore] [--restart W] [--sandbox L]
-                                         [--session-bus|--no-session-bus] [--force]
+                                         [--session-bus|--no-session-bus] [--write PATH|--no-write] [--force]
                                          [--sampling P] [--elicitation P] [--roots P] [-- CMD ARGS…]
                                      policy LABEL TOOL allow|approve|deny
                                      cred LABEL add|remove SCOPE

@@ -88,9 +88,12 @@ type serversAddOpts struct {
 	cwd, restart, sandbox *string
 	force, sessionBus     *bool
 	env, creds, watch     multiFlag
-	ignore                multiFlag
+	ignore, write         multiFlag
 	requests              map[string]*string // --sampling, --elicitation, --roots
 }
+
+// writeUsage describes --write of servers add and edit.
+const writeUsage = "`PATH` a directory (or file) the server may write in its sandbox, besides its --cwd, /tmp and its runtime's caches (~/.npm, ~/.cache): the rest of your home is read-only to it; your shell's start-up files and PATH directories stay read-only even inside it. Adding one widens trust and is held until you confirm it"
 
 // ignoreUsage describes --ignore of servers add and edit.
 const ignoreUsage = "`PATTERN` files the server writes at run time in its --watch directories (a ledger, a database, uploads), in .gitignore syntax relative to each of them: data, so writing them starts no new epoch. The tree's .gitignore files and the usual ignores (*.log, __pycache__, node_modules/.cache, editor swap files, sqlite journals) apply already, and without --watch only the package's source files are measured anyway; a pattern never leaves out code (a source file, an executable, a #! script, the entry). Adding one to a configured server widens trust and is held until you confirm it"
@@ -107,6 +110,7 @@ func serversAddFlags() *serversAddOpts {
 	fs.Var(&o.creds, "cred", "`SCOPE` a credential scope (portcullis creds set) the server receives once a person approves (repeatable)")
 	fs.Var(&o.watch, "watch", "`PATH` a file or directory of the server's code or build output: a change there is new code, a new epoch (repeatable; default: the entry's package)")
 	fs.Var(&o.ignore, "ignore", ignoreUsage+" (repeatable)")
+	fs.Var(&o.write, "write", writeUsage+" (repeatable; default: the existing directories among the server's arguments, which servers add shows)")
 	o.requests = serverRequestFlags(fs)
 	return o
 }
@@ -128,14 +132,14 @@ func serverRequestFlags(fs *flag.FlagSet) map[string]*string {
 }
 
 // sandboxUsage describes --sandbox of servers add and edit.
-const sandboxUsage = "`LEVEL` standard (the default where the system can: Portcullis's directories and the session bus's socket hidden from the server), strict (standard and no network) or off"
+const sandboxUsage = "`LEVEL` standard (the default where the system can; Linux: bubblewrap: Portcullis's directories, the session bus and the display hidden from the server, your home read-only but for its --cwd and --write paths), strict (standard and no network) or off"
 
 type serversEditOpts struct {
 	fs                                *flag.FlagSet
 	cwd, restart, sandbox             *string
 	noCwd, noWatch, force, bus, noBus *bool
-	noIgnore                          *bool
-	env, unset, watch, ignore         multiFlag
+	noIgnore, noWrite                 *bool
+	env, unset, watch, ignore, write  multiFlag
 	requests                          map[string]*string // --sampling, --elicitation, --roots
 }
 
@@ -155,6 +159,8 @@ func serversEditFlags() *serversEditOpts {
 	fs.Var(&o.watch, "watch", "`PATH` the watched paths: given once or more, they replace the whole list (repeatable)")
 	fs.Var(&o.ignore, "ignore", ignoreUsage+"; given once or more, they replace the server's whole list (repeatable)")
 	o.noIgnore = fs.Bool("no-ignore", false, "remove the server's own ignore patterns (the .gitignore files and the usual ignores still apply)")
+	fs.Var(&o.write, "write", writeUsage+"; given once or more, they replace the server's whole list (repeatable)")
+	o.noWrite = fs.Bool("no-write", false, "remove the server's write paths (it writes only its cwd, /tmp and its caches)")
 	o.requests = serverRequestFlags(fs)
 	return o
 }

@@ -291,6 +291,16 @@ func (a *App) serversAdd(args []string) error {
 	if err != nil {
 		return err
 	}
+	if s.Write, err = absPaths("servers add "+label, o.write); err != nil {
+		return err
+	}
+	if len(o.write) == 0 {
+		// What the server is given as a directory to work in (a
+		// filesystem server's roots, a repository) it likely writes.
+		if s.Write = config.ProposedWrite(s); len(s.Write) > 0 {
+			notes = append(notes, fmt.Sprintf("Write paths: %s (directories among its arguments); in its sandbox the server writes only these, its cwd, /tmp and its caches. Other paths: portcullis servers edit %s --write PATH.", strings.Join(s.Write, ", "), label))
+		}
+	}
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -389,6 +399,25 @@ func resolvePaths(s *config.Server, haveCwd bool) ([]string, error) {
 		}
 	}
 	return notes, nil
+}
+
+// absPaths returns the --write paths as absolute, cleaned paths; "/" is a
+// usage error (name the directories the server writes).
+func absPaths(what string, ps []string) ([]string, error) {
+	var out []string
+	for _, p := range ps {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		if abs == "/" {
+			return nil, usagef("%s: --write / would let the server write everything; name the directories it writes", what)
+		}
+		if !slices.Contains(out, abs) {
+			out = append(out, abs)
+		}
+	}
+	return out, nil
 }
 
 // entryNotFound returns a usage error (exit 2) when the server's command
@@ -650,9 +679,16 @@ func (a *App) serversEdit(args []string) error {
 	if *o.bus && *o.noBus {
 		return usagef("servers edit %s: --session-bus and --no-session-bus contradict each other", label)
 	}
+	if len(o.write) > 0 && *o.noWrite {
+		return usagef("servers edit %s: --write and --no-write contradict each other", label)
+	}
+	newWrite, err := absPaths("servers edit "+label, o.write)
+	if err != nil {
+		return err
+	}
 	if len(cmd) == 0 && *cwd == "" && !*noCwd && *restart == "" && !*noWatch && len(env) == 0 && len(unset) == 0 && len(watch) == 0 &&
 		len(o.ignore) == 0 && !*o.noIgnore &&
-		*o.sandbox == "" && !*o.bus && !*o.noBus && !anySet(o.requests) {
+		*o.sandbox == "" && !*o.bus && !*o.noBus && !anySet(o.requests) && len(o.write) == 0 && !*o.noWrite {
 		return usagef("servers edit %s: nothing to change; name what changes (see portcullis servers edit --help)", label)
 	}
 	newCwd := ""
@@ -678,7 +714,7 @@ func (a *App) serversEdit(args []string) error {
 		before, after config.Server
 		notes         []string
 	)
-	_, err := a.editConfig(func(cfg *config.Config) error {
+	_, err = a.editConfig(func(cfg *config.Config) error {
 		srv, ok := cfg.Servers[label]
 		if !ok {
 			return fmt.Errorf("no server labelled %q in %s; nothing was changed (portcullis servers list shows the labels)", label, a.Dirs.ConfigFile())
@@ -700,6 +736,12 @@ func (a *App) serversEdit(args []string) error {
 		}
 		if *o.sandbox != "" {
 			s.Sandbox = *o.sandbox
+		}
+		switch {
+		case len(newWrite) > 0:
+			s.Write = newWrite
+		case *o.noWrite:
+			s.Write = nil
 		}
 		s.ServerRequests = maps.Clone(srv.ServerRequests)
 		if err := setServerRequests("servers edit "+label, &s, o.requests); err != nil {
@@ -802,6 +844,9 @@ func serverChanges(before, after config.Server) []string {
 	}
 	if before.SandboxLevel() != after.SandboxLevel() {
 		out = append(out, fmt.Sprintf("sandbox: %s → %s", before.SandboxLevel(), after.SandboxLevel()))
+	}
+	if !slices.Equal(before.Write, after.Write) {
+		out = append(out, fmt.Sprintf("write: %s → %s", orDash(strings.Join(before.Write, ", ")), orDash(strings.Join(after.Write, ", "))))
 	}
 	if before.SessionBus != after.SessionBus {
 		out = append(out, fmt.Sprintf("session bus: %v → %v", before.SessionBus, after.SessionBus))

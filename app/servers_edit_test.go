@@ -229,3 +229,45 @@ func TestServersIgnore(t *testing.T) {
 		}
 	}
 }
+
+// TestServersWrite: servers add proposes the existing directories among
+// the server's arguments as its write paths and says so; --write names
+// them instead; servers edit --write replaces them, --no-write removes
+// them, and / is refused.
+func TestServersWrite(t *testing.T) {
+	e := newCredsEnv(t)
+	root, other := t.TempDir(), t.TempDir()
+	if err := e.servers("add", "files", "--force", "--", "/usr/bin/node", "server.js", root, "--flag", "--data="+other, "/nonexistent"); err != nil {
+		t.Fatalf("servers add: %v (stderr %s)", err, e.stderr.String())
+	}
+	if got := e.config(t).Servers["files"].Write; !slices.Equal(got, []string{root, other}) {
+		t.Errorf("after add: write %v, want the directories among the arguments", got)
+	}
+	if !strings.Contains(e.stdout.String(), "Write paths: "+root+", "+other) {
+		t.Errorf("servers add does not show the write paths it proposes:\n%s", e.stdout.String())
+	}
+	if err := e.servers("add", "named", "--force", "--write", other, "--", "/usr/bin/node", "server.js", root); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.config(t).Servers["named"].Write; !slices.Equal(got, []string{other}) {
+		t.Errorf("servers add --write: write %v", got)
+	}
+	if err := e.servers("edit", "files", "--force", "--write", other); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.config(t).Servers["files"].Write; !slices.Equal(got, []string{other}) {
+		t.Errorf("after edit --write: write %v", got)
+	}
+	if !strings.Contains(e.stdout.String(), "write: "+root+", "+other+" → "+other) {
+		t.Errorf("servers edit does not say what changed:\n%s", e.stdout.String())
+	}
+	if err := e.servers("edit", "files", "--force", "--no-write"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.config(t).Servers["files"].Write; got != nil {
+		t.Errorf("after --no-write: write %v", got)
+	}
+	if err := e.servers("edit", "files", "--force", "--write", "/"); err == nil {
+		t.Error("--write / was accepted")
+	}
+}

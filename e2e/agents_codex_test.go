@@ -292,8 +292,8 @@ func TestCodexSchemaChange(t *testing.T) {
 	calls := readInventoryCalls(t, s.ledger)
 	ok := len(calls) == 3 &&
 		calls[0].Tool == "inventory_lookup" && calls[0].Revision == "1" &&
-		calls[1].Tool == "inventory_adjust" && canonical(t, string(calls[1].Args)) == `{"delta":2,"sku":"WIDGET-1"}` && calls[1].Revision == "1" && calls[1].PID == calls[0].PID &&
-		calls[2].Tool == "inventory_adjust" && canonical(t, string(calls[2].Args)) == `{"delta":1,"reason":"restock","sku":"WIDGET-1"}` && calls[2].Revision == "2" && calls[2].Build == "rev2" && calls[2].PID != calls[0].PID
+		calls[1].Tool == "inventory_adjust" && canonical(t, string(calls[1].Args)) == `{"delta":2,"sku":"WIDGET-1"}` && calls[1].Revision == "1" && calls[1].Process == calls[0].Process &&
+		calls[2].Tool == "inventory_adjust" && canonical(t, string(calls[2].Args)) == `{"delta":1,"reason":"restock","sku":"WIDGET-1"}` && calls[2].Revision == "2" && calls[2].Build == "rev2" && calls[2].Process != calls[0].Process
 	if !ok {
 		t.Errorf("the inventory ledger is %s; want the lookup and the write of delta 2 on revision 1's process, then the write with reason on revision 2's", describe(calls))
 	}

@@ -44,6 +44,7 @@ type inventoryCall struct {
 	Revision string          `json:"revision"`
 	Build    string          `json:"build"`
 	PID      int             `json:"pid"`
+	Process  string          `json:"process"` // unique per process (PID repeats across sandboxes)
 }
 
 // readInventoryCalls returns the ledger of the inventory servers, oldest first.
@@ -281,7 +282,7 @@ func mustContain(t *testing.T, what, s string, want ...string) {
 func describe(calls []inventoryCall) string {
 	var b strings.Builder
 	for _, c := range calls {
-		fmt.Fprintf(&b, "%s %s rev=%s build=%q pid=%d; ", c.Tool, c.Args, c.Revision, c.Build, c.PID)
+		fmt.Fprintf(&b, "%s %s rev=%s build=%q pid=%d process=%s; ", c.Tool, c.Args, c.Revision, c.Build, c.PID, c.Process)
 	}
 	return b.String()
 }
@@ -334,8 +335,8 @@ func wantLedger(t *testing.T, path string, lookupAgain, newSchemaWrite bool) {
 	}
 	// One process per epoch: the first two calls on one, the others each on its own.
 	for i := 2; ok && i < len(calls); i++ {
-		ok = calls[0].PID == calls[1].PID && (calls[i].Build == calls[i-1].Build && calls[i].PID == calls[i-1].PID ||
-			!slices.ContainsFunc(calls[:i], func(c inventoryCall) bool { return c.PID == calls[i].PID }))
+		ok = calls[0].Process == calls[1].Process && (calls[i].Build == calls[i-1].Build && calls[i].Process == calls[i-1].Process ||
+			!slices.ContainsFunc(calls[:i], func(c inventoryCall) bool { return c.Process == calls[i].Process }))
 	}
 	if !ok {
 		t.Errorf("the inventory ledger is %s; want exactly %+v, the first two on one process and each later one on the process of its rebuild", describe(calls), want)

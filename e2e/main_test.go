@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -51,35 +50,11 @@ func build(dir string) error {
 	if portcullis, err = harness.BuildPortcullis(ctx, repoRoot, dir); err != nil {
 		return err
 	}
-	// Tests that run the daemon inside this test binary (ui_test.go) find
-	// the sandbox's launcher beside it, as beside portcullis.
-	if err := besideTestBinary(filepath.Join(dir, "portcullis-sandbox")); err != nil {
-		return err
-	}
 	if echoBin, err = harness.BuildServer(ctx, repoRoot, dir, "echo", ""); err != nil {
 		return err
 	}
 	inventoryBin, err = harness.BuildServer(ctx, repoRoot, dir, "inventory", "")
 	return err
-}
-
-// besideTestBinary copies the executable file src into the directory of
-// this test binary (go test's temporary build directory), unless one of
-// that name is there.
-func besideTestBinary(src string) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	dst := filepath.Join(filepath.Dir(exe), filepath.Base(src))
-	if _, err := os.Stat(dst); err == nil {
-		return nil
-	}
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o755)
 }
 
 // needNPM skips t when the npm MCP peers are not installed; `make test`

@@ -152,7 +152,7 @@ func TestNodeDistRewrite(t *testing.T) {
 			if got := listedNames(t, a.Session); !cmp.Equal(got, []string{"farewell", "greet"}) {
 				t.Errorf("revision B tools = %v, want [farewell greet]", got)
 			}
-			wantPID := " (revision B, pid " + strconv.Itoa(after.PID) + ")"
+			wantPID := " (revision B, pid " + strconv.Itoa(ownPID(t, after.PID)) + ")"
 			if got := callText(t, a.Session, "farewell", map[string]any{"name": "Ada"}); got != "goodbye Ada"+wantPID {
 				t.Errorf("farewell = %q, want %q", got, "goodbye Ada"+wantPID)
 			}

@@ -339,10 +339,12 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 	if _, err := a.Session.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	epochA := epochOf(t, h, a.PID(), "")
+	runA := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(""))
+	epochA := runA.Epoch
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
 	decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
 	pidA := strings.TrimPrefix(okText(t, await(t, pending)), "pid=")
+	hostA := hostPIDOf(t, pidA, runA.PID) // the worker, in the daemon's numbering
 
 	// The worker's file changes: nodemon restarts it behind the pipe.
 	if err := os.WriteFile(worker, []byte(nodeWorker+"// edited\n"), 0o644); err != nil {
@@ -364,7 +366,8 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 	}
 	decideCLI(t, h, "approve", req.ID)
 	pidB := strings.TrimPrefix(callText(t, a.Session, "write", map[string]any{"text": "third"}), "pid=")
-	if pidB == pidA || pidB == "" {
+	runB := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(epochA))
+	if pidB == "" || hostPIDOf(t, pidB, runB.PID) == hostA {
 		t.Fatalf("the write after approval was answered by %q, want a new worker (old %s)", pidB, pidA)
 	}
 	if l := readLedger(t, ledger); len(l) != 2 || l[1] != [2]string{pidB, "third"} {
@@ -400,24 +403,26 @@ func TestCallRightAfterEditWaits(t *testing.T) {
 	if _, err := a.Session.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	epochA := epochOf(t, h, a.PID(), "")
+	runA := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(""))
+	epochA := runA.Epoch
 	pidA := strings.TrimPrefix(callText(t, a.Session, "write", map[string]any{"text": "before"}), "pid=")
+	hostA := hostPIDOf(t, pidA, runA.PID) // in the daemon's numbering
 
 	if err := os.WriteFile(helper, []byte("VERSION = 2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond) // the scenario: a call 10 ms after the edit
 	got := callText(t, a.Session, "write", map[string]any{"text": "after"})
-	if got == "pid="+pidA {
+	st := waitRun(t, h, a.PID(), 30*time.Second, "the new epoch", readyOn(epochA))
+	if got == "pid="+pidA && hostPIDOf(t, pidA, st.PID) == hostA {
 		t.Fatalf("the call sent 10 ms after the edit reached the old process %s", pidA)
 	}
-	st := waitRun(t, h, a.PID(), 30*time.Second, "the new epoch", readyOn(epochA))
-	if got != "pid="+strconv.Itoa(st.PID) {
+	if got != "pid="+strconv.Itoa(ownPID(t, st.PID)) {
 		t.Errorf("the call was answered %q, want the new epoch's process %d", got, st.PID)
 	}
 	for _, l := range readLedger(t, ledger) {
-		if l[1] == "after" && l[0] == pidA {
-			t.Errorf("the old process wrote after the edit: %v", readLedger(t, ledger))
+		if l[1] == "after" && "pid="+l[0] != got {
+			t.Errorf("another process than the new epoch's wrote after the edit: %v", readLedger(t, ledger))
 		}
 	}
 }

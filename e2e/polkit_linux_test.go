@@ -149,10 +149,8 @@ exec dbus-daemon --config-file=%[2]s --nofork --print-address`, dir, busConf)
 	// Portcullis as the unprivileged user, in the namespace.
 	bin := filepath.Join(dir, "portcullis")
 	copyExec(t, portcullis, bin)
-	// The full program and the sandbox's launcher go beside it, as make
-	// install puts them.
+	// The full program goes beside it, as make install puts it.
 	copyExec(t, front.AppPath(portcullis), front.AppPath(bin))
-	copyExec(t, filepath.Join(filepath.Dir(portcullis), "portcullis-sandbox"), filepath.Join(dir, "portcullis-sandbox"))
 	copyExec(t, echoBin, filepath.Join(dir, "echo"))
 	wrapper := write("portcullis-as-person", fmt.Sprintf("#!/bin/sh\nexec nsenter --mount=/proc/%d/ns/mnt -S %d -G %d -- %s \"$@\"\n", s.holder, polkitTestUID, polkitTestUID, bin), 0o755)
 	homeDir := filepath.Join(dir, "home")

@@ -42,10 +42,17 @@ func addFaulty(t *testing.T, h *harness.Home, label string, flags ...string) {
 }
 
 // addFaultyShell registers the faulty server behind `/bin/sh -c script`
-// where "$0" in the script is the faulty binary.
+// where "$0" in the script is the faulty binary, with its sandbox off: the
+// tests that use it watch the server's process group (its leader is the
+// pid status shows) and what a killed daemon leaves for the next one,
+// which is how a server without a sandbox (macOS, sandbox off) is
+// supervised. Under bubblewrap the server is not its group's leader and
+// ends with the daemon (contain_bwrap_test.go).
 func addFaultyShell(t *testing.T, h *harness.Home, label, script string) {
 	t.Helper()
-	addServer(t, h, label, "/bin/sh", "-c", script, faultyBin(t))
+	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--sandbox", "off"}, "/bin/sh", "-c", script, faultyBin(t)); err != nil {
+		t.Fatal(err)
+	}
 	allowTools(t, h, label, faultyTools...)
 }
 

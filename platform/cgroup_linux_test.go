@@ -67,6 +67,10 @@ func testCgroupKillsWhatEscaped(t *testing.T, sb supervisor.Sandbox) {
 		t.Fatalf("the escaped process's pid: %q", line)
 	}
 	procs, err := os.ReadFile(dir + "/cgroup.procs")
+	if sb != nil {
+		// Its own PID namespace numbers it: find it by its NSpid.
+		pid = hostPid(strings.Fields(string(procs)), pid)
+	}
 	if err != nil || !strings.Contains("\n"+string(procs), "\n"+strconv.Itoa(pid)+"\n") {
 		t.Fatalf("cgroup.procs of %s: %q (%v), want pid %d", dir, procs, err, pid)
 	}
@@ -140,4 +144,22 @@ func TestCgroupsOfADeadDaemonRemoved(t *testing.T) {
 	if want := fmt.Sprintf("%d (sleep)", sleep.Process.Pid); !strings.Contains(logged.String(), want) || !strings.Contains(logged.String(), left) {
 		t.Errorf("the log does not name the stopped process %s in %s:\n%s", want, left, logged.String())
 	}
+}
+
+// hostPid returns the pid, among procs, of the process numbered ns in its
+// own PID namespace (the last field of NSpid); ns if none is.
+func hostPid(procs []string, ns int) int {
+	for _, p := range procs {
+		b, err := os.ReadFile("/proc/" + p + "/status")
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(strings.TrimPrefix(l, "NSpid:")); strings.HasPrefix(l, "NSpid:") && len(f) > 1 && f[len(f)-1] == strconv.Itoa(ns) {
+				n, _ := strconv.Atoi(p)
+				return n
+			}
+		}
+	}
+	return ns
 }

@@ -4,16 +4,19 @@ package platform
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/portcullis/portcullis/core/supervisor"
 )
 
-// darwinSandbox runs a server under sandbox-exec(1) with a profile that
-// allows everything but reading and writing the hidden paths (and, for
-// strict, the network). NOT YET RUN: written and type-checked without a
-// Mac; sandbox-exec is deprecated by Apple but still shipped.
+// darwinSandbox runs a server under sandbox-exec(1) with a Seatbelt
+// profile (seatbelt.go). NOT YET RUN: written and type-checked without a
+// Mac, its profile text unit-tested; sandbox-exec is deprecated by Apple
+// but still shipped, and the sandbox runtime of Claude Code's tools uses
+// it.
 type darwinSandbox struct{ level string }
 
 // NewSandbox returns the Sandbox of level on macOS. The default (level
@@ -29,22 +32,40 @@ func NewSandbox(level string) (supervisor.Sandbox, error) {
 	return &darwinSandbox{level: level}, nil
 }
 
-// sandboxProfile is the SBPL profile hiding paths.
-func sandboxProfile(level string, hide []string) string {
-	var b strings.Builder
-	b.WriteString("(version 1)\n(allow default)\n")
-	for _, p := range hide {
-		fmt.Fprintf(&b, "(deny file-read* file-write* (subpath %q))\n", p)
-	}
-	if level == SandboxStrict {
-		b.WriteString("(deny network*)\n")
-	}
-	return b.String()
-}
-
-func (s *darwinSandbox) Prepare(cmd *exec.Cmd, hide []string) (string, error) {
+func (s *darwinSandbox) Prepare(cmd *exec.Cmd, c supervisor.Confinement) (string, error) {
 	const tool = "/usr/bin/sandbox-exec"
-	args := append([]string{tool, "-p", sandboxProfile(s.level, hide), cmd.Path}, cmd.Args[1:]...)
+	resolve := func(ps []string) []string {
+		var out []string
+		for _, p := range ps {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	cwd := cmd.Dir
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	home, _ := os.UserHomeDir()
+	write := []string{cwd, "/tmp", "/private/var/folders", os.TempDir()}
+	write = append(write, c.Write...)
+	var ro []string
+	if home != "" {
+		for _, c := range caches {
+			write = append(write, filepath.Join(home, c))
+		}
+		for _, f := range startupFiles {
+			ro = append(ro, filepath.Join(home, f))
+		}
+	}
+	for _, kv := range cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			ro = append(ro, filepath.SplitList(v)...)
+		}
+	}
+	sb := seatbelt{level: s.level, hide: resolve(c.Hide), write: resolve(write), readOnly: resolve(ro)}
+	args := append([]string{tool, "-p", sb.profile(), cmd.Path}, cmd.Args[1:]...)
 	cmd.Path, cmd.Args = tool, args
-	return s.level + " (sandbox-exec, not yet run on a Mac): hides " + strings.Join(hide, ", "), nil
+	return s.level + " (sandbox-exec, not yet run on a Mac): hides " + strings.Join(sb.hide, ", "), nil
 }

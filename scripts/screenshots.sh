@@ -92,13 +92,6 @@ else
 fi
 # The front, which people and agents run: it execs portcullis-app beside it.
 CGO_ENABLED=0 go build -o "$tmp/portcullis" .
-# The sandbox's launcher, found beside the app (servers run sandboxed by
-# default where user namespaces work).
-# On linux/amd64 with its entry point, which makes its own namespaces
-# (see the Makefile's LAUNCHER_LDFLAGS).
-launcher_ldflags=()
-[[ "$(go env GOOS)/$(go env GOARCH)" == linux/amd64 ]] && launcher_ldflags=(-ldflags=-E=_rt0_portcullis_sandbox)
-CGO_ENABLED=0 go build "${launcher_ldflags[@]}" -o "$tmp/portcullis-sandbox" ./cmd/portcullis-sandbox
 note "building the publish server"
 mkdir -p "$tmp/srv" "$out"
 build_server() { CGO_ENABLED=0 go -C testdata/servers build -ldflags "-X main.revision=$1 ${2:-}" -o "$tmp/srv/publish" ./publish; }

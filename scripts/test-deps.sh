@@ -4,7 +4,7 @@
 #   - Debian/Ubuntu: the C toolchain and X11/OpenGL headers for the cgo (Fyne) build,
 #     socat, Xvfb, ImageMagick, x11-utils, xdotool, gdbus, a tray host (xfce4-panel) and a
 #     notification daemon (dunst) for UI screenshots, gnome-keyring and dbus for a real
-#     Secret Service (apt-get runs only when dpkg-query reports a package missing);
+#     Secret Service, bubblewrap for the servers' sandbox (apt-get runs only when dpkg-query reports a package missing);
 #   - macOS: nothing through a package manager; it says what must be present;
 #   - everywhere: the pinned npm MCP peers in testdata/npm (npm ci, when node_modules is
 #     missing or older than package-lock.json).
@@ -27,6 +27,7 @@ debian_packages=(
 	socat xvfb imagemagick x11-utils xdotool libglib2.0-bin xfce4-panel dunst
 	gnome-keyring dbus dbus-x11
 	polkitd util-linux
+	bubblewrap
 )
 
 # missing_debian_packages prints the packages of debian_packages that dpkg does not

@@ -23,6 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -145,6 +149,11 @@ type Server struct {
 	// system cannot provide fails the launch. Lowering it widens trust
 	// (empty counts as standard).
 	Sandbox string `json:"sandbox,omitempty"`
+	// Write lists the absolute paths the server may write in its sandbox
+	// besides its working directory, /tmp and its runtime's caches (the
+	// person's home is otherwise read-only to it; docs/DESIGN.md,
+	// "Processes"). Adding one widens trust.
+	Write []string `json:"write,omitempty"`
 }
 
 // Sandbox levels of [Server.Sandbox].
@@ -408,4 +417,39 @@ func (c *Config) RemoveServer(label string) error {
 	}
 	delete(c.Servers, label)
 	return nil
+}
+
+// ProposedWrite returns the server's arguments that name existing
+// directories (absolute, or relative to its cwd; "--flag=DIR" too), as
+// absolute paths, leaving out / and the person's home: what `servers add`
+// and `install` propose as its write paths ([Server.Write]), since what a
+// server is given as a directory to work in (a filesystem server's roots,
+// a repository, a database's folder) it likely writes.
+func ProposedWrite(s Server) []string {
+	home, _ := os.UserHomeDir()
+	var out []string
+	for _, a := range s.Args {
+		if strings.HasPrefix(a, "-") {
+			_, v, ok := strings.Cut(a, "=")
+			if !ok {
+				continue
+			}
+			a = v
+		}
+		p := a
+		if !filepath.IsAbs(p) {
+			if s.Cwd == "" || (!strings.ContainsRune(p, filepath.Separator) && p != ".") {
+				continue
+			}
+			p = filepath.Join(s.Cwd, p)
+		}
+		p = filepath.Clean(p)
+		if p == "/" || p == home {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

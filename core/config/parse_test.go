@@ -303,7 +303,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Load(broken)
-	if got, want := err.Error(), broken+`:2:38: mcpServers.x.oops: unknown key "oops"; known keys here: args, command, credentials, cwd, env, ignore, restart, sandbox, serverRequests, sessionBus, startupTimeout, tools, watch`; got != want {
+	if got, want := err.Error(), broken+`:2:38: mcpServers.x.oops: unknown key "oops"; known keys here: args, command, credentials, cwd, env, ignore, restart, sandbox, serverRequests, sessionBus, startupTimeout, tools, watch, write`; got != want {
 		t.Errorf("Load(broken) err = %q\nwant %q", got, want)
 	}
 }

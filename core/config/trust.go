@@ -50,6 +50,9 @@ const (
 	// elsewhere), or exporting the argument values of a server it did not:
 	// data leaves the machine for a place the person did not choose.
 	WidenTelemetry = "telemetry"
+	// WidenWrite is a write path added to a server (a new server's too):
+	// its sandbox lets it write there.
+	WidenWrite = "write"
 	// WidenIgnore is an ignore pattern added to a server that was
 	// configured already: what the pattern matches is measured no more
 	// (docs/DESIGN.md, "Data is not code").
@@ -62,7 +65,7 @@ type Widening struct {
 	// Kind is one of WidenPolicy, WidenCredential, WidenLaunch,
 	// WidenCredentialUse, WidenAuditSigning, WidenApprovalAuthentication,
 	// WidenAuditDurability, WidenSessionBus, WidenSandbox, WidenTelemetry,
-	// WidenIgnore.
+	// WidenWrite, WidenIgnore.
 	Kind string `json:"kind"`
 	// Server is the server label the change is about ("" for credential
 	// scope definitions and settings).
@@ -185,6 +188,21 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 			s.Sandbox = ""
 			if had {
 				s.Sandbox = o.Sandbox
+			}
+		}
+		// Write paths added: the sandbox lets the server write there.
+		var addedW []string
+		for _, w := range n.Write {
+			if !(had && slices.Contains(o.Write, w)) {
+				addedW = append(addedW, w)
+			}
+		}
+		if len(addedW) > 0 {
+			held = append(held, Widening{Kind: WidenWrite, Server: label,
+				Text: fmt.Sprintf("%s: write paths added: %s (its sandbox lets it write there)", label, strings.Join(addedW, ", "))})
+			s.Write = slices.DeleteFunc(slices.Clone(s.Write), func(w string) bool { return slices.Contains(addedW, w) })
+			if len(s.Write) == 0 {
+				s.Write = nil
 			}
 		}
 		// Ignore patterns added: less is measured.

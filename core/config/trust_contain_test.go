@@ -1,6 +1,9 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,5 +107,73 @@ func TestSplitTrustSandbox(t *testing.T) {
 	}
 	if err := with("paranoid").Validate(); err == nil || !strings.Contains(err.Error(), "sandbox must be") {
 		t.Errorf("Validate of sandbox paranoid: %v", err)
+	}
+}
+
+// TestSplitTrustWrite: a write path added to a server (a new server's
+// too) waits for the person; removing one applies at once; a relative
+// path or / is refused.
+func TestSplitTrustWrite(t *testing.T) {
+	cases := []splitCase{{
+		name: "a write path added",
+		edit: func(c *Config) { s := c.Servers["plain"]; s.Write = []string{"/srv/data"}; c.Servers["plain"] = s },
+		held: []Widening{{Kind: WidenWrite, Server: "plain", Text: "plain: write paths added: /srv/data (its sandbox lets it write there)"}},
+		check: func(t *testing.T, in *Config) {
+			if len(in.Servers["plain"].Write) != 0 {
+				t.Errorf("write paths in force before the person confirmed them: %v", in.Servers["plain"].Write)
+			}
+		},
+	}, {
+		name: "a new server with write paths",
+		edit: func(c *Config) { c.Servers["new"] = Server{Command: "/bin/new", Write: []string{"/srv/a", "/srv/b"}} },
+		held: []Widening{{Kind: WidenWrite, Server: "new", Text: "new: write paths added: /srv/a, /srv/b (its sandbox lets it write there)"}},
+		check: func(t *testing.T, in *Config) {
+			if s, ok := in.Servers["new"]; !ok || len(s.Write) != 0 {
+				t.Errorf("in force: %+v (present %v), want the new server without write paths", s, ok)
+			}
+		},
+	}}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t) })
+	}
+	applied := trustBase()
+	s := applied.Servers["plain"]
+	s.Write = []string{"/srv/data", "/srv/more"}
+	applied.Servers["plain"] = s
+	edited := trustBase()
+	s = edited.Servers["plain"]
+	s.Write = []string{"/srv/data"}
+	edited.Servers["plain"] = s
+	if in, held := SplitTrust(applied, edited); len(held) != 0 || len(in.Servers["plain"].Write) != 1 {
+		t.Errorf("a write path removed: held %v, in force %v", held, in.Servers["plain"].Write)
+	}
+	for _, bad := range []string{"relative/dir", "/"} {
+		c := trustBase()
+		s := c.Servers["plain"]
+		s.Write = []string{bad}
+		c.Servers["plain"] = s
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "write") {
+			t.Errorf("write path %q: %v, want a refusal", bad, err)
+		}
+	}
+}
+
+// TestProposedWrite: the existing directories among a server's arguments,
+// absolute or relative to its cwd or after "--flag=", are proposed as its
+// write paths; files, missing paths, flags, / and the home are not.
+func TestProposedWrite(t *testing.T) {
+	cwd, root := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(cwd, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cwd, "server.js"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	home, _ := os.UserHomeDir()
+	s := Server{Command: "node", Cwd: cwd, Args: []string{"server.js", root, "./data", "--db=" + root, "--verbose", "/nonexistent", "/", home, "data"}}
+	got := ProposedWrite(s)
+	want := []string{root, filepath.Join(cwd, "data")}
+	if !slices.Equal(got, want) {
+		t.Errorf("ProposedWrite = %q, want %q", got, want)
 	}
 }

@@ -286,6 +286,16 @@ func validateServer(ps *[]Problem, c *Config, label string, s Server) {
 	default:
 		add(joinPath(base, "sandbox"), "sandbox must be %q, %q or %q, not %q", SandboxOff, SandboxStandard, SandboxStrict, s.Sandbox)
 	}
+	for i, w := range s.Write {
+		switch {
+		case !filepath.IsAbs(w):
+			add(fmt.Sprintf("%s[%d]", joinPath(base, "write"), i), "write path %q must be absolute", w)
+		case strings.ContainsRune(w, 0):
+			add(fmt.Sprintf("%s[%d]", joinPath(base, "write"), i), "write path must not contain a NUL character")
+		case filepath.Clean(w) == "/":
+			add(fmt.Sprintf("%s[%d]", joinPath(base, "write"), i), "write path must not be / (name the directories the server writes)")
+		}
+	}
 	validateDuration(ps, joinPath(base, "startupTimeout"), s.StartupTimeout)
 }
 

@@ -846,7 +846,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		return nil, identity.Record{}, err
 	}
 	proc, err := supervisor.Start(ctx, supervisor.Spec{
-		Sandbox: sandbox, Hide: hide, Cgroups: d.opts.Cgroups,
+		Sandbox: sandbox, Hide: hide, Write: srv.Write, Cgroups: d.opts.Cgroups,
 		Label: label, Command: rec.ResolvedExecutable.Path, Args: srv.Args, Dir: serverDir(srv, hide), Env: env,
 		SessionBus: srv.SessionBus, Secrets: d.secretsOf(cfg, srv, credEnv),
 		Withhold: inheritedSecret, Code: measuredCode(rec, measuredAt),
@@ -940,7 +940,7 @@ func measuredCode(rec identity.Record, at time.Time) supervisor.Code {
 // left at its default (standard) where the system has none
 // (a supervisor.UnsupportedError, or a daemon built without one) runs
 // the server unconfined, and status says why (supervisor.Unconfined);
-// any other failure (the launcher missing) fails the launch.
+// any other failure fails the launch.
 func (d *Daemon) sandboxOf(label string, srv config.Server) (supervisor.Sandbox, []string, error) {
 	level := srv.SandboxLevel()
 	if level == config.SandboxOff {

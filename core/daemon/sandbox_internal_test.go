@@ -13,21 +13,23 @@ import (
 
 type fakeSandbox struct{ level string }
 
-func (f fakeSandbox) Prepare(*exec.Cmd, []string) (string, error) { return f.level + ": hides x", nil }
+func (f fakeSandbox) Prepare(*exec.Cmd, supervisor.Confinement) (string, error) {
+	return f.level + ": hides x", nil
+}
 
 var _ supervisor.Sandbox = fakeSandbox{}
 
 // TestSandboxOfDefault: a sandbox left unset is standard where the system
 // has one, off with the reason in status where it has none; a level set
 // explicitly is never lowered: the launch fails, saying how to run it
-// unconfined; a broken installation (the launcher missing) fails the
+// unconfined; any other error of the sandbox fails the
 // launch even for the default.
 func TestSandboxOfDefault(t *testing.T) {
 	unsupported := func(string) (supervisor.Sandbox, error) {
 		return nil, &supervisor.UnsupportedError{Reason: "user namespaces are not available here (kernel.unprivileged_userns_clone=0)"}
 	}
 	missing := func(string) (supervisor.Sandbox, error) {
-		return nil, errors.New("sandbox launcher portcullis-sandbox not found beside /x/portcullis")
+		return nil, errors.New("unknown sandbox level \"x\"")
 	}
 	works := func(level string) (supervisor.Sandbox, error) {
 		if level == "" {
@@ -45,7 +47,7 @@ func TestSandboxOfDefault(t *testing.T) {
 		{"default, supported", works, "", "standard: hides x", ""},
 		{"default, unsupported", unsupported, "", "off — user namespaces are not available here (kernel.unprivileged_userns_clone=0)", ""},
 		{"default, no sandbox in this build", nil, "", "off — this build has no sandbox", ""},
-		{"default, launcher missing", missing, "", "", "portcullis-sandbox not found beside /x/portcullis"},
+		{"default, another failure", missing, "", "", `unknown sandbox level "x"`},
 		{"explicit standard, unsupported", unsupported, config.SandboxStandard, "", "it was not launched (set its sandbox to off to run it unconfined: portcullis servers edit s --sandbox off)"},
 		{"explicit strict, no sandbox in this build", nil, config.SandboxStrict, "", "this build cannot provide"},
 		{"explicit strict", works, config.SandboxStrict, "strict: hides x", ""},
@@ -62,7 +64,7 @@ func TestSandboxOfDefault(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
-		got, err := sb.Prepare(&exec.Cmd{}, nil)
+		got, err := sb.Prepare(&exec.Cmd{}, supervisor.Confinement{})
 		if err != nil || got != c.status {
 			t.Errorf("%s: status says %q (%v), want %q", c.name, got, err, c.status)
 		}

@@ -38,6 +38,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -545,6 +548,9 @@ func (s *Session) exited(e *epoch, why string) {
 			// module) is the one thing the model can report.
 			why += "; its last line on stderr: " + last
 		}
+		if sb, ok := e.Proc.(interface{ Sandbox() string }); ok && sb.Sandbox() != "" && !strings.HasPrefix(sb.Sandbox(), "off") {
+			why += readOnlyHint(s.opts.Label, e.Proc.Exit().StderrTail)
+		}
 		s.failEpoch(e, why)
 		return
 	}
@@ -879,6 +885,36 @@ func lastStderrLine(tail []string) string {
 	}
 	return ""
 }
+
+// readOnlyHint returns, when the last lines of a sandboxed server's stderr
+// say that a write failed on a read-only file system (EROFS: the sandbox
+// mounts the person's home read-only), the path they name and the one
+// command that lets the server write there; "" otherwise.
+func readOnlyHint(label string, tail []string) string {
+	for i := len(tail) - 1; i >= 0 && i >= len(tail)-10; i-- {
+		line := tail[i]
+		if !strings.Contains(strings.ToLower(line), "read-only file system") && !strings.Contains(line, "EROFS") {
+			continue
+		}
+		for _, m := range absPathRe.FindAllString(line, -1) {
+			p := filepath.Clean(m)
+			if p == "/" {
+				continue
+			}
+			dir := p
+			if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+				dir = filepath.Dir(p)
+			}
+			return fmt.Sprintf("; it could not write %s, which its sandbox keeps read-only: to let it write there, run portcullis servers edit %s --write %s",
+				textsafe.Line(p), label, textsafe.Line(dir))
+		}
+		return fmt.Sprintf("; it could not write a path its sandbox keeps read-only: let it write there with portcullis servers edit %s --write DIR", label)
+	}
+	return ""
+}
+
+// absPathRe finds absolute paths in a line of stderr.
+var absPathRe = regexp.MustCompile(`/[^\s'"(),:;]+`)
 
 // exitDetails returns the exit status of e's process ("" while it runs) and
 // the last lines it wrote on stderr.

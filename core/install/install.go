@@ -823,6 +823,11 @@ func addServer(cfg *config.Config, p *plan, store SecretStore, pending map[strin
 		}
 	}
 	s := p.server
+	if len(s.Write) == 0 {
+		if s.Write = config.ProposedWrite(s); len(s.Write) > 0 {
+			p.rep.Notes = append(p.rep.Notes, fmt.Sprintf("write paths %s (directories among its arguments): in its sandbox %q writes only these, its cwd, /tmp and its caches; other paths: portcullis servers edit %s --write PATH", strings.Join(s.Write, ", "), label, label))
+		}
+	}
 	scopes := map[string]string{}
 	added := []string{}
 	for _, v := range slices.Sorted(maps.Keys(p.secrets)) {

@@ -4,42 +4,51 @@ package supervisor
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 )
 
 // Sandbox confines a server process (docs/DESIGN.md, "Processes": the
-// sandbox). Package platform implements it: on Linux a user and mount
-// namespace with the daemon's directories hidden under empty tmpfs mounts;
-// on macOS a sandbox-exec profile.
+// sandbox). Package platform implements it: on Linux bubblewrap (bwrap)
+// with new user, mount, PID, IPC and UTS namespaces; on macOS a
+// sandbox-exec profile.
 type Sandbox interface {
 	// Prepare changes cmd, not yet started (its Path resolved, Args[0]
-	// as configured), so that the process it starts runs confined with
-	// the paths of hide (directories, or files such as the session bus's
-	// socket) hidden from it. It returns what `portcullis status` says of
-	// the confinement ("standard: hides /a, /b"), or an error when this
-	// system cannot confine it as asked.
-	Prepare(cmd *exec.Cmd, hide []string) (string, error)
+	// as configured, Dir and Env set), so that the process it starts runs
+	// confined as c says. It returns what `portcullis status` says of the
+	// confinement ("standard: hides /a, /b; writes /w"), or an error when
+	// this system cannot confine it as asked.
+	Prepare(cmd *exec.Cmd, c Confinement) (string, error)
 }
 
-// ExecSignaler is a [Sandbox] whose launcher says when it exec'd the
-// server: SignalExec changes cmd, already prepared, so that the launcher
-// inherits w, the write end of a pipe, which it closes by its exec of the
-// server (close-on-exec) or its exit. [Start] waits for the read end's end
-// instead of polling the process's executable.
-type ExecSignaler interface {
-	SignalExec(cmd *exec.Cmd, w *os.File)
+// Confinement is what a [Sandbox] does to one server: Hide lists the paths
+// (directories, or files such as the session bus's socket) it must not see
+// at all, Write the paths it may write besides its working directory,
+// /tmp and its runtime's caches (the configuration's write paths).
+type Confinement struct {
+	Hide  []string
+	Write []string
+}
+
+// Nested is a [Sandbox] whose launcher stays: the process [Start] starts
+// runs Launcher (bubblewrap's monitor) for the server's whole life, and
+// the server is a descendant of it, below other processes running the
+// same file (bubblewrap's init, pid 1 of the server's PID namespace).
+// [Start] waits until that descendant exec'd the server, then reads the
+// tree, the executable and the start time from it ([Process.Pid]); the
+// launcher's process stays the process group that Stop ends.
+type Nested interface {
+	Launcher() string
 }
 
 // ErrSandboxUnsupported is what an [UnsupportedError] is: the error of a
 // sandbox's constructor when this system cannot confine servers at all
-// (Linux without working user namespaces, an OS without a sandbox), as
-// opposed to a broken installation. A server that did not ask for a level
+// (Linux without bubblewrap or where it is refused, an OS without a
+// sandbox). A server that did not ask for a level
 // explicitly then runs unconfined ([Unconfined]), and status says why.
 var ErrSandboxUnsupported = errors.New("sandbox unsupported here")
 
 // UnsupportedError says why this system has no sandbox: its Error is the
-// reason alone ("user namespaces are not available here (…)"), and it
+// reason alone ("bubblewrap (bwrap) … is not installed here …"), and it
 // matches [ErrSandboxUnsupported] with errors.Is.
 type UnsupportedError struct{ Reason string }
 
@@ -55,7 +64,7 @@ func Unconfined(why string) Sandbox { return unconfined("off — " + why) }
 
 type unconfined string
 
-func (u unconfined) Prepare(*exec.Cmd, []string) (string, error) { return string(u), nil }
+func (u unconfined) Prepare(*exec.Cmd, Confinement) (string, error) { return string(u), nil }
 
 // Cgroups puts each server process in a control group of its own, which
 // [Process.Stop] kills whole when the epoch ends (docs/DESIGN.md,

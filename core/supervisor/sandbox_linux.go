@@ -5,40 +5,71 @@ package supervisor
 import (
 	"os"
 	"strconv"
-	"strings"
 	"time"
 )
 
-// waitLauncherExec waits, at most max, until process pid no longer runs
-// launcher (a sandbox's launcher that confines itself, then execs the
-// server), so that the tree is first read once the server's own code runs:
-// the launcher's exec is part of the launch, not a new epoch. With execR
-// (an ExecSignaler's pipe, closed by that exec or the launcher's exit) it
-// reads until its end; without, it polls the process's executable. It
-// returns early if the process exits. It closes execR.
-func waitLauncherExec(pid int, launcher string, execR *os.File, done <-chan struct{}, max time.Duration) {
-	deadline := time.Now().Add(max)
-	if execR != nil {
-		defer execR.Close()
-		if execR.SetReadDeadline(deadline) == nil {
-			var b [1]byte
-			for {
-				if _, err := execR.Read(b[:]); err != nil {
-					return // EOF: exec'd or exited; or the deadline
-				}
-			}
-		}
+// findServer waits, at most max, until the server runs below the
+// processes of a launcher that stays (bubblewrap's monitor, then its init,
+// pid 1 of the server's PID namespace) and returns its pid: from pid it
+// follows, while a process runs the launcher's file, its first child (the
+// earliest started) to the first one that runs another file. It returns
+// the last process found, pid itself at worst, when the process exits or
+// the time runs out first: the tree is then read from there, launcher and
+// all.
+func findServer(pid int, launcher string, done <-chan struct{}, max time.Duration) int {
+	want, err := os.Stat(launcher)
+	if err != nil {
+		return pid
 	}
-	link := "/proc/" + strconv.Itoa(pid) + "/exe"
-	for time.Now().Before(deadline) {
-		exe, err := os.Readlink(link)
-		if err != nil || strings.TrimSuffix(exe, " (deleted)") != launcher {
-			return
+	deadline := time.Now().Add(max)
+	wait := 250 * time.Microsecond
+	cur := pid
+	for {
+		fi, err := os.Stat("/proc/" + strconv.Itoa(cur) + "/exe")
+		switch {
+		case err == nil && !os.SameFile(fi, want):
+			return cur // it exec'd the server
+		case err == nil:
+			if kid, ok := firstChild(cur); ok {
+				cur = kid
+				continue
+			}
+		default:
+			// Gone, or exiting: nothing below it to find.
+			if cur == pid {
+				return pid
+			}
+			cur = pid // start again from the top
 		}
+		if !time.Now().Before(deadline) {
+			return cur
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-done:
-			return
-		case <-time.After(2 * time.Millisecond):
+			t.Stop()
+			return pid
+		case <-t.C:
+		}
+		wait = min(2*wait, 4*time.Millisecond)
+	}
+}
+
+// firstChild returns the earliest started child of pid.
+func firstChild(pid int) (int, bool) {
+	kids, err := childrenOf(pid)
+	if err != nil || len(kids) == 0 {
+		return 0, false
+	}
+	best, bestStart := 0, uint64(0)
+	for _, k := range kids {
+		st, err := readStat(k)
+		if err != nil {
+			continue
+		}
+		if best == 0 || st.start < bestStart || (st.start == bestStart && k < best) {
+			best, bestStart = k, st.start
 		}
 	}
+	return best, best != 0
 }

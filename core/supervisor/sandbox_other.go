@@ -2,15 +2,9 @@
 
 package supervisor
 
-import (
-	"os"
-	"time"
-)
+import "time"
 
-// waitLauncherExec does not wait where the launcher's exec cannot be seen
-// cheaply: the tree's settling (tree.go) covers it.
-func waitLauncherExec(_ int, _ string, execR *os.File, _ <-chan struct{}, _ time.Duration) {
-	if execR != nil {
-		execR.Close()
-	}
-}
+// findServer does not look below a launcher where the tree is not read
+// from /proc: the process started is the server's as far as the
+// supervisor can tell (macOS's sandbox-exec execs the server).
+func findServer(pid int, _ string, _ <-chan struct{}, _ time.Duration) int { return pid }

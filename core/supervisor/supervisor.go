@@ -70,7 +70,8 @@ var ErrGroupNotEmpty = errors.New("process group still has processes after SIGKI
 // are the credentials' values the server receives (in Env or in its calls):
 // what the server writes is redacted of them wherever Process gives it out
 // ([Redactor]). Sandbox, when set, confines the process with the paths of
-// Hide hidden from it ([Sandbox]); Start fails when it cannot. StderrLimit is how many bytes of stderr are kept (0 or less =
+// Hide hidden from it and those of Write writable ([Sandbox],
+// [Confinement]); Start fails when it cannot. StderrLimit is how many bytes of stderr are kept (0 or less =
 // DefaultStderrLimit).
 type Spec struct {
 	Label       string
@@ -82,6 +83,7 @@ type Spec struct {
 	Secrets     []Secret
 	Sandbox     Sandbox
 	Hide        []string
+	Write       []string
 	StderrLimit int
 	// Withhold, when not nil, reports the variables of the daemon's own
 	// environment that hold a secret: the server does not inherit them
@@ -153,9 +155,12 @@ func (e ExitInfo) String() string {
 // Call Stop when done with it, even after Done: Stop also ends grandchildren
 // left in the group and releases the pipes.
 type Process struct {
-	label  string
-	pid    int
-	path   string // the server's executable, as resolved (the sandbox's launcher execs it)
+	label string
+	pid   int // the direct child, leader of the process group Stop ends
+	// server is the server's process: pid, or, below a sandbox's launcher
+	// that stays (Nested), the descendant that exec'd the server.
+	server int
+	path   string // the server's executable, as resolved
 	epoch  string
 	cmd    *exec.Cmd
 	logger *slog.Logger
@@ -213,8 +218,10 @@ type Process struct {
 	identified chan struct{}
 }
 
-// Start launches s in a new process group with pipes for stdin, stdout and
-// stderr, as a new execution epoch: it mints the epoch ID
+// Start launches s in a new process group with pipes for stdin and stderr
+// and a stdout that names its writers (Linux: a Unix socket,
+// stdout_linux.go; elsewhere a pipe), as a new execution epoch: it mints
+// the epoch ID
 // (identity.NewEpoch, see [Process.Epoch]) and marks the server's
 // environment with it ([EpochEnv]). ctx bounds only the start itself:
 // cancelling it later does not touch the process; use [Process.Stop]. A
@@ -294,19 +301,14 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	var confined string
-	var execR, execW *os.File // the launcher's exec ends execR (ExecSignaler)
+	var confined, launcher string
 	if s.Sandbox != nil {
-		if confined, err = s.Sandbox.Prepare(cmd, s.Hide); err != nil {
+		if confined, err = s.Sandbox.Prepare(cmd, Confinement{Hide: s.Hide, Write: s.Write}); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("starting %s in its sandbox: %w", s.Label, err)
 		}
-		if es, ok := s.Sandbox.(ExecSignaler); ok && cmd.Path != path {
-			if execR, execW, err = pipe(); err != nil {
-				closeAll()
-				return nil, fmt.Errorf("starting %s: exec pipe: %w", s.Label, err)
-			}
-			es.SignalExec(cmd, execW)
+		if n, ok := s.Sandbox.(Nested); ok {
+			launcher = n.Launcher()
 		}
 	}
 	var (
@@ -334,13 +336,11 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	inR.Close()
 	outW.Close()
 	errW.Close()
-	if execW != nil {
-		execW.Close()
-	}
 
 	p := &Process{
 		label:      s.Label,
 		pid:        cmd.Process.Pid,
+		server:     cmd.Process.Pid,
 		path:       path,
 		epoch:      epoch,
 		cmd:        cmd,
@@ -372,13 +372,14 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		tree:       treeState{epoch: epoch},
 		escaped:    map[int]bool{},
 	}
-	p.logger.Info("server started", "path", path)
 	go p.readStderr()
 	go p.reap()
-	if cmd.Path != path {
-		// A sandbox's launcher runs first and execs the server.
-		waitLauncherExec(p.pid, cmd.Path, execR, p.done, o.SettleMax)
+	if launcher != "" {
+		// The sandbox's launcher stays: the server runs below it.
+		p.server = findServer(p.pid, launcher, p.done, o.SettleMax)
+		p.logger = o.Logger.With("server", s.Label, "pid", p.server, "epoch", epoch)
 	}
+	p.logger.Info("server started", "path", path)
 	if !o.NoTree && treeSupported {
 		p.stdout.attribute = p.attribute
 		go p.watchTree()
@@ -398,13 +399,16 @@ func (p *Process) Sandbox() string { return p.sandbox }
 // description), "" when Spec.Cgroups was not set.
 func (p *Process) Cgroup() string { return p.grouping }
 
-// Pid returns the direct child's process ID, which is also its process group ID.
-func (p *Process) Pid() int { return p.pid }
+// Pid returns the server's process ID: the direct child's, which is also
+// its process group ID, or, in a sandbox whose launcher stays ([Nested]),
+// that of the launcher's descendant that runs the server (as the daemon's
+// PID namespace numbers it).
+func (p *Process) Pid() int { return p.server }
 
 // StartTime returns the kernel's start time of the direct child, in the
 // unit the tree's identity records (identity.Observed.StartTime): with
 // its pid it names the process across pid reuse.
-func (p *Process) StartTime() (uint64, error) { return startTimeOf(p.pid) }
+func (p *Process) StartTime() (uint64, error) { return startTimeOf(p.server) }
 
 // ExecutableDigest returns the digest of the file the direct child runs
 // now, read through the kernel where the system offers it (Linux
@@ -415,7 +419,7 @@ func (p *Process) StartTime() (uint64, error) { return startTimeOf(p.pid) }
 // before is not read again when its device, inode and stat key are the
 // same (identity.Measurer.DigestOpen).
 func (p *Process) ExecutableDigest() (string, error) {
-	return digestRunning(p.measurer, p.pid, p.path)
+	return digestRunning(p.measurer, p.server, p.path)
 }
 
 // Epoch returns the execution epoch ID that Start minted for this process
@@ -575,6 +579,19 @@ func (p *Process) stopGroup(sw *sweeper) error {
 	if err != nil || !alive {
 		return err
 	}
+	if p.server != p.pid {
+		// Below a launcher that stays (bubblewrap): its monitor, signalled,
+		// would end the sandbox at once (SIGKILL, --die-with-parent), so
+		// the server's processes get SIGTERM first, through the epoch's
+		// mark, and the group only SIGKILL once they had their grace.
+		if _, err := sw.pass(pgid); err != nil {
+			p.logger.Warn("looking for processes of the epoch outside its group", "err", err)
+		}
+		if gone, err := waitGroupGone(pgid, p.done, p.opts.KillGrace); err != nil || gone {
+			return err
+		}
+		return p.killGroup(pgid)
+	}
 	if err := signalGroup(pgid, syscall.SIGTERM); err != nil {
 		return err
 	}
@@ -584,6 +601,12 @@ func (p *Process) stopGroup(sw *sweeper) error {
 	if gone, err := waitGroupGone(pgid, p.done, p.opts.KillGrace); err != nil || gone {
 		return err
 	}
+	return p.killGroup(pgid)
+}
+
+// killGroup sends SIGKILL to the process group pgid and waits until it is
+// gone.
+func (p *Process) killGroup(pgid int) error {
 	p.logger.Warn("server group alive after SIGTERM; sending SIGKILL", "grace", p.opts.KillGrace)
 	if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
 		return err

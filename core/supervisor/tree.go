@@ -473,7 +473,7 @@ func (p *Process) scanOpt(orphans bool) ([]procView, stamp, error) {
 		m, ok := p.tree.byKey[v.key()]
 		return m.view, ok
 	}
-	views, err := scanTree(p.pid, extra, viewsOf(p.tree.base), p.epoch, p.pipes, p.dir, known, orphans)
+	views, err := scanTree(p.server, extra, viewsOf(p.tree.base), p.epoch, p.pipes, p.dir, known, orphans)
 	return views, st, err
 }
 

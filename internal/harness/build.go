@@ -11,10 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-
-	"github.com/portcullis/portcullis/internal/sandboxlaunch"
 )
 
 // ModulePath is the import path of the main module, as go.mod declares it.
@@ -64,37 +61,11 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // ci`, no cgo, Fyne's test driver) from the repository at root into
 // dir/portcullis (the front, which runs `connect` and execs the full
 // program for every other command) and dir/portcullis-app (the full
-// program), with the sandbox's launcher beside them
-// (dir/portcullis-sandbox, [BuildSandboxLauncher]), and returns the path of
-// portcullis. A failure is a *BuildError.
+// program), and returns the path of portcullis. A failure is a
+// *BuildError.
 func BuildPortcullis(ctx context.Context, root, dir string) (string, error) {
 	out := filepath.Join(dir, "portcullis")
-	if err := goBuild(ctx, root, "portcullis", "build", "-tags", "ci", "-o", dir+string(filepath.Separator), ".", "./cmd/portcullis-app"); err != nil {
-		return out, err
-	}
-	_, err := BuildSandboxLauncher(ctx, root, dir)
-	return out, err
-}
-
-// BuildSandboxLauncher builds the sandbox's launcher (cmd/portcullis-sandbox)
-// from the repository at root into dir/portcullis-sandbox, with its entry
-// point on linux/amd64 as `make launcher` links it, and returns that path.
-// A failure is a *BuildError.
-func BuildSandboxLauncher(ctx context.Context, root, dir string) (string, error) {
-	out := filepath.Join(dir, "portcullis-sandbox")
-	args := []string{"build", "-o", out}
-	if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
-		args = append(args, "-ldflags=-E="+sandboxlaunch.EntrySymbol)
-	}
-	return out, goBuild(ctx, root, "portcullis-sandbox", append(args, "./cmd/portcullis-sandbox")...)
-}
-
-// BuildSandboxLauncherWithoutEntry builds the launcher as a plain `go
-// build` does, without the entry point that makes its own namespaces, into
-// dir/portcullis-sandbox: the daemon then clones it into them.
-func BuildSandboxLauncherWithoutEntry(ctx context.Context, root, dir string) (string, error) {
-	out := filepath.Join(dir, "portcullis-sandbox")
-	return out, goBuild(ctx, root, "portcullis-sandbox", "build", "-o", out, "./cmd/portcullis-sandbox")
+	return out, goBuild(ctx, root, "portcullis", "build", "-tags", "ci", "-o", dir+string(filepath.Separator), ".", "./cmd/portcullis-app")
 }
 
 // BuildServer builds the Go test server testdata/servers/NAME (its own

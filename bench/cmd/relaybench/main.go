@@ -34,7 +34,7 @@ func main() {
 	calls := flag.Int("calls", 1000, "calls per path, concurrency and round")
 	servers := flag.Int("servers", 10, "running servers for the loaded memory figure (0: skip)")
 	only := flag.String("paths", "direct,socat,supergateway,portcullis,portcullis-grant,portcullis-cred", "comma-separated paths to measure (portcullis-cred needs a Secret Service: relaybench runs itself inside scripts/with-secret-service.sh when there is none)")
-	flag.StringVar(&prebuilt, "portcullis", "", "use this portcullis executable instead of building one (to compare two builds): a front with portcullis-app (and portcullis-sandbox) beside it, or an older single executable")
+	flag.StringVar(&prebuilt, "portcullis", "", "use this portcullis executable instead of building one (to compare two builds): a front with portcullis-app beside it, or an older single executable")
 	flag.IntVar(&connects, "connects", 10, "connections for the connect-time figure, alternating direct and portcullis (0: skip)")
 	flag.StringVar(&callersFlag, "callers", "1,8", "comma-separated numbers of concurrent callers, each batch run once per number")
 	flag.StringVar(&perfOut, "perf", "", "record a perf profile (perf record -g) of the daemon during the measured batches into this file")

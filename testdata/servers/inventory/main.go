@@ -23,13 +23,16 @@
 //
 // INVENTORY_CALL_LOG=FILE appends one JSON line per tools/call request received, before
 // it is validated or run: {"tool": NAME, "args": ARGUMENTS, "revision": R, "build": B,
-// "pid": PID}, the ledger tests read to see which process received which call.
+// "pid": PID, "process": P}, the ledger tests read to see which process received which
+// call: P is drawn at random when the process starts, since PID repeats across sandboxes
+// (each server is pid 2 of a PID namespace of its own).
 //
 // Logs go to stderr only; stdout carries JSON-RPC and nothing else.
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +54,9 @@ var schemaRevision = "1"
 // buildLabel changes the binary without changing its catalog; set with
 // -ldflags "-X main.buildLabel=…".
 var buildLabel = ""
+
+// process names this process in the call log (see the package comment).
+var process = rand.Text()
 
 // seedStock is the quantity of each SKU when the process starts.
 var seedStock = map[string]int64{
@@ -256,7 +262,7 @@ func callLog(f *os.File, log *slog.Logger) mcp.Middleware {
 					args = json.RawMessage("null")
 				}
 				line, err := json.Marshal(map[string]any{"tool": call.Params.Name, "args": args,
-					"revision": schemaRevision, "build": buildLabel, "pid": os.Getpid()})
+					"revision": schemaRevision, "build": buildLabel, "pid": os.Getpid(), "process": process})
 				if err == nil {
 					mu.Lock()
 					_, err = f.Write(append(line, '\n'))

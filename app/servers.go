@@ -932,6 +932,18 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// telemetryLine says where the OpenTelemetry export goes and how it fares.
+func telemetryLine(t daemon.TelemetryStatus) string {
+	if t.Error != "" {
+		return "Telemetry: not exported: " + t.Error
+	}
+	line := fmt.Sprintf("Telemetry: exported to %s; %d sent, %d dropped", t.Destination, t.Exported, t.Dropped)
+	if t.LastError != "" {
+		line += " (last error: " + t.LastError + ")"
+	}
+	return line
+}
+
 // writeStatus prints the status report for a person.
 func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusReport) {
 	fmt.Fprintf(w, "Portcullis daemon: running (pid %d, socket %s)\n", rep.PID, rep.Socket)
@@ -964,6 +976,9 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 		fmt.Fprintf(w, "Audit: not signed, %s; hash-chained all the same (portcullis help audit; the whole reason: status --json)\n", shortAuditNote(rep.Audit.Note))
 	}
 	fmt.Fprintln(w, authLine(rep.Authentication))
+	if t := rep.Telemetry; t != nil {
+		fmt.Fprintln(w, telemetryLine(*t))
+	}
 	if len(rep.Servers) == 0 {
 		fmt.Fprintf(w, "No servers configured in %s.\n", rep.ConfigFile)
 	}

@@ -55,6 +55,23 @@ func TestShortAuditNote(t *testing.T) {
 	}
 }
 
+// TestStatusTextTelemetry: status says where telemetry goes, what it sent
+// and dropped, and nothing when it is off.
+func TestStatusTextTelemetry(t *testing.T) {
+	var b strings.Builder
+	rep := daemon.StatusReport{Telemetry: &daemon.TelemetryStatus{Destination: "http://127.0.0.1:4318 (http/protobuf)"}}
+	rep.Telemetry.Exported, rep.Telemetry.Dropped, rep.Telemetry.LastError = 12, 3, "connection refused"
+	writeStatus(&b, rep)
+	if !strings.Contains(b.String(), "Telemetry: exported to http://127.0.0.1:4318 (http/protobuf); 12 sent, 3 dropped (last error: connection refused)\n") {
+		t.Errorf("status with telemetry:\n%s", b.String())
+	}
+	b.Reset()
+	writeStatus(&b, daemon.StatusReport{})
+	if strings.Contains(b.String(), "Telemetry") {
+		t.Errorf("status without telemetry mentions it:\n%s", b.String())
+	}
+}
+
 // TestStatusTextDegraded: a daemon service that stopped is named in the
 // status text with its error and when it is restarted.
 func TestStatusTextDegraded(t *testing.T) {

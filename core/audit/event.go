@@ -275,7 +275,10 @@ type Decider struct {
 // say who approved.
 type ApprovalGranted struct {
 	Decider
-	Request         string   `json:"request"`
+	Request string `json:"request"`
+	// Grant is the id of the grant made (authz.Grant.ID), as the
+	// tool_called events of the calls it lets through name it.
+	Grant           string   `json:"grant,omitempty"`
 	AgentRun        string   `json:"agentRun"`
 	ServerLabel     string   `json:"serverLabel"`
 	Epoch           string   `json:"epoch,omitempty"`
@@ -358,7 +361,8 @@ type PersonAction struct {
 // ToolCalled is the fields of a tool_called event, the intent written before a
 // call is forwarded. Arguments appear only as ArgsDigest and ArgKeys (see
 // ArgsSummary). Decision says why the call may go ahead: "allow" (policy) or
-// "grant" (with Grant naming the approval request that granted it).
+// "grant" (with Grant naming the grant, made by the approval_granted event
+// of the same Grant).
 type ToolCalled struct {
 	Call            string   `json:"call"`
 	AgentRun        string   `json:"agentRun"`

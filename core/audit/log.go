@@ -34,10 +34,23 @@ var ErrInvalid = errors.New("invalid audit event")
 // DefaultMaxFileBytes is the rotation size used when Options.MaxFileBytes is 0.
 const DefaultMaxFileBytes = 64 << 20
 
+// Observer is shown the events of a Log as they are written (see
+// Options.Observer): the telemetry export.
+type Observer interface {
+	Observe(Event)
+}
+
 // Options configures Open.
 type Options struct {
 	// Dir is the audit directory (created with mode 0700 when missing).
 	Dir string
+	// Observer, when set, is shown each event once it is written to the
+	// file (before the sync of an authority event), in the order of the
+	// log. It is called with the writer's lock held: it must return at
+	// once, never wait (copy the event onto a bounded queue and drop it
+	// when that is full) and never call the Log. The event's Fields are
+	// not modified afterwards and may be kept.
+	Observer Observer
 	// MaxFileBytes is the size in bytes past which a new file is started
 	// (default DefaultMaxFileBytes). A file exceeds it only when a single
 	// group commit does.
@@ -889,6 +902,11 @@ func (l *Log) commitCheckedLocked(items []item, durable bool) ([]Event, error) {
 	}
 	w.written += uint64(len(evs))
 	w.lastEv = evs[len(evs)-1]
+	if o := l.opts.Observer; o != nil {
+		for _, ev := range evs {
+			o.Observe(ev)
+		}
+	}
 	if durable {
 		if err := l.syncLocked(); err != nil {
 			return nil, err

@@ -225,7 +225,39 @@ type Settings struct {
 	// calls and completions are group-committed within 10 ms); see the
 	// audit package's Durability for what each can lose.
 	AuditDurability string `json:"auditDurability,omitempty"`
+	// Telemetry, when present, sends what the audit log records (spans,
+	// log records and metrics, never a secret nor, unless Arguments names
+	// the server, argument values) to an OpenTelemetry collector over
+	// OTLP. Absent: the standard OTEL_EXPORTER_OTLP_* variables of the
+	// daemon's own environment, and nothing when they are unset either.
+	Telemetry *Telemetry `json:"telemetry,omitempty"`
 }
+
+// Telemetry is settings.telemetry: where the daemon exports OpenTelemetry
+// data (docs/CONFIGURATION.md, "Telemetry").
+type Telemetry struct {
+	// Endpoint is the collector's base URL (http or https): for
+	// http/protobuf the signal paths /v1/traces, /v1/logs and /v1/metrics
+	// are added to it; for grpc its host and port are dialled.
+	Endpoint string `json:"endpoint"`
+	// Protocol is [ProtocolHTTP] (the default when empty) or [ProtocolGRPC].
+	Protocol string `json:"protocol,omitempty"`
+	// Headers are sent with every export (a collector's token).
+	Headers map[string]string `json:"headers,omitempty"`
+	// ResourceAttributes are added to the resource that names this
+	// machine's Portcullis (team, host group…).
+	ResourceAttributes map[string]string `json:"resourceAttributes,omitempty"`
+	// Arguments lists the server labels whose calls' argument values are
+	// exported (as the span attribute portcullis.tool.arguments); no
+	// other server's are.
+	Arguments []string `json:"arguments,omitempty"`
+}
+
+// Values of Telemetry.Protocol, as OTEL_EXPORTER_OTLP_PROTOCOL names them.
+const (
+	ProtocolHTTP = "http/protobuf"
+	ProtocolGRPC = "grpc"
+)
 
 // Values of Settings.AuditDurability.
 const (

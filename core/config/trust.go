@@ -45,6 +45,11 @@ const (
 	// WidenSandbox is a server's sandbox lowered (strict → standard →
 	// off; unset counts as standard), a new server's below standard too.
 	WidenSandbox = "sandbox"
+	// WidenTelemetry is settings.telemetry sending to an endpoint that the
+	// configuration in force does not name (telemetry turned on, or sent
+	// elsewhere), or exporting the argument values of a server it did not:
+	// data leaves the machine for a place the person did not choose.
+	WidenTelemetry = "telemetry"
 	// WidenWrite is a write path added to a server (a new server's too):
 	// its sandbox lets it write there.
 	WidenWrite = "write"
@@ -59,8 +64,8 @@ const (
 type Widening struct {
 	// Kind is one of WidenPolicy, WidenCredential, WidenLaunch,
 	// WidenCredentialUse, WidenAuditSigning, WidenApprovalAuthentication,
-	// WidenAuditDurability, WidenSessionBus, WidenSandbox, WidenWrite,
-	// WidenIgnore.
+	// WidenAuditDurability, WidenSessionBus, WidenSandbox, WidenTelemetry,
+	// WidenWrite, WidenIgnore.
 	Kind string `json:"kind"`
 	// Server is the server label the change is about ("" for credential
 	// scope definitions and settings).
@@ -259,6 +264,10 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 		held = append(held, Widening{Kind: WidenAuditDurability, Text: fmt.Sprintf("settings: auditDurability strict → %s", cmp.Or(n, DurabilityAuthority))})
 		inForce.Settings.AuditDurability = o
 	}
+	if w, ok := telemetryWidens(applied.Settings.Telemetry, edited.Settings.Telemetry); ok {
+		held = append(held, w)
+		inForce.Settings.Telemetry = applied.Settings.Telemetry.Clone()
+	}
 	if len(held) > 0 && inForce.Validate() != nil {
 		return applied.Clone(), held
 	}
@@ -393,5 +402,46 @@ func (c *Config) Clone() *Config {
 		v := *c.Settings.AuditSigning
 		out.Settings.AuditSigning = &v
 	}
+	out.Settings.Telemetry = c.Settings.Telemetry.Clone()
 	return &out
+}
+
+// Clone returns a deep copy of t (nil for nil).
+func (t *Telemetry) Clone() *Telemetry {
+	if t == nil {
+		return nil
+	}
+	out := *t
+	out.Headers = maps.Clone(t.Headers)
+	out.ResourceAttributes = maps.Clone(t.ResourceAttributes)
+	out.Arguments = slices.Clone(t.Arguments)
+	return &out
+}
+
+// telemetryWidens reports whether edited sends telemetry somewhere applied
+// does not (another endpoint or protocol), or the argument values of a
+// server applied does not export. Turning telemetry off, or changing its
+// headers or resource attributes, narrows nothing and widens nothing: it
+// applies at once.
+func telemetryWidens(applied, edited *Telemetry) (Widening, bool) {
+	if edited == nil {
+		return Widening{}, false
+	}
+	var what []string
+	if applied == nil || applied.Endpoint != edited.Endpoint || cmp.Or(applied.Protocol, ProtocolHTTP) != cmp.Or(edited.Protocol, ProtocolHTTP) {
+		what = append(what, fmt.Sprintf("export to %s (%s)", edited.Endpoint, cmp.Or(edited.Protocol, ProtocolHTTP)))
+	}
+	var had []string
+	if applied != nil {
+		had = applied.Arguments
+	}
+	for _, label := range edited.Arguments {
+		if !slices.Contains(had, label) {
+			what = append(what, "argument values of "+label)
+		}
+	}
+	if len(what) == 0 {
+		return Widening{}, false
+	}
+	return Widening{Kind: WidenTelemetry, Text: "settings: telemetry " + strings.Join(what, ", ")}, true
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -133,7 +134,10 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 //     uses; two credentials of one server do not share an envVar;
 //   - durations are not negative;
 //   - settings.approvalAuthentication is empty, "off", "credentials" or "always";
-//   - settings.auditDurability is empty, "strict" or "authority".
+//   - settings.auditDurability is empty, "strict" or "authority";
+//   - settings.telemetry, when present, has an http or https endpoint with
+//     a host, a protocol that is empty, "http/protobuf" or "grpc", and
+//     valid server labels in arguments.
 func (c *Config) Validate() error {
 	var problems []Problem
 	for _, label := range sortedKeys(c.Servers) {
@@ -159,6 +163,9 @@ func (c *Config) Validate() error {
 	default:
 		problems = append(problems, Problem{Path: joinPath("settings", "auditDurability"),
 			Reason: fmt.Sprintf("is %q: must be %q or %q (or left out for authority)", c.Settings.AuditDurability, DurabilityStrict, DurabilityAuthority)})
+	}
+	if t := c.Settings.Telemetry; t != nil {
+		validateTelemetry(&problems, t)
 	}
 	if len(problems) == 0 {
 		return nil
@@ -343,4 +350,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+func validateTelemetry(ps *[]Problem, t *Telemetry) {
+	at := func(key string) string { return joinPath(joinPath("settings", "telemetry"), key) }
+	if u, err := url.Parse(t.Endpoint); t.Endpoint == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		*ps = append(*ps, Problem{Path: at("endpoint"),
+			Reason: fmt.Sprintf("is %q: must be the collector's http:// or https:// URL with a host, such as \"http://127.0.0.1:4318\" (or leave settings.telemetry out to export nothing)", t.Endpoint)})
+	}
+	switch t.Protocol {
+	case "", ProtocolHTTP, ProtocolGRPC:
+	default:
+		*ps = append(*ps, Problem{Path: at("protocol"),
+			Reason: fmt.Sprintf("is %q: must be %q or %q (or left out for %s)", t.Protocol, ProtocolHTTP, ProtocolGRPC, ProtocolHTTP)})
+	}
+	for k := range t.Headers {
+		if k == "" || strings.ContainsAny(k, " \t\r\n:") {
+			*ps = append(*ps, Problem{Path: at("headers"), Reason: fmt.Sprintf("has the header name %q: a name has no spaces nor colons", k)})
+		}
+	}
+	for i, label := range t.Arguments {
+		if !ValidLabel(label) {
+			*ps = append(*ps, Problem{Path: fmt.Sprintf("%s[%d]", at("arguments"), i), Reason: fmt.Sprintf("is %q: must be a server label", label)})
+		}
+	}
 }

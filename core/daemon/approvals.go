@@ -205,7 +205,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 	}
 	if err := d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
 		Decider: who,
-		Request: r.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
+		Request: r.ID, Grant: g.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
 		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen, ServerRequest: g.ServerRequest,
 		ToolContracts: g.Contracts,
 	}); err != nil {

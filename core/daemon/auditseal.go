@@ -38,7 +38,7 @@ func AnchorPath(d paths.Dirs) string { return filepath.Join(d.State, "audit-anch
 
 // auditOptions are the audit.Options the daemon opens its log with.
 func (d *Daemon) auditOptions() audit.Options {
-	return audit.Options{Dir: AuditDir(d.opts.Dirs), Key: d.opts.AuditKey, Logger: d.log,
+	return audit.Options{Dir: AuditDir(d.opts.Dirs), Key: d.opts.AuditKey, Logger: d.log, Observer: &d.tel,
 		SealKeys: sealKeysFor(runtime.GOOS, d.opts.Dirs, d.opts.Secrets), AnchorPath: AnchorPath(d.opts.Dirs)}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
@@ -181,6 +182,9 @@ func (d *Daemon) putInForce(cfg *config.Config, data []byte, by string) (*config
 			// (An edit by the person's tools was recorded before it was
 			// written, with who made it: see EditConfig.)
 			d.recordConfig(data, cfg, false)
+		}
+		if old == nil || !reflect.DeepEqual(old.Settings.Telemetry, cfg.Settings.Telemetry) {
+			d.followTelemetry(context.Background())
 		}
 		if old == nil || old.Settings.AuditSigningOn() != cfg.Settings.AuditSigningOn() {
 			// After config_changed, which names the change; off the

@@ -117,9 +117,10 @@ type Daemon struct {
 	uid      int
 	catalogs *catalog.Store
 	validate *catalog.Validator
-	audit    *audit.Log  // set once by Serve before any connection
-	auditW   *recovering // the same log, recovering after write failures
-	watcher  fileWatcher // the build watcher
+	audit    *audit.Log      // set once by Serve before any connection
+	auditW   *recovering     // the same log, recovering after write failures
+	tel      telemetrySwitch // the telemetry export, the audit log's Observer
+	watcher  fileWatcher     // the build watcher
 	authz    *authz.Authority
 	health   serviceHealth // services that stopped on their own (services.go)
 
@@ -318,6 +319,10 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		return err
 	}
 	d.reapOrphans()
+	// Before the log opens: the events it writes itself are exported too.
+	d.tel.started.Store(true)
+	d.followTelemetry(ctx)
+	defer d.tel.stop()
 	al, err := audit.Open(d.auditOptions())
 	if err != nil {
 		ln.Close()
@@ -588,6 +593,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		MaxMessage:     cfg.Settings.MaxMessageOrDefault(),
 		RestartOnCrash: true,
 		Audit:          d.auditW,
+		Arguments:      func(call string, args func() json.RawMessage) { d.tel.arguments(label, call, args) },
 		Logger:         d.log,
 		OnChange:       func() { d.rewatch(label); d.notify() },
 	})
@@ -1065,6 +1071,9 @@ type StatusReport struct {
 	// checks (gateway.Status.Check), with the last one; sorted by label.
 	Checks []CheckSummary `json:"checks"`
 	Audit  AuditStatus    `json:"audit"`
+	// Telemetry is the OpenTelemetry export (settings.telemetry), nil
+	// when nothing is exported.
+	Telemetry *TelemetryStatus `json:"telemetry,omitempty"`
 	// PendingChange is the edit of the configuration file whose widening
 	// parts wait for the person (portcullis changes), nil when none.
 	PendingChange *PendingChange `json:"pendingChange,omitempty"`
@@ -1095,6 +1104,7 @@ func (d *Daemon) Status() StatusReport {
 	cfg, cfgErr := d.config()
 	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}, Checks: []CheckSummary{}}
 	rep.Audit = d.auditStatus()
+	rep.Telemetry = d.tel.status()
 	rep.PendingChange = d.pendingCopy()
 	rep.Authentication = d.authStatus()
 	rep.Degraded = d.health.list()

@@ -135,6 +135,9 @@ func (s *Session) recordIntent(e *epoch, c *toolCall, auth authorization) (*call
 	if err != nil {
 		return nil, err
 	}
+	if f := s.opts.Arguments; f != nil && c.args != nil {
+		f(rec.id, func() json.RawMessage { return redactJSON(e, c.args) })
+	}
 	return rec, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/catalog"
@@ -44,6 +45,13 @@ func BenchmarkToolCallAllow(b *testing.B) {
 }
 
 func benchToolCall(b *testing.B, a Auditor, policy func(string) config.Policy) {
+	benchToolCallPaced(b, a, policy, 0)
+}
+
+// benchToolCallPaced is benchToolCall with pace between calls (not
+// timed): the latency of a call that is not queued behind the last one's
+// after-effects (0: back to back).
+func benchToolCallPaced(b *testing.B, a Auditor, policy func(string) config.Policy, pace time.Duration) {
 	dir, err := os.MkdirTemp("", "gateway-bench-")
 	if err != nil {
 		b.Fatal(err)
@@ -85,6 +93,11 @@ func benchToolCall(b *testing.B, a Auditor, policy func(string) config.Policy) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
+		if pace > 0 {
+			b.StopTimer()
+			time.Sleep(pace)
+			b.StartTimer()
+		}
 		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"arguments":{"n":%d,"text":"hello"},"name":"echo"}}`, i+1, i))
 		if line := next(); bytes.Contains(line, []byte(`"error"`)) {
 			b.Fatalf("the call failed: %s", line)

@@ -156,8 +156,14 @@ type Options struct {
 	// Audit receives the events of the run; the tool_called intent is
 	// durable before a call is forwarded, and calls fail closed with
 	// audit_unavailable when it cannot be written. Nil: no audit.
-	Audit  Auditor
-	Logger *slog.Logger
+	Audit Auditor
+	// Arguments, when set, is told of each tool call forwarded (call is
+	// its ULID in the audit log, once its tool_called intent is written);
+	// args gives the call's argument values, without the values of the
+	// credentials the server was given, for the telemetry export of a
+	// server that the person chose to export them for. Nil: no one is.
+	Arguments func(call string, args func() json.RawMessage)
+	Logger    *slog.Logger
 	// OnChange, when set, is called (without locks held) after the
 	// session's visible state changes.
 	OnChange func()

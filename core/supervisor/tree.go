@@ -356,22 +356,29 @@ func (p *Process) setAnswerersLocked(pid int) {
 			t.answerers[pid] = m.view.start
 		}
 	}
-	if pid != 0 && len(t.answerers) == 0 {
-		// It answered from outside what the tree read shows (it left the
-		// tree): it is still what answered.
-		if st, err := startTimeOf(pid); err == nil {
-			t.answerers[pid] = st
-		}
-	}
 	if len(t.answerers) == 0 {
-		for _, m := range t.recorded {
-			if m.view.stdio {
-				t.answerers[m.view.pid] = m.view.start
-			}
-		}
+		// No writer named, or it exited already (a short helper that
+		// printed the answer, as a shell server's jq or cat does): what
+		// reads the requests answers.
+		p.adoptHoldersLocked()
 	}
 	for _, m := range t.base {
 		if st, ok := t.answerers[m.view.pid]; ok && st == m.view.start {
+			t.writers[m.view.pid] = writer{view: m.view}
+		}
+	}
+}
+
+// adoptHoldersLocked makes the recorded processes that hold the server's
+// stdio the answerers: when no process named as a writer lives on (a
+// server whose answers are printed by short helpers), the one that reads
+// the requests answers for the epoch.
+func (p *Process) adoptHoldersLocked() {
+	t := &p.tree
+	t.answerers = map[int]uint64{}
+	for _, m := range t.base {
+		if m.view.stdio {
+			t.answerers[m.view.pid] = m.view.start
 			t.writers[m.view.pid] = writer{view: m.view}
 		}
 	}
@@ -1011,10 +1018,25 @@ func (p *Process) watchTree() {
 		pids := p.answererPidsLocked()
 		p.treeMu.Unlock()
 		wake.watch(pids)
-		if waiting && delay > 0 && delay <= replacementLast {
+		switch {
+		case waiting && delay > 0 && delay <= replacementLast:
 			again = time.After(delay)
 			delay *= 2
-		} else {
+		case waiting && delay > replacementLast:
+			// Nothing took the answerers' place: the processes that read
+			// the requests answer for the epoch from now on (a server
+			// whose answers come from short helpers; a watcher whose
+			// next worker will be judged by what it runs and writes).
+			p.treeMu.Lock()
+			p.adoptHoldersLocked()
+			pids = p.answererPidsLocked()
+			p.treeMu.Unlock()
+			if len(pids) > 0 {
+				p.logger.Info("no process took the place of those that answered; the processes holding the server's stdio answer for the epoch", "pids", pids)
+				wake.watch(pids)
+			}
+			delay = 0
+		default:
 			delay = 0
 		}
 		if err != nil {

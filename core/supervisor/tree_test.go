@@ -636,3 +636,46 @@ func TestLateExecObservedBeforeAuthority(t *testing.T) {
 		})
 	}
 }
+
+// A server whose answers are printed by short helpers (a shell loop running
+// a printf or jq per request) keeps answering for its epoch: when the
+// helper that wrote the first answer is gone, what reads the requests
+// answers, and the check before a call does not refuse for ever.
+func TestShortHelperAnswers(t *testing.T) {
+	p := start(t, supervisor.Spec{Label: "short", Command: "/bin/sh",
+		Args: []string{"-c", `while read x; do /bin/sh -c 'echo answered'; done`}}, fast)
+	if _, err := p.Settled(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(p.Stdout())
+	if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLine(t, r); got != "answered" {
+		t.Fatalf("server said %q", got)
+	}
+	arm(t, p)
+	for i := 0; i < 3; i++ {
+		if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
+			t.Fatal(err)
+		}
+		if got := readLine(t, r); got != "answered" {
+			t.Fatalf("server said %q", got)
+		}
+	}
+	for {
+		ch, err := p.CheckTree(testCtx(t))
+		var gone *supervisor.NoAnswerError
+		if errors.As(err, &gone) {
+			waitABit(t) // the helper that answered first just exited
+			continue
+		}
+		if err != nil || ch != nil {
+			t.Fatalf("CheckTree = %+v, %v; want no change: helpers of the system printed the answers", ch, err)
+		}
+		break
+	}
+	if p.CurrentEpoch() != p.Epoch() {
+		t.Errorf("epoch %s, want the launch's %s", p.CurrentEpoch(), p.Epoch())
+	}
+}

@@ -430,39 +430,46 @@ func readLedgerFields(t *testing.T, path string) [][]string {
 	return out
 }
 
-// approveAndWrite has the person approve the agent's write on whatever
-// epoch follows epochA, then writes text and returns the answer. Behind a
-// watcher that Portcullis also watches (nodemon with --watch, or the
-// script it runs), the observed worker swap and the build watcher's
-// settled measurement can each make an epoch: a card raised on the first
-// is withdrawn when the second replaces it, a write refused
-// authorization_stale asks again, and one refused epoch_ended before it
-// was sent is sent again; each is taken as it comes, a few times at most.
+// approveAndWrite writes text and has the person approve it on whatever
+// epoch follows epochA, then returns the answer. Behind a watcher that
+// Portcullis also watches (nodemon with --watch, or the script it runs),
+// the observed worker swap and the build watcher's settled measurement can
+// each make an epoch: a card raised on the first is withdrawn when the
+// second replaces it, a write refused authorization_stale asks again, and
+// one refused epoch_ended before it was sent is sent again; each is taken
+// as it comes, a few times at most.
 func approveAndWrite(t *testing.T, h *harness.Home, a *listChangedAgent, epochA, text string) string {
 	t.Helper()
+	approved := map[string]bool{}
 	for attempt := 0; attempt < 6; attempt++ {
-		res, err := a.Session.CallTool(testContext(t, 2*time.Minute), &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": text}})
-		if err == nil && !res.IsError {
-			return resultText(res)
-		}
-		if err == nil {
-			t.Fatalf("write %q answered an error: %s", text, resultText(res))
-		}
-		_, r := refusalOf(t, err)
-		if r.Error == "epoch_ended" && strings.Contains(r.Reason, "it was not sent") {
-			continue // replaced before it was sent: nothing reached a server
-		}
-		if r.Error != "authorization_stale" {
-			t.Fatalf("write %q refused %+v", text, r)
-		}
-		req := waitApproval(t, h, "write on the new code", func(c authz.Card) bool {
-			return c.Tool == "write" && c.CurrentEpoch != "" && c.CurrentEpoch != epochA
-		})
-		if r, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", req.ID); err != nil {
-			if !strings.Contains(r.Stdout+r.Stderr, "withdrawn") {
-				t.Fatalf("approve %s: %v\n%s%s", req.ID, err, r.Stdout, r.Stderr)
+		pending := asyncCall(t, a.Session, "write", map[string]any{"text": text})
+	wait:
+		for {
+			select {
+			case r := <-pending:
+				if r.err == nil && !r.res.IsError {
+					return resultText(r.res)
+				}
+				if r.err == nil {
+					t.Fatalf("write %q answered an error: %s", text, resultText(r.res))
+				}
+				_, ref := refusalOf(t, r.err)
+				if ref.Error == "epoch_ended" && strings.Contains(ref.Reason, "it was not sent") || ref.Error == "authorization_stale" {
+					break wait // sent again
+				}
+				t.Fatalf("write %q refused %+v", text, ref)
+			case <-time.After(100 * time.Millisecond):
+				for _, req := range approvals(t, h) {
+					c := req.Card
+					if approved[req.ID] || c.Tool != "write" || c.CurrentEpoch == "" || c.CurrentEpoch == epochA {
+						continue
+					}
+					approved[req.ID] = true
+					if r, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", req.ID); err != nil && !strings.Contains(r.Stdout+r.Stderr, "withdrawn") {
+						t.Fatalf("approve %s: %v\n%s%s", req.ID, err, r.Stdout, r.Stderr)
+					}
+				}
 			}
-			waitApprovalGone(t, h, req.ID)
 		}
 	}
 	t.Fatalf("write %q did not go through after six attempts", text)

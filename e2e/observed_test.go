@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/control"
 )
 
@@ -329,7 +330,7 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 	ledger := filepath.Join(dir, "ledger")
 	h := newHome(t)
 	const label = "nodemon"
-	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--cwd", dir},
+	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--cwd", dir, "--sandbox", "off"}, // the ledger tells workers apart by their own pid: no PID namespace
 		node, nodemon, "-q", "--watch", worker, worker, ledger); err != nil {
 		t.Fatal(err)
 	}
@@ -351,14 +352,22 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRun(t, h, a.PID(), 30*time.Second, "a new epoch observed", readyOn(epochA))
-	res, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}})
-	if err == nil {
-		t.Fatalf("the write after the swap was answered %q, want a refusal", resultText(res))
-	}
-	// The observed swap and the build watcher's measurement (--watch) may
-	// each make an epoch: the refusal names whichever is current.
-	if _, r := refusalOf(t, err); r.Error != control.AuthorizationStale || r.CurrentEpoch == epochA {
-		t.Fatalf("refusal %+v, want authorization_stale naming an epoch after %s", r, epochA)
+	// The write on the old grant: refused authorization_stale, or held for
+	// the person's approval of the new code (when the agent had listed the
+	// tools again); either way it never reaches a worker unapproved.
+	second := asyncCall(t, a.Session, "write", map[string]any{"text": "second"})
+	select {
+	case r := <-second:
+		if r.err == nil {
+			t.Fatalf("the write after the swap was answered %q, want a refusal or a wait", resultText(r.res))
+		}
+		if _, ref := refusalOf(t, r.err); ref.Error != control.AuthorizationStale || ref.CurrentEpoch == epochA {
+			t.Fatalf("refusal %+v, want authorization_stale naming an epoch after %s", ref, epochA)
+		}
+	case <-time.After(2 * time.Second):
+		waitApproval(t, h, "the held write on the new code", func(c authz.Card) bool {
+			return c.Tool == "write" && c.CurrentEpoch != "" && c.CurrentEpoch != epochA
+		})
 	}
 	for _, l := range readLedger(t, ledger) {
 		if l[1] == "second" || l[0] != pidA {
@@ -370,8 +379,16 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 	if pidB == "" || hostPIDOf(t, pidB, runB.PID) == hostA {
 		t.Fatalf("the write after approval was answered by %q, want a new worker (old %s)", pidB, pidA)
 	}
-	if l := readLedger(t, ledger); len(l) != 2 || l[1] != [2]string{pidB, "third"} {
-		t.Fatalf("ledger: %v, want first from %s then third from %s", l, pidA, pidB)
+	// "second", when it was held rather than refused, ran after the
+	// person approved the new code: on a new worker too.
+	l := readLedger(t, ledger)
+	if len(l) < 2 || l[0] != [2]string{pidA, "first"} || l[len(l)-1] != [2]string{pidB, "third"} {
+		t.Fatalf("ledger: %v, want first from %s, third from %s last", l, pidA, pidB)
+	}
+	for _, x := range l[1:] {
+		if x[0] == pidA {
+			t.Fatalf("ledger: %v: the old worker %s wrote after the swap", l, pidA)
+		}
 	}
 }
 

@@ -159,7 +159,7 @@ func (s *stdoutPipe) close() {
 	})
 }
 
-// samePidfd reports whether pidfd still names a live process: after a
+// pidfdAlive reports whether pidfd still names a live process: after a
 // process was read through /proc/PID, a pidfd of the writer that is still
 // alive proves that PID was that writer (a pid is not reused while its
 // process lives).

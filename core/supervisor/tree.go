@@ -99,10 +99,11 @@ type TreeChange struct {
 	New      []identity.Observed `json:"new"`
 	What     []string            `json:"what"`
 	At       time.Time           `json:"at"`
-	// Restarted is true when a process holding the server's stdio started
-	// or exec'd: a new program reads the requests, and (MCP 2025-11-25
-	// "Lifecycle") needs the handshake again. False when only helpers
-	// running new code appeared.
+	// Restarted is true when a new program reads the requests: a process
+	// that answered exec'd, or one took the place of the answerers that
+	// exited; it needs the handshake again (MCP 2025-11-25 "Lifecycle").
+	// False when new code appeared beside a live answerer, which keeps
+	// its handshake.
 	Restarted bool `json:"restarted"`
 	// Answered names the process whose output made the change (Linux): it
 	// wrote the server's output running code the epoch does not stand

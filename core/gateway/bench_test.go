@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,6 +121,7 @@ type echoProc struct {
 	inR, outR *io.PipeReader
 	inW, outW *io.PipeWriter
 	done      chan struct{}
+	once      sync.Once // Stop may be called from two goroutines at once (the run's end, the epoch's)
 }
 
 var _ Process = (*echoProc)(nil)
@@ -140,13 +142,11 @@ func (p *echoProc) Exit() supervisor.ExitInfo        { return supervisor.ExitInf
 func (p *echoProc) StderrTail(maxLines int) []string { return nil }
 
 func (p *echoProc) Stop(context.Context) error {
-	select {
-	case <-p.done:
-	default:
+	p.once.Do(func() {
 		p.inR.Close()
 		p.outW.Close()
 		close(p.done)
-	}
+	})
 	return nil
 }
 

@@ -67,7 +67,9 @@ Usage:
   portcullis status [--json]         per agent run: label, state, epoch, pid, digests
   portcullis doctor [--json]         which daemon this environment reaches, and why
   portcullis creds set|list|remove   set SCOPE [--env VAR|--meta] [--ask-every-use]  (secret from stdin)
-  portcullis approvals [--json]      pending approval requests, with their cards
+  portcullis approvals [--diff] [--json]
+                                     pending approval requests, with their cards and the source files
+                                         changed since the code you last approved (--diff: their lines)
   portcullis approve ID [--once] [--tools a,b | --all]
                                      approve for this agent run the tools the card proposes (--once: the call
                                          shown only; --tools: the called tool and these; --all: every tool shown)

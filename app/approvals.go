@@ -14,19 +14,22 @@ import (
 	"golang.org/x/term"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/codediff"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/textsafe"
 	"github.com/portcullis/portcullis/platform"
 )
 
 // runApprovals lists the pending approval requests with their cards.
 func (a *App) runApprovals(args []string) error {
-	fs, asJSON := jsonFlags("approvals", "print the pending requests as JSON")
-	if err := parseFlags(fs, args); err != nil {
+	o := approvalsFlags()
+	if err := parseFlags(o.fs, args); err != nil {
 		return err
 	}
+	asJSON := o.json
 	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpApprovals}, 5*time.Second)
 	if err != nil {
 		return daemonError(err)
@@ -35,25 +38,91 @@ func (a *App) runApprovals(args []string) error {
 	if err := json.Unmarshal(data, &reqs); err != nil {
 		return fmt.Errorf("reading the daemon's answer: %w", err)
 	}
+	code := make([]*codediff.Report, len(reqs))
+	for i, r := range reqs {
+		code[i] = a.codeChanges(r.ID)
+	}
 	if *asJSON {
-		return writeJSON(a.Stdout, reqs)
+		if !*o.diff {
+			return writeJSON(a.Stdout, reqs)
+		}
+		type withCode struct {
+			authz.Request
+			Code *codediff.Report `json:"code,omitempty"`
+		}
+		out := make([]withCode, len(reqs))
+		for i, r := range reqs {
+			out[i] = withCode{r, code[i]}
+		}
+		return writeJSON(a.Stdout, out)
 	}
 	if len(reqs) == 0 {
 		fmt.Fprintln(a.Stdout, "No approval requests are waiting.")
 		return nil
 	}
-	for _, r := range reqs {
+	for i, r := range reqs {
 		left := time.Until(r.Deadline).Round(time.Second)
 		fmt.Fprintf(a.Stdout, "%s  (expires in %s)\n", r.ID, left)
 		for _, l := range r.Card.Lines() {
 			fmt.Fprintf(a.Stdout, "  %s\n", textsafe.Line(l)) // a name cannot start a line of its own
 		}
+		writeCode(a.Stdout, code[i], *o.diff)
 		for _, w := range textsafe.Warnings(r.Card.Offered()) {
 			fmt.Fprintf(a.Stdout, "  ⚠ %s\n", w)
 		}
 		fmt.Fprintf(a.Stdout, "  → %s\n\n", decideHint(r))
 	}
 	return nil
+}
+
+// codeChanges asks the daemon what changed in the source tree of request
+// id's server since the code last approved; nil when it cannot say (an
+// older daemon, a request decided meanwhile).
+func (a *App) codeChanges(id string) *codediff.Report {
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpCode, Request: id}, 15*time.Second)
+	if err != nil {
+		return nil
+	}
+	var rep codediff.Report
+	if json.Unmarshal(data, &rep) != nil {
+		return nil
+	}
+	return &rep
+}
+
+// writeCode prints a card's code section: the summary line, each changed
+// file with its added and removed lines, and with diff each file's diff.
+// Everything in it is the server's tree's text: escaped, as all server
+// text is.
+func writeCode(w io.Writer, rep *codediff.Report, diff bool) {
+	if rep == nil {
+		return
+	}
+	fmt.Fprintf(w, "  CODE      %s\n", textsafe.Line(rep.Summary()))
+	if rep.Since != "" && rep.Note != "" {
+		fmt.Fprintf(w, "            %s\n", textsafe.Line(rep.Note))
+	}
+	if len(rep.Changes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "            in %s, since the code approved for epoch %s (%s)\n", textsafe.Line(rep.Root), ids.EpochID(rep.Since).Short(), rep.SinceAt.Local().Format("2006-01-02 15:04"))
+	for _, c := range rep.Changes {
+		fmt.Fprintf(w, "            %s\n", textsafe.Line(c.Stat()))
+	}
+	if !diff {
+		fmt.Fprintln(w, "            (portcullis approvals --diff shows the lines)")
+		return
+	}
+	for _, c := range rep.Changes {
+		if c.Diff == "" {
+			continue
+		}
+		fmt.Fprintln(w)
+		for _, l := range strings.Split(strings.TrimRight(c.Diff, "\n"), "\n") {
+			fmt.Fprintf(w, "    %s\n", textsafe.Block(l)) // tabs kept, controls escaped
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // decideHint is the line under a card that says how to answer it: what a

@@ -25,7 +25,7 @@ var commandFlags = map[string]func() *flag.FlagSet{
 	"connect":      func() *flag.FlagSet { return newFlags("connect") },
 	"status":       func() *flag.FlagSet { fs, _ := jsonFlags("status", "print the status as JSON"); return fs },
 	"doctor":       func() *flag.FlagSet { fs, _ := jsonFlags("doctor", "print the findings as JSON"); return fs },
-	"approvals":    func() *flag.FlagSet { fs, _ := jsonFlags("approvals", "print the pending requests as JSON"); return fs },
+	"approvals":    func() *flag.FlagSet { return approvalsFlags().fs },
 	"approve":      func() *flag.FlagSet { return decideFlags("approve").fs },
 	"deny":         func() *flag.FlagSet { return decideFlags("deny").fs },
 	"changes":      func() *flag.FlagSet { fs, _ := jsonFlags("changes", "print the held change as JSON"); return fs },
@@ -58,6 +58,16 @@ var commandFlags = map[string]func() *flag.FlagSet{
 func jsonFlags(name, what string) (*flag.FlagSet, *bool) {
 	fs := newFlags(name)
 	return fs, fs.Bool("json", false, what)
+}
+
+type approvalsOpts struct {
+	fs         *flag.FlagSet
+	json, diff *bool
+}
+
+func approvalsFlags() approvalsOpts {
+	fs, asJSON := jsonFlags("approvals", "print the pending requests as JSON")
+	return approvalsOpts{fs, asJSON, fs.Bool("diff", false, "show, under each card, the diff of every source file changed since the code you last approved on that server")}
 }
 
 type decideOpts struct {

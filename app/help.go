@@ -97,8 +97,8 @@ var docs = map[string]cmdDoc{
 		examples: []string{"portcullis stop"},
 	},
 	"approvals": {
-		what:     "Lists the approval requests waiting for a person, each with its card: the agent run, the call and its arguments, what changed since the last approval, and what approving it would cover.",
-		examples: []string{"portcullis approvals", "portcullis approvals --json"},
+		what:     "Lists the approval requests waiting for a person, each with its card: the agent run, the call and its arguments, what changed since the last approval (the tools, the measured files, and the files of the server's source tree with their added and removed lines), and what approving it would cover. --diff prints the diff of each changed source file.",
+		examples: []string{"portcullis approvals", "portcullis approvals --diff", "portcullis approvals --json"},
 	},
 	"approve": {
 		what: "Approves a waiting request, from a terminal (a supervised server or the agent cannot): for the agent run, the tools the card proposes (by default the called tool), or with --once only the call shown. " +

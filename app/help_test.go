@@ -77,7 +77,7 @@ var helpCases = []struct {
 	{[]string{"creds", "remove"}, []string{"portcullis creds set|list|remove"}},
 	{[]string{"creds", "remove", "api"}, []string{"portcullis creds set|list|remove"}},
 	{[]string{"stop"}, []string{"portcullis stop "}},
-	{[]string{"approvals"}, []string{"portcullis approvals [--json]"}},
+	{[]string{"approvals"}, []string{"portcullis approvals [--diff] [--json]"}},
 	{[]string{"approve"}, []string{"portcullis approve ID [--once]"}},
 	{[]string{"approve", "ID", "--tools", "a"}, []string{"portcullis approve ID [--once]"}},
 	{[]string{"deny"}, []string{"portcullis deny ID"}},

@@ -17,6 +17,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/codediff"
 	"github.com/portcullis/portcullis/core/textsafe"
 )
 
@@ -80,6 +81,12 @@ type ApprovalWindow struct {
 	approveRun  *escButton
 	approveOnce *escButton
 	deny        *escButton
+
+	// code, when set, tells what changed in the server's source tree
+	// (approvalcode.go); codeReports holds its answer per request (nil:
+	// asked, not answered yet).
+	code        CodeSource
+	codeReports map[string]*codediff.Report
 
 	detailsOpen bool       // the Details of the card shown are unfolded
 	details     *escButton // folds and unfolds them
@@ -182,6 +189,11 @@ func (w *ApprovalWindow) sync(pending []authz.Request) {
 	for id := range w.picked {
 		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return r.ID == id }) {
 			delete(w.picked, id)
+		}
+	}
+	for id := range w.codeReports {
+		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return r.ID == id }) {
+			delete(w.codeReports, id)
 		}
 	}
 	switch {
@@ -666,6 +678,7 @@ func (w *ApprovalWindow) cardObjects(v cardView) []fyne.CanvasObject {
 			objs = append(objs, indentRow(badge(severityLabel(c.Severity)+"  ", severityColor(c.Severity)), c.Text))
 		}
 	}
+	objs = append(objs, w.codeObjects(w.currentID())...)
 	if w.detailsOpen {
 		w.details.SetText("Hide details")
 		w.details.SetIcon(theme.MenuDropUpIcon())

@@ -56,8 +56,9 @@ type Approvals interface {
 }
 
 var (
-	_ Daemon    = (*daemon.Daemon)(nil)
-	_ Approvals = (*authz.Authority)(nil)
+	_ Daemon     = (*daemon.Daemon)(nil)
+	_ CodeSource = (*daemon.Daemon)(nil)
+	_ Approvals  = (*authz.Authority)(nil)
 )
 
 // Options configure a Tray. Daemon, Approvals and Quit are required.
@@ -140,6 +141,9 @@ func NewTray(app fyne.App, o Options) *Tray {
 	t := &Tray{app: app, opts: o, log: log}
 	t.Approval = newApprovalWindow(app, o.Approvals, o.Clock, log)
 	t.Approval.guard = approvalGuard
+	if cs, ok := o.Daemon.(CodeSource); ok {
+		t.Approval.code = cs
+	}
 	if d, ok := app.(desktop.App); ok {
 		t.desk = d
 	}

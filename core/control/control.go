@@ -49,6 +49,7 @@ const (
 	OpRestart   = "restart"   // replace the process of every agent run of Label with a new epoch
 	OpApprovals = "approvals" // Reply.Data: the pending approval requests ([]authz.Request)
 	OpDecide    = "decide"    // answer approval request Request with Choice; Reply.Data: the grant made (authz.Grant), absent for a denial
+	OpCode      = "code"      // Reply.Data: what changed in the source tree of pending request Request's server since the code last approved (codediff.Report)
 
 	// The configuration, through the daemon (the person's tools never write
 	// config.json while a daemon runs; see core/daemon configtrust.go).

@@ -188,6 +188,8 @@ func (d *Daemon) session(run string) *gateway.Session {
 }
 
 func (d *Daemon) approvalRequested(r authz.Request) {
+	rec, ok := d.lastRecord(r.Card.AgentRun)
+	d.code.requested(r, rec, ok && rec.Epoch == r.Card.CurrentEpoch)
 	d.appendAudit(audit.TypeApprovalRequested, audit.ApprovalRequested{
 		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
 		CatalogRevision: r.Card.CatalogRevision, ToolScope: r.Card.ToolScope, CredentialScope: r.Card.CredentialScope,
@@ -211,6 +213,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 	}); err != nil {
 		return err
 	}
+	d.code.decided(r.ID, g.ServerRequest == "")
 	if s := d.session(g.AgentRun); s != nil && g.Identity == "" {
 		s.NoteGranted(g)
 	}
@@ -218,6 +221,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 }
 
 func (d *Daemon) approvalDenied(r authz.Request, reason string) {
+	d.code.decided(r.ID, false)
 	d.appendAudit(audit.TypeApprovalDenied, audit.ApprovalDenied{
 		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity, Reason: reason,
 		By: r.DecidedBy, Stale: r.Card.Stale,
@@ -227,6 +231,7 @@ func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 // approvalWithdrawn records a request withdrawn without a decision: not a
 // person's denial (authz.Options.OnWithdrawn).
 func (d *Daemon) approvalWithdrawn(r authz.Request, why string) {
+	d.code.decided(r.ID, false)
 	d.appendAudit(audit.TypeApprovalWithdrawn, audit.ApprovalWithdrawn{
 		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
 		Tool: r.Card.Tool, Reason: why,

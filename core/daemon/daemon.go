@@ -122,6 +122,7 @@ type Daemon struct {
 	tel      telemetrySwitch // the telemetry export, the audit log's Observer
 	watcher  fileWatcher     // the build watcher
 	authz    *authz.Authority
+	code     *codeStore    // the source snapshots behind the cards' code sections (code.go)
 	health   serviceHealth // services that stopped on their own (services.go)
 
 	// newWatcher makes the configuration file's watcher (newFileWatcher).
@@ -239,6 +240,7 @@ func New(o Options) (*Daemon, error) {
 		cfgErr:   cfgErr,
 		cfgFrom:  from,
 		runs:     map[string]*gateway.Session{},
+		code:     newCodeStore(filepath.Join(o.Dirs.State, "code"), log),
 		labels:   map[string]string{},
 		watched:  map[string][]string{},
 
@@ -493,6 +495,14 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		reply(c, control.Reply{})
 	case control.OpApprovals:
 		b, _ := json.Marshal(d.authz.Pending())
+		reply(c, control.Reply{Data: b})
+	case control.OpCode:
+		rep, err := d.CodeChanges(ctx, h.Request)
+		if err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: "not_pending"})
+			return
+		}
+		b, _ := json.Marshal(rep)
 		reply(c, control.Reply{Data: b})
 	case control.OpDecide:
 		verb := "approve"
@@ -879,6 +889,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		d.untrackChild(proc.Pid())
 	}()
 	d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
+	d.code.launched(rec) // the source tree as this epoch started, for the cards that ask about it
 	// The processes that run the epoch are read once the launcher's exec
 	// settled (env, sh -c, npx) and the process answered; the gateway
 	// forwards the handshake meanwhile and holds calls until then. The

@@ -1,0 +1,108 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/codediff"
+)
+
+type fakeCode map[string]codediff.Report
+
+func (f fakeCode) CodeChanges(_ context.Context, id string) (codediff.Report, error) {
+	r, ok := f[id]
+	if !ok {
+		return codediff.Report{}, errors.New("not pending")
+	}
+	return r, nil
+}
+
+// labelTexts are the texts of the labels laid out in o.
+func labelTexts(o fyne.CanvasObject) []string {
+	var out []string
+	for _, x := range test.LaidOutObjects(o) {
+		if l, ok := x.(*widget.Label); ok {
+			out = append(out, l.Text)
+		}
+	}
+	return out
+}
+
+// waitLabel waits (on the test driver) until a label of o holds want.
+func waitLabel(t *testing.T, o func() fyne.CanvasObject, want string) []string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var got []string
+		fyne.DoAndWait(func() { got = labelTexts(o()) })
+		for _, l := range got {
+			if strings.Contains(l, want) {
+				return got
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no label holds %q; labels: %q", want, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCardShowsCodeChanges: the card lists the files of the server's
+// source tree changed since the approved code, and the diff dialog shows
+// their lines; the tree's text is the server's, so a control character in
+// a file name or a line is written out, never drawn raw.
+func TestCardShowsCodeChanges(t *testing.T) {
+	a := test.NewTempApp(t)
+	f := newFakeApprovals(request("apr_1", 0, authz.Card{Reason: "new epoch", ServerLabel: "notes", CurrentEpoch: "01J000000000000000000EPOCHB", Tool: "write"}))
+	w := newApprovalWindow(a, f, func() time.Time { return testNow }, slog.New(slog.DiscardHandler))
+	w.code = fakeCode{"apr_1": {
+		Label: "notes", Root: "/src/notes", Since: "01J000000000000000000EPOCHA", Epoch: "01J000000000000000000EPOCHB",
+		Changes: []codediff.Change{
+			{Path: "server.py", Kind: codediff.Modified, Added: 1, Diff: "--- a/server.py\n+++ b/server.py\n@@ -1 +1,2 @@\n import os\n+os.system('x')  # \x1b[2Jcalm\n"},
+			{Path: "evil\x1b[31m.py", Kind: codediff.Added, Added: 1, Diff: "--- /dev/null\n+++ b/evil\x1b[31m.py\n@@ -0,0 +1 @@\n+pass\n"},
+		},
+	}}
+	fyne.DoAndWait(func() { w.sync(f.Pending()) })
+	content := func() fyne.CanvasObject { return w.win.Content() }
+	got := waitLabel(t, content, "2 files changed (+2 −0)")
+	all := strings.Join(got, "\n")
+	for _, want := range []string{"M server.py  +1 −0", `A evil\x1b[31m.py  +1 −0`, "since the code you approved for epoch"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("card lacks %q:\n%s", want, all)
+		}
+	}
+	if strings.ContainsRune(all, 0x1b) {
+		t.Errorf("a raw escape reached the card: %q", all)
+	}
+	var diffButton *widget.Button
+	fyne.DoAndWait(func() {
+		for _, o := range test.LaidOutObjects(w.win.Content()) {
+			if b, ok := o.(*widget.Button); ok && b.Text == "Show the code diff" {
+				diffButton = b
+			}
+		}
+	})
+	if diffButton == nil {
+		t.Fatal("no Show the code diff button")
+	}
+	fyne.DoAndWait(func() { test.Tap(diffButton) })
+	var overlay []string
+	fyne.DoAndWait(func() {
+		if top := w.win.Canvas().Overlays().Top(); top != nil {
+			overlay = labelTexts(top)
+		}
+	})
+	text := strings.Join(overlay, "\n")
+	if !strings.Contains(text, `+os.system('x')  # \x1b[2Jcalm`) || strings.ContainsRune(text, 0x1b) {
+		t.Errorf("the diff dialog does not show the line escaped:\n%q", text)
+	}
+}

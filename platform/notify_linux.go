@@ -200,3 +200,11 @@ func (n *Notifier) Close() error {
 	n.shown = map[string]uint32{}
 	return err
 }
+
+// appName is the application name the notification server shows.
+func (o NotifierOptions) appName() string {
+	if o.AppName == "" {
+		return "Portcullis"
+	}
+	return o.AppName
+}

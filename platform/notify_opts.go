@@ -29,10 +29,3 @@ func (o NotifierOptions) logger() *slog.Logger {
 	}
 	return o.Logger
 }
-
-func (o NotifierOptions) appName() string {
-	if o.AppName == "" {
-		return "Portcullis"
-	}
-	return o.AppName
-}

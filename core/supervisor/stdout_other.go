@@ -45,4 +45,3 @@ func (s *stdoutPipe) close() { s.once.Do(func() { s.f.Close() }) }
 
 func pidfdAlive(int) bool { return false }
 func pidfdIno(int) uint64 { return 0 }
-func closePidfd(int)      {}

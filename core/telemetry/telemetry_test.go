@@ -188,8 +188,9 @@ func callSpanReachesReceiver(t *testing.T, protocol string) {
 	}) {
 		t.Errorf("metrics received: %v", r.Metrics())
 	}
+	key := "x-team-token" // canonical in HTTP's headers (Get), lower case in gRPC's metadata (the map)
 	for _, h := range r.Headers() {
-		if h.Get("x-team-token") != "t0k" && (len(h["x-team-token"]) == 0 || h["x-team-token"][0] != "t0k") {
+		if h.Get(key) != "t0k" && (len(h[key]) == 0 || h[key][0] != "t0k") {
 			t.Fatalf("an export without the configured header: %v", h)
 		}
 	}

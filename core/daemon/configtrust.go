@@ -35,10 +35,12 @@ import (
 //     it (control.OpChangeDecide, DecideChange) or rejects it (the daemon
 //     then writes the configuration in force back to the file).
 //   - When no daemon runs, the CLI writes the file itself: the daemon cannot
-//     tell then who ran it, so at start it splits the file against the last
-//     configuration the audit log recorded (config.audited.json in the state
-//     directory) the same way, and holds what widens. Only a first start
-//     (no audit log yet) takes the file as it is.
+//     tell then who ran it, so at start it splits the file against the
+//     configuration last in force (the run record's, runrecord.go; else
+//     config.audited.json) the same way, and holds what widens. Only a
+//     first start (neither an audit log nor state of an earlier run) takes
+//     the file as it is; a start that finds the log or the record deleted
+//     is log_tampered and holds what widens all the same.
 //
 // config.json.last-good always holds the configuration in force, never a
 // held change: restoring it restores what was in force.

@@ -23,6 +23,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -206,7 +207,7 @@ func New(o Options) (*Daemon, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	start := checkStart(o.Dirs)
+	start := checkStart(o.Dirs, sealKeysFor(runtime.GOOS, o.Dirs, o.Secrets))
 	cfg, data, pending, pendingData := trustAtStart(start, cfg, data, cmp.Or(from, o.Dirs.ConfigFile()))
 	if err := o.Dirs.Ensure(); err != nil {
 		return nil, err

@@ -141,18 +141,30 @@ func (s *startCheck) found(file, change, detail string) {
 	s.detail = append(s.detail, detail)
 }
 
-// earlierState lists what in dirs shows that a daemon ran there before,
-// apart from the audit log and the run record: the catalog store's
-// entries, the seal anchor and sealing key, config.audited.json, a log
-// moved aside by `portcullis audit rotate-key`.
-func earlierState(dirs paths.Dirs) []string {
+// earlierState lists what shows that a daemon ran on dirs before, apart
+// from the audit log and the run record: the catalog store's entries, the
+// seal anchor, the sealing key (in sk: a file of dirs on Linux, the
+// Keychain on macOS, which deleting the state directory leaves),
+// config.audited.json, a log moved aside by `portcullis audit rotate-key`.
+func earlierState(dirs paths.Dirs, sk audit.SealKeyStore) []string {
 	var out []string
 	if ents, _ := os.ReadDir(filepath.Join(dirs.State, "catalog")); len(ents) > 0 {
 		out = append(out, "catalog/")
 	}
-	for _, p := range []string{AnchorPath(dirs), SealKeyPath(dirs), filepath.Join(dirs.State, auditedConfigFile)} {
+	for _, p := range []string{AnchorPath(dirs), filepath.Join(dirs.State, auditedConfigFile)} {
 		if _, err := os.Lstat(p); err == nil {
 			out = append(out, filepath.Base(p))
+		}
+	}
+	switch k := sk.(type) {
+	case audit.SealKeyFile:
+		if _, err := os.Lstat(k.Path); err == nil {
+			out = append(out, filepath.Base(k.Path))
+		}
+	case secretSealKeys:
+		if v, err := k.store.Get(AuditSealScope); err == nil {
+			clear(v)
+			out = append(out, "the sealing key in the credential store ("+AuditSealScope+")")
 		}
 	}
 	if m, _ := filepath.Glob(filepath.Join(dirs.State, "audit.rotated-*")); len(m) > 0 {
@@ -169,12 +181,13 @@ func hasLog(dirs paths.Dirs) bool {
 
 // checkStart looks, before the daemon writes anything, at what earlier runs
 // left: the run record, the audit log, config.audited.json and the other
-// state (earlierState). A first start is one with none of them.
-func checkStart(dirs paths.Dirs) startCheck {
+// state (earlierState; sk is where the sealing key lives). A first start is
+// one with none of them.
+func checkStart(dirs paths.Dirs, sk audit.SealKeyStore) startCheck {
 	var s startCheck
 	rec, hasRec, recErr := ReadRunRecord(RunRecordPath(dirs))
 	logFiles := hasLog(dirs)
-	earlier := earlierState(dirs)
+	earlier := earlierState(dirs, sk)
 	var audited *config.Config
 	kept := filepath.Join(dirs.State, auditedConfigFile)
 	if b, err := os.ReadFile(kept); err == nil {

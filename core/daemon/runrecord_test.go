@@ -12,6 +12,7 @@ import (
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/paths"
+	"github.com/portcullis/portcullis/core/secrets"
 )
 
 // TestReadRunRecord: a record the daemon wrote reads back; no record is no
@@ -148,6 +149,7 @@ func TestStartCheck(t *testing.T) {
 			}
 		}, false, "audit/"},
 		{"log and record deleted, anchor left", func(t *testing.T, d paths.Dirs) { touch(t, AnchorPath(d), "{}") }, false, "audit/"},
+		{"log and record deleted, sealing key file left", func(t *testing.T, d paths.Dirs) { touch(t, SealKeyPath(d), "{}") }, false, "audit/"},
 		{"log and record deleted, config.audited.json left", func(t *testing.T, d paths.Dirs) {
 			touch(t, filepath.Join(d.State, auditedConfigFile), string(confirmedData))
 		}, false, "audit/"},
@@ -160,7 +162,7 @@ func TestStartCheck(t *testing.T) {
 			}
 			savePolicies(t, d.ConfigFile(), map[string]string{"read": "allow"})
 			tc.setup(t, d)
-			s := checkStart(d)
+			s := checkStart(d, sealKeysFor("linux", d, nil))
 			if got := s.prev == nil; got != tc.first {
 				t.Errorf("first start %t, want %t", got, tc.first)
 			}
@@ -244,5 +246,23 @@ func TestStartRecordsWhatWasMissing(t *testing.T) {
 	}
 	if len(tampered) != 1 || len(tampered[0].Files) == 0 || tampered[0].Files[0] != (audit.TamperedFile{File: RunRecordName, Change: "unreadable"}) || !strings.Contains(tampered[0].Detail, ErrBadRunRecord.Error()) {
 		t.Errorf("log_tampered events %+v, want one naming %s unreadable", tampered, RunRecordName)
+	}
+}
+
+// TestStartCheckSealKeyInKeychain: on macOS the sealing key lives in the
+// Keychain, which deleting the state directory leaves: with it there, a
+// data directory with nothing else is not a first start.
+func TestStartCheckSealKeyInKeychain(t *testing.T) {
+	d := paths.Dirs{State: t.TempDir()}
+	store := &secrets.Memory{}
+	if s := checkStart(d, sealKeysFor("darwin", d, store)); s.prev != nil || s.tampered() {
+		t.Fatalf("no key: first start %t, tampered %v; want a first start", s.prev == nil, s.detail)
+	}
+	if err := store.Set(AuditSealScope, []byte("1:key")); err != nil {
+		t.Fatal(err)
+	}
+	s := checkStart(d, sealKeysFor("darwin", d, store))
+	if s.prev == nil || !s.tampered() || !strings.Contains(strings.Join(s.detail, " "), AuditSealScope) {
+		t.Fatalf("key in the Keychain: first start %t, found %v; want log_tampered naming %s", s.prev == nil, s.detail, AuditSealScope)
 	}
 }

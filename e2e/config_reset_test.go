@@ -20,7 +20,7 @@ import (
 // TestResetDoesNotWiden plays the agent (same uid) resetting Portcullis to
 // widen trust: it kills the daemon with SIGKILL, deletes audit/ and
 // config.audited.json (in one case the daemon's run record too) and allows
-// tool echo in config.json by hand. The next daemon reports log_tampered
+// tool echo and turns approvalAuthentication off in config.json by hand. The next daemon reports log_tampered
 // (status text and --json), names what was missing in a log_tampered event
 // of the new log, and holds the allow: echo is refused while the tampering
 // is not acknowledged and asks the person after it; it is served only once
@@ -76,6 +76,14 @@ func TestResetDoesNotWiden(t *testing.T) {
 				}
 			}
 			editPolicies(t, h, map[string]config.Policy{"echo": config.PolicyAllow})
+			cfg, err := config.Load(h.ConfigFile())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Settings.ApprovalAuthentication = config.AuthOff
+			if err := config.Save(h.ConfigFile(), cfg); err != nil {
+				t.Fatal(err)
+			}
 
 			startDaemon(t, h)
 			ctx := testContext(t, 30*time.Second)
@@ -87,8 +95,8 @@ func TestResetDoesNotWiden(t *testing.T) {
 				t.Errorf("status audit.tampered %q, want log_tampered for the deleted log", rep.Audit.Tampered)
 			}
 			p := rep.PendingChange
-			if p == nil || !p.AtStart || !p.LogTampered || len(p.Held) != 1 || p.Held[0].Text != "echo: tool echo approve → allow" {
-				t.Fatalf("status pendingChange %+v, want the allow of echo held after log_tampered", p)
+			if p == nil || !p.AtStart || !p.LogTampered || len(p.Held) != 2 || p.Held[0].Text != "echo: tool echo approve → allow" || !strings.HasPrefix(p.Held[1].Text, "settings: approvalAuthentication ") {
+				t.Fatalf("status pendingChange %+v, want the allow of echo and approvalAuthentication off held after log_tampered", p)
 			}
 			r, err := h.Run(ctx, "status")
 			if err != nil {

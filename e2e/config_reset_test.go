@@ -107,6 +107,10 @@ func TestResetDoesNotWiden(t *testing.T) {
 					t.Errorf("status does not say %q:\n%s", w, r.Stdout)
 				}
 			}
+			// The fresh log does not verify as an untouched one, key or not.
+			if r := auditRun(t, h, "audit", "verify", "--json"); r.Code != 1 || !strings.Contains(r.Stdout, `"problem": "tampered"`) && !strings.Contains(r.Stdout, `"problem":"tampered"`) {
+				t.Errorf("audit verify on the fresh log: exit %d\n%s; want exit 1, problem tampered", r.Code, r.Stdout)
+			}
 			if cfg, err := config.Load(h.ConfigFile()); err != nil || cfg.Servers["echo"].Policy("echo") != config.PolicyAllow {
 				t.Errorf("config.json was rewritten (%v); the held change must stay in the file until the person decides", err)
 			}

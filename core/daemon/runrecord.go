@@ -263,13 +263,15 @@ func (d *Daemon) recordStart(ctx context.Context, al *audit.Log, anchorDetail st
 	}
 	starts := s.record.Starts + 1
 	ev, err := d.auditW.Append(ctx, TypeDaemonStarted, DaemonStarted{Starts: starts, FirstStart: s.prev == nil})
-	if err != nil {
-		return // the record keeps naming the last event that was written
-	}
 	_, data := d.configData()
 	d.recMu.Lock()
 	defer d.recMu.Unlock()
 	d.record = RunRecord{Starts: starts}
+	if err != nil {
+		// The file keeps naming the last event that was written; the next
+		// configuration change the log takes writes it.
+		return
+	}
 	d.keepRecordLocked(ev, al.Segment(), data)
 }
 

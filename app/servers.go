@@ -1221,5 +1221,8 @@ func writePending(w interface{ Write([]byte) (int, error) }, p *daemon.PendingCh
 	for _, h := range p.Held {
 		fmt.Fprintf(w, "  %s\n", h.Text)
 	}
+	if p.LogTampered {
+		fmt.Fprintf(w, "The daemon started with its audit log or run record missing (log_tampered): the configuration you last confirmed is in force, whatever %s says.\n", p.File)
+	}
 	fmt.Fprintf(w, "The rest of the file is in force. Confirm it: portcullis changes confirm %s\n  or set the file back: portcullis changes reject %s\n", p.ID, p.ID)
 }

@@ -115,13 +115,14 @@ func setupKeys(t *testing.T, h *harness.Home, args ...string) (string, string) {
 	return vkRE.FindString(r.Stdout), r.Stdout
 }
 
-// snapshot copies the audit directory, the anchor and the key file.
+// snapshot copies the audit directory, the anchor, the key file and the
+// daemon's run record (which names an event of the log).
 type snapshot map[string][]byte
 
 func takeSnapshot(t *testing.T, h *harness.Home) snapshot {
 	t.Helper()
 	s := snapshot{}
-	for _, p := range []string{filepath.Join(h.Dir, "audit-seal.key"), filepath.Join(h.Dir, "audit-anchor.json")} {
+	for _, p := range []string{filepath.Join(h.Dir, "audit-seal.key"), filepath.Join(h.Dir, "audit-anchor.json"), filepath.Join(h.Dir, daemon.RunRecordName)} {
 		if b, err := os.ReadFile(p); err == nil {
 			s[p] = b
 		}

@@ -196,9 +196,10 @@ const headSize = 256
 // request is a control request to the writer goroutine.
 type request struct {
 	op     ctlOp
-	key    []byte // opEnable
-	reason string // opDisable, opSeal, opTamper, opAck
-	force  bool   // opSetup
+	key    []byte         // opEnable
+	reason string         // opDisable, opSeal, opTamper, opAck
+	force  bool           // opSetup
+	files  []TamperedFile // opTamper
 	vk     VerificationKey
 	done   chan result
 }
@@ -741,7 +742,7 @@ func (l *Log) control(r *request) {
 		if l.w.failed != nil {
 			err = l.w.failed
 		} else {
-			err = l.tamperedLocked(nil, r.reason)
+			err = l.tamperedLocked(r.files, r.reason)
 		}
 	case opAck:
 		err = l.ackLocked(r.reason)

@@ -65,6 +65,24 @@ func HasSigned(dir string) (bool, error) {
 	return found, nil
 }
 
+// HasType reports whether any event of the log in dir has type typ,
+// reading from the start up to the first that does. The error wraps
+// fs.ErrNotExist when dir does not exist.
+func HasType(dir, typ string) (bool, error) {
+	found := false
+	err := forEachEvent(dir, func(e Event) error {
+		if e.Type == typ {
+			found = true
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return false, err
+	}
+	return found, nil
+}
+
 // followInterval is how often Follow looks for new lines.
 var followInterval = 200 * time.Millisecond
 

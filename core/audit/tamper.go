@@ -33,8 +33,11 @@ type LogTampered struct {
 
 // TamperedFile is one file of a log_tampered event.
 type TamperedFile struct {
-	File   string `json:"file"`
-	Change string `json:"change"` // "replaced" or "deleted"
+	File string `json:"file"`
+	// Change is "replaced" or "deleted" (for a file the daemon had open),
+	// "missing" (found absent at start while other state shows earlier
+	// runs) or "unreadable" (found at start, not as the daemon wrote it).
+	Change string `json:"change"`
 }
 
 // LogTamperAcknowledged is the fields of a log_tamper_acknowledged event:
@@ -74,7 +77,13 @@ func (l *Log) TamperedEvent() (Tamper, bool) {
 // daemon calls it when the log no longer holds the last seal its anchor
 // names); approvals stop until AcknowledgeTampered.
 func (l *Log) RecordTampered(ctx context.Context, detail string) error {
-	_, err := l.do(ctx, &request{op: opTamper, reason: detail, done: make(chan result, 1)})
+	return l.RecordTamperedFiles(ctx, nil, detail)
+}
+
+// RecordTamperedFiles is RecordTampered naming the files found missing,
+// replaced or unreadable (LogTampered.Files).
+func (l *Log) RecordTamperedFiles(ctx context.Context, files []TamperedFile, detail string) error {
+	_, err := l.do(ctx, &request{op: opTamper, files: files, reason: detail, done: make(chan result, 1)})
 	return err
 }
 
@@ -430,4 +439,13 @@ func (l *Log) sealNowLocked(reason string) error {
 		return err
 	}
 	return l.sealLocked(reason, next, pub)
+}
+
+// Segment returns the name of the file the Log writes to now
+// (audit-000001.jsonl): with an event's seq and hash, where HasEvent looks
+// first.
+func (l *Log) Segment() string {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return fileName(l.w.fileNum)
 }

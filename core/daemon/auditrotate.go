@@ -77,6 +77,9 @@ func RotateAuditLog(dirs paths.Dirs, store secrets.Store, now time.Time) (Rotate
 	// From here on the old log is aside: report what could not be cleaned
 	// up, but keep going.
 	var errs []error
+	if err := forgetHead(dirs); err != nil {
+		errs = append(errs, fmt.Errorf("the run record %s still names an event of the old log (the next start reports it as log_tampered): %w", RunRecordPath(dirs), err))
+	}
 	switch err := os.Rename(AnchorPath(dirs), filepath.Join(r.Dir, "anchor.json")); {
 	case err == nil:
 		r.Sealed = true

@@ -108,21 +108,22 @@ func (s secretSealKeys) Replace(k audit.SealKey) error {
 
 // checkAnchor compares the freshly opened log with the last seal the
 // anchor records: a log that no longer holds it was deleted, replaced or
-// cut while no daemon ran, and gets a log_tampered event (approvals stop
-// until the person acknowledges it).
-func (d *Daemon) checkAnchor(ctx context.Context, al *audit.Log) error {
+// cut while no daemon ran. It returns what it found, in words ("" when the
+// log holds the seal or there is no anchor); the start records it as
+// log_tampered (approvals stop until the person acknowledges it).
+func (d *Daemon) checkAnchor() (string, error) {
 	a, ok, err := audit.ReadAnchor(AnchorPath(d.opts.Dirs))
 	if err != nil {
-		return al.RecordTampered(ctx, "the audit anchor cannot be read: "+err.Error())
+		return "the audit anchor cannot be read: " + err.Error(), nil
 	}
 	if !ok {
-		return nil
+		return "", nil
 	}
 	found, err := audit.HasEvent(AuditDir(d.opts.Dirs), a.File, a.Seq, a.Hash)
 	if err != nil || found {
-		return err
+		return "", err
 	}
-	return al.RecordTampered(ctx, fmt.Sprintf("the log no longer holds seal epoch %d (seq %d, %s) that the anchor records: it was deleted, replaced or cut while no daemon ran", a.Epoch, a.Seq, a.TS.Format(time.RFC3339)))
+	return fmt.Sprintf("the log no longer holds seal epoch %d (seq %d, %s) that the anchor records: it was deleted, replaced or cut while no daemon ran", a.Epoch, a.Seq, a.TS.Format(time.RFC3339)), nil
 }
 
 // sealAudit seals the log every SealEvery until ctx ends (a service).

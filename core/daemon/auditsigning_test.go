@@ -198,7 +198,7 @@ func TestAuditSigningFollowsSettings(t *testing.T) {
 	waitAudit(t, d, "signed again", func(st AuditStatus) bool { return st.Signed && st.Note == "" })
 
 	types, changes := h.events(t)
-	want := []string{"config_changed+sig", "config_change_held+sig", "config_change_confirmed+sig", "config_changed+sig", "signing_disabled+sig", "config_changed", "signing_enabled+sig"}
+	want := []string{"daemon_started+sig", "config_changed+sig", "config_change_held+sig", "config_change_confirmed+sig", "config_changed+sig", "signing_disabled+sig", "config_changed", "signing_enabled+sig"}
 	if !slices.Equal(types, want) {
 		t.Fatalf("events %q, want %q", types, want)
 	}
@@ -207,8 +207,8 @@ func TestAuditSigningFollowsSettings(t *testing.T) {
 		t.Errorf("config_changed changes %q, want auditSigning true → false, then false → true", changes)
 	}
 	rep := h.verify(t)
-	if len(rep.SigningOff) != 1 || rep.SigningOff[0].Disabled != 5 || rep.SigningOff[0].Enabled != 7 || rep.SigningOff[0].Reason != auditSigningOffReason {
-		t.Errorf("SigningOff = %+v, want seq 5 to 7", rep.SigningOff)
+	if len(rep.SigningOff) != 1 || rep.SigningOff[0].Disabled != 6 || rep.SigningOff[0].Enabled != 8 || rep.SigningOff[0].Reason != auditSigningOffReason {
+		t.Errorf("SigningOff = %+v, want seq 6 to 8", rep.SigningOff)
 	}
 
 	// A locked credential store: turning signing on fails, says so, and
@@ -300,6 +300,14 @@ func TestAuditSigningOffAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(h.dirs.State, auditedConfigFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := ReadRunRecord(RunRecordPath(h.dirs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Config = string(data)
+	if err := writeRunRecord(RunRecordPath(h.dirs), rec); err != nil {
 		t.Fatal(err)
 	}
 	h.store.Fail(secrets.ErrLocked)

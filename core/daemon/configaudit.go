@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -51,14 +52,20 @@ func (d *Daemon) recordConfigBy(data []byte, cur *config.Config, atStart bool, b
 		prev, _ = config.Parse(prevData, kept) // unreadable: recorded whole
 	}
 	sum := sha256.Sum256(data)
-	if err := d.appendAudit(audit.TypeConfigChanged, audit.ConfigChanged{
+	d.mu.Lock()
+	w, al := d.auditW, d.audit
+	d.mu.Unlock()
+	ev, err := w.Append(context.Background(), audit.TypeConfigChanged, audit.ConfigChanged{
 		File: d.opts.Dirs.ConfigFile(), Digest: "sha256:" + hex.EncodeToString(sum[:]),
-		Changes: configChanges(prev, cur), AtStart: atStart, By: by}); err != nil {
+		Changes: configChanges(prev, cur), AtStart: atStart, By: by})
+	if err != nil {
+		d.log.Error("audit log write failed", "type", audit.TypeConfigChanged, "err", err)
 		return err // not recorded: tried again at the next change or start
 	}
 	if err := atomicfile.Write(kept, data, 0o600); err != nil {
 		d.log.Warn("keeping the audited configuration", "file", kept, "err", err)
 	}
+	d.keepRecord(ev, al.Segment(), data)
 	return nil
 }
 

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,7 +15,6 @@ import (
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/internal/atomicfile"
-	"github.com/portcullis/portcullis/core/paths"
 )
 
 // Who may widen trust through the configuration (docs/DESIGN.md "Changes
@@ -38,10 +35,12 @@ import (
 //     it (control.OpChangeDecide, DecideChange) or rejects it (the daemon
 //     then writes the configuration in force back to the file).
 //   - When no daemon runs, the CLI writes the file itself: the daemon cannot
-//     tell then who ran it, so at start it splits the file against the last
-//     configuration the audit log recorded (config.audited.json in the state
-//     directory) the same way, and holds what widens. Only a first start
-//     (no audit log yet) takes the file as it is.
+//     tell then who ran it, so at start it splits the file against the
+//     configuration last in force (the run record's, runrecord.go; else
+//     config.audited.json) the same way, and holds what widens. Only a
+//     first start (neither an audit log nor state of an earlier run) takes
+//     the file as it is; a start that finds the log or the record deleted
+//     is log_tampered and holds what widens all the same.
 //
 // config.json.last-good always holds the configuration in force, never a
 // held change: restoring it restores what was in force.
@@ -91,6 +90,12 @@ type PendingChange struct {
 	// AtStart marks a change found when the daemon started (made while no
 	// daemon ran).
 	AtStart bool `json:"atStart,omitempty"`
+	// LogTampered marks a change found at a start that found the audit
+	// log or the daemon's run record missing while other state showed
+	// earlier runs (log_tampered): the configuration in force is the last
+	// one the person confirmed, whatever config.json says, until the
+	// person confirms this change.
+	LogTampered bool `json:"logTampered,omitempty"`
 }
 
 // ConfigState is the answer to control.OpConfig.
@@ -158,31 +163,23 @@ func split(applied, cfg *config.Config, data []byte, file string, atStart bool) 
 }
 
 // trustAtStart is New's part: the configuration found at start (cfg, parsed
-// from data, read from file) is split against the last configuration the
-// audit log recorded (auditedConfigFile), as an edit from outside: it may
-// have been written while no daemon ran, by anyone. Without that record, a
-// daemon whose audit log exists already splits it against an empty
-// configuration (the record was removed: everything that widens is held);
-// only a first start, with no log yet, takes the file as it is. It returns
-// what is to be in force, its bytes, and the pending change with the file's
-// bytes.
-func trustAtStart(dirs paths.Dirs, cfg *config.Config, data []byte, file string) (*config.Config, []byte, *PendingChange, []byte) {
-	if data == nil {
+// from data, read from file) is split against what the start check found
+// confirmed before (startCheck.prev: the run record's configuration, else
+// config.audited.json, else an empty configuration when earlier runs
+// show), as an edit from outside: it may have been written while no daemon
+// ran, by anyone. Only a first start, with neither log nor state of an
+// earlier run, takes the file as it is. It returns what is to be in force,
+// its bytes, and the pending change with the file's bytes; the change is
+// marked LogTampered when the start found files of earlier runs missing.
+func trustAtStart(s startCheck, cfg *config.Config, data []byte, file string) (*config.Config, []byte, *PendingChange, []byte) {
+	if data == nil || s.prev == nil {
 		return cfg, data, nil, nil
 	}
-	kept := filepath.Join(dirs.State, auditedConfigFile)
-	prev := &config.Config{}
-	if prevData, err := os.ReadFile(kept); err == nil {
-		if c, err := config.Parse(prevData, kept); err == nil {
-			prev = c
-		}
-	} else if entries, _ := os.ReadDir(AuditDir(dirs)); len(entries) == 0 {
-		return cfg, data, nil, nil // a first start: the file is taken as it is
-	}
-	in, inData, p := split(prev, cfg, data, file, true)
+	in, inData, p := split(s.prev, cfg, data, file, true)
 	if p == nil {
 		return cfg, data, nil, nil
 	}
+	p.LogTampered = s.tampered()
 	return in, inData, p, data
 }
 

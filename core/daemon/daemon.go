@@ -23,6 +23,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -169,6 +170,12 @@ type Daemon struct {
 	pendingData []byte         // guarded by mu
 	wg          sync.WaitGroup
 
+	// start is what New found of earlier runs (runrecord.go); record is
+	// the run record as last written.
+	start  startCheck
+	recMu  sync.Mutex
+	record RunRecord // guarded by recMu
+
 	// Who may decide (person.go).
 	agents map[string]identity.Observed // guarded by mu; run id → its agent process (see noteAgent)
 	// peers holds the ancestry of each open control connection's peer
@@ -201,7 +208,8 @@ func New(o Options) (*Daemon, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	cfg, data, pending, pendingData := trustAtStart(o.Dirs, cfg, data, cmp.Or(from, o.Dirs.ConfigFile()))
+	start := checkStart(o.Dirs, sealKeysFor(runtime.GOOS, o.Dirs, o.Secrets))
+	cfg, data, pending, pendingData := trustAtStart(start, cfg, data, cmp.Or(from, o.Dirs.ConfigFile()))
 	if err := o.Dirs.Ensure(); err != nil {
 		return nil, err
 	}
@@ -250,6 +258,7 @@ func New(o Options) (*Daemon, error) {
 
 		pending:     pending,
 		pendingData: pendingData,
+		start:       start,
 	}
 	d.rememberLocked(cfg)
 	d.authz = authz.New(authz.Options{
@@ -339,9 +348,13 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.auditW = &recovering{log: al, retryEvery: time.Second, onHealth: func() { d.notify(); d.kickSigning() }}
 	d.mu.Unlock()
 	defer al.Close()
-	if err := d.checkAnchor(ctx, al); err != nil {
+	anchorDetail, err := d.checkAnchor()
+	if err != nil {
 		d.log.Error("comparing the audit log with its anchor", "err", err)
 	}
+	// What the start found missing (and the anchor check) before anything
+	// else of this run, then the record of this start.
+	d.recordStart(ctx, al, anchorDetail)
 	if cfg, data := d.configData(); cfg != nil {
 		d.recordConfig(data, cfg, true) // edits made while no daemon ran
 	}

@@ -201,9 +201,8 @@ func ResolveAuth(setting string, a Authenticator) AuthStatus {
 
 // escapes is what code of the person's user can still do where approvals
 // are not OS-authenticated.
-const escapes = "they resist only code that stays in the process trees Portcullis sees (servers, agents and what they start): " +
-	"a process of your user started outside them (a job of systemd-run --user, cron or at, or a helper that double-forks away) " +
-	"can %s at a terminal it fakes (script)"
+const escapes = "they resist only code that stays in the process trees Portcullis sees (servers, agents and what they start); " +
+	"a process of your user started outside them (systemd-run --user, cron, at, a double fork) can %s at a terminal it fakes (script)"
 
 // authMeaning is AuthStatus.Meaning: what the mode in force means for the
 // person, in one or two sentences.
@@ -228,7 +227,7 @@ func authMeaning(st AuthStatus) string {
 			why = mech + " cannot authenticate you now"
 		}
 		if st.Mode == config.AuthOff {
-			return "Approvals are not OS-authenticated (" + why + "): " + fmt.Sprintf(escapes, "approve any card (`portcullis approve`) and confirm held changes of the configuration (`portcullis changes confirm`)") + "."
+			return "Approvals are not OS-authenticated (" + why + "): " + fmt.Sprintf(escapes, "approve any card and confirm held changes of the configuration") + "."
 		}
 		return fmt.Sprintf("Approvals that settings.approvalAuthentication %q asks OS authentication for are refused until the system can authenticate you (%s); the others are not OS-authenticated: %s.", st.Mode, why, fmt.Sprintf(escapes, "approve them"))
 	}

@@ -108,7 +108,7 @@ func TestAuthStatus(t *testing.T) {
 			[]string{"Approvals are OS-authenticated", "made with the portcullis command asks fakeauth", "in the window, approvals of a card that carries a credential ask it too"}},
 		{"absent, unavailable", "", &fakeAuth{avail: down}, config.AuthOff, false, AuthReasonUnavailable,
 			"is not set and the system cannot authenticate you (no polkitd on the system bus): approvals need no OS authentication",
-			[]string{"Approvals are not OS-authenticated (fakeauth cannot authenticate you now)", "resist only code that stays in the process trees Portcullis sees", "approve any card", "changes confirm"}},
+			[]string{"Approvals are not OS-authenticated (fakeauth cannot authenticate you now)", "resist only code that stays in the process trees Portcullis sees", "approve any card and confirm held changes"}},
 		{"absent, action not installed", "", &fakeAuth{avail: noAction}, config.AuthOff, false, AuthReasonNoAction, "install it with: sudo install",
 			[]string{"Approvals are not OS-authenticated (fakeauth does not know Portcullis's action (it is not installed))"}},
 		{"absent, root daemon", "", &fakeAuth{avail: root}, config.AuthOff, false, AuthReasonRoot, "polkit authorizes root without asking",

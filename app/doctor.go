@@ -124,8 +124,12 @@ func (a *App) localAuthStatus() daemon.AuthStatus {
 	if cfg, err := config.Load(a.Dirs.ConfigFile()); err == nil {
 		setting = cfg.Settings.ApprovalAuthentication
 	}
-	return daemon.ResolveAuth(setting, platform.NewAuthenticator())
+	return daemon.ResolveAuth(setting, localAuthenticator())
 }
+
+// localAuthenticator is this system's mechanism for localAuthStatus (tests
+// replace it).
+var localAuthenticator = platform.NewAuthenticator
 
 // authStatusHere is the running daemon's approval authentication, or when
 // none answers, localAuthStatus.

@@ -44,13 +44,21 @@ front: ## build the front into bin/portcullis: the small executable agents run (
 # Where `make install` puts portcullis: PREFIX/bin. ~/.local on Linux (on the
 # PATH of most desktop sessions), /usr/local on macOS.
 PREFIX ?= $(if $(filter Darwin,$(shell uname -s)),/usr/local,$(HOME)/.local)
+# Where polkitd reads its actions (Linux). `make install` copies Portcullis's
+# polkit action (assets/polkit/dev.portcullis.approve.policy, which approvals
+# need to be OS-authenticated) into PREFIX/share/polkit-1/actions, and into
+# this directory only when it can write there (as root); otherwise it prints
+# the one sudo command that does. POLKIT_ACTIONS_DIR= (empty) keeps an install
+# inside PREFIX whoever runs it.
+POLKIT_ACTIONS_DIR ?= /usr/share/polkit-1/actions
+POLKIT_POLICY := assets/polkit/dev.portcullis.approve.policy
 # Which build `make install` makes: app (the menu-bar app, cgo), headless (no
 # cgo, no window), or auto: app when a C compiler and the OpenGL headers are
 # found, else headless (and it says so).
 INSTALL_BUILD ?= auto
 
 .PHONY: install
-install: ## build portcullis and install it (the front portcullis and the full program portcullis-app) into PREFIX/bin (default ~/.local, /usr/local on macOS; INSTALL_BUILD=auto|app|headless); on macOS also Portcullis.app into ~/Applications
+install: ## build portcullis and install it (the front portcullis and the full program portcullis-app) into PREFIX/bin (default ~/.local, /usr/local on macOS; INSTALL_BUILD=auto|app|headless); on Linux the polkit action into PREFIX/share/polkit-1/actions and POLKIT_ACTIONS_DIR when writable (else the sudo command); on macOS Portcullis.app into ~/Applications
 	@kind='$(INSTALL_BUILD)'; \
 	if [[ "$$kind" == auto ]]; then \
 		kind=headless; \
@@ -68,22 +76,43 @@ install: ## build portcullis and install it (the front portcullis and the full p
 	install -m 0755 bin/portcullis '$(PREFIX)/bin/portcullis'; \
 	if [[ "$$(uname -s)" == Linux ]] && ! command -v bwrap >/dev/null; then echo "note: bubblewrap (bwrap) is not installed: servers will run without a sandbox until it is (sudo apt install bubblewrap, or sudo dnf install bubblewrap)"; fi; \
 	echo "installed $$('$(PREFIX)/bin/portcullis' version) as $(PREFIX)/bin/portcullis (the front) and $(PREFIX)/bin/portcullis-app"; \
+	if [[ "$$(uname -s)" == Linux ]]; then \
+		shipped='$(PREFIX)/share/polkit-1/actions/$(notdir $(POLKIT_POLICY))'; dir='$(POLKIT_ACTIONS_DIR)'; \
+		install -D -m 0644 '$(POLKIT_POLICY)' "$$shipped"; q="$$(printf '%q' "$$shipped")"; \
+		if [[ -z "$$dir" ]]; then \
+			echo "note: polkit action installed as $$shipped only (POLKIT_ACTIONS_DIR is empty): approvals are not OS-authenticated until it is in /usr/share/polkit-1/actions: sudo install -m 0644 $$q /usr/share/polkit-1/actions/"; \
+		elif [[ "$$(realpath -m "$$dir")" == "$$(realpath -m "$$(dirname "$$shipped")")" ]]; then \
+			echo "installed the polkit action as $$shipped: approvals can be OS-authenticated (portcullis status says whether they are)"; \
+		elif [[ ! -d "$$dir" ]]; then \
+			echo "note: polkit is not installed ($$dir is missing): approvals are not OS-authenticated. Install polkit (sudo apt install polkitd, or sudo dnf install polkit), then its action: sudo install -m 0644 $$q $$dir/"; \
+		elif [[ -w "$$dir" ]]; then \
+			install -m 0644 "$$shipped" "$$dir/" && echo "installed the polkit action into $$dir: approvals can be OS-authenticated (portcullis status says whether they are)"; \
+		else \
+			echo "note: approvals are not OS-authenticated until the polkit action is in $$dir, which needs root: sudo install -m 0644 $$q $$dir/"; \
+		fi; \
+	fi; \
 	if [[ "$$(uname -s)" == Darwin && "$$kind" == app ]]; then \
 		$(MAKE) --no-print-directory app && mkdir -p "$$HOME/Applications" && rm -rf "$$HOME/Applications/Portcullis.app" && cp -R bin/Portcullis.app "$$HOME/Applications/" && echo "installed $$HOME/Applications/Portcullis.app"; \
 	fi; \
 	case ":$$PATH:" in *':$(PREFIX)/bin:'*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH; add it (for example in ~/.profile: export PATH=\"$(PREFIX)/bin:\$$PATH\")" ;; esac
 
+.PHONY: install-polkit
+install-polkit: ## Linux: install only the polkit action into POLKIT_ACTIONS_DIR (default /usr/share/polkit-1/actions), so that approvals can be OS-authenticated; needs root: sudo make install-polkit
+	@[[ -n '$(POLKIT_ACTIONS_DIR)' ]] || { echo "install-polkit: POLKIT_ACTIONS_DIR is empty"; exit 2; }
+	install -D -m 0644 '$(POLKIT_POLICY)' '$(POLKIT_ACTIONS_DIR)/$(notdir $(POLKIT_POLICY))'
+
 .PHONY: uninstall
-uninstall: ## remove what `make install` installed (PREFIX/bin/portcullis and portcullis-app; on macOS ~/Applications/Portcullis.app); your data and agent configurations stay
-	rm -f '$(PREFIX)/bin/portcullis' '$(PREFIX)/bin/portcullis-app'
+uninstall: ## remove what `make install` installed (PREFIX/bin/portcullis and portcullis-app, the polkit action in PREFIX/share; on macOS ~/Applications/Portcullis.app); your data and agent configurations stay
+	rm -f '$(PREFIX)/bin/portcullis' '$(PREFIX)/bin/portcullis-app' '$(PREFIX)/share/polkit-1/actions/$(notdir $(POLKIT_POLICY))'
 	@if [[ "$$(uname -s)" == Darwin ]]; then rm -rf "$$HOME/Applications/Portcullis.app"; fi
+	@a='$(POLKIT_ACTIONS_DIR)/$(notdir $(POLKIT_POLICY))'; if [[ -n '$(POLKIT_ACTIONS_DIR)' && -f "$$a" && "$$(realpath -m "$$a")" != "$$(realpath -m '$(PREFIX)/share/polkit-1/actions/$(notdir $(POLKIT_POLICY))')" ]]; then echo "the polkit action stays in $$a (another install may use it); remove it with: sudo rm $$a"; fi
 
 .PHONY: test-deps
 test-deps: ## install what the tests need when missing (Debian packages, npm peers)
 	bash scripts/test-deps.sh
 
 .PHONY: test
-test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service on Linux), 50000 executions of each fuzz target, then `make install` of the cgo app into a temporary PREFIX and its `portcullis version`
+test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service on Linux), 50000 executions of each fuzz target, then `make install` of the cgo app into a temporary PREFIX (nothing outside it) and its `portcullis version`
 	# Each test binary gets a throwaway Secret Service of its own (go test
 	# -exec): the keychain tests lock its collection, which must not fail the
 	# tests of another package running at the same time.
@@ -93,7 +122,7 @@ test: test-deps ## test-deps, all tests (no cgo, -tags ci, real Secret Service o
 	$(MAKE) --no-print-directory fuzz FUZZTIME=50000x
 	@echo "make install of the cgo (Fyne) app into a temporary PREFIX, so that neither a broken UI build nor a broken install can land"
 	prefix="$$(mktemp -d)"; trap 'rm -rf "$$prefix"' EXIT; \
-	$(MAKE) --no-print-directory install INSTALL_BUILD=app PREFIX="$$prefix"; \
+	$(MAKE) --no-print-directory install INSTALL_BUILD=app PREFIX="$$prefix" POLKIT_ACTIONS_DIR=; \
 	"$$prefix/bin/portcullis" version | grep -F '(menu-bar app, '
 
 # How long `make fuzz` runs each fuzz target, as a count of executions (`make

@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/codediff"
-	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/ids"
@@ -295,21 +295,49 @@ func toolList(names, all []string) string {
 	return strings.Join(out, ", ")
 }
 
-// authLine is the status line of settings.approvalAuthentication.
+// authLine is the status of settings.approvalAuthentication: whether
+// approvals are OS-authenticated, the mode in force and why, then what
+// that means for the person and, when the setting cannot be followed, the
+// reason with the step that fixes it.
 func authLine(st daemon.AuthStatus) string {
+	mode := st.Mode
+	if st.Setting == "" {
+		mode += " (the default)"
+	}
 	var line string
-	switch st.Mode {
-	case config.AuthAlways:
-		line = "Approval authentication: always (every approval asks " + orNone(st.Mechanism) + " to authenticate you)"
-	case config.AuthCredentials:
-		line = "Approval authentication: credentials (approvals that carry a credential ask " + orNone(st.Mechanism) + " to authenticate you)"
+	switch {
+	case st.OSAuthenticated:
+		line = "Approval authentication: " + mode + ", OS-authenticated by " + orNone(st.Mechanism)
+	case st.Reason == daemon.AuthReasonOff:
+		line = "Approval authentication: off, NOT OS-authenticated (settings.approvalAuthentication is off)"
 	default:
-		line = "Approval authentication: off"
+		line = "Approval authentication: " + mode + ", NOT OS-authenticated: " + authReasonText(st)
+	}
+	if st.Meaning != "" {
+		line += "\n  " + st.Meaning
 	}
 	if st.Note != "" {
 		line += "\n  " + st.Note
 	}
 	return line
+}
+
+// authReasonText names AuthStatus.Reason for a person.
+func authReasonText(st daemon.AuthStatus) string {
+	mech := orNone(st.Mechanism)
+	switch st.Reason {
+	case daemon.AuthReasonRoot:
+		return "the daemon runs as root"
+	case daemon.AuthReasonNotFound:
+		return mech + " is not installed"
+	case daemon.AuthReasonNotRunning:
+		return mech + " is not running"
+	case daemon.AuthReasonNoAction:
+		return mech + "'s action " + platform.PolkitAction + " is not installed"
+	case daemon.AuthReasonUnsupported:
+		return "no mechanism on this system"
+	}
+	return mech + " is unavailable"
 }
 
 func orNone(mech string) string {
@@ -331,7 +359,7 @@ func (a *App) startAuthentication(choice authz.Choice, req authz.Request) (func(
 		return nil, nil // a denial needs no authentication
 	}
 	return a.authAgentFor(req.ID+" is approved", func(st daemon.StatusReport) bool {
-		return daemon.AuthenticationApplies(st.Authentication.Mode, req.Card, choice)
+		return daemon.AuthenticationApplies(st.Authentication.Mode, audit.ChannelCLI, req.Card, choice)
 	})
 }
 

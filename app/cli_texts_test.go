@@ -17,6 +17,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/install"
 )
 
@@ -498,5 +499,69 @@ func TestServersRequestFlags(t *testing.T) {
 	}
 	if err := e.servers("edit", "asker", "--roots", "sometimes"); !isUsage(err) || !strings.Contains(err.Error(), "--roots") {
 		t.Errorf("edit with a bad policy: %v", err)
+	}
+}
+
+// fixedAuth is an Authenticator whose availability the test sets.
+type fixedAuth struct{ avail error }
+
+func (f fixedAuth) Mechanism() string { return "polkit" }
+func (f fixedAuth) Available() error  { return f.avail }
+func (f fixedAuth) Authenticate(context.Context, daemon.AuthSubject, string) error {
+	return daemon.ErrAuthFailed
+}
+
+// TestInstallAndDoctorSayApprovalsAreNotOSAuthenticated: with no daemon
+// running and the polkit action not installed, `install` ends with a note
+// and `doctor` lists a problem, each saying approvals are not
+// OS-authenticated, why and the command that installs the action; where
+// polkit can authenticate, install adds nothing and doctor says so.
+func TestInstallAndDoctorSayApprovalsAreNotOSAuthenticated(t *testing.T) {
+	const fix = "install it with: sudo install -m 0644 /p/share/polkit-1/actions/dev.portcullis.approve.policy /usr/share/polkit-1/actions/"
+	for _, tc := range []struct {
+		name  string
+		avail error
+		want  []string // in install's output; nil: no note
+	}{
+		{"action not installed", &daemon.UnavailableError{Reason: daemon.AuthReasonNoAction, Text: "polkit does not know the action dev.portcullis.approve: " + fix},
+			[]string{"note: Approval authentication: off (the default), NOT OS-authenticated: polkit's action dev.portcullis.approve is not installed", "Approvals are not OS-authenticated", fix}},
+		{"available", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newCredsEnv(t)
+			home := t.TempDir()
+			t.Setenv("HOME", home)
+			t.Setenv("XDG_CONFIG_HOME", "")
+			old, oldAuth := installSecretStore, localAuthenticator
+			installSecretStore = func() (install.SecretStore, error) { return nil, nil }
+			localAuthenticator = func() daemon.Authenticator { return fixedAuth{tc.avail} }
+			t.Cleanup(func() { installSecretStore, localAuthenticator = old, oldAuth })
+			agentFile := filepath.Join(home, ".cursor", "mcp.json")
+			if err := os.MkdirAll(filepath.Dir(agentFile), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(agentFile, []byte(`{"mcpServers":{"time":{"command":"uvx","args":["mcp-server-time"]}}}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.a.runInstall(context.Background(), []string{"cursor"}); err != nil {
+				t.Fatal(err)
+			}
+			out := e.stdout.String()
+			if tc.want == nil && strings.Contains(out, "OS-authenticated") {
+				t.Errorf("install says something of OS authentication where polkit can authenticate:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("install output lacks %q:\n%s", w, out)
+				}
+			}
+			r := e.a.doctor()
+			problem := slices.ContainsFunc(r.Problems, func(p string) bool {
+				return strings.HasPrefix(p, "approvals are not OS-authenticated: polkit does not know the action") && strings.Contains(p, fix)
+			})
+			if problem != (tc.avail != nil) || r.Authentication.OSAuthenticated != (tc.avail == nil) {
+				t.Errorf("doctor: problems %q, authentication %+v", r.Problems, r.Authentication)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,9 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/paths"
+	"github.com/portcullis/portcullis/platform"
 	"github.com/portcullis/portcullis/platform/spawn"
 )
 
@@ -40,7 +43,11 @@ type DoctorReport struct {
 	// Withheld are the names of this environment's variables that a daemon
 	// started from here would not get.
 	Withheld []string `json:"withheldFromStartedDaemon"`
-	Problems []string `json:"problems"`
+	// Authentication is whether approvals are OS-authenticated and why
+	// (settings.approvalAuthentication): the answering daemon's, else as a
+	// daemon started from here would find it.
+	Authentication daemon.AuthStatus `json:"authentication"`
+	Problems       []string          `json:"problems"`
 }
 
 func (a *App) runDoctor(args []string) error {
@@ -73,9 +80,16 @@ func (a *App) doctor() DoctorReport {
 		var rep daemon.StatusReport
 		if json.Unmarshal(data, &rep) == nil {
 			r.PID = rep.PID
+			r.Authentication = rep.Authentication
 		}
 	} else if !errors.Is(err, control.ErrNoDaemon) {
 		r.Problems = append(r.Problems, "the socket does not answer as a Portcullis daemon: "+err.Error())
+	}
+	if r.Authentication.Mode == "" {
+		r.Authentication = a.localAuthStatus()
+	}
+	if auth := r.Authentication; !auth.OSAuthenticated && auth.Reason != daemon.AuthReasonOff {
+		r.Problems = append(r.Problems, "approvals are not OS-authenticated: "+cmp.Or(auth.Unavailable, auth.Meaning))
 	}
 	p := paths.CurrentPerson()
 	run := paths.UserRuntimeDir(p.UID)
@@ -102,6 +116,33 @@ func (a *App) doctor() DoctorReport {
 	return r
 }
 
+// localAuthStatus is whether approvals are OS-authenticated as a daemon
+// started from here would find it: the configuration file's
+// settings.approvalAuthentication against this system's mechanism.
+func (a *App) localAuthStatus() daemon.AuthStatus {
+	var setting string
+	if cfg, err := config.Load(a.Dirs.ConfigFile()); err == nil {
+		setting = cfg.Settings.ApprovalAuthentication
+	}
+	return daemon.ResolveAuth(setting, localAuthenticator())
+}
+
+// localAuthenticator is this system's mechanism for localAuthStatus (tests
+// replace it).
+var localAuthenticator = platform.NewAuthenticator
+
+// authStatusHere is the running daemon's approval authentication, or when
+// none answers, localAuthStatus.
+func (a *App) authStatusHere() daemon.AuthStatus {
+	if data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpStatus}, 5*time.Second); err == nil {
+		var rep daemon.StatusReport
+		if json.Unmarshal(data, &rep) == nil && rep.Authentication.Mode != "" {
+			return rep.Authentication
+		}
+	}
+	return a.localAuthStatus()
+}
+
 func writeDoctor(w io.Writer, r DoctorReport) {
 	if r.Home != "" {
 		fmt.Fprintf(w, "%s is set here (%s): this environment reaches only the daemon of that directory.\n", paths.EnvHome, r.Home)
@@ -122,6 +163,7 @@ func writeDoctor(w io.Writer, r DoctorReport) {
 	if len(r.Withheld) > 0 {
 		fmt.Fprintf(w, "Not passed to a daemon started from here: %s\n", strings.Join(r.Withheld, " "))
 	}
+	fmt.Fprintln(w, authLine(r.Authentication))
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "Problem: %s\n", p)
 	}

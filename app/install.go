@@ -144,6 +144,13 @@ func (a *App) runInstallOp(_ context.Context, op string, args []string) error {
 			err = werr
 		}
 	}
+	if op == "install" && err == nil {
+		// The agent's calls now go through Portcullis: say whether the
+		// person's approvals of them are OS-authenticated.
+		if auth := a.authStatusHere(); !auth.OSAuthenticated {
+			fmt.Fprintf(a.Stdout, "note: %s\n", authLine(auth))
+		}
+	}
 	if errors.Is(err, config.ErrInvalid) {
 		return configError(err, againCommand)
 	}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -46,6 +47,22 @@ type polkitSetup struct {
 
 func newPolkitSetup(t *testing.T) *polkitSetup {
 	t.Helper()
+	s := newPolkitBus(t, true)
+	// Portcullis as the unprivileged user, in the namespace.
+	bin := filepath.Join(s.dir, "portcullis")
+	copyExec(t, portcullis, bin)
+	// The full program goes beside it, as make install puts it.
+	copyExec(t, front.AppPath(portcullis), front.AppPath(bin))
+	s.asPerson(t, bin, config.AuthAlways)
+	return s
+}
+
+// newPolkitBus starts the private system bus and polkitd of a polkitSetup,
+// with Portcullis's action in their /usr/share/polkit-1/actions when
+// withAction, else with that directory empty (and writable by root in the
+// namespace, as the real one is). s.home is set by asPerson.
+func newPolkitBus(t *testing.T, withAction bool) *polkitSetup {
+	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("the polkit test needs root (a mount namespace, polkitd, a second user)")
 	}
@@ -78,9 +95,12 @@ func newPolkitSetup(t *testing.T) *polkitSetup {
 		must(t, os.WriteFile(p, []byte(text), mode))
 		return p
 	}
-	policy, err := os.ReadFile(filepath.Join(repoRoot, "assets", "polkit", "dev.portcullis.approve.policy"))
-	must(t, err)
-	write("actions/dev.portcullis.approve.policy", string(policy), 0o644)
+	must(t, os.MkdirAll(filepath.Join(dir, "actions"), 0o755))
+	if withAction {
+		policy, err := os.ReadFile(filepath.Join(repoRoot, "assets", "polkit", "dev.portcullis.approve.policy"))
+		must(t, err)
+		write("actions/dev.portcullis.approve.policy", string(policy), 0o644)
+	}
 	check := write("check-password", "#!/bin/sh\n[ \"$(tr -d '\\000')\" = '"+polkitTestPassword+"' ]\n", 0o755)
 	write("pam.d/polkit-1", "auth required "+pam+" expose_authtok quiet "+check+"\naccount required pam_permit.so\npassword required pam_deny.so\nsession required pam_permit.so\n", 0o644)
 	write("pam.d/other", "auth required pam_deny.so\naccount required pam_deny.so\npassword required pam_deny.so\nsession required pam_deny.so\n", 0o644)
@@ -133,33 +153,49 @@ exec dbus-daemon --config-file=%[2]s --nofork --print-address`, dir, busConf)
 	pk.Stdout, pk.Stderr = &pkOut, &pkOut
 	must(t, pk.Start())
 	t.Cleanup(func() { _ = pk.Process.Kill(); _ = pk.Wait() })
-	// polkitd answers once it owns its name and has read the action.
+	// polkitd answers once it owns its name and has read the actions.
+	s.waitAction(t, withAction, pkOut.String)
+	return s
+}
+
+// waitAction waits up to 20 s for the private polkitd to answer pkaction:
+// for Portcullis's action when action, else at all.
+func (s *polkitSetup) waitAction(t *testing.T, action bool, log func() string) {
+	t.Helper()
+	args := []string{}
+	if action {
+		args = []string{"--action-id", "dev.portcullis.approve"}
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		o, err := s.inNS("pkaction", "--action-id", "dev.portcullis.approve").CombinedOutput()
+		o, err := s.inNS("pkaction", args...).CombinedOutput()
 		if err == nil {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the private polkitd does not answer within 20 s: pkaction: %v %s; polkitd: %s", err, o, pkOut.String())
+			t.Fatalf("the private polkitd does not answer pkaction %v within 20 s: %v %s; polkitd: %s", args, err, o, log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
 
-	// Portcullis as the unprivileged user, in the namespace.
-	bin := filepath.Join(dir, "portcullis")
-	copyExec(t, portcullis, bin)
-	// The full program goes beside it, as make install puts it.
-	copyExec(t, front.AppPath(portcullis), front.AppPath(bin))
+// asPerson makes s.home: a data directory of polkitTestUID whose commands
+// run bin (a portcullis front with portcullis-app beside it) as that user in
+// the namespace, configured with the echo server and
+// settings.approvalAuthentication = setting ("" = absent).
+func (s *polkitSetup) asPerson(t *testing.T, bin, setting string) {
+	t.Helper()
+	dir := s.dir
 	copyExec(t, echoBin, filepath.Join(dir, "echo"))
-	wrapper := write("portcullis-as-person", fmt.Sprintf("#!/bin/sh\nexec nsenter --mount=/proc/%d/ns/mnt -S %d -G %d -- %s \"$@\"\n", s.holder, polkitTestUID, polkitTestUID, bin), 0o755)
+	wrapper := filepath.Join(dir, "portcullis-as-person")
+	must(t, os.WriteFile(wrapper, []byte(fmt.Sprintf("#!/bin/sh\nexec nsenter --mount=/proc/%d/ns/mnt -S %d -G %d -- %s \"$@\"\n", s.holder, polkitTestUID, polkitTestUID, bin)), 0o755))
 	homeDir := filepath.Join(dir, "home")
 	h, err := harness.NewHome(wrapper, homeDir)
 	must(t, err)
 	off := false
 	cfg := &config.Config{
 		Servers:  map[string]config.Server{"echo": {Command: filepath.Join(dir, "echo")}},
-		Settings: config.Settings{ApprovalAuthentication: config.AuthAlways, AuditSigning: &off},
+		Settings: config.Settings{ApprovalAuthentication: setting, AuditSigning: &off},
 	}
 	must(t, config.Save(h.ConfigFile(), cfg))
 	must(t, filepath.Walk(homeDir, func(p string, _ os.FileInfo, err error) error {
@@ -169,7 +205,6 @@ exec dbus-daemon --config-file=%[2]s --nofork --print-address`, dir, busConf)
 		return os.Lchown(p, polkitTestUID, polkitTestUID)
 	}))
 	s.home = h
-	return s
 }
 
 // inNS is a command run (as root) in the private polkit's mount namespace.
@@ -420,6 +455,245 @@ func TestPolkitApproval(t *testing.T) {
 			t.Errorf("after the confirmation: pending %+v, mode %s; want off in force", st.PendingChange, st.Authentication.Mode)
 		}
 	})
+}
+
+// polkitAuthJSON is the authentication of `status --json`, as a reader of
+// the JSON sees it.
+type polkitAuthJSON struct {
+	Setting         string `json:"setting"`
+	Mode            string `json:"mode"`
+	Mechanism       string `json:"mechanism"`
+	Available       bool   `json:"available"`
+	OSAuthenticated bool   `json:"osAuthenticated"`
+	Reason          string `json:"reason"`
+	Unavailable     string `json:"unavailable"`
+	Meaning         string `json:"meaning"`
+	Note            string `json:"note"`
+}
+
+// TestPolkitInstall: `make install PREFIX=…` where polkitd is present.
+// With the action kept inside PREFIX (POLKIT_ACTIONS_DIR=), make prints the
+// sudo command that installs it, and the daemon's `status --json` reports
+// approvals not OS-authenticated, why (action_not_installed) and that
+// command; `status` and `doctor` say the same. Then `make install` run as
+// root puts the action where polkitd reads it (here the private
+// namespace's /usr/share/polkit-1/actions, never the machine's), and the
+// same daemon reports the default cli in force, OS-authenticated by polkit.
+// Real polkitd and make; the installed binaries run as an unprivileged
+// user.
+func TestPolkitInstall(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skipf("make is not installed: %v", err)
+	}
+	s := newPolkitBus(t, false)
+	const machineAction = "/usr/share/polkit-1/actions/dev.portcullis.approve.policy"
+	_, hostErr := os.Stat(machineAction)
+	prefix := filepath.Join(s.dir, "prefix")
+	makeInstall := func(vars ...string) string {
+		t.Helper()
+		ctx := testContext(t, 5*time.Minute)
+		args := append([]string{fmt.Sprintf("--mount=/proc/%d/ns/mnt", s.holder), "--", "make", "-C", repoRoot, "--no-print-directory", "install",
+			"INSTALL_BUILD=headless", "PREFIX=" + prefix}, vars...)
+		out, err := exec.CommandContext(ctx, "nsenter", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make install %v: %v\n%s", vars, err, out)
+		}
+		return string(out)
+	}
+	shipped := filepath.Join(prefix, "share", "polkit-1", "actions", "dev.portcullis.approve.policy")
+	installCmd := "sudo install -m 0644 " + shipped + " /usr/share/polkit-1/actions/"
+
+	// The action only inside PREFIX.
+	out := makeInstall("POLKIT_ACTIONS_DIR=")
+	if !strings.Contains(out, "approvals are not OS-authenticated until it is in /usr/share/polkit-1/actions: "+installCmd) {
+		t.Errorf("make install with the action inside PREFIX does not say how to install it (%q):\n%s", installCmd, out)
+	}
+	if _, err := os.Stat(shipped); err != nil {
+		t.Fatalf("make install did not put the action in PREFIX: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(s.dir, "actions")); len(entries) != 0 {
+		t.Fatalf("make install with POLKIT_ACTIONS_DIR= wrote where polkitd reads: %v", entries)
+	}
+	s.asPerson(t, filepath.Join(prefix, "bin", "portcullis"), "")
+	h := s.home
+	startDaemon(t, h)
+	statusJSON := func() polkitAuthJSON {
+		t.Helper()
+		r, err := h.Run(testContext(t, 30*time.Second), "status", "--json")
+		if err != nil {
+			t.Fatalf("status --json: %v", err)
+		}
+		var rep struct {
+			Authentication *polkitAuthJSON `json:"authentication"`
+		}
+		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || rep.Authentication == nil {
+			t.Fatalf("status --json: %v, no authentication in %s", err, r.Stdout)
+		}
+		return *rep.Authentication
+	}
+	a := statusJSON()
+	if a.Setting != "" || a.Mode != config.AuthOff || a.Mechanism != "polkit" || a.Available || a.OSAuthenticated || a.Reason != "action_not_installed" ||
+		!strings.Contains(a.Unavailable, "polkit does not know the action dev.portcullis.approve") || !strings.Contains(a.Unavailable, installCmd) ||
+		!strings.Contains(a.Meaning, "Approvals are not OS-authenticated") || !strings.Contains(a.Meaning, "resist only code that stays in the process trees Portcullis sees") {
+		t.Errorf("status --json authentication without the action installed: %+v; want off, not OS-authenticated, reason action_not_installed, with %q", a, installCmd)
+	}
+	r, err := h.Run(testContext(t, 30*time.Second), "status")
+	must(t, err)
+	for _, w := range []string{"Approval authentication: off (the default), NOT OS-authenticated: polkit's action dev.portcullis.approve is not installed", installCmd} {
+		if !strings.Contains(r.Stdout, w) {
+			t.Errorf("status lacks %q:\n%s", w, r.Stdout)
+		}
+	}
+	r, _ = h.Run(testContext(t, 30*time.Second), "doctor")
+	if !strings.Contains(r.Stdout, "Problem: approvals are not OS-authenticated: polkit does not know the action") || !strings.Contains(r.Stdout, installCmd) {
+		t.Errorf("doctor does not say approvals are not OS-authenticated, with %q:\n%s", installCmd, r.Stdout)
+	}
+
+	// make install where it can write (root here, in the namespace).
+	out = makeInstall()
+	if !strings.Contains(out, "installed the polkit action into /usr/share/polkit-1/actions") {
+		t.Errorf("make install as root did not install the action where polkitd reads:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "actions", "dev.portcullis.approve.policy")); err != nil {
+		t.Fatalf("the action is not where polkitd reads: %v", err)
+	}
+	if _, err := os.Stat(machineAction); (err == nil) != (hostErr == nil) {
+		t.Fatalf("the machine's %s changed (before: %v, after: %v): make install ran outside the namespace", machineAction, hostErr, err)
+	}
+	s.waitAction(t, true, func() string { return "" })
+	deadline := time.Now().Add(30 * time.Second)
+	for a = statusJSON(); !a.OSAuthenticated && time.Now().Before(deadline); a = statusJSON() {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if a.Setting != "" || a.Mode != "cli" || a.Mechanism != "polkit" || !a.Available || !a.OSAuthenticated || a.Reason != "" || a.Unavailable != "" || a.Note != "" ||
+		!strings.Contains(a.Meaning, "every approval and every trust-widening change made with the portcullis command asks polkit to authenticate you") {
+		t.Fatalf("status --json authentication with the action installed: %+v; want the default cli, OS-authenticated by polkit", a)
+	}
+	r, err = h.Run(testContext(t, 30*time.Second), "status")
+	must(t, err)
+	if !strings.Contains(r.Stdout, "Approval authentication: cli (the default), OS-authenticated by polkit") {
+		t.Errorf("status with the action installed:\n%s", r.Stdout)
+	}
+
+}
+
+// TestPolkitEscapeByDefault: with settings.approvalAuthentication absent
+// and polkit able to authenticate (the action installed), the agent's
+// escaped one-liner — `setsid -f script -qec 'portcullis approve ID'`
+// started by the agent, so outside its tree, at a terminal script fakes,
+// typing guessed passwords — neither approves a card that carries no
+// credential nor confirms a held widening of config.json (a tool allowed):
+// polkit asks for the person's password, the guess fails, the request is
+// denied and the change stays held.
+func TestPolkitEscapeByDefault(t *testing.T) {
+	s := newPolkitBus(t, true)
+	bin := filepath.Join(s.dir, "portcullis")
+	copyExec(t, portcullis, bin)
+	copyExec(t, front.AppPath(portcullis), front.AppPath(bin))
+	s.asPerson(t, bin, "")
+	h := s.home
+	startDaemon(t, h)
+	st, err := h.Status(testContext(t, 30*time.Second))
+	must(t, err)
+	if st.Authentication.Mode != "cli" {
+		t.Errorf("mode in force %q with settings.approvalAuthentication absent and polkit available, want cli", st.Authentication.Mode)
+	}
+
+	ag := connectCmd(t, h.ConnectCommand("echo"), "")
+	pending := asyncCall(t, ag.Session, "echo", map[string]any{"message": "must not run"})
+	req := waitApproval(t, h, "echo", forTool("echo", ""))
+	if len(req.Card.CredentialScope) != 0 {
+		t.Fatalf("the card carries credentials %v; the escape is about cards without", req.Card.CredentialScope)
+	}
+	shown, code := s.escapedOneLiner(t, "approve", req.ID)
+	for _, w := range []string{"AUTHENTICATING FOR dev.portcullis.approve", "AUTHENTICATION FAILED", "not approved: polkit did not authenticate you", "request " + req.ID + " was denied and nothing was granted", `settings.approvalAuthentication is "cli"`} {
+		if !strings.Contains(shown, w) {
+			t.Errorf("the escaped approve's terminal lacks %q: %q", w, shown)
+		}
+	}
+	if code != 1 {
+		t.Errorf("the escaped approve exited %d, want 1", code)
+	}
+	res := awaitWithin(t, pending, 30*time.Second, "the call after the escaped approval")
+	if res.err == nil && !res.res.IsError {
+		t.Fatalf("the escaped one-liner approved the call: %q", resultText(res.res))
+	}
+	if res.err == nil || !strings.Contains(res.err.Error(), "denied") {
+		t.Errorf("the call ended with %v, want an approval denial", res.err)
+	}
+
+	// A widening edit of config.json (a tool allowed: no credential in it)
+	// is held; the escaped `changes confirm` cannot confirm it.
+	cfg, err := config.Load(h.ConfigFile())
+	must(t, err)
+	echo := cfg.Servers["echo"]
+	echo.Tools = map[string]config.ToolPolicy{"echo": {Policy: config.PolicyAllow}}
+	cfg.Servers["echo"] = echo
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	must(t, err)
+	must(t, os.WriteFile(h.ConfigFile(), b, 0o600)) // in place: it stays the person's file
+	var change string
+	deadline := time.Now().Add(20 * time.Second)
+	for change == "" {
+		st, err := h.Status(testContext(t, 30*time.Second))
+		must(t, err)
+		if p := st.PendingChange; p != nil {
+			if len(p.Held) != 1 || p.Held[0].Kind != config.WidenPolicy {
+				t.Fatalf("held %+v, want the tool allowed", p.Held)
+			}
+			change = p.ID
+		} else if time.Now().After(deadline) {
+			t.Fatal("the edit was not held within 20 s")
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	shown, code = s.escapedOneLiner(t, "changes", "confirm", change)
+	if code != 1 || !strings.Contains(shown, "AUTHENTICATION FAILED") || !strings.Contains(shown, "not done: polkit did not confirm it is you") || !strings.Contains(shown, "nothing was changed") {
+		t.Errorf("the escaped changes confirm exited %d: %q", code, shown)
+	}
+	st, err = h.Status(testContext(t, 30*time.Second))
+	must(t, err)
+	if st.PendingChange == nil || st.PendingChange.ID != change {
+		t.Errorf("after the escaped confirmation the change is %+v, want %s still held", st.PendingChange, change)
+	}
+	// What is in force still asks: a new run's call waits for the person.
+	ag2 := connectCmd(t, h.ConnectCommand("echo"), "")
+	_ = asyncCall(t, ag2.Session, "echo", map[string]any{"message": "still asks"})
+	waitApproval(t, h, "echo", forTool("echo", ""))
+}
+
+// escapedOneLiner runs `portcullis ARGS…` as the agent's escaped one-liner
+// would: `setsid -f script -qec 'portcullis ARGS…'` started from this test
+// (the agent of its runs), so that it leaves the agent's tree and runs at a
+// terminal that script fakes, with input that keeps typing a guessed
+// password. It returns what the terminal showed and the exit code.
+func (s *polkitSetup) escapedOneLiner(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	name := strings.Join(args, "-")
+	code := filepath.Join(s.dir, "escape-code-"+name)
+	out := filepath.Join(s.dir, "escape-out-"+name)
+	inner := s.home.Bin + " " + strings.Join(args, " ") + "; echo $? > " + code
+	line := "while sleep 1; do echo 'a guessed password'; done | script -qec '" + inner + "' /dev/null > " + out + " 2>&1"
+	cmd := exec.Command("setsid", "-f", "sh", "-c", line)
+	cmd.Env = s.home.Environ()
+	cmd.Dir = s.dir
+	must(t, cmd.Run())
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		b, err := os.ReadFile(code)
+		if err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+			shown, _ := os.ReadFile(out)
+			n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			must(t, err)
+			return strings.ReplaceAll(string(shown), "\r\n", "\n"), n
+		}
+		if time.Now().After(deadline) {
+			shown, _ := os.ReadFile(out)
+			t.Fatalf("the escaped portcullis %s did not end within 90 s; its terminal shows %q", strings.Join(args, " "), shown)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func must(t *testing.T, err error) {

@@ -67,12 +67,14 @@ var isRoot = func() bool { return os.Geteuid() == 0 }
 
 func (p *Polkit) measure() error {
 	if isRoot() {
-		return errors.New("polkit authorizes root without asking, so it proves nothing here: run Portcullis as your own user")
+		return &daemon.UnavailableError{Reason: daemon.AuthReasonRoot,
+			Text: "polkit authorizes root without asking, so it proves nothing here: run Portcullis as your own user"}
 	}
 	bin := orDefault(p.Pkaction, "pkaction")
 	path, err := systemHelper(bin)
 	if err != nil {
-		return fmt.Errorf("polkit is not installed (%v; on Debian the package is polkitd)", err)
+		return &daemon.UnavailableError{Reason: daemon.AuthReasonNotFound,
+			Text: fmt.Sprintf("polkit is not installed (%v): install it (on Debian and Ubuntu: sudo apt install polkitd; on Fedora: sudo dnf install polkit), then its action: %s", err, PolkitInstallCommand())}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -83,9 +85,11 @@ func (p *Polkit) measure() error {
 	text := strings.TrimSpace(string(out))
 	switch {
 	case strings.Contains(text, "No action with action id"):
-		return fmt.Errorf("polkit does not know the action %s: install assets/polkit/%s.policy into /usr/share/polkit-1/actions/", PolkitAction, PolkitAction)
+		return &daemon.UnavailableError{Reason: daemon.AuthReasonNoAction,
+			Text: fmt.Sprintf("polkit does not know the action %s: it is not installed in %s; install it with: %s", PolkitAction, PolkitActionsDir, PolkitInstallCommand())}
 	case strings.Contains(text, "Error getting authority"), strings.Contains(text, "Could not connect"):
-		return fmt.Errorf("no polkit daemon answers on the system bus (%s)", firstLine(text))
+		return &daemon.UnavailableError{Reason: daemon.AuthReasonNotRunning,
+			Text: fmt.Sprintf("no polkit daemon answers on the system bus (%s): polkitd is not running", firstLine(text))}
 	}
 	return fmt.Errorf("pkaction --action-id %s: %v (%s)", PolkitAction, err, firstLine(text))
 }

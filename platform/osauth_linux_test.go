@@ -74,8 +74,8 @@ func TestPolkitAuthenticate(t *testing.T) {
 func TestPolkitAvailable(t *testing.T) {
 	known, _ := fakeTool(t, "dev.portcullis.approve", 0)
 	isRoot = func() bool { return true }
-	if err := (&Polkit{Pkaction: known}).Available(); err == nil || !strings.Contains(err.Error(), "polkit authorizes root without asking") {
-		t.Errorf("as root: %v", err)
+	if err := (&Polkit{Pkaction: known}).Available(); err == nil || !strings.Contains(err.Error(), "polkit authorizes root without asking") || reasonOf(err) != daemon.AuthReasonRoot {
+		t.Errorf("as root: %v (reason %q)", err, reasonOf(err))
 	}
 	isRoot = func() bool { return false }
 	t.Cleanup(func() { isRoot = func() bool { return os.Geteuid() == 0 } })
@@ -83,10 +83,11 @@ func TestPolkitAvailable(t *testing.T) {
 		name, out string
 		code      int
 		want      string // "" = available
+		reason    string
 	}{
-		{"known", "dev.portcullis.approve", 0, ""},
-		{"action missing", "No action with action id dev.portcullis.approve", 1, "install assets/polkit/dev.portcullis.approve.policy into /usr/share/polkit-1/actions/"},
-		{"no polkitd", "Error getting authority: Error initializing authority: Could not connect: No such file or directory", 1, "no polkit daemon answers on the system bus"},
+		{"known", "dev.portcullis.approve", 0, "", ""},
+		{"action missing", "No action with action id dev.portcullis.approve", 1, "it is not installed in /usr/share/polkit-1/actions; install it with: sudo make install-polkit", daemon.AuthReasonNoAction},
+		{"no polkitd", "Error getting authority: Error initializing authority: Could not connect: No such file or directory", 1, "no polkit daemon answers on the system bus", daemon.AuthReasonNotRunning},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin, _ := fakeTool(t, tc.out, tc.code)
@@ -97,13 +98,40 @@ func TestPolkitAvailable(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Available = %v, want %q", err, tc.want)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || reasonOf(err) != tc.reason {
+				t.Fatalf("Available = %v (reason %q), want %q (%s)", err, reasonOf(err), tc.want, tc.reason)
 			}
 		})
 	}
-	if err := (&Polkit{Pkaction: "/nonexistent/pkaction"}).Available(); err == nil || !strings.Contains(err.Error(), "polkit is not installed") {
+	if err := (&Polkit{Pkaction: "/nonexistent/pkaction"}).Available(); err == nil || !strings.Contains(err.Error(), "polkit is not installed") || reasonOf(err) != daemon.AuthReasonNotFound {
 		t.Errorf("missing pkaction: %v", err)
+	}
+}
+
+func reasonOf(err error) string {
+	var ue *daemon.UnavailableError
+	if errors.As(err, &ue) {
+		return ue.Reason
+	}
+	return ""
+}
+
+// TestPolkitInstallCommand: the step that installs the action names the
+// copy `make install` put in PREFIX/share/polkit-1/actions beside the
+// executable's PREFIX/bin, quoted for the shell; without one, the make
+// target of the source tree.
+func TestPolkitInstallCommand(t *testing.T) {
+	if got := PolkitInstallCommand(); !strings.HasPrefix(got, "sudo make install-polkit") {
+		t.Errorf("without a shipped policy: %q", got)
+	}
+	for path, want := range map[string]string{
+		"/opt/portcullis/share/polkit-1/actions/dev.portcullis.approve.policy": "/opt/portcullis/share/polkit-1/actions/dev.portcullis.approve.policy",
+		"/home/a b/.local/share/x.policy":                                      "'/home/a b/.local/share/x.policy'",
+		"/tmp/it's":                                                            `'/tmp/it'\''s'`,
+	} {
+		if got := shellWord(path); got != want {
+			t.Errorf("shellWord(%q) = %q, want %q", path, got, want)
+		}
 	}
 }
 

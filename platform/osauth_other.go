@@ -19,7 +19,7 @@ func NewAuthenticator() daemon.Authenticator { return unsupportedAuth{} }
 
 func (unsupportedAuth) Mechanism() string { return "none" }
 func (unsupportedAuth) Available() error {
-	return fmt.Errorf("operating-system authentication is not supported on %s", runtime.GOOS)
+	return &daemon.UnavailableError{Reason: daemon.AuthReasonUnsupported, Text: fmt.Sprintf("operating-system authentication is not supported on %s", runtime.GOOS)}
 }
 func (unsupportedAuth) Authenticate(context.Context, daemon.AuthSubject, string) error {
 	return fmt.Errorf("operating-system authentication is not supported on %s", runtime.GOOS)

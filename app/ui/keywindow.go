@@ -12,6 +12,8 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	qrcode "github.com/skip2/go-qrcode"
+
+	"github.com/portcullis/portcullis/core/daemon"
 )
 
 // keyQRSize is the side of the verification key's QR code, in pixels of
@@ -20,9 +22,10 @@ const (
 	keyQRSize  = 512
 	keyQRShown = 220
 	// The window's size, in Fyne units: the heading, four lines of
-	// explanation, the key, the QR code and the button row.
+	// explanation, the key, the QR code, what approvals are and the button
+	// row.
 	keyWindowWidth  = 560
-	keyWindowHeight = 600
+	keyWindowHeight = 760
 )
 
 // keyQR is the QR code of the verification key text, as an image: a phone
@@ -53,13 +56,34 @@ type KeyWindow struct {
 	win    fyne.Window
 	qr     *canvas.Image
 	key    *widget.Label
+	auth   *widget.Label // whether approvals are OS-authenticated, and what that means
 	done   *widget.Button
 	asking bool
 }
 
+// approvalsText says, for the first-run window, whether approvals are
+// OS-authenticated, which mode is in force and why, and what that means.
+func approvalsText(st daemon.AuthStatus) string {
+	mode := st.Mode
+	if st.Setting == "" {
+		mode += ", the default"
+	}
+	var b strings.Builder
+	if st.OSAuthenticated {
+		fmt.Fprintf(&b, "Approvals: OS-authenticated by %s (settings.approvalAuthentication %s). ", st.Mechanism, mode)
+	} else {
+		fmt.Fprintf(&b, "Approvals: NOT OS-authenticated (settings.approvalAuthentication %s). ", mode)
+	}
+	b.WriteString(st.Meaning)
+	if !st.OSAuthenticated && st.Unavailable != "" && st.Reason != daemon.AuthReasonOff {
+		b.WriteString(" Why: " + st.Unavailable)
+	}
+	return b.String()
+}
+
 // showKeyWindow opens the verification key window for key (Fyne
-// goroutine).
-func showKeyWindow(a fyne.App, key string) (*KeyWindow, error) {
+// goroutine), with what auth says of approvals below the key.
+func showKeyWindow(a fyne.App, key string, auth daemon.AuthStatus) (*KeyWindow, error) {
 	img, err := keyQR(key)
 	if err != nil {
 		return nil, err
@@ -77,8 +101,13 @@ func showKeyWindow(a fyne.App, key string) (*KeyWindow, error) {
 	k.qr.FillMode = canvas.ImageFillContain
 	k.qr.ScaleMode = canvas.ImageScalePixels
 	k.qr.SetMinSize(fyne.NewSize(keyQRShown, keyQRShown))
+	k.auth = widget.NewLabel(approvalsText(auth))
+	k.auth.Wrapping = fyne.TextWrapWord
+	if !auth.OSAuthenticated {
+		k.auth.Importance = widget.WarningImportance
+	}
 	k.done = widget.NewButtonWithIcon(keyDoneText, theme.ConfirmIcon(), k.win.Close)
-	body := container.NewVBox(heading, explain, k.key, container.NewCenter(k.qr))
+	body := container.NewVBox(heading, explain, k.key, container.NewCenter(k.qr), k.auth)
 	k.win.SetContent(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), k.done), nil, nil, container.NewVScroll(body)))
 	k.win.SetCloseIntercept(k.closeRequested)
 	k.win.Canvas().SetOnTypedKey(func(ev *fyne.KeyEvent) {

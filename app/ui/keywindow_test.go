@@ -12,6 +12,7 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 	qrcode "github.com/skip2/go-qrcode"
 
 	"github.com/portcullis/portcullis/core/audit"
@@ -42,7 +43,7 @@ func sameImage(a, b image.Image) bool {
 // first, and "Keep it open" keeps it.
 func TestKeyWindow(t *testing.T) {
 	a := test.NewTempApp(t)
-	k, err := showKeyWindow(a, testKey)
+	k, err := showKeyWindow(a, testKey, daemon.AuthStatus{Mode: "cli", Mechanism: "polkit", Available: true, OSAuthenticated: true, Meaning: "Approvals are OS-authenticated: …"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,32 @@ func TestKeyWindow(t *testing.T) {
 	test.Tap(k.done)
 	if !closed {
 		t.Error("I wrote it down did not close the window")
+	}
+}
+
+// TestKeyWindowApprovals: the first-run window says plainly whether
+// approvals are OS-authenticated, the mode in force, why not, what that
+// means and the step that turns it on.
+func TestKeyWindowApprovals(t *testing.T) {
+	a := test.NewTempApp(t)
+	st := daemon.AuthStatus{Mode: "off", Mechanism: "polkit", Reason: daemon.AuthReasonNoAction,
+		Unavailable: "polkit does not know the action dev.portcullis.approve: it is not installed in /usr/share/polkit-1/actions; install it with: sudo install -m 0644 /p/share/polkit-1/actions/dev.portcullis.approve.policy /usr/share/polkit-1/actions/",
+		Meaning:     "Approvals are not OS-authenticated (polkit does not know Portcullis's action (it is not installed)): they resist only code that stays in the process trees Portcullis sees."}
+	k, err := showKeyWindow(a, testKey, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"Approvals: NOT OS-authenticated (settings.approvalAuthentication off, the default)", st.Meaning, "Why: " + st.Unavailable} {
+		if !strings.Contains(k.auth.Text, w) {
+			t.Errorf("the window says %q, lacking %q", k.auth.Text, w)
+		}
+	}
+	if k.auth.Importance != widget.WarningImportance {
+		t.Errorf("importance %v, want a warning", k.auth.Importance)
+	}
+	st = daemon.AuthStatus{Mode: "cli", Mechanism: "polkit", Available: true, OSAuthenticated: true, Meaning: "Approvals are OS-authenticated: every approval …"}
+	if got, want := approvalsText(st), "Approvals: OS-authenticated by polkit (settings.approvalAuthentication cli, the default). "+st.Meaning; got != want {
+		t.Errorf("approvalsText = %q, want %q", got, want)
 	}
 }
 

@@ -179,7 +179,7 @@ func (t *Tray) Run(ctx context.Context) {
 		if rep.Audit.Error != "" && t.auditErr == "" {
 			t.notifyAudit(rep.Audit.Error)
 		}
-		t.setupKeys(rep.Audit)
+		t.setupKeys(rep)
 		t.auditErr = rep.Audit.Error
 		fyne.Do(func() {
 			t.Approval.sync(pending)
@@ -213,7 +213,7 @@ func (t *Tray) Run(ctx context.Context) {
 			refresh(raised)
 		case <-tick.C:
 			if !t.keysDone {
-				t.setupKeys(t.opts.Daemon.Status().Audit)
+				t.setupKeys(t.opts.Daemon.Status())
 			}
 			if !headless {
 				// Under the headless driver fyne.Do runs here, on this
@@ -232,7 +232,8 @@ var ErrKeysNotYet = errors.New("the audit log is not open yet")
 
 // setupKeys sets up the audit log's sealing keys on first start and shows
 // the verification key (Run's goroutine).
-func (t *Tray) setupKeys(st daemon.AuditStatus) {
+func (t *Tray) setupKeys(rep daemon.StatusReport) {
+	st := rep.Audit
 	if t.keysDone || t.opts.SetupKeys == nil {
 		return
 	}
@@ -257,7 +258,7 @@ func (t *Tray) setupKeys(st daemon.AuditStatus) {
 		return
 	}
 	fyne.Do(func() {
-		k, err := showKeyWindow(t.app, key)
+		k, err := showKeyWindow(t.app, key, rep.Authentication)
 		if err != nil {
 			t.log.Error("showing the verification key", "err", err)
 			return

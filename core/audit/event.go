@@ -246,8 +246,9 @@ const (
 // the operating system's mechanism ("polkit", "LocalAuthentication").
 const (
 	// AuthNotAsked: the mode in force did not ask the operating system for
-	// this decision (settings.approvalAuthentication off, or credentials
-	// and the decision bears on none).
+	// this decision (settings.approvalAuthentication off, or a mode that
+	// does not cover it: credentials for a decision that bears on none, cli
+	// for a window approval without credentials).
 	AuthNotAsked = "not_asked"
 )
 
@@ -258,7 +259,7 @@ const (
 // DecisionRefused and PersonAction; Authentication, the mechanism that
 // authenticated the person ("polkit", "LocalAuthentication") or
 // AuthNotAsked; AuthenticationMode, settings.approvalAuthentication as in
-// force ("off", "credentials", "always"). Events written before these
+// force ("off", "credentials", "cli", "always"). Events written before these
 // fields existed lack them.
 type Decider struct {
 	Channel            string `json:"channel,omitempty"`

@@ -213,11 +213,11 @@ type Settings struct {
 	AuditSigning *bool `json:"auditSigning,omitempty"`
 	// ApprovalAuthentication says when the operating system's own
 	// authentication (polkit on Linux, LocalAuthentication on macOS) must
-	// succeed before a grant is issued: [AuthOff], [AuthCredentials] or
-	// [AuthAlways]. Absent ("") means [AuthCredentials] where the system's
-	// mechanism is available and off where it is not; a value set
-	// explicitly is kept even when the mechanism is missing (always then
-	// refuses to grant).
+	// succeed before a grant is issued: [AuthOff], [AuthCredentials],
+	// [AuthCLI] or [AuthAlways]. Absent ("") means [AuthCLI] where the
+	// system's mechanism is available and off where it is not; a value set
+	// explicitly is kept even when the mechanism is missing (approvals it
+	// covers are then refused).
 	ApprovalAuthentication string `json:"approvalAuthentication,omitempty"`
 	// AuditDurability is [DurabilityStrict] (every audit event is synced to
 	// the disk before the action it records) or [DurabilityAuthority] (the
@@ -269,7 +269,12 @@ const (
 const (
 	AuthOff         = "off"         // no OS authentication
 	AuthCredentials = "credentials" // for grants that carry a credential scope
-	AuthAlways      = "always"      // for every grant
+	// AuthCLI: for every decision made with the portcullis command (an
+	// approval of any card, a trust-widening change made or confirmed), and
+	// for window approvals of a card that carries a credential scope. The
+	// default where the system can authenticate.
+	AuthCLI    = "cli"
+	AuthAlways = "always" // for every grant
 )
 
 // AuditSigningOn reports whether the audit log is to be signed: AuditSigning,

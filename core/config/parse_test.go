@@ -330,7 +330,7 @@ func BenchmarkParse(b *testing.B) {
 }
 
 func TestParseApprovalAuthentication(t *testing.T) {
-	for _, v := range []string{AuthOff, AuthCredentials, AuthAlways} {
+	for _, v := range []string{AuthOff, AuthCredentials, AuthCLI, AuthAlways} {
 		in := `{"settings":{"approvalAuthentication":"` + v + `"}}`
 		c, err := Parse([]byte(in), "c.json")
 		if err != nil {
@@ -351,7 +351,7 @@ func TestParseApprovalAuthentication(t *testing.T) {
 		t.Errorf("absent: %+v, %v", c.Settings, err)
 	}
 	for in, reason := range map[string]string{
-		`{"settings":{"approvalAuthentication":"Always"}}`: `is "Always": must be "off", "credentials" or "always" (or left out for credentials where the system can authenticate you)`,
+		`{"settings":{"approvalAuthentication":"Always"}}`: `is "Always": must be "off", "credentials", "cli" or "always" (or left out for cli where the system can authenticate you)`,
 		`{"settings":{"approvalAuthentication":""}}`:       ``,
 		`{"settings":{"approvalAuthentication":true}}`:     `want a string, not true`,
 	} {

@@ -275,21 +275,23 @@ func SplitTrust(applied, edited *Config) (inForce *Config, held []Widening) {
 }
 
 // authRank orders values of settings.approvalAuthentication by how much
-// they ask; absent counts as credentials, its meaning where the system can
+// they ask; absent counts as cli, its meaning where the system can
 // authenticate.
 func authRank(v string) int {
 	switch v {
 	case AuthOff:
 		return 0
+	case AuthCredentials:
+		return 1
 	case AuthAlways:
-		return 2
+		return 3
 	}
-	return 1
+	return 2
 }
 
 func authText(v string) string {
 	if v == "" {
-		return "(absent: credentials)"
+		return "(absent: cli)"
 	}
 	return v
 }

@@ -12,12 +12,20 @@ func TestSplitTrustApprovalAuthentication(t *testing.T) {
 	}{
 		{AuthAlways, AuthOff, "settings: approvalAuthentication always → off"},
 		{AuthAlways, AuthCredentials, "settings: approvalAuthentication always → credentials"},
-		{AuthAlways, "", "settings: approvalAuthentication always → (absent: credentials)"},
-		{"", AuthOff, "settings: approvalAuthentication (absent: credentials) → off"},
+		{AuthAlways, "", "settings: approvalAuthentication always → (absent: cli)"},
+		{AuthAlways, AuthCLI, "settings: approvalAuthentication always → cli"},
+		{"", AuthOff, "settings: approvalAuthentication (absent: cli) → off"},
+		// The default asks for every decision made with the command: an
+		// explicit credentials asks for fewer.
+		{"", AuthCredentials, "settings: approvalAuthentication (absent: cli) → credentials"},
+		{AuthCLI, AuthCredentials, "settings: approvalAuthentication cli → credentials"},
 		{AuthCredentials, AuthOff, "settings: approvalAuthentication credentials → off"},
 		{AuthOff, AuthAlways, ""},
 		{"", AuthAlways, ""},
 		{AuthCredentials, "", ""},
+		{AuthCredentials, AuthCLI, ""},
+		{AuthCLI, "", ""},
+		{"", AuthCLI, ""},
 		{AuthOff, "", ""},
 	} {
 		applied := &Config{Settings: Settings{ApprovalAuthentication: tc.from}}

@@ -153,10 +153,10 @@ func (c *Config) Validate() error {
 			Reason: fmt.Sprintf("must be between %d (1 MiB) and %d (1 GiB) bytes, or left out for the default %d (32 MiB)", MinMaxMessageBytes, MaxMaxMessageBytes, DefaultMaxMessageBytes)})
 	}
 	switch c.Settings.ApprovalAuthentication {
-	case "", AuthOff, AuthCredentials, AuthAlways:
+	case "", AuthOff, AuthCredentials, AuthCLI, AuthAlways:
 	default:
 		problems = append(problems, Problem{Path: joinPath("settings", "approvalAuthentication"),
-			Reason: fmt.Sprintf("is %q: must be %q, %q or %q (or left out for credentials where the system can authenticate you)", c.Settings.ApprovalAuthentication, AuthOff, AuthCredentials, AuthAlways)})
+			Reason: fmt.Sprintf("is %q: must be %q, %q, %q or %q (or left out for cli where the system can authenticate you)", c.Settings.ApprovalAuthentication, AuthOff, AuthCredentials, AuthCLI, AuthAlways)})
 	}
 	switch c.Settings.AuditDurability {
 	case "", DurabilityStrict, DurabilityAuthority:

@@ -64,61 +64,118 @@ const (
 	refusedAuthUnavailable = "authentication_unavailable" // the setting asks for it and the OS cannot
 )
 
+// UnavailableError is what an Authenticator's Available returns when the
+// mechanism cannot authenticate: Reason is one of the AuthReason codes,
+// Text the sentence for the person (why, and the one step that fixes it).
+type UnavailableError struct {
+	Reason string
+	Text   string
+}
+
+func (e *UnavailableError) Error() string { return e.Text }
+
+// Reasons why approvals are not OS-authenticated (AuthStatus.Reason).
+const (
+	AuthReasonOff         = "setting_off"          // settings.approvalAuthentication is off
+	AuthReasonRoot        = "root_daemon"          // the daemon runs as root, whom polkit lets through
+	AuthReasonNotFound    = "not_installed"        // the mechanism (polkit) is not installed
+	AuthReasonNotRunning  = "not_running"          // its daemon (polkitd) does not answer
+	AuthReasonNoAction    = "action_not_installed" // polkit does not know Portcullis's action
+	AuthReasonUnsupported = "unsupported"          // this build or system has no mechanism
+	AuthReasonUnavailable = "unavailable"          // any other reason the mechanism gave
+)
+
 // AuthStatus is what `portcullis status` shows of
 // settings.approvalAuthentication.
 type AuthStatus struct {
 	// Setting is the value in the configuration file ("" when absent).
 	Setting string `json:"setting,omitempty"`
-	// Mode is the one in force: config.AuthOff, AuthCredentials or
-	// AuthAlways.
+	// Mode is the one in force: config.AuthOff, AuthCredentials, AuthCLI
+	// or AuthAlways.
 	Mode string `json:"mode"`
 	// Mechanism names the system's mechanism ("" when this build has
 	// none).
 	Mechanism string `json:"mechanism,omitempty"`
 	// Available says whether the mechanism can authenticate now.
 	Available bool `json:"available"`
+	// OSAuthenticated says whether the operating system authenticates the
+	// person for the decisions Mode covers: Mode is not off and the
+	// mechanism is available.
+	OSAuthenticated bool `json:"osAuthenticated"`
+	// Reason says why approvals are not OS-authenticated, as one of the
+	// AuthReason codes; "" when OSAuthenticated.
+	Reason string `json:"reason,omitempty"`
+	// Unavailable is the mechanism's reason it cannot authenticate now,
+	// with the step that fixes it; "" when Available.
+	Unavailable string `json:"unavailable,omitempty"`
+	// Meaning says, in one or two sentences, what Mode means for the
+	// person: which decisions are OS-authenticated and what code of the
+	// person's user can still decide without it.
+	Meaning string `json:"meaning"`
 	// Note says why Mode differs from what the setting asks, or why no
 	// approval can be granted, "" otherwise.
 	Note string `json:"note,omitempty"`
 }
 
-// AuthenticationApplies reports whether a decision choice on card needs
-// the operating system's authentication when mode is in force: never for a
-// denial; for every approval under config.AuthAlways; for an approval whose
-// card carries a credential scope under config.AuthCredentials.
-func AuthenticationApplies(mode string, card authz.Card, choice authz.Choice) bool {
+// AuthenticationApplies reports whether a decision choice on card, made
+// through channel (audit.ChannelCLI or audit.ChannelWindow), needs the
+// operating system's authentication when mode is in force: never for a
+// denial; for every approval under config.AuthAlways; under
+// config.AuthCLI for every approval made with the portcullis command and
+// for one in the window whose card carries a credential scope; under
+// config.AuthCredentials for an approval whose card carries a credential
+// scope.
+func AuthenticationApplies(mode, channel string, card authz.Card, choice authz.Choice) bool {
 	if choice == authz.Deny {
 		return false
 	}
 	switch mode {
 	case config.AuthAlways:
 		return true
+	case config.AuthCLI:
+		return channel == audit.ChannelCLI || len(card.CredentialScope) > 0
 	case config.AuthCredentials:
 		return len(card.CredentialScope) > 0
 	}
 	return false
 }
 
-// authStatus resolves settings.approvalAuthentication against the system:
-// absent, it is credentials where the mechanism is available and off where
-// it is not; set, it is what it says, with a note when the mechanism is
-// missing.
+// authStatus resolves settings.approvalAuthentication against the system
+// (ResolveAuth).
 func (d *Daemon) authStatus() AuthStatus {
 	cfg, _ := d.config()
-	st := AuthStatus{Setting: cfg.Settings.ApprovalAuthentication}
+	return ResolveAuth(cfg.Settings.ApprovalAuthentication, d.opts.Authenticator)
+}
+
+// ResolveAuth resolves setting (settings.approvalAuthentication) against
+// the mechanism a (nil: none): absent, it is cli where the mechanism is
+// available and off where it is not; set, it is what it says, with a note
+// when the mechanism is missing. The status says whether approvals are
+// OS-authenticated, why not, and what that means.
+func ResolveAuth(setting string, a Authenticator) AuthStatus {
+	st := AuthStatus{Setting: setting}
 	var avail error
-	if a := d.opts.Authenticator; a == nil {
-		avail = fmt.Errorf("this build has no operating-system authentication on %s", runtime.GOOS)
+	if a == nil {
+		avail = &UnavailableError{Reason: AuthReasonUnsupported, Text: fmt.Sprintf("this build has no operating-system authentication on %s", runtime.GOOS)}
 	} else {
 		st.Mechanism = a.Mechanism()
 		avail = a.Available()
 	}
 	st.Available = avail == nil
+	reason := ""
+	if avail != nil {
+		st.Unavailable = avail.Error()
+		reason = AuthReasonUnavailable
+		var ue *UnavailableError
+		if errors.As(avail, &ue) && ue.Reason != "" {
+			reason = ue.Reason
+		}
+	}
 	switch st.Setting {
 	case "":
 		if avail == nil {
-			st.Mode = config.AuthCredentials
-			return st
+			st.Mode = config.AuthCLI
+			break
 		}
 		st.Mode = config.AuthOff
 		st.Note = fmt.Sprintf("settings.approvalAuthentication is not set and the system cannot authenticate you (%v): approvals need no OS authentication", avail)
@@ -130,7 +187,66 @@ func (d *Daemon) authStatus() AuthStatus {
 			st.Note = fmt.Sprintf("settings.approvalAuthentication is %q but the system cannot authenticate you (%v): such approvals are refused until it can", st.Setting, avail)
 		}
 	}
+	st.OSAuthenticated = st.Mode != config.AuthOff && st.Available
+	switch {
+	case st.OSAuthenticated:
+	case st.Setting == config.AuthOff:
+		st.Reason = AuthReasonOff
+	default:
+		st.Reason = reason
+	}
+	st.Meaning = authMeaning(st)
 	return st
+}
+
+// escapes is what code of the person's user can still do where approvals
+// are not OS-authenticated.
+const escapes = "they resist only code that stays in the process trees Portcullis sees (servers, agents and what they start); " +
+	"a process of your user started outside them (systemd-run --user, cron, at, a double fork) can %s at a terminal it fakes (script)"
+
+// authMeaning is AuthStatus.Meaning: what the mode in force means for the
+// person, in one or two sentences.
+func authMeaning(st AuthStatus) string {
+	mech := orMechanism(st.Mechanism)
+	if !st.OSAuthenticated {
+		var why string
+		switch st.Reason {
+		case AuthReasonOff:
+			why = "settings.approvalAuthentication is off"
+		case AuthReasonRoot:
+			why = "the daemon runs as root, whom " + mech + " lets through without asking"
+		case AuthReasonNotFound:
+			why = mech + " is not installed"
+		case AuthReasonNotRunning:
+			why = mech + " does not answer on this system"
+		case AuthReasonNoAction:
+			why = mech + " does not know Portcullis's action (it is not installed)"
+		case AuthReasonUnsupported:
+			why = "this system has no mechanism Portcullis can ask"
+		default:
+			why = mech + " cannot authenticate you now"
+		}
+		if st.Mode == config.AuthOff {
+			return "Approvals are not OS-authenticated (" + why + "): " + fmt.Sprintf(escapes, "approve any card and confirm held changes of the configuration") + "."
+		}
+		return fmt.Sprintf("Approvals that settings.approvalAuthentication %q asks OS authentication for are refused until the system can authenticate you (%s); the others are not OS-authenticated: %s.", st.Mode, why, fmt.Sprintf(escapes, "approve them"))
+	}
+	switch st.Mode {
+	case config.AuthAlways:
+		return "Approvals are OS-authenticated: every approval, in the window too, and every trust-widening change of the configuration asks " + mech + " to authenticate you."
+	case config.AuthCLI:
+		return "Approvals are OS-authenticated: every approval and every trust-widening change made with the portcullis command asks " + mech +
+			" to authenticate you, so a process that fakes a terminal cannot decide for you; in the window, approvals of a card that carries a credential ask it too."
+	}
+	return "Only approvals of a card that carries a credential, and changes that bear on credentials, ask " + mech + " to authenticate you (settings.approvalAuthentication credentials); " +
+		"the others are not OS-authenticated: " + fmt.Sprintf(escapes, "approve them and confirm other held changes") + "."
+}
+
+func orMechanism(mech string) string {
+	if mech == "" {
+		return "the operating system"
+	}
+	return mech
 }
 
 // authenticateDecision runs the operating system's authentication for a
@@ -151,7 +267,7 @@ func (d *Daemon) authenticateDecision(ctx context.Context, c net.Conn, request s
 			subject.StartTime = chain[0].StartTime
 		}
 	}
-	return d.authenticate(ctx, request, choice, subject, "portcullis "+verbOf(choice))
+	return d.authenticate(ctx, request, choice, subject, audit.ChannelCLI, "portcullis "+verbOf(choice))
 }
 
 // osAuth is what the operating system's authentication did for a
@@ -161,9 +277,10 @@ type osAuth struct {
 	mode, by string
 }
 
-// authenticate is authenticateDecision for subject; by names who decides
-// in the audit log ("portcullis approve", "the Portcullis window").
-func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.Choice, subject AuthSubject, by string) (osAuth, error) {
+// authenticate is authenticateDecision for subject, deciding through
+// channel (audit.ChannelCLI, audit.ChannelWindow); by names who decides in
+// the audit log ("portcullis approve", "the Portcullis window").
+func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.Choice, subject AuthSubject, channel, by string) (osAuth, error) {
 	var req authz.Request
 	found := false
 	for _, r := range d.authz.Pending() {
@@ -177,7 +294,7 @@ func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.
 	if !found {
 		return done, nil // Decide answers with authz.ErrNoRequest
 	}
-	if !AuthenticationApplies(st.Mode, req.Card, choice) {
+	if !AuthenticationApplies(st.Mode, channel, req.Card, choice) {
 		return done, nil
 	}
 	what := verbOf(choice) + " approval request " + request
@@ -261,7 +378,7 @@ func (w *WindowApprovals) Decide(id string, dec authz.Decision) error {
 		}
 	}
 	st := d.authStatus()
-	if !found || !AuthenticationApplies(st.Mode, card, dec.Choice) {
+	if !found || !AuthenticationApplies(st.Mode, audit.ChannelWindow, card, dec.Choice) {
 		dec.Decider = d.windowDecider(osAuth{mode: st.Mode, by: audit.AuthNotAsked})
 		return d.authz.Decide(id, dec)
 	}
@@ -269,11 +386,11 @@ func (w *WindowApprovals) Decide(id string, dec authz.Decision) error {
 	// apart, since it cannot have exited while it asks.
 	subject := AuthSubject{PID: os.Getpid(), UID: d.uid}
 	if !st.Available {
-		_, err := d.authenticate(context.Background(), id, dec.Choice, subject, "the Portcullis window")
+		_, err := d.authenticate(context.Background(), id, dec.Choice, subject, audit.ChannelWindow, "the Portcullis window")
 		return err
 	}
 	go func() {
-		auth, err := d.authenticate(context.Background(), id, dec.Choice, subject, "the Portcullis window")
+		auth, err := d.authenticate(context.Background(), id, dec.Choice, subject, audit.ChannelWindow, "the Portcullis window")
 		if err != nil {
 			return
 		}
@@ -288,7 +405,8 @@ func (w *WindowApprovals) Decide(id string, dec authz.Decision) error {
 // ChangeNeedsAuthentication reports whether a change of the configuration
 // that widens trust with held (config.SplitTrust), confirmed or made by the
 // person, needs the operating system's authentication when mode is in
-// force: under config.AuthAlways any such change; under
+// force: under config.AuthAlways and config.AuthCLI (such a change comes
+// through the portcullis command) any such change; under
 // config.AuthCredentials one that bears on credentials (a scope added, the
 // launch of a server with credentials, how a secret is injected, the
 // session bus, where the Secret Service answers, given to a server) or lowers
@@ -297,7 +415,7 @@ func (w *WindowApprovals) Decide(id string, dec authz.Decision) error {
 func ChangeNeedsAuthentication(mode string, held []config.Widening) bool {
 	for _, w := range held {
 		switch {
-		case mode == config.AuthAlways:
+		case mode == config.AuthAlways, mode == config.AuthCLI:
 			return true
 		case mode != config.AuthCredentials:
 			return false

@@ -57,49 +57,88 @@ func authDaemon(t *testing.T, setting string, auth Authenticator) *Daemon {
 func TestAuthenticationApplies(t *testing.T) {
 	withCreds := authz.Card{CredentialScope: []string{"api"}}
 	plain := authz.Card{ToolScope: []string{"read"}}
+	cli, window := audit.ChannelCLI, audit.ChannelWindow
 	for _, tc := range []struct {
-		mode   string
-		card   authz.Card
-		choice authz.Choice
-		want   bool
+		mode    string
+		channel string
+		card    authz.Card
+		choice  authz.Choice
+		want    bool
 	}{
-		{config.AuthOff, withCreds, authz.ApproveRun, false},
-		{config.AuthCredentials, withCreds, authz.ApproveRun, true},
-		{config.AuthCredentials, withCreds, authz.ApproveOnce, true},
-		{config.AuthCredentials, plain, authz.ApproveRun, false},
-		{config.AuthAlways, plain, authz.ApproveOnce, true},
-		{config.AuthAlways, withCreds, authz.Deny, false},
-		{config.AuthCredentials, withCreds, authz.Deny, false},
+		{config.AuthOff, cli, withCreds, authz.ApproveRun, false},
+		{config.AuthCredentials, cli, withCreds, authz.ApproveRun, true},
+		{config.AuthCredentials, window, withCreds, authz.ApproveOnce, true},
+		{config.AuthCredentials, cli, plain, authz.ApproveRun, false},
+		{config.AuthCredentials, window, plain, authz.ApproveRun, false},
+		// The default where the system can authenticate: any approval made
+		// with the command (which code of the person's user can fake at a
+		// terminal of its own), and the window's of a card with credentials.
+		{config.AuthCLI, cli, plain, authz.ApproveRun, true},
+		{config.AuthCLI, cli, plain, authz.ApproveOnce, true},
+		{config.AuthCLI, cli, withCreds, authz.ApproveRun, true},
+		{config.AuthCLI, window, withCreds, authz.ApproveRun, true},
+		{config.AuthCLI, window, plain, authz.ApproveRun, false},
+		{config.AuthCLI, cli, plain, authz.Deny, false},
+		{config.AuthAlways, cli, plain, authz.ApproveOnce, true},
+		{config.AuthAlways, window, plain, authz.ApproveOnce, true},
+		{config.AuthAlways, cli, withCreds, authz.Deny, false},
+		{config.AuthCredentials, cli, withCreds, authz.Deny, false},
 	} {
-		if got := AuthenticationApplies(tc.mode, tc.card, tc.choice); got != tc.want {
-			t.Errorf("AuthenticationApplies(%s, creds=%v, %s) = %v, want %v", tc.mode, tc.card.CredentialScope, tc.choice, got, tc.want)
+		if got := AuthenticationApplies(tc.mode, tc.channel, tc.card, tc.choice); got != tc.want {
+			t.Errorf("AuthenticationApplies(%s, %s, creds=%v, %s) = %v, want %v", tc.mode, tc.channel, tc.card.CredentialScope, tc.choice, got, tc.want)
 		}
 	}
 }
 
 func TestAuthStatus(t *testing.T) {
 	down := errors.New("no polkitd on the system bus")
+	noAction := &UnavailableError{Reason: AuthReasonNoAction, Text: "polkit does not know the action dev.portcullis.approve: install it with: sudo install …"}
+	root := &UnavailableError{Reason: AuthReasonRoot, Text: "polkit authorizes root without asking"}
 	for _, tc := range []struct {
 		name    string
 		setting string
 		auth    Authenticator
 		mode    string
-		note    string // "" = none
+		authed  bool
+		reason  string
+		note    string   // "" = none
+		meaning []string // in Meaning
 	}{
-		{"absent, available", "", &fakeAuth{}, config.AuthCredentials, ""},
-		{"absent, unavailable", "", &fakeAuth{avail: down}, config.AuthOff, "is not set and the system cannot authenticate you (no polkitd on the system bus): approvals need no OS authentication"},
-		{"absent, no mechanism", "", nil, config.AuthOff, "this build has no operating-system authentication"},
-		{"always, unavailable", config.AuthAlways, &fakeAuth{avail: down}, config.AuthAlways, `is "always" but the system cannot authenticate you (no polkitd on the system bus): such approvals are refused`},
-		{"off", config.AuthOff, &fakeAuth{}, config.AuthOff, ""},
-		{"credentials", config.AuthCredentials, &fakeAuth{}, config.AuthCredentials, ""},
+		{"absent, available", "", &fakeAuth{}, config.AuthCLI, true, "", "",
+			[]string{"Approvals are OS-authenticated", "made with the portcullis command asks fakeauth", "in the window, approvals of a card that carries a credential ask it too"}},
+		{"absent, unavailable", "", &fakeAuth{avail: down}, config.AuthOff, false, AuthReasonUnavailable,
+			"is not set and the system cannot authenticate you (no polkitd on the system bus): approvals need no OS authentication",
+			[]string{"Approvals are not OS-authenticated (fakeauth cannot authenticate you now)", "resist only code that stays in the process trees Portcullis sees", "approve any card and confirm held changes"}},
+		{"absent, action not installed", "", &fakeAuth{avail: noAction}, config.AuthOff, false, AuthReasonNoAction, "install it with: sudo install",
+			[]string{"Approvals are not OS-authenticated (fakeauth does not know Portcullis's action (it is not installed))"}},
+		{"absent, root daemon", "", &fakeAuth{avail: root}, config.AuthOff, false, AuthReasonRoot, "polkit authorizes root without asking",
+			[]string{"the daemon runs as root, whom fakeauth lets through without asking", "they resist only code that stays in the process trees Portcullis sees"}},
+		{"absent, no mechanism", "", nil, config.AuthOff, false, AuthReasonUnsupported, "this build has no operating-system authentication",
+			[]string{"this system has no mechanism Portcullis can ask"}},
+		{"always, unavailable", config.AuthAlways, &fakeAuth{avail: down}, config.AuthAlways, false, AuthReasonUnavailable,
+			`is "always" but the system cannot authenticate you (no polkitd on the system bus): such approvals are refused`,
+			[]string{`Approvals that settings.approvalAuthentication "always" asks OS authentication for are refused until the system can authenticate you`}},
+		{"always", config.AuthAlways, &fakeAuth{}, config.AuthAlways, true, "", "", []string{"every approval, in the window too"}},
+		{"off", config.AuthOff, &fakeAuth{}, config.AuthOff, false, AuthReasonOff, "", []string{"not OS-authenticated (settings.approvalAuthentication is off)"}},
+		{"credentials", config.AuthCredentials, &fakeAuth{}, config.AuthCredentials, true, "", "",
+			[]string{"Only approvals of a card that carries a credential", "the others are not OS-authenticated", "approve them and confirm other held changes"}},
+		{"cli", config.AuthCLI, &fakeAuth{}, config.AuthCLI, true, "", "", []string{"made with the portcullis command"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := authDaemon(t, tc.setting, tc.auth).Status().Authentication
-			if st.Mode != tc.mode || st.Setting != tc.setting {
-				t.Errorf("status %+v, want mode %s", st, tc.mode)
+			if st.Mode != tc.mode || st.Setting != tc.setting || st.OSAuthenticated != tc.authed || st.Reason != tc.reason {
+				t.Errorf("status %+v, want mode %s, osAuthenticated %v, reason %q", st, tc.mode, tc.authed, tc.reason)
 			}
 			if (tc.note == "") != (st.Note == "") || !strings.Contains(st.Note, tc.note) {
 				t.Errorf("note %q, want %q", st.Note, tc.note)
+			}
+			for _, m := range tc.meaning {
+				if !strings.Contains(st.Meaning, m) {
+					t.Errorf("meaning %q lacks %q", st.Meaning, m)
+				}
+			}
+			if st.Available == (st.Unavailable != "") {
+				t.Errorf("available %v with unavailable %q", st.Available, st.Unavailable)
 			}
 		})
 	}
@@ -130,6 +169,13 @@ func TestAuthenticateDecision(t *testing.T) {
 		{"always, unavailable", config.AuthAlways, &fakeAuth{avail: errors.New("no polkitd on the system bus")}, false, authz.ApproveRun, false,
 			[]string{"refused to approve approval request", "no polkitd on the system bus", "nothing was granted and the request is still pending", "portcullis deny", `"off"`}, true, ""},
 		{"credentials mode, no credentials", config.AuthCredentials, &fakeAuth{answer: ErrAuthFailed}, false, authz.ApproveRun, false, nil, false, ""},
+		// The default where the system can authenticate: an approval of a
+		// card without credentials made with the command (what an agent's
+		// escaped `script -qec 'portcullis approve ID'` sends) is asked and,
+		// unconfirmed, denied.
+		{"absent, available: a plain card from the command", "", &fakeAuth{answer: fmt.Errorf("pkcheck: %w", ErrAuthFailed)}, false, authz.ApproveRun, true,
+			[]string{"not approved: fakeauth did not authenticate you", `approvalAuthentication is "cli"`}, false, "portcullis approve: fakeauth did not authenticate you"},
+		{"absent, available: success", "", &fakeAuth{}, false, authz.ApproveOnce, true, nil, false, ""},
 		{"a denial", config.AuthAlways, &fakeAuth{answer: ErrAuthFailed}, false, authz.Deny, false, nil, false, ""},
 		{"off", config.AuthOff, &fakeAuth{answer: ErrAuthFailed}, true, authz.ApproveRun, false, nil, false, ""},
 		{"absent, unavailable: off", "", &fakeAuth{avail: errors.New("down"), answer: ErrAuthFailed}, true, authz.ApproveRun, false, nil, false, ""},
@@ -304,6 +350,11 @@ func TestChangeNeedsAuthentication(t *testing.T) {
 		{config.AuthAlways, []config.Widening{policy}, true},
 		{config.AuthAlways, nil, false},
 		{config.AuthCredentials, []config.Widening{policy}, false},
+		// The default where the system can authenticate: every widening
+		// made or confirmed with the command.
+		{config.AuthCLI, []config.Widening{policy}, true},
+		{config.AuthCLI, []config.Widening{{Kind: config.WidenAuditSigning}}, true},
+		{config.AuthCLI, nil, false},
 		{config.AuthCredentials, []config.Widening{policy, cred}, true},
 		{config.AuthCredentials, []config.Widening{lower}, true},
 		{config.AuthCredentials, []config.Widening{{Kind: config.WidenLaunch, Server: "srv"}}, true},
@@ -352,5 +403,26 @@ func TestAuthenticateChange(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAuthenticateChangeByDefault: with settings.approvalAuthentication
+// absent and the mechanism available, confirming any held widening (here a
+// tool allowed, which bears on no credential) asks the operating system,
+// and an unconfirmed one is refused; with the mechanism unavailable the
+// default is off and nothing is asked.
+func TestAuthenticateChangeByDefault(t *testing.T) {
+	held := []config.Widening{{Kind: config.WidenPolicy, Server: "srv", Tool: "write", Text: "srv: tool write policy approve → allow"}}
+	fa := &fakeAuth{answer: fmt.Errorf("%w: pkcheck: Not authorized.", ErrAuthFailed)}
+	d := authDaemon(t, "", fa)
+	if _, err := d.authenticateChange(nil, 4242, "confirm change c1 of the configuration", held); err == nil || len(fa.asked) != 1 ||
+		!strings.Contains(err.Error(), "nothing was changed") || !strings.Contains(err.Error(), `approvalAuthentication is "cli"`) {
+		t.Fatalf("err = %v, asked %d; want one authentication and a refusal", err, len(fa.asked))
+	}
+	off := &fakeAuth{avail: errors.New("no polkitd"), answer: ErrAuthFailed}
+	d = authDaemon(t, "", off)
+	auth, err := d.authenticateChange(nil, 4242, "confirm change c1 of the configuration", held)
+	if err != nil || len(off.asked) != 0 || auth.mode != config.AuthOff || auth.by != audit.AuthNotAsked {
+		t.Fatalf("unavailable: %+v, %v, asked %d; want it confirmed unasked under off", auth, err, len(off.asked))
 	}
 }

@@ -159,6 +159,18 @@ func (s *script) register(ctx context.Context) error {
 		return err
 	}
 	s.detail("policy: inventory_lookup and inventory_adjust allowed without approval (config.json \"tools\")")
+	// The demo decides from a script, at terminals it opens itself: where
+	// polkit could authenticate, the default would ask for a password at
+	// each of them. Off, in the demo's own data directory only.
+	cfg, err := config.Load(s.home.ConfigFile())
+	if err != nil {
+		return err
+	}
+	cfg.Settings.ApprovalAuthentication = config.AuthOff
+	if err := config.Save(s.home.ConfigFile(), cfg); err != nil {
+		return err
+	}
+	s.detail("settings.approvalAuthentication: off (the demo approves from a script; your own setup asks polkit where it can)")
 	return nil
 }
 

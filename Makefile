@@ -68,6 +68,7 @@ install: ## build portcullis and install it (the front portcullis and the full p
 	install -m 0755 bin/portcullis '$(PREFIX)/bin/portcullis'; \
 	if [[ "$$(uname -s)" == Linux ]] && ! command -v bwrap >/dev/null; then echo "note: bubblewrap (bwrap) is not installed: servers will run without a sandbox until it is (sudo apt install bubblewrap, or sudo dnf install bubblewrap)"; fi; \
 	echo "installed $$('$(PREFIX)/bin/portcullis' version) as $(PREFIX)/bin/portcullis (the front) and $(PREFIX)/bin/portcullis-app"; \
+	scripts/install-takeover.sh '$(PREFIX)'; \
 	if [[ "$$(uname -s)" == Darwin && "$$kind" == app ]]; then \
 		$(MAKE) --no-print-directory app && mkdir -p "$$HOME/Applications" && rm -rf "$$HOME/Applications/Portcullis.app" && cp -R bin/Portcullis.app "$$HOME/Applications/" && echo "installed $$HOME/Applications/Portcullis.app"; \
 	fi; \

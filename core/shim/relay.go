@@ -407,7 +407,7 @@ func (r *relay) reconnect(eager bool) {
 			conn.Close()
 		}
 		ref = dialRefusal(r.o, err)
-		if r.ctx.Err() != nil || !eager || !errors.Is(err, control.ErrNoDaemon) || time.Now().After(deadline) {
+		if r.ctx.Err() != nil || !eager || final(err) || time.Now().After(deadline) {
 			break
 		}
 		select {
@@ -544,4 +544,14 @@ func (r *relay) endInput() int {
 	case <-r.ctx.Done():
 	}
 	return 0
+}
+
+// final reports whether err, from reaching a daemon again, is an answer
+// that trying again at once would not change: a daemon's refusal, a daemon
+// that could not be started, a socket that is not the person's. Anything
+// else (no daemon yet, a connection reset while one starts) is tried again.
+func final(err error) bool {
+	var re *control.RefusedError
+	var se *StartError
+	return errors.As(err, &re) || errors.As(err, &se) || errors.Is(err, control.ErrForeign)
 }

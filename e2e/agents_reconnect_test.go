@@ -193,7 +193,7 @@ func TestAgentsClaudeCodeDaemonRestart(t *testing.T) {
 	s.startModel(t, fakemodel.Script{
 		{Tool: "ToolSearch", Args: map[string]any{"query": "select:" + lookup + "," + adjust}},
 		{Tool: lookup, Args: sku},
-		{Tool: lookup, Args: sku, Before: pause},  // A: after the first lookup
+		{Tool: lookup, Args: sku, Before: pause},   // A: after the first lookup
 		{Tool: adjust, Args: write, Before: pause}, // B: after the lookup on the second daemon
 		{Tool: adjust, Args: write, Before: pause}, // C: after the held write's refusal
 		{Tool: lookup, Args: sku, Before: pause},   // D: after the approved write

@@ -412,7 +412,7 @@ func (r *relay) reconnect(eager bool) {
 		}
 		select {
 		case <-r.ctx.Done():
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	ref.Reason = fmt.Sprintf("%s, and no daemon could be reached since: %s", prev.Why, ref.Reason)

@@ -169,7 +169,7 @@ func dial(ctx context.Context, o Options, hello control.Hello) (*control.Conn, e
 	deadline := time.NewTimer(o.StartWait)
 	defer deadline.Stop()
 	var running *StartError
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		conn, err = connect()

@@ -388,3 +388,31 @@ func TestReconnectBeforeInitialize(t *testing.T) {
 		t.Errorf("the agent got %q", a.out.String())
 	}
 }
+
+// TestReconnectListenStream: the agent's subscriptions/listen stream
+// (2026-07-28), open when the daemon dies, is not answered but opened again
+// on the new daemon, with the agent's id; a plain call in flight is
+// answered epoch_ended.
+func TestReconnectListenStream(t *testing.T) {
+	f := newFakeDaemon(t)
+	f.serve(101, "1")
+	a := startAgent(t, f, Options{})
+	d1 := f.next()
+	listen := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	a.send(t, listen)
+	d1.next()
+	a.send(t, `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	d1.next()
+	f.kill(d1)
+	refusal(t, a.out.answer(t, "5", 1))
+	f.serve(202, "2")
+	d2 := f.next()
+	if got := d2.next(); got != listen {
+		t.Fatalf("the new daemon got %q first, want the agent's subscription as it sent it", got)
+	}
+	d2.send(`{"jsonrpc":"2.0","id":"L","result":{}}`)
+	a.out.answer(t, `"L"`, 1)
+	if n := strings.Count(a.out.String(), `"id":"L"`); n != 1 {
+		t.Errorf("the subscription was answered %d times:\n%s", n, a.out.String())
+	}
+}

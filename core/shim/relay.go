@@ -40,6 +40,11 @@ type relay struct {
 	// initialize is the agent's initialize request, replayed to a new
 	// daemon; nil until the agent sent one.
 	initialize []byte
+	// listen is the agent's subscriptions/listen request (2026-07-28), the
+	// stream its list changes arrive on, and listenID its id: open when the
+	// daemon goes away, it is sent to the new daemon rather than answered.
+	listen, listenID []byte
+	relisten         bool
 	// prev is the run served last, which a new connection continues.
 	prev       control.Continuation
 	inputEnded bool
@@ -182,6 +187,9 @@ func (r *relay) forward(line []byte, m *mcpwire.Message) error {
 	r.mu.Lock()
 	if request && m.Method == "initialize" {
 		r.initialize = append([]byte(nil), line...)
+	}
+	if request && m.Method == "subscriptions/listen" {
+		r.listen, r.listenID = append([]byte(nil), line...), append([]byte(nil), m.ID...)
 	}
 	for r.link == nil && r.reconnecting {
 		r.cond.Wait()
@@ -345,6 +353,12 @@ func (r *relay) lost(l *link) {
 		r.warn("%s", why)
 	}
 	for _, p := range left {
+		if !ended && r.listen != nil && string(p.id) == string(r.listenID) {
+			r.mu.Lock()
+			r.relisten = true // the stream goes on on the new daemon
+			r.mu.Unlock()
+			continue
+		}
 		ref := r.endedRefusal(why, p, held[string(p.id)])
 		if ended {
 			// No new daemon will serve this agent, whose input ended.
@@ -422,8 +436,16 @@ func (r *relay) reconnect(eager bool) {
 	r.warn("%s", ref.Reason)
 	r.mu.Lock()
 	r.reconnecting, r.down, r.lastTry, r.stopped = false, ref, time.Now(), false
+	var listenID []byte
+	if r.relisten {
+		// No daemon to carry the agent's subscription: it ends, saying why.
+		listenID, r.relisten = r.listenID, false
+	}
 	r.cond.Broadcast()
 	r.mu.Unlock()
+	if listenID != nil {
+		_ = r.writeAgent(append(ref.Response(listenID), '\n'))
+	}
 }
 
 // adopt makes conn, to a new daemon, the one in use: it replays the
@@ -480,6 +502,16 @@ func (r *relay) adopt(conn *control.Conn) error {
 	default:
 	}
 	old := r.prev
+	if r.relisten {
+		// Sent before any message of the agent can follow on l.
+		r.pend.add(r.listenID)
+		if err := l.write(r.listen); err != nil {
+			r.pend.done(r.listenID)
+			r.mu.Unlock()
+			return fmt.Errorf("opening the agent's subscription again on the new daemon: %w", err)
+		}
+		r.relisten = false
+	}
 	r.link, r.reconnecting, r.down, r.stopped = l, false, nil, false
 	r.prev = control.Continuation{Run: conn.Reply.Run, DaemonPID: conn.Reply.DaemonPID}
 	r.cond.Broadcast()

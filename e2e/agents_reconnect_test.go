@@ -34,6 +34,17 @@ func stopDaemonsOf(t *testing.T, h *harness.Home) {
 	})
 }
 
+// freezeShim stops the shim pid (SIGSTOP) so that it does not connect to a
+// new daemon when the test kills the daemon: for tests of what a killed
+// daemon leaves behind. The test's end kills it.
+func freezeShim(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL); _ = syscall.Kill(pid, syscall.SIGCONT) })
+}
+
 // daemonPIDsOf lists the live `portcullis daemon` processes of h.
 func daemonPIDsOf(h *harness.Home) []int {
 	procs, err := harness.Processes()

@@ -123,8 +123,8 @@ func (r *relay) run(ctx context.Context, conn *control.Conn) int {
 	select {
 	case err := <-agentDone:
 		if !errors.Is(err, io.EOF) {
-			// The agent is gone (its output failed): the daemon takes the
-			// connection's end for that and stops at once.
+			// The agent's input failed: it is gone. The daemon takes the
+			// connection's end for that and ends the run at once.
 			r.mu.Lock()
 			l := r.link
 			r.mu.Unlock()

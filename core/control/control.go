@@ -44,7 +44,7 @@ const (
 	OpConnect   = "connect"   // become an agent run of Label
 	OpStatus    = "status"    // Reply.Data: []gateway.Status and the configured servers
 	OpPing      = "ping"      // is a daemon there?
-	OpStop      = "stop"      // stop the daemon: every server stopped, agents told; only the person (Reply.Code "not_a_person" otherwise)
+	OpStop      = "stop"      // stop the daemon: every server stopped, shims told (StoppingLine); only the person (Reply.Code "not_a_person" otherwise)
 	OpPerson    = "person"    // is this the person, about to do What? Audited; Reply.Code "not_a_person" when not
 	OpRestart   = "restart"   // replace the process of every agent run of Label with a new epoch
 	OpApprovals = "approvals" // Reply.Data: the pending approval requests ([]authz.Request)

@@ -323,3 +323,76 @@ func TestAgentsClaudeCodeDaemonRestart(t *testing.T) {
 		t.Errorf("the continuation after the install says %q, want the daemon stopped", cont[2].Continues.Why)
 	}
 }
+
+// daemonKilledMidSession runs one session of an agent connected through
+// Portcullis to a daemon the test started on s: the model calls the lookup,
+// the test kills the daemon with SIGKILL, and the model calls the lookup
+// again, which a daemon the shim started answers; the agent is never
+// restarted.
+func (s *agentSetup) daemonKilledMidSession(t *testing.T, tool func(string) string, preamble []fakemodel.Step, start func() *agentProc) fakemodel.ToolResult {
+	t.Helper()
+	lookup, sku := tool("inventory_lookup"), map[string]any{"sku": "WIDGET-1"}
+	s.model.Append(preamble...)
+	s.model.Append(
+		fakemodel.Step{Tool: lookup, Args: sku},
+		fakemodel.Step{Tool: lookup, Args: sku, Before: s.pause.Hook},
+		fakemodel.Step{Text: "done", Before: s.pause.Hook},
+	)
+	p := start()
+	wantStock(t, "the first lookup", codexOutput(onlyResult(t, s.paused(t, p, 2*time.Minute), "first lookup")), 40)
+	pid := daemonPID(t, s.home)
+	killDaemon(t, pid)
+	s.pause.Resume()
+	r := codexOutput(onlyResult(t, s.paused(t, p, 2*time.Minute), "lookup after SIGKILL"))
+	if now := daemonPID(t, s.home); now == pid {
+		t.Errorf("still daemon %d", now)
+	}
+	s.pause.Resume()
+	p.wait(t, time.Minute)
+	return r
+}
+
+// newAgentSetupKillable is newAgentSetup with a daemon the test may kill.
+func newAgentSetupKillable(t *testing.T) *agentSetup {
+	t.Helper()
+	s := newAgentSetupNoDaemon(t)
+	stopDaemonsOf(t, s.home)
+	d, err := s.home.StartDaemon(testContext(t, 30*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop(5 * time.Second) })
+	s.daemon = d
+	return s
+}
+
+// TestAgentsGeminiDaemonKilled: Gemini CLI, which never starts a stdio
+// server again (TestAgentsOutputEndsGemini), keeps its tools through
+// Portcullis when the daemon is killed mid-session.
+func TestAgentsGeminiDaemonKilled(t *testing.T) {
+	t.Parallel()
+	node, gemini := needGemini(t)
+	s := geminiSetupOn(t, newAgentSetupKillable(t))
+	allowTools(t, s.home, invLabel, "inventory_lookup")
+	s.startModel(t, nil)
+	r := s.daemonKilledMidSession(t, geminiTool, nil, func() *agentProc {
+		return s.startAgent(t, 5*time.Minute, s.geminiEnv(), node, gemini, "-p", "Check the stock of WIDGET-1.", "--yolo")
+	})
+	t.Logf("after SIGKILL of the daemon, Gemini CLI's next lookup reached the model as %+v", r)
+	wantStock(t, "the lookup after SIGKILL", r, 40)
+}
+
+// TestAgentsCodexDaemonKilled: the same for Codex, which never starts a
+// stdio server again either (TestAgentsOutputEndsCodex).
+func TestAgentsCodexDaemonKilled(t *testing.T) {
+	t.Parallel()
+	node, codex := needCodex(t)
+	s := codexSetupOn(t, newAgentSetupKillable(t))
+	allowTools(t, s.home, invLabel, "inventory_lookup")
+	s.startModel(t, nil)
+	r := s.daemonKilledMidSession(t, codexTool, nil, func() *agentProc {
+		return s.startAgent(t, 5*time.Minute, s.codexEnv(), node, s.codexExec(codex, "Check the stock of WIDGET-1.")...)
+	})
+	t.Logf("after SIGKILL of the daemon, Codex's next lookup reached the model as %+v", r)
+	wantStock(t, "the lookup after SIGKILL", r, 40)
+}

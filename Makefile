@@ -91,6 +91,7 @@ install: ## build portcullis and install it (the front portcullis and the full p
 			echo "note: approvals are not OS-authenticated until the polkit action is in $$dir, which needs root: sudo install -m 0644 $$q $$dir/"; \
 		fi; \
 	fi; \
+	scripts/install-takeover.sh '$(PREFIX)'; \
 	if [[ "$$(uname -s)" == Darwin && "$$kind" == app ]]; then \
 		$(MAKE) --no-print-directory app && mkdir -p "$$HOME/Applications" && rm -rf "$$HOME/Applications/Portcullis.app" && cp -R bin/Portcullis.app "$$HOME/Applications/" && echo "installed $$HOME/Applications/Portcullis.app"; \
 	fi; \

@@ -93,7 +93,7 @@ var docs = map[string]cmdDoc{
 		examples: []string{"portcullis restart notes"},
 	},
 	"stop": {
-		what:     "Stops the daemon: every server is stopped and every agent told. Only the person stops it, at a terminal of their own (not a pipe, not a supervised server's or an agent's process); the stop is recorded in the audit log.",
+		what:     "Stops the daemon: every server is stopped, and the calls agents have in flight are answered epoch_ended (a connected agent gets a daemon again at its next call). Only the person stops it, at a terminal of their own (not a pipe, not a supervised server's or an agent's process); the stop is recorded in the audit log.",
 		examples: []string{"portcullis stop"},
 	},
 	"approvals": {

@@ -49,7 +49,12 @@ func needCodex(t *testing.T) (node, entry string) {
 func codexSetup(t *testing.T) (s *agentSetup, node, entry string) {
 	t.Helper()
 	node, entry = needCodex(t)
-	s = newAgentSetup(t)
+	return codexSetupOn(t, newAgentSetup(t)), node, entry
+}
+
+// codexSetupOn is codexSetup on the agentSetup s.
+func codexSetupOn(t *testing.T, s *agentSetup) *agentSetup {
+	t.Helper()
 	dir := filepath.Join(s.agentHome, ".codex")
 	file := fmt.Sprintf(`model = "fakemodel"
 model_provider = "fakemodel"
@@ -82,7 +87,7 @@ INVENTORY_CALL_LOG = %q
 		t.Fatal(err)
 	}
 	s.install(t, "codex")
-	return s, node, entry
+	return s
 }
 
 // codexEnv is Codex's environment: offline, against the scripted model.

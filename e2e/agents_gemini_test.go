@@ -36,7 +36,12 @@ func needGemini(t *testing.T) (node, entry string) {
 func geminiSetup(t *testing.T) (s *agentSetup, node, entry string) {
 	t.Helper()
 	node, entry = needGemini(t)
-	s = newAgentSetup(t)
+	return geminiSetupOn(t, newAgentSetup(t)), node, entry
+}
+
+// geminiSetupOn is geminiSetup on the agentSetup s.
+func geminiSetupOn(t *testing.T, s *agentSetup) *agentSetup {
+	t.Helper()
 	settings := map[string]any{
 		"security":  map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}, "folderTrust": map[string]any{"enabled": true}},
 		"general":   map[string]any{"disableAutoUpdate": true, "disableUpdateNag": true},
@@ -62,7 +67,7 @@ func geminiSetup(t *testing.T) (s *agentSetup, node, entry string) {
 	writeJSON("settings.json", settings)
 	writeJSON("trustedFolders.json", map[string]string{s.work: "TRUST_FOLDER"})
 	s.install(t, "gemini-cli")
-	return s, node, entry
+	return s
 }
 
 // geminiEnv is Gemini CLI's environment: offline, against the scripted model.

@@ -73,6 +73,14 @@ type agentSetup struct {
 // starts a daemon there. The agent's file is written by the caller.
 func newAgentSetup(t *testing.T) *agentSetup {
 	t.Helper()
+	s := newAgentSetupNoDaemon(t)
+	s.daemon = startDaemon(t, s.home)
+	return s
+}
+
+// newAgentSetupNoDaemon is newAgentSetup without the daemon.
+func newAgentSetupNoDaemon(t *testing.T) *agentSetup {
+	t.Helper()
 	s := &agentSetup{home: newHome(t), binDir: t.TempDir(), pause: fakemodel.NewPauser()}
 	root := t.TempDir()
 	s.agentHome = filepath.Join(root, "home")
@@ -92,7 +100,6 @@ func newAgentSetup(t *testing.T) *agentSetup {
 	if err := config.Save(s.home.ConfigFile(), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	s.daemon = startDaemon(t, s.home)
 	return s
 }
 

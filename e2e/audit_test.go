@@ -559,8 +559,10 @@ func TestAuditSurvivesSIGKILL(t *testing.T) {
 	callCtx, stopCalls := context.WithCancel(ctx)
 	defer stopCalls()
 	var wg sync.WaitGroup
+	var shims []int
 	for ai := range agents {
 		a := connectCmd(t, h.ConnectCommand("echo"), "")
+		shims = append(shims, a.PID())
 		for ci := range callers {
 			wg.Go(func() {
 				for i := 0; callCtx.Err() == nil; i++ {
@@ -595,12 +597,16 @@ func TestAuditSurvivesSIGKILL(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	// The shims are frozen first: a shim that loses its daemon starts a
+	// new one, and this test is about what the killed daemon left.
+	for _, pid := range shims {
+		freezeShim(t, pid)
+	}
 	if err := syscall.Kill(d1.PID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-d1.Done()
-	// The shims lose the daemon; give the callers a bounded time to see it.
-	time.AfterFunc(10*time.Second, stopCalls)
+	stopCalls()
 	wg.Wait()
 
 	v, code := auditVerify(t, h)

@@ -235,6 +235,7 @@ func TestContainSandboxDiesWithTheDaemon(t *testing.T) {
 	if len(alive()) < 2 {
 		t.Fatalf("the server %d and its setsid child are not both running: %v", run.PID, alive())
 	}
+	freezeShim(t, a.PID()) // it would start a new daemon, with a new server
 	signalPID(t, d.PID(), syscall.SIGKILL)
 	<-d.Done()
 	deadline = time.Now().Add(15 * time.Second)

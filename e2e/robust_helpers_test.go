@@ -131,9 +131,7 @@ func startRaw(t *testing.T, h *harness.Home, label string) *rawAgent {
 	return startRawEnv(t, h, label)
 }
 
-// startRawEnv is startRaw with env added to the shim's environment
-// (PORTCULLIS_CONNECT_RELAY=1: the shim relays instead of handing the
-// agent's stdio to the daemon).
+// startRawEnv is startRaw with env added to the shim's environment.
 func startRawEnv(t *testing.T, h *harness.Home, label string, env ...string) *rawAgent {
 	t.Helper()
 	cmd := h.ConnectCommand(label)

@@ -274,9 +274,9 @@ func TestRobustDaemonKilledSetsidGrandchild(t *testing.T) {
 	out := escapees(t, mark, r.PID)
 	leaveEpochCgroups(t, pidsOf(out)...) // only the mark is to find them
 
+	freezeShim(t, a.pid()) // it would start a new daemon before the test's
 	signalPID(t, d1.PID(), syscall.SIGKILL)
 	<-d1.Done()
-	a.waitExited(30 * time.Second)
 	groupGone(t, r.PID, 30*time.Second, "the server, at the end of its stdin")
 	if left := epochProcs(t, mark); len(left) == 0 {
 		t.Fatalf("the setsid grandchild did not outlive the killed daemon; nothing to test")

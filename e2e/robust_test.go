@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -587,40 +588,34 @@ func TestRobustAgentKilled(t *testing.T) {
 }
 
 // TestRobustDaemonKilledDuringCall proves case 13: when the daemon is killed
-// with SIGKILL during a call, the agent is not left hanging: with its stdio
-// handed to the daemon (fd mode, the default), its input ends at once (its
-// client fails the pending call as a disconnect) and the shim exits 1 with
-// the reason on stderr; relayed (PORTCULLIS_CONNECT_RELAY=1), the shim
-// answers the pending call with an error and exits. The server (which
-// ignores the end of its stdin, with a grandchild in its group) is left
-// orphaned, and the next daemon finds and stops its whole group; the audit
-// log verifies.
+// with SIGKILL during a call, the agent is not left hanging and keeps its
+// connection: the shim answers the pending call epoch_ended (it may or may
+// not have taken effect), starts a new daemon, replays the agent's
+// initialize and tells it list_changed; the next call is answered by the new
+// daemon, whose run_started records the run it continues. The server (which
+// ignores the end of its stdin, with a grandchild in its group) left
+// orphaned is found by the new daemon, which stops its whole group; the
+// audit log verifies.
 func TestRobustDaemonKilledDuringCall(t *testing.T) {
-	for _, mode := range []string{control.ModeFD, control.ModeRelay} {
-		t.Run(mode, func(t *testing.T) { testDaemonKilledDuringCall(t, mode) })
-	}
-}
-
-func testDaemonKilledDuringCall(t *testing.T, mode string) {
 	h := newHome(t)
 	log := faultyLog(t)
 	addFaultyShell(t, h, "faulty", `sleep 3600 & exec "$0" -stubborn -log `+log)
 	ctx := testContext(t, 3*time.Minute)
+	stopDaemonsOf(t, h)
 	d1, err := h.StartDaemon(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = d1.Stop(5 * time.Second) })
-	var env []string
-	if mode == control.ModeRelay {
-		env = append(env, "PORTCULLIS_CONNECT_RELAY=1")
-	}
-	a := startRawEnv(t, h, "faulty", env...)
+	t.Cleanup(func() {
+		_ = d1.Stop(5 * time.Second)
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(h.Dir, "daemon.log"))
+			t.Logf("the first daemon's output:\n%s\ndaemon.log:\n%s", d1.Output(), b)
+		}
+	})
+	a := startRaw(t, h, "faulty")
 	a.handshake("1")
 	r, _ := runOf(t, h, a.pid(), "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
-	if !strings.Contains(d1.Output(), "stdio="+mode) {
-		t.Fatalf("the daemon's log does not say the run uses stdio=%s:\n%s", mode, d1.Output())
-	}
 	a.request("2", "tools/call", toolCall("slow", map[string]any{"ms": 120000}))
 	waitFor(t, "the slow call to reach the server", func() bool { return slices.Contains(readLines(t, log), "tools/call") })
 	// Only the recorded group is to find them (see leaveEpochCgroups).
@@ -629,41 +624,50 @@ func testDaemonKilledDuringCall(t *testing.T, mode string) {
 	signalPID(t, d1.PID(), syscall.SIGKILL)
 	<-d1.Done()
 	killed := time.Now()
-	if mode == control.ModeFD {
-		// Only the daemon held the agent's pipes: the kernel closed them.
-		a.eof(30 * time.Second)
-		if d := time.Since(killed); d > 10*time.Second {
-			t.Errorf("the agent's input ended %s after the daemon died", d)
+	m, _ := a.await("2", 30*time.Second)
+	if d := time.Since(killed); d > 10*time.Second {
+		t.Errorf("the pending call was answered %s after the daemon died", d)
+	}
+	if ref := m.refusal(t); ref.Error != control.EpochEnded || !strings.Contains(ref.Reason, "connection to the Portcullis daemon (pid "+strconv.Itoa(d1.PID())+") was lost") ||
+		!strings.Contains(ref.Reason, "may or may not have taken effect") || ref.Tool != "slow" {
+		t.Errorf("the pending call answered %.500s, want epoch_ended: connection lost, with the call's effect unknown", m.Raw)
+	}
+	// The agent is told its tools changed, and its next call is answered
+	// by a new daemon.
+	for {
+		n := a.next(30 * time.Second)
+		if strings.Contains(string(n.Raw), "notifications/tools/list_changed") {
+			break
 		}
-	} else {
-		m, _ := a.await("2", 30*time.Second)
-		if d := time.Since(killed); d > 10*time.Second {
-			t.Errorf("the pending call was answered %s after the daemon died", d)
-		}
-		if ref := m.refusal(t); ref.Error != control.ServerUnavailable || !strings.Contains(ref.Reason, "connection to the Portcullis daemon was lost") ||
-			!strings.Contains(ref.Reason, "may or may not have taken effect") {
-			t.Errorf("the pending call answered %.500s, want server_unavailable: connection lost, with the call's effect unknown", m.Raw)
-		}
 	}
-	if code := a.waitExited(30 * time.Second); code == 0 {
-		t.Errorf("the shim exited with 0 after losing its daemon, want an error exit")
+	res := a.call("3", "tools/call", toolCall("slow", map[string]any{"ms": 1}), time.Minute)
+	if strings.Contains(string(res.Raw), `"error"`) {
+		t.Errorf("the call after the restart was answered %.500s", res.Raw)
 	}
-	if !strings.Contains(a.stderr.String(), "connection to the Portcullis daemon was lost") {
-		t.Errorf("the shim's stderr does not say why: %q", a.stderr.String())
+	pid2 := daemonPID(t, h)
+	if pid2 == d1.PID() {
+		t.Fatalf("still daemon %d", pid2)
 	}
-	orphans := groupMembers(t, r.PID)
-	if len(orphans) < 2 {
-		t.Fatalf("want the orphaned server and its sleep alive in group %d, found %+v", r.PID, orphans)
+	if !strings.Contains(a.stderr.String(), "connection to the Portcullis daemon (pid "+strconv.Itoa(d1.PID())+") was lost") ||
+		!strings.Contains(a.stderr.String(), "connected again") {
+		t.Errorf("the shim's stderr does not say what happened: %q", a.stderr.String())
 	}
-
-	d2 := startDaemon(t, h)
 	groupGone(t, r.PID, 30*time.Second, "the previous daemon's orphaned server group")
-	if !strings.Contains(d2.Output(), "stopping a server left running by a previous daemon") {
-		t.Errorf("the new daemon's log does not mention the orphan:\n%s", d2.Output())
+	if b, _ := os.ReadFile(filepath.Join(h.Dir, "daemon.log")); !bytes.Contains(b, []byte("stopping a server left running by a previous daemon")) {
+		t.Errorf("the new daemon's log does not mention the orphan:\n%s", b)
+	}
+	a.in.Close()
+	a.eof(30 * time.Second)
+	if code := a.waitExited(30 * time.Second); code != 0 {
+		t.Errorf("the shim exited %d once the agent closed its input, want 0", code)
 	}
 	verifyAudit(t, h)
 	if evs := eventsOf(t, h, audit.TypeToolCalled, r.Run); len(evs) != 1 {
-		t.Errorf("%d tool_called events for the run, want 1", len(evs))
+		t.Errorf("%d tool_called events for the first run, want 1", len(evs))
+	}
+	cont := continuedRuns(t, h)
+	if len(cont) != 1 || cont[0].Continues.AgentRun != r.Run || cont[0].Continues.DaemonPID != d1.PID() {
+		t.Errorf("run_started events recording a continued run: %+v; want one continuing %s of daemon %d", cont, r.Run, d1.PID())
 	}
 }
 

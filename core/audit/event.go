@@ -198,6 +198,22 @@ type RunStarted struct {
 	AgentRun    string `json:"agentRun"`
 	ServerLabel string `json:"serverLabel"`
 	Agent       Agent  `json:"agent"`
+	// Continues is set when the run continues one the agent's shim had with
+	// a daemon that went away (it reconnected): what the shim said of it.
+	Continues *RunContinued `json:"continues,omitempty"`
+}
+
+// RunContinued is what run_started records of the run a reconnecting shim
+// continues: AgentRun and DaemonPID as that shim's previous daemon gave
+// them, Why the connection ended, as the shim saw it, and PreviousLogHead
+// the last event the log held when this daemon opened it (what the
+// daemon before it left), when known. The shim's word, not checked: the
+// previous daemon is gone.
+type RunContinued struct {
+	AgentRun        string   `json:"agentRun"`
+	DaemonPID       int      `json:"daemonPid,omitempty"`
+	Why             string   `json:"why"`
+	PreviousLogHead *LogHead `json:"previousLogHead,omitempty"`
 }
 
 // RunEnded is the fields of a run_ended event.

@@ -106,6 +106,9 @@ type Log struct {
 	opts Options
 	log  *slog.Logger
 	lock *os.File
+	// opened is the last event of the log when Open returned (zero for a
+	// new log): what the process that wrote before this one left.
+	opened LogHead
 
 	reqs      chan *request // unbuffered: a sent request is always answered
 	quit      chan struct{}
@@ -241,6 +244,7 @@ func Open(o Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.opened = LogHead{Seq: l.w.seq, Hash: l.w.prev}
 	go l.run()
 	return l, nil
 }
@@ -645,6 +649,17 @@ func (l *Log) do(ctx context.Context, r *request) (Event, error) {
 		return Event{}, ctx.Err()
 	}
 }
+
+// LogHead names an event of the log: its sequence number and hash.
+type LogHead struct {
+	Seq  uint64 `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+// OpenedAt is the last event the log held when Open returned (zero for a
+// new log): the head the previous writer left, or the log_recovered Open
+// wrote after it.
+func (l *Log) OpenedAt() LogHead { return l.opened }
 
 // Close stops the writer after the events already handed to it are committed,
 // closes the file and releases the directory lock. Later Appends fail with

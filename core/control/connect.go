@@ -57,3 +57,38 @@ func (r Reply) DrainTimeout() time.Duration {
 	}
 	return time.Duration(r.DrainTimeoutMS) * time.Millisecond
 }
+
+// Shim lines: what a daemon tells a relaying shim that asked for them
+// (Hello.ShimLines) besides the agent's messages. Like EndOfInput, each
+// begins with a NUL byte, never the beginning of a line of JSON, so the
+// shim tells them from the agent's messages and never passes them on.
+const (
+	heldPrefix     = "\x00portcullis: held "
+	releasedPrefix = "\x00portcullis: released "
+	// StoppingLine says the daemon stops on purpose (`portcullis stop`, a
+	// signal, the app quitting): the shim answers what is in flight and
+	// connects again at the agent's next request, starting a daemon then
+	// if none runs.
+	StoppingLine = "\x00portcullis: daemon stopping"
+)
+
+// HeldLine says the agent's request id waits for a person (an approval):
+// it was not sent to the server.
+func HeldLine(id []byte) []byte { return append([]byte(heldPrefix), id...) }
+
+// ReleasedLine ends the wait HeldLine said.
+func ReleasedLine(id []byte) []byte { return append([]byte(releasedPrefix), id...) }
+
+// ParseShimLine reads a shim line: held (a HeldLine's id), released (a
+// ReleasedLine's), or stopping. ok is false for any other line.
+func ParseShimLine(line []byte) (held, released []byte, stopping, ok bool) {
+	switch {
+	case bytes.HasPrefix(line, []byte(heldPrefix)):
+		return line[len(heldPrefix):], nil, false, true
+	case bytes.HasPrefix(line, []byte(releasedPrefix)):
+		return nil, line[len(releasedPrefix):], false, true
+	case string(line) == StoppingLine:
+		return nil, nil, true, true
+	}
+	return nil, nil, false, false
+}

@@ -44,7 +44,7 @@ const (
 	OpConnect   = "connect"   // become an agent run of Label
 	OpStatus    = "status"    // Reply.Data: []gateway.Status and the configured servers
 	OpPing      = "ping"      // is a daemon there?
-	OpStop      = "stop"      // stop the daemon: every server stopped, agents told; only the person (Reply.Code "not_a_person" otherwise)
+	OpStop      = "stop"      // stop the daemon: every server stopped, shims told (StoppingLine); only the person (Reply.Code "not_a_person" otherwise)
 	OpPerson    = "person"    // is this the person, about to do What? Audited; Reply.Code "not_a_person" when not
 	OpRestart   = "restart"   // replace the process of every agent run of Label with a new epoch
 	OpApprovals = "approvals" // Reply.Data: the pending approval requests ([]authz.Request)
@@ -96,6 +96,23 @@ type Hello struct {
 	// cannot, says why, for the daemon's log.
 	Pass   string `json:"pass,omitempty"`
 	NoPass string `json:"noPass,omitempty"`
+	// ShimLines, for connect, says the shim reads the daemon's shim lines
+	// (HeldLine, ReleasedLine, StoppingLine) and never passes them on: a
+	// daemon sends them only to such a shim that relays.
+	ShimLines bool `json:"shimLines,omitempty"`
+	// Continues, for connect, is the agent run this connection continues:
+	// its shim lost the daemon that served it and reconnected (see
+	// Continuation). What the shim says; the daemon records it.
+	Continues *Continuation `json:"continues,omitempty"`
+}
+
+// Continuation is, in a reconnecting shim's Hello, the run it served
+// before: the run's ULID and the pid of the daemon that served it (both
+// from that daemon's Reply), and why the connection to it ended.
+type Continuation struct {
+	Run       ids.RunID `json:"run"`
+	DaemonPID int       `json:"daemonPid,omitempty"`
+	Why       string    `json:"why"`
 }
 
 // CodeResolvedPrefix starts the Reply.Code of a decision refused because
@@ -118,8 +135,11 @@ type Reply struct {
 	DrainTimeoutMS int64 `json:"drainTimeoutMs,omitempty"`
 	// Pass, for connect, is PassStdio when the daemon asks for the
 	// agent's stdio the shim offered (see PassStdio).
-	Pass string          `json:"pass,omitempty"`
-	Data json.RawMessage `json:"data,omitempty"`
+	Pass string `json:"pass,omitempty"`
+	// DaemonPID, for connect, is the daemon's pid: a shim that reconnects
+	// names it in its Continuation.
+	DaemonPID int             `json:"daemonPid,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
 }
 
 // ErrNoDaemon is wrapped when nothing listens on the socket.

@@ -619,6 +619,11 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		Arguments:      func(call string, args func() json.RawMessage) { d.tel.arguments(label, call, args) },
 		Logger:         d.log,
 		OnChange:       func() { d.rewatch(label); d.notify() },
+		// A shim that relays learns which calls wait for a person,
+		// and a run a reconnecting shim continues is recorded.
+		ShimLines:       h.ShimLines && h.Pass != control.PassStdio,
+		Continues:       h.Continues,
+		PreviousLogHead: d.openedAt(),
 	})
 	d.mu.Lock()
 	d.runs[runID] = sess
@@ -631,6 +636,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 	// The agent's own stdio when the shim hands it over (one hop, see
 	// control.PassStdio), else the shim's connection (relay).
 	r := control.ConnectReply(ids.RunID(runID), d.opts.DrainTimeout)
+	r.DaemonPID = os.Getpid()
 	offered := h.Pass == control.PassStdio && br.Buffered() == 0
 	if offered {
 		r.Pass = control.PassStdio
@@ -662,6 +668,11 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 	err := sess.Serve(ctx, agentIn, agentOut)
 	if stdio != nil {
 		stdio.end(c, ctx.Err(), err)
+	} else if h.ShimLines && ctx.Err() != nil {
+		// The daemon stops on purpose: the shim connects again at the
+		// agent's next request rather than start a daemon at once.
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Write([]byte(control.StoppingLine + "\n"))
 	}
 	st := sess.Status()
 	d.mu.Lock()
@@ -1159,4 +1170,20 @@ func (d *Daemon) Status() StatusReport {
 		rep.Servers = append(rep.Servers, ServerInfo{Label: label, Command: s.Command, Args: s.Args, Runs: count[label]})
 	}
 	return rep
+}
+
+// openedAt is the last event the audit log held when this daemon opened
+// it (what the daemon before it left); nil for a new log or none open.
+func (d *Daemon) openedAt() *audit.LogHead {
+	d.mu.Lock()
+	al := d.audit
+	d.mu.Unlock()
+	if al == nil {
+		return nil
+	}
+	h := al.OpenedAt()
+	if h.Seq == 0 {
+		return nil
+	}
+	return &h
 }

@@ -623,14 +623,21 @@ func (s *Session) recordOf(epochID string) (identity.Record, bool) {
 // and at once again when the call moves to a new approval request; each
 // message names the request the call waits on then.
 type waitProgress struct {
-	moved  chan string
-	cancel context.CancelFunc
+	moved    chan string
+	cancel   context.CancelFunc
+	released func() // tells the shim the wait ended; nil: nothing to tell
 }
 
 // progressWhileWaiting starts the progress messages of call c, which waits
 // on approval request id. Without a progress token it sends nothing.
+// A shim that reads shim lines (Options.ShimLines) is told too, so that it
+// can word the refusal of the call should the daemon go away meanwhile.
 func (s *Session) progressWhileWaiting(c *toolCall, id string) *waitProgress {
 	p := &waitProgress{moved: make(chan string, 1), cancel: func() {}}
+	if s.opts.ShimLines && c.msg.ID != nil {
+		s.writeAgent(control.HeldLine(c.msg.ID))
+		p.released = func() { s.writeAgent(control.ReleasedLine(c.msg.ID)) }
+	}
 	token := c.token
 	if token == nil {
 		return p
@@ -674,7 +681,12 @@ func (p *waitProgress) move(id string) {
 }
 
 // stop ends the messages.
-func (p *waitProgress) stop() { p.cancel() }
+func (p *waitProgress) stop() {
+	p.cancel()
+	if p.released != nil {
+		p.released()
+	}
+}
 
 // NoteGranted remembers the epoch and catalog revision a person approved,
 // for the next card's "what changed".

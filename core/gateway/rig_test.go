@@ -565,6 +565,7 @@ type rigOptions struct {
 	launchFails     bool // every launch fails: command not found
 	wrap            func(*scriptServer) Process
 	transcript      bool // the processes keep every line they read (scriptServer.wire)
+	shimLines       bool // Options.ShimLines
 }
 
 const testSecret = "PCSECRET-gateway-7f3a9c21d4"
@@ -649,7 +650,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		}),
 		Credentials: creds, Secrets: secrets, SecretCheck: o.secretCheck,
 		StartupTimeout: 5 * time.Second, HoldTimeout: o.holdTimeout,
-		Audit: r.audit,
+		Audit: r.audit, ShimLines: o.shimLines,
 	})
 	return r
 }

@@ -167,6 +167,16 @@ type Options struct {
 	// OnChange, when set, is called (without locks held) after the
 	// session's visible state changes.
 	OnChange func()
+	// ShimLines: the agent's side is a relaying shim that reads the
+	// daemon's shim lines (control.HeldLine…): it is told which calls wait
+	// for a person.
+	ShimLines bool
+	// Continues is the run this one continues, as its shim said after it
+	// lost the daemon that served it; recorded in run_started.
+	Continues *control.Continuation
+	// PreviousLogHead is the last event the audit log held when this
+	// daemon opened it, recorded with Continues; nil when unknown.
+	PreviousLogHead *audit.LogHead
 }
 
 // State is where a session is in its life (docs/DESIGN.md, "The refresh
@@ -334,8 +344,12 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	s.mu.Unlock()
 	s.agentOut = agentOut
 	s.agentW = rawio.NewWriter(agentOut)
-	s.record(audit.TypeRunStarted, audit.RunStarted{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
-		Agent: audit.Agent{Executable: s.opts.Agent.Exe, PID: s.opts.Agent.PID}})
+	started := audit.RunStarted{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+		Agent: audit.Agent{Executable: s.opts.Agent.Exe, PID: s.opts.Agent.PID}}
+	if c := s.opts.Continues; c != nil {
+		started.Continues = &audit.RunContinued{AgentRun: string(c.Run), DaemonPID: c.DaemonPID, Why: c.Why, PreviousLogHead: s.opts.PreviousLogHead}
+	}
+	s.record(audit.TypeRunStarted, started)
 
 	// The first launch may wait for a person (credentials at launch): the
 	// agent's messages are read meanwhile, and its handshake waits for it.

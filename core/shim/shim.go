@@ -1,33 +1,31 @@
 // Package shim is `portcullis connect LABEL`: the stdio program an agent
 // launches in place of an MCP server. It connects to the daemon's control
-// socket (starting a daemon when none answers), then either hands the
-// agent's stdin and stdout to the daemon or relays the agent's
-// newline-delimited JSON-RPC (MCP stdio transport) in both directions.
+// socket (starting a daemon when none answers) and relays the agent's
+// newline-delimited JSON-RPC (MCP stdio transport) in both directions for
+// the life of the agent's connection, whatever happens to the daemon.
 //
-// Handing over (fd mode, control.PassStdio) is the default when the
-// agent's stdin and stdout are pipes or stream sockets: the shim sends both
-// descriptors over the socket (SCM_RIGHTS), closes its own copies, and the
-// daemon reads and writes the agent directly, one hop as a byte relay would
-// be. The shim then only waits for the run's end, which the daemon sends
-// with the exit code (0 when the agent closed its input), and exits. It
-// relays instead when its stdin or stdout is a terminal, a regular file or
-// /dev/null, when the daemon does not ask for them (an older daemon), when
-// handing them over fails, or when Options.Relay says so
-// (PORTCULLIS_CONNECT_RELAY=1).
+// The shim keeps the agent's stdin and stdout and tracks the agent's
+// requests not yet answered, its initialize request, and which calls the
+// daemon said wait for a person (control.HeldLine). When the daemon goes
+// away (killed, crashed, stopped, replaced by a new version) the agent's
+// connection stays open: every request in flight is answered with
+// epoch_ended naming the restart (a call that waited for a person was never
+// sent, and says to call again; any other may or may not have taken
+// effect), never retried. Then the shim connects again, starting a daemon
+// when none answers, as at first; a daemon that said it stops on purpose
+// (control.StoppingLine) is connected again at the agent's next request
+// rather than started at once. On the new daemon it replays the agent's
+// initialize (its answer is not passed on), sends initialized, and tells
+// the agent notifications/tools/list_changed: the run goes on with a new
+// epoch, and the new daemon records which run it continues. Requests the
+// agent sends meanwhile wait for the new daemon. When none can be reached,
+// each request is answered with server_unavailable saying why, and each
+// later request tries again.
 //
-// The agent is never left hanging, whatever happens to the daemon. If no
-// daemon can be reached, each of the agent's requests is answered with a
-// server_unavailable error saying why. If the daemon goes away mid-session:
-// in relay mode the shim, which tracks the agent's requests not yet
-// answered, answers every request in flight the same way; in fd mode only
-// the daemon held the agent's descriptors, so the kernel closes them as the
-// daemon dies and the agent sees its server's output end at once, as when a
-// server crashes (its client fails what it had in flight), while the shim
-// sees the socket end without the run's end and exits 1. The reason is
-// written on stderr in every case, which agents show in their logs. An
-// agent that kills the shim ends the run at once in both modes: the
-// socket's end tells the daemon, which closes its copies of the agent's
-// descriptors.
+// If no daemon can be reached at the start, each of the agent's requests is
+// answered with server_unavailable saying why. The reason is written on
+// stderr in every case, which agents show in their logs. An agent that
+// kills the shim ends the run at once: the socket's end tells the daemon.
 package shim
 
 import (
@@ -37,11 +35,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/portcullis/portcullis/core/control"
@@ -72,39 +67,40 @@ type Options struct {
 	// in its reply to connect, the shim waits for the daemon to close once
 	// the agent's input ended (control.CloseAllowance when 0).
 	CloseAllowance time.Duration
-	// Relay keeps the agent's stdio in the shim, relayed over the socket,
-	// even when it could be handed to the daemon (see the package doc).
-	Relay bool
+	// ReconnectWait bounds how long, after the daemon went away, the shim
+	// tries to reach a new one (besides StartWait for one it starts)
+	// before it answers the agent's requests with server_unavailable
+	// (default 10 s).
+	ReconnectWait time.Duration
+	// RetryEvery is how often, once no daemon could be reached, a request
+	// of the agent makes the shim try again (default 2 s); requests in
+	// between are answered at once.
+	RetryEvery time.Duration
+	// ReplayWait bounds the wait for the new daemon's answer to the
+	// agent's replayed initialize (default 2 min: the server's launch may
+	// wait for a person to approve its credentials).
+	ReplayWait time.Duration
 }
 
-// Run serves the agent until it closes its input (exit code 0) or the
-// daemon connection fails (exit code 1), by relaying or, in fd mode, by
-// waiting for the daemon's end of the run (see the package doc).
+// Run serves the agent until it closes its input (exit code 0) or no daemon
+// could be reached at the start (exit code 1), relaying its messages to the
+// daemon and reconnecting when the daemon goes away (see the package doc).
 func Run(ctx context.Context, o Options) int {
 	if o.StartWait <= 0 {
 		o.StartWait = 10 * time.Second
 	}
-	hello := control.Hello{Op: control.OpConnect, Label: o.Label}
-	pass, why := offer(o)
-	if pass {
-		hello.Pass = control.PassStdio
-	} else {
-		hello.NoPass = why
+	if o.ReconnectWait <= 0 {
+		o.ReconnectWait = 10 * time.Second
 	}
-	conn, err := dial(ctx, o, hello)
+	if o.RetryEvery <= 0 {
+		o.RetryEvery = 2 * time.Second
+	}
+	if o.ReplayWait <= 0 {
+		o.ReplayWait = 2 * time.Minute
+	}
+	conn, err := dial(ctx, o, hello(o, nil))
 	if err != nil {
-		ref := unavailable(o, oneLine(err.Error()))
-		var re *control.RefusedError
-		var se *StartError
-		switch {
-		case errors.As(err, &re):
-			ref = refused(o, re.Reply)
-		case errors.As(err, &se):
-			// Starting a daemon is what failed: the advice is the cause's.
-			ref.Reason, ref.Retry = oneLine(se.Reason), oneLine(se.Retry)
-		case errors.Is(err, control.ErrForeign):
-			ref.Retry = "tell the person that Portcullis's socket is not theirs (another user may impersonate it); nothing was sent to it"
-		}
+		ref := dialRefusal(o, err)
 		line := oneLine(ref.Reason)
 		if ref.Retry != "" {
 			line += "; " + oneLine(ref.Retry)
@@ -113,107 +109,31 @@ func Run(ctx context.Context, o Options) int {
 		answerRequests(o, ref)
 		return 1
 	}
-	defer conn.Close()
-	if conn.Reply.Pass != control.PassStdio {
-		return relay(ctx, o, conn)
-	}
-	// The daemon waits for the hand-off message: the descriptors, or the
-	// byte that says the shim relays (also to a daemon that asked for
-	// what was not offered).
-	in, out := o.Stdin.(*os.File), o.Stdout.(*os.File) // both are when pass
-	var serr error = control.ErrNoStdio
-	if pass {
-		if serr = control.SendStdio(conn.Conn, in, out); serr != nil {
-			stderrf(o, "could not hand the agent's stdio to the daemon (%v); relaying it", serr)
-		}
-	}
-	if serr != nil {
-		if err := control.SendRelay(conn.Conn); err != nil {
-			return handoffLost(o, err)
-		}
-	}
-	h, err := control.ReadHandoff(conn)
-	if err != nil {
-		return handoffLost(o, err)
-	}
-	if h.Mode != control.ModeFD {
-		return relay(ctx, o, conn)
-	}
-	// The daemon reads and writes the agent itself. Only its copies of
-	// the descriptors stay open: when it dies, the kernel closes them
-	// and the agent sees its server's output end at once.
-	in.Close()
-	out.Close()
-	return waitEnd(ctx, o, conn)
+	return newRelay(o).run(ctx, conn)
 }
 
-// offer says whether the agent's stdin and stdout can be handed to the
-// daemon (control.PassStdio), and when not why.
-func offer(o Options) (ok bool, why string) {
-	if o.Relay {
-		return false, "relay asked for"
-	}
-	in, ok1 := o.Stdin.(*os.File)
-	out, ok2 := o.Stdout.(*os.File)
-	if !ok1 || !ok2 {
-		return false, "the shim's stdin or stdout is not a file"
-	}
-	if err := control.StdioKind(in); err != nil {
-		return false, "stdin: " + err.Error()
-	}
-	if err := control.StdioKind(out); err != nil {
-		return false, "stdout: " + err.Error()
-	}
-	return true, ""
+// hello is the shim's Hello to the daemon: a relaying connection that reads
+// shim lines, continuing run cont when set.
+func hello(o Options, cont *control.Continuation) control.Hello {
+	return control.Hello{Op: control.OpConnect, Label: o.Label, ShimLines: true,
+		NoPass: "the shim keeps the agent's stdio, to outlive the daemon", Continues: cont}
 }
 
-// handoffLost is the end of a connection lost during the hand-off of the
-// agent's stdio: nothing of the agent's was sent, so its requests are
-// answered here as when no daemon answers.
-func handoffLost(o Options, err error) int {
-	ref := unavailable(o, "the connection to the Portcullis daemon was lost as it began: "+oneLine(err.Error()))
-	stderrf(o, "%s", ref.Reason)
-	answerRequests(o, ref)
-	return 1
-}
-
-// waitEnd waits, once the agent's stdio is the daemon's (control.ModeFD),
-// for the daemon's control.RunEnd, and returns its exit code. A
-// connection that ends without it means the daemon died: the agent's
-// connection went with it (its client fails what it had in flight), and
-// the reason goes to stderr.
-func waitEnd(ctx context.Context, o Options, conn *control.Conn) int {
-	type result struct {
-		end control.RunEnd
-		err error
+// dialRefusal words why dial failed, for the agent.
+func dialRefusal(o Options, err error) *control.Refusal {
+	ref := unavailable(o, oneLine(err.Error()))
+	var re *control.RefusedError
+	var se *StartError
+	switch {
+	case errors.As(err, &re):
+		ref = refused(o, re.Reply)
+	case errors.As(err, &se):
+		// Starting a daemon is what failed: the advice is the cause's.
+		ref.Reason, ref.Retry = oneLine(se.Reason), oneLine(se.Retry)
+	case errors.Is(err, control.ErrForeign):
+		ref.Retry = "tell the person that Portcullis's socket is not theirs (another user may impersonate it); nothing was sent to it"
 	}
-	got := make(chan result, 1)
-	go func() {
-		var r result
-		line, err := conn.Reader.ReadBytes('\n')
-		if err == nil {
-			err = json.Unmarshal(line, &r.end)
-		}
-		r.err = err
-		got <- r
-	}()
-	select {
-	case r := <-got:
-		if r.err != nil {
-			reason := "the connection to the Portcullis daemon was lost"
-			if !errors.Is(r.err, io.EOF) {
-				reason += ": " + r.err.Error()
-			}
-			stderrf(o, "%s; the agent's connection ended with it: requests in flight were not answered and may or may not have taken effect; check before retrying anything that writes", reason)
-			return 1
-		}
-		if r.end.Exit != 0 && r.end.Reason != "" {
-			stderrf(o, "%s", oneLine(r.end.Reason))
-		}
-		return r.end.Exit
-	case <-ctx.Done():
-		return 1
-	}
+	return ref
 }
 
 // StartError is why no daemon could be started for the agent, worded for
@@ -249,7 +169,7 @@ func dial(ctx context.Context, o Options, hello control.Hello) (*control.Conn, e
 	deadline := time.NewTimer(o.StartWait)
 	defer deadline.Stop()
 	var running *StartError
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		conn, err = connect()
@@ -404,11 +324,16 @@ type inflight struct {
 }
 
 type pendingID struct {
-	id json.RawMessage
-	n  int
+	id   json.RawMessage
+	n    int
+	tool string // the tool of a tools/call, for the refusal should the daemon go away
+	call bool   // a tools/call
 }
 
-func (f *inflight) add(id json.RawMessage) {
+func (f *inflight) add(id json.RawMessage) { f.addCall(id, false, "") }
+
+// addCall is add, for a request that is a tools/call (call) of tool.
+func (f *inflight) addCall(id json.RawMessage, call bool, tool string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := f.ids[string(id)]
@@ -417,6 +342,7 @@ func (f *inflight) add(id json.RawMessage) {
 		f.ids[string(id)] = p
 	}
 	p.n++
+	p.call, p.tool = call, tool
 }
 
 // done forgets one request with id and reports whether there was one.
@@ -433,206 +359,19 @@ func (f *inflight) done(id json.RawMessage) bool {
 	return true
 }
 
-// drain returns the id of every request in flight (an id twice when two
-// requests with it are) and forgets them.
-func (f *inflight) drain() []json.RawMessage {
+// drain returns every request in flight (an id twice when two requests
+// with it are) and forgets them.
+func (f *inflight) drain() []pendingID {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []json.RawMessage
+	var out []pendingID
 	for _, p := range f.ids {
 		for range p.n {
-			out = append(out, p.id)
+			out = append(out, pendingID{id: p.id, n: 1, tool: p.tool, call: p.call})
 		}
 	}
 	clear(f.ids)
 	return out
-}
-
-func relay(ctx context.Context, o Options, conn *control.Conn) int {
-	pend := &inflight{ids: map[string]*pendingID{}}
-	var wmu sync.Mutex // serializes writes to the agent
-	writeAgent := func(b []byte) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		_, err := o.Stdout.Write(b)
-		return err
-	}
-	var dmu sync.Mutex // serializes writes to the daemon
-	writeDaemon := func(line []byte) error {
-		dmu.Lock()
-		defer dmu.Unlock()
-		buf := make([]byte, 0, len(line)+1)
-		_, err := conn.Write(append(append(buf, line...), '\n'))
-		return err
-	}
-	warn := func(format string, args ...any) { stderrf(o, format, args...) }
-
-	agentDone := make(chan error, 1)
-	var inputEnded atomic.Bool // set before EndOfInput is sent
-	go func() {
-		r := mcpwire.NewReader(o.Stdin, o.MaxMessage)
-		var err error
-		for {
-			var line []byte
-			line, err = r.ReadLine()
-			if err != nil {
-				var tl *mcpwire.TooLargeError
-				if errors.As(err, &tl) {
-					// Never forwarded: answered here by the id it
-					// carries, wherever that stands in the line.
-					err = agentTooLarge(o, tl, writeAgent, writeDaemon, warn)
-					if err != nil {
-						break
-					}
-					continue
-				}
-				break
-			}
-			if control.Reserved(line) {
-				// Never JSON; and the daemon reserves such lines for
-				// control.EndOfInput, which only this shim sends.
-				warn("a line from the agent begins with a NUL byte; answered as a parse error, not forwarded")
-				if err = writeAgent(append(mcpwire.NewError(nil, mcpwire.CodeParseError, "Parse error: the line begins with a NUL byte, which is not JSON", nil), '\n')); err != nil {
-					break
-				}
-				continue
-			}
-			if m, perr := mcpwire.Parse(line); perr == nil && m.Kind == mcpwire.KindRequest {
-				pend.add(m.ID)
-			}
-			if err = writeDaemon(line); err != nil {
-				break
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			// Before the line: a daemon may end the run as soon as it
-			// reads it, and its close must not pass for a lost daemon.
-			inputEnded.Store(true)
-		}
-		if errors.Is(err, io.EOF) && writeDaemon([]byte(control.EndOfInput)) == nil {
-			// The agent closed its input (MCP stdio's shutdown): the
-			// daemon answers what it sent before, then stops the server
-			// and closes. The connection stays open until then: its end
-			// tells the daemon that this shim is gone.
-			agentDone <- err
-			return
-		}
-		// The daemon takes the end of the connection for an agent that
-		// is gone, and stops at once.
-		if uc, ok := conn.Conn.(*net.UnixConn); ok {
-			_ = uc.CloseWrite()
-		}
-		agentDone <- err
-	}()
-
-	// The daemon keeps the lines of servers to the limit, but puts the
-	// agent's own ids back into their answers, and an agent's id may be
-	// as long as a whole line of its own: from the daemon, a line of twice
-	// the limit is still an answer to pass on.
-	fromDaemon := o.MaxMessage
-	if fromDaemon <= 0 {
-		fromDaemon = mcpwire.DefaultMaxMessage
-	}
-	fromDaemon *= 2
-	daemonErr := make(chan error, 1)
-	go func() {
-		r := mcpwire.NewReader(conn.Reader, fromDaemon)
-		for {
-			line, err := r.ReadLine()
-			if err != nil {
-				var tl *mcpwire.TooLargeError
-				if errors.As(err, &tl) {
-					// The daemon keeps to its own limit, but ids it
-					// rewrites can lengthen a line, and this shim may
-					// have read a lower limit from the configuration.
-					if err := daemonTooLarge(o, tl, pend, writeAgent, writeDaemon, warn); err != nil {
-						daemonErr <- err
-						return
-					}
-					continue
-				}
-				daemonErr <- err
-				return
-			}
-			if m, perr := mcpwire.Parse(line); perr == nil && m.Kind == mcpwire.KindResponse {
-				pend.done(m.ID)
-			}
-			buf := make([]byte, 0, len(line)+1)
-			if err := writeAgent(append(append(buf, line...), '\n')); err != nil {
-				daemonErr <- err
-				return
-			}
-		}
-	}()
-
-	// answerLost answers the requests left waiting, with reason the
-	// daemon will not answer them, says it on stderr and gives the exit
-	// status.
-	answerLost := func(reason string, left []json.RawMessage) int {
-		fmt.Fprintf(o.Stderr, "portcullis connect %s: %s\n", o.Label, reason)
-		// Each of these was handed to the daemon, which may have sent it
-		// to the server.
-		inFlight := reason + " while this request was in flight: it may or may not have taken effect; check before retrying anything that writes"
-		for _, id := range left {
-			_ = writeAgent(append(unavailable(o, inFlight).Response(id), '\n'))
-		}
-		return 1
-	}
-	// lost answers the requests left waiting when the daemon went away
-	// (it stopped, crashed or was killed) and gives the exit status.
-	lost := func(err error, left []json.RawMessage) int {
-		reason := "the connection to the Portcullis daemon was lost"
-		if err != nil && !errors.Is(err, io.EOF) {
-			reason += ": " + err.Error()
-		}
-		return answerLost(reason, left)
-	}
-	select {
-	case err := <-daemonErr:
-		// The daemon closed first: it stopped, crashed or was killed, or
-		// it ended the run at the agent's EndOfInput, having answered
-		// everything (then nothing is in flight).
-		if inputEnded.Load() {
-			if left := pend.drain(); len(left) > 0 {
-				return lost(err, left)
-			}
-			return 0
-		}
-		select {
-		case <-agentDone:
-			return 0 // the agent had already finished
-		default:
-		}
-		return lost(err, pend.drain())
-	case <-agentDone:
-		// Wait (bounded) for the daemon to answer what is in flight (it
-		// drains for at most the drain timeout it sent in its reply to
-		// connect) and to close once it has stopped the server.
-		drain, allowance := conn.Reply.DrainTimeout(), o.CloseAllowance
-		if allowance <= 0 {
-			allowance = control.CloseAllowance
-		}
-		wait := time.NewTimer(drain + allowance)
-		defer wait.Stop()
-		select {
-		case err := <-daemonErr:
-			// A daemon that ends the run has answered everything first:
-			// a request still waiting means it died (or was killed).
-			if left := pend.drain(); len(left) > 0 {
-				return lost(err, left)
-			}
-			return 0
-		case <-wait.C:
-			// The daemon is stuck: what it did not answer, it will not.
-			if left := pend.drain(); len(left) > 0 {
-				return answerLost(fmt.Sprintf("the Portcullis daemon did not end the run within %s of the agent's input ending (its drain timeout is %s)", drain+allowance, drain), left)
-			}
-		case <-ctx.Done():
-		}
-		return 0
-	case <-ctx.Done():
-		return 1
-	}
 }
 
 // requestName names an oversized request for stderr: "tools/call request".

@@ -237,18 +237,18 @@ func TestRelayOversized(t *testing.T) {
 	d.send(`{"jsonrpc":"2.0","id":9,"error":{"code":-32600,"message":"Invalid Request: request id 9 is already in use by a request in flight"}}`)
 	out.answer(t, "9", 1)
 	d.conn.Close()
-	if got := out.answer(t, "9", 2); !strings.Contains(string(got), "server_unavailable") {
-		t.Errorf("request 9 still in flight when the daemon went: answered %.300s, want server_unavailable", got)
+	if got := out.answer(t, "9", 2); !strings.Contains(string(got), "epoch_ended") {
+		t.Errorf("request 9 still in flight when the daemon went: answered %.300s, want epoch_ended", got)
 	}
+	agentW.Close()
 	select {
 	case c := <-code:
-		if c != 1 {
-			t.Errorf("exit code %d, want 1", c)
+		if c != 0 {
+			t.Errorf("exit code %d, want 0", c)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the shim did not exit")
 	}
-	agentW.Close()
 
 	stderr := errs.String()
 	for _, want := range []string{
@@ -440,7 +440,14 @@ func TestStartedDaemonLostRace(t *testing.T) {
 	socket := filepath.Join(dir, "s")
 	exited := make(chan error, 1)
 	listening := make(chan (<-chan net.Conn), 1)
-	_, _, errs, _ := runNoDaemon(t, socket, func() (<-chan error, error) {
+	var once sync.Once
+	agentW, _, errs, code := runNoDaemon(t, socket, func() (<-chan error, error) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			// A shim that lost the daemon before it read the agent's end.
+			return nil, &StartError{Reason: "the test is over"}
+		}
 		// The other daemon listens, then ours exits.
 		_, conns := fakeDaemonAt(t, socket)
 		listening <- conns
@@ -455,7 +462,11 @@ func TestStartedDaemonLostRace(t *testing.T) {
 	}
 	select {
 	case c := <-conns:
+		// The agent ends first: a shim whose daemon goes away while the
+		// agent is there connects again (and would start one).
+		agentW.Close()
 		c.Close()
+		<-code
 	case <-time.After(5 * time.Second):
 		t.Fatalf("the shim did not connect to the daemon that won; stderr: %s", errs.String())
 	}
@@ -594,7 +605,14 @@ func TestStartedDaemonLostRaceToSlowerWinner(t *testing.T) {
 	socket := filepath.Join(dir, "s")
 	exited := make(chan error, 1)
 	listening := make(chan (<-chan net.Conn), 1)
-	_, _, errs, _ := runNoDaemon(t, socket, func() (<-chan error, error) {
+	var once sync.Once
+	agentW, _, errs, code := runNoDaemon(t, socket, func() (<-chan error, error) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			// A shim that lost the daemon before it read the agent's end.
+			return nil, &StartError{Reason: "the test is over"}
+		}
 		// Ours exits first; the winner listens only later.
 		exited <- &StartError{Reason: "another Portcullis daemon started at the same time and did not answer yet", Running: true}
 		go func() {
@@ -612,7 +630,11 @@ func TestStartedDaemonLostRaceToSlowerWinner(t *testing.T) {
 	}
 	select {
 	case c := <-conns:
+		// The agent ends first: a shim whose daemon goes away while the
+		// agent is there connects again (and would start one).
+		agentW.Close()
 		c.Close()
+		<-code
 	case <-time.After(5 * time.Second):
 		t.Fatalf("the shim did not wait for the daemon that won; stderr: %s", errs.String())
 	}

@@ -88,8 +88,6 @@ func Run(ctx context.Context, o Options) int {
 		Stdin:  o.Stdin,
 		Stdout: o.Stdout,
 		Stderr: o.Stderr,
-		// The agent's stdio stays in the shim, relayed (see core/shim).
-		Relay: os.Getenv("PORTCULLIS_CONNECT_RELAY") == "1",
 	})
 }
 

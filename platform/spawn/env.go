@@ -19,7 +19,7 @@ var SystemPath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/us
 func keep(name string) bool {
 	switch name {
 	case "LANG", "LANGUAGE", "TZ", "TERM", "DISPLAY", "WAYLAND_DISPLAY",
-		paths.EnvHome, "PORTCULLIS_DEBUG", "PORTCULLIS_START_WAIT", "PORTCULLIS_CONNECT_RELAY":
+		paths.EnvHome, "PORTCULLIS_DEBUG", "PORTCULLIS_START_WAIT":
 		return true
 	}
 	return strings.HasPrefix(name, "LC_")

@@ -92,6 +92,9 @@ type Options struct {
 	// time.Now).
 	Clock  func() time.Time
 	Logger *slog.Logger
+	// WindowsOnly leaves the system tray to another process (the app's
+	// MenuBar): this Tray shows windows only (the window process).
+	WindowsOnly bool
 }
 
 // Tray is the menu-bar icon and menu, the approval window and the
@@ -140,7 +143,7 @@ func NewTray(app fyne.App, o Options) *Tray {
 	t := &Tray{app: app, opts: o, log: log}
 	t.Approval = newApprovalWindow(app, o.Approvals, o.Clock, log)
 	t.Approval.guard = approvalGuard
-	if d, ok := app.(desktop.App); ok {
+	if d, ok := app.(desktop.App); ok && !o.WindowsOnly {
 		t.desk = d
 	}
 	t.show(o.Daemon.Status(), o.Approvals.Pending(), t.login())

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 
 	"fyne.io/fyne/v2"
 	fyneapp "fyne.io/fyne/v2/app"
@@ -144,6 +145,12 @@ func (a *App) runWindowProcess(ctx context.Context) error {
 	return nil
 }
 
+// windowLinger is how long the window process stays once no window is
+// shown and no request waits: the next card of a burst then shows without
+// starting a process (on a machine without a GPU, creating the OpenGL
+// context and compiling the shaders is most of a window's first showing).
+var windowLinger = 10 * time.Second
+
 // windowProcess shows the windows of the link r in fa; done quits fa.
 // started, if not nil, receives the tray (tests).
 func (a *App) windowProcess(ctx context.Context, fa fyne.App, r *ui.Remote, done func(), started func(*ui.Tray)) {
@@ -170,6 +177,7 @@ func (a *App) windowProcess(ctx context.Context, fa fyne.App, r *ui.Remote, done
 			}
 			return ui.AuditDeps{Dir: daemon.AuditDir(a.Dirs), Key: key}
 		},
+		Linger:  windowLinger,
 		Logger:  log,
 		Started: started,
 	}, done)

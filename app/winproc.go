@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/portcullis/portcullis/app/ui"
 	"github.com/portcullis/portcullis/core/authz"
@@ -51,6 +52,7 @@ type winSession struct {
 	changed bool
 	wake    chan struct{}
 	exited  chan struct{}
+	proc    *os.Process
 }
 
 func newWindows(deps ui.LinkDeps, command func() *exec.Cmd, log *slog.Logger) *windows {
@@ -139,8 +141,14 @@ func (w *windows) close() {
 	w.cur = nil
 	w.mu.Unlock()
 	if s != nil {
-		_ = s.conn.Close()
-		<-s.exited
+		_ = s.conn.Close() // the window process ends with its link
+		select {
+		case <-s.exited:
+		case <-time.After(5 * time.Second):
+			w.log.Warn("the window process did not end with its link; killing it", "pid", s.proc.Pid)
+			_ = s.proc.Kill()
+			<-s.exited
+		}
 	}
 }
 
@@ -198,7 +206,7 @@ func (w *windows) spawn() (*winSession, error) {
 		return nil, err
 	}
 	w.starts++
-	s := &winSession{n: w.starts, conn: conn, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	s := &winSession{n: w.starts, conn: conn, wake: make(chan struct{}, 1), exited: make(chan struct{}), proc: cmd.Process}
 	w.log.Info("window process started", "pid", cmd.Process.Pid, "n", s.n)
 	deps := w.deps
 	deps.Next = func(closed <-chan struct{}) ui.Batch { return w.next(s, closed) }

@@ -47,6 +47,7 @@ func windowHelper(mode string) int {
 	if mode == "check" {
 		return 0
 	}
+	windowLinger = 0
 	dirs, err := paths.Resolve()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -14,10 +14,13 @@
 #   approval   at FYNE_SCALE 1 and 2: the time from the daemon's "approval
 #              requested" log line to the approval window being mapped
 #              (xwininfo, polled in a tight loop), for CALLS calls of the
-#              agent, each approved once from the command line; before each
-#              call the app is left idle until no window process runs (the
-#              first call of the old single-process app creates the window,
-#              the others show it again).
+#              agent, each approved once from the command line: the odd
+#              calls once no window process runs ("cold": the process and
+#              its OpenGL context are started for the card), the even ones
+#              a second after the previous card was decided ("warm": the
+#              window process lingers for a while). The old single-process
+#              app created its window at the first call and showed it again
+#              at the others.
 #
 # As on a desktop, a tray host runs on a private D-Bus session bus:
 # xfce4-panel (its systray plugin is a StatusNotifierWatcher), under Xvfb.
@@ -45,7 +48,7 @@ die() {
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 idle="${IDLE:-20}"
 settle="${SETTLE:-5}"
-calls="${CALLS:-3}"
+calls="${CALLS:-4}"
 title="Portcullis — Approval needed"
 
 if [[ "${1:-}" != --inside ]]; then
@@ -148,6 +151,7 @@ switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # window_procs PID: the window processes of app PID.
 window_procs() { pgrep -P "$1" -f 'portcullis-app window-process' || true; }
+no_window_process() { [[ -z "$(window_procs "$app")" ]]; }
 # cost PID SECONDS: "CPU% wakeups/s RSS-MB" of PID over SECONDS.
 cost() {
 	local c0 w0 t0 c1 w1 t1 hz
@@ -259,7 +263,10 @@ for scale in ${SCALES:-1 2}; do
 	start_app "$scale"
 	connect_agent echo1
 	for k in $(seq 1 "$calls"); do
-		wait_for 30 "no window process before call $k" test -z "$(window_procs "$app")"
+		if ((k % 2 == 1)); then
+			# cold: the window process (if the app has one) ended
+			wait_for 60 "no window process before call $k" no_window_process
+		fi
 		sleep 1
 		send "{\"jsonrpc\":\"2.0\",\"id\":$((k + 2)),\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"message\":\"ping $k\"}}}"
 		deadline=$(($(now_ms) + 20000))
@@ -280,7 +287,7 @@ for scale in ${SCALES:-1 2}; do
 	stop_panel
 done
 
-printf '\napproval requested → window mapped (ms), each call after the app was idle:\n'
+printf '\napproval requested → window mapped (ms), calls 1, 3, … cold, 2, 4, … warm:\n'
 for scale in ${SCALES:-1 2}; do
 	printf '  FYNE_SCALE=%s  ' "$scale"
 	for k in $(seq 1 "$calls"); do printf ' %6s' "${lat[$scale,$k]}"; done

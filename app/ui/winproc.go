@@ -78,21 +78,25 @@ type WindowProcess struct {
 	Prefs func() PrefsDeps
 	Audit func() AuditDeps
 	// IdleCheck is how often the process looks whether it may exit
-	// (default 2 s): no window shown and nothing waiting.
+	// (default 1 s): no window shown and nothing waiting.
 	IdleCheck time.Duration
-	Logger    *slog.Logger
+	// Linger is how long it stays once idle, so that the cards of a burst
+	// (a rebuild asks once per run) need no new process; 0: it exits at
+	// the first idle check.
+	Linger time.Duration
+	Logger *slog.Logger
 	// Started, if not nil, receives the tray once it exists (tests).
 	Started func(*Tray)
 }
 
 // RunWindowProcess shows the app's windows over the link r in fa until the
-// link ends or the process is idle (no window shown, no request waiting,
-// and the app agrees: Remote.Bye). It runs Fyne's loop and must be called
+// link ends or the process has been idle for o.Linger (no window shown, no
+// request waiting, and the app agrees: Remote.Bye). It runs Fyne's loop and must be called
 // on the main goroutine with a desktop driver; done is called once the
 // process should end (it quits Fyne).
 func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProcess, done func()) {
 	if o.IdleCheck <= 0 {
-		o.IdleCheck = 2 * time.Second
+		o.IdleCheck = time.Second
 	}
 	prefs := o.Prefs
 	if prefs != nil {
@@ -139,6 +143,7 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 		}()
 		tick := time.NewTicker(o.IdleCheck)
 		defer tick.Stop()
+		var idleSince time.Time
 		for {
 			select {
 			case <-ctx.Done():
@@ -148,7 +153,13 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 			case <-tick.C:
 				idle := false
 				fyne.DoAndWait(func() { idle = t.Idle(other) })
-				if idle && len(r.Pending()) == 0 && r.Bye() {
+				switch {
+				case !idle:
+					idleSince = time.Time{}
+				case idleSince.IsZero():
+					idleSince = time.Now()
+				}
+				if idle && time.Since(idleSince) >= o.Linger && len(r.Pending()) == 0 && r.Bye() {
 					return
 				}
 			}

@@ -183,11 +183,15 @@ func (a *App) windowProcess(ctx context.Context, fa fyne.App, r *ui.Remote, done
 	}, done)
 }
 
-// RunUI runs the daemon with the menu-bar UI of fa (tray, approval window,
-// notifications) until ctx ends, the person quits from the menu, or the
+// RunUI runs the daemon with the whole UI in one Fyne app fa (tray,
+// approval window, notifications) until ctx ends, the person quits from the menu, or the
 // daemon fails; it returns the daemon's error. Quitting stops every server
 // cleanly: the daemon's context is cancelled, the daemon ends each agent
 // run (connected shims get EOF), and Fyne quits once the daemon returned.
+//
+// The menu-bar app runs RunMenuBar instead (Fyne's loop only in the
+// window process, while a window is shown); RunUI is the same UI wired in
+// one process, as the end-to-end tests drive it on Fyne's test driver.
 //
 // With a desktop driver, RunUI runs Fyne's event loop and must be called on
 // the main goroutine. With a headless driver (-tags ci, or the test app of

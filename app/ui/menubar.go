@@ -104,19 +104,6 @@ func (m *MenuBar) Entries() []menuEntry {
 	return slices.Clone(m.entries)
 }
 
-// Labels returns the labels of the menu last shown, separators as "—".
-func (m *MenuBar) Labels() []string {
-	var out []string
-	for _, e := range m.Entries() {
-		if e.Kind == entrySeparator {
-			out = append(out, "—")
-			continue
-		}
-		out = append(out, e.Label)
-	}
-	return out
-}
-
 // Run keeps the menu and the icon up to date from core events until ctx
 // ends, and posts the notifications. It does nothing periodic: the
 // sealing keys of a first start are retried every second only until they

@@ -181,6 +181,9 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		return a.runTray(ctx)
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == windowProcessArg && len(rest) == 0 {
+		return a.runWindowProcess(ctx)
+	}
 	if cmd == "help" && len(rest) > 0 {
 		return a.help(rest)
 	}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"time"
 
 	"fyne.io/fyne/v2"
 	fyneapp "fyne.io/fyne/v2/app"
@@ -33,14 +36,162 @@ func (a *App) runTray(ctx context.Context) error {
 		// GLFW would panic without a display; say what to run instead.
 		return errors.New("no graphical session (DISPLAY and WAYLAND_DISPLAY are unset), so the menu-bar app cannot start; run `portcullis daemon` for the same daemon without UI (approvals with `portcullis approvals` and `portcullis approve`)")
 	}
-	return a.RunUI(ctx, fyneapp.NewWithID(AppID), nil)
+	return a.RunMenuBar(ctx, selfCommand, false)
 }
 
-// RunUI runs the daemon with the menu-bar UI of fa (tray, approval window,
-// notifications) until ctx ends, the person quits from the menu, or the
+// RunMenuBar runs the daemon with the menu-bar icon (fyne.io/systray, no
+// Fyne app) until ctx ends, the person quits from the menu, or the daemon
+// fails. Windows are shown by the window process, which command starts
+// (this program's hidden window-process command) on demand: when a request
+// is raised or the menu asks for a window; it exits once no window is
+// shown and no request waits. noTray leaves the desktop's tray alone
+// (tests). On macOS it must run on the main goroutine (the tray's loop).
+func (a *App) RunMenuBar(ctx context.Context, command func() *exec.Cmd, noTray bool) error {
+	log := a.logger("app")
+	lock, err := daemon.TakeLock(a.Dirs) // before the daemon reads anything (runDaemon)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	d, err := a.newDaemon(log)
+	if err != nil {
+		return configError(err, "start Portcullis again")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var win *windows
+	notifier := platform.NewNotifier(platform.NotifierOptions{
+		Logger: log,
+		// Fyne's notification (macOS) is posted by the window process.
+		Fallback: func(title, body string) { win.Open(ui.Command{Op: ui.CmdNotify, Title: title, Body: body}) },
+	})
+	defer notifier.Close()
+	var login loginitem.Item
+	if li, err := platform.NewLoginItem(); err != nil {
+		log.Warn("launch at login is unavailable", "err", err)
+	} else {
+		login = li
+	}
+	approvals := d.WindowApprovals() // OS authentication first, when settings.approvalAuthentication asks
+	win = newWindows(ui.LinkDeps{
+		Daemon:      d,
+		Approvals:   approvals,
+		AuditStatus: d.AuditStatus,
+		ConfigState: d.ConfigState,
+		EditFrom: func(base string, edited []byte) (*config.Config, error) {
+			return d.EditConfigFrom("app (Preferences)", base, edited)
+		},
+		Quit: cancel,
+	}, command, log)
+	bar := ui.NewMenuBar(ui.MenuBarOptions{
+		Daemon:    d,
+		Approvals: approvals,
+		Notifier:  notifier,
+		LoginItem: login,
+		SetupKeys: func() (string, error) {
+			r, err := d.SetupAuditKeys(ctx)
+			switch {
+			case errors.Is(err, daemon.ErrAuditNotOpen):
+				return "", fmt.Errorf("%w: %v", ui.ErrKeysNotYet, err)
+			case errors.Is(err, audit.ErrSealKeysExist):
+				return "", nil
+			}
+			return r.Key, err
+		},
+		Open:         win.Open,
+		Quit:         cancel,
+		Logger:       log,
+		NoSystemTray: noTray,
+	})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		bar.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		win.Run(ctx)
+	}()
+	served := make(chan error, 1)
+	go func() {
+		err := d.Serve(ctx)
+		cancel()
+		served <- err
+	}()
+	bar.RunSystray(ctx) // until ctx ends: quit from the menu, a signal, or the daemon's end
+	err = <-served
+	wg.Wait()
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	return nil
+}
+
+// runWindowProcess is the window process (windowProcessArg): Fyne's
+// windows for the app that started it, over the link it was given.
+func (a *App) runWindowProcess(ctx context.Context) error {
+	if headlessBuild {
+		return errors.New("this is the headless build of portcullis: it has no windows")
+	}
+	conn, err := linkConn()
+	if err != nil {
+		return err
+	}
+	fa := fyneapp.NewWithID(AppID)
+	a.windowProcess(ctx, fa, ui.NewRemote(conn), func() { fyne.Do(fa.Driver().Quit) }, nil)
+	fa.Run()
+	return nil
+}
+
+// windowLinger is how long the window process stays once no window is
+// shown and no request waits: the next card of a burst then shows without
+// starting a process (on a machine without a GPU, creating the OpenGL
+// context and compiling the shaders is most of a window's first showing).
+var windowLinger = 10 * time.Second
+
+// windowProcess shows the windows of the link r in fa; done quits fa.
+// started, if not nil, receives the tray (tests).
+func (a *App) windowProcess(ctx context.Context, fa fyne.App, r *ui.Remote, done func(), started func(*ui.Tray)) {
+	log := a.logger("window")
+	secrets := platform.NewSecretStore()
+	ui.RunWindowProcess(ctx, fa, r, ui.WindowProcess{
+		Prefs: func() ui.PrefsDeps {
+			// A store opened now reads the revisions the daemon wrote so far.
+			cats, err := catalog.OpenStore(filepath.Join(a.Dirs.State, "catalog"))
+			if err != nil {
+				log.Warn("reading the catalog store for Preferences", "err", err)
+				cats = nil
+			}
+			var login loginitem.Item
+			if li, err := platform.NewLoginItem(); err == nil {
+				login = li
+			}
+			return ui.PrefsDeps{ConfigFile: a.Dirs.ConfigFile(), Catalogs: cats, Secrets: secrets, Login: login}
+		},
+		Audit: func() ui.AuditDeps {
+			key, err := daemon.ReadAuditKey(secrets)
+			if err != nil {
+				log.Info("the audit viewer checks the hash chain only", "err", err)
+			}
+			return ui.AuditDeps{Dir: daemon.AuditDir(a.Dirs), Key: key}
+		},
+		Linger:  windowLinger,
+		Logger:  log,
+		Started: started,
+	}, done)
+}
+
+// RunUI runs the daemon with the whole UI in one Fyne app fa (tray,
+// approval window, notifications) until ctx ends, the person quits from the menu, or the
 // daemon fails; it returns the daemon's error. Quitting stops every server
 // cleanly: the daemon's context is cancelled, the daemon ends each agent
 // run (connected shims get EOF), and Fyne quits once the daemon returned.
+//
+// The menu-bar app runs RunMenuBar instead (Fyne's loop only in the
+// window process, while a window is shown); RunUI is the same UI wired in
+// one process, as the end-to-end tests drive it on Fyne's test driver.
 //
 // With a desktop driver, RunUI runs Fyne's event loop and must be called on
 // the main goroutine. With a headless driver (-tags ci, or the test app of

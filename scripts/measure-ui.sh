@@ -2,7 +2,8 @@
 # measure-ui.sh measures the real menu-bar app (`make bench-ui`; figures in
 # docs/BENCHMARKS.md, section "Menu-bar app"):
 #
-#   idle RSS   VmRSS of the app (daemon + UI in one process) from
+#   idle RSS   VmRSS of the app process (daemon and menu-bar icon; the
+#              windows are another process, started while one is shown) from
 #              /proc/PID/status, with 5 servers running for 5 connected
 #              agent runs, after IDLE seconds without traffic: once before
 #              any approval window existed, once after the approvals below

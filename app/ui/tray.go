@@ -93,6 +93,9 @@ type Options struct {
 	// time.Now).
 	Clock  func() time.Time
 	Logger *slog.Logger
+	// WindowsOnly leaves the system tray to another process (the app's
+	// MenuBar): this Tray shows windows only (the window process).
+	WindowsOnly bool
 }
 
 // Tray is the menu-bar icon and menu, the approval window and the
@@ -144,7 +147,7 @@ func NewTray(app fyne.App, o Options) *Tray {
 	if cs, ok := o.Daemon.(CodeSource); ok {
 		t.Approval.code = cs
 	}
-	if d, ok := app.(desktop.App); ok {
+	if d, ok := app.(desktop.App); ok && !o.WindowsOnly {
 		t.desk = d
 	}
 	t.show(o.Daemon.Status(), o.Approvals.Pending(), t.login())

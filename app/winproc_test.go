@@ -1,0 +1,243 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/portcullis/portcullis/app/ui"
+	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/paths"
+)
+
+// windowHelperEnv makes the test binary a window process (TestMain):
+// "deny" denies each request in its approval window (a tap on Deny, as the
+// person does), "check" only checks its link and exits.
+const windowHelperEnv = "PORTCULLIS_TEST_WINDOW_PROCESS"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(windowHelperEnv); mode != "" {
+		os.Exit(windowHelper(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// windowHelper is the window process of the tests, with Fyne's test app.
+func windowHelper(mode string) int {
+	conn, err := linkConn()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "portcullis:", err)
+		return 3
+	}
+	if mode == "check" {
+		return 0
+	}
+	windowLinger = 0
+	dirs, err := paths.Resolve()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	a := &App{Dirs: dirs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	fa := test.NewApp()
+	done := make(chan struct{})
+	trays := make(chan *ui.Tray, 1)
+	a.windowProcess(context.Background(), fa, ui.NewRemote(conn), func() { close(done) }, func(t *ui.Tray) { trays <- t })
+	tr := <-trays
+	for {
+		select {
+		case <-done:
+			return 0
+		case <-time.After(20 * time.Millisecond):
+		}
+		var deny *widget.Button
+		fyne.DoAndWait(func() { deny = tr.Approval.Button("Deny") })
+		if deny != nil {
+			test.Tap(deny)
+		}
+	}
+}
+
+// winDaemon is the daemon side the link serves in these tests: no runs.
+type winDaemon struct{ ch chan struct{} }
+
+func (d *winDaemon) Status() daemon.StatusReport        { return daemon.StatusReport{} }
+func (d *winDaemon) Changes() (<-chan struct{}, func()) { return d.ch, func() {} }
+func (d *winDaemon) Restart(string, string) int         { return 0 }
+
+// helperCommand starts the test binary as a window process in mode.
+func helperCommand(t *testing.T, mode string, stderr *syncBuffer) func() *exec.Cmd {
+	return func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), windowHelperEnv+"="+mode, "PORTCULLIS_HOME="+t.TempDir())
+		cmd.Stderr = stderr
+		return cmd
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// eventually waits up to 20 s for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The app starts no window process while nothing asks for one; a request
+// raised starts one, whose window decides it (the decision arrives through
+// the link, as the app's window); once nothing waits the process exits,
+// and the next request starts another.
+func TestWindowProcessStartsOnRequestAndExitsWhenIdle(t *testing.T) {
+	auth := authz.New(authz.Options{Timeout: time.Minute})
+	events, stop := auth.Subscribe()
+	defer stop()
+	stderr := &syncBuffer{}
+	w := newWindows(ui.LinkDeps{
+		Daemon:      &winDaemon{ch: make(chan struct{})},
+		Approvals:   auth,
+		AuditStatus: func() daemon.AuditStatus { return daemon.AuditStatus{} },
+		ConfigState: func() daemon.ConfigState { return daemon.ConfigState{} },
+		EditFrom: func(string, []byte) (*config.Config, error) {
+			return nil, errors.New("no edits in this test")
+		},
+		Quit: func() {},
+	}, helperCommand(t, "deny", stderr), slog.New(slog.NewTextHandler(stderr, nil)))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the window processes' stderr:\n%s", stderr.String())
+		}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		w.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-ran
+	}()
+
+	time.Sleep(200 * time.Millisecond)
+	if running, starts := w.Running(); running || starts != 0 {
+		t.Fatalf("before any request: running %v, %d window processes started; want none", running, starts)
+	}
+	for round := 1; round <= 2; round++ {
+		id := auth.Raise(authz.Card{AgentRun: "run1", ServerLabel: "pub", Tool: "publish", CurrentEpoch: "ep1"})
+		var ev authz.Event
+		for ev.Kind != authz.EventResolved {
+			select {
+			case ev = <-events:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("round %d: request %s not decided by the window process; its stderr:\n%s", round, id, stderr.String())
+			}
+		}
+		if ev.Request.ID != id || ev.Decision == nil || ev.Decision.Choice != authz.Deny || ev.Decision.By != "app" {
+			t.Fatalf("round %d: resolved %+v decision %+v, want %s denied by the app's window", round, ev.Request.ID, ev.Decision, id)
+		}
+		if _, starts := w.Running(); starts != round {
+			t.Fatalf("round %d: %d window processes started, want %d", round, starts, round)
+		}
+		eventually(t, "the window process to exit once nothing waits", func() bool {
+			running, _ := w.Running()
+			return !running
+		})
+	}
+}
+
+// A window process runs only on the link its parent, the app, made: not
+// without one, and not on a socket pair made by another process (an agent
+// running the hidden command with a socket of its own cannot pose as the
+// app, and the app's daemon is reachable only through the link it made).
+func TestWindowProcessNeedsTheAppsLink(t *testing.T) {
+	run := func(cmd *exec.Cmd, extra *os.File) (int, string) {
+		t.Helper()
+		var stderr bytes.Buffer
+		cmd.Env = append(os.Environ(), windowHelperEnv+"=check")
+		cmd.Stderr = &stderr
+		if extra != nil {
+			cmd.ExtraFiles = []*os.File{extra}
+		}
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), stderr.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, stderr.String()
+	}
+	pair := func() (*os.File, *os.File) {
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return a, b
+	}
+
+	code, msg := run(exec.Command(os.Args[0], "-test.run=^$"), nil)
+	if code != 3 || !strings.Contains(msg, "which starts it itself") {
+		t.Errorf("without a link: exit %d, %q; want 3 and the refusal", code, msg)
+	}
+	_, theirs := pair()
+	code, msg = run(exec.Command(os.Args[0], "-test.run=^$"), theirs)
+	if code != 0 {
+		t.Errorf("on its parent's socket pair: exit %d, %q; want 0", code, msg)
+	}
+	// Made by this process, handed on by a shell: the window process's
+	// parent (the shell) did not make it.
+	_, theirs = pair()
+	code, msg = run(exec.Command("sh", "-c", `"$0" -test.run='^$'; exit $?`, os.Args[0]), theirs)
+	if code != 3 || !strings.Contains(msg, "not by this process's parent") {
+		t.Errorf("on a socket pair its parent did not make: exit %d, %q; want 3 and the refusal", code, msg)
+	}
+	// Not a socket at all.
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	code, msg = run(exec.Command(os.Args[0], "-test.run=^$"), f)
+	if code != 3 || !strings.Contains(msg, "which starts it itself") {
+		t.Errorf("on /dev/null: exit %d, %q; want 3 and the refusal", code, msg)
+	}
+}

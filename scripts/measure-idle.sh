@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# measure-idle.sh measures what the real menu-bar app costs while no window
+# is shown, and how fast an approval window appears (`make bench-ui`; the
+# figures are in docs/BENCHMARKS.md, section "Menu-bar app"):
+#
+#   idle       with 0 servers, then with 1 server and one agent connected
+#              (initialize, tools/list, then nothing): the app's CPU (utime +
+#              stime of all its threads, /proc/PID/stat) as a percentage of
+#              one core, its wakeups per second (voluntary + involuntary
+#              context switches of all its threads, /proc/PID/task/*/status)
+#              and VmRSS, over IDLE seconds after SETTLE seconds of quiet.
+#              The app is the daemon and the menu-bar icon; the window
+#              process, if any runs, is measured and listed apart.
+#   approval   at FYNE_SCALE 1 and 2: the time from the daemon's "approval
+#              requested" log line to the approval window being mapped
+#              (xwininfo, polled in a tight loop), for CALLS calls of the
+#              agent, each approved once from the command line: the odd
+#              calls once no window process runs ("cold": the process and
+#              its OpenGL context are started for the card), the even ones
+#              a second after the previous card was decided ("warm": the
+#              window process lingers for a while). The old single-process
+#              app created its window at the first call and showed it again
+#              at the others.
+#
+# As on a desktop, a tray host runs on a private D-Bus session bus:
+# xfce4-panel (its systray plugin is a StatusNotifierWatcher), under Xvfb.
+# The app runs with a temporary PORTCULLIS_HOME, started once beforehand so
+# that the audit log's verification key (shown once, on first start) is
+# not on screen while measuring.
+#
+# Needs (Debian; scripts/test-deps.sh installs them): xvfb x11-utils dbus
+# libglib2.0-bin xfce4-panel, and the cgo build dependencies of Fyne
+# (libgl1-mesa-dev xorg-dev). Environment: BIN, a cgo build of the full
+# program (portcullis-app) to measure instead of building one; IDLE
+# (seconds, default 20); SETTLE (default 5); CALLS (default 3); SCALES
+# (default "1 2").
+set -euo pipefail
+
+note() { printf 'measure-idle: %s\n' "$*" >&2; }
+die() {
+	note "$*"
+	for f in "${tmp:-/nonexistent}"/*.log "${tmp:-/nonexistent}"/agent.err; do
+		[[ -s "$f" ]] && { note "--- ${f##*/}"; tail -n 30 "$f" >&2; }
+	done
+	exit 1
+}
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+idle="${IDLE:-20}"
+settle="${SETTLE:-5}"
+calls="${CALLS:-4}"
+title="Portcullis — Approval needed"
+
+if [[ "${1:-}" != --inside ]]; then
+	for tool in Xvfb xwininfo dbus-run-session gdbus xfce4-panel go; do
+		command -v "$tool" >/dev/null 2>&1 || die "$tool not found (bash scripts/test-deps.sh installs it)"
+	done
+	GOCACHE="$(go env GOCACHE)"
+	export GOCACHE
+	xdg="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-idle-xdg.XXXXXX")"
+	trap 'rm -rf "$xdg"' EXIT
+	mkdir -p "$xdg"/{data,config,cache,runtime}
+	chmod 700 "$xdg/runtime"
+	status=0
+	XDG_DATA_HOME="$xdg/data" XDG_CONFIG_HOME="$xdg/config" XDG_CACHE_HOME="$xdg/cache" XDG_RUNTIME_DIR="$xdg/runtime" \
+		dbus-run-session -- "$0" --inside || status=$?
+	exit "$status"
+fi
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-idle.XXXXXX")"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+bin="$tmp/portcullis"
+if [[ -n "${BIN:-}" ]]; then
+	[[ -x "$BIN" ]] || die "no app executable at $BIN"
+	cp "$BIN" "$tmp/portcullis-app"
+else
+	note "building the app (cgo)"
+	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis-app" ./cmd/portcullis-app
+fi
+CGO_ENABLED=0 go build -o "$bin" .
+CGO_ENABLED=0 go -C testdata/servers build -o "$tmp/echo" ./echo
+
+display=":$((80 + RANDOM % 9))"
+export DISPLAY="$display"
+Xvfb "$display" -screen 0 2560x1600x24 -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 50); do xwininfo -root >/dev/null 2>&1 && break; sleep 0.1; done
+xwininfo -root >/dev/null 2>&1 || die "Xvfb did not start on $display: $(cat "$tmp/xvfb.log")"
+
+wait_for() {
+	local secs="$1" what="$2"
+	shift 2
+	for _ in $(seq 1 $((secs * 10))); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	die "timed out after ${secs}s waiting for $what"
+}
+now_ms() { local t="${EPOCHREALTIME/[.,]/}"; echo $((t / 1000)); }
+bus_has() {
+	gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus \
+		--method org.freedesktop.DBus.NameHasOwner "$1" | grep -q true
+}
+no_watcher() { ! bus_has org.kde.StatusNotifierWatcher; }
+
+# The panel: one bar with the systray plugin.
+conf="$XDG_CONFIG_HOME/xfce4/xfconf/xfce-perchannel-xml"
+mkdir -p "$conf"
+cat >"$conf/xfce4-panel.xml" <<'XML'
+<?xml version="1.0" encoding="UTF-8"?>
+<channel name="xfce4-panel" version="1.0">
+  <property name="panels" type="array">
+    <value type="int" value="1"/>
+    <property name="panel-1" type="empty">
+      <property name="position" type="string" value="p=6;x=0;y=0"/>
+      <property name="length" type="uint" value="100"/>
+      <property name="position-locked" type="bool" value="true"/>
+      <property name="size" type="uint" value="32"/>
+      <property name="plugin-ids" type="array">
+        <value type="int" value="1"/>
+      </property>
+    </property>
+  </property>
+  <property name="plugins" type="empty">
+    <property name="plugin-1" type="string" value="systray"/>
+  </property>
+</channel>
+XML
+start_panel() {
+	GDK_SCALE=$1 xfce4-panel --disable-wm-check >"$tmp/panel$1.log" 2>&1 &
+	panel=$!
+	pids+=("$panel")
+	wait_for 30 "the panel's StatusNotifierWatcher" bus_has org.kde.StatusNotifierWatcher
+}
+stop_panel() {
+	kill "$panel" 2>/dev/null || true
+	wait "$panel" 2>/dev/null || true
+	wait_for 30 "the panel to leave the bus" no_watcher
+}
+
+# cpu_ticks PID, switches PID, rss_kb PID: from /proc.
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s + 0}'; }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# window_procs PID: the window processes of app PID.
+window_procs() { pgrep -P "$1" -f 'portcullis-app window-process' || true; }
+no_window_process() { [[ -z "$(window_procs "$app")" ]]; }
+# cost PID SECONDS: "CPU% wakeups/s RSS-MB" of PID over SECONDS.
+cost() {
+	local c0 w0 t0 c1 w1 t1 hz
+	hz="$(getconf CLK_TCK)"
+	c0="$(cpu_ticks "$1")" w0="$(switches "$1")" t0="$(now_ms)"
+	sleep "$2"
+	c1="$(cpu_ticks "$1")" w1="$(switches "$1")" t1="$(now_ms)"
+	awk -v c=$((c1 - c0)) -v w=$((w1 - w0)) -v ms=$((t1 - t0)) -v hz="$hz" -v rss="$(rss_kb "$1")" \
+		'BEGIN {printf "%.2f %% of a core, %.0f wakeups/s, %.0f MB resident", 100 * c / hz / (ms / 1000), w / (ms / 1000), rss / 1024}'
+}
+
+# Agents: raw JSON-RPC over FIFOs to `portcullis connect LABEL`.
+agent_n=0
+connect_agent() {
+	agent_n=$((agent_n + 1))
+	mkfifo "$tmp/a$agent_n.in" "$tmp/a$agent_n.out"
+	"$bin" connect "$1" <"$tmp/a$agent_n.in" >"$tmp/a$agent_n.out" 2>>"$tmp/agent.err" &
+	pids+=($!)
+	exec {to}>"$tmp/a$agent_n.in"
+	exec {from}<"$tmp/a$agent_n.out"
+	send '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"measure-idle","version":"1.0.0"}}}'
+	recv 1
+	send '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+	send '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
+	recv 2
+}
+send() { printf '%s\n' "$1" >&"$to"; }
+recv() {
+	local line
+	while IFS= read -r -t 60 line <&"$from"; do
+		if [[ "$line" == *"\"id\":$1,"* || "$line" == *"\"id\":$1}"* ]]; then
+			[[ "$line" != *'"error"'* ]] || die "request $1: $line"
+			return 0
+		fi
+	done
+	die "no response $1 on the agent connection"
+}
+close_agent() {
+	exec {to}>&- {from}<&-
+	wait_for 30 "the agent run to end" no_runs
+}
+no_runs() {
+	local s
+	s="$("$bin" status --json | tr -d ' \n')"
+	[[ "$s" != *'"state":"'* ]] || [[ "$s" == *'"runs":[]'* ]] || [[ "$s" == *'"runs":null'* ]]
+}
+
+# start_app SCALE: the app on a fresh PORTCULLIS_HOME with echo1 configured,
+# started once before so that the verification key window is behind us.
+start_app() {
+	export PORTCULLIS_HOME="$tmp/home$RANDOM"
+	mkdir -p "$PORTCULLIS_HOME"
+	"$bin" servers add echo1 --cwd "$tmp" -- "$tmp/echo" >/dev/null
+	FYNE_SCALE=$1 "$bin" >"$tmp/first.log" 2>&1 &
+	local first=$!
+	wait_for 30 "the daemon in the app" "$bin" status
+	sleep 3 # the audit log's sealing keys set up
+	kill -TERM "$first"
+	wait "$first" 2>/dev/null || true
+	FYNE_SCALE=$1 "$bin" >"$tmp/app.log" 2>&1 &
+	app=$!
+	pids+=("$app")
+	wait_for 30 "the daemon in the app" "$bin" status
+}
+stop_app() {
+	kill -TERM "$app" 2>/dev/null || true
+	wait "$app" 2>/dev/null || true
+}
+
+window_id() { xwininfo -root -tree | grep -F "\"$title\"" | grep -v '1x1+' | awk 'NR == 1 {print $1}'; }
+window_viewable() {
+	local id
+	id="$(window_id)"
+	[[ -n "$id" ]] && xwininfo -id "$id" 2>/dev/null | grep -q 'Map State: IsViewable'
+}
+window_gone() { ! window_viewable; }
+# person ARGS...: `portcullis ARGS...` as the person runs it: at a terminal
+# of its own (script(1)), outside this script's process tree (setsid -f),
+# since this script is the agent's parent.
+person() {
+	local done="$tmp/person.$RANDOM"
+	setsid -f sh -c 'script -qec "$1" /dev/null </dev/null >"$2.out" 2>&1; echo $? >"$2.code"' sh "$(printf '%q ' "$bin" "$@")" "$done"
+	wait_for 30 "portcullis $*" test -s "$done.code"
+	[[ "$(cat "$done.code")" == 0 ]] || die "portcullis $* failed: $(cat "$done.out")"
+}
+approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | sed -n 1p | cut -d'"' -f4; }
+
+start_panel 1
+start_app 1
+sleep "$settle"
+note "idle, 0 servers: app pid $app"
+idle0="$(cost "$app" "$idle")"
+wp0="$(window_procs "$app" | wc -l)"
+printf 'idle, no window shown, over %s s (tray host xfce4-panel):\n' "$idle"
+printf '  0 servers                      %s (window processes: %s)\n' "$idle0" "$wp0"
+connect_agent echo1
+sleep "$settle"
+note "idle, 1 server with an agent connected"
+idle1="$(cost "$app" "$idle")"
+wp1="$(window_procs "$app" | wc -l)"
+printf '  1 server, 1 agent connected    %s (window processes: %s)\n' "$idle1" "$wp1"
+close_agent
+stop_app
+stop_panel
+
+declare -A lat
+for scale in ${SCALES:-1 2}; do
+	start_panel "$scale"
+	start_app "$scale"
+	connect_agent echo1
+	for k in $(seq 1 "$calls"); do
+		if ((k % 2 == 1)); then
+			# cold: the window process (if the app has one) ended
+			wait_for 60 "no window process before call $k" no_window_process
+		fi
+		sleep 1
+		send "{\"jsonrpc\":\"2.0\",\"id\":$((k + 2)),\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"message\":\"ping $k\"}}}"
+		deadline=$(($(now_ms) + 20000))
+		until window_viewable; do
+			(($(now_ms) < deadline)) || die "the approval window did not show for call $k"
+		done
+		shown="$(now_ms)"
+		id="$(approval_id)"
+		[[ -n "$id" ]] || die "the window showed but no approval is pending"
+		person approve --once "$id"
+		recv $((k + 2))
+		wait_for 20 "the approval window to hide after call $k" window_gone
+		raised="$(grep -F 'msg="approval requested"' "$tmp/app.log" | grep -o '^time=[^ ]*' | cut -d= -f2 | sed -n "${k}p")"
+		lat[$scale,$k]=$((shown - $(date -d "$raised" +%s%3N)))
+	done
+	close_agent
+	stop_app
+	stop_panel
+done
+
+printf '\napproval requested → window mapped (ms), calls 1, 3, … cold, 2, 4, … warm:\n'
+for scale in ${SCALES:-1 2}; do
+	printf '  FYNE_SCALE=%s  ' "$scale"
+	for k in $(seq 1 "$calls"); do printf ' %6s' "${lat[$scale,$k]}"; done
+	printf '\n'
+done

@@ -60,18 +60,21 @@ const agentNameWait = time.Second
 //
 // After a rebuild the launch card also proposes the tools the person chose
 // for the run's previous epoch (authz.Authority.ProposeLaunch): one card
-// for the launch credentials and the tools. The launch grant is returned
+// for the launch credentials and the tools (unless the server also has a
+// per-call credential, approved on the card of a call). The launch grant is returned
 // (nil when nobody was asked) so that its tools are granted on the epoch
 // the launch starts (authz.Authority.BindLaunch).
 func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv config.Server, label, run string, agent gateway.Agent, rec identity.Record, asked *identity.Record) ([]string, *authz.Grant, error) {
 	var scopes []string
 	var creds []gateway.Credential
-	askEvery := false
+	askEvery, perCall := false, false
 	for _, c := range credentialsOf(cfg, srv) {
 		if c.Inject == config.InjectEnv {
 			scopes = append(scopes, c.Scope)
 			creds = append(creds, c)
 			askEvery = askEvery || c.AskEveryUse
+		} else {
+			perCall = true
 		}
 	}
 	if len(scopes) == 0 {
@@ -138,7 +141,11 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 		if sess != nil {
 			card.AgentName = sess.AgentName(ctx, agentNameWait)
 		}
-		card = d.authz.ProposeLaunch(card)
+		if !perCall {
+			// A per-call credential is approved on the call's card,
+			// which shows it; without one, the tools come with the launch.
+			card = d.authz.ProposeLaunch(card)
+		}
 		if len(card.ToolScope) > 0 {
 			card.Reason += fmt.Sprintf("; approving also grants %s on the new process, for this run, as you chose for the previous code", strings.Join(card.ToolScope, ", "))
 		}

@@ -181,11 +181,11 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	// a run the daemon merged into the request since is not among them.
 	var runs []string
 	for _, run := range c.RunNames() {
-		if !slices.Contains(o.skip, run) {
+		if !slices.Contains(*o.skip, run) {
 			runs = append(runs, run)
 		}
 	}
-	for _, run := range o.skip {
+	for _, run := range *o.skip {
 		if !slices.Contains(c.RunNames(), run) {
 			return usagef("--skip-run: %q is not a run of %s (it decides %s)", run, id, strings.Join(c.RunNames(), ", "))
 		}
@@ -223,8 +223,8 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	}
 	if len(c.AlsoRuns) > 0 && choice != authz.Deny {
 		fmt.Fprintf(a.Stdout, "%s decides %d agent runs of %s (one grant per run and epoch); decided now: %s.", id, len(c.Runs()), c.AgentExe, strings.Join(runs, ", "))
-		if len(o.skip) > 0 {
-			fmt.Fprintf(a.Stdout, " Left out, still held: %s.", strings.Join(o.skip, ", "))
+		if len(*o.skip) > 0 {
+			fmt.Fprintf(a.Stdout, " Left out, still held: %s.", strings.Join(*o.skip, ", "))
 		}
 		fmt.Fprintln(a.Stdout)
 	}

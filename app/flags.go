@@ -66,7 +66,7 @@ type decideOpts struct {
 	tools *string
 	all   *bool
 	code  *bool
-	skip  multiFlag
+	skip  *multiFlag
 }
 
 func decideFlags(name string) decideOpts {
@@ -84,7 +84,8 @@ func decideFlags(name string) decideOpts {
 		all:   fs.Bool("all", false, only+"approve every tool the card shows for the agent run"),
 		code:  fs.Bool("code", false, only+"approve as for the agent run, and this code for every run of the same agent program: a later run whose server runs this very code is granted these tools without asking; new code asks again"),
 	}
-	fs.Var(&o.skip, "skip-run", "`RUN` leave this agent run of a card of several runs out of the decision: its call stays held on a card of its own (repeatable)")
+	o.skip = &multiFlag{}
+	fs.Var(o.skip, "skip-run", "`RUN` leave this agent run of a card of several runs out of the decision: its call stays held on a card of its own (repeatable)")
 	return o
 }
 

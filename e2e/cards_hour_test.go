@@ -131,6 +131,11 @@ func TestScriptedHourAsksOncePerChange(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		s.rebuild(t, publishRevA+" -X main.buildLabel=hour"+string(rune('0'+i)))
 		epochA, epochB = waitReady(t, s.home, a.PID(), epochA), waitReady(t, s.home, b.PID(), epochB)
+		for _, ag := range []*listChangedAgent{a, b} {
+			if _, err := ag.Session.ListTools(ctx, nil); err != nil { // the agents refetch, as after list_changed
+				t.Fatal(err)
+			}
+		}
 		asks += round()
 		calls += 2
 		for range 3 {

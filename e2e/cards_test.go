@@ -80,6 +80,11 @@ func TestOneCardForTwoRunsOfOneRebuild(t *testing.T) {
 	s.rebuild(t, publishRevALabel) // new code, the same catalog
 	epochA := waitRun(t, s.home, a.PID(), buildWait, "a new epoch", readyOn(stA.Epoch)).Epoch
 	epochB := waitRun(t, s.home, b.PID(), buildWait, "a new epoch", readyOn(stB.Epoch)).Epoch
+	for _, ag := range []*listChangedAgent{a, b} {
+		if _, err := ag.Session.ListTools(ctx, nil); err != nil { // the agents refetch, as after list_changed
+			t.Fatal(err)
+		}
+	}
 	second, ca, cb := both("after the rebuild")
 	if rc, _ := second.Card.Run(runA); rc.CurrentEpoch != epochA {
 		t.Errorf("run A's part is on epoch %s, want %s", rc.CurrentEpoch, epochA)

@@ -120,7 +120,11 @@ func TestScriptedHourAsksOncePerChange(t *testing.T) {
 		ca := asyncCall(t, a.Session, "status", map[string]any{})
 		heldOn(t, s.home, "run A", stA.Run)
 		cb := asyncCall(t, b.Session, "status", map[string]any{})
-		heldOn(t, s.home, "runs A and B", stA.Run, stB.Run)
+		for _, r := range heldOn(t, s.home, "runs A and B", stA.Run, stB.Run) {
+			c := r.Card
+			b, _ := json.Marshal(c)
+			t.Logf("card %s: %s", r.ID, b)
+		}
 		n := decideAllPending(t, s.home)
 		okText(t, await(t, ca))
 		okText(t, await(t, cb))

@@ -90,9 +90,11 @@ type Card struct {
 	// agent (sampling, elicitation), held for the person; such a card
 	// grants no tools.
 	ServerRequest *ServerRequest `json:"serverRequest,omitempty"`
-	// Code is the digest of the code the card's epoch runs (CodeDigest of
-	// its execution record; for a launch card, the Identity it launches):
-	// cards of several runs fold into one only when it is the same.
+	// Code is the measured identity of the code the card's epoch runs
+	// (IdentityDigest of its execution record; for a launch card, the
+	// Identity it launches): cards of several runs fold into one only
+	// when it is the same, and so are the identity changes they show
+	// (which include code a process was observed to run).
 	Code string `json:"code,omitempty"`
 	// AlsoRuns are the other agent runs this card decides: runs of the
 	// same agent program on the same server whose epochs run the same
@@ -159,19 +161,6 @@ func (c Card) withRuns(runs []RunCall) Card {
 	c.Tool, c.Arguments, c.ArgsDigest = r.Tool, r.Arguments, r.ArgsDigest
 	c.AlsoRuns = slices.Clone(runs[1:])
 	return c
-}
-
-// CodeDigest is the digest of the code an epoch runs, for Card.Code: its
-// measured identity (IdentityDigest) and the code its processes were seen
-// to run (identity.Observed.Code), so that epochs whose measurement agrees
-// but whose processes run other code never count as the same code.
-func CodeDigest(r identity.Record) string {
-	var seen []string
-	for _, o := range r.Observed {
-		seen = appendNew(seen, o.Code())
-	}
-	slices.Sort(seen)
-	return identity.DigestPrefix + sha256Hex(IdentityDigest(r)+"\n"+strings.Join(seen, "\n"))
 }
 
 // foldable reports whether card n, raised for one run, may be decided by

@@ -542,7 +542,7 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale, outgrown 
 		AgentRun: s.opts.RunID, AgentExe: s.opts.Agent.Exe, AgentPID: s.opts.Agent.PID, AgentName: agentName,
 		ServerLabel: s.opts.Label, PreviousEpoch: approvedEpoch, CurrentEpoch: e.ID,
 		Tool: tool, Arguments: json.RawMessage(args), ArgsDigest: call.digest, CredentialScope: creds, AskEveryUse: askEvery,
-		ApprovedRevision: approvedRev, Code: authz.CodeDigest(e.Record),
+		ApprovedRevision: approvedRev, Code: authz.IdentityDigest(e.Record),
 	}
 	if hasPrev && approvedEpoch != e.ID {
 		c.IdentityChanges = identity.Diff(prevRec, e.Record)

@@ -23,7 +23,7 @@ import (
 // run's call through and keeps the left-out run's call held, on a card of
 // its own, until the person decides that one too.
 func TestOneCardForTwoRunsOfOneRebuild(t *testing.T) {
-	s := newScopeSetup(t)
+	s := newUnsandboxedScopeSetup(t)
 	a := connectListChanged(t, s.home, pubLabel, "")
 	b := connectListChanged(t, s.home, pubLabel, "")
 	ctx := testContext(t, 3*time.Minute)

@@ -204,3 +204,56 @@ func TestApproveDoesNotListHeldToolsAsNotGranted(t *testing.T) {
 		t.Errorf("approve printed %q, want status named as granted before and slow_publish as not granted", out)
 	}
 }
+
+// TestCredentialedRebuildIsOneCard: a server with a launch credential
+// (env) is rebuilt, code only (the same catalog). One card asks for both
+// the launch of the new code with its credential and the tools chosen for
+// the previous code; approving it launches the new code with the secret,
+// and the call on the new epoch goes through without a second card.
+func TestCredentialedRebuildIsOneCard(t *testing.T) {
+	needSecretService(t)
+	secret := newSecret(t)
+	scope := "notes-token"
+	s := newCredsSetup(t, []credsScope{{scope: scope, envVar: "NOTES_TOKEN", secret: secret}}, nil, false)
+	connected := make(chan *listChangedAgent, 1)
+	go func() { connected <- connectListChanged(t, s.home, credsLabel, "") }()
+	a := approveLaunch(t, s.home, waitApproval(t, s.home, "the first launch", forIdentity).ID, connected, "first launch")
+	epochA := epochOf(t, s.home, a.PID(), "")
+	pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "a"})
+	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "note_write", forTool(noteWrite, epochA)).ID)
+	if got := okText(t, await(t, pending)); got != wroteWith("A", 1, secret) {
+		t.Fatalf("note_write on A: %q", got)
+	}
+
+	buildCreds(t, s.binDir, "-X main.buildLabel=rebuilt") // new code, the same tools
+	req := waitApproval(t, s.home, "the rebuilt identity", forIdentity)
+	lines := strings.Join(req.Card.Lines(), "\n")
+	if !slices.Equal(req.Card.ToolScope, []string{noteWrite}) || !strings.Contains(lines, "Tools proposed: "+noteWrite) {
+		t.Errorf("the rebuild's launch card proposes %v, want %s with the credential:\n%s", req.Card.ToolScope, noteWrite, lines)
+	}
+	if out := decideCLI(t, s.home, "approve", req.ID); !strings.Contains(out, noteWrite+" on the process it starts") {
+		t.Errorf("approve of the launch printed %q, want it to name the tools granted with it", out)
+	}
+	epochB := epochOf(t, s.home, a.PID(), epochA)
+	if _, err := a.Session.ListTools(testContext(t, time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	pending = asyncCall(t, a.Session, noteWrite, map[string]any{"text": "b"})
+	select {
+	case r := <-pending:
+		if got := okText(t, r); got != wroteWith("A", 1, secret) {
+			t.Errorf("note_write on the rebuilt code: %q", got)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("note_write on %s still waits after the rebuild's one card was approved; pending: %+v", epochB, approvals(t, s.home))
+	}
+	if p := approvals(t, s.home); len(p) != 0 {
+		t.Errorf("after the rebuild's one card, %d more are pending: %+v", len(p), p)
+	}
+	st := waitRun(t, s.home, a.PID(), time.Second, "status", func(gateway.Status) bool { return true })
+	if !slices.ContainsFunc(st.Grants, func(g authz.Grant) bool {
+		return g.ExecutionEpoch == epochB && g.Request == req.ID && slices.Contains(g.ToolScope, noteWrite)
+	}) {
+		t.Errorf("grants %+v, want note_write on %s from the launch card %s", st.Grants, epochB, req.ID)
+	}
+}

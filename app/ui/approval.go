@@ -459,10 +459,20 @@ func runsHeading(c authz.Card) string {
 func runLabel(rc authz.RunCall) string {
 	s := fmt.Sprintf("run %s, pid %d, epoch %s", shortID(rc.AgentRun), rc.AgentPID, shortID(rc.CurrentEpoch))
 	if rc.Tool != "" {
-		s += ": " + textsafe.Line(rc.Tool)
+		args := strings.Join(strings.Fields(string(rc.Arguments)), " ")
+		if args == "" {
+			args = "{}"
+		}
+		if r := []rune(args); len(r) > maxRunArgs {
+			args = string(r[:maxRunArgs]) + "…"
+		}
+		s += ": " + textsafe.Line(rc.Tool) + " " + textsafe.Line(args)
 	}
 	return s
 }
+
+// maxRunArgs bounds, in runes, the arguments of a run's call on its line.
+const maxRunArgs = 80
 
 // shortID is the last 8 characters of an id, enough to tell runs apart.
 func shortID(id string) string {

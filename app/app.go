@@ -70,9 +70,11 @@ Usage:
   portcullis approvals [--diff] [--json]
                                      pending approval requests, with their cards and the source files
                                          changed since the code you last approved (--diff: their lines)
-  portcullis approve ID [--once] [--tools a,b | --all]
+  portcullis approve ID [--once] [--tools a,b | --all] [--code] [--skip-run RUN]
                                      approve for this agent run the tools the card proposes (--once: the call
-                                         shown only; --tools: the called tool and these; --all: every tool shown)
+                                         shown only; --tools: the called tool and these; --all: every tool shown;
+                                         --code: also this code for every run of the agent program; --skip-run:
+                                         leave a run of a card of several runs held)
   portcullis deny ID                 deny a pending approval request
   portcullis changes [--json] | confirm ID | reject ID
                                      a change made to config.json outside Portcullis that widens trust,

@@ -145,6 +145,12 @@ func decideHint(r authz.Request) string {
 	if len(c.OtherTools) > 0 {
 		run += " [--tools a,b | --all]"
 	}
+	if c.Identity == "" && c.ServerRequest == nil && c.Code != "" {
+		run += " [--code: this code, every run of the agent program]"
+	}
+	if len(c.AlsoRuns) > 0 {
+		run += " [--skip-run RUN]"
+	}
 	if c.Stale {
 		// Its call was refused already: there is no call to approve once.
 		return run + "   |   portcullis deny " + r.ID
@@ -172,7 +178,7 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		name = "deny"
 	}
 	o := decideFlags(name)
-	fs, once, tools, all := o.fs, o.once, o.tools, o.all
+	fs, once, tools, all, code := o.fs, o.once, o.tools, o.all, o.code
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:] // the id may come before the flags
@@ -191,7 +197,13 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		}
 		choice = authz.ApproveOnce
 	}
-	if (*tools != "" || *all) && choice != authz.ApproveRun {
+	if *code {
+		if choice != authz.ApproveRun {
+			return usagef("--code goes with approve (for this run), not with --once or deny")
+		}
+		choice = authz.ApproveCode
+	}
+	if (*tools != "" || *all) && choice != authz.ApproveRun && choice != authz.ApproveCode {
 		return usagef("--tools and --all go with approve (for this run)")
 	}
 	if *tools != "" && *all {
@@ -234,7 +246,23 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	if choice == authz.ApproveOnce && c.Stale {
 		return fmt.Errorf("%s cannot be approved once: its call (%s) was refused already as authorization_stale, so there is no call to approve; `portcullis approve %s` allows the new code for this run, `portcullis deny %s` refuses", id, c.Tool, id, id)
 	}
-	hello := control.Hello{Op: control.OpDecide, Request: id, Choice: string(choice), Tools: chosen}
+	// The runs decided are those the card showed when it was read here:
+	// a run the daemon merged into the request since is not among them.
+	var runs []string
+	for _, run := range c.RunNames() {
+		if !slices.Contains(*o.skip, run) {
+			runs = append(runs, run)
+		}
+	}
+	for _, run := range *o.skip {
+		if !slices.Contains(c.RunNames(), run) {
+			return usagef("--skip-run: %q is not a run of %s (it decides %s)", run, id, strings.Join(c.RunNames(), ", "))
+		}
+	}
+	if len(runs) == 0 {
+		return usagef("--skip-run leaves out every run of %s: nothing would be decided", id)
+	}
+	hello := control.Hello{Op: control.OpDecide, Request: id, Choice: string(choice), Tools: chosen, Runs: runs}
 	timeout := 5 * time.Second
 	if authed, err := a.startAuthentication(choice, req); err != nil {
 		return err
@@ -250,11 +278,24 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	if chosen != nil {
 		granted = chosen
 	}
-	// The daemon answers with the grant it made: tools denied by a policy
-	// meanwhile are left out of it, so it is what the person gave.
-	var g authz.Grant
+	// The daemon answers with the grants it made: tools denied by a policy
+	// meanwhile are left out of them, so they are what the person gave;
+	// InForce is every tool the run holds now, given before or now.
+	var g authz.DecideReply
+	inForce := granted
 	if len(data) > 0 && json.Unmarshal(data, &g) == nil && g.ID != "" {
 		granted = g.ToolScope
+		inForce = granted
+		if held, ok := g.InForce[g.AgentRun]; ok {
+			inForce = held
+		}
+	}
+	if len(c.AlsoRuns) > 0 && choice != authz.Deny {
+		fmt.Fprintf(a.Stdout, "%s decides %d agent runs of %s (one grant per run and epoch); decided now: %s.", id, len(c.Runs()), c.AgentExe, strings.Join(runs, ", "))
+		if len(*o.skip) > 0 {
+			fmt.Fprintf(a.Stdout, " Left out, still held: %s.", strings.Join(*o.skip, ", "))
+		}
+		fmt.Fprintln(a.Stdout)
 	}
 	switch {
 	case choice == authz.ApproveOnce && c.ServerRequest != nil:
@@ -266,13 +307,27 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	case choice != authz.Deny && c.AskEveryUse:
 		fmt.Fprintf(a.Stdout, "Approved %s for the call shown only (%s): a credential of %s asks on every use, so the next call asks again.\n", id, textsafe.Name(c.Tool, c.Offered()), c.ServerLabel)
 	case choice == authz.ApproveRun && c.Identity != "":
-		fmt.Fprintf(a.Stdout, "Approved %s: this build of %s may receive %s (if the code on disk changes before it starts, you are asked again).\n", id, c.ServerLabel, strings.Join(c.CredentialScope, ", "))
-	case choice == authz.ApproveRun:
+		tools := ""
+		if len(granted) > 0 {
+			tools = fmt.Sprintf(", and %s on the process it starts, for this run", toolList(granted, c.Offered()))
+		}
+		fmt.Fprintf(a.Stdout, "Approved %s: this build of %s may receive %s%s (if the code on disk changes before it starts, you are asked again).\n", id, c.ServerLabel, strings.Join(c.CredentialScope, ", "), tools)
+	case choice == authz.ApproveRun || choice == authz.ApproveCode:
 		left := ""
-		if rest := slices.DeleteFunc(c.Offered(), func(t string) bool { return slices.Contains(granted, t) }); len(rest) > 0 {
+		// Not granted: the tools of the card the run holds neither from
+		// this decision nor from one made before on this epoch.
+		if rest := slices.DeleteFunc(c.Offered(), func(t string) bool { return slices.Contains(granted, t) || slices.Contains(inForce, t) }); len(rest) > 0 {
 			left = fmt.Sprintf(" Not granted: %s (they ask when called).", toolList(rest, c.Offered()))
 		}
-		fmt.Fprintf(a.Stdout, "Approved %s for this agent run and epoch %s: %s.%s\n", id, c.CurrentEpoch, toolList(granted, c.Offered()), left)
+		before := ""
+		if earlier := slices.DeleteFunc(slices.Clone(inForce), func(t string) bool { return slices.Contains(granted, t) }); len(earlier) > 0 {
+			before = fmt.Sprintf(" Granted before on this epoch: %s.", toolList(earlier, append(c.Offered(), earlier...)))
+		}
+		scope := "for this agent run and epoch " + c.CurrentEpoch
+		if choice == authz.ApproveCode {
+			scope = fmt.Sprintf("for this code of %s and every run of %s (each run's epoch of this code; new code asks again)", c.ServerLabel, c.AgentExe)
+		}
+		fmt.Fprintf(a.Stdout, "Approved %s %s: %s.%s%s\n", id, scope, toolList(granted, c.Offered()), before, left)
 	case choice == authz.ApproveOnce && c.Identity != "":
 		fmt.Fprintf(a.Stdout, "Approved %s once: this launch of %s may receive %s; a later launch asks again.\n", id, c.ServerLabel, strings.Join(c.CredentialScope, ", "))
 	case choice == authz.ApproveOnce && c.Tool != "":

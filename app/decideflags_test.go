@@ -15,7 +15,7 @@ import (
 func TestDenyRefusesApproveFlags(t *testing.T) {
 	dir := t.TempDir()
 	a := &App{Dirs: paths.Dirs{Config: dir, State: dir, Runtime: dir}, Stdin: strings.NewReader(""), Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
-	for _, args := range [][]string{{"apr_1", "--once"}, {"apr_1", "--all"}, {"apr_1", "--tools", "a,b"}} {
+	for _, args := range [][]string{{"apr_1", "--once"}, {"apr_1", "--all"}, {"apr_1", "--tools", "a,b"}, {"apr_1", "--code"}} {
 		err := a.runDecide(authz.Deny, args)
 		if err == nil || !strings.Contains(err.Error(), "with approve") {
 			t.Errorf("deny %v: %v, want a refusal naming approve", args, err)
@@ -25,8 +25,8 @@ func TestDenyRefusesApproveFlags(t *testing.T) {
 	fs := decideFlags("deny").fs
 	fs.SetOutput(&help)
 	fs.PrintDefaults()
-	if n := strings.Count(help.String(), "(approve only, refused by deny)"); n != 3 {
-		t.Errorf("deny's flags: %d of 3 marked approve's:\n%s", n, help.String())
+	if n := strings.Count(help.String(), "(approve only, refused by deny)"); n != 4 {
+		t.Errorf("deny's flags: %d of 4 marked approve's:\n%s", n, help.String())
 	}
 	help.Reset()
 	fs = decideFlags("approve").fs

@@ -75,6 +75,8 @@ type decideOpts struct {
 	once  *bool
 	tools *string
 	all   *bool
+	code  *bool
+	skip  *multiFlag
 }
 
 func decideFlags(name string) decideOpts {
@@ -85,12 +87,16 @@ func decideFlags(name string) decideOpts {
 	if name == "deny" {
 		only = "(approve only, refused by deny) "
 	}
-	return decideOpts{
+	o := decideOpts{
 		fs:    fs,
 		once:  fs.Bool("once", false, only+"approve the one call shown only, not the tools for the rest of the agent run"),
 		tools: fs.String("tools", "", only+"`a,b` approve the called tool and these tools of the card for the agent run"),
 		all:   fs.Bool("all", false, only+"approve every tool the card shows for the agent run"),
+		code:  fs.Bool("code", false, only+"approve as for the agent run, and this code for every run of the same agent program: a later run whose server runs this very code is granted these tools without asking; new code asks again"),
 	}
+	o.skip = &multiFlag{}
+	fs.Var(o.skip, "skip-run", "`RUN` leave this agent run of a card of several runs out of the decision: its call stays held on a card of its own (repeatable)")
+	return o
 }
 
 type serversAddOpts struct {

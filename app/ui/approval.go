@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -53,6 +54,7 @@ type ApprovalWindow struct {
 	queue   []authz.Request            // oldest first
 	cur     int                        // index of the request shown
 	picked  map[string]map[string]bool // request → tool → ticked, where the person changed the proposal
+	skipped map[string]map[string]bool // request → agent run the person unticked on a card of several runs
 	popped  map[string]bool            // pending requests the window popped up for
 	visible bool
 
@@ -76,10 +78,12 @@ type ApprovalWindow struct {
 	ticks       *fyne.Container
 	ticksScroll *container.Scroll // the tool ticks, scrolled when there are many
 	creds       *widget.Label     // the credential scope
-	scopeBox    *fyne.Container   // scope, ticks, credentials: always in view, above the buttons
+	runs        *fyne.Container   // the runs of a card of several runs, each ticked unless left out
+	scopeBox    *fyne.Container   // runs, scope, ticks, credentials: always in view, above the buttons
 	bottom      *fyne.Container
 	approveRun  *escButton
 	approveOnce *escButton
+	approveCode *escButton // "this code, for every run of AGENT"
 	deny        *escButton
 
 	// code, when set, tells what changed in the server's source tree
@@ -98,7 +102,7 @@ type ApprovalWindow struct {
 }
 
 func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
-	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, picked: map[string]map[string]bool{}, popped: map[string]bool{}}
+	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, picked: map[string]map[string]bool{}, skipped: map[string]map[string]bool{}, popped: map[string]bool{}}
 }
 
 // ensure creates the window and its widgets on first use.
@@ -125,7 +129,9 @@ func (w *ApprovalWindow) ensure() {
 	w.ticksScroll = container.NewVScroll(w.ticks)
 	w.creds = widget.NewLabel("")
 	w.creds.Wrapping = fyne.TextWrapWord
-	w.scopeBox = container.NewVBox(w.scope, w.ticksScroll, w.creds)
+	w.runs = container.NewVBox()
+	w.runs.Hide()
+	w.scopeBox = container.NewVBox(w.runs, w.scope, w.ticksScroll, w.creds)
 	w.details = w.button("", nil, w.toggleDetails)
 	w.details.Importance = widget.LowImportance
 	w.details.Alignment = widget.ButtonAlignLeading
@@ -134,9 +140,11 @@ func (w *ApprovalWindow) ensure() {
 	w.deny = w.button(denyText, theme.CancelIcon(), func() { w.decide(authz.Deny) })
 	w.approveOnce = w.button(approveOnceText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveOnce) })
 	w.approveRun = w.button(approveRunText, theme.ConfirmIcon(), func() { w.decide(authz.ApproveRun) })
+	w.approveCode = w.button("", theme.ConfirmIcon(), func() { w.decide(authz.ApproveCode) })
+	w.approveCode.Hide()
 
 	w.top = container.NewBorder(nil, nil, nil, container.NewHBox(w.queueLabel, w.prev, w.next), w.heading)
-	buttons := container.NewBorder(nil, nil, nil, container.NewHBox(w.deny, w.approveOnce, w.approveRun), w.countdown)
+	buttons := container.NewBorder(nil, nil, nil, container.NewHBox(w.deny, w.approveOnce, w.approveRun, w.approveCode), w.countdown)
 	// The sentence on top and the scope and buttons below stay in view at
 	// every size: only the middle (arguments, changes, details) scrolls.
 	w.bottom = container.NewVBox(widget.NewSeparator(), w.scopeBox, buttons)
@@ -290,11 +298,18 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		}
 	}
 	d := authz.Decision{Choice: choice, By: "app"}
-	if choice == authz.ApproveRun {
+	if choice == authz.ApproveRun || choice == authz.ApproveCode {
 		d.Tools = w.ticked(r)
+	}
+	if len(r.Card.AlsoRuns) > 0 && choice != authz.Deny {
+		// The runs ticked on the card shown; a run left out stays held.
+		if d.Runs = w.runsTicked(r); len(d.Runs) == 0 {
+			return
+		}
 	}
 	w.queue = slices.Delete(w.queue, w.cur, w.cur+1)
 	delete(w.picked, r.ID)
+	delete(w.skipped, r.ID)
 	if w.cur >= len(w.queue) && w.cur > 0 {
 		w.cur--
 	}
@@ -408,6 +423,93 @@ func (w *ApprovalWindow) ticked(r authz.Request) []string {
 	return out
 }
 
+// runsTicked is the agent runs ticked on r's card, in card order.
+func (w *ApprovalWindow) runsTicked(r authz.Request) []string {
+	out := []string{}
+	for _, run := range r.Card.RunNames() {
+		if !w.skipped[r.ID][run] {
+			out = append(out, run)
+		}
+	}
+	return out
+}
+
+// renderRuns lists the runs of a card of several runs, each with a tick:
+// the decision answers the ticked ones, a run left out stays held.
+func (w *ApprovalWindow) renderRuns(r authz.Request) {
+	w.runs.Objects = nil
+	if len(r.Card.AlsoRuns) == 0 {
+		w.runs.Hide()
+		w.runs.Refresh()
+		return
+	}
+	w.runs.Add(factLabel(runsHeading(r.Card)))
+	id := r.ID
+	for _, rc := range r.Card.Runs() {
+		run := rc.AgentRun
+		c := w.check(runLabel(rc))
+		c.SetChecked(!w.skipped[id][run])
+		c.OnChanged = func(on bool) {
+			if w.skipped[id] == nil {
+				w.skipped[id] = map[string]bool{}
+			}
+			w.skipped[id][run] = !on
+			w.updateApproveRun(r)
+		}
+		w.runs.Add(c)
+	}
+	w.runs.Show()
+	w.runs.Refresh()
+}
+
+// runsHeading heads the runs of a card of several runs.
+func runsHeading(c authz.Card) string {
+	return fmt.Sprintf("One change, %d runs of %s (one grant each; untick a run to leave its call held):", len(c.Runs()), textsafe.Line(agentProgram(c)))
+}
+
+// runLabel is one run of a card of several runs: its pid, epoch and call.
+func runLabel(rc authz.RunCall) string {
+	s := fmt.Sprintf("run %s, pid %d, epoch %s", shortID(rc.AgentRun), rc.AgentPID, shortID(rc.CurrentEpoch))
+	if rc.Tool != "" {
+		args := strings.Join(strings.Fields(string(rc.Arguments)), " ")
+		if args == "" {
+			args = "{}"
+		}
+		if r := []rune(args); len(r) > maxRunArgs {
+			args = string(r[:maxRunArgs]) + "…"
+		}
+		s += ": " + textsafe.Line(rc.Tool) + " " + textsafe.Line(args)
+	}
+	return s
+}
+
+// maxRunArgs bounds, in runes, the arguments of a run's call on its line.
+const maxRunArgs = 80
+
+// shortID is the last 8 characters of an id, enough to tell runs apart.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return "…" + id[len(id)-8:]
+	}
+	return id
+}
+
+// agentProgram is the name of the card's agent program (its executable's
+// base name, as the kernel reports it).
+func agentProgram(c authz.Card) string {
+	if c.AgentExe == "" {
+		return "the agent"
+	}
+	return filepath.Base(c.AgentExe)
+}
+
+// codeChoice reports whether card c offers "this code, for every run of
+// AGENT": a call's card with its code measured, not a launch, a server
+// request, a credential asked on every use or a call refused already.
+func codeChoice(c authz.Card) bool {
+	return c.Code != "" && c.Identity == "" && c.ServerRequest == nil && !c.AskEveryUse && !c.Stale && c.AgentExe != ""
+}
+
 // tick redraws the countdown.
 func (w *ApprovalWindow) tick() {
 	if w.win == nil || w.cur >= len(w.queue) {
@@ -434,6 +536,8 @@ func (w *ApprovalWindow) render() {
 		w.creds.Hide()
 		w.approveRun.Disable()
 		w.approveOnce.Disable()
+		w.approveCode.Hide()
+		w.runs.Hide()
 		w.deny.Disable()
 		return
 	}
@@ -458,6 +562,7 @@ func (w *ApprovalWindow) render() {
 	w.top.Refresh() // lay the header out again: the position text and the arrows changed size
 	w.body.Objects = w.cardObjects(v)
 	w.body.Refresh()
+	w.renderRuns(r)
 	w.renderScope(r, v)
 	w.tick()
 	w.approveOnce.Enable()
@@ -587,12 +692,22 @@ func (w *ApprovalWindow) renderScope(r authz.Request, v cardView) {
 func (w *ApprovalWindow) updateApproveRun(r authz.Request) {
 	if r.Card.AskEveryUse {
 		w.approveRun.Hide()
+		w.approveCode.Hide()
 		w.scope.SetText(askEveryUseText)
 		w.scope.Show()
 		return
 	}
 	w.approveRun.Show()
-	setEnabled(w.approveRun, len(r.Card.ToolScope) == 0 || len(w.ticked(r)) > 0)
+	runs := len(r.Card.AlsoRuns) == 0 || len(w.runsTicked(r)) > 0
+	setEnabled(w.approveRun, runs && (len(r.Card.ToolScope) == 0 || len(w.ticked(r)) > 0))
+	setEnabled(w.approveOnce, runs)
+	if codeChoice(r.Card) {
+		w.approveCode.SetText("This code, every run of " + textsafe.Line(agentProgram(r.Card)))
+		w.approveCode.Show()
+		setEnabled(w.approveCode, runs && len(w.ticked(r)) > 0)
+	} else {
+		w.approveCode.Hide()
+	}
 	if t := scopeText(r.Card, w.ticked(r)); t != "" {
 		w.scope.SetText(t)
 		w.scope.Show()

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -95,6 +96,12 @@ type Choice string
 const (
 	ApproveRun  Choice = "approve-run"  // Approve for this run
 	ApproveOnce Choice = "approve-once" // Approve once
+	// ApproveCode approves as ApproveRun does, and also this code for
+	// every run of the card's agent program: a later card of such a run
+	// whose epoch runs the same code (Card.Code), for tools of the scope
+	// with the contracts shown, is granted without asking. New code asks
+	// again, and drops the approval.
+	ApproveCode Choice = "approve-code"
 	Deny        Choice = "deny"
 	timedOut    Choice = "timeout"
 )
@@ -107,7 +114,12 @@ const (
 type Decision struct {
 	Choice Choice   `json:"choice"`
 	Tools  []string `json:"tools,omitempty"`
-	By     string   `json:"by,omitempty"` // "cli", "app", …
+	// Runs are the agent runs of the card the decision answers (nil:
+	// every run the card shows). A run left out stays held on a request
+	// of its own; a run the card does not show is refused
+	// (ErrRunNotOnCard).
+	Runs []string `json:"runs,omitempty"`
+	By   string   `json:"by,omitempty"` // "cli", "app", …
 	// Decider is who decided, for the audit log (Request.Decider in
 	// Options.OnGranted); nil when the caller did not say.
 	Decider *audit.Decider `json:"-"`
@@ -122,6 +134,9 @@ var (
 	// ErrNotOnCard is what Decide returns for a decision that names a tool
 	// the card did not show; the request stays pending.
 	ErrNotOnCard = errors.New("the tool is not on the approval card")
+	// ErrRunNotOnCard is what Decide returns for a decision that names an
+	// agent run the card does not decide; the request stays pending.
+	ErrRunNotOnCard = errors.New("the agent run is not on the approval card")
 	// ErrStaleOnce is what Decide returns for "approve once" on a card
 	// raised with an authorization_stale refusal (Card.Stale): its call
 	// was refused already, so there is no call to approve once; the
@@ -192,7 +207,10 @@ type Request struct {
 
 	done     chan struct{}
 	decision Decision
-	grant    *Grant
+	grant    *Grant            // the grant of the card's own run
+	grants   map[string]*Grant // run → its grant
+	moved    map[string]string // run → the request its call waits on now (a fold or a run left out)
+	quiet    bool              // granted under a standing approval: never shown to anyone
 	resolved time.Time
 }
 
@@ -251,6 +269,18 @@ type Authority struct {
 	ended    map[string][]endedEpoch // guarded by mu; run → epochs that ended (requests raised on them are withdrawn)
 	decided  []*Request              // guarded by mu; the last maxDecided resolved requests, for a late Wait
 	subs     map[chan Event]struct{} // guarded by mu
+	standing []standingApproval      // guarded by mu; "this code, for every run of AGENT"
+}
+
+// standingApproval is a person's ApproveCode: the tools (with the
+// contracts shown) of server label that every run of agent program
+// agentExe may call while its epoch runs code.
+type standingApproval struct {
+	label, agentExe, code string
+	tools, creds          []string
+	contracts             map[string]string
+	request               string
+	decider               *audit.Decider
 }
 
 // New returns an Authority.
@@ -456,13 +486,13 @@ func (a *Authority) EndRun(run string) {
 	delete(a.ended, run)
 	var ids []string
 	for id, r := range a.requests {
-		if r.Card.AgentRun == run {
+		if _, ok := r.Card.Run(run); ok {
 			ids = append(ids, id)
 		}
 	}
 	a.mu.Unlock()
 	for _, id := range ids {
-		_ = a.Withdraw(id, "the agent run ended")
+		_ = a.WithdrawRun(id, run, "the agent run ended")
 	}
 }
 
@@ -532,9 +562,13 @@ func (a *Authority) Find(run, epoch, tool string, creds []string, args string) (
 	defer a.mu.Unlock()
 	for id, r := range a.requests {
 		c := r.Card
-		if c.AgentRun == run && c.CurrentEpoch == epoch && c.Identity == "" &&
-			c.Tool == tool && c.ArgsDigest == args && containsAll(c.CredentialScope, creds) {
-			return id, true
+		if c.Identity != "" || !containsAll(c.CredentialScope, creds) {
+			continue
+		}
+		for _, rc := range c.Runs() {
+			if rc.AgentRun == run && rc.CurrentEpoch == epoch && rc.Tool == tool && rc.ArgsDigest == args {
+				return id, true
+			}
 		}
 	}
 	return "", false
@@ -623,7 +657,7 @@ func (a *Authority) WithdrawEpoch(run, epoch, why string) []string {
 	}
 	var ids []string
 	for id, r := range a.requests {
-		if r.Card.AgentRun == run && r.Card.CurrentEpoch == epoch && r.Card.Identity == "" {
+		if rc, ok := r.Card.Run(run); ok && rc.CurrentEpoch == epoch && r.Card.Identity == "" {
 			ids = append(ids, id)
 		}
 	}
@@ -631,7 +665,7 @@ func (a *Authority) WithdrawEpoch(run, epoch, why string) []string {
 	slices.Sort(ids)
 	var out []string
 	for _, id := range ids {
-		if a.Withdraw(id, why) == nil {
+		if a.WithdrawRun(id, run, why) == nil {
 			out = append(out, id)
 		}
 	}
@@ -646,10 +680,11 @@ func (a *Authority) Withdrawn(run string) []Withdrawal {
 	var out []Withdrawal
 	for _, r := range a.decided {
 		why, ok := strings.CutPrefix(r.decision.By, withdrawnPrefix+": ")
-		if r.Card.AgentRun != run || !ok {
+		rc, on := r.Card.Run(run)
+		if _, moved := r.moved[run]; !on || !ok || moved || (r.decision.Runs != nil && !slices.Contains(r.decision.Runs, run)) {
 			continue
 		}
-		out = append(out, Withdrawal{Request: r.ID, Tool: r.Card.Tool, Epoch: r.Card.CurrentEpoch, Reason: why, At: r.resolved})
+		out = append(out, Withdrawal{Request: r.ID, Tool: rc.Tool, Epoch: rc.CurrentEpoch, Reason: why, At: r.resolved})
 	}
 	return out
 }
@@ -665,37 +700,167 @@ func containsAll(set, items []string) bool {
 
 // Raise opens an approval request for card and returns its id. The request
 // is denied as a timeout when nobody decides before the deadline.
+//
+// One card per change, not per run: a card for a run's call whose epoch
+// runs the same code as a pending card of another run of the same agent
+// program (foldable) is not raised on its own. The pending request is
+// replaced by one whose card lists both runs (withdrawn as merged, its
+// waiters moved), and the id returned is the new one: "cards never change
+// once raised" still holds, a decision answers the card the person saw. A
+// card a standing approval covers (ApproveCode) is granted at once,
+// without being shown.
 func (a *Authority) Raise(card Card) string {
 	now, timeout := a.opts.Clock(), a.Timeout()
-	r := &Request{
-		ID:       "apr_" + ulid.Make().String(),
-		Card:     card,
-		Created:  now,
-		Deadline: now.Add(timeout),
-		done:     make(chan struct{}),
-	}
 	a.mu.Lock()
-	a.requests[r.ID] = r
-	a.publishLocked(Event{Kind: EventRaised, Request: r.snapshot()})
 	endedWhy := ""
 	for _, e := range a.ended[card.AgentRun] {
 		if card.Identity == "" && card.CurrentEpoch != "" && e.epoch == card.CurrentEpoch {
 			endedWhy = e.why
 		}
 	}
-	a.mu.Unlock()
-	a.log.Info("approval requested", "request", r.ID, "run", card.AgentRun, "server", card.ServerLabel, "epoch", card.CurrentEpoch, "tools", card.ToolScope)
-	if a.opts.OnRequested != nil {
-		a.opts.OnRequested(r.snapshot())
-	}
 	if endedWhy != "" {
 		// Raised for a call on an epoch that ended meanwhile: nobody can
 		// approve anything useful on it.
+		r := a.newRequestLocked(card, now, now.Add(timeout), false)
+		a.mu.Unlock()
+		a.raised(r)
 		_ = a.Withdraw(r.ID, endedWhy)
 		return r.ID
 	}
-	time.AfterFunc(timeout, func() { _ = a.resolve(r.ID, Decision{Choice: timedOut, By: "timeout"}) })
-	return r.ID
+	a.dropStandingLocked(card)
+	if st, tools := a.standingLocked(card); st != nil {
+		card.Reason = fmt.Sprintf("%s (granted: you approved this code of %s for every run of %s, request %s)", card.Reason, card.ServerLabel, card.AgentExe, st.request)
+		r := a.newRequestLocked(card, now, now.Add(timeout), true)
+		a.mu.Unlock()
+		a.raised(r)
+		if err := a.resolve(r.ID, Decision{Choice: ApproveRun, Tools: tools, By: "standing approval " + st.request, Decider: st.decider}); err != nil {
+			a.log.Warn("standing approval not applied", "request", r.ID, "err", err)
+		}
+		return r.ID
+	}
+	var fold *Request
+	for _, x := range a.requests {
+		if !x.quiet && foldable(x.Card, card) && (fold == nil || x.Created.Before(fold.Created)) {
+			fold = x
+		}
+	}
+	if fold == nil {
+		r := a.newRequestLocked(card, now, now.Add(timeout), false)
+		a.mu.Unlock()
+		a.raised(r)
+		return r.ID
+	}
+	merged := fold.Card
+	merged.AlsoRuns = append(slices.Clone(merged.AlsoRuns), card.Runs()[0])
+	if card.Tool != "" && !slices.Contains(merged.Offered(), card.Tool) {
+		merged.OtherTools = append(slices.Clone(merged.OtherTools), card.Tool)
+	}
+	if len(card.ToolContracts) > 0 {
+		merged.ToolContracts = maps.Clone(merged.ToolContracts)
+		if merged.ToolContracts == nil {
+			merged.ToolContracts = map[string]string{}
+		}
+		for t, d := range card.ToolContracts {
+			merged.ToolContracts[t] = d
+		}
+	}
+	m := a.newRequestLocked(merged, now, now.Add(timeout), false)
+	why := fmt.Sprintf("merged into %s: another run of the same agent program asks for the same code", m.ID)
+	delete(a.requests, fold.ID)
+	fold.moved = map[string]string{}
+	for _, rc := range fold.Card.Runs() {
+		fold.moved[rc.AgentRun] = m.ID
+	}
+	fold.decision = Decision{Choice: Deny, By: withdrawnPrefix + ": " + why}
+	a.decidedLocked(fold)
+	close(fold.done)
+	dd := fold.decision
+	a.publishLocked(Event{Kind: EventResolved, Request: fold.snapshot(), Decision: &dd})
+	a.mu.Unlock()
+	a.log.Info("approval request merged", "request", fold.ID, "into", m.ID, "run", card.AgentRun)
+	if a.opts.OnWithdrawn != nil {
+		a.opts.OnWithdrawn(fold.snapshot(), why)
+	}
+	a.raised(m)
+	return m.ID
+}
+
+// newRequestLocked registers a pending request for card with deadline and
+// tells the subscribers, unless quiet (a standing approval grants it at
+// once). a.mu is held.
+func (a *Authority) newRequestLocked(card Card, now, deadline time.Time, quiet bool) *Request {
+	r := &Request{
+		ID:       "apr_" + ulid.Make().String(),
+		Card:     card,
+		Created:  now,
+		Deadline: deadline,
+		done:     make(chan struct{}),
+		quiet:    quiet,
+	}
+	a.requests[r.ID] = r
+	if !quiet {
+		a.publishLocked(Event{Kind: EventRaised, Request: r.snapshot()})
+	}
+	return r
+}
+
+// raised records a request registered by newRequestLocked (OnRequested)
+// and arms its timeout. a.mu is not held.
+func (a *Authority) raised(r *Request) {
+	after := r.Deadline.Sub(r.Created)
+	card := r.Card
+	a.log.Info("approval requested", "request", r.ID, "runs", card.RunNames(), "server", card.ServerLabel, "epoch", card.CurrentEpoch, "tools", card.ToolScope)
+	if a.opts.OnRequested != nil {
+		a.opts.OnRequested(r.snapshot())
+	}
+	time.AfterFunc(after, func() { _ = a.resolve(r.ID, Decision{Choice: timedOut, By: "timeout"}) })
+}
+
+// decidedLocked remembers r among the decided requests. a.mu is held.
+func (a *Authority) decidedLocked(r *Request) {
+	r.resolved = a.opts.Clock()
+	if a.decided = append(a.decided, r); len(a.decided) > maxDecided {
+		a.decided = slices.Delete(a.decided, 0, len(a.decided)-maxDecided)
+	}
+}
+
+// standingLocked returns the standing approval that covers card, and the
+// tools it grants (those of its scope the card offers with the contract
+// the person approved), or nil. a.mu is held.
+func (a *Authority) standingLocked(card Card) (*standingApproval, []string) {
+	if card.Identity != "" || card.ServerRequest != nil || card.AskEveryUse || card.Stale || card.Rewritten ||
+		card.Code == "" || card.Tool == "" || card.AgentExe == "" {
+		return nil, nil
+	}
+	for i := range a.standing {
+		st := &a.standing[i]
+		if st.label != card.ServerLabel || st.agentExe != card.AgentExe || st.code != card.Code ||
+			!containsAll(st.creds, card.CredentialScope) {
+			continue
+		}
+		var tools []string
+		for _, t := range intersect(card.Offered(), st.tools) {
+			if card.ToolContracts[t] == st.contracts[t] {
+				tools = append(tools, t)
+			}
+		}
+		if slices.Contains(tools, card.Tool) {
+			return st, tools
+		}
+	}
+	return nil, nil
+}
+
+// dropStandingLocked forgets the standing approvals of the card's server
+// and agent program for other code: a card for new code means the code
+// they approved no longer runs. a.mu is held.
+func (a *Authority) dropStandingLocked(card Card) {
+	if card.Code == "" || card.Identity != "" {
+		return
+	}
+	a.standing = slices.DeleteFunc(a.standing, func(st standingApproval) bool {
+		return st.label == card.ServerLabel && st.agentExe == card.AgentExe && st.code != card.Code
+	})
 }
 
 // maxDecided is how many resolved requests Wait still knows: a call that
@@ -703,38 +868,64 @@ func (a *Authority) Raise(card Card) string {
 // decided it.
 const maxDecided = 256
 
-// Wait blocks until request id is decided or ctx ends. It returns the grant
-// made (nil with ErrDenied or ErrTimeout otherwise). A request decided
-// before Wait was called gives its outcome as well, as long as it is among
-// the last 256 decided; an unknown or forgotten one gives ErrNoRequest.
+// Wait blocks until request id is decided or ctx ends, for the card's own
+// run (see WaitRun).
 func (a *Authority) Wait(ctx context.Context, id string) (*Grant, error) {
-	a.mu.Lock()
-	r, ok := a.requests[id]
-	for i := len(a.decided) - 1; !ok && i >= 0; i-- {
-		r, ok = a.decided[i], a.decided[i].ID == id
+	return a.WaitRun(ctx, id, "")
+}
+
+// WaitRun blocks until request id is decided for run ("": the card's own
+// run) or ctx ends. It returns the grant made for run (nil with ErrDenied
+// or ErrTimeout otherwise). A run the request moved to another one (its
+// card was merged into a card of several runs, or the person decided the
+// other runs and left this one out) waits on that one. A request decided
+// before WaitRun was called gives its outcome as well, as long as it is
+// among the last 256 decided; an unknown or forgotten one gives
+// ErrNoRequest.
+func (a *Authority) WaitRun(ctx context.Context, id, run string) (*Grant, error) {
+	for {
+		a.mu.Lock()
+		r, ok := a.requests[id]
+		for i := len(a.decided) - 1; !ok && i >= 0; i-- {
+			r, ok = a.decided[i], a.decided[i].ID == id
+		}
+		a.mu.Unlock()
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", ErrNoRequest, id)
+		}
+		if run == "" {
+			run = r.Card.AgentRun
+		}
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		a.mu.Lock()
+		next, moved := r.moved[run]
+		g, d := r.grants[run], r.decision
+		a.mu.Unlock()
+		if moved {
+			id = next
+			continue
+		}
+		switch d.Choice {
+		case ApproveRun, ApproveOnce, ApproveCode:
+			if g == nil {
+				return nil, ErrDenied
+			}
+			return g, nil
+		case timedOut:
+			return nil, ErrTimeout
+		}
+		if strings.HasPrefix(d.By, withdrawnPrefix) {
+			return nil, ErrWithdrawn
+		}
+		if strings.HasPrefix(d.By, unrecordedPrefix) {
+			return nil, ErrUnrecorded
+		}
+		return nil, ErrDenied
 	}
-	a.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", ErrNoRequest, id)
-	}
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	switch r.decision.Choice {
-	case ApproveRun, ApproveOnce:
-		return r.grant, nil
-	case timedOut:
-		return nil, ErrTimeout
-	}
-	if strings.HasPrefix(r.decision.By, withdrawnPrefix) {
-		return nil, ErrWithdrawn
-	}
-	if strings.HasPrefix(r.decision.By, unrecordedPrefix) {
-		return nil, ErrUnrecorded
-	}
-	return nil, ErrDenied
 }
 
 // CardOf returns the card of request id, pending or among the last
@@ -753,39 +944,87 @@ func (a *Authority) CardOf(id string) (Card, bool) {
 	return Card{}, false
 }
 
-// Withdraw denies pending request id on the gateway's behalf, because no
-// call needs it any more (why says what happened): it leaves Pending and
-// the approval window, and its waiters get ErrWithdrawn.
+// Withdraw denies pending request id on the gateway's behalf, for every
+// run it decides, because no call needs it any more (why says what
+// happened): it leaves Pending and the approval window, and its waiters
+// get ErrWithdrawn.
 func (a *Authority) Withdraw(id, why string) error {
 	return a.resolve(id, Decision{Choice: Deny, By: withdrawnPrefix + ": " + why})
+}
+
+// WithdrawRun withdraws the part of request id about run, which no longer
+// needs it (its call was cancelled, its epoch or the run ended): the other
+// runs of the card stay held, on a request of their own. It follows the
+// request the run moved to.
+func (a *Authority) WithdrawRun(id, run, why string) error {
+	for range maxDecided {
+		a.mu.Lock()
+		r, pending := a.requests[id]
+		var next string
+		if !pending {
+			for _, d := range slices.Backward(a.decided) {
+				if d.ID == id {
+					next = d.moved[run]
+					break
+				}
+			}
+		}
+		a.mu.Unlock()
+		switch {
+		case pending:
+			if _, ok := r.Card.Run(run); !ok {
+				return fmt.Errorf("request %s: %w: %s", id, ErrRunNotOnCard, run)
+			}
+			return a.resolve(id, Decision{Choice: Deny, By: withdrawnPrefix + ": " + why, Runs: []string{run}})
+		case next != "":
+			id = next
+		default:
+			return a.resolvedError(id)
+		}
+	}
+	return a.resolvedError(id)
 }
 
 // Decide answers a pending request (from the CLI or the app).
 func (a *Authority) Decide(id string, d Decision) error {
 	switch d.Choice {
-	case ApproveRun, ApproveOnce, Deny:
+	case ApproveRun, ApproveOnce, ApproveCode, Deny:
 	default:
-		return fmt.Errorf("%w %q (approve-run, approve-once, deny)", ErrBadChoice, d.Choice)
+		return fmt.Errorf("%w %q (approve-run, approve-once, approve-code, deny)", ErrBadChoice, d.Choice)
 	}
 	a.mu.Lock()
 	r, ok := a.requests[id]
 	var c Card
-	if ok {
+	if ok && !r.quiet {
 		c = r.Card
 	}
 	a.mu.Unlock()
-	if !ok {
+	if !ok || r.quiet {
 		return a.resolvedError(id)
 	}
 	if d.Choice == ApproveOnce && c.Stale {
 		return fmt.Errorf("request %s: %w", id, ErrStaleOnce)
 	}
-	if d.Choice == ApproveRun && d.Tools != nil {
+	if d.Choice == ApproveCode && (c.Identity != "" || c.ServerRequest != nil || c.AskEveryUse || c.Code == "") {
+		return fmt.Errorf("request %s: %w: approve-code approves the tools of a call for every run of the agent program, and this card is not about such a call", id, ErrBadChoice)
+	}
+	if (d.Choice == ApproveRun || d.Choice == ApproveCode) && d.Tools != nil {
 		offered := c.Offered()
 		for _, t := range d.Tools {
 			if !slices.Contains(offered, t) {
 				return fmt.Errorf("request %s: %w: %q (the card shows %s)", id, ErrNotOnCard, t, strings.Join(offered, ", "))
 			}
+		}
+	}
+	if d.Runs != nil {
+		shown := c.RunNames()
+		for _, run := range d.Runs {
+			if !slices.Contains(shown, run) {
+				return fmt.Errorf("request %s: %w: %q (the card decides %s)", id, ErrRunNotOnCard, run, strings.Join(shown, ", "))
+			}
+		}
+		if len(d.Runs) == 0 {
+			return fmt.Errorf("request %s: %w: the decision leaves out every run of the card", id, ErrRunNotOnCard)
 		}
 	}
 	return a.resolve(id, d)
@@ -801,7 +1040,7 @@ func (a *Authority) resolvedError(id string) error {
 		}
 		e := &ResolvedError{ID: id, Why: r.decision.By}
 		switch {
-		case r.decision.Choice == ApproveRun || r.decision.Choice == ApproveOnce:
+		case r.decision.Choice == ApproveRun || r.decision.Choice == ApproveOnce || r.decision.Choice == ApproveCode:
 			e.Outcome = "approved"
 		case r.decision.Choice == timedOut:
 			e.Outcome = "timeout"
@@ -822,11 +1061,57 @@ func (a *Authority) resolvedError(id string) error {
 	return fmt.Errorf("%w: %s", ErrNoRequest, id)
 }
 
+// grantFor is the grant decision d makes from card c (request id) for
+// its run rc, without the tools in denied.
+func (a *Authority) grantFor(id string, c Card, rc RunCall, d Decision, denied []string) *Grant {
+	tools := slices.Clone(c.ToolScope)
+	if (d.Choice == ApproveRun || d.Choice == ApproveCode) && d.Tools != nil {
+		tools = intersect(c.Offered(), d.Tools)
+	}
+	if rc.Tool != "" && c.Identity == "" && !slices.Contains(tools, rc.Tool) {
+		// The call that waits is what a run approval approves first.
+		tools = append([]string{rc.Tool}, tools...)
+	}
+	exp, argsDigest := ExpiresRunEnds, ""
+	// A credential that asks on every use is never approved for the run:
+	// whatever the choice, the grant serves this one call or launch.
+	if d.Choice == ApproveOnce || c.AskEveryUse {
+		exp = ExpiresOnce
+		if rc.Tool != "" {
+			tools, argsDigest = []string{rc.Tool}, rc.ArgsDigest
+		} else if c.Identity != "" {
+			tools = nil // a launch approved once carries no tools
+		}
+	}
+	g := &Grant{
+		ID: "grt_" + ulid.Make().String(), AgentRun: rc.AgentRun, ServerLabel: c.ServerLabel,
+		ExecutionEpoch: rc.CurrentEpoch, ToolScope: tools, CredentialScope: c.CredentialScope,
+		IssuedAt: a.opts.Clock(), ExpiresWhen: exp, Identity: c.Identity, Request: id, ArgsDigest: argsDigest,
+	}
+	if c.ServerRequest != nil {
+		g.ToolScope, g.CredentialScope, g.ServerRequest = nil, nil, c.ServerRequest.Kind
+	}
+	// A tool denied by the person's policy is never granted, even if it
+	// was in the card's scope when the request was raised.
+	g.ToolScope = slices.DeleteFunc(slices.Clone(g.ToolScope), func(t string) bool { return slices.Contains(denied, t) })
+	// Each tool is granted with the contract the card showed.
+	for _, t := range g.ToolScope {
+		if d := c.ToolContracts[t]; d != "" {
+			if g.Contracts == nil {
+				g.Contracts = map[string]string{}
+			}
+			g.Contracts[t] = d
+		}
+	}
+	return g
+}
+
 func (a *Authority) resolve(id string, d Decision) error {
+	approve := d.Choice == ApproveRun || d.Choice == ApproveOnce || d.Choice == ApproveCode
 	// The tools denied now are looked up before the lock is taken (the
 	// lookup may read the configuration file).
 	var denied []string
-	if (d.Choice == ApproveRun || d.Choice == ApproveOnce) && a.opts.ToolDenied != nil {
+	if approve && a.opts.ToolDenied != nil {
 		a.mu.Lock()
 		r, ok := a.requests[id]
 		var c Card
@@ -846,81 +1131,72 @@ func (a *Authority) resolve(id string, d Decision) error {
 		a.mu.Unlock()
 		return a.resolvedError(id)
 	}
-	delete(a.requests, id)
-	r.resolved = a.opts.Clock()
-	if a.decided = append(a.decided, r); len(a.decided) > maxDecided {
-		a.decided = slices.Delete(a.decided, 0, len(a.decided)-maxDecided)
+	// The runs decided; the others stay held on a request of their own,
+	// with the same deadline (leaving a run out never buys it time).
+	var decided, rest []RunCall
+	for _, rc := range r.Card.Runs() {
+		if d.Runs == nil || slices.Contains(d.Runs, rc.AgentRun) {
+			decided = append(decided, rc)
+		} else {
+			rest = append(rest, rc)
+		}
 	}
+	var split *Request
+	if len(rest) > 0 {
+		split = a.newRequestLocked(r.Card.withRuns(rest), a.opts.Clock(), r.Deadline, false)
+		r.moved = map[string]string{}
+		for _, rc := range rest {
+			r.moved[rc.AgentRun] = split.ID
+		}
+	}
+	delete(a.requests, id)
+	a.decidedLocked(r)
 	r.decision = d
-	var g *Grant
-	if d.Choice == ApproveRun || d.Choice == ApproveOnce {
-		c := r.Card
-		tools := c.ToolScope
-		if d.Choice == ApproveRun && d.Tools != nil {
-			tools = intersect(c.Offered(), d.Tools)
-		}
-		if c.Tool != "" && c.Identity == "" && !slices.Contains(tools, c.Tool) {
-			// The call that waits is what a run approval approves first.
-			tools = append([]string{c.Tool}, tools...)
-		}
-		exp, argsDigest := ExpiresRunEnds, ""
-		// A credential that asks on every use is never approved for the
-		// run: whatever the choice, the grant serves this one call or
-		// launch.
-		if d.Choice == ApproveOnce || c.AskEveryUse {
-			exp = ExpiresOnce
-			if c.Tool != "" {
-				tools, argsDigest = []string{c.Tool}, c.ArgsDigest
+	var grants []*Grant
+	if approve {
+		r.grants = map[string]*Grant{}
+		for _, rc := range decided {
+			g := a.grantFor(id, r.Card, rc, d, denied)
+			grants = append(grants, g)
+			r.grants[rc.AgentRun] = g
+			if rc.AgentRun == r.Card.AgentRun {
+				r.grant = g
 			}
 		}
-		g = &Grant{
-			ID: "grt_" + ulid.Make().String(), AgentRun: c.AgentRun, ServerLabel: c.ServerLabel,
-			ExecutionEpoch: c.CurrentEpoch, ToolScope: tools, CredentialScope: c.CredentialScope,
-			IssuedAt: a.opts.Clock(), ExpiresWhen: exp, Identity: c.Identity, Request: id, ArgsDigest: argsDigest,
-		}
-		if c.Identity != "" {
-			g.ToolScope = nil
-		}
-		if c.ServerRequest != nil {
-			g.ToolScope, g.CredentialScope, g.ServerRequest = nil, nil, c.ServerRequest.Kind
-		}
-		// A tool denied by the person's policy is never granted, even
-		// if it was in the card's scope when the request was raised.
-		g.ToolScope = slices.DeleteFunc(slices.Clone(g.ToolScope), func(t string) bool { return slices.Contains(denied, t) })
-		// Each tool is granted with the contract the card showed.
-		for _, t := range g.ToolScope {
-			if d := c.ToolContracts[t]; d != "" {
-				if g.Contracts == nil {
-					g.Contracts = map[string]string{}
-				}
-				g.Contracts[t] = d
-			}
-		}
-		r.grant = g
 	}
 	a.mu.Unlock()
+	if split != nil {
+		a.log.Info("approval request split: runs left out stay held", "request", id, "held", split.ID)
+		a.raised(split)
+	}
 
 	// The hooks (the audit log's approval_granted / approval_denied) run
 	// before the grant can be used and before waiters learn the decision,
 	// so that the record of a decision always precedes the calls it let go.
 	var unrecorded error
-	if g != nil && a.opts.OnGranted != nil {
+	for _, g := range grants {
+		if a.opts.OnGranted == nil {
+			break
+		}
 		if err := a.opts.OnGranted(r.snapshot(), *g); err != nil {
-			// Fail closed: a grant the audit log never saw is not made.
+			// Fail closed: a grant the audit log never saw is not made,
+			// and neither is any other grant of the decision.
 			unrecorded = err
 			a.log.Error("approval not granted: the audit log cannot record it", "request", id, "err", err)
 			a.mu.Lock()
-			r.grant, r.decision = nil, Decision{Choice: Deny, By: unrecordedPrefix + ": " + err.Error()}
+			r.grant, r.grants, r.decision = nil, nil, Decision{Choice: Deny, By: unrecordedPrefix + ": " + err.Error(), Runs: d.Runs}
 			a.mu.Unlock()
-			g = nil
+			grants = nil
 			if a.opts.OnDenied != nil {
 				a.opts.OnDenied(r.snapshot(), unrecordedPrefix)
 			}
+			break
 		}
 	}
-	if g != nil {
-		a.log.Info("approval granted", "request", id, "grant", g.ID, "expires", g.ExpiresWhen, "tools", g.ToolScope)
-	} else if unrecorded == nil {
+	for _, g := range grants {
+		a.log.Info("approval granted", "request", id, "grant", g.ID, "run", g.AgentRun, "expires", g.ExpiresWhen, "tools", g.ToolScope)
+	}
+	if !approve {
 		reason := "denied"
 		if d.Choice == timedOut {
 			reason = "timeout"
@@ -935,29 +1211,144 @@ func (a *Authority) resolve(id string, d Decision) error {
 		}
 	}
 	a.mu.Lock()
-	if g != nil {
+	for _, g := range grants {
 		a.grants[g.AgentRun] = append(a.grants[g.AgentRun], g)
 		if g.Identity == "" && g.ExpiresWhen == ExpiresRunEnds {
-			// What the person chose for this epoch: the next epoch's
-			// first card proposes it (Propose).
-			ch := a.chosen[g.AgentRun]
-			if ch.epoch != g.ExecutionEpoch {
-				ch = chosenScope{epoch: g.ExecutionEpoch}
-			}
+			a.noteChosenLocked(g)
+		}
+	}
+	if d.Choice == ApproveCode && len(grants) > 0 {
+		c := r.Card
+		st := standingApproval{label: c.ServerLabel, agentExe: c.AgentExe, code: c.Code, creds: slices.Clone(c.CredentialScope),
+			contracts: map[string]string{}, request: id, decider: d.Decider}
+		for _, g := range grants {
 			for _, t := range g.ToolScope {
-				ch.tools = appendNew(ch.tools, t)
+				st.tools = appendNew(st.tools, t)
+				st.contracts[t] = g.Contract(t)
 			}
-			a.chosen[g.AgentRun] = ch
+		}
+		a.standing = append(a.standing, st)
+		if n := len(a.standing); n > 32 {
+			a.standing = a.standing[n-32:]
 		}
 	}
 	close(r.done)
 	dd := r.decision
-	a.publishLocked(Event{Kind: EventResolved, Request: r.snapshot(), Decision: &dd})
+	if !r.quiet {
+		a.publishLocked(Event{Kind: EventResolved, Request: r.snapshot(), Decision: &dd})
+	}
 	a.mu.Unlock()
 	if unrecorded != nil {
 		return fmt.Errorf("%w (%v); request %s is denied", ErrUnrecorded, unrecorded, id)
 	}
 	return nil
+}
+
+// noteChosenLocked adds the tools of g to what the person chose for its
+// run's epoch: the next epoch's first card proposes it (Propose). a.mu is
+// held.
+func (a *Authority) noteChosenLocked(g *Grant) {
+	ch := a.chosen[g.AgentRun]
+	if ch.epoch != g.ExecutionEpoch {
+		ch = chosenScope{epoch: g.ExecutionEpoch}
+	}
+	for _, t := range g.ToolScope {
+		ch.tools = appendNew(ch.tools, t)
+	}
+	a.chosen[g.AgentRun] = ch
+}
+
+// ProposeLaunch fills in the tools launch card c proposes: after a
+// rebuild of a server with a launch credential, the tools the person chose
+// for the run's previous epoch, each with the contract its grant holds, so
+// that one card approves the launch credentials and the tools of the new
+// epoch together (see BindLaunch). A first launch, or a credential that
+// asks on every use, proposes none.
+func (a *Authority) ProposeLaunch(c Card) Card {
+	if c.AskEveryUse || c.Identity == "" {
+		return c
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	prior, ok := a.chosen[c.AgentRun]
+	if !ok || len(prior.tools) == 0 {
+		return c
+	}
+	contracts := map[string]string{}
+	for _, g := range slices.Concat(a.voided[c.AgentRun], a.grants[c.AgentRun]) {
+		if g.ExecutionEpoch != prior.epoch || g.Identity != "" {
+			continue
+		}
+		for t, d := range g.Contracts {
+			if slices.Contains(prior.tools, t) {
+				contracts[t] = d
+			}
+		}
+	}
+	c.ToolScope = slices.Clone(prior.tools)
+	if len(contracts) > 0 {
+		c.ToolContracts = contracts
+	}
+	return c
+}
+
+// BindLaunch turns the tools of launch grant id of run (approved on a
+// launch card that proposed them, ProposeLaunch) into a grant of those
+// tools for epoch, the epoch that launch started, recorded through
+// Options.OnGranted first. It does so once: a later launch of the same
+// code asks for its tools again. A grant without tools binds nothing.
+func (a *Authority) BindLaunch(run, id, epoch string) error {
+	a.mu.Lock()
+	var lg *Grant
+	for _, g := range a.grants[run] {
+		if g.ID == id && g.Identity != "" && len(g.ToolScope) > 0 {
+			lg = g
+		}
+	}
+	if lg == nil || epoch == "" {
+		a.mu.Unlock()
+		return nil
+	}
+	g := &Grant{
+		ID: "grt_" + ulid.Make().String(), AgentRun: run, ServerLabel: lg.ServerLabel, ExecutionEpoch: epoch,
+		ToolScope: lg.ToolScope, CredentialScope: slices.Clone(lg.CredentialScope), IssuedAt: a.opts.Clock(),
+		ExpiresWhen: ExpiresRunEnds, Request: lg.Request, Contracts: lg.Contracts,
+	}
+	lg.ToolScope, lg.Contracts = nil, nil
+	var req Request
+	for _, r := range slices.Backward(a.decided) {
+		if r.ID == lg.Request {
+			req = r.snapshot()
+			break
+		}
+	}
+	a.mu.Unlock()
+	if a.opts.OnGranted != nil {
+		if err := a.opts.OnGranted(req, *g); err != nil {
+			return fmt.Errorf("%w (%v): the tools approved with the launch are not granted", ErrUnrecorded, err)
+		}
+	}
+	a.mu.Lock()
+	a.grants[run] = append(a.grants[run], g)
+	a.noteChosenLocked(g)
+	a.mu.Unlock()
+	return nil
+}
+
+// InForce lists the tools the live grants of run cover on epoch (once
+// grants included), in grant order.
+func (a *Authority) InForce(run, epoch string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, g := range a.grants[run] {
+		if g.ExecutionEpoch == epoch && g.Identity == "" && g.ServerRequest == "" {
+			for _, t := range g.ToolScope {
+				out = appendNew(out, t)
+			}
+		}
+	}
+	return out
 }
 
 func intersect(scope, chosen []string) []string {
@@ -968,4 +1359,34 @@ func intersect(scope, chosen []string) []string {
 		}
 	}
 	return out
+}
+
+// DecideReply is what the daemon answers a decision with: the grant made
+// for the card's own run (its fields, empty for a denial), every grant
+// the decision made (one per run and epoch), and for each run every tool
+// its live grants cover on its epoch now, those given before included.
+type DecideReply struct {
+	Grant
+	Grants  []Grant             `json:"grants,omitempty"`
+	InForce map[string][]string `json:"inForce,omitempty"`
+}
+
+// GrantsOf returns the grants decided request id made, one per run in the
+// card's order (none for a denial, or for a request no longer known).
+func (a *Authority) GrantsOf(id string) []Grant {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range slices.Backward(a.decided) {
+		if r.ID != id {
+			continue
+		}
+		var out []Grant
+		for _, rc := range r.Card.Runs() {
+			if g := r.grants[rc.AgentRun]; g != nil {
+				out = append(out, *g)
+			}
+		}
+		return out
+	}
+	return nil
 }

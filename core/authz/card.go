@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -89,6 +90,101 @@ type Card struct {
 	// agent (sampling, elicitation), held for the person; such a card
 	// grants no tools.
 	ServerRequest *ServerRequest `json:"serverRequest,omitempty"`
+	// Code is the measured identity of the code the card's epoch runs
+	// (IdentityDigest of its execution record; for a launch card, the
+	// Identity it launches): cards of several runs fold into one only
+	// when it is the same, and so are the identity changes they show
+	// (which include code a process was observed to run).
+	Code string `json:"code,omitempty"`
+	// AlsoRuns are the other agent runs this card decides: runs of the
+	// same agent program on the same server whose epochs run the same
+	// code and catalog revision, each with its own epoch and call (see
+	// Runs). A decision makes one grant per run and epoch; a run the
+	// person leaves out stays held on a card of its own.
+	AlsoRuns []RunCall `json:"alsoRuns,omitempty"`
+}
+
+// RunCall is one agent run a card decides: the run, its agent's pid and
+// name, the epoch it approved before and the one it runs now, and the
+// call that waits (none for a launch).
+type RunCall struct {
+	AgentRun      string          `json:"agentRun"`
+	AgentPID      int             `json:"agentPid,omitempty"`
+	AgentName     string          `json:"agentName,omitempty"`
+	PreviousEpoch string          `json:"previousEpoch,omitempty"`
+	CurrentEpoch  string          `json:"currentEpoch,omitempty"`
+	Tool          string          `json:"tool,omitempty"`
+	Arguments     json.RawMessage `json:"arguments,omitempty"`
+	ArgsDigest    string          `json:"argsDigest,omitempty"`
+}
+
+// Runs lists every run the card decides: its own (AgentRun…) first, then
+// AlsoRuns.
+func (c Card) Runs() []RunCall {
+	own := RunCall{AgentRun: c.AgentRun, AgentPID: c.AgentPID, AgentName: c.AgentName, PreviousEpoch: c.PreviousEpoch,
+		CurrentEpoch: c.CurrentEpoch, Tool: c.Tool, Arguments: c.Arguments, ArgsDigest: c.ArgsDigest}
+	return append([]RunCall{own}, c.AlsoRuns...)
+}
+
+// RunNames lists the agent runs the card decides, its own first.
+func (c Card) RunNames() []string {
+	var out []string
+	for _, r := range c.Runs() {
+		out = append(out, r.AgentRun)
+	}
+	return out
+}
+
+// Shows reports whether the card shows the call of run with tool and
+// arguments of digest args.
+func (c Card) Shows(run, tool, args string) bool {
+	return slices.ContainsFunc(c.Runs(), func(r RunCall) bool {
+		return r.AgentRun == run && r.Tool == tool && r.ArgsDigest == args
+	})
+}
+
+// Run returns the part of the card about run.
+func (c Card) Run(run string) (RunCall, bool) {
+	for _, r := range c.Runs() {
+		if r.AgentRun == run {
+			return r, true
+		}
+	}
+	return RunCall{}, false
+}
+
+// withRuns is the card deciding runs (not empty): the first becomes the
+// card's own run, the others its AlsoRuns.
+func (c Card) withRuns(runs []RunCall) Card {
+	r := runs[0]
+	c.AgentRun, c.AgentPID, c.AgentName, c.PreviousEpoch, c.CurrentEpoch = r.AgentRun, r.AgentPID, r.AgentName, r.PreviousEpoch, r.CurrentEpoch
+	c.Tool, c.Arguments, c.ArgsDigest = r.Tool, r.Arguments, r.ArgsDigest
+	c.AlsoRuns = slices.Clone(runs[1:])
+	return c
+}
+
+// foldable reports whether card n, raised for one run, may be decided by
+// pending card x: the same server, the same agent program (the executable
+// the kernel reports, never the name the agent claims), the same code and
+// catalog revision, the same changes shown, the same credentials, neither
+// a card that asks on every use, a server request, a rewritten tool or a
+// stale call, and n's run not already on x.
+func foldable(x, n Card) bool {
+	if x.Code == "" || x.Code != n.Code || x.ServerLabel != n.ServerLabel || x.AgentExe == "" || x.AgentExe != n.AgentExe ||
+		x.Identity != n.Identity || x.CatalogRevision != n.CatalogRevision || x.ApprovedRevision != n.ApprovedRevision ||
+		x.AskEveryUse || n.AskEveryUse || x.ServerRequest != nil || n.ServerRequest != nil ||
+		x.Stale != n.Stale || x.Rewritten || n.Rewritten || len(n.AlsoRuns) > 0 ||
+		!slices.Equal(x.CredentialScope, n.CredentialScope) || !reflect.DeepEqual(x.IdentityChanges, n.IdentityChanges) ||
+		!reflect.DeepEqual(x.CatalogChanges, n.CatalogChanges) {
+		return false
+	}
+	for t, d := range n.ToolContracts {
+		if o, ok := x.ToolContracts[t]; ok && o != d {
+			return false
+		}
+	}
+	_, on := x.Run(n.AgentRun)
+	return !on
 }
 
 // ServerRequest is a request from a server to the agent, as its card shows
@@ -246,6 +342,20 @@ func (c Card) Lines() []string {
 		for _, k := range keys {
 			v, _ := json.Marshal(c.Defaults[k])
 			add("  omitted %s will be %s (default)", k, v)
+		}
+	}
+	if len(c.AlsoRuns) > 0 {
+		add("Decides %d runs of this agent program, each on its own epoch of the same code (one grant per run; leave a run out with --skip-run):", len(c.AlsoRuns)+1)
+		for _, r := range c.Runs() {
+			line := fmt.Sprintf("  run %s (pid %d), epoch %s", r.AgentRun, r.AgentPID, EpochText(r.CurrentEpoch))
+			if r.Tool != "" {
+				args := string(r.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				line += fmt.Sprintf(", call %s %s", r.Tool, args)
+			}
+			add("%s", line)
 		}
 	}
 	if r := c.ServerRequest; r != nil {

@@ -57,19 +57,28 @@ const agentNameWait = time.Second
 // read fails the launch: nothing is ever launched with an empty secret in its
 // place. A credential that asks on every use waits for a person at every
 // launch, of approved builds too.
-func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv config.Server, label, run string, agent gateway.Agent, rec identity.Record, asked *identity.Record) ([]string, error) {
+//
+// After a rebuild the launch card also proposes the tools the person chose
+// for the run's previous epoch (authz.Authority.ProposeLaunch): one card
+// for the launch credentials and the tools (unless the server also has a
+// per-call credential, approved on the card of a call). The launch grant is returned
+// (nil when nobody was asked) so that its tools are granted on the epoch
+// the launch starts (authz.Authority.BindLaunch).
+func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv config.Server, label, run string, agent gateway.Agent, rec identity.Record, asked *identity.Record) ([]string, *authz.Grant, error) {
 	var scopes []string
 	var creds []gateway.Credential
-	askEvery := false
+	askEvery, perCall := false, false
 	for _, c := range credentialsOf(cfg, srv) {
 		if c.Inject == config.InjectEnv {
 			scopes = append(scopes, c.Scope)
 			creds = append(creds, c)
 			askEvery = askEvery || c.AskEveryUse
+		} else {
+			perCall = true
 		}
 	}
 	if len(scopes) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	// A secret that is not there fails the launch before anyone is asked
 	// to approve a launch that could not happen.
@@ -79,10 +88,11 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 		case errors.Is(err, secrets.ErrLocked):
 			locked = append(locked, scope) // the person may unlock it while deciding
 		case err != nil:
-			return nil, credentialUnavailable(label, scope, err)
+			return nil, nil, credentialUnavailable(label, scope, err)
 		}
 	}
 	ident := authz.IdentityDigest(rec)
+	var launch *authz.Grant
 	if askEvery || !d.authz.IdentityApproved(run, ident, scopes) {
 		// No epoch yet: the process starts once this is approved, so
 		// CurrentEpoch stays empty and the card names the code instead.
@@ -99,6 +109,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			ExecutableDigest: rec.ResolvedExecutable.SHA256,
 			CredentialScope:  scopes,
 			Measured:         authz.MeasuredParts(rec),
+			Code:             ident,
 		}
 		if rec.Entry != "" && rec.Entry != rec.ResolvedExecutable.Path {
 			card.Entry, card.EntryDigest = rec.Entry, rec.EntryDigest
@@ -122,7 +133,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 		d.mu.Unlock()
 		if err := aw.Err(); err != nil {
 			// Nobody is asked to approve what the audit log could not record.
-			return nil, fmt.Errorf("%s was not launched: its credentials need an approval, and %w", label, err)
+			return nil, nil, fmt.Errorf("%s was not launched: its credentials need an approval, and %w", label, err)
 		}
 		d.mu.Lock()
 		sess := d.runs[run]
@@ -130,10 +141,20 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 		if sess != nil {
 			card.AgentName = sess.AgentName(ctx, agentNameWait)
 		}
-		id := d.authz.Raise(card)
-		if _, err := d.authz.Wait(ctx, id); err != nil {
-			return nil, fmt.Errorf("credentials %s were not approved for this build of %s (%w); it was not launched", strings.Join(scopes, ", "), label, err)
+		if !perCall {
+			// A per-call credential is approved on the call's card,
+			// which shows it; without one, the tools come with the launch.
+			card = d.authz.ProposeLaunch(card)
 		}
+		if len(card.ToolScope) > 0 {
+			card.Reason += fmt.Sprintf("; approving also grants %s on the new process, for this run, as you chose for the previous code", strings.Join(card.ToolScope, ", "))
+		}
+		id := d.authz.Raise(card)
+		g, err := d.authz.WaitRun(ctx, id, run)
+		if err != nil {
+			return nil, nil, fmt.Errorf("credentials %s were not approved for this build of %s (%w); it was not launched", strings.Join(scopes, ", "), label, err)
+		}
+		launch = g
 	}
 	var env []string
 	for _, c := range creds {
@@ -142,11 +163,11 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			err = fmt.Errorf("the stored secret is empty")
 		}
 		if err != nil {
-			return nil, credentialUnavailable(label, c.Scope, err)
+			return nil, nil, credentialUnavailable(label, c.Scope, err)
 		}
 		env = append(env, c.EnvVar+"="+string(secret))
 	}
-	return env, nil
+	return env, launch, nil
 }
 
 // credentialUnavailable is the launch failure of label when scope's secret

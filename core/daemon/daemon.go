@@ -531,7 +531,7 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 			reply(c, control.Reply{Error: err.Error(), Code: codeAuthentication})
 			return
 		}
-		dec := authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, By: "cli", Decider: d.cliDecider(c, auth)}
+		dec := authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, Runs: h.Runs, By: "cli", Decider: d.cliDecider(c, auth)}
 		if err := d.authz.Decide(h.Request, dec); err != nil {
 			code := "decide_failed"
 			if re := (*authz.ResolvedError)(nil); errors.As(err, &re) {
@@ -540,12 +540,17 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 			reply(c, control.Reply{Error: err.Error(), Code: code})
 			return
 		}
-		// Reply.Data is the grant made (authz.Grant), absent for a denial:
-		// its tool scope is what was granted, without the tools the
-		// person's policy denies now, which the card may still have named.
+		// Reply.Data is the grants made (authz.DecideReply), absent for a
+		// denial: their tool scopes are what was granted, without the
+		// tools the person's policy denies now, which the card may still
+		// have named; InForce is every tool each run holds now.
 		var data json.RawMessage
-		if g, err := d.authz.Wait(ctx, h.Request); err == nil && g != nil {
-			data, _ = json.Marshal(g)
+		if gs := d.authz.GrantsOf(h.Request); len(gs) > 0 {
+			out := authz.DecideReply{Grant: gs[0], Grants: gs, InForce: map[string][]string{}}
+			for _, g := range gs {
+				out.InForce[g.AgentRun] = d.authz.InForce(g.AgentRun, g.ExecutionEpoch)
+			}
+			data, _ = json.Marshal(out)
 		}
 		reply(c, control.Reply{Data: data})
 	case control.OpConfig, control.OpConfigEdit, control.OpChangeDecide:
@@ -855,7 +860,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	if err != nil {
 		return nil, identity.Record{}, fmt.Errorf("measuring %s: %w", label, err)
 	}
-	credEnv, err := d.envCredentials(ctx, cfg, srv, label, run, agent, rec, asked)
+	credEnv, launchGrant, err := d.envCredentials(ctx, cfg, srv, label, run, agent, rec, asked)
 	if err != nil {
 		return nil, identity.Record{}, err
 	}
@@ -914,6 +919,13 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	}()
 	d.log.Info("server started", "server", label, "epoch", rec.Epoch, "pid", rec.ProcessID)
 	d.code.launched(rec) // the source tree as this epoch started, for the cards that ask about it
+	if launchGrant != nil {
+		// The tools approved on the launch card hold on the epoch this
+		// launch started, and on no other (authz.Authority.BindLaunch).
+		if err := d.authz.BindLaunch(run, launchGrant.ID, rec.Epoch); err != nil {
+			d.log.Warn("tools approved with the launch not granted", "server", label, "epoch", rec.Epoch, "err", err)
+		}
+	}
 	// The processes that run the epoch are read once the launcher's exec
 	// settled (env, sh -c, npx) and the process answered; the gateway
 	// forwards the handshake meanwhile and holds calls until then. The

@@ -80,7 +80,7 @@ func (s *Session) granted(e *epoch, c *toolCall, g *authz.Grant, wanted []string
 // card showed this very call.
 func (s *Session) shown(id string, c *toolCall) bool {
 	card, ok := s.opts.Authority.CardOf(id)
-	return ok && card.Tool == c.name && card.ArgsDigest == c.digest
+	return ok && card.Shows(s.opts.RunID, c.name, c.digest)
 }
 
 // missingCredential refuses a call whose credential scopes include one
@@ -383,7 +383,7 @@ func (s *Session) waitDecision(id, tool string) (*authz.Grant, error) {
 		case <-ctx.Done():
 		}
 	}()
-	g, err := s.opts.Authority.Wait(ctx, id)
+	g, err := s.opts.Authority.WaitRun(ctx, id, s.opts.RunID)
 	if err != nil && errors.Is(err, context.Canceled) && run.Err() == nil {
 		return nil, errPolicyWake
 	}
@@ -435,7 +435,7 @@ func (s *Session) stopWaiting(m *mcpwire.Message, id, why string) {
 	if waited {
 		return
 	}
-	if err := s.opts.Authority.Withdraw(id, why); err == nil {
+	if err := s.opts.Authority.WithdrawRun(id, s.opts.RunID, why); err == nil {
 		s.log.Info("approval request withdrawn: no call waits on it any more", "request", id, "why", why)
 	}
 }
@@ -542,7 +542,7 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale, outgrown 
 		AgentRun: s.opts.RunID, AgentExe: s.opts.Agent.Exe, AgentPID: s.opts.Agent.PID, AgentName: agentName,
 		ServerLabel: s.opts.Label, PreviousEpoch: approvedEpoch, CurrentEpoch: e.ID,
 		Tool: tool, Arguments: json.RawMessage(args), ArgsDigest: call.digest, CredentialScope: creds, AskEveryUse: askEvery,
-		ApprovedRevision: approvedRev,
+		ApprovedRevision: approvedRev, Code: authz.IdentityDigest(e.Record),
 	}
 	if hasPrev && approvedEpoch != e.ID {
 		c.IdentityChanges = identity.Diff(prevRec, e.Record)

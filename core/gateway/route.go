@@ -641,7 +641,7 @@ func (s *Session) withdrawIfUnwaited(id string) {
 	if waited {
 		return
 	}
-	if err := s.opts.Authority.Withdraw(id, "the agent cancelled the call"); err == nil {
+	if err := s.opts.Authority.WithdrawRun(id, s.opts.RunID, "the agent cancelled the call"); err == nil {
 		s.log.Info("approval request withdrawn: its call was cancelled", "request", id)
 	}
 }

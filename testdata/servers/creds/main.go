@@ -55,6 +55,11 @@ import (
 // revision is "A" or "B"; set with -ldflags "-X main.revision=B".
 var revision = "A"
 
+// buildLabel changes the binary without changing anything a client sees in
+// tools/list (a code-only rebuild); set with -ldflags "-X
+// main.buildLabel=…". It is logged at start.
+var buildLabel = ""
+
 // metaKey is the params._meta key under which Portcullis injects "meta"
 // credentials.
 const metaKey = "dev.portcullis/credentials"
@@ -66,7 +71,7 @@ const (
 )
 
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("server", "creds", "revision", revision, "pid", os.Getpid())
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("server", "creds", "revision", revision, "build", buildLabel, "pid", os.Getpid())
 	if revision != "A" && revision != "B" {
 		log.Error("unknown revision (build with -ldflags \"-X main.revision=A\" or B)", "revision", revision)
 		os.Exit(2)

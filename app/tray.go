@@ -73,9 +73,13 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 	} else {
 		login = li
 	}
+	input := newInputCheck() // synthetic input never approves in the window
+	defer input.Close()
 	tray := ui.NewTray(fa, ui.Options{
 		Daemon:    d,
 		Approvals: d.WindowApprovals(), // OS authentication first, when settings.approvalAuthentication asks
+		Input:     input,
+		InputNote: func() string { return d.WindowAuthNote(input.Unknown()) },
 		Notifier:  notifier,
 		LoginItem: login,
 		Preferences: func() ui.PrefsDeps {

@@ -86,10 +86,17 @@ func (w *WindowApprovals) DecideInput(id string, dec authz.Decision, in WindowIn
 			What: "approve approval request " + id + " in the Portcullis window", Request: id, PID: os.Getpid(), Executable: exe,
 			Refusal: refusedSyntheticInput, Reason: msg, ServerLabel: req.Card.ServerLabel, AgentRun: req.Card.AgentRun,
 		})
-		return fmt.Errorf("%w: %s", ErrSyntheticInput, msg)
+		return syntheticInputError(msg)
 	}
 	return w.decide(id, dec, true, in)
 }
+
+// syntheticInputError is the sentence of a refusal for synthetic input;
+// it is ErrSyntheticInput.
+type syntheticInputError string
+
+func (e syntheticInputError) Error() string        { return string(e) }
+func (e syntheticInputError) Is(target error) bool { return target == ErrSyntheticInput }
 
 // quoteDevice quotes a device name the display server reported (any
 // client can name a device it creates).

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -246,5 +247,50 @@ func TestWindowRefusesSyntheticClicks(t *testing.T) {
 	}
 	if calls := readCalls(t, callLog); len(calls) != 0 {
 		t.Errorf("the tool ran: %+v", calls)
+	}
+}
+
+// TestContainSandboxNoDisplay: a server in the default sandbox, its
+// daemon on a running X server (Xvfb, which like a desktop session
+// with `xhost +si:localuser` asks no cookie), has no DISPLAY,
+// WAYLAND_DISPLAY or XAUTHORITY, sees no socket in /tmp/.X11-unix, and
+// cannot reach the X server at all: not through the path socket, nor
+// through its abstract one (@/tmp/.X11-unix/XN, which the network
+// namespace the default sandbox shares would otherwise expose), whatever
+// DISPLAY it sets itself.
+func TestContainSandboxNoDisplay(t *testing.T) {
+	needBwrap(t)
+	if _, err := exec.LookPath("xdpyinfo"); err != nil {
+		t.Skip("no xdpyinfo (x11-utils; scripts/test-deps.sh installs it)")
+	}
+	display := startXvfb(t)
+	// The display answers outside the sandbox.
+	probe := exec.Command("xdpyinfo", "-display", display)
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Fatalf("xdpyinfo outside the sandbox: %v\n%s", err, out)
+	}
+	h := newHome(t)
+	h.Env = append(h.Env, "DISPLAY="+display, "WAYLAND_DISPLAY=wayland-77", "XAUTHORITY="+filepath.Join(t.TempDir(), ".Xauthority"))
+	cwd := t.TempDir()
+	script := `exec 3>&1 > "$PWD/report" 2>&1
+env | grep -E '^(DISPLAY|WAYLAND_DISPLAY|XAUTHORITY)=' || echo no-display-env
+echo "x11=[$(ls -A /tmp/.X11-unix 2>/dev/null)]"
+xdpyinfo -display "$XDISPLAY" >/dev/null 2>&1 && echo display-reached || echo display-unreachable
+exec 1>&3 3>&- 2>/dev/null; exec "$ECHO_BIN"`
+	auditAddServer(t, h, "boxed", config.Server{Command: "/bin/sh", Args: []string{"-c", script}, Cwd: cwd,
+		Env: map[string]string{"ECHO_BIN": echoBin, "XDISPLAY": display}}, "echo")
+	startDaemon(t, h)
+	a := connectCmd(t, h.ConnectCommand("boxed"), "")
+	if _, err := a.Session.ListTools(testContext(t, 30*time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(cwd, "report"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"no-display-env", "x11=[]", "display-unreachable"} {
+		if !strings.Contains(string(b), want+"\n") {
+			t.Errorf("the server's report lacks %q:\n%s", want, b)
+		}
 	}
 }

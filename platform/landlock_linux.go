@@ -32,33 +32,59 @@ type landlockScopes struct {
 	handledAccessFS, handledAccessNet, scoped uint64
 }
 
-// startScoped starts cmd from a thread of its own that first enters a
-// Landlock domain scoping abstract Unix sockets (and sets no_new_privs,
-// which Landlock requires): the process and everything it starts cannot
+// startScoped starts cmd from the scoped starter's thread, which is in a
+// Landlock domain scoping abstract Unix sockets (with no_new_privs, which
+// Landlock requires): the process and everything it starts cannot
 // connect to an abstract socket made outside that domain — the X server's
 // @/tmp/.X11-unix/XN above all, which a shared network namespace would
-// otherwise expose whatever the mounts hide. The thread is never given
-// back to the Go runtime: it ends with its goroutine.
+// otherwise expose whatever the mounts hide.
 func startScoped(cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
+	reqs, err := scopedStarter()
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	reqs <- startRequest{cmd, done}
+	return <-done
+}
+
+type startRequest struct {
+	cmd  *exec.Cmd
+	done chan<- error
+}
+
+// scopedStarter is the thread that starts sandboxed servers: made once, in
+// the Landlock domain, and kept for the process's life, since a child's
+// parent-death signal (bwrap --die-with-parent) follows the thread that
+// started it, not the process.
+var scopedStarter = sync.OnceValues(func() (chan<- startRequest, error) {
+	reqs := make(chan startRequest)
+	ready := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // not unlocked: the thread dies with the goroutine
+		runtime.LockOSThread() // for good: the thread carries the domain
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			errc <- fmt.Errorf("setting no_new_privs for the sandbox's Landlock domain: %w", err)
+			ready <- fmt.Errorf("setting no_new_privs for the sandbox's Landlock domain: %w", err)
 			return
 		}
 		attr := landlockScopes{scoped: unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET}
 		fd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 		if e != 0 {
-			errc <- fmt.Errorf("making the sandbox's Landlock domain (abstract sockets): %w", e)
+			ready <- fmt.Errorf("making the sandbox's Landlock domain (abstract sockets): %w", e)
 			return
 		}
-		defer unix.Close(int(fd))
-		if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); e != 0 {
-			errc <- fmt.Errorf("entering the sandbox's Landlock domain (abstract sockets): %w", e)
+		_, _, e = unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0)
+		unix.Close(int(fd))
+		if e != 0 {
+			ready <- fmt.Errorf("entering the sandbox's Landlock domain (abstract sockets): %w", e)
 			return
 		}
-		errc <- cmd.Start()
+		ready <- nil
+		for r := range reqs {
+			r.done <- r.cmd.Start()
+		}
 	}()
-	return <-errc
-}
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return reqs, nil
+})

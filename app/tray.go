@@ -91,7 +91,9 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 			}
 			return ui.PrefsDeps{ConfigFile: a.Dirs.ConfigFile(), Catalogs: cats, Secrets: secrets, Login: login, AuditStatus: d.AuditStatus,
 				Edit: func(change func(*config.Config) error) (*config.Config, error) {
-					return d.EditConfig("app (Preferences)", change)
+					// A widening edit takes the window's rule for
+					// approvals: never from synthetic input.
+					return d.EditConfigFromWindow("app (Preferences)", change, input.Judge())
 				}}
 		},
 		Audit: func() ui.AuditDeps {

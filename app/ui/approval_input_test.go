@@ -64,7 +64,9 @@ func TestApprovalFromSyntheticInput(t *testing.T) {
 // window without an input check hands the daemon an unknown press.
 func TestApprovalCardSaysInputUnknown(t *testing.T) {
 	w, f := newTestWindow(t)
-	w.inputNote = func() string { return "This window cannot tell your clicks from synthetic input (macOS): approving asks LocalAuthentication to confirm it is you." }
+	w.inputNote = func() string {
+		return "This window cannot tell your clicks from synthetic input (macOS): approving asks LocalAuthentication to confirm it is you."
+	}
 	f.pending = []authz.Request{request("apr_1", 0, rebuildCard())}
 	w.sync(f.Pending())
 	if !w.noteLabel.Visible() || w.noteLabel.Text != w.inputNote() {

@@ -303,9 +303,19 @@ func ChangeNeedsAuthentication(mode string, held []config.Widening) bool {
 // decision_refused event is written, and the error is the sentence the
 // person is answered with.
 func (d *Daemon) authenticateChange(c net.Conn, pid int, what string, held []config.Widening) (osAuth, error) {
-	st := d.authStatus()
+	return d.authenticateChangeMode(c, pid, what, held, "", d.authStatus())
+}
+
+// authenticateChangeMode is authenticateChange under mode rather than the
+// mode in force ("": the mode in force), st being the status of
+// settings.approvalAuthentication (read by the caller: it takes the
+// configuration's lock).
+func (d *Daemon) authenticateChangeMode(c net.Conn, pid int, what string, held []config.Widening, mode string, st AuthStatus) (osAuth, error) {
 	done := osAuth{mode: st.Mode, by: audit.AuthNotAsked}
-	if !ChangeNeedsAuthentication(st.Mode, held) {
+	if mode == "" {
+		mode = st.Mode
+	}
+	if !ChangeNeedsAuthentication(mode, held) {
 		return done, nil
 	}
 	subject := AuthSubject{PID: pid, UID: d.uid}
@@ -324,7 +334,11 @@ func (d *Daemon) authenticateChange(c net.Conn, pid int, what string, held []con
 		return errors.New(msg)
 	}
 	if !st.Available {
-		return done, refuse(refusedAuthUnavailable, fmt.Sprintf("refused to %s: %s; nothing was changed", what, st.Note))
+		note := st.Note
+		if mode != st.Mode { // raised by the caller: the window cannot tell the person's press
+			note = "the window cannot tell your click from synthetic input, and " + mech + " cannot authenticate you; make the change with `portcullis` at your terminal"
+		}
+		return done, refuse(refusedAuthUnavailable, fmt.Sprintf("refused to %s: %s; nothing was changed", what, note))
 	}
 	err := d.opts.Authenticator.Authenticate(context.Background(), subject, what)
 	if err == nil {

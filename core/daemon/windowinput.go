@@ -163,3 +163,35 @@ func (w *WindowApprovals) decide(id string, dec authz.Decision, force bool, in W
 	}()
 	return nil
 }
+
+// EditConfigFromWindow is EditConfig for an edit made in the app's windows
+// (Preferences), after a press judged as in. An edit that widens trust
+// (config.SplitTrust against the configuration in force) takes the
+// window's rule for approvals: from synthetic input it is refused (a
+// decision_refused event of refusal synthetic_input names the device) and
+// nothing is changed; where the press cannot be told apart it needs the
+// operating system's authentication whatever
+// settings.approvalAuthentication says. An edit that widens nothing is
+// EditConfig.
+func (d *Daemon) EditConfigFromWindow(by string, change func(*config.Config) error, in WindowInput) (*config.Config, error) {
+	st := d.authStatus() // before the edit takes the configuration's lock
+	return d.editConfigGated(by, "", change, func(held []config.Widening) error {
+		what := "save a change in Preferences that widens trust (" + held[0].Text + ")"
+		switch in.Origin {
+		case InputDevice:
+			return nil
+		case InputSynthetic:
+			from := "no mouse or keyboard press reached the display server just before it"
+			if in.Device != "" {
+				from = "it came from the input device " + quoteDevice(in.Device)
+			}
+			msg := fmt.Sprintf("not saved: synthetic input (%s); nothing was changed — click Save with your own mouse or keyboard", from)
+			d.log.Warn("a widening edit in the window came from synthetic input", "device", in.Device)
+			exe, _ := os.Executable()
+			d.appendAudit(audit.TypeDecisionRefused, audit.DecisionRefused{What: what, PID: os.Getpid(), Executable: exe, Refusal: refusedSyntheticInput, Reason: msg})
+			return syntheticInputError(msg)
+		}
+		_, err := d.authenticateChangeMode(nil, os.Getpid(), what, held, config.AuthAlways, st)
+		return err
+	})
+}

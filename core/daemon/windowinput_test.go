@@ -146,3 +146,48 @@ func TestWindowApprovalFromUnknownInput(t *testing.T) {
 		}
 	})
 }
+
+// TestWindowEditFromSyntheticInput: a Preferences edit that widens trust
+// (a tool to allow) from synthetic input changes nothing and is recorded
+// as refused; from a press the window cannot tell apart it needs the OS
+// authentication, which this daemon has not; from a device it is made. An
+// edit that narrows goes ahead whatever the press.
+func TestWindowEditFromSyntheticInput(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"read": "approve", "write": "approve"})
+	openTestAudit(t, d)
+	pol := rechecked(d, "srv")
+	allowRead := func(c *config.Config) error {
+		c.Servers["srv"].Tools["read"] = config.ToolPolicy{Policy: config.PolicyAllow}
+		return nil
+	}
+	xtest := WindowInput{Origin: InputSynthetic, Device: "Virtual core XTEST pointer"}
+	if _, err := d.EditConfigFromWindow("app (Preferences)", allowRead, xtest); !errors.Is(err, ErrSyntheticInput) || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("widening edit from XTEST: %v, want ErrSyntheticInput", err)
+	}
+	if got := pol("read"); got != config.PolicyApprove {
+		t.Errorf("read %s after a refused edit, want approve", got)
+	}
+	var r audit.DecisionRefused
+	if !lastEvent(t, d, audit.TypeDecisionRefused, &r) || r.Refusal != refusedSyntheticInput || !strings.Contains(r.What, "srv: tool read approve → allow") || !strings.Contains(r.Reason, "Virtual core XTEST pointer") {
+		t.Errorf("decision_refused %+v", r)
+	}
+	if _, err := d.EditConfigFromWindow("app (Preferences)", allowRead, WindowInput{Origin: InputUnknown}); err == nil || !strings.Contains(err.Error(), "cannot tell your click") {
+		t.Errorf("widening edit from an unknown press without OS authentication: %v, want a refusal", err)
+	}
+	if got := pol("read"); got != config.PolicyApprove {
+		t.Errorf("read %s, want approve", got)
+	}
+	denyWrite := func(c *config.Config) error {
+		c.Servers["srv"].Tools["write"] = config.ToolPolicy{Policy: config.PolicyDeny}
+		return nil
+	}
+	if _, err := d.EditConfigFromWindow("app (Preferences)", denyWrite, xtest); err != nil {
+		t.Errorf("narrowing edit from XTEST: %v, want it made", err)
+	}
+	if _, err := d.EditConfigFromWindow("app (Preferences)", allowRead, WindowInput{Origin: InputDevice, Device: "AT keyboard"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pol("read"); got != config.PolicyAllow {
+		t.Errorf("read %s after the device's edit, want allow", got)
+	}
+}

@@ -79,10 +79,11 @@ func (a *App) RunMenuBar(ctx context.Context, command func() *exec.Cmd, noTray b
 		Approvals:   approvals,
 		AuditStatus: d.AuditStatus,
 		ConfigState: d.ConfigState,
-		EditFrom: func(base string, edited []byte) (*config.Config, error) {
-			return d.EditConfigFrom("app (Preferences)", base, edited)
+		EditFrom: func(base string, edited []byte, in daemon.WindowInput) (*config.Config, error) {
+			return d.EditConfigFrom("app (Preferences)", base, edited, in)
 		},
-		Quit: cancel,
+		InputNote: d.WindowAuthNote,
+		Quit:      cancel,
 	}, command, log)
 	bar := ui.NewMenuBar(ui.MenuBarOptions{
 		Daemon:    d,
@@ -156,7 +157,15 @@ var windowLinger = 10 * time.Second
 func (a *App) windowProcess(ctx context.Context, fa fyne.App, r *ui.Remote, done func(), started func(*ui.Tray)) {
 	log := a.logger("window")
 	secrets := platform.NewSecretStore()
+	// The window process holds the display connection, so it judges the
+	// press behind each approval (synthetic input never approves); the
+	// app's daemon takes the judgement with the decision.
+	input := newInputCheck()
+	quit := done
+	done = func() { input.Close(); quit() }
 	ui.RunWindowProcess(ctx, fa, r, ui.WindowProcess{
+		Input:     input,
+		InputNote: func() string { return r.InputNote(input.Unknown()) },
 		Prefs: func() ui.PrefsDeps {
 			// A store opened now reads the revisions the daemon wrote so far.
 			cats, err := catalog.OpenStore(filepath.Join(a.Dirs.State, "catalog"))
@@ -224,9 +233,13 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 	} else {
 		login = li
 	}
+	input := newInputCheck() // synthetic input never approves in the window
+	defer input.Close()
 	tray := ui.NewTray(fa, ui.Options{
 		Daemon:    d,
 		Approvals: d.WindowApprovals(), // OS authentication first, when settings.approvalAuthentication asks
+		Input:     input,
+		InputNote: func() string { return d.WindowAuthNote(input.Unknown()) },
 		Notifier:  notifier,
 		LoginItem: login,
 		Preferences: func() ui.PrefsDeps {
@@ -238,7 +251,9 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 			}
 			return ui.PrefsDeps{ConfigFile: a.Dirs.ConfigFile(), Catalogs: cats, Secrets: secrets, Login: login, AuditStatus: d.AuditStatus,
 				Edit: func(change func(*config.Config) error) (*config.Config, error) {
-					return d.EditConfig("app (Preferences)", change)
+					// A widening edit takes the window's rule for
+					// approvals: never from synthetic input.
+					return d.EditConfigFromWindow("app (Preferences)", change, input.Judge())
 				}}
 		},
 		Audit: func() ui.AuditDeps {

@@ -119,6 +119,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// deviceApprovals is an authority whose window approvals all count as the
+// person's presses (the input rule is the daemon's, tested there).
+type deviceApprovals struct{ *authz.Authority }
+
+func (a deviceApprovals) DecideInput(id string, d authz.Decision, _ daemon.WindowInput) error {
+	return a.Decide(id, d)
+}
+
 // The app starts no window process while nothing asks for one; a request
 // raised starts one, whose window decides it (the decision arrives through
 // the link, as the app's window); once nothing waits the process exits,
@@ -130,10 +138,10 @@ func TestWindowProcessStartsOnRequestAndExitsWhenIdle(t *testing.T) {
 	stderr := &syncBuffer{}
 	w := newWindows(ui.LinkDeps{
 		Daemon:      &winDaemon{ch: make(chan struct{})},
-		Approvals:   auth,
+		Approvals:   deviceApprovals{auth},
 		AuditStatus: func() daemon.AuditStatus { return daemon.AuditStatus{} },
 		ConfigState: func() daemon.ConfigState { return daemon.ConfigState{} },
-		EditFrom: func(string, []byte) (*config.Config, error) {
+		EditFrom: func(string, []byte, daemon.WindowInput) (*config.Config, error) {
 			return nil, errors.New("no edits in this test")
 		},
 		Quit: func() {},

@@ -141,6 +141,28 @@ func namespaceArgs(level string) []string {
 	return append(args, "--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL")
 }
 
+// Start starts the command Prepare made (supervisor.Starter) in a
+// Landlock domain that keeps it from every abstract Unix socket made
+// outside it (the X server's among them: hiding /tmp/.X11-unix leaves
+// @/tmp/.X11-unix/XN in the network namespace the standard level shares),
+// where the kernel has Landlock scopes (Linux 6.12); elsewhere it is
+// cmd.Start, and Prepare's description says what stays reachable.
+func (s *linuxSandbox) Start(cmd *exec.Cmd) error {
+	if landlockABI() >= landlockScopeABI {
+		return startScoped(cmd)
+	}
+	return cmd.Start()
+}
+
+// abstractNote is what the sandbox's description adds when abstract
+// sockets stay reachable ("" when they do not).
+func abstractNote(level string) string {
+	if level == SandboxStrict || landlockABI() >= landlockScopeABI {
+		return "" // strict has a network namespace of its own
+	}
+	return "; abstract sockets reachable (the display's among them: this kernel has no Landlock scopes, Linux 6.12)"
+}
+
 // Launcher is bwrap, which stays as the server's parent
 // (supervisor.Nested).
 func (s *linuxSandbox) Launcher() string { return s.bwrap }
@@ -166,6 +188,7 @@ func (s *linuxSandbox) Prepare(cmd *exec.Cmd, c supervisor.Confinement) (string,
 	if err != nil {
 		return "", err
 	}
+	desc += abstractNote(s.level)
 	args = append(append([]string{s.bwrap}, args...), "--", cmd.Path)
 	cmd.Args = append(args, cmd.Args[1:]...)
 	cmd.Path = s.bwrap

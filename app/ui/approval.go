@@ -19,6 +19,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/codediff"
+	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/textsafe"
 )
 
@@ -67,6 +68,17 @@ type ApprovalWindow struct {
 	guard   time.Duration
 	shownID string
 	shownAt time.Time
+
+	// input judges the press behind an approval (nil: unknown);
+	// inputNote says on every card what the window can tell of presses.
+	// notice is the answer to the last approval of the card shown that
+	// did not take effect (synthetic input, no OS authentication), for
+	// request noticeFor.
+	input     InputCheck
+	inputNote func() string
+	notice    *widget.Label
+	noticeFor string
+	noteLabel *widget.Label
 
 	heading     *widget.Label // the card's sentence
 	queueLabel  *widget.Label
@@ -131,7 +143,15 @@ func (w *ApprovalWindow) ensure() {
 	w.creds.Wrapping = fyne.TextWrapWord
 	w.runs = container.NewVBox()
 	w.runs.Hide()
-	w.scopeBox = container.NewVBox(w.runs, w.scope, w.ticksScroll, w.creds)
+	w.notice = widget.NewLabel("")
+	w.notice.Wrapping = fyne.TextWrapWord
+	w.notice.Importance = widget.DangerImportance
+	w.notice.Hide()
+	w.noteLabel = widget.NewLabel("")
+	w.noteLabel.Wrapping = fyne.TextWrapWord
+	w.noteLabel.Importance = widget.WarningImportance
+	w.noteLabel.Hide()
+	w.scopeBox = container.NewVBox(w.runs, w.scope, w.ticksScroll, w.creds, w.noteLabel, w.notice)
 	w.details = w.button("", nil, w.toggleDetails)
 	w.details.Importance = widget.LowImportance
 	w.details.Alignment = widget.ButtonAlignLeading
@@ -307,13 +327,34 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 			return
 		}
 	}
+	var err error
+	if choice == authz.Deny {
+		err = w.auth.Decide(r.ID, d)
+	} else {
+		// The press that activated the button: a device's approves; a
+		// synthetic one never does; where the window cannot tell, the
+		// OS authenticates the person first.
+		in := daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "this window has no input check"}
+		if w.input != nil {
+			in = w.input.Judge()
+		}
+		err = w.auth.DecideInput(r.ID, d, in)
+		if err != nil && !errors.Is(err, authz.ErrUnrecorded) && w.pending(r.ID) {
+			// Nothing was decided: the card stays, and says why.
+			w.log.Warn("approval not taken; the card stays", "request", r.ID, "input", in.Origin, "device", in.Device, "err", err)
+			w.noticeFor = r.ID
+			w.notice.SetText(err.Error())
+			w.notice.Show()
+			w.fit()
+			return
+		}
+	}
 	w.queue = slices.Delete(w.queue, w.cur, w.cur+1)
 	delete(w.picked, r.ID)
 	delete(w.skipped, r.ID)
 	if w.cur >= len(w.queue) && w.cur > 0 {
 		w.cur--
 	}
-	err := w.auth.Decide(r.ID, d)
 	if err != nil {
 		// Decided elsewhere or timed out meanwhile: the authority's event
 		// says which; nothing to undo here.
@@ -344,6 +385,11 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 	if len(w.queue) == 0 {
 		w.hide()
 	}
+}
+
+// pending reports whether request id is still waiting for a decision.
+func (w *ApprovalWindow) pending(id string) bool {
+	return slices.ContainsFunc(w.auth.Pending(), func(r authz.Request) bool { return r.ID == id })
 }
 
 // closeRequested denies every request in the window and hides it: closing
@@ -547,6 +593,16 @@ func (w *ApprovalWindow) render() {
 		w.shownID, w.shownAt = r.ID, time.Now()
 		w.detailsOpen = false
 	}
+	if w.noticeFor != r.ID {
+		w.noticeFor = ""
+		w.notice.Hide()
+	}
+	if note := w.cardNote(); note != "" {
+		w.noteLabel.SetText(note)
+		w.noteLabel.Show()
+	} else {
+		w.noteLabel.Hide()
+	}
 	v := cardModel(r.Card)
 	w.heading.SetText(v.Sentence)
 	w.queueLabel.SetText(queueText(w.cur, len(w.queue)))
@@ -583,6 +639,14 @@ func (w *ApprovalWindow) render() {
 	if w.win != nil {
 		w.win.Canvas().Unfocus()
 	}
+}
+
+// cardNote is what the cards say of the window's input check.
+func (w *ApprovalWindow) cardNote() string {
+	if w.inputNote == nil {
+		return ""
+	}
+	return w.inputNote()
 }
 
 // cardWidth is the approval window's width when the screen has room.

@@ -268,7 +268,7 @@ func TestApprovalTimeoutRemoves(t *testing.T) {
 	a := test.NewTempApp(t)
 	auth := authz.New(authz.Options{Timeout: 2 * time.Second}) // time for the window to show first, even on a loaded machine
 	notes := &fakeNotifier{added: make(chan struct{}, 1)}
-	tr := NewTray(a, Options{Daemon: newFakeDaemon(), Approvals: auth, Notifier: notes, Quit: func() {}})
+	tr := NewTray(a, Options{Daemon: newFakeDaemon(), Approvals: authorityApprovals{auth}, Notifier: notes, Quit: func() {}})
 	refreshed := make(chan [2]any, 16)
 	tr.refreshed = func() {
 		ids, _ := tr.Approval.Queue()

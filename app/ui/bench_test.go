@@ -86,7 +86,7 @@ func startBenchTray(b *testing.B, d *daemon.Daemon, paint bool) *benchTray {
 	fa := test.NewApp() // resets Fyne's font and theme caches, as a fresh process has them
 	// Notifier nil: Fyne's own notification, which RunUI also falls back to
 	// without a notification server.
-	tr := NewTray(fa, Options{Daemon: d, Approvals: d.Authority(), Quit: func() {}})
+	tr := NewTray(fa, Options{Daemon: d, Approvals: authorityApprovals{d.Authority()}, Quit: func() {}})
 	bt := &benchTray{tray: tr, auth: d.Authority(), events: make(chan shownAt, 64)}
 	tr.refreshed = func() { // on the Fyne goroutine, right after the window synced
 		ev := shownAt{shown: time.Now()}

@@ -17,6 +17,10 @@ type fakeApprovals struct {
 	decided []decision      // guarded by mu
 	ch      chan authz.Event
 	refuse  error // guarded by mu; Decide of an approval returns it (an unrecordable grant)
+	// refuseInput is guarded by mu: DecideInput of an input of that
+	// origin returns the error and decides nothing.
+	refuseInput map[daemon.InputOrigin]error
+	inputs      []daemon.WindowInput // guarded by mu: the presses DecideInput was given
 }
 
 type decision struct {
@@ -51,6 +55,22 @@ func (f *fakeApprovals) Decide(id string, d authz.Decision) error {
 		return f.refuse
 	}
 	return nil
+}
+
+// DecideInput is Decide with the press recorded; an input f.refuseInput
+// names (by origin) is refused as the daemon refuses it, the request left
+// pending.
+func (f *fakeApprovals) DecideInput(id string, d authz.Decision, in daemon.WindowInput) error {
+	f.mu.Lock()
+	refuse := f.refuseInput[in.Origin]
+	f.mu.Unlock()
+	if refuse != nil {
+		return refuse
+	}
+	f.mu.Lock()
+	f.inputs = append(f.inputs, in)
+	f.mu.Unlock()
+	return f.Decide(id, d)
 }
 
 func (f *fakeApprovals) decisions() []decision {
@@ -141,4 +161,12 @@ func (f *fakeNotifier) all() []sentNotification {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.sent)
+}
+
+// authorityApprovals is a real authority as the window's Approvals, the
+// press of an approval not considered (tests of timeouts and events).
+type authorityApprovals struct{ *authz.Authority }
+
+func (a authorityApprovals) DecideInput(id string, d authz.Decision, _ daemon.WindowInput) error {
+	return a.Decide(id, d)
 }

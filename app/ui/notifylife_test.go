@@ -21,7 +21,7 @@ func lifeTray(t *testing.T, timeout time.Duration) (*Tray, *authz.Authority, *fa
 	a := test.NewTempApp(t)
 	auth := authz.New(authz.Options{Timeout: timeout})
 	notes := &fakeNotifier{added: make(chan struct{}, 8)}
-	tr := NewTray(a, Options{Daemon: newFakeDaemon(), Approvals: auth, Notifier: notes, Quit: func() {}})
+	tr := NewTray(a, Options{Daemon: newFakeDaemon(), Approvals: authorityApprovals{auth}, Notifier: notes, Quit: func() {}})
 	tr.Approval.guard = 0 // the test clicks as soon as the card shows
 	refreshed := make(chan struct{}, 64)
 	tr.refreshed = func() { refreshed <- struct{}{} }

@@ -53,12 +53,24 @@ type Approvals interface {
 	// Decide answers a pending request; authz.ErrNoRequest when it is no
 	// longer pending.
 	Decide(id string, d authz.Decision) error
+	// DecideInput is Decide for an approval made in the window, with
+	// what the window knew of the press behind it: the daemon refuses
+	// synthetic input (daemon.ErrSyntheticInput, the request stays
+	// pending) and has the OS authenticate the person when the origin is
+	// unknown (daemon.WindowApprovals.DecideInput).
+	DecideInput(id string, d authz.Decision, in daemon.WindowInput) error
+}
+
+// InputCheck tells where the press behind a window decision came from
+// (platform.InputCheck).
+type InputCheck interface {
+	Judge() daemon.WindowInput
 }
 
 var (
 	_ Daemon     = (*daemon.Daemon)(nil)
 	_ CodeSource = (*daemon.Daemon)(nil)
-	_ Approvals  = (*authz.Authority)(nil)
+	_ Approvals  = (*daemon.WindowApprovals)(nil)
 )
 
 // Options configure a Tray. Daemon, Approvals and Quit are required.
@@ -85,6 +97,14 @@ type Options struct {
 	// wrapping ErrKeysNotYet when the log is not open yet (the tray tries
 	// again a second later). Nil: no keys are set up by the app.
 	SetupKeys func() (key string, err error)
+	// Input tells whether an approve button was pressed with a device of
+	// the person's or by synthetic input; nil: the window cannot tell
+	// (every approval then needs the OS authentication).
+	Input InputCheck
+	// InputNote is what the approval cards say about the window's input
+	// check ("" when it can tell the person's presses; else why not and
+	// what approving asks for); nil: nothing.
+	InputNote func() string
 	// Quit stops the daemon (cancels its context): the daemon ends every
 	// agent run, so connected agents' shims get EOF; the caller quits Fyne
 	// once the daemon returned.
@@ -147,6 +167,7 @@ func NewTray(app fyne.App, o Options) *Tray {
 	if cs, ok := o.Daemon.(CodeSource); ok {
 		t.Approval.code = cs
 	}
+	t.Approval.input, t.Approval.inputNote = o.Input, o.InputNote
 	if d, ok := app.(desktop.App); ok && !o.WindowsOnly {
 		t.desk = d
 	}

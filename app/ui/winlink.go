@@ -77,6 +77,9 @@ const (
 type DecideArgs struct {
 	ID       string         `json:"id"`
 	Decision authz.Decision `json:"decision"`
+	// Input is what the window process judged of the press behind an
+	// approval (Approvals.DecideInput); nil for a denial.
+	Input *daemon.WindowInput `json:"input,omitempty"`
 }
 
 // LinkError is an error answered over the link.
@@ -93,8 +96,9 @@ type RestartArgs struct {
 
 // EditArgs is an edit of the configuration made from Base (a digest).
 type EditArgs struct {
-	Base   string          `json:"base"`
-	Config json.RawMessage `json:"config"`
+	Base   string             `json:"base"`
+	Config json.RawMessage    `json:"config"`
+	Input  daemon.WindowInput `json:"input"` // the press behind Save, as the window process judged it
 }
 
 // Empty is the argument or answer of the calls that have none.
@@ -109,7 +113,12 @@ type LinkDeps struct {
 	// ConfigState and EditFrom are the daemon's configuration in force and
 	// an edit of it made by the person in Preferences.
 	ConfigState func() daemon.ConfigState
-	EditFrom    func(base string, edited []byte) (*config.Config, error)
+	// The edit carries what the window process judged of the press behind
+	// Save (a widening edit never comes from synthetic input).
+	EditFrom func(base string, edited []byte, in daemon.WindowInput) (*config.Config, error)
+	// InputNote is what the cards say of the window's input when the
+	// window process cannot tell the person's press (daemon.WindowAuthNote).
+	InputNote func(in daemon.WindowInput) string
 	// Quit quits the app (the quit confirmation's "Quit and end them").
 	Quit func()
 	// Next blocks until something happened for the window process or
@@ -154,7 +163,12 @@ func (l *link) Pending(_ Empty, rs *[]authz.Request) error {
 // Decide is the window's decision: Approvals.Decide (the daemon's window
 // path), the error answered with its code.
 func (l *link) Decide(a DecideArgs, e *LinkError) error {
-	err := l.deps.Approvals.Decide(a.ID, a.Decision)
+	var err error
+	if a.Input != nil {
+		err = l.deps.Approvals.DecideInput(a.ID, a.Decision, *a.Input)
+	} else {
+		err = l.deps.Approvals.Decide(a.ID, a.Decision)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, authz.ErrNoRequest):
@@ -170,6 +184,14 @@ func (l *link) Decide(a DecideArgs, e *LinkError) error {
 // Restart is Daemon.Restart.
 func (l *link) Restart(a RestartArgs, n *int) error {
 	*n = l.deps.Daemon.Restart(a.Label, a.Why)
+	return nil
+}
+
+// InputNote is LinkDeps.InputNote.
+func (l *link) InputNote(in daemon.WindowInput, note *string) error {
+	if l.deps.InputNote != nil {
+		*note = l.deps.InputNote(in)
+	}
 	return nil
 }
 
@@ -205,7 +227,7 @@ func (l *link) Edit(a EditArgs, e *LinkError) error {
 		*e = LinkError{Message: "an edit needs the digest of the configuration it was made from"}
 		return nil
 	}
-	if _, err := l.deps.EditFrom(a.Base, a.Config); err != nil {
+	if _, err := l.deps.EditFrom(a.Base, a.Config, a.Input); err != nil {
 		*e = LinkError{Message: err.Error()}
 	}
 	return nil
@@ -248,6 +270,9 @@ func linkErr(e LinkError) error {
 // Its Run delivers the app's changes, approval events and commands.
 type Remote struct {
 	c *rpc.Client
+	// Input judges the press behind a Save in Preferences (Edit); set
+	// before the windows open. Approvals carry the window's own judgement.
+	Input InputCheck
 
 	mu       sync.Mutex
 	changes  map[chan struct{}]struct{}
@@ -257,8 +282,9 @@ type Remote struct {
 }
 
 var (
-	_ Daemon    = (*Remote)(nil)
-	_ Approvals = (*Remote)(nil)
+	_ Daemon     = (*Remote)(nil)
+	_ Approvals  = (*Remote)(nil)
+	_ CodeSource = (*Remote)(nil)
 )
 
 // NewRemote is the window process's side of the link on conn.
@@ -396,6 +422,24 @@ func (r *Remote) Decide(id string, d authz.Decision) error {
 	return linkErr(e)
 }
 
+// DecideInput is Approvals.DecideInput over the link: the press behind
+// the approval, judged in the window process, goes with it.
+func (r *Remote) DecideInput(id string, d authz.Decision, in daemon.WindowInput) error {
+	var e LinkError
+	if err := r.c.Call(linkService+".Decide", DecideArgs{ID: id, Decision: d, Input: &in}, &e); err != nil {
+		return fmt.Errorf("the decision did not reach Portcullis (%v); decide with portcullis approve or deny", err)
+	}
+	return linkErr(e)
+}
+
+// InputNote is what the cards say of the window's input, in is the
+// window process's "cannot tell" (daemon.WindowAuthNote).
+func (r *Remote) InputNote(in daemon.WindowInput) string {
+	var note string
+	_ = r.c.Call(linkService+".InputNote", in, &note)
+	return note
+}
+
 // CodeChanges is CodeSource.CodeChanges over the link.
 func (r *Remote) CodeChanges(ctx context.Context, id string) (codediff.Report, error) {
 	var rep codediff.Report
@@ -446,7 +490,11 @@ func (r *Remote) Edit(change func(*config.Config) error) (*config.Config, error)
 		return nil, err
 	}
 	var e LinkError
-	if err := r.c.Call(linkService+".Edit", EditArgs{Base: st.Digest, Config: b}, &e); err != nil {
+	in := daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "this window has no input check"}
+	if r.Input != nil {
+		in = r.Input.Judge()
+	}
+	if err := r.c.Call(linkService+".Edit", EditArgs{Base: st.Digest, Config: b, Input: in}, &e); err != nil {
 		return nil, fmt.Errorf("nothing was changed: Portcullis did not answer (%v)", err)
 	}
 	if err := linkErr(e); err != nil {

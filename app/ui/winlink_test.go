@@ -104,7 +104,7 @@ func TestLinkEditsFromTheConfigurationInForce(t *testing.T) {
 		ConfigState: func() daemon.ConfigState {
 			return daemon.ConfigState{File: "config.json", Config: []byte(`{"mcpServers":{}}`), Digest: "sha256:abc"}
 		},
-		EditFrom: func(base string, edited []byte) (*config.Config, error) {
+		EditFrom: func(base string, edited []byte, _ daemon.WindowInput) (*config.Config, error) {
 			gotBase = base
 			c, err := config.Parse(edited, "edited")
 			gotCfg = c

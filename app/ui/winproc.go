@@ -87,6 +87,11 @@ type WindowProcess struct {
 	Logger *slog.Logger
 	// Started, if not nil, receives the tray once it exists (tests).
 	Started func(*Tray)
+	// Input tells whether an approve button (or a widening Save) was
+	// pressed with a device of the person's; InputNote is what the
+	// cards say when it cannot tell (Options.Input, Options.InputNote).
+	Input     InputCheck
+	InputNote func() string
 }
 
 // RunWindowProcess shows the app's windows over the link r in fa until the
@@ -107,9 +112,12 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 		}
 	}
 	fa.SetIcon(AppIcon())
+	r.Input = o.Input
 	t := NewTray(fa, Options{
 		Daemon:      r,
 		Approvals:   r,
+		Input:       o.Input,
+		InputNote:   o.InputNote,
 		Notifier:    silentNotifier{},
 		Preferences: prefs,
 		Audit:       o.Audit,

@@ -275,8 +275,11 @@ const (
 // DecisionRefused and PersonAction; Authentication, the mechanism that
 // authenticated the person ("polkit", "LocalAuthentication") or
 // AuthNotAsked; AuthenticationMode, settings.approvalAuthentication as in
-// force ("off", "credentials", "cli", "always"). Events written before these
-// fields existed lack them.
+// force ("off", "credentials", "cli", "always"); for the window, Input, where
+// the press behind the decision came from ("device", or "unknown" when the
+// system cannot tell and the OS authenticated the person), and
+// InputDevice, the name of the device the display server reported. Events
+// written before these fields existed lack them.
 type Decider struct {
 	Channel            string `json:"channel,omitempty"`
 	PID                int    `json:"pid,omitempty"`
@@ -284,6 +287,8 @@ type Decider struct {
 	Ancestry           []int  `json:"ancestry,omitempty"`
 	Authentication     string `json:"authentication,omitempty"`
 	AuthenticationMode string `json:"authenticationMode,omitempty"`
+	Input              string `json:"input,omitempty"`
+	InputDevice        string `json:"inputDevice,omitempty"`
 }
 
 // ApprovalGranted is the fields of an approval_granted event. ExpiresWhen is

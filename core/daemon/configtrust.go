@@ -278,6 +278,14 @@ func (d *Daemon) EditConfig(by string, change func(*config.Config) error) (*conf
 // editConfig is EditConfig; base, when not "", is the digest of the
 // configuration the edit was made from, which must still be in force.
 func (d *Daemon) editConfig(by, base string, change func(*config.Config) error) (*config.Config, error) {
+	return d.editConfigGated(by, base, change, nil)
+}
+
+// editConfigGated is editConfig; gate, when not nil, is asked about the
+// trust the edit widens (config.SplitTrust against the configuration in
+// force; called only when it widens some) before anything is recorded or
+// written, and its error refuses the edit.
+func (d *Daemon) editConfigGated(by, base string, change func(*config.Config) error, gate func(held []config.Widening) error) (*config.Config, error) {
 	d.loadMu.Lock()
 	defer d.loadMu.Unlock()
 	path := d.opts.Dirs.ConfigFile()
@@ -310,6 +318,13 @@ func (d *Daemon) editConfig(by, base string, change func(*config.Config) error) 
 	}
 	if bytes.Equal(data, curData) {
 		return next, nil
+	}
+	if gate != nil {
+		if _, held := config.SplitTrust(cur, next); len(held) > 0 {
+			if err := gate(held); err != nil {
+				return nil, err
+			}
+		}
 	}
 	// On the record, with who made it, before it is in force.
 	if err := d.recordConfigBy(data, next, false, by); err != nil {

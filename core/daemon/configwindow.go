@@ -10,13 +10,15 @@ import (
 func (d *Daemon) ConfigState() ConfigState { return d.configState() }
 
 // EditConfigFrom puts edited (the JSON of a whole configuration, made from
-// the one named by base, a ConfigState digest) in force as EditConfig does:
-// refused when another edit was saved since base or a change from outside
-// waits for confirmation. by says who made it, for the audit log.
-func (d *Daemon) EditConfigFrom(by, base string, edited []byte) (*config.Config, error) {
+// the one named by base, a ConfigState digest) in force as
+// EditConfigFromWindow does, after a press judged as in: refused when
+// another edit was saved since base, when a change from outside waits for
+// confirmation, or when it widens trust and in does not come from the
+// person's device. by says who made it, for the audit log.
+func (d *Daemon) EditConfigFrom(by, base string, edited []byte, in WindowInput) (*config.Config, error) {
 	cfg, err := config.Parse(edited, "the edited configuration")
 	if err != nil {
 		return nil, err
 	}
-	return d.editConfig(by, base, func(c *config.Config) error { *c = *cfg; return nil })
+	return d.editFromWindow(by, base, func(c *config.Config) error { *c = *cfg; return nil }, in)
 }

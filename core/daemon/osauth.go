@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"strings"
 
@@ -281,6 +280,14 @@ type osAuth struct {
 // channel (audit.ChannelCLI, audit.ChannelWindow); by names who decides in
 // the audit log ("portcullis approve", "the Portcullis window").
 func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.Choice, subject AuthSubject, channel, by string) (osAuth, error) {
+	return d.authenticateMode(ctx, request, choice, subject, channel, by, "", false)
+}
+
+// authenticateMode is authenticate under mode rather than the mode in
+// force ("": the mode in force). forced says that mode is
+// config.AuthAlways because the window cannot tell the person's press from
+// synthetic input (WindowApprovals.DecideInput), which the refusals say.
+func (d *Daemon) authenticateMode(ctx context.Context, request string, choice authz.Choice, subject AuthSubject, channel, by, mode string, forced bool) (osAuth, error) {
 	var req authz.Request
 	found := false
 	for _, r := range d.authz.Pending() {
@@ -290,11 +297,14 @@ func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.
 		}
 	}
 	st := d.authStatus()
+	if mode == "" {
+		mode = st.Mode
+	}
 	done := osAuth{mode: st.Mode, by: audit.AuthNotAsked}
 	if !found {
 		return done, nil // Decide answers with authz.ErrNoRequest
 	}
-	if !AuthenticationApplies(st.Mode, channel, req.Card, choice) {
+	if !AuthenticationApplies(mode, channel, req.Card, choice) {
 		return done, nil
 	}
 	what := verbOf(choice) + " approval request " + request
@@ -304,6 +314,9 @@ func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.
 	}
 	if !st.Available {
 		msg := fmt.Sprintf("refused to %s: %s; nothing was granted and the request is still pending — deny it with `portcullis deny %s`, or set settings.approvalAuthentication to %q in the configuration file to approve without OS authentication", what, st.Note, request, config.AuthOff)
+		if forced {
+			msg = fmt.Sprintf("refused to %s in the window: the window cannot tell your click from synthetic input, so it approves only once the operating system authenticates you, and it cannot (%s unavailable); nothing was granted and the request is still pending — approve it in your terminal with `portcullis approve %s`, or deny it", what, mech, request)
+		}
 		d.auditAuthRefusal(what, request, subject, req, refusedAuthUnavailable, msg)
 		return done, errors.New(msg)
 	}
@@ -325,6 +338,9 @@ func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.
 		how = "did not authenticate you"
 	}
 	msg := fmt.Sprintf("not approved: %s %s (%v), so request %s was denied and nothing was granted (settings.approvalAuthentication is %q); the agent can call again to ask anew", mech, how, err, request, st.Mode)
+	if forced {
+		msg = fmt.Sprintf("not approved: %s %s (%v), so request %s was denied and nothing was granted (the window cannot tell your click from synthetic input, so it asks for authentication); the agent can call again to ask anew", mech, how, err, request)
+	}
 	d.auditAuthRefusal(what, request, subject, req, refusedAuthFailed, msg)
 	if derr := d.authz.Decide(request, authz.Decision{Choice: authz.Deny, By: fmt.Sprintf("%s: %s %s", by, mech, how)}); derr != nil && !errors.Is(derr, authz.ErrNoRequest) {
 		d.log.Warn("denying after a failed authentication", "request", request, "err", derr)
@@ -362,44 +378,15 @@ func (d *Daemon) WindowApprovals() *WindowApprovals {
 	return &WindowApprovals{Authority: d.authz, d: d}
 }
 
-// Decide answers a pending request for the window. When no authentication
-// applies it is authz.Authority.Decide. When it applies and the system
-// cannot authenticate, it returns that error at once and the request stays
-// pending. Otherwise the authentication runs without blocking the caller
-// (the window's event loop): the grant, or the denial after a failed
-// authentication, arrives as the authority's event.
+// Decide answers a pending request for the window, the press behind it
+// not considered: DecideInput with a device's press. When no
+// authentication applies it is authz.Authority.Decide. When it applies and
+// the system cannot authenticate, it returns that error at once and the
+// request stays pending. Otherwise the authentication runs without
+// blocking the caller (the window's event loop): the grant, or the denial
+// after a failed authentication, arrives as the authority's event.
 func (w *WindowApprovals) Decide(id string, dec authz.Decision) error {
-	d := w.d
-	var card authz.Card
-	found := false
-	for _, r := range d.authz.Pending() {
-		if r.ID == id {
-			card, found = r.Card, true
-		}
-	}
-	st := d.authStatus()
-	if !found || !AuthenticationApplies(st.Mode, audit.ChannelWindow, card, dec.Choice) {
-		dec.Decider = d.windowDecider(osAuth{mode: st.Mode, by: audit.AuthNotAsked})
-		return d.authz.Decide(id, dec)
-	}
-	// The daemon's own process: no start time is needed to tell it
-	// apart, since it cannot have exited while it asks.
-	subject := AuthSubject{PID: os.Getpid(), UID: d.uid}
-	if !st.Available {
-		_, err := d.authenticate(context.Background(), id, dec.Choice, subject, audit.ChannelWindow, "the Portcullis window")
-		return err
-	}
-	go func() {
-		auth, err := d.authenticate(context.Background(), id, dec.Choice, subject, audit.ChannelWindow, "the Portcullis window")
-		if err != nil {
-			return
-		}
-		dec.Decider = d.windowDecider(auth)
-		if err := d.authz.Decide(id, dec); err != nil {
-			d.log.Info("approval decision not taken", "request", id, "err", err)
-		}
-	}()
-	return nil
+	return w.decide(id, dec, false, WindowInput{})
 }
 
 // ChangeNeedsAuthentication reports whether a change of the configuration
@@ -434,9 +421,19 @@ func ChangeNeedsAuthentication(mode string, held []config.Widening) bool {
 // decision_refused event is written, and the error is the sentence the
 // person is answered with.
 func (d *Daemon) authenticateChange(c net.Conn, pid int, what string, held []config.Widening) (osAuth, error) {
-	st := d.authStatus()
+	return d.authenticateChangeMode(c, pid, what, held, "", d.authStatus())
+}
+
+// authenticateChangeMode is authenticateChange under mode rather than the
+// mode in force ("": the mode in force), st being the status of
+// settings.approvalAuthentication (read by the caller: it takes the
+// configuration's lock).
+func (d *Daemon) authenticateChangeMode(c net.Conn, pid int, what string, held []config.Widening, mode string, st AuthStatus) (osAuth, error) {
 	done := osAuth{mode: st.Mode, by: audit.AuthNotAsked}
-	if !ChangeNeedsAuthentication(st.Mode, held) {
+	if mode == "" {
+		mode = st.Mode
+	}
+	if !ChangeNeedsAuthentication(mode, held) {
 		return done, nil
 	}
 	subject := AuthSubject{PID: pid, UID: d.uid}
@@ -455,7 +452,11 @@ func (d *Daemon) authenticateChange(c net.Conn, pid int, what string, held []con
 		return errors.New(msg)
 	}
 	if !st.Available {
-		return done, refuse(refusedAuthUnavailable, fmt.Sprintf("refused to %s: %s; nothing was changed", what, st.Note))
+		note := st.Note
+		if mode != st.Mode { // raised by the caller: the window cannot tell the person's press
+			note = "the window cannot tell your click from synthetic input, and " + mech + " cannot authenticate you; make the change with `portcullis` at your terminal"
+		}
+		return done, refuse(refusedAuthUnavailable, fmt.Sprintf("refused to %s: %s; nothing was changed", what, note))
 	}
 	err := d.opts.Authenticator.Authenticate(context.Background(), subject, what)
 	if err == nil {

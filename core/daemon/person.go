@@ -309,9 +309,11 @@ func (d *Daemon) cliDecider(c net.Conn, auth osAuth) *audit.Decider {
 }
 
 // windowDecider is the record of a decision made in the app's window, in
-// the daemon's own process.
-func (d *Daemon) windowDecider(auth osAuth) *audit.Decider {
-	dec := &audit.Decider{Channel: audit.ChannelWindow, PID: os.Getpid(), Authentication: auth.by, AuthenticationMode: auth.mode}
+// the daemon's own process, from the press in (its origin and device;
+// none when the caller did not judge one).
+func (d *Daemon) windowDecider(auth osAuth, in WindowInput) *audit.Decider {
+	dec := &audit.Decider{Channel: audit.ChannelWindow, PID: os.Getpid(), Authentication: auth.by, AuthenticationMode: auth.mode,
+		Input: string(in.Origin), InputDevice: in.Device}
 	dec.Executable, _ = os.Executable()
 	return dec
 }

@@ -20,6 +20,14 @@ type Sandbox interface {
 	Prepare(cmd *exec.Cmd, c Confinement) (string, error)
 }
 
+// Starter is a [Sandbox] that starts the command it prepared itself, to
+// confine it in ways an exec.Cmd cannot say (on Linux, a Landlock domain
+// the process inherits from the thread that starts it). Start is
+// cmd.Start with that confinement, or an error when it cannot be had.
+type Starter interface {
+	Start(cmd *exec.Cmd) error
+}
+
 // Confinement is what a [Sandbox] does to one server: Hide lists the paths
 // (directories, or files such as the session bus's socket) it must not see
 // at all, Write the paths it may write besides its working directory,

@@ -321,7 +321,11 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 			return nil, fmt.Errorf("starting %s in a cgroup of its own: %w", s.Label, err)
 		}
 	}
-	err = cmd.Start()
+	if st, ok := s.Sandbox.(Starter); ok {
+		err = st.Start(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	if group != nil {
 		group.Started()
 		if err != nil {

@@ -1,0 +1,101 @@
+package platform
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/portcullis/portcullis/core/daemon"
+)
+
+// InputCheck tells where the press behind a decision made in the approval
+// window came from (docs/TRUST.md, "The approval window"): the window asks
+// it when a person's click or key press has just activated an approve
+// button, before the daemon is told.
+type InputCheck interface {
+	// Judge returns the origin of the press that activated the button
+	// being handled now. Each device press answers for one decision.
+	Judge() daemon.WindowInput
+	// Unknown is the answer every Judge gives when this check can never
+	// tell (an InputUnknown origin, with the reason), for the cards to
+	// say so before any click; a zero WindowInput when it can.
+	Unknown() daemon.WindowInput
+	// Close releases the check's connection to the display server.
+	Close() error
+}
+
+// RawPress is one raw input event the display server reported to every
+// client that asked (XInput2's XI_RawButtonPress, XI_RawButtonRelease,
+// XI_RawKeyPress on the root window), in the order it reported them.
+type RawPress struct {
+	// Serial numbers the events as the check received them (1, 2, …).
+	Serial uint64
+	// Time is the display server's timestamp (milliseconds, wrapping).
+	Time uint32
+	// Kind is "button press", "button release" or "key press".
+	Kind string
+	// Device is the name of the slave device that produced it.
+	Device string
+}
+
+// Synthetic reports whether the event came from a device through which
+// clients inject input: the XTEST slave devices the X server makes for
+// each master device ("Virtual core XTEST pointer", "Virtual core XTEST
+// keyboard", "<master> XTEST pointer" for a master a client adds).
+func (p RawPress) Synthetic() bool {
+	return strings.HasSuffix(p.Device, " XTEST pointer") || strings.HasSuffix(p.Device, " XTEST keyboard")
+}
+
+// PressWindow is how long before a decision (display-server milliseconds)
+// the press that made it may have happened, and how far back synthetic
+// input spoils it.
+const PressWindow = 1500
+
+// JudgePresses is the window's rule for one decision: events are the raw
+// events received (oldest first), now the display server's time just
+// after the decision (events up to then are all in events), used the
+// serial of the last press that already answered for a decision.
+//
+// Any event of an XTEST device within PressWindow makes it synthetic,
+// naming the device of the latest: a click an injected press surrounds is not the
+// person's. Without such an event, the latest event of a device within
+// PressWindow that has not answered for a decision yet (a button's press
+// or release: a click's release activates a button; a key's press) makes
+// it a device's, and it and every event before it are then used (the
+// returned serial): one click answers for one decision. With none, it is
+// synthetic without a device: the click reached the window without any
+// device press (an event sent with SendEvent).
+func JudgePresses(events []RawPress, now uint32, used uint64) (daemon.WindowInput, uint64) {
+	var last, synthetic *RawPress
+	for i := range events {
+		e := &events[i]
+		if age := now - e.Time; age > PressWindow { // wraps: a later event's age is huge, and it is ignored
+			continue
+		}
+		if e.Synthetic() {
+			synthetic = e
+		} else if e.Serial > used {
+			last = e
+		}
+	}
+	if e := synthetic; e != nil {
+		return daemon.WindowInput{Origin: daemon.InputSynthetic, Device: e.Device,
+			Reason: fmt.Sprintf("a %s of that device came %d ms before the decision", e.Kind, now-e.Time)}, used
+	}
+	if last == nil {
+		return daemon.WindowInput{Origin: daemon.InputSynthetic}, used
+	}
+	return daemon.WindowInput{Origin: daemon.InputDevice, Device: last.Device}, last.Serial
+}
+
+// unknownInput is an InputCheck of a system or build that cannot tell:
+// every approval in the window needs the operating system's
+// authentication.
+type unknownInput struct{ reason string }
+
+func (u unknownInput) Judge() daemon.WindowInput {
+	return daemon.WindowInput{Origin: daemon.InputUnknown, Reason: u.reason}
+}
+
+func (u unknownInput) Unknown() daemon.WindowInput { return u.Judge() }
+
+func (unknownInput) Close() error { return nil }

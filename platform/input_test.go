@@ -1,0 +1,63 @@
+package platform
+
+import (
+	"testing"
+
+	"github.com/portcullis/portcullis/core/daemon"
+)
+
+// TestJudgePresses is the window's rule: a device's click answers for one
+// decision; an XTEST event near the decision, or no device event at all
+// (SendEvent), never approves; old events do not count.
+func TestJudgePresses(t *testing.T) {
+	const mouse, xtest = "Logitech USB Optical Mouse", "Virtual core XTEST pointer"
+	click := []RawPress{
+		{Serial: 1, Time: 10_000, Kind: "button press", Device: mouse},
+		{Serial: 2, Time: 10_080, Kind: "button release", Device: mouse},
+	}
+	v, used := JudgePresses(click, 10_100, 0)
+	if v.Origin != daemon.InputDevice || v.Device != mouse || used != 2 {
+		t.Errorf("a mouse click: %+v used %d, want the device, both events used", v, used)
+	}
+	// The same click cannot answer for a second decision (a SendEvent
+	// click on the next card right after).
+	if v, _ := JudgePresses(click, 10_300, used); v.Origin != daemon.InputSynthetic || v.Device != "" {
+		t.Errorf("the same click again: %+v, want synthetic without a device", v)
+	}
+	// An injected click the agent timed right after the person's.
+	injected := append(click[:2:2],
+		RawPress{Serial: 3, Time: 10_090, Kind: "button press", Device: xtest},
+		RawPress{Serial: 4, Time: 10_095, Kind: "button release", Device: xtest})
+	if v, u := JudgePresses(injected, 10_100, 0); v.Origin != daemon.InputSynthetic || v.Device != xtest || u != 0 {
+		t.Errorf("an XTEST click after the person's: %+v used %d, want synthetic from %s, nothing used", v, u, xtest)
+	}
+	// A person's click just after an injected one is still spoilt by it.
+	after := []RawPress{
+		{Serial: 1, Time: 10_000, Kind: "button press", Device: "Virtual core XTEST keyboard"},
+		{Serial: 2, Time: 10_500, Kind: "button press", Device: mouse},
+	}
+	if v, _ := JudgePresses(after, 10_600, 0); v.Origin != daemon.InputSynthetic || v.Device != "Virtual core XTEST keyboard" {
+		t.Errorf("XTEST input 600 ms before: %+v, want synthetic", v)
+	}
+	// An XTEST device of a master a client added.
+	if !(RawPress{Device: "evil XTEST pointer"}).Synthetic() || (RawPress{Device: "XTEST pointer lookalike"}).Synthetic() {
+		t.Error("XTEST device names are the X server's suffixes")
+	}
+	// Old events: neither the person's press nor an old injection counts.
+	old := []RawPress{{Serial: 1, Time: 500, Kind: "button press", Device: xtest}, {Serial: 2, Time: 2_000, Kind: "key press", Device: "AT keyboard"}}
+	if v, _ := JudgePresses(old, 2_000+PressWindow+1, 0); v.Origin != daemon.InputSynthetic || v.Device != "" {
+		t.Errorf("presses older than the window: %+v, want synthetic without a device", v)
+	}
+	if v, _ := JudgePresses(old, 2_100, 0); v.Origin != daemon.InputDevice || v.Device != "AT keyboard" {
+		t.Errorf("a key press 100 ms before, the XTEST one 1.6 s before: %+v", v)
+	}
+	// The server's clock wraps: an event just before the wrap is recent.
+	wrap := []RawPress{{Serial: 1, Time: ^uint32(0) - 50, Kind: "key press", Device: "AT keyboard"}}
+	if v, _ := JudgePresses(wrap, 100, 0); v.Origin != daemon.InputDevice {
+		t.Errorf("a press 151 ms before across the wrap: %+v", v)
+	}
+	// SendEvent: no raw event at all.
+	if v, _ := JudgePresses(nil, 5_000, 0); v.Origin != daemon.InputSynthetic || v.Device != "" {
+		t.Errorf("no raw event: %+v", v)
+	}
+}

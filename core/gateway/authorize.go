@@ -34,46 +34,91 @@ type SecretSource func(scope string) ([]byte, error)
 // prefix follows the MCP _meta naming rules (basic/index, "_meta").
 const metaCredentialKey = "dev.portcullis/credentials"
 
-// quickAuthorize decides at once whether tools/call c may go to e: the
-// authorization says so (the audit decision, the grant used and the message
-// to forward, meta credentials injected), or refuses it, or names the
-// approval request the call must wait for (see awaitApproval).
-func (s *Session) quickAuthorize(e *epoch, c *toolCall) authorization {
-	a := s.opts.Authority
-	if s.policy(c.name) == policyAllow {
-		return authorization{decision: decisionAllow, out: c.msg.Raw}
-	}
-	if a == nil {
-		return authorization{decision: decisionUnchecked, out: c.msg.Raw}
-	}
-	metaCreds, askEvery := s.metaCredentials()
-	if !askEvery {
-		// A grant covers the tool only as long as its contract does not
-		// widen beyond the one the card showed (grantcontract.go); a
-		// grant the server's rewrite outgrew asks again, and the card
-		// shows the diff.
-		if g := a.CheckContract(s.opts.RunID, e.ID, c.name, metaCreds, c.digest, s.contractJudge(e, c.name)); g != nil {
-			return s.granted(e, c, g, metaCreds)
+// callFacts reads what the session knows for call c on e, once (see
+// decideCall): its own state under one lock, the tool's policy once, e's
+// catalog once.
+func (s *Session) callFacts(e *epoch, c *toolCall) *callFacts {
+	f := &callFacts{label: s.opts.Label, epoch: e.ID, policy: s.policy(c.name), validator: s.opts.Validator,
+		checked: s.opts.Authority != nil, secretCheck: s.opts.SecretCheck}
+	f.creds, f.askEvery = s.metaCredentials()
+	s.mu.Lock()
+	f.cat = e.catalog
+	f.agentRev = s.agentRev
+	f.listedThisEpoch = s.agentListedEpoch == e.ID
+	f.told = s.told[c.name]
+	f.staleTold = s.staleTold[c.name] == e.ID
+	s.mu.Unlock()
+	if f.cat != nil {
+		if cur, ok := f.cat.Lookup(c.name); ok {
+			f.covers = s.contractJudgeOf(c.name, cur)
+		} else {
+			f.visible = s.visibleTools(f.cat)
+		}
+		if f.agentRev != 0 && f.agentRev != f.cat.Revision {
+			if old, ok := s.opts.Catalog.Get(s.opts.Label, f.agentRev); ok {
+				f.listed = &old
+			}
 		}
 	}
-	if r := s.missingCredential(e, c.name, metaCreds); r != nil {
-		return refused(r)
+	if a := s.opts.Authority; a != nil && f.policy == policyApprove {
+		f.grants = a.Grants(s.opts.RunID)
+		f.stale = a.Stale(s.opts.RunID, e.ID, c.name)
 	}
-	if r := s.auditDown(e, c.name); r != nil {
-		return refused(r)
+	if h, ok := s.opts.Audit.(auditHealth); ok {
+		f.auditErr = h.Err()
 	}
-	return authorization{wait: s.requestFor(e, c, "", nil)}
+	return f
 }
 
-// granted is the authorization of call c under grant g: the call with the
-// granted meta credentials among wanted injected, or the refusal of one
-// that cannot be read.
-func (s *Session) granted(e *epoch, c *toolCall, g *authz.Grant, wanted []string) authorization {
-	out, r := s.injectMeta(e, c, g.CredentialScope, wanted)
+// decide decides call c on e (decideCall) and remembers what a refusal
+// told the agent. A once grant the verdict uses is spent here: when
+// another call spent it first, c is decided again without it.
+func (s *Session) decide(e *epoch, c *toolCall) callVerdict {
+	return s.decideFrom(s.callFacts(e, c), c)
+}
+
+// decideFrom is decide on facts f, read before.
+func (s *Session) decideFrom(f *callFacts, c *toolCall) callVerdict {
+	for {
+		v := decideCall(f, c)
+		if v.toldContract != "" {
+			s.noteTold(c.name, v.toldContract)
+		}
+		if v.toldStale {
+			s.noteStaleTold(c.name, f.epoch)
+		}
+		if v.grant == nil || v.grant.ExpiresWhen != authz.ExpiresOnce || s.opts.Authority.Consume(s.opts.RunID, v.grant.ID) {
+			return v
+		}
+		spent := v.grant.ID
+		f.grants = slices.DeleteFunc(f.grants, func(g authz.Grant) bool { return g.ID == spent })
+	}
+}
+
+// authorize does what verdict v (not a refusal) says for call c on e: the
+// call to forward, credentials injected, or the approval request it waits
+// on (a pending one that shows it, or a new card).
+func (s *Session) authorize(e *epoch, c *toolCall, v callVerdict) authorization {
+	if v.kind == verdictHold {
+		return authorization{wait: s.requestFor(e, c, v.ask.reason, v.ask.stale)}
+	}
+	out, r := s.injectMeta(e, c, v.inject)
 	if r != nil {
 		return refused(r)
 	}
-	return authorization{decision: decisionGrant, grant: g.ID, out: out}
+	auth := authorization{decision: v.decision, out: out}
+	if v.grant != nil {
+		auth.grant = v.grant.ID
+	}
+	return auth
+}
+
+// granted is the authorization of call c under grant g, given after it
+// waited: the call with the granted meta credentials injected, or the
+// refusal of one that cannot be read.
+func (s *Session) granted(e *epoch, c *toolCall, g *authz.Grant) authorization {
+	creds, _ := s.metaCredentials()
+	return s.authorize(e, c, callVerdict{kind: verdictForward, decision: decisionGrant, grant: g, inject: grantedScopes(creds, g)})
 }
 
 // shown reports whether approval request id was raised for call c: its
@@ -81,23 +126,6 @@ func (s *Session) granted(e *epoch, c *toolCall, g *authz.Grant, wanted []string
 func (s *Session) shown(id string, c *toolCall) bool {
 	card, ok := s.opts.Authority.CardOf(id)
 	return ok && card.Tool == c.name && card.ArgsDigest == c.digest
-}
-
-// missingCredential refuses a call whose credential scopes include one
-// whose secret cannot be had whatever a person decides, before anyone is
-// asked to approve it. A locked keychain is not missing.
-func (s *Session) missingCredential(e *epoch, tool string, scopes []string) *control.Refusal {
-	if s.opts.SecretCheck == nil {
-		return nil
-	}
-	for _, scope := range scopes {
-		if err := s.opts.SecretCheck(scope); err != nil && !errors.Is(err, secrets.ErrLocked) {
-			return &control.Refusal{Error: control.CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-				Reason: fmt.Sprintf("credential scope %q cannot be had: %v", scope, err),
-				Retry:  credentialAdvice(scope, err)}
-		}
-	}
-	return nil
 }
 
 // lockedCredentials lists the scopes whose keychain is locked now, for the
@@ -124,87 +152,6 @@ func credentialAdvice(scope string, err error) string {
 	return "ask the person to store the credential (portcullis creds set " + scope + "), then call again"
 }
 
-// staleAuthorization refuses a call prepared before an epoch change: the
-// run's grant for the tool belonged to an older epoch and the agent has not
-// refreshed its tool metadata since. The approval request for the current
-// epoch is raised at the same moment. It runs before the catalog checks:
-// an epoch change is handled before a catalog change (docs/DESIGN.md, "The refresh contract").
-func (s *Session) staleAuthorization(e *epoch, c *toolCall) *control.Refusal {
-	tool := c.name
-	a := s.opts.Authority
-	if a == nil || s.policy(tool) != policyApprove {
-		return nil
-	}
-	stale := a.Stale(s.opts.RunID, e.ID, tool)
-	if stale == nil {
-		return nil
-	}
-	s.mu.Lock()
-	refreshed := s.agentListedEpoch == e.ID
-	cat := e.catalog
-	s.mu.Unlock()
-	if cat != nil {
-		if _, ok := cat.Lookup(tool); !ok {
-			// The new code has no such tool: asking a person to approve
-			// it could never help; the catalog check says what to do.
-			return nil
-		}
-	}
-	if refreshed {
-		return nil
-	}
-	s.mu.Lock()
-	told := s.staleTold[tool] == e.ID
-	s.mu.Unlock()
-	s.noteStaleTold(tool, e.ID)
-	if told {
-		// The agent was told once that the code changed under this
-		// tool: from then on its calls wait for the approval they need
-		// (quickAuthorize), as after a refetch.
-		return nil
-	}
-	metaCreds, _ := s.metaCredentials()
-	r := &control.Refusal{
-		Error: control.AuthorizationStale, Server: s.opts.Label, Tool: tool,
-		Reason:        fmt.Sprintf("the server's code changed (execution epoch %s → %s) since the person approved %s, so the approval no longer holds and the call was not sent", stale.ExecutionEpoch, e.ID, tool),
-		ApprovedEpoch: stale.ExecutionEpoch, CurrentEpoch: e.ID,
-	}
-	if cat != nil {
-		// The refusal states the tool's current contract (and what
-		// changed in it since the agent listed the tools), so that an
-		// agent that never lists tools again can form its next call
-		// from it (refresh.go, staleCall).
-		if cur, ok := cat.Lookup(tool); ok {
-			r.Arguments = argumentShape(cur, nil)
-			s.mu.Lock()
-			agentRev := s.agentRev
-			s.mu.Unlock()
-			if old, known := s.opts.Catalog.Get(s.opts.Label, agentRev); known && agentRev != cat.Revision {
-				var before *catalog.Tool
-				if t, had := old.Lookup(tool); had {
-					before = &t
-				}
-				r.Problems = summaries(nonCosmetic(catalog.CompareTool(before, cur)))
-			}
-			s.noteTold(tool, cur.Digest)
-		}
-	}
-	missing := s.missingCredential(e, tool, metaCreds)
-	down := s.auditDown(e, tool)
-	switch {
-	case missing == nil && down == nil:
-		// (A request nobody could approve usefully is not raised; the
-		// call after the refresh is refused for the credential.)
-		r.Request = s.requestFor(e, c, "server execution epoch changed", stale)
-		r.Retry = fmt.Sprintf("the person has been asked to approve the new code in Portcullis (approval request %s); call %s again once they approve, and it will wait for their decision", r.Request, tool)
-	case missing != nil:
-		r.Retry = missing.Retry
-	default:
-		r.Retry = down.Retry
-	}
-	return r
-}
-
 // noteStaleTold records that the agent was told that tool's approval no
 // longer holds on epoch: its next calls of tool there wait for approval.
 func (s *Session) noteStaleTold(tool, epoch string) {
@@ -226,7 +173,7 @@ const policyRecheck = 2 * time.Second
 var errPolicyWake = errors.New("re-check the tool's policy")
 
 // awaitApproval holds a call until the person decides request id (or it
-// times out), then returns what quickAuthorize would have. While it waits,
+// times out), then returns the authorization of the call. While it waits,
 // the call re-checks its tool's policy whenever PolicyChanged runs and
 // every policyRecheck: a tool denied meanwhile refuses the call at once,
 // one allowed meanwhile lets it go without a grant; either way a request
@@ -236,7 +183,6 @@ var errPolicyWake = errors.New("re-check the tool's policy")
 func (s *Session) awaitApproval(e *epoch, c *toolCall, id string) authorization {
 	m, tool := c.msg, c.name
 	a := s.opts.Authority
-	metaCreds, _ := s.metaCredentials()
 	progress := s.progressWhileWaiting(c, id)
 	defer progress.stop()
 	var g *authz.Grant
@@ -349,7 +295,7 @@ wait:
 		}
 		return refused(r)
 	}
-	return s.granted(e, c, g, metaCreds)
+	return s.granted(e, c, g)
 }
 
 // runCtx is the context of the run (cancelled when Serve returns).
@@ -461,19 +407,16 @@ func (s *Session) metaCredentials() (scopes []string, askEvery bool) {
 	return scopes, askEvery
 }
 
-// injectMeta puts the granted meta credentials into the forwarded call's
-// params._meta. A secret that cannot be read refuses the call: nothing is
-// ever forwarded with an empty secret in its place.
-func (s *Session) injectMeta(e *epoch, c *toolCall, granted, wanted []string) ([]byte, *control.Refusal) {
+// injectMeta puts the secrets of the meta credential scopes into the
+// forwarded call's params._meta. A secret that cannot be read refuses the
+// call: nothing is ever forwarded with an empty secret in its place.
+func (s *Session) injectMeta(e *epoch, c *toolCall, scopes []string) ([]byte, *control.Refusal) {
 	m, tool := c.msg, c.name
-	if len(wanted) == 0 {
+	if len(scopes) == 0 {
 		return m.Raw, nil
 	}
 	vals := map[string]string{}
-	for _, scope := range wanted {
-		if !slices.Contains(granted, scope) {
-			continue
-		}
+	for _, scope := range scopes {
 		var secret []byte
 		var err error
 		if s.opts.Secrets == nil {
@@ -485,9 +428,7 @@ func (s *Session) injectMeta(e *epoch, c *toolCall, granted, wanted []string) ([
 			err = errors.New("the stored secret is empty")
 		}
 		if err != nil {
-			return nil, &control.Refusal{Error: control.CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-				Reason: fmt.Sprintf("credential scope %q cannot be read: %v", scope, err),
-				Retry:  credentialAdvice(scope, err)}
+			return nil, unreadableCredential(s.opts.Label, e.ID, tool, scope, err)
 		}
 		vals[scope] = string(secret)
 	}

@@ -95,11 +95,14 @@ func (s *Session) decideFrom(f *callFacts, c *toolCall) callVerdict {
 	}
 }
 
-// authorize does what verdict v (not a refusal) says for call c on e: the
-// call to forward, credentials injected, or the approval request it waits
-// on (a pending one that shows it, or a new card).
+// authorize does what verdict v says for call c on e: the call to forward,
+// credentials injected, the approval request it waits on (a pending one
+// that shows it, or a new card), or the refusal.
 func (s *Session) authorize(e *epoch, c *toolCall, v callVerdict) authorization {
-	if v.kind == verdictHold {
+	switch v.kind {
+	case verdictRefuse:
+		return refused(v.refusal)
+	case verdictHold:
 		return authorization{wait: s.requestFor(e, c, v.ask.reason, v.ask.stale)}
 	}
 	out, r := s.injectMeta(e, c, v.inject)
@@ -111,14 +114,6 @@ func (s *Session) authorize(e *epoch, c *toolCall, v callVerdict) authorization 
 		auth.grant = v.grant.ID
 	}
 	return auth
-}
-
-// granted is the authorization of call c under grant g, given after it
-// waited: the call with the granted meta credentials injected, or the
-// refusal of one that cannot be read.
-func (s *Session) granted(e *epoch, c *toolCall, g *authz.Grant) authorization {
-	creds, _ := s.metaCredentials()
-	return s.authorize(e, c, callVerdict{kind: verdictForward, decision: decisionGrant, grant: g, inject: grantedScopes(creds, g)})
 }
 
 // shown reports whether approval request id was raised for call c: its
@@ -199,9 +194,7 @@ wait:
 			// call waited: deny wins over any approval given meanwhile.
 			s.stopWaiting(m, id, fmt.Sprintf("the person's policy denies %s now", tool))
 			s.withdrawDenied()
-			return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-				Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval; the call was not sent", tool, s.opts.Label),
-				Retry:  "do not call this tool again; tell the person if the task needs it (they can change its policy in Portcullis)"})
+			return refused(deniedWhileWaiting(s.opts.Label, e.ID, tool))
 		}
 		if pol == policyAllow && (err == nil || errors.Is(err, errPolicyWake) || errors.Is(err, authz.ErrWithdrawn) || errors.Is(err, authz.ErrTimeout)) {
 			// Allowed while the call waited (and no person denied it):
@@ -250,52 +243,15 @@ wait:
 		id = next
 		progress.move(id)
 	}
-	switch {
-	case err == nil:
-	case errors.Is(err, authz.ErrTimeout):
-		return refused(&control.Refusal{Error: control.ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
-			Reason: fmt.Sprintf("nobody answered approval request %s for %s within %s; the call was not sent", id, tool, a.Timeout()),
-			Retry:  fmt.Sprintf("tell the person that %s on %s needs their approval in Portcullis (its window or `portcullis approve`), and call again when they say they are ready to approve it", tool, s.opts.Label)})
-	case errors.Is(err, authz.ErrUnrecorded):
-		return refused(&control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-			Reason: fmt.Sprintf("the person approved request %s, but the audit log could not record it, so nothing was granted and the call was not sent", id),
-			Retry:  "tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then call again"})
-	case errors.Is(err, authz.ErrWithdrawn):
-		// Nobody decided: the request was withdrawn (the run ended, the
-		// call was cancelled, or the policy changed under it).
-		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
-			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it; the call was not sent", id),
-			Retry:  "call again if the tool is still needed: the person will be asked again"})
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		// The run is ending (its agent left, or its input ended and the
-		// drain is over): nobody decided, and nobody will.
-		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
-			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it: the agent run ended", id),
-			Retry:  "none in this agent run, which is over"})
-	default:
-		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
-			Reason: fmt.Sprintf("the person denied approval request %s for %s; the call was not sent", id, tool),
-			Retry:  fmt.Sprintf("tell the person that %s was not run because they denied it; do not call it again unless they ask you to", tool)})
-	}
 	s.mu.Lock()
-	ended, cur := e.ended, s.cur
-	s.mu.Unlock()
-	if ended || g.ExecutionEpoch != e.ID || !g.Covers(tool, nil) {
-		r := &control.Refusal{Error: control.AuthorizationStale, Reason: fmt.Sprintf("the server's code changed (execution epoch %s ended) while the call waited for approval, so the approval given is for code that no longer runs and the call was not sent", e.ID),
-			Server: s.opts.Label, Tool: tool, ApprovedEpoch: g.ExecutionEpoch, Request: id,
-			Retry: fmt.Sprintf("call %s again: it will wait for the person to approve the new code", tool)}
-		if cur != nil {
-			r.CurrentEpoch = cur.ID
-		}
-		if !ended && g.ExecutionEpoch == e.ID && !g.Covers(tool, nil) {
-			// Same epoch: the grant simply leaves this call's tool out.
-			r.Error, r.Reason = control.ApprovalDenied, fmt.Sprintf("the person approved other tools in request %s, not %s; the call was not sent", id, tool)
-			r.ApprovedEpoch = ""
-			r.Retry = fmt.Sprintf("tell the person that %s was not approved; do not call it again unless they ask you to", tool)
-		}
-		return refused(r)
+	w := waited{label: s.opts.Label, tool: tool, epoch: e.ID, request: id, grant: g, err: err,
+		timeout: a.Timeout(), ended: e.ended}
+	if s.cur != nil {
+		w.current = s.cur.ID
 	}
-	return s.granted(e, c, g)
+	s.mu.Unlock()
+	w.creds, _ = s.metaCredentials()
+	return s.authorize(e, c, decideWaited(w))
 }
 
 // runCtx is the context of the run (cancelled when Serve returns).

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
@@ -16,9 +18,10 @@ import (
 // How a tools/call is decided (docs/DESIGN.md, "How a call is decided"):
 // the session reads what it knows once (Session.callFacts), decideCall says
 // what happens to the call, and the session does what the verdict says
-// (Session.decide, handle). decideCall reads nothing but its arguments and
-// changes nothing, so that one table test (decide_test.go) states every
-// rule, the refusal texts included.
+// (Session.decide, handle); a call that waited for a person ends as
+// decideWaited says. Both read nothing but their arguments and change
+// nothing, so that table tests (decide_test.go) state every rule, the
+// refusal texts included.
 
 // callFacts is what the session knows when a tools/call arrives, read once.
 type callFacts struct {
@@ -407,4 +410,82 @@ func unreadableCredential(label, epoch, tool, scope string, err error) *control.
 	return &control.Refusal{Error: control.CredentialUnavailable, Server: label, Tool: tool, CurrentEpoch: epoch,
 		Reason: fmt.Sprintf("credential scope %q cannot be read: %v", scope, err),
 		Retry:  credentialAdvice(scope, err)}
+}
+
+// waited is how a call's wait for a person ended (Session.awaitApproval),
+// once its tool's policy still asks for approval and no new card is due.
+type waited struct {
+	label, tool string
+	epoch       string        // the epoch the call was decided on
+	request     string        // the approval request it waited on last
+	grant       *authz.Grant  // the grant the decision made; nil when err is set
+	err         error         // why there is no grant
+	timeout     time.Duration // how long a request waits for a person
+	ended       bool          // epoch ended while the call waited
+	current     string        // the epoch running now; "" when none
+	creds       []string      // the server's meta credential scopes
+}
+
+// decideWaited decides a call whose wait for a person ended as w says: it
+// goes under the grant made (with the meta credentials it covers), or is
+// refused, saying who decided what.
+func decideWaited(w waited) callVerdict {
+	tool, id := w.tool, w.request
+	r := &control.Refusal{Server: w.label, Tool: tool, CurrentEpoch: w.epoch, Request: id}
+	switch err := w.err; {
+	case err == nil:
+	case errors.Is(err, authz.ErrTimeout):
+		r.Error = control.ApprovalTimeout
+		r.Reason = fmt.Sprintf("nobody answered approval request %s for %s within %s; the call was not sent", id, tool, w.timeout)
+		r.Retry = fmt.Sprintf("tell the person that %s on %s needs their approval in Portcullis (its window or `portcullis approve`), and call again when they say they are ready to approve it", tool, w.label)
+		return refuseWith(r)
+	case errors.Is(err, authz.ErrUnrecorded):
+		r.Error, r.Request = control.AuditUnavailable, ""
+		r.Reason = fmt.Sprintf("the person approved request %s, but the audit log could not record it, so nothing was granted and the call was not sent", id)
+		r.Retry = "tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then call again"
+		return refuseWith(r)
+	case errors.Is(err, authz.ErrWithdrawn):
+		// Nobody decided: the request was withdrawn (the run ended, the
+		// call was cancelled, or the policy changed under it).
+		r.Error = control.ApprovalDenied
+		r.Reason = fmt.Sprintf("approval request %s was withdrawn before a person decided it; the call was not sent", id)
+		r.Retry = "call again if the tool is still needed: the person will be asked again"
+		return refuseWith(r)
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// The run is ending (its agent left, or its input ended and the
+		// drain is over): nobody decided, and nobody will.
+		r.Error = control.ApprovalDenied
+		r.Reason = fmt.Sprintf("approval request %s was withdrawn before a person decided it: the agent run ended", id)
+		r.Retry = "none in this agent run, which is over"
+		return refuseWith(r)
+	default:
+		r.Error = control.ApprovalDenied
+		r.Reason = fmt.Sprintf("the person denied approval request %s for %s; the call was not sent", id, tool)
+		r.Retry = fmt.Sprintf("tell the person that %s was not run because they denied it; do not call it again unless they ask you to", tool)
+		return refuseWith(r)
+	}
+	g := w.grant
+	switch {
+	case !w.ended && g.ExecutionEpoch == w.epoch && !g.Covers(tool, nil):
+		// Same epoch: the grant simply leaves this call's tool out.
+		r.Error, r.CurrentEpoch = control.ApprovalDenied, w.current
+		r.Reason = fmt.Sprintf("the person approved other tools in request %s, not %s; the call was not sent", id, tool)
+		r.Retry = fmt.Sprintf("tell the person that %s was not approved; do not call it again unless they ask you to", tool)
+		return refuseWith(r)
+	case w.ended || g.ExecutionEpoch != w.epoch || !g.Covers(tool, nil):
+		r.Error, r.CurrentEpoch, r.ApprovedEpoch = control.AuthorizationStale, w.current, g.ExecutionEpoch
+		r.Reason = fmt.Sprintf("the server's code changed (execution epoch %s ended) while the call waited for approval, so the approval given is for code that no longer runs and the call was not sent", w.epoch)
+		r.Retry = fmt.Sprintf("call %s again: it will wait for the person to approve the new code", tool)
+		return refuseWith(r)
+	}
+	return callVerdict{kind: verdictForward, decision: decisionGrant, grant: g, inject: grantedScopes(w.creds, g)}
+}
+
+// deniedWhileWaiting refuses a call whose tool the person's policy denied
+// while the call waited for approval: deny wins over any approval given
+// meanwhile.
+func deniedWhileWaiting(label, epoch, tool string) *control.Refusal {
+	return &control.Refusal{Error: control.ApprovalDenied, Server: label, Tool: tool, CurrentEpoch: epoch,
+		Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval; the call was not sent", tool, label),
+		Retry:  "do not call this tool again; tell the person if the task needs it (they can change its policy in Portcullis)"}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -337,4 +338,67 @@ func TestDecideSpendsOnceGrant(t *testing.T) {
 			t.Errorf("a call decided on facts read before another call spent the grant: %+v", v)
 		}
 	})
+}
+
+// TestDecideWaited states how a call's wait for a person ends
+// (decideWaited), with the exact message the agent is given on a refusal.
+func TestDecideWaited(t *testing.T) {
+	grant := func(epoch string, tools ...string) *authz.Grant {
+		return &authz.Grant{ID: "G5", ExecutionEpoch: epoch, ToolScope: tools, CredentialScope: []string{"token"}, ExpiresWhen: authz.ExpiresRunEnds}
+	}
+	base := waited{label: "files", tool: "read", epoch: "E2", request: "R9", timeout: 2 * time.Minute, current: "E2", creds: []string{"token"}}
+	cases := []struct {
+		name    string
+		edit    func(w *waited)
+		grant   string
+		inject  []string
+		message string
+	}{
+		{name: "approved for the tool on its epoch: goes with the credentials", grant: "G5", inject: []string{"token"},
+			edit: func(w *waited) { w.grant = grant("E2", "read") }},
+		{name: "nobody answered",
+			edit:    func(w *waited) { w.err = authz.ErrTimeout },
+			message: "approval_timeout: nobody answered approval request R9 for read within 2m0s; the call was not sent; tell the person that read on files needs their approval in Portcullis (its window or `portcullis approve`), and call again when they say they are ready to approve it"},
+		{name: "approved, but the audit log could not record it",
+			edit:    func(w *waited) { w.err = authz.ErrUnrecorded },
+			message: "audit_unavailable: the person approved request R9, but the audit log could not record it, so nothing was granted and the call was not sent; tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then call again"},
+		{name: "withdrawn before anyone decided",
+			edit:    func(w *waited) { w.err = authz.ErrWithdrawn },
+			message: "approval_denied: approval request R9 was withdrawn before a person decided it; the call was not sent; call again if the tool is still needed: the person will be asked again"},
+		{name: "the run ended while the call waited",
+			edit:    func(w *waited) { w.err = context.Canceled },
+			message: "approval_denied: approval request R9 was withdrawn before a person decided it: the agent run ended; none in this agent run, which is over"},
+		{name: "the person denied",
+			edit:    func(w *waited) { w.err = authz.ErrDenied },
+			message: "approval_denied: the person denied approval request R9 for read; the call was not sent; tell the person that read was not run because they denied it; do not call it again unless they ask you to"},
+		{name: "approved other tools",
+			edit:    func(w *waited) { w.grant = grant("E2", "write") },
+			message: "approval_denied: the person approved other tools in request R9, not read; the call was not sent; tell the person that read was not approved; do not call it again unless they ask you to"},
+		{name: "the epoch ended while the call waited",
+			edit:    func(w *waited) { w.grant, w.ended, w.current = grant("E2", "read"), true, "E3" },
+			message: "authorization_stale: the server's code changed (execution epoch E2 ended) while the call waited for approval, so the approval given is for code that no longer runs and the call was not sent; call read again: it will wait for the person to approve the new code"},
+		{name: "approved for another epoch",
+			edit:    func(w *waited) { w.grant = grant("E3", "read") },
+			message: "authorization_stale: the server's code changed (execution epoch E2 ended) while the call waited for approval, so the approval given is for code that no longer runs and the call was not sent; call read again: it will wait for the person to approve the new code"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := base
+			tc.edit(&w)
+			v := decideWaited(w)
+			var grant, message string
+			if v.grant != nil {
+				grant = v.grant.ID
+			}
+			if v.refusal != nil {
+				message = v.refusal.Message()
+			}
+			if grant != tc.grant || message != tc.message || !slices.Equal(v.inject, tc.inject) || (message == "") != (v.kind == verdictForward) {
+				t.Errorf("decideWaited: got %+v (message %q), want grant %q inject %v message %q", v, message, tc.grant, tc.inject, tc.message)
+			}
+		})
+	}
+	if got, want := deniedWhileWaiting("files", "E2", "read").Message(), `approval_denied: tool "read" was denied by the person's policy for files while the call waited for approval; the call was not sent; do not call this tool again; tell the person if the task needs it (they can change its policy in Portcullis)`; got != want {
+		t.Errorf("denied while waiting:\n got  %s\n want %s", got, want)
+	}
 }

@@ -37,8 +37,8 @@ const metaCredentialKey = "dev.portcullis/credentials"
 // callFacts reads what the session knows for call c on e, once (see
 // decideCall): its own state under one lock, the tool's policy once, e's
 // catalog once.
-func (s *Session) callFacts(e *epoch, c *toolCall) *callFacts {
-	f := &callFacts{label: s.opts.Label, epoch: e.ID, policy: s.policy(c.name), validator: s.opts.Validator,
+func (s *Session) callFacts(e *epoch, c *toolCall) callFacts {
+	f := callFacts{label: s.opts.Label, epoch: e.ID, policy: s.policy(c.name), validator: s.opts.Validator,
 		checked: s.opts.Authority != nil, secretCheck: s.opts.SecretCheck}
 	f.creds, f.askEvery = s.metaCredentials()
 	s.mu.Lock()
@@ -48,11 +48,14 @@ func (s *Session) callFacts(e *epoch, c *toolCall) *callFacts {
 	f.told = s.told[c.name]
 	f.staleTold = s.staleTold[c.name] == e.ID
 	s.mu.Unlock()
+	a := s.opts.Authority
 	if f.cat != nil {
-		if cur, ok := f.cat.Lookup(c.name); ok {
-			f.covers = s.contractJudgeOf(c.name, cur)
-		} else {
+		cur, ok := f.cat.Lookup(c.name)
+		switch {
+		case !ok:
 			f.visible = s.visibleTools(f.cat)
+		case a != nil && f.policy == policyApprove:
+			f.covers = s.contractJudgeOf(c.name, cur)
 		}
 		if f.agentRev != 0 && f.agentRev != f.cat.Revision {
 			if old, ok := s.opts.Catalog.Get(s.opts.Label, f.agentRev); ok {
@@ -60,7 +63,7 @@ func (s *Session) callFacts(e *epoch, c *toolCall) *callFacts {
 			}
 		}
 	}
-	if a := s.opts.Authority; a != nil && f.policy == policyApprove {
+	if a != nil && f.policy == policyApprove {
 		f.grants = a.Grants(s.opts.RunID)
 		f.stale = a.Stale(s.opts.RunID, e.ID, c.name)
 	}
@@ -74,7 +77,8 @@ func (s *Session) callFacts(e *epoch, c *toolCall) *callFacts {
 // told the agent. A once grant the verdict uses is spent here: when
 // another call spent it first, c is decided again without it.
 func (s *Session) decide(e *epoch, c *toolCall) callVerdict {
-	return s.decideFrom(s.callFacts(e, c), c)
+	f := s.callFacts(e, c)
+	return s.decideFrom(&f, c)
 }
 
 // decideFrom is decide on facts f, read before.

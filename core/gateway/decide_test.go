@@ -334,7 +334,7 @@ func TestDecideSpendsOnceGrant(t *testing.T) {
 		if !r.auth.Consume("RUN", g) {
 			t.Fatal("the once grant was not there to spend")
 		}
-		if v := s.decideFrom(f, call); v.kind != verdictHold || v.grant != nil {
+		if v := s.decideFrom(&f, call); v.kind != verdictHold || v.grant != nil {
 			t.Errorf("a call decided on facts read before another call spent the grant: %+v", v)
 		}
 	})

@@ -356,13 +356,18 @@ func (a *Authority) CheckCall(run, epoch, tool string, creds []string, args stri
 // consumed. nil covers every contract. covers is called with the
 // Authority's lock held: it must not call the Authority.
 func (a *Authority) CheckContract(run, epoch, tool string, creds []string, args string, covers func(granted string) bool) *Grant {
-	return a.take(run, func(g *Grant) bool {
-		if g.ExpiresWhen == ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != args {
-			return false
-		}
-		return g.ExecutionEpoch == epoch && g.Covers(tool, creds) && g.Identity == "" && g.ServerRequest == "" &&
-			(covers == nil || covers(g.Contract(tool)))
-	})
+	return a.take(run, func(g *Grant) bool { return g.CoversCall(epoch, tool, creds, args, covers) })
+}
+
+// CoversCall reports whether g, a live grant, lets a call of tool on epoch
+// go with creds, its arguments of digest args, the tool's contract judged
+// by covers (see CheckContract). It consumes nothing.
+func (g *Grant) CoversCall(epoch, tool string, creds []string, args string, covers func(granted string) bool) bool {
+	if g.ExpiresWhen == ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != args {
+		return false
+	}
+	return g.ExecutionEpoch == epoch && g.Covers(tool, creds) && g.Identity == "" && g.ServerRequest == "" &&
+		(covers == nil || covers(g.Contract(tool)))
 }
 
 // Outgrown returns the newest live grant of run on epoch that names tool

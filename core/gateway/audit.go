@@ -43,22 +43,6 @@ type auditHealth interface {
 	Err() error
 }
 
-// auditDown refuses a call for tool before a person is asked to approve it
-// when the audit log cannot be written: the approval could not be recorded,
-// nor the call's intent.
-func (s *Session) auditDown(e *epoch, tool string) *control.Refusal {
-	h, ok := s.opts.Audit.(auditHealth)
-	if !ok {
-		return nil
-	}
-	if err := h.Err(); err != nil {
-		return &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-			Reason: "the audit log cannot be written (" + err.Error() + "), so no approval is asked and no call is forwarded",
-			Retry:  "tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then call again"}
-	}
-	return nil
-}
-
 // Decisions of the tool_called event (audit.ToolCalled.Decision): why a
 // call may go ahead.
 const (

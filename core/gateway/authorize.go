@@ -34,46 +34,90 @@ type SecretSource func(scope string) ([]byte, error)
 // prefix follows the MCP _meta naming rules (basic/index, "_meta").
 const metaCredentialKey = "dev.portcullis/credentials"
 
-// quickAuthorize decides at once whether tools/call c may go to e: the
-// authorization says so (the audit decision, the grant used and the message
-// to forward, meta credentials injected), or refuses it, or names the
-// approval request the call must wait for (see awaitApproval).
-func (s *Session) quickAuthorize(e *epoch, c *toolCall) authorization {
+// callFacts reads what the session knows for call c on e, once (see
+// decideCall): its own state under one lock, the tool's policy once, e's
+// catalog once.
+func (s *Session) callFacts(e *epoch, c *toolCall) callFacts {
+	f := callFacts{label: s.opts.Label, epoch: e.ID, policy: s.policy(c.name), validator: s.opts.Validator,
+		checked: s.opts.Authority != nil, secretCheck: s.opts.SecretCheck}
+	f.creds, f.askEvery = s.metaCredentials()
+	s.mu.Lock()
+	f.cat = e.catalog
+	f.agentRev = s.agentRev
+	f.listedThisEpoch = s.agentListedEpoch == e.ID
+	f.told = s.told[c.name]
+	f.staleTold = s.staleTold[c.name] == e.ID
+	s.mu.Unlock()
 	a := s.opts.Authority
-	if s.policy(c.name) == policyAllow {
-		return authorization{decision: decisionAllow, out: c.msg.Raw}
-	}
-	if a == nil {
-		return authorization{decision: decisionUnchecked, out: c.msg.Raw}
-	}
-	metaCreds, askEvery := s.metaCredentials()
-	if !askEvery {
-		// A grant covers the tool only as long as its contract does not
-		// widen beyond the one the card showed (grantcontract.go); a
-		// grant the server's rewrite outgrew asks again, and the card
-		// shows the diff.
-		if g := a.CheckContract(s.opts.RunID, e.ID, c.name, metaCreds, c.digest, s.contractJudge(e, c.name)); g != nil {
-			return s.granted(e, c, g, metaCreds)
+	if f.cat != nil {
+		cur, ok := f.cat.Lookup(c.name)
+		switch {
+		case !ok:
+			f.visible = s.visibleTools(f.cat)
+		case a != nil && f.policy == policyApprove:
+			f.covers = s.contractJudgeOf(c.name, cur)
+		}
+		if f.agentRev != 0 && f.agentRev != f.cat.Revision {
+			if old, ok := s.opts.Catalog.Get(s.opts.Label, f.agentRev); ok {
+				f.listed = &old
+			}
 		}
 	}
-	if r := s.missingCredential(e, c.name, metaCreds); r != nil {
-		return refused(r)
+	if a != nil && f.policy == policyApprove {
+		f.grants = a.Grants(s.opts.RunID)
+		f.stale = a.Stale(s.opts.RunID, e.ID, c.name)
 	}
-	if r := s.auditDown(e, c.name); r != nil {
-		return refused(r)
+	if h, ok := s.opts.Audit.(auditHealth); ok {
+		f.auditErr = h.Err()
 	}
-	return authorization{wait: s.requestFor(e, c, "", nil)}
+	return f
 }
 
-// granted is the authorization of call c under grant g: the call with the
-// granted meta credentials among wanted injected, or the refusal of one
-// that cannot be read.
-func (s *Session) granted(e *epoch, c *toolCall, g *authz.Grant, wanted []string) authorization {
-	out, r := s.injectMeta(e, c, g.CredentialScope, wanted)
+// decide decides call c on e (decideCall) and remembers what a refusal
+// told the agent. A once grant the verdict uses is spent here: when
+// another call spent it first, c is decided again without it.
+func (s *Session) decide(e *epoch, c *toolCall) callVerdict {
+	f := s.callFacts(e, c)
+	return s.decideFrom(&f, c)
+}
+
+// decideFrom is decide on facts f, read before.
+func (s *Session) decideFrom(f *callFacts, c *toolCall) callVerdict {
+	for {
+		v := decideCall(f, c)
+		if v.toldContract != "" {
+			s.noteTold(c.name, v.toldContract)
+		}
+		if v.toldStale {
+			s.noteStaleTold(c.name, f.epoch)
+		}
+		if v.grant == nil || v.grant.ExpiresWhen != authz.ExpiresOnce || s.opts.Authority.Consume(s.opts.RunID, v.grant.ID) {
+			return v
+		}
+		spent := v.grant.ID
+		f.grants = slices.DeleteFunc(f.grants, func(g authz.Grant) bool { return g.ID == spent })
+	}
+}
+
+// authorize does what verdict v says for call c on e: the call to forward,
+// credentials injected, the approval request it waits on (a pending one
+// that shows it, or a new card), or the refusal.
+func (s *Session) authorize(e *epoch, c *toolCall, v callVerdict) authorization {
+	switch v.kind {
+	case verdictRefuse:
+		return refused(v.refusal)
+	case verdictHold:
+		return authorization{wait: s.requestFor(e, c, v.ask.reason, v.ask.stale)}
+	}
+	out, r := s.injectMeta(e, c, v.inject)
 	if r != nil {
 		return refused(r)
 	}
-	return authorization{decision: decisionGrant, grant: g.ID, out: out}
+	auth := authorization{decision: v.decision, out: out}
+	if v.grant != nil {
+		auth.grant = v.grant.ID
+	}
+	return auth
 }
 
 // shown reports whether approval request id was raised for call c: its
@@ -81,23 +125,6 @@ func (s *Session) granted(e *epoch, c *toolCall, g *authz.Grant, wanted []string
 func (s *Session) shown(id string, c *toolCall) bool {
 	card, ok := s.opts.Authority.CardOf(id)
 	return ok && card.Shows(s.opts.RunID, c.name, c.digest)
-}
-
-// missingCredential refuses a call whose credential scopes include one
-// whose secret cannot be had whatever a person decides, before anyone is
-// asked to approve it. A locked keychain is not missing.
-func (s *Session) missingCredential(e *epoch, tool string, scopes []string) *control.Refusal {
-	if s.opts.SecretCheck == nil {
-		return nil
-	}
-	for _, scope := range scopes {
-		if err := s.opts.SecretCheck(scope); err != nil && !errors.Is(err, secrets.ErrLocked) {
-			return &control.Refusal{Error: control.CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-				Reason: fmt.Sprintf("credential scope %q cannot be had: %v", scope, err),
-				Retry:  credentialAdvice(scope, err)}
-		}
-	}
-	return nil
 }
 
 // lockedCredentials lists the scopes whose keychain is locked now, for the
@@ -124,87 +151,6 @@ func credentialAdvice(scope string, err error) string {
 	return "ask the person to store the credential (portcullis creds set " + scope + "), then call again"
 }
 
-// staleAuthorization refuses a call prepared before an epoch change: the
-// run's grant for the tool belonged to an older epoch and the agent has not
-// refreshed its tool metadata since. The approval request for the current
-// epoch is raised at the same moment. It runs before the catalog checks:
-// an epoch change is handled before a catalog change (docs/DESIGN.md, "The refresh contract").
-func (s *Session) staleAuthorization(e *epoch, c *toolCall) *control.Refusal {
-	tool := c.name
-	a := s.opts.Authority
-	if a == nil || s.policy(tool) != policyApprove {
-		return nil
-	}
-	stale := a.Stale(s.opts.RunID, e.ID, tool)
-	if stale == nil {
-		return nil
-	}
-	s.mu.Lock()
-	refreshed := s.agentListedEpoch == e.ID
-	cat := e.catalog
-	s.mu.Unlock()
-	if cat != nil {
-		if _, ok := cat.Lookup(tool); !ok {
-			// The new code has no such tool: asking a person to approve
-			// it could never help; the catalog check says what to do.
-			return nil
-		}
-	}
-	if refreshed {
-		return nil
-	}
-	s.mu.Lock()
-	told := s.staleTold[tool] == e.ID
-	s.mu.Unlock()
-	s.noteStaleTold(tool, e.ID)
-	if told {
-		// The agent was told once that the code changed under this
-		// tool: from then on its calls wait for the approval they need
-		// (quickAuthorize), as after a refetch.
-		return nil
-	}
-	metaCreds, _ := s.metaCredentials()
-	r := &control.Refusal{
-		Error: control.AuthorizationStale, Server: s.opts.Label, Tool: tool,
-		Reason:        fmt.Sprintf("the server's code changed (execution epoch %s → %s) since the person approved %s, so the approval no longer holds and the call was not sent", stale.ExecutionEpoch, e.ID, tool),
-		ApprovedEpoch: stale.ExecutionEpoch, CurrentEpoch: e.ID,
-	}
-	if cat != nil {
-		// The refusal states the tool's current contract (and what
-		// changed in it since the agent listed the tools), so that an
-		// agent that never lists tools again can form its next call
-		// from it (refresh.go, staleCall).
-		if cur, ok := cat.Lookup(tool); ok {
-			r.Arguments = argumentShape(cur, nil)
-			s.mu.Lock()
-			agentRev := s.agentRev
-			s.mu.Unlock()
-			if old, known := s.opts.Catalog.Get(s.opts.Label, agentRev); known && agentRev != cat.Revision {
-				var before *catalog.Tool
-				if t, had := old.Lookup(tool); had {
-					before = &t
-				}
-				r.Problems = summaries(nonCosmetic(catalog.CompareTool(before, cur)))
-			}
-			s.noteTold(tool, cur.Digest)
-		}
-	}
-	missing := s.missingCredential(e, tool, metaCreds)
-	down := s.auditDown(e, tool)
-	switch {
-	case missing == nil && down == nil:
-		// (A request nobody could approve usefully is not raised; the
-		// call after the refresh is refused for the credential.)
-		r.Request = s.requestFor(e, c, "server execution epoch changed", stale)
-		r.Retry = fmt.Sprintf("the person has been asked to approve the new code in Portcullis (approval request %s); call %s again once they approve, and it will wait for their decision", r.Request, tool)
-	case missing != nil:
-		r.Retry = missing.Retry
-	default:
-		r.Retry = down.Retry
-	}
-	return r
-}
-
 // noteStaleTold records that the agent was told that tool's approval no
 // longer holds on epoch: its next calls of tool there wait for approval.
 func (s *Session) noteStaleTold(tool, epoch string) {
@@ -226,7 +172,7 @@ const policyRecheck = 2 * time.Second
 var errPolicyWake = errors.New("re-check the tool's policy")
 
 // awaitApproval holds a call until the person decides request id (or it
-// times out), then returns what quickAuthorize would have. While it waits,
+// times out), then returns the authorization of the call. While it waits,
 // the call re-checks its tool's policy whenever PolicyChanged runs and
 // every policyRecheck: a tool denied meanwhile refuses the call at once,
 // one allowed meanwhile lets it go without a grant; either way a request
@@ -236,7 +182,6 @@ var errPolicyWake = errors.New("re-check the tool's policy")
 func (s *Session) awaitApproval(e *epoch, c *toolCall, id string) authorization {
 	m, tool := c.msg, c.name
 	a := s.opts.Authority
-	metaCreds, _ := s.metaCredentials()
 	progress := s.progressWhileWaiting(c, id)
 	defer progress.stop()
 	var g *authz.Grant
@@ -253,9 +198,7 @@ wait:
 			// call waited: deny wins over any approval given meanwhile.
 			s.stopWaiting(m, id, fmt.Sprintf("the person's policy denies %s now", tool))
 			s.withdrawDenied()
-			return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-				Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval; the call was not sent", tool, s.opts.Label),
-				Retry:  "do not call this tool again; tell the person if the task needs it (they can change its policy in Portcullis)"})
+			return refused(deniedWhileWaiting(s.opts.Label, e.ID, tool))
 		}
 		if pol == policyAllow && (err == nil || errors.Is(err, errPolicyWake) || errors.Is(err, authz.ErrWithdrawn) || errors.Is(err, authz.ErrTimeout)) {
 			// Allowed while the call waited (and no person denied it):
@@ -304,52 +247,15 @@ wait:
 		id = next
 		progress.move(id)
 	}
-	switch {
-	case err == nil:
-	case errors.Is(err, authz.ErrTimeout):
-		return refused(&control.Refusal{Error: control.ApprovalTimeout, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
-			Reason: fmt.Sprintf("nobody answered approval request %s for %s within %s; the call was not sent", id, tool, a.Timeout()),
-			Retry:  fmt.Sprintf("tell the person that %s on %s needs their approval in Portcullis (its window or `portcullis approve`), and call again when they say they are ready to approve it", tool, s.opts.Label)})
-	case errors.Is(err, authz.ErrUnrecorded):
-		return refused(&control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-			Reason: fmt.Sprintf("the person approved request %s, but the audit log could not record it, so nothing was granted and the call was not sent", id),
-			Retry:  "tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then call again"})
-	case errors.Is(err, authz.ErrWithdrawn):
-		// Nobody decided: the request was withdrawn (the run ended, the
-		// call was cancelled, or the policy changed under it).
-		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
-			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it; the call was not sent", id),
-			Retry:  "call again if the tool is still needed: the person will be asked again"})
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		// The run is ending (its agent left, or its input ended and the
-		// drain is over): nobody decided, and nobody will.
-		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
-			Reason: fmt.Sprintf("approval request %s was withdrawn before a person decided it: the agent run ended", id),
-			Retry:  "none in this agent run, which is over"})
-	default:
-		return refused(&control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID, Request: id,
-			Reason: fmt.Sprintf("the person denied approval request %s for %s; the call was not sent", id, tool),
-			Retry:  fmt.Sprintf("tell the person that %s was not run because they denied it; do not call it again unless they ask you to", tool)})
-	}
 	s.mu.Lock()
-	ended, cur := e.ended, s.cur
-	s.mu.Unlock()
-	if ended || g.ExecutionEpoch != e.ID || !g.Covers(tool, nil) {
-		r := &control.Refusal{Error: control.AuthorizationStale, Reason: fmt.Sprintf("the server's code changed (execution epoch %s ended) while the call waited for approval, so the approval given is for code that no longer runs and the call was not sent", e.ID),
-			Server: s.opts.Label, Tool: tool, ApprovedEpoch: g.ExecutionEpoch, Request: id,
-			Retry: fmt.Sprintf("call %s again: it will wait for the person to approve the new code", tool)}
-		if cur != nil {
-			r.CurrentEpoch = cur.ID
-		}
-		if !ended && g.ExecutionEpoch == e.ID && !g.Covers(tool, nil) {
-			// Same epoch: the grant simply leaves this call's tool out.
-			r.Error, r.Reason = control.ApprovalDenied, fmt.Sprintf("the person approved other tools in request %s, not %s; the call was not sent", id, tool)
-			r.ApprovedEpoch = ""
-			r.Retry = fmt.Sprintf("tell the person that %s was not approved; do not call it again unless they ask you to", tool)
-		}
-		return refused(r)
+	w := waited{label: s.opts.Label, tool: tool, epoch: e.ID, request: id, grant: g, err: err,
+		timeout: a.Timeout(), ended: e.ended}
+	if s.cur != nil {
+		w.current = s.cur.ID
 	}
-	return s.granted(e, c, g, metaCreds)
+	s.mu.Unlock()
+	w.creds, _ = s.metaCredentials()
+	return s.authorize(e, c, decideWaited(w))
 }
 
 // runCtx is the context of the run (cancelled when Serve returns).
@@ -461,19 +367,16 @@ func (s *Session) metaCredentials() (scopes []string, askEvery bool) {
 	return scopes, askEvery
 }
 
-// injectMeta puts the granted meta credentials into the forwarded call's
-// params._meta. A secret that cannot be read refuses the call: nothing is
-// ever forwarded with an empty secret in its place.
-func (s *Session) injectMeta(e *epoch, c *toolCall, granted, wanted []string) ([]byte, *control.Refusal) {
+// injectMeta puts the secrets of the meta credential scopes into the
+// forwarded call's params._meta. A secret that cannot be read refuses the
+// call: nothing is ever forwarded with an empty secret in its place.
+func (s *Session) injectMeta(e *epoch, c *toolCall, scopes []string) ([]byte, *control.Refusal) {
 	m, tool := c.msg, c.name
-	if len(wanted) == 0 {
+	if len(scopes) == 0 {
 		return m.Raw, nil
 	}
 	vals := map[string]string{}
-	for _, scope := range wanted {
-		if !slices.Contains(granted, scope) {
-			continue
-		}
+	for _, scope := range scopes {
 		var secret []byte
 		var err error
 		if s.opts.Secrets == nil {
@@ -485,9 +388,7 @@ func (s *Session) injectMeta(e *epoch, c *toolCall, granted, wanted []string) ([
 			err = errors.New("the stored secret is empty")
 		}
 		if err != nil {
-			return nil, &control.Refusal{Error: control.CredentialUnavailable, Server: s.opts.Label, Tool: tool, CurrentEpoch: e.ID,
-				Reason: fmt.Sprintf("credential scope %q cannot be read: %v", scope, err),
-				Retry:  credentialAdvice(scope, err)}
+			return nil, unreadableCredential(s.opts.Label, e.ID, tool, scope, err)
 		}
 		vals[scope] = string(secret)
 	}

@@ -31,6 +31,12 @@ func (s *Session) contractJudge(e *epoch, tool string) func(granted string) bool
 	if !ok {
 		return nil
 	}
+	return s.contractJudgeOf(tool, cur)
+}
+
+// contractJudgeOf is contractJudge for cur, the tool as the catalog offers
+// it now.
+func (s *Session) contractJudgeOf(tool string, cur catalog.Tool) func(granted string) bool {
 	return func(granted string) bool {
 		if granted == "" || granted == cur.Digest {
 			return true

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -381,146 +380,6 @@ func (s *Session) writeToolsList(e *epoch, m *mcpwire.Message) bool {
 	return true
 }
 
-// checkCall validates a tools/call against e's catalog revision and returns
-// the refusal, or nil to forward it.
-func (s *Session) checkCall(e *epoch, c *toolCall) *control.Refusal {
-	name, args := c.name, c.args
-	s.mu.Lock()
-	cat := e.catalog
-	agentRev := s.agentRev
-	s.mu.Unlock()
-	if name != "" && s.policy(name) == policyDeny {
-		return &control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Tool: name, Epoch: e.ID,
-			Reason: fmt.Sprintf("tool %q is denied by the person's policy for %s; the call was not sent", name, s.opts.Label),
-			Retry:  "do not call this tool again; tell the person if the task needs it (they can change its policy in Portcullis)"}
-	}
-	if cat == nil {
-		return nil // no catalog (fallback): the server judges
-	}
-	stale := func(reason string, problems []string) *control.Refusal {
-		return &control.Refusal{Error: control.CatalogStale, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
-			AgentRevision: agentRev, CurrentRevision: cat.Revision, Reason: reason, Problems: problems,
-			Retry: "form the call again from the current arguments given here"}
-	}
-	tool, ok := cat.Lookup(name)
-	if !ok || s.policy(name) == policyDeny {
-		offered := s.offeredNames(cat)
-		if agentRev == cat.Revision {
-			// The agent has the current list: the name is simply not in it.
-			return &control.Refusal{Error: control.UnknownTool, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
-				AgentRevision: agentRev, CurrentRevision: cat.Revision,
-				Reason: fmt.Sprintf("there is no tool %q in catalog revision %d", name, cat.Revision),
-				Retry:  "call one of the tools the server offers: " + offered}
-		}
-		r := stale(fmt.Sprintf("tool %q is no longer offered: catalog revision %d, which the server answers with now, does not have it", name, cat.Revision), nil)
-		r.Retry = "do not call it again; the tools offered now are " + offered
-		return r
-	}
-	if agentRev != 0 && agentRev != cat.Revision {
-		if r := s.staleCall(e, c, cat, tool, agentRev); r != nil {
-			return r
-		}
-	}
-	if err := s.opts.Validator.Validate(*cat, name, args); err != nil {
-		var ae *catalog.ArgumentError
-		if errors.As(err, &ae) {
-			return &control.Refusal{Error: control.InvalidArguments, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
-				AgentRevision: agentRev, CurrentRevision: cat.Revision, Problems: ae.Problems,
-				Arguments: argumentShape(tool, catalog.ProblemProperties(ae.Problems)),
-				Reason:    fmt.Sprintf("the arguments do not fit the inputSchema of %q in catalog revision %d", name, cat.Revision),
-				Retry:     "fix the arguments to fit the current arguments given here, then call again"}
-		}
-		if errors.Is(err, catalog.ErrInvalidSchema) {
-			s.log.Info("tool schema cannot be compiled; the server judges the arguments", "tool", name, "err", err)
-			return nil
-		}
-		return stale(err.Error(), nil)
-	}
-	return nil
-}
-
-// staleCall judges call c of tool (as cat, e's catalog, offers it) from an
-// agent that last listed revision agentRev, older than cat: the refusal
-// when the call cannot be judged on the current contract, nil when it can
-// (the checks that follow — validation, policy, grant — then apply).
-//
-// A tool that changed (beyond cosmetics) since agentRev is catalog_stale
-// until the agent has been told its current contract: the refusal states
-// it (every argument, compactly, and what changed), and the session
-// remembers that the agent was told that contract (noteTold). From then on
-// a call of the tool is judged on the current contract — agents that never
-// list tools again mid-session can go on — unless the change could alter
-// what the call does without the call showing it (catalog.Unseen): it
-// omits an argument whose default changed, or it fits the contract the
-// agent listed too and the same arguments mean something else now. Those
-// stay catalog_stale, saying which change and the step to take.
-func (s *Session) staleCall(e *epoch, c *toolCall, cat *catalog.Catalog, tool catalog.Tool, agentRev uint64) *control.Refusal {
-	name := c.name
-	old, known := s.opts.Catalog.Get(s.opts.Label, agentRev)
-	var before *catalog.Tool
-	if known {
-		if t, had := old.Lookup(name); had {
-			if t.Digest == tool.Digest {
-				return nil
-			}
-			before = &t
-		}
-	}
-	var changes []catalog.Change
-	if known {
-		changes = nonCosmetic(catalog.CompareTool(before, tool))
-		if len(changes) == 0 {
-			return nil
-		}
-	}
-	r := &control.Refusal{Error: control.CatalogStale, Server: s.opts.Label, Tool: name, CurrentEpoch: e.ID,
-		AgentRevision: agentRev, CurrentRevision: cat.Revision, Problems: summaries(changes),
-		Arguments: argumentShape(tool, nil)}
-	switch {
-	case !known:
-		r.Reason = fmt.Sprintf("catalog revision %d, which the agent last fetched, is no longer known; the current revision is %d", agentRev, cat.Revision)
-	case before == nil:
-		r.Reason = fmt.Sprintf("tool %q was added after catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
-	default:
-		r.Reason = fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched; the current revision is %d", name, agentRev, cat.Revision)
-	}
-	if !known {
-		// Nothing to compare the call with: only a new tools/list helps.
-		r.Retry = fmt.Sprintf("list the tools again (tools/list) and form the call from the current contract of %s; if the agent cannot list tools mid-session, tell the person that %s changed and the agent must reconnect to use it", name, name)
-		return r
-	}
-	if !s.toldContract(name, tool.Digest) {
-		r.Retry = "form the call again from the current arguments given here: a call formed from them is judged on them, without listing the tools again"
-		s.noteTold(name, tool.Digest)
-		return r
-	}
-	// The agent was told the current contract: the call is judged on it.
-	if err := s.opts.Validator.Validate(*cat, name, c.args); err != nil {
-		return nil // invalid_arguments (or the server judges) follows
-	}
-	// Fits the older contract too (a schema that cannot be compiled may
-	// accept it: counted as fitting), and sets nothing only the current
-	// one has: it may have been formed from the older contract.
-	oldErr := error(nil)
-	if before != nil {
-		oldErr = s.opts.Validator.Validate(old, name, c.args)
-	}
-	fromOld := before != nil && (oldErr == nil || errors.Is(oldErr, catalog.ErrInvalidSchema)) && !setsAdded(changes, c.args)
-	unseen := catalog.Unseen(changes, c.args, fromOld)
-	if len(unseen) == 0 {
-		return nil
-	}
-	r.Problems = summaries(unseen)
-	if omitted, only := omittedDefaults(unseen, c.args); only {
-		r.Reason = fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched, and this call omits %s, whose default changed: the call would do what it does not show", name, agentRev, quoteList(omitted))
-		r.Retry = fmt.Sprintf("send the call again with %s set explicitly (the current arguments are given here)", quoteList(omitted))
-		return r
-	}
-	r.Reason = fmt.Sprintf("tool %q changed since catalog revision %d, which the agent last fetched; this call fits that revision too, and what the same arguments do changed since, so it may have been formed from the old contract", name, agentRev)
-	r.Retry = fmt.Sprintf("list the tools again (tools/list) and form the call from the current contract of %s; if the agent cannot list tools mid-session, tell the person that %s changed and the agent must reconnect to use it", name, name)
-	return r
-}
-
 // nonCosmetic drops the cosmetic changes.
 func nonCosmetic(changes []catalog.Change) []catalog.Change {
 	return slices.DeleteFunc(changes, func(c catalog.Change) bool { return c.Severity == catalog.Cosmetic })
@@ -623,19 +482,6 @@ func argumentShape(tool catalog.Tool, names []string) *control.ArgumentShape {
 		out.Properties = append(out.Properties, control.PropertyShape{Name: p.Name, Type: p.Type, Enum: p.Enum, Default: p.Default, Required: p.Required})
 	}
 	return out
-}
-
-// offeredNames lists, for a refusal, the tools of cat the agent may call
-// under the policy in force now (at most 20 names).
-func (s *Session) offeredNames(cat *catalog.Catalog) string {
-	names := s.visibleTools(cat)
-	if len(names) == 0 {
-		return "none"
-	}
-	if len(names) > 20 {
-		return strings.Join(names[:20], ", ") + fmt.Sprintf(" and %d more", len(names)-20)
-	}
-	return strings.Join(names, ", ")
 }
 
 // Replace starts a new epoch for this agent run and retires the current one

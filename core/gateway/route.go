@@ -299,15 +299,15 @@ func (s *Session) handle(m *mcpwire.Message, call *toolCall) {
 			return
 		}
 	case methodToolsCall:
-		r := s.staleAuthorization(e, call)
-		if r == nil {
-			r = s.checkCall(e, call)
-		}
-		if r != nil {
-			s.refuse(m.ID, m.Method, call.name, r)
+		v := s.decide(e, call)
+		if v.kind == verdictRefuse {
+			if v.ask != nil {
+				askedIn(v.refusal, s.requestFor(e, call, v.ask.reason, v.ask.stale))
+			}
+			s.refuse(m.ID, m.Method, call.name, v.refusal)
 			return
 		}
-		auth := s.quickAuthorize(e, call)
+		auth := s.authorize(e, call, v)
 		// The call is in flight from now on (a cancellation or the end of
 		// its epoch reaches it), but it is sent only once its intent is
 		// durable — off the agent's reading loop, so that concurrent calls

@@ -249,7 +249,7 @@ type Session struct {
 	agentListedEpoch string                     // guarded by mu; epoch of the agent's last tools/list
 	announcedEpoch   string                     // guarded by mu; the epoch whose tools the agent was last shown (tools/list) or told of (list_changed)
 	staleTold        map[string]string          // guarded by mu; tool → the epoch on which a call of it was refused authorization_stale
-	told             map[string]string          // guarded by mu; tool → digest of the contract a refusal's message stated to the agent (refresh.go, staleCall)
+	told             map[string]string          // guarded by mu; tool → digest of the contract a refusal's message stated to the agent (decide.go, staleCall)
 	verdicts         contractVerdicts           // whether a granted tool contract covers the current one (grantcontract.go)
 	acted            bool                       // guarded by mu; the agent sent a request beyond the handshake, the lists and ping (status.go)
 	endedAt          time.Time                  // guarded by mu; when the run ended

@@ -169,11 +169,12 @@ type Daemon struct {
 	// configtrust.go).
 	pending     *PendingChange // guarded by mu
 	pendingData []byte         // guarded by mu
+	wg          sync.WaitGroup
+
 	// managed is the managed policy as last read (managed.go);
 	// overridden what the configuration file last read goes below it.
 	managed    config.ManagedState // guarded by mu
 	overridden []config.Floor      // guarded by mu
-	wg          sync.WaitGroup
 
 	// Who may decide (person.go).
 	agents map[string]identity.Observed // guarded by mu; run id → its agent process (see noteAgent)

@@ -119,6 +119,9 @@ func TestTelemetryJaeger(t *testing.T) {
 	must(t, os.WriteFile(cfgFile, fmt.Appendf(nil, jaegerConfig, query, grpcPort, otlp), 0o644))
 	var jlog harness.SyncBuffer
 	j := exec.Command(bin, "--config", cfgFile)
+	// Jaeger's query service traces itself to the default OTLP endpoint
+	// unless told not to.
+	j.Env = append(os.Environ(), "OTEL_SDK_DISABLED=true", "OTEL_TRACES_EXPORTER=none")
 	j.Stdout, j.Stderr = &jlog, &jlog
 	must(t, j.Start())
 	t.Cleanup(func() {

@@ -114,6 +114,11 @@ func (a *App) editConfig(change func(*config.Config) error) (*config.Config, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The daemon refuses it too; refused here, no one is asked to
+	// authenticate a change that cannot be made.
+	if m := config.ReadManaged(); len(m.Policy.Below(cfg)) > 0 {
+		return nil, m.Explain(m.Policy.Below(cfg))
+	}
 	b, err := config.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -146,6 +151,10 @@ func (a *App) editConfigFile(change func(*config.Config) error) (*config.Config,
 		return nil, err
 	}
 	before := cfg.Clone()
+	// The edit starts from the file raised to the managed policy's floors,
+	// as the daemon would have it in force.
+	m := config.ReadManaged()
+	cfg, _ = m.Apply(cfg)
 	if cfg.Servers == nil {
 		cfg.Servers = map[string]config.Server{}
 	}
@@ -154,6 +163,9 @@ func (a *App) editConfigFile(change func(*config.Config) error) (*config.Config,
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if below := m.Policy.Below(cfg); len(below) > 0 {
+		return nil, m.Explain(below)
 	}
 	if err := a.Dirs.Ensure(); err != nil {
 		return nil, err
@@ -944,6 +956,23 @@ func telemetryLine(t daemon.TelemetryStatus) string {
 	return line
 }
 
+// writeManaged says what the managed policy sets, and what of config.json
+// it overrides.
+func writeManaged(w interface{ Write([]byte) (int, error) }, m daemon.ManagedStatus) {
+	switch {
+	case m.Ignored != "":
+		fmt.Fprintf(w, "Managed policy: %s is IGNORED, no floor is set: %s (it must be owned by root and writable by root alone, as every directory above it)\n", m.File, textsafe.Line(m.Ignored))
+		return
+	case m.Error != "":
+		fmt.Fprintf(w, "Managed policy: %s is MALFORMED; until it is fixed every tool asks and approvals need the system's authentication:\n  %s\n", m.File, textsafe.Line(m.Error))
+	default:
+		fmt.Fprintf(w, "Managed policy (%s): %s\n", m.File, strings.Join(m.Floors, "; "))
+	}
+	for _, f := range m.Overridden {
+		fmt.Fprintf(w, "  managed   %s\n", textsafe.Line(f.Text))
+	}
+}
+
 // writeStatus prints the status report for a person.
 func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusReport) {
 	fmt.Fprintf(w, "Portcullis daemon: running (pid %d, socket %s)\n", rep.PID, rep.Socket)
@@ -976,6 +1005,9 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 		fmt.Fprintf(w, "Audit: not signed, %s; hash-chained all the same (portcullis help audit; the whole reason: status --json)\n", shortAuditNote(rep.Audit.Note))
 	}
 	fmt.Fprintln(w, authLine(rep.Authentication))
+	if m := rep.Managed; m != nil {
+		writeManaged(w, *m)
+	}
 	if t := rep.Telemetry; t != nil {
 		fmt.Fprintln(w, telemetryLine(*t))
 	}

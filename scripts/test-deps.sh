@@ -112,6 +112,17 @@ npm_deps() {
 	touch "$stamp"
 }
 
+# The real Jaeger of the telemetry e2e (testdata/jaeger, its own module): a
+# cold build takes many minutes, more than a test should spend; built once
+# here, the test's own build is a link from the Go build cache.
+jaeger_deps() {
+	command -v go >/dev/null 2>&1 || return 0
+	say "jaeger: building testdata/jaeger into the Go build cache"
+	CGO_ENABLED=0 go -C "$repo_root/testdata/jaeger" build -o /dev/null github.com/jaegertracing/jaeger/cmd/jaeger ||
+		say "jaeger: the build failed; the telemetry e2e against Jaeger will say why"
+}
+
 system_deps
 npm_deps
+jaeger_deps
 say "done"

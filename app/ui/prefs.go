@@ -52,6 +52,10 @@ type PrefsDeps struct {
 	// (daemon.EditConfig, the window being the person's), returning the
 	// configuration saved. Nil: the window writes ConfigFile itself.
 	Edit func(change func(*config.Config) error) (*config.Config, error)
+	// Managed reads the managed policy an organisation set
+	// (config.ReadManaged when nil): the General tab shows its floors,
+	// and a save below one is refused with the reason.
+	Managed func() config.ManagedState
 	// OnSaved, when not nil, is called on the UI goroutine after each
 	// successful write of ConfigFile. The daemon re-reads the file at each
 	// agent connection and server launch, so nothing else is needed for a
@@ -318,11 +322,19 @@ func (p *prefs) config() *config.Config {
 // configuration in force), else onto a fresh read of the file with
 // config.Save.
 func (p *prefs) save(change func(c *config.Config) error) (*config.Config, error) {
+	m := p.managed()
 	withCreds := func(c *config.Config) error {
 		if c.Credentials == nil {
 			c.Credentials = map[string]config.Credential{}
 		}
-		return change(c)
+		if err := change(c); err != nil {
+			return err
+		}
+		// The daemon refuses it too; here the reason shows at once.
+		if below := m.Policy.Below(c); len(below) > 0 {
+			return m.Explain(below)
+		}
+		return nil
 	}
 	if p.deps.Edit != nil {
 		return p.deps.Edit(withCreds)
@@ -331,6 +343,8 @@ func (p *prefs) save(change func(c *config.Config) error) (*config.Config, error
 	if err != nil {
 		return nil, err
 	}
+	// From the file raised to the floors, as the daemon has it in force.
+	c, _ = m.Apply(c)
 	if err := withCreds(c); err != nil {
 		return nil, err
 	}
@@ -344,6 +358,14 @@ func (p *prefs) save(change func(c *config.Config) error) (*config.Config, error
 		return nil, err
 	}
 	return c, nil
+}
+
+// managed is the managed policy (PrefsDeps.Managed).
+func (p *prefs) managed() config.ManagedState {
+	if p.deps.Managed != nil {
+		return p.deps.Managed()
+	}
+	return config.ReadManaged()
 }
 
 // update reads the file afresh, applies change to it and saves it with

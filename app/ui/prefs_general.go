@@ -23,6 +23,7 @@ const (
 	fApprovalTimeout = "approvalTimeout"
 	fHoldTimeout     = "holdTimeout"
 	fAudit           = "audit"
+	fAuth            = "approvalAuthentication"
 )
 
 // generalCaptions are the captions of the tab's fields, by key of the
@@ -40,8 +41,10 @@ type generalTab struct {
 	login     *widget.Check
 	approve   *formEntry
 	hold      *formEntry
-	sign      *widget.Check // settings.auditSigning
-	audit     *messageLine  // the state of audit signing now, in its colour
+	sign      *widget.Check  // settings.auditSigning
+	auth      *widget.Select // settings.approvalAuthentication; none selected: absent
+	managed   *messageLine   // what the managed policy sets, "" when none
+	audit     *messageLine   // the state of audit signing now, in its colour
 	fields    map[string]*prefsField
 	saveBtn   *widget.Button
 	revertBtn *widget.Button
@@ -69,6 +72,9 @@ func newGeneralTab(p *prefs) *generalTab {
 	t.hold.OnChanged = func(string) { t.changed() }
 	t.sign = widget.NewCheck("Sign the audit log", func(bool) { t.changed() })
 	t.audit = newMessageLine("")
+	t.auth = widget.NewSelect([]string{config.AuthOff, config.AuthCredentials, config.AuthAlways}, func(string) { t.changed() })
+	t.auth.PlaceHolder = "credentials where the system can (default)"
+	t.managed = newMessageLine("")
 	t.auditWait = 5 * time.Second
 	t.fields = map[string]*prefsField{
 		fLogin: newPrefsField("Startup", t.login, "Saved with the settings below."),
@@ -77,12 +83,14 @@ func newGeneralTab(p *prefs) *generalTab {
 		fHoldTimeout: newPrefsField(generalCaptions["holdTimeout"], t.hold,
 			"How long a tool call is held while a rebuilt server starts. Applies to agents that connect from now on."),
 		fAudit: newPrefsField("Audit log", container.New(layout.NewCustomPaddedVBoxLayout(0), t.sign, t.audit.box), signingOffHint),
+		fAuth: newPrefsField("Authenticate approvals", container.New(layout.NewCustomPaddedVBoxLayout(0), t.auth, t.managed.box),
+			"When the system's own authentication (polkit, Touch ID) must succeed before an approval is granted: off, for grants that carry credentials, or always."),
 	}
 	t.saveBtn = widget.NewButtonWithIcon("Save", theme.DocumentSaveIcon(), t.save)
 	t.saveBtn.Importance = widget.HighImportance
 	t.revertBtn = widget.NewButton("Revert", t.revert)
 	f := t.fields
-	body := container.NewVBox(prefsForm(f[fLogin], f[fApprovalTimeout], f[fHoldTimeout], f[fAudit]))
+	body := container.NewVBox(prefsForm(f[fLogin], f[fApprovalTimeout], f[fHoldTimeout], f[fAuth], f[fAudit]))
 	t.content = container.NewPadded(container.NewBorder(nil, container.NewHBox(layout.NewSpacer(), t.revertBtn, t.saveBtn), nil, nil,
 		formScroll(container.NewVScroll(body))))
 	t.item = container.NewTabItem("General", t.content)
@@ -96,6 +104,12 @@ func (t *generalTab) reload() {
 	t.approve.SetText(durationText(s.ApprovalTimeout))
 	t.hold.SetText(durationText(s.HoldTimeout))
 	t.sign.SetChecked(s.AuditSigningOn())
+	if s.ApprovalAuthentication == "" {
+		t.auth.ClearSelected()
+	} else {
+		t.auth.SetSelected(s.ApprovalAuthentication)
+	}
+	t.reloadManaged()
 	for _, f := range t.fields {
 		f.setProblems(nil)
 	}
@@ -186,7 +200,7 @@ func (t *generalTab) unsaved() bool {
 	cur := t.p.config().Settings
 	switch {
 	case len(ps) > 0, s.ApprovalTimeout != cur.ApprovalTimeout, s.HoldTimeout != cur.HoldTimeout,
-		s.AuditSigningOn() != cur.AuditSigningOn():
+		s.AuditSigningOn() != cur.AuditSigningOn(), s.ApprovalAuthentication != cur.ApprovalAuthentication:
 		return true
 	}
 	return t.p.deps.Login != nil && !t.login.Disabled() && t.login.Checked != t.loginOn
@@ -320,7 +334,28 @@ func (t *generalTab) candidate() (config.Settings, problemSet) {
 	s.ApprovalTimeout = parse(t.approve, fApprovalTimeout)
 	s.HoldTimeout = parse(t.hold, fHoldTimeout)
 	s.AuditSigning = signingSetting(s.AuditSigning, t.sign.Checked)
+	s.ApprovalAuthentication = t.auth.Selected
 	return s, ps
+}
+
+// reloadManaged shows what the managed policy sets, under the setting it
+// bears on most.
+func (t *generalTab) reloadManaged() {
+	text, imp := managedText(t.p.managed())
+	t.managed.set(text, imp)
+}
+
+// managedText says what the managed policy m sets, for the General tab.
+func managedText(m config.ManagedState) (string, widget.Importance) {
+	switch {
+	case m.Ignored != "":
+		return fmt.Sprintf("The managed policy %s is ignored: %s.", m.File, m.Ignored), widget.WarningImportance
+	case m.Error != "":
+		return fmt.Sprintf("The managed policy %s is malformed: every tool asks and approvals need the system's authentication until it is fixed (%s).", m.File, m.Error), widget.DangerImportance
+	case m.Policy == nil:
+		return "", widget.MediumImportance
+	}
+	return fmt.Sprintf("Managed by your organisation (%s): %s.", m.File, strings.Join(m.Policy.Summary(), "; ")), widget.MediumImportance
 }
 
 // signingSetting is settings.auditSigning for the box ticked (on) or not,
@@ -401,7 +436,8 @@ func (t *generalTab) save() {
 // when they differ from the saved ones, then applies launch at login.
 func (t *generalTab) write(s config.Settings) {
 	cur := t.p.config().Settings
-	if cur.ApprovalTimeout == s.ApprovalTimeout && cur.HoldTimeout == s.HoldTimeout && cur.AuditSigningOn() == s.AuditSigningOn() {
+	if cur.ApprovalTimeout == s.ApprovalTimeout && cur.HoldTimeout == s.HoldTimeout && cur.AuditSigningOn() == s.AuditSigningOn() &&
+		cur.ApprovalAuthentication == s.ApprovalAuthentication {
 		switch msg, err := t.applyLogin(); {
 		case err != nil:
 			t.p.setStatus("Not saved: launch at login was not changed: "+err.Error(), true)
@@ -416,6 +452,7 @@ func (t *generalTab) write(s config.Settings) {
 	err := t.p.update(func(c *config.Config) error {
 		c.Settings.ApprovalTimeout, c.Settings.HoldTimeout = s.ApprovalTimeout, s.HoldTimeout
 		c.Settings.AuditSigning = signingSetting(c.Settings.AuditSigning, s.AuditSigningOn())
+		c.Settings.ApprovalAuthentication = s.ApprovalAuthentication
 		return nil
 	})
 	var ve *config.ValidationError

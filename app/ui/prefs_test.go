@@ -1359,3 +1359,66 @@ func TestPrefsGeneralUnsavedEditsAsk(t *testing.T) {
 		t.Errorf("Escape with nothing unsaved: question %v, closed %d; want closed at once", question(), closed)
 	}
 }
+
+// TestPrefsManagedFloors: with a managed policy (approvalAuthentication
+// always, sandbox standard, inv's inventory_lookup always asks), the
+// General tab says what is managed, and Preferences refuses to save
+// approvalAuthentication below always or inventory_lookup as allow, with
+// the reason; the file is not written. A change above the floors saves.
+func TestPrefsManagedFloors(t *testing.T) {
+	f := newPrefsFixture(t, `{"mcpServers":{"inv":{"command":"node","sandbox":"standard"}},"settings":{"approvalAuthentication":"always"}}`)
+	f.p.deps.Managed = func() config.ManagedState {
+		return config.ManagedState{File: "/etc/portcullis/managed.json", Policy: &config.Managed{
+			ApprovalAuthentication: config.AuthAlways, Sandbox: config.SandboxStandard, AlwaysAsk: []string{"inv/inventory_lookup"}}}
+	}
+	f.p.reload()
+	g := f.p.general
+	c := f.window.Canvas()
+	f.p.tabs.SelectIndex(2)
+	if want := "Managed by your organisation (/etc/portcullis/managed.json): approvalAuthentication at least always; every server's sandbox at least standard; always ask: inv/inventory_lookup."; g.managed.Text != want {
+		t.Errorf("General tab says %q, want %q", g.managed.Text, want)
+	}
+	if g.auth.Selected != config.AuthAlways {
+		t.Errorf("approval authentication shows %q, want always", g.auth.Selected)
+	}
+	before := f.read(t)
+	for _, v := range []string{config.AuthCredentials, config.AuthOff} {
+		g.auth.SetSelected(v)
+		tapButton(t, c, "Save")
+		if !strings.Contains(f.p.status.Text, "refused by the managed policy") || !strings.Contains(f.p.status.Text, "floor always") ||
+			f.p.status.Importance != widget.DangerImportance {
+			t.Errorf("saving approvalAuthentication %s: status %q (importance %v), want a red refusal naming the floor", v, f.p.status.Text, f.p.status.Importance)
+		}
+		if !bytes.Equal(f.read(t), before) {
+			t.Fatalf("saving approvalAuthentication %s below the floor wrote the file", v)
+		}
+	}
+	g.revert()
+
+	// A tool that always asks cannot be allowed.
+	f.p.tabs.SelectIndex(0)
+	s := f.p.servers
+	s.edit("inv")
+	for _, tr := range s.tools {
+		if tr.name == "inventory_lookup" {
+			tr.policy.SetSelected(string(config.PolicyAllow))
+		}
+	}
+	tapButton(t, c, "Save")
+	if !strings.Contains(f.p.status.Text, "refused by the managed policy") || !strings.Contains(f.p.status.Text, "always asks") {
+		t.Errorf("saving inventory_lookup allow: status %q, want a refusal naming the managed policy", f.p.status.Text)
+	}
+	if !bytes.Equal(f.read(t), before) {
+		t.Fatal("allowing a tool that always asks wrote the file")
+	}
+	// Above the floors: saved.
+	for _, tr := range s.tools {
+		if tr.name == "inventory_lookup" {
+			tr.policy.SetSelected(string(config.PolicyDeny))
+		}
+	}
+	tapButton(t, c, "Save")
+	if got := f.load(t).Servers["inv"].Policy("inventory_lookup"); got != config.PolicyDeny {
+		t.Errorf("after saving deny: inventory_lookup is %s in the file (status %q)", got, f.p.status.Text)
+	}
+}

@@ -145,6 +145,11 @@ func (d *Daemon) loadLocked(always bool) (*config.Config, error) {
 	}
 	applied := d.cfg
 	d.mu.Unlock()
+	var over []config.Floor
+	cfg, data, over = floorConfig(d.refreshManaged(), cfg, data)
+	d.mu.Lock()
+	d.overridden = over
+	d.mu.Unlock()
 	cfg, data = d.holdWidening(applied, cfg, data, path)
 	return d.putInForce(cfg, data, "")
 }
@@ -155,6 +160,12 @@ func (d *Daemon) loadLocked(always bool) (*config.Config, error) {
 // agent runs and subscribers. loadMu is held.
 func (d *Daemon) putInForce(cfg *config.Config, data []byte, by string) (*config.Config, error) {
 	path := d.opts.Dirs.ConfigFile()
+	d.mu.Lock()
+	managed := d.managed
+	d.mu.Unlock()
+	// Never below a floor, whatever put it here (a held change confirmed
+	// too).
+	cfg, data, _ = floorConfig(managed, cfg, data)
 	// The configuration now in force becomes the backup: restoring it
 	// restores what was in force, never a change still held.
 	if data != nil {

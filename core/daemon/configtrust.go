@@ -312,6 +312,13 @@ func (d *Daemon) editConfigGated(by, base string, change func(*config.Config) er
 	if err := next.Validate(); err != nil {
 		return nil, err
 	}
+	d.mu.Lock()
+	managed := d.managed
+	d.mu.Unlock()
+	if below := managed.Policy.Below(next); len(below) > 0 {
+		return nil, managed.Explain(below)
+	}
+	next, _, _ = floorConfig(managed, next, nil)
 	data, err := config.Marshal(next)
 	if err != nil {
 		return nil, err
@@ -447,10 +454,15 @@ func (d *Daemon) configOp(c net.Conn, h control.Hello, pid int) {
 		}
 		// An edit that widens trust is the person's to make (as a
 		// decision is); one that does not could be made by editing the
-		// file as well, and applies for anyone of the user.
+		// file as well, and applies for anyone of the user. One below a
+		// managed floor is no one's: refused before anyone is asked.
 		d.mu.Lock()
-		applied := d.cfg
+		applied, managed := d.cfg, d.managed
 		d.mu.Unlock()
+		if below := managed.Policy.Below(edited); len(below) > 0 {
+			reply(c, control.Reply{Error: managed.Explain(below).Error(), Code: "managed_floor"})
+			return
+		}
 		if _, held := config.SplitTrust(applied, edited); len(held) > 0 {
 			what := "widen trust in the configuration (" + strings.Join(heldTexts(held), "; ") + ")"
 			if err := d.requirePerson(c, what); err != nil {
@@ -474,6 +486,8 @@ func (d *Daemon) configOp(c net.Conn, h control.Hello, pid int) {
 				code = "config_moved"
 			case errors.Is(err, config.ErrInvalid):
 				code = "config_invalid"
+			case errors.Is(err, config.ErrManagedFloor):
+				code = "managed_floor"
 			}
 			reply(c, control.Reply{Error: err.Error(), Code: code})
 			return

@@ -108,6 +108,9 @@ type Options struct {
 	// settings.approvalAuthentication asks for before a grant (osauth.go);
 	// nil: this system has none.
 	Authenticator Authenticator
+	// ReadManaged reads the managed policy (tests); nil:
+	// config.ReadManaged, the root-owned file at config.ManagedFile.
+	ReadManaged func() config.ManagedState
 }
 
 // Daemon owns the agent runs. Create it with New, run it with Serve.
@@ -176,6 +179,11 @@ type Daemon struct {
 	recMu  sync.Mutex
 	record RunRecord // guarded by recMu
 
+	// managed is the managed policy as last read (managed.go);
+	// overridden what the configuration file last read goes below it.
+	managed    config.ManagedState // guarded by mu
+	overridden []config.Floor      // guarded by mu
+
 	// Who may decide (person.go).
 	agents map[string]identity.Observed // guarded by mu; run id → its agent process (see noteAgent)
 	// peers holds the ancestry of each open control connection's peer
@@ -209,7 +217,10 @@ func New(o Options) (*Daemon, error) {
 		return nil, err
 	}
 	start := checkStart(o.Dirs, sealKeysFor(runtime.GOOS, o.Dirs, o.Secrets))
+	managed := o.readManaged()
+	cfg, data, overridden := floorConfig(managed, cfg, data)
 	cfg, data, pending, pendingData := trustAtStart(start, cfg, data, cmp.Or(from, o.Dirs.ConfigFile()))
+	cfg, data, _ = floorConfig(managed, cfg, data)
 	if err := o.Dirs.Ensure(); err != nil {
 		return nil, err
 	}
@@ -259,6 +270,14 @@ func New(o Options) (*Daemon, error) {
 		pending:     pending,
 		pendingData: pendingData,
 		start:       start,
+		managed:     managed,
+		overridden:  overridden,
+	}
+	if managed.Ignored != "" {
+		log.Warn("the managed policy file is not trusted and sets no floor", "file", managed.File, "why", managed.Ignored)
+	}
+	if managed.Error != "" {
+		log.Error("the managed policy file is malformed: every tool asks and approvals need the system's authentication until it is fixed", "file", managed.File, "err", managed.Error)
 	}
 	d.rememberLocked(cfg)
 	d.authz = authz.New(authz.Options{
@@ -586,6 +605,13 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 	srv, ok := cfg.Servers[label]
 	if !ok {
 		msg := fmt.Sprintf("no server labelled %q is configured in %s", label, d.opts.Dirs.ConfigFile())
+		d.mu.Lock()
+		for _, f := range d.overridden {
+			if f.Field == "mcpServers."+label || f.Field == `mcpServers."`+label+`"` {
+				msg = f.Text + " (" + d.managed.File + "); remove it from your agent's MCP servers, or ask whoever manages this machine"
+			}
+		}
+		d.mu.Unlock()
 		if cfgErr != nil {
 			msg += " (the file is invalid: " + cfgErr.Error() + ")"
 		}
@@ -1126,6 +1152,9 @@ type StatusReport struct {
 	PendingChange *PendingChange `json:"pendingChange,omitempty"`
 	// Authentication is settings.approvalAuthentication as in force.
 	Authentication AuthStatus `json:"authentication"`
+	// Managed is the managed policy an organisation set (docs/TEAMS.md),
+	// nil when there is no file.
+	Managed *ManagedStatus `json:"managed,omitempty"`
 	// Degraded are the daemon's services that stopped on their own and are
 	// being restarted, sorted by name; empty when all run.
 	Degraded []ServiceFault `json:"degraded,omitempty"`
@@ -1154,6 +1183,7 @@ func (d *Daemon) Status() StatusReport {
 	rep.Telemetry = d.tel.status()
 	rep.PendingChange = d.pendingCopy()
 	rep.Authentication = d.authStatus()
+	rep.Managed = d.managedStatus()
 	rep.Degraded = d.health.list()
 	rep.PID = os.Getpid()
 	rep.Withheld = supervisor.Withheld(os.Environ())

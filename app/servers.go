@@ -21,6 +21,7 @@ import (
 	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/install"
 	"github.com/portcullis/portcullis/core/textsafe"
+	"github.com/portcullis/portcullis/platform/spawn"
 )
 
 // multiFlag collects a repeatable string flag.
@@ -461,11 +462,20 @@ func launchWarnings(s config.Server) []string {
 	if p, ok := s.Env["PATH"]; ok {
 		env = append(env, "PATH="+p)
 	}
-	if _, err := identity.LookPath(s.Command, s.Cwd, env); err != nil {
+	found, err := identity.LookPath(s.Command, s.Cwd, env)
+	if err != nil {
 		if strings.ContainsRune(s.Command, '/') {
 			out = append(out, fmt.Sprintf("%v; the server cannot start until it does", err))
 		} else {
 			out = append(out, fmt.Sprintf("%s is not in this shell's PATH; the daemon looks it up in its own PATH at each launch", s.Command))
+		}
+	} else if !strings.ContainsRune(s.Command, '/') && s.Env["PATH"] == "" {
+		// A daemon that an agent's `portcullis connect` starts has the
+		// system's PATH only, never the shell's (nvm, pyenv, ~/go/bin).
+		sys := []string{"PATH=" + strings.Join(spawn.SystemPath, string(os.PathListSeparator))}
+		if _, err := identity.LookPath(s.Command, s.Cwd, sys); err != nil {
+			out = append(out, fmt.Sprintf("%s is found in this shell's PATH (%s) but not in the system's (%s), which is all a daemon started by an agent has; give the absolute path: portcullis servers edit LABEL -- %s …",
+				s.Command, found, strings.Join(spawn.SystemPath, ":"), found))
 		}
 	}
 	if s.Cwd == "" {

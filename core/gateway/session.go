@@ -848,7 +848,7 @@ func (s *Session) unavailableLocked() *control.Refusal {
 		if s.configFault {
 			// A restart would run the same command: the configuration
 			// must change first.
-			r.Retry = "ask the person to correct the command of " + s.opts.Label + " in Portcullis's configuration (Preferences, or `portcullis servers remove` and `add` with an absolute path), then reconnect"
+			r.Retry = "ask the person to correct the command of " + s.opts.Label + " in Portcullis's configuration (Preferences, or `portcullis servers edit " + s.opts.Label + " -- /absolute/path/to/command …`), then reconnect"
 		}
 	}
 	e := s.cur

@@ -173,6 +173,12 @@ func earlierState(dirs paths.Dirs, sk audit.SealKeyStore) []string {
 	return out
 }
 
+// rotatedLog reports whether `portcullis audit rotate-key` moved a log aside.
+func rotatedLog(dirs paths.Dirs) bool {
+	m, _ := filepath.Glob(filepath.Join(dirs.State, "audit.rotated-*"))
+	return len(m) > 0
+}
+
 // hasLog reports whether the audit directory holds log files.
 func hasLog(dirs paths.Dirs) bool {
 	m, _ := filepath.Glob(filepath.Join(AuditDir(dirs), "audit-*.jsonl"))
@@ -200,6 +206,13 @@ func checkStart(dirs paths.Dirs, sk audit.SealKeyStore) startCheck {
 	case hasRec:
 		s.record = rec
 		switch h := rec.Head; {
+		case h == nil && (logFiles || !rotatedLog(dirs)):
+			// Only `audit rotate-key` clears the head, moving the log
+			// aside with no daemon running: a record naming no event
+			// beside a log, or with no log moved aside, was written by
+			// someone else (a configuration it holds would go unchecked).
+			rewritten = true
+			s.found(RunRecordName, "rewritten", RunRecordName+" names no audit event, as only `portcullis audit rotate-key` leaves it, but the audit log was not moved aside: it was rewritten while no daemon ran")
 		case h == nil:
 		case !logFiles:
 			s.found(filepath.Base(AuditDir(dirs))+"/", "missing", fmt.Sprintf("the audit log is gone although %s names its event seq %d: it was deleted while no daemon ran", RunRecordName, h.Seq))

@@ -109,7 +109,9 @@ func TestStartCheck(t *testing.T) {
 		}
 		return RecordHead{File: al.Segment(), Seq: ev.Seq, Hash: ev.Hash}
 	}
-	writeLog := func(t *testing.T, d paths.Dirs, typ string) RecordHead { return writeEvent(t, d, typ, map[string]any{}) }
+	writeLog := func(t *testing.T, d paths.Dirs, typ string) RecordHead {
+		return writeEvent(t, d, typ, map[string]any{})
+	}
 	// widened is config.json as the agent wrote it (read allowed).
 	widened := func(t *testing.T, d paths.Dirs) string {
 		b, err := os.ReadFile(d.ConfigFile())
@@ -144,7 +146,21 @@ func TestStartCheck(t *testing.T) {
 			writeLog(t, d, TypeDaemonStarted)
 			writeRecord(t, d, &RecordHead{File: "audit-000001.jsonl", Seq: 1, Hash: "sha256:00"})
 		}, false, "audit-000001.jsonl"},
-		{"record after rotate-key, no log", func(t *testing.T, d paths.Dirs) { writeRecord(t, d, nil) }, false, ""},
+		{"record after rotate-key, no log", func(t *testing.T, d paths.Dirs) {
+			touch(t, filepath.Join(d.State, "audit.rotated-20261206T000000Z", "audit-000001.jsonl"), "")
+			writeRecord(t, d, nil)
+		}, false, ""},
+		{"record rewritten to name no event and config.json's widening, log deleted", func(t *testing.T, d paths.Dirs) {
+			if err := writeRunRecord(RunRecordPath(d), RunRecord{Starts: 1, Config: widened(t, d)}); err != nil {
+				t.Fatal(err)
+			}
+		}, false, RunRecordName + " rewritten"},
+		{"record rewritten to name no event and config.json's widening, log kept", func(t *testing.T, d paths.Dirs) {
+			writeLog(t, d, TypeDaemonStarted)
+			if err := writeRunRecord(RunRecordPath(d), RunRecord{Starts: 1, Config: widened(t, d)}); err != nil {
+				t.Fatal(err)
+			}
+		}, false, RunRecordName + " rewritten"},
 		{"record unreadable", func(t *testing.T, d paths.Dirs) { touch(t, RunRecordPath(d), "{") }, false, RunRecordName},
 		{"record deleted, the log shows it was kept", func(t *testing.T, d paths.Dirs) { writeLog(t, d, TypeDaemonStarted) }, false, RunRecordName},
 		{"a log of a version without the record", func(t *testing.T, d paths.Dirs) { writeLog(t, d, audit.TypeRunStarted) }, false, ""},

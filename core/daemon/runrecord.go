@@ -222,9 +222,10 @@ func checkStart(dirs paths.Dirs, sk audit.SealKeyStore) startCheck {
 			case err != nil:
 			case !found:
 				s.found(h.File, "replaced", fmt.Sprintf("the audit log no longer holds event seq %d that %s names: it was replaced or cut while no daemon ran", h.Seq, RunRecordName))
-			case ok && want != digestOf([]byte(rec.Config)):
+			case !ok || want != digestOf([]byte(rec.Config)):
 				// The record's configuration is bound to its event: a
-				// record rewritten to a wider one is not believed.
+				// record rewritten to a wider one, or naming an event that
+				// records none, is not believed.
 				rewritten = true
 				s.found(RunRecordName, "rewritten", fmt.Sprintf("the configuration in %s is not the one its audit event seq %d recorded: it was rewritten while no daemon ran", RunRecordName, h.Seq))
 			}
@@ -256,8 +257,8 @@ func checkStart(dirs paths.Dirs, sk audit.SealKeyStore) startCheck {
 }
 
 // recordedConfig is the digest of the configuration in force that ev, the
-// event a run record names, recorded: ok false for an event that names
-// none (a daemon_started of a version that did not record it).
+// event a run record names, recorded: ok false for an event that records
+// none (another type, or a daemon_started written before it carried one).
 func recordedConfig(ev audit.Event) (digest string, ok bool) {
 	switch ev.Type {
 	case audit.TypeConfigChanged:

@@ -136,9 +136,13 @@ func TestStartCheck(t *testing.T) {
 	}{
 		{"nothing: a first start", func(*testing.T, paths.Dirs) {}, true, ""},
 		{"record and its log", func(t *testing.T, d paths.Dirs) {
-			h := writeLog(t, d, TypeDaemonStarted)
+			h := writeEvent(t, d, audit.TypeConfigChanged, map[string]any{"file": d.ConfigFile(), "digest": digestOf(confirmedData), "changes": []string{}})
 			writeRecord(t, d, &h)
 		}, false, ""},
+		{"record naming an event that records no configuration", func(t *testing.T, d paths.Dirs) {
+			h := writeEvent(t, d, audit.TypeRunStarted, map[string]any{})
+			writeRecord(t, d, &h)
+		}, false, RunRecordName + " rewritten"},
 		{"record, log deleted", func(t *testing.T, d paths.Dirs) {
 			writeRecord(t, d, &RecordHead{File: "audit-000001.jsonl", Seq: 9, Hash: "sha256:00"})
 		}, false, "audit/"},

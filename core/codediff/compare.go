@@ -11,8 +11,6 @@ import (
 	"time"
 
 	udiff "github.com/aymanbagabas/go-udiff"
-
-	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // Change kinds.
@@ -188,11 +186,12 @@ func (c Change) Stat() string {
 }
 
 // Name is path as a diff header or a list shows it: quoted in Go syntax
-// (as git quotes such names) when it holds a character that is not safe
-// on a terminal or in a window, a quote or a backslash, so that a file
-// named "a\n+++ b" cannot pass for lines of the diff or of the list.
+// (as git quotes such names) when it holds a line break, so that a file
+// named "a\n+++ b" cannot pass for lines of the diff or of the list, which
+// keep their lines when shown. Other characters are left to the display's
+// escaping (core/textsafe), as all server text is.
 func Name(path string) string {
-	if strings.ContainsFunc(path, func(r rune) bool { return textsafe.Unsafe(r) || r == '"' || r == '\\' }) {
+	if strings.ContainsAny(path, "\n\r\u2028\u2029\v\f\u0085") {
 		return strconv.Quote(path)
 	}
 	return path

@@ -266,7 +266,7 @@ func Build(label string, old, new *Snapshot) Report {
 	notes = append(notes, Check(new)...)
 	if old.Identity != "" && new.Identity != "" && old.Identity != new.Identity && len(rep.Changes) == 0 {
 		rep.Unexplained = "the measured code changed since the code you approved, but no file the snapshots hold of " + new.Root +
-			" differs: the change is in what they leave out (ignored files, files past the limits, files outside the tree)"
+			" differs: the change is in what they leave out (ignored files, files past the limits, files outside the tree, the runtime or the environment; the card's identity lines say which)"
 	}
 	rep.Note = strings.Join(notes, "; ")
 	return rep

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/codediff"
 	"github.com/portcullis/portcullis/core/identity"
 )
@@ -84,5 +85,40 @@ func TestTheEpochsSnapshotsStayWithinTheirMemoryBound(t *testing.T) {
 	}
 	if _, ok := c.byEpoch["e11"]; !ok {
 		t.Error("the newest epoch was dropped")
+	}
+}
+
+// A launch's snapshot holds the measured entry even when a .gitignore the
+// server wrote names it, with the launch's digests and identity, so that a
+// card compares against what was measured.
+func TestALaunchSnapshotHoldsWhatWasMeasured(t *testing.T) {
+	root := t.TempDir()
+	entry := filepath.Join(root, "server.py")
+	for p, text := range map[string]string{entry: "print('v1')\n", filepath.Join(root, ".gitignore"): "server.py\n"} {
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := identity.NewMeasurer(nil).DigestFile(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := identity.Record{ServerLabel: "srv", Entry: entry, EntryDigest: sum, Epoch: "e1",
+		ResolvedExecutable: identity.FileDigest{Path: "/usr/bin/python3", SHA256: "sha256:00"}}
+	c := newCodeStore(t.TempDir(), slog.New(slog.DiscardHandler))
+	c.launched(rec)
+	s := c.byEpoch["e1"]
+	<-s.done
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	if f, ok := s.snap.Files["server.py"]; !ok || !f.Kept {
+		t.Errorf("the measured entry is not in the snapshot: %+v", s.snap.Files)
+	}
+	if s.snap.Measured["server.py"] != sum || len(s.snap.Measured) != 1 || s.snap.Identity != authz.IdentityDigest(rec) {
+		t.Errorf("measured %v, identity %q", s.snap.Measured, s.snap.Identity)
+	}
+	if probs := codediff.Check(s.snap); len(probs) != 0 {
+		t.Errorf("Check: %v", probs)
 	}
 }

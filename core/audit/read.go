@@ -380,10 +380,17 @@ func Activity(dir string, f Filter) ([]Call, error) {
 // hash, looking in file (a base name, such as an Anchor's File) first and
 // then in every file.
 func HasEvent(dir, file string, seq uint64, hash string) (bool, error) {
+	_, found, err := FindEvent(dir, file, seq, hash)
+	return found, err
+}
+
+// FindEvent is HasEvent that also returns the event found.
+func FindEvent(dir, file string, seq uint64, hash string) (Event, bool, error) {
+	var ev Event
 	found := false
 	match := func(e Event) error {
 		if e.Seq == seq && e.Hash == hash {
-			found = true
+			ev, found = e, true
 			return errStop
 		}
 		return nil
@@ -391,15 +398,15 @@ func HasEvent(dir, file string, seq uint64, hash string) (bool, error) {
 	if file != "" {
 		err := forEachEventInFile(filepath.Join(dir, filepath.Base(file)), 0, match)
 		if found {
-			return true, nil
+			return ev, true, nil
 		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return false, err
+			return Event{}, false, err
 		}
 	}
 	err := forEachEvent(dir, match)
 	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, os.ErrNotExist) {
-		return false, err
+		return Event{}, false, err
 	}
-	return found, nil
+	return ev, found, nil
 }

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,15 +37,26 @@ type Limits struct {
 	MaxFiles      int   // files recorded (digest and, for text, the text)
 	MaxFileBytes  int64 // a file larger is recorded by digest only
 	MaxTotalBytes int64 // text kept in all; later files by digest only
+	// MaxReadBytes bounds the bytes read in all: a file that would pass
+	// it is recorded by size only, never read (a sparse file of a
+	// terabyte costs its writer nothing); 0 is DefaultLimits' value.
+	MaxReadBytes int64
+	// MaxEntries bounds the directory entries visited, of every kind; the
+	// walk stops there (Snapshot.Incomplete). 0 is DefaultLimits' value.
+	MaxEntries int
 }
 
 // DefaultLimits keep a source tree of a local server whole: 4000 files,
-// 256 KiB each, 16 MiB of text in all.
-var DefaultLimits = Limits{MaxFiles: 4000, MaxFileBytes: 256 << 10, MaxTotalBytes: 16 << 20}
+// 256 KiB each, 16 MiB of text in all; at most 256 MiB read (what is past
+// it is recorded by size) and 200,000 entries walked.
+var DefaultLimits = Limits{MaxFiles: 4000, MaxFileBytes: 256 << 10, MaxTotalBytes: 16 << 20,
+	MaxReadBytes: 256 << 20, MaxEntries: 200_000}
 
 // File is one regular file of a snapshot.
 type File struct {
-	Digest string `json:"digest"`         // SHA-256 of the content, hex
+	// Digest is the SHA-256 of the content, hex; empty for a file past
+	// Limits.MaxReadBytes, which cannot be compared.
+	Digest string `json:"digest"`
 	Size   int64  `json:"size"`           // bytes
 	Text   string `json:"text,omitempty"` // the content, for a text file within the limits
 	Binary bool   `json:"binary,omitempty"`
@@ -59,8 +71,17 @@ type Snapshot struct {
 	Epoch   string          `json:"epoch,omitempty"`
 	TakenAt time.Time       `json:"takenAt"`
 	Files   map[string]File `json:"files"` // slash-separated path below Root → file
-	// Omitted counts the files past Limits.MaxFiles: not recorded at all.
+	// Omitted counts the files not recorded at all: past Limits.MaxFiles,
+	// or unreadable (a directory or file the daemon may not open).
 	Omitted int `json:"omitted,omitempty"`
+	// Incomplete says why the walk stopped early (Limits.MaxEntries):
+	// files past it are neither recorded nor counted.
+	Incomplete string `json:"incomplete,omitempty"`
+	// Identity is the epoch's measured identity digest, and Measured the
+	// digests its launch measured of files below Root (slash path →
+	// "sha256:…"): what the snapshot must agree with (see Check).
+	Identity string            `json:"identity,omitempty"`
+	Measured map[string]string `json:"measured,omitempty"`
 }
 
 // Ignores are the patterns (gitignore syntax) left out of every snapshot
@@ -73,10 +94,12 @@ var Ignores = []string{
 }
 
 // Take records the tree at root: every regular file not ignored (the
-// tree's .gitignore files, nested, and Ignores), within lim. Symbolic
-// links are not followed; a file that is not regular (a FIFO, a socket,
-// a device) is left out without being opened for long.
-func Take(root string, lim Limits) (*Snapshot, error) {
+// tree's .gitignore files, nested, and Ignores), within lim, and the files
+// named by always (slash paths below root) even where ignored: the files a
+// launch measured are never left out by patterns the server can write.
+// Symbolic links are not followed; a file that is not regular (a FIFO, a
+// socket, a device) is left out without being opened for long.
+func Take(root string, lim Limits, always ...string) (*Snapshot, error) {
 	root = filepath.Clean(root)
 	fi, err := os.Lstat(root)
 	if err != nil {
@@ -90,16 +113,29 @@ func Take(root string, lim Limits) (*Snapshot, error) {
 	for _, p := range Ignores {
 		base = append(base, gitignore.ParsePattern(p, nil))
 	}
+	if lim.MaxReadBytes == 0 {
+		lim.MaxReadBytes = DefaultLimits.MaxReadBytes
+	}
+	if lim.MaxEntries == 0 {
+		lim.MaxEntries = DefaultLimits.MaxEntries
+	}
 	t := taker{s: s, lim: lim}
 	t.dir(root, nil, base)
+	for _, rel := range always {
+		if _, ok := s.Files[rel]; !ok && rel != "" && filepath.IsLocal(filepath.FromSlash(rel)) {
+			t.file(filepath.Join(root, filepath.FromSlash(rel)), rel)
+		}
+	}
 	return s, t.err
 }
 
 type taker struct {
-	s     *Snapshot
-	lim   Limits
-	total int64
-	err   error // the first error that is not a vanished or unreadable file
+	s       *Snapshot
+	lim     Limits
+	total   int64 // text kept
+	read    int64 // bytes read
+	entries int
+	err     error // the first error that is not a vanished or unreadable file
 }
 
 func (t *taker) dir(abs string, rel []string, patterns []gitignore.Pattern) {
@@ -117,11 +153,20 @@ func (t *taker) dir(abs string, rel []string, patterns []gitignore.Pattern) {
 	if err != nil {
 		if len(rel) == 0 {
 			t.err = err
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			t.s.Omitted++ // its files, if any, are not seen
 		}
 		return
 	}
 	m := gitignore.NewMatcher(patterns)
 	for _, e := range entries {
+		if t.s.Incomplete != "" {
+			return
+		}
+		if t.entries++; t.entries > t.lim.MaxEntries {
+			t.s.Incomplete = fmt.Sprintf("the walk stopped after %d entries", t.lim.MaxEntries)
+			return
+		}
 		path := append(slices.Clone(rel), e.Name())
 		typ := e.Type()
 		switch {
@@ -144,13 +189,21 @@ func (t *taker) file(abs, rel string) {
 	}
 	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return // gone or unreadable since the directory was read
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.s.Omitted++ // unreadable: counted, so a change in it is never claimed absent
+		}
+		return
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		return
 	}
+	if t.read+fi.Size() > t.lim.MaxReadBytes {
+		t.s.Files[rel] = File{Size: fi.Size()} // not read: no digest to compare
+		return
+	}
+	t.read += fi.Size()
 	h := sha256.New()
 	keep := fi.Size() <= t.lim.MaxFileBytes && t.total+fi.Size() <= t.lim.MaxTotalBytes
 	var buf bytes.Buffer
@@ -158,8 +211,11 @@ func (t *taker) file(abs, rel string) {
 	if keep {
 		w = io.MultiWriter(h, &buf)
 	}
-	n, err := io.Copy(w, f)
+	// At most the size Stat gave: a file the server keeps growing while it
+	// is read costs no more than its size when opened.
+	n, err := io.Copy(w, io.LimitReader(f, fi.Size()))
 	if err != nil {
+		t.s.Omitted++
 		return
 	}
 	out := File{Digest: hex.EncodeToString(h.Sum(nil)), Size: n}

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func write(t *testing.T, root, rel, text string) {
+func write(t testing.TB, root, rel, text string) {
 	t.Helper()
 	p := filepath.Join(root, filepath.FromSlash(rel))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -19,7 +19,7 @@ func write(t *testing.T, root, rel, text string) {
 	}
 }
 
-func take(t *testing.T, root string, lim Limits) *Snapshot {
+func take(t testing.TB, root string, lim Limits) *Snapshot {
 	t.Helper()
 	s, err := Take(root, lim)
 	if err != nil {

@@ -302,11 +302,27 @@ func TestAuditSigningOffAtStart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.dirs.State, auditedConfigFile), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// As the confirmation writes it: config_changed with the file's digest,
+	// which the run record names with the configuration.
+	key, err := ReadAuditKey(h.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.Open(audit.Options{Dir: AuditDir(h.dirs), Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := al.Append(t.Context(), audit.TypeConfigChanged, audit.ConfigChanged{File: h.dirs.ConfigFile(), Digest: digestOf(data), Changes: []string{}})
+	seg := al.Segment()
+	al.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec, _, err := ReadRunRecord(RunRecordPath(h.dirs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Config = string(data)
+	rec.Config, rec.Head = string(data), &RecordHead{File: seg, Seq: ev.Seq, Hash: ev.Hash}
 	if err := writeRunRecord(RunRecordPath(h.dirs), rec); err != nil {
 		t.Fatal(err)
 	}

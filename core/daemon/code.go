@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -28,23 +29,42 @@ import (
 // codeEpochs bounds the epochs whose snapshots are kept in memory.
 const codeEpochs = 64
 
+// codeHeld bounds the text the epochs' snapshots hold in memory: a server
+// relaunched again and again, rewriting a large tree each time, costs the
+// daemon no more (the oldest epochs' snapshots are dropped first).
+const codeHeld = 64 << 20
+
 // codeWait bounds how long a report waits for a snapshot being taken.
 const codeWait = 10 * time.Second
 
 type codeSnap struct {
 	label string
-	done  chan struct{} // closed once snap and err are set
+	done  chan struct{} // closed once snap, err and held are set
 	snap  *codediff.Snapshot
 	err   error
+	held  int64 // bytes of text snap keeps
+}
+
+// heldNow is s's text in memory, 0 while it is being taken.
+func (s *codeSnap) heldNow() int64 {
+	select {
+	case <-s.done:
+		return s.held
+	default:
+		return 0
+	}
 }
 
 type codeStore struct {
-	dir  string // where each label's approved snapshot is kept
-	home string
-	lim  codediff.Limits
-	log  *slog.Logger
+	dir     string // where each label's approved snapshot is kept
+	home    string
+	lim     codediff.Limits
+	maxHeld int64         // codeHeld; tests shorten it
+	takes   chan struct{} // one snapshot taken at a time
+	log     *slog.Logger
 
 	mu        sync.Mutex
+	saved     map[string]string    // guarded by mu; label → SHA-256 of the approved snapshot this daemon wrote
 	byEpoch   map[string]*codeSnap // guarded by mu
 	epochs    []string             // guarded by mu; oldest first, at most codeEpochs
 	byRequest map[string]*codeSnap // guarded by mu; pending cards
@@ -52,8 +72,8 @@ type codeStore struct {
 
 func newCodeStore(dir string, log *slog.Logger) *codeStore {
 	home, _ := os.UserHomeDir()
-	return &codeStore{dir: dir, home: home, lim: codediff.DefaultLimits, log: log,
-		byEpoch: map[string]*codeSnap{}, byRequest: map[string]*codeSnap{}}
+	return &codeStore{dir: dir, home: home, lim: codediff.DefaultLimits, maxHeld: codeHeld, takes: make(chan struct{}, 1), log: log,
+		byEpoch: map[string]*codeSnap{}, byRequest: map[string]*codeSnap{}, saved: map[string]string{}}
 }
 
 // sourceRoot is the tree rec's code is edited in (codediff.SourceRoot):
@@ -70,7 +90,7 @@ func (c *codeStore) sourceRoot(rec identity.Record) (string, bool) {
 
 // take starts the snapshot of rec's tree (in the background: a launch does
 // not wait for it) and returns it.
-func (c *codeStore) take(rec identity.Record) *codeSnap {
+func (c *codeStore) take(rec identity.Record, identityOf string) *codeSnap {
 	s := &codeSnap{label: rec.ServerLabel, done: make(chan struct{})}
 	root, ok := c.sourceRoot(rec)
 	if !ok {
@@ -78,11 +98,30 @@ func (c *codeStore) take(rec identity.Record) *codeSnap {
 		close(s.done)
 		return s
 	}
+	// The files the launch measured below root: always in the snapshot
+	// (a .gitignore the server writes cannot hide them), and kept with
+	// their measured digests so that codediff.Check sees a tree edited
+	// between the measurement and the snapshot, or a kept copy altered.
+	measured := map[string]string{}
+	for path, sum := range map[string]string{rec.Entry: rec.EntryDigest, rec.Lockfile: rec.LockfileDigest,
+		rec.ResolvedExecutable.Path: rec.ResolvedExecutable.SHA256} {
+		if rel, err := filepath.Rel(root, path); err == nil && path != "" && sum != "" && filepath.IsLocal(rel) {
+			measured[filepath.ToSlash(rel)] = sum
+		}
+	}
 	go func() {
 		defer close(s.done)
-		s.snap, s.err = codediff.Take(root, c.lim)
+		c.takes <- struct{}{}
+		s.snap, s.err = codediff.Take(root, c.lim, slices.Collect(maps.Keys(measured))...)
+		<-c.takes
 		if s.snap != nil {
-			s.snap.Epoch = rec.Epoch
+			s.snap.Epoch, s.snap.Identity = rec.Epoch, identityOf
+			if len(measured) > 0 {
+				s.snap.Measured = measured
+			}
+			for _, f := range s.snap.Files {
+				s.held += int64(len(f.Text))
+			}
 		}
 		if s.err != nil {
 			c.log.Info("taking the source snapshot", "label", rec.ServerLabel, "root", root, "err", s.err)
@@ -98,12 +137,17 @@ func (c *codeStore) launched(rec identity.Record) {
 	if rec.Epoch == "" {
 		return
 	}
-	s := c.take(rec)
+	s := c.take(rec, authz.IdentityDigest(rec))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.byEpoch[rec.Epoch] = s
 	c.epochs = append(c.epochs, rec.Epoch)
-	for len(c.epochs) > codeEpochs {
+	var held int64
+	for _, e := range c.epochs {
+		held += c.byEpoch[e].heldNow()
+	}
+	for len(c.epochs) > codeEpochs || (len(c.epochs) > 1 && held > c.maxHeld) {
+		held -= c.byEpoch[c.epochs[0]].heldNow()
 		delete(c.byEpoch, c.epochs[0])
 		c.epochs = c.epochs[1:]
 	}
@@ -118,11 +162,11 @@ func (c *codeStore) requested(r authz.Request, rec identity.Record, haveRec bool
 	c.mu.Unlock()
 	if s == nil || r.Card.CurrentEpoch == "" {
 		if !haveRec {
-			rec = identity.Record{ServerLabel: r.Card.ServerLabel, Entry: r.Card.Entry,
-				ResolvedExecutable: identity.FileDigest{Path: r.Card.Executable}}
+			rec = identity.Record{ServerLabel: r.Card.ServerLabel, Entry: r.Card.Entry, EntryDigest: r.Card.EntryDigest,
+				ResolvedExecutable: identity.FileDigest{Path: r.Card.Executable, SHA256: r.Card.ExecutableDigest}}
 		}
 		rec.Epoch = r.Card.CurrentEpoch
-		s = c.take(rec)
+		s = c.take(rec, r.Card.Identity)
 	}
 	c.mu.Lock()
 	c.byRequest[r.ID] = s
@@ -168,6 +212,7 @@ func (c *codeStore) save(label string, s *codediff.Snapshot) error {
 	if err != nil {
 		return err
 	}
+	sum := sha256.Sum256(b)
 	tmp, err := os.CreateTemp(c.dir, ".approved-*")
 	if err != nil {
 		return err
@@ -180,17 +225,35 @@ func (c *codeStore) save(label string, s *codediff.Snapshot) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), c.file(label))
+	if err := os.Rename(tmp.Name(), c.file(label)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.saved[label] = hex.EncodeToString(sum[:])
+	c.mu.Unlock()
+	return nil
 }
 
 // approved reads label's approved snapshot; nil, nil when there is none.
+// A file this daemon wrote and finds replaced (the agent runs as the same
+// user) is refused; one written by an earlier run is taken as found, and
+// must still pass codediff.Check (docs/TRUST.md).
 func (c *codeStore) approved(label string) (*codediff.Snapshot, error) {
 	b, err := os.ReadFile(c.file(label))
+	c.mu.Lock()
+	want, wrote := c.saved[label]
+	c.mu.Unlock()
 	if errors.Is(err, os.ErrNotExist) {
+		if wrote {
+			return nil, fmt.Errorf("%s was deleted since this daemon wrote it", c.file(label))
+		}
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
+	}
+	if sum := sha256.Sum256(b); wrote && hex.EncodeToString(sum[:]) != want {
+		return nil, fmt.Errorf("%s was replaced since this daemon wrote it", c.file(label))
 	}
 	var s codediff.Snapshot
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -221,23 +284,13 @@ func (c *codeStore) report(ctx context.Context, r authz.Request) codediff.Report
 		rep.Note = "no code to show: " + s.err.Error()
 		return rep
 	}
-	rep.Root, rep.TakenAt, rep.Files = s.snap.Root, s.snap.TakenAt, len(s.snap.Files)
 	old, err := c.approved(r.Card.ServerLabel)
-	switch {
-	case err != nil:
+	if err != nil {
+		rep.Root, rep.TakenAt, rep.Files = s.snap.Root, s.snap.TakenAt, len(s.snap.Files)
 		rep.Note = "the code you last approved on this server cannot be read (" + err.Error() + "): nothing to compare with"
 		return rep
-	case old == nil:
-		rep.Note = fmt.Sprintf("no code approved earlier on %s is kept, so there is nothing to compare with (%d files in %s)", r.Card.ServerLabel, len(s.snap.Files), s.snap.Root)
-		return rep
 	}
-	rep.Since, rep.SinceAt = old.Epoch, old.TakenAt
-	rep.Changes = codediff.Compare(old, s.snap)
-	rep.Omitted = old.Omitted + s.snap.Omitted
-	if old.Root != s.snap.Root {
-		rep.Note = "the code you approved was in " + old.Root + "; files are compared by their path below each tree"
-	}
-	return rep
+	return codediff.Build(r.Card.ServerLabel, old, s.snap)
 }
 
 // CodeChanges is what changed in the source tree of pending request id's

@@ -173,6 +173,12 @@ func earlierState(dirs paths.Dirs, sk audit.SealKeyStore) []string {
 	return out
 }
 
+// rotatedLog reports whether `portcullis audit rotate-key` moved a log aside.
+func rotatedLog(dirs paths.Dirs) bool {
+	m, _ := filepath.Glob(filepath.Join(dirs.State, "audit.rotated-*"))
+	return len(m) > 0
+}
+
 // hasLog reports whether the audit directory holds log files.
 func hasLog(dirs paths.Dirs) bool {
 	m, _ := filepath.Glob(filepath.Join(AuditDir(dirs), "audit-*.jsonl"))
@@ -185,6 +191,7 @@ func hasLog(dirs paths.Dirs) bool {
 // one with none of them.
 func checkStart(dirs paths.Dirs, sk audit.SealKeyStore) startCheck {
 	var s startCheck
+	rewritten := false
 	rec, hasRec, recErr := ReadRunRecord(RunRecordPath(dirs))
 	logFiles := hasLog(dirs)
 	earlier := earlierState(dirs, sk)
@@ -199,12 +206,28 @@ func checkStart(dirs paths.Dirs, sk audit.SealKeyStore) startCheck {
 	case hasRec:
 		s.record = rec
 		switch h := rec.Head; {
+		case h == nil && (logFiles || !rotatedLog(dirs)):
+			// Only `audit rotate-key` clears the head, moving the log
+			// aside with no daemon running: a record naming no event
+			// beside a log, or with no log moved aside, was written by
+			// someone else (a configuration it holds would go unchecked).
+			rewritten = true
+			s.found(RunRecordName, "rewritten", RunRecordName+" names no audit event, as only `portcullis audit rotate-key` leaves it, but the audit log was not moved aside: it was rewritten while no daemon ran")
 		case h == nil:
 		case !logFiles:
 			s.found(filepath.Base(AuditDir(dirs))+"/", "missing", fmt.Sprintf("the audit log is gone although %s names its event seq %d: it was deleted while no daemon ran", RunRecordName, h.Seq))
 		default:
-			if found, err := audit.HasEvent(AuditDir(dirs), h.File, h.Seq, h.Hash); err == nil && !found {
+			ev, found, err := audit.FindEvent(AuditDir(dirs), h.File, h.Seq, h.Hash)
+			switch want, ok := recordedConfig(ev); {
+			case err != nil:
+			case !found:
 				s.found(h.File, "replaced", fmt.Sprintf("the audit log no longer holds event seq %d that %s names: it was replaced or cut while no daemon ran", h.Seq, RunRecordName))
+			case !ok || want != digestOf([]byte(rec.Config)):
+				// The record's configuration is bound to its event: a
+				// record rewritten to a wider one, or naming an event that
+				// records none, is not believed.
+				rewritten = true
+				s.found(RunRecordName, "rewritten", fmt.Sprintf("the configuration in %s is not the one its audit event seq %d recorded: it was rewritten while no daemon ran", RunRecordName, h.Seq))
 			}
 		}
 	case logFiles:
@@ -221,14 +244,35 @@ func checkStart(dirs paths.Dirs, sk audit.SealKeyStore) startCheck {
 		s.missing = append(s.missing, audit.TamperedFile{File: auditedConfigFile, Change: "missing"})
 	}
 	switch {
-	case hasRec:
+	case hasRec && !rewritten:
 		s.prev, _ = rec.config() // ReadRunRecord checked it
-	case audited != nil:
+	case audited != nil && !s.tampered():
+		// A log of a version that kept no record. After tampering the
+		// copy is not believed: the agent can write it as well as delete.
 		s.prev = audited
-	case logFiles || len(earlier) > 0 || recErr != nil:
+	case logFiles || len(earlier) > 0 || recErr != nil || s.tampered():
 		s.prev = &config.Config{} // nothing confirmed is known: all that widens waits
 	}
 	return s
+}
+
+// recordedConfig is the digest of the configuration in force that ev, the
+// event a run record names, recorded: ok false for an event that records
+// none (another type, or a daemon_started written before it carried one).
+func recordedConfig(ev audit.Event) (digest string, ok bool) {
+	switch ev.Type {
+	case audit.TypeConfigChanged:
+		var f audit.ConfigChanged
+		if ev.DecodeFields(&f) == nil && f.Digest != "" {
+			return f.Digest, true
+		}
+	case TypeDaemonStarted:
+		var f DaemonStarted
+		if ev.DecodeFields(&f) == nil && f.ConfigDigest != "" {
+			return f.ConfigDigest, true
+		}
+	}
+	return "", false
 }
 
 // TypeDaemonStarted is the audit event the daemon writes at each start,
@@ -244,6 +288,9 @@ type DaemonStarted struct {
 	// FirstStart: neither an audit log nor other state of an earlier run
 	// was found (the configuration file was taken as it is).
 	FirstStart bool `json:"firstStart,omitempty"`
+	// ConfigDigest is the "sha256:…" of the configuration file put in
+	// force at this start: what the run record naming this event holds.
+	ConfigDigest string `json:"configDigest,omitempty"`
 }
 
 // recordStart is Serve's part once the log is open: the start's findings
@@ -262,8 +309,8 @@ func (d *Daemon) recordStart(ctx context.Context, al *audit.Log, anchorDetail st
 		}
 	}
 	starts := s.record.Starts + 1
-	ev, err := d.auditW.Append(ctx, TypeDaemonStarted, DaemonStarted{Starts: starts, FirstStart: s.prev == nil})
 	_, data := d.configData()
+	ev, err := d.auditW.Append(ctx, TypeDaemonStarted, DaemonStarted{Starts: starts, FirstStart: s.prev == nil, ConfigDigest: digestOf(data)})
 	d.recMu.Lock()
 	defer d.recMu.Unlock()
 	d.record = RunRecord{Starts: starts}

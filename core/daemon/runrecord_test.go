@@ -97,17 +97,28 @@ func TestStartCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeLog := func(t *testing.T, d paths.Dirs, typ string) RecordHead {
+	writeEvent := func(t *testing.T, d paths.Dirs, typ string, fields map[string]any) RecordHead {
 		al, err := audit.Open(audit.Options{Dir: AuditDir(d)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer al.Close()
-		ev, err := al.Append(t.Context(), typ, map[string]any{})
+		ev, err := al.Append(t.Context(), typ, fields)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return RecordHead{File: al.Segment(), Seq: ev.Seq, Hash: ev.Hash}
+	}
+	writeLog := func(t *testing.T, d paths.Dirs, typ string) RecordHead {
+		return writeEvent(t, d, typ, map[string]any{})
+	}
+	// widened is config.json as the agent wrote it (read allowed).
+	widened := func(t *testing.T, d paths.Dirs) string {
+		b, err := os.ReadFile(d.ConfigFile())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
 	}
 	touch := func(t *testing.T, p string, data string) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
@@ -125,9 +136,18 @@ func TestStartCheck(t *testing.T) {
 	}{
 		{"nothing: a first start", func(*testing.T, paths.Dirs) {}, true, ""},
 		{"record and its log", func(t *testing.T, d paths.Dirs) {
-			h := writeLog(t, d, TypeDaemonStarted)
+			h := writeEvent(t, d, audit.TypeConfigChanged, map[string]any{"file": d.ConfigFile(), "digest": digestOf(confirmedData), "changes": []string{}})
 			writeRecord(t, d, &h)
 		}, false, ""},
+		{"record and its log, config.audited.json rewritten to config.json's widening", func(t *testing.T, d paths.Dirs) {
+			h := writeEvent(t, d, audit.TypeConfigChanged, map[string]any{"file": d.ConfigFile(), "digest": digestOf(confirmedData), "changes": []string{}})
+			writeRecord(t, d, &h)
+			touch(t, filepath.Join(d.State, auditedConfigFile), widened(t, d))
+		}, false, ""},
+		{"record naming an event that records no configuration", func(t *testing.T, d paths.Dirs) {
+			h := writeEvent(t, d, audit.TypeRunStarted, map[string]any{})
+			writeRecord(t, d, &h)
+		}, false, RunRecordName + " rewritten"},
 		{"record, log deleted", func(t *testing.T, d paths.Dirs) {
 			writeRecord(t, d, &RecordHead{File: "audit-000001.jsonl", Seq: 9, Hash: "sha256:00"})
 		}, false, "audit/"},
@@ -135,7 +155,21 @@ func TestStartCheck(t *testing.T) {
 			writeLog(t, d, TypeDaemonStarted)
 			writeRecord(t, d, &RecordHead{File: "audit-000001.jsonl", Seq: 1, Hash: "sha256:00"})
 		}, false, "audit-000001.jsonl"},
-		{"record after rotate-key, no log", func(t *testing.T, d paths.Dirs) { writeRecord(t, d, nil) }, false, ""},
+		{"record after rotate-key, no log", func(t *testing.T, d paths.Dirs) {
+			touch(t, filepath.Join(d.State, "audit.rotated-20261206T000000Z", "audit-000001.jsonl"), "")
+			writeRecord(t, d, nil)
+		}, false, ""},
+		{"record rewritten to name no event and config.json's widening, log deleted", func(t *testing.T, d paths.Dirs) {
+			if err := writeRunRecord(RunRecordPath(d), RunRecord{Starts: 1, Config: widened(t, d)}); err != nil {
+				t.Fatal(err)
+			}
+		}, false, RunRecordName + " rewritten"},
+		{"record rewritten to name no event and config.json's widening, log kept", func(t *testing.T, d paths.Dirs) {
+			writeLog(t, d, TypeDaemonStarted)
+			if err := writeRunRecord(RunRecordPath(d), RunRecord{Starts: 1, Config: widened(t, d)}); err != nil {
+				t.Fatal(err)
+			}
+		}, false, RunRecordName + " rewritten"},
 		{"record unreadable", func(t *testing.T, d paths.Dirs) { touch(t, RunRecordPath(d), "{") }, false, RunRecordName},
 		{"record deleted, the log shows it was kept", func(t *testing.T, d paths.Dirs) { writeLog(t, d, TypeDaemonStarted) }, false, RunRecordName},
 		{"a log of a version without the record", func(t *testing.T, d paths.Dirs) { writeLog(t, d, audit.TypeRunStarted) }, false, ""},
@@ -152,6 +186,30 @@ func TestStartCheck(t *testing.T) {
 		{"log and record deleted, sealing key file left", func(t *testing.T, d paths.Dirs) { touch(t, SealKeyPath(d), "{}") }, false, "audit/"},
 		{"log and record deleted, config.audited.json left", func(t *testing.T, d paths.Dirs) {
 			touch(t, filepath.Join(d.State, auditedConfigFile), string(confirmedData))
+		}, false, "audit/"},
+		// The agent writes what it cannot delete its way around.
+		{"record and its log, the event names the record's configuration", func(t *testing.T, d paths.Dirs) {
+			h := writeEvent(t, d, TypeDaemonStarted, map[string]any{"starts": 1, "configDigest": digestOf(confirmedData)})
+			writeRecord(t, d, &h)
+		}, false, ""},
+		{"record rewritten to config.json's widening, its daemon_started kept", func(t *testing.T, d paths.Dirs) {
+			h := writeEvent(t, d, TypeDaemonStarted, map[string]any{"starts": 1, "configDigest": digestOf(confirmedData)})
+			if err := writeRunRecord(RunRecordPath(d), RunRecord{Starts: 1, Head: &h, Config: widened(t, d)}); err != nil {
+				t.Fatal(err)
+			}
+		}, false, RunRecordName + " rewritten"},
+		{"record rewritten to config.json's widening, its config_changed kept", func(t *testing.T, d paths.Dirs) {
+			h := writeEvent(t, d, audit.TypeConfigChanged, map[string]any{"file": d.ConfigFile(), "digest": digestOf(confirmedData), "changes": []string{}})
+			if err := writeRunRecord(RunRecordPath(d), RunRecord{Starts: 1, Head: &h, Config: widened(t, d)}); err != nil {
+				t.Fatal(err)
+			}
+		}, false, RunRecordName + " rewritten"},
+		{"record deleted, config.audited.json rewritten to config.json's widening", func(t *testing.T, d paths.Dirs) {
+			writeLog(t, d, TypeDaemonStarted)
+			touch(t, filepath.Join(d.State, auditedConfigFile), widened(t, d))
+		}, false, RunRecordName},
+		{"log and record deleted, config.audited.json rewritten to config.json's widening", func(t *testing.T, d paths.Dirs) {
+			touch(t, filepath.Join(d.State, auditedConfigFile), widened(t, d))
 		}, false, "audit/"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

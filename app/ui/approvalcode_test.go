@@ -72,7 +72,10 @@ func TestCardShowsCodeChanges(t *testing.T) {
 		},
 	}}
 	fyne.DoAndWait(func() { w.sync(f.Pending()) })
-	content := func() fyne.CanvasObject { return w.win.Content() }
+	// The test driver runs fyne.Do at once on the report's goroutine, which
+	// can race the render that asked; a desktop driver queues it after that
+	// render. Drawing the card again on each look stands for that queue.
+	content := func() fyne.CanvasObject { w.render(); return w.win.Content() }
 	got := waitLabel(t, content, "2 files changed (+2 −0)")
 	all := strings.Join(got, "\n")
 	for _, want := range []string{"M server.py  +1 −0", `A evil\x1b[31m.py  +1 −0`, "since the code you approved for epoch"} {

@@ -110,7 +110,9 @@ func writeCode(w io.Writer, rep *codediff.Report, diff bool) {
 		fmt.Fprintf(w, "            %s\n", textsafe.Line(c.Stat()))
 	}
 	if !diff {
-		fmt.Fprintln(w, "            (portcullis approvals --diff shows the lines)")
+		if slices.ContainsFunc(rep.Changes, func(c codediff.Change) bool { return c.Diff != "" }) {
+			fmt.Fprintln(w, "            (portcullis approvals --diff shows the lines)")
+		}
 		return
 	}
 	for _, c := range rep.Changes {

@@ -208,8 +208,11 @@ func (t *taker) file(abs, rel string) {
 	keep := fi.Size() <= t.lim.MaxFileBytes && t.total+fi.Size() <= t.lim.MaxTotalBytes
 	var buf bytes.Buffer
 	var w io.Writer = h
+	head := headBuf{max: 8 << 10} // a file not kept is told binary or text by its start, as git does
 	if keep {
 		w = io.MultiWriter(h, &buf)
+	} else {
+		w = io.MultiWriter(h, &head)
 	}
 	// At most the size Stat gave: a file the server keeps growing while it
 	// is read costs no more than its size when opened.
@@ -227,8 +230,23 @@ func (t *taker) file(abs, rel string) {
 		} else {
 			out.Binary = true
 		}
+	} else if !keep && bytes.IndexByte(head.b, 0) >= 0 {
+		out.Binary = true
 	}
 	t.s.Files[rel] = out
+}
+
+// headBuf keeps the first max bytes written to it.
+type headBuf struct {
+	b   []byte
+	max int
+}
+
+func (h *headBuf) Write(p []byte) (int, error) {
+	if room := h.max - len(h.b); room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
 }
 
 // isText: valid UTF-8 with no NUL, as git and diff tools decide.

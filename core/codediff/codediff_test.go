@@ -115,16 +115,22 @@ func TestLimitsSummariseWhatTheyLeaveOut(t *testing.T) {
 	write(t, root, "a.txt", "one\n")
 	write(t, root, "big.txt", strings.Repeat("x", 100))
 	write(t, root, "bin.dat", "\x00\x01\x02")
+	write(t, root, "server", "\x7fELF\x00"+strings.Repeat("z", 200)) // a compiled server over the size limit
 	lim := Limits{MaxFiles: 10, MaxFileBytes: 50, MaxTotalBytes: 1 << 20}
 	old := take(t, root, lim)
 	write(t, root, "big.txt", strings.Repeat("y", 120))
 	write(t, root, "bin.dat", "\x00\x01\x03\x04")
+	write(t, root, "server", "\x7fELF\x00"+strings.Repeat("w", 210))
 	now := take(t, root, lim)
 	for _, c := range Compare(old, now) {
 		switch c.Path {
 		case "big.txt":
 			if c.Diff != "" || !strings.Contains(c.Summary, "not kept") {
 				t.Errorf("big.txt: %+v", c)
+			}
+		case "server":
+			if !c.Binary || !strings.Contains(c.Summary, "binary") {
+				t.Errorf("a large binary is not told binary: %+v", c)
 			}
 		case "bin.dat":
 			if !c.Binary || c.Diff != "" || !strings.Contains(c.Summary, "binary, 3 bytes → 4 bytes") {
@@ -135,7 +141,7 @@ func TestLimitsSummariseWhatTheyLeaveOut(t *testing.T) {
 		}
 	}
 	few := take(t, root, Limits{MaxFiles: 1, MaxFileBytes: 50, MaxTotalBytes: 1 << 20})
-	if len(few.Files) != 1 || few.Omitted != 2 {
+	if len(few.Files) != 1 || few.Omitted != 3 {
 		t.Errorf("MaxFiles 1: %d files, %d omitted", len(few.Files), few.Omitted)
 	}
 }

@@ -450,14 +450,6 @@ func quoteList(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// toldContract reports whether the agent was told, in a refusal's message,
-// the contract of tool of digest.
-func (s *Session) toldContract(tool, digest string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.told[tool] == digest
-}
-
 // noteTold records that a refusal's message told the agent the contract
 // of tool of digest.
 func (s *Session) noteTold(tool, digest string) {

@@ -641,12 +641,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 	reply(c, r)
 	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
 
-	// The session reads c itself once br holds nothing more.
-	var agentIn io.Reader = br
-	if br.Buffered() == 0 {
-		agentIn = c
-	}
-	err := sess.Serve(ctx, agentIn, c)
+	err := sess.Serve(ctx, br, c)
 	if h.ShimLines && ctx.Err() != nil {
 		// The daemon stops on purpose: the shim connects again at the
 		// agent's next request rather than start a daemon at once.

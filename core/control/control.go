@@ -4,9 +4,9 @@
 // Every connection starts with one line of JSON from the client, a Hello,
 // and one line of JSON from the daemon, a Reply. For "connect", the
 // connection then carries the agent's newline-delimited JSON-RPC messages in
-// both directions (MCP stdio framing) until either side closes, unless the
-// shim handed the agent's own stdin and stdout to the daemon (PassStdio). For every
-// other operation the Reply is the whole answer and the daemon closes the
+// both directions (MCP stdio framing) until either side closes: the shim
+// keeps the agent's stdin and stdout and relays them. For every other
+// operation the Reply is the whole answer and the daemon closes the
 // connection.
 //
 // This package is the whole contract between the shim and the daemon: the
@@ -94,11 +94,6 @@ type Hello struct {
 	// What, for person, says what the person is about to do ("put the
 	// secrets back into claude-code's configuration").
 	What string `json:"what,omitempty"`
-	// Pass, for connect, is PassStdio when the shim can hand the agent's
-	// stdin and stdout to the daemon (see PassStdio); NoPass, when it
-	// cannot, says why, for the daemon's log.
-	Pass   string `json:"pass,omitempty"`
-	NoPass string `json:"noPass,omitempty"`
 	// ShimLines, for connect, says the shim reads the daemon's shim lines
 	// (HeldLine, ReleasedLine, StoppingLine) and never passes them on: a
 	// daemon sends them only to such a shim that relays.
@@ -136,9 +131,6 @@ type Reply struct {
 	// EndOfInput for the answers to the requests sent before, in
 	// milliseconds (see Reply.DrainTimeout).
 	DrainTimeoutMS int64 `json:"drainTimeoutMs,omitempty"`
-	// Pass, for connect, is PassStdio when the daemon asks for the
-	// agent's stdio the shim offered (see PassStdio).
-	Pass string `json:"pass,omitempty"`
 	// DaemonPID, for connect, is the daemon's pid: a shim that reconnects
 	// names it in its Continuation.
 	DaemonPID int             `json:"daemonPid,omitempty"`

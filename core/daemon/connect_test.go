@@ -1,7 +1,10 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -91,5 +94,51 @@ func TestConnectReplySendsDrainTimeout(t *testing.T) {
 	}
 	if got := c.Reply.DrainTimeout(); got != 1500*time.Millisecond {
 		t.Errorf("the reply to connect says a drain timeout of %s, want the daemon's 1.5s", got)
+	}
+}
+
+// TestConnectOlderShimOffersStdio: a shim of an older build offers the
+// agent's stdin and stdout in its Hello ("pass": "stdio") and relays
+// unless the Reply asks for them ("pass" in the Reply). The daemon never
+// asks: its Reply has no "pass", and the agent's JSON-RPC goes over the
+// connection as from a shim of this build.
+func TestConnectOlderShimOffersStdio(t *testing.T) {
+	dirs := shortHome(t)
+	if err := dirs.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	saveServers(t, dirs.ConfigFile(), "x")
+	d, err := New(Options{Dirs: dirs, Peers: selfPeers{}, DrainTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, d, dirs)
+	c, err := net.Dial("unix", dirs.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	hello := fmt.Sprintf(`{"version":%d,"op":%q,"label":"x","pass":"stdio"}`+"\n", control.Version, control.OpConnect)
+	if _, err := c.Write([]byte(hello)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(line, &r); err != nil || r["ok"] != true {
+		t.Fatalf("reply to an older shim's connect: %s (%v)", line, err)
+	}
+	if p, ok := r["pass"]; ok {
+		t.Errorf("the reply asks for the agent's stdio (pass %v): the older shim would hand it over to a daemon that no longer reads it", p)
+	}
+	if _, err := c.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := br.ReadString('\n'); err != nil || l != `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n" {
+		t.Errorf("the older shim's relayed ping was answered %q (%v)", l, err)
 	}
 }

@@ -650,9 +650,9 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		Arguments:      func(call string, args func() json.RawMessage) { d.tel.arguments(label, call, args) },
 		Logger:         d.log,
 		OnChange:       func() { d.rewatch(label); d.notify() },
-		// A shim that relays learns which calls wait for a person,
-		// and a run a reconnecting shim continues is recorded.
-		ShimLines:       h.ShimLines && h.Pass != control.PassStdio,
+		// A shim that reads shim lines learns which calls wait for a
+		// person, and a run a reconnecting shim continues is recorded.
+		ShimLines:       h.ShimLines,
 		Continues:       h.Continues,
 		PreviousLogHead: d.openedAt(),
 	})
@@ -664,42 +664,16 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 	d.noteAgent(runID, c)
 	defer d.forgetAgent(runID)
 	d.notify()
-	// The agent's own stdio when the shim hands it over (one hop, see
-	// control.PassStdio), else the shim's connection (relay).
+	// The shim relays the agent's stdio over c. A shim of an older build
+	// may offer its descriptors (a "pass" field in its Hello): this Reply
+	// does not ask for them, which such a shim takes as its cue to relay.
 	r := control.ConnectReply(ids.RunID(runID), d.opts.DrainTimeout)
 	r.DaemonPID = os.Getpid()
-	offered := h.Pass == control.PassStdio && br.Buffered() == 0
-	if offered {
-		r.Pass = control.PassStdio
-	}
 	reply(c, r)
-	var agentIn io.Reader = br
-	var agentOut io.Writer = c
-	var stdio *agentStdio
-	mode, why := control.ModeRelay, h.NoPass
-	if offered {
-		var err error
-		if stdio, why, err = d.takeStdio(c, br); err != nil {
-			why = "the shim left during the hand-off: " + err.Error()
-		} else if stdio != nil {
-			mode, agentIn, agentOut = control.ModeFD, stdio, stdio
-		}
-	}
-	attrs := []any{"run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID, "stdio", mode}
-	if mode == control.ModeRelay && why != "" {
-		attrs = append(attrs, "why", why)
-	}
-	d.log.Info("agent run started", attrs...)
+	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
 
-	// The session reads c itself once br holds nothing more (raw reads,
-	// package rawio, need the connection).
-	if stdio == nil && br.Buffered() == 0 {
-		agentIn = c
-	}
-	err := sess.Serve(ctx, agentIn, agentOut)
-	if stdio != nil {
-		stdio.end(c, ctx.Err(), err)
-	} else if h.ShimLines && ctx.Err() != nil {
+	err := sess.Serve(ctx, br, c)
+	if h.ShimLines && ctx.Err() != nil {
 		// The daemon stops on purpose: the shim connects again at the
 		// agent's next request rather than start a daemon at once.
 		_ = c.SetWriteDeadline(time.Now().Add(time.Second))

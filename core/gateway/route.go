@@ -12,7 +12,6 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
-	"github.com/portcullis/portcullis/core/internal/rawio"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -41,8 +40,7 @@ const (
 
 // readAgent routes every message the agent sends until its input ends.
 func (s *Session) readAgent(in io.Reader) error {
-	// Raw reads (package rawio): no scheduler work per message.
-	r := mcpwire.NewReader(rawio.NewReader(in), s.opts.MaxMessage)
+	r := mcpwire.NewReader(in, s.opts.MaxMessage)
 	unicodeNoted := false
 	for {
 		line, err := r.ReadLine()

@@ -51,7 +51,6 @@ import (
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
-	"github.com/portcullis/portcullis/core/internal/rawio"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
 	"github.com/portcullis/portcullis/core/textsafe"
@@ -211,7 +210,6 @@ type Session struct {
 	amu      sync.Mutex // serializes writes to the agent; taken before mu
 	abuf     []byte     // guarded by amu: the line being written to the agent, reused
 	agentOut io.Writer  // guarded by amu
-	agentW   io.Writer  // agentOut, written with raw writes (package rawio); guarded by amu
 
 	mu               sync.Mutex
 	state            State          // guarded by mu
@@ -343,7 +341,6 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	s.ctx, s.cancel = ctx, cancel
 	s.mu.Unlock()
 	s.agentOut = agentOut
-	s.agentW = rawio.NewWriter(agentOut)
 	started := audit.RunStarted{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
 		Agent: audit.Agent{Executable: s.opts.Agent.Exe, PID: s.opts.Agent.PID}}
 	if c := s.opts.Continues; c != nil {
@@ -711,7 +708,7 @@ func (s *Session) writeAgent(line []byte) {
 
 func (s *Session) writeAgentLocked(line []byte) {
 	s.abuf = appendLine(s.abuf, line)
-	if _, err := s.agentW.Write(s.abuf); err != nil {
+	if _, err := s.agentOut.Write(s.abuf); err != nil {
 		s.agentGoneOnce.Do(func() { close(s.agentGone) })
 		s.log.Debug("writing to agent", "err", err)
 	}

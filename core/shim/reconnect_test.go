@@ -67,7 +67,8 @@ func (f *fakeDaemon) serve(pid int, run string) {
 				c.Close()
 				continue
 			}
-			_ = control.WriteLine(c, control.Reply{OK: true, Run: ids.RunID("R-" + run), DaemonPID: pid})
+			rb, _ := json.Marshal(control.Reply{OK: true, Run: ids.RunID("R-" + run), DaemonPID: pid})
+			_, _ = c.Write(append(rb, '\n'))
 			f.conns <- &connected{hello: h, daemonSide: newDaemonSide(f.t, &bufConn{Conn: c, r: br})}
 		}
 	}()

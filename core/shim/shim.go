@@ -115,8 +115,7 @@ func Run(ctx context.Context, o Options) int {
 // hello is the shim's Hello to the daemon: a relaying connection that reads
 // shim lines, continuing run cont when set.
 func hello(o Options, cont *control.Continuation) control.Hello {
-	return control.Hello{Op: control.OpConnect, Label: o.Label, ShimLines: true,
-		NoPass: "the shim keeps the agent's stdio, to outlive the daemon", Continues: cont}
+	return control.Hello{Op: control.OpConnect, Label: o.Label, ShimLines: true, Continues: cont}
 }
 
 // dialRefusal words why dial failed, for the agent.

@@ -7,15 +7,12 @@ import (
 	"io"
 	"os"
 	"sync"
-
-	"github.com/portcullis/portcullis/core/internal/rawio"
 )
 
 // stdoutPipe is the daemon's end of the server's stdout pipe; reads after
-// close report io.EOF. Reads are raw (package rawio). A pipe does not tell
-// who wrote: attribute is never called here.
+// close report io.EOF. A pipe does not tell who wrote: attribute is never
+// called here.
 type stdoutPipe struct {
-	r         io.Reader // f, read with raw reads
 	f         *os.File
 	attribute func(pid, pidfd int)
 	once      sync.Once
@@ -30,11 +27,11 @@ func newStdout() (*stdoutPipe, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &stdoutPipe{f: r, r: rawio.NewReader(r)}, w, nil
+	return &stdoutPipe{f: r}, w, nil
 }
 
 func (s *stdoutPipe) Read(b []byte) (int, error) {
-	n, err := s.r.Read(b)
+	n, err := s.f.Read(b)
 	if errors.Is(err, os.ErrClosed) {
 		err = io.EOF
 	}

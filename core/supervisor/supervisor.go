@@ -31,7 +31,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/portcullis/portcullis/core/identity"
-	"github.com/portcullis/portcullis/core/internal/rawio"
 )
 
 // Defaults for [Options] and [Spec].
@@ -350,7 +349,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		cmd:        cmd,
 		logger:     o.Logger.With("server", s.Label, "pid", cmd.Process.Pid, "epoch", epoch),
 		opts:       o,
-		stdin:      &stdinPipe{f: inW, w: rawio.NewWriter(inW)},
+		stdin:      &stdinPipe{f: inW},
 		stdout:     stdout,
 		stderr:     errR,
 		ring:       newRing(limit),
@@ -673,19 +672,14 @@ func waitChan(c <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// stdinPipe is the server's stdin with an idempotent Close. Writes are raw
-// (package rawio: no scheduler work per message), which needs the pipe to
-// stay non-blocking: never call Fd on the files of stdinPipe and stdoutPipe
-// (it makes a descriptor blocking, and a raw call would then block its
-// thread and processor).
+// stdinPipe is the server's stdin with an idempotent Close.
 type stdinPipe struct {
-	w    io.Writer // f, written with raw writes
 	f    *os.File
 	once sync.Once
 	err  error
 }
 
-func (s *stdinPipe) Write(b []byte) (int, error) { return s.w.Write(b) }
+func (s *stdinPipe) Write(b []byte) (int, error) { return s.f.Write(b) }
 
 func (s *stdinPipe) Close() error {
 	s.once.Do(func() { s.err = s.f.Close() })

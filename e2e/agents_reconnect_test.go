@@ -353,9 +353,10 @@ func (s *agentSetup) daemonKilledMidSession(t *testing.T, tool func(string) stri
 }
 
 // newAgentSetupKillable is newAgentSetup with a daemon the test may kill.
-func newAgentSetupKillable(t *testing.T) *agentSetup {
+func newAgentSetupKillable(t *testing.T, env ...string) *agentSetup {
 	t.Helper()
 	s := newAgentSetupNoDaemon(t)
+	s.home.Env = append(s.home.Env, env...)
 	stopDaemonsOf(t, s.home)
 	d, err := s.home.StartDaemon(testContext(t, 30*time.Second), nil)
 	if err != nil {
@@ -387,7 +388,12 @@ func TestAgentsGeminiDaemonKilled(t *testing.T) {
 func TestAgentsCodexDaemonKilled(t *testing.T) {
 	t.Parallel()
 	node, codex := needCodex(t)
-	s := codexSetupOn(t, newAgentSetupKillable(t))
+	// Codex gives a stdio server only a few variables of its environment,
+	// never the session bus: a daemon its shim starts finds the person's
+	// bus at /run/user/UID/bus, which a test's private bus is not. So the
+	// first daemon runs without a bus too (an unsigned log, as for a person
+	// without a keyring), and the next one can open what it left.
+	s := codexSetupOn(t, newAgentSetupKillable(t, "DBUS_SESSION_BUS_ADDRESS="))
 	allowTools(t, s.home, invLabel, "inventory_lookup")
 	s.startModel(t, nil)
 	r := s.daemonKilledMidSession(t, codexTool, nil, func() *agentProc {

@@ -33,7 +33,7 @@ import (
 // calls again; the call is held, the window shows the new card (old → new
 // epoch, catalog diff), the test presses "Approve for this run" once more,
 // and the held call completes on the new process. Quit from the tray menu
-// stops the daemon, which ends the agent run: the agent's session closes.
+// stops the daemon; the agent's shim waits for its next request.
 func TestApprovalWindowAfterRebuild(t *testing.T) {
 	home := newHome(t)
 	binDir := t.TempDir()
@@ -85,16 +85,32 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 		t.Errorf("call log %+v: want the second call on revision B, pid %d", calls, after.PID)
 	}
 
-	// Quit from the menu: the daemon stops, the agent's session closes.
+	// Quit from the menu: the daemon stops. The agent's shim stays, to
+	// start a daemon again at the agent's next request, never while the
+	// agent is idle: a quit is not undone behind the person's back.
 	if err := u.Quit(t); err != nil {
 		t.Error(err)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- agent.Session.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := home.Run(testContext(t, 10*time.Second), "status"); err != nil {
+			break // no daemon answers
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a daemon still answers 30 s after Quit")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // time for a shim that would wrongly start a daemon while idle
 	select {
-	case <-closed:
-	case <-time.After(30 * time.Second):
-		t.Error("the agent's session stayed open after Quit")
+	case err := <-closed:
+		t.Errorf("the agent's session ended with the app (%v): its shim should wait for the next request", err)
+	default:
+	}
+	if _, err := home.Run(testContext(t, 10*time.Second), "status"); err == nil {
+		t.Error("a daemon answers after Quit although the agent sent nothing: the shim started one while idle")
 	}
 }
 

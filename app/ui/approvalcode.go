@@ -29,7 +29,8 @@ const codeShown = 8
 // with their added and removed lines, and a button that shows the diff.
 // The report is asked for once per request, off the Fyne goroutine (a
 // snapshot may still be being taken); the card is drawn again when it
-// arrives. All of it is the server's tree's text: escaped.
+// arrives, and the window sized to it again. All of it is the server's
+// tree's text: escaped.
 func (w *ApprovalWindow) codeObjects(id string) []fyne.CanvasObject {
 	if w.code == nil || id == "" {
 		return nil
@@ -55,6 +56,7 @@ func (w *ApprovalWindow) codeObjects(id string) []fyne.CanvasObject {
 				if w.currentID() == id {
 					w.body.Objects = w.cardObjects(cardModel(w.queue[w.cur].Card))
 					w.body.Refresh()
+					w.fit() // the card grew: its files and button in view when the screen has room
 				}
 			})
 		}()

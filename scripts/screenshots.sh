@@ -81,7 +81,9 @@ fi
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-shots.XXXXXX")"
 pids=()
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	# The agent's connection too: it waits on its stdin, which this
+	# script holds, so a failed run would wait for it forever.
+	for p in "${pids[@]}" ${AGENT_PID:-}; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	rm -rf "$tmp"
 }
@@ -492,6 +494,10 @@ for scale in ${SHOTS_SCALES:-1 2}; do
 	# code section's button; Space presses it.
 	xdotool windowfocus --sync "$(window_id "Portcullis — Approval needed")" key Tab space
 	shoot "Portcullis — Approval needed" "$out/approval-diff$suffix.png"
+	# Escape closes the diff, denying nothing.
+	xdotool key Escape
+	sleep 1
+	has_approval || die "Escape over the code diff decided the card"
 	person deny "$(approval_id)"
 	recv 15
 	agent_done

@@ -86,7 +86,7 @@ func (w *ApprovalWindow) codeObjects(id string) []fyne.CanvasObject {
 }
 
 // showDiff opens the report's diff in a dialog over the card, monospaced
-// and scrolled; closing it returns to the card.
+// and scrolled; closing it (its button or Escape) returns to the card.
 func (w *ApprovalWindow) showDiff(rep codediff.Report) {
 	var b strings.Builder
 	for _, c := range rep.Changes {
@@ -104,5 +104,12 @@ func (w *ApprovalWindow) showDiff(rep codediff.Report) {
 	scroll := container.NewScroll(text)
 	size := w.win.Canvas().Size()
 	scroll.SetMinSize(fyne.NewSize(size.Width*0.9, size.Height*0.7))
-	dialog.ShowCustom("Code changed in "+textsafe.Line(rep.Label), "Close", scroll, w.win)
+	d := dialog.NewCustom("Code changed in "+textsafe.Line(rep.Label), "Close", scroll, w.win)
+	d.SetOnClosed(func() {
+		if w.diff == d {
+			w.diff = nil
+		}
+	})
+	w.diff = d
+	d.Show()
 }

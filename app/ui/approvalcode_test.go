@@ -161,3 +161,33 @@ func TestCodeReportResizesCard(t *testing.T) {
 		}
 	})
 }
+
+// TestEscapeClosesDiffDenyingNothing: Escape over the diff dialog closes
+// it, as over the window's other dialogs; the request behind it stays
+// pending (a person closing the diff has not answered the card).
+func TestEscapeClosesDiffDenyingNothing(t *testing.T) {
+	a := test.NewTempApp(t)
+	f := newFakeApprovals(request("apr_1", 0, authz.Card{Reason: "new epoch", ServerLabel: "notes", CurrentEpoch: "01J000000000000000000EPOCHB", Tool: "write"}))
+	w := newApprovalWindow(a, f, func() time.Time { return testNow }, slog.New(slog.DiscardHandler))
+	rep := codediff.Report{Label: "notes", Root: "/src/notes", Since: "01J000000000000000000EPOCHA", Epoch: "01J000000000000000000EPOCHB",
+		Changes: []codediff.Change{{Path: "server.py", Kind: codediff.Modified, Added: 1, Diff: "--- a/server.py\n+++ b/server.py\n@@ -1 +1,2 @@\n x\n+y\n"}}}
+	w.code = fakeCode{"apr_1": rep}
+	fyne.DoAndWait(func() {
+		w.sync(f.Pending())
+		w.showDiff(rep)
+		if w.win.Canvas().Overlays().Top() == nil {
+			t.Fatal("the diff dialog is not shown")
+		}
+		typeKey(w, fyne.KeyEscape)
+		if got := f.decisions(); len(got) != 0 {
+			t.Errorf("Escape over the diff decided %+v; want nothing", got)
+		}
+		if top := w.win.Canvas().Overlays().Top(); top != nil {
+			t.Errorf("the diff dialog stays after Escape: %v", top)
+		}
+		typeKey(w, fyne.KeyEscape) // now over the card: denies it
+		if got := f.decisions(); len(got) != 1 || got[0].Choice != authz.Deny {
+			t.Errorf("Escape over the card decided %+v; want a deny", got)
+		}
+	})
+}

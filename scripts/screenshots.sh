@@ -6,6 +6,9 @@
 #   approval.png, approval@2x.png        the approval window after a rebuild: the scope widened on the
 #                                        previous epoch proposed, the tool the rebuild added unticked
 #   approval-stale.png (@2x)             the card of a call refused as authorization_stale
+#   approval-code.png (@2x)              the card after a rebuild of a server whose git work tree was
+#                                        edited: its Code section lists the files changed
+#   approval-diff.png (@2x)              that card's code diff, opened by its button
 #   preferences.png, preferences@2x.png  Preferences
 #   audit.png, audit@2x.png              the audit viewer
 #   verification-key.png (@2x)           the audit log's verification key, shown once on first start
@@ -26,7 +29,10 @@
 # binary), a call the agent prepared before refreshing is refused as
 # authorization_stale and its card pops up. Preferences and the audit viewer are opened
 # from the app's own tray menu over D-Bus (com.canonical.dbusmenu, as a
-# panel would). Windows are captured with ImageMagick's `import -window`.
+# panel would). Last, a server built in a git work tree is added, approved,
+# edited and rebuilt in place: its card shows the code that changed, and
+# Tab and Space open the diff. Windows are captured with ImageMagick's
+# `import -window`.
 #
 # A tray host and a notification server run on the private bus, as on a
 # desktop: xfce4-panel (its systray plugin is a StatusNotifierWatcher and
@@ -75,7 +81,9 @@ fi
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-shots.XXXXXX")"
 pids=()
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	# The agent's connection too: it waits on its stdin, which this
+	# script holds, so a failed run would wait for it forever.
+	for p in "${pids[@]}" ${AGENT_PID:-}; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	rm -rf "$tmp"
 }
@@ -322,6 +330,22 @@ person() {
 	[[ "$(cat "$done.code")" == 0 ]] || die "portcullis $* failed: $(cat "$done.out")"
 }
 
+# agent_start N: the agent's handshake and first tool list (ids N, N+1).
+agent_start() {
+	send '{"jsonrpc":"2.0","id":'"$1"',"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"screenshot-agent","version":"1.0.0"}}}'
+	recv "$1"
+	send '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+	send '{"jsonrpc":"2.0","id":'"$(($1 + 1))"',"method":"tools/list"}'
+	recv "$(($1 + 1))"
+}
+
+# agent_done: the agent closes its stdin and its connection ends.
+agent_done() {
+	local agent_pid=${AGENT_PID:-}
+	eval "exec ${AGENT[1]}>&-"
+	wait "$agent_pid" 2>/dev/null || true
+}
+
 approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | sed -n 1p | cut -d'"' -f4; }
 has_approval() { [[ -n "$(approval_id)" ]]; }
 # epoch_ready N: the run is ready on its Nth epoch.
@@ -380,11 +404,7 @@ for scale in ${SHOTS_SCALES:-1 2}; do
 	shoot "Portcullis — audit log verification key" "$out/verification-key$suffix.png"
 
 	coproc AGENT { exec "$bin" connect pub 2>>"$tmp/agent.err"; }
-	send '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"screenshot-agent","version":"1.0.0"}}}'
-	recv 1
-	send '{"jsonrpc":"2.0","method":"notifications/initialized"}'
-	send '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
-	recv 2
+	agent_start 1
 	# First use: the card proposes the called tool only; approved from
 	# the command line, widened to status.
 	send '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
@@ -431,15 +451,57 @@ for scale in ${SHOTS_SCALES:-1 2}; do
 	click_menu "$app" "Audit log…"
 	shoot "Portcullis Audit Log" "$out/audit$suffix.png"
 
-	# The agent disconnects first (stdin closed: MCP's stdio shutdown), so
-	# that Quit does not ask to end a connected run.
-	agent_pid=${AGENT_PID:-}
-	eval "exec ${AGENT[1]}>&-"
-	wait "$agent_pid" 2>/dev/null || true
+	# The agents disconnect (stdin closed: MCP's stdio shutdown), so that
+	# Quit does not ask to end a connected run.
+	agent_done
 	exec 7>&-
 	wait "$broken" 2>/dev/null || true
 	rm -f "$tmp/broken.in"
 	wait_for 30 "the agent runs to end" no_runs
+
+	# The code section: a server built from a git work tree (the
+	# executable's directory lies in it), registered by the person while
+	# the app runs; its first call approved, its main.go edited and
+	# rebuilt in place, the call after the refresh held: the card lists
+	# the changed files since the approved code, and its button opens the
+	# diff.
+	src="$tmp/code$scale"
+	mkdir -p "$src/publish"
+	cp testdata/servers/go.mod testdata/servers/go.sum "$src/"
+	cp testdata/servers/publish/main.go "$src/publish/"
+	printf '/bin/\n' >"$src/.gitignore"
+	git -C "$src" init -q
+	build_code() { CGO_ENABLED=0 go -C "$src" build -o "$src/bin/publish" ./publish; }
+	build_code
+	person servers add site --cwd "$src" -- "$src/bin/publish"
+	coproc AGENT { exec "$bin" connect site 2>>"$tmp/agent.err"; }
+	agent_start 11
+	send '{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
+	wait_for 20 "the first approval request of site" has_approval
+	person approve "$(approval_id)"
+	recv 13
+	# The edit: a message changed and a line added.
+	perl -0pi -e 's/(func published\(rev, branch, target string\) string \{\n)\treturn fmt.Sprintf\("revision %s published/$1\tslog.Info("publishing", "branch", branch, "target", target)\n\treturn fmt.Sprintf("revision %s pushed/' "$src/publish/main.go"
+	grep -q pushed "$src/publish/main.go" || die "the edit of the site server's main.go did not apply"
+	build_code
+	wait_for 30 "the new epoch of site" epoch_ready 2
+	send '{"jsonrpc":"2.0","id":14,"method":"tools/list"}'
+	recv 14
+	send '{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"publish_preview","arguments":{"branch":"main"}}}'
+	wait_for 20 "the approval request after the edit" has_approval
+	shoot "Portcullis — Approval needed" "$out/approval-code$suffix.png"
+	# Tab reaches the first control of the card's scrolled middle, the
+	# code section's button; Space presses it.
+	xdotool windowfocus --sync "$(window_id "Portcullis — Approval needed")" key Tab space
+	shoot "Portcullis — Approval needed" "$out/approval-diff$suffix.png"
+	# Escape closes the diff, denying nothing.
+	xdotool key Escape
+	sleep 1
+	has_approval || die "Escape over the code diff decided the card"
+	person deny "$(approval_id)"
+	recv 15
+	agent_done
+	wait_for 30 "the agent run of site to end" no_runs
 	click_menu "$app" "Quit Portcullis"
 	wait_for 30 "the app to quit" bash -c "! kill -0 $app"
 	stop_desktop

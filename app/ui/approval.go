@@ -111,6 +111,7 @@ type ApprovalWindow struct {
 	closingMsg *widget.Label   // the question of the closing confirmation
 	closing    dialog.Dialog   // the confirmation shown when closing would deny several requests
 	unrecorded dialog.Dialog   // the notice shown when an approval could not be recorded
+	diff       dialog.Dialog   // the code diff shown over the card (approvalcode.go)
 }
 
 func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
@@ -1108,6 +1109,11 @@ func (w *ApprovalWindow) escape() {
 	}
 	if d := w.unrecorded; d != nil {
 		w.unrecorded = nil
+		d.Hide()
+		return
+	}
+	if d := w.diff; d != nil {
+		w.diff = nil
 		d.Hide()
 		return
 	}

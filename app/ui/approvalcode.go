@@ -29,7 +29,8 @@ const codeShown = 8
 // with their added and removed lines, and a button that shows the diff.
 // The report is asked for once per request, off the Fyne goroutine (a
 // snapshot may still be being taken); the card is drawn again when it
-// arrives. All of it is the server's tree's text: escaped.
+// arrives, and the window sized to it again. All of it is the server's
+// tree's text: escaped.
 func (w *ApprovalWindow) codeObjects(id string) []fyne.CanvasObject {
 	if w.code == nil || id == "" {
 		return nil
@@ -55,6 +56,7 @@ func (w *ApprovalWindow) codeObjects(id string) []fyne.CanvasObject {
 				if w.currentID() == id {
 					w.body.Objects = w.cardObjects(cardModel(w.queue[w.cur].Card))
 					w.body.Refresh()
+					w.fit() // the card grew: its files and button in view when the screen has room
 				}
 			})
 		}()
@@ -84,7 +86,7 @@ func (w *ApprovalWindow) codeObjects(id string) []fyne.CanvasObject {
 }
 
 // showDiff opens the report's diff in a dialog over the card, monospaced
-// and scrolled; closing it returns to the card.
+// and scrolled; closing it (its button or Escape) returns to the card.
 func (w *ApprovalWindow) showDiff(rep codediff.Report) {
 	var b strings.Builder
 	for _, c := range rep.Changes {
@@ -102,5 +104,12 @@ func (w *ApprovalWindow) showDiff(rep codediff.Report) {
 	scroll := container.NewScroll(text)
 	size := w.win.Canvas().Size()
 	scroll.SetMinSize(fyne.NewSize(size.Width*0.9, size.Height*0.7))
-	dialog.ShowCustom("Code changed in "+textsafe.Line(rep.Label), "Close", scroll, w.win)
+	d := dialog.NewCustom("Code changed in "+textsafe.Line(rep.Label), "Close", scroll, w.win)
+	d.SetOnClosed(func() {
+		if w.diff == d {
+			w.diff = nil
+		}
+	})
+	w.diff = d
+	d.Show()
 }

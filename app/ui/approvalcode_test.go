@@ -109,3 +109,85 @@ func TestCardShowsCodeChanges(t *testing.T) {
 		t.Errorf("the diff dialog does not show the line escaped:\n%q", text)
 	}
 }
+
+// heldCode answers once release is closed: the report arrives after the
+// card was drawn and the window sized, as from a daemon still taking the
+// snapshot.
+type heldCode struct {
+	fakeCode
+	release chan struct{}
+}
+
+func (h heldCode) CodeChanges(ctx context.Context, id string) (codediff.Report, error) {
+	<-h.release
+	return h.fakeCode.CodeChanges(ctx, id)
+}
+
+// TestCodeReportResizesCard: a report arriving after the card popped up
+// makes the window taller, so that its changed files and the diff button
+// are seen without scrolling when the screen has room.
+func TestCodeReportResizesCard(t *testing.T) {
+	a := test.NewTempApp(t)
+	f := newFakeApprovals(request("apr_1", 0, authz.Card{Reason: "new epoch", ServerLabel: "notes", CurrentEpoch: "01J000000000000000000EPOCHB", Tool: "write"}))
+	w := newApprovalWindow(a, f, func() time.Time { return testNow }, slog.New(slog.DiscardHandler))
+	var changes []codediff.Change
+	for _, p := range []string{"server.py", "lib/a.py", "lib/b.py", "lib/c.py", "README.md"} {
+		changes = append(changes, codediff.Change{Path: p, Kind: codediff.Modified, Added: 1, Diff: "--- a/" + p + "\n+++ b/" + p + "\n@@ -1 +1,2 @@\n x\n+y\n"})
+	}
+	held := heldCode{fakeCode: fakeCode{"apr_1": {Label: "notes", Root: "/src/notes", Since: "01J000000000000000000EPOCHA",
+		Epoch: "01J000000000000000000EPOCHB", Changes: changes}}, release: make(chan struct{})}
+	w.code = held
+	fyne.DoAndWait(func() { w.sync(f.Pending()) })
+	var before float32
+	fyne.DoAndWait(func() { before = w.win.Canvas().Size().Height })
+	close(held.release)
+	waitLabel(t, func() fyne.CanvasObject { return w.win.Content() }, "5 files changed")
+	fyne.DoAndWait(func() {
+		if h := w.win.Canvas().Size().Height; h <= before+0.5 {
+			t.Errorf("the window stayed %v high after the code report arrived (%v before)", h, before)
+		}
+		var button *widget.Button
+		for _, o := range test.LaidOutObjects(w.win.Content()) {
+			if b, ok := o.(*widget.Button); ok && b.Text == "Show the code diff" {
+				button = b
+			}
+		}
+		if button == nil {
+			t.Fatal("no Show the code diff button")
+		}
+		p, s := a.Driver().AbsolutePositionForObject(button), button.Size()
+		if bottom := a.Driver().AbsolutePositionForObject(w.bottom).Y; p.Y+s.Height > bottom+0.5 {
+			t.Errorf("the diff button ends at %v, below the card's scrolled middle (which ends at %v)", p.Y+s.Height, bottom)
+		}
+	})
+}
+
+// TestEscapeClosesDiffDenyingNothing: Escape over the diff dialog closes
+// it, as over the window's other dialogs; the request behind it stays
+// pending (a person closing the diff has not answered the card).
+func TestEscapeClosesDiffDenyingNothing(t *testing.T) {
+	a := test.NewTempApp(t)
+	f := newFakeApprovals(request("apr_1", 0, authz.Card{Reason: "new epoch", ServerLabel: "notes", CurrentEpoch: "01J000000000000000000EPOCHB", Tool: "write"}))
+	w := newApprovalWindow(a, f, func() time.Time { return testNow }, slog.New(slog.DiscardHandler))
+	rep := codediff.Report{Label: "notes", Root: "/src/notes", Since: "01J000000000000000000EPOCHA", Epoch: "01J000000000000000000EPOCHB",
+		Changes: []codediff.Change{{Path: "server.py", Kind: codediff.Modified, Added: 1, Diff: "--- a/server.py\n+++ b/server.py\n@@ -1 +1,2 @@\n x\n+y\n"}}}
+	w.code = fakeCode{"apr_1": rep}
+	fyne.DoAndWait(func() {
+		w.sync(f.Pending())
+		w.showDiff(rep)
+		if w.win.Canvas().Overlays().Top() == nil {
+			t.Fatal("the diff dialog is not shown")
+		}
+		typeKey(w, fyne.KeyEscape)
+		if got := f.decisions(); len(got) != 0 {
+			t.Errorf("Escape over the diff decided %+v; want nothing", got)
+		}
+		if top := w.win.Canvas().Overlays().Top(); top != nil {
+			t.Errorf("the diff dialog stays after Escape: %v", top)
+		}
+		typeKey(w, fyne.KeyEscape) // now over the card: denies it
+		if got := f.decisions(); len(got) != 1 || got[0].Choice != authz.Deny {
+			t.Errorf("Escape over the card decided %+v; want a deny", got)
+		}
+	})
+}

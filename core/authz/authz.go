@@ -28,10 +28,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Expiry values of Grant.ExpiresWhen.
@@ -795,7 +794,7 @@ func (a *Authority) Raise(card Card) string {
 // once). a.mu is held.
 func (a *Authority) newRequestLocked(card Card, now, deadline time.Time, quiet bool) *Request {
 	r := &Request{
-		ID:       "apr_" + ulid.Make().String(),
+		ID:       string(ids.NewRequest()),
 		Card:     card,
 		Created:  now,
 		Deadline: deadline,
@@ -1089,7 +1088,7 @@ func (a *Authority) grantFor(id string, c Card, rc RunCall, d Decision, denied [
 		}
 	}
 	g := &Grant{
-		ID: "grt_" + ulid.Make().String(), AgentRun: rc.AgentRun, ServerLabel: c.ServerLabel,
+		ID: string(ids.NewGrant()), AgentRun: rc.AgentRun, ServerLabel: c.ServerLabel,
 		ExecutionEpoch: rc.CurrentEpoch, ToolScope: tools, CredentialScope: c.CredentialScope,
 		IssuedAt: a.opts.Clock(), ExpiresWhen: exp, Identity: c.Identity, Request: id, ArgsDigest: argsDigest,
 	}
@@ -1315,7 +1314,7 @@ func (a *Authority) BindLaunch(run, id, epoch string) error {
 		return nil
 	}
 	g := &Grant{
-		ID: "grt_" + ulid.Make().String(), AgentRun: run, ServerLabel: lg.ServerLabel, ExecutionEpoch: epoch,
+		ID: string(ids.NewGrant()), AgentRun: run, ServerLabel: lg.ServerLabel, ExecutionEpoch: epoch,
 		ToolScope: lg.ToolScope, CredentialScope: slices.Clone(lg.CredentialScope), IssuedAt: a.opts.Clock(),
 		ExpiresWhen: ExpiresRunEnds, Request: lg.Request, Contracts: lg.Contracts,
 	}

@@ -627,7 +627,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 	} else {
 		d.log.Info("agent of shim unknown", "shim", shimPID, "err", err)
 	}
-	runID := identity.NewEpoch()
+	runID := string(ids.NewRun())
 	sess := gateway.New(gateway.Options{
 		RunID:          runID,
 		Label:          label,

@@ -12,7 +12,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/control"
-	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -96,7 +96,7 @@ func (s *Session) recordTier(auth authorization) bool {
 // "Audit log"; settings.auditDurability strict syncs these too). On
 // failure the call must not be forwarded.
 func (s *Session) recordIntent(e *epoch, c *toolCall, auth authorization) (*callRecord, error) {
-	rec := &callRecord{id: identity.NewEpoch(), tool: c.name, started: time.Now()}
+	rec := &callRecord{id: string(ids.NewCall()), tool: c.name, started: time.Now()}
 	if s.opts.Audit == nil {
 		return rec, nil
 	}

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Defaults for [Options] and [Spec].
@@ -249,7 +250,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	if limit <= 0 {
 		limit = DefaultStderrLimit
 	}
-	epoch := identity.NewEpoch()
+	epoch := string(ids.NewEpoch())
 	env, withheld := serverEnv(os.Environ(), s.Env, s.SessionBus, epoch, s.Withhold)
 	if len(withheld) > 0 {
 		o.Logger.Info("secret-looking variables of the daemon's environment withheld from the server (give one to it with its configuration's env or a credential scope)",

@@ -78,3 +78,12 @@ func short(id string) string {
 	}
 	return prefix + rest[len(rest)-ShortLen:]
 }
+
+// Strings returns list as plain strings, for joining into a message.
+func Strings[T ~string](list []T) []string {
+	out := make([]string, len(list))
+	for i, id := range list {
+		out[i] = string(id)
+	}
+	return out
+}

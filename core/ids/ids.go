@@ -12,6 +12,9 @@
 // requests a person sees at once, never enough to name one in a command,
 // which takes the identifier in full.
 //
+// Each kind is minted by its own function (NewEpoch, NewRun, NewCall,
+// NewRequest, NewGrant), from one monotonic source.
+//
 // The types are strings underneath: their JSON is the same as before they
 // had types, and a string converts to them and back without cost.
 package ids

@@ -222,7 +222,7 @@ type Process struct {
 // and a stdout that names its writers (Linux: a Unix socket,
 // stdout_linux.go; elsewhere a pipe), as a new execution epoch: it mints
 // the epoch ID
-// (identity.NewEpoch, see [Process.Epoch]) and marks the server's
+// (ids.NewEpoch, see [Process.Epoch]) and marks the server's
 // environment with it ([EpochEnv]). ctx bounds only the start itself:
 // cancelling it later does not touch the process; use [Process.Stop]. A
 // command that does not resolve gives an error wrapping

@@ -88,12 +88,12 @@ func TestCodeOnlyRebuildAnnouncedAndHeld(t *testing.T) {
 				t.Errorf("catalog_presented per epoch %v, want one for %s and one for %s", presented, epochA, after.Epoch)
 			}
 			auditFindInOrder(t, evs, []auditStep{
-				{"A replaced by B", audit.TypeServerReplaced, func(f map[string]any) bool { return f["newEpoch"] == after.Epoch }},
+				{"A replaced by B", audit.TypeServerReplaced, func(f map[string]any) bool { return f["newEpoch"] == string(after.Epoch) }},
 				{"the agent told", audit.TypeListChangedSent, func(f map[string]any) bool {
-					return f["epoch"] == after.Epoch && f["method"] == "notifications/tools/list_changed"
+					return f["epoch"] == string(after.Epoch) && f["method"] == "notifications/tools/list_changed"
 				}},
-				{"the agent refetched", audit.TypeCatalogPresented, func(f map[string]any) bool { return f["epoch"] == after.Epoch }},
-				{"the call on B", audit.TypeToolCalled, func(f map[string]any) bool { return f["epoch"] == after.Epoch && f["decision"] == "grant" }},
+				{"the agent refetched", audit.TypeCatalogPresented, func(f map[string]any) bool { return f["epoch"] == string(after.Epoch) }},
+				{"the call on B", audit.TypeToolCalled, func(f map[string]any) bool { return f["epoch"] == string(after.Epoch) && f["decision"] == "grant" }},
 			})
 		})
 	}

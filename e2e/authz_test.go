@@ -142,16 +142,16 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			found := auditFindInOrder(t, evs, []auditStep{
 				{"epoch A started", audit.TypeServerStarted, is("epoch", epochA)},
 				{"A approved", audit.TypeApprovalGranted, func(f map[string]any) bool {
-					return f["epoch"] == epochA && f["agentRun"] == run && f["expiresWhen"] == authz.ExpiresRunEnds && f["request"] == req.ID
+					return f["epoch"] == epochA && f["agentRun"] == string(run) && f["expiresWhen"] == authz.ExpiresRunEnds && f["request"] == string(req.ID)
 				}},
 				{"write on A", audit.TypeToolCalled, func(f map[string]any) bool {
 					return f["epoch"] == epochA && f["tool"] == noteWrite && f["decision"] == "grant"
 				}},
 				{"A replaced by B", audit.TypeServerReplaced, func(f map[string]any) bool { return f["oldEpoch"] == epochA && f["newEpoch"] == epochB }},
 				{"stale call refused", audit.TypeCallRefused, func(f map[string]any) bool {
-					return f["kind"] == "authorization_stale" && f["approvedEpoch"] == epochA && f["currentEpoch"] == epochB && f["request"] == reqB.ID
+					return f["kind"] == "authorization_stale" && f["approvedEpoch"] == epochA && f["currentEpoch"] == epochB && f["request"] == string(reqB.ID)
 				}},
-				{"B approved", audit.TypeApprovalGranted, func(f map[string]any) bool { return f["epoch"] == epochB && f["request"] == reqB.ID }},
+				{"B approved", audit.TypeApprovalGranted, func(f map[string]any) bool { return f["epoch"] == epochB && f["request"] == string(reqB.ID) }},
 				{"write on B", audit.TypeToolCalled, func(f map[string]any) bool {
 					return f["epoch"] == epochB && f["tool"] == noteWrite && f["decision"] == "grant"
 				}},
@@ -161,7 +161,7 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			// answered by a person's denial.
 			staleMarked := false
 			for _, e := range evs {
-				if f := auditFields(t, e); e.Type == audit.TypeApprovalRequested && f["request"] == reqB.ID {
+				if f := auditFields(t, e); e.Type == audit.TypeApprovalRequested && f["request"] == string(reqB.ID) {
 					staleMarked = f["stale"] == true
 				}
 			}

@@ -58,7 +58,7 @@ func TestRecordNamesTheDecider(t *testing.T) {
 	granted, confirmed := 0, 0
 	for _, e := range auditEvents(t, h) {
 		switch f := auditFields(t, e); {
-		case e.Type == audit.TypeApprovalGranted && f["request"] == req.ID:
+		case e.Type == audit.TypeApprovalGranted && f["request"] == string(req.ID):
 			granted++
 			check("approval_granted", f)
 		case e.Type == "config_change_confirmed" && f["id"] == change:

@@ -170,9 +170,9 @@ func TestNodeDistRewrite(t *testing.T) {
 				switch f := auditFields(t, e); {
 				case e.Type == audit.TypeBuildDetected && f["serverLabel"] == nodeLabel:
 					detected = append(detected, e)
-				case e.Type == audit.TypeServerReplaced && f["oldEpoch"] == before.Epoch:
+				case e.Type == audit.TypeServerReplaced && f["oldEpoch"] == string(before.Epoch):
 					replaced = append(replaced, e)
-				case e.Type == audit.TypeServerStarted && f["epoch"] == after.Epoch:
+				case e.Type == audit.TypeServerStarted && f["epoch"] == string(after.Epoch):
 					started = append(started, e)
 				}
 			}

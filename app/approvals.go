@@ -43,7 +43,7 @@ func (a *App) runApprovals(args []string) error {
 	}
 	code := make([]*codediff.Report, len(reqs))
 	for i, r := range reqs {
-		code[i] = a.codeChanges(r.ID)
+		code[i] = a.codeChanges(string(r.ID))
 	}
 	if *asJSON {
 		type withCode struct {
@@ -138,9 +138,9 @@ func decideHint(r authz.Request) string {
 		if c.Identity != "" {
 			what = "this launch only"
 		}
-		return "portcullis approve " + r.ID + " (" + what + ": a credential asks on every use)   |   portcullis deny " + r.ID
+		return "portcullis approve " + string(r.ID) + " (" + what + ": a credential asks on every use)   |   portcullis deny " + string(r.ID)
 	}
-	run := "portcullis approve " + r.ID
+	run := "portcullis approve " + string(r.ID)
 	if len(c.ToolScope) > 0 {
 		run += " (grants " + toolList(c.ToolScope, c.Offered()) + ")"
 	}
@@ -155,9 +155,9 @@ func decideHint(r authz.Request) string {
 	}
 	if c.Stale {
 		// Its call was refused already: there is no call to approve once.
-		return run + "   |   portcullis deny " + r.ID
+		return run + "   |   portcullis deny " + string(r.ID)
 	}
-	once := "portcullis approve " + r.ID + " --once"
+	once := "portcullis approve " + string(r.ID) + " --once"
 	if c.Identity != "" {
 		once += " (this launch only)"
 	} else if c.ServerRequest != nil {
@@ -165,7 +165,7 @@ func decideHint(r authz.Request) string {
 	} else if c.Tool != "" {
 		once += " (this call only)"
 	}
-	return run + "   |   " + once + "   |   portcullis deny " + r.ID
+	return run + "   |   " + once + "   |   portcullis deny " + string(r.ID)
 }
 
 // runDecide answers one approval request: approve (for the agent run, or
@@ -250,15 +250,15 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 	}
 	// The runs decided are those the card showed when it was read here:
 	// a run the daemon merged into the request since is not among them.
-	var runs []string
+	var runs []ids.RunID
 	for _, run := range c.RunNames() {
-		if !slices.Contains(*o.skip, run) {
+		if !slices.Contains(*o.skip, string(run)) {
 			runs = append(runs, run)
 		}
 	}
 	for _, run := range *o.skip {
-		if !slices.Contains(c.RunNames(), run) {
-			return usagef("--skip-run: %q is not a run of %s (it decides %s)", run, id, strings.Join(c.RunNames(), ", "))
+		if !slices.Contains(c.RunNames(), ids.RunID(run)) {
+			return usagef("--skip-run: %q is not a run of %s (it decides %s)", run, id, strings.Join(ids.Strings(c.RunNames()), ", "))
 		}
 	}
 	if len(runs) == 0 {
@@ -293,7 +293,7 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		}
 	}
 	if len(c.AlsoRuns) > 0 && choice != authz.Deny {
-		fmt.Fprintf(a.Stdout, "%s decides %d agent runs of %s (one grant per run and epoch); decided now: %s.", id, len(c.Runs()), c.AgentExe, strings.Join(runs, ", "))
+		fmt.Fprintf(a.Stdout, "%s decides %d agent runs of %s (one grant per run and epoch); decided now: %s.", id, len(c.Runs()), c.AgentExe, strings.Join(ids.Strings(runs), ", "))
 		if len(*o.skip) > 0 {
 			fmt.Fprintf(a.Stdout, " Left out, still held: %s.", strings.Join(*o.skip, ", "))
 		}
@@ -327,7 +327,7 @@ func (a *App) runDecide(choice authz.Choice, args []string) error {
 		}
 		scope := "for this agent run and epoch " + c.CurrentEpoch
 		if choice == authz.ApproveCode {
-			scope = fmt.Sprintf("for this code of %s and every run of %s (each run's epoch of this code; new code asks again)", c.ServerLabel, c.AgentExe)
+			scope = ids.EpochID(fmt.Sprintf("for this code of %s and every run of %s (each run's epoch of this code; new code asks again)", c.ServerLabel, c.AgentExe))
 		}
 		fmt.Fprintf(a.Stdout, "Approved %s %s: %s.%s%s\n", id, scope, toolList(granted, c.Offered()), before, left)
 	case choice == authz.ApproveOnce && c.Identity != "":
@@ -415,7 +415,7 @@ func (a *App) startAuthentication(choice authz.Choice, req authz.Request) (func(
 	if choice == authz.Deny {
 		return nil, nil // a denial needs no authentication
 	}
-	return a.authAgentFor(req.ID+" is approved", func(st daemon.StatusReport) bool {
+	return a.authAgentFor(string(req.ID)+" is approved", func(st daemon.StatusReport) bool {
 		return daemon.AuthenticationApplies(st.Authentication.Mode, audit.ChannelCLI, req.Card, choice)
 	})
 }
@@ -510,7 +510,7 @@ func (a *App) pendingRequest(id string) (r authz.Request, ok bool, err error) {
 		return authz.Request{}, false, fmt.Errorf("reading the daemon's answer: %w", err)
 	}
 	for _, r := range reqs {
-		if r.ID == id {
+		if string(r.ID) == id {
 			return r, true, nil
 		}
 	}

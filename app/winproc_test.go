@@ -22,6 +22,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/paths"
 )
 
@@ -124,7 +125,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 type deviceApprovals struct{ *authz.Authority }
 
 func (a deviceApprovals) DecideInput(id string, d authz.Decision, _ daemon.WindowInput) error {
-	return a.Decide(id, d)
+	return a.Decide(ids.RequestID(id), d)
 }
 
 // The app starts no window process while nothing asks for one; a request

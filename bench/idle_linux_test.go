@@ -424,7 +424,7 @@ func (f *fleet) unchanged(ctx context.Context) error {
 func epochsOf(runs []gateway.Status) map[string]string {
 	out := make(map[string]string, len(runs))
 	for _, r := range runs {
-		out[r.Run] = fmt.Sprintf("%s pid %d", r.Epoch, r.PID)
+		out[string(r.Run)] = fmt.Sprintf("%s pid %d", r.Epoch, r.PID)
 	}
 	return out
 }

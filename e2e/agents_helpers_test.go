@@ -249,7 +249,7 @@ func onlyResult(t *testing.T, req fakemodel.Request, what string) fakemodel.Tool
 func (s *agentSetup) decideWhenAsked(t *testing.T, tool, epoch string, args ...string) authz.Request {
 	t.Helper()
 	req := waitApproval(t, s.home, tool, forTool(tool, epoch))
-	decideCLI(t, s.home, append(args[:1:1], append([]string{req.ID}, args[1:]...)...)...)
+	decideCLI(t, s.home, append(args[:1:1], append([]string{string(req.ID)}, args[1:]...)...)...)
 	return req
 }
 
@@ -265,7 +265,7 @@ func (s *agentSetup) liveRun(t *testing.T) (shimPID int, epoch string) {
 		}
 		for _, r := range rep.Runs {
 			if r.Label == invLabel && r.Epoch != "" {
-				return r.Agent.ShimPID, r.Epoch
+				return r.Agent.ShimPID, string(r.Epoch)
 			}
 		}
 		if time.Now().After(deadline) {
@@ -467,7 +467,7 @@ func (s *agentSetup) inventoryScenario(t *testing.T, tool func(string) string, p
 	// listed, and replaces them asynchronously after that list: the model
 	// goes on once the agent has fetched it.
 	waitRun(t, s.home, shim, 30*time.Second, "the agent listing the new revision", func(r gateway.Status) bool {
-		return r.Epoch == epoch3 && r.CatalogRevision != 0 && r.AgentRevision == r.CatalogRevision
+		return string(r.Epoch) == epoch3 && r.CatalogRevision != 0 && r.AgentRevision == r.CatalogRevision
 	})
 	s.pause.Resume()
 
@@ -507,7 +507,7 @@ func (s *agentSetup) approveOrPaused(t *testing.T, p *agentProc, epoch string) (
 	for time.Now().Before(deadline) {
 		for _, r := range approvals(t, s.home) {
 			if forTool("inventory_adjust", epoch)(r.Card) {
-				decideCLI(t, s.home, "approve", r.ID)
+				decideCLI(t, s.home, "approve", string(r.ID))
 				return s.paused(t, p, time.Minute), true
 			}
 		}

@@ -38,7 +38,7 @@ func TestCodeOnlyRebuildAnnouncedAndHeld(t *testing.T) {
 			}
 			epochA := epochOf(t, s.home, a.PID(), "")
 			pending := asyncCall(t, a.Session, "publish_preview", map[string]any{"branch": "one"})
-			decideCLI(t, s.home, "approve", waitApproval(t, s.home, "publish_preview on A", forTool("publish_preview", epochA)).ID)
+			decideCLI(t, s.home, "approve", string(waitApproval(t, s.home, "publish_preview on A", forTool("publish_preview", epochA)).ID))
 			if got := okText(t, await(t, pending)); got != "revision A published branch one to preview" {
 				t.Fatalf("before the rebuild: %q", got)
 			}
@@ -52,8 +52,8 @@ func TestCodeOnlyRebuildAnnouncedAndHeld(t *testing.T) {
 				t.Fatal(err)
 			}
 			pending = asyncCall(t, a.Session, "publish_preview", map[string]any{"branch": "two"})
-			req := waitApproval(t, s.home, "publish_preview on B", forTool("publish_preview", after.Epoch))
-			if req.Card.PreviousEpoch != epochA {
+			req := waitApproval(t, s.home, "publish_preview on B", forTool("publish_preview", string(after.Epoch)))
+			if string(req.Card.PreviousEpoch) != epochA {
 				t.Errorf("card of B: previous epoch %q, want %s", req.Card.PreviousEpoch, epochA)
 			}
 			select {
@@ -61,7 +61,7 @@ func TestCodeOnlyRebuildAnnouncedAndHeld(t *testing.T) {
 				t.Fatalf("the call after the refetch was answered before approval: %+v %v", r.res, r.err)
 			default:
 			}
-			decideCLI(t, s.home, "approve", req.ID)
+			decideCLI(t, s.home, "approve", string(req.ID))
 			if got := okText(t, await(t, pending)); got != "revision A published branch two to preview" {
 				t.Errorf("after the rebuild: %q", got)
 			}
@@ -84,16 +84,16 @@ func TestCodeOnlyRebuildAnnouncedAndHeld(t *testing.T) {
 					t.Errorf("refusal recorded: %s %v", e.Type, f)
 				}
 			}
-			if presented[epochA] != 1 || presented[after.Epoch] != 1 {
+			if presented[epochA] != 1 || presented[string(after.Epoch)] != 1 {
 				t.Errorf("catalog_presented per epoch %v, want one for %s and one for %s", presented, epochA, after.Epoch)
 			}
 			auditFindInOrder(t, evs, []auditStep{
-				{"A replaced by B", audit.TypeServerReplaced, func(f map[string]any) bool { return f["newEpoch"] == after.Epoch }},
+				{"A replaced by B", audit.TypeServerReplaced, func(f map[string]any) bool { return f["newEpoch"] == string(after.Epoch) }},
 				{"the agent told", audit.TypeListChangedSent, func(f map[string]any) bool {
-					return f["epoch"] == after.Epoch && f["method"] == "notifications/tools/list_changed"
+					return f["epoch"] == string(after.Epoch) && f["method"] == "notifications/tools/list_changed"
 				}},
-				{"the agent refetched", audit.TypeCatalogPresented, func(f map[string]any) bool { return f["epoch"] == after.Epoch }},
-				{"the call on B", audit.TypeToolCalled, func(f map[string]any) bool { return f["epoch"] == after.Epoch && f["decision"] == "grant" }},
+				{"the agent refetched", audit.TypeCatalogPresented, func(f map[string]any) bool { return f["epoch"] == string(after.Epoch) }},
+				{"the call on B", audit.TypeToolCalled, func(f map[string]any) bool { return f["epoch"] == string(after.Epoch) && f["decision"] == "grant" }},
 			})
 		})
 	}

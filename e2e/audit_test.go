@@ -358,25 +358,25 @@ func TestAuditRebuildStory(t *testing.T) {
 	lookup("GADGET-2")
 
 	is := func(k, v string) func(map[string]any) bool {
-		return func(f map[string]any) bool { return f[k] == v && f["agentRun"] == run }
+		return func(f map[string]any) bool { return f[k] == v && f["agentRun"] == string(run) }
 	}
 	story := []auditStep{
 		{"run started", audit.TypeRunStarted, is("serverLabel", "inv")},
-		{"epoch A started", audit.TypeServerStarted, is("epoch", epochA)},
+		{"epoch A started", audit.TypeServerStarted, is("epoch", string(epochA))},
 		{"call under A", audit.TypeToolCalled, func(f map[string]any) bool {
-			return f["epoch"] == epochA && f["tool"] == "inventory_lookup" && f["argsDigest"] == auditArgsDigest(t, map[string]any{"sku": "WIDGET-1"})
+			return f["epoch"] == string(epochA) && f["tool"] == "inventory_lookup" && f["argsDigest"] == auditArgsDigest(t, map[string]any{"sku": "WIDGET-1"})
 		}},
-		{"build detected while A runs", audit.TypeBuildDetected, func(f map[string]any) bool { return f["epoch"] == epochA && f["serverLabel"] == "inv" }},
+		{"build detected while A runs", audit.TypeBuildDetected, func(f map[string]any) bool { return f["epoch"] == string(epochA) && f["serverLabel"] == "inv" }},
 		// B is launched (its epoch minted) and takes over at once
 		// (server_replaced names it); server_started records B's
 		// identity once the kernel's view of it was read, before any call
 		// reaches B.
 		{"A replaced by B", audit.TypeServerReplaced, func(f map[string]any) bool {
-			return f["oldEpoch"] == epochA && f["newEpoch"] == epochB && f["agentRun"] == run
+			return f["oldEpoch"] == string(epochA) && f["newEpoch"] == string(epochB) && f["agentRun"] == string(run)
 		}},
-		{"epoch B started", audit.TypeServerStarted, is("epoch", epochB)},
+		{"epoch B started", audit.TypeServerStarted, is("epoch", string(epochB))},
 		{"call under B", audit.TypeToolCalled, func(f map[string]any) bool {
-			return f["epoch"] == epochB && f["tool"] == "inventory_lookup" && f["argsDigest"] == auditArgsDigest(t, map[string]any{"sku": "GADGET-2"})
+			return f["epoch"] == string(epochB) && f["tool"] == "inventory_lookup" && f["argsDigest"] == auditArgsDigest(t, map[string]any{"sku": "GADGET-2"})
 		}},
 		// (The same story under policy "approve" — approval_requested and
 		// approval_granted before each call, the grant voided by the
@@ -394,7 +394,7 @@ func TestAuditRebuildStory(t *testing.T) {
 	auditFindInOrder(t, evs[found[4].Seq:], []auditStep{{"catalog revised under B", audit.TypeCatalogRevised, func(f map[string]any) bool {
 		diff, _ := f["diff"].(map[string]any)
 		changed, _ := diff["changed"].([]any)
-		return f["epoch"] == epochB && slices.Contains(changed, any("inventory_adjust"))
+		return f["epoch"] == string(epochB) && slices.Contains(changed, any("inventory_adjust"))
 	}}})
 
 	// The queries read the story back through the CLI.
@@ -408,11 +408,11 @@ func TestAuditRebuildStory(t *testing.T) {
 		Completed bool   `json:"completed"`
 		Outcome   string `json:"outcome"`
 	}
-	r := auditRun(t, h, "audit", "activity", "--run", run, "--json")
+	r := auditRun(t, h, "audit", "activity", "--run", string(run), "--json")
 	if err := json.Unmarshal([]byte(r.Stdout), &calls); err != nil || r.Code != 0 {
 		t.Fatalf("audit activity --json: exit %d, %v\n%s%s", r.Code, err, r.Stdout, r.Stderr)
 	}
-	if len(calls) != 2 || calls[0].Epoch != epochA || calls[1].Epoch != epochB ||
+	if len(calls) != 2 || calls[0].Epoch != string(epochA) || calls[1].Epoch != string(epochB) ||
 		calls[0].Call != calledA["call"] || calls[1].Call != calledB["call"] ||
 		!calls[0].Completed || calls[0].Outcome != "ok" || !calls[1].Completed || calls[1].Outcome != "ok" ||
 		calls[0].Decision != "allow" {
@@ -428,14 +428,14 @@ func TestAuditRebuildStory(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &sessions); err != nil || r.Code != 0 {
 		t.Fatalf("audit sessions --json: exit %d, %v\n%s%s", r.Code, err, r.Stdout, r.Stderr)
 	}
-	if len(sessions) != 1 || sessions[0].AgentRun != run || sessions[0].Calls != 2 || sessions[0].Denied != 0 {
+	if len(sessions) != 1 || sessions[0].AgentRun != string(run) || sessions[0].Calls != 2 || sessions[0].Denied != 0 {
 		t.Errorf("audit sessions --server inv = %+v; want run %s with 2 calls", sessions, run)
 	}
 
 	// The readable tail names the replacement with both short epochs.
 	r = auditRun(t, h, "audit", "tail", "-n", "100")
 	wantLine := "epoch=" + epochA[len(epochA)-8:] + "->" + epochB[len(epochB)-8:]
-	if r.Code != 0 || !strings.Contains(r.Stdout, wantLine) {
+	if r.Code != 0 || !strings.Contains(r.Stdout, string(wantLine)) {
 		t.Errorf("audit tail does not show %q:\n%s", wantLine, r.Stdout)
 	}
 

@@ -199,7 +199,7 @@ func waitApproval(t *testing.T, h *harness.Home, what string, ok func(authz.Card
 // forTool matches the card of a call of tool on epoch ("" = any).
 func forTool(tool, epoch string) func(authz.Card) bool {
 	return func(c authz.Card) bool {
-		return c.Identity == "" && c.Tool == tool && (epoch == "" || c.CurrentEpoch == epoch)
+		return c.Identity == "" && c.Tool == tool && (epoch == "" || string(c.CurrentEpoch) == epoch)
 	}
 }
 
@@ -295,7 +295,7 @@ func filesContaining(t *testing.T, dir, s string) []string {
 // other than old and returns that epoch.
 func epochOf(t *testing.T, h *harness.Home, shimPID int, old string) string {
 	t.Helper()
-	return waitRun(t, h, shimPID, buildWait, "ready on a new epoch", readyOn(old)).Epoch
+	return string(waitRun(t, h, shimPID, buildWait, "ready on a new epoch", readyOn(old)).Epoch)
 }
 
 // approvalTimeout sets settings.approvalTimeout.

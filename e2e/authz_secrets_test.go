@@ -51,7 +51,7 @@ func TestSecretsStayOutOfEverything(t *testing.T) {
 		req := waitApproval(t, s.home, what, ok)
 		capture("approvals --json ("+what+")", "approvals", "--json")
 		capture("approvals ("+what+")", "approvals")
-		capture(strings.Join(args, " ")+" "+req.ID, append(args, req.ID)...)
+		capture(strings.Join(args, " ")+string(" "+req.ID), append(args, string(req.ID))...)
 	}
 
 	connected := make(chan *listChangedAgent, 1)

@@ -59,7 +59,7 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			if calls := readCredsCalls(t, s.callLog); len(calls) != 1 {
 				t.Fatalf("before approval the server received %+v, want only note_read", calls)
 			}
-			if out := decideCLI(t, s.home, "approve", req.ID); !strings.Contains(out, "Approved "+req.ID) {
+			if out := decideCLI(t, s.home, "approve", string(req.ID)); !strings.Contains(out, "Approved "+string(req.ID)) {
 				t.Errorf("approve printed %q", out)
 			}
 			if got := okText(t, await(t, pending)); got != wroteWith("A", 1, secret) {
@@ -79,11 +79,11 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			}
 			// … and the request for B was raised with it.
 			reqB := waitApproval(t, s.home, "note_write on B", forTool(noteWrite, epochB))
-			if reqB.ID != ref.Request {
+			if string(reqB.ID) != ref.Request {
 				t.Errorf("the refusal names request %s, the request raised is %s", ref.Request, reqB.ID)
 			}
 			c := reqB.Card
-			if c.PreviousEpoch != epochA || len(c.IdentityChanges) == 0 || c.CatalogRevision == c.ApprovedRevision {
+			if string(c.PreviousEpoch) != epochA || len(c.IdentityChanges) == 0 || c.CatalogRevision == c.ApprovedRevision {
 				t.Errorf("card of B: previous %s, identity changes %+v, catalog %d → %d", c.PreviousEpoch, c.IdentityChanges, c.ApprovedRevision, c.CatalogRevision)
 			}
 			lines := strings.Join(c.Lines(), "\n")
@@ -110,14 +110,14 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			if retry.ID == reqB.ID || retry.Card.Stale {
 				t.Fatalf("the retry's card %+v: want its own, not stale", retry)
 			}
-			if r, err := s.home.RunAtTerminal(testContext(t, 30*time.Second), "approve", reqB.ID, "--once"); err == nil || !strings.Contains(r.Stderr, "refused already") {
+			if r, err := s.home.RunAtTerminal(testContext(t, 30*time.Second), "approve", string(reqB.ID), "--once"); err == nil || !strings.Contains(r.Stderr, "refused already") {
 				t.Errorf("approve --once of the stale card: %v, stderr %q; want it refused", err, r.Stderr)
 			}
-			decideCLI(t, s.home, "approve", reqB.ID)
+			decideCLI(t, s.home, "approve", string(reqB.ID))
 			if !slices.ContainsFunc(approvals(t, s.home), func(r authz.Request) bool { return r.ID == retry.ID }) {
 				t.Fatal("the retry's own card went away when the stale card was approved")
 			}
-			decideCLI(t, s.home, "approve", retry.ID)
+			decideCLI(t, s.home, "approve", string(retry.ID))
 			if got := okText(t, await(t, pending)); got != wroteWith("B", 1, secret) {
 				t.Errorf("note_write on B: %q, want %q", got, wroteWith("B", 1, secret))
 			}
@@ -142,16 +142,16 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			found := auditFindInOrder(t, evs, []auditStep{
 				{"epoch A started", audit.TypeServerStarted, is("epoch", epochA)},
 				{"A approved", audit.TypeApprovalGranted, func(f map[string]any) bool {
-					return f["epoch"] == epochA && f["agentRun"] == run && f["expiresWhen"] == authz.ExpiresRunEnds && f["request"] == req.ID
+					return f["epoch"] == epochA && f["agentRun"] == string(run) && f["expiresWhen"] == authz.ExpiresRunEnds && f["request"] == string(req.ID)
 				}},
 				{"write on A", audit.TypeToolCalled, func(f map[string]any) bool {
 					return f["epoch"] == epochA && f["tool"] == noteWrite && f["decision"] == "grant"
 				}},
 				{"A replaced by B", audit.TypeServerReplaced, func(f map[string]any) bool { return f["oldEpoch"] == epochA && f["newEpoch"] == epochB }},
 				{"stale call refused", audit.TypeCallRefused, func(f map[string]any) bool {
-					return f["kind"] == "authorization_stale" && f["approvedEpoch"] == epochA && f["currentEpoch"] == epochB && f["request"] == reqB.ID
+					return f["kind"] == "authorization_stale" && f["approvedEpoch"] == epochA && f["currentEpoch"] == epochB && f["request"] == string(reqB.ID)
 				}},
-				{"B approved", audit.TypeApprovalGranted, func(f map[string]any) bool { return f["epoch"] == epochB && f["request"] == reqB.ID }},
+				{"B approved", audit.TypeApprovalGranted, func(f map[string]any) bool { return f["epoch"] == epochB && f["request"] == string(reqB.ID) }},
 				{"write on B", audit.TypeToolCalled, func(f map[string]any) bool {
 					return f["epoch"] == epochB && f["tool"] == noteWrite && f["decision"] == "grant"
 				}},
@@ -161,7 +161,7 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			// answered by a person's denial.
 			staleMarked := false
 			for _, e := range evs {
-				if f := auditFields(t, e); e.Type == audit.TypeApprovalRequested && f["request"] == reqB.ID {
+				if f := auditFields(t, e); e.Type == audit.TypeApprovalRequested && f["request"] == string(reqB.ID) {
 					staleMarked = f["stale"] == true
 				}
 			}
@@ -202,9 +202,9 @@ func TestApprovalChoices(t *testing.T) {
 	// Deny.
 	pending := write("denied")
 	req := waitApproval(t, s.home, "the first call", forTool(noteWrite, epoch))
-	decideCLI(t, s.home, "deny", req.ID)
+	decideCLI(t, s.home, "deny", string(req.ID))
 	code, ref := refusalOf(t, await(t, pending).err)
-	if code != -31021 || ref.Error != control.ApprovalDenied || !strings.Contains(ref.Reason, req.ID) {
+	if code != -31021 || ref.Error != control.ApprovalDenied || !strings.Contains(ref.Reason, string(req.ID)) {
 		t.Errorf("denied call: %d %+v", code, ref)
 	}
 
@@ -223,11 +223,11 @@ func TestApprovalChoices(t *testing.T) {
 	for i, text := range []string{"once-1", "once-2"} {
 		pending := write(text)
 		req := waitApproval(t, s.home, "a call approved once", forTool(noteWrite, epoch))
-		if slices.Contains(onceIDs, req.ID) {
+		if slices.Contains(onceIDs, string(req.ID)) {
 			t.Fatalf("call %d shares the spent request %s", i+1, req.ID)
 		}
-		onceIDs = append(onceIDs, req.ID)
-		if out := decideCLI(t, s.home, "approve", req.ID, "--once"); !strings.Contains(out, "for the call shown") {
+		onceIDs = append(onceIDs, string(req.ID))
+		if out := decideCLI(t, s.home, "approve", string(req.ID), "--once"); !strings.Contains(out, "for the call shown") {
 			t.Errorf("approve --once printed %q", out)
 		}
 		if got := okText(t, await(t, pending)); got != wroteWith("A", i+1, secret) {
@@ -246,11 +246,11 @@ func TestApprovalChoices(t *testing.T) {
 	for i := range 2 {
 		pending := asyncCall(t, b.Session, noteWrite, map[string]any{"text": "every"})
 		req := waitApproval(t, s.home, "an ask-every-use call", forTool(noteWrite, epochB))
-		if !req.Card.AskEveryUse || slices.Contains(everyIDs, req.ID) {
+		if !req.Card.AskEveryUse || slices.Contains(everyIDs, string(req.ID)) {
 			t.Errorf("call %d: card %+v (seen %v)", i+1, req.Card, everyIDs)
 		}
-		everyIDs = append(everyIDs, req.ID)
-		decideCLI(t, s.home, "approve", req.ID) // never for the run: this call only
+		everyIDs = append(everyIDs, string(req.ID))
+		decideCLI(t, s.home, "approve", string(req.ID)) // never for the run: this call only
 		if got := okText(t, await(t, pending)); got != wroteWith("A", i+1, secret) {
 			t.Errorf("ask-every-use call %d: %q", i+1, got)
 		}
@@ -307,11 +307,11 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 	if rep, err := s.home.Status(testContext(t, 30*time.Second)); err != nil || len(rep.Runs) != 1 || rep.Runs[0].PID != 0 {
 		t.Errorf("before approval: runs %+v (%v), want one run with no process", rep.Runs, err)
 	}
-	a := approveLaunch(t, s.home, req.ID, connected, "identity approval")
+	a := approveLaunch(t, s.home, string(req.ID), connected, "identity approval")
 	epochA := epochOf(t, s.home, a.PID(), "")
 
 	pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "env"})
-	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "note_write", forTool(noteWrite, epochA)).ID)
+	decideCLI(t, s.home, "approve", string(waitApproval(t, s.home, "note_write", forTool(noteWrite, epochA)).ID))
 	if got := okText(t, await(t, pending)); got != wroteWith("A", 1, secret) {
 		t.Errorf("note_write with the env credential: %q", got)
 	}
@@ -320,19 +320,19 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 	buildCreds(t, s.binDir, credsRevB)
 	req = waitApproval(t, s.home, "the rebuilt identity", forIdentity)
 	lines := strings.Join(req.Card.Lines(), "\n")
-	if req.Card.PreviousEpoch != epochA || len(req.Card.IdentityChanges) == 0 || !strings.Contains(lines, "changed on disk: ") || req.Card.AgentName != "portcullis-e2e-refresh" {
+	if string(req.Card.PreviousEpoch) != epochA || len(req.Card.IdentityChanges) == 0 || !strings.Contains(lines, "changed on disk: ") || req.Card.AgentName != "portcullis-e2e-refresh" {
 		t.Errorf("identity card after the rebuild (agent %q):\n%s", req.Card.AgentName, lines)
 	}
 	if st := waitRun(t, s.home, a.PID(), time.Second, "status", func(gateway.Status) bool { return true }); st.Epochs != 1 {
 		t.Errorf("before the approval %d epochs were launched, want 1", st.Epochs)
 	}
-	decideCLI(t, s.home, "approve", req.ID)
+	decideCLI(t, s.home, "approve", string(req.ID))
 	epochB := epochOf(t, s.home, a.PID(), epochA)
 	if _, err := a.Session.ListTools(testContext(t, time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
 	pending = asyncCall(t, a.Session, noteWrite, map[string]any{"text": "env-b"})
-	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "note_write on B", forTool(noteWrite, epochB)).ID)
+	decideCLI(t, s.home, "approve", string(waitApproval(t, s.home, "note_write on B", forTool(noteWrite, epochB)).ID))
 	if got := okText(t, await(t, pending)); got != wroteWith("B", 1, secret) {
 		t.Errorf("note_write on B: %q", got)
 	}
@@ -348,7 +348,7 @@ func TestEnvCredentialsWaitForIdentityApproval(t *testing.T) {
 	st := waitRun(t, s.home, a.PID(), buildWait, "a warning about the credential", func(r gateway.Status) bool {
 		return slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "credential_unavailable") })
 	})
-	if st.Epochs != 2 || st.Epoch != epochB {
+	if st.Epochs != 2 || string(st.Epoch) != epochB {
 		t.Errorf("after the failed relaunch: %d epochs, current %s; want 2, %s still running", st.Epochs, st.Epoch, epochB)
 	}
 	// A build never approved, with the secret still missing: nobody is
@@ -439,7 +439,7 @@ func TestApprovedCodeIsWhatRuns(t *testing.T) {
 	go func() { connected <- connectListChanged(t, s.home, credsLabel, "2025-06-18") }()
 	first := waitApproval(t, s.home, "the first launch", forIdentity)
 	buildCreds(t, s.binDir, credsRevB) // swapped while the person reads the card
-	decideCLI(t, s.home, "approve", first.ID)
+	decideCLI(t, s.home, "approve", string(first.ID))
 
 	second := waitApproval(t, s.home, "a new card for the swapped build", func(c authz.Card) bool {
 		return c.Identity != "" && c.Identity != first.Card.Identity
@@ -461,14 +461,14 @@ func TestApprovedCodeIsWhatRuns(t *testing.T) {
 	if rep, err := s.home.Status(testContext(t, 30*time.Second)); err != nil || len(rep.Runs) != 1 || rep.Runs[0].Epochs != 0 {
 		t.Fatalf("before the second approval: runs %+v (%v), want one run with nothing launched", rep.Runs, err)
 	}
-	a := approveLaunch(t, s.home, second.ID, connected, "second approval")
+	a := approveLaunch(t, s.home, string(second.ID), connected, "second approval")
 	epoch := epochOf(t, s.home, a.PID(), "")
 	st := waitRun(t, s.home, a.PID(), time.Second, "status", func(gateway.Status) bool { return true })
 	if st.Epochs != 1 {
 		t.Errorf("%d epochs launched, want 1", st.Epochs)
 	}
 	pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "swapped"})
-	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "note_write", forTool(noteWrite, epoch)).ID)
+	decideCLI(t, s.home, "approve", string(waitApproval(t, s.home, "note_write", forTool(noteWrite, epoch)).ID))
 	if got := okText(t, await(t, pending)); got != wroteWith("B", 1, secret) {
 		t.Errorf("note_write: %q, want revision B's answer", got)
 	}
@@ -496,7 +496,7 @@ func TestPipelinedHandshakeWhileLaunchWaits(t *testing.T) {
 	})
 	a.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	a.request("2", "tools/list", nil)
-	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "the launch", forIdentity).ID)
+	decideCLI(t, s.home, "approve", string(waitApproval(t, s.home, "the launch", forIdentity).ID))
 	if m, _ := a.await("1", 60*time.Second); m.Error != nil {
 		t.Fatalf("initialize: %s", m.Raw)
 	}
@@ -539,7 +539,7 @@ func TestApprovalTimeoutReloads(t *testing.T) {
 	if d := req.Deadline.Sub(req.Created); d != 7*time.Minute {
 		t.Errorf("request deadline %s after it was raised, want 7m0s from the reloaded settings", d)
 	}
-	decideCLI(t, s.home, "deny", req.ID)
+	decideCLI(t, s.home, "deny", string(req.ID))
 	await(t, pending)
 }
 
@@ -586,7 +586,7 @@ func TestEnvCredentialAskEveryUse(t *testing.T) {
 	if !req.Card.AskEveryUse {
 		t.Errorf("launch card %+v does not say the credential asks on every use", req.Card)
 	}
-	a := approveLaunch(t, s.home, req.ID, connected, "launch approval")
+	a := approveLaunch(t, s.home, string(req.ID), connected, "launch approval")
 	epoch := epochOf(t, s.home, a.PID(), "")
 
 	for i := 1; i <= 2; i++ {
@@ -595,7 +595,7 @@ func TestEnvCredentialAskEveryUse(t *testing.T) {
 		if !strings.Contains(req.Card.Reason, "every use") {
 			t.Errorf("call %d: card reason %q does not say why it asks again", i, req.Card.Reason)
 		}
-		if out := decideCLI(t, s.home, "approve", req.ID); !strings.Contains(out, "for the call shown only") {
+		if out := decideCLI(t, s.home, "approve", string(req.ID)); !strings.Contains(out, "for the call shown only") {
 			t.Errorf("call %d: approve printed %q, want it to say it covers this call only", i, out)
 		}
 		if got := okText(t, await(t, pending)); got != wroteWith("A", i, secret) {
@@ -616,7 +616,7 @@ func TestEnvCredentialAskEveryUse(t *testing.T) {
 	if req.Card.ExecutableDigest == "" || !req.Card.AskEveryUse {
 		t.Errorf("relaunch card %+v", req.Card)
 	}
-	decideCLI(t, s.home, "deny", req.ID)
+	decideCLI(t, s.home, "deny", string(req.ID))
 	select {
 	case res := <-restarted:
 		if res.Code == 0 || !strings.Contains(res.Stdout, "ask on every use: the relaunch waits for your approval") || !strings.Contains(res.Stderr, "keeps serving") {

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -85,7 +86,7 @@ func decideAllPending(t *testing.T, h *harness.Home) int {
 	t.Helper()
 	n := 0
 	for _, r := range approvals(t, h) {
-		decideCLI(t, h, "approve", r.ID)
+		decideCLI(t, h, "approve", string(r.ID))
 		n++
 	}
 	return n
@@ -112,7 +113,7 @@ func quietCall(t *testing.T, h *harness.Home, s *mcp.ClientSession) {
 // old, and returns it.
 func waitReady(t *testing.T, h *harness.Home, shimPID int, old string) string {
 	t.Helper()
-	return waitRun(t, h, shimPID, buildWait, "ready on a new epoch", readyOn(old)).Epoch
+	return string(waitRun(t, h, shimPID, buildWait, "ready on a new epoch", readyOn(old)).Epoch)
 }
 
 // TestScriptedHourAsksOncePerChange: the scripted hour of docs/BENCHMARKS.md,
@@ -137,9 +138,9 @@ func TestScriptedHourAsksOncePerChange(t *testing.T) {
 	epochA, epochB := stA.Epoch, stB.Epoch
 	round := func() int {
 		ca := asyncCall(t, a.Session, "status", map[string]any{})
-		heldOn(t, s.home, "run A", stA.Run)
+		heldOn(t, s.home, "run A", string(stA.Run))
 		cb := asyncCall(t, b.Session, "status", map[string]any{})
-		for _, r := range heldOn(t, s.home, "runs A and B", stA.Run, stB.Run) {
+		for _, r := range heldOn(t, s.home, "runs A and B", string(stA.Run), string(stB.Run)) {
 			c := r.Card
 			b, _ := json.Marshal(c)
 			t.Logf("card %s: %s", r.ID, b)
@@ -153,7 +154,7 @@ func TestScriptedHourAsksOncePerChange(t *testing.T) {
 	asks, calls := 0, 0
 	for i := 1; i <= 5; i++ {
 		s.rebuild(t, publishRevA+" -X main.buildLabel=hour"+string(rune('0'+i)))
-		epochA, epochB = waitReady(t, s.home, a.PID(), epochA), waitReady(t, s.home, b.PID(), epochB)
+		epochA, epochB = ids.EpochID(waitReady(t, s.home, a.PID(), string(epochA))), ids.EpochID(waitReady(t, s.home, b.PID(), string(epochB)))
 		for _, ag := range []*listChangedAgent{a, b} {
 			if _, err := ag.Session.ListTools(ctx, nil); err != nil { // the agents refetch, as after list_changed
 				t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -38,14 +39,14 @@ func TestOneCardForTwoRunsOfOneRebuild(t *testing.T) {
 	both := func(what string) (authz.Request, <-chan asyncResult, <-chan asyncResult) {
 		t.Helper()
 		ca := asyncCall(t, a.Session, "status", map[string]any{})
-		heldOn(t, s.home, what+": run A", runA)
+		heldOn(t, s.home, what+": run A", string(runA))
 		cb := asyncCall(t, b.Session, "status", map[string]any{})
-		reqs := heldOn(t, s.home, what+": runs A and B", runA, runB)
+		reqs := heldOn(t, s.home, what+": runs A and B", string(runA), string(runB))
 		if len(reqs) != 1 {
 			t.Fatalf("%s: %d cards pending, want one for both runs: %+v", what, len(reqs), reqs)
 		}
 		c := reqs[0].Card
-		if got := c.RunNames(); !slices.Equal(got, []string{runA, runB}) {
+		if got := c.RunNames(); !slices.Equal(got, []ids.RunID{runA, runB}) {
 			t.Fatalf("%s: the card decides %v, want [%s %s]", what, got, runA, runB)
 		}
 		for _, rc := range c.Runs() {
@@ -60,7 +61,7 @@ func TestOneCardForTwoRunsOfOneRebuild(t *testing.T) {
 	}
 
 	first, ca, cb := both("first use")
-	out := decideCLI(t, s.home, "approve", first.ID)
+	out := decideCLI(t, s.home, "approve", string(first.ID))
 	if !strings.Contains(out, "decides 2 agent runs") {
 		t.Errorf("approve printed %q, want it to say both runs were decided", out)
 	}
@@ -78,8 +79,8 @@ func TestOneCardForTwoRunsOfOneRebuild(t *testing.T) {
 	}
 
 	s.rebuild(t, publishRevALabel) // new code, the same catalog
-	epochA := waitRun(t, s.home, a.PID(), buildWait, "a new epoch", readyOn(stA.Epoch)).Epoch
-	epochB := waitRun(t, s.home, b.PID(), buildWait, "a new epoch", readyOn(stB.Epoch)).Epoch
+	epochA := waitRun(t, s.home, a.PID(), buildWait, "a new epoch", readyOn(string(stA.Epoch))).Epoch
+	epochB := waitRun(t, s.home, b.PID(), buildWait, "a new epoch", readyOn(string(stB.Epoch))).Epoch
 	for _, ag := range []*listChangedAgent{a, b} {
 		if _, err := ag.Session.ListTools(ctx, nil); err != nil { // the agents refetch, as after list_changed
 			t.Fatal(err)
@@ -92,15 +93,15 @@ func TestOneCardForTwoRunsOfOneRebuild(t *testing.T) {
 	if rc, _ := second.Card.Run(runB); rc.CurrentEpoch != epochB {
 		t.Errorf("run B's part is on epoch %s, want %s", rc.CurrentEpoch, epochB)
 	}
-	out = decideCLI(t, s.home, "approve", second.ID, "--skip-run", runB)
-	if !strings.Contains(out, "Left out, still held: "+runB) {
+	out = decideCLI(t, s.home, "approve", string(second.ID), "--skip-run", string(runB))
+	if !strings.Contains(out, "Left out, still held: "+string(runB)) {
 		t.Errorf("approve --skip-run printed %q", out)
 	}
 	if got := okText(t, await(t, ca)); !strings.HasPrefix(got, "publish server revision A") {
 		t.Errorf("status of run A: %q", got)
 	}
-	held := heldOn(t, s.home, "the run left out", runB)
-	if len(held) != 1 || !slices.Equal(held[0].Card.RunNames(), []string{runB}) || held[0].ID == second.ID {
+	held := heldOn(t, s.home, "the run left out", string(runB))
+	if len(held) != 1 || !slices.Equal(held[0].Card.RunNames(), []ids.RunID{runB}) || held[0].ID == second.ID {
 		t.Fatalf("pending after leaving run B out: %+v, want run B's call alone on a card of its own", held)
 	}
 	select {
@@ -111,7 +112,7 @@ func TestOneCardForTwoRunsOfOneRebuild(t *testing.T) {
 	if st := waitRun(t, s.home, b.PID(), time.Second, "status", func(gateway.Status) bool { return true }); len(st.Grants) != 0 {
 		t.Errorf("run B holds grants %+v after it was left out", st.Grants)
 	}
-	decideCLI(t, s.home, "approve", held[0].ID)
+	decideCLI(t, s.home, "approve", string(held[0].ID))
 	if got := okText(t, await(t, cb)); !strings.HasPrefix(got, "publish server revision A") {
 		t.Errorf("status of run B once its own card was approved: %q", got)
 	}
@@ -142,7 +143,7 @@ func TestAnotherAgentProgramIsNeverFolded(t *testing.T) {
 	}
 	runA := waitRun(t, s.home, a.PID(), 30*time.Second, "ready", readyOn("")).Run
 	ca := asyncCall(t, a.Session, "status", map[string]any{})
-	heldOn(t, s.home, "run A", runA)
+	heldOn(t, s.home, "run A", string(runA))
 	co := asyncCall(t, other.Session, "status", map[string]any{})
 	var reqs []authz.Request
 	deadline := time.Now().Add(30 * time.Second)
@@ -164,7 +165,7 @@ func TestAnotherAgentProgramIsNeverFolded(t *testing.T) {
 			t.Errorf("the wrapped run's card names agent %q, want the shell", r.Card.AgentExe)
 		}
 	}
-	decideCLI(t, s.home, "approve", mine.ID)
+	decideCLI(t, s.home, "approve", string(mine.ID))
 	okText(t, await(t, ca))
 	select {
 	case r := <-co:
@@ -172,7 +173,7 @@ func TestAnotherAgentProgramIsNeverFolded(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 	for _, r := range approvals(t, s.home) {
-		decideCLI(t, s.home, "deny", r.ID)
+		decideCLI(t, s.home, "deny", string(r.ID))
 	}
 	if code, _ := refusalOf(t, await(t, co).err); code != -31021 {
 		t.Errorf("the other program's call: code %d, want approval_denied", code)
@@ -190,11 +191,11 @@ func TestApproveDoesNotListHeldToolsAsNotGranted(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := asyncCall(t, a.Session, "status", map[string]any{})
-	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "status", forTool("status", "")).ID)
+	decideCLI(t, s.home, "approve", string(waitApproval(t, s.home, "status", forTool("status", "")).ID))
 	okText(t, await(t, read))
 	write := asyncCall(t, a.Session, "publish_preview", map[string]any{"branch": "main"})
 	req := waitApproval(t, s.home, "publish_preview", forTool("publish_preview", ""))
-	out := decideCLI(t, s.home, "approve", req.ID)
+	out := decideCLI(t, s.home, "approve", string(req.ID))
 	okText(t, await(t, write))
 	_, notGranted, _ := strings.Cut(out, "Not granted: ")
 	if strings.Contains(notGranted, "status") {
@@ -217,10 +218,10 @@ func TestCredentialedRebuildIsOneCard(t *testing.T) {
 	s := newCredsSetup(t, []credsScope{{scope: scope, envVar: "NOTES_TOKEN", secret: secret}}, nil, false)
 	connected := make(chan *listChangedAgent, 1)
 	go func() { connected <- connectListChanged(t, s.home, credsLabel, "") }()
-	a := approveLaunch(t, s.home, waitApproval(t, s.home, "the first launch", forIdentity).ID, connected, "first launch")
+	a := approveLaunch(t, s.home, string(waitApproval(t, s.home, "the first launch", forIdentity).ID), connected, "first launch")
 	epochA := epochOf(t, s.home, a.PID(), "")
 	pending := asyncCall(t, a.Session, noteWrite, map[string]any{"text": "a"})
-	decideCLI(t, s.home, "approve", waitApproval(t, s.home, "note_write", forTool(noteWrite, epochA)).ID)
+	decideCLI(t, s.home, "approve", string(waitApproval(t, s.home, "note_write", forTool(noteWrite, epochA)).ID))
 	if got := okText(t, await(t, pending)); got != wroteWith("A", 1, secret) {
 		t.Fatalf("note_write on A: %q", got)
 	}
@@ -231,7 +232,7 @@ func TestCredentialedRebuildIsOneCard(t *testing.T) {
 	if !slices.Equal(req.Card.ToolScope, []string{noteWrite}) || !strings.Contains(lines, "Tools proposed: "+noteWrite) {
 		t.Errorf("the rebuild's launch card proposes %v, want %s with the credential:\n%s", req.Card.ToolScope, noteWrite, lines)
 	}
-	if out := decideCLI(t, s.home, "approve", req.ID); !strings.Contains(out, noteWrite+" on the process it starts") {
+	if out := decideCLI(t, s.home, "approve", string(req.ID)); !strings.Contains(out, noteWrite+" on the process it starts") {
 		t.Errorf("approve of the launch printed %q, want it to name the tools granted with it", out)
 	}
 	epochB := epochOf(t, s.home, a.PID(), epochA)
@@ -252,7 +253,7 @@ func TestCredentialedRebuildIsOneCard(t *testing.T) {
 	}
 	st := waitRun(t, s.home, a.PID(), time.Second, "status", func(gateway.Status) bool { return true })
 	if !slices.ContainsFunc(st.Grants, func(g authz.Grant) bool {
-		return g.ExecutionEpoch == epochB && g.Request == req.ID && slices.Contains(g.ToolScope, noteWrite)
+		return string(g.ExecutionEpoch) == epochB && g.Request == req.ID && slices.Contains(g.ToolScope, noteWrite)
 	}) {
 		t.Errorf("grants %+v, want note_write on %s from the launch card %s", st.Grants, epochB, req.ID)
 	}

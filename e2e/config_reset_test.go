@@ -130,7 +130,7 @@ func TestResetDoesNotWiden(t *testing.T) {
 			}
 			pending := asyncCall(t, a.Session, "echo", map[string]any{"message": "held"})
 			req := waitApproval(t, h, "echo while its allow is held", forTool("echo", ""))
-			decideCLI(t, h, "deny", req.ID)
+			decideCLI(t, h, "deny", string(req.ID))
 			if r := await(t, pending); r.err == nil {
 				t.Errorf("echo was served while its allow was held: %+v", r.res)
 			}

@@ -107,7 +107,7 @@ func TestConfigEditWidensHeld(t *testing.T) {
 	// The widening part is not: echo waits for a person.
 	pending := asyncCall(t, a.Session, "echo", map[string]any{"message": "held"})
 	req := waitApproval(t, h, "echo while its allow is held", forTool("echo", ""))
-	decideCLI(t, h, "deny", req.ID)
+	decideCLI(t, h, "deny", string(req.ID))
 	if r := await(t, pending); r.err == nil {
 		t.Errorf("echo was served while its allow was held: %+v", r.res)
 	} else if _, ref := refusalOf(t, r.err); ref.Error != control.ApprovalDenied {
@@ -235,7 +235,7 @@ func TestConfigEditWhileStopped(t *testing.T) {
 	}
 	pending := asyncCall(t, a.Session, "echo", map[string]any{"message": "held"})
 	req := waitApproval(t, h, "echo while its allow is held", forTool("echo", ""))
-	decideCLI(t, h, "deny", req.ID)
+	decideCLI(t, h, "deny", string(req.ID))
 	await(t, pending)
 	if _, err := h.RunAtTerminal(testContext(t, 30*time.Second), "changes", "confirm", p.ID); err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ exec "$ECHO_BIN"`
 		t.Errorf("status does not show the sandbox:\n%s", plain.Stdout)
 	}
 	// And which cgroup holds it, or why none does.
-	if !strings.HasSuffix(run.Cgroup, "/portcullis-"+run.Epoch+" (killed whole when the epoch ends)") && !strings.HasPrefix(run.Cgroup, "none — ") {
+	if !strings.HasSuffix(run.Cgroup, "/portcullis-"+string(run.Epoch)+" (killed whole when the epoch ends)") && !strings.HasPrefix(run.Cgroup, "none — ") {
 		t.Errorf("status says the cgroup is %q", run.Cgroup)
 	}
 	if !strings.Contains(plain.Stdout, "cgroup    "+run.Cgroup) {

@@ -44,7 +44,7 @@ exec "$CREDS_BIN"`
 	connected := make(chan *agent, 1)
 	go func() { connected <- connectCmd(t, h.ConnectCommand("leaky"), "") }()
 	req := waitApproval(t, h, "the launch with "+scope, forIdentity)
-	decideCLI(t, h, "approve", req.ID)
+	decideCLI(t, h, "approve", string(req.ID))
 	var a *agent
 	select {
 	case a = <-connected:
@@ -97,7 +97,7 @@ exec "$CREDS_BIN"`
 	if err := a.Close(); err != nil {
 		t.Logf("closing the agent: %v", err)
 	}
-	waitEnded(t, h, run.Run)
+	waitEnded(t, h, string(run.Run))
 
 	log := d.Output()
 	if strings.Contains(log, secret) || strings.Contains(log, secret[:20]) {
@@ -133,7 +133,7 @@ func waitEnded(t *testing.T, h *harness.Home, run string) {
 		// longer live either way.
 		live := false
 		for _, r := range rep.Runs {
-			live = live || r.Run == run
+			live = live || string(r.Run) == run
 		}
 		if !live {
 			return

@@ -37,12 +37,12 @@ func TestGrantCoversTheContractShown(t *testing.T) {
 	start := waitRun(t, s.home, a.PID(), 10*time.Second, "ready", readyOn(""))
 
 	first := asyncCall(t, a.Session, "publish_preview", map[string]any{"branch": "main"})
-	req := waitApproval(t, s.home, "publish_preview", forTool("publish_preview", start.Epoch))
+	req := waitApproval(t, s.home, "publish_preview", forTool("publish_preview", string(start.Epoch)))
 	shown := req.Card.ToolContracts["publish_preview"]
 	if !strings.HasPrefix(shown, "sha256:") {
 		t.Errorf("the card records no contract for publish_preview: %+v", req.Card.ToolContracts)
 	}
-	decideCLI(t, s.home, "approve", req.ID)
+	decideCLI(t, s.home, "approve", string(req.ID))
 	if got := okText(t, await(t, first)); got != "revision A published branch main to preview" {
 		t.Fatalf("first call: %q", got)
 	}
@@ -79,7 +79,7 @@ func TestGrantCoversTheContractShown(t *testing.T) {
 	revise("target", 2)
 	calls := callsOf(t, s, "publish_preview")
 	prod := asyncCall(t, a.Session, "publish_preview", map[string]any{"branch": "prod"})
-	req2 := waitApproval(t, s.home, "publish_preview rewritten", forTool("publish_preview", start.Epoch))
+	req2 := waitApproval(t, s.home, "publish_preview rewritten", forTool("publish_preview", string(start.Epoch)))
 	if got := callsOf(t, s, "publish_preview"); got != calls {
 		t.Fatalf("the call of the rewritten tool reached the server under the old grant (%d calls, was %d)", got, calls)
 	}
@@ -97,7 +97,7 @@ func TestGrantCoversTheContractShown(t *testing.T) {
 	if d, ok := c.Defaults["target"]; !ok || d != "production" {
 		t.Errorf("the card's defaults %v do not show that the omitted target is production", c.Defaults)
 	}
-	decideCLI(t, s.home, "approve", req2.ID)
+	decideCLI(t, s.home, "approve", string(req2.ID))
 	if got := okText(t, await(t, prod)); got != "revision A published branch prod to production" {
 		t.Errorf("after approving the rewritten tool: %q", got)
 	}
@@ -135,7 +135,7 @@ func TestToldContractWithoutRefetch(t *testing.T) {
 	before := waitRun(t, s.home, a.PID(), 10*time.Second, "ready", readyOn(""))
 	s.rebuild(t, publishRevB)
 	waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch with a new catalog", func(r gateway.Status) bool {
-		return readyOn(before.Epoch)(r) && r.CatalogRevision != before.CatalogRevision
+		return readyOn(string(before.Epoch))(r) && r.CatalogRevision != before.CatalogRevision
 	})
 
 	stale := func(args map[string]any, says ...string) {

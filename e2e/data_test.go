@@ -58,7 +58,7 @@ func TestServerStateInWatchedTreeKeepsEpoch(t *testing.T) {
 	}
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "0"})
-	decideCLI(t, h, "approve", waitApproval(t, h, "the first write", forTool("write", epochA)).ID)
+	decideCLI(t, h, "approve", string(waitApproval(t, h, "the first write", forTool("write", epochA)).ID))
 	pidA := strings.TrimPrefix(okText(t, await(t, pending)), "pid=")
 
 	// Ten writes, spread over more than the build watcher's settle time,
@@ -75,7 +75,7 @@ func TestServerStateInWatchedTreeKeepsEpoch(t *testing.T) {
 	}
 	time.Sleep(time.Second) // a settle time and more for a build that should not come
 	st := waitRun(t, h, a.PID(), 10*time.Second, "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
-	if st.Epoch != epochA {
+	if string(st.Epoch) != epochA {
 		t.Errorf("the epoch changed from %s to %s while the server wrote its state", epochA, st.Epoch)
 	}
 	if l := readLedger(t, ledger); len(l) != 11 {
@@ -100,7 +100,7 @@ func TestServerStateInWatchedTreeKeepsEpoch(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "worker.py"), []byte(stateWorker+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitRun(t, h, a.PID(), 30*time.Second, "a new epoch after the edit of the code it names", readyOn(epochB))
+	waitRun(t, h, a.PID(), 30*time.Second, "a new epoch after the edit of the code it names", readyOn(string(epochB)))
 }
 
 // TestEnvironmentEditOnCard: a hand edit of config.json adds PYTHONPATH to
@@ -130,7 +130,7 @@ func TestEnvironmentEditOnCard(t *testing.T) {
 	}
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
-	decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
+	decideCLI(t, h, "approve", string(waitApproval(t, h, "write on A", forTool("write", epochA)).ID))
 	okText(t, await(t, pending))
 
 	// The hand edit, as any program running as the person could make it.
@@ -160,7 +160,7 @@ func TestEnvironmentEditOnCard(t *testing.T) {
 	go func() {
 		_, _ = a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}})
 	}()
-	req := waitApproval(t, h, "write on B", forTool("write", epochB))
+	req := waitApproval(t, h, "write on B", forTool("write", string(epochB)))
 	want := identity.Change{Field: "environment", Path: "PYTHONPATH", New: inject}
 	if !slices.ContainsFunc(req.Card.IdentityChanges, func(c identity.Change) bool {
 		return c.Field == want.Field && c.Path == want.Path && c.Old == want.Old && c.New == want.New
@@ -214,7 +214,7 @@ func TestNodemonEditClosesGate(t *testing.T) {
 	}
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
-	decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
+	decideCLI(t, h, "approve", string(waitApproval(t, h, "write on A", forTool("write", epochA)).ID))
 	okText(t, await(t, pending))
 
 	if err := os.WriteFile(server, []byte(nodeWorker+"// edited\n"), 0o644); err != nil {

@@ -26,7 +26,7 @@ func TestRecordNamesTheDecider(t *testing.T) {
 	a := connectListChanged(t, h, "echo", "2025-06-18")
 	pending := asyncCall(t, a.Session, "echo", map[string]any{"message": "approved"})
 	req := waitApproval(t, h, "echo", forTool("echo", ""))
-	decideCLI(t, h, "approve", req.ID)
+	decideCLI(t, h, "approve", string(req.ID))
 	if got := okText(t, await(t, pending)); got != "approved" {
 		t.Errorf("echo answered %q", got)
 	}
@@ -58,7 +58,7 @@ func TestRecordNamesTheDecider(t *testing.T) {
 	granted, confirmed := 0, 0
 	for _, e := range auditEvents(t, h) {
 		switch f := auditFields(t, e); {
-		case e.Type == audit.TypeApprovalGranted && f["request"] == req.ID:
+		case e.Type == audit.TypeApprovalGranted && f["request"] == string(req.ID):
 			granted++
 			check("approval_granted", f)
 		case e.Type == "config_change_confirmed" && f["id"] == change:

@@ -97,7 +97,7 @@ func tenWritesOneEpoch(t *testing.T, label, ledger string, add func(h *harness.H
 	epoch := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "w0"})
 	req := waitApproval(t, h, "the first write", forTool("write", epoch))
-	decideCLI(t, h, "approve", req.ID)
+	decideCLI(t, h, "approve", string(req.ID))
 	pid := strings.TrimPrefix(okText(t, await(t, pending)), "pid=")
 	for i := 1; i < 10; i++ {
 		if got := callText(t, a.Session, "write", map[string]any{"text": fmt.Sprintf("w%d", i)}); got != "pid="+pid {
@@ -114,7 +114,7 @@ func tenWritesOneEpoch(t *testing.T, label, ledger string, add func(h *harness.H
 		}
 	}
 	st := waitRun(t, h, a.PID(), 10*time.Second, "ready", func(r gateway.Status) bool { return r.State == gateway.StateReady })
-	if st.Epoch != epoch {
+	if string(st.Epoch) != epoch {
 		t.Errorf("epoch %s after ten writes, want the first one %s", st.Epoch, epoch)
 	}
 	if n := a.listChanged(); n != 0 {
@@ -254,7 +254,7 @@ func TestExecdWorkerAnswerIsRecorded(t *testing.T) {
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "swapped"})
 	req := waitApproval(t, h, "the write", forTool("write", epochA))
-	decideCLI(t, h, "approve", req.ID)
+	decideCLI(t, h, "approve", string(req.ID))
 	r := await(t, pending)
 	if r.err == nil {
 		t.Fatalf("the write answered by the new code reached the agent as the old epoch's: %q", resultText(r.res))
@@ -288,12 +288,12 @@ func TestExecdWorkerAnswerIsRecorded(t *testing.T) {
 	if late.Epoch != epochA || late.Outcome != "ok" || late.AnsweredBy == nil {
 		t.Fatalf("late answer %+v, want epoch %s, outcome ok, and who answered", late, epochA)
 	}
-	if by := late.AnsweredBy; by.Script != v2 || by.Epoch != st.Epoch || by.PID == 0 || by.ScriptSHA256 == "" {
+	if by := late.AnsweredBy; by.Script != v2 || by.Epoch != string(st.Epoch) || by.PID == 0 || by.ScriptSHA256 == "" {
 		t.Errorf("answeredBy %+v, want %s under the new epoch %s with its digest", by, v2, st.Epoch)
 	}
 	// The next write asks the person for the new code.
 	pending = asyncCall(t, a.Session, "write", map[string]any{"text": "after"})
-	waitApproval(t, h, "the write on the new code", forTool("write", st.Epoch))
+	waitApproval(t, h, "the write on the new code", forTool("write", string(st.Epoch)))
 	if l := readLedger(t, ledger); len(l) != 1 {
 		t.Fatalf("a write ran on the old grant after the swap: %v", l)
 	}
@@ -337,7 +337,7 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 	}
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "w0"})
-	decideCLI(t, h, "approve", waitApproval(t, h, "write on v1", forTool("write", epochA)).ID)
+	decideCLI(t, h, "approve", string(waitApproval(t, h, "write on v1", forTool("write", epochA)).ID))
 	okText(t, await(t, pending))
 
 	// Writes every 10 ms, until the one that waits for the person.
@@ -366,7 +366,7 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 	// is withdrawn, the next one raised): approve the card that holds.
 	for attempt := 0; ; attempt++ {
 		req := waitApproval(t, h, "write on the new code", func(c authz.Card) bool {
-			return c.Tool == "write" && c.CurrentEpoch != "" && c.CurrentEpoch != epochA
+			return c.Tool == "write" && c.CurrentEpoch != "" && string(c.CurrentEpoch) != epochA
 		})
 		v1 := 0
 		for _, l := range readLedgerFields(t, ledger) {
@@ -378,14 +378,14 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 		if v1 < 2 {
 			t.Errorf("only %d writes on v1 before the edit; the test did not write across it", v1)
 		}
-		r, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", req.ID)
+		r, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", string(req.ID))
 		if err == nil {
 			break
 		}
 		if !strings.Contains(r.Stdout+r.Stderr, "withdrawn") || attempt == 3 {
 			t.Fatalf("approve %s: %v\n%s%s", req.ID, err, r.Stdout, r.Stderr)
 		}
-		waitApprovalGone(t, h, req.ID)
+		waitApprovalGone(t, h, string(req.ID))
 	}
 	close(stop)
 	<-done
@@ -401,9 +401,9 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 			t.Fatalf("the write after approval: %v %v", err, res)
 		}
 		req := waitApproval(t, h, "write on the settled code", func(c authz.Card) bool {
-			return c.Tool == "write" && c.CurrentEpoch != "" && c.CurrentEpoch != epochA
+			return c.Tool == "write" && c.CurrentEpoch != "" && string(c.CurrentEpoch) != epochA
 		})
-		decideCLI(t, h, "approve", req.ID)
+		decideCLI(t, h, "approve", string(req.ID))
 	}
 	lines := readLedgerFields(t, ledger)
 	if last := lines[len(lines)-1]; last[1] != "v2" || last[2] != "after" {
@@ -461,11 +461,11 @@ func approveAndWrite(t *testing.T, h *harness.Home, a *listChangedAgent, epochA,
 			case <-time.After(100 * time.Millisecond):
 				for _, req := range approvals(t, h) {
 					c := req.Card
-					if approved[req.ID] || c.Tool != "write" || c.CurrentEpoch == "" || c.CurrentEpoch == epochA {
+					if approved[string(req.ID)] || c.Tool != "write" || c.CurrentEpoch == "" || string(c.CurrentEpoch) == epochA {
 						continue
 					}
-					approved[req.ID] = true
-					if r, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", req.ID); err != nil && !strings.Contains(r.Stdout+r.Stderr, "withdrawn") {
+					approved[string(req.ID)] = true
+					if r, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", string(req.ID)); err != nil && !strings.Contains(r.Stdout+r.Stderr, "withdrawn") {
 						t.Fatalf("approve %s: %v\n%s%s", req.ID, err, r.Stdout, r.Stderr)
 					}
 				}

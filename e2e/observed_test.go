@@ -119,7 +119,7 @@ func TestWatchLoopSwapIsObserved(t *testing.T) {
 	// The first write is approved for the run and reaches worker A.
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
 	req := waitApproval(t, h, "write on A", forTool("write", epochA))
-	decideCLI(t, h, "approve", req.ID)
+	decideCLI(t, h, "approve", string(req.ID))
 	pidA := strings.TrimPrefix(okText(t, await(t, pending)), "pid=")
 	if got := readLedger(t, ledger); len(got) != 1 || got[0] != [2]string{pidA, "first"} {
 		t.Fatalf("ledger after the first write: %v, want [%s first]", got, pidA)
@@ -146,16 +146,16 @@ func TestWatchLoopSwapIsObserved(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the write after the swap was answered %q, want authorization_stale", resultText(res))
 	}
-	if _, r := refusalOf(t, err); r.Error != control.AuthorizationStale || r.ApprovedEpoch != epochA || r.CurrentEpoch != epochB {
+	if _, r := refusalOf(t, err); r.Error != control.AuthorizationStale || r.ApprovedEpoch != epochA || r.CurrentEpoch != string(epochB) {
 		t.Fatalf("refusal %+v, want authorization_stale from %s to %s", r, epochA, epochB)
 	}
-	req = waitApproval(t, h, "write on B", forTool("write", epochB))
+	req = waitApproval(t, h, "write on B", forTool("write", string(epochB)))
 	for _, l := range readLedger(t, ledger) {
 		if l[1] == "third" || l[0] != pidA {
 			t.Fatalf("the old grant reached a worker after the swap: %v", readLedger(t, ledger))
 		}
 	}
-	decideCLI(t, h, "approve", req.ID)
+	decideCLI(t, h, "approve", string(req.ID))
 	got := callText(t, a.Session, "write", map[string]any{"text": "fourth"})
 	pidB := strings.TrimPrefix(got, "pid=")
 	if pidB == pidA || pidB == "" {
@@ -176,7 +176,7 @@ func TestWatchLoopSwapIsObserved(t *testing.T) {
 		if err := ev.DecodeFields(&r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Cause == "observed" && r.OldEpoch == epochA && r.NewEpoch == epochB {
+		if r.Cause == "observed" && r.OldEpoch == epochA && r.NewEpoch == string(epochB) {
 			found = true
 			if !strings.Contains(string(r.OldIdentity), pidA) || !strings.Contains(string(r.NewIdentity), pidB) {
 				t.Errorf("identities: old %s new %s, want pids %s and %s", r.OldIdentity, r.NewIdentity, pidA, pidB)
@@ -250,7 +250,7 @@ func TestImportedCodeEditIsNewEpoch(t *testing.T) {
 			}
 			epochA := epochOf(t, h, a.PID(), "")
 			pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
-			decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
+			decideCLI(t, h, "approve", string(waitApproval(t, h, "write on A", forTool("write", epochA)).ID))
 			okText(t, await(t, pending))
 
 			// A blank line more: valid in either language, other bytes.
@@ -261,7 +261,7 @@ func TestImportedCodeEditIsNewEpoch(t *testing.T) {
 			if _, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": "second"}}); err == nil {
 				t.Fatal("the write under the old grant was answered after the edit")
 			}
-			req := waitApproval(t, h, "write on B", forTool("write", epochB))
+			req := waitApproval(t, h, "write on B", forTool("write", string(epochB)))
 			named := false
 			for _, c := range req.Card.IdentityChanges {
 				if c.Field == "package" && slices.Contains(c.Files, tc.edit) {
@@ -343,7 +343,7 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 	runA := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(""))
 	epochA := runA.Epoch
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
-	decideCLI(t, h, "approve", waitApproval(t, h, "write on A", forTool("write", epochA)).ID)
+	decideCLI(t, h, "approve", string(waitApproval(t, h, "write on A", forTool("write", string(epochA))).ID))
 	pidA := strings.TrimPrefix(okText(t, await(t, pending)), "pid=")
 	hostA := hostPIDOf(t, pidA, runA.PID) // the worker, in the daemon's numbering
 
@@ -351,7 +351,7 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 	if err := os.WriteFile(worker, []byte(nodeWorker+"// edited\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitRun(t, h, a.PID(), 30*time.Second, "a new epoch observed", readyOn(epochA))
+	waitRun(t, h, a.PID(), 30*time.Second, "a new epoch observed", readyOn(string(epochA)))
 	// The write on the old grant: refused authorization_stale, or held for
 	// the person's approval of the new code (when the agent had listed the
 	// tools again); either way it never reaches a worker unapproved.
@@ -361,7 +361,7 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 		if r.err == nil {
 			t.Fatalf("the write after the swap was answered %q, want a refusal or a wait", resultText(r.res))
 		}
-		if _, ref := refusalOf(t, r.err); ref.Error != control.AuthorizationStale || ref.CurrentEpoch == epochA {
+		if _, ref := refusalOf(t, r.err); ref.Error != control.AuthorizationStale || ref.CurrentEpoch == string(epochA) {
 			t.Fatalf("refusal %+v, want authorization_stale naming an epoch after %s", ref, epochA)
 		}
 	case <-time.After(2 * time.Second):
@@ -374,8 +374,8 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 			t.Fatalf("the old grant reached a worker after the swap: %v", readLedger(t, ledger))
 		}
 	}
-	pidB := strings.TrimPrefix(approveAndWrite(t, h, a, epochA, "third"), "pid=")
-	runB := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(epochA))
+	pidB := strings.TrimPrefix(approveAndWrite(t, h, a, string(epochA), "third"), "pid=")
+	runB := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(string(epochA)))
 	if pidB == "" || hostPIDOf(t, pidB, runB.PID) == hostA {
 		t.Fatalf("the write after approval was answered by %q, want a new worker (old %s)", pidB, pidA)
 	}
@@ -430,7 +430,7 @@ func TestCallRightAfterEditWaits(t *testing.T) {
 	}
 	time.Sleep(10 * time.Millisecond) // the scenario: a call 10 ms after the edit
 	got := callText(t, a.Session, "write", map[string]any{"text": "after"})
-	st := waitRun(t, h, a.PID(), 30*time.Second, "the new epoch", readyOn(epochA))
+	st := waitRun(t, h, a.PID(), 30*time.Second, "the new epoch", readyOn(string(epochA)))
 	if got == "pid="+pidA && hostPIDOf(t, pidA, st.PID) == hostA {
 		t.Fatalf("the call sent 10 ms after the edit reached the old process %s", pidA)
 	}

@@ -116,9 +116,9 @@ func TestServerCannotApproveItself(t *testing.T) {
 		mode string
 		want []string // in the answer the attempt got
 	}{
-		{"group", []string{"refused to approve approval request " + req.ID, "descends from the Portcullis daemon", `the process tree of server "self"`, "approve from your own terminal or the Portcullis window"}},
-		{"setsid", []string{"refused to approve approval request " + req.ID, "descends from the Portcullis daemon", "left a supervised server's process tree", "approve from your own terminal or the Portcullis window"}},
-		{"socket", []string{"refused to approve approval request " + req.ID, "descends from the Portcullis daemon", `the process tree of server "self"`}},
+		{"group", []string{string("refused to approve approval request " + req.ID), "descends from the Portcullis daemon", `the process tree of server "self"`, "approve from your own terminal or the Portcullis window"}},
+		{"setsid", []string{string("refused to approve approval request " + req.ID), "descends from the Portcullis daemon", "left a supervised server's process tree", "approve from your own terminal or the Portcullis window"}},
+		{"socket", []string{string("refused to approve approval request " + req.ID), "descends from the Portcullis daemon", `the process tree of server "self"`}},
 	} {
 		text := callText(t, s.agent.Session, "attack", map[string]any{"mode": tc.mode})
 		var got []attempt
@@ -129,7 +129,7 @@ func TestServerCannotApproveItself(t *testing.T) {
 			}
 			got = append(got, a)
 		}
-		if len(got) != 1 || got[0].Request != req.ID {
+		if len(got) != 1 || got[0].Request != string(req.ID) {
 			t.Fatalf("%s: attempts %+v, want one on %s", tc.mode, got, req.ID)
 		}
 		answer := got[0].Output
@@ -164,7 +164,7 @@ func TestServerCannotApproveItself(t *testing.T) {
 		t.Fatalf("audit log has %d decision_refused events, want 3: %+v", len(refused), refused)
 	}
 	for i, f := range refused {
-		if f.Request != req.ID || f.Refusal != "supervised" || f.PID == 0 || f.Executable == "" || !strings.Contains(f.Reason, "descends from the Portcullis daemon") || len(f.Ancestry) < 2 {
+		if f.Request != string(req.ID) || f.Refusal != "supervised" || f.PID == 0 || f.Executable == "" || !strings.Contains(f.Reason, "descends from the Portcullis daemon") || len(f.Ancestry) < 2 {
 			t.Errorf("refusal %d: %+v", i, f)
 		}
 	}
@@ -197,8 +197,8 @@ func TestServerCannotApproveItself(t *testing.T) {
 	}
 
 	// The person, at a terminal of their own.
-	out := decideCLI(t, s.home, "approve", req.ID)
-	if !strings.Contains(out, "Approved "+req.ID) {
+	out := decideCLI(t, s.home, "approve", string(req.ID))
+	if !strings.Contains(out, "Approved "+string(req.ID)) {
 		t.Errorf("approve printed %q", out)
 	}
 	if got := okText(t, await(t, pending)); got != "wrote self-approved" {
@@ -227,14 +227,14 @@ for i in 1 2 3; do
 	script -qec "$0 approve $1" /dev/null
 done
 "$0" approve "$1"
-echo "plain exit=$?"`, portcullis, req.ID)
+echo "plain exit=$?"`, portcullis, string(req.ID))
 	shell.Env = s.home.Environ()
 	b, err := shell.CombinedOutput()
 	out := string(b)
 	if err != nil {
 		t.Fatalf("the agent's shell: %v\n%s", err, out)
 	}
-	if n := strings.Count(out, "descends from the agent of agent run "+run.Run); n != 3 {
+	if n := strings.Count(out, "descends from the agent of agent run "+string(run.Run)); n != 3 {
 		t.Errorf("the agent's shell saw %d refusals naming its agent run, want 3:\n%s", n, out)
 	}
 	if !strings.Contains(out, "runs only at a terminal of your own") || !strings.Contains(out, "plain exit=1") {
@@ -248,12 +248,12 @@ echo "plain exit=$?"`, portcullis, req.ID)
 		t.Fatalf("audit log has %d decision_refused events, want 3: %+v", len(refused), refused)
 	}
 	for i, f := range refused {
-		if f.Request != req.ID || f.Refusal != "agent" || f.AgentRun != run.Run || f.Executable != front.AppPath(portcullis) || !slices.Contains(f.Ancestry, os.Getpid()) {
+		if f.Request != string(req.ID) || f.Refusal != "agent" || f.AgentRun != string(run.Run) || f.Executable != front.AppPath(portcullis) || !slices.Contains(f.Ancestry, os.Getpid()) {
 			t.Errorf("refusal %d: %+v (want agent run %s, this test's pid %d in the ancestry)", i, f, run.Run, os.Getpid())
 		}
 	}
 
-	if out := decideCLI(t, s.home, "approve", req.ID); !strings.Contains(out, "Approved "+req.ID) {
+	if out := decideCLI(t, s.home, "approve", string(req.ID)); !strings.Contains(out, "Approved "+string(req.ID)) {
 		t.Errorf("approve printed %q", out)
 	}
 	if got := okText(t, await(t, pending)); got != "wrote by the person" {

@@ -78,7 +78,7 @@ func TestPolicyLive(t *testing.T) {
 			policyCLI(t, h, "add", "approve")
 			pending := asyncCall(t, a.Session, "add", map[string]any{"a": 1, "b": 2})
 			req := waitApproval(t, h, "add after allow → approve", forTool("add", ""))
-			decideCLI(t, h, "deny", req.ID)
+			decideCLI(t, h, "deny", string(req.ID))
 			if r := await(t, pending); r.err == nil {
 				t.Errorf("add, tightened to approve and denied by the person, was served: %+v", r.res)
 			} else if _, ref := refusalOf(t, r.err); ref.Error != control.ApprovalDenied {
@@ -229,11 +229,11 @@ func TestPolicyLiveWhileWaiting(t *testing.T) {
 	if _, ref := refusalOf(t, r.err); ref.Error != control.ApprovalDenied || !strings.Contains(ref.Reason, "denied by the person's policy") {
 		t.Errorf("echo refused with %s (%s), want %s by the policy", ref.Error, ref.Reason, control.ApprovalDenied)
 	}
-	waitApprovalGone(t, h, req.ID)
+	waitApprovalGone(t, h, string(req.ID))
 	if n := echoCallsSoFar(t, callLog); n != 0 {
 		t.Errorf("the server received %d echo calls, want 0", n)
 	}
-	if _, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", req.ID); err == nil {
+	if _, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", string(req.ID)); err == nil {
 		t.Errorf("approve %s succeeded after the request was withdrawn", req.ID)
 	}
 
@@ -245,7 +245,7 @@ func TestPolicyLiveWhileWaiting(t *testing.T) {
 	if got := okText(t, awaitWithin(t, pending, 20*time.Second, "echo allowed while it waited")); got != "released" {
 		t.Errorf("echo answered %q, want released", got)
 	}
-	waitApprovalGone(t, h, req.ID)
+	waitApprovalGone(t, h, string(req.ID))
 	if n := echoCalls(t, callLog); n != 1 {
 		t.Errorf("the server received %d echo calls, want 1", n)
 	}
@@ -319,7 +319,7 @@ func TestPolicyLiveServerRemoved(t *testing.T) {
 	}
 	pending := asyncCall(t, a.Session, "add", map[string]any{"a": 1, "b": 2})
 	req := waitApproval(t, h, "add after the label came back", forTool("add", ""))
-	decideCLI(t, h, "approve", req.ID)
+	decideCLI(t, h, "approve", string(req.ID))
 	if r := awaitWithin(t, pending, 20*time.Second, "add approved"); r.err != nil {
 		t.Errorf("approved add failed: %v", r.err)
 	}
@@ -353,7 +353,7 @@ func waitApprovalGone(t *testing.T, h *harness.Home, id string) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		reqs := approvals(t, h)
-		if !slices.ContainsFunc(reqs, func(r authz.Request) bool { return r.ID == id }) {
+		if !slices.ContainsFunc(reqs, func(r authz.Request) bool { return string(r.ID) == id }) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -351,9 +351,9 @@ func TestPolkitApproval(t *testing.T) {
 		ag := connectCmd(t, h.ConnectCommand("echo"), "")
 		pending := asyncCall(t, ag.Session, "echo", map[string]any{"message": "authenticated"})
 		req := waitApproval(t, h, "echo", forTool("echo", ""))
-		shown, code := s.approveAtTerminal(t, req.ID, polkitTestPassword)
+		shown, code := s.approveAtTerminal(t, string(req.ID), polkitTestPassword)
 		for _, w := range []string{`settings.approvalAuthentication is "always": polkit asks you to authenticate`, "AUTHENTICATING FOR dev.portcullis.approve",
-			"Portcullis: authenticate to approve a request of an AI agent", "AUTHENTICATION COMPLETE", "Approved " + req.ID} {
+			"Portcullis: authenticate to approve a request of an AI agent", "AUTHENTICATION COMPLETE", string("Approved " + req.ID)} {
 			if !strings.Contains(shown, w) {
 				t.Errorf("the terminal lacks %q: %q", w, shown)
 			}
@@ -375,8 +375,8 @@ func TestPolkitApproval(t *testing.T) {
 			msg := "must not run: " + tc.name
 			pending := asyncCall(t, ag.Session, "echo", map[string]any{"message": msg})
 			req := waitApproval(t, h, "echo", forTool("echo", ""))
-			shown, code := s.approveAtTerminal(t, req.ID, tc.answer)
-			for _, w := range []string{tc.want, "not approved: polkit did not authenticate you (authentication failed: pkcheck: Not authorized.)", "request " + req.ID + " was denied and nothing was granted"} {
+			shown, code := s.approveAtTerminal(t, string(req.ID), tc.answer)
+			for _, w := range []string{tc.want, "not approved: polkit did not authenticate you (authentication failed: pkcheck: Not authorized.)", string("request " + req.ID + " was denied and nothing was granted")} {
 				if !strings.Contains(shown, w) {
 					t.Errorf("the terminal lacks %q: %q", w, shown)
 				}
@@ -398,7 +398,7 @@ func TestPolkitApproval(t *testing.T) {
 				}
 				var f audit.DecisionRefused
 				must(t, e.DecodeFields(&f))
-				if f.Request == req.ID && f.Refusal == "authentication" && strings.Contains(f.Reason, "polkit did not authenticate you") && f.PID > 0 {
+				if f.Request == string(req.ID) && f.Refusal == "authentication" && strings.Contains(f.Reason, "polkit did not authenticate you") && f.PID > 0 {
 					found = true
 				}
 			}
@@ -605,8 +605,8 @@ func TestPolkitEscapeByDefault(t *testing.T) {
 	if len(req.Card.CredentialScope) != 0 {
 		t.Fatalf("the card carries credentials %v; the escape is about cards without", req.Card.CredentialScope)
 	}
-	shown, code := s.escapedOneLiner(t, "approve", req.ID)
-	for _, w := range []string{"AUTHENTICATING FOR dev.portcullis.approve", "AUTHENTICATION FAILED", "not approved: polkit did not authenticate you", "request " + req.ID + " was denied and nothing was granted", `settings.approvalAuthentication is "cli"`} {
+	shown, code := s.escapedOneLiner(t, "approve", string(req.ID))
+	for _, w := range []string{"AUTHENTICATING FOR dev.portcullis.approve", "AUTHENTICATION FAILED", "not approved: polkit did not authenticate you", string("request " + req.ID + " was denied and nothing was granted"), `settings.approvalAuthentication is "cli"`} {
 		if !strings.Contains(shown, w) {
 			t.Errorf("the escaped approve's terminal lacks %q: %q", w, shown)
 		}

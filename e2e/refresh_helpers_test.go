@@ -292,7 +292,7 @@ func waitRun(t *testing.T, h *harness.Home, shimPID int, d time.Duration, what s
 				PID                            int
 				CatalogRevision, AgentRevision uint64
 				Warnings                       []string
-			}{r.State, r.Reason, r.Epoch, r.Build, r.PID, r.CatalogRevision, r.AgentRevision, r.Warnings})
+			}{r.State, r.Reason, string(r.Epoch), r.Build, r.PID, r.CatalogRevision, r.AgentRevision, r.Warnings})
 			last = string(b)
 		}
 		if time.Now().After(deadline) {
@@ -306,7 +306,7 @@ func waitRun(t *testing.T, h *harness.Home, shimPID int, d time.Duration, what s
 // its catalog fetched.
 func readyOn(old string) func(gateway.Status) bool {
 	return func(r gateway.Status) bool {
-		return r.State == gateway.StateReady && r.Epoch != "" && r.Epoch != old && r.CatalogRevision != 0
+		return r.State == gateway.StateReady && r.Epoch != "" && string(r.Epoch) != old && r.CatalogRevision != 0
 	}
 }
 

@@ -70,7 +70,7 @@ func TestBuildWithManualRestart(t *testing.T) {
 	if !strings.Contains(res.Stdout, "1 agent run(s)") || !strings.Contains(res.Stdout, "new epoch") {
 		t.Errorf("portcullis restart printed %q, want one run restarted", res.Stdout)
 	}
-	after := waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch", readyOn(before.Epoch))
+	after := waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch", readyOn(string(before.Epoch)))
 	if after.Build != "" || after.Epochs != 2 || after.PID == before.PID {
 		t.Errorf("after restart: build note %q, epochs %d, pid %d (old %d); want no note, 2 epochs, a new pid", after.Build, after.Epochs, after.PID, before.PID)
 	}
@@ -108,7 +108,7 @@ func TestRebuildSameCatalog(t *testing.T) {
 			}
 
 			s.rebuild(t, publishRevALabel)
-			after := waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch", readyOn(before.Epoch))
+			after := waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch", readyOn(string(before.Epoch)))
 			if after.Record.EntryDigest == before.Record.EntryDigest {
 				t.Fatalf("the rebuild did not change the binary's digest (%s)", after.Record.EntryDigest)
 			}
@@ -153,7 +153,7 @@ func TestSchemaChangeIgnoredListChanged(t *testing.T) {
 
 			s.rebuild(t, publishRevB)
 			after := waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch with a new catalog", func(r gateway.Status) bool {
-				return readyOn(before.Epoch)(r) && r.CatalogRevision != before.CatalogRevision
+				return readyOn(string(before.Epoch))(r) && r.CatalogRevision != before.CatalogRevision
 			})
 			a.waitListChanged(t, 1, 10*time.Second)
 
@@ -165,7 +165,7 @@ func TestSchemaChangeIgnoredListChanged(t *testing.T) {
 			if code != -31010 || r.Error != control.CatalogStale {
 				t.Fatalf("refusal code %d %q, want -31010 catalog_stale (%v)", code, r.Error, err)
 			}
-			want := control.Refusal{Error: control.CatalogStale, Server: pubLabel, Tool: "publish_preview", CurrentEpoch: after.Epoch,
+			want := control.Refusal{Error: control.CatalogStale, Server: pubLabel, Tool: "publish_preview", CurrentEpoch: string(after.Epoch),
 				AgentRevision: before.CatalogRevision, CurrentRevision: after.CatalogRevision}
 			got := r
 			got.Reason, got.Problems, got.Retry, got.Arguments = "", nil, "", nil
@@ -248,7 +248,7 @@ func TestRestartDuringCall(t *testing.T) {
 			case <-time.After(buildWait):
 				t.Fatalf("the in-flight call was not answered within %s of the rebuild", buildWait)
 			}
-			after := waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch", readyOn(before.Epoch))
+			after := waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch", readyOn(string(before.Epoch)))
 			wg.Lock()
 			err := callErr
 			wg.Unlock()
@@ -256,7 +256,7 @@ func TestRestartDuringCall(t *testing.T) {
 				t.Fatal("the in-flight call succeeded across a restart")
 			}
 			code, r := refusalOf(t, err)
-			if code != -31030 || r.Error != control.EpochEnded || r.Epoch != before.Epoch || r.CurrentEpoch != after.Epoch {
+			if code != -31030 || r.Error != control.EpochEnded || r.Epoch != string(before.Epoch) || r.CurrentEpoch != string(after.Epoch) {
 				t.Errorf("refusal code %d data %+v, want -31030 epoch_ended with epoch %s and currentEpoch %s", code, r, before.Epoch, after.Epoch)
 			}
 			if !strings.Contains(r.Reason, "not retried") {
@@ -315,7 +315,7 @@ func TestWatchedDependencyChange(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(deps, "lib", "m07.js"), []byte("module.exports = 'seven'\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e2 := waitRun(t, s.home, a.PID(), buildWait, "ready after the dependency change", readyOn(e1.Epoch))
+	e2 := waitRun(t, s.home, a.PID(), buildWait, "ready after the dependency change", readyOn(string(e1.Epoch)))
 	if e2.Record.ExtraDigests[deps] == e1.Record.ExtraDigests[deps] {
 		t.Errorf("extraDigests[%s] unchanged: %s", deps, e2.Record.ExtraDigests[deps])
 	}
@@ -335,7 +335,7 @@ func TestWatchedDependencyChange(t *testing.T) {
 	if err := os.Rename(tmp, lock); err != nil {
 		t.Fatal(err)
 	}
-	e3 := waitRun(t, s.home, a.PID(), buildWait, "ready after the lockfile change", readyOn(e2.Epoch))
+	e3 := waitRun(t, s.home, a.PID(), buildWait, "ready after the lockfile change", readyOn(string(e2.Epoch)))
 	if e3.Record.LockfileDigest == e2.Record.LockfileDigest {
 		t.Errorf("lockfile digest unchanged: %s", e3.Record.LockfileDigest)
 	}
@@ -400,7 +400,7 @@ func TestRuntimeToolAdded(t *testing.T) {
 			if err := json.Unmarshal([]byte(res.Stdout), &cat); err != nil {
 				t.Fatalf("catalog show: %v\n%s", err, res.Stdout)
 			}
-			if cat.Revision != after.CatalogRevision || cat.Epoch != before.Epoch {
+			if cat.Revision != after.CatalogRevision || cat.Epoch != string(before.Epoch) {
 				t.Errorf("catalog show: revision %d epoch %s, want %d %s", cat.Revision, cat.Epoch, after.CatalogRevision, before.Epoch)
 			}
 			if _, ok := cat.Lookup("rollback"); !ok {
@@ -450,7 +450,7 @@ func TestModernSubscriptionAcknowledgedOnce(t *testing.T) {
 			break
 		}
 	}
-	waitRun(t, s.home, a.pid(), buildWait, "ready on a new epoch", readyOn(before.Epoch))
+	waitRun(t, s.home, a.pid(), buildWait, "ready on a new epoch", readyOn(string(before.Epoch)))
 	// Whatever the new process sent on the re-opened stream came before
 	// the answer to a request sent after it was ready.
 	a.request(`"t2"`, "tools/list", map[string]any{"_meta": meta})

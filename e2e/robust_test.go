@@ -206,7 +206,7 @@ func TestRobustInvalidAnswer(t *testing.T) {
 			t.Fatalf("%s: answered %.300s, want an error with id %s", kind, m.Raw, id)
 		}
 		ref := m.refusal(t)
-		if m.Error.Code != -31041 || ref.Error != control.InvalidResponse || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != before.Epoch {
+		if m.Error.Code != -31041 || ref.Error != control.InvalidResponse || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != string(before.Epoch) {
 			t.Errorf("%s: got code %d, data %+v; want -31041 invalid_response naming tools/call and epoch %s", kind, m.Error.Code, ref, before.Epoch)
 		}
 		if d := time.Since(start); d > 10*time.Second {
@@ -372,9 +372,9 @@ func TestRobustCrashLoop(t *testing.T) {
 	var epochs []string
 	for i := range 5 {
 		r, _ := runOf(t, h, a.pid(), "ready on a new epoch", func(r gateway.Status) bool {
-			return r.State == gateway.StateReady && r.CatalogRevision != 0 && !slices.Contains(epochs, r.Epoch)
+			return r.State == gateway.StateReady && r.CatalogRevision != 0 && !slices.Contains(epochs, string(r.Epoch))
 		})
-		epochs = append(epochs, r.Epoch)
+		epochs = append(epochs, string(r.Epoch))
 		id := fmt.Sprint(100 + i)
 		sent := time.Now()
 		m := a.call(id, "tools/call", toolCall("crash", nil), 30*time.Second)
@@ -382,7 +382,7 @@ func TestRobustCrashLoop(t *testing.T) {
 			t.Errorf("crash %d: answered after %s, want at once", i+1, d)
 		}
 		ref := m.refusal(t)
-		if ref.Error != control.EpochEnded || ref.Epoch != r.Epoch || !strings.Contains(ref.Reason, "exit status 3") {
+		if ref.Error != control.EpochEnded || ref.Epoch != string(r.Epoch) || !strings.Contains(ref.Reason, "exit status 3") {
 			t.Errorf("crash %d: got %.500s, want epoch_ended for epoch %s naming exit status 3", i+1, m.Raw, r.Epoch)
 		}
 	}
@@ -401,8 +401,8 @@ func TestRobustCrashLoop(t *testing.T) {
 	}
 
 	// Backoff: each relaunch came later after its crash than the one before.
-	exited := eventsOf(t, h, audit.TypeServerExited, r.Run)
-	started := eventsOf(t, h, audit.TypeServerStarted, r.Run)
+	exited := eventsOf(t, h, audit.TypeServerExited, string(r.Run))
+	started := eventsOf(t, h, audit.TypeServerStarted, string(r.Run))
 	if len(exited) != 5 || len(started) != 5 {
 		t.Fatalf("audit log has %d server_exited and %d server_started for the run, want 5 each", len(exited), len(started))
 	}
@@ -418,7 +418,7 @@ func TestRobustCrashLoop(t *testing.T) {
 		t.Fatalf("portcullis restart faulty: %v %+v", err, res)
 	}
 	r, _ = runOf(t, h, a.pid(), "ready after restart", func(r gateway.Status) bool {
-		return r.State == gateway.StateReady && r.CatalogRevision != 0 && !slices.Contains(epochs, r.Epoch)
+		return r.State == gateway.StateReady && r.CatalogRevision != 0 && !slices.Contains(epochs, string(r.Epoch))
 	})
 	if got := a.call("201", "tools/call", toolCall("echo", map[string]any{"message": "back"}), 30*time.Second); got.text(t) != "back" {
 		t.Errorf("after portcullis restart, echo answered %s", got.Raw)
@@ -563,7 +563,7 @@ func TestRobustAgentKilled(t *testing.T) {
 		}
 		return len(reqs) == 1
 	})
-	if _, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", reqs[0].ID); err != nil {
+	if _, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", string(reqs[0].ID)); err != nil {
 		t.Fatal(err)
 	}
 	if m, _ := a.await("2", 30*time.Second); m.text(t) != "approved" {
@@ -583,7 +583,7 @@ func TestRobustAgentKilled(t *testing.T) {
 	if len(st.Grants) != 0 {
 		t.Errorf("the ended run still has grants %+v", st.Grants)
 	}
-	waitFor(t, "run_ended in the audit log", func() bool { return len(eventsOf(t, h, audit.TypeRunEnded, r.Run)) == 1 })
+	waitFor(t, "run_ended in the audit log", func() bool { return len(eventsOf(t, h, audit.TypeRunEnded, string(r.Run))) == 1 })
 	verifyAudit(t, h)
 }
 
@@ -662,11 +662,11 @@ func TestRobustDaemonKilledDuringCall(t *testing.T) {
 		t.Errorf("the shim exited %d once the agent closed its input, want 0", code)
 	}
 	verifyAudit(t, h)
-	if evs := eventsOf(t, h, audit.TypeToolCalled, r.Run); len(evs) != 1 {
+	if evs := eventsOf(t, h, audit.TypeToolCalled, string(r.Run)); len(evs) != 1 {
 		t.Errorf("%d tool_called events for the first run, want 1", len(evs))
 	}
 	cont := continuedRuns(t, h)
-	if len(cont) != 1 || cont[0].Continues.AgentRun != r.Run || cont[0].Continues.DaemonPID != d1.PID() {
+	if len(cont) != 1 || cont[0].Continues.AgentRun != string(r.Run) || cont[0].Continues.DaemonPID != d1.PID() {
 		t.Errorf("run_started events recording a continued run: %+v; want one continuing %s of daemon %d", cont, r.Run, d1.PID())
 	}
 }

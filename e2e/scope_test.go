@@ -86,7 +86,7 @@ func TestApprovingAReadToolGrantsOnlyIt(t *testing.T) {
 			t.Errorf("the card does not offer %s to tick (other tools %v)", tool, req.Card.OtherTools)
 		}
 	}
-	out := decideCLI(t, s.home, "approve", req.ID)
+	out := decideCLI(t, s.home, "approve", string(req.ID))
 	if !strings.Contains(out, ": status. Not granted: ") || !strings.Contains(out, "publish_preview") {
 		t.Errorf("approve printed %q, want it to say status only was granted", out)
 	}
@@ -103,7 +103,7 @@ func TestApprovingAReadToolGrantsOnlyIt(t *testing.T) {
 	if own.ID == req.ID {
 		t.Fatal("publish_preview went on the status card")
 	}
-	decideCLI(t, s.home, "deny", own.ID)
+	decideCLI(t, s.home, "deny", string(own.ID))
 	r := await(t, write)
 	if code, ref := refusalOf(t, r.err); code != -31021 || ref.Error != control.ApprovalDenied {
 		t.Errorf("publish_preview after approving status: code %d %+v, want approval_denied", code, ref)
@@ -128,14 +128,14 @@ func TestRebuildsNewDestructiveToolIsNotProposed(t *testing.T) {
 	}
 	first := asyncCall(t, a.Session, "status", map[string]any{})
 	reqA := waitApproval(t, s.home, "status on A", forTool("status", ""))
-	if out := decideCLI(t, s.home, "approve", reqA.ID, "--tools", "publish_preview"); !strings.Contains(out, "status, publish_preview") {
+	if out := decideCLI(t, s.home, "approve", string(reqA.ID), "--tools", "publish_preview"); !strings.Contains(out, "status, publish_preview") {
 		t.Errorf("approve --tools printed %q", out)
 	}
 	okText(t, await(t, first))
 	before := waitRun(t, s.home, a.PID(), 10*time.Second, "ready", readyOn(""))
 
 	s.rebuild(t, revRollback)
-	waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch", readyOn(before.Epoch))
+	waitRun(t, s.home, a.PID(), buildWait, "ready on a new epoch", readyOn(string(before.Epoch)))
 	a.waitListChanged(t, 1, 30*time.Second)
 	tools, err := a.Session.ListTools(ctx, nil)
 	if err != nil {
@@ -159,7 +159,7 @@ func TestRebuildsNewDestructiveToolIsNotProposed(t *testing.T) {
 	if lines := strings.Join(c.Lines(), "\n"); !strings.Contains(lines, "rollback (new)") {
 		t.Errorf("the text card does not mark rollback new:\n%s", lines)
 	}
-	decideCLI(t, s.home, "approve", reqB.ID)
+	decideCLI(t, s.home, "approve", string(reqB.ID))
 	if got := okText(t, await(t, second)); !strings.HasPrefix(got, "publish server revision B") {
 		t.Errorf("status on B: %q", got)
 	}
@@ -169,7 +169,7 @@ func TestRebuildsNewDestructiveToolIsNotProposed(t *testing.T) {
 	}
 	destroy := asyncCall(t, a.Session, "rollback", map[string]any{})
 	own := waitApproval(t, s.home, "rollback", forTool("rollback", ""))
-	decideCLI(t, s.home, "deny", own.ID)
+	decideCLI(t, s.home, "deny", string(own.ID))
 	if code, _ := refusalOf(t, await(t, destroy).err); code != -31021 {
 		t.Errorf("rollback: code %d, want approval_denied", code)
 	}
@@ -198,7 +198,7 @@ func TestCallWhileACardIsOpenWaitsForItsOwnCard(t *testing.T) {
 	if card2.ID == card1.ID || strings.Contains(string(card1.Card.Arguments), "production-hotfix") {
 		t.Fatalf("the second call shares the first card: %+v", card1)
 	}
-	decideCLI(t, s.home, "approve", card1.ID, "--all")
+	decideCLI(t, s.home, "approve", string(card1.ID), "--all")
 	if got := okText(t, await(t, first)); got != "revision A published branch main to preview" {
 		t.Errorf("first call: %q", got)
 	}
@@ -211,7 +211,7 @@ func TestCallWhileACardIsOpenWaitsForItsOwnCard(t *testing.T) {
 		t.Fatalf("the second call was answered before its own card was decided: %+v", r)
 	default:
 	}
-	decideCLI(t, s.home, "deny", card2.ID)
+	decideCLI(t, s.home, "deny", string(card2.ID))
 	if code, _ := refusalOf(t, await(t, second).err); code != -31021 {
 		t.Errorf("second call: code %d, want approval_denied", code)
 	}
@@ -243,12 +243,12 @@ func TestEndedEpochWithdrawsTheWaitingRequest(t *testing.T) {
 	if ref.Error != control.EpochEnded {
 		t.Errorf("the waiting call: code %d %+v, want epoch_ended", code, ref)
 	}
-	waitApprovalGone(t, s.home, req.ID)
+	waitApprovalGone(t, s.home, string(req.ID))
 	run := waitRun(t, s.home, a.PID(), 10*time.Second, "the withdrawal in status", func(r gateway.Status) bool { return len(r.Withdrawn) > 0 })
-	if w := run.Withdrawn[0]; w.Request != req.ID || !strings.Contains(w.Reason, "replaced") || !strings.Contains(w.Reason, req.Card.CurrentEpoch) {
+	if w := run.Withdrawn[0]; w.Request != req.ID || !strings.Contains(w.Reason, "replaced") || !strings.Contains(w.Reason, string(req.Card.CurrentEpoch)) {
 		t.Errorf("status withdrawn %+v, want %s with the reason", run.Withdrawn, req.ID)
 	}
-	r, err := s.home.RunAtTerminal(testContext(t, 30*time.Second), "approve", req.ID)
+	r, err := s.home.RunAtTerminal(testContext(t, 30*time.Second), "approve", string(req.ID))
 	var ee *harness.ExitError
 	if !errors.As(err, &ee) || !strings.Contains(r.Stderr, "withdrawn") || !strings.Contains(r.Stderr, "replaced") || !strings.Contains(r.Stderr, "nothing was granted") {
 		t.Errorf("approve of the withdrawn request: %v, stdout %q, stderr %q; want a failure saying it was withdrawn and why", err, r.Stdout, r.Stderr)
@@ -262,7 +262,7 @@ func TestEndedEpochWithdrawsTheWaitingRequest(t *testing.T) {
 			Request, Reason string
 		}
 		_ = json.Unmarshal(e.Fields, &f)
-		if f.Request != req.ID {
+		if f.Request != string(req.ID) {
 			continue
 		}
 		switch e.Type {

@@ -156,7 +156,7 @@ func TestTelemetryJaeger(t *testing.T) {
 	const secretArg = "arg-value-never-exported-to-jaeger"
 	pending := asyncCall(t, a.Session, "echo", map[string]any{"message": secretArg})
 	req := waitApproval(t, h, "echo", forTool("echo", ""))
-	decideCLI(t, h, "approve", req.ID)
+	decideCLI(t, h, "approve", string(req.ID))
 	if got := okText(t, await(t, pending)); got != secretArg {
 		t.Fatalf("echo answered %q", got)
 	}
@@ -199,7 +199,7 @@ func TestTelemetryJaeger(t *testing.T) {
 		}
 	}
 	for k, v := range map[string]string{
-		telemetry.KeyToolName: "echo", telemetry.KeyEpoch: req.Card.CurrentEpoch, telemetry.KeyDecision: "grant",
+		telemetry.KeyToolName: "echo", telemetry.KeyEpoch: string(req.Card.CurrentEpoch), telemetry.KeyDecision: "grant",
 		telemetry.KeyServer: "echo", telemetry.KeyOperation: "execute_tool",
 	} {
 		if call[k] != v {

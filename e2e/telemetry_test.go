@@ -52,7 +52,7 @@ func TestTelemetryApprovedCall(t *testing.T) {
 	const secretArg = "arg-value-never-exported"
 	pending := asyncCall(t, a.Session, "echo", map[string]any{"message": secretArg})
 	req := waitApproval(t, h, "echo", forTool("echo", ""))
-	decideCLI(t, h, "approve", req.ID)
+	decideCLI(t, h, "approve", string(req.ID))
 	if got := okText(t, await(t, pending)); got != secretArg {
 		t.Fatalf("echo answered %q", got)
 	}
@@ -83,7 +83,7 @@ func TestTelemetryApprovedCall(t *testing.T) {
 	}
 	for k, v := range map[string]string{
 		telemetry.KeyToolName: "echo", telemetry.KeyMCPMethod: "tools/call", telemetry.KeyOperation: "execute_tool",
-		telemetry.KeyTransport: "pipe", telemetry.KeyServer: "echo", telemetry.KeyEpoch: req.Card.CurrentEpoch,
+		telemetry.KeyTransport: "pipe", telemetry.KeyServer: "echo", telemetry.KeyEpoch: string(req.Card.CurrentEpoch),
 		telemetry.KeyDecision: "grant", telemetry.KeyOutcome: "ok",
 	} {
 		if call[k] != v {
@@ -93,7 +93,7 @@ func TestTelemetryApprovedCall(t *testing.T) {
 	if call[telemetry.KeyEpoch] == "" || call[telemetry.KeyMCPSession] == "" || call[telemetry.KeyMCPSession] != call[telemetry.KeyAgentRun] {
 		t.Errorf("call span: epoch %q, session %q, agent run %q", call[telemetry.KeyEpoch], call[telemetry.KeyMCPSession], call[telemetry.KeyAgentRun])
 	}
-	if wait[telemetry.KeyApprovalState] != "granted" || wait[telemetry.KeyRequest] != req.ID || wait[telemetry.KeyDecider] != "cli" || wait[telemetry.KeyGrant] == "" || wait[telemetry.KeyGrant] != call[telemetry.KeyGrant] {
+	if wait[telemetry.KeyApprovalState] != "granted" || wait[telemetry.KeyRequest] != string(req.ID) || wait[telemetry.KeyDecider] != "cli" || wait[telemetry.KeyGrant] == "" || wait[telemetry.KeyGrant] != call[telemetry.KeyGrant] {
 		t.Errorf("approval span %v; the call's grant %q", wait, call[telemetry.KeyGrant])
 	}
 	if len(links) != 1 || string(links[0]) != string(waitID) {

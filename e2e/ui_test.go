@@ -65,7 +65,7 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 
 	// Rebuild: a new epoch; the agent refreshes, calls, and is held.
 	buildPublish(t, binDir, publishRevB)
-	after := waitRun(t, home, agent.PID(), buildWait, "ready on a new epoch", readyOn(before.Epoch))
+	after := waitRun(t, home, agent.PID(), buildWait, "ready on a new epoch", readyOn(string(before.Epoch)))
 	agent.waitListChanged(t, 1, 10*time.Second)
 	if _, err := agent.Session.ListTools(t.Context(), nil); err != nil {
 		t.Fatal(err)

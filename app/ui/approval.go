@@ -20,6 +20,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/codediff"
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/textsafe"
 )
 
@@ -198,30 +199,30 @@ func (w *ApprovalWindow) sync(pending []authz.Request) {
 	shown := w.currentID()
 	added := false
 	for _, r := range pending {
-		if !w.popped[r.ID] {
-			w.popped[r.ID] = true
+		if !w.popped[string(r.ID)] {
+			w.popped[string(r.ID)] = true
 			added = true
 		}
 	}
 	for id := range w.popped {
-		if !slices.ContainsFunc(pending, func(r authz.Request) bool { return r.ID == id }) {
+		if !slices.ContainsFunc(pending, func(r authz.Request) bool { return string(r.ID) == id }) {
 			delete(w.popped, id)
 		}
 	}
 	w.queue = slices.Clone(pending)
 	w.cur = 0
 	for i, r := range w.queue {
-		if r.ID == shown {
+		if string(r.ID) == shown {
 			w.cur = i
 		}
 	}
 	for id := range w.picked {
-		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return r.ID == id }) {
+		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return string(r.ID) == id }) {
 			delete(w.picked, id)
 		}
 	}
 	for id := range w.codeReports {
-		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return r.ID == id }) {
+		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return string(r.ID) == id }) {
 			delete(w.codeReports, id)
 		}
 	}
@@ -261,7 +262,7 @@ func (w *ApprovalWindow) Show() {
 // pending, else the oldest one.
 func (w *ApprovalWindow) ShowRequest(id string) {
 	for i, r := range w.queue {
-		if r.ID == id {
+		if string(r.ID) == id {
 			w.cur = i
 		}
 	}
@@ -275,7 +276,7 @@ func (w *ApprovalWindow) Visible() bool { return w.visible }
 // the index of the one shown.
 func (w *ApprovalWindow) Queue() (ids []string, shown int) {
 	for _, r := range w.queue {
-		ids = append(ids, r.ID)
+		ids = append(ids, string(r.ID))
 	}
 	return ids, w.cur
 }
@@ -293,7 +294,7 @@ func (w *ApprovalWindow) hide() {
 
 func (w *ApprovalWindow) currentID() string {
 	if w.cur < len(w.queue) {
-		return w.queue[w.cur].ID
+		return string(w.queue[w.cur].ID)
 	}
 	return ""
 }
@@ -330,7 +331,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 	}
 	var err error
 	if choice == authz.Deny {
-		err = w.auth.Decide(r.ID, d)
+		err = w.auth.Decide(ids.RequestID(string(r.ID)), d)
 	} else {
 		// The press that activated the button: a device's approves; a
 		// synthetic one never does; where the window cannot tell, the
@@ -339,11 +340,11 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		if w.input != nil {
 			in = w.input.Judge()
 		}
-		err = w.auth.DecideInput(r.ID, d, in)
-		if err != nil && !errors.Is(err, authz.ErrUnrecorded) && w.pending(r.ID) {
+		err = w.auth.DecideInput(string(r.ID), d, in)
+		if err != nil && !errors.Is(err, authz.ErrUnrecorded) && w.pending(string(r.ID)) {
 			// Nothing was decided: the card stays, and says why.
 			w.log.Warn("approval not taken; the card stays", "request", r.ID, "input", in.Origin, "device", in.Device, "err", err)
-			w.noticeFor = r.ID
+			w.noticeFor = string(r.ID)
 			w.notice.SetText(err.Error())
 			w.notice.Show()
 			w.fit()
@@ -351,8 +352,8 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		}
 	}
 	w.queue = slices.Delete(w.queue, w.cur, w.cur+1)
-	delete(w.picked, r.ID)
-	delete(w.skipped, r.ID)
+	delete(w.picked, string(r.ID))
+	delete(w.skipped, string(r.ID))
 	if w.cur >= len(w.queue) && w.cur > 0 {
 		w.cur--
 	}
@@ -390,7 +391,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 
 // pending reports whether request id is still waiting for a decision.
 func (w *ApprovalWindow) pending(id string) bool {
-	return slices.ContainsFunc(w.auth.Pending(), func(r authz.Request) bool { return r.ID == id })
+	return slices.ContainsFunc(w.auth.Pending(), func(r authz.Request) bool { return string(r.ID) == id })
 }
 
 // closeRequested denies every request in the window and hides it: closing
@@ -462,7 +463,7 @@ func (w *ApprovalWindow) closeAnswer(denyAll bool) {
 func (w *ApprovalWindow) ticked(r authz.Request) []string {
 	out := []string{}
 	for _, t := range r.Card.Offered() {
-		on, changed := w.picked[r.ID][t]
+		on, changed := w.picked[string(r.ID)][t]
 		if t == r.Card.Tool || (changed && on) || (!changed && slices.Contains(r.Card.ToolScope, t)) {
 			out = append(out, t)
 		}
@@ -471,10 +472,10 @@ func (w *ApprovalWindow) ticked(r authz.Request) []string {
 }
 
 // runsTicked is the agent runs ticked on r's card, in card order.
-func (w *ApprovalWindow) runsTicked(r authz.Request) []string {
-	out := []string{}
+func (w *ApprovalWindow) runsTicked(r authz.Request) []ids.RunID {
+	out := []ids.RunID{}
 	for _, run := range r.Card.RunNames() {
-		if !w.skipped[r.ID][run] {
+		if !w.skipped[string(r.ID)][string(run)] {
 			out = append(out, run)
 		}
 	}
@@ -495,12 +496,12 @@ func (w *ApprovalWindow) renderRuns(r authz.Request) {
 	for _, rc := range r.Card.Runs() {
 		run := rc.AgentRun
 		c := w.check(runLabel(rc))
-		c.SetChecked(!w.skipped[id][run])
+		c.SetChecked(!w.skipped[string(id)][string(run)])
 		c.OnChanged = func(on bool) {
-			if w.skipped[id] == nil {
-				w.skipped[id] = map[string]bool{}
+			if w.skipped[string(id)] == nil {
+				w.skipped[string(id)] = map[string]bool{}
 			}
-			w.skipped[id][run] = !on
+			w.skipped[string(id)][string(run)] = !on
 			w.updateApproveRun(r)
 		}
 		w.runs.Add(c)
@@ -516,7 +517,7 @@ func runsHeading(c authz.Card) string {
 
 // runLabel is one run of a card of several runs: its pid, epoch and call.
 func runLabel(rc authz.RunCall) string {
-	s := fmt.Sprintf("run %s, pid %d, epoch %s", shortID(rc.AgentRun), rc.AgentPID, shortID(rc.CurrentEpoch))
+	s := fmt.Sprintf("run %s, pid %d, epoch %s", shortID(string(rc.AgentRun)), rc.AgentPID, shortID(string(rc.CurrentEpoch)))
 	if rc.Tool != "" {
 		args := strings.Join(strings.Fields(string(rc.Arguments)), " ")
 		if args == "" {
@@ -589,12 +590,12 @@ func (w *ApprovalWindow) render() {
 		return
 	}
 	r := w.queue[w.cur]
-	fresh := r.ID != w.shownID
+	fresh := string(r.ID) != w.shownID
 	if fresh {
-		w.shownID, w.shownAt = r.ID, time.Now()
+		w.shownID, w.shownAt = string(r.ID), time.Now()
 		w.detailsOpen = false
 	}
-	if w.noticeFor != r.ID {
+	if w.noticeFor != string(r.ID) {
 		w.noticeFor = ""
 		w.notice.Hide()
 	}
@@ -718,16 +719,16 @@ func (w *ApprovalWindow) renderScope(r authz.Request, v cardView) {
 			w.ticks.Add(cell)
 			continue
 		}
-		on, changed := w.picked[id][tool]
+		on, changed := w.picked[string(id)][tool]
 		if !changed {
 			on = tt.Ticked
 		}
 		c.SetChecked(on)
 		c.OnChanged = func(on bool) {
-			if w.picked[id] == nil {
-				w.picked[id] = map[string]bool{}
+			if w.picked[string(id)] == nil {
+				w.picked[string(id)] = map[string]bool{}
 			}
-			w.picked[id][tool] = on
+			w.picked[string(id)][tool] = on
 			w.updateApproveRun(r)
 		}
 		w.ticks.Add(cell)

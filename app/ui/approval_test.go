@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 var testNow = time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
@@ -24,7 +25,7 @@ var testNow = time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
 // testNow, with two minutes to decide.
 func request(id string, i int, card authz.Card) authz.Request {
 	created := testNow.Add(time.Duration(i) * time.Second)
-	return authz.Request{ID: id, Card: card, Created: created, Deadline: created.Add(2 * time.Minute)}
+	return authz.Request{ID: ids.RequestID(id), Card: card, Created: created, Deadline: created.Add(2 * time.Minute)}
 }
 
 // newTestWindow returns an approval window over fake approvals holding

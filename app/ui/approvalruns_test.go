@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // twoRunCard is the card of one rebuild that two runs of claude ask about,
@@ -26,7 +27,7 @@ func twoRunCard() authz.Card {
 // code, every run of claude" sends approve-code for the ticked tools and
 // runs. A card of one run sends no runs.
 func TestApprovalRunsOfOneChange(t *testing.T) {
-	runA, runB := "01JQ7R00000000000000RUN001", "01JQ7R00000000000000RUN002"
+	runA, runB := ids.RunID("01JQ7R00000000000000RUN001"), ids.RunID("01JQ7R00000000000000RUN002")
 	tools := []string{"inventory_adjust", "inventory_lookup"}
 	runCheck := func(w *ApprovalWindow, run string) *escCheck {
 		for _, o := range test.LaidOutObjects(w.win.Content()) {
@@ -43,14 +44,14 @@ func TestApprovalRunsOfOneChange(t *testing.T) {
 		want []decision
 	}{
 		{"approve for both runs", func(w *ApprovalWindow) { test.Tap(w.approveRun) },
-			[]decision{{"apr_1", authz.Decision{Choice: authz.ApproveRun, Tools: tools, Runs: []string{runA, runB}, By: "app"}}}},
+			[]decision{{"apr_1", authz.Decision{Choice: authz.ApproveRun, Tools: tools, Runs: []ids.RunID{runA, runB}, By: "app"}}}},
 		{"run B left out", func(w *ApprovalWindow) {
-			runCheck(w, runB).SetChecked(false)
+			runCheck(w, string(runB)).SetChecked(false)
 			test.Tap(w.approveRun)
-		}, []decision{{"apr_1", authz.Decision{Choice: authz.ApproveRun, Tools: tools, Runs: []string{runA}, By: "app"}}}},
+		}, []decision{{"apr_1", authz.Decision{Choice: authz.ApproveRun, Tools: tools, Runs: []ids.RunID{runA}, By: "app"}}}},
 		{"no run ticked approves nothing", func(w *ApprovalWindow) {
-			runCheck(w, runA).SetChecked(false)
-			runCheck(w, runB).SetChecked(false)
+			runCheck(w, string(runA)).SetChecked(false)
+			runCheck(w, string(runB)).SetChecked(false)
 			if !w.approveRun.Disabled() || !w.approveCode.Disabled() || !w.approveOnce.Disabled() {
 				t.Error("approve buttons enabled with no run ticked")
 			}
@@ -61,7 +62,7 @@ func TestApprovalRunsOfOneChange(t *testing.T) {
 				t.Errorf("code button %q hidden=%v", w.approveCode.Text, w.approveCode.Hidden)
 			}
 			test.Tap(w.approveCode)
-		}, []decision{{"apr_1", authz.Decision{Choice: authz.ApproveCode, Tools: tools, Runs: []string{runA, runB}, By: "app"}}}},
+		}, []decision{{"apr_1", authz.Decision{Choice: authz.ApproveCode, Tools: tools, Runs: []ids.RunID{runA, runB}, By: "app"}}}},
 		{"deny answers the whole card", func(w *ApprovalWindow) { test.Tap(w.deny) },
 			[]decision{{"apr_1", authz.Decision{Choice: authz.Deny, By: "app"}}}},
 	} {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	stdcmp "cmp"
+
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/layout"

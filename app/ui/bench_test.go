@@ -170,7 +170,7 @@ func BenchmarkApprovalWindowShown(b *testing.B) {
 				b.StartTimer()
 				start := time.Now()
 				id := bt.auth.Raise(card)
-				ev := bt.wait(b, id)
+				ev := bt.wait(b, string(id))
 				b.StopTimer()
 				if want := sentence(card); ev.heading != want {
 					b.Fatalf("the window shows the heading %q, want %q", ev.heading, want)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // fakeApprovals is a hand-written Approvals: requests are set by the test,
@@ -42,15 +43,15 @@ func (f *fakeApprovals) Pending() []authz.Request {
 	return slices.Clone(f.pending)
 }
 
-func (f *fakeApprovals) Decide(id string, d authz.Decision) error {
+func (f *fakeApprovals) Decide(id ids.RequestID, d authz.Decision) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	i := slices.IndexFunc(f.pending, func(r authz.Request) bool { return r.ID == id })
+	i := slices.IndexFunc(f.pending, func(r authz.Request) bool { return string(r.ID) == string(id) })
 	if i < 0 {
 		return fmt.Errorf("%w: %s", authz.ErrNoRequest, id)
 	}
 	f.pending = slices.Delete(f.pending, i, i+1)
-	f.decided = append(f.decided, decision{id, d})
+	f.decided = append(f.decided, decision{string(id), d})
 	if d.Choice != authz.Deny {
 		return f.refuse
 	}
@@ -70,7 +71,7 @@ func (f *fakeApprovals) DecideInput(id string, d authz.Decision, in daemon.Windo
 	f.mu.Lock()
 	f.inputs = append(f.inputs, in)
 	f.mu.Unlock()
-	return f.Decide(id, d)
+	return f.Decide(ids.RequestID(id), d)
 }
 
 func (f *fakeApprovals) decisions() []decision {
@@ -168,5 +169,5 @@ func (f *fakeNotifier) all() []sentNotification {
 type authorityApprovals struct{ *authz.Authority }
 
 func (a authorityApprovals) DecideInput(id string, d authz.Decision, _ daemon.WindowInput) error {
-	return a.Decide(id, d)
+	return a.Decide(ids.RequestID(id), d)
 }

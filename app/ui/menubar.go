@@ -200,7 +200,7 @@ func (m *MenuBar) setupKeys(sealed bool, auditErr string) {
 func (m *MenuBar) notify(r authz.Request) {
 	title, body := notificationText(r)
 	id := r.ID
-	m.post(id, title, body, func() { m.opts.Open(Command{Op: CmdRequest, Request: id}) })
+	m.post(string(id), title, body, func() { m.opts.Open(Command{Op: CmdRequest, Request: string(id)}) })
 }
 
 // resolved withdraws the notification of a request, remembers what became

@@ -65,7 +65,7 @@ type decided struct {
 // decidedOf reads a resolved request's event, at the time it arrived.
 func decidedOf(ev authz.Event, at time.Time) decided {
 	r := ev.Request
-	d := decided{ID: r.ID, Server: r.Card.ServerLabel, Tool: r.Card.Tool, At: at}
+	d := decided{ID: string(r.ID), Server: r.Card.ServerLabel, Tool: r.Card.Tool, At: at}
 	var choice authz.Choice
 	if ev.Decision != nil {
 		choice = ev.Decision.Choice

@@ -12,6 +12,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // lifeTray is a tray over a real authority with a short timeout, running,
@@ -67,12 +68,12 @@ func TestNotificationsFollowTheRequest(t *testing.T) {
 			runFyne(func() { test.Tap(tr.Approval.deny) })
 		}, "denied", false},
 		{"approved from the command line", time.Minute, func(_ *Tray, auth *authz.Authority, id string) {
-			if err := auth.Decide(id, authz.Decision{Choice: authz.ApproveRun, Tools: []string{"inventory_adjust"}, By: "cli"}); err != nil {
+			if err := auth.Decide(ids.RequestID(id), authz.Decision{Choice: authz.ApproveRun, Tools: []string{"inventory_adjust"}, By: "cli"}); err != nil {
 				panic(err)
 			}
 		}, "approved for this run", false},
 		{"withdrawn", time.Minute, func(_ *Tray, auth *authz.Authority, id string) {
-			if err := auth.Withdraw(id, "the agent run ended"); err != nil {
+			if err := auth.Withdraw(ids.RequestID(id), "the agent run ended"); err != nil {
 				panic(err)
 			}
 		}, "withdrawn", false},
@@ -84,14 +85,14 @@ func TestNotificationsFollowTheRequest(t *testing.T) {
 			id := auth.Raise(rebuildCard())
 			until(t, refreshed, "the request is announced", func() bool { return len(notes.all()) > 0 })
 			sent := notes.all()
-			if sent[0].Key != id {
+			if sent[0].Key != string(id) {
 				t.Fatalf("notifications sent: %+v, want the first under %s", sent, id)
 			}
 			if !strings.Contains(sent[0].Body, "wants to run `inventory_adjust` on inventory-local") {
 				t.Errorf("the notification says %q, not the card's sentence", sent[0].Body)
 			}
-			tt.end(tr, auth, id)
-			until(t, refreshed, "the notification is withdrawn", func() bool { return slices.Contains(notes.withdrawals(), id) })
+			tt.end(tr, auth, string(id))
+			until(t, refreshed, "the notification is withdrawn", func() bool { return slices.Contains(notes.withdrawals(), string(id)) })
 			var line string
 			until(t, refreshed, "the menu lists the decision", func() bool {
 				line = ""
@@ -108,7 +109,7 @@ func TestNotificationsFollowTheRequest(t *testing.T) {
 				t.Errorf("menu line %q, want it to end in %q", line, tt.outcome)
 			}
 			missed := slices.ContainsFunc(notes.all(), func(n sentNotification) bool {
-				return n.Key == missedKey(id) && n.Title == "Portcullis: missed approval"
+				return n.Key == missedKey(string(id)) && n.Title == "Portcullis: missed approval"
 			})
 			if missed != tt.missed {
 				t.Errorf("missed-approval notification posted: %v, want %v (sent %+v)", missed, tt.missed, notes.all())

@@ -27,6 +27,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/loginitem"
 	"github.com/portcullis/portcullis/core/textsafe"
 )
@@ -52,7 +53,7 @@ type Approvals interface {
 	Pending() []authz.Request
 	// Decide answers a pending request; authz.ErrNoRequest when it is no
 	// longer pending.
-	Decide(id string, d authz.Decision) error
+	Decide(id ids.RequestID, d authz.Decision) error
 	// DecideInput is Decide for an approval made in the window, with
 	// what the window knew of the press behind it: the daemon refuses
 	// synthetic input (daemon.ErrSyntheticInput, the request stays
@@ -335,8 +336,8 @@ func (t *Tray) post(key, title, body string, onClick func()) error {
 func (t *Tray) notify(r authz.Request) {
 	title, body := notificationText(r)
 	id := r.ID
-	err := t.post(id, title, body, func() {
-		fyne.Do(func() { t.openRequest(id) })
+	err := t.post(string(id), title, body, func() {
+		fyne.Do(func() { t.openRequest(string(id)) })
 	})
 	if err != nil {
 		t.log.Warn("approval notification not shown", "request", id, "err", err)
@@ -361,7 +362,7 @@ func (t *Tray) notifyAudit(why string) {
 // openRequest shows request id in the approval window while it is
 // pending, else what became of it (Fyne goroutine).
 func (t *Tray) openRequest(id string) {
-	if slices.ContainsFunc(t.opts.Approvals.Pending(), func(r authz.Request) bool { return r.ID == id }) {
+	if slices.ContainsFunc(t.opts.Approvals.Pending(), func(r authz.Request) bool { return string(r.ID) == id }) {
 		t.Approval.ShowRequest(id)
 		return
 	}

@@ -98,7 +98,7 @@ type loginState struct {
 func menuModel(rep daemon.StatusReport, pending []authz.Request, login loginState, recent []decided) []menuEntry {
 	waiting := map[string]bool{} // agent run → an approval request waits
 	for _, r := range pending {
-		waiting[r.Card.AgentRun] = true
+		waiting[string(r.Card.AgentRun)] = true
 	}
 	var out []menuEntry
 	sep := menuEntry{Kind: entrySeparator}
@@ -246,10 +246,10 @@ func serverLine(label string, rep daemon.StatusReport, waiting map[string]bool) 
 		}
 	}
 	for _, r := range runs {
-		if waiting[r.Run] && len(runs) == 1 {
+		if waiting[string(r.Run)] && len(runs) == 1 {
 			return runLine(r, true, false)
 		}
-		if waiting[r.Run] {
+		if waiting[string(r.Run)] {
 			return label + " — waiting for approval" + runsText(len(runs))
 		}
 	}

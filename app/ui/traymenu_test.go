@@ -12,6 +12,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/textsafe"
 )
 
@@ -21,7 +22,7 @@ const (
 )
 
 func run(id, label string, st gateway.State, epoch string, rev uint64) gateway.Status {
-	return gateway.Status{Run: id, Label: label, State: st, Epoch: epoch, CatalogRevision: rev,
+	return gateway.Status{Run: ids.RunID(id), Label: label, State: st, Epoch: ids.EpochID(epoch), CatalogRevision: rev,
 		Agent: gateway.Agent{Exe: "/usr/local/bin/claude", PID: 4242}}
 }
 
@@ -70,7 +71,7 @@ func TestMenuModel(t *testing.T) {
 	pendingFor := func(runs ...string) []authz.Request {
 		var out []authz.Request
 		for i, r := range runs {
-			out = append(out, authz.Request{ID: "apr_" + r, Card: authz.Card{AgentRun: r}, Created: time.Unix(int64(i), 0)})
+			out = append(out, authz.Request{ID: ids.RequestID("apr_" + r), Card: authz.Card{AgentRun: ids.RunID(r)}, Created: time.Unix(int64(i), 0)})
 		}
 		return out
 	}

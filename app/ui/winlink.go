@@ -14,6 +14,7 @@ import (
 	"github.com/portcullis/portcullis/core/codediff"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // The window link is the one channel between the app (the daemon and the
@@ -167,7 +168,7 @@ func (l *link) Decide(a DecideArgs, e *LinkError) error {
 	if a.Input != nil {
 		err = l.deps.Approvals.DecideInput(a.ID, a.Decision, *a.Input)
 	} else {
-		err = l.deps.Approvals.Decide(a.ID, a.Decision)
+		err = l.deps.Approvals.Decide(ids.RequestID(a.ID), a.Decision)
 	}
 	switch {
 	case err == nil:
@@ -414,9 +415,9 @@ func (r *Remote) Pending() []authz.Request {
 
 // Decide is Approvals.Decide over the link: the app decides as its
 // window.
-func (r *Remote) Decide(id string, d authz.Decision) error {
+func (r *Remote) Decide(id ids.RequestID, d authz.Decision) error {
 	var e LinkError
-	if err := r.c.Call(linkService+".Decide", DecideArgs{ID: id, Decision: d}, &e); err != nil {
+	if err := r.c.Call(linkService+".Decide", DecideArgs{ID: string(id), Decision: d}, &e); err != nil {
 		return fmt.Errorf("the decision did not reach Portcullis (%v); decide with portcullis approve or deny", err)
 	}
 	return linkErr(e)

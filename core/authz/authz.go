@@ -28,10 +28,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Expiry values of Grant.ExpiresWhen.
@@ -46,15 +45,15 @@ const (
 // credential injection at launch. Request names the approval request that
 // produced it.
 type Grant struct {
-	ID              string    `json:"id"`
-	AgentRun        string    `json:"agentRun"`
-	ServerLabel     string    `json:"serverLabel"`
-	ExecutionEpoch  string    `json:"executionEpoch"`
-	ToolScope       []string  `json:"toolScope"`
-	CredentialScope []string  `json:"credentialScope"`
-	IssuedAt        time.Time `json:"issuedAt"`
-	ExpiresWhen     string    `json:"expiresWhen"`
-	Identity        string    `json:"identity,omitempty"`
+	ID              ids.GrantID `json:"id"`
+	AgentRun        ids.RunID   `json:"agentRun"`
+	ServerLabel     string      `json:"serverLabel"`
+	ExecutionEpoch  ids.EpochID `json:"executionEpoch"`
+	ToolScope       []string    `json:"toolScope"`
+	CredentialScope []string    `json:"credentialScope"`
+	IssuedAt        time.Time   `json:"issuedAt"`
+	ExpiresWhen     string      `json:"expiresWhen"`
+	Identity        string      `json:"identity,omitempty"`
 	// ArgsDigest binds a grant approved once to the call its card showed:
 	// only a call of the tool with these arguments may spend it.
 	ArgsDigest string `json:"argsDigest,omitempty"`
@@ -68,7 +67,7 @@ type Grant struct {
 	// widens what a call may do, is no longer covered (see CheckContract);
 	// a tool without an entry was granted while no catalog was known.
 	Contracts map[string]string `json:"toolContracts,omitempty"`
-	Request   string            `json:"request"`
+	Request   ids.RequestID     `json:"request"`
 	Voided    string            `json:"voided,omitempty"` // why it no longer holds
 }
 
@@ -118,8 +117,8 @@ type Decision struct {
 	// every run the card shows). A run left out stays held on a request
 	// of its own; a run the card does not show is refused
 	// (ErrRunNotOnCard).
-	Runs []string `json:"runs,omitempty"`
-	By   string   `json:"by,omitempty"` // "cli", "app", …
+	Runs []ids.RunID `json:"runs,omitempty"`
+	By   string      `json:"by,omitempty"` // "cli", "app", …
 	// Decider is who decided, for the audit log (Request.Decider in
 	// Options.OnGranted); nil when the caller did not say.
 	Decider *audit.Decider `json:"-"`
@@ -157,7 +156,7 @@ var (
 // denied, timeout, withdrawn, audit_unavailable) and why. It matches
 // ErrNoRequest.
 type ResolvedError struct {
-	ID      string
+	ID      ids.RequestID
 	Outcome string
 	Why     string // the withdrawal's reason, or who decided
 }
@@ -179,11 +178,11 @@ func (e *ResolvedError) Is(target error) bool { return target == ErrNoRequest }
 
 // Withdrawal is a request withdrawn by the gateway, as status shows it.
 type Withdrawal struct {
-	Request string    `json:"request"`
-	Tool    string    `json:"tool,omitempty"`
-	Epoch   string    `json:"epoch,omitempty"`
-	Reason  string    `json:"reason"`
-	At      time.Time `json:"at"`
+	Request ids.RequestID `json:"request"`
+	Tool    string        `json:"tool,omitempty"`
+	Epoch   ids.EpochID   `json:"epoch,omitempty"`
+	Reason  string        `json:"reason"`
+	At      time.Time     `json:"at"`
 }
 
 // withdrawnPrefix starts the Decision.By of a withdrawal (see Withdraw);
@@ -195,10 +194,10 @@ const (
 
 // Request is a pending approval request.
 type Request struct {
-	ID       string    `json:"id"`
-	Card     Card      `json:"card"`
-	Created  time.Time `json:"created"`
-	Deadline time.Time `json:"deadline"`
+	ID       ids.RequestID `json:"id"`
+	Card     Card          `json:"card"`
+	Created  time.Time     `json:"created"`
+	Deadline time.Time     `json:"deadline"`
 	// DecidedBy says who resolved a request that is no longer pending
 	// ("cli", "app", "timeout", "withdrawn: why"…); empty while pending.
 	DecidedBy string `json:"decidedBy,omitempty"`
@@ -207,10 +206,10 @@ type Request struct {
 
 	done     chan struct{}
 	decision Decision
-	grant    *Grant            // the grant of the card's own run
-	grants   map[string]*Grant // run → its grant
-	moved    map[string]string // run → the request its call waits on now (a fold or a run left out)
-	quiet    bool              // granted under a standing approval: never shown to anyone
+	grant    *Grant                      // the grant of the card's own run
+	grants   map[ids.RunID]*Grant        // run → its grant
+	moved    map[ids.RunID]ids.RequestID // run → the request its call waits on now (a fold or a run left out)
+	quiet    bool                        // granted under a standing approval: never shown to anyone
 	resolved time.Time
 }
 
@@ -262,14 +261,14 @@ type Authority struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	grants   map[string][]*Grant     // guarded by mu; run → live grants
-	voided   map[string][]*Grant     // guarded by mu; run → grants voided by an epoch change
-	requests map[string]*Request     // guarded by mu; pending requests by id
-	chosen   map[string]chosenScope  // guarded by mu; run → the tool scope the person last chose for the run
-	ended    map[string][]endedEpoch // guarded by mu; run → epochs that ended (requests raised on them are withdrawn)
-	decided  []*Request              // guarded by mu; the last maxDecided resolved requests, for a late Wait
-	subs     map[chan Event]struct{} // guarded by mu
-	standing []standingApproval      // guarded by mu; "this code, for every run of AGENT"
+	grants   map[ids.RunID][]*Grant     // guarded by mu; run → live grants
+	voided   map[ids.RunID][]*Grant     // guarded by mu; run → grants voided by an epoch change
+	requests map[ids.RequestID]*Request // guarded by mu; pending requests by id
+	chosen   map[ids.RunID]chosenScope  // guarded by mu; run → the tool scope the person last chose for the run
+	ended    map[ids.RunID][]endedEpoch // guarded by mu; run → epochs that ended (requests raised on them are withdrawn)
+	decided  []*Request                 // guarded by mu; the last maxDecided resolved requests, for a late Wait
+	subs     map[chan Event]struct{}    // guarded by mu
+	standing []standingApproval         // guarded by mu; "this code, for every run of AGENT"
 }
 
 // standingApproval is a person's ApproveCode: the tools (with the
@@ -279,7 +278,7 @@ type standingApproval struct {
 	label, agentExe, code string
 	tools, creds          []string
 	contracts             map[string]string
-	request               string
+	request               ids.RequestID
 	decider               *audit.Decider
 }
 
@@ -298,11 +297,11 @@ func New(o Options) *Authority {
 	return &Authority{
 		opts:     o,
 		log:      log,
-		grants:   map[string][]*Grant{},
-		voided:   map[string][]*Grant{},
-		requests: map[string]*Request{},
-		chosen:   map[string]chosenScope{},
-		ended:    map[string][]endedEpoch{},
+		grants:   map[ids.RunID][]*Grant{},
+		voided:   map[ids.RunID][]*Grant{},
+		requests: map[ids.RequestID]*Request{},
+		chosen:   map[ids.RunID]chosenScope{},
+		ended:    map[ids.RunID][]endedEpoch{},
 		subs:     map[chan Event]struct{}{},
 	}
 }
@@ -310,13 +309,14 @@ func New(o Options) *Authority {
 // chosenScope is the tool scope a person chose for one epoch of a run (the
 // union of the run approvals given on it).
 type chosenScope struct {
-	epoch string
+	epoch ids.EpochID
 	tools []string
 }
 
 // endedEpoch is an epoch of a run that ended, and why.
 type endedEpoch struct {
-	epoch, why string
+	epoch ids.EpochID
+	why   string
 }
 
 // Timeout is how long requests wait for a decision.
@@ -338,14 +338,14 @@ func (a *Authority) SetTimeout(d time.Duration) {
 // Check returns a live grant of run on epoch covering tool and creds, or
 // nil. It consumes a once grant it returns (use it for exactly one call).
 // A once grant bound to a call's arguments is not returned (see CheckCall).
-func (a *Authority) Check(run, epoch, tool string, creds []string) *Grant {
+func (a *Authority) Check(run ids.RunID, epoch ids.EpochID, tool string, creds []string) *Grant {
 	return a.CheckCall(run, epoch, tool, creds, "")
 }
 
 // CheckCall is Check for a call whose arguments have digest args: a once
 // grant bound to arguments (Grant.ArgsDigest) covers only a call with the
 // same digest.
-func (a *Authority) CheckCall(run, epoch, tool string, creds []string, args string) *Grant {
+func (a *Authority) CheckCall(run ids.RunID, epoch ids.EpochID, tool string, creds []string, args string) *Grant {
 	return a.CheckContract(run, epoch, tool, creds, args, nil)
 }
 
@@ -355,14 +355,14 @@ func (a *Authority) CheckCall(run, epoch, tool string, creds []string, args stri
 // the tool as offered now, and a grant it rejects is neither returned nor
 // consumed. nil covers every contract. covers is called with the
 // Authority's lock held: it must not call the Authority.
-func (a *Authority) CheckContract(run, epoch, tool string, creds []string, args string, covers func(granted string) bool) *Grant {
+func (a *Authority) CheckContract(run ids.RunID, epoch ids.EpochID, tool string, creds []string, args string, covers func(granted string) bool) *Grant {
 	return a.take(run, func(g *Grant) bool { return g.CoversCall(epoch, tool, creds, args, covers) })
 }
 
 // CoversCall reports whether g, a live grant, lets a call of tool on epoch
 // go with creds, its arguments of digest args, the tool's contract judged
 // by covers (see CheckContract). It consumes nothing.
-func (g *Grant) CoversCall(epoch, tool string, creds []string, args string, covers func(granted string) bool) bool {
+func (g *Grant) CoversCall(epoch ids.EpochID, tool string, creds []string, args string, covers func(granted string) bool) bool {
 	if g.ExpiresWhen == ExpiresOnce && g.ArgsDigest != "" && g.ArgsDigest != args {
 		return false
 	}
@@ -374,7 +374,7 @@ func (g *Grant) CoversCall(epoch, tool string, creds []string, args string, cove
 // but whose contract for it covers rejects (see CheckContract), nil when
 // there is none: the grant a person gave for a contract the server has
 // since rewritten. It consumes nothing.
-func (a *Authority) Outgrown(run, epoch, tool string, covers func(granted string) bool) *Grant {
+func (a *Authority) Outgrown(run ids.RunID, epoch ids.EpochID, tool string, covers func(granted string) bool) *Grant {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, g := range slices.Backward(a.grants[run]) {
@@ -388,7 +388,7 @@ func (a *Authority) Outgrown(run, epoch, tool string, covers func(granted string
 
 // take returns the first live grant of run that match accepts, and
 // consumes it when it is a once grant; nil when none does.
-func (a *Authority) take(run string, match func(*Grant) bool) *Grant {
+func (a *Authority) take(run ids.RunID, match func(*Grant) bool) *Grant {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, g := range a.grants[run] {
@@ -405,7 +405,7 @@ func (a *Authority) take(run string, match func(*Grant) bool) *Grant {
 // CheckServerRequest returns a live grant of run on epoch that lets the
 // server's requests of kind (config.RequestSampling…) through, or nil; it
 // consumes a once grant it returns.
-func (a *Authority) CheckServerRequest(run, epoch, kind string) *Grant {
+func (a *Authority) CheckServerRequest(run ids.RunID, epoch ids.EpochID, kind string) *Grant {
 	return a.take(run, func(g *Grant) bool {
 		return g.ExecutionEpoch == epoch && g.ServerRequest == kind && kind != ""
 	})
@@ -414,7 +414,7 @@ func (a *Authority) CheckServerRequest(run, epoch, kind string) *Grant {
 // Stale returns the grant of run that covered tool on an older epoch and
 // was voided by an epoch change, when no live grant on epoch covers tool.
 // It consumes nothing.
-func (a *Authority) Stale(run, epoch, tool string) *Grant {
+func (a *Authority) Stale(run ids.RunID, epoch ids.EpochID, tool string) *Grant {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, g := range a.grants[run] {
@@ -433,7 +433,7 @@ func (a *Authority) Stale(run, epoch, tool string) *Grant {
 // Consume removes the grant id of run (a once grant spent by its call). It
 // reports whether the grant was still there: of several calls that waited
 // on one request approved once, only the one that consumes it may go.
-func (a *Authority) Consume(run, id string) bool {
+func (a *Authority) Consume(run ids.RunID, id ids.GrantID) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := len(a.grants[run])
@@ -445,7 +445,7 @@ func (a *Authority) Consume(run, id string) bool {
 // injection into the execution identity digest ident. A grant approved once
 // was spent by the launch that waited for it, so it never counts here: a
 // later launch of the same identity asks again.
-func (a *Authority) IdentityApproved(run, ident string, creds []string) bool {
+func (a *Authority) IdentityApproved(run ids.RunID, ident string, creds []string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, g := range a.grants[run] {
@@ -460,7 +460,7 @@ func (a *Authority) IdentityApproved(run, ident string, creds []string) bool {
 // called when a new epoch starts, before any credential reaches it. Identity
 // grants (env credentials) survive: they are bound to measured digests and a
 // relaunch of the very same identity keeps them.
-func (a *Authority) VoidEpoch(run, current, why string) []Grant {
+func (a *Authority) VoidEpoch(run ids.RunID, current ids.EpochID, why string) []Grant {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var kept []*Grant
@@ -483,26 +483,26 @@ func (a *Authority) VoidEpoch(run, current, why string) []Grant {
 
 // EndRun expires every grant of run and withdraws its pending requests
 // (their waiters get ErrWithdrawn: nobody denied them).
-func (a *Authority) EndRun(run string) {
+func (a *Authority) EndRun(run ids.RunID) {
 	a.mu.Lock()
 	delete(a.grants, run)
 	delete(a.voided, run)
 	delete(a.chosen, run)
 	delete(a.ended, run)
-	var ids []string
+	var reqs []ids.RequestID
 	for id, r := range a.requests {
 		if _, ok := r.Card.Run(run); ok {
-			ids = append(ids, id)
+			reqs = append(reqs, id)
 		}
 	}
 	a.mu.Unlock()
-	for _, id := range ids {
+	for _, id := range reqs {
 		_ = a.WithdrawRun(id, run, "the agent run ended")
 	}
 }
 
 // Grants returns copies of the live grants of run.
-func (a *Authority) Grants(run string) []Grant {
+func (a *Authority) Grants(run ids.RunID) []Grant {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]Grant, 0, len(a.grants[run]))
@@ -562,7 +562,7 @@ func (a *Authority) publishLocked(ev Event) {
 // while a card for another call is open gets its own card, so no call runs
 // under a decision whose card did not show it (docs/DESIGN.md, "Authorization
 // and credentials"). Cards never change once raised.
-func (a *Authority) Find(run, epoch, tool string, creds []string, args string) (string, bool) {
+func (a *Authority) Find(run ids.RunID, epoch ids.EpochID, tool string, creds []string, args string) (ids.RequestID, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, r := range a.requests {
@@ -649,7 +649,7 @@ func appendNew(s []string, v string) []string {
 // and remembers the epoch as ended: a request raised on it later is
 // withdrawn as it is raised. Their waiters get ErrWithdrawn; Decide of
 // them says why (ResolvedError). It returns the ids withdrawn.
-func (a *Authority) WithdrawEpoch(run, epoch, why string) []string {
+func (a *Authority) WithdrawEpoch(run ids.RunID, epoch ids.EpochID, why string) []ids.RequestID {
 	if epoch == "" {
 		return nil
 	}
@@ -660,16 +660,16 @@ func (a *Authority) WithdrawEpoch(run, epoch, why string) []string {
 			a.ended[run] = a.ended[run][n-32:]
 		}
 	}
-	var ids []string
+	var reqs []ids.RequestID
 	for id, r := range a.requests {
 		if rc, ok := r.Card.Run(run); ok && rc.CurrentEpoch == epoch && r.Card.Identity == "" {
-			ids = append(ids, id)
+			reqs = append(reqs, id)
 		}
 	}
 	a.mu.Unlock()
-	slices.Sort(ids)
-	var out []string
-	for _, id := range ids {
+	slices.Sort(reqs)
+	var out []ids.RequestID
+	for _, id := range reqs {
 		if a.WithdrawRun(id, run, why) == nil {
 			out = append(out, id)
 		}
@@ -679,7 +679,7 @@ func (a *Authority) WithdrawEpoch(run, epoch, why string) []string {
 
 // Withdrawn lists the requests of run withdrawn by the gateway that Wait
 // still knows (the last 256 decided requests), oldest first.
-func (a *Authority) Withdrawn(run string) []Withdrawal {
+func (a *Authority) Withdrawn(run ids.RunID) []Withdrawal {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []Withdrawal
@@ -714,7 +714,7 @@ func containsAll(set, items []string) bool {
 // once raised" still holds, a decision answers the card the person saw. A
 // card a standing approval covers (ApproveCode) is granted at once,
 // without being shown.
-func (a *Authority) Raise(card Card) string {
+func (a *Authority) Raise(card Card) ids.RequestID {
 	now, timeout := a.opts.Clock(), a.Timeout()
 	a.mu.Lock()
 	endedWhy := ""
@@ -738,7 +738,7 @@ func (a *Authority) Raise(card Card) string {
 		r := a.newRequestLocked(card, now, now.Add(timeout), true)
 		a.mu.Unlock()
 		a.raised(r)
-		if err := a.resolve(r.ID, Decision{Choice: ApproveRun, Tools: tools, By: "standing approval " + st.request, Decider: st.decider}); err != nil {
+		if err := a.resolve(r.ID, Decision{Choice: ApproveRun, Tools: tools, By: "standing approval " + string(st.request), Decider: st.decider}); err != nil {
 			a.log.Warn("standing approval not applied", "request", r.ID, "err", err)
 		}
 		return r.ID
@@ -772,7 +772,7 @@ func (a *Authority) Raise(card Card) string {
 	m := a.newRequestLocked(merged, now, now.Add(timeout), false)
 	why := fmt.Sprintf("merged into %s: another run of the same agent program asks for the same code", m.ID)
 	delete(a.requests, fold.ID)
-	fold.moved = map[string]string{}
+	fold.moved = map[ids.RunID]ids.RequestID{}
 	for _, rc := range fold.Card.Runs() {
 		fold.moved[rc.AgentRun] = m.ID
 	}
@@ -795,7 +795,7 @@ func (a *Authority) Raise(card Card) string {
 // once). a.mu is held.
 func (a *Authority) newRequestLocked(card Card, now, deadline time.Time, quiet bool) *Request {
 	r := &Request{
-		ID:       "apr_" + ulid.Make().String(),
+		ID:       ids.NewRequest(),
 		Card:     card,
 		Created:  now,
 		Deadline: deadline,
@@ -875,7 +875,7 @@ const maxDecided = 256
 
 // Wait blocks until request id is decided or ctx ends, for the card's own
 // run (see WaitRun).
-func (a *Authority) Wait(ctx context.Context, id string) (*Grant, error) {
+func (a *Authority) Wait(ctx context.Context, id ids.RequestID) (*Grant, error) {
 	return a.WaitRun(ctx, id, "")
 }
 
@@ -887,7 +887,7 @@ func (a *Authority) Wait(ctx context.Context, id string) (*Grant, error) {
 // before WaitRun was called gives its outcome as well, as long as it is
 // among the last 256 decided; an unknown or forgotten one gives
 // ErrNoRequest.
-func (a *Authority) WaitRun(ctx context.Context, id, run string) (*Grant, error) {
+func (a *Authority) WaitRun(ctx context.Context, id ids.RequestID, run ids.RunID) (*Grant, error) {
 	for {
 		a.mu.Lock()
 		r, ok := a.requests[id]
@@ -935,7 +935,7 @@ func (a *Authority) WaitRun(ctx context.Context, id, run string) (*Grant, error)
 
 // CardOf returns the card of request id, pending or among the last
 // decided ones.
-func (a *Authority) CardOf(id string) (Card, bool) {
+func (a *Authority) CardOf(id ids.RequestID) (Card, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if r, ok := a.requests[id]; ok {
@@ -953,7 +953,7 @@ func (a *Authority) CardOf(id string) (Card, bool) {
 // run it decides, because no call needs it any more (why says what
 // happened): it leaves Pending and the approval window, and its waiters
 // get ErrWithdrawn.
-func (a *Authority) Withdraw(id, why string) error {
+func (a *Authority) Withdraw(id ids.RequestID, why string) error {
 	return a.resolve(id, Decision{Choice: Deny, By: withdrawnPrefix + ": " + why})
 }
 
@@ -961,11 +961,11 @@ func (a *Authority) Withdraw(id, why string) error {
 // needs it (its call was cancelled, its epoch or the run ended): the other
 // runs of the card stay held, on a request of their own. It follows the
 // request the run moved to.
-func (a *Authority) WithdrawRun(id, run, why string) error {
+func (a *Authority) WithdrawRun(id ids.RequestID, run ids.RunID, why string) error {
 	for range maxDecided {
 		a.mu.Lock()
 		r, pending := a.requests[id]
-		var next string
+		var next ids.RequestID
 		if !pending {
 			for _, d := range slices.Backward(a.decided) {
 				if d.ID == id {
@@ -980,7 +980,7 @@ func (a *Authority) WithdrawRun(id, run, why string) error {
 			if _, ok := r.Card.Run(run); !ok {
 				return fmt.Errorf("request %s: %w: %s", id, ErrRunNotOnCard, run)
 			}
-			return a.resolve(id, Decision{Choice: Deny, By: withdrawnPrefix + ": " + why, Runs: []string{run}})
+			return a.resolve(id, Decision{Choice: Deny, By: withdrawnPrefix + ": " + why, Runs: []ids.RunID{run}})
 		case next != "":
 			id = next
 		default:
@@ -991,7 +991,7 @@ func (a *Authority) WithdrawRun(id, run, why string) error {
 }
 
 // Decide answers a pending request (from the CLI or the app).
-func (a *Authority) Decide(id string, d Decision) error {
+func (a *Authority) Decide(id ids.RequestID, d Decision) error {
 	switch d.Choice {
 	case ApproveRun, ApproveOnce, ApproveCode, Deny:
 	default:
@@ -1025,7 +1025,7 @@ func (a *Authority) Decide(id string, d Decision) error {
 		shown := c.RunNames()
 		for _, run := range d.Runs {
 			if !slices.Contains(shown, run) {
-				return fmt.Errorf("request %s: %w: %q (the card decides %s)", id, ErrRunNotOnCard, run, strings.Join(shown, ", "))
+				return fmt.Errorf("request %s: %w: %q (the card decides %s)", id, ErrRunNotOnCard, run, strings.Join(ids.Strings(shown), ", "))
 			}
 		}
 		if len(d.Runs) == 0 {
@@ -1036,7 +1036,7 @@ func (a *Authority) Decide(id string, d Decision) error {
 }
 
 // resolvedError says what became of request id, no longer pending.
-func (a *Authority) resolvedError(id string) error {
+func (a *Authority) resolvedError(id ids.RequestID) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range slices.Backward(a.decided) {
@@ -1068,7 +1068,7 @@ func (a *Authority) resolvedError(id string) error {
 
 // grantFor is the grant decision d makes from card c (request id) for
 // its run rc, without the tools in denied.
-func (a *Authority) grantFor(id string, c Card, rc RunCall, d Decision, denied []string) *Grant {
+func (a *Authority) grantFor(id ids.RequestID, c Card, rc RunCall, d Decision, denied []string) *Grant {
 	tools := slices.Clone(c.ToolScope)
 	if (d.Choice == ApproveRun || d.Choice == ApproveCode) && d.Tools != nil {
 		tools = intersect(c.Offered(), d.Tools)
@@ -1089,7 +1089,7 @@ func (a *Authority) grantFor(id string, c Card, rc RunCall, d Decision, denied [
 		}
 	}
 	g := &Grant{
-		ID: "grt_" + ulid.Make().String(), AgentRun: rc.AgentRun, ServerLabel: c.ServerLabel,
+		ID: ids.NewGrant(), AgentRun: rc.AgentRun, ServerLabel: c.ServerLabel,
 		ExecutionEpoch: rc.CurrentEpoch, ToolScope: tools, CredentialScope: c.CredentialScope,
 		IssuedAt: a.opts.Clock(), ExpiresWhen: exp, Identity: c.Identity, Request: id, ArgsDigest: argsDigest,
 	}
@@ -1111,7 +1111,7 @@ func (a *Authority) grantFor(id string, c Card, rc RunCall, d Decision, denied [
 	return g
 }
 
-func (a *Authority) resolve(id string, d Decision) error {
+func (a *Authority) resolve(id ids.RequestID, d Decision) error {
 	approve := d.Choice == ApproveRun || d.Choice == ApproveOnce || d.Choice == ApproveCode
 	// The tools denied now are looked up before the lock is taken (the
 	// lookup may read the configuration file).
@@ -1149,7 +1149,7 @@ func (a *Authority) resolve(id string, d Decision) error {
 	var split *Request
 	if len(rest) > 0 {
 		split = a.newRequestLocked(r.Card.withRuns(rest), a.opts.Clock(), r.Deadline, false)
-		r.moved = map[string]string{}
+		r.moved = map[ids.RunID]ids.RequestID{}
 		for _, rc := range rest {
 			r.moved[rc.AgentRun] = split.ID
 		}
@@ -1159,7 +1159,7 @@ func (a *Authority) resolve(id string, d Decision) error {
 	r.decision = d
 	var grants []*Grant
 	if approve {
-		r.grants = map[string]*Grant{}
+		r.grants = map[ids.RunID]*Grant{}
 		for _, rc := range decided {
 			g := a.grantFor(id, r.Card, rc, d, denied)
 			grants = append(grants, g)
@@ -1302,7 +1302,7 @@ func (a *Authority) ProposeLaunch(c Card) Card {
 // tools for epoch, the epoch that launch started, recorded through
 // Options.OnGranted first. It does so once: a later launch of the same
 // code asks for its tools again. A grant without tools binds nothing.
-func (a *Authority) BindLaunch(run, id, epoch string) error {
+func (a *Authority) BindLaunch(run ids.RunID, id ids.GrantID, epoch ids.EpochID) error {
 	a.mu.Lock()
 	var lg *Grant
 	for _, g := range a.grants[run] {
@@ -1315,7 +1315,7 @@ func (a *Authority) BindLaunch(run, id, epoch string) error {
 		return nil
 	}
 	g := &Grant{
-		ID: "grt_" + ulid.Make().String(), AgentRun: run, ServerLabel: lg.ServerLabel, ExecutionEpoch: epoch,
+		ID: ids.NewGrant(), AgentRun: run, ServerLabel: lg.ServerLabel, ExecutionEpoch: epoch,
 		ToolScope: lg.ToolScope, CredentialScope: slices.Clone(lg.CredentialScope), IssuedAt: a.opts.Clock(),
 		ExpiresWhen: ExpiresRunEnds, Request: lg.Request, Contracts: lg.Contracts,
 	}
@@ -1342,7 +1342,7 @@ func (a *Authority) BindLaunch(run, id, epoch string) error {
 
 // InForce lists the tools the live grants of run cover on epoch (once
 // grants included), in grant order.
-func (a *Authority) InForce(run, epoch string) []string {
+func (a *Authority) InForce(run ids.RunID, epoch ids.EpochID) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []string
@@ -1372,13 +1372,13 @@ func intersect(scope, chosen []string) []string {
 // its live grants cover on its epoch now, those given before included.
 type DecideReply struct {
 	Grant
-	Grants  []Grant             `json:"grants,omitempty"`
-	InForce map[string][]string `json:"inForce,omitempty"`
+	Grants  []Grant                `json:"grants,omitempty"`
+	InForce map[ids.RunID][]string `json:"inForce,omitempty"`
 }
 
 // GrantsOf returns the grants decided request id made, one per run in the
 // card's order (none for a denial, or for a request no longer known).
-func (a *Authority) GrantsOf(id string) []Grant {
+func (a *Authority) GrantsOf(id ids.RequestID) []Grant {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range slices.Backward(a.decided) {

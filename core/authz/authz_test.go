@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/portcullis/portcullis/core/catalog"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // recorder collects what an Authority reports through its Options hooks.
@@ -25,14 +26,18 @@ type recorder struct {
 }
 
 func (r *recorder) options(o Options) Options {
-	o.OnRequested = func(q Request) { r.mu.Lock(); r.requested = append(r.requested, q.ID); r.mu.Unlock() }
+	o.OnRequested = func(q Request) { r.mu.Lock(); r.requested = append(r.requested, string(q.ID)); r.mu.Unlock() }
 	o.OnGranted = func(_ Request, g Grant) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.granted = append(r.granted, g)
 		return nil
 	}
-	o.OnDenied = func(q Request, why string) { r.mu.Lock(); r.denied = append(r.denied, q.ID+" "+why); r.mu.Unlock() }
+	o.OnDenied = func(q Request, why string) {
+		r.mu.Lock()
+		r.denied = append(r.denied, string(q.ID)+" "+why)
+		r.mu.Unlock()
+	}
 	return o
 }
 
@@ -43,7 +48,7 @@ func (r *recorder) deniedList() []string {
 }
 
 // toolCard is the card of a first call of tool on epoch of run.
-func toolCard(run, epoch, tool string, scope []string, creds ...string) Card {
+func toolCard(run ids.RunID, epoch ids.EpochID, tool string, scope []string, creds ...string) Card {
 	return Card{Reason: "first use of " + tool, AgentRun: run, ServerLabel: "srv", CurrentEpoch: epoch,
 		Tool: tool, ToolScope: scope, CredentialScope: creds}
 }
@@ -82,10 +87,12 @@ func TestCheckCoversRunEpochToolsAndCredentials(t *testing.T) {
 		t.Fatalf("grant = %+v", g)
 	}
 	tests := []struct {
-		name             string
-		run, epoch, tool string
-		creds            []string
-		want             bool
+		name  string
+		run   ids.RunID
+		epoch ids.EpochID
+		tool  string
+		creds []string
+		want  bool
 	}{
 		{"granted tool", "run1", "E1", "write", nil, true},
 		{"other tool of the scope", "run1", "E1", "delete", nil, true},
@@ -255,7 +262,7 @@ func TestEndRunWithdrawsPendingRequests(t *testing.T) {
 	if len(pending) != 1 || pending[0].ID != other {
 		t.Errorf("pending after EndRun = %+v, want only %s of the other run", pending, other)
 	}
-	if diff := cmp.Diff([]string{mine + " withdrawn: the agent run ended"}, rec.deniedList()); diff != "" {
+	if diff := cmp.Diff([]string{string(mine) + " withdrawn: the agent run ended"}, rec.deniedList()); diff != "" {
 		t.Errorf("OnDenied (-want +got):\n%s", diff)
 	}
 }
@@ -265,7 +272,7 @@ func TestDecideErrors(t *testing.T) {
 	id := a.Raise(toolCard("r", "E", "write", nil))
 	tests := []struct {
 		name string
-		id   string
+		id   ids.RequestID
 		d    Decision
 		want error
 	}{
@@ -332,7 +339,7 @@ func TestTimeoutDeniesAsApprovalTimeout(t *testing.T) {
 		if waited := time.Since(start); waited != 2*time.Second {
 			t.Errorf("timed out after %s, want 2s", waited)
 		}
-		if diff := cmp.Diff([]string{id + " timeout"}, rec.deniedList()); diff != "" {
+		if diff := cmp.Diff([]string{string(id) + " timeout"}, rec.deniedList()); diff != "" {
 			t.Errorf("OnDenied (-want +got):\n%s", diff)
 		}
 		if err := a.Decide(id, Decision{Choice: ApproveRun}); !errors.Is(err, ErrNoRequest) {
@@ -370,7 +377,7 @@ func TestSubscribeEvents(t *testing.T) {
 	cancel() // idempotent
 	type ev struct {
 		Kind    EventKind
-		Request string
+		Request ids.RequestID
 		Choice  Choice
 	}
 	var got []ev
@@ -387,7 +394,7 @@ func TestSubscribeEvents(t *testing.T) {
 	}
 	// After cancel nothing is delivered, and raising does not block.
 	a.Raise(toolCard("r", "E", "x", nil))
-	if diff := cmp.Diff([]string{id2 + " denied"}, rec.deniedList()); diff != "" {
+	if diff := cmp.Diff([]string{string(id2) + " denied"}, rec.deniedList()); diff != "" {
 		t.Errorf("OnDenied (-want +got):\n%s", diff)
 	}
 	if len(rec.granted) != 1 || rec.granted[0].ExpiresWhen != ExpiresOnce || len(rec.requested) != 3 {
@@ -442,10 +449,12 @@ func TestFindSharesADecisionOnlyWithTheCallShown(t *testing.T) {
 	id := a.Raise(card)
 	a.Raise(Card{AgentRun: "r", CurrentEpoch: "E", Identity: "sha256:x", CredentialScope: []string{"token"}})
 	tests := []struct {
-		name                   string
-		run, epoch, tool, args string
-		creds                  []string
-		want                   string
+		name       string
+		run        ids.RunID
+		epoch      ids.EpochID
+		tool, args string
+		creds      []string
+		want       ids.RequestID
 	}{
 		{"the call shown", "r", "E", "write", "sha256:staging", nil, id},
 		{"the call shown, its credential", "r", "E", "write", "sha256:staging", []string{"api"}, id},
@@ -477,15 +486,15 @@ func TestPendingOldestFirst(t *testing.T) {
 		return base.Add(time.Duration(10-n) * time.Second) // each call earlier than the last
 	}
 	a := New(Options{Clock: clock, Timeout: time.Hour})
-	ids := []string{a.Raise(toolCard("r", "E", "a", nil)), a.Raise(toolCard("r", "E", "b", nil)), a.Raise(toolCard("r", "E", "c", nil))}
-	var got []string
+	want := []ids.RequestID{a.Raise(toolCard("r", "E", "a", nil)), a.Raise(toolCard("r", "E", "b", nil)), a.Raise(toolCard("r", "E", "c", nil))}
+	var got []ids.RequestID
 	for _, r := range a.Pending() {
 		got = append(got, r.ID)
 		if !r.Deadline.Equal(r.Created.Add(time.Hour)) {
 			t.Errorf("request %s: deadline %s, created %s", r.ID, r.Deadline, r.Created)
 		}
 	}
-	if diff := cmp.Diff([]string{ids[2], ids[1], ids[0]}, got); diff != "" {
+	if diff := cmp.Diff([]ids.RequestID{want[2], want[1], want[0]}, got); diff != "" {
 		t.Errorf("pending order (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(toolCard("r", "E", "b", nil), a.Pending()[1].Card, cmpopts.EquateEmpty()); diff != "" {
@@ -569,7 +578,7 @@ func TestWithdraw(t *testing.T) {
 	if err := a.Withdraw(id, "again"); !errors.Is(err, ErrNoRequest) {
 		t.Errorf("second Withdraw: %v, want ErrNoRequest", err)
 	}
-	if diff := cmp.Diff([]string{id + " withdrawn: the policy changed"}, rec.deniedList()); diff != "" {
+	if diff := cmp.Diff([]string{string(id) + " withdrawn: the policy changed"}, rec.deniedList()); diff != "" {
 		t.Errorf("OnDenied (-want +got):\n%s", diff)
 	}
 	denied := a.Raise(toolCard("r", "E", "write", []string{"write"}))
@@ -789,8 +798,12 @@ func TestEndedEpochWithdrawsItsRequests(t *testing.T) {
 	var mu sync.Mutex
 	var withdrawn, denied []string
 	a := New(Options{
-		OnWithdrawn: func(r Request, why string) { mu.Lock(); withdrawn = append(withdrawn, r.ID+" "+why); mu.Unlock() },
-		OnDenied:    func(r Request, why string) { mu.Lock(); denied = append(denied, r.ID+" "+why); mu.Unlock() },
+		OnWithdrawn: func(r Request, why string) {
+			mu.Lock()
+			withdrawn = append(withdrawn, string(r.ID)+" "+why)
+			mu.Unlock()
+		},
+		OnDenied: func(r Request, why string) { mu.Lock(); denied = append(denied, string(r.ID)+" "+why); mu.Unlock() },
 	})
 	onE1 := a.Raise(toolCard("r", "E1", "write", []string{"write"}))
 	onE2 := a.Raise(toolCard("r", "E2", "write", []string{"write"}))
@@ -798,17 +811,17 @@ func TestEndedEpochWithdrawsItsRequests(t *testing.T) {
 	launch := a.Raise(Card{AgentRun: "r", Identity: "sha256:x", CredentialScope: []string{"token"}})
 
 	const why = "the server was replaced while the call waited (epoch E1 → E2)"
-	if got := a.WithdrawEpoch("r", "E1", why); !slices.Equal(got, []string{onE1}) {
+	if got := a.WithdrawEpoch("r", "E1", why); !slices.Equal(got, []ids.RequestID{onE1}) {
 		t.Fatalf("WithdrawEpoch withdrew %v, want [%s]", got, onE1)
 	}
 	if _, err := a.Wait(context.Background(), onE1); !errors.Is(err, ErrWithdrawn) {
 		t.Errorf("Wait on the withdrawn request: %v, want ErrWithdrawn", err)
 	}
-	var pending []string
+	var pending []ids.RequestID
 	for _, r := range a.Pending() {
 		pending = append(pending, r.ID)
 	}
-	if !slices.Equal(slices.Sorted(slices.Values(pending)), slices.Sorted(slices.Values([]string{onE2, otherRun, launch}))) {
+	if !slices.Equal(slices.Sorted(slices.Values(pending)), slices.Sorted(slices.Values([]ids.RequestID{onE2, otherRun, launch}))) {
 		t.Errorf("pending = %v, want the requests of E2, of the other run and the launch", pending)
 	}
 	err := a.Decide(onE1, Decision{Choice: ApproveRun, By: "cli"})
@@ -831,7 +844,7 @@ func TestEndedEpochWithdrawsItsRequests(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(withdrawn) != 2 || withdrawn[0] != onE1+" "+why || len(denied) != 0 {
+	if len(withdrawn) != 2 || withdrawn[0] != string(onE1)+" "+why || len(denied) != 0 {
 		t.Errorf("hooks: withdrawn %q, denied %q; want two withdrawals and no denial", withdrawn, denied)
 	}
 }
@@ -859,7 +872,7 @@ func TestDecideOfADecidedRequestSaysHow(t *testing.T) {
 // is spent by one request; an epoch change voids it.
 func TestServerRequestGrant(t *testing.T) {
 	a := New(Options{})
-	card := func(epoch string) Card {
+	card := func(epoch ids.EpochID) Card {
 		return Card{AgentRun: "r", ServerLabel: "s", CurrentEpoch: epoch, ServerRequest: &ServerRequest{Kind: "sampling", Method: "sampling/createMessage"}}
 	}
 	id := a.Raise(card("E1"))

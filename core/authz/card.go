@@ -12,6 +12,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Card is what the approval window and `portcullis approvals` show: the
@@ -43,20 +44,20 @@ import (
 // call was refused already, so the card offers to allow the new code for
 // this run (or deny), never to approve that call once.
 type Card struct {
-	Reason           string   `json:"reason"`
-	AgentRun         string   `json:"agentRun"`
-	AgentExe         string   `json:"agentExe,omitempty"`
-	AgentName        string   `json:"agentName,omitempty"` // the clientInfo title or name the agent sent: its own claim, for display only
-	AgentPID         int      `json:"agentPid,omitempty"`
-	ServerLabel      string   `json:"serverLabel"`
-	PreviousEpoch    string   `json:"previousEpoch,omitempty"` // the epoch last approved for this run
-	CurrentEpoch     string   `json:"currentEpoch,omitempty"`  // "" before the process has started
-	Identity         string   `json:"identity,omitempty"`
-	LaunchCommand    []string `json:"launchCommand,omitempty"`
-	Executable       string   `json:"executable,omitempty"`
-	ExecutableDigest string   `json:"executableDigest,omitempty"`
-	Entry            string   `json:"entry,omitempty"` // the script or file run, when not the executable itself
-	EntryDigest      string   `json:"entryDigest,omitempty"`
+	Reason           string      `json:"reason"`
+	AgentRun         ids.RunID   `json:"agentRun"`
+	AgentExe         string      `json:"agentExe,omitempty"`
+	AgentName        string      `json:"agentName,omitempty"` // the clientInfo title or name the agent sent: its own claim, for display only
+	AgentPID         int         `json:"agentPid,omitempty"`
+	ServerLabel      string      `json:"serverLabel"`
+	PreviousEpoch    ids.EpochID `json:"previousEpoch,omitempty"` // the epoch last approved for this run
+	CurrentEpoch     ids.EpochID `json:"currentEpoch,omitempty"`  // "" before the process has started
+	Identity         string      `json:"identity,omitempty"`
+	LaunchCommand    []string    `json:"launchCommand,omitempty"`
+	Executable       string      `json:"executable,omitempty"`
+	ExecutableDigest string      `json:"executableDigest,omitempty"`
+	Entry            string      `json:"entry,omitempty"` // the script or file run, when not the executable itself
+	EntryDigest      string      `json:"entryDigest,omitempty"`
 	// Measured lists, beside the executable and the entry, what else the
 	// identity covers: each watched path, the lockfile, the entry's
 	// package — "watched dist (sha256 ab12…)".
@@ -108,11 +109,11 @@ type Card struct {
 // name, the epoch it approved before and the one it runs now, and the
 // call that waits (none for a launch).
 type RunCall struct {
-	AgentRun      string          `json:"agentRun"`
+	AgentRun      ids.RunID       `json:"agentRun"`
 	AgentPID      int             `json:"agentPid,omitempty"`
 	AgentName     string          `json:"agentName,omitempty"`
-	PreviousEpoch string          `json:"previousEpoch,omitempty"`
-	CurrentEpoch  string          `json:"currentEpoch,omitempty"`
+	PreviousEpoch ids.EpochID     `json:"previousEpoch,omitempty"`
+	CurrentEpoch  ids.EpochID     `json:"currentEpoch,omitempty"`
 	Tool          string          `json:"tool,omitempty"`
 	Arguments     json.RawMessage `json:"arguments,omitempty"`
 	ArgsDigest    string          `json:"argsDigest,omitempty"`
@@ -127,8 +128,8 @@ func (c Card) Runs() []RunCall {
 }
 
 // RunNames lists the agent runs the card decides, its own first.
-func (c Card) RunNames() []string {
-	var out []string
+func (c Card) RunNames() []ids.RunID {
+	var out []ids.RunID
 	for _, r := range c.Runs() {
 		out = append(out, r.AgentRun)
 	}
@@ -137,14 +138,14 @@ func (c Card) RunNames() []string {
 
 // Shows reports whether the card shows the call of run with tool and
 // arguments of digest args.
-func (c Card) Shows(run, tool, args string) bool {
+func (c Card) Shows(run ids.RunID, tool, args string) bool {
 	return slices.ContainsFunc(c.Runs(), func(r RunCall) bool {
 		return r.AgentRun == run && r.Tool == tool && r.ArgsDigest == args
 	})
 }
 
 // Run returns the part of the card about run.
-func (c Card) Run(run string) (RunCall, bool) {
+func (c Card) Run(run ids.RunID) (RunCall, bool) {
 	for _, r := range c.Runs() {
 		if r.AgentRun == run {
 			return r, true
@@ -408,11 +409,11 @@ func CommandText(words []string) string {
 
 // EpochText is an epoch as a person reads it: the epoch ID, or "not started
 // yet" before the process has started (a launch waiting for approval).
-func EpochText(epoch string) string {
+func EpochText(epoch ids.EpochID) string {
 	if epoch == "" {
 		return "not started yet"
 	}
-	return epoch
+	return string(epoch)
 }
 
 func sha256Hex(s string) string {

@@ -6,14 +6,16 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // codeCard is the card of a call of tool by run (agent program exe) on
 // epoch, which runs code; the catalog offers greet and echo.
-func codeCard(run, exe, epoch, code, tool string) Card {
+func codeCard(run ids.RunID, exe string, epoch ids.EpochID, code, tool string) Card {
 	return Card{Reason: "server execution epoch changed", AgentRun: run, AgentExe: exe, ServerLabel: "srv",
-		PreviousEpoch: "OLD-" + run, CurrentEpoch: epoch, Code: code, CatalogRevision: 2, ApprovedRevision: 2,
-		Tool: tool, ArgsDigest: "sha256:" + run + tool, ToolScope: []string{tool}, OtherTools: others(tool),
+		PreviousEpoch: ids.EpochID("OLD-" + run), CurrentEpoch: epoch, Code: code, CatalogRevision: 2, ApprovedRevision: 2,
+		Tool: tool, ArgsDigest: "sha256:" + string(run) + tool, ToolScope: []string{tool}, OtherTools: others(tool),
 		ToolContracts: map[string]string{"greet": "sha256:g", "echo": "sha256:e"}}
 }
 
@@ -22,7 +24,7 @@ func others(tool string) []string {
 }
 
 // waitRun waits for run's outcome on request id, bounded.
-func waitRun(t *testing.T, a *Authority, id, run string) (*Grant, error) {
+func waitRun(t *testing.T, a *Authority, id ids.RequestID, run ids.RunID) (*Grant, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -43,7 +45,7 @@ func TestTwoRunsOfOneChangeShareOneCard(t *testing.T) {
 		t.Fatalf("pending %d requests (%v), want the one merged card %s", len(pending), pending, second)
 	}
 	c := pending[0].Card
-	if !slices.Equal(c.RunNames(), []string{"runA", "runB"}) || !c.Shows("runA", "greet", "sha256:runAgreet") || !c.Shows("runB", "echo", "sha256:runBecho") {
+	if !slices.Equal(c.RunNames(), []ids.RunID{"runA", "runB"}) || !c.Shows("runA", "greet", "sha256:runAgreet") || !c.Shows("runB", "echo", "sha256:runBecho") {
 		t.Fatalf("merged card runs %v, want runA's greet and runB's echo", c.Runs())
 	}
 	if id, ok := a.Find("runA", "EA", "greet", nil, "sha256:runAgreet"); !ok || id != second {
@@ -119,10 +121,10 @@ func TestLeftOutRunStaysHeld(t *testing.T) {
 	a.Raise(codeCard("runA", "/usr/bin/agent", "EA", "sha256:new", "greet"))
 	id := a.Raise(codeCard("runB", "/usr/bin/agent", "EB", "sha256:new", "greet"))
 	deadline := a.Pending()[0].Deadline
-	if err := a.Decide(id, Decision{Choice: ApproveRun, Runs: []string{"runX"}}); !errors.Is(err, ErrRunNotOnCard) {
+	if err := a.Decide(id, Decision{Choice: ApproveRun, Runs: []ids.RunID{"runX"}}); !errors.Is(err, ErrRunNotOnCard) {
 		t.Errorf("a run not on the card: %v, want ErrRunNotOnCard", err)
 	}
-	if err := a.Decide(id, Decision{Choice: ApproveRun, Runs: []string{"runA"}}); err != nil {
+	if err := a.Decide(id, Decision{Choice: ApproveRun, Runs: []ids.RunID{"runA"}}); err != nil {
 		t.Fatal(err)
 	}
 	if g, err := waitRun(t, a, id, "runA"); err != nil || g.AgentRun != "runA" {
@@ -132,7 +134,7 @@ func TestLeftOutRunStaysHeld(t *testing.T) {
 		t.Fatal("the run left out was granted")
 	}
 	p := a.Pending()
-	if len(p) != 1 || !slices.Equal(p[0].Card.RunNames(), []string{"runB"}) || p[0].Card.CurrentEpoch != "EB" || !p[0].Deadline.Equal(deadline) {
+	if len(p) != 1 || !slices.Equal(p[0].Card.RunNames(), []ids.RunID{"runB"}) || p[0].Card.CurrentEpoch != "EB" || !p[0].Deadline.Equal(deadline) {
 		t.Fatalf("pending %+v, want runB's call held with the same deadline", p)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -161,7 +163,7 @@ func TestWithdrawingOneRunKeepsTheOther(t *testing.T) {
 		t.Errorf("runA: %v, want withdrawn", err)
 	}
 	p := a.Pending()
-	if len(p) != 1 || !slices.Equal(p[0].Card.RunNames(), []string{"runB"}) {
+	if len(p) != 1 || !slices.Equal(p[0].Card.RunNames(), []ids.RunID{"runB"}) {
 		t.Fatalf("pending %+v, want runB's part only", p)
 	}
 	if ids := a.WithdrawEpoch("runB", "EB", "the server was replaced"); len(ids) != 1 || len(a.Pending()) != 0 {

@@ -84,7 +84,7 @@ type Hello struct {
 	Tools []string `json:"tools,omitempty"`
 	// Runs are the agent runs of a card of several runs that a decision
 	// answers (nil: every run the card shows); a run left out stays held.
-	Runs []string `json:"runs,omitempty"`
+	Runs []ids.RunID `json:"runs,omitempty"`
 	// Config is the whole edited configuration file, for config-edit.
 	Config json.RawMessage `json:"config,omitempty"`
 	// Base is the digest of the configuration Config was edited from.

@@ -12,6 +12,7 @@ import (
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/secrets"
 )
 
@@ -64,7 +65,7 @@ const agentNameWait = time.Second
 // per-call credential, approved on the card of a call). The launch grant is returned
 // (nil when nobody was asked) so that its tools are granted on the epoch
 // the launch starts (authz.Authority.BindLaunch).
-func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv config.Server, label, run string, agent gateway.Agent, rec identity.Record, asked *identity.Record) ([]string, *authz.Grant, error) {
+func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv config.Server, label string, run ids.RunID, agent gateway.Agent, rec identity.Record, asked *identity.Record) ([]string, *authz.Grant, error) {
 	var scopes []string
 	var creds []gateway.Credential
 	askEvery, perCall := false, false
@@ -115,7 +116,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			card.Entry, card.EntryDigest = rec.Entry, rec.EntryDigest
 		}
 		if prev, ok := d.lastRecord(run); ok {
-			card.PreviousEpoch = prev.Epoch
+			card.PreviousEpoch = ids.EpochID(prev.Epoch)
 			card.IdentityChanges = identity.Diff(prev, rec)
 		}
 		if asked != nil {
@@ -136,7 +137,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			return nil, nil, fmt.Errorf("%s was not launched: its credentials need an approval, and %w", label, err)
 		}
 		d.mu.Lock()
-		sess := d.runs[run]
+		sess := d.runs[ids.RunID(string(run))]
 		d.mu.Unlock()
 		if sess != nil {
 			card.AgentName = sess.AgentName(ctx, agentNameWait)
@@ -188,9 +189,9 @@ func credentialUnavailable(label, scope string, err error) error {
 }
 
 // lastRecord is the execution record of the current epoch of run.
-func (d *Daemon) lastRecord(run string) (identity.Record, bool) {
+func (d *Daemon) lastRecord(run ids.RunID) (identity.Record, bool) {
 	d.mu.Lock()
-	s := d.runs[run]
+	s := d.runs[ids.RunID(string(run))]
 	d.mu.Unlock()
 	if s == nil {
 		return identity.Record{}, false
@@ -202,17 +203,17 @@ func (d *Daemon) lastRecord(run string) (identity.Record, bool) {
 	return ep.Record, true
 }
 
-func (d *Daemon) session(run string) *gateway.Session {
+func (d *Daemon) session(run ids.RunID) *gateway.Session {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.runs[run]
+	return d.runs[ids.RunID(string(run))]
 }
 
 func (d *Daemon) approvalRequested(r authz.Request) {
 	rec, ok := d.lastRecord(r.Card.AgentRun)
-	d.code.requested(r, rec, ok && rec.Epoch == r.Card.CurrentEpoch)
+	d.code.requested(r, rec, ok && ids.EpochID(rec.Epoch) == r.Card.CurrentEpoch)
 	d.appendAudit(audit.TypeApprovalRequested, audit.ApprovalRequested{
-		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
+		Request: string(r.ID), AgentRun: string(r.Card.AgentRun), ServerLabel: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch), Identity: r.Card.Identity,
 		CatalogRevision: r.Card.CatalogRevision, ToolScope: r.Card.ToolScope, CredentialScope: r.Card.CredentialScope,
 		Reason: r.Card.Reason, OtherTools: r.Card.OtherTools, Stale: r.Card.Stale, ServerRequest: serverRequestKind(r.Card),
 		ToolContracts: r.Card.ToolContracts,
@@ -228,7 +229,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 	}
 	if err := d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
 		Decider: who,
-		Request: r.ID, Grant: g.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
+		Request: string(r.ID), Grant: string(g.ID), AgentRun: string(g.AgentRun), ServerLabel: g.ServerLabel, Epoch: string(g.ExecutionEpoch), Identity: g.Identity,
 		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen, ServerRequest: g.ServerRequest,
 		ToolContracts: g.Contracts,
 	}); err != nil {
@@ -244,7 +245,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 	d.code.decided(r.ID, false)
 	d.appendAudit(audit.TypeApprovalDenied, audit.ApprovalDenied{
-		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity, Reason: reason,
+		Request: string(r.ID), AgentRun: string(r.Card.AgentRun), ServerLabel: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch), Identity: r.Card.Identity, Reason: reason,
 		By: r.DecidedBy, Stale: r.Card.Stale,
 	})
 }
@@ -254,7 +255,7 @@ func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 func (d *Daemon) approvalWithdrawn(r authz.Request, why string) {
 	d.code.decided(r.ID, false)
 	d.appendAudit(audit.TypeApprovalWithdrawn, audit.ApprovalWithdrawn{
-		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
+		Request: string(r.ID), AgentRun: string(r.Card.AgentRun), ServerLabel: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch), Identity: r.Card.Identity,
 		Tool: r.Card.Tool, Reason: why,
 	})
 }

@@ -30,7 +30,7 @@ func oneRun(t *testing.T, d *Daemon, socket, label, line string) {
 		rep := d.Status()
 		live := false
 		for _, r := range rep.Runs {
-			live = live || r.Run == run
+			live = live || string(r.Run) == run
 		}
 		if !live {
 			return

@@ -18,6 +18,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/codediff"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // The code a card shows (docs/DESIGN.md, "The code that changed"): each
@@ -158,27 +159,27 @@ func (c *codeStore) launched(rec identity.Record) {
 // launch not started yet is snapshotted now, from rec.
 func (c *codeStore) requested(r authz.Request, rec identity.Record, haveRec bool) {
 	c.mu.Lock()
-	s := c.byEpoch[r.Card.CurrentEpoch]
+	s := c.byEpoch[string(r.Card.CurrentEpoch)]
 	c.mu.Unlock()
 	if s == nil || r.Card.CurrentEpoch == "" {
 		if !haveRec {
 			rec = identity.Record{ServerLabel: r.Card.ServerLabel, Entry: r.Card.Entry, EntryDigest: r.Card.EntryDigest,
 				ResolvedExecutable: identity.FileDigest{Path: r.Card.Executable, SHA256: r.Card.ExecutableDigest}}
 		}
-		rec.Epoch = r.Card.CurrentEpoch
+		rec.Epoch = string(r.Card.CurrentEpoch)
 		s = c.take(rec, r.Card.Identity)
 	}
 	c.mu.Lock()
-	c.byRequest[r.ID] = s
+	c.byRequest[string(r.ID)] = s
 	c.mu.Unlock()
 }
 
 // decided drops card id's snapshot; a grant makes it the label's approved
 // code first.
-func (c *codeStore) decided(id string, granted bool) {
+func (c *codeStore) decided(id ids.RequestID, granted bool) {
 	c.mu.Lock()
-	s := c.byRequest[id]
-	delete(c.byRequest, id)
+	s := c.byRequest[string(id)]
+	delete(c.byRequest, string(id))
 	c.mu.Unlock()
 	if s == nil || !granted {
 		return
@@ -264,9 +265,9 @@ func (c *codeStore) approved(label string) (*codediff.Snapshot, error) {
 
 // report compares card r's snapshot with its server's approved code.
 func (c *codeStore) report(ctx context.Context, r authz.Request) codediff.Report {
-	rep := codediff.Report{Label: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch}
+	rep := codediff.Report{Label: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch)}
 	c.mu.Lock()
-	s := c.byRequest[r.ID]
+	s := c.byRequest[string(r.ID)]
 	c.mu.Unlock()
 	if s == nil {
 		rep.Note = "no source snapshot was taken for this card"
@@ -297,7 +298,7 @@ func (c *codeStore) report(ctx context.Context, r authz.Request) codediff.Report
 // server since the code the person last approved on it.
 func (d *Daemon) CodeChanges(ctx context.Context, id string) (codediff.Report, error) {
 	for _, r := range d.authz.Pending() {
-		if r.ID == id {
+		if string(r.ID) == id {
 			return d.code.report(ctx, r), nil
 		}
 	}

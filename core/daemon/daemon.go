@@ -146,21 +146,21 @@ type Daemon struct {
 	signMu sync.Mutex
 
 	mu       sync.Mutex
-	cfg      *config.Config              // guarded by mu; the last configuration that loaded
-	cfgData  []byte                      // guarded by mu; the file's bytes that cfg was parsed from (nil: no file)
-	cfgStamp fileStamp                   // guarded by mu; the file as it was when last read, loaded or not
-	cfgErr   error                       // guarded by mu; why the file on disk is not in force, nil when it is
-	cfgFrom  string                      // guarded by mu; the last good copy in force since start, while the file is missing ("": none)
-	known    map[string]config.Server    // guarded by mu; label → its entry in the last configuration in force that had it (see policyOf)
-	runs     map[string]*gateway.Session // guarded by mu; live agent runs by run id
-	labels   map[string]string           // guarded by mu; run id → server label
-	watched  map[string][]string         // guarded by mu; label → paths given to the watcher
-	order    []string                    // guarded by mu; run ids in start order
-	ended    []gateway.Status            // guarded by mu; most recent last
-	checks   map[string]*CheckSummary    // guarded by mu; health checks per server label
-	cancel   context.CancelFunc          // guarded by mu
-	subs     map[chan struct{}]struct{}  // guarded by mu; Changes subscribers
-	children map[int]child               // guarded by mu; server processes running, by pid
+	cfg      *config.Config                 // guarded by mu; the last configuration that loaded
+	cfgData  []byte                         // guarded by mu; the file's bytes that cfg was parsed from (nil: no file)
+	cfgStamp fileStamp                      // guarded by mu; the file as it was when last read, loaded or not
+	cfgErr   error                          // guarded by mu; why the file on disk is not in force, nil when it is
+	cfgFrom  string                         // guarded by mu; the last good copy in force since start, while the file is missing ("": none)
+	known    map[string]config.Server       // guarded by mu; label → its entry in the last configuration in force that had it (see policyOf)
+	runs     map[ids.RunID]*gateway.Session // guarded by mu; live agent runs by run id
+	labels   map[ids.RunID]string           // guarded by mu; run id → server label
+	watched  map[string][]string            // guarded by mu; label → paths given to the watcher
+	order    []ids.RunID                    // guarded by mu; run ids in start order
+	ended    []gateway.Status               // guarded by mu; most recent last
+	checks   map[string]*CheckSummary       // guarded by mu; health checks per server label
+	cancel   context.CancelFunc             // guarded by mu
+	subs     map[chan struct{}]struct{}     // guarded by mu; Changes subscribers
+	children map[int]child                  // guarded by mu; server processes running, by pid
 	// auditNote says why the audit log is not signed ("": the start's,
 	// Options.AuditNote); auditSignErr why its signing differs from
 	// settings.auditSigning ("" when it does not). See auditStatus.
@@ -258,9 +258,9 @@ func New(o Options) (*Daemon, error) {
 		cfgStamp: stamp,
 		cfgErr:   cfgErr,
 		cfgFrom:  from,
-		runs:     map[string]*gateway.Session{},
+		runs:     map[ids.RunID]*gateway.Session{},
 		code:     newCodeStore(filepath.Join(o.Dirs.State, "code"), log),
-		labels:   map[string]string{},
+		labels:   map[ids.RunID]string{},
 		watched:  map[string][]string{},
 
 		policyKick: make(chan struct{}, 1),
@@ -551,7 +551,7 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 			return
 		}
 		dec := authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, Runs: h.Runs, By: "cli", Decider: d.cliDecider(c, auth)}
-		if err := d.authz.Decide(h.Request, dec); err != nil {
+		if err := d.authz.Decide(ids.RequestID(h.Request), dec); err != nil {
 			code := "decide_failed"
 			if re := (*authz.ResolvedError)(nil); errors.As(err, &re) {
 				code = control.CodeResolvedPrefix + re.Outcome // withdrawn, and why, in the error
@@ -564,8 +564,8 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		// tools the person's policy denies now, which the card may still
 		// have named; InForce is every tool each run holds now.
 		var data json.RawMessage
-		if gs := d.authz.GrantsOf(h.Request); len(gs) > 0 {
-			out := authz.DecideReply{Grant: gs[0], Grants: gs, InForce: map[string][]string{}}
+		if gs := d.authz.GrantsOf(ids.RequestID(h.Request)); len(gs) > 0 {
+			out := authz.DecideReply{Grant: gs[0], Grants: gs, InForce: map[ids.RunID][]string{}}
 			for _, g := range gs {
 				out.InForce[g.AgentRun] = d.authz.InForce(g.AgentRun, g.ExecutionEpoch)
 			}
@@ -627,7 +627,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 	} else {
 		d.log.Info("agent of shim unknown", "shim", shimPID, "err", err)
 	}
-	runID := identity.NewEpoch()
+	runID := ids.NewRun()
 	sess := gateway.New(gateway.Options{
 		RunID:          runID,
 		Label:          label,
@@ -657,8 +657,8 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		PreviousLogHead: d.openedAt(),
 	})
 	d.mu.Lock()
-	d.runs[runID] = sess
-	d.labels[runID] = label
+	d.runs[ids.RunID(string(runID))] = sess
+	d.labels[ids.RunID(string(runID))] = label
 	d.order = append(d.order, runID)
 	d.mu.Unlock()
 	d.noteAgent(runID, c)
@@ -683,7 +683,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 	d.mu.Lock()
 	delete(d.runs, runID)
 	delete(d.labels, runID)
-	d.order = slices.DeleteFunc(d.order, func(id string) bool { return id == runID })
+	d.order = slices.DeleteFunc(d.order, func(id ids.RunID) bool { return id == runID })
 	if st.Check {
 		// A health check (`claude mcp list`): counted, not listed.
 		if d.checks == nil {
@@ -822,7 +822,7 @@ var errCodeChanged = errors.New("the code changed on disk while it was being lau
 // view of the started executable is compared with the measurement; either
 // differing starts the launch over (a new measurement, a new approval for
 // new code), at most maxCodeChanges times.
-func (d *Daemon) launcher(label, run string, agent gateway.Agent) gateway.Launcher {
+func (d *Daemon) launcher(label string, run ids.RunID, agent gateway.Agent) gateway.Launcher {
 	return func(ctx context.Context) (*gateway.Epoch, error) {
 		var asked *identity.Record // the code a person was last asked about, when it changed under the launch
 		for attempt := 0; ; attempt++ {
@@ -843,7 +843,7 @@ func (d *Daemon) launcher(label, run string, agent gateway.Agent) gateway.Launch
 // errCodeChanged, with the record it measured first, when the code changed
 // under it. asked is the record of the code the previous attempt asked a
 // person about (nil on the first attempt).
-func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Agent, asked *identity.Record) (*gateway.Epoch, identity.Record, error) {
+func (d *Daemon) launch(ctx context.Context, label string, run ids.RunID, agent gateway.Agent, asked *identity.Record) (*gateway.Epoch, identity.Record, error) {
 	cfg, _ := d.config()
 	srv, ok := cfg.Servers[label]
 	if !ok {
@@ -922,7 +922,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 	if launchGrant != nil {
 		// The tools approved on the launch card hold on the epoch this
 		// launch started, and on no other (authz.Authority.BindLaunch).
-		if err := d.authz.BindLaunch(run, launchGrant.ID, rec.Epoch); err != nil {
+		if err := d.authz.BindLaunch(run, launchGrant.ID, ids.EpochID(rec.Epoch)); err != nil {
 			d.log.Warn("tools approved with the launch not granted", "server", label, "epoch", rec.Epoch, "err", err)
 		}
 	}
@@ -937,7 +937,7 @@ func (d *Daemon) launch(ctx context.Context, label, run string, agent gateway.Ag
 		}
 		return obs, err
 	}
-	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc, Identify: observe, Refetch: proc.ChangedWhenArmed}, rec, nil
+	return &gateway.Epoch{ID: ids.EpochID(rec.Epoch), Record: rec, Proc: proc, Identify: observe, Refetch: proc.ChangedWhenArmed}, rec, nil
 }
 
 // measuredCode is what the supervisor counts as the code of the epoch it

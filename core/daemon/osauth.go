@@ -11,6 +11,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Authenticator asks the operating system to authenticate the person
@@ -291,7 +292,7 @@ func (d *Daemon) authenticateMode(ctx context.Context, request string, choice au
 	var req authz.Request
 	found := false
 	for _, r := range d.authz.Pending() {
-		if r.ID == request {
+		if string(r.ID) == request {
 			req, found = r, true
 			break
 		}
@@ -342,7 +343,7 @@ func (d *Daemon) authenticateMode(ctx context.Context, request string, choice au
 		msg = fmt.Sprintf("not approved: %s %s (%v), so request %s was denied and nothing was granted (the window cannot tell your click from synthetic input, so it asks for authentication); the agent can call again to ask anew", mech, how, err, request)
 	}
 	d.auditAuthRefusal(what, request, subject, req, refusedAuthFailed, msg)
-	if derr := d.authz.Decide(request, authz.Decision{Choice: authz.Deny, By: fmt.Sprintf("%s: %s %s", by, mech, how)}); derr != nil && !errors.Is(derr, authz.ErrNoRequest) {
+	if derr := d.authz.Decide(ids.RequestID(request), authz.Decision{Choice: authz.Deny, By: fmt.Sprintf("%s: %s %s", by, mech, how)}); derr != nil && !errors.Is(derr, authz.ErrNoRequest) {
 		d.log.Warn("denying after a failed authentication", "request", request, "err", derr)
 	}
 	return done, errors.New(msg)
@@ -352,7 +353,7 @@ func (d *Daemon) auditAuthRefusal(what, request string, subject AuthSubject, req
 	d.log.Warn("an approval was not confirmed by the operating system's authentication", "request", request, "pid", subject.PID, "refusal", kind)
 	d.appendAudit(audit.TypeDecisionRefused, audit.DecisionRefused{
 		What: what, Request: request, PID: subject.PID, Refusal: kind, Reason: msg,
-		ServerLabel: req.Card.ServerLabel, AgentRun: req.Card.AgentRun,
+		ServerLabel: req.Card.ServerLabel, AgentRun: string(req.Card.AgentRun),
 	})
 }
 
@@ -385,8 +386,8 @@ func (d *Daemon) WindowApprovals() *WindowApprovals {
 // request stays pending. Otherwise the authentication runs without
 // blocking the caller (the window's event loop): the grant, or the denial
 // after a failed authentication, arrives as the authority's event.
-func (w *WindowApprovals) Decide(id string, dec authz.Decision) error {
-	return w.decide(id, dec, false, WindowInput{})
+func (w *WindowApprovals) Decide(id ids.RequestID, dec authz.Decision) error {
+	return w.decide(string(id), dec, false, WindowInput{})
 }
 
 // ChangeNeedsAuthentication reports whether a change of the configuration

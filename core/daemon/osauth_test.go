@@ -13,6 +13,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // fakeAuth is an Authenticator whose availability and answer the test
@@ -187,7 +188,7 @@ func TestAuthenticateDecision(t *testing.T) {
 				card.CredentialScope = []string{"api"}
 			}
 			id := d.authz.Raise(card)
-			_, err := d.authenticateDecision(context.Background(), nil, id, tc.choice, 4242)
+			_, err := d.authenticateDecision(context.Background(), nil, string(id), tc.choice, 4242)
 			if asked := len(tc.auth.asked) > 0; asked != tc.asked {
 				t.Fatalf("authenticator asked = %v, want %v", asked, tc.asked)
 			}
@@ -195,7 +196,7 @@ func TestAuthenticateDecision(t *testing.T) {
 				if s := tc.auth.asked[0]; s.PID != 4242 || s.UID != d.uid {
 					t.Errorf("subject %+v, want pid 4242 and the daemon's uid", s)
 				}
-				if !strings.Contains(tc.auth.reason[0], "approve request "+id+" of srv") {
+				if !strings.Contains(tc.auth.reason[0], "approve request "+string(id)+" of srv") {
 					t.Errorf("reason %q", tc.auth.reason[0])
 				}
 			}
@@ -272,7 +273,7 @@ func TestWindowApprovals(t *testing.T) {
 			ba := &blockingAuth{asked: make(chan AuthSubject, 1), answer: make(chan error, 1)}
 			d := authDaemon(t, config.AuthAlways, ba)
 			id := d.authz.Raise(card)
-			if err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}); err != nil {
+			if err := d.WindowApprovals().Decide(ids.RequestID(string(id)), authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}); err != nil {
 				t.Fatalf("Decide: %v", err)
 			}
 			s := <-ba.asked // asked after Decide returned, the request still pending
@@ -295,7 +296,7 @@ func TestWindowApprovals(t *testing.T) {
 	t.Run("unavailable", func(t *testing.T) {
 		d := authDaemon(t, config.AuthAlways, &fakeAuth{avail: errors.New("no polkitd")})
 		id := d.authz.Raise(card)
-		err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, By: "app"})
+		err := d.WindowApprovals().Decide(ids.RequestID(string(id)), authz.Decision{Choice: authz.ApproveRun, By: "app"})
 		if err == nil || !strings.Contains(err.Error(), "no polkitd") || len(d.authz.Pending()) != 1 {
 			t.Fatalf("Decide = %v with %d pending; want the reason and the request pending", err, len(d.authz.Pending()))
 		}
@@ -310,7 +311,7 @@ func TestWindowApprovals(t *testing.T) {
 		defer al.Close()
 		d.audit, d.auditW = al, &recovering{log: al, retryEvery: time.Second}
 		id := d.authz.Raise(card)
-		if err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, By: "app"}); err != nil {
+		if err := d.WindowApprovals().Decide(ids.RequestID(string(id)), authz.Decision{Choice: authz.ApproveRun, By: "app"}); err != nil {
 			t.Fatal(err)
 		}
 		if g, err := d.authz.Wait(context.Background(), id); err != nil || g == nil || len(fa.asked) != 0 {
@@ -332,7 +333,7 @@ func TestWindowApprovals(t *testing.T) {
 		}
 		exe, _ := os.Executable()
 		want := audit.Decider{Channel: audit.ChannelWindow, PID: os.Getpid(), Executable: exe, Authentication: audit.AuthNotAsked, AuthenticationMode: config.AuthCredentials}
-		if g.Request != id || !reflect.DeepEqual(g.Decider, want) {
+		if g.Request != string(id) || !reflect.DeepEqual(g.Decider, want) {
 			t.Errorf("approval_granted %+v; want request %s decided by %+v", g, id, want)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
 
@@ -124,7 +125,7 @@ func (d *Daemon) adopt(ctx context.Context) {
 // noteAgent records, for run, the agent behind the shim on c: the shim's
 // parent, with its start time, from the ancestry read at accept. Its
 // descendants (the agent's shell tools) are not the person.
-func (d *Daemon) noteAgent(run string, c net.Conn) {
+func (d *Daemon) noteAgent(run ids.RunID, c net.Conn) {
 	chain, err := d.peerOf(c)
 	if err != nil || len(chain) < 2 || chain[1].PID <= 1 || chain[1].PID == os.Getpid() {
 		// No parent seen, or the shim was orphaned to init: init's
@@ -135,13 +136,13 @@ func (d *Daemon) noteAgent(run string, c net.Conn) {
 	if d.agents == nil {
 		d.agents = map[string]identity.Observed{}
 	}
-	d.agents[run] = chain[1]
+	d.agents[string(run)] = chain[1]
 	d.mu.Unlock()
 }
 
-func (d *Daemon) forgetAgent(run string) {
+func (d *Daemon) forgetAgent(run ids.RunID) {
 	d.mu.Lock()
-	delete(d.agents, run)
+	delete(d.agents, string(run))
 	d.mu.Unlock()
 }
 
@@ -239,7 +240,7 @@ func (d *Daemon) requirePersonFor(c net.Conn, what, request string) error {
 	}
 	labels := make(map[string]string, len(d.labels))
 	for run, l := range d.labels {
-		labels[run] = l
+		labels[string(run)] = l
 	}
 	d.mu.Unlock()
 	for i, p := range chain {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
 
@@ -101,7 +102,7 @@ func TestRequirePerson(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Daemon{opts: Options{Peers: tc.peers}, log: slog.New(slog.DiscardHandler),
 				children: map[int]child{910: {PID: 910, StartTime: 60, Label: "srv", Epoch: epoch}},
-				agents:   tc.agents, labels: map[string]string{"run1": "srv"}}
+				agents:   tc.agents, labels: map[ids.RunID]string{"run1": "srv"}}
 			c1, c2 := net.Pipe()
 			defer c1.Close()
 			defer c2.Close()

@@ -9,6 +9,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // InputOrigin says where the press behind a decision made in the approval
@@ -65,7 +66,7 @@ func (w *WindowApprovals) DecideInput(id string, dec authz.Decision, in WindowIn
 		d := w.d
 		var req authz.Request
 		for _, r := range d.authz.Pending() {
-			if r.ID == id {
+			if string(r.ID) == id {
 				req = r
 			}
 		}
@@ -84,7 +85,7 @@ func (w *WindowApprovals) DecideInput(id string, dec authz.Decision, in WindowIn
 		exe, _ := os.Executable()
 		d.appendAudit(audit.TypeDecisionRefused, audit.DecisionRefused{
 			What: "approve approval request " + id + " in the Portcullis window", Request: id, PID: os.Getpid(), Executable: exe,
-			Refusal: refusedSyntheticInput, Reason: msg, ServerLabel: req.Card.ServerLabel, AgentRun: req.Card.AgentRun,
+			Refusal: refusedSyntheticInput, Reason: msg, ServerLabel: req.Card.ServerLabel, AgentRun: string(req.Card.AgentRun),
 		})
 		return syntheticInputError(msg)
 	}
@@ -131,7 +132,7 @@ func (w *WindowApprovals) decide(id string, dec authz.Decision, force bool, in W
 	var card authz.Card
 	found := false
 	for _, r := range d.authz.Pending() {
-		if r.ID == id {
+		if string(r.ID) == id {
 			card, found = r.Card, true
 		}
 	}
@@ -142,7 +143,7 @@ func (w *WindowApprovals) decide(id string, dec authz.Decision, force bool, in W
 	}
 	if !found || !AuthenticationApplies(mode, audit.ChannelWindow, card, dec.Choice) {
 		dec.Decider = d.windowDecider(osAuth{mode: st.Mode, by: audit.AuthNotAsked}, in)
-		return d.authz.Decide(id, dec)
+		return d.authz.Decide(ids.RequestID(id), dec)
 	}
 	// The daemon's own process: no start time is needed to tell it
 	// apart, since it cannot have exited while it asks.
@@ -157,7 +158,7 @@ func (w *WindowApprovals) decide(id string, dec authz.Decision, force bool, in W
 			return
 		}
 		dec.Decider = d.windowDecider(auth, in)
-		if err := d.authz.Decide(id, dec); err != nil {
+		if err := d.authz.Decide(ids.RequestID(id), dec); err != nil {
 			d.log.Info("approval decision not taken", "request", id, "err", err)
 		}
 	}()

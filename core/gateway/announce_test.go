@@ -9,6 +9,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -123,7 +124,7 @@ func TestUnrefreshedCallRefusedOnceThenHeld(t *testing.T) {
 			line, _ := r.agent.response(4)
 			t.Fatalf("the second call does not wait on %s (answer %s)", ref.Request, line)
 		}
-		decide(t, r, ref.Request, authz.ApproveRun)
+		decide(t, r, ids.RequestID(ref.Request), authz.ApproveRun)
 		if got := mustResult(t, r.agent.wait(4, 5*time.Second)); got != "write 3 on E2" {
 			t.Errorf("result %q, want the call on E2", got)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/secrets"
 )
@@ -89,7 +90,7 @@ func (s *Session) decideFrom(f *callFacts, c *toolCall) callVerdict {
 			s.noteTold(c.name, v.toldContract)
 		}
 		if v.toldStale {
-			s.noteStaleTold(c.name, f.epoch)
+			s.noteStaleTold(c.name, string(f.epoch))
 		}
 		if v.grant == nil || v.grant.ExpiresWhen != authz.ExpiresOnce || s.opts.Authority.Consume(s.opts.RunID, v.grant.ID) {
 			return v
@@ -115,7 +116,7 @@ func (s *Session) authorize(e *epoch, c *toolCall, v callVerdict) authorization 
 	}
 	auth := authorization{decision: v.decision, out: out}
 	if v.grant != nil {
-		auth.grant = v.grant.ID
+		auth.grant = string(v.grant.ID)
 	}
 	return auth
 }
@@ -123,7 +124,7 @@ func (s *Session) authorize(e *epoch, c *toolCall, v callVerdict) authorization 
 // shown reports whether approval request id was raised for call c: its
 // card showed this very call.
 func (s *Session) shown(id string, c *toolCall) bool {
-	card, ok := s.opts.Authority.CardOf(id)
+	card, ok := s.opts.Authority.CardOf(ids.RequestID(id))
 	return ok && card.Shows(s.opts.RunID, c.name, c.digest)
 }
 
@@ -157,9 +158,9 @@ func (s *Session) noteStaleTold(tool, epoch string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.staleTold == nil {
-		s.staleTold = map[string]string{}
+		s.staleTold = map[string]ids.EpochID{}
 	}
-	s.staleTold[tool] = epoch
+	s.staleTold[tool] = ids.EpochID(epoch)
 }
 
 // policyRecheck is how often a call waiting for a person re-checks its
@@ -198,7 +199,7 @@ wait:
 			// call waited: deny wins over any approval given meanwhile.
 			s.stopWaiting(m, id, fmt.Sprintf("the person's policy denies %s now", tool))
 			s.withdrawDenied()
-			return refused(deniedWhileWaiting(s.opts.Label, e.ID, tool))
+			return refused(deniedWhileWaiting(s.opts.Label, string(e.ID), tool))
 		}
 		if pol == policyAllow && (err == nil || errors.Is(err, errPolicyWake) || errors.Is(err, authz.ErrWithdrawn) || errors.Is(err, authz.ErrTimeout)) {
 			// Allowed while the call waited (and no person denied it):
@@ -231,8 +232,8 @@ wait:
 				a.Consume(s.opts.RunID, g.ID)
 			}
 			next := a.Raise(s.card(e, c, "", nil, g))
-			s.moveWaiting(m, id, next)
-			id = next
+			s.moveWaiting(m, id, string(next))
+			id = string(next)
 			progress.move(id)
 			continue
 		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ExecutionEpoch == e.ID && !a.Consume(s.opts.RunID, g.ID) && !s.ended(e):
@@ -248,10 +249,10 @@ wait:
 		progress.move(id)
 	}
 	s.mu.Lock()
-	w := waited{label: s.opts.Label, tool: tool, epoch: e.ID, request: id, grant: g, err: err,
+	w := waited{label: s.opts.Label, tool: tool, epoch: e.ID, request: ids.RequestID(id), grant: g, err: err,
 		timeout: a.Timeout(), ended: e.ended}
 	if s.cur != nil {
-		w.current = s.cur.ID
+		w.current = string(s.cur.ID)
 	}
 	s.mu.Unlock()
 	w.creds, _ = s.metaCredentials()
@@ -289,7 +290,7 @@ func (s *Session) waitDecision(id, tool string) (*authz.Grant, error) {
 		case <-ctx.Done():
 		}
 	}()
-	g, err := s.opts.Authority.WaitRun(ctx, id, s.opts.RunID)
+	g, err := s.opts.Authority.WaitRun(ctx, ids.RequestID(id), s.opts.RunID)
 	if err != nil && errors.Is(err, context.Canceled) && run.Err() == nil {
 		return nil, errPolicyWake
 	}
@@ -341,7 +342,7 @@ func (s *Session) stopWaiting(m *mcpwire.Message, id, why string) {
 	if waited {
 		return
 	}
-	if err := s.opts.Authority.WithdrawRun(id, s.opts.RunID, why); err == nil {
+	if err := s.opts.Authority.WithdrawRun(ids.RequestID(id), s.opts.RunID, why); err == nil {
 		s.log.Info("approval request withdrawn: no call waits on it any more", "request", id, "why", why)
 	}
 }
@@ -388,7 +389,7 @@ func (s *Session) injectMeta(e *epoch, c *toolCall, scopes []string) ([]byte, *c
 			err = errors.New("the stored secret is empty")
 		}
 		if err != nil {
-			return nil, unreadableCredential(s.opts.Label, e.ID, tool, scope, err)
+			return nil, unreadableCredential(s.opts.Label, string(e.ID), tool, scope, err)
 		}
 		vals[scope] = string(secret)
 	}
@@ -408,10 +409,10 @@ func (s *Session) requestFor(e *epoch, c *toolCall, reason string, stale *authz.
 	creds, askEvery := s.metaCredentials()
 	if !askEvery {
 		if id, ok := a.Find(s.opts.RunID, e.ID, c.name, creds, c.digest); ok {
-			return id
+			return string(id)
 		}
 	}
-	return a.Raise(s.card(e, c, reason, stale, nil))
+	return string(a.Raise(s.card(e, c, reason, stale, nil)))
 }
 
 // card builds the approval card for call c on e: why it is asked (reason,
@@ -436,7 +437,7 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale, outgrown 
 	}
 	if prev != nil {
 		approvedEpoch = prev.ExecutionEpoch
-		prevRec, hasPrev = s.recordOf(approvedEpoch)
+		prevRec, hasPrev = s.recordOf(string(approvedEpoch))
 	}
 	args := call.args
 	c := authz.Card{
@@ -515,7 +516,7 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale, outgrown 
 func (s *Session) recordOf(epochID string) (identity.Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.records[epochID]
+	r, ok := s.records[ids.EpochID(epochID)]
 	return r, ok
 }
 

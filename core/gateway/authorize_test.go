@@ -17,6 +17,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/secrets"
 )
 
@@ -44,7 +45,7 @@ func mustGet(line json.RawMessage, key string) []byte {
 	return m[key]
 }
 
-func decide(t *testing.T, r *rig, id string, c authz.Choice) {
+func decide(t *testing.T, r *rig, id ids.RequestID, c authz.Choice) {
 	t.Helper()
 	if err := r.auth.Decide(id, authz.Decision{Choice: c, By: "cli"}); err != nil {
 		t.Fatalf("Decide(%s, %s): %v", id, c, err)
@@ -79,7 +80,7 @@ func TestCallWaitsForApprovalThenGetsCredential(t *testing.T) {
 		// Held: nothing reached the server, and the agent was told why.
 		waitFor(t, "a progress notification", func() bool { return len(r.agent.notifications("notifications/progress")) > 0 })
 		prog := r.agent.notifications("notifications/progress")
-		if len(prog) == 0 || !strings.Contains(string(prog[0]), req.ID) || !strings.Contains(string(prog[0]), `"progressToken":"tok-2"`) {
+		if len(prog) == 0 || !strings.Contains(string(prog[0]), string(req.ID)) || !strings.Contains(string(prog[0]), `"progressToken":"tok-2"`) {
 			t.Errorf("progress while waiting = %s, want one naming %s for token tok-2", prog, req.ID)
 		}
 		if got := r.launcher.received(); len(got) != 0 {
@@ -170,7 +171,7 @@ func TestStaleAfterEpochChange(t *testing.T) {
 		}
 		// The request for E2 was raised at the same moment.
 		p := r.auth.Pending()
-		if len(p) != 1 || p[0].ID != ref.Request {
+		if len(p) != 1 || string(p[0].ID) != ref.Request {
 			t.Fatalf("pending after the stale refusal: %+v, want one request, %s (the refusal's)", p, ref.Request)
 		}
 		c := p[0].Card
@@ -209,7 +210,7 @@ func TestStaleAfterEpochChange(t *testing.T) {
 				denied = append(denied, d)
 			}
 		}
-		if len(denied) != 1 || denied[0].Kind != "authorization_stale" || denied[0].ApprovedEpoch != "E1" || denied[0].CurrentEpoch != "E2" || denied[0].Request != p[0].ID {
+		if len(denied) != 1 || denied[0].Kind != "authorization_stale" || denied[0].ApprovedEpoch != "E1" || denied[0].CurrentEpoch != "E2" || denied[0].Request != string(p[0].ID) {
 			t.Errorf("call_refused events %+v", denied)
 		}
 	})
@@ -300,7 +301,7 @@ func TestDenyTimeoutOnceAndAskEveryUse(t *testing.T) {
 			})
 			waitFor(t, "a progress message naming the new request", func() bool {
 				for _, n := range r.agent.notifications("notifications/progress") {
-					if strings.Contains(string(n), second.ID) {
+					if strings.Contains(string(n), string(second.ID)) {
 						return true
 					}
 				}
@@ -314,7 +315,7 @@ func TestDenyTimeoutOnceAndAskEveryUse(t *testing.T) {
 				tok := string(mustGet(mustGet(n, "params"), "progressToken"))
 				last[tok] = string(n)
 			}
-			if moved := last[`"tok-1"`] + last[`"tok-2"`]; !strings.Contains(moved, second.ID) {
+			if moved := last[`"tok-1"`] + last[`"tok-2"`]; !strings.Contains(moved, string(second.ID)) {
 				t.Errorf("the last progress messages %q do not name the new request %s", moved, second.ID)
 			}
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/secrets"
 )
@@ -83,7 +84,7 @@ func decideCallOf(t *testing.T, tool, args string) *toolCall {
 func TestDecideCall(t *testing.T) {
 	readArgs := `{"path":"/tmp/x"}`
 	readDigest := decideCallOf(t, "read", readArgs).digest
-	runGrant := func(id, epoch string, tools ...string) authz.Grant {
+	runGrant := func(id ids.GrantID, epoch ids.EpochID, tools ...string) authz.Grant {
 		return authz.Grant{ID: id, ExecutionEpoch: epoch, ToolScope: tools, ExpiresWhen: authz.ExpiresRunEnds}
 	}
 	stale := runGrant("G1", "E1", "read", "write")
@@ -274,7 +275,7 @@ func TestDecideCall(t *testing.T) {
 			v := decideCall(f, decideCallOf(t, tc.tool, tc.args))
 			got := want{kind: v.kind, decision: v.decision, inject: v.inject, ask: v.ask, contract: v.toldContract, toldStale: v.toldStale}
 			if v.grant != nil {
-				got.grant = v.grant.ID
+				got.grant = string(v.grant.ID)
 			}
 			if v.refusal != nil {
 				if v.ask != nil {
@@ -307,7 +308,7 @@ func TestDecideSpendsOnceGrant(t *testing.T) {
 		e := s.cur
 		s.mu.Unlock()
 		call := decideCallOf(t, toolWrite, `{"n":1}`)
-		grantOnce := func() string {
+		grantOnce := func() ids.GrantID {
 			id := r.auth.Raise(authz.Card{AgentRun: "RUN", ServerLabel: "fake", CurrentEpoch: e.ID, Tool: toolWrite,
 				Arguments: call.args, ArgsDigest: call.digest, ToolScope: []string{toolWrite}})
 			decide(t, r, id, authz.ApproveOnce)
@@ -344,7 +345,7 @@ func TestDecideSpendsOnceGrant(t *testing.T) {
 // (decideWaited), with the exact message the agent is given on a refusal.
 func TestDecideWaited(t *testing.T) {
 	grant := func(epoch string, tools ...string) *authz.Grant {
-		return &authz.Grant{ID: "G5", ExecutionEpoch: epoch, ToolScope: tools, CredentialScope: []string{"token"}, ExpiresWhen: authz.ExpiresRunEnds}
+		return &authz.Grant{ID: "G5", ExecutionEpoch: ids.EpochID(epoch), ToolScope: tools, CredentialScope: []string{"token"}, ExpiresWhen: authz.ExpiresRunEnds}
 	}
 	base := waited{label: "files", tool: "read", epoch: "E2", request: "R9", timeout: 2 * time.Minute, current: "E2", creds: []string{"token"}}
 	cases := []struct {
@@ -388,7 +389,7 @@ func TestDecideWaited(t *testing.T) {
 			v := decideWaited(w)
 			var grant, message string
 			if v.grant != nil {
-				grant = v.grant.ID
+				grant = string(v.grant.ID)
 			}
 			if v.refusal != nil {
 				message = v.refusal.Message()

@@ -35,16 +35,16 @@ func (g *identityGate) wrap(launch Launcher) Launcher {
 			g.release = map[string]chan struct{}{}
 		}
 		ch := make(chan struct{})
-		g.release[ep.ID] = ch
+		g.release[string(ep.ID)] = ch
 		g.mu.Unlock()
 		id, pid := ep.ID, ep.Proc.Pid()
 		ep.Identify = func(ctx context.Context) ([]identity.Observed, error) {
 			g.mu.Lock()
-			g.asked = append(g.asked, id)
+			g.asked = append(g.asked, string(id))
 			g.mu.Unlock()
 			select {
 			case <-ch:
-				return []identity.Observed{{PID: pid, Exe: "/srv/observed-" + id}}, nil
+				return []identity.Observed{{PID: pid, Exe: "/srv/observed-" + string(id)}}, nil
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}

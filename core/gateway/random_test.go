@@ -208,7 +208,7 @@ func (st *randomState) check() {
 	}
 	grants := map[string]authz.Grant{}
 	for _, g := range st.r.grants() {
-		grants[g.ID] = g
+		grants[string(g.ID)] = g
 	}
 	st.r.mu.Lock()
 	grantAt := make(map[string]int64, len(st.r.grantAt))
@@ -245,17 +245,17 @@ func (st *randomState) check() {
 				t.Errorf("%s: forwarded without a grant (decision %q, grant %q)", where, in.Decision, in.Grant)
 				continue
 			}
-			if grantAt[g.ID] > c.Seq {
+			if grantAt[string(g.ID)] > c.Seq {
 				t.Errorf("%s: grant %s was made after the call arrived", where, g.ID)
 			}
-			if g.ExecutionEpoch != c.Epoch || !g.Covers(toolWrite, nil) {
+			if string(g.ExecutionEpoch) != c.Epoch || !g.Covers(toolWrite, nil) {
 				t.Errorf("%s: grant %s is bound to epoch %s, tools %v", where, g.ID, g.ExecutionEpoch, g.ToolScope)
 			}
-			st.perGrant[g.ID]++
-			if (g.ExpiresWhen == authz.ExpiresOnce || st.askEvery) && st.perGrant[g.ID] > 1 {
-				t.Errorf("%s: grant %s (%s, ask every use %v, request %s) served %d calls", where, g.ID, g.ExpiresWhen, st.askEvery, g.Request, st.perGrant[g.ID])
+			st.perGrant[string(g.ID)]++
+			if (g.ExpiresWhen == authz.ExpiresOnce || st.askEvery) && st.perGrant[string(g.ID)] > 1 {
+				t.Errorf("%s: grant %s (%s, ask every use %v, request %s) served %d calls", where, g.ID, g.ExpiresWhen, st.askEvery, g.Request, st.perGrant[string(g.ID)])
 				for n, in := range intents {
-					if in.Grant == g.ID {
+					if in.Grant == string(g.ID) {
 						t.Logf("call %d: intent %+v", n, in)
 					}
 				}

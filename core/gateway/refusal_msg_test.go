@@ -3,11 +3,12 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
-	"github.com/portcullis/portcullis/core/control"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/portcullis/portcullis/core/control"
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
@@ -133,7 +134,7 @@ func TestRefusalMessagesAreActionable(t *testing.T) {
 			r.agent.request(3, "tools/call", callParams(toolWrite, 3, ""))
 			msg := messageOf(t, r.agent.wait(3, 5*time.Second), control.AuthorizationStale)
 			id := r.pendingFor(5 * time.Second).ID
-			wantIn(t, control.AuthorizationStale, msg, "code changed (execution epoch E1 → E2)", "approval request "+id, "call write again once they approve")
+			wantIn(t, control.AuthorizationStale, msg, "code changed (execution epoch E1 → E2)", "approval request "+string(id), "call write again once they approve")
 		})
 	})
 
@@ -145,7 +146,7 @@ func TestRefusalMessagesAreActionable(t *testing.T) {
 			r.agent.request(1, "tools/call", callParams(toolWrite, 1, ""))
 			id := r.pendingFor(5 * time.Second).ID
 			decide(t, r, id, authz.Deny)
-			wantIn(t, control.ApprovalDenied, messageOf(t, r.agent.wait(1, 5*time.Second), control.ApprovalDenied), "the person denied approval request "+id, "tell the person that write was not run because they denied it")
+			wantIn(t, control.ApprovalDenied, messageOf(t, r.agent.wait(1, 5*time.Second), control.ApprovalDenied), "the person denied approval request "+string(id), "tell the person that write was not run because they denied it")
 		})
 	})
 

@@ -18,6 +18,7 @@ import (
 	"github.com/portcullis/portcullis/core/catalog"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
@@ -337,9 +338,9 @@ func (l *fakeLauncher) launch(ctx context.Context) (*Epoch, error) {
 		ResolvedExecutable: identity.FileDigest{Path: "/srv/" + l.label, SHA256: fmt.Sprintf("sha256:%064d", n)},
 		Entry:              "/srv/" + l.label, EntryDigest: fmt.Sprintf("sha256:%064d", n)}
 	if l.wrap != nil {
-		return &Epoch{ID: id, Record: rec, Proc: l.wrap(p)}, nil
+		return &Epoch{ID: ids.EpochID(id), Record: rec, Proc: l.wrap(p)}, nil
 	}
-	return &Epoch{ID: id, Record: rec, Proc: p}, nil
+	return &Epoch{ID: ids.EpochID(id), Record: rec, Proc: p}, nil
 }
 
 func (l *fakeLauncher) record(r received) {
@@ -616,7 +617,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 			}
 			r.mu.Lock()
 			r.granted = append(r.granted, g)
-			r.grantAt[g.ID] = seq.Add(1)
+			r.grantAt[string(g.ID)] = seq.Add(1)
 			r.mu.Unlock()
 			return nil
 		},

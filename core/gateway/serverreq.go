@@ -64,7 +64,7 @@ func (s *Session) serverAsks(e *epoch, m *mcpwire.Message) {
 	if waiting >= maxServerRequests {
 		s.mu.Unlock()
 		s.log.Warn("server request refused: too many wait for the agent", "epoch", e.ID, "method", m.Method, "waiting", waiting)
-		s.refuseServer(e, m, kind, "refused", &control.Refusal{Error: control.TooManyRequests, Server: s.opts.Label, Epoch: e.ID,
+		s.refuseServer(e, m, kind, "refused", &control.Refusal{Error: control.TooManyRequests, Server: s.opts.Label, Epoch: string(e.ID),
 			Reason: fmt.Sprintf("%d requests of the server to the agent wait already (the limit)", maxServerRequests),
 			Retry:  "wait for the answers to the requests already sent"})
 		return
@@ -85,7 +85,7 @@ func (s *Session) serverAsks(e *epoch, m *mcpwire.Message) {
 		s.passServer(e, m, kind, decisionAllow, "")
 		return
 	case config.PolicyDeny:
-		s.refuseServer(e, m, kind, "denied", &control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Epoch: e.ID,
+		s.refuseServer(e, m, kind, "denied", &control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Epoch: string(e.ID),
 			Reason: fmt.Sprintf("the person's configuration denies %s requests of %s (serverRequests.%s is deny)", kind, s.opts.Label, kind),
 			Retry:  "do not send " + m.Method})
 		return
@@ -96,7 +96,7 @@ func (s *Session) serverAsks(e *epoch, m *mcpwire.Message) {
 		return
 	}
 	if g := a.CheckServerRequest(s.opts.RunID, e.ID, kind); g != nil {
-		s.passServer(e, m, kind, decisionGrant, g.Request)
+		s.passServer(e, m, kind, decisionGrant, string(g.Request))
 		return
 	}
 	// Raised now, in the order the server asked; waited for off the
@@ -125,12 +125,12 @@ func (s *Session) serverAsks(e *epoch, m *mcpwire.Message) {
 			} else if err != nil && err != authz.ErrDenied {
 				why = err.Error()
 			}
-			s.refuseServer(e, m, kind, outcome, &control.Refusal{Error: code, Server: s.opts.Label, Epoch: e.ID,
+			s.refuseServer(e, m, kind, outcome, &control.Refusal{Error: code, Server: s.opts.Label, Epoch: string(e.ID),
 				Reason: fmt.Sprintf("Portcullis asked the person about this %s request (approval %s): %s; it did not reach the agent", m.Method, id, why),
 				Retry:  "do not send it again unless the person asks for it"})
 			return
 		}
-		s.passServer(e, m, kind, decisionGrant, g.Request)
+		s.passServer(e, m, kind, decisionGrant, string(g.Request))
 	}
 	if !s.work.goFunc(wait) {
 		s.mu.Lock()
@@ -147,7 +147,7 @@ func (s *Session) passServer(e *epoch, m *mcpwire.Message, kind, decision, grant
 		if err := s.recordServerRequest(e, m, kind, decision, grant, ""); err != nil {
 			// Fail closed, as calls do: what the log cannot record does
 			// not reach the agent.
-			s.refuseServer(e, m, kind, "refused", &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Epoch: e.ID,
+			s.refuseServer(e, m, kind, "refused", &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Epoch: string(e.ID),
 				Reason: "the audit log cannot be written (" + err.Error() + "), so the request did not reach the agent",
 				Retry:  "send it again later"})
 			return
@@ -182,7 +182,7 @@ func (s *Session) recordServerRequest(e *epoch, m *mcpwire.Message, kind, decisi
 		return nil
 	}
 	_, err := s.opts.Audit.Append(context.Background(), audit.TypeServerRequest, audit.ServerRequest{
-		AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID, Method: m.Method, Kind: kind,
+		AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label, Epoch: string(e.ID), Method: m.Method, Kind: kind,
 		Decision: decision, Grant: grant, Reason: reason,
 	})
 	if err != nil {

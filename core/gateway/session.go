@@ -51,6 +51,7 @@ import (
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
 	"github.com/portcullis/portcullis/core/textsafe"
@@ -70,7 +71,7 @@ type Process interface {
 // Epoch is one launch of the server: the identity measured by the supervisor
 // and the process now running it. ID is the epoch's ULID (Record.Epoch).
 type Epoch struct {
-	ID     string
+	ID     ids.EpochID
 	Record identity.Record
 	Proc   Process
 	// Identify, when set, waits until the epoch's identity is known and
@@ -101,8 +102,8 @@ type Agent struct {
 
 // Options configure a Session.
 type Options struct {
-	RunID  string // the agent run's ULID
-	Label  string // server label
+	RunID  ids.RunID // the agent run's ULID
+	Label  string    // server label
 	Agent  Agent
 	Launch Launcher
 	// Catalog keeps the catalog revisions of every label; required.
@@ -226,38 +227,38 @@ type Session struct {
 	reservedNoted    bool          // owned by readAgent; the run's reserved_meta_removed event was written
 	agentGone        chan struct{} // closed when a write to the agent failed: nobody reads its answers
 	agentGoneOnce    sync.Once
-	agentRev         uint64                     // guarded by mu; catalog revision the agent last fetched
-	announced        []string                   // guarded by mu; names of the tools the agent was last shown or told of (sorted), nil until it lists
-	hs               handshake                  // guarded by mu; the agent's handshake (handshake.go)
-	refreshing       bool                       // guarded by mu
-	refreshAgain     bool                       // guarded by mu
-	refreshGen       uint64                     // guarded by mu; fetches refresh completed (refreshWait)
-	refreshedFor     *epoch                     // guarded by mu; the epoch of the last one
-	refreshTick      chan struct{}              // guarded by mu; closed at the next one's end
-	buildNote        string                     // guarded by mu; a build seen on disk, not running
-	crashes          []time.Time                // guarded by mu
-	replacing        bool                       // guarded by mu
-	replaceAgain     bool                       // guarded by mu; a Replace arrived during one
-	replaceWhy       string                     // guarded by mu
-	replaceErr       error                      // guarded by mu; why the last replacement launched nothing (nil: it did)
-	lastExit         *EpochExit                 // guarded by mu; the latest process of this run to exit
-	work             group                      // catalog fetches, calls on their way, replacements, process watchers: Serve waits for them
-	events           group                      // audit writes off the response path: Serve waits for them before run_ended
-	epochs           int                        // guarded by mu; epochs launched so far
-	agentListedEpoch string                     // guarded by mu; epoch of the agent's last tools/list
-	announcedEpoch   string                     // guarded by mu; the epoch whose tools the agent was last shown (tools/list) or told of (list_changed)
-	staleTold        map[string]string          // guarded by mu; tool → the epoch on which a call of it was refused authorization_stale
-	told             map[string]string          // guarded by mu; tool → digest of the contract a refusal's message stated to the agent (decide.go, staleCall)
-	verdicts         contractVerdicts           // whether a granted tool contract covers the current one (grantcontract.go)
-	acted            bool                       // guarded by mu; the agent sent a request beyond the handshake, the lists and ping (status.go)
-	endedAt          time.Time                  // guarded by mu; when the run ended
-	approvedEpoch    string                     // guarded by mu; epoch of the last grant
-	approvedRev      uint64                     // guarded by mu; catalog revision of the last grant
-	records          map[string]identity.Record // guarded by mu; execution records of this run's epochs
-	policyWake       chan struct{}              // guarded by mu; nil until a call waits; closed by PolicyChanged so waiting calls re-check their tool's policy
-	late             map[int64]lateCall         // guarded by mu; calls answered epoch_ended whose answer may still come (observe.go)
-	asking           int                        // guarded by mu; server requests to the agent being decided (serverreq.go)
-	buildHold        *epoch                     // guarded by mu; the epoch whose calls a build in progress holds (observe.go)
+	agentRev         uint64                          // guarded by mu; catalog revision the agent last fetched
+	announced        []string                        // guarded by mu; names of the tools the agent was last shown or told of (sorted), nil until it lists
+	hs               handshake                       // guarded by mu; the agent's handshake (handshake.go)
+	refreshing       bool                            // guarded by mu
+	refreshAgain     bool                            // guarded by mu
+	refreshGen       uint64                          // guarded by mu; fetches refresh completed (refreshWait)
+	refreshedFor     *epoch                          // guarded by mu; the epoch of the last one
+	refreshTick      chan struct{}                   // guarded by mu; closed at the next one's end
+	buildNote        string                          // guarded by mu; a build seen on disk, not running
+	crashes          []time.Time                     // guarded by mu
+	replacing        bool                            // guarded by mu
+	replaceAgain     bool                            // guarded by mu; a Replace arrived during one
+	replaceWhy       string                          // guarded by mu
+	replaceErr       error                           // guarded by mu; why the last replacement launched nothing (nil: it did)
+	lastExit         *EpochExit                      // guarded by mu; the latest process of this run to exit
+	work             group                           // catalog fetches, calls on their way, replacements, process watchers: Serve waits for them
+	events           group                           // audit writes off the response path: Serve waits for them before run_ended
+	epochs           int                             // guarded by mu; epochs launched so far
+	agentListedEpoch ids.EpochID                     // guarded by mu; epoch of the agent's last tools/list
+	announcedEpoch   ids.EpochID                     // guarded by mu; the epoch whose tools the agent was last shown (tools/list) or told of (list_changed)
+	staleTold        map[string]ids.EpochID          // guarded by mu; tool → the epoch on which a call of it was refused authorization_stale
+	told             map[string]string               // guarded by mu; tool → digest of the contract a refusal's message stated to the agent (decide.go, staleCall)
+	verdicts         contractVerdicts                // whether a granted tool contract covers the current one (grantcontract.go)
+	acted            bool                            // guarded by mu; the agent sent a request beyond the handshake, the lists and ping (status.go)
+	endedAt          time.Time                       // guarded by mu; when the run ended
+	approvedEpoch    ids.EpochID                     // guarded by mu; epoch of the last grant
+	approvedRev      uint64                          // guarded by mu; catalog revision of the last grant
+	records          map[ids.EpochID]identity.Record // guarded by mu; execution records of this run's epochs
+	policyWake       chan struct{}                   // guarded by mu; nil until a call waits; closed by PolicyChanged so waiting calls re-check their tool's policy
+	late             map[int64]lateCall              // guarded by mu; calls answered epoch_ended whose answer may still come (observe.go)
+	asking           int                             // guarded by mu; server requests to the agent being decided (serverreq.go)
+	buildHold        *epoch                          // guarded by mu; the epoch whose calls a build in progress holds (observe.go)
 	startedAt        time.Time
 	ctx              context.Context // cancelled when Serve returns
 	cancel           context.CancelFunc
@@ -323,7 +324,7 @@ func New(o Options) *Session {
 		flight:     newInflight(),
 		inputEnded: make(chan struct{}),
 		agentGone:  make(chan struct{}),
-		records:    map[string]identity.Record{},
+		records:    map[ids.EpochID]identity.Record{},
 		gate:       newGate(),
 		startedAt:  time.Now(),
 		ctx:        context.Background(),
@@ -341,7 +342,7 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	s.ctx, s.cancel = ctx, cancel
 	s.mu.Unlock()
 	s.agentOut = agentOut
-	started := audit.RunStarted{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+	started := audit.RunStarted{AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label,
 		Agent: audit.Agent{Executable: s.opts.Agent.Exe, PID: s.opts.Agent.PID}}
 	if c := s.opts.Continues; c != nil {
 		started.Continues = &audit.RunContinued{AgentRun: string(c.Run), DaemonPID: c.DaemonPID, Why: c.Why, PreviousLogHead: s.opts.PreviousLogHead}
@@ -406,7 +407,7 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	// run (server_exited, tool_completed) is written before run_ended.
 	s.work.wait()
 	s.events.wait()
-	s.record(audit.TypeRunEnded, audit.RunEnded{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Reason: "agent disconnected"})
+	s.record(audit.TypeRunEnded, audit.RunEnded{AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label, Reason: "agent disconnected"})
 	return err
 }
 
@@ -493,8 +494,8 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 		<-e.identified // server_started comes first (identify returns once the process is gone)
 		e := s.lastOf(e)
 		exit := e.Proc.Exit()
-		s.record(audit.TypeServerExited, audit.ServerExited{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
-			Epoch: e.ID, PID: e.Proc.Pid(), ExitCode: exit.Code, Signal: exit.Signal})
+		s.record(audit.TypeServerExited, audit.ServerExited{ServerLabel: s.opts.Label, AgentRun: string(s.opts.RunID),
+			Epoch: string(e.ID), PID: e.Proc.Pid(), ExitCode: exit.Code, Signal: exit.Signal})
 		s.mu.Lock()
 		s.lastExit = &EpochExit{Epoch: e.ID, PID: e.Proc.Pid(), Exit: exit}
 		s.mu.Unlock()
@@ -626,7 +627,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 	}
 	current := ""
 	if next != nil {
-		current = next.ID
+		current = string(next.ID)
 	}
 	var answers []refusedReq
 	var ended []*callRecord
@@ -660,7 +661,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 			Error:        control.EpochEnded,
 			Reason:       reason,
 			Server:       s.opts.Label,
-			Epoch:        e.ID,
+			Epoch:        string(e.ID),
 			CurrentEpoch: current,
 			Retry:        retry,
 		}
@@ -672,7 +673,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 		// A call that waited for a person on e will never run on it: its
 		// card goes away now, saying why (docs/DESIGN.md, "Authorization and
 		// credentials").
-		what := "the server's execution epoch " + e.ID + " ended (" + why + ")"
+		what := "the server's execution epoch " + string(e.ID) + " ended (" + why + ")"
 		if next != nil {
 			what = fmt.Sprintf("the server was replaced while the call waited (epoch %s → %s: %s)", e.ID, next.ID, why)
 		}
@@ -875,7 +876,7 @@ func (s *Session) unavailableLocked() *control.Refusal {
 	if r.Reason == "" {
 		r.Reason = e.endWhy
 	}
-	r.Epoch = e.ID
+	r.Epoch = string(e.ID)
 	r.ExitStatus, r.StderrTail = exitDetails(e)
 	return r
 }

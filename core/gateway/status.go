@@ -5,6 +5,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
 
@@ -12,15 +13,15 @@ import (
 // it. Record is the execution record of the current epoch (absent when no
 // process could be launched); Exit is set once that process has exited.
 type Status struct {
-	Run       string    `json:"run"`
-	Label     string    `json:"label"`
-	State     State     `json:"state"`
-	Reason    string    `json:"reason,omitempty"` // why the state is what it is
-	Agent     Agent     `json:"agent"`
-	StartedAt time.Time `json:"startedAt"`
-	Epoch     string    `json:"epoch,omitempty"`
-	PID       int       `json:"pid,omitempty"`
-	Epochs    int       `json:"epochs"` // epochs launched for this run so far
+	Run       ids.RunID   `json:"run"`
+	Label     string      `json:"label"`
+	State     State       `json:"state"`
+	Reason    string      `json:"reason,omitempty"` // why the state is what it is
+	Agent     Agent       `json:"agent"`
+	StartedAt time.Time   `json:"startedAt"`
+	Epoch     ids.EpochID `json:"epoch,omitempty"`
+	PID       int         `json:"pid,omitempty"`
+	Epochs    int         `json:"epochs"` // epochs launched for this run so far
 	// CatalogRevision is the revision of the current epoch's catalog (0:
 	// not fetched yet); AgentRevision the one the agent last fetched.
 	CatalogRevision uint64               `json:"catalogRevision,omitempty"`
@@ -70,7 +71,7 @@ var checkMethods = map[string]bool{
 
 // EpochExit is how the process of one epoch ended.
 type EpochExit struct {
-	Epoch string              `json:"epoch"`
+	Epoch ids.EpochID         `json:"epoch"`
 	PID   int                 `json:"pid"`
 	Exit  supervisor.ExitInfo `json:"exit"`
 }

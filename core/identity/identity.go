@@ -11,7 +11,6 @@ package identity
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -20,10 +19,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/oklog/ulid/v2"
 )
 
 // DigestPrefix is the prefix of every digest string this package produces.
@@ -84,7 +80,7 @@ func (o Observed) Code() string { return o.SHA256 + " " + o.Script + " " + o.Scr
 
 // Record is the execution record of one launch of one server (docs/DESIGN.md,
 // "Execution identity"). [Measurer.Measure] fills everything measured before
-// launch; the supervisor adds Epoch ([NewEpoch]), ProcessID, StartedAt and,
+// launch; the supervisor adds Epoch (ids.NewEpoch), ProcessID, StartedAt and,
 // once the launcher's exec settled, Observed (the supervisor's tree watcher;
 // [Observe] where the tree is not watched), which each epoch the supervisor
 // observes later replaces. Digest fields are "sha256:<hex>"; paths
@@ -114,25 +110,6 @@ type Record struct {
 	Epoch            string            `json:"epoch"`
 	ProcessID        int               `json:"processId"`
 	StartedAt        time.Time         `json:"startedAt"`
-}
-
-// epochEntropy is monotonic crypto/rand entropy; ulid.MonotonicEntropy is not
-// safe for concurrent use, so it is guarded by epochMu.
-var (
-	epochMu      sync.Mutex
-	epochEntropy = ulid.Monotonic(rand.Reader, 0) // guarded by epochMu
-)
-
-// NewEpoch returns a new execution epoch ID: a 26-character ULID
-// (github.com/ulid/spec) with the current time in milliseconds and
-// crypto/rand entropy, strictly increasing within one process even inside the
-// same millisecond.
-func NewEpoch() string {
-	epochMu.Lock()
-	defer epochMu.Unlock()
-	// crypto/rand never fails, and a monotonic overflow needs 2^80 IDs within
-	// one millisecond, so MustNew cannot panic in practice.
-	return ulid.MustNew(ulid.Timestamp(time.Now()), epochEntropy).String()
 }
 
 // ProcessInfo is the kernel's view of processes, implemented per OS in the

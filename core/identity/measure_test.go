@@ -12,11 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/portcullis/portcullis/core/identity"
 )
@@ -426,27 +424,5 @@ func TestMeasureContext(t *testing.T) {
 	_, err := identity.NewMeasurer(nil).Measure(ctx, identity.MeasureSpec{Command: "node", Dir: f.proj, Env: f.env})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Measure with ended ctx: %v", err)
-	}
-}
-
-func TestNewEpoch(t *testing.T) {
-	prev := ""
-	start := time.Now()
-	for range 2000 {
-		e := identity.NewEpoch()
-		if len(e) != 26 {
-			t.Fatalf("epoch %q has length %d", e, len(e))
-		}
-		if e <= prev {
-			t.Fatalf("epoch %q not after %q", e, prev)
-		}
-		prev = e
-	}
-	id, err := ulid.ParseStrict(prev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if at := ulid.Time(id.Time()); at.Before(start.Truncate(time.Millisecond)) || at.After(time.Now()) {
-		t.Errorf("epoch time %v outside [%v, now]", at, start)
 	}
 }

@@ -12,6 +12,9 @@
 // requests a person sees at once, never enough to name one in a command,
 // which takes the identifier in full.
 //
+// Each kind is minted by its own function (NewEpoch, NewRun, NewCall,
+// NewRequest, NewGrant), from one monotonic source.
+//
 // The types are strings underneath: their JSON is the same as before they
 // had types, and a string converts to them and back without cost.
 package ids
@@ -77,4 +80,13 @@ func short(id string) string {
 		return id
 	}
 	return prefix + rest[len(rest)-ShortLen:]
+}
+
+// Strings returns list as plain strings, for joining into a message.
+func Strings[T ~string](list []T) []string {
+	out := make([]string, len(list))
+	for i, id := range list {
+		out[i] = string(id)
+	}
+	return out
 }

@@ -43,3 +43,19 @@ func TestJSONUnchanged(t *testing.T) {
 		t.Errorf("encoded %s, want %s", b, want)
 	}
 }
+
+// TestJSONMapKeysUnchanged: a map keyed by a typed identifier (the grants
+// in force per run of a decision's reply) encodes as one keyed by strings.
+func TestJSONMapKeysUnchanged(t *testing.T) {
+	typed, err := json.Marshal(map[RunID][]string{"01R": {"read"}, "01S": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := json.Marshal(map[string][]string{"01R": {"read"}, "01S": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(typed) != string(plain) {
+		t.Errorf("encoded %s, want %s", typed, plain)
+	}
+}

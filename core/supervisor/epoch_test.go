@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/supervisor"
 	"github.com/portcullis/portcullis/core/supervisor/supervisortest"
 )
@@ -183,7 +183,7 @@ func slicesContains(s []int, v int) bool {
 // ignoring SIGTERM or not, each in a session of its own, and leaves alone a
 // process with another epoch, a longer value or the ID under another name.
 func TestStopEpochsExactMark(t *testing.T) {
-	epoch, other := identity.NewEpoch(), identity.NewEpoch()
+	epoch, other := string(ids.NewEpoch()), string(ids.NewEpoch())
 	spawn := func(script string, env ...string) int {
 		t.Helper()
 		cmd := exec.Command("sh", "-c", script)

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Defaults for [Options] and [Spec].
@@ -221,7 +222,7 @@ type Process struct {
 // and a stdout that names its writers (Linux: a Unix socket,
 // stdout_linux.go; elsewhere a pipe), as a new execution epoch: it mints
 // the epoch ID
-// (identity.NewEpoch, see [Process.Epoch]) and marks the server's
+// (ids.NewEpoch, see [Process.Epoch]) and marks the server's
 // environment with it ([EpochEnv]). ctx bounds only the start itself:
 // cancelling it later does not touch the process; use [Process.Stop]. A
 // command that does not resolve gives an error wrapping
@@ -249,7 +250,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	if limit <= 0 {
 		limit = DefaultStderrLimit
 	}
-	epoch := identity.NewEpoch()
+	epoch := string(ids.NewEpoch())
 	env, withheld := serverEnv(os.Environ(), s.Env, s.SessionBus, epoch, s.Withhold)
 	if len(withheld) > 0 {
 		o.Logger.Info("secret-looking variables of the daemon's environment withheld from the server (give one to it with its configuration's env or a credential scope)",

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Tree watching (docs/DESIGN.md "Epochs the supervisor observes"): for the
@@ -845,7 +846,7 @@ func (p *Process) readTreeLocked(launch bool) (*TreeChange, error) {
 		return nil, nil
 	}
 	ch := TreeChange{
-		Epoch:     identity.NewEpoch(),
+		Epoch:     string(ids.NewEpoch()),
 		Previous:  p.tree.epoch,
 		Old:       observedOf(p.tree.recorded),
 		New:       observedOf(now),
@@ -1146,7 +1147,7 @@ func (p *Process) newWriterLocked(pid, pidfd int, execd bool) *TreeChange {
 	// handshake.
 	restarted := !alive || p.isAnswererLocked(v)
 	ch := TreeChange{
-		Epoch:     identity.NewEpoch(),
+		Epoch:     string(ids.NewEpoch()),
 		Previous:  p.tree.epoch,
 		Old:       observedOf(p.tree.recorded),
 		New:       observedOf(now),

@@ -129,7 +129,7 @@ func (a *authStory) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.epochA = st.Epoch
+	a.epochA = string(st.Epoch)
 	a.detail("epoch A = %s (pid %d)", a.epochA, st.PID)
 	txt, err := a.callOK(ctx, noteRead, map[string]any{})
 	if err != nil {
@@ -149,7 +149,7 @@ func (a *authStory) firstWrite(ctx context.Context) error {
 	if err := a.showApprovals(ctx); err != nil {
 		return err
 	}
-	return a.approve(ctx, req.ID, "A", done)
+	return a.approve(ctx, string(req.ID), "A", done)
 }
 
 func (a *authStory) rebuild(ctx context.Context) error {
@@ -161,7 +161,7 @@ func (a *authStory) rebuild(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.epochB = st.Epoch
+	a.epochB = string(st.Epoch)
 	a.detail("the daemon replaced the process: epoch A %s → epoch B %s (pid %d)", a.epochA, a.epochB, st.PID)
 	a.detail("the grant for epoch A is void before anything reaches B")
 	return nil
@@ -190,10 +190,10 @@ func (a *authStory) newCard(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if req.Card.PreviousEpoch != a.epochA || len(req.Card.IdentityChanges) == 0 {
+	if string(req.Card.PreviousEpoch) != a.epochA || len(req.Card.IdentityChanges) == 0 {
 		return fmt.Errorf("%w: the card for B shows previous epoch %q and %d identity changes", ErrUnexpected, req.Card.PreviousEpoch, len(req.Card.IdentityChanges))
 	}
-	a.stale = req.ID
+	a.stale = string(req.ID)
 	return a.showApprovals(ctx)
 }
 
@@ -330,7 +330,7 @@ func (a *authStory) waitEpoch(ctx context.Context, old string) (gateway.Status, 
 		if err != nil {
 			return gateway.Status{}, err
 		}
-		if r, ok := harness.RunByShim(rep, a.agent.PID()); ok && r.State == gateway.StateReady && r.Epoch != "" && r.Epoch != old && r.CatalogRevision != 0 {
+		if r, ok := harness.RunByShim(rep, a.agent.PID()); ok && r.State == gateway.StateReady && r.Epoch != "" && string(r.Epoch) != old && r.CatalogRevision != 0 {
 			return r, nil
 		}
 		if time.Now().After(deadline) {
@@ -358,7 +358,7 @@ func (a *authStory) waitRequest(ctx context.Context, epoch string) (authz.Reques
 			return authz.Request{}, fmt.Errorf("approvals --json: %w", err)
 		}
 		for _, q := range reqs {
-			if q.Card.Tool == noteWrite && q.Card.CurrentEpoch == epoch {
+			if q.Card.Tool == noteWrite && string(q.Card.CurrentEpoch) == epoch {
 				return q, nil
 			}
 		}

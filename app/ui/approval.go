@@ -18,7 +18,6 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/authz"
-	"github.com/portcullis/portcullis/core/codediff"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/textsafe"
@@ -103,7 +102,11 @@ type ApprovalWindow struct {
 	// (approvalcode.go); codeReports holds its answer per request (nil:
 	// asked, not answered yet).
 	code        CodeSource
-	codeReports map[string]*codediff.Report
+	codeReports codeCache
+	// codeAsync runs the fetch of a code report off the Fyne goroutine
+	// (nil: a goroutine of its own). Tests queue it, to run it once the
+	// render that asked is over, as a desktop driver's fyne.Do would.
+	codeAsync func(func())
 
 	detailsOpen bool       // the Details of the card shown are unfolded
 	details     *escButton // folds and unfolds them
@@ -221,11 +224,9 @@ func (w *ApprovalWindow) sync(pending []authz.Request) {
 			delete(w.picked, id)
 		}
 	}
-	for id := range w.codeReports {
-		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return string(r.ID) == id }) {
-			delete(w.codeReports, id)
-		}
-	}
+	w.codeReports.keep(func(id string) bool {
+		return slices.ContainsFunc(w.queue, func(r authz.Request) bool { return string(r.ID) == id })
+	})
 	switch {
 	case len(w.queue) == 0:
 		w.hide()

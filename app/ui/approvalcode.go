@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -21,6 +22,52 @@ type CodeSource interface {
 	CodeChanges(ctx context.Context, id string) (codediff.Report, error)
 }
 
+// codeCache holds the code report of each request shown (nil: asked, not
+// answered yet). Its own lock: a driver may run the report's fyne.Do on
+// the report's goroutine (Fyne's test driver does).
+type codeCache struct {
+	mu sync.Mutex
+	m  map[string]*codediff.Report
+}
+
+func (c *codeCache) get(id string) (*codediff.Report, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.m[id]
+	return r, ok
+}
+
+func (c *codeCache) ask(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*codediff.Report{}
+	}
+	c.m[id] = nil
+}
+
+// answer sets id's report, if it is still asked for.
+func (c *codeCache) answer(id string, r *codediff.Report) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[id]; !ok {
+		return false
+	}
+	c.m[id] = r
+	return true
+}
+
+// keep forgets the reports of requests not in pending.
+func (c *codeCache) keep(pending func(id string) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.m {
+		if !pending(id) {
+			delete(c.m, id)
+		}
+	}
+}
+
 // codeShown bounds the changed files listed on the card; the diff dialog
 // has them all.
 const codeShown = 8
@@ -35,13 +82,14 @@ func (w *ApprovalWindow) codeObjects(id string) []fyne.CanvasObject {
 	if w.code == nil || id == "" {
 		return nil
 	}
-	rep, ok := w.codeReports[id]
-	if !ok {
-		if w.codeReports == nil {
-			w.codeReports = map[string]*codediff.Report{}
+	rep, asked := w.codeReports.get(id)
+	if !asked {
+		w.codeReports.ask(id)
+		async := w.codeAsync
+		if async == nil {
+			async = func(f func()) { go f() }
 		}
-		w.codeReports[id] = nil // asked
-		go func() {
+		async(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			r, err := w.code.CodeChanges(ctx, id)
@@ -49,17 +97,16 @@ func (w *ApprovalWindow) codeObjects(id string) []fyne.CanvasObject {
 				return // decided meanwhile: the card is gone
 			}
 			fyne.Do(func() {
-				if _, asked := w.codeReports[id]; !asked {
+				if !w.codeReports.answer(id, &r) {
 					return // the request left the queue meanwhile
 				}
-				w.codeReports[id] = &r
 				if w.currentID() == id {
 					w.body.Objects = w.cardObjects(cardModel(w.queue[w.cur].Card))
 					w.body.Refresh()
 					w.fit() // the card grew: its files and button in view when the screen has room
 				}
 			})
-		}()
+		})
 	}
 	objs := []fyne.CanvasObject{sectionHeading("Code")}
 	if rep == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,6 +57,29 @@ func waitLabel(t *testing.T, o func() fyne.CanvasObject, want string) []string {
 	}
 }
 
+// queueCode makes w fetch code reports only when the test calls the
+// returned run: Fyne's test driver runs fyne.Do at once on the calling
+// goroutine, so a fetch on a goroutine of its own would draw the card
+// while the test does.
+func queueCode(w *ApprovalWindow) (run func()) {
+	var mu sync.Mutex
+	var queued []func()
+	w.codeAsync = func(f func()) {
+		mu.Lock()
+		defer mu.Unlock()
+		queued = append(queued, f)
+	}
+	return func() {
+		mu.Lock()
+		fs := queued
+		queued = nil
+		mu.Unlock()
+		for _, f := range fs {
+			f()
+		}
+	}
+}
+
 // TestCardShowsCodeChanges: the card lists the files of the server's
 // source tree changed since the approved code, and the diff dialog shows
 // their lines; the tree's text is the server's, so a control character in
@@ -71,11 +95,10 @@ func TestCardShowsCodeChanges(t *testing.T) {
 			{Path: "evil\x1b[31m.py", Kind: codediff.Added, Added: 1, Diff: "--- /dev/null\n+++ b/evil\x1b[31m.py\n@@ -0,0 +1 @@\n+pass\n"},
 		},
 	}}
+	fetch := queueCode(w)
 	fyne.DoAndWait(func() { w.sync(f.Pending()) })
-	// The test driver runs fyne.Do at once on the report's goroutine, which
-	// can race the render that asked; a desktop driver queues it after that
-	// render. Drawing the card again on each look stands for that queue.
-	content := func() fyne.CanvasObject { w.render(); return w.win.Content() }
+	fetch()
+	content := func() fyne.CanvasObject { return w.win.Content() }
 	got := waitLabel(t, content, "2 files changed (+2 −0)")
 	all := strings.Join(got, "\n")
 	for _, want := range []string{"M server.py  +1 −0", `A evil\x1b[31m.py  +1 −0`, "since the code you approved for epoch"} {
@@ -137,10 +160,12 @@ func TestCodeReportResizesCard(t *testing.T) {
 	held := heldCode{fakeCode: fakeCode{"apr_1": {Label: "notes", Root: "/src/notes", Since: "01J000000000000000000EPOCHA",
 		Epoch: "01J000000000000000000EPOCHB", Changes: changes}}, release: make(chan struct{})}
 	w.code = held
+	fetch := queueCode(w)
 	fyne.DoAndWait(func() { w.sync(f.Pending()) })
 	var before float32
 	fyne.DoAndWait(func() { before = w.win.Canvas().Size().Height })
 	close(held.release)
+	fetch()
 	waitLabel(t, func() fyne.CanvasObject { return w.win.Content() }, "5 files changed")
 	fyne.DoAndWait(func() {
 		if h := w.win.Canvas().Size().Height; h <= before+0.5 {
@@ -172,6 +197,7 @@ func TestEscapeClosesDiffDenyingNothing(t *testing.T) {
 	rep := codediff.Report{Label: "notes", Root: "/src/notes", Since: "01J000000000000000000EPOCHA", Epoch: "01J000000000000000000EPOCHB",
 		Changes: []codediff.Change{{Path: "server.py", Kind: codediff.Modified, Added: 1, Diff: "--- a/server.py\n+++ b/server.py\n@@ -1 +1,2 @@\n x\n+y\n"}}}
 	w.code = fakeCode{"apr_1": rep}
+	queueCode(w) // the card's own report is not needed here
 	fyne.DoAndWait(func() {
 		w.sync(f.Pending())
 		w.showDiff(rep)

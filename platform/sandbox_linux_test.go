@@ -334,8 +334,17 @@ func checkFindsTheServer(t *testing.T) {
 	if err != nil || exe != want {
 		t.Errorf("uid %d: the supervisor's server process %d runs %q (%v), want %s", os.Getuid(), p.Pid(), exe, err, want)
 	}
-	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Pid())); err != nil || !strings.Contains(string(env), supervisor.EpochEnv+"="+p.Epoch()) {
-		t.Errorf("uid %d: the server's environment cannot be read or lacks its epoch's mark (%v)", os.Getuid(), err)
+	// Right after the exec the kernel may still show the environment being
+	// set up (an empty read): look again, briefly.
+	var env []byte
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		env, err = os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Pid()))
+		if (err == nil && strings.Contains(string(env), supervisor.EpochEnv+"="+p.Epoch())) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || !strings.Contains(string(env), supervisor.EpochEnv+"="+p.Epoch()) {
+		t.Errorf("uid %d: the server's environment cannot be read or lacks its epoch's mark (%v; %d bytes)", os.Getuid(), err, len(env))
 	}
 	pid := p.Pid()
 	if err := p.Stop(ctx); err != nil {

@@ -329,6 +329,9 @@ func (a *App) serversAdd(args []string) error {
 		}
 	}
 	if _, err := a.editConfig(func(cfg *config.Config) error { return cfg.AddServer(label, s) }); err != nil {
+		if errors.Is(err, config.ErrExists) {
+			return fmt.Errorf("%w: change it with `portcullis servers edit %s`, or remove it first with `portcullis servers remove %s`", err, label, label)
+		}
 		return err
 	}
 	for _, n := range notes {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 )
 
@@ -51,6 +52,11 @@ var ErrManagedFloor = errors.New("refused by the managed policy")
 
 // maxManagedBytes bounds what is read of the managed policy file.
 const maxManagedBytes = 1 << 20
+
+// Same reports whether s and o say the same thing: the same file, policy
+// and reasons. The daemon reads the file again at each configuration
+// check and re-applies the floors only when it changed.
+func (s ManagedState) Same(o ManagedState) bool { return reflect.DeepEqual(s, o) }
 
 // ReadManaged reads the managed policy file at [ManagedFile]. The path is
 // fixed: no environment variable or flag chooses another, since the agent

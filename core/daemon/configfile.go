@@ -117,14 +117,21 @@ func (d *Daemon) loadLocked(always bool) (*config.Config, error) {
 	// The stamp is taken before the read: a change that lands between
 	// them is seen as a change at the next stat, never missed.
 	stamp := stampOf(path)
+	by := ""
 	if !always {
 		d.mu.Lock()
-		if stamp.same(d.cfgStamp) {
-			cfg, err := d.cfg, d.cfgErr
-			d.mu.Unlock()
-			return cfg, err
-		}
+		same, known := stamp.same(d.cfgStamp), d.managed
+		cfg, err := d.cfg, d.cfgErr
 		d.mu.Unlock()
+		if same {
+			// The file did not change; the managed policy may have (an
+			// administrator edited it): its floors are in force at once,
+			// recorded as the policy's change, not the person's.
+			if d.opts.readManaged().Same(known) {
+				return cfg, err
+			}
+			by = byManaged
+		}
 	}
 	cfg, data, err := loadConfig(path)
 	d.mu.Lock()
@@ -151,8 +158,12 @@ func (d *Daemon) loadLocked(always bool) (*config.Config, error) {
 	d.overridden = over
 	d.mu.Unlock()
 	cfg, data = d.holdWidening(applied, cfg, data, path)
-	return d.putInForce(cfg, data, "")
+	return d.putInForce(cfg, data, by)
 }
+
+// byManaged is who changed the configuration in force when only the
+// managed policy changed (putInForce's by).
+const byManaged = "managed policy"
 
 // putInForce makes cfg, parsed from data, the configuration in force, keeps
 // data as the last good copy, and when it changed records it in the audit
@@ -187,12 +198,13 @@ func (d *Daemon) putInForce(cfg *config.Config, data []byte, by string) (*config
 	}
 	if changed {
 		d.log.Info("configuration changed", "file", path, "by", by)
-		if old != nil && by == "" {
-			// What a person changed that bears on what agents may do is
-			// on the record, with the digest of the file that says so.
-			// (An edit by the person's tools was recorded before it was
-			// written, with who made it: see EditConfig.)
-			d.recordConfig(data, cfg, false)
+		if old != nil && (by == "" || by == byManaged) {
+			// What a person (or the managed policy) changed that bears on
+			// what agents may do is on the record, with the digest of the
+			// configuration in force. (An edit by the person's tools was
+			// recorded before it was written, with who made it: see
+			// EditConfig.)
+			_ = d.recordConfigBy(data, cfg, false, by)
 		}
 		if old == nil || !reflect.DeepEqual(old.Settings.Telemetry, cfg.Settings.Telemetry) {
 			d.followTelemetry(context.Background())
@@ -281,6 +293,12 @@ func (d *Daemon) watchConfig(ctx context.Context) error {
 			paths := []string{path}
 			if t != path {
 				paths = append(paths, t)
+			}
+			if d.opts.ReadManaged == nil {
+				// An administrator's edit of the managed policy is in
+				// force as soon as it is saved (or, where its directory
+				// does not exist yet, at the next periodic re-check).
+				paths = append(paths, config.ManagedFile)
 			}
 			if err := w.Set("config", paths); err != nil {
 				d.log.Warn("watching the configuration file", "err", err)

@@ -71,6 +71,9 @@ func (d *Daemon) refreshManaged() config.ManagedState {
 	old := d.managed
 	d.managed = m
 	d.mu.Unlock()
+	if !old.Same(m) {
+		d.log.Info("the managed policy changed", "file", m.File, "floors", m.Policy.Summary())
+	}
 	if old.Ignored != m.Ignored && m.Ignored != "" {
 		d.log.Warn("the managed policy file is not trusted and sets no floor", "file", m.File, "why", m.Ignored)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/portcullis/portcullis/core/config"
@@ -99,5 +100,63 @@ func TestManagedFloorsInForce(t *testing.T) {
 	check("after a hand edit")
 	if p := d.PendingChange(); p != nil {
 		t.Errorf("a hand edit below the floors is held: %+v", p)
+	}
+}
+
+// TestManagedPolicyEditedWhileRunning: an administrator's edit of the
+// managed policy is in force at the next configuration check although
+// config.json did not change; a floor lifted again widens what agents may
+// do, so it waits for the person like any other widening.
+func TestManagedPolicyEditedWhileRunning(t *testing.T) {
+	dir := t.TempDir()
+	dirs := paths.Dirs{Config: filepath.Join(dir, "config"), State: filepath.Join(dir, "state"), Runtime: filepath.Join(dir, "run")}
+	if err := dirs.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{Servers: map[string]config.Server{
+		"srv": {Command: "/bin/true", Tools: map[string]config.ToolPolicy{"write": {Policy: config.PolicyAllow}}},
+	}}
+	if err := config.Save(dirs.ConfigFile(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	managed := config.ManagedState{File: "/etc/portcullis/managed.json"}
+	set := func(m config.ManagedState) {
+		mu.Lock()
+		managed = m
+		mu.Unlock()
+	}
+	d, err := New(Options{Dirs: dirs, ReadManaged: func() config.ManagedState {
+		mu.Lock()
+		defer mu.Unlock()
+		return managed
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func() config.Policy {
+		t.Helper()
+		c, err := d.load(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Servers["srv"].Policy("write")
+	}
+	if p := write(); p != config.PolicyAllow {
+		t.Fatalf("no managed policy: write is %s, want allow", p)
+	}
+	set(config.ManagedState{File: "/etc/portcullis/managed.json", Policy: &config.Managed{AlwaysAsk: []string{"srv/write"}}})
+	if p := write(); p != config.PolicyApprove {
+		t.Errorf("after the managed policy says srv/write always asks: write is %s, want approve", p)
+	}
+	if st := d.Status().Managed; st == nil || len(st.Overridden) != 1 {
+		t.Errorf("status managed %+v, want the tool write overridden", st)
+	}
+	set(config.ManagedState{File: "/etc/portcullis/managed.json"})
+	if p := write(); p != config.PolicyApprove {
+		t.Errorf("after the floor was lifted: write is %s at once, want approve until the person confirms", p)
+	}
+	if d.PendingChange() == nil {
+		t.Error("the floor lifted: no change waits for the person")
 	}
 }

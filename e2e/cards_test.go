@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os/exec"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/ids"
@@ -61,6 +63,17 @@ func TestOneCardForTwoRunsOfOneRebuild(t *testing.T) {
 	}
 
 	first, ca, cb := both("first use")
+	// The audit log names every run the card decides, not its first alone.
+	var also []audit.RunEpoch
+	for _, e := range eventsOf(t, s.home, audit.TypeApprovalRequested, string(runA)) {
+		var f audit.ApprovalRequested
+		if err := json.Unmarshal(e.Fields, &f); err == nil && f.Request == string(first.ID) {
+			also = f.AlsoRuns
+		}
+	}
+	if len(also) != 1 || also[0].AgentRun != string(runB) || also[0].Epoch == "" {
+		t.Errorf("approval_requested %s: alsoRuns %+v, want run %s with its epoch", first.ID, also, runB)
+	}
 	out := decideCLI(t, s.home, "approve", string(first.ID))
 	if !strings.Contains(out, "decides 2 agent runs") {
 		t.Errorf("approve printed %q, want it to say both runs were decided", out)

@@ -250,6 +250,16 @@ type ApprovalRequested struct {
 	// name → the tool's digest in CatalogRevision (the catalog's tool
 	// digest, "sha256:<hex>").
 	ToolContracts map[string]string `json:"toolContracts,omitempty"`
+	// AlsoRuns are the other agent runs the card decides (runs of the same
+	// agent program whose new epochs run the same code), each with its
+	// epoch; AgentRun and Epoch are the card's first.
+	AlsoRuns []RunEpoch `json:"alsoRuns,omitempty"`
+}
+
+// RunEpoch is one agent run and the epoch a card asks about for it.
+type RunEpoch struct {
+	AgentRun string `json:"agentRun"`
+	Epoch    string `json:"epoch,omitempty"`
 }
 
 // Channels of Decider.Channel: where the person decided.

@@ -216,8 +216,18 @@ func (d *Daemon) approvalRequested(r authz.Request) {
 		Request: string(r.ID), AgentRun: string(r.Card.AgentRun), ServerLabel: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch), Identity: r.Card.Identity,
 		CatalogRevision: r.Card.CatalogRevision, ToolScope: r.Card.ToolScope, CredentialScope: r.Card.CredentialScope,
 		Reason: r.Card.Reason, OtherTools: r.Card.OtherTools, Stale: r.Card.Stale, ServerRequest: serverRequestKind(r.Card),
-		ToolContracts: r.Card.ToolContracts,
+		ToolContracts: r.Card.ToolContracts, AlsoRuns: alsoRuns(r.Card),
 	})
+}
+
+// alsoRuns lists, for the audit log, the runs a folded card decides
+// besides its own.
+func alsoRuns(c authz.Card) []audit.RunEpoch {
+	var out []audit.RunEpoch
+	for _, rc := range c.AlsoRuns {
+		out = append(out, audit.RunEpoch{AgentRun: string(rc.AgentRun), Epoch: string(rc.CurrentEpoch)})
+	}
+	return out
 }
 
 // approvalGranted records a grant in the audit log before it can be used;

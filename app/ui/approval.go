@@ -352,7 +352,12 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 			return
 		}
 	}
-	w.queue = slices.Delete(w.queue, w.cur, w.cur+1)
+	// Found again: the authority's event for this decision may have
+	// taken it off the queue already (Fyne's test driver runs that
+	// event's update at once, during DecideInput).
+	if i := slices.IndexFunc(w.queue, func(x authz.Request) bool { return x.ID == r.ID }); i >= 0 {
+		w.queue = slices.Delete(w.queue, i, i+1)
+	}
 	delete(w.picked, string(r.ID))
 	delete(w.skipped, string(r.ID))
 	if w.cur >= len(w.queue) && w.cur > 0 {

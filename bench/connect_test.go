@@ -2,9 +2,7 @@ package bench
 
 import (
 	"context"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,33 +53,9 @@ var connectStages = []struct{ name, msg, also string }{
 func BenchmarkConnect(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
-	pc := os.Getenv("PORTCULLIS_BENCH_BINARY")
-	if pc == "" {
-		if pc, err = harness.BuildPortcullis(ctx, root, dir); err != nil {
-			b.Fatal(err)
-		}
-	}
-	echo, err := harness.BuildServer(ctx, root, dir, "echo", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	home, err := harness.NewHome(pc, filepath.Join(dir, "home"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := home.AddServer(ctx, "echo", nil, echo); err != nil {
-		b.Fatal(err)
-	}
 	logs := &harness.SyncBuffer{}
-	d, err := home.StartDaemon(ctx, logs)
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := startEchoDaemon(ctx, b, "home", logs)
+	home, d, echo := e.home, e.daemon, e.echo
 	defer d.Stop(30 * time.Second) // on a failure; stopped below
 	connect := func(cmd *exec.Cmd) (time.Time, time.Time) {
 		client := mcp.NewClient(&mcp.Implementation{Name: "connect-bench", Version: "1.0.0"}, nil)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -286,34 +285,9 @@ func startFleet(b *testing.B, name string) *fleet {
 	}
 	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
 	defer cancel()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
-	pc := os.Getenv("PORTCULLIS_BENCH_BINARY")
-	if pc == "" {
-		if pc, err = harness.BuildPortcullis(ctx, root, dir); err != nil {
-			b.Fatal(err)
-		}
-	}
-	echo, err := harness.BuildServer(ctx, root, dir, "echo", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	home, err := harness.NewHome(pc, filepath.Join(dir, name+"-home"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := home.AddServer(ctx, "echo", nil, echo); err != nil {
-		b.Fatal(err)
-	}
 	logs := &harness.SyncBuffer{}
-	d, err := home.StartDaemon(ctx, logs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return &fleet{home: home, daemon: d, logs: logs}
+	e := startEchoDaemon(ctx, b, name+"-home", logs)
+	return &fleet{home: e.home, daemon: e.daemon, logs: logs}
 }
 
 // grow connects agent runs (connectParallel at a time) until n are

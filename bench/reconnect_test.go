@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -33,35 +31,8 @@ import (
 func BenchmarkReconnect(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
-	pc := os.Getenv("PORTCULLIS_BENCH_BINARY")
-	if pc == "" {
-		if pc, err = harness.BuildPortcullis(ctx, root, dir); err != nil {
-			b.Fatal(err)
-		}
-	}
-	echo, err := harness.BuildServer(ctx, root, dir, "echo", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	home, err := harness.NewHome(pc, filepath.Join(dir, "home"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := home.AddServer(ctx, "echo", nil, echo); err != nil {
-		b.Fatal(err)
-	}
-	if err := home.SetToolPolicy("echo", config.PolicyAllow, "echo"); err != nil {
-		b.Fatal(err)
-	}
-	d, err := home.StartDaemon(ctx, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := startEchoDaemon(ctx, b, "home", nil, "echo")
+	home, d := e.home, e.daemon
 	defer d.Stop(5 * time.Second) // killed below
 	client := mcp.NewClient(&mcp.Implementation{Name: "reconnect-bench", Version: "1.0.0"}, nil)
 	a, err := harness.Connect(ctx, client, home.ConnectCommand("echo"), &mcp.ClientSessionOptions{ProtocolVersion: Protocol})

@@ -21,11 +21,7 @@ import (
 // `approvals --diff` the lines themselves, the escape sequence written out
 // visibly, never sent raw to the terminal.
 func TestCardShowsTheCodeThatChanged(t *testing.T) {
-	py := realPython(t)
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := writeTree(t, map[string]string{"src/worker.py": loopWorker, "README": "a server\n"})
 	if git, err := exec.LookPath("git"); err == nil {
 		if out, err := exec.Command(git, "init", "-q", dir).CombinedOutput(); err != nil {
 			t.Fatalf("git init: %v: %s", err, out)
@@ -34,28 +30,12 @@ func TestCardShowsTheCodeThatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := filepath.Join(dir, "src")
-	if err := os.Mkdir(src, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	worker := filepath.Join(src, "worker.py")
-	if err := os.WriteFile(worker, []byte(loopWorker), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("a server\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ledger := filepath.Join(t.TempDir(), "ledger")
 	h := newHome(t)
 	const label = "reviewed"
-	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--watch", src}, py, worker, ledger); err != nil {
-		t.Fatal(err)
-	}
+	addPython(t, h, label, []string{"--watch", src}, worker, filepath.Join(t.TempDir(), "ledger"))
 	startDaemon(t, h)
-	a := connectListChanged(t, h, label, "2025-06-18")
-	ctx := testContext(t, 3*time.Minute)
-	if _, err := a.Session.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	a := listedAgent(t, h, label)
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
 	first := waitApproval(t, h, "the first write", forTool("write", epochA))
@@ -127,35 +107,19 @@ func TestCardShowsTheCodeThatChanged(t *testing.T) {
 // hold no changed file, and the card says that the code changed where the
 // copies do not look, never "no file changed".
 func TestCardDoesNotClaimNoChangeForIgnoredCode(t *testing.T) {
-	py := realPython(t)
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, ".git"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeTree(t, map[string]string{
+		".git/":         "", // a work tree is found by its .git entry
+		"src/worker.py": loopWorker,
+		"src/helper.py": "def run():\n    return 1\n",
+		".gitignore":    "helper.py\n",
+	})
 	src := filepath.Join(dir, "src")
-	worker, helper := filepath.Join(src, "worker.py"), filepath.Join(src, "helper.py")
-	for p, text := range map[string]string{worker: loopWorker, helper: "def run():\n    return 1\n", filepath.Join(dir, ".gitignore"): "helper.py\n"} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	helper := filepath.Join(src, "helper.py")
 	h := newHome(t)
 	const label = "hidden"
-	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--watch", src}, py, worker, filepath.Join(t.TempDir(), "ledger")); err != nil {
-		t.Fatal(err)
-	}
+	addPython(t, h, label, []string{"--watch", src}, filepath.Join(src, "worker.py"), filepath.Join(t.TempDir(), "ledger"))
 	startDaemon(t, h)
-	a := connectListChanged(t, h, label, "2025-06-18")
-	ctx := testContext(t, 3*time.Minute)
-	if _, err := a.Session.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	a := listedAgent(t, h, label)
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
 	decideCLI(t, h, "approve", string(waitApproval(t, h, "the first write", forTool("write", epochA)).ID))

@@ -30,32 +30,16 @@ var stateWorker = strings.Replace(loopWorker, `            with open(ledger, "a"
 // the same process. A .gitignore written to hide the code is a change
 // itself, and hides nothing.
 func TestServerStateInWatchedTreeKeepsEpoch(t *testing.T) {
-	py := realPython(t)
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	if !strings.Contains(stateWorker, "server.log") {
 		t.Fatal("stateWorker was not derived from loopWorker")
 	}
-	for name, content := range map[string]string{"worker.py": stateWorker, ".gitignore": "ledger.jsonl\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeTree(t, map[string]string{"worker.py": stateWorker, ".gitignore": "ledger.jsonl\n"})
 	ledger := filepath.Join(dir, "ledger.jsonl")
 	h := newHome(t)
 	const label = "ledger"
-	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--cwd", dir, "--watch", dir},
-		py, filepath.Join(dir, "worker.py"), ledger); err != nil {
-		t.Fatal(err)
-	}
+	addPython(t, h, label, []string{"--cwd", dir, "--watch", dir}, filepath.Join(dir, "worker.py"), ledger)
 	startDaemon(t, h)
-	a := connectListChanged(t, h, label, "2025-06-18")
-	ctx := testContext(t, 3*time.Minute)
-	if _, err := a.Session.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	a := listedAgent(t, h, label)
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "0"})
 	decideCLI(t, h, "approve", string(waitApproval(t, h, "the first write", forTool("write", epochA)).ID))
@@ -108,26 +92,14 @@ func TestServerStateInWatchedTreeKeepsEpoch(t *testing.T) {
 // the code that runs may have: the card of the next call names the
 // variable, never "no measured file changed".
 func TestEnvironmentEditOnCard(t *testing.T) {
-	py := realPython(t)
-	dir := t.TempDir()
-	worker := filepath.Join(dir, "worker.py")
-	if err := os.WriteFile(worker, []byte(loopWorker), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeTree(t, map[string]string{"worker.py": loopWorker, "inject/": ""})
 	inject := filepath.Join(dir, "inject")
-	if err := os.Mkdir(inject, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ledger := filepath.Join(dir, "ledger")
 	h := newHome(t)
 	const label = "envpy"
-	addServer(t, h, label, py, worker, ledger)
+	addPython(t, h, label, nil, filepath.Join(dir, "worker.py"), filepath.Join(dir, "ledger"))
 	startDaemon(t, h)
-	a := connectListChanged(t, h, label, "2025-06-18")
+	a := listedAgent(t, h, label)
 	ctx := testContext(t, 3*time.Minute)
-	if _, err := a.Session.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
 	decideCLI(t, h, "approve", string(waitApproval(t, h, "write on A", forTool("write", epochA)).ID))
@@ -191,15 +163,8 @@ func TestNodemonEditClosesGate(t *testing.T) {
 	if _, err := os.Stat(nodemon); err != nil {
 		t.Skipf("nodemon is not installed in %s (bash scripts/test-deps.sh)", npm)
 	}
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := filepath.Join(dir, "server.js")
-	if err := os.WriteFile(server, []byte(nodeWorker), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ledger := filepath.Join(dir, "ledger.txt")
+	dir := writeTree(t, map[string]string{"server.js": nodeWorker})
+	server, ledger := filepath.Join(dir, "server.js"), filepath.Join(dir, "ledger.txt")
 	h := newHome(t)
 	const label = "nodemon"
 	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--cwd", dir},
@@ -207,11 +172,7 @@ func TestNodemonEditClosesGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, h)
-	a := connectListChanged(t, h, label, "2025-06-18")
-	ctx := testContext(t, 3*time.Minute)
-	if _, err := a.Session.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	a := listedAgent(t, h, label)
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
 	decideCLI(t, h, "approve", string(waitApproval(t, h, "write on A", forTool("write", epochA)).ID))

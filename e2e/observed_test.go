@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,78 +17,6 @@ import (
 	"github.com/portcullis/portcullis/core/control"
 )
 
-// loopWorker is a stdio MCP server (legacy handshake) in Python: "write"
-// appends "PID TEXT" to the ledger file named by its first argument;
-// "restart" answers, then exits, so that the shell loop around it starts a
-// new worker behind the same pipe.
-const loopWorker = `import json, os, sys
-ledger = sys.argv[1]
-tools = [
-    {"name": "write", "description": "writes to the ledger", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
-    {"name": "restart", "description": "the worker exits after answering", "inputSchema": {"type": "object"}},
-]
-def send(m):
-    sys.stdout.write(json.dumps(m) + "\n")
-    sys.stdout.flush()
-for line in sys.stdin:
-    m = json.loads(line)
-    if "id" not in m:
-        continue
-    meth, i = m.get("method"), m["id"]
-    if meth == "initialize":
-        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "loop-worker", "version": "1"}}})
-    elif meth == "tools/list":
-        send({"jsonrpc": "2.0", "id": i, "result": {"tools": tools}})
-    elif meth == "tools/call":
-        name = m["params"]["name"]
-        if name == "write":
-            with open(ledger, "a") as f:
-                f.write("%d %s\n" % (os.getpid(), m["params"]["arguments"]["text"]))
-            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "pid=%d" % os.getpid()}]}})
-        else:
-            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "pid=%d" % os.getpid()}]}})
-            sys.exit(0)
-    elif meth == "ping":
-        send({"jsonrpc": "2.0", "id": i, "result": {}})
-    else:
-        send({"jsonrpc": "2.0", "id": i, "error": {"code": -32601, "message": "method not found"}})
-`
-
-// realPython is the Python interpreter itself (not a version manager's
-// shim), or the test is skipped.
-func realPython(t *testing.T) string {
-	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	out, err := exec.Command(py, "-c", "import os, sys; print(os.path.realpath(sys.executable))").Output()
-	if err != nil {
-		t.Skipf("python3: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// readLedger returns the ledger's lines as (pid, text).
-func readLedger(t *testing.T, path string) [][2]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out [][2]string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pid, text, _ := strings.Cut(sc.Text(), " ")
-		out = append(out, [2]string{pid, text})
-	}
-	return out
-}
-
 // TestWatchLoopSwapIsObserved is the seed's harder case: a shell loop owns
 // the stdio pipe and swaps its Python worker behind it. The supervisor
 // observes the new worker: a new epoch appears, the old grant never reaches
@@ -97,23 +24,15 @@ func readLedger(t *testing.T, path string) [][2]string {
 // a new approval, and after it the new worker acts. The audit log records
 // server_replaced with cause observed and both identities.
 func TestWatchLoopSwapIsObserved(t *testing.T) {
-	py := realPython(t)
-	dir := t.TempDir()
-	worker := filepath.Join(dir, "worker.py")
-	if err := os.WriteFile(worker, []byte(loopWorker), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ledger := filepath.Join(dir, "ledger")
+	dir := writeTree(t, map[string]string{"worker.py": loopWorker})
+	worker, ledger := filepath.Join(dir, "worker.py"), filepath.Join(dir, "ledger")
 	h := newHome(t)
 	const label = "loop"
-	addServer(t, h, label, "/bin/sh", "-c", "while :; do "+py+" "+worker+" "+ledger+"; done")
+	addServer(t, h, label, "/bin/sh", "-c", "while :; do "+realPython(t)+" "+worker+" "+ledger+"; done")
 	allowTools(t, h, label, "restart")
 	startDaemon(t, h)
-	a := connectListChanged(t, h, label, "2025-06-18")
+	a := listedAgent(t, h, label)
 	ctx := testContext(t, 3*time.Minute)
-	if _, err := a.Session.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
 	epochA := epochOf(t, h, a.PID(), "")
 
 	// The first write is approved for the run and reaches worker A.
@@ -225,29 +144,14 @@ func TestImportedCodeEditIsNewEpoch(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, err := filepath.EvalSymlinks(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rel, content := range tc.files {
-				p := filepath.Join(dir, rel)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			dir := writeTree(t, tc.files)
 			ledger := filepath.Join(dir, "ledger")
 			h := newHome(t)
 			const label = "imported"
 			addServer(t, h, label, tc.command(t, dir, ledger)...)
 			startDaemon(t, h)
-			a := connectListChanged(t, h, label, "2025-06-18")
+			a := listedAgent(t, h, label)
 			ctx := testContext(t, 3*time.Minute)
-			if _, err := a.Session.ListTools(ctx, nil); err != nil {
-				t.Fatal(err)
-			}
 			epochA := epochOf(t, h, a.PID(), "")
 			pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
 			decideCLI(t, h, "approve", string(waitApproval(t, h, "write on A", forTool("write", epochA)).ID))
@@ -322,12 +226,8 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 	if err != nil {
 		t.Skip("no node")
 	}
-	dir := t.TempDir()
-	worker := filepath.Join(dir, "worker.js")
-	if err := os.WriteFile(worker, []byte(nodeWorker), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ledger := filepath.Join(dir, "ledger")
+	dir := writeTree(t, map[string]string{"worker.js": nodeWorker})
+	worker, ledger := filepath.Join(dir, "worker.js"), filepath.Join(dir, "ledger")
 	h := newHome(t)
 	const label = "nodemon"
 	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--cwd", dir, "--sandbox", "off"}, // the ledger tells workers apart by their own pid: no PID namespace
@@ -335,11 +235,7 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	startDaemon(t, h)
-	a := connectListChanged(t, h, label, "2025-06-18")
-	ctx := testContext(t, 3*time.Minute)
-	if _, err := a.Session.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	a := listedAgent(t, h, label)
 	runA := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(""))
 	epochA := runA.Epoch
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "first"})
@@ -397,29 +293,14 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 // after an edit is held and answered by the new epoch's process, never by
 // the old one.
 func TestCallRightAfterEditWaits(t *testing.T) {
-	py := realPython(t)
-	dir := t.TempDir()
-	worker := filepath.Join(dir, "worker.py")
-	if err := os.WriteFile(worker, []byte("import helper\n"+loopWorker), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	helper := filepath.Join(dir, "helper.py")
-	if err := os.WriteFile(helper, []byte("VERSION = 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ledger := filepath.Join(dir, "ledger")
+	dir := writeTree(t, map[string]string{"worker.py": "import helper\n" + loopWorker, "helper.py": "VERSION = 1\n"})
+	helper, ledger := filepath.Join(dir, "helper.py"), filepath.Join(dir, "ledger")
 	h := newHome(t)
 	const label = "edited"
-	if err := h.AddServer(testContext(t, 30*time.Second), label, []string{"--watch", helper}, py, worker, ledger); err != nil {
-		t.Fatal(err)
-	}
+	addPython(t, h, label, []string{"--watch", helper}, filepath.Join(dir, "worker.py"), ledger)
 	allowTools(t, h, label, "write")
 	startDaemon(t, h)
-	a := connectListChanged(t, h, label, "2025-06-18")
-	ctx := testContext(t, 3*time.Minute)
-	if _, err := a.Session.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	a := listedAgent(t, h, label)
 	runA := waitRun(t, h, a.PID(), buildWait, "ready", readyOn(""))
 	epochA := runA.Epoch
 	pidA := strings.TrimPrefix(callText(t, a.Session, "write", map[string]any{"text": "before"}), "pid=")

@@ -183,6 +183,11 @@ func NewInputCheck() InputCheck {
 // judgeWait bounds how long Judge waits for the X server's answer.
 const judgeWait = 2 * time.Second
 
+// Judge tells where the press just before it came from. It hands the
+// question to the thread that owns the X connection (woken through the
+// pipe), which syncs with the server and applies JudgePresses; it answers
+// unknown, with the reason, when that thread has too many questions queued,
+// has stopped, or does not answer within judgeWait.
 func (x *x11Input) Judge() daemon.WindowInput {
 	ch := make(chan daemon.WindowInput, 1)
 	select {
@@ -206,6 +211,8 @@ func (x *x11Input) Judge() daemon.WindowInput {
 // Unknown: an X11 session with XInput 2 can tell.
 func (x *x11Input) Unknown() daemon.WindowInput { return daemon.WindowInput{} }
 
+// Close stops the event reader and waits for it, then closes its wake-up
+// pipe.
 func (x *x11Input) Close() error {
 	x.once.Do(func() {
 		x.closing.Store(true)

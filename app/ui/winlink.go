@@ -48,7 +48,9 @@ type Command struct {
 	Body  string `json:"body,omitempty"`
 }
 
-// Commands of the window process.
+// CmdApprovals and the other Cmd… constants are a Command's Op: each names
+// what the window process opens or brings forward, with the Command's
+// fields it uses.
 const (
 	CmdApprovals = "approvals" // the approval window
 	CmdRequest   = "request"   // the approval window on Request, or what became of it
@@ -61,11 +63,13 @@ const (
 	CmdNotify    = "notify"    // Fyne's notification (Title, Body), where the system has no other
 )
 
-// Batch is what Next returns: what happened since the last Next.
+// Batch is what Next returns: what happened since the last Next. One
+// blocking call carries all three, so the window process learns of changes
+// without a second channel or a timer.
 type Batch struct {
-	Changed  bool          `json:"changed,omitempty"`
-	Events   []authz.Event `json:"events,omitempty"`
-	Commands []Command     `json:"commands,omitempty"`
+	Changed  bool          `json:"changed,omitempty"`  // the daemon's state changed (Daemon.Changes)
+	Events   []authz.Event `json:"events,omitempty"`   // approval events (Approvals.Subscribe)
+	Commands []Command     `json:"commands,omitempty"` // what the app asks to show
 }
 
 // Link error codes: the sentinel errors the window tells apart.
@@ -83,7 +87,9 @@ type DecideArgs struct {
 	Input *daemon.WindowInput `json:"input,omitempty"`
 }
 
-// LinkError is an error answered over the link.
+// LinkError is an error answered over the link as a value: net/rpc carries
+// only an error's text, and the window process tells the sentinel errors
+// apart by Code (a link error code, "" for any other error).
 type LinkError struct {
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message"`

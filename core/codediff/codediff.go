@@ -57,9 +57,9 @@ type File struct {
 	// Digest is the SHA-256 of the content, hex; empty for a file past
 	// Limits.MaxReadBytes, which cannot be compared.
 	Digest string `json:"digest"`
-	Size   int64  `json:"size"`           // bytes
-	Text   string `json:"text,omitempty"` // the content, for a text file within the limits
-	Binary bool   `json:"binary,omitempty"`
+	Size   int64  `json:"size"`             // bytes
+	Text   string `json:"text,omitempty"`   // the content, for a text file within the limits
+	Binary bool   `json:"binary,omitempty"` // not text: compared by digest, no lines shown
 	// Kept is false for a text file whose content the limits left out:
 	// only its digest can be compared.
 	Kept bool `json:"kept,omitempty"`
@@ -67,8 +67,8 @@ type File struct {
 
 // Snapshot is a source tree's files as one epoch's launch found them.
 type Snapshot struct {
-	Root    string          `json:"root"`
-	Epoch   string          `json:"epoch,omitempty"`
+	Root    string          `json:"root"`            // the tree's path (SourceRoot)
+	Epoch   string          `json:"epoch,omitempty"` // the epoch whose launch it was taken at
 	TakenAt time.Time       `json:"takenAt"`
 	Files   map[string]File `json:"files"` // slash-separated path below Root → file
 	// Omitted counts the files not recorded at all: past Limits.MaxFiles,

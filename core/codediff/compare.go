@@ -13,7 +13,9 @@ import (
 	udiff "github.com/aymanbagabas/go-udiff"
 )
 
-// Change kinds.
+// Added, Removed and Modified are the Kind of a Change: the file is only
+// in the new snapshot, only in the old one, or in both with another
+// content. They are strings because reports are JSON (approvals --json).
 const (
 	Added    = "added"
 	Removed  = "removed"
@@ -22,7 +24,7 @@ const (
 
 // Change is one file that differs between two snapshots.
 type Change struct {
-	Path    string `json:"path"`
+	Path    string `json:"path"`              // slash-separated, below the snapshots' Root
 	Kind    string `json:"kind"`              // Added, Removed, Modified
 	Added   int    `json:"added,omitempty"`   // lines
 	Removed int    `json:"removed,omitempty"` // lines
@@ -36,12 +38,14 @@ type Change struct {
 // Report is what changed in a server's source tree since the code the
 // person last approved: the card's "code" section.
 type Report struct {
-	Label string `json:"label"`
-	Root  string `json:"root,omitempty"`
+	Label string `json:"label"`          // the server's label
+	Root  string `json:"root,omitempty"` // the source tree compared (SourceRoot)
 	// Since is the approved epoch the tree is compared with, and when its
 	// snapshot was taken; empty when there is none (Note says why).
 	Since   string    `json:"since,omitempty"`
 	SinceAt time.Time `json:"sinceAt,omitzero"`
+	// Epoch is the epoch whose code the request would approve, and
+	// TakenAt when its snapshot was taken.
 	Epoch   string    `json:"epoch,omitempty"`
 	TakenAt time.Time `json:"takenAt,omitzero"`
 	Changes []Change  `json:"changes,omitempty"`

@@ -62,7 +62,8 @@ func (s ManagedState) Same(o ManagedState) bool { return reflect.DeepEqual(s, o)
 // fixed: no environment variable or flag chooses another, since the agent
 // runs as the person and could point it at a file of its own. The file is
 // trusted only when it and every directory above it are owned by root and
-// writable by no one else (docs/TEAMS.md); otherwise State.Ignored says why.
+// writable by no one else (docs/TEAMS.md); otherwise ManagedState.Ignored
+// says why.
 // A missing file is no policy.
 func ReadManaged() ManagedState { return readManaged(ManagedFile) }
 

@@ -29,14 +29,22 @@ import (
 // RunRecordName is the name of the run record in the state directory.
 const RunRecordName = "daemon-record.json"
 
-// RunRecordPath is the run record of a data directory.
+// RunRecordPath is the path of the run record of the data directory d:
+// RunRecordName in its state directory, outside the audit directory, so
+// that moving the audit log aside does not take the record with it.
 func RunRecordPath(d paths.Dirs) string { return filepath.Join(d.State, RunRecordName) }
 
 // runRecordVersion is the Version of the records this daemon writes.
 const runRecordVersion = 1
 
-// RunRecord is the contents of the run record.
+// RunRecord is the contents of the run record: that the daemon has run on
+// this data directory, an event its audit log must still hold, and the
+// configuration in force at that event. A later start finds a deleted log
+// or record by it, and holds what widens trust past that configuration for
+// the person.
 type RunRecord struct {
+	// Version is the record's format (runRecordVersion); a record of
+	// another version is refused (ErrBadRunRecord), never guessed at.
 	Version int `json:"version"`
 	// Starts counts the daemon's starts on this data directory.
 	Starts uint64 `json:"starts"`
@@ -50,11 +58,13 @@ type RunRecord struct {
 	ConfigDigest string `json:"configDigest"`
 }
 
-// RecordHead names one event of the audit log.
+// RecordHead names one event of the audit log by its file, sequence number
+// and hash: enough for a later start to find it and tell whether the log
+// still holds that very event, not just one with the same number.
 type RecordHead struct {
 	File string `json:"file"` // the log file it was written to (audit-000001.jsonl)
-	Seq  uint64 `json:"seq"`
-	Hash string `json:"hash"`
+	Seq  uint64 `json:"seq"`  // the event's audit.Event.Seq
+	Hash string `json:"hash"` // the event's audit.Event.Hash
 }
 
 // ErrBadRunRecord is wrapped by ReadRunRecord's error for a record that is
@@ -280,7 +290,9 @@ func recordedConfig(ev audit.Event) (digest string, ok bool) {
 // is what the run record names. The fields are DaemonStarted.
 const TypeDaemonStarted = "daemon_started"
 
-// DaemonStarted is the fields of daemon_started.
+// DaemonStarted is the fields of daemon_started: the start's count and
+// what it found, on the record, so that a reader of the log sees each
+// start and the configuration it put in force.
 type DaemonStarted struct {
 	// Starts counts the daemon's starts on this data directory, this one
 	// included.

@@ -35,9 +35,9 @@ const (
 // its Origin, the name of the device it came from ("" when none), and, for
 // a synthetic or unknown origin, why, in a clause a sentence can carry.
 type WindowInput struct {
-	Origin InputOrigin
-	Device string
-	Reason string
+	Origin InputOrigin // device, synthetic or unknown; "" means unknown
+	Device string      // the input device's name, "" when none was seen
+	Reason string      // why the origin is synthetic or unknown, for the card
 }
 
 // Refusal kind of the decision_refused event of a window approval whose

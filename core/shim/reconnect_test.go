@@ -33,9 +33,11 @@ type fakeDaemon struct {
 	conns  chan *connected
 }
 
+// newFakeDaemon returns a fakeDaemon at a new socket in a short temporary
+// directory (Unix socket paths are limited); nothing listens there yet.
 func newFakeDaemon(t *testing.T) *fakeDaemon {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "shim-") // short: Unix socket paths are limited
+	dir, err := os.MkdirTemp("", "shim-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +49,14 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 // as run run.
 func (f *fakeDaemon) serve(pid int, run string) {
 	f.t.Helper()
+	f.serveReply(control.Reply{OK: true, Run: ids.RunID("R-" + run), DaemonPID: pid}, 0)
+}
+
+// serveReply starts a daemon at the socket that answers each connect with
+// reply. After n connects (0: no limit) it accepts no more, though it still
+// listens: a shim that connects again waits for a reply that never comes.
+func (f *fakeDaemon) serveReply(reply control.Reply, n int) {
+	f.t.Helper()
 	_ = os.Remove(f.socket)
 	ln, err := net.Listen("unix", f.socket)
 	if err != nil {
@@ -54,8 +64,12 @@ func (f *fakeDaemon) serve(pid int, run string) {
 	}
 	f.ln = ln
 	f.t.Cleanup(func() { ln.Close() })
+	rb, err := json.Marshal(reply)
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	go func() {
-		for {
+		for accepted := 0; n == 0 || accepted < n; {
 			c, err := ln.Accept()
 			if err != nil {
 				return
@@ -67,7 +81,7 @@ func (f *fakeDaemon) serve(pid int, run string) {
 				c.Close()
 				continue
 			}
-			rb, _ := json.Marshal(control.Reply{OK: true, Run: ids.RunID("R-" + run), DaemonPID: pid})
+			accepted++
 			_, _ = c.Write(append(rb, '\n'))
 			f.conns <- &connected{hello: h, daemonSide: newDaemonSide(f.t, &bufConn{Conn: c, r: br})}
 		}
@@ -93,7 +107,9 @@ func (f *fakeDaemon) next() *connected {
 	return nil
 }
 
-// agentSide is an agent running the shim against a fakeDaemon.
+// agentSide is an agent running the shim against a fakeDaemon: the
+// agent's side of the shim's stdin, what the shim writes to stdout and
+// stderr, and Run's exit status.
 type agentSide struct {
 	w    *io.PipeWriter
 	out  *lines
@@ -101,6 +117,9 @@ type agentSide struct {
 	code <-chan int
 }
 
+// startAgent runs the shim for label "x" against f with the options o
+// (Socket, Label and the standard streams are set here; ReconnectWait is 5 s
+// unless o sets it) until the test ends.
 func startAgent(t *testing.T, f *fakeDaemon, o Options) *agentSide {
 	t.Helper()
 	in, w := io.Pipe()

@@ -56,38 +56,8 @@ func (l *lines) answer(t *testing.T, id string, n int) json.RawMessage {
 	}
 }
 
-// fakeDaemonAt accepts one connect on the Unix socket socket, replies OK
-// and hands the connection to the test.
-func fakeDaemonAt(t *testing.T, socket string) (string, <-chan net.Conn) {
-	t.Helper()
-	return fakeDaemonReplying(t, socket, `{"ok":true,"run":"R"}`)
-}
-
-// fakeDaemonReplying is fakeDaemonAt answering the connect with reply.
-func fakeDaemonReplying(t *testing.T, socket, reply string) (string, <-chan net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		br := bufio.NewReader(c)
-		if _, err := br.ReadBytes('\n'); err != nil {
-			c.Close()
-			return
-		}
-		_, _ = c.Write([]byte(reply + "\n"))
-		ch <- &bufConn{Conn: c, r: br}
-	}()
-	return socket, ch
-}
-
+// bufConn is a connection whose reads go through r, which may hold what
+// was read past the Hello.
 type bufConn struct {
 	net.Conn
 	r *bufio.Reader
@@ -139,48 +109,43 @@ func (d *daemonSide) send(line string) {
 	}
 }
 
-// relayed is a shim running against a fake daemon that it has connected to.
+// relayed is a shim running against a fake daemon that it has connected
+// to, and the daemon's side of that connection.
 type relayed struct {
-	agentW *io.PipeWriter // the agent's side of the shim's stdin
-	out    *lines         // the shim's stdout
-	errs   *lines         // the shim's stderr
-	code   <-chan int     // Run's exit status
-	d      *daemonSide
+	*agentSide
+	d *connected
 }
 
 // startRelay runs the shim for label "x" with a message limit of limit
 // (0: the default) and waits until it connected to a fake daemon.
 func startRelay(t *testing.T, limit int) *relayed {
 	t.Helper()
-	return startRelayReplying(t, Options{MaxMessage: limit}, `{"ok":true,"run":"R"}`)
+	return startRelayReplying(t, Options{MaxMessage: limit}, control.Reply{OK: true, Run: "R"})
 }
 
-// startRelayReplying is startRelay with the options o (Socket, Label and
-// the standard streams are set here) and a daemon that answers the
-// connect with reply.
-func startRelayReplying(t *testing.T, o Options, reply string) *relayed {
+// startRelayReplying is startRelay with the options o (as startAgent sets
+// them) and a daemon that answers the connect with reply and accepts no
+// other connect.
+func startRelayReplying(t *testing.T, o Options, reply control.Reply) *relayed {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "shim-") // short: Unix socket paths are limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket, conns := fakeDaemonReplying(t, filepath.Join(dir, "s"), reply)
-	agentIn, agentW := io.Pipe()
-	r := &relayed{agentW: agentW, out: &lines{}, errs: &lines{}}
-	code := make(chan int, 1)
-	r.code = code
-	go func() {
-		o.Socket, o.Label, o.Stdin, o.Stdout, o.Stderr = socket, "x", agentIn, r.out, r.errs
-		code <- Run(context.Background(), o)
-	}()
+	f := newFakeDaemon(t)
+	f.serveReply(reply, 1)
+	a := startAgent(t, f, o)
+	return &relayed{agentSide: a, d: f.next()}
+}
+
+// wantExit waits up to 5 s for the shim's exit status and fails t unless
+// it is want.
+func wantExit(t *testing.T, code <-chan int, want int) {
+	t.Helper()
 	select {
-	case c := <-conns:
-		r.d = newDaemonSide(t, c)
+	case c := <-code:
+		if c != want {
+			t.Errorf("exit code %d, want %d", c, want)
+		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the shim did not connect")
+		t.Fatal("the shim did not exit")
 	}
-	return r
 }
 
 // TestRelayOversized: lines over the limit are handled by the id they
@@ -190,7 +155,7 @@ func TestRelayOversized(t *testing.T) {
 	const limit = 4096
 	pad := strings.Repeat(`{"id":0,"s":"\"id\":1"},`, 1000) // ~24 KB with decoys
 	r := startRelay(t, limit)
-	agentW, out, errs, code, d := r.agentW, r.out, r.errs, r.code, r.d
+	agentW, out, errs, code, d := r.w, r.out, r.errs, r.code, r.d
 	send := func(line string) {
 		t.Helper()
 		if _, err := agentW.Write([]byte(line + "\n")); err != nil {
@@ -241,14 +206,7 @@ func TestRelayOversized(t *testing.T) {
 		t.Errorf("request 9 still in flight when the daemon went: answered %.300s, want epoch_ended", got)
 	}
 	agentW.Close()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Errorf("exit code %d, want 0", c)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the shim did not exit")
-	}
+	wantExit(t, code, 0)
 
 	stderr := errs.String()
 	for _, want := range []string{
@@ -270,7 +228,7 @@ func TestRelayOversized(t *testing.T) {
 func TestLongIDAnswerPasses(t *testing.T) {
 	const limit = 4096
 	r := startRelay(t, limit)
-	agentW, out, errs, d := r.agentW, r.out, r.errs, r.d
+	agentW, out, errs, d := r.w, r.out, r.errs, r.d
 	defer agentW.Close()
 	id := `"` + strings.Repeat("i", 3000) + `"`
 	if _, err := agentW.Write([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t"}}` + "\n")); err != nil {
@@ -291,7 +249,7 @@ func TestLongIDAnswerPasses(t *testing.T) {
 // marker, is answered as a parse error and never forwarded.
 func TestEndOfInput(t *testing.T) {
 	r := startRelay(t, 0)
-	agentW, out, errs, code, d := r.agentW, r.out, r.errs, r.code, r.d
+	agentW, out, errs, code, d := r.w, r.out, r.errs, r.code, r.d
 	if _, err := agentW.Write([]byte(control.EndOfInput + "\n" + `{"jsonrpc":"2.0","id":3,"method":"ping"}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -317,29 +275,30 @@ func TestEndOfInput(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	d.conn.Close()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Errorf("exit code %d, want 0", c)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the shim did not exit once the daemon closed")
-	}
+	wantExit(t, code, 0)
 }
 
 // TestNoDaemonAnswersOversized: without a daemon, an oversized request is
 // answered too, by the id it carries at its end.
 func TestNoDaemonAnswersOversized(t *testing.T) {
 	in := `{"method":"tools/call","params":{"name":"t","arguments":{"a":"` + strings.Repeat("x", 10_000) + `"}},"jsonrpc":"2.0","id":3}` + "\n"
-	out, errs := &lines{}, &lines{}
-	c := Run(context.Background(), Options{Socket: filepath.Join(t.TempDir(), "none"), Label: "x",
-		Stdin: strings.NewReader(in), Stdout: out, Stderr: errs, MaxMessage: 4096})
+	out, _, c := runToEnd(t, Options{MaxMessage: 4096}, in)
 	if c != 1 {
 		t.Errorf("exit code %d, want 1", c)
 	}
 	if got := out.answer(t, "3", 1); !strings.Contains(string(got), "server_unavailable") {
 		t.Errorf("answered %.300s, want server_unavailable for id 3", got)
 	}
+}
+
+// runToEnd runs the shim for label "x" with the options o on a socket
+// nobody listens on, the agent's input being in, and returns what the
+// agent and stderr received and the exit status once it exits.
+func runToEnd(t *testing.T, o Options, in string) (out, errs *lines, code int) {
+	t.Helper()
+	out, errs = &lines{}, &lines{}
+	o.Socket, o.Label, o.Stdin, o.Stdout, o.Stderr = filepath.Join(t.TempDir(), "none"), "x", strings.NewReader(in), out, errs
+	return out, errs, Run(context.Background(), o)
 }
 
 // runNoDaemon runs the shim on a socket nobody listens on, with start as
@@ -415,14 +374,7 @@ func TestStartedDaemonExits(t *testing.T) {
 		t.Errorf("initialize answered %s: advice to start Portcullis, or a wait that did not happen", got)
 	}
 	agent.Close()
-	select {
-	case c := <-code:
-		if c != 1 {
-			t.Errorf("exit code %d, want 1", c)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the shim did not exit")
-	}
+	wantExit(t, code, 1)
 	if l := stderrLines(errs.String()); len(l) != 1 || !strings.Contains(l[0], "the audit log is signed but its key cannot be used: locked; move /state/audit aside") {
 		t.Errorf("stderr %q, want one line with the daemon's reason", errs.String())
 	}
@@ -432,42 +384,54 @@ func TestStartedDaemonExits(t *testing.T) {
 // one, started at the same moment by another shim, took the socket: the
 // shim connects to that one instead of reporting a failure.
 func TestStartedDaemonLostRace(t *testing.T) {
-	dir, err := os.MkdirTemp("", "shim-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "s")
+	lostRace(t, &StartError{Reason: "another Portcullis daemon is already running"}, 0)
+}
+
+// TestStartedDaemonLostRaceToSlowerWinner: the daemon started here exits
+// because another one holds the person's data but does not listen yet (it
+// is still starting): the shim keeps waiting for that one's socket instead
+// of failing at once (issue 34).
+func TestStartedDaemonLostRaceToSlowerWinner(t *testing.T) {
+	lostRace(t, &StartError{Reason: "another Portcullis daemon started at the same time and did not answer yet", Running: true}, 500*time.Millisecond)
+}
+
+// lostRace runs the shim with no daemon at its socket and a Start whose
+// daemon exits with lost, having lost the socket to another daemon: one
+// that listens before ours exits (later 0) or only later after it. The
+// shim must connect to the winner rather than report lost.
+func lostRace(t *testing.T, lost *StartError, later time.Duration) {
+	t.Helper()
+	f := newFakeDaemon(t)
+	winner := func() { f.serveReply(control.Reply{OK: true, Run: "R"}, 1) }
 	exited := make(chan error, 1)
-	listening := make(chan (<-chan net.Conn), 1)
 	var once sync.Once
-	agentW, _, errs, code := runNoDaemon(t, socket, func() (<-chan error, error) {
+	agentW, _, errs, code := runNoDaemon(t, f.socket, func() (<-chan error, error) {
 		first := false
 		once.Do(func() { first = true })
 		if !first {
 			// A shim that lost the daemon before it read the agent's end.
 			return nil, &StartError{Reason: "the test is over"}
 		}
-		// The other daemon listens, then ours exits.
-		_, conns := fakeDaemonAt(t, socket)
-		listening <- conns
-		exited <- &StartError{Reason: "another Portcullis daemon is already running"}
+		if later == 0 {
+			winner()
+			exited <- lost
+		} else {
+			exited <- lost
+			go func() {
+				time.Sleep(later)
+				winner()
+			}()
+		}
 		return exited, nil
 	})
-	var conns <-chan net.Conn
 	select {
-	case conns = <-listening:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the shim did not start a daemon")
-	}
-	select {
-	case c := <-conns:
+	case c := <-f.conns:
 		// The agent ends first: a shim whose daemon goes away while the
 		// agent is there connects again (and would start one).
 		agentW.Close()
-		c.Close()
+		c.conn.Close()
 		<-code
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatalf("the shim did not connect to the daemon that won; stderr: %s", errs.String())
 	}
 }
@@ -476,15 +440,12 @@ func TestStartedDaemonLostRace(t *testing.T) {
 // its reason and its one piece of advice, and stderr one line.
 func TestStartFails(t *testing.T) {
 	in := `{"jsonrpc":"2.0","id":"a","method":"server/discover"}` + "\n" + `{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}` + "\n"
-	out, errs := &lines{}, &lines{}
-	c := Run(context.Background(), Options{Socket: filepath.Join(t.TempDir(), "none"), Label: "x",
-		Start: func() (<-chan error, error) {
-			return nil, &StartError{
-				Reason: "no daemon was running, and none can start with this configuration file: /c/config.json: 2 problems in configuration\n\t/c/config.json:3:4: one\n\t/c/config.json:5:6: two",
-				Retry:  "ask the person to fix /c/config.json, then reconnect the agent",
-			}
-		},
-		Stdin: strings.NewReader(in), Stdout: out, Stderr: errs})
+	out, errs, c := runToEnd(t, Options{Start: func() (<-chan error, error) {
+		return nil, &StartError{
+			Reason: "no daemon was running, and none can start with this configuration file: /c/config.json: 2 problems in configuration\n\t/c/config.json:3:4: one\n\t/c/config.json:5:6: two",
+			Retry:  "ask the person to fix /c/config.json, then reconnect the agent",
+		}
+	}}, in)
 	if c != 1 {
 		t.Errorf("exit code %d, want 1", c)
 	}
@@ -506,9 +467,7 @@ func TestNoDaemonNotesDropped(t *testing.T) {
 	big := strings.Repeat("x", 10_000)
 	in := `{"jsonrpc":"2.0","method":"notifications/message","params":{"a":"` + big + `"}}` + "\n" +
 		`{"jsonrpc":"2.0","id":7,"result":{"a":"` + big + `"}}` + "\n"
-	out, errs := &lines{}, &lines{}
-	Run(context.Background(), Options{Socket: filepath.Join(t.TempDir(), "none"), Label: "x",
-		Stdin: strings.NewReader(in), Stdout: out, Stderr: errs, MaxMessage: 4096})
+	out, errs, _ := runToEnd(t, Options{MaxMessage: 4096}, in)
 	stderr := errs.String()
 	for _, want := range []string{
 		`dropped a 10`, `-byte message from the agent: over the 4096-byte limit, and without an id`,
@@ -529,7 +488,7 @@ func TestNoDaemonNotesDropped(t *testing.T) {
 // the agent's input is still open.
 func TestDaemonDiesWhileDraining(t *testing.T) {
 	r := startRelay(t, 0)
-	agentW, out, errs, code, d := r.agentW, r.out, r.errs, r.code, r.d
+	agentW, out, errs, code, d := r.w, r.out, r.errs, r.code, r.d
 	if _, err := agentW.Write([]byte(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"slow"}}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -542,14 +501,7 @@ func TestDaemonDiesWhileDraining(t *testing.T) {
 	if got := out.answer(t, "4", 1); !strings.Contains(string(got), "server_unavailable") || !strings.Contains(string(got), "may or may not have taken effect") {
 		t.Errorf("request 4 when the daemon died while draining: %.300s, want server_unavailable", got)
 	}
-	select {
-	case c := <-code:
-		if c != 1 {
-			t.Errorf("exit code %d, want 1", c)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the shim did not exit")
-	}
+	wantExit(t, code, 1)
 	if !strings.Contains(errs.String(), "connection to the Portcullis daemon was lost") {
 		t.Errorf("stderr does not say the daemon was lost:\n%s", errs.String())
 	}
@@ -561,8 +513,8 @@ func TestDaemonDiesWhileDraining(t *testing.T) {
 // neither answers nor closes by then is stuck, and the request it holds is
 // answered server_unavailable.
 func TestDrainTimeoutFromDaemon(t *testing.T) {
-	r := startRelayReplying(t, Options{CloseAllowance: 100 * time.Millisecond}, `{"ok":true,"run":"R","drainTimeoutMs":150}`)
-	agentW, out, errs, code, d := r.agentW, r.out, r.errs, r.code, r.d
+	r := startRelayReplying(t, Options{CloseAllowance: 100 * time.Millisecond}, control.Reply{OK: true, Run: "R", DrainTimeoutMS: 150})
+	agentW, out, errs, code, d := r.w, r.out, r.errs, r.code, r.d
 	if _, err := agentW.Write([]byte(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"slow"}}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -589,53 +541,5 @@ func TestDrainTimeoutFromDaemon(t *testing.T) {
 	}
 	if !strings.Contains(errs.String(), "did not end the run") {
 		t.Errorf("stderr does not say the daemon did not end the run:\n%s", errs.String())
-	}
-}
-
-// TestStartedDaemonLostRaceToSlowerWinner: the daemon started here exits
-// because another one holds the person's data but does not listen yet (it
-// is still starting): the shim keeps waiting for that one's socket instead
-// of failing at once (issue 34).
-func TestStartedDaemonLostRaceToSlowerWinner(t *testing.T) {
-	dir, err := os.MkdirTemp("", "shim-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "s")
-	exited := make(chan error, 1)
-	listening := make(chan (<-chan net.Conn), 1)
-	var once sync.Once
-	agentW, _, errs, code := runNoDaemon(t, socket, func() (<-chan error, error) {
-		first := false
-		once.Do(func() { first = true })
-		if !first {
-			// A shim that lost the daemon before it read the agent's end.
-			return nil, &StartError{Reason: "the test is over"}
-		}
-		// Ours exits first; the winner listens only later.
-		exited <- &StartError{Reason: "another Portcullis daemon started at the same time and did not answer yet", Running: true}
-		go func() {
-			time.Sleep(500 * time.Millisecond)
-			_, conns := fakeDaemonAt(t, socket)
-			listening <- conns
-		}()
-		return exited, nil
-	})
-	var conns <-chan net.Conn
-	select {
-	case conns = <-listening:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the winner never listened")
-	}
-	select {
-	case c := <-conns:
-		// The agent ends first: a shim whose daemon goes away while the
-		// agent is there connects again (and would start one).
-		agentW.Close()
-		c.Close()
-		<-code
-	case <-time.After(5 * time.Second):
-		t.Fatalf("the shim did not wait for the daemon that won; stderr: %s", errs.String())
 	}
 }

@@ -122,73 +122,65 @@ func (t *translator) init(tr trace.Tracer, lg otellog.Logger, m metric.Meter, ar
 	return err
 }
 
+// event exports ev: the calls, approvals and epochs it opens or ends as
+// spans and metrics, and a log record for each kind a person reads.
 func (t *translator) event(ev audit.Event) {
 	switch ev.Type {
 	case audit.TypeToolCalled:
-		var f audit.ToolCalled
-		if ev.DecodeFields(&f) == nil {
-			t.toolCalled(ev, f)
-		}
+		withFields(ev, func(f audit.ToolCalled) { t.toolCalled(ev, f) })
 	case audit.TypeToolCompleted:
-		var f audit.ToolCompleted
-		if ev.DecodeFields(&f) == nil {
-			t.toolCompleted(ev, f)
-		}
+		withFields(ev, func(f audit.ToolCompleted) { t.toolCompleted(ev, f) })
 	case audit.TypeCallRefused:
-		var f audit.CallRefused
-		if ev.DecodeFields(&f) == nil {
-			t.callRefused(ev, f)
-		}
+		withFields(ev, func(f audit.CallRefused) { t.callRefused(ev, f) })
 	case audit.TypeApprovalRequested:
-		var f audit.ApprovalRequested
-		if ev.DecodeFields(&f) == nil {
-			t.approvalRequested(ev, f)
-		}
+		withFields(ev, func(f audit.ApprovalRequested) { t.approvalRequested(ev, f) })
 	case audit.TypeApprovalGranted:
-		var f audit.ApprovalGranted
-		if ev.DecodeFields(&f) == nil {
+		withFields(ev, func(f audit.ApprovalGranted) {
 			t.approvalDecided(ev, f.Request, f.ServerLabel, f.Epoch, "granted", f.Channel,
 				attribute.String("portcullis.approval.authentication", f.Authentication),
 				attribute.String(KeyGrant, f.Grant), attribute.StringSlice(KeyToolScope, f.ToolScope), attribute.StringSlice(KeyCredScope, f.CredentialScope), attribute.String(KeyExpires, f.ExpiresWhen))
-		}
+		})
 	case audit.TypeApprovalDenied:
-		var f audit.ApprovalDenied
-		if ev.DecodeFields(&f) == nil {
+		withFields(ev, func(f audit.ApprovalDenied) {
 			result := "denied"
 			if f.Reason != "" && f.Reason != "denied" {
 				result = f.Reason // timeout, audit_unavailable
 			}
 			t.approvalDecided(ev, f.Request, f.ServerLabel, f.Epoch, result, f.By)
-		}
+		})
 	case audit.TypeApprovalWithdrawn:
-		var f audit.ApprovalWithdrawn
-		if ev.DecodeFields(&f) == nil {
+		withFields(ev, func(f audit.ApprovalWithdrawn) {
 			t.approvalDecided(ev, f.Request, f.ServerLabel, f.Epoch, "withdrawn", "", attribute.String("portcullis.approval.reason", f.Reason))
-		}
+		})
 	case audit.TypeServerStarted:
-		var f audit.ServerStarted
-		if ev.DecodeFields(&f) == nil {
-			t.serverStarted(ev, f)
-		}
+		withFields(ev, func(f audit.ServerStarted) { t.serverStarted(ev, f) })
 	case audit.TypeServerReplaced:
-		var f audit.ServerReplaced
-		if ev.DecodeFields(&f) == nil {
+		withFields(ev, func(f audit.ServerReplaced) {
 			t.epoch(f.ServerLabel, f.NewEpoch)
 			t.emit(ev, otellog.SeverityWarn, "server replaced: "+f.ServerLabel,
 				attribute.String(KeyServer, f.ServerLabel), attribute.String(KeyAgentRun, f.AgentRun),
 				attribute.String(KeyOldEpoch, f.OldEpoch), attribute.String(KeyEpoch, f.NewEpoch), attribute.String(KeyCause, f.Cause))
-		}
+		})
 	case audit.TypeDecisionRefused:
-		var f audit.DecisionRefused
-		if ev.DecodeFields(&f) == nil {
+		withFields(ev, func(f audit.DecisionRefused) {
 			t.emit(ev, otellog.SeverityWarn, "decision refused: "+f.What+" asked by a process that is not the person",
 				attribute.String("portcullis.decision.what", f.What), attribute.String(KeyRefusal, f.Refusal),
 				attribute.String(KeyRequest, f.Request), attribute.String(KeyServer, f.ServerLabel), attribute.String(KeyAgentRun, f.AgentRun))
-		}
+		})
 	case audit.TypeLogTampered:
 		t.emit(ev, otellog.SeverityError, "audit log tampered with: a file it writes was replaced or deleted, or it no longer holds its last seal")
 	case audit.TypeLogTamperAcknowledged:
 		t.emit(ev, otellog.SeverityWarn, "audit log tampering acknowledged by the person")
+	}
+}
+
+// withFields calls export with ev's fields decoded as F. An event whose
+// fields do not decode as its type's is not exported (the audit log, not
+// telemetry, is the record).
+func withFields[F any](ev audit.Event, export func(F)) {
+	var f F
+	if ev.DecodeFields(&f) == nil {
+		export(f)
 	}
 }
 

@@ -3,6 +3,7 @@ package otlpreceiver
 import (
 	"context"
 	"net"
+	"net/http"
 
 	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
@@ -29,20 +30,11 @@ func StartGRPC() (*Receiver, error) {
 	return r, nil
 }
 
-// record is update for a gRPC request: its metadata are kept as headers.
-func (r *Receiver) record(ctx context.Context, f func()) {
+// headers are the metadata of a gRPC request, kept as its headers (keys in
+// lower case, as gRPC has them).
+func headers(ctx context.Context) http.Header {
 	md, _ := metadata.FromIncomingContext(ctx)
-	r.mu.Lock()
-	r.count++
-	f()
-	h := map[string][]string{}
-	for k, v := range md {
-		h[k] = v
-	}
-	r.headers = append(r.headers, h)
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
+	return http.Header(md.Copy())
 }
 
 type grpcTraces struct {
@@ -51,13 +43,7 @@ type grpcTraces struct {
 }
 
 func (g grpcTraces) Export(ctx context.Context, req *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
-	g.r.record(ctx, func() {
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				g.r.spans = append(g.r.spans, ss.Spans...)
-			}
-		}
-	})
+	g.r.update(headers(ctx), func() { g.r.keepSpans(req) })
 	return &coltrace.ExportTraceServiceResponse{}, nil
 }
 
@@ -67,13 +53,7 @@ type grpcLogs struct {
 }
 
 func (g grpcLogs) Export(ctx context.Context, req *collogs.ExportLogsServiceRequest) (*collogs.ExportLogsServiceResponse, error) {
-	g.r.record(ctx, func() {
-		for _, rl := range req.ResourceLogs {
-			for _, sl := range rl.ScopeLogs {
-				g.r.logs = append(g.r.logs, sl.LogRecords...)
-			}
-		}
-	})
+	g.r.update(headers(ctx), func() { g.r.keepLogs(req) })
 	return &collogs.ExportLogsServiceResponse{}, nil
 }
 
@@ -83,14 +63,6 @@ type grpcMetrics struct {
 }
 
 func (g grpcMetrics) Export(ctx context.Context, req *colmetrics.ExportMetricsServiceRequest) (*colmetrics.ExportMetricsServiceResponse, error) {
-	g.r.record(ctx, func() {
-		for _, rm := range req.ResourceMetrics {
-			for _, sm := range rm.ScopeMetrics {
-				for _, m := range sm.Metrics {
-					g.r.metrics = append(g.r.metrics, m.Name)
-				}
-			}
-		}
-	})
+	g.r.update(headers(ctx), func() { g.r.keepMetrics(req) })
 	return &colmetrics.ExportMetricsServiceResponse{}, nil
 }

@@ -58,47 +58,24 @@ func start(discard bool) (*Receiver, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, q *http.Request) {
 		var req coltrace.ExportTraceServiceRequest
-		if !r.decode(w, q, &req) {
-			return
+		if r.decode(w, q, &req) {
+			r.update(q.Header.Clone(), func() { r.keepSpans(&req) })
+			r.reply(w, &coltrace.ExportTraceServiceResponse{})
 		}
-		r.update(q, func() {
-			for _, rs := range req.ResourceSpans {
-				for _, ss := range rs.ScopeSpans {
-					r.spans = append(r.spans, ss.Spans...)
-				}
-			}
-		})
-		r.reply(w, &coltrace.ExportTraceServiceResponse{})
 	})
 	mux.HandleFunc("POST /v1/logs", func(w http.ResponseWriter, q *http.Request) {
 		var req collogs.ExportLogsServiceRequest
-		if !r.decode(w, q, &req) {
-			return
+		if r.decode(w, q, &req) {
+			r.update(q.Header.Clone(), func() { r.keepLogs(&req) })
+			r.reply(w, &collogs.ExportLogsServiceResponse{})
 		}
-		r.update(q, func() {
-			for _, rl := range req.ResourceLogs {
-				for _, sl := range rl.ScopeLogs {
-					r.logs = append(r.logs, sl.LogRecords...)
-				}
-			}
-		})
-		r.reply(w, &collogs.ExportLogsServiceResponse{})
 	})
 	mux.HandleFunc("POST /v1/metrics", func(w http.ResponseWriter, q *http.Request) {
 		var req colmetrics.ExportMetricsServiceRequest
-		if !r.decode(w, q, &req) {
-			return
+		if r.decode(w, q, &req) {
+			r.update(q.Header.Clone(), func() { r.keepMetrics(&req) })
+			r.reply(w, &colmetrics.ExportMetricsServiceResponse{})
 		}
-		r.update(q, func() {
-			for _, rm := range req.ResourceMetrics {
-				for _, sm := range rm.ScopeMetrics {
-					for _, m := range sm.Metrics {
-						r.metrics = append(r.metrics, m.Name)
-					}
-				}
-			}
-		})
-		r.reply(w, &colmetrics.ExportMetricsServiceResponse{})
 	})
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go r.srv.Serve(ln)
@@ -129,18 +106,48 @@ func (r *Receiver) decode(w http.ResponseWriter, q *http.Request, m proto.Messag
 	return true
 }
 
-func (r *Receiver) update(q *http.Request, f func()) {
+// update counts a request and, unless the receiver discards, runs keep
+// (which adds what the request carries) and keeps its headers, under mu;
+// Wait's callers are woken.
+func (r *Receiver) update(h http.Header, keep func()) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.count++
 	if r.discard {
-		r.mu.Unlock()
 		return
 	}
-	f()
-	r.headers = append(r.headers, q.Header.Clone())
+	keep()
+	r.headers = append(r.headers, h)
 	close(r.changed)
 	r.changed = make(chan struct{})
-	r.mu.Unlock()
+}
+
+// keepSpans, keepLogs and keepMetrics add what an export request of
+// their signal carries, over HTTP or gRPC; r.mu is held (update).
+func (r *Receiver) keepSpans(req *coltrace.ExportTraceServiceRequest) {
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			r.spans = append(r.spans, ss.Spans...)
+		}
+	}
+}
+
+func (r *Receiver) keepLogs(req *collogs.ExportLogsServiceRequest) {
+	for _, rl := range req.ResourceLogs {
+		for _, sl := range rl.ScopeLogs {
+			r.logs = append(r.logs, sl.LogRecords...)
+		}
+	}
+}
+
+func (r *Receiver) keepMetrics(req *colmetrics.ExportMetricsServiceRequest) {
+	for _, rm := range req.ResourceMetrics {
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				r.metrics = append(r.metrics, m.Name)
+			}
+		}
+	}
 }
 
 func (r *Receiver) reply(w http.ResponseWriter, m proto.Message) {

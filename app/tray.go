@@ -250,10 +250,10 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 				cats = nil
 			}
 			return ui.PrefsDeps{ConfigFile: a.Dirs.ConfigFile(), Catalogs: cats, Secrets: secrets, Login: login, AuditStatus: d.AuditStatus,
-				Edit: func(change func(*config.Config) error) (*config.Config, error) {
+				Edit: func(window uint64, change func(*config.Config) error) (*config.Config, error) {
 					// A widening edit takes the window's rule for
 					// approvals: never from synthetic input.
-					return d.EditConfigFromWindow("app (Preferences)", change, input.Judge())
+					return d.EditConfigFromWindow("app (Preferences)", change, input.Judge(window))
 				}}
 		},
 		Audit: func() ui.AuditDeps {

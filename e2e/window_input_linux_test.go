@@ -205,11 +205,13 @@ func TestWindowRefusesSyntheticClicks(t *testing.T) {
 	}
 	held := asyncCall(t, agent.Session, "publish_preview", map[string]any{"branch": "main"})
 	req := waitApproval(t, home, "publish_preview", forTool("publish_preview", ""))
-	win, w, h := approvalWindow(t, display)
+	approvalWindow(t, display)
 
-	// XTEST, as measured: move onto "Approve for this run" (the rightmost
-	// button, bottom right) and click, after the card's guard time.
+	// XTEST, as measured: move onto the rightmost approve button (bottom
+	// right) and click, after the card's guard time. The window's size is
+	// read after it: the card grows when its code report arrives.
 	time.Sleep(2 * time.Second)
+	win, w, h := approvalWindow(t, display)
 	x, y := strconv.Itoa(w-90), strconv.Itoa(h-24)
 	xdotool(t, display, "mousemove", "--window", win, x, y, "sleep", "0.7", "click", "1")
 	deadline := time.Now().Add(30 * time.Second)

@@ -13,8 +13,13 @@ import (
 // button, before the daemon is told.
 type InputCheck interface {
 	// Judge returns the origin of the press that activated the button
-	// being handled now. Each device press answers for one decision.
-	Judge() daemon.WindowInput
+	// being handled now, in window (the display server's handle of the
+	// window the button is in; 0 when the build cannot tell it). Each
+	// device press answers for one decision, and only for the window it
+	// went to: a press elsewhere on the screen does not answer for a
+	// click the window received (one an agent sent with SendEvent while
+	// the person clicked somewhere else).
+	Judge(window uint64) daemon.WindowInput
 	// Unknown is the answer every Judge gives when this check can never
 	// tell (an InputUnknown origin, with the reason), for the cards to
 	// say so before any click; a zero WindowInput when it can.
@@ -35,6 +40,10 @@ type RawPress struct {
 	Kind string
 	// Device is the name of the slave device that produced it.
 	Device string
+	// Target is the window the event went to, read when it arrived: for
+	// a button, the deepest window under the pointer; for a key, the
+	// window with the input focus. 0 when it could not be read.
+	Target uint64
 }
 
 // Synthetic reports whether the event came from a device through which
@@ -64,7 +73,14 @@ const PressWindow = 1500
 // returned serial): one click answers for one decision. With none, it is
 // synthetic without a device: the click reached the window without any
 // device press (an event sent with SendEvent).
-func JudgePresses(events []RawPress, now uint32, used uint64) (daemon.WindowInput, uint64) {
+//
+// With window set (the window whose button was activated), that latest
+// device event must have gone to window: one that went to another window
+// makes the decision synthetic too (the person clicked elsewhere and an
+// event sent to the window rode on it), and nothing is used; one whose
+// window could not be read makes it unknown (the operating system then
+// authenticates the person).
+func JudgePresses(events []RawPress, now uint32, used uint64, window uint64) (daemon.WindowInput, uint64) {
 	var last, synthetic *RawPress
 	for i := range events {
 		e := &events[i]
@@ -84,6 +100,15 @@ func JudgePresses(events []RawPress, now uint32, used uint64) (daemon.WindowInpu
 	if last == nil {
 		return daemon.WindowInput{Origin: daemon.InputSynthetic}, used
 	}
+	switch {
+	case window == 0 || last.Target == window:
+	case last.Target == 0:
+		return daemon.WindowInput{Origin: daemon.InputUnknown,
+			Reason: fmt.Sprintf("the window the last %s of %s went to could not be read", last.Kind, last.Device)}, used
+	default:
+		return daemon.WindowInput{Origin: daemon.InputSynthetic,
+			Reason: fmt.Sprintf("the last %s of a device (%s), %d ms before, went to another window", last.Kind, last.Device, now-last.Time)}, used
+	}
 	return daemon.WindowInput{Origin: daemon.InputDevice, Device: last.Device}, last.Serial
 }
 
@@ -92,10 +117,10 @@ func JudgePresses(events []RawPress, now uint32, used uint64) (daemon.WindowInpu
 // authentication.
 type unknownInput struct{ reason string }
 
-func (u unknownInput) Judge() daemon.WindowInput {
+func (u unknownInput) Judge(uint64) daemon.WindowInput {
 	return daemon.WindowInput{Origin: daemon.InputUnknown, Reason: u.reason}
 }
 
-func (u unknownInput) Unknown() daemon.WindowInput { return u.Judge() }
+func (u unknownInput) Unknown() daemon.WindowInput { return u.Judge(0) }
 
 func (unknownInput) Close() error { return nil }

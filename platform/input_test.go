@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/portcullis/portcullis/core/daemon"
@@ -15,20 +16,20 @@ func TestJudgePresses(t *testing.T) {
 		{Serial: 1, Time: 10_000, Kind: "button press", Device: mouse},
 		{Serial: 2, Time: 10_080, Kind: "button release", Device: mouse},
 	}
-	v, used := JudgePresses(click, 10_100, 0)
+	v, used := JudgePresses(click, 10_100, 0, 0)
 	if v.Origin != daemon.InputDevice || v.Device != mouse || used != 2 {
 		t.Errorf("a mouse click: %+v used %d, want the device, both events used", v, used)
 	}
 	// The same click cannot answer for a second decision (a SendEvent
 	// click on the next card right after).
-	if v, _ := JudgePresses(click, 10_300, used); v.Origin != daemon.InputSynthetic || v.Device != "" {
+	if v, _ := JudgePresses(click, 10_300, used, 0); v.Origin != daemon.InputSynthetic || v.Device != "" {
 		t.Errorf("the same click again: %+v, want synthetic without a device", v)
 	}
 	// An injected click the agent timed right after the person's.
 	injected := append(click[:2:2],
 		RawPress{Serial: 3, Time: 10_090, Kind: "button press", Device: xtest},
 		RawPress{Serial: 4, Time: 10_095, Kind: "button release", Device: xtest})
-	if v, u := JudgePresses(injected, 10_100, 0); v.Origin != daemon.InputSynthetic || v.Device != xtest || u != 0 {
+	if v, u := JudgePresses(injected, 10_100, 0, 0); v.Origin != daemon.InputSynthetic || v.Device != xtest || u != 0 {
 		t.Errorf("an XTEST click after the person's: %+v used %d, want synthetic from %s, nothing used", v, u, xtest)
 	}
 	// A person's click just after an injected one is still spoilt by it.
@@ -36,7 +37,7 @@ func TestJudgePresses(t *testing.T) {
 		{Serial: 1, Time: 10_000, Kind: "button press", Device: "Virtual core XTEST keyboard"},
 		{Serial: 2, Time: 10_500, Kind: "button press", Device: mouse},
 	}
-	if v, _ := JudgePresses(after, 10_600, 0); v.Origin != daemon.InputSynthetic || v.Device != "Virtual core XTEST keyboard" {
+	if v, _ := JudgePresses(after, 10_600, 0, 0); v.Origin != daemon.InputSynthetic || v.Device != "Virtual core XTEST keyboard" {
 		t.Errorf("XTEST input 600 ms before: %+v, want synthetic", v)
 	}
 	// An XTEST device of a master a client added.
@@ -45,19 +46,51 @@ func TestJudgePresses(t *testing.T) {
 	}
 	// Old events: neither the person's press nor an old injection counts.
 	old := []RawPress{{Serial: 1, Time: 500, Kind: "button press", Device: xtest}, {Serial: 2, Time: 2_000, Kind: "key press", Device: "AT keyboard"}}
-	if v, _ := JudgePresses(old, 2_000+PressWindow+1, 0); v.Origin != daemon.InputSynthetic || v.Device != "" {
+	if v, _ := JudgePresses(old, 2_000+PressWindow+1, 0, 0); v.Origin != daemon.InputSynthetic || v.Device != "" {
 		t.Errorf("presses older than the window: %+v, want synthetic without a device", v)
 	}
-	if v, _ := JudgePresses(old, 2_100, 0); v.Origin != daemon.InputDevice || v.Device != "AT keyboard" {
+	if v, _ := JudgePresses(old, 2_100, 0, 0); v.Origin != daemon.InputDevice || v.Device != "AT keyboard" {
 		t.Errorf("a key press 100 ms before, the XTEST one 1.6 s before: %+v", v)
 	}
 	// The server's clock wraps: an event just before the wrap is recent.
 	wrap := []RawPress{{Serial: 1, Time: ^uint32(0) - 50, Kind: "key press", Device: "AT keyboard"}}
-	if v, _ := JudgePresses(wrap, 100, 0); v.Origin != daemon.InputDevice {
+	if v, _ := JudgePresses(wrap, 100, 0, 0); v.Origin != daemon.InputDevice {
 		t.Errorf("a press 151 ms before across the wrap: %+v", v)
 	}
 	// SendEvent: no raw event at all.
-	if v, _ := JudgePresses(nil, 5_000, 0); v.Origin != daemon.InputSynthetic || v.Device != "" {
+	if v, _ := JudgePresses(nil, 5_000, 0, 0); v.Origin != daemon.InputSynthetic || v.Device != "" {
 		t.Errorf("no raw event: %+v", v)
+	}
+}
+
+// TestJudgePressesOnAnotherWindow: a device's press counts only for the
+// window it went to. The agent waits for the person to click in another
+// window (its terminal) and sends a click to the approval window with
+// SendEvent at once: the device press is recent, but it went elsewhere,
+// so the decision is synthetic and the press is not used up; the
+// person's own click on the window approves. A press whose window could
+// not be read leaves it to the operating system (unknown).
+func TestJudgePressesOnAnotherWindow(t *testing.T) {
+	const mouse, approval, terminal = "Logitech USB Optical Mouse", 0x2a00007, 0x1c00003
+	elsewhere := []RawPress{
+		{Serial: 1, Time: 10_000, Kind: "button press", Device: mouse, Target: terminal},
+		{Serial: 2, Time: 10_080, Kind: "button release", Device: mouse, Target: terminal},
+	}
+	v, used := JudgePresses(elsewhere, 10_100, 0, approval)
+	if v.Origin != daemon.InputSynthetic || used != 0 || !strings.Contains(v.Reason, "went to another window") {
+		t.Errorf("a click in another window, then an event sent to the approval window: %+v used %d, want synthetic, nothing used", v, used)
+	}
+	if v, _ := JudgePresses(elsewhere, 10_100, 0, 0); v.Origin != daemon.InputDevice {
+		t.Errorf("the same with the window unknown (no handle in this build): %+v, want the device's", v)
+	}
+	here := append(elsewhere[:2:2],
+		RawPress{Serial: 3, Time: 10_400, Kind: "button press", Device: mouse, Target: approval},
+		RawPress{Serial: 4, Time: 10_480, Kind: "button release", Device: mouse, Target: approval})
+	if v, used := JudgePresses(here, 10_500, 0, approval); v.Origin != daemon.InputDevice || v.Device != mouse || used != 4 {
+		t.Errorf("the person's click on the approval window: %+v used %d, want the device's, all used", v, used)
+	}
+	unread := []RawPress{{Serial: 1, Time: 10_000, Kind: "key press", Device: "AT keyboard"}}
+	if v, _ := JudgePresses(unread, 10_100, 0, approval); v.Origin != daemon.InputUnknown {
+		t.Errorf("a key press whose window could not be read: %+v, want unknown", v)
 	}
 }

@@ -60,10 +60,55 @@ static void pc_sync(Display *d, Window marker, Atom atom) {
 	XFlush(d);
 }
 
+// pc_under returns the deepest window under the pointer (0 when it
+// cannot be read, or the pointer is on the root window itself).
+static Window pc_under(Display *d) {
+	Window root = DefaultRootWindow(d), w = root, r, child;
+	int rx, ry, wx, wy;
+	unsigned int mask;
+	for (int depth = 0; depth < 64; depth++) {
+		if (!XQueryPointer(d, w, &r, &child, &rx, &ry, &wx, &wy, &mask)) return 0;
+		if (child == None) return w == root ? 0 : w;
+		w = child;
+	}
+	return 0;
+}
+
+// pc_within reports whether w is a or one of its descendants.
+static int pc_within(Display *d, Window w, Window a) {
+	Window root = DefaultRootWindow(d);
+	for (int depth = 0; w != 0 && depth < 64; depth++) {
+		if (w == a) return 1;
+		if (w == root) return 0;
+		Window r, parent, *kids = NULL;
+		unsigned int n;
+		if (!XQueryTree(d, w, &r, &parent, &kids, &n)) return 0;
+		if (kids) XFree(kids);
+		w = parent;
+	}
+	return 0;
+}
+
+// pc_target returns the window a raw event of kind went to, as the X
+// server delivers it: a button's to the deepest window under the pointer;
+// a key's to the focus window, or to the window under the pointer when
+// that lies inside the focus window (or the focus follows the pointer).
+// 0 when it cannot be read.
+static Window pc_target(Display *d, int kind) {
+	Window under = pc_under(d);
+	if (kind != XI_RawKeyPress) return under;
+	Window focus;
+	int revert;
+	XGetInputFocus(d, &focus, &revert);
+	if (focus == PointerRoot) return under;
+	if (focus == None) return 0;
+	return pc_within(d, under, focus) ? under : focus;
+}
+
 enum { PC_NONE, PC_RAW, PC_MARK, PC_HIERARCHY, PC_WAKE, PC_BROKEN };
 
 // pc_next waits for the next event of interest or a byte on wakefd.
-static int pc_next(Display *d, int wakefd, int opcode, Window marker, Atom atom, int *kind, int *dev, unsigned long *tm) {
+static int pc_next(Display *d, int wakefd, int opcode, Window marker, Atom atom, int *kind, int *dev, unsigned long *tm, Window *target) {
 	for (;;) {
 		if (pc_ioerror) return PC_BROKEN;
 		while (XPending(d) > 0) {
@@ -92,6 +137,7 @@ static int pc_next(Display *d, int wakefd, int opcode, Window marker, Atom atom,
 				break;
 			}
 			XFreeEventData(d, &ev.xcookie);
+			if (r == PC_RAW) *target = pc_target(d, *kind);
 			if (r != PC_NONE) return r;
 		}
 		if (pc_ioerror) return PC_BROKEN;
@@ -142,12 +188,18 @@ import (
 // window, whose notification follows every event before it and carries
 // the server's time) and applies JudgePresses.
 type x11Input struct {
-	reqs    chan chan daemon.WindowInput
+	reqs    chan judgeReq
 	wake    *os.File // a byte here wakes the thread
 	wakeR   *os.File
 	done    chan struct{}
 	once    sync.Once
 	closing atomic.Bool
+}
+
+// judgeReq is one Judge question: the window, and where to answer.
+type judgeReq struct {
+	window uint64
+	answer chan daemon.WindowInput
 }
 
 // maxRawEvents bounds the raw events kept (the newest).
@@ -169,7 +221,7 @@ func NewInputCheck() InputCheck {
 	if err != nil {
 		return unknownInput{reason: "no pipe for the input check: " + err.Error()}
 	}
-	x := &x11Input{reqs: make(chan chan daemon.WindowInput, 16), wake: w, wakeR: r, done: make(chan struct{})}
+	x := &x11Input{reqs: make(chan judgeReq, 16), wake: w, wakeR: r, done: make(chan struct{})}
 	opened := make(chan string, 1)
 	go x.run(opened)
 	if why := <-opened; why != "" {
@@ -188,10 +240,10 @@ const judgeWait = 2 * time.Second
 // pipe), which syncs with the server and applies JudgePresses; it answers
 // unknown, with the reason, when that thread has too many questions queued,
 // has stopped, or does not answer within judgeWait.
-func (x *x11Input) Judge() daemon.WindowInput {
+func (x *x11Input) Judge(window uint64) daemon.WindowInput {
 	ch := make(chan daemon.WindowInput, 1)
 	select {
-	case x.reqs <- ch:
+	case x.reqs <- judgeReq{window: window, answer: ch}:
 	case <-x.done:
 		return daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "the connection to the X server broke"}
 	default:
@@ -246,7 +298,7 @@ func (x *x11Input) run(opened chan<- string) {
 		serial  uint64
 		used    uint64
 		names   = map[int]string{}
-		waiting []chan daemon.WindowInput
+		waiting []judgeReq
 		syncing bool
 	)
 	wakefd := C.int(x.wakeR.Fd())
@@ -254,8 +306,8 @@ func (x *x11Input) run(opened chan<- string) {
 		// Take requests without blocking: they arrive with a wake byte.
 		for {
 			select {
-			case ch := <-x.reqs:
-				waiting = append(waiting, ch)
+			case q := <-x.reqs:
+				waiting = append(waiting, q)
 				continue
 			default:
 			}
@@ -267,16 +319,17 @@ func (x *x11Input) run(opened chan<- string) {
 		}
 		var kind, dev C.int
 		var tm C.ulong
-		switch C.pc_next(d, wakefd, opcode, marker, atom, &kind, &dev, &tm) {
+		var target C.Window
+		switch C.pc_next(d, wakefd, opcode, marker, atom, &kind, &dev, &tm, &target) {
 		case C.PC_BROKEN:
-			for _, ch := range waiting {
-				ch <- daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "the connection to the X server broke"}
+			for _, q := range waiting {
+				q.answer <- daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "the connection to the X server broke"}
 			}
 			return
 		case C.PC_WAKE:
 			if x.closing.Load() {
-				for _, ch := range waiting {
-					ch <- daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "the input check stopped"}
+				for _, q := range waiting {
+					q.answer <- daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "the input check stopped"}
 				}
 				return
 			}
@@ -293,7 +346,7 @@ func (x *x11Input) run(opened chan<- string) {
 				names[id] = name
 			}
 			serial++
-			events = append(events, RawPress{Serial: serial, Time: uint32(tm), Kind: rawKind(kind), Device: name})
+			events = append(events, RawPress{Serial: serial, Time: uint32(tm), Kind: rawKind(kind), Device: name, Target: uint64(target)})
 			if len(events) > maxRawEvents {
 				events = events[len(events)-maxRawEvents:]
 			}
@@ -302,10 +355,10 @@ func (x *x11Input) run(opened chan<- string) {
 				continue
 			}
 			syncing = false
-			for _, ch := range waiting {
+			for _, q := range waiting {
 				var v daemon.WindowInput
-				v, used = JudgePresses(events, uint32(tm), used)
-				ch <- v
+				v, used = JudgePresses(events, uint32(tm), used, q.window)
+				q.answer <- v
 			}
 			waiting = nil
 		}

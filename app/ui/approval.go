@@ -339,7 +339,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		// OS authenticates the person first.
 		in := daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "this window has no input check"}
 		if w.input != nil {
-			in = w.input.Judge()
+			in = w.input.Judge(nativeHandle(w.win))
 		}
 		err = w.auth.DecideInput(string(r.ID), d, in)
 		if err != nil && !errors.Is(err, authz.ErrUnrecorded) && w.pending(string(r.ID)) {

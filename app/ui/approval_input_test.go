@@ -17,7 +17,7 @@ type fakeInput struct {
 	calls int
 }
 
-func (f *fakeInput) Judge() daemon.WindowInput { f.calls++; return f.v }
+func (f *fakeInput) Judge(uint64) daemon.WindowInput { f.calls++; return f.v }
 
 // TestApprovalFromSyntheticInput: the window judges the press behind an
 // approve button and hands that to the daemon; when the daemon refuses it

@@ -50,8 +50,10 @@ type PrefsDeps struct {
 	// Edit, when not nil, makes every save: change edits a copy of the
 	// configuration in force and Edit records, writes and puts it in force
 	// (daemon.EditConfig, the window being the person's), returning the
-	// configuration saved. Nil: the window writes ConfigFile itself.
-	Edit func(change func(*config.Config) error) (*config.Config, error)
+	// configuration saved. window is the Preferences window's handle on
+	// the display server (the press behind Save is judged for it; 0 when
+	// unknown). Nil: the window writes ConfigFile itself.
+	Edit func(window uint64, change func(*config.Config) error) (*config.Config, error)
 	// Managed reads the managed policy an organisation set
 	// (config.ReadManaged when nil): the General tab shows its floors,
 	// and a save below one is refused with the reason.
@@ -337,7 +339,7 @@ func (p *prefs) save(change func(c *config.Config) error) (*config.Config, error
 		return nil
 	}
 	if p.deps.Edit != nil {
-		return p.deps.Edit(withCreds)
+		return p.deps.Edit(nativeHandle(p.win), withCreds)
 	}
 	c, err := config.LoadForEdit(p.deps.ConfigFile)
 	if err != nil {

@@ -34,7 +34,7 @@ func TestPrefsSavesThroughDaemon(t *testing.T) {
 	}
 	a := test.NewTempApp(t)
 	p := newPrefs(a, PrefsDeps{ConfigFile: dirs.ConfigFile(), Secrets: &secrets.Memory{},
-		Edit: func(change func(*config.Config) error) (*config.Config, error) {
+		Edit: func(_ uint64, change func(*config.Config) error) (*config.Config, error) {
 			return d.EditConfig("app (Preferences)", change)
 		}},
 		uiOptions{inline: true, loc: time.UTC, home: "/home/you"})

@@ -65,7 +65,9 @@ type Approvals interface {
 // InputCheck tells where the press behind a window decision came from
 // (platform.InputCheck).
 type InputCheck interface {
-	Judge() daemon.WindowInput
+	// Judge: window is the display server's handle of the window whose
+	// button was activated, 0 when unknown.
+	Judge(window uint64) daemon.WindowInput
 }
 
 var (

@@ -468,7 +468,7 @@ func (r *Remote) AuditStatus() daemon.AuditStatus {
 
 // Edit applies change to the configuration in force and has the app put
 // the result in force (PrefsDeps.Edit).
-func (r *Remote) Edit(change func(*config.Config) error) (*config.Config, error) {
+func (r *Remote) Edit(window uint64, change func(*config.Config) error) (*config.Config, error) {
 	var st daemon.ConfigState
 	if err := r.c.Call(linkService+".ConfigState", Empty{}, &st); err != nil {
 		return nil, fmt.Errorf("nothing was changed: Portcullis did not answer (%v)", err)
@@ -499,7 +499,7 @@ func (r *Remote) Edit(change func(*config.Config) error) (*config.Config, error)
 	var e LinkError
 	in := daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "this window has no input check"}
 	if r.Input != nil {
-		in = r.Input.Judge()
+		in = r.Input.Judge(window)
 	}
 	if err := r.c.Call(linkService+".Edit", EditArgs{Base: st.Digest, Config: b, Input: in}, &e); err != nil {
 		return nil, fmt.Errorf("nothing was changed: Portcullis did not answer (%v)", err)

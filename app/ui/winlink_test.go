@@ -111,7 +111,7 @@ func TestLinkEditsFromTheConfigurationInForce(t *testing.T) {
 			return c, err
 		},
 	})
-	_, err := r.Edit(func(c *config.Config) error {
+	_, err := r.Edit(0, func(c *config.Config) error {
 		return c.AddServer("pub", config.Server{Command: "/bin/true"})
 	})
 	if err != nil {

@@ -165,7 +165,7 @@ func TestSchemaChangeIgnoredListChanged(t *testing.T) {
 			if code != -31010 || r.Error != control.CatalogStale {
 				t.Fatalf("refusal code %d %q, want -31010 catalog_stale (%v)", code, r.Error, err)
 			}
-			want := control.Refusal{Error: control.CatalogStale, Server: pubLabel, Tool: "publish_preview", CurrentEpoch: string(after.Epoch),
+			want := control.Refusal{Error: control.CatalogStale, Server: pubLabel, Tool: "publish_preview", CurrentEpoch: after.Epoch,
 				AgentRevision: before.CatalogRevision, CurrentRevision: after.CatalogRevision}
 			got := r
 			got.Reason, got.Problems, got.Retry, got.Arguments = "", nil, "", nil
@@ -256,7 +256,7 @@ func TestRestartDuringCall(t *testing.T) {
 				t.Fatal("the in-flight call succeeded across a restart")
 			}
 			code, r := refusalOf(t, err)
-			if code != -31030 || r.Error != control.EpochEnded || r.Epoch != string(before.Epoch) || r.CurrentEpoch != string(after.Epoch) {
+			if code != -31030 || r.Error != control.EpochEnded || r.Epoch != before.Epoch || r.CurrentEpoch != after.Epoch {
 				t.Errorf("refusal code %d data %+v, want -31030 epoch_ended with epoch %s and currentEpoch %s", code, r, before.Epoch, after.Epoch)
 			}
 			if !strings.Contains(r.Reason, "not retried") {

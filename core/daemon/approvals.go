@@ -116,7 +116,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			card.Entry, card.EntryDigest = rec.Entry, rec.EntryDigest
 		}
 		if prev, ok := d.lastRecord(run); ok {
-			card.PreviousEpoch = ids.EpochID(prev.Epoch)
+			card.PreviousEpoch = prev.Epoch
 			card.IdentityChanges = identity.Diff(prev, rec)
 		}
 		if asked != nil {
@@ -211,9 +211,9 @@ func (d *Daemon) session(run ids.RunID) *gateway.Session {
 
 func (d *Daemon) approvalRequested(r authz.Request) {
 	rec, ok := d.lastRecord(r.Card.AgentRun)
-	d.code.requested(r, rec, ok && ids.EpochID(rec.Epoch) == r.Card.CurrentEpoch)
+	d.code.requested(r, rec, ok && rec.Epoch == r.Card.CurrentEpoch)
 	d.appendAudit(audit.TypeApprovalRequested, audit.ApprovalRequested{
-		Request: string(r.ID), AgentRun: string(r.Card.AgentRun), ServerLabel: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch), Identity: r.Card.Identity,
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
 		CatalogRevision: r.Card.CatalogRevision, ToolScope: r.Card.ToolScope, CredentialScope: r.Card.CredentialScope,
 		Reason: r.Card.Reason, OtherTools: r.Card.OtherTools, Stale: r.Card.Stale, ServerRequest: serverRequestKind(r.Card),
 		ToolContracts: r.Card.ToolContracts,
@@ -229,7 +229,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 	}
 	if err := d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
 		Decider: who,
-		Request: string(r.ID), Grant: string(g.ID), AgentRun: string(g.AgentRun), ServerLabel: g.ServerLabel, Epoch: string(g.ExecutionEpoch), Identity: g.Identity,
+		Request: r.ID, Grant: g.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
 		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen, ServerRequest: g.ServerRequest,
 		ToolContracts: g.Contracts,
 	}); err != nil {
@@ -245,7 +245,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 	d.code.decided(r.ID, false)
 	d.appendAudit(audit.TypeApprovalDenied, audit.ApprovalDenied{
-		Request: string(r.ID), AgentRun: string(r.Card.AgentRun), ServerLabel: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch), Identity: r.Card.Identity, Reason: reason,
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity, Reason: reason,
 		By: r.DecidedBy, Stale: r.Card.Stale,
 	})
 }
@@ -255,7 +255,7 @@ func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 func (d *Daemon) approvalWithdrawn(r authz.Request, why string) {
 	d.code.decided(r.ID, false)
 	d.appendAudit(audit.TypeApprovalWithdrawn, audit.ApprovalWithdrawn{
-		Request: string(r.ID), AgentRun: string(r.Card.AgentRun), ServerLabel: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch), Identity: r.Card.Identity,
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
 		Tool: r.Card.Tool, Reason: why,
 	})
 }

@@ -188,7 +188,7 @@ func TestAuthenticateDecision(t *testing.T) {
 				card.CredentialScope = []string{"api"}
 			}
 			id := d.authz.Raise(card)
-			_, err := d.authenticateDecision(context.Background(), nil, string(id), tc.choice, 4242)
+			_, err := d.authenticateDecision(context.Background(), nil, id, tc.choice, 4242)
 			if asked := len(tc.auth.asked) > 0; asked != tc.asked {
 				t.Fatalf("authenticator asked = %v, want %v", asked, tc.asked)
 			}
@@ -333,7 +333,7 @@ func TestWindowApprovals(t *testing.T) {
 		}
 		exe, _ := os.Executable()
 		want := audit.Decider{Channel: audit.ChannelWindow, PID: os.Getpid(), Executable: exe, Authentication: audit.AuthNotAsked, AuthenticationMode: config.AuthCredentials}
-		if g.Request != string(id) || !reflect.DeepEqual(g.Decider, want) {
+		if g.Request != id || !reflect.DeepEqual(g.Decider, want) {
 			t.Errorf("approval_granted %+v; want request %s decided by %+v", g, id, want)
 		}
 	})

@@ -400,7 +400,7 @@ func TestRuntimeToolAdded(t *testing.T) {
 			if err := json.Unmarshal([]byte(res.Stdout), &cat); err != nil {
 				t.Fatalf("catalog show: %v\n%s", err, res.Stdout)
 			}
-			if cat.Revision != after.CatalogRevision || cat.Epoch != string(before.Epoch) {
+			if cat.Revision != after.CatalogRevision || cat.Epoch != before.Epoch {
 				t.Errorf("catalog show: revision %d epoch %s, want %d %s", cat.Revision, cat.Epoch, after.CatalogRevision, before.Epoch)
 			}
 			if _, ok := cat.Lookup("rollback"); !ok {

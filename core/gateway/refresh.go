@@ -169,7 +169,7 @@ func (s *Session) refresh(e *epoch) {
 		prev, _ := s.opts.Catalog.Current(s.opts.Label)
 		if err == nil {
 			extras := s.fetchExtras(e, prev)
-			cat, changed, err = s.opts.Catalog.UpdateContract(s.opts.Label, string(e.ID), tools, extras)
+			cat, changed, err = s.opts.Catalog.UpdateContract(s.opts.Label, e.ID, tools, extras)
 		}
 		if err == nil && changed {
 			s.recordCatalog(e, prev, cat)

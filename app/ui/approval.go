@@ -332,7 +332,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 	}
 	var err error
 	if choice == authz.Deny {
-		err = w.auth.Decide(ids.RequestID(string(r.ID)), d)
+		err = w.auth.Decide(r.ID, d)
 	} else {
 		// The press that activated the button: a device's approves; a
 		// synthetic one never does; where the window cannot tell, the

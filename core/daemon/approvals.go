@@ -137,7 +137,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			return nil, nil, fmt.Errorf("%s was not launched: its credentials need an approval, and %w", label, err)
 		}
 		d.mu.Lock()
-		sess := d.runs[ids.RunID(string(run))]
+		sess := d.runs[run]
 		d.mu.Unlock()
 		if sess != nil {
 			card.AgentName = sess.AgentName(ctx, agentNameWait)
@@ -191,7 +191,7 @@ func credentialUnavailable(label, scope string, err error) error {
 // lastRecord is the execution record of the current epoch of run.
 func (d *Daemon) lastRecord(run ids.RunID) (identity.Record, bool) {
 	d.mu.Lock()
-	s := d.runs[ids.RunID(string(run))]
+	s := d.runs[run]
 	d.mu.Unlock()
 	if s == nil {
 		return identity.Record{}, false
@@ -206,7 +206,7 @@ func (d *Daemon) lastRecord(run ids.RunID) (identity.Record, bool) {
 func (d *Daemon) session(run ids.RunID) *gateway.Session {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.runs[ids.RunID(string(run))]
+	return d.runs[run]
 }
 
 func (d *Daemon) approvalRequested(r authz.Request) {

@@ -658,8 +658,8 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		PreviousLogHead: d.openedAt(),
 	})
 	d.mu.Lock()
-	d.runs[ids.RunID(string(runID))] = sess
-	d.labels[ids.RunID(string(runID))] = label
+	d.runs[runID] = sess
+	d.labels[runID] = label
 	d.order = append(d.order, runID)
 	d.mu.Unlock()
 	d.noteAgent(runID, c)

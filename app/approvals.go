@@ -105,7 +105,7 @@ func writeCode(w io.Writer, rep *codediff.Report, diff bool) {
 	if len(rep.Changes) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "            in %s, since the code approved for epoch %s (%s)\n", textsafe.Line(rep.Root), ids.EpochID(rep.Since).Short(), rep.SinceAt.Local().Format("2006-01-02 15:04"))
+	fmt.Fprintf(w, "            in %s, since the code approved for epoch %s (%s)\n", textsafe.Line(rep.Root), rep.Since.Short(), rep.SinceAt.Local().Format("2006-01-02 15:04"))
 	for _, c := range rep.Changes {
 		fmt.Fprintf(w, "            %s\n", textsafe.Line(c.Stat()))
 	}

@@ -599,7 +599,7 @@ func auditFilterFlags(name string, args []string) (audit.Filter, bool, error) {
 	if *n < 0 {
 		return audit.Filter{}, false, usagef("%s: -n must not be negative", name)
 	}
-	return audit.Filter{Server: *server, Run: *run, Limit: *n}, *asJSON, nil
+	return audit.Filter{Server: *server, Run: ids.RunID(*run), Limit: *n}, *asJSON, nil
 }
 
 // sessionJSON is one agent run in `portcullis audit sessions --json`.
@@ -764,7 +764,7 @@ func (a *App) auditActivity(args []string) error {
 			outcome = "no completion recorded"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.TS.UTC().Format("2006-01-02T15:04:05.000Z"), c.Seq,
-			c.ServerLabel, ids.RunID(c.AgentRun).Short(), ids.EpochID(c.Epoch).Short(), textsafe.Name(c.Tool, nil), decision, textsafe.Line(outcome), ms)
+			c.ServerLabel, c.AgentRun.Short(), c.Epoch.Short(), textsafe.Name(c.Tool, nil), decision, textsafe.Line(outcome), ms)
 	}
 	return tw.Flush()
 }

@@ -124,8 +124,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // person's presses (the input rule is the daemon's, tested there).
 type deviceApprovals struct{ *authz.Authority }
 
-func (a deviceApprovals) DecideInput(id string, d authz.Decision, _ daemon.WindowInput) error {
-	return a.Decide(ids.RequestID(id), d)
+func (a deviceApprovals) DecideInput(id ids.RequestID, d authz.Decision, _ daemon.WindowInput) error {
+	return a.Decide(id, d)
 }
 
 // The app starts no window process while nothing asks for one; a request

@@ -73,13 +73,13 @@ func TestRebuildVoidsGrants(t *testing.T) {
 			// The call the agent prepared before refreshing is refused.
 			_, err := a.Session.CallTool(ctx, callParamsOf(noteWrite, map[string]any{"text": "stale"}))
 			code, ref := refusalOf(t, err)
-			if code != -31020 || ref.Error != control.AuthorizationStale || ref.ApprovedEpoch != epochA || ref.CurrentEpoch != epochB ||
-				ref.Request == "" || !strings.Contains(ref.Retry, "approval request "+ref.Request+"); call "+noteWrite+" again once they approve") {
+			if code != -31020 || ref.Error != control.AuthorizationStale || string(ref.ApprovedEpoch) != epochA || string(ref.CurrentEpoch) != epochB ||
+				ref.Request == "" || !strings.Contains(ref.Retry, "approval request "+string(ref.Request)+"); call "+noteWrite+" again once they approve") {
 				t.Errorf("stale call: code %d, refusal %+v; want authorization_stale %s → %s", code, ref, epochA, epochB)
 			}
 			// … and the request for B was raised with it.
 			reqB := waitApproval(t, s.home, "note_write on B", forTool(noteWrite, epochB))
-			if string(reqB.ID) != ref.Request {
+			if reqB.ID != ref.Request {
 				t.Errorf("the refusal names request %s, the request raised is %s", ref.Request, reqB.ID)
 			}
 			c := reqB.Card

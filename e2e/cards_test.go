@@ -67,11 +67,11 @@ func TestOneCardForTwoRunsOfOneRebuild(t *testing.T) {
 	var also []audit.RunEpoch
 	for _, e := range eventsOf(t, s.home, audit.TypeApprovalRequested, string(runA)) {
 		var f audit.ApprovalRequested
-		if err := json.Unmarshal(e.Fields, &f); err == nil && f.Request == string(first.ID) {
+		if err := json.Unmarshal(e.Fields, &f); err == nil && f.Request == first.ID {
 			also = f.AlsoRuns
 		}
 	}
-	if len(also) != 1 || also[0].AgentRun != string(runB) || also[0].Epoch == "" {
+	if len(also) != 1 || also[0].AgentRun != runB || also[0].Epoch == "" {
 		t.Errorf("approval_requested %s: alsoRuns %+v, want run %s with its epoch", first.ID, also, runB)
 	}
 	out := decideCLI(t, s.home, "approve", string(first.ID))

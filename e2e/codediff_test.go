@@ -89,7 +89,7 @@ func TestCardShowsTheCodeThatChanged(t *testing.T) {
 		t.Fatalf("approvals --json --diff: %+v", reqs)
 	}
 	code := reqs[0].Code
-	if code.Root != dir || code.Since != epochA || code.Epoch != string(epochB) || len(code.Changes) != 1 ||
+	if code.Root != dir || string(code.Since) != epochA || code.Epoch != epochB || len(code.Changes) != 1 ||
 		code.Changes[0].Path != "src/worker.py" || code.Changes[0].Kind != codediff.Modified {
 		t.Errorf("code report %+v, want src/worker.py modified in %s since %s", code, dir, epochA)
 	}

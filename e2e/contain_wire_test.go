@@ -55,7 +55,7 @@ func TestContainPreAnsweredID(t *testing.T) {
 	if err := evs[0].DecodeFields(&f); err != nil {
 		t.Fatal(err)
 	}
-	if f.Epoch != string(st.Epoch) || f.ServerLabel != "forger" || !strings.Contains(f.Reason, "tools/call request that was not sent") {
+	if f.Epoch != st.Epoch || f.ServerLabel != "forger" || !strings.Contains(f.Reason, "tools/call request that was not sent") {
 		t.Errorf("unrequested_answer %+v, want the epoch %s and the reserved call", f, st.Epoch)
 	}
 
@@ -200,7 +200,7 @@ func serverRequestDecisions(t *testing.T, h *harness.Home, run string) []string 
 		if err := e.DecodeFields(&f); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, f.Epoch+" "+f.Kind+" "+f.Decision)
+		out = append(out, string(f.Epoch)+" "+f.Kind+" "+f.Decision)
 	}
 	return out
 }
@@ -298,7 +298,7 @@ func TestContainServerRequests(t *testing.T) {
 		if err := e.DecodeFields(&f); err != nil {
 			t.Fatal(err)
 		}
-		kinds = append(kinds, f.Epoch+" "+f.ServerRequest)
+		kinds = append(kinds, string(f.Epoch)+" "+f.ServerRequest)
 	}
 	if want := []string{string(st.Epoch + " sampling"), string(st.Epoch + " elicitation"), string(st2.Epoch + " sampling")}; strings.Join(kinds, "|") != strings.Join(want, "|") {
 		t.Errorf("approval_requested events %q, want %q", kinds, want)

@@ -287,10 +287,10 @@ func TestExecdWorkerAnswerIsRecorded(t *testing.T) {
 	if late == nil {
 		t.Fatal("no tool_completed with lateAnswer for the write the new code answered")
 	}
-	if late.Epoch != epochA || late.Outcome != "ok" || late.AnsweredBy == nil {
+	if string(late.Epoch) != epochA || late.Outcome != "ok" || late.AnsweredBy == nil {
 		t.Fatalf("late answer %+v, want epoch %s, outcome ok, and who answered", late, epochA)
 	}
-	if by := late.AnsweredBy; by.Script != v2 || by.Epoch != string(st.Epoch) || by.PID == 0 || by.ScriptSHA256 == "" {
+	if by := late.AnsweredBy; by.Script != v2 || by.Epoch != st.Epoch || by.PID == 0 || by.ScriptSHA256 == "" {
 		t.Errorf("answeredBy %+v, want %s under the new epoch %s with its digest", by, v2, st.Epoch)
 	}
 	// The next write asks the person for the new code.

@@ -138,7 +138,7 @@ func TestNodeDistRewrite(t *testing.T) {
 				t.Errorf("after the build: %d epochs, pid %d (was %d); want 2 epochs and a new process", after.Epochs, after.PID, before.PID)
 			}
 			rec := after.Record
-			if rec == nil || rec.Entry != entry || rec.EntryDigest != digestB || rec.Epoch != string(after.Epoch) {
+			if rec == nil || rec.Entry != entry || rec.EntryDigest != digestB || rec.Epoch != after.Epoch {
 				t.Fatalf("new execution record = %+v, want epoch %s, entry %s with digest %s", rec, after.Epoch, entry, digestB)
 			}
 			if rec.ExtraDigests[dist] == before.Record.ExtraDigests[dist] {
@@ -183,7 +183,7 @@ func TestNodeDistRewrite(t *testing.T) {
 			if err := detected[0].DecodeFields(&bd); err != nil {
 				t.Fatal(err)
 			}
-			if bd.Epoch != string(before.Epoch) || !slices.Contains(bd.Digests, "entry") || !slices.Contains(bd.Digests, "extra:"+dist) {
+			if bd.Epoch != before.Epoch || !slices.Contains(bd.Digests, "entry") || !slices.Contains(bd.Digests, "extra:"+dist) {
 				t.Errorf("build_detected = %+v, want epoch %s and the digests entry and extra:%s", bd, before.Epoch, dist)
 			}
 			if len(replaced) != 1 {
@@ -193,7 +193,7 @@ func TestNodeDistRewrite(t *testing.T) {
 			if err := replaced[0].DecodeFields(&sr); err != nil {
 				t.Fatal(err)
 			}
-			if sr.NewEpoch != string(after.Epoch) || !strings.Contains(sr.Reason, "dist/server.mjs") {
+			if sr.NewEpoch != after.Epoch || !strings.Contains(sr.Reason, "dist/server.mjs") {
 				t.Errorf("server_replaced = %+v, want new epoch %s and a reason naming dist/server.mjs", sr, after.Epoch)
 			}
 			if len(started) != 1 {
@@ -207,7 +207,7 @@ func TestNodeDistRewrite(t *testing.T) {
 			if err := json.Unmarshal(ss.Execution, &exec); err != nil {
 				t.Fatalf("server_started execution %s: %v", ss.Execution, err)
 			}
-			if ss.PID != after.PID || exec.Entry != entry || exec.EntryDigest != digestB || exec.Epoch != string(after.Epoch) {
+			if ss.PID != after.PID || exec.Entry != entry || exec.EntryDigest != digestB || exec.Epoch != after.Epoch {
 				t.Errorf("server_started of the new epoch: pid %d, execution entry %s digest %s epoch %s; want pid %d, %s %s %s",
 					ss.PID, exec.Entry, exec.EntryDigest, exec.Epoch, after.PID, entry, digestB, after.Epoch)
 			}

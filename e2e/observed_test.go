@@ -65,7 +65,7 @@ func TestWatchLoopSwapIsObserved(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the write after the swap was answered %q, want authorization_stale", resultText(res))
 	}
-	if _, r := refusalOf(t, err); r.Error != control.AuthorizationStale || r.ApprovedEpoch != epochA || r.CurrentEpoch != string(epochB) {
+	if _, r := refusalOf(t, err); r.Error != control.AuthorizationStale || string(r.ApprovedEpoch) != epochA || r.CurrentEpoch != epochB {
 		t.Fatalf("refusal %+v, want authorization_stale from %s to %s", r, epochA, epochB)
 	}
 	req = waitApproval(t, h, "write on B", forTool("write", string(epochB)))
@@ -95,7 +95,7 @@ func TestWatchLoopSwapIsObserved(t *testing.T) {
 		if err := ev.DecodeFields(&r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Cause == "observed" && r.OldEpoch == epochA && r.NewEpoch == string(epochB) {
+		if r.Cause == "observed" && string(r.OldEpoch) == epochA && r.NewEpoch == epochB {
 			found = true
 			if !strings.Contains(string(r.OldIdentity), pidA) || !strings.Contains(string(r.NewIdentity), pidB) {
 				t.Errorf("identities: old %s new %s, want pids %s and %s", r.OldIdentity, r.NewIdentity, pidA, pidB)
@@ -257,7 +257,7 @@ func TestNodemonSwapIsObserved(t *testing.T) {
 		if r.err == nil {
 			t.Fatalf("the write after the swap was answered %q, want a refusal or a wait", resultText(r.res))
 		}
-		if _, ref := refusalOf(t, r.err); ref.Error != control.AuthorizationStale || ref.CurrentEpoch == string(epochA) {
+		if _, ref := refusalOf(t, r.err); ref.Error != control.AuthorizationStale || ref.CurrentEpoch == epochA {
 			t.Fatalf("refusal %+v, want authorization_stale naming an epoch after %s", ref, epochA)
 		}
 	case <-time.After(2 * time.Second):

@@ -164,7 +164,7 @@ func TestServerCannotApproveItself(t *testing.T) {
 		t.Fatalf("audit log has %d decision_refused events, want 3: %+v", len(refused), refused)
 	}
 	for i, f := range refused {
-		if f.Request != string(req.ID) || f.Refusal != "supervised" || f.PID == 0 || f.Executable == "" || !strings.Contains(f.Reason, "descends from the Portcullis daemon") || len(f.Ancestry) < 2 {
+		if f.Request != req.ID || f.Refusal != "supervised" || f.PID == 0 || f.Executable == "" || !strings.Contains(f.Reason, "descends from the Portcullis daemon") || len(f.Ancestry) < 2 {
 			t.Errorf("refusal %d: %+v", i, f)
 		}
 	}
@@ -248,7 +248,7 @@ echo "plain exit=$?"`, portcullis, string(req.ID))
 		t.Fatalf("audit log has %d decision_refused events, want 3: %+v", len(refused), refused)
 	}
 	for i, f := range refused {
-		if f.Request != string(req.ID) || f.Refusal != "agent" || f.AgentRun != string(run.Run) || f.Executable != front.AppPath(portcullis) || !slices.Contains(f.Ancestry, os.Getpid()) {
+		if f.Request != req.ID || f.Refusal != "agent" || f.AgentRun != run.Run || f.Executable != front.AppPath(portcullis) || !slices.Contains(f.Ancestry, os.Getpid()) {
 			t.Errorf("refusal %d: %+v (want agent run %s, this test's pid %d in the ancestry)", i, f, run.Run, os.Getpid())
 		}
 	}

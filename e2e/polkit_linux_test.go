@@ -398,7 +398,7 @@ func TestPolkitApproval(t *testing.T) {
 				}
 				var f audit.DecisionRefused
 				must(t, e.DecodeFields(&f))
-				if f.Request == string(req.ID) && f.Refusal == "authentication" && strings.Contains(f.Reason, "polkit did not authenticate you") && f.PID > 0 {
+				if f.Request == req.ID && f.Refusal == "authentication" && strings.Contains(f.Reason, "polkit did not authenticate you") && f.PID > 0 {
 					found = true
 				}
 			}

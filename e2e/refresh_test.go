@@ -165,7 +165,7 @@ func TestSchemaChangeIgnoredListChanged(t *testing.T) {
 			if code != -31010 || r.Error != control.CatalogStale {
 				t.Fatalf("refusal code %d %q, want -31010 catalog_stale (%v)", code, r.Error, err)
 			}
-			want := control.Refusal{Error: control.CatalogStale, Server: pubLabel, Tool: "publish_preview", CurrentEpoch: string(after.Epoch),
+			want := control.Refusal{Error: control.CatalogStale, Server: pubLabel, Tool: "publish_preview", CurrentEpoch: after.Epoch,
 				AgentRevision: before.CatalogRevision, CurrentRevision: after.CatalogRevision}
 			got := r
 			got.Reason, got.Problems, got.Retry, got.Arguments = "", nil, "", nil
@@ -256,7 +256,7 @@ func TestRestartDuringCall(t *testing.T) {
 				t.Fatal("the in-flight call succeeded across a restart")
 			}
 			code, r := refusalOf(t, err)
-			if code != -31030 || r.Error != control.EpochEnded || r.Epoch != string(before.Epoch) || r.CurrentEpoch != string(after.Epoch) {
+			if code != -31030 || r.Error != control.EpochEnded || r.Epoch != before.Epoch || r.CurrentEpoch != after.Epoch {
 				t.Errorf("refusal code %d data %+v, want -31030 epoch_ended with epoch %s and currentEpoch %s", code, r, before.Epoch, after.Epoch)
 			}
 			if !strings.Contains(r.Reason, "not retried") {
@@ -400,7 +400,7 @@ func TestRuntimeToolAdded(t *testing.T) {
 			if err := json.Unmarshal([]byte(res.Stdout), &cat); err != nil {
 				t.Fatalf("catalog show: %v\n%s", err, res.Stdout)
 			}
-			if cat.Revision != after.CatalogRevision || cat.Epoch != string(before.Epoch) {
+			if cat.Revision != after.CatalogRevision || cat.Epoch != before.Epoch {
 				t.Errorf("catalog show: revision %d epoch %s, want %d %s", cat.Revision, cat.Epoch, after.CatalogRevision, before.Epoch)
 			}
 			if _, ok := cat.Lookup("rollback"); !ok {

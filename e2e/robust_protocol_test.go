@@ -62,7 +62,7 @@ func TestRobustOversizedIDLast(t *testing.T) {
 	// Server → agent: the answer to a call in flight, written with "id" last.
 	m = a.call("5", "tools/call", toolCall("blob", map[string]any{"bytes": limit + 200_000}), 30*time.Second)
 	ref = m.refusal(t)
-	if m.Error.Code != -31040 || ref.Error != control.MessageTooLarge || ref.Limit != limit || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != string(before.Epoch) {
+	if m.Error.Code != -31040 || ref.Error != control.MessageTooLarge || ref.Limit != limit || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != before.Epoch {
 		t.Errorf("oversized answer: code %d, data %+v; want -31040 message_too_large naming tools/call, the limit and epoch %s", m.Error.Code, ref, before.Epoch)
 	}
 

@@ -206,7 +206,7 @@ func TestRobustInvalidAnswer(t *testing.T) {
 			t.Fatalf("%s: answered %.300s, want an error with id %s", kind, m.Raw, id)
 		}
 		ref := m.refusal(t)
-		if m.Error.Code != -31041 || ref.Error != control.InvalidResponse || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != string(before.Epoch) {
+		if m.Error.Code != -31041 || ref.Error != control.InvalidResponse || !strings.Contains(ref.Reason, "tools/call") || ref.Epoch != before.Epoch {
 			t.Errorf("%s: got code %d, data %+v; want -31041 invalid_response naming tools/call and epoch %s", kind, m.Error.Code, ref, before.Epoch)
 		}
 		if d := time.Since(start); d > 10*time.Second {
@@ -382,7 +382,7 @@ func TestRobustCrashLoop(t *testing.T) {
 			t.Errorf("crash %d: answered after %s, want at once", i+1, d)
 		}
 		ref := m.refusal(t)
-		if ref.Error != control.EpochEnded || ref.Epoch != string(r.Epoch) || !strings.Contains(ref.Reason, "exit status 3") {
+		if ref.Error != control.EpochEnded || ref.Epoch != r.Epoch || !strings.Contains(ref.Reason, "exit status 3") {
 			t.Errorf("crash %d: got %.500s, want epoch_ended for epoch %s naming exit status 3", i+1, m.Raw, r.Epoch)
 		}
 	}
@@ -666,7 +666,7 @@ func TestRobustDaemonKilledDuringCall(t *testing.T) {
 		t.Errorf("%d tool_called events for the first run, want 1", len(evs))
 	}
 	cont := continuedRuns(t, h)
-	if len(cont) != 1 || cont[0].Continues.AgentRun != string(r.Run) || cont[0].Continues.DaemonPID != d1.PID() {
+	if len(cont) != 1 || cont[0].Continues.AgentRun != r.Run || cont[0].Continues.DaemonPID != d1.PID() {
 		t.Errorf("run_started events recording a continued run: %+v; want one continuing %s of daemon %d", cont, r.Run, d1.PID())
 	}
 }

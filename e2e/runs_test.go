@@ -57,7 +57,7 @@ func TestTwoRunsTwoEpochs(t *testing.T) {
 		if rec == nil {
 			t.Fatalf("run %s has no execution record", r.Run)
 		}
-		if rec.Epoch != string(r.Epoch) || rec.ProcessID != r.PID {
+		if rec.Epoch != r.Epoch || rec.ProcessID != r.PID {
 			t.Errorf("run %s: record epoch %s pid %d, status epoch %s pid %d", r.Run, rec.Epoch, rec.ProcessID, r.Epoch, r.PID)
 		}
 		if rec.EntryDigest != want || rec.ResolvedExecutable.SHA256 != want {
@@ -169,7 +169,7 @@ func TestKillServerEndsCallAtOnce(t *testing.T) {
 			t.Errorf("the pending call returned %s after the kill, want within 1 s", d)
 		}
 		ref := refusalIn(t, err)
-		if !strings.Contains(err.Error(), string(control.EpochEnded)) || ref.Error != control.EpochEnded || ref.Epoch != string(r.Epoch) || ref.Server != "echo" {
+		if !strings.Contains(err.Error(), string(control.EpochEnded)) || ref.Error != control.EpochEnded || ref.Epoch != r.Epoch || ref.Server != "echo" {
 			t.Errorf("the pending call returned %v (data %+v), want an epoch_ended error naming epoch %s", err, ref, r.Epoch)
 		}
 	case <-time.After(5 * time.Second):

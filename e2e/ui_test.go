@@ -19,7 +19,6 @@ import (
 
 	"github.com/portcullis/portcullis/app"
 	"github.com/portcullis/portcullis/app/ui"
-	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -72,7 +71,7 @@ func TestApprovalWindowAfterRebuild(t *testing.T) {
 	}
 	second := callAsync(t, agent.Session, "publish_preview", map[string]any{"branch": "main"})
 	card = pressInWindow(t, tray, "Approve for this run")
-	for _, want := range []string{"new code since you last approved", ids.EpochID(before.Epoch).Short() + " → " + ids.EpochID(after.Epoch).Short() + " (new code)", "Tools changed", "target"} {
+	for _, want := range []string{"new code since you last approved", before.Epoch.Short() + " → " + after.Epoch.Short() + " (new code)", "Tools changed", "target"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("approval card after the rebuild lacks %q:\n%s", want, card)
 		}

@@ -224,7 +224,7 @@ func TestWindowRefusesSyntheticClicks(t *testing.T) {
 		}
 		got = syntheticRefusals(t, home)
 	}
-	if len(got) != 1 || got[0].Request != string(req.ID) || !strings.Contains(got[0].Reason, `"Virtual core XTEST pointer"`) || got[0].ServerLabel != pubLabel {
+	if len(got) != 1 || got[0].Request != req.ID || !strings.Contains(got[0].Reason, `"Virtual core XTEST pointer"`) || got[0].ServerLabel != pubLabel {
 		t.Fatalf("decision_refused synthetic_input events %+v; want one for %s naming the XTEST pointer", got, req.ID)
 	}
 

@@ -55,7 +55,7 @@ func testCgroupKillsWhatEscaped(t *testing.T, sb supervisor.Sandbox) {
 		t.Skipf("no cgroup here: %s", where)
 	}
 	dir, _, ok := strings.Cut(where, " (killed whole when the epoch ends)")
-	if !ok || !strings.HasSuffix(dir, "/portcullis-"+p.Epoch()) {
+	if !ok || !strings.HasSuffix(dir, "/portcullis-"+string(p.Epoch())) {
 		t.Fatalf("status says the cgroup is %q", where)
 	}
 	line, err := bufio.NewReader(p.Stdout()).ReadString('\n')

@@ -339,11 +339,11 @@ func checkFindsTheServer(t *testing.T) {
 	var env []byte
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		env, err = os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Pid()))
-		if (err == nil && strings.Contains(string(env), supervisor.EpochEnv+"="+p.Epoch())) || time.Now().After(deadline) {
+		if (err == nil && strings.Contains(string(env), supervisor.EpochEnv+"="+string(p.Epoch()))) || time.Now().After(deadline) {
 			break
 		}
 	}
-	if err != nil || !strings.Contains(string(env), supervisor.EpochEnv+"="+p.Epoch()) {
+	if err != nil || !strings.Contains(string(env), supervisor.EpochEnv+"="+string(p.Epoch())) {
 		t.Errorf("uid %d: the server's environment cannot be read or lacks its epoch's mark (%v; %d bytes)", os.Getuid(), err, len(env))
 	}
 	pid := p.Pid()

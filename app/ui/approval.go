@@ -51,12 +51,12 @@ type ApprovalWindow struct {
 	clock func() time.Time
 	log   *slog.Logger
 
-	win     fyne.Window                // created on first use
-	queue   []authz.Request            // oldest first
-	cur     int                        // index of the request shown
-	picked  map[string]map[string]bool // request → tool → ticked, where the person changed the proposal
-	skipped map[string]map[string]bool // request → agent run the person unticked on a card of several runs
-	popped  map[string]bool            // pending requests the window popped up for
+	win     fyne.Window                          // created on first use
+	queue   []authz.Request                      // oldest first
+	cur     int                                  // index of the request shown
+	picked  map[ids.RequestID]map[string]bool    // request → tool → ticked, where the person changed the proposal
+	skipped map[ids.RequestID]map[ids.RunID]bool // request → agent run the person unticked on a card of several runs
+	popped  map[ids.RequestID]bool               // pending requests the window popped up for
 	visible bool
 
 	// guard is how long after a card appears (the window popped up, or the
@@ -119,7 +119,7 @@ type ApprovalWindow struct {
 }
 
 func newApprovalWindow(app fyne.App, auth Approvals, clock func() time.Time, log *slog.Logger) *ApprovalWindow {
-	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, picked: map[string]map[string]bool{}, skipped: map[string]map[string]bool{}, popped: map[string]bool{}}
+	return &ApprovalWindow{app: app, auth: auth, clock: clock, log: log, picked: map[ids.RequestID]map[string]bool{}, skipped: map[ids.RequestID]map[ids.RunID]bool{}, popped: map[ids.RequestID]bool{}}
 }
 
 // ensure creates the window and its widgets on first use.
@@ -202,30 +202,30 @@ func (w *ApprovalWindow) sync(pending []authz.Request) {
 	shown := w.currentID()
 	added := false
 	for _, r := range pending {
-		if !w.popped[string(r.ID)] {
-			w.popped[string(r.ID)] = true
+		if !w.popped[r.ID] {
+			w.popped[r.ID] = true
 			added = true
 		}
 	}
 	for id := range w.popped {
-		if !slices.ContainsFunc(pending, func(r authz.Request) bool { return string(r.ID) == id }) {
+		if !slices.ContainsFunc(pending, func(r authz.Request) bool { return r.ID == id }) {
 			delete(w.popped, id)
 		}
 	}
 	w.queue = slices.Clone(pending)
 	w.cur = 0
 	for i, r := range w.queue {
-		if string(r.ID) == shown {
+		if r.ID == shown {
 			w.cur = i
 		}
 	}
 	for id := range w.picked {
-		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return string(r.ID) == id }) {
+		if !slices.ContainsFunc(w.queue, func(r authz.Request) bool { return r.ID == id }) {
 			delete(w.picked, id)
 		}
 	}
-	w.codeReports.keep(func(id string) bool {
-		return slices.ContainsFunc(w.queue, func(r authz.Request) bool { return string(r.ID) == id })
+	w.codeReports.keep(func(id ids.RequestID) bool {
+		return slices.ContainsFunc(w.queue, func(r authz.Request) bool { return r.ID == id })
 	})
 	switch {
 	case len(w.queue) == 0:
@@ -293,9 +293,9 @@ func (w *ApprovalWindow) hide() {
 	w.syncClosing()
 }
 
-func (w *ApprovalWindow) currentID() string {
+func (w *ApprovalWindow) currentID() ids.RequestID {
 	if w.cur < len(w.queue) {
-		return string(w.queue[w.cur].ID)
+		return w.queue[w.cur].ID
 	}
 	return ""
 }
@@ -332,7 +332,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 	}
 	var err error
 	if choice == authz.Deny {
-		err = w.auth.Decide(ids.RequestID(string(r.ID)), d)
+		err = w.auth.Decide(r.ID, d)
 	} else {
 		// The press that activated the button: a device's approves; a
 		// synthetic one never does; where the window cannot tell, the
@@ -341,7 +341,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		if w.input != nil {
 			in = w.input.Judge(nativeHandle(w.win))
 		}
-		err = w.auth.DecideInput(string(r.ID), d, in)
+		err = w.auth.DecideInput(r.ID, d, in)
 		if err != nil && !errors.Is(err, authz.ErrUnrecorded) && w.pending(string(r.ID)) {
 			// Nothing was decided: the card stays, and says why.
 			w.log.Warn("approval not taken; the card stays", "request", r.ID, "input", in.Origin, "device", in.Device, "err", err)
@@ -358,8 +358,8 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 	if i := slices.IndexFunc(w.queue, func(x authz.Request) bool { return x.ID == r.ID }); i >= 0 {
 		w.queue = slices.Delete(w.queue, i, i+1)
 	}
-	delete(w.picked, string(r.ID))
-	delete(w.skipped, string(r.ID))
+	delete(w.picked, r.ID)
+	delete(w.skipped, r.ID)
 	if w.cur >= len(w.queue) && w.cur > 0 {
 		w.cur--
 	}
@@ -469,7 +469,7 @@ func (w *ApprovalWindow) closeAnswer(denyAll bool) {
 func (w *ApprovalWindow) ticked(r authz.Request) []string {
 	out := []string{}
 	for _, t := range r.Card.Offered() {
-		on, changed := w.picked[string(r.ID)][t]
+		on, changed := w.picked[r.ID][t]
 		if t == r.Card.Tool || (changed && on) || (!changed && slices.Contains(r.Card.ToolScope, t)) {
 			out = append(out, t)
 		}
@@ -481,7 +481,7 @@ func (w *ApprovalWindow) ticked(r authz.Request) []string {
 func (w *ApprovalWindow) runsTicked(r authz.Request) []ids.RunID {
 	out := []ids.RunID{}
 	for _, run := range r.Card.RunNames() {
-		if !w.skipped[string(r.ID)][string(run)] {
+		if !w.skipped[r.ID][run] {
 			out = append(out, run)
 		}
 	}
@@ -502,12 +502,12 @@ func (w *ApprovalWindow) renderRuns(r authz.Request) {
 	for _, rc := range r.Card.Runs() {
 		run := rc.AgentRun
 		c := w.check(runLabel(rc))
-		c.SetChecked(!w.skipped[string(id)][string(run)])
+		c.SetChecked(!w.skipped[id][run])
 		c.OnChanged = func(on bool) {
-			if w.skipped[string(id)] == nil {
-				w.skipped[string(id)] = map[string]bool{}
+			if w.skipped[id] == nil {
+				w.skipped[id] = map[ids.RunID]bool{}
 			}
-			w.skipped[string(id)][string(run)] = !on
+			w.skipped[id][run] = !on
 			w.updateApproveRun(r)
 		}
 		w.runs.Add(c)
@@ -725,16 +725,16 @@ func (w *ApprovalWindow) renderScope(r authz.Request, v cardView) {
 			w.ticks.Add(cell)
 			continue
 		}
-		on, changed := w.picked[string(id)][tool]
+		on, changed := w.picked[id][tool]
 		if !changed {
 			on = tt.Ticked
 		}
 		c.SetChecked(on)
 		c.OnChanged = func(on bool) {
-			if w.picked[string(id)] == nil {
-				w.picked[string(id)] = map[string]bool{}
+			if w.picked[id] == nil {
+				w.picked[id] = map[string]bool{}
 			}
-			w.picked[string(id)][tool] = on
+			w.picked[id][tool] = on
 			w.updateApproveRun(r)
 		}
 		w.ticks.Add(cell)

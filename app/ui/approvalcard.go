@@ -257,13 +257,13 @@ func details(c authz.Card) []cardFact {
 	if c.AgentName != "" {
 		agent = fmt.Sprintf("calls itself %s (its clientInfo, not verified)\n%s", textsafe.Quote(c.AgentName, 0), agent)
 	}
-	out = append(out, cardFact{"Agent", agent}, cardFact{"Agent run", ids.RunID(c.AgentRun).Short()}, cardFact{"Server", textsafe.Line(c.ServerLabel)})
-	cur := shortEpoch(string(c.CurrentEpoch))
+	out = append(out, cardFact{"Agent", agent}, cardFact{"Agent run", c.AgentRun.Short()}, cardFact{"Server", textsafe.Line(c.ServerLabel)})
+	cur := shortEpoch(c.CurrentEpoch)
 	switch {
 	case c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch && c.Identity == "" && len(c.IdentityChanges) == 0:
-		out = append(out, cardFact{"Epoch", shortEpoch(string(c.PreviousEpoch)) + " → " + cur + " (new process)"})
+		out = append(out, cardFact{"Epoch", shortEpoch(c.PreviousEpoch) + " → " + cur + " (new process)"})
 	case c.PreviousEpoch != "" && c.PreviousEpoch != c.CurrentEpoch:
-		out = append(out, cardFact{"Epoch", shortEpoch(string(c.PreviousEpoch)) + " → " + cur + " (new code)"})
+		out = append(out, cardFact{"Epoch", shortEpoch(c.PreviousEpoch) + " → " + cur + " (new code)"})
 	default:
 		out = append(out, cardFact{"Epoch", cur})
 	}
@@ -298,11 +298,11 @@ func details(c authz.Card) []cardFact {
 }
 
 // shortEpoch abbreviates an epoch as everywhere else (ids' Short).
-func shortEpoch(e string) string {
+func shortEpoch(e ids.EpochID) string {
 	if e == "" {
-		return authz.EpochText(ids.EpochID(e))
+		return authz.EpochText(e)
 	}
-	return ids.EpochID(e).Short()
+	return e.Short()
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {

@@ -13,13 +13,14 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/portcullis/portcullis/core/codediff"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/textsafe"
 )
 
 // CodeSource says what changed in the source tree of a pending request's
 // server since the code the person last approved (*daemon.Daemon).
 type CodeSource interface {
-	CodeChanges(ctx context.Context, id string) (codediff.Report, error)
+	CodeChanges(ctx context.Context, id ids.RequestID) (codediff.Report, error)
 }
 
 // codeCache holds the code report of each request shown (nil: asked, not
@@ -27,27 +28,27 @@ type CodeSource interface {
 // the report's goroutine (Fyne's test driver does).
 type codeCache struct {
 	mu sync.Mutex
-	m  map[string]*codediff.Report
+	m  map[ids.RequestID]*codediff.Report
 }
 
-func (c *codeCache) get(id string) (*codediff.Report, bool) {
+func (c *codeCache) get(id ids.RequestID) (*codediff.Report, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.m[id]
 	return r, ok
 }
 
-func (c *codeCache) ask(id string) {
+func (c *codeCache) ask(id ids.RequestID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[string]*codediff.Report{}
+		c.m = map[ids.RequestID]*codediff.Report{}
 	}
 	c.m[id] = nil
 }
 
 // answer sets id's report, if it is still asked for.
-func (c *codeCache) answer(id string, r *codediff.Report) bool {
+func (c *codeCache) answer(id ids.RequestID, r *codediff.Report) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[id]; !ok {
@@ -58,7 +59,7 @@ func (c *codeCache) answer(id string, r *codediff.Report) bool {
 }
 
 // keep forgets the reports of requests not in pending.
-func (c *codeCache) keep(pending func(id string) bool) {
+func (c *codeCache) keep(pending func(id ids.RequestID) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.m {
@@ -78,7 +79,7 @@ const codeShown = 8
 // snapshot may still be being taken); the card is drawn again when it
 // arrives, and the window sized to it again. All of it is the server's
 // tree's text: escaped.
-func (w *ApprovalWindow) codeObjects(id string) []fyne.CanvasObject {
+func (w *ApprovalWindow) codeObjects(id ids.RequestID) []fyne.CanvasObject {
 	if w.code == nil || id == "" {
 		return nil
 	}

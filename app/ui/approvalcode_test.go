@@ -15,11 +15,12 @@ import (
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/codediff"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
-type fakeCode map[string]codediff.Report
+type fakeCode map[ids.RequestID]codediff.Report
 
-func (f fakeCode) CodeChanges(_ context.Context, id string) (codediff.Report, error) {
+func (f fakeCode) CodeChanges(_ context.Context, id ids.RequestID) (codediff.Report, error) {
 	r, ok := f[id]
 	if !ok {
 		return codediff.Report{}, errors.New("not pending")
@@ -141,7 +142,7 @@ type heldCode struct {
 	release chan struct{}
 }
 
-func (h heldCode) CodeChanges(ctx context.Context, id string) (codediff.Report, error) {
+func (h heldCode) CodeChanges(ctx context.Context, id ids.RequestID) (codediff.Report, error) {
 	<-h.release
 	return h.fakeCode.CodeChanges(ctx, id)
 }

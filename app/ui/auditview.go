@@ -22,6 +22,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // AuditDeps is what the audit viewer reads.
@@ -388,7 +389,7 @@ func (v *auditView) filter() audit.Filter {
 		f.Server = s
 	}
 	if r := v.run.Selected; r != allRuns {
-		f.Run = r
+		f.Run = ids.RunID(r)
 	}
 	return f
 }
@@ -440,7 +441,7 @@ func readAudit(dir string, f audit.Filter) auditData {
 		return d
 	}
 	for _, s := range d.all {
-		if (f.Server == "" || s.ServerLabel == f.Server) && (f.Run == "" || string(s.AgentRun) == f.Run) {
+		if (f.Server == "" || s.ServerLabel == f.Server) && (f.Run == "" || s.AgentRun == f.Run) {
 			d.sessions = append(d.sessions, s)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/paths"
 )
 
@@ -19,8 +20,8 @@ import (
 // approval window shows the request the benchmark raised, and when it was
 // shown and painted.
 type shownAt struct {
-	id             string // the request on the window's card, "" when hidden
-	heading        string // the card's heading
+	id             ids.RequestID // the request on the window's card, "" when hidden
+	heading        string        // the card's heading
 	shown, painted time.Time
 }
 
@@ -109,7 +110,7 @@ func startBenchTray(b *testing.B, d *daemon.Daemon, paint bool) *benchTray {
 
 // wait returns the first refresh after which the window shows request id
 // ("": hidden).
-func (bt *benchTray) wait(b *testing.B, id string) shownAt {
+func (bt *benchTray) wait(b *testing.B, id ids.RequestID) shownAt {
 	b.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
@@ -170,7 +171,7 @@ func BenchmarkApprovalWindowShown(b *testing.B) {
 				b.StartTimer()
 				start := time.Now()
 				id := bt.auth.Raise(card)
-				ev := bt.wait(b, string(id))
+				ev := bt.wait(b, id)
 				b.StopTimer()
 				if want := sentence(card); ev.heading != want {
 					b.Fatalf("the window shows the heading %q, want %q", ev.heading, want)

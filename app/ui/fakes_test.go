@@ -61,7 +61,7 @@ func (f *fakeApprovals) Decide(id ids.RequestID, d authz.Decision) error {
 // DecideInput is Decide with the press recorded; an input f.refuseInput
 // names (by origin) is refused as the daemon refuses it, the request left
 // pending.
-func (f *fakeApprovals) DecideInput(id string, d authz.Decision, in daemon.WindowInput) error {
+func (f *fakeApprovals) DecideInput(id ids.RequestID, d authz.Decision, in daemon.WindowInput) error {
 	f.mu.Lock()
 	refuse := f.refuseInput[in.Origin]
 	f.mu.Unlock()
@@ -71,7 +71,7 @@ func (f *fakeApprovals) DecideInput(id string, d authz.Decision, in daemon.Windo
 	f.mu.Lock()
 	f.inputs = append(f.inputs, in)
 	f.mu.Unlock()
-	return f.Decide(ids.RequestID(id), d)
+	return f.Decide(id, d)
 }
 
 func (f *fakeApprovals) decisions() []decision {
@@ -168,6 +168,6 @@ func (f *fakeNotifier) all() []sentNotification {
 // press of an approval not considered (tests of timeouts and events).
 type authorityApprovals struct{ *authz.Authority }
 
-func (a authorityApprovals) DecideInput(id string, d authz.Decision, _ daemon.WindowInput) error {
-	return a.Decide(ids.RequestID(id), d)
+func (a authorityApprovals) DecideInput(id ids.RequestID, d authz.Decision, _ daemon.WindowInput) error {
+	return a.Decide(id, d)
 }

@@ -59,7 +59,7 @@ type Approvals interface {
 	// synthetic input (daemon.ErrSyntheticInput, the request stays
 	// pending) and has the OS authenticate the person when the origin is
 	// unknown (daemon.WindowApprovals.DecideInput).
-	DecideInput(id string, d authz.Decision, in daemon.WindowInput) error
+	DecideInput(id ids.RequestID, d authz.Decision, in daemon.WindowInput) error
 }
 
 // InputCheck tells where the press behind a window decision came from

@@ -9,7 +9,6 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/daemon"
 	"github.com/portcullis/portcullis/core/gateway"
-	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/textsafe"
 )
 
@@ -181,7 +180,7 @@ func runLine(r gateway.Status, waiting, withAgent bool) string {
 	}
 	line += " — " + stateText(r.State, waiting)
 	if r.Epoch != "" {
-		line += " · epoch " + ids.EpochID(r.Epoch).Short()
+		line += " · epoch " + r.Epoch.Short()
 	}
 	if r.CatalogRevision != 0 {
 		line += fmt.Sprintf(" · catalog r%d", r.CatalogRevision)

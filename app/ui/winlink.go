@@ -80,7 +80,7 @@ const (
 
 // DecideArgs and the other …Args are the link's requests.
 type DecideArgs struct {
-	ID       string         `json:"id"`
+	ID       ids.RequestID  `json:"id"`
 	Decision authz.Decision `json:"decision"`
 	// Input is what the window process judged of the press behind an
 	// approval (Approvals.DecideInput); nil for a denial.
@@ -174,7 +174,7 @@ func (l *link) Decide(a DecideArgs, e *LinkError) error {
 	if a.Input != nil {
 		err = l.deps.Approvals.DecideInput(a.ID, a.Decision, *a.Input)
 	} else {
-		err = l.deps.Approvals.Decide(ids.RequestID(a.ID), a.Decision)
+		err = l.deps.Approvals.Decide(a.ID, a.Decision)
 	}
 	switch {
 	case err == nil:
@@ -203,7 +203,7 @@ func (l *link) InputNote(in daemon.WindowInput, note *string) error {
 }
 
 // CodeArgs names the request whose code report the window asks for.
-type CodeArgs struct{ ID string }
+type CodeArgs struct{ ID ids.RequestID }
 
 // CodeChanges is CodeSource.CodeChanges of the app's daemon.
 func (l *link) CodeChanges(a CodeArgs, rep *codediff.Report) error {
@@ -423,7 +423,7 @@ func (r *Remote) Pending() []authz.Request {
 // window.
 func (r *Remote) Decide(id ids.RequestID, d authz.Decision) error {
 	var e LinkError
-	if err := r.c.Call(linkService+".Decide", DecideArgs{ID: string(id), Decision: d}, &e); err != nil {
+	if err := r.c.Call(linkService+".Decide", DecideArgs{ID: id, Decision: d}, &e); err != nil {
 		return fmt.Errorf("the decision did not reach Portcullis (%v); decide with portcullis approve or deny", err)
 	}
 	return linkErr(e)
@@ -431,7 +431,7 @@ func (r *Remote) Decide(id ids.RequestID, d authz.Decision) error {
 
 // DecideInput is Approvals.DecideInput over the link: the press behind
 // the approval, judged in the window process, goes with it.
-func (r *Remote) DecideInput(id string, d authz.Decision, in daemon.WindowInput) error {
+func (r *Remote) DecideInput(id ids.RequestID, d authz.Decision, in daemon.WindowInput) error {
 	var e LinkError
 	if err := r.c.Call(linkService+".Decide", DecideArgs{ID: id, Decision: d, Input: &in}, &e); err != nil {
 		return fmt.Errorf("the decision did not reach Portcullis (%v); decide with portcullis approve or deny", err)
@@ -448,7 +448,7 @@ func (r *Remote) InputNote(in daemon.WindowInput) string {
 }
 
 // CodeChanges is CodeSource.CodeChanges over the link.
-func (r *Remote) CodeChanges(ctx context.Context, id string) (codediff.Report, error) {
+func (r *Remote) CodeChanges(ctx context.Context, id ids.RequestID) (codediff.Report, error) {
 	var rep codediff.Report
 	call := r.c.Go(linkService+".CodeChanges", CodeArgs{ID: id}, &rep, nil)
 	select {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // BenchmarkAppendParallel measures durable (fsynced) tool_called intents per
@@ -28,7 +30,7 @@ func BenchmarkAppendParallel(b *testing.B) {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
 				_, err := l.Append(context.Background(), TypeToolCalled, ToolCalled{
-					Call: fmt.Sprintf("%d-%d", w, i), AgentRun: "01JQ7R4S4S0QJ7GZP1S2RUNX", ServerLabel: "inventory-local",
+					Call: ids.CallID(fmt.Sprintf("%d-%d", w, i)), AgentRun: "01JQ7R4S4S0QJ7GZP1S2RUNX", ServerLabel: "inventory-local",
 					Epoch: "01JQ7R4S4S0QJ7GZP1S2XYZW", CatalogRevision: 13, Tool: "inventory_adjust",
 					ArgsDigest: digest, ArgKeys: keys, Decision: "grant", Grant: "01JQ7R4S4S0QJ7GZP1S2GRNT"})
 				if err != nil {

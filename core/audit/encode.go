@@ -170,17 +170,17 @@ func appendCanonString(b []byte, s string) []byte {
 
 func (f *ToolCalled) appendCanonical(b []byte) ([]byte, bool) {
 	o := newObj(b)
-	o.str("agentRun", f.AgentRun)
+	o.str("agentRun", string(f.AgentRun))
 	o.strs("argKeys", f.ArgKeys)
 	o.str("argsDigest", f.ArgsDigest)
-	o.str("call", f.Call)
+	o.str("call", string(f.Call))
 	if !o.uint("catalogRevision", f.CatalogRevision) {
 		return nil, false
 	}
 	o.strsOmit("credentialScope", f.CredentialScope)
 	o.str("decision", f.Decision)
-	o.str("epoch", f.Epoch)
-	o.strOmit("grant", f.Grant)
+	o.str("epoch", string(f.Epoch))
+	o.strOmit("grant", string(f.Grant))
 	o.str("serverLabel", f.ServerLabel)
 	o.str("tool", f.Tool)
 	return o.end(), true
@@ -191,12 +191,12 @@ func (f *ToolCompleted) appendCanonical(b []byte) ([]byte, bool) {
 		return nil, false // rare (a late answer from other code): the general encoding
 	}
 	o := newObj(b)
-	o.str("agentRun", f.AgentRun)
-	o.str("call", f.Call)
+	o.str("agentRun", string(f.AgentRun))
+	o.str("call", string(f.Call))
 	if !o.float("durationMs", f.DurationMS) {
 		return nil, false
 	}
-	o.str("epoch", f.Epoch)
+	o.str("epoch", string(f.Epoch))
 	o.strOmit("error", f.Error)
 	o.boolOmit("lateAnswer", f.LateAnswer)
 	o.str("outcome", f.Outcome)

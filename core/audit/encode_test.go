@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gowebpki/jcs"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // genericCanonical is the path the encoder replaces: json.Marshal, then
@@ -54,11 +55,11 @@ func randStrings(r *rand.Rand) []string {
 
 func randEvent(r *rand.Rand) any {
 	if r.IntN(2) == 0 {
-		return ToolCalled{Call: randText(r), AgentRun: randText(r), ServerLabel: randText(r), Epoch: randText(r),
+		return ToolCalled{Call: ids.CallID(randText(r)), AgentRun: ids.RunID(randText(r)), ServerLabel: randText(r), Epoch: ids.EpochID(randText(r)),
 			CatalogRevision: []uint64{0, 1, 12, 1 << 40, maxExact}[r.IntN(5)], Tool: randText(r), ArgsDigest: randText(r),
-			ArgKeys: randStrings(r), Decision: randText(r), Grant: randText(r), CredentialScope: randStrings(r)}
+			ArgKeys: randStrings(r), Decision: randText(r), Grant: ids.GrantID(randText(r)), CredentialScope: randStrings(r)}
 	}
-	return ToolCompleted{Call: randText(r), AgentRun: randText(r), ServerLabel: randText(r), Epoch: randText(r), Tool: randText(r),
+	return ToolCompleted{Call: ids.CallID(randText(r)), AgentRun: ids.RunID(randText(r)), ServerLabel: randText(r), Epoch: ids.EpochID(randText(r)), Tool: randText(r),
 		Outcome: randText(r), DurationMS: []float64{0, 0.123, 1.5, 1234.567, 1e21, 1e-7, 5e-324, float64(r.IntN(1e6)) / 1000}[r.IntN(8)],
 		Error: randText(r), LateAnswer: r.IntN(2) == 0}
 }
@@ -97,8 +98,8 @@ func FuzzCanonicalEncoder(f *testing.F) {
 	f.Add("echo", "sha256:ab", "\u2028<\x00\xff", uint64(3), 1.25, true)
 	f.Fuzz(func(t *testing.T, a, b, c string, rev uint64, d float64, late bool) {
 		for _, v := range []any{
-			ToolCalled{Call: a, AgentRun: b, ServerLabel: c, Epoch: a + c, CatalogRevision: rev, Tool: b, ArgsDigest: c, ArgKeys: []string{a, b}, Decision: c, Grant: a, CredentialScope: []string{c}},
-			ToolCompleted{Call: a, AgentRun: b, ServerLabel: c, Epoch: b, Tool: a, Outcome: c, DurationMS: d, Error: b, LateAnswer: late},
+			ToolCalled{Call: ids.CallID(a), AgentRun: ids.RunID(b), ServerLabel: c, Epoch: ids.EpochID(a + c), CatalogRevision: rev, Tool: b, ArgsDigest: c, ArgKeys: []string{a, b}, Decision: c, Grant: ids.GrantID(a), CredentialScope: []string{c}},
+			ToolCompleted{Call: ids.CallID(a), AgentRun: ids.RunID(b), ServerLabel: c, Epoch: ids.EpochID(b), Tool: a, Outcome: c, DurationMS: d, Error: b, LateAnswer: late},
 		} {
 			got, ok := canonicalFast(v)
 			raw, err := json.Marshal(v)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gowebpki/jcs"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Genesis is the prev value of the first event of a log: "sha256:" followed
@@ -140,8 +141,8 @@ type DiffSummary struct {
 // execution record captured at launch (DESIGN "Execution identity").
 type ServerStarted struct {
 	ServerLabel string          `json:"serverLabel"`
-	AgentRun    string          `json:"agentRun,omitempty"`
-	Epoch       string          `json:"epoch"`
+	AgentRun    ids.RunID       `json:"agentRun,omitempty"`
+	Epoch       ids.EpochID     `json:"epoch"`
 	PID         int             `json:"pid,omitempty"`
 	Execution   json.RawMessage `json:"execution,omitempty"`
 }
@@ -149,19 +150,19 @@ type ServerStarted struct {
 // BuildDetected is the fields of a build_detected event: artifacts changed on
 // disk while Epoch keeps running.
 type BuildDetected struct {
-	ServerLabel string   `json:"serverLabel"`
-	Epoch       string   `json:"epoch,omitempty"`
-	Paths       []string `json:"paths,omitempty"`
-	Digests     []string `json:"digests,omitempty"` // names of changed digests
+	ServerLabel string      `json:"serverLabel"`
+	Epoch       ids.EpochID `json:"epoch,omitempty"`
+	Paths       []string    `json:"paths,omitempty"`
+	Digests     []string    `json:"digests,omitempty"` // names of changed digests
 }
 
 // ServerReplaced is the fields of a server_replaced event.
 type ServerReplaced struct {
-	ServerLabel string `json:"serverLabel"`
-	AgentRun    string `json:"agentRun,omitempty"`
-	OldEpoch    string `json:"oldEpoch"`
-	NewEpoch    string `json:"newEpoch"`
-	Reason      string `json:"reason,omitempty"`
+	ServerLabel string      `json:"serverLabel"`
+	AgentRun    ids.RunID   `json:"agentRun,omitempty"`
+	OldEpoch    ids.EpochID `json:"oldEpoch"`
+	NewEpoch    ids.EpochID `json:"newEpoch"`
+	Reason      string      `json:"reason,omitempty"`
 	// Cause is "observed" when the supervisor saw the process tree change
 	// behind the same pipe (a watcher swapping its worker, an exec); then
 	// OldIdentity and NewIdentity are the processes that could answer
@@ -174,20 +175,20 @@ type ServerReplaced struct {
 // ServerExited is the fields of a server_exited event. ExitCode is -1 when the
 // process was ended by Signal.
 type ServerExited struct {
-	ServerLabel string `json:"serverLabel"`
-	AgentRun    string `json:"agentRun,omitempty"`
-	Epoch       string `json:"epoch"`
-	PID         int    `json:"pid,omitempty"`
-	ExitCode    int    `json:"exitCode"`
-	Signal      string `json:"signal,omitempty"`
+	ServerLabel string      `json:"serverLabel"`
+	AgentRun    ids.RunID   `json:"agentRun,omitempty"`
+	Epoch       ids.EpochID `json:"epoch"`
+	PID         int         `json:"pid,omitempty"`
+	ExitCode    int         `json:"exitCode"`
+	Signal      string      `json:"signal,omitempty"`
 }
 
 // CatalogRevised is the fields of a catalog_revised event. Digest is the
 // catalog digest ("sha256:…") of Revision.
 type CatalogRevised struct {
 	ServerLabel string      `json:"serverLabel"`
-	AgentRun    string      `json:"agentRun,omitempty"`
-	Epoch       string      `json:"epoch,omitempty"`
+	AgentRun    ids.RunID   `json:"agentRun,omitempty"`
+	Epoch       ids.EpochID `json:"epoch,omitempty"`
 	Revision    uint64      `json:"revision"`
 	Digest      string      `json:"digest"`
 	Diff        DiffSummary `json:"diff"`
@@ -195,9 +196,9 @@ type CatalogRevised struct {
 
 // RunStarted is the fields of a run_started event (one agent connection).
 type RunStarted struct {
-	AgentRun    string `json:"agentRun"`
-	ServerLabel string `json:"serverLabel"`
-	Agent       Agent  `json:"agent"`
+	AgentRun    ids.RunID `json:"agentRun"`
+	ServerLabel string    `json:"serverLabel"`
+	Agent       Agent     `json:"agent"`
 	// Continues is set when the run continues one the agent's shim had with
 	// a daemon that went away (it reconnected): what the shim said of it.
 	Continues *RunContinued `json:"continues,omitempty"`
@@ -210,17 +211,17 @@ type RunStarted struct {
 // daemon before it left), when known. The shim's word, not checked: the
 // previous daemon is gone.
 type RunContinued struct {
-	AgentRun        string   `json:"agentRun"`
-	DaemonPID       int      `json:"daemonPid,omitempty"`
-	Why             string   `json:"why"`
-	PreviousLogHead *LogHead `json:"previousLogHead,omitempty"`
+	AgentRun        ids.RunID `json:"agentRun"`
+	DaemonPID       int       `json:"daemonPid,omitempty"`
+	Why             string    `json:"why"`
+	PreviousLogHead *LogHead  `json:"previousLogHead,omitempty"`
 }
 
 // RunEnded is the fields of a run_ended event.
 type RunEnded struct {
-	AgentRun    string `json:"agentRun"`
-	ServerLabel string `json:"serverLabel"`
-	Reason      string `json:"reason,omitempty"`
+	AgentRun    ids.RunID `json:"agentRun"`
+	ServerLabel string    `json:"serverLabel"`
+	Reason      string    `json:"reason,omitempty"`
 }
 
 // ApprovalRequested is the fields of an approval_requested event. Epoch is
@@ -228,15 +229,15 @@ type RunEnded struct {
 // credentials, made before its process exists, has no epoch but the
 // execution identity digest it would approve (Identity).
 type ApprovalRequested struct {
-	Request         string   `json:"request"`
-	AgentRun        string   `json:"agentRun"`
-	ServerLabel     string   `json:"serverLabel"`
-	Epoch           string   `json:"epoch,omitempty"`
-	Identity        string   `json:"identity,omitempty"`
-	CatalogRevision uint64   `json:"catalogRevision,omitempty"`
-	ToolScope       []string `json:"toolScope,omitempty"`
-	CredentialScope []string `json:"credentialScope,omitempty"`
-	Reason          string   `json:"reason,omitempty"`
+	Request         ids.RequestID `json:"request"`
+	AgentRun        ids.RunID     `json:"agentRun"`
+	ServerLabel     string        `json:"serverLabel"`
+	Epoch           ids.EpochID   `json:"epoch,omitempty"`
+	Identity        string        `json:"identity,omitempty"`
+	CatalogRevision uint64        `json:"catalogRevision,omitempty"`
+	ToolScope       []string      `json:"toolScope,omitempty"`
+	CredentialScope []string      `json:"credentialScope,omitempty"`
+	Reason          string        `json:"reason,omitempty"`
 	// OtherTools are the tools the card offered unticked (ToolScope is
 	// what it proposed). Stale marks the card raised with an
 	// authorization_stale refusal: its call was refused already, by the
@@ -258,8 +259,8 @@ type ApprovalRequested struct {
 
 // RunEpoch is one agent run and the epoch a card asks about for it.
 type RunEpoch struct {
-	AgentRun string `json:"agentRun"`
-	Epoch    string `json:"epoch,omitempty"`
+	AgentRun ids.RunID   `json:"agentRun"`
+	Epoch    ids.EpochID `json:"epoch,omitempty"`
 }
 
 // Channels of Decider.Channel: where the person decided.
@@ -307,17 +308,17 @@ type Decider struct {
 // say who approved.
 type ApprovalGranted struct {
 	Decider
-	Request string `json:"request"`
+	Request ids.RequestID `json:"request"`
 	// Grant is the id of the grant made (authz.Grant.ID), as the
 	// tool_called events of the calls it lets through name it.
-	Grant           string   `json:"grant,omitempty"`
-	AgentRun        string   `json:"agentRun"`
-	ServerLabel     string   `json:"serverLabel"`
-	Epoch           string   `json:"epoch,omitempty"`
-	Identity        string   `json:"identity,omitempty"`
-	ToolScope       []string `json:"toolScope,omitempty"`
-	CredentialScope []string `json:"credentialScope,omitempty"`
-	ExpiresWhen     string   `json:"expiresWhen"`
+	Grant           ids.GrantID `json:"grant,omitempty"`
+	AgentRun        ids.RunID   `json:"agentRun"`
+	ServerLabel     string      `json:"serverLabel"`
+	Epoch           ids.EpochID `json:"epoch,omitempty"`
+	Identity        string      `json:"identity,omitempty"`
+	ToolScope       []string    `json:"toolScope,omitempty"`
+	CredentialScope []string    `json:"credentialScope,omitempty"`
+	ExpiresWhen     string      `json:"expiresWhen"`
 	// ServerRequest is the kind of server request the grant lets through
 	// on its epoch (it covers no tool then).
 	ServerRequest string `json:"serverRequest,omitempty"`
@@ -335,14 +336,14 @@ type ApprovalGranted struct {
 // raised with an authorization_stale refusal: denying it refused no call
 // (that call was refused already, by the gateway).
 type ApprovalDenied struct {
-	Request     string `json:"request"`
-	AgentRun    string `json:"agentRun"`
-	ServerLabel string `json:"serverLabel"`
-	Epoch       string `json:"epoch,omitempty"`
-	Identity    string `json:"identity,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	By          string `json:"by,omitempty"`
-	Stale       bool   `json:"stale,omitempty"`
+	Request     ids.RequestID `json:"request"`
+	AgentRun    ids.RunID     `json:"agentRun"`
+	ServerLabel string        `json:"serverLabel"`
+	Epoch       ids.EpochID   `json:"epoch,omitempty"`
+	Identity    string        `json:"identity,omitempty"`
+	Reason      string        `json:"reason,omitempty"`
+	By          string        `json:"by,omitempty"`
+	Stale       bool          `json:"stale,omitempty"`
 }
 
 // ApprovalWithdrawn is the fields of an approval_withdrawn event: a request
@@ -350,13 +351,13 @@ type ApprovalDenied struct {
 // run ended, its call was cancelled or its tool's policy changed); Reason
 // says which.
 type ApprovalWithdrawn struct {
-	Request     string `json:"request"`
-	AgentRun    string `json:"agentRun"`
-	ServerLabel string `json:"serverLabel"`
-	Epoch       string `json:"epoch,omitempty"`
-	Identity    string `json:"identity,omitempty"`
-	Tool        string `json:"tool,omitempty"`
-	Reason      string `json:"reason"`
+	Request     ids.RequestID `json:"request"`
+	AgentRun    ids.RunID     `json:"agentRun"`
+	ServerLabel string        `json:"serverLabel"`
+	Epoch       ids.EpochID   `json:"epoch,omitempty"`
+	Identity    string        `json:"identity,omitempty"`
+	Tool        string        `json:"tool,omitempty"`
+	Reason      string        `json:"reason"`
 }
 
 // DecisionRefused is the fields of a decision_refused event: a process
@@ -369,15 +370,15 @@ type ApprovalWithdrawn struct {
 // process was answered with. Ancestry lists the pids from the process up to
 // the root, as read.
 type DecisionRefused struct {
-	What        string `json:"what"`
-	Request     string `json:"request,omitempty"`
-	PID         int    `json:"pid"`
-	Executable  string `json:"executable,omitempty"`
-	Refusal     string `json:"refusal"`
-	Reason      string `json:"reason"`
-	ServerLabel string `json:"serverLabel,omitempty"` // the server whose tree it belongs to, when known
-	AgentRun    string `json:"agentRun,omitempty"`    // the run whose agent it descends from, for "agent"
-	Ancestry    []int  `json:"ancestry,omitempty"`
+	What        string        `json:"what"`
+	Request     ids.RequestID `json:"request,omitempty"`
+	PID         int           `json:"pid"`
+	Executable  string        `json:"executable,omitempty"`
+	Refusal     string        `json:"refusal"`
+	Reason      string        `json:"reason"`
+	ServerLabel string        `json:"serverLabel,omitempty"` // the server whose tree it belongs to, when known
+	AgentRun    ids.RunID     `json:"agentRun,omitempty"`    // the run whose agent it descends from, for "agent"
+	Ancestry    []int         `json:"ancestry,omitempty"`
 }
 
 // PersonAction is the fields of a person_action event: What the person
@@ -396,31 +397,31 @@ type PersonAction struct {
 // "grant" (with Grant naming the grant, made by the approval_granted event
 // of the same Grant).
 type ToolCalled struct {
-	Call            string   `json:"call"`
-	AgentRun        string   `json:"agentRun"`
-	ServerLabel     string   `json:"serverLabel"`
-	Epoch           string   `json:"epoch"`
-	CatalogRevision uint64   `json:"catalogRevision"`
-	Tool            string   `json:"tool"`
-	ArgsDigest      string   `json:"argsDigest"`
-	ArgKeys         []string `json:"argKeys"`
-	Decision        string   `json:"decision"`
-	Grant           string   `json:"grant,omitempty"`
-	CredentialScope []string `json:"credentialScope,omitempty"`
+	Call            ids.CallID  `json:"call"`
+	AgentRun        ids.RunID   `json:"agentRun"`
+	ServerLabel     string      `json:"serverLabel"`
+	Epoch           ids.EpochID `json:"epoch"`
+	CatalogRevision uint64      `json:"catalogRevision"`
+	Tool            string      `json:"tool"`
+	ArgsDigest      string      `json:"argsDigest"`
+	ArgKeys         []string    `json:"argKeys"`
+	Decision        string      `json:"decision"`
+	Grant           ids.GrantID `json:"grant,omitempty"`
+	CredentialScope []string    `json:"credentialScope,omitempty"`
 }
 
 // ToolCompleted is the fields of a tool_completed event. Outcome is "ok",
 // "error" (isError result), "rpc_error", "epoch_ended" or "cancelled";
 // DurationMS is milliseconds from forwarding to the response.
 type ToolCompleted struct {
-	Call        string  `json:"call"`
-	AgentRun    string  `json:"agentRun"`
-	ServerLabel string  `json:"serverLabel"`
-	Epoch       string  `json:"epoch"`
-	Tool        string  `json:"tool"`
-	Outcome     string  `json:"outcome"`
-	DurationMS  float64 `json:"durationMs"`
-	Error       string  `json:"error,omitempty"`
+	Call        ids.CallID  `json:"call"`
+	AgentRun    ids.RunID   `json:"agentRun"`
+	ServerLabel string      `json:"serverLabel"`
+	Epoch       ids.EpochID `json:"epoch"`
+	Tool        string      `json:"tool"`
+	Outcome     string      `json:"outcome"`
+	DurationMS  float64     `json:"durationMs"`
+	Error       string      `json:"error,omitempty"`
 	// LateAnswer: the answer came from an epoch that had already ended
 	// (the agent was told epoch_ended); it was recorded, never forwarded.
 	LateAnswer bool `json:"lateAnswer,omitempty"`
@@ -433,12 +434,12 @@ type ToolCompleted struct {
 // Answerer is the code that answered a call: the epoch it runs as, its
 // pid, executable and script with their digests.
 type Answerer struct {
-	Epoch        string `json:"epoch"`
-	PID          int    `json:"pid"`
-	Exe          string `json:"exe"`
-	SHA256       string `json:"sha256,omitempty"`
-	Script       string `json:"script,omitempty"`
-	ScriptSHA256 string `json:"scriptSha256,omitempty"`
+	Epoch        ids.EpochID `json:"epoch"`
+	PID          int         `json:"pid"`
+	Exe          string      `json:"exe"`
+	SHA256       string      `json:"sha256,omitempty"`
+	Script       string      `json:"script,omitempty"`
+	ScriptSHA256 string      `json:"scriptSha256,omitempty"`
 }
 
 // AuthorizationDenied is the fields of an authorization_denied event: a call
@@ -446,14 +447,14 @@ type Answerer struct {
 // (authorization_stale, catalog_stale, invalid_arguments, approval_denied,
 // approval_timeout, epoch_ended, server_unavailable, audit_unavailable).
 type AuthorizationDenied struct {
-	Call            string `json:"call,omitempty"`
-	AgentRun        string `json:"agentRun"`
-	ServerLabel     string `json:"serverLabel"`
-	Tool            string `json:"tool,omitempty"`
-	Reason          string `json:"reason"`
-	ApprovedEpoch   string `json:"approvedEpoch,omitempty"`
-	CurrentEpoch    string `json:"currentEpoch,omitempty"`
-	CatalogRevision uint64 `json:"catalogRevision,omitempty"`
+	Call            ids.CallID  `json:"call,omitempty"`
+	AgentRun        ids.RunID   `json:"agentRun"`
+	ServerLabel     string      `json:"serverLabel"`
+	Tool            string      `json:"tool,omitempty"`
+	Reason          string      `json:"reason"`
+	ApprovedEpoch   ids.EpochID `json:"approvedEpoch,omitempty"`
+	CurrentEpoch    ids.EpochID `json:"currentEpoch,omitempty"`
+	CatalogRevision uint64      `json:"catalogRevision,omitempty"`
 }
 
 // CallRefused is the fields of a call_refused event: a request of the agent
@@ -465,18 +466,18 @@ type AuthorizationDenied struct {
 // reason; Request the approval request raised with it, if any. Call is the
 // call's ULID when its tool_called intent was written before the refusal.
 type CallRefused struct {
-	Call            string `json:"call,omitempty"`
-	AgentRun        string `json:"agentRun"`
-	ServerLabel     string `json:"serverLabel"`
-	Method          string `json:"method,omitempty"` // the refused request's method; empty for a tools/call that names its Tool
-	Tool            string `json:"tool,omitempty"`
-	Kind            string `json:"kind"`
-	Reason          string `json:"reason,omitempty"`
-	Epoch           string `json:"epoch,omitempty"` // the epoch the request was sent to, for epoch_ended
-	ApprovedEpoch   string `json:"approvedEpoch,omitempty"`
-	CurrentEpoch    string `json:"currentEpoch,omitempty"`
-	CatalogRevision uint64 `json:"catalogRevision,omitempty"`
-	Request         string `json:"request,omitempty"`
+	Call            ids.CallID    `json:"call,omitempty"`
+	AgentRun        ids.RunID     `json:"agentRun"`
+	ServerLabel     string        `json:"serverLabel"`
+	Method          string        `json:"method,omitempty"` // the refused request's method; empty for a tools/call that names its Tool
+	Tool            string        `json:"tool,omitempty"`
+	Kind            string        `json:"kind"`
+	Reason          string        `json:"reason,omitempty"`
+	Epoch           ids.EpochID   `json:"epoch,omitempty"` // the epoch the request was sent to, for epoch_ended
+	ApprovedEpoch   ids.EpochID   `json:"approvedEpoch,omitempty"`
+	CurrentEpoch    ids.EpochID   `json:"currentEpoch,omitempty"`
+	CatalogRevision uint64        `json:"catalogRevision,omitempty"`
+	Request         ids.RequestID `json:"request,omitempty"`
 }
 
 // CatalogPresented is the fields of a catalog_presented event: the agent
@@ -486,13 +487,13 @@ type CallRefused struct {
 // revision could be fetched and the server's own answer was passed on
 // (Revision and Digest are then empty).
 type CatalogPresented struct {
-	AgentRun      string `json:"agentRun"`
-	ServerLabel   string `json:"serverLabel"`
-	Epoch         string `json:"epoch"`
-	Revision      uint64 `json:"revision,omitempty"`
-	Digest        string `json:"digest,omitempty"`
-	Tools         int    `json:"tools"`
-	PassedThrough bool   `json:"passedThrough,omitempty"`
+	AgentRun      ids.RunID   `json:"agentRun"`
+	ServerLabel   string      `json:"serverLabel"`
+	Epoch         ids.EpochID `json:"epoch"`
+	Revision      uint64      `json:"revision,omitempty"`
+	Digest        string      `json:"digest,omitempty"`
+	Tools         int         `json:"tools"`
+	PassedThrough bool        `json:"passedThrough,omitempty"`
 }
 
 // ListChangedSent is the fields of a list_changed_sent event: the agent
@@ -501,13 +502,13 @@ type CatalogPresented struct {
 // why (a new epoch, a new revision, a policy change); Subscription is the
 // agent's subscriptions/listen id in the 2026-07-28 era.
 type ListChangedSent struct {
-	AgentRun     string `json:"agentRun"`
-	ServerLabel  string `json:"serverLabel"`
-	Epoch        string `json:"epoch"`
-	Revision     uint64 `json:"revision,omitempty"`
-	Method       string `json:"method"`
-	Reason       string `json:"reason,omitempty"`
-	Subscription string `json:"subscription,omitempty"`
+	AgentRun     ids.RunID   `json:"agentRun"`
+	ServerLabel  string      `json:"serverLabel"`
+	Epoch        ids.EpochID `json:"epoch"`
+	Revision     uint64      `json:"revision,omitempty"`
+	Method       string      `json:"method"`
+	Reason       string      `json:"reason,omitempty"`
+	Subscription string      `json:"subscription,omitempty"`
 }
 
 // UnrequestedAnswer is the fields of an unrequested_answer event: the
@@ -517,12 +518,12 @@ type ListChangedSent struct {
 // server wrote it (at most 64 bytes), Digest the SHA-256 of the whole
 // answer, Reason which of the two it was.
 type UnrequestedAnswer struct {
-	ServerLabel string `json:"serverLabel"`
-	AgentRun    string `json:"agentRun,omitempty"`
-	Epoch       string `json:"epoch"`
-	ID          string `json:"id"`
-	Digest      string `json:"digest"`
-	Reason      string `json:"reason"`
+	ServerLabel string      `json:"serverLabel"`
+	AgentRun    ids.RunID   `json:"agentRun,omitempty"`
+	Epoch       ids.EpochID `json:"epoch"`
+	ID          string      `json:"id"`
+	Digest      string      `json:"digest"`
+	Reason      string      `json:"reason"`
 }
 
 // ReservedMetaRemoved is the fields of a reserved_meta_removed event: the
@@ -532,10 +533,10 @@ type UnrequestedAnswer struct {
 // first message (at most 16, each at most 128 bytes). Later messages of the
 // run are stripped the same way without another event.
 type ReservedMetaRemoved struct {
-	AgentRun    string   `json:"agentRun"`
-	ServerLabel string   `json:"serverLabel"`
-	Method      string   `json:"method,omitempty"` // "" for the agent's answer to a server request
-	Keys        []string `json:"keys"`
+	AgentRun    ids.RunID `json:"agentRun"`
+	ServerLabel string    `json:"serverLabel"`
+	Method      string    `json:"method,omitempty"` // "" for the agent's answer to a server request
+	Keys        []string  `json:"keys"`
 }
 
 // ServerRequest is the fields of a server_request event, written before a
@@ -546,14 +547,14 @@ type ReservedMetaRemoved struct {
 // (no authority), "denied" (policy or person), "timeout", or "refused"
 // (too many waiting; Reason says so).
 type ServerRequest struct {
-	AgentRun    string `json:"agentRun"`
-	ServerLabel string `json:"serverLabel"`
-	Epoch       string `json:"epoch"`
-	Method      string `json:"method"`
-	Kind        string `json:"kind,omitempty"`
-	Decision    string `json:"decision"`
-	Grant       string `json:"grant,omitempty"`
-	Reason      string `json:"reason,omitempty"`
+	AgentRun    ids.RunID     `json:"agentRun"`
+	ServerLabel string        `json:"serverLabel"`
+	Epoch       ids.EpochID   `json:"epoch"`
+	Method      string        `json:"method"`
+	Kind        string        `json:"kind,omitempty"`
+	Decision    string        `json:"decision"`
+	Grant       ids.RequestID `json:"grant,omitempty"`
+	Reason      string        `json:"reason,omitempty"`
 }
 
 // ConfigChanged is the fields of a config_changed event, written when the

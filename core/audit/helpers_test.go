@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // stepClock is an injected clock that advances one millisecond per reading.
@@ -46,14 +48,14 @@ func openTest(t testing.TB, o Options) *Log {
 // sampleFields returns realistic fields for the i-th event of a test log,
 // cycling through the event types.
 func sampleFields(i int) (string, any) {
-	run := fmt.Sprintf("run-%d", i%3)
+	run := ids.RunID(fmt.Sprintf("run-%d", i%3))
 	switch i % 4 {
 	case 0:
-		return TypeToolCalled, ToolCalled{Call: fmt.Sprintf("c%d", i), AgentRun: run, ServerLabel: "inventory-local",
+		return TypeToolCalled, ToolCalled{Call: ids.CallID(fmt.Sprintf("c%d", i)), AgentRun: run, ServerLabel: "inventory-local",
 			Epoch: "01JQ7R4S4S0QJ7GZP1S2XYZW", CatalogRevision: 13, Tool: fmt.Sprintf("tool_%d", i),
 			ArgsDigest: "sha256:9f2c1d7e8a4b3c6d5e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d", ArgKeys: []string{"count", "sku"}, Decision: "grant", Grant: "req-1"}
 	case 1:
-		return TypeToolCompleted, ToolCompleted{Call: fmt.Sprintf("c%d", i-1), AgentRun: run, ServerLabel: "inventory-local",
+		return TypeToolCompleted, ToolCompleted{Call: ids.CallID(fmt.Sprintf("c%d", i-1)), AgentRun: run, ServerLabel: "inventory-local",
 			Epoch: "01JQ7R4S4S0QJ7GZP1S2XYZW", Tool: fmt.Sprintf("tool_%d", i-1), Outcome: "ok", DurationMS: 12.5}
 	case 2:
 		return TypeCatalogRevised, CatalogRevised{ServerLabel: "inventory-local", Epoch: "01JQ7R4S4S0QJ7GZP1S2XYZW", Revision: uint64(i),

@@ -186,11 +186,11 @@ func firstSeq(path string) (uint64, bool) {
 // Limit results.
 type Filter struct {
 	Server string
-	Run    string
+	Run    ids.RunID
 	Limit  int
 }
 
-func (f Filter) match(server, run string) bool {
+func (f Filter) match(server string, run ids.RunID) bool {
 	return (f.Server == "" || f.Server == server) && (f.Run == "" || f.Run == run)
 }
 
@@ -223,12 +223,12 @@ type Grant struct {
 // Sessions returns the agent runs recorded in the log in dir, in the order
 // they first appear, with their grants (approval_granted events).
 func Sessions(dir string, f Filter) ([]Session, error) {
-	var order []string
-	byRun := map[string]*Session{}
-	get := func(run, server string, e Event) *Session {
+	var order []ids.RunID
+	byRun := map[ids.RunID]*Session{}
+	get := func(run ids.RunID, server string, e Event) *Session {
 		s := byRun[run]
 		if s == nil {
-			s = &Session{AgentRun: ids.RunID(run), ServerLabel: server, StartSeq: e.Seq}
+			s = &Session{AgentRun: run, ServerLabel: server, StartSeq: e.Seq}
 			byRun[run] = s
 			order = append(order, run)
 		}
@@ -256,7 +256,7 @@ func Sessions(dir string, f Filter) ([]Session, error) {
 				return nil
 			}
 			s := get(v.AgentRun, v.ServerLabel, e)
-			s.Grants = append(s.Grants, Grant{Seq: e.Seq, TS: e.TS, Request: ids.RequestID(v.Request), Epoch: ids.EpochID(v.Epoch), ToolScope: v.ToolScope, CredentialScope: v.CredentialScope, ExpiresWhen: v.ExpiresWhen})
+			s.Grants = append(s.Grants, Grant{Seq: e.Seq, TS: e.TS, Request: v.Request, Epoch: v.Epoch, ToolScope: v.ToolScope, CredentialScope: v.CredentialScope, ExpiresWhen: v.ExpiresWhen})
 		case TypeToolCalled:
 			var v ToolCalled
 			if e.DecodeFields(&v) != nil || !f.match(v.ServerLabel, v.AgentRun) {
@@ -316,11 +316,17 @@ type Call struct {
 	Error           string
 }
 
+// callKey names a call of the log: its agent run and call id.
+type callKey struct {
+	run  ids.RunID
+	call ids.CallID
+}
+
 // Activity returns the tool calls and refusals recorded in the log in dir, in
 // log order.
 func Activity(dir string, f Filter) ([]Call, error) {
 	var calls []Call
-	open := map[[2]string]int{} // (agentRun, call) → index in calls
+	open := map[callKey]int{} // (agentRun, call) → index in calls
 	err := forEachEvent(dir, func(e Event) error {
 		switch e.Type {
 		case TypeToolCalled:
@@ -328,16 +334,16 @@ func Activity(dir string, f Filter) ([]Call, error) {
 			if e.DecodeFields(&v) != nil || !f.match(v.ServerLabel, v.AgentRun) {
 				return nil
 			}
-			open[[2]string{v.AgentRun, v.Call}] = len(calls)
-			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: ids.CallID(v.Call), AgentRun: ids.RunID(v.AgentRun), ServerLabel: v.ServerLabel,
-				Tool: v.Tool, Epoch: ids.EpochID(v.Epoch), CatalogRevision: v.CatalogRevision, Decision: v.Decision, Grant: ids.GrantID(v.Grant),
+			open[callKey{v.AgentRun, v.Call}] = len(calls)
+			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: v.Call, AgentRun: v.AgentRun, ServerLabel: v.ServerLabel,
+				Tool: v.Tool, Epoch: v.Epoch, CatalogRevision: v.CatalogRevision, Decision: v.Decision, Grant: v.Grant,
 				ArgsDigest: v.ArgsDigest, ArgKeys: v.ArgKeys})
 		case TypeToolCompleted:
 			var v ToolCompleted
 			if e.DecodeFields(&v) != nil || !f.match(v.ServerLabel, v.AgentRun) {
 				return nil
 			}
-			key := [2]string{v.AgentRun, v.Call}
+			key := callKey{v.AgentRun, v.Call}
 			i, ok := open[key]
 			if !ok {
 				return nil
@@ -351,8 +357,8 @@ func Activity(dir string, f Filter) ([]Call, error) {
 			if e.DecodeFields(&v) != nil || !f.match(v.ServerLabel, v.AgentRun) {
 				return nil
 			}
-			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: ids.CallID(v.Call), AgentRun: ids.RunID(v.AgentRun), ServerLabel: v.ServerLabel,
-				Tool: v.Tool, Epoch: ids.EpochID(v.CurrentEpoch), CatalogRevision: v.CatalogRevision, Decision: "denied", Reason: v.Reason})
+			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: v.Call, AgentRun: v.AgentRun, ServerLabel: v.ServerLabel,
+				Tool: v.Tool, Epoch: v.CurrentEpoch, CatalogRevision: v.CatalogRevision, Decision: "denied", Reason: v.Reason})
 		case TypeCallRefused:
 			var v CallRefused
 			if e.DecodeFields(&v) != nil || !f.match(v.ServerLabel, v.AgentRun) {
@@ -362,8 +368,8 @@ func Activity(dir string, f Filter) ([]Call, error) {
 			if epoch == "" {
 				epoch = v.CurrentEpoch
 			}
-			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: ids.CallID(v.Call), AgentRun: ids.RunID(v.AgentRun), ServerLabel: v.ServerLabel,
-				Tool: v.Tool, Epoch: ids.EpochID(epoch), CatalogRevision: v.CatalogRevision, Decision: "denied", Reason: v.Kind})
+			calls = append(calls, Call{Seq: e.Seq, TS: e.TS, Call: v.Call, AgentRun: v.AgentRun, ServerLabel: v.ServerLabel,
+				Tool: v.Tool, Epoch: epoch, CatalogRevision: v.CatalogRevision, Decision: "denied", Reason: v.Kind})
 		}
 		return nil
 	})

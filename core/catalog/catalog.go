@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
+
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Catalog is one catalog revision of a server label: the tools a tools/list
@@ -19,12 +21,12 @@ import (
 // returned this revision. Catalogs handed out by [Store] share their tools'
 // bytes: treat them as read-only.
 type Catalog struct {
-	Label     string    `json:"label"`
-	Revision  uint64    `json:"revision"`
-	Digest    string    `json:"digest"`
-	Tools     []Tool    `json:"tools"`
-	FetchedAt time.Time `json:"fetchedAt"`
-	Epoch     string    `json:"epoch"`
+	Label     string      `json:"label"`
+	Revision  uint64      `json:"revision"`
+	Digest    string      `json:"digest"`
+	Tools     []Tool      `json:"tools"`
+	FetchedAt time.Time   `json:"fetchedAt"`
+	Epoch     ids.EpochID `json:"epoch"`
 	// Extras is the contract beyond tools/list that the revision pins
 	// (instructions, prompts, resources, resource templates); Digest
 	// covers it ([ContractDigest]).

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/internal/atomicfile"
 )
 
@@ -119,7 +120,7 @@ func OpenStore(dir string, opts ...StoreOption) (*Store, error) {
 // history depth are dropped. Tools without a Digest get one computed. The file
 // is written before memory changes, so on error the store is unchanged.
 // Errors: [ErrBadLabel], [ErrDuplicateTool], [ErrMalformed], write failures.
-func (s *Store) Update(label, epoch string, tools []Tool) (cur Catalog, changed bool, err error) {
+func (s *Store) Update(label string, epoch ids.EpochID, tools []Tool) (cur Catalog, changed bool, err error) {
 	return s.UpdateContract(label, epoch, tools, Extras{})
 }
 
@@ -127,7 +128,7 @@ func (s *Store) Update(label, epoch string, tools []Tool) (cur Catalog, changed 
 // tools and the Extras (instructions, prompts, resources, resource
 // templates); the revision's digest is [ContractDigest] of both, so a
 // change of any of them is a new revision. Items without a Digest get one.
-func (s *Store) UpdateContract(label, epoch string, tools []Tool, extras Extras) (cur Catalog, changed bool, err error) {
+func (s *Store) UpdateContract(label string, epoch ids.EpochID, tools []Tool, extras Extras) (cur Catalog, changed bool, err error) {
 	if label == "" {
 		return Catalog{}, false, ErrBadLabel
 	}
@@ -265,11 +266,11 @@ type fileData struct {
 }
 
 type fileRevision struct {
-	Revision  uint64     `json:"revision"`
-	Digest    string     `json:"digest"`
-	Epoch     string     `json:"epoch"`
-	FetchedAt time.Time  `json:"fetchedAt"`
-	Tools     []fileTool `json:"tools"`
+	Revision  uint64      `json:"revision"`
+	Digest    string      `json:"digest"`
+	Epoch     ids.EpochID `json:"epoch"`
+	FetchedAt time.Time   `json:"fetchedAt"`
+	Tools     []fileTool  `json:"tools"`
 	// The Extras, absent in files written before them.
 	Instructions string     `json:"instructions,omitempty"`
 	Prompts      []fileTool `json:"prompts,omitempty"`

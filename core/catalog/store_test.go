@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // fakeClock returns t0, t0+1s, t0+2s, … on successive calls.
@@ -47,7 +48,7 @@ func TestStoreRevisionsSurviveReopen(t *testing.T) {
 	a := tool("a", `{"type":"object"}`, `, "x-keep" : [1.50]`)
 	b := tool("b", `{}`, "")
 	steps := []struct {
-		epoch       string
+		epoch       ids.EpochID
 		tools       []string
 		wantRev     uint64
 		wantChanged bool

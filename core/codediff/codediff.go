@@ -30,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Limits bound a snapshot: the files kept, each file's text, the whole.
@@ -68,7 +69,7 @@ type File struct {
 // Snapshot is a source tree's files as one epoch's launch found them.
 type Snapshot struct {
 	Root    string          `json:"root"`            // the tree's path (SourceRoot)
-	Epoch   string          `json:"epoch,omitempty"` // the epoch whose launch it was taken at
+	Epoch   ids.EpochID     `json:"epoch,omitempty"` // the epoch whose launch it was taken at
 	TakenAt time.Time       `json:"takenAt"`
 	Files   map[string]File `json:"files"` // slash-separated path below Root → file
 	// Omitted counts the files not recorded at all: past Limits.MaxFiles,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	udiff "github.com/aymanbagabas/go-udiff"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Added, Removed and Modified are the Kind of a Change: the file is only
@@ -42,14 +43,14 @@ type Report struct {
 	Root  string `json:"root,omitempty"` // the source tree compared (SourceRoot)
 	// Since is the approved epoch the tree is compared with, and when its
 	// snapshot was taken; empty when there is none (Note says why).
-	Since   string    `json:"since,omitempty"`
-	SinceAt time.Time `json:"sinceAt,omitzero"`
+	Since   ids.EpochID `json:"since,omitempty"`
+	SinceAt time.Time   `json:"sinceAt,omitzero"`
 	// Epoch is the epoch whose code the request would approve, and
 	// TakenAt when its snapshot was taken.
-	Epoch   string    `json:"epoch,omitempty"`
-	TakenAt time.Time `json:"takenAt,omitzero"`
-	Changes []Change  `json:"changes,omitempty"`
-	Files   int       `json:"files"` // files in the new snapshot
+	Epoch   ids.EpochID `json:"epoch,omitempty"`
+	TakenAt time.Time   `json:"takenAt,omitzero"`
+	Changes []Change    `json:"changes,omitempty"`
+	Files   int         `json:"files"` // files in the new snapshot
 	// Omitted counts files either snapshot did not record or could not
 	// compare (past the limits, unreadable): a change among them cannot
 	// be shown. Incomplete: a snapshot's walk stopped early, so files

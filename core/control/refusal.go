@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -85,13 +86,13 @@ func (r Reason) Code() int {
 //	 "approvedEpoch":"01JQ…","currentEpoch":"01JR…","request":"apr_01JR…",
 //	 "retry":"the person has been asked to approve the new code in Portcullis (approval request apr_01JR…); call notes_write again once they approve, …"}
 type Refusal struct {
-	Error         Reason `json:"error"`
-	Reason        string `json:"reason"`
-	Server        string `json:"server,omitempty"`
-	Tool          string `json:"tool,omitempty"`
-	Epoch         string `json:"epoch,omitempty"`         // the epoch the call was sent to
-	ApprovedEpoch string `json:"approvedEpoch,omitempty"` // the epoch a grant was bound to
-	CurrentEpoch  string `json:"currentEpoch,omitempty"`  // the epoch that would receive a new call
+	Error         Reason      `json:"error"`
+	Reason        string      `json:"reason"`
+	Server        string      `json:"server,omitempty"`
+	Tool          string      `json:"tool,omitempty"`
+	Epoch         ids.EpochID `json:"epoch,omitempty"`         // the epoch the call was sent to
+	ApprovedEpoch ids.EpochID `json:"approvedEpoch,omitempty"` // the epoch a grant was bound to
+	CurrentEpoch  ids.EpochID `json:"currentEpoch,omitempty"`  // the epoch that would receive a new call
 	// AgentRevision is the catalog revision the agent last fetched;
 	// CurrentRevision the one in force.
 	AgentRevision   uint64   `json:"agentRevision,omitempty"`
@@ -101,7 +102,7 @@ type Refusal struct {
 	StderrTail      []string `json:"stderrTail,omitempty"`
 	// Request is the approval request a person was asked to decide for
 	// this call (authorization_stale, approval_timeout, approval_denied).
-	Request string `json:"request,omitempty"`
+	Request ids.RequestID `json:"request,omitempty"`
 	// Arguments is the current shape of the arguments a refused call got
 	// wrong (invalid_arguments, catalog_stale): required names, and the
 	// type, enum and default of the properties involved.

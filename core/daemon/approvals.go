@@ -116,7 +116,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			card.Entry, card.EntryDigest = rec.Entry, rec.EntryDigest
 		}
 		if prev, ok := d.lastRecord(run); ok {
-			card.PreviousEpoch = ids.EpochID(prev.Epoch)
+			card.PreviousEpoch = prev.Epoch
 			card.IdentityChanges = identity.Diff(prev, rec)
 		}
 		if asked != nil {
@@ -137,7 +137,7 @@ func (d *Daemon) envCredentials(ctx context.Context, cfg *config.Config, srv con
 			return nil, nil, fmt.Errorf("%s was not launched: its credentials need an approval, and %w", label, err)
 		}
 		d.mu.Lock()
-		sess := d.runs[ids.RunID(string(run))]
+		sess := d.runs[run]
 		d.mu.Unlock()
 		if sess != nil {
 			card.AgentName = sess.AgentName(ctx, agentNameWait)
@@ -191,7 +191,7 @@ func credentialUnavailable(label, scope string, err error) error {
 // lastRecord is the execution record of the current epoch of run.
 func (d *Daemon) lastRecord(run ids.RunID) (identity.Record, bool) {
 	d.mu.Lock()
-	s := d.runs[ids.RunID(string(run))]
+	s := d.runs[run]
 	d.mu.Unlock()
 	if s == nil {
 		return identity.Record{}, false
@@ -206,14 +206,14 @@ func (d *Daemon) lastRecord(run ids.RunID) (identity.Record, bool) {
 func (d *Daemon) session(run ids.RunID) *gateway.Session {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.runs[ids.RunID(string(run))]
+	return d.runs[run]
 }
 
 func (d *Daemon) approvalRequested(r authz.Request) {
 	rec, ok := d.lastRecord(r.Card.AgentRun)
-	d.code.requested(r, rec, ok && ids.EpochID(rec.Epoch) == r.Card.CurrentEpoch)
+	d.code.requested(r, rec, ok && rec.Epoch == r.Card.CurrentEpoch)
 	d.appendAudit(audit.TypeApprovalRequested, audit.ApprovalRequested{
-		Request: string(r.ID), AgentRun: string(r.Card.AgentRun), ServerLabel: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch), Identity: r.Card.Identity,
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
 		CatalogRevision: r.Card.CatalogRevision, ToolScope: r.Card.ToolScope, CredentialScope: r.Card.CredentialScope,
 		Reason: r.Card.Reason, OtherTools: r.Card.OtherTools, Stale: r.Card.Stale, ServerRequest: serverRequestKind(r.Card),
 		ToolContracts: r.Card.ToolContracts, AlsoRuns: alsoRuns(r.Card),
@@ -225,7 +225,7 @@ func (d *Daemon) approvalRequested(r authz.Request) {
 func alsoRuns(c authz.Card) []audit.RunEpoch {
 	var out []audit.RunEpoch
 	for _, rc := range c.AlsoRuns {
-		out = append(out, audit.RunEpoch{AgentRun: string(rc.AgentRun), Epoch: string(rc.CurrentEpoch)})
+		out = append(out, audit.RunEpoch{AgentRun: rc.AgentRun, Epoch: rc.CurrentEpoch})
 	}
 	return out
 }
@@ -239,7 +239,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 	}
 	if err := d.appendAudit(audit.TypeApprovalGranted, audit.ApprovalGranted{
 		Decider: who,
-		Request: string(r.ID), Grant: string(g.ID), AgentRun: string(g.AgentRun), ServerLabel: g.ServerLabel, Epoch: string(g.ExecutionEpoch), Identity: g.Identity,
+		Request: r.ID, Grant: g.ID, AgentRun: g.AgentRun, ServerLabel: g.ServerLabel, Epoch: g.ExecutionEpoch, Identity: g.Identity,
 		ToolScope: g.ToolScope, CredentialScope: g.CredentialScope, ExpiresWhen: g.ExpiresWhen, ServerRequest: g.ServerRequest,
 		ToolContracts: g.Contracts,
 	}); err != nil {
@@ -255,7 +255,7 @@ func (d *Daemon) approvalGranted(r authz.Request, g authz.Grant) error {
 func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 	d.code.decided(r.ID, false)
 	d.appendAudit(audit.TypeApprovalDenied, audit.ApprovalDenied{
-		Request: string(r.ID), AgentRun: string(r.Card.AgentRun), ServerLabel: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch), Identity: r.Card.Identity, Reason: reason,
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity, Reason: reason,
 		By: r.DecidedBy, Stale: r.Card.Stale,
 	})
 }
@@ -265,7 +265,7 @@ func (d *Daemon) approvalDenied(r authz.Request, reason string) {
 func (d *Daemon) approvalWithdrawn(r authz.Request, why string) {
 	d.code.decided(r.ID, false)
 	d.appendAudit(audit.TypeApprovalWithdrawn, audit.ApprovalWithdrawn{
-		Request: string(r.ID), AgentRun: string(r.Card.AgentRun), ServerLabel: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch), Identity: r.Card.Identity,
+		Request: r.ID, AgentRun: r.Card.AgentRun, ServerLabel: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch, Identity: r.Card.Identity,
 		Tool: r.Card.Tool, Reason: why,
 	})
 }

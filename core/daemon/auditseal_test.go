@@ -16,6 +16,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/paths"
 	"github.com/portcullis/portcullis/core/secrets"
 )
@@ -90,7 +91,7 @@ func TestAuditOpsNeedThePerson(t *testing.T) {
 	server := &fakeLineage{chain: []identity.Observed{proc(910, 60), proc(self, 10), proc(1, 1)}}
 	person := &fakeLineage{chain: []identity.Observed{proc(900, 50), proc(800, 40), proc(1, 1)}}
 	d := &Daemon{opts: Options{Dirs: dirs, Peers: server}, log: slog.New(slog.DiscardHandler),
-		children: map[int]child{910: {PID: 910, StartTime: 60, Label: "srv"}}, agents: map[string]identity.Observed{}}
+		children: map[int]child{910: {PID: 910, StartTime: 60, Label: "srv"}}, agents: map[ids.RunID]identity.Observed{}}
 	al, err := audit.Open(d.auditOptions())
 	if err != nil {
 		t.Fatal(err)

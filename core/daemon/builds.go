@@ -162,7 +162,7 @@ func (d *Daemon) onBuild(ctx context.Context, ev watch.Event) {
 			fields = append(fields, c.Field)
 		}
 		if _, err := d.auditW.Append(ctx, audit.TypeBuildDetected, audit.BuildDetected{
-			ServerLabel: ev.Key, Epoch: string(ep.ID), Paths: ev.Paths, Digests: fields,
+			ServerLabel: ev.Key, Epoch: ep.ID, Paths: ev.Paths, Digests: fields,
 		}); err != nil {
 			d.log.Error("audit log write failed", "type", audit.TypeBuildDetected, "err", err)
 		}

@@ -65,16 +65,16 @@ type codeStore struct {
 	log     *slog.Logger
 
 	mu        sync.Mutex
-	saved     map[string]string    // guarded by mu; label → SHA-256 of the approved snapshot this daemon wrote
-	byEpoch   map[string]*codeSnap // guarded by mu
-	epochs    []string             // guarded by mu; oldest first, at most codeEpochs
-	byRequest map[string]*codeSnap // guarded by mu; pending cards
+	saved     map[string]string           // guarded by mu; label → SHA-256 of the approved snapshot this daemon wrote
+	byEpoch   map[ids.EpochID]*codeSnap   // guarded by mu
+	epochs    []ids.EpochID               // guarded by mu; oldest first, at most codeEpochs
+	byRequest map[ids.RequestID]*codeSnap // guarded by mu; pending cards
 }
 
 func newCodeStore(dir string, log *slog.Logger) *codeStore {
 	home, _ := os.UserHomeDir()
 	return &codeStore{dir: dir, home: home, lim: codediff.DefaultLimits, maxHeld: codeHeld, takes: make(chan struct{}, 1), log: log,
-		byEpoch: map[string]*codeSnap{}, byRequest: map[string]*codeSnap{}, saved: map[string]string{}}
+		byEpoch: map[ids.EpochID]*codeSnap{}, byRequest: map[ids.RequestID]*codeSnap{}, saved: map[string]string{}}
 }
 
 // sourceRoot is the tree rec's code is edited in (codediff.SourceRoot):
@@ -159,18 +159,18 @@ func (c *codeStore) launched(rec identity.Record) {
 // launch not started yet is snapshotted now, from rec.
 func (c *codeStore) requested(r authz.Request, rec identity.Record, haveRec bool) {
 	c.mu.Lock()
-	s := c.byEpoch[string(r.Card.CurrentEpoch)]
+	s := c.byEpoch[r.Card.CurrentEpoch]
 	c.mu.Unlock()
 	if s == nil || r.Card.CurrentEpoch == "" {
 		if !haveRec {
 			rec = identity.Record{ServerLabel: r.Card.ServerLabel, Entry: r.Card.Entry, EntryDigest: r.Card.EntryDigest,
 				ResolvedExecutable: identity.FileDigest{Path: r.Card.Executable, SHA256: r.Card.ExecutableDigest}}
 		}
-		rec.Epoch = string(r.Card.CurrentEpoch)
+		rec.Epoch = r.Card.CurrentEpoch
 		s = c.take(rec, r.Card.Identity)
 	}
 	c.mu.Lock()
-	c.byRequest[string(r.ID)] = s
+	c.byRequest[r.ID] = s
 	c.mu.Unlock()
 }
 
@@ -178,8 +178,8 @@ func (c *codeStore) requested(r authz.Request, rec identity.Record, haveRec bool
 // code first.
 func (c *codeStore) decided(id ids.RequestID, granted bool) {
 	c.mu.Lock()
-	s := c.byRequest[string(id)]
-	delete(c.byRequest, string(id))
+	s := c.byRequest[id]
+	delete(c.byRequest, id)
 	c.mu.Unlock()
 	if s == nil || !granted {
 		return
@@ -265,9 +265,9 @@ func (c *codeStore) approved(label string) (*codediff.Snapshot, error) {
 
 // report compares card r's snapshot with its server's approved code.
 func (c *codeStore) report(ctx context.Context, r authz.Request) codediff.Report {
-	rep := codediff.Report{Label: r.Card.ServerLabel, Epoch: string(r.Card.CurrentEpoch)}
+	rep := codediff.Report{Label: r.Card.ServerLabel, Epoch: r.Card.CurrentEpoch}
 	c.mu.Lock()
-	s := c.byRequest[string(r.ID)]
+	s := c.byRequest[r.ID]
 	c.mu.Unlock()
 	if s == nil {
 		rep.Note = "no source snapshot was taken for this card"
@@ -296,9 +296,9 @@ func (c *codeStore) report(ctx context.Context, r authz.Request) codediff.Report
 
 // CodeChanges is what changed in the source tree of pending request id's
 // server since the code the person last approved on it.
-func (d *Daemon) CodeChanges(ctx context.Context, id string) (codediff.Report, error) {
+func (d *Daemon) CodeChanges(ctx context.Context, id ids.RequestID) (codediff.Report, error) {
 	for _, r := range d.authz.Pending() {
-		if string(r.ID) == id {
+		if r.ID == id {
 			return d.code.report(ctx, r), nil
 		}
 	}

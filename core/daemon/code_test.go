@@ -12,6 +12,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/codediff"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // The agent runs as the same user: it can replace the approved snapshot
@@ -64,7 +65,7 @@ func TestTheEpochsSnapshotsStayWithinTheirMemoryBound(t *testing.T) {
 		if err := os.WriteFile(entry, []byte("import m0\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		rec := identity.Record{ServerLabel: "srv", Entry: entry, Epoch: fmt.Sprintf("e%02d", i)}
+		rec := identity.Record{ServerLabel: "srv", Entry: entry, Epoch: ids.EpochID(fmt.Sprintf("e%02d", i))}
 		c.launched(rec)
 		c.mu.Lock()
 		s := c.byEpoch[rec.Epoch]

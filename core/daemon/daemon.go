@@ -185,7 +185,7 @@ type Daemon struct {
 	overridden []config.Floor      // guarded by mu
 
 	// Who may decide (person.go).
-	agents map[string]identity.Observed // guarded by mu; run id → its agent process (see noteAgent)
+	agents map[ids.RunID]identity.Observed // guarded by mu; run id → its agent process (see noteAgent)
 	// peers holds the ancestry of each open control connection's peer
 	// (net.Conn → peerChain), read when it was accepted.
 	peers sync.Map
@@ -529,7 +529,7 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		b, _ := json.Marshal(d.authz.Pending())
 		reply(c, control.Reply{Data: b})
 	case control.OpCode:
-		rep, err := d.CodeChanges(ctx, h.Request)
+		rep, err := d.CodeChanges(ctx, ids.RequestID(h.Request))
 		if err != nil {
 			reply(c, control.Reply{Error: err.Error(), Code: "not_pending"})
 			return
@@ -537,21 +537,22 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		b, _ := json.Marshal(rep)
 		reply(c, control.Reply{Data: b})
 	case control.OpDecide:
+		req := ids.RequestID(h.Request)
 		verb := "approve"
 		if authz.Choice(h.Choice) == authz.Deny {
 			verb = "deny"
 		}
-		if err := d.requirePersonFor(c, verb+" approval request "+h.Request, h.Request); err != nil {
+		if err := d.requirePersonFor(c, verb+" approval request "+h.Request, req); err != nil {
 			reply(c, control.Reply{Error: err.Error(), Code: codeNotPerson})
 			return
 		}
-		auth, err := d.authenticateDecision(ctx, c, h.Request, authz.Choice(h.Choice), pid)
+		auth, err := d.authenticateDecision(ctx, c, req, authz.Choice(h.Choice), pid)
 		if err != nil {
 			reply(c, control.Reply{Error: err.Error(), Code: codeAuthentication})
 			return
 		}
 		dec := authz.Decision{Choice: authz.Choice(h.Choice), Tools: h.Tools, Runs: h.Runs, By: "cli", Decider: d.cliDecider(c, auth)}
-		if err := d.authz.Decide(ids.RequestID(h.Request), dec); err != nil {
+		if err := d.authz.Decide(req, dec); err != nil {
 			code := "decide_failed"
 			if re := (*authz.ResolvedError)(nil); errors.As(err, &re) {
 				code = control.CodeResolvedPrefix + re.Outcome // withdrawn, and why, in the error
@@ -564,7 +565,7 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		// tools the person's policy denies now, which the card may still
 		// have named; InForce is every tool each run holds now.
 		var data json.RawMessage
-		if gs := d.authz.GrantsOf(ids.RequestID(h.Request)); len(gs) > 0 {
+		if gs := d.authz.GrantsOf(req); len(gs) > 0 {
 			out := authz.DecideReply{Grant: gs[0], Grants: gs, InForce: map[ids.RunID][]string{}}
 			for _, g := range gs {
 				out.InForce[g.AgentRun] = d.authz.InForce(g.AgentRun, g.ExecutionEpoch)
@@ -647,7 +648,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		MaxMessage:     cfg.Settings.MaxMessageOrDefault(),
 		RestartOnCrash: true,
 		Audit:          d.auditW,
-		Arguments:      func(call string, args func() json.RawMessage) { d.tel.arguments(label, call, args) },
+		Arguments:      func(call ids.CallID, args func() json.RawMessage) { d.tel.arguments(label, call, args) },
 		Logger:         d.log,
 		OnChange:       func() { d.rewatch(label); d.notify() },
 		// A shim that reads shim lines learns which calls wait for a
@@ -657,8 +658,8 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		PreviousLogHead: d.openedAt(),
 	})
 	d.mu.Lock()
-	d.runs[ids.RunID(string(runID))] = sess
-	d.labels[ids.RunID(string(runID))] = label
+	d.runs[runID] = sess
+	d.labels[runID] = label
 	d.order = append(d.order, runID)
 	d.mu.Unlock()
 	d.noteAgent(runID, c)
@@ -667,7 +668,7 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 	// The shim relays the agent's stdio over c. A shim of an older build
 	// may offer its descriptors (a "pass" field in its Hello): this Reply
 	// does not ask for them, which such a shim takes as its cue to relay.
-	r := control.ConnectReply(ids.RunID(runID), d.opts.DrainTimeout)
+	r := control.ConnectReply(runID, d.opts.DrainTimeout)
 	r.DaemonPID = os.Getpid()
 	reply(c, r)
 	d.log.Info("agent run started", "run", runID, "server", label, "agent", agent.Exe, "agentPid", agent.PID)
@@ -922,7 +923,7 @@ func (d *Daemon) launch(ctx context.Context, label string, run ids.RunID, agent 
 	if launchGrant != nil {
 		// The tools approved on the launch card hold on the epoch this
 		// launch started, and on no other (authz.Authority.BindLaunch).
-		if err := d.authz.BindLaunch(run, launchGrant.ID, ids.EpochID(rec.Epoch)); err != nil {
+		if err := d.authz.BindLaunch(run, launchGrant.ID, rec.Epoch); err != nil {
 			d.log.Warn("tools approved with the launch not granted", "server", label, "epoch", rec.Epoch, "err", err)
 		}
 	}
@@ -937,7 +938,7 @@ func (d *Daemon) launch(ctx context.Context, label string, run ids.RunID, agent 
 		}
 		return obs, err
 	}
-	return &gateway.Epoch{ID: ids.EpochID(rec.Epoch), Record: rec, Proc: proc, Identify: observe, Refetch: proc.ChangedWhenArmed}, rec, nil
+	return &gateway.Epoch{ID: rec.Epoch, Record: rec, Proc: proc, Identify: observe, Refetch: proc.ChangedWhenArmed}, rec, nil
 }
 
 // measuredCode is what the supervisor counts as the code of the epoch it

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/portcullis/portcullis/core/audit"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
 
@@ -17,10 +18,10 @@ import (
 // so that the next daemon can stop it if this one dies without doing so.
 // StartTime (the kernel's process start time) guards against pid reuse.
 type child struct {
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"startTime"`
-	Label     string `json:"label"`
-	Epoch     string `json:"epoch"`
+	PID       int         `json:"pid"`
+	StartTime uint64      `json:"startTime"`
+	Label     string      `json:"label"`
+	Epoch     ids.EpochID `json:"epoch"`
 }
 
 func (d *Daemon) childrenFile() string { return filepath.Join(d.opts.Dirs.State, "children.json") }
@@ -86,7 +87,7 @@ func (d *Daemon) reapOrphans() {
 	}
 	var epochs []string
 	for _, c := range list {
-		epochs = append(epochs, c.Epoch)
+		epochs = append(epochs, string(c.Epoch))
 		if !d.sameProcess(c) {
 			continue
 		}
@@ -133,7 +134,7 @@ func (d *Daemon) closeAbandonedRuns(ctx context.Context) {
 			continue
 		}
 		if _, err := d.auditW.Append(ctx, audit.TypeRunEnded, audit.RunEnded{
-			AgentRun: string(s.AgentRun), ServerLabel: s.ServerLabel,
+			AgentRun: s.AgentRun, ServerLabel: s.ServerLabel,
 			Reason: "the daemon stopped without ending this run (killed or crashed); its server was stopped by the next daemon",
 		}); err != nil {
 			d.log.Warn("closing an abandoned run in the audit log", "run", s.AgentRun, "err", err)

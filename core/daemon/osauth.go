@@ -259,7 +259,7 @@ func orMechanism(mech string) string {
 // authenticate, the request stays pending (a denial needs no
 // authentication); when the authentication failed or was cancelled, the
 // request is denied.
-func (d *Daemon) authenticateDecision(ctx context.Context, c net.Conn, request string, choice authz.Choice, pid int) (osAuth, error) {
+func (d *Daemon) authenticateDecision(ctx context.Context, c net.Conn, request ids.RequestID, choice authz.Choice, pid int) (osAuth, error) {
 	var subject AuthSubject
 	subject.PID, subject.UID = pid, d.uid
 	if c != nil {
@@ -280,7 +280,7 @@ type osAuth struct {
 // authenticate is authenticateDecision for subject, deciding through
 // channel (audit.ChannelCLI, audit.ChannelWindow); by names who decides in
 // the audit log ("portcullis approve", "the Portcullis window").
-func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.Choice, subject AuthSubject, channel, by string) (osAuth, error) {
+func (d *Daemon) authenticate(ctx context.Context, request ids.RequestID, choice authz.Choice, subject AuthSubject, channel, by string) (osAuth, error) {
 	return d.authenticateMode(ctx, request, choice, subject, channel, by, "", false)
 }
 
@@ -288,11 +288,11 @@ func (d *Daemon) authenticate(ctx context.Context, request string, choice authz.
 // force ("": the mode in force). forced says that mode is
 // config.AuthAlways because the window cannot tell the person's press from
 // synthetic input (WindowApprovals.DecideInput), which the refusals say.
-func (d *Daemon) authenticateMode(ctx context.Context, request string, choice authz.Choice, subject AuthSubject, channel, by, mode string, forced bool) (osAuth, error) {
+func (d *Daemon) authenticateMode(ctx context.Context, request ids.RequestID, choice authz.Choice, subject AuthSubject, channel, by, mode string, forced bool) (osAuth, error) {
 	var req authz.Request
 	found := false
 	for _, r := range d.authz.Pending() {
-		if string(r.ID) == request {
+		if r.ID == request {
 			req, found = r, true
 			break
 		}
@@ -308,7 +308,7 @@ func (d *Daemon) authenticateMode(ctx context.Context, request string, choice au
 	if !AuthenticationApplies(mode, channel, req.Card, choice) {
 		return done, nil
 	}
-	what := verbOf(choice) + " approval request " + request
+	what := verbOf(choice) + " approval request " + string(request)
 	mech := st.Mechanism
 	if mech == "" {
 		mech = "operating-system authentication"
@@ -343,17 +343,17 @@ func (d *Daemon) authenticateMode(ctx context.Context, request string, choice au
 		msg = fmt.Sprintf("not approved: %s %s (%v), so request %s was denied and nothing was granted (the window cannot tell your click from synthetic input, so it asks for authentication); the agent can call again to ask anew", mech, how, err, request)
 	}
 	d.auditAuthRefusal(what, request, subject, req, refusedAuthFailed, msg)
-	if derr := d.authz.Decide(ids.RequestID(request), authz.Decision{Choice: authz.Deny, By: fmt.Sprintf("%s: %s %s", by, mech, how)}); derr != nil && !errors.Is(derr, authz.ErrNoRequest) {
+	if derr := d.authz.Decide(request, authz.Decision{Choice: authz.Deny, By: fmt.Sprintf("%s: %s %s", by, mech, how)}); derr != nil && !errors.Is(derr, authz.ErrNoRequest) {
 		d.log.Warn("denying after a failed authentication", "request", request, "err", derr)
 	}
 	return done, errors.New(msg)
 }
 
-func (d *Daemon) auditAuthRefusal(what, request string, subject AuthSubject, req authz.Request, kind, msg string) {
+func (d *Daemon) auditAuthRefusal(what string, request ids.RequestID, subject AuthSubject, req authz.Request, kind, msg string) {
 	d.log.Warn("an approval was not confirmed by the operating system's authentication", "request", request, "pid", subject.PID, "refusal", kind)
 	d.appendAudit(audit.TypeDecisionRefused, audit.DecisionRefused{
 		What: what, Request: request, PID: subject.PID, Refusal: kind, Reason: msg,
-		ServerLabel: req.Card.ServerLabel, AgentRun: string(req.Card.AgentRun),
+		ServerLabel: req.Card.ServerLabel, AgentRun: req.Card.AgentRun,
 	})
 }
 
@@ -387,7 +387,7 @@ func (d *Daemon) WindowApprovals() *WindowApprovals {
 // blocking the caller (the window's event loop): the grant, or the denial
 // after a failed authentication, arrives as the authority's event.
 func (w *WindowApprovals) Decide(id ids.RequestID, dec authz.Decision) error {
-	return w.decide(string(id), dec, false, WindowInput{})
+	return w.decide(id, dec, false, WindowInput{})
 }
 
 // ChangeNeedsAuthentication reports whether a change of the configuration

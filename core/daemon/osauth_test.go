@@ -13,7 +13,6 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
-	"github.com/portcullis/portcullis/core/ids"
 )
 
 // fakeAuth is an Authenticator whose availability and answer the test
@@ -188,7 +187,7 @@ func TestAuthenticateDecision(t *testing.T) {
 				card.CredentialScope = []string{"api"}
 			}
 			id := d.authz.Raise(card)
-			_, err := d.authenticateDecision(context.Background(), nil, string(id), tc.choice, 4242)
+			_, err := d.authenticateDecision(context.Background(), nil, id, tc.choice, 4242)
 			if asked := len(tc.auth.asked) > 0; asked != tc.asked {
 				t.Fatalf("authenticator asked = %v, want %v", asked, tc.asked)
 			}
@@ -273,7 +272,7 @@ func TestWindowApprovals(t *testing.T) {
 			ba := &blockingAuth{asked: make(chan AuthSubject, 1), answer: make(chan error, 1)}
 			d := authDaemon(t, config.AuthAlways, ba)
 			id := d.authz.Raise(card)
-			if err := d.WindowApprovals().Decide(ids.RequestID(string(id)), authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}); err != nil {
+			if err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}); err != nil {
 				t.Fatalf("Decide: %v", err)
 			}
 			s := <-ba.asked // asked after Decide returned, the request still pending
@@ -296,7 +295,7 @@ func TestWindowApprovals(t *testing.T) {
 	t.Run("unavailable", func(t *testing.T) {
 		d := authDaemon(t, config.AuthAlways, &fakeAuth{avail: errors.New("no polkitd")})
 		id := d.authz.Raise(card)
-		err := d.WindowApprovals().Decide(ids.RequestID(string(id)), authz.Decision{Choice: authz.ApproveRun, By: "app"})
+		err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, By: "app"})
 		if err == nil || !strings.Contains(err.Error(), "no polkitd") || len(d.authz.Pending()) != 1 {
 			t.Fatalf("Decide = %v with %d pending; want the reason and the request pending", err, len(d.authz.Pending()))
 		}
@@ -311,7 +310,7 @@ func TestWindowApprovals(t *testing.T) {
 		defer al.Close()
 		d.audit, d.auditW = al, &recovering{log: al, retryEvery: time.Second}
 		id := d.authz.Raise(card)
-		if err := d.WindowApprovals().Decide(ids.RequestID(string(id)), authz.Decision{Choice: authz.ApproveRun, By: "app"}); err != nil {
+		if err := d.WindowApprovals().Decide(id, authz.Decision{Choice: authz.ApproveRun, By: "app"}); err != nil {
 			t.Fatal(err)
 		}
 		if g, err := d.authz.Wait(context.Background(), id); err != nil || g == nil || len(fa.asked) != 0 {
@@ -333,7 +332,7 @@ func TestWindowApprovals(t *testing.T) {
 		}
 		exe, _ := os.Executable()
 		want := audit.Decider{Channel: audit.ChannelWindow, PID: os.Getpid(), Executable: exe, Authentication: audit.AuthNotAsked, AuthenticationMode: config.AuthCredentials}
-		if g.Request != string(id) || !reflect.DeepEqual(g.Decider, want) {
+		if g.Request != id || !reflect.DeepEqual(g.Decider, want) {
 			t.Errorf("approval_granted %+v; want request %s decided by %+v", g, id, want)
 		}
 	})

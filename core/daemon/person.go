@@ -134,15 +134,15 @@ func (d *Daemon) noteAgent(run ids.RunID, c net.Conn) {
 	}
 	d.mu.Lock()
 	if d.agents == nil {
-		d.agents = map[string]identity.Observed{}
+		d.agents = map[ids.RunID]identity.Observed{}
 	}
-	d.agents[string(run)] = chain[1]
+	d.agents[run] = chain[1]
 	d.mu.Unlock()
 }
 
 func (d *Daemon) forgetAgent(run ids.RunID) {
 	d.mu.Lock()
-	delete(d.agents, string(run))
+	delete(d.agents, run)
 	d.mu.Unlock()
 }
 
@@ -185,7 +185,7 @@ func (d *Daemon) requirePerson(c net.Conn, what string) error {
 
 // requirePersonFor is requirePerson for a decision of approval request
 // request ("" for other changes), named in the audit event.
-func (d *Daemon) requirePersonFor(c net.Conn, what, request string) error {
+func (d *Daemon) requirePersonFor(c net.Conn, what string, request ids.RequestID) error {
 	chain, err := d.peerOf(c)
 	if err == nil && len(chain) == 0 {
 		err = errors.New("the kernel reported no process")
@@ -224,7 +224,7 @@ func (d *Daemon) requirePersonFor(c net.Conn, what, request string) error {
 			if err != nil || !marked {
 				continue // a foreign process (init, a login manager) keeps its environment to itself
 			}
-			label := d.labelOfEpoch(epoch)
+			label := d.labelOfEpoch(ids.EpochID(epoch))
 			server := "a server Portcullis supervises"
 			if label != "" {
 				server = fmt.Sprintf("server %q", label)
@@ -234,13 +234,13 @@ func (d *Daemon) requirePersonFor(c net.Conn, what, request string) error {
 		}
 	}
 	d.mu.Lock()
-	agents := make(map[string]identity.Observed, len(d.agents))
+	agents := make(map[ids.RunID]identity.Observed, len(d.agents))
 	for run, a := range d.agents {
 		agents[run] = a
 	}
-	labels := make(map[string]string, len(d.labels))
+	labels := make(map[ids.RunID]string, len(d.labels))
 	for run, l := range d.labels {
-		labels[string(run)] = l
+		labels[run] = l
 	}
 	d.mu.Unlock()
 	for i, p := range chain {
@@ -320,7 +320,7 @@ func (d *Daemon) windowDecider(auth osAuth, in WindowInput) *audit.Decider {
 }
 
 // refuse audits a refusal and returns it as an error.
-func (d *Daemon) refuse(what, request string, peer *identity.Observed, chain []identity.Observed, kind, label, run, msg string) error {
+func (d *Daemon) refuse(what string, request ids.RequestID, peer *identity.Observed, chain []identity.Observed, kind, label string, run ids.RunID, msg string) error {
 	var pids []int
 	for _, p := range chain {
 		pids = append(pids, p.PID)
@@ -342,7 +342,7 @@ func (d *Daemon) childByPID(pid int) (child, bool) {
 }
 
 // labelOfEpoch is the server label of a running epoch, "" when unknown.
-func (d *Daemon) labelOfEpoch(epoch string) string {
+func (d *Daemon) labelOfEpoch(epoch ids.EpochID) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, c := range d.children {
@@ -362,7 +362,7 @@ func (d *Daemon) markedLabel(chain []identity.Observed) string {
 	}
 	for _, p := range chain {
 		if epoch, marked, err := lin.Environ(p.PID, p.StartTime, supervisor.EpochEnv); err == nil && marked {
-			return d.labelOfEpoch(epoch)
+			return d.labelOfEpoch(ids.EpochID(epoch))
 		}
 	}
 	return ""

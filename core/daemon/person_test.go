@@ -73,7 +73,7 @@ func TestRequirePerson(t *testing.T) {
 	tests := []struct {
 		name   string
 		peers  PeerInfo
-		agents map[string]identity.Observed
+		agents map[ids.RunID]identity.Observed
 		kind   string   // "" = allowed
 		want   []string // in the refusal
 	}{
@@ -85,10 +85,10 @@ func TestRequirePerson(t *testing.T) {
 		{"a marked process reparented to init", &fakeLineage{chain: []identity.Observed{proc(930, 80), proc(1, 1)}, marks: map[int]string{930: epoch}}, nil,
 			refusedMarked, []string{"process 930", `server "srv"`, supervisor.EpochEnv + "=" + epoch, personHint}},
 		{"the agent's shell", &fakeLineage{chain: []identity.Observed{proc(940, 90), proc(700, 30), proc(1, 1)}},
-			map[string]identity.Observed{"run1": proc(700, 30)},
+			map[ids.RunID]identity.Observed{"run1": proc(700, 30)},
 			refusedAgent, []string{"process 940", "descends from the agent of agent run run1", personHint}},
 		{"the agent's pid reused by another process", &fakeLineage{chain: []identity.Observed{proc(940, 90), proc(700, 31), proc(1, 1)}},
-			map[string]identity.Observed{"run1": proc(700, 30)}, "", nil},
+			map[ids.RunID]identity.Observed{"run1": proc(700, 30)}, "", nil},
 		{"the person's user, not at a terminal (a pipe, a detached process)", &fakeLineage{chain: []identity.Observed{proc(950, 50), proc(1, 1)}, noTerminal: true}, nil,
 			refusedNoTerminal, []string{"process 950", "does not run at a terminal", "nothing was decided", personHint}},
 		{"a terminal that cannot be read", &fakeLineage{chain: []identity.Observed{proc(950, 50), proc(1, 1)}, terminalErr: errors.New("proc: permission denied")}, nil,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/telemetry"
 )
 
@@ -49,7 +50,7 @@ func (s *telemetrySwitch) Observe(ev audit.Event) {
 
 // arguments hands the argument values of call, a call of label, to the
 // export when settings.telemetry.arguments names label.
-func (s *telemetrySwitch) arguments(label, call string, args func() json.RawMessage) {
+func (s *telemetrySwitch) arguments(label string, call ids.CallID, args func() json.RawMessage) {
 	if x := s.cur.Load(); x.ExportsArguments(label) {
 		x.Arguments(call, args())
 	}

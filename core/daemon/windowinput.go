@@ -58,7 +58,7 @@ var ErrSyntheticInput = errors.New("approval refused: synthetic input")
 // whatever settings.approvalAuthentication says (the mode in force then
 // counts as always); where the system cannot authenticate, it is refused
 // and the request stays pending. An approval from a device is Decide.
-func (w *WindowApprovals) DecideInput(id string, dec authz.Decision, in WindowInput) error {
+func (w *WindowApprovals) DecideInput(id ids.RequestID, dec authz.Decision, in WindowInput) error {
 	if dec.Choice == authz.Deny || in.Origin == InputDevice {
 		return w.decide(id, dec, false, in)
 	}
@@ -66,7 +66,7 @@ func (w *WindowApprovals) DecideInput(id string, dec authz.Decision, in WindowIn
 		d := w.d
 		var req authz.Request
 		for _, r := range d.authz.Pending() {
-			if string(r.ID) == id {
+			if r.ID == id {
 				req = r
 			}
 		}
@@ -84,8 +84,8 @@ func (w *WindowApprovals) DecideInput(id string, dec authz.Decision, in WindowIn
 		d.log.Warn("a window approval came from synthetic input", "request", id, "device", in.Device)
 		exe, _ := os.Executable()
 		d.appendAudit(audit.TypeDecisionRefused, audit.DecisionRefused{
-			What: "approve approval request " + id + " in the Portcullis window", Request: id, PID: os.Getpid(), Executable: exe,
-			Refusal: refusedSyntheticInput, Reason: msg, ServerLabel: req.Card.ServerLabel, AgentRun: string(req.Card.AgentRun),
+			What: "approve approval request " + string(id) + " in the Portcullis window", Request: id, PID: os.Getpid(), Executable: exe,
+			Refusal: refusedSyntheticInput, Reason: msg, ServerLabel: req.Card.ServerLabel, AgentRun: req.Card.AgentRun,
 		})
 		return syntheticInputError(msg)
 	}
@@ -127,12 +127,12 @@ func (d *Daemon) WindowAuthNote(in WindowInput) string {
 // decide is Decide, with the operating system's authentication required
 // for an approval when force is set (the press could not be told apart);
 // the decider's record names the input.
-func (w *WindowApprovals) decide(id string, dec authz.Decision, force bool, in WindowInput) error {
+func (w *WindowApprovals) decide(id ids.RequestID, dec authz.Decision, force bool, in WindowInput) error {
 	d := w.d
 	var card authz.Card
 	found := false
 	for _, r := range d.authz.Pending() {
-		if string(r.ID) == id {
+		if r.ID == id {
 			card, found = r.Card, true
 		}
 	}
@@ -143,7 +143,7 @@ func (w *WindowApprovals) decide(id string, dec authz.Decision, force bool, in W
 	}
 	if !found || !AuthenticationApplies(mode, audit.ChannelWindow, card, dec.Choice) {
 		dec.Decider = d.windowDecider(osAuth{mode: st.Mode, by: audit.AuthNotAsked}, in)
-		return d.authz.Decide(ids.RequestID(id), dec)
+		return d.authz.Decide(id, dec)
 	}
 	// The daemon's own process: no start time is needed to tell it
 	// apart, since it cannot have exited while it asks.
@@ -158,7 +158,7 @@ func (w *WindowApprovals) decide(id string, dec authz.Decision, force bool, in W
 			return
 		}
 		dec.Decider = d.windowDecider(auth, in)
-		if err := d.authz.Decide(ids.RequestID(id), dec); err != nil {
+		if err := d.authz.Decide(id, dec); err != nil {
 			d.log.Info("approval decision not taken", "request", id, "err", err)
 		}
 	}()

@@ -59,7 +59,7 @@ func TestWindowApprovalFromSyntheticInput(t *testing.T) {
 			openTestAudit(t, d)
 			id := d.authz.Raise(card)
 			in := WindowInput{Origin: InputSynthetic, Device: "Virtual core XTEST pointer", Reason: "a button press of that device came 3 ms before the decision"}
-			err := d.WindowApprovals().DecideInput(string(id), authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}, in)
+			err := d.WindowApprovals().DecideInput(id, authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}, in)
 			if !errors.Is(err, ErrSyntheticInput) {
 				t.Fatalf("DecideInput = %v, want ErrSyntheticInput", err)
 			}
@@ -72,16 +72,16 @@ func TestWindowApprovalFromSyntheticInput(t *testing.T) {
 				t.Errorf("%d pending, OS asked %d times; want the request pending, nothing asked", len(d.authz.Pending()), len(fa.asked))
 			}
 			var r audit.DecisionRefused
-			if !lastEvent(t, d, audit.TypeDecisionRefused, &r) || r.Refusal != refusedSyntheticInput || r.Request != string(id) ||
+			if !lastEvent(t, d, audit.TypeDecisionRefused, &r) || r.Refusal != refusedSyntheticInput || r.Request != id ||
 				!strings.Contains(r.Reason, "Virtual core XTEST pointer") || r.PID != os.Getpid() || r.ServerLabel != "srv" {
 				t.Errorf("decision_refused %+v", r)
 			}
 			// SendEvent: no device press at all.
-			err = d.WindowApprovals().DecideInput(string(id), authz.Decision{Choice: authz.ApproveOnce, By: "app"}, WindowInput{Origin: InputSynthetic})
+			err = d.WindowApprovals().DecideInput(id, authz.Decision{Choice: authz.ApproveOnce, By: "app"}, WindowInput{Origin: InputSynthetic})
 			if !errors.Is(err, ErrSyntheticInput) || !strings.Contains(err.Error(), "no mouse or keyboard press") || len(d.authz.Pending()) != 1 {
 				t.Errorf("DecideInput without a device press = %v, %d pending", err, len(d.authz.Pending()))
 			}
-			if err := d.WindowApprovals().DecideInput(string(id), authz.Decision{Choice: authz.Deny, By: "app"}, in); err != nil {
+			if err := d.WindowApprovals().DecideInput(id, authz.Decision{Choice: authz.Deny, By: "app"}, in); err != nil {
 				t.Fatalf("deny from synthetic input: %v", err)
 			}
 			if g, err := d.authz.Wait(context.Background(), id); g != nil || !errors.Is(err, authz.ErrDenied) {
@@ -103,7 +103,7 @@ func TestWindowApprovalFromUnknownInput(t *testing.T) {
 		d := authDaemon(t, config.AuthOff, ba)
 		openTestAudit(t, d)
 		id := d.authz.Raise(card)
-		if err := d.WindowApprovals().DecideInput(string(id), authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}, unknown); err != nil {
+		if err := d.WindowApprovals().DecideInput(id, authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}, unknown); err != nil {
 			t.Fatal(err)
 		}
 		<-ba.asked
@@ -120,7 +120,7 @@ func TestWindowApprovalFromUnknownInput(t *testing.T) {
 		d := authDaemon(t, config.AuthOff, &fakeAuth{avail: errors.New("no polkitd")})
 		openTestAudit(t, d)
 		id := d.authz.Raise(card)
-		err := d.WindowApprovals().DecideInput(string(id), authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}, unknown)
+		err := d.WindowApprovals().DecideInput(id, authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}, unknown)
 		if err == nil || !strings.Contains(err.Error(), "cannot tell your click from synthetic input") || !strings.Contains(err.Error(), "portcullis approve "+string(id)) || len(d.authz.Pending()) != 1 {
 			t.Fatalf("DecideInput = %v with %d pending; want a refusal and the request pending", err, len(d.authz.Pending()))
 		}
@@ -134,7 +134,7 @@ func TestWindowApprovalFromUnknownInput(t *testing.T) {
 		openTestAudit(t, d)
 		id := d.authz.Raise(card)
 		in := WindowInput{Origin: InputDevice, Device: "Logitech USB Optical Mouse"}
-		if err := d.WindowApprovals().DecideInput(string(id), authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}, in); err != nil {
+		if err := d.WindowApprovals().DecideInput(id, authz.Decision{Choice: authz.ApproveRun, Tools: []string{"read"}, By: "app"}, in); err != nil {
 			t.Fatal(err)
 		}
 		var g audit.ApprovalGranted

@@ -78,14 +78,14 @@ func TestCodeOnlyRebuildIsAnnounced(t *testing.T) {
 		if len(sent) != 1 || sent[0].Epoch != "E2" || sent[0].Revision != rev || sent[0].Method != methodToolsChanged || !strings.Contains(sent[0].Reason, "new execution epoch E2") {
 			t.Errorf("list_changed_sent events %+v, want one for E2", sent)
 		}
-		var epochs []string
+		var epochs []ids.EpochID
 		for _, p := range shown {
 			epochs = append(epochs, p.Epoch)
 			if p.Revision != rev || p.Digest == "" || p.Tools != 2 || p.AgentRun != "RUN" {
 				t.Errorf("catalog_presented %+v, want revision %d with its digest and 2 tools", p, rev)
 			}
 		}
-		if !slices.Equal(epochs, []string{"E1", "E2"}) {
+		if !slices.Equal(epochs, []ids.EpochID{"E1", "E2"}) {
 			t.Errorf("catalog_presented epochs %v, want [E1 E2]", epochs)
 		}
 	})
@@ -124,7 +124,7 @@ func TestUnrefreshedCallRefusedOnceThenHeld(t *testing.T) {
 			line, _ := r.agent.response(4)
 			t.Fatalf("the second call does not wait on %s (answer %s)", ref.Request, line)
 		}
-		decide(t, r, ids.RequestID(ref.Request), authz.ApproveRun)
+		decide(t, r, ref.Request, authz.ApproveRun)
 		if got := mustResult(t, r.agent.wait(4, 5*time.Second)); got != "write 3 on E2" {
 			t.Errorf("result %q, want the call on E2", got)
 		}

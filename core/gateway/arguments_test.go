@@ -9,6 +9,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // TestArgumentsHandedForForwardedCalls: Options.Arguments (the telemetry
@@ -18,7 +19,7 @@ import (
 func TestArgumentsHandedForForwardedCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
-		got := map[string]string{}
+		got := map[ids.CallID]string{}
 		r := startBubble(t, true, func(o *Options) {
 			o.Policy = func(tool string) config.Policy {
 				if tool == "t" {
@@ -26,7 +27,7 @@ func TestArgumentsHandedForForwardedCalls(t *testing.T) {
 				}
 				return config.PolicyDeny
 			}
-			o.Arguments = func(call string, args func() json.RawMessage) {
+			o.Arguments = func(call ids.CallID, args func() json.RawMessage) {
 				mu.Lock()
 				got[call] = string(args())
 				mu.Unlock()
@@ -42,7 +43,7 @@ func TestArgumentsHandedForForwardedCalls(t *testing.T) {
 		if _, ref := refusal(t, r.agent.wait(2, 10*time.Second)); ref == nil {
 			t.Fatalf("a denied tool's call was not refused")
 		}
-		var calls []string
+		var calls []ids.CallID
 		for _, e := range r.audit.entries() {
 			if tc, ok := e.Fields.(audit.ToolCalled); ok && e.Type == audit.TypeToolCalled {
 				calls = append(calls, tc.Call)

@@ -53,7 +53,7 @@ const (
 
 // callRecord follows one forwarded tools/call from intent to completion.
 type callRecord struct {
-	id      string // the call's ULID in the audit log
+	id      ids.CallID // the call's ULID in the audit log
 	tool    string
 	started time.Time
 }
@@ -96,7 +96,7 @@ func (s *Session) recordTier(auth authorization) bool {
 // "Audit log"; settings.auditDurability strict syncs these too). On
 // failure the call must not be forwarded.
 func (s *Session) recordIntent(e *epoch, c *toolCall, auth authorization) (*callRecord, error) {
-	rec := &callRecord{id: string(ids.NewCall()), tool: c.name, started: time.Now()}
+	rec := &callRecord{id: ids.NewCall(), tool: c.name, started: time.Now()}
 	if s.opts.Audit == nil {
 		return rec, nil
 	}
@@ -107,7 +107,7 @@ func (s *Session) recordIntent(e *epoch, c *toolCall, auth authorization) (*call
 	}
 	s.mu.Unlock()
 	ev := audit.ToolCalled{
-		Call: rec.id, AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label, Epoch: string(e.ID),
+		Call: rec.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID,
 		CatalogRevision: rev, Tool: c.name, ArgsDigest: c.digest, ArgKeys: c.keys, Decision: auth.decision, Grant: auth.grant,
 	}
 	var err error
@@ -133,7 +133,7 @@ func (s *Session) recordCompletion(e *epoch, c *callRecord, outcome, errText str
 		return
 	}
 	ev := audit.ToolCompleted{
-		Call: c.id, AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label, Epoch: string(e.ID), Tool: c.tool,
+		Call: c.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID, Tool: c.tool,
 		Outcome: outcome, DurationMS: float64(time.Since(c.started).Microseconds()) / 1000, Error: errText,
 	}
 	if s.opts.Audit == nil {
@@ -149,7 +149,7 @@ type refusedReq struct {
 	id     json.RawMessage // the agent's id
 	method string
 	tool   string
-	call   string // the call's ULID when its intent was written
+	call   ids.CallID // the call's ULID when its intent was written
 	r      *control.Refusal
 }
 
@@ -201,7 +201,7 @@ func (s *Session) recordRefused(q refusedReq) {
 		method = "" // the default: a tool names it
 	}
 	s.record(audit.TypeCallRefused, audit.CallRefused{
-		Call: q.call, AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label, Method: method, Tool: tool,
+		Call: q.call, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Method: method, Tool: tool,
 		Kind: string(r.Error), Reason: r.Reason, Epoch: r.Epoch, ApprovedEpoch: r.ApprovedEpoch, CurrentEpoch: r.CurrentEpoch,
 		CatalogRevision: r.CurrentRevision, Request: r.Request,
 	})
@@ -210,7 +210,7 @@ func (s *Session) recordRefused(q refusedReq) {
 func (s *Session) recordServerStarted(e *epoch) {
 	rec, _ := json.Marshal(e.Record)
 	s.record(audit.TypeServerStarted, audit.ServerStarted{
-		ServerLabel: s.opts.Label, AgentRun: string(s.opts.RunID), Epoch: string(e.ID), PID: e.Proc.Pid(), Execution: rec,
+		ServerLabel: s.opts.Label, AgentRun: s.opts.RunID, Epoch: e.ID, PID: e.Proc.Pid(), Execution: rec,
 	})
 }
 
@@ -237,7 +237,7 @@ func (s *Session) recordCatalog(e *epoch, prev, cur catalog.Catalog) {
 		}
 	}
 	s.record(audit.TypeCatalogRevised, audit.CatalogRevised{
-		ServerLabel: s.opts.Label, AgentRun: string(s.opts.RunID), Epoch: string(e.ID), Revision: cur.Revision, Digest: cur.Digest, Diff: sum,
+		ServerLabel: s.opts.Label, AgentRun: s.opts.RunID, Epoch: e.ID, Revision: cur.Revision, Digest: cur.Digest, Diff: sum,
 	})
 }
 
@@ -262,7 +262,7 @@ func (s *Session) unrequestedAnswer(e *epoch, m *mcpwire.Message, why string) {
 	}
 	s.diagnostic(e, fmt.Sprintf("an answer with the id %s was dropped, not delivered: %s", id, why))
 	sum := sha256.Sum256(m.Raw)
-	ev := audit.UnrequestedAnswer{ServerLabel: s.opts.Label, AgentRun: string(s.opts.RunID), Epoch: string(e.ID), ID: id,
+	ev := audit.UnrequestedAnswer{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID, Epoch: e.ID, ID: id,
 		Digest: "sha256:" + hex.EncodeToString(sum[:]), Reason: why}
 	// Written before the next line of the server is read: what it answers
 	// next is seen by the agent only once this is on record.

@@ -90,7 +90,7 @@ func (s *Session) decideFrom(f *callFacts, c *toolCall) callVerdict {
 			s.noteTold(c.name, v.toldContract)
 		}
 		if v.toldStale {
-			s.noteStaleTold(c.name, string(f.epoch))
+			s.noteStaleTold(c.name, f.epoch)
 		}
 		if v.grant == nil || v.grant.ExpiresWhen != authz.ExpiresOnce || s.opts.Authority.Consume(s.opts.RunID, v.grant.ID) {
 			return v
@@ -116,15 +116,15 @@ func (s *Session) authorize(e *epoch, c *toolCall, v callVerdict) authorization 
 	}
 	auth := authorization{decision: v.decision, out: out}
 	if v.grant != nil {
-		auth.grant = string(v.grant.ID)
+		auth.grant = v.grant.ID
 	}
 	return auth
 }
 
 // shown reports whether approval request id was raised for call c: its
 // card showed this very call.
-func (s *Session) shown(id string, c *toolCall) bool {
-	card, ok := s.opts.Authority.CardOf(ids.RequestID(id))
+func (s *Session) shown(id ids.RequestID, c *toolCall) bool {
+	card, ok := s.opts.Authority.CardOf(id)
 	return ok && card.Shows(s.opts.RunID, c.name, c.digest)
 }
 
@@ -154,13 +154,13 @@ func credentialAdvice(scope string, err error) string {
 
 // noteStaleTold records that the agent was told that tool's approval no
 // longer holds on epoch: its next calls of tool there wait for approval.
-func (s *Session) noteStaleTold(tool, epoch string) {
+func (s *Session) noteStaleTold(tool string, epoch ids.EpochID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.staleTold == nil {
 		s.staleTold = map[string]ids.EpochID{}
 	}
-	s.staleTold[tool] = ids.EpochID(epoch)
+	s.staleTold[tool] = epoch
 }
 
 // policyRecheck is how often a call waiting for a person re-checks its
@@ -180,7 +180,7 @@ var errPolicyWake = errors.New("re-check the tool's policy")
 // no call waits on any more is withdrawn. A request withdrawn under a call
 // that still needs a decision (another call's tool was denied) is raised
 // again for it.
-func (s *Session) awaitApproval(e *epoch, c *toolCall, id string) authorization {
+func (s *Session) awaitApproval(e *epoch, c *toolCall, id ids.RequestID) authorization {
 	m, tool := c.msg, c.name
 	a := s.opts.Authority
 	progress := s.progressWhileWaiting(c, id)
@@ -199,7 +199,7 @@ wait:
 			// call waited: deny wins over any approval given meanwhile.
 			s.stopWaiting(m, id, fmt.Sprintf("the person's policy denies %s now", tool))
 			s.withdrawDenied()
-			return refused(deniedWhileWaiting(s.opts.Label, string(e.ID), tool))
+			return refused(deniedWhileWaiting(s.opts.Label, e.ID, tool))
 		}
 		if pol == policyAllow && (err == nil || errors.Is(err, errPolicyWake) || errors.Is(err, authz.ErrWithdrawn) || errors.Is(err, authz.ErrTimeout)) {
 			// Allowed while the call waited (and no person denied it):
@@ -232,8 +232,8 @@ wait:
 				a.Consume(s.opts.RunID, g.ID)
 			}
 			next := a.Raise(s.card(e, c, "", nil, g))
-			s.moveWaiting(m, id, string(next))
-			id = string(next)
+			s.moveWaiting(m, id, next)
+			id = next
 			progress.move(id)
 			continue
 		case err == nil && g.ExpiresWhen == authz.ExpiresOnce && g.ExecutionEpoch == e.ID && !a.Consume(s.opts.RunID, g.ID) && !s.ended(e):
@@ -249,10 +249,10 @@ wait:
 		progress.move(id)
 	}
 	s.mu.Lock()
-	w := waited{label: s.opts.Label, tool: tool, epoch: e.ID, request: ids.RequestID(id), grant: g, err: err,
+	w := waited{label: s.opts.Label, tool: tool, epoch: e.ID, request: id, grant: g, err: err,
 		timeout: a.Timeout(), ended: e.ended}
 	if s.cur != nil {
-		w.current = string(s.cur.ID)
+		w.current = s.cur.ID
 	}
 	s.mu.Unlock()
 	w.creds, _ = s.metaCredentials()
@@ -270,7 +270,7 @@ func (s *Session) runCtx() context.Context {
 // but returns errPolicyWake when tool's policy is no longer config.PolicyApprove, when
 // PolicyChanged runs or when policyRecheck has passed, so that the caller
 // re-checks the policy.
-func (s *Session) waitDecision(id, tool string) (*authz.Grant, error) {
+func (s *Session) waitDecision(id ids.RequestID, tool string) (*authz.Grant, error) {
 	s.mu.Lock()
 	run, wake := s.ctx, s.policyWakeLocked()
 	s.mu.Unlock()
@@ -290,7 +290,7 @@ func (s *Session) waitDecision(id, tool string) (*authz.Grant, error) {
 		case <-ctx.Done():
 		}
 	}()
-	g, err := s.opts.Authority.WaitRun(ctx, ids.RequestID(id), s.opts.RunID)
+	g, err := s.opts.Authority.WaitRun(ctx, id, s.opts.RunID)
 	if err != nil && errors.Is(err, context.Canceled) && run.Err() == nil {
 		return nil, errPolicyWake
 	}
@@ -300,7 +300,7 @@ func (s *Session) waitDecision(id, tool string) (*authz.Grant, error) {
 // waiterLocked returns the in-flight entry of call m while it waits on
 // approval request id, or nil (it was cancelled or ended, or waits on
 // another request).
-func (s *Session) waiterLocked(m *mcpwire.Message, id string) *pending {
+func (s *Session) waiterLocked(m *mcpwire.Message, id ids.RequestID) *pending {
 	_, p, ok := s.flight.ofAgent(m.ID)
 	if !ok {
 		return nil
@@ -312,7 +312,7 @@ func (s *Session) waiterLocked(m *mcpwire.Message, id string) *pending {
 }
 
 // waitingOn reports whether call m still waits on approval request id.
-func (s *Session) waitingOn(m *mcpwire.Message, id string) bool {
+func (s *Session) waitingOn(m *mcpwire.Message, id ids.RequestID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.waiterLocked(m, id) != nil
@@ -320,7 +320,7 @@ func (s *Session) waitingOn(m *mcpwire.Message, id string) bool {
 
 // moveWaiting records that call m now waits on approval request to instead
 // of from (so that a cancellation withdraws the right one).
-func (s *Session) moveWaiting(m *mcpwire.Message, from, to string) {
+func (s *Session) moveWaiting(m *mcpwire.Message, from, to ids.RequestID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.waiterLocked(m, from); p != nil {
@@ -332,7 +332,7 @@ func (s *Session) moveWaiting(m *mcpwire.Message, from, to string) {
 // (its tool's policy decided it) and withdraws the request, saying why,
 // when no other call waits on it: a person is not asked about calls that
 // no longer need them. A request other calls still wait on stays.
-func (s *Session) stopWaiting(m *mcpwire.Message, id, why string) {
+func (s *Session) stopWaiting(m *mcpwire.Message, id ids.RequestID, why string) {
 	s.mu.Lock()
 	if p := s.waiterLocked(m, id); p != nil {
 		p.approval = ""
@@ -342,7 +342,7 @@ func (s *Session) stopWaiting(m *mcpwire.Message, id, why string) {
 	if waited {
 		return
 	}
-	if err := s.opts.Authority.WithdrawRun(ids.RequestID(id), s.opts.RunID, why); err == nil {
+	if err := s.opts.Authority.WithdrawRun(id, s.opts.RunID, why); err == nil {
 		s.log.Info("approval request withdrawn: no call waits on it any more", "request", id, "why", why)
 	}
 }
@@ -389,7 +389,7 @@ func (s *Session) injectMeta(e *epoch, c *toolCall, scopes []string) ([]byte, *c
 			err = errors.New("the stored secret is empty")
 		}
 		if err != nil {
-			return nil, unreadableCredential(s.opts.Label, string(e.ID), tool, scope, err)
+			return nil, unreadableCredential(s.opts.Label, e.ID, tool, scope, err)
 		}
 		vals[scope] = string(secret)
 	}
@@ -404,15 +404,15 @@ func (s *Session) injectMeta(e *epoch, c *toolCall, scopes []string) ([]byte, *c
 // requestFor returns the pending approval request call c waits on, raising
 // one with a full card when none covers it; reason and stale, when set, are
 // the card's (see card).
-func (s *Session) requestFor(e *epoch, c *toolCall, reason string, stale *authz.Grant) string {
+func (s *Session) requestFor(e *epoch, c *toolCall, reason string, stale *authz.Grant) ids.RequestID {
 	a := s.opts.Authority
 	creds, askEvery := s.metaCredentials()
 	if !askEvery {
 		if id, ok := a.Find(s.opts.RunID, e.ID, c.name, creds, c.digest); ok {
-			return string(id)
+			return id
 		}
 	}
-	return string(a.Raise(s.card(e, c, reason, stale, nil)))
+	return a.Raise(s.card(e, c, reason, stale, nil))
 }
 
 // card builds the approval card for call c on e: why it is asked (reason,
@@ -437,7 +437,7 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale, outgrown 
 	}
 	if prev != nil {
 		approvedEpoch = prev.ExecutionEpoch
-		prevRec, hasPrev = s.recordOf(string(approvedEpoch))
+		prevRec, hasPrev = s.recordOf(approvedEpoch)
 	}
 	args := call.args
 	c := authz.Card{
@@ -513,10 +513,10 @@ func (s *Session) card(e *epoch, call *toolCall, reason string, stale, outgrown 
 }
 
 // recordOf returns the execution record of an epoch this run has seen.
-func (s *Session) recordOf(epochID string) (identity.Record, bool) {
+func (s *Session) recordOf(epochID ids.EpochID) (identity.Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.records[ids.EpochID(epochID)]
+	r, ok := s.records[epochID]
 	return r, ok
 }
 
@@ -525,7 +525,7 @@ func (s *Session) recordOf(epochID string) (identity.Record, bool) {
 // and at once again when the call moves to a new approval request; each
 // message names the request the call waits on then.
 type waitProgress struct {
-	moved    chan string
+	moved    chan ids.RequestID
 	cancel   context.CancelFunc
 	released func() // tells the shim the wait ended; nil: nothing to tell
 }
@@ -534,8 +534,8 @@ type waitProgress struct {
 // on approval request id. Without a progress token it sends nothing.
 // A shim that reads shim lines (Options.ShimLines) is told too, so that it
 // can word the refusal of the call should the daemon go away meanwhile.
-func (s *Session) progressWhileWaiting(c *toolCall, id string) *waitProgress {
-	p := &waitProgress{moved: make(chan string, 1), cancel: func() {}}
+func (s *Session) progressWhileWaiting(c *toolCall, id ids.RequestID) *waitProgress {
+	p := &waitProgress{moved: make(chan ids.RequestID, 1), cancel: func() {}}
 	if s.opts.ShimLines && c.msg.ID != nil {
 		s.writeAgent(control.HeldLine(c.msg.ID))
 		p.released = func() { s.writeAgent(control.ReleasedLine(c.msg.ID)) }
@@ -546,7 +546,7 @@ func (s *Session) progressWhileWaiting(c *toolCall, id string) *waitProgress {
 	}
 	var ctx context.Context
 	ctx, p.cancel = context.WithCancel(s.ctx)
-	send := func(n int, request string) {
+	send := func(n int, request ids.RequestID) {
 		b, err := mcpwire.NewNotification(methodProgress, map[string]any{
 			"progressToken": json.RawMessage(token), "progress": n,
 			"message": fmt.Sprintf("waiting for a person to approve this call in Portcullis (request %s)", request),
@@ -574,7 +574,7 @@ func (s *Session) progressWhileWaiting(c *toolCall, id string) *waitProgress {
 }
 
 // move says that the call now waits on approval request id.
-func (p *waitProgress) move(id string) {
+func (p *waitProgress) move(id ids.RequestID) {
 	select {
 	case <-p.moved: // an older move not yet sent: this one replaces it
 	default:

@@ -111,7 +111,7 @@ func TestCallWaitsForApprovalThenGetsCredential(t *testing.T) {
 		var decisions []string
 		for _, e := range r.audit.entries() {
 			if tc, ok := e.Fields.(audit.ToolCalled); ok {
-				decisions = append(decisions, tc.Tool+":"+tc.Decision+":"+tc.Epoch)
+				decisions = append(decisions, tc.Tool+":"+tc.Decision+":"+string(tc.Epoch))
 				if tc.Decision == "grant" && tc.Grant == "" {
 					t.Errorf("tool_called %+v names no grant", tc)
 				}
@@ -162,7 +162,7 @@ func TestStaleAfterEpochChange(t *testing.T) {
 			// The tool's current contract, so that an agent that never
 			// lists tools again can form its next call from it.
 			Arguments: &control.ArgumentShape{Tool: toolWrite, Required: []string{"n"}, Properties: []control.PropertyShape{{Name: "n", Type: "integer", Required: true}}},
-			Retry:     "the person has been asked to approve the new code in Portcullis (approval request " + ref.Request + "); call write again once they approve, and it will wait for their decision"}
+			Retry:     "the person has been asked to approve the new code in Portcullis (approval request " + string(ref.Request) + "); call write again once they approve, and it will wait for their decision"}
 		if code != -31020 {
 			t.Errorf("code %d, want -31020", code)
 		}
@@ -171,7 +171,7 @@ func TestStaleAfterEpochChange(t *testing.T) {
 		}
 		// The request for E2 was raised at the same moment.
 		p := r.auth.Pending()
-		if len(p) != 1 || string(p[0].ID) != ref.Request {
+		if len(p) != 1 || p[0].ID != ref.Request {
 			t.Fatalf("pending after the stale refusal: %+v, want one request, %s (the refusal's)", p, ref.Request)
 		}
 		c := p[0].Card
@@ -210,7 +210,7 @@ func TestStaleAfterEpochChange(t *testing.T) {
 				denied = append(denied, d)
 			}
 		}
-		if len(denied) != 1 || denied[0].Kind != "authorization_stale" || denied[0].ApprovedEpoch != "E1" || denied[0].CurrentEpoch != "E2" || denied[0].Request != string(p[0].ID) {
+		if len(denied) != 1 || denied[0].Kind != "authorization_stale" || denied[0].ApprovedEpoch != "E1" || denied[0].CurrentEpoch != "E2" || denied[0].Request != p[0].ID {
 			t.Errorf("call_refused events %+v", denied)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -57,11 +58,11 @@ func parseCall(m *mcpwire.Message) (*toolCall, string) {
 // forward, credentials injected), or it is refused, or it waits for a person
 // to decide approval request wait (see awaitApproval).
 type authorization struct {
-	decision string // decisionAllow, decisionGrant or decisionUnchecked
-	grant    string // the grant used, "" when none
+	decision string      // decisionAllow, decisionGrant or decisionUnchecked
+	grant    ids.GrantID // the grant used, "" when none
 	out      []byte
 	refusal  *control.Refusal
-	wait     string
+	wait     ids.RequestID
 }
 
 // refused is the authorization that refuses a call with r.

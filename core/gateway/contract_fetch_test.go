@@ -148,7 +148,7 @@ func newContractRig(t *testing.T, srvs ...contractServer) *contractRig {
 			p := newContractProc(3000+n, srvs[min(n, len(srvs)-1)])
 			r.procs = append(r.procs, p)
 			id := fmt.Sprintf("E%d", n+1)
-			return &Epoch{ID: ids.EpochID(id), Record: identity.Record{ServerLabel: "c", Epoch: id}, Proc: p}, nil
+			return &Epoch{ID: ids.EpochID(id), Record: identity.Record{ServerLabel: "c", Epoch: ids.EpochID(id)}, Proc: p}, nil
 		}})
 	agent, in, out := newAgentConn(t)
 	r.agent = agent

@@ -197,7 +197,7 @@ func staleGrant(f *callFacts, c *toolCall) (callVerdict, bool) {
 	r := &control.Refusal{
 		Error: control.AuthorizationStale, Server: f.label, Tool: tool,
 		Reason:        fmt.Sprintf("the server's code changed (execution epoch %s → %s) since the person approved %s, so the approval no longer holds and the call was not sent", stale.ExecutionEpoch, f.epoch, tool),
-		ApprovedEpoch: string(stale.ExecutionEpoch), CurrentEpoch: string(f.epoch),
+		ApprovedEpoch: stale.ExecutionEpoch, CurrentEpoch: f.epoch,
 	}
 	v := callVerdict{kind: verdictRefuse, refusal: r, toldStale: true}
 	if f.cat != nil {
@@ -230,7 +230,7 @@ func staleGrant(f *callFacts, c *toolCall) (callVerdict, bool) {
 
 // askedIn completes the refusal of a verdict that raised a card for the
 // call: it names approval request id.
-func askedIn(r *control.Refusal, id string) {
+func askedIn(r *control.Refusal, id ids.RequestID) {
 	r.Request = id
 	r.Retry = fmt.Sprintf("the person has been asked to approve the new code in Portcullis (approval request %s); call %s again once they approve, and it will wait for their decision", id, r.Tool)
 }
@@ -239,7 +239,7 @@ func askedIn(r *control.Refusal, id string) {
 func checkCatalog(f *callFacts, c *toolCall) (callVerdict, bool) {
 	name, cat := c.name, f.cat
 	if f.policy == policyDeny {
-		return refuseWith(&control.Refusal{Error: control.ApprovalDenied, Server: f.label, Tool: name, Epoch: string(f.epoch),
+		return refuseWith(&control.Refusal{Error: control.ApprovalDenied, Server: f.label, Tool: name, Epoch: f.epoch,
 			Reason: fmt.Sprintf("tool %q is denied by the person's policy for %s; the call was not sent", name, f.label),
 			Retry:  "do not call this tool again; tell the person if the task needs it (they can change its policy in Portcullis)"}), true
 	}
@@ -251,12 +251,12 @@ func checkCatalog(f *callFacts, c *toolCall) (callVerdict, bool) {
 		offered := offeredNames(f.visible)
 		if f.agentRev == cat.Revision {
 			// The agent has the current list: the name is simply not in it.
-			return refuseWith(&control.Refusal{Error: control.UnknownTool, Server: f.label, Tool: name, CurrentEpoch: string(f.epoch),
+			return refuseWith(&control.Refusal{Error: control.UnknownTool, Server: f.label, Tool: name, CurrentEpoch: f.epoch,
 				AgentRevision: f.agentRev, CurrentRevision: cat.Revision,
 				Reason: fmt.Sprintf("there is no tool %q in catalog revision %d", name, cat.Revision),
 				Retry:  "call one of the tools the server offers: " + offered}), true
 		}
-		return refuseWith(&control.Refusal{Error: control.CatalogStale, Server: f.label, Tool: name, CurrentEpoch: string(f.epoch),
+		return refuseWith(&control.Refusal{Error: control.CatalogStale, Server: f.label, Tool: name, CurrentEpoch: f.epoch,
 			AgentRevision: f.agentRev, CurrentRevision: cat.Revision,
 			Reason: fmt.Sprintf("tool %q is no longer offered: catalog revision %d, which the server answers with now, does not have it", name, cat.Revision),
 			Retry:  "do not call it again; the tools offered now are " + offered}), true
@@ -270,7 +270,7 @@ func checkCatalog(f *callFacts, c *toolCall) (callVerdict, bool) {
 		var ae *catalog.ArgumentError
 		switch {
 		case errors.As(err, &ae):
-			return refuseWith(&control.Refusal{Error: control.InvalidArguments, Server: f.label, Tool: name, CurrentEpoch: string(f.epoch),
+			return refuseWith(&control.Refusal{Error: control.InvalidArguments, Server: f.label, Tool: name, CurrentEpoch: f.epoch,
 				AgentRevision: f.agentRev, CurrentRevision: cat.Revision, Problems: ae.Problems,
 				Arguments: argumentShape(tool, catalog.ProblemProperties(ae.Problems)),
 				Reason:    fmt.Sprintf("the arguments do not fit the inputSchema of %q in catalog revision %d", name, cat.Revision),
@@ -278,7 +278,7 @@ func checkCatalog(f *callFacts, c *toolCall) (callVerdict, bool) {
 		case errors.Is(err, catalog.ErrInvalidSchema):
 			return callVerdict{}, false // the server judges the arguments
 		}
-		return refuseWith(&control.Refusal{Error: control.CatalogStale, Server: f.label, Tool: name, CurrentEpoch: string(f.epoch),
+		return refuseWith(&control.Refusal{Error: control.CatalogStale, Server: f.label, Tool: name, CurrentEpoch: f.epoch,
 			AgentRevision: f.agentRev, CurrentRevision: cat.Revision, Reason: err.Error(),
 			Retry: "form the call again from the current arguments given here"}), true
 	}
@@ -316,7 +316,7 @@ func staleCall(f *callFacts, c *toolCall, tool catalog.Tool) (callVerdict, bool)
 			return callVerdict{}, false
 		}
 	}
-	r := &control.Refusal{Error: control.CatalogStale, Server: f.label, Tool: name, CurrentEpoch: string(f.epoch),
+	r := &control.Refusal{Error: control.CatalogStale, Server: f.label, Tool: name, CurrentEpoch: f.epoch,
 		AgentRevision: agentRev, CurrentRevision: cat.Revision, Problems: summaries(changes),
 		Arguments: argumentShape(tool, nil)}
 	v := refuseWith(r)
@@ -384,7 +384,7 @@ func missingCredential(f *callFacts, tool string) *control.Refusal {
 	}
 	for _, scope := range f.creds {
 		if err := f.secretCheck(scope); err != nil && !errors.Is(err, secrets.ErrLocked) {
-			return &control.Refusal{Error: control.CredentialUnavailable, Server: f.label, Tool: tool, CurrentEpoch: string(f.epoch),
+			return &control.Refusal{Error: control.CredentialUnavailable, Server: f.label, Tool: tool, CurrentEpoch: f.epoch,
 				Reason: fmt.Sprintf("credential scope %q cannot be had: %v", scope, err),
 				Retry:  credentialAdvice(scope, err)}
 		}
@@ -399,7 +399,7 @@ func auditDown(f *callFacts, tool string) *control.Refusal {
 	if f.auditErr == nil {
 		return nil
 	}
-	return &control.Refusal{Error: control.AuditUnavailable, Server: f.label, Tool: tool, CurrentEpoch: string(f.epoch),
+	return &control.Refusal{Error: control.AuditUnavailable, Server: f.label, Tool: tool, CurrentEpoch: f.epoch,
 		Reason: "the audit log cannot be written (" + f.auditErr.Error() + "), so no approval is asked and no call is forwarded",
 		Retry:  "tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then call again"}
 }
@@ -407,7 +407,7 @@ func auditDown(f *callFacts, tool string) *control.Refusal {
 // unreadableCredential refuses a call whose granted credential scope's
 // secret cannot be read as it is sent: nothing is ever forwarded with an
 // empty secret in its place.
-func unreadableCredential(label, epoch, tool, scope string, err error) *control.Refusal {
+func unreadableCredential(label string, epoch ids.EpochID, tool, scope string, err error) *control.Refusal {
 	return &control.Refusal{Error: control.CredentialUnavailable, Server: label, Tool: tool, CurrentEpoch: epoch,
 		Reason: fmt.Sprintf("credential scope %q cannot be read: %v", scope, err),
 		Retry:  credentialAdvice(scope, err)}
@@ -423,7 +423,7 @@ type waited struct {
 	err         error         // why there is no grant
 	timeout     time.Duration // how long a request waits for a person
 	ended       bool          // epoch ended while the call waited
-	current     string        // the epoch running now; "" when none
+	current     ids.EpochID   // the epoch running now; "" when none
 	creds       []string      // the server's meta credential scopes
 }
 
@@ -432,7 +432,7 @@ type waited struct {
 // refused, saying who decided what.
 func decideWaited(w waited) callVerdict {
 	tool, id := w.tool, w.request
-	r := &control.Refusal{Server: w.label, Tool: tool, CurrentEpoch: string(w.epoch), Request: string(id)}
+	r := &control.Refusal{Server: w.label, Tool: tool, CurrentEpoch: w.epoch, Request: id}
 	switch err := w.err; {
 	case err == nil:
 	case errors.Is(err, authz.ErrTimeout):
@@ -474,7 +474,7 @@ func decideWaited(w waited) callVerdict {
 		r.Retry = fmt.Sprintf("tell the person that %s was not approved; do not call it again unless they ask you to", tool)
 		return refuseWith(r)
 	case w.ended || g.ExecutionEpoch != w.epoch || !g.Covers(tool, nil):
-		r.Error, r.CurrentEpoch, r.ApprovedEpoch = control.AuthorizationStale, w.current, string(g.ExecutionEpoch)
+		r.Error, r.CurrentEpoch, r.ApprovedEpoch = control.AuthorizationStale, w.current, g.ExecutionEpoch
 		r.Reason = fmt.Sprintf("the server's code changed (execution epoch %s ended) while the call waited for approval, so the approval given is for code that no longer runs and the call was not sent", w.epoch)
 		r.Retry = fmt.Sprintf("call %s again: it will wait for the person to approve the new code", tool)
 		return refuseWith(r)
@@ -485,7 +485,7 @@ func decideWaited(w waited) callVerdict {
 // deniedWhileWaiting refuses a call whose tool the person's policy denied
 // while the call waited for approval: deny wins over any approval given
 // meanwhile.
-func deniedWhileWaiting(label, epoch, tool string) *control.Refusal {
+func deniedWhileWaiting(label string, epoch ids.EpochID, tool string) *control.Refusal {
 	return &control.Refusal{Error: control.ApprovalDenied, Server: label, Tool: tool, CurrentEpoch: epoch,
 		Reason: fmt.Sprintf("tool %q was denied by the person's policy for %s while the call waited for approval; the call was not sent", tool, label),
 		Retry:  "do not call this tool again; tell the person if the task needs it (they can change its policy in Portcullis)"}

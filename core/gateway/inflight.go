@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -34,9 +35,9 @@ type pending struct {
 	ep       *epoch
 	token    string // progress token, raw JSON; "" when none
 	reply    chan *mcpwire.Message
-	call     *callRecord // a tools/call, for its tool_completed event; set under Session.mu
-	unsent   bool        // reserved, not yet written to the server
-	approval string      // the approval request it waits on, if any
+	call     *callRecord   // a tools/call, for its tool_completed event; set under Session.mu
+	unsent   bool          // reserved, not yet written to the server
+	approval ids.RequestID // the approval request it waits on, if any
 }
 
 // reverseEntry is a server's request toward the agent.
@@ -171,7 +172,7 @@ func (f *inflight) token(e *epoch, token string) bool {
 }
 
 // awaiting reports whether a request in flight waits on approval request id.
-func (f *inflight) awaiting(id string) bool {
+func (f *inflight) awaiting(id ids.RequestID) bool {
 	for _, p := range f.pending {
 		if p.approval == id {
 			return true

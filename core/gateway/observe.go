@@ -14,7 +14,6 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
-	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
@@ -104,14 +103,14 @@ func (s *Session) lastOf(e *epoch) *epoch {
 func (s *Session) observed(ch supervisor.TreeChange) {
 	s.mu.Lock()
 	old := s.cur
-	if old == nil || old.ended || old.ID != ids.EpochID(ch.Previous) || s.state == StateEnded {
+	if old == nil || old.ended || old.ID != ch.Previous || s.state == StateEnded {
 		s.mu.Unlock()
 		ch.Ack()
 		return
 	}
 	rec := old.Record
 	rec.Epoch, rec.Observed = ch.Epoch, ch.New
-	e := &epoch{Epoch: Epoch{ID: ids.EpochID(ch.Epoch), Record: rec, Proc: old.Proc}, observed: strings.Join(ch.What, "; ")}
+	e := &epoch{Epoch: Epoch{ID: ch.Epoch, Record: rec, Proc: old.Proc}, observed: strings.Join(ch.What, "; ")}
 	old.next = e
 	s.cur = e
 	s.epochs++
@@ -121,7 +120,7 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 		// Output came from code other than the epoch's: what it answered
 		// is recorded as that code's and never passed on.
 		why = "a new program answered in the server's place (" + strings.Join(ch.What, "; ") + "); its answer was not passed on"
-		old.answeredBy = &audit.Answerer{Epoch: string(e.ID), PID: a.PID, Exe: a.Exe, SHA256: a.SHA256, Script: a.Script, ScriptSHA256: a.ScriptSHA256}
+		old.answeredBy = &audit.Answerer{Epoch: e.ID, PID: a.PID, Exe: a.Exe, SHA256: a.SHA256, Script: a.Script, ScriptSHA256: a.ScriptSHA256}
 	}
 	s.state, s.reason = StateIdentityPending, why
 	s.buildNote = ""
@@ -133,8 +132,8 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 	newID, _ := json.Marshal(ch.New)
 	s.takeOver(takeover{
 		old: old, e: e, why: why, name: "the observed epoch",
-		replaced: audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: string(s.opts.RunID),
-			OldEpoch: string(old.ID), NewEpoch: string(e.ID), Reason: why, Cause: "observed", OldIdentity: oldID, NewIdentity: newID},
+		replaced: audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
+			OldEpoch: old.ID, NewEpoch: e.ID, Reason: why, Cause: "observed", OldIdentity: oldID, NewIdentity: newID},
 		// A new program reads the requests only when a process that
 		// answered exec'd or one took the place of those that exited;
 		// otherwise the program that answers did not change and keeps
@@ -176,7 +175,7 @@ func (s *Session) checkTree(e *epoch, tool, decision string) *control.Refusal {
 			Error:  control.ServerUnavailable,
 			Server: s.opts.Label,
 			Tool:   tool,
-			Epoch:  string(e.ID),
+			Epoch:  e.ID,
 			Reason: gone.Error() + " (a watcher may be restarting the server); the call was not sent, so that no other code reads it",
 			Retry:  "call again in a moment",
 		}
@@ -196,7 +195,7 @@ func (s *Session) checkTree(e *epoch, tool, decision string) *control.Refusal {
 			Error:  control.ServerUnavailable,
 			Server: s.opts.Label,
 			Tool:   tool,
-			Epoch:  string(e.ID),
+			Epoch:  e.ID,
 			Reason: "the supervisor could not check which processes of the server can answer before a call carrying a grant or credentials: " + what + "; the call was not sent",
 			Retry:  "call again in a moment",
 		}
@@ -210,7 +209,7 @@ func (s *Session) checkTree(e *epoch, tool, decision string) *control.Refusal {
 		Error:         control.AuthorizationStale,
 		Server:        s.opts.Label,
 		Tool:          tool,
-		ApprovedEpoch: string(e.ID),
+		ApprovedEpoch: e.ID,
 		CurrentEpoch:  ch.Epoch,
 		Reason:        "server execution epoch changed: the supervisor observed a new process in the server's tree (" + strings.Join(ch.What, "; ") + "); the call was not sent",
 		Retry:         "call again: the call will wait for the person to approve the new code",
@@ -265,7 +264,7 @@ func (s *Session) lateAnswer(m *mcpwire.Message) bool {
 	s.mu.Unlock()
 	s.log.Warn("an ended epoch answered a call; recorded, not forwarded", "epoch", l.ep.ID, "tool", l.call.tool, "outcome", outcome)
 	ev := audit.ToolCompleted{
-		Call: l.call.id, AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label, Epoch: string(l.ep.ID), Tool: l.call.tool,
+		Call: l.call.id, AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: l.ep.ID, Tool: l.call.tool,
 		Outcome: outcome, DurationMS: float64(time.Since(l.call.started).Microseconds()) / 1000, Error: errText,
 		LateAnswer: true, AnsweredBy: by,
 	}

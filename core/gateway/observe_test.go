@@ -15,6 +15,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 	"github.com/portcullis/portcullis/core/supervisor"
 )
@@ -99,7 +100,7 @@ func newTreeRig(t *testing.T, heldN int64) (*rig, *treeProc) {
 	return r, first
 }
 
-func observedChange(prev, next string) supervisor.TreeChange {
+func observedChange(prev, next ids.EpochID) supervisor.TreeChange {
 	return supervisor.TreeChange{
 		Epoch: next, Previous: prev, Restarted: true,
 		Old:  []identity.Observed{{PID: 1001, Exe: "/usr/bin/node", Script: "/srv/a.js"}},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 var (
@@ -206,9 +207,9 @@ func (st *randomState) check() {
 			intents[n], intentAt[n] = tc, e.Seq
 		}
 	}
-	grants := map[string]authz.Grant{}
+	grants := map[ids.GrantID]authz.Grant{}
 	for _, g := range st.r.grants() {
-		grants[string(g.ID)] = g
+		grants[g.ID] = g
 	}
 	st.r.mu.Lock()
 	grantAt := make(map[string]int64, len(st.r.grantAt))
@@ -231,7 +232,7 @@ func (st *randomState) check() {
 			t.Errorf("%s: no tool_called intent before it", where)
 			continue
 		}
-		if in.Epoch != c.Epoch {
+		if string(in.Epoch) != c.Epoch {
 			t.Errorf("%s: the intent and its authorization name epoch %s", where, in.Epoch)
 		}
 		switch c.Tool {
@@ -255,7 +256,7 @@ func (st *randomState) check() {
 			if (g.ExpiresWhen == authz.ExpiresOnce || st.askEvery) && st.perGrant[string(g.ID)] > 1 {
 				t.Errorf("%s: grant %s (%s, ask every use %v, request %s) served %d calls", where, g.ID, g.ExpiresWhen, st.askEvery, g.Request, st.perGrant[string(g.ID)])
 				for n, in := range intents {
-					if in.Grant == string(g.ID) {
+					if in.Grant == g.ID {
 						t.Logf("call %d: intent %+v", n, in)
 					}
 				}
@@ -271,7 +272,7 @@ func (st *randomState) check() {
 		default:
 			t.Errorf("%s: unknown tool", where)
 		}
-		if strings.Contains(in.Tool+in.Grant+in.Decision, st.r.secret) {
+		if strings.Contains(in.Tool+string(in.Grant)+in.Decision, st.r.secret) {
 			t.Errorf("%s: the secret is in the audit intent", where)
 		}
 	}

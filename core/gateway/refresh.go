@@ -169,7 +169,7 @@ func (s *Session) refresh(e *epoch) {
 		prev, _ := s.opts.Catalog.Current(s.opts.Label)
 		if err == nil {
 			extras := s.fetchExtras(e, prev)
-			cat, changed, err = s.opts.Catalog.UpdateContract(s.opts.Label, string(e.ID), tools, extras)
+			cat, changed, err = s.opts.Catalog.UpdateContract(s.opts.Label, e.ID, tools, extras)
 		}
 		if err == nil && changed {
 			s.recordCatalog(e, prev, cat)
@@ -309,8 +309,8 @@ func (s *Session) notifyToolsChanged(e *epoch, why string) bool {
 		return false
 	}
 	s.writeAgent(b)
-	s.recordSeen(audit.TypeListChangedSent, audit.ListChangedSent{AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label,
-		Epoch: string(e.ID), Revision: rev, Method: methodToolsChanged, Reason: why, Subscription: sub})
+	s.recordSeen(audit.TypeListChangedSent, audit.ListChangedSent{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+		Epoch: e.ID, Revision: rev, Method: methodToolsChanged, Reason: why, Subscription: sub})
 	return true
 }
 
@@ -376,8 +376,8 @@ func (s *Session) writeToolsList(e *epoch, m *mcpwire.Message) bool {
 	s.announced = shown
 	s.mu.Unlock()
 	s.writeAgent(b)
-	s.recordSeen(audit.TypeCatalogPresented, audit.CatalogPresented{AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label,
-		Epoch: string(e.ID), Revision: cat.Revision, Digest: cat.Digest, Tools: len(shown)})
+	s.recordSeen(audit.TypeCatalogPresented, audit.CatalogPresented{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+		Epoch: e.ID, Revision: cat.Revision, Digest: cat.Digest, Tools: len(shown)})
 	return true
 }
 
@@ -565,8 +565,8 @@ func (s *Session) replaceOnce(why string) {
 	s.mu.Unlock()
 	t := takeover{old: old, e: e, why: why, name: "the new epoch", replay: true, stopOld: true}
 	if old != nil {
-		t.replaced = audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: string(s.opts.RunID),
-			OldEpoch: string(old.ID), NewEpoch: string(e.ID), Reason: why}
+		t.replaced = audit.ServerReplaced{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
+			OldEpoch: old.ID, NewEpoch: e.ID, Reason: why}
 	}
 	s.takeOver(t)
 }

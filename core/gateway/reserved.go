@@ -60,7 +60,7 @@ func (s *Session) stripReserved(m *mcpwire.Message) (*mcpwire.Message, error) {
 		"method", m.Method, "id", string(m.ID), "names", len(names))
 	if !s.reservedNoted {
 		s.reservedNoted = true
-		ev := audit.ReservedMetaRemoved{AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label, Method: m.Method}
+		ev := audit.ReservedMetaRemoved{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Method: m.Method}
 		for i, n := range names {
 			if i == maxReservedNames {
 				break

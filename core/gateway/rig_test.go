@@ -334,7 +334,7 @@ func (l *fakeLauncher) launch(ctx context.Context) (*Epoch, error) {
 	p.start()
 	l.procs = append(l.procs, p)
 	l.mu.Unlock()
-	rec := identity.Record{ServerLabel: l.label, Epoch: id, ProcessID: p.pid,
+	rec := identity.Record{ServerLabel: l.label, Epoch: ids.EpochID(id), ProcessID: p.pid,
 		ResolvedExecutable: identity.FileDigest{Path: "/srv/" + l.label, SHA256: fmt.Sprintf("sha256:%064d", n)},
 		Entry:              "/srv/" + l.label, EntryDigest: fmt.Sprintf("sha256:%064d", n)}
 	if l.wrap != nil {

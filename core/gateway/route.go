@@ -246,7 +246,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 			Reason: reason,
 			Retry:  "call again in a moment; if it persists, ask the person to check the server"}
 		if cur != nil {
-			r.CurrentEpoch = string(cur.ID)
+			r.CurrentEpoch = cur.ID
 		}
 		s.refuse(m.ID, m.Method, callName(call), r)
 		s.unhold(m.ID)
@@ -362,7 +362,7 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 	}
 	rec, err := s.recordIntent(e, c, auth)
 	if err != nil {
-		r := &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: c.name, CurrentEpoch: string(e.ID),
+		r := &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Tool: c.name, CurrentEpoch: e.ID,
 			Reason: "the audit log cannot be written (" + err.Error() + "), so no call is forwarded",
 			Retry:  "tell the person that Portcullis cannot write its audit log (they should check the disk and the data directory), then call again"}
 		if s.abandon(id, p) {
@@ -419,7 +419,7 @@ func (s *Session) reserve(e *epoch, m *mcpwire.Message) (int64, *pending, *contr
 	if e == nil || e.ended || s.cur != e {
 		r := s.unavailableLocked()
 		if e != nil && s.cur != nil && s.cur != e && !s.cur.ended {
-			r = &control.Refusal{Error: control.EpochEnded, Server: s.opts.Label, Epoch: string(e.ID), CurrentEpoch: string(s.cur.ID),
+			r = &control.Refusal{Error: control.EpochEnded, Server: s.opts.Label, Epoch: e.ID, CurrentEpoch: s.cur.ID,
 				Reason: "the server was replaced before the request was sent; it was not sent", Retry: "call again"}
 		}
 		return 0, nil, r
@@ -539,7 +539,7 @@ func (s *Session) failEpoch(e *epoch, why string) {
 		if p.call != nil {
 			calls = append(calls, p.call)
 		}
-		r := &control.Refusal{Error: control.ServerUnavailable, Reason: why, Server: s.opts.Label, Epoch: string(e.ID), ExitStatus: status, StderrTail: tail,
+		r := &control.Refusal{Error: control.ServerUnavailable, Reason: why, Server: s.opts.Label, Epoch: e.ID, ExitStatus: status, StderrTail: tail,
 			Retry: "ask the person to fix the server and run `portcullis restart " + s.opts.Label + "`"}
 		answers = append(answers, refusedOf(p, r))
 	}
@@ -630,7 +630,7 @@ func (s *Session) routeNotification(m *mcpwire.Message) {
 // withdrawIfUnwaited denies approval request id when no call waits on it
 // any more (its only caller cancelled): a person is not asked about a call
 // that will not happen.
-func (s *Session) withdrawIfUnwaited(id string) {
+func (s *Session) withdrawIfUnwaited(id ids.RequestID) {
 	if id == "" || s.opts.Authority == nil {
 		return
 	}
@@ -640,7 +640,7 @@ func (s *Session) withdrawIfUnwaited(id string) {
 	if waited {
 		return
 	}
-	if err := s.opts.Authority.WithdrawRun(ids.RequestID(id), s.opts.RunID, "the agent cancelled the call"); err == nil {
+	if err := s.opts.Authority.WithdrawRun(id, s.opts.RunID, "the agent cancelled the call"); err == nil {
 		s.log.Info("approval request withdrawn: its call was cancelled", "request", id)
 	}
 }
@@ -764,7 +764,7 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 		ended := e.ended
 		s.mu.Unlock()
 		if tl.ID != nil && !ended {
-			r := &control.Refusal{Error: control.MessageTooLarge, Server: s.opts.Label, Epoch: string(e.ID), Limit: tl.Limit,
+			r := &control.Refusal{Error: control.MessageTooLarge, Server: s.opts.Label, Epoch: e.ID, Limit: tl.Limit,
 				Reason: fmt.Sprintf("the request is %d bytes, over the %d-byte limit; it did not reach the agent", tl.Size, tl.Limit),
 				Retry:  "send less data in one request"}
 			if err := e.write(r.Response(tl.ID)); err != nil {
@@ -790,7 +790,7 @@ func (s *Session) serverTooLarge(e *epoch, tl *mcpwire.TooLargeError) {
 	}
 	s.recordCompletion(e, p.call, "rpc_error", "message_too_large")
 	s.refuseAll([]refusedReq{refusedOf(p, &control.Refusal{
-		Error: control.MessageTooLarge, Server: s.opts.Label, Epoch: string(e.ID), Limit: tl.Limit,
+		Error: control.MessageTooLarge, Server: s.opts.Label, Epoch: e.ID, Limit: tl.Limit,
 		Reason: fmt.Sprintf("the server's answer to %s is %d bytes, over the %d-byte limit", p.method, tl.Size, tl.Limit),
 		Retry:  "ask for less data (a narrower query or a smaller page)",
 	})})
@@ -839,7 +839,7 @@ func (s *Session) serverInvalid(e *epoch, line []byte, err error) {
 	}
 	s.recordCompletion(e, p.call, "rpc_error", "invalid_response")
 	s.refuseAll([]refusedReq{refusedOf(p, &control.Refusal{
-		Error: control.InvalidResponse, Server: s.opts.Label, Epoch: string(e.ID),
+		Error: control.InvalidResponse, Server: s.opts.Label, Epoch: e.ID,
 		Reason: fmt.Sprintf("the server's answer to %s is not a valid JSON-RPC response (%s); it is kept in the server's diagnostics", p.method, ie.Reason),
 		Retry:  "the server is at fault: retry once, then tell the person (`portcullis status " + s.opts.Label + "` shows the line)",
 	})})
@@ -970,8 +970,8 @@ func (s *Session) forAgent(e *epoch, method string, out []byte) []byte {
 		s.mu.Lock()
 		s.announcedEpoch = e.ID
 		s.mu.Unlock()
-		s.recordSeen(audit.TypeCatalogPresented, audit.CatalogPresented{AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label,
-			Epoch: string(e.ID), Tools: len(res.Tools), PassedThrough: true})
+		s.recordSeen(audit.TypeCatalogPresented, audit.CatalogPresented{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
+			Epoch: e.ID, Tools: len(res.Tools), PassedThrough: true})
 		return out
 	}
 	return out
@@ -1172,7 +1172,7 @@ func (s *Session) agentTooLarge(tl *mcpwire.TooLargeError) {
 			return
 		}
 		s.log.Warn("agent answer too large; the server's request gets message_too_large", "bytes", tl.Size, "limit", tl.Limit, "epoch", r.ep.ID)
-		ref := &control.Refusal{Error: control.MessageTooLarge, Server: s.opts.Label, Epoch: string(r.ep.ID), Limit: tl.Limit,
+		ref := &control.Refusal{Error: control.MessageTooLarge, Server: s.opts.Label, Epoch: r.ep.ID, Limit: tl.Limit,
 			Reason: fmt.Sprintf("the agent's answer is %d bytes, over the %d-byte limit", tl.Size, tl.Limit)}
 		if err := r.ep.write(ref.Response(r.serverID)); err != nil {
 			s.log.Debug("answering the server's request", "err", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/mcpwire"
 )
 
@@ -64,7 +65,7 @@ func (s *Session) serverAsks(e *epoch, m *mcpwire.Message) {
 	if waiting >= maxServerRequests {
 		s.mu.Unlock()
 		s.log.Warn("server request refused: too many wait for the agent", "epoch", e.ID, "method", m.Method, "waiting", waiting)
-		s.refuseServer(e, m, kind, "refused", &control.Refusal{Error: control.TooManyRequests, Server: s.opts.Label, Epoch: string(e.ID),
+		s.refuseServer(e, m, kind, "refused", &control.Refusal{Error: control.TooManyRequests, Server: s.opts.Label, Epoch: e.ID,
 			Reason: fmt.Sprintf("%d requests of the server to the agent wait already (the limit)", maxServerRequests),
 			Retry:  "wait for the answers to the requests already sent"})
 		return
@@ -85,7 +86,7 @@ func (s *Session) serverAsks(e *epoch, m *mcpwire.Message) {
 		s.passServer(e, m, kind, decisionAllow, "")
 		return
 	case config.PolicyDeny:
-		s.refuseServer(e, m, kind, "denied", &control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Epoch: string(e.ID),
+		s.refuseServer(e, m, kind, "denied", &control.Refusal{Error: control.ApprovalDenied, Server: s.opts.Label, Epoch: e.ID,
 			Reason: fmt.Sprintf("the person's configuration denies %s requests of %s (serverRequests.%s is deny)", kind, s.opts.Label, kind),
 			Retry:  "do not send " + m.Method})
 		return
@@ -96,7 +97,7 @@ func (s *Session) serverAsks(e *epoch, m *mcpwire.Message) {
 		return
 	}
 	if g := a.CheckServerRequest(s.opts.RunID, e.ID, kind); g != nil {
-		s.passServer(e, m, kind, decisionGrant, string(g.Request))
+		s.passServer(e, m, kind, decisionGrant, g.Request)
 		return
 	}
 	// Raised now, in the order the server asked; waited for off the
@@ -125,12 +126,12 @@ func (s *Session) serverAsks(e *epoch, m *mcpwire.Message) {
 			} else if err != nil && err != authz.ErrDenied {
 				why = err.Error()
 			}
-			s.refuseServer(e, m, kind, outcome, &control.Refusal{Error: code, Server: s.opts.Label, Epoch: string(e.ID),
+			s.refuseServer(e, m, kind, outcome, &control.Refusal{Error: code, Server: s.opts.Label, Epoch: e.ID,
 				Reason: fmt.Sprintf("Portcullis asked the person about this %s request (approval %s): %s; it did not reach the agent", m.Method, id, why),
 				Retry:  "do not send it again unless the person asks for it"})
 			return
 		}
-		s.passServer(e, m, kind, decisionGrant, string(g.Request))
+		s.passServer(e, m, kind, decisionGrant, g.Request)
 	}
 	if !s.work.goFunc(wait) {
 		s.mu.Lock()
@@ -142,12 +143,12 @@ func (s *Session) serverAsks(e *epoch, m *mcpwire.Message) {
 // passServer records the server's request m and sends it to the agent
 // under a gateway id; decision says why it may go ("" for a method no
 // policy covers: not recorded).
-func (s *Session) passServer(e *epoch, m *mcpwire.Message, kind, decision, grant string) {
+func (s *Session) passServer(e *epoch, m *mcpwire.Message, kind, decision string, grant ids.RequestID) {
 	if decision != "" {
 		if err := s.recordServerRequest(e, m, kind, decision, grant, ""); err != nil {
 			// Fail closed, as calls do: what the log cannot record does
 			// not reach the agent.
-			s.refuseServer(e, m, kind, "refused", &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Epoch: string(e.ID),
+			s.refuseServer(e, m, kind, "refused", &control.Refusal{Error: control.AuditUnavailable, Server: s.opts.Label, Epoch: e.ID,
 				Reason: "the audit log cannot be written (" + err.Error() + "), so the request did not reach the agent",
 				Retry:  "send it again later"})
 			return
@@ -177,12 +178,12 @@ func (s *Session) refuseServer(e *epoch, m *mcpwire.Message, kind, outcome strin
 
 // recordServerRequest writes the server_request event of m durably (an
 // authority event: it comes before the request reaches the agent).
-func (s *Session) recordServerRequest(e *epoch, m *mcpwire.Message, kind, decision, grant, reason string) error {
+func (s *Session) recordServerRequest(e *epoch, m *mcpwire.Message, kind, decision string, grant ids.RequestID, reason string) error {
 	if s.opts.Audit == nil {
 		return nil
 	}
 	_, err := s.opts.Audit.Append(context.Background(), audit.TypeServerRequest, audit.ServerRequest{
-		AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label, Epoch: string(e.ID), Method: m.Method, Kind: kind,
+		AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Epoch: e.ID, Method: m.Method, Kind: kind,
 		Decision: decision, Grant: grant, Reason: reason,
 	})
 	if err != nil {

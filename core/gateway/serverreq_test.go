@@ -101,7 +101,7 @@ func TestServerRequestNeedsADecisionPerEpoch(t *testing.T) {
 		}
 		var decisions []string
 		for _, r := range b.serverRequests() {
-			decisions = append(decisions, r.Epoch+" "+r.Kind+" "+r.Decision)
+			decisions = append(decisions, string(r.Epoch)+" "+r.Kind+" "+r.Decision)
 		}
 		if want := []string{"E1 sampling grant", "E1 sampling grant", "E2 sampling denied"}; strings.Join(decisions, "|") != strings.Join(want, "|") {
 			t.Errorf("server_request events %q, want %q", decisions, want)

@@ -162,7 +162,7 @@ type Options struct {
 	// args gives the call's argument values, without the values of the
 	// credentials the server was given, for the telemetry export of a
 	// server that the person chose to export them for. Nil: no one is.
-	Arguments func(call string, args func() json.RawMessage)
+	Arguments func(call ids.CallID, args func() json.RawMessage)
 	Logger    *slog.Logger
 	// OnChange, when set, is called (without locks held) after the
 	// session's visible state changes.
@@ -342,10 +342,10 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	s.ctx, s.cancel = ctx, cancel
 	s.mu.Unlock()
 	s.agentOut = agentOut
-	started := audit.RunStarted{AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label,
+	started := audit.RunStarted{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label,
 		Agent: audit.Agent{Executable: s.opts.Agent.Exe, PID: s.opts.Agent.PID}}
 	if c := s.opts.Continues; c != nil {
-		started.Continues = &audit.RunContinued{AgentRun: string(c.Run), DaemonPID: c.DaemonPID, Why: c.Why, PreviousLogHead: s.opts.PreviousLogHead}
+		started.Continues = &audit.RunContinued{AgentRun: c.Run, DaemonPID: c.DaemonPID, Why: c.Why, PreviousLogHead: s.opts.PreviousLogHead}
 	}
 	s.record(audit.TypeRunStarted, started)
 
@@ -407,7 +407,7 @@ func (s *Session) Serve(ctx context.Context, agentIn io.Reader, agentOut io.Writ
 	// run (server_exited, tool_completed) is written before run_ended.
 	s.work.wait()
 	s.events.wait()
-	s.record(audit.TypeRunEnded, audit.RunEnded{AgentRun: string(s.opts.RunID), ServerLabel: s.opts.Label, Reason: "agent disconnected"})
+	s.record(audit.TypeRunEnded, audit.RunEnded{AgentRun: s.opts.RunID, ServerLabel: s.opts.Label, Reason: "agent disconnected"})
 	return err
 }
 
@@ -494,8 +494,8 @@ func (s *Session) startEpoch(ctx context.Context) (*epoch, error) {
 		<-e.identified // server_started comes first (identify returns once the process is gone)
 		e := s.lastOf(e)
 		exit := e.Proc.Exit()
-		s.record(audit.TypeServerExited, audit.ServerExited{ServerLabel: s.opts.Label, AgentRun: string(s.opts.RunID),
-			Epoch: string(e.ID), PID: e.Proc.Pid(), ExitCode: exit.Code, Signal: exit.Signal})
+		s.record(audit.TypeServerExited, audit.ServerExited{ServerLabel: s.opts.Label, AgentRun: s.opts.RunID,
+			Epoch: e.ID, PID: e.Proc.Pid(), ExitCode: exit.Code, Signal: exit.Signal})
 		s.mu.Lock()
 		s.lastExit = &EpochExit{Epoch: e.ID, PID: e.Proc.Pid(), Exit: exit}
 		s.mu.Unlock()
@@ -625,9 +625,9 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 	if e.timer != nil {
 		e.timer.Stop()
 	}
-	current := ""
+	var current ids.EpochID
 	if next != nil {
-		current = string(next.ID)
+		current = next.ID
 	}
 	var answers []refusedReq
 	var ended []*callRecord
@@ -661,7 +661,7 @@ func (s *Session) endEpoch(e *epoch, why string, next *epoch) {
 			Error:        control.EpochEnded,
 			Reason:       reason,
 			Server:       s.opts.Label,
-			Epoch:        string(e.ID),
+			Epoch:        e.ID,
 			CurrentEpoch: current,
 			Retry:        retry,
 		}
@@ -876,7 +876,7 @@ func (s *Session) unavailableLocked() *control.Refusal {
 	if r.Reason == "" {
 		r.Reason = e.endWhy
 	}
-	r.Epoch = string(e.ID)
+	r.Epoch = e.ID
 	r.ExitStatus, r.StderrTail = exitDetails(e)
 	return r
 }

@@ -36,7 +36,7 @@ func TestPreAnsweredIDNeverDelivered(t *testing.T) {
 		b.sess.mu.Lock()
 		var gid int64
 		for id, q := range b.sess.flight.pending {
-			if q.approval == string(pend[0].ID) {
+			if q.approval == pend[0].ID {
 				gid = id
 			}
 		}

@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // DigestPrefix is the prefix of every digest string this package produces.
@@ -107,7 +109,7 @@ type Record struct {
 	Environment      map[string]string `json:"environment,omitempty"`
 	WorkingDirectory string            `json:"workingDirectory"`
 	Observed         []Observed        `json:"observed,omitempty"`
-	Epoch            string            `json:"epoch"`
+	Epoch            ids.EpochID       `json:"epoch"`
 	ProcessID        int               `json:"processId"`
 	StartedAt        time.Time         `json:"startedAt"`
 }

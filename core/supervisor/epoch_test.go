@@ -43,15 +43,15 @@ func (s *syncBuffer) String() string {
 // call for an epoch has those that carry it when the test ends killed, so
 // that a failing test leaves none behind (looked up again then: a pid seen
 // earlier may name another process by that time).
-func marked(t *testing.T, epoch string) []int {
+func marked(t *testing.T, epoch ids.EpochID) []int {
 	t.Helper()
-	pids, err := supervisortest.Marked(supervisor.EpochEnv + "=" + epoch)
+	pids, err := supervisortest.Marked(supervisor.EpochEnv + "=" + string(epoch))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, done := cleaned.LoadOrStore(epoch, true); !done {
 		t.Cleanup(func() {
-			left, _ := supervisortest.Marked(supervisor.EpochEnv + "=" + epoch)
+			left, _ := supervisortest.Marked(supervisor.EpochEnv + "=" + string(epoch))
 			for _, pid := range left {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
@@ -253,7 +253,7 @@ func TestEpochEnvCannotBeSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(out), supervisor.EpochEnv+"="+p.Epoch()+"\n"; got != want || len(p.Epoch()) != 26 {
+	if got, want := string(out), supervisor.EpochEnv+"="+string(p.Epoch())+"\n"; got != want || len(p.Epoch()) != 26 {
 		t.Errorf("server sees %q, want %q", got, want)
 	}
 	q := start(t, supervisor.Spec{Label: "env", Command: cmd, Args: argv, Env: env}, fast)

@@ -161,7 +161,7 @@ type Process struct {
 	// that stays (Nested), the descendant that exec'd the server.
 	server int
 	path   string // the server's executable, as resolved
-	epoch  string
+	epoch  ids.EpochID
 	cmd    *exec.Cmd
 	logger *slog.Logger
 	opts   Options
@@ -250,8 +250,8 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	if limit <= 0 {
 		limit = DefaultStderrLimit
 	}
-	epoch := string(ids.NewEpoch())
-	env, withheld := serverEnv(os.Environ(), s.Env, s.SessionBus, epoch, s.Withhold)
+	epoch := ids.NewEpoch()
+	env, withheld := serverEnv(os.Environ(), s.Env, s.SessionBus, string(epoch), s.Withhold)
 	if len(withheld) > 0 {
 		o.Logger.Info("secret-looking variables of the daemon's environment withheld from the server (give one to it with its configuration's env or a credential scope)",
 			"server", s.Label, "variables", strings.Join(withheld, ","))
@@ -316,7 +316,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 		grouping string
 	)
 	if s.Cgroups != nil {
-		if group, grouping, err = s.Cgroups.Place(cmd, epoch); err != nil {
+		if group, grouping, err = s.Cgroups.Place(cmd, string(epoch)); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("starting %s in a cgroup of its own: %w", s.Label, err)
 		}
@@ -428,7 +428,7 @@ func (p *Process) ExecutableDigest() (string, error) {
 
 // Epoch returns the execution epoch ID that Start minted for this process
 // and put in its environment as [EpochEnv].
-func (p *Process) Epoch() string { return p.epoch }
+func (p *Process) Epoch() ids.EpochID { return p.epoch }
 
 // Stdin returns the write end of the server's stdin. Closing it is the first
 // step of a graceful stop; Close is idempotent.
@@ -541,7 +541,7 @@ func (p *Process) stop() {
 	close(p.stopping)
 	// Not p.logger, whose "pid" is the server's: each line names the
 	// process it is about.
-	sw := newSweeper([]string{p.epoch}, p.opts.KillGrace, p.opts.Logger.With("server", p.label))
+	sw := newSweeper([]string{string(p.epoch)}, p.opts.KillGrace, p.opts.Logger.With("server", p.label))
 	p.stopErr = p.stopGroup(sw)
 	if err := sw.finish(); err != nil {
 		p.stopErr = errors.Join(p.stopErr, fmt.Errorf("stopping %s (epoch %s): %w", p.label, p.epoch, err))

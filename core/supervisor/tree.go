@@ -94,8 +94,8 @@ func (e *NoAnswerError) Error() string {
 // ("pid 4242 started: /usr/bin/python3.11 /srv/worker.py",
 // "pid 4100 exec'd: …"), At when it was first seen.
 type TreeChange struct {
-	Epoch    string              `json:"epoch"`
-	Previous string              `json:"previous"`
+	Epoch    ids.EpochID         `json:"epoch"`
+	Previous ids.EpochID         `json:"previous"`
 	Old      []identity.Observed `json:"old"`
 	New      []identity.Observed `json:"new"`
 	What     []string            `json:"what"`
@@ -157,7 +157,7 @@ type member struct {
 
 // treeState is the tree watcher's state, guarded by Process.treeMu.
 type treeState struct {
-	epoch    string            // the current epoch (the launch epoch, then each observed one)
+	epoch    ids.EpochID       // the current epoch (the launch epoch, then each observed one)
 	base     []member          // the processes the next read is compared with
 	recorded []member          // the processes recorded for the current epoch
 	byKey    map[string]member // base by procView.key
@@ -205,7 +205,7 @@ func (p *Process) Observed() []identity.Observed {
 // ([Process.Epoch], which is also the mark in its environment) until the
 // supervisor observes a change in its tree, then the epoch of the last
 // [TreeChange].
-func (p *Process) CurrentEpoch() string {
+func (p *Process) CurrentEpoch() ids.EpochID {
 	p.treeMu.Lock()
 	defer p.treeMu.Unlock()
 	return p.tree.epoch
@@ -482,7 +482,7 @@ func (p *Process) scanOpt(orphans bool) ([]procView, stamp, error) {
 		m, ok := p.tree.byKey[v.key()]
 		return m.view, ok
 	}
-	views, err := scanTree(p.server, extra, viewsOf(p.tree.base), p.epoch, p.pipes, p.dir, known, orphans)
+	views, err := scanTree(p.server, extra, viewsOf(p.tree.base), string(p.epoch), p.pipes, p.dir, known, orphans)
 	return views, st, err
 }
 
@@ -846,7 +846,7 @@ func (p *Process) readTreeLocked(launch bool) (*TreeChange, error) {
 		return nil, nil
 	}
 	ch := TreeChange{
-		Epoch:     string(ids.NewEpoch()),
+		Epoch:     ids.NewEpoch(),
 		Previous:  p.tree.epoch,
 		Old:       observedOf(p.tree.recorded),
 		New:       observedOf(now),
@@ -1147,7 +1147,7 @@ func (p *Process) newWriterLocked(pid, pidfd int, execd bool) *TreeChange {
 	// handshake.
 	restarted := !alive || p.isAnswererLocked(v)
 	ch := TreeChange{
-		Epoch:     string(ids.NewEpoch()),
+		Epoch:     ids.NewEpoch(),
 		Previous:  p.tree.epoch,
 		Old:       observedOf(p.tree.recorded),
 		New:       observedOf(now),
@@ -1169,7 +1169,7 @@ func (p *Process) newWriterLocked(pid, pidfd int, execd bool) *TreeChange {
 // no scanned tree (reparented to init after their parent died, on a system
 // where the daemon is no subreaper) and counts them as new processes.
 func (p *Process) escapedLocked() error {
-	found, err := findMarked(map[string]bool{p.epoch: true})
+	found, err := findMarked(map[string]bool{string(p.epoch): true})
 	if err != nil {
 		return err
 	}

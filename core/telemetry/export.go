@@ -28,6 +28,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/config"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Bounds of the pipeline. QueueSize events wait for the translating
@@ -95,7 +96,7 @@ type Exporter struct {
 // of a call of a server that exports them.
 type item struct {
 	ev   audit.Event
-	call string          // with args
+	call ids.CallID      // with args
 	args json.RawMessage // argument values of call
 }
 
@@ -243,7 +244,7 @@ func (x *Exporter) Observe(ev audit.Event) {
 // Arguments queues the argument values of call, a call whose tool_called
 // event was observed, for its span; they are kept only for servers listed
 // in settings.telemetry.arguments (ExportsArguments).
-func (x *Exporter) Arguments(call string, args json.RawMessage) {
+func (x *Exporter) Arguments(call ids.CallID, args json.RawMessage) {
 	x.enqueue(item{call: call, args: args})
 }
 

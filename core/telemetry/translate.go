@@ -13,6 +13,7 @@ import (
 
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/ids"
 )
 
 // Attribute keys. The MCP and GenAI ones are OpenTelemetry's semantic
@@ -68,10 +69,10 @@ type translator struct {
 	meter  metric.Meter
 	args   map[string]bool // server labels whose argument values are exported
 
-	calls     map[string]openCall          // call ULID → its span, while it runs
-	waits     map[string]openWait          // approval request → the span of the wait on the person
-	approvals map[string]trace.SpanContext // grant id → the span of the wait that granted it
-	epochs    map[string]struct{}          // epochs counted
+	calls     map[ids.CallID]openCall           // call ULID → its span, while it runs
+	waits     map[ids.RequestID]openWait        // approval request → the span of the wait on the person
+	approvals map[ids.GrantID]trace.SpanContext // grant id → the span of the wait that granted it
+	epochs    map[ids.EpochID]struct{}          // epochs counted
 
 	mCalls, mRefusals, mApprovals, mEpochs metric.Int64Counter
 	mDuration, mApprovalWait               metric.Float64Histogram
@@ -96,8 +97,8 @@ func (t *translator) init(tr trace.Tracer, lg otellog.Logger, m metric.Meter, ar
 	for _, a := range args {
 		t.args[a] = true
 	}
-	t.calls, t.waits = map[string]openCall{}, map[string]openWait{}
-	t.approvals, t.epochs = map[string]trace.SpanContext{}, map[string]struct{}{}
+	t.calls, t.waits = map[ids.CallID]openCall{}, map[ids.RequestID]openWait{}
+	t.approvals, t.epochs = map[ids.GrantID]trace.SpanContext{}, map[ids.EpochID]struct{}{}
 	var err error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, e := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -138,7 +139,7 @@ func (t *translator) event(ev audit.Event) {
 		withFields(ev, func(f audit.ApprovalGranted) {
 			t.approvalDecided(ev, f.Request, f.ServerLabel, f.Epoch, "granted", f.Channel,
 				attribute.String("portcullis.approval.authentication", f.Authentication),
-				attribute.String(KeyGrant, f.Grant), attribute.StringSlice(KeyToolScope, f.ToolScope), attribute.StringSlice(KeyCredScope, f.CredentialScope), attribute.String(KeyExpires, f.ExpiresWhen))
+				idAttr(KeyGrant, f.Grant), attribute.StringSlice(KeyToolScope, f.ToolScope), attribute.StringSlice(KeyCredScope, f.CredentialScope), attribute.String(KeyExpires, f.ExpiresWhen))
 		})
 	case audit.TypeApprovalDenied:
 		withFields(ev, func(f audit.ApprovalDenied) {
@@ -158,14 +159,14 @@ func (t *translator) event(ev audit.Event) {
 		withFields(ev, func(f audit.ServerReplaced) {
 			t.epoch(f.ServerLabel, f.NewEpoch)
 			t.emit(ev, otellog.SeverityWarn, "server replaced: "+f.ServerLabel,
-				attribute.String(KeyServer, f.ServerLabel), attribute.String(KeyAgentRun, f.AgentRun),
-				attribute.String(KeyOldEpoch, f.OldEpoch), attribute.String(KeyEpoch, f.NewEpoch), attribute.String(KeyCause, f.Cause))
+				attribute.String(KeyServer, f.ServerLabel), idAttr(KeyAgentRun, f.AgentRun),
+				idAttr(KeyOldEpoch, f.OldEpoch), idAttr(KeyEpoch, f.NewEpoch), attribute.String(KeyCause, f.Cause))
 		})
 	case audit.TypeDecisionRefused:
 		withFields(ev, func(f audit.DecisionRefused) {
 			t.emit(ev, otellog.SeverityWarn, "decision refused: "+f.What+" asked by a process that is not the person",
 				attribute.String("portcullis.decision.what", f.What), attribute.String(KeyRefusal, f.Refusal),
-				attribute.String(KeyRequest, f.Request), attribute.String(KeyServer, f.ServerLabel), attribute.String(KeyAgentRun, f.AgentRun))
+				idAttr(KeyRequest, f.Request), attribute.String(KeyServer, f.ServerLabel), idAttr(KeyAgentRun, f.AgentRun))
 		})
 	case audit.TypeLogTampered:
 		t.emit(ev, otellog.SeverityError, "audit log tampered with: a file it writes was replaced or deleted, or it no longer holds its last seal")
@@ -184,13 +185,18 @@ func withFields[F any](ev audit.Event, export func(F)) {
 	}
 }
 
+// idAttr is the attribute of an identifier.
+func idAttr[T ~string](key string, id T) attribute.KeyValue {
+	return attribute.String(key, string(id))
+}
+
 // callAttrs are the attributes of a call's span.
-func callAttrs(run, server, epoch, tool string) []attribute.KeyValue {
+func callAttrs(run ids.RunID, server string, epoch ids.EpochID, tool string) []attribute.KeyValue {
 	return []attribute.KeyValue{
-		attribute.String(KeyMCPMethod, "tools/call"), attribute.String(KeyMCPSession, run),
+		attribute.String(KeyMCPMethod, "tools/call"), idAttr(KeyMCPSession, run),
 		attribute.String(KeyToolName, tool), attribute.String(KeyOperation, "execute_tool"),
 		attribute.String(KeyTransport, "pipe"),
-		attribute.String(KeyAgentRun, run), attribute.String(KeyServer, server), attribute.String(KeyEpoch, epoch),
+		idAttr(KeyAgentRun, run), attribute.String(KeyServer, server), idAttr(KeyEpoch, epoch),
 	}
 }
 
@@ -208,7 +214,7 @@ func policyOf(decision string) string {
 
 func (t *translator) toolCalled(ev audit.Event, f audit.ToolCalled) {
 	attrs := append(callAttrs(f.AgentRun, f.ServerLabel, f.Epoch, f.Tool),
-		attribute.Int64(KeyRevision, int64(f.CatalogRevision)), attribute.String(KeyCall, f.Call),
+		attribute.Int64(KeyRevision, int64(f.CatalogRevision)), idAttr(KeyCall, f.Call),
 		attribute.String(KeyDecision, f.Decision), attribute.String(KeyArgsDigest, f.ArgsDigest),
 		attribute.StringSlice(KeyArgKeys, f.ArgKeys), attribute.Int64(KeyAuditSeq, int64(ev.Seq)))
 	if p := policyOf(f.Decision); p != "" {
@@ -216,7 +222,7 @@ func (t *translator) toolCalled(ev audit.Event, f audit.ToolCalled) {
 	}
 	opts := []trace.SpanStartOption{trace.WithTimestamp(ev.TS), trace.WithSpanKind(trace.SpanKindServer)}
 	if f.Grant != "" {
-		attrs = append(attrs, attribute.String(KeyGrant, f.Grant))
+		attrs = append(attrs, idAttr(KeyGrant, f.Grant))
 		if sc, ok := t.approvals[f.Grant]; ok {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 		}
@@ -237,7 +243,7 @@ func (t *translator) toolCalled(ev audit.Event, f audit.ToolCalled) {
 }
 
 func (t *translator) endOldestCall() {
-	var oldest string
+	var oldest ids.CallID
 	var at time.Time
 	for id, c := range t.calls {
 		if oldest == "" || c.start.Before(at) {
@@ -253,7 +259,7 @@ func (t *translator) endOldestCall() {
 
 // arguments puts the argument values of call on its span, for a server
 // that exports them.
-func (t *translator) arguments(call string, args json.RawMessage) {
+func (t *translator) arguments(call ids.CallID, args json.RawMessage) {
 	c, ok := t.calls[call]
 	if !ok || !t.args[c.server] {
 		return
@@ -306,10 +312,10 @@ func (t *translator) callRefused(ev audit.Event, f audit.CallRefused) {
 	}
 	attrs := []attribute.KeyValue{attribute.String(KeyRefusal, f.Kind), attribute.String(KeyErrorType, f.Kind), attribute.String(KeyOutcome, "refused")}
 	if f.ApprovedEpoch != "" {
-		attrs = append(attrs, attribute.String("portcullis.epoch.approved", f.ApprovedEpoch))
+		attrs = append(attrs, idAttr("portcullis.epoch.approved", f.ApprovedEpoch))
 	}
 	if f.Request != "" {
-		attrs = append(attrs, attribute.String(KeyRequest, f.Request))
+		attrs = append(attrs, idAttr(KeyRequest, f.Request))
 	}
 	var sc trace.SpanContext
 	if span != nil {
@@ -323,13 +329,13 @@ func (t *translator) callRefused(ev audit.Event, f audit.CallRefused) {
 		method = "tools/call"
 	}
 	t.emitIn(sc, ev, otellog.SeverityWarn, "call refused: "+f.Kind, append(attrs,
-		attribute.String(KeyServer, f.ServerLabel), attribute.String(KeyAgentRun, f.AgentRun),
-		attribute.String(KeyMCPMethod, method), attribute.String(KeyToolName, f.Tool), attribute.String(KeyEpoch, epoch))...)
+		attribute.String(KeyServer, f.ServerLabel), idAttr(KeyAgentRun, f.AgentRun),
+		attribute.String(KeyMCPMethod, method), attribute.String(KeyToolName, f.Tool), idAttr(KeyEpoch, epoch))...)
 }
 
 func (t *translator) approvalRequested(ev audit.Event, f audit.ApprovalRequested) {
-	attrs := []attribute.KeyValue{attribute.String(KeyRequest, f.Request), attribute.String(KeyAgentRun, f.AgentRun),
-		attribute.String(KeyMCPSession, f.AgentRun), attribute.String(KeyServer, f.ServerLabel), attribute.String(KeyEpoch, f.Epoch),
+	attrs := []attribute.KeyValue{idAttr(KeyRequest, f.Request), idAttr(KeyAgentRun, f.AgentRun),
+		idAttr(KeyMCPSession, f.AgentRun), attribute.String(KeyServer, f.ServerLabel), idAttr(KeyEpoch, f.Epoch),
 		attribute.StringSlice(KeyToolScope, f.ToolScope), attribute.StringSlice(KeyCredScope, f.CredentialScope)}
 	if f.CatalogRevision != 0 {
 		attrs = append(attrs, attribute.Int64(KeyRevision, int64(f.CatalogRevision)))
@@ -353,10 +359,10 @@ func (t *translator) approvalRequested(ev audit.Event, f audit.ApprovalRequested
 // approvalDecided ends the wait on the person for request; a granted
 // one is remembered under its grant's id (the attribute KeyGrant of more)
 // for the calls the grant lets through.
-func (t *translator) approvalDecided(ev audit.Event, request, server, epoch, result, by string, more ...attribute.KeyValue) {
+func (t *translator) approvalDecided(ev audit.Event, request ids.RequestID, server string, epoch ids.EpochID, result, by string, more ...attribute.KeyValue) {
 	ctx := context.Background()
-	attrs := append([]attribute.KeyValue{attribute.String(KeyRequest, request), attribute.String(KeyServer, server),
-		attribute.String(KeyEpoch, epoch), attribute.String(KeyApprovalState, result)}, more...)
+	attrs := append([]attribute.KeyValue{idAttr(KeyRequest, request), attribute.String(KeyServer, server),
+		idAttr(KeyEpoch, epoch), attribute.String(KeyApprovalState, result)}, more...)
 	if by != "" {
 		attrs = append(attrs, attribute.String(KeyDecider, by))
 	}
@@ -375,7 +381,7 @@ func (t *translator) approvalDecided(ev audit.Event, request, server, epoch, res
 				if len(t.approvals) >= maxApprovals {
 					clear(t.approvals)
 				}
-				t.approvals[a.Value.AsString()] = sc
+				t.approvals[ids.GrantID(a.Value.AsString())] = sc
 			}
 		}
 	}
@@ -383,7 +389,7 @@ func (t *translator) approvalDecided(ev audit.Event, request, server, epoch, res
 	t.emitIn(sc, ev, otellog.SeverityInfo, "approval "+result+": "+server, attrs...)
 }
 
-func (t *translator) epoch(server, epoch string) {
+func (t *translator) epoch(server string, epoch ids.EpochID) {
 	if epoch == "" {
 		return
 	}
@@ -401,7 +407,7 @@ func (t *translator) epoch(server, epoch string) {
 // its command line, environment or paths: they may hold secrets).
 func (t *translator) serverStarted(ev audit.Event, f audit.ServerStarted) {
 	t.epoch(f.ServerLabel, f.Epoch)
-	attrs := []attribute.KeyValue{attribute.String(KeyServer, f.ServerLabel), attribute.String(KeyAgentRun, f.AgentRun), attribute.String(KeyEpoch, f.Epoch)}
+	attrs := []attribute.KeyValue{attribute.String(KeyServer, f.ServerLabel), idAttr(KeyAgentRun, f.AgentRun), idAttr(KeyEpoch, f.Epoch)}
 	var rec identity.Record
 	if len(f.Execution) > 0 && json.Unmarshal(f.Execution, &rec) == nil {
 		if rec.EntryDigest != "" {

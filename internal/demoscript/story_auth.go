@@ -17,6 +17,7 @@ import (
 	"github.com/portcullis/portcullis/core/config"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/gateway"
+	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/internal/harness"
 )
 
@@ -42,8 +43,8 @@ type authStory struct {
 	bin    string
 	agent  *harness.Agent
 	cred   bool // a throwaway keychain is available: the meta credential is used
-	epochA string
-	epochB string
+	epochA ids.EpochID
+	epochB ids.EpochID
 	stale  string // the request raised with the stale refusal
 }
 
@@ -129,7 +130,7 @@ func (a *authStory) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.epochA = string(st.Epoch)
+	a.epochA = st.Epoch
 	a.detail("epoch A = %s (pid %d)", a.epochA, st.PID)
 	txt, err := a.callOK(ctx, noteRead, map[string]any{})
 	if err != nil {
@@ -161,7 +162,7 @@ func (a *authStory) rebuild(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.epochB = string(st.Epoch)
+	a.epochB = st.Epoch
 	a.detail("the daemon replaced the process: epoch A %s → epoch B %s (pid %d)", a.epochA, a.epochB, st.PID)
 	a.detail("the grant for epoch A is void before anything reaches B")
 	return nil
@@ -190,7 +191,7 @@ func (a *authStory) newCard(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if string(req.Card.PreviousEpoch) != a.epochA || len(req.Card.IdentityChanges) == 0 {
+	if req.Card.PreviousEpoch != a.epochA || len(req.Card.IdentityChanges) == 0 {
 		return fmt.Errorf("%w: the card for B shows previous epoch %q and %d identity changes", ErrUnexpected, req.Card.PreviousEpoch, len(req.Card.IdentityChanges))
 	}
 	a.stale = string(req.ID)
@@ -323,14 +324,14 @@ func (a *authStory) callOK(ctx context.Context, tool string, args map[string]any
 
 // waitEpoch waits until the agent's run is ready on an epoch other than
 // old, with its catalog fetched.
-func (a *authStory) waitEpoch(ctx context.Context, old string) (gateway.Status, error) {
+func (a *authStory) waitEpoch(ctx context.Context, old ids.EpochID) (gateway.Status, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		rep, err := a.home.Status(ctx)
 		if err != nil {
 			return gateway.Status{}, err
 		}
-		if r, ok := harness.RunByShim(rep, a.agent.PID()); ok && r.State == gateway.StateReady && r.Epoch != "" && string(r.Epoch) != old && r.CatalogRevision != 0 {
+		if r, ok := harness.RunByShim(rep, a.agent.PID()); ok && r.State == gateway.StateReady && r.Epoch != "" && r.Epoch != old && r.CatalogRevision != 0 {
 			return r, nil
 		}
 		if time.Now().After(deadline) {
@@ -346,7 +347,7 @@ func (a *authStory) waitEpoch(ctx context.Context, old string) (gateway.Status, 
 
 // waitRequest polls `portcullis approvals --json` for a note_write request
 // on epoch.
-func (a *authStory) waitRequest(ctx context.Context, epoch string) (authz.Request, error) {
+func (a *authStory) waitRequest(ctx context.Context, epoch ids.EpochID) (authz.Request, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r, err := a.home.Run(ctx, "approvals", "--json")
@@ -358,7 +359,7 @@ func (a *authStory) waitRequest(ctx context.Context, epoch string) (authz.Reques
 			return authz.Request{}, fmt.Errorf("approvals --json: %w", err)
 		}
 		for _, q := range reqs {
-			if q.Card.Tool == noteWrite && string(q.Card.CurrentEpoch) == epoch {
+			if q.Card.Tool == noteWrite && q.Card.CurrentEpoch == epoch {
 				return q, nil
 			}
 		}

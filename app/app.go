@@ -38,6 +38,11 @@ type App struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+
+	// offline is set by an edit of the configuration written to the file
+	// with no daemon running (editConfigFile): nothing of it is in force
+	// until a daemon starts.
+	offline bool
 }
 
 // usageError is a mistake in the command line: the message is printed with
@@ -77,7 +82,7 @@ Usage:
                                          leave a run of a card of several runs held)
   portcullis deny ID                 deny a pending approval request
   portcullis changes [--json] | confirm ID | reject ID
-                                     a change made to config.json outside Portcullis that widens trust,
+                                     a change to config.json not made through the daemon that widens trust,
                                      held until you confirm it (reject: the file is set back)
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
   portcullis stop                    stop the daemon and every server (only at your own terminal)

@@ -110,7 +110,7 @@ var docs = map[string]cmdDoc{
 		examples: []string{"portcullis deny apr_01J…"},
 	},
 	"changes": {
-		what:     "Shows a change made to config.json outside Portcullis that widens trust (a new credential, a tool allowed…): it is held, not in force, until you confirm it; reject sets the file back to the configuration in force.",
+		what:     "Shows a change to config.json that widens trust and was not made through the running daemon (written while no daemon ran, by any program or a portcullis command, or edited directly) (a new credential, a tool allowed…): it is held, not in force, until you confirm it; reject sets the file back to the configuration in force.",
 		examples: []string{"portcullis changes", "portcullis changes confirm chg-1", "portcullis changes reject chg-1"},
 	},
 	"creds": {

@@ -563,7 +563,11 @@ func MeasuredParts(rec identity.Record) []string {
 		out = append(out, fmt.Sprintf("lockfile %s (sha256 %s)", rec.Lockfile, identity.ShortDigest(rec.LockfileDigest)))
 	}
 	if p := rec.Package; p != nil {
-		out = append(out, fmt.Sprintf("package %s: %s, %d files (sha256 %s)", p.Dir, p.Measured, p.Files, identity.ShortDigest(p.SHA256)))
+		n := fmt.Sprintf("%d files", p.Files)
+		if p.Files == 1 {
+			n = "1 file"
+		}
+		out = append(out, fmt.Sprintf("package %s: %s, %s (sha256 %s)", p.Dir, p.Measured, n, identity.ShortDigest(p.SHA256)))
 	}
 	if len(rec.Ignore) > 0 {
 		out = append(out, fmt.Sprintf("ignored as data unless code: %s", strings.Join(rec.Ignore, ", ")))

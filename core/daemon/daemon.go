@@ -1007,7 +1007,12 @@ func (d *Daemon) sandboxOf(label string, srv config.Server) (supervisor.Sandbox,
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s asks for sandbox %s (%s), which this system cannot provide (%v); it was not launched (set its sandbox to off to run it unconfined: portcullis servers edit %s --sandbox off)", label, level, cmp.Or(srv.Sandbox, "the default"), err, label)
 	}
-	hide := []string{d.opts.Dirs.Config, d.opts.Dirs.State, d.opts.Dirs.Runtime}
+	hide := []string{d.opts.Dirs.Config}
+	for _, p := range []string{d.opts.Dirs.State, d.opts.Dirs.Runtime} {
+		if !slices.Contains(hide, p) { // PORTCULLIS_HOME is both Config and State
+			hide = append(hide, p)
+		}
+	}
 	if !srv.SessionBus {
 		for _, part := range strings.Split(os.Getenv(supervisor.SessionBusEnv), ";") {
 			if p, ok := strings.CutPrefix(part, "unix:path="); ok {
@@ -1152,7 +1157,8 @@ type CheckSummary struct {
 // Status returns a snapshot of every configured server and agent run.
 func (d *Daemon) Status() StatusReport {
 	cfg, cfgErr := d.config()
-	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}, Checks: []CheckSummary{}}
+	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}, Checks: []CheckSummary{},
+		Servers: []ServerInfo{}} // lists are [] in JSON, never null
 	rep.Audit = d.auditStatus()
 	rep.Telemetry = d.tel.status()
 	rep.PendingChange = d.pendingCopy()
@@ -1160,7 +1166,7 @@ func (d *Daemon) Status() StatusReport {
 	rep.Managed = d.managedStatus()
 	rep.Degraded = d.health.list()
 	rep.PID = os.Getpid()
-	rep.Withheld = supervisor.Withheld(os.Environ())
+	rep.Withheld = append([]string{}, supervisor.Withheld(os.Environ())...)
 	if cfgErr != nil {
 		rep.ConfigError = cfgErr.Error()
 	}

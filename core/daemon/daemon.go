@@ -128,6 +128,7 @@ type Daemon struct {
 	authz    *authz.Authority
 	code     *codeStore    // the source snapshots behind the cards' code sections (code.go)
 	health   serviceHealth // services that stopped on their own (services.go)
+	standing standingState // the standing approvals' file (standing.go)
 
 	// newWatcher makes the configuration file's watcher (newFileWatcher).
 	newWatcher func(settle time.Duration, log *slog.Logger) (fileWatcher, error)
@@ -288,6 +289,9 @@ func New(o Options) (*Daemon, error) {
 		OnDenied:    d.approvalDenied,
 		OnWithdrawn: d.approvalWithdrawn,
 		ToolDenied:  func(label, tool string) bool { return d.policyOf(label, tool) == config.PolicyDeny },
+		// Standing approvals outlive the daemon (standing.go).
+		OnStanding:      d.standingGranted,
+		OnStandingEnded: d.standingEnded,
 	})
 	return d, nil
 }
@@ -378,6 +382,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		d.recordConfig(data, cfg, true) // edits made while no daemon ran
 	}
 	d.recordHeldAtStart()
+	d.loadStanding() // before any agent connects
 	// After config_changed, which names a change of settings.auditSigning.
 	if err := d.startAuditSigning(ctx); err != nil {
 		ln.Close()
@@ -527,6 +532,14 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		reply(c, control.Reply{})
 	case control.OpApprovals:
 		b, _ := json.Marshal(d.authz.Pending())
+		reply(c, control.Reply{Data: b})
+	case control.OpRevokeStanding:
+		st, err := d.RevokeStanding(h.Request, fmt.Sprintf("cli (pid %d)", pid))
+		if err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: "not_standing"})
+			return
+		}
+		b, _ := json.Marshal(st)
 		reply(c, control.Reply{Data: b})
 	case control.OpCode:
 		rep, err := d.CodeChanges(ctx, h.Request)
@@ -1143,6 +1156,11 @@ type StatusReport struct {
 	// server inherits (supervisor.Withheld): a server's environment is its
 	// configuration's plus a fixed base.
 	Withheld []string `json:"withheldFromServers"`
+	// Standing lists the standing approvals in force (approve --code),
+	// oldest first; StandingError says why the ones kept in the state
+	// directory were not taken at start (then none is in force).
+	Standing      []authz.StandingApproval `json:"standing"`
+	StandingError string                   `json:"standingError,omitempty"`
 }
 
 // CheckSummary counts the health checks of one server label: agent runs
@@ -1181,6 +1199,8 @@ func (d *Daemon) Status() StatusReport {
 	}
 	d.mu.Unlock()
 	rep.Approvals = d.authz.Pending()
+	rep.Standing = d.authz.Standing()
+	rep.StandingError = d.standingError()
 	count := map[string]int{}
 	for _, s := range sessions {
 		st := s.Status()

@@ -77,7 +77,11 @@ func TestStandingFileTheAgentEdits(t *testing.T) {
 	dirs := shortHome(t)
 	d, stop := startStanding(t, dirs)
 	kept := approveCode(t, d, "runA", "sha256:c1")
-	revoked := d.authz.Raise(func() authz.Card { c := standingCard("runR", "sha256:c1"); c.AgentExe = "/usr/bin/other-agent"; return c }())
+	revoked := d.authz.Raise(func() authz.Card {
+		c := standingCard("runR", "sha256:c1")
+		c.AgentExe = "/usr/bin/other-agent"
+		return c
+	}())
 	if err := d.authz.Decide(revoked, authz.Decision{Choice: authz.ApproveCode, Tools: []string{"greet"}, By: "cli"}); err != nil {
 		t.Fatal(err)
 	}

@@ -646,3 +646,31 @@ func TestDoctorListsWithheldSorted(t *testing.T) {
 		t.Errorf("withheld is not sorted: %q", r.Withheld)
 	}
 }
+
+// TestStandingTexts: approvals --standing lists each standing approval with
+// the step that ends it; status counts them; a file refused at start is
+// said, with what follows (none in force, every run asked).
+func TestStandingTexts(t *testing.T) {
+	rep := daemon.StatusReport{Standing: []authz.StandingApproval{{ID: "apr_1", ServerLabel: "inv", AgentExe: "/usr/bin/claude",
+		Code: "sha256:0123456789abcdef", Tools: []string{"lookup", "adjust"}, Granted: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}}}
+	var b strings.Builder
+	writeStanding(&b, rep, true)
+	for _, w := range []string{"apr_1  inv: lookup, adjust for every run of /usr/bin/claude while its code is", "portcullis revoke ID"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("approvals --standing lacks %q:\n%s", w, b.String())
+		}
+	}
+	b.Reset()
+	writeStanding(&b, rep, false)
+	if s := b.String(); s != "Standing approvals (approve --code): 1 approval in force; see portcullis approvals --standing\n" {
+		t.Errorf("status says %q", s)
+	}
+	b.Reset()
+	writeStanding(&b, daemon.StatusReport{StandingError: "the standing approvals' file is not as the daemon wrote it: x"}, true)
+	if s := b.String(); !strings.Contains(s, "none in force") || !strings.Contains(s, "not as the daemon wrote it") || strings.Contains(s, "No standing approvals") {
+		t.Errorf("a refused file reads %q", s)
+	}
+	if err := newCredsEnv(t).a.runRevoke(nil); !isUsage(err) {
+		t.Errorf("revoke without an ID: %v", err)
+	}
+}

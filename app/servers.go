@@ -1055,6 +1055,7 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 		fmt.Fprintf(w, "Audit: not signed, %s; hash-chained all the same (portcullis help audit; the whole reason: status --json)\n", shortAuditNote(rep.Audit.Note))
 	}
 	fmt.Fprintln(w, authLine(rep.Authentication))
+	writeStanding(w, rep, false)
 	if m := rep.Managed; m != nil {
 		writeManaged(w, *m)
 	}

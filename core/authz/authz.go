@@ -823,6 +823,7 @@ func (a *Authority) Raise(card Card) ids.RequestID {
 		// runs: that is why this card is shown, whatever else the run saw.
 		card.Reason = fmt.Sprintf("the code of %s changed since you approved it for every run of %s (request %s, %s): new code asks for the authority you gave the old code",
 			card.ServerLabel, card.AgentExe, old.ID, old.Granted.Local().Format("2006-01-02 15:04"))
+		card.StandingEnded = old.ID
 	}
 	var fold *Request
 	for _, x := range a.requests {

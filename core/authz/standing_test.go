@@ -63,6 +63,9 @@ func TestStandingApprovalEndsWithItsCode(t *testing.T) {
 	for _, r := range a.Pending() {
 		if r.ID == next {
 			reason = r.Card.Reason
+			if r.Card.StandingEnded != id {
+				t.Errorf("the card names standing approval %q it ended, want %s", r.Card.StandingEnded, id)
+			}
 		}
 	}
 	if !strings.Contains(reason, "the code of srv changed since you approved it for every run of /usr/bin/agent (request "+string(id)) || strings.Contains(reason, "first use") {

@@ -818,9 +818,11 @@ func (a *Authority) Raise(card Card) ids.RequestID {
 		}
 		return r.ID
 	}
-	if old, ok := a.superseded[[2]string{card.ServerLabel, card.AgentExe}]; ok && card.Code != "" && card.Identity == "" && old.Code != card.Code {
+	if old, ok := a.superseded[[2]string{card.ServerLabel, card.AgentExe}]; ok && card.Code != "" && card.Identity == "" && old.Code != card.Code &&
+		!card.Stale && !card.Rewritten && !card.AskEveryUse {
 		// What the person approved for every run of this program no longer
-		// runs: that is why this card is shown, whatever else the run saw.
+		// runs: that is why this card is shown (a stale, rewritten or
+		// ask-every-use card keeps its own, more pressing reason).
 		card.Reason = fmt.Sprintf("the code of %s changed since you approved it for every run of %s (request %s, %s): new code asks for the authority you gave the old code",
 			card.ServerLabel, card.AgentExe, old.ID, old.Granted.Local().Format("2006-01-02 15:04"))
 		card.StandingEnded = old.ID

@@ -38,6 +38,11 @@ type App struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+
+	// offline is set by an edit of the configuration written to the file
+	// with no daemon running (editConfigFile): nothing of it is in force
+	// until a daemon starts.
+	offline bool
 }
 
 // usageError is a mistake in the command line: the message is printed with
@@ -76,8 +81,11 @@ Usage:
                                          --code: also this code for every run of the agent program; --skip-run:
                                          leave a run of a card of several runs held)
   portcullis deny ID                 deny a pending approval request
+  portcullis approvals --standing [--json]
+                                     the standing approvals (approve --code) in force
+  portcullis revoke ID               end a standing approval: later runs are asked again
   portcullis changes [--json] | confirm ID | reject ID
-                                     a change made to config.json outside Portcullis that widens trust,
+                                     a change to config.json not made through the daemon that widens trust,
                                      held until you confirm it (reject: the file is set back)
   portcullis restart LABEL           replace the server of every agent run of LABEL (new epoch)
   portcullis stop                    stop the daemon and every server (only at your own terminal)
@@ -200,7 +208,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 }
 
 // commands are the commands of Run; `CMD … --help` prints CMD's usage.
-var commands = []string{"help", "daemon", "connect", "servers", "status", "doctor", "restart", "stop", "approvals", "approve", "deny", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
+var commands = []string{"help", "daemon", "connect", "servers", "status", "doctor", "restart", "stop", "approvals", "approve", "deny", "revoke", "changes", "creds", "audit", "install", "uninstall", "import", "catalog", "version"}
 
 func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	switch cmd {
@@ -220,6 +228,8 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 		return a.runStop(rest)
 	case "approvals":
 		return a.runApprovals(rest)
+	case "revoke":
+		return a.runRevoke(rest)
 	case "approve":
 		return a.runDecide(authz.ApproveRun, rest)
 	case "deny":

@@ -18,6 +18,7 @@ import (
 	"github.com/portcullis/portcullis/core/codediff"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/daemon"
+	"github.com/portcullis/portcullis/core/identity"
 	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/core/textsafe"
 	"github.com/portcullis/portcullis/platform"
@@ -30,6 +31,9 @@ func (a *App) runApprovals(args []string) error {
 		return err
 	}
 	asJSON := o.json
+	if *o.standing {
+		return a.listStanding(*asJSON)
+	}
 	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpApprovals}, 5*time.Second)
 	if err != nil {
 		return daemonError(err)
@@ -515,6 +519,72 @@ func (a *App) pendingRequest(id string) (r authz.Request, ok bool, err error) {
 		}
 	}
 	return authz.Request{}, false, nil
+}
+
+// listStanding prints the standing approvals in force (approvals
+// --standing), and why none is when their file was refused at start.
+func (a *App) listStanding(asJSON bool) error {
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpStatus}, 5*time.Second)
+	if err != nil {
+		return daemonError(err)
+	}
+	var rep daemon.StatusReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return fmt.Errorf("reading the daemon's status: %w", err)
+	}
+	if asJSON {
+		return writeJSON(a.Stdout, rep.Standing)
+	}
+	writeStanding(a.Stdout, rep, true)
+	return nil
+}
+
+// writeStanding prints the standing approvals of rep; all: one line each
+// (approvals --standing), else a count (status).
+func writeStanding(w io.Writer, rep daemon.StatusReport, all bool) {
+	if rep.StandingError != "" {
+		fmt.Fprintf(w, "Standing approvals: none in force: their file was refused when the daemon started, so every run is asked (approve --code again to make one):\n  %s\n", textsafe.Line(rep.StandingError))
+	}
+	if !all {
+		if n := len(rep.Standing); n > 0 {
+			fmt.Fprintf(w, "Standing approvals (approve --code): %s in force; see portcullis approvals --standing\n", count(n, "approval", "approvals"))
+		}
+		return
+	}
+	if len(rep.Standing) == 0 {
+		if rep.StandingError == "" {
+			fmt.Fprintln(w, "No standing approvals (approve --code) are in force.")
+		}
+		return
+	}
+	for _, st := range rep.Standing {
+		fmt.Fprintf(w, "%s  %s: %s for every run of %s while its code is %s (approved %s)\n", st.ID, textsafe.Line(st.ServerLabel),
+			textsafe.Line(strings.Join(st.Tools, ", ")), textsafe.Line(st.AgentExe), identity.ShortDigest(st.Code), st.Granted.Local().Format("2006-01-02 15:04"))
+		if len(st.Credentials) > 0 {
+			fmt.Fprintf(w, "  with credentials %s\n", textsafe.Line(strings.Join(st.Credentials, ", ")))
+		}
+	}
+	fmt.Fprintln(w, "Each ends when the server's code changes. End one now: portcullis revoke ID")
+}
+
+// runRevoke ends a standing approval (approve --code): later runs of the
+// agent program are asked again. It narrows trust, so it runs anywhere
+// (a script, an agent's shell) and asks for no authentication.
+func (a *App) runRevoke(args []string) error {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		return usagef("revoke needs exactly one standing approval's ID (portcullis approvals --standing lists them)")
+	}
+	data, err := control.Call(a.Dirs.Socket(), control.Hello{Op: control.OpRevokeStanding, Request: args[0]}, 5*time.Second)
+	if err != nil {
+		return daemonError(err)
+	}
+	var st authz.StandingApproval
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("reading the daemon's answer: %w", err)
+	}
+	fmt.Fprintf(a.Stdout, "Revoked %s: runs of %s on %s are asked again; grants it already made end with their runs or their server's code.\n",
+		st.ID, textsafe.Line(st.AgentExe), textsafe.Line(st.ServerLabel))
+	return nil
 }
 
 // daemonError words a failure to talk to the daemon.

@@ -535,19 +535,19 @@ func (a *App) auditVerify(args []string) error {
 // writeVerify prints a verification result for a person.
 func writeVerify(w io.Writer, r verifyResult) {
 	if !r.OK {
-		fmt.Fprintf(w, "Audit log FAILED verification at seq %d: %s\n  %s\n  %d events before it verified (%s, %d files).\n",
-			r.FirstBad, r.Problem, r.Detail, r.Events, r.Dir, r.Files)
+		fmt.Fprintf(w, "Audit log FAILED verification at seq %d: %s\n  %s\n  %s before it verified (%s, %s).\n",
+			r.FirstBad, r.Problem, r.Detail, count(r.Events, "event", "events"), r.Dir, count(r.Files, "file", "files"))
 	} else {
-		fmt.Fprintf(w, "Audit log OK: %d events in %d files verified (%s): hashes, chain and sequence intact.\n", r.Events, r.Files, r.Dir)
+		fmt.Fprintf(w, "Audit log OK: %s in %s verified (%s): hashes, chain and sequence intact.\n", count(r.Events, "event", "events"), count(r.Files, "file", "files"), r.Dir)
 	}
 	switch {
 	case r.Signed && r.Unsigned > 0:
-		fmt.Fprintf(w, "Signatures checked (HMAC-SHA256, key %s); the first %d events predate signing.\n", daemon.AuditKeyScope, r.Unsigned)
+		fmt.Fprintf(w, "Signatures checked (HMAC-SHA256, key %s); the first %s signing.\n", daemon.AuditKeyScope, count(r.Unsigned, "event predates", "events predate"))
 	case r.Signed:
 		fmt.Fprintf(w, "Signatures checked (HMAC-SHA256, key %s).\n", daemon.AuditKeyScope)
 	case r.Unchecked && r.OK:
-		fmt.Fprintf(w, "NOT FULLY VERIFIED: %d events are signed, but no key from the credential store could check them (%s).\n"+
-			"  The hash chain alone can be recomputed after an edit; restore the key %s and verify again (exit status 3).\n", r.SignedEvents, r.KeyNote, daemon.AuditKeyScope)
+		fmt.Fprintf(w, "NOT FULLY VERIFIED: %s signed, but no key from the credential store could check them (%s).\n"+
+			"  The hash chain alone can be recomputed after an edit; restore the key %s and verify again (exit status 3).\n", count(r.SignedEvents, "event is", "events are"), r.KeyNote, daemon.AuditKeyScope)
 	default:
 		fmt.Fprintf(w, "Signatures were NOT checked: no key from the credential store (%s; --json has the whole reason, portcullis help audit explains).\n", shortAuditNote(r.KeyNote))
 	}
@@ -817,7 +817,7 @@ func writeSeals(w io.Writer, r verifyResult) {
 		fmt.Fprintf(w, "Seals checked with the verification key: %d, from the genesis to seal epoch %d at seq %d (%s).\n",
 			r.SealsProven, r.LastSeal.Epoch, r.LastSeal.Seq, r.LastSeal.TS.Local().Format(time.RFC3339))
 		if r.SealsEarlier > 0 {
-			fmt.Fprintf(w, "  %d seals before the keys were replaced are not this key's to prove; the hash chain up to its first seal is.\n", r.SealsEarlier)
+			fmt.Fprintf(w, "  %s not this key's to prove; the hash chain up to its first seal is.\n", count(r.SealsEarlier, "seal before the keys were replaced is", "seals before the keys were replaced are"))
 		}
 		if r.UnsealedFrom > 0 {
 			fmt.Fprintf(w, "  Events from seq %d on are not sealed yet: whoever holds the current sealing key could rewrite them.\n", r.UnsealedFrom)

@@ -565,3 +565,112 @@ func TestInstallAndDoctorSayApprovalsAreNotOSAuthenticated(t *testing.T) {
 		})
 	}
 }
+
+// TestEditWithoutDaemonSaysOneThing: with no daemon running, `servers
+// policy … allow` writes the file and says that nothing of it is in force
+// until a daemon starts (not "in force at once"), and the note says that a
+// starting daemon holds the widening until the person confirms it; the
+// change the daemon then holds is called written while no daemon ran, not
+// "made outside Portcullis" (a portcullis command wrote it).
+func TestEditWithoutDaemonSaysOneThing(t *testing.T) {
+	e := newCredsEnv(t)
+	if err := e.servers("add", "inv", "--", "/bin/true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.servers("policy", "inv", "lookup", "allow"); err != nil {
+		t.Fatal(err)
+	}
+	out, note := e.stdout.String(), e.stderr.String()
+	if strings.Contains(out, "in force at once") || !strings.Contains(out, "no daemon is running, so nothing is in force until one starts") {
+		t.Errorf("stdout %q: want written, not in force until a daemon starts", out)
+	}
+	if !strings.Contains(note, "nothing of it is in force yet") || !strings.Contains(note, "when it starts it holds that until you confirm it") {
+		t.Errorf("stderr %q: want the note that a starting daemon holds the widening", note)
+	}
+	var b strings.Builder
+	writePending(&b, &daemon.PendingChange{ID: "chg-1", File: e.a.Dirs.ConfigFile(), AtStart: true,
+		Held: []config.Widening{{Text: "tool lookup of inv: allow"}}})
+	if s := b.String(); strings.Contains(s, "outside Portcullis") || !strings.Contains(s, "written while no daemon ran") {
+		t.Errorf("a change found at start reads:\n%s", s)
+	}
+}
+
+// TestJSONListsAreNeverNull: a --json list with nothing in it is [], a map
+// {} (changes --json, creds list --json, servers list --json…).
+func TestJSONListsAreNeverNull(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{[]*daemon.PendingChange(nil), "[]\n"},
+		{map[string]config.Server(nil), "{}\n"},
+		{[]string{"a"}, "[\n  \"a\"\n]\n"},
+		{struct{}{}, "{}\n"},
+	} {
+		var b strings.Builder
+		if err := writeJSON(&b, tc.v); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != tc.want {
+			t.Errorf("writeJSON(%#v) = %q, want %q", tc.v, b.String(), tc.want)
+		}
+	}
+}
+
+// TestVerifyTextAgrees: one event in one file is "1 event in 1 file".
+func TestVerifyTextAgrees(t *testing.T) {
+	var b strings.Builder
+	writeVerify(&b, verifyResult{Dir: "/d", OK: true, Events: 1, Files: 1})
+	if s := b.String(); !strings.Contains(s, "Audit log OK: 1 event in 1 file verified") {
+		t.Errorf("verify says %q", s)
+	}
+	b.Reset()
+	writeVerify(&b, verifyResult{Dir: "/d", OK: true, Events: 3, Files: 2})
+	if s := b.String(); !strings.Contains(s, "Audit log OK: 3 events in 2 files verified") {
+		t.Errorf("verify says %q", s)
+	}
+}
+
+// TestDoctorListsWithheldSorted: what a daemon started from here would not
+// get is listed in order, as a person looks a name up.
+func TestDoctorListsWithheldSorted(t *testing.T) {
+	e := newCredsEnv(t)
+	t.Setenv("ZZ_PORTCULLIS_DOCTOR", "1")
+	t.Setenv("AA_PORTCULLIS_DOCTOR", "1")
+	t.Setenv("MM_PORTCULLIS_DOCTOR", "1")
+	r := e.a.doctor()
+	if !slices.Contains(r.Withheld, "ZZ_PORTCULLIS_DOCTOR") || !slices.Contains(r.Withheld, "AA_PORTCULLIS_DOCTOR") {
+		t.Fatalf("withheld %q lacks the test's variables", r.Withheld)
+	}
+	if !slices.IsSorted(r.Withheld) {
+		t.Errorf("withheld is not sorted: %q", r.Withheld)
+	}
+}
+
+// TestStandingTexts: approvals --standing lists each standing approval with
+// the step that ends it; status counts them; a file refused at start is
+// said, with what follows (none in force, every run asked).
+func TestStandingTexts(t *testing.T) {
+	rep := daemon.StatusReport{Standing: []authz.StandingApproval{{ID: "apr_1", ServerLabel: "inv", AgentExe: "/usr/bin/claude",
+		Code: "sha256:0123456789abcdef", Tools: []string{"lookup", "adjust"}, Granted: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}}}
+	var b strings.Builder
+	writeStanding(&b, rep, true)
+	for _, w := range []string{"apr_1  inv: lookup, adjust for every run of /usr/bin/claude while its code is", "portcullis revoke ID"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("approvals --standing lacks %q:\n%s", w, b.String())
+		}
+	}
+	b.Reset()
+	writeStanding(&b, rep, false)
+	if s := b.String(); s != "Standing approvals (approve --code): 1 approval in force; see portcullis approvals --standing\n" {
+		t.Errorf("status says %q", s)
+	}
+	b.Reset()
+	writeStanding(&b, daemon.StatusReport{StandingError: "the standing approvals' file is not as the daemon wrote it: x"}, true)
+	if s := b.String(); !strings.Contains(s, "none in force") || !strings.Contains(s, "not as the daemon wrote it") || strings.Contains(s, "No standing approvals") {
+		t.Errorf("a refused file reads %q", s)
+	}
+	if err := newCredsEnv(t).a.runRevoke(nil); !isUsage(err) {
+		t.Errorf("revoke without an ID: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,7 +95,9 @@ func (a *App) doctor() DoctorReport {
 	p := paths.CurrentPerson()
 	run := paths.UserRuntimeDir(p.UID)
 	env, withheld := spawn.DaemonEnv(os.Environ(), p, run)
-	r.Withheld = withheld
+	// Sorted, as status lists what servers do not get: a person looks
+	// a name up.
+	r.Withheld = slices.Sorted(slices.Values(withheld))
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "DBUS_SESSION_BUS_ADDRESS="); ok {
 			r.SessionBus = v

@@ -61,13 +61,14 @@ func jsonFlags(name, what string) (*flag.FlagSet, *bool) {
 }
 
 type approvalsOpts struct {
-	fs         *flag.FlagSet
-	json, diff *bool
+	fs                   *flag.FlagSet
+	json, diff, standing *bool
 }
 
 func approvalsFlags() approvalsOpts {
-	fs, asJSON := jsonFlags("approvals", "print the pending requests as JSON")
-	return approvalsOpts{fs, asJSON, fs.Bool("diff", false, "show, under each card, the diff of every source file changed since the code you last approved on that server")}
+	fs, asJSON := jsonFlags("approvals", "print the pending requests (with --standing: the standing approvals) as JSON")
+	return approvalsOpts{fs, asJSON, fs.Bool("diff", false, "show, under each card, the diff of every source file changed since the code you last approved on that server"),
+		fs.Bool("standing", false, "list the standing approvals (approve --code: this code, for every run of the agent program) instead; portcullis revoke ID ends one")}
 }
 
 type decideOpts struct {

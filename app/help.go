@@ -97,20 +97,25 @@ var docs = map[string]cmdDoc{
 		examples: []string{"portcullis stop"},
 	},
 	"approvals": {
-		what:     "Lists the approval requests waiting for a person, each with its card: the agent run, the call and its arguments, what changed since the last approval (the tools, the measured files, and the files of the server's source tree with their added and removed lines), and what approving it would cover. --diff prints the diff of each changed source file.",
-		examples: []string{"portcullis approvals", "portcullis approvals --diff", "portcullis approvals --json"},
+		what:     "Lists the approval requests waiting for a person, each with its card: the agent run, the call and its arguments, what changed since the last approval (the tools, the measured files, and the files of the server's source tree with their added and removed lines), and what approving it would cover. --diff prints the diff of each changed source file. --standing lists the standing approvals instead (approve --code), which portcullis revoke ends.",
+		examples: []string{"portcullis approvals", "portcullis approvals --diff", "portcullis approvals --json", "portcullis approvals --standing"},
 	},
 	"approve": {
 		what: "Approves a waiting request, from a terminal (a supervised server or the agent cannot): for the agent run, the tools the card proposes (by default the called tool), or with --once only the call shown. " +
 			"The grant ends with the run or with the server's epoch.",
 		examples: []string{"portcullis approve apr_01J…", "portcullis approve apr_01J… --once", "portcullis approve apr_01J… --tools notes_write,notes_tag"},
 	},
+	"revoke": {
+		what: "Ends a standing approval (approve --code: this code, for every run of the agent program): later runs are asked again. " +
+			"It narrows trust, so it needs no terminal and no authentication. portcullis approvals --standing lists them; each ends by itself when the server's code changes.",
+		examples: []string{"portcullis approvals --standing", "portcullis revoke apr_01J…"},
+	},
 	"deny": {
 		what:     "Denies a waiting request, from a terminal: the agent is told the person refused.",
 		examples: []string{"portcullis deny apr_01J…"},
 	},
 	"changes": {
-		what:     "Shows a change made to config.json outside Portcullis that widens trust (a new credential, a tool allowed…): it is held, not in force, until you confirm it; reject sets the file back to the configuration in force.",
+		what:     "Shows a change to config.json that widens trust and was not made through the running daemon (written while no daemon ran, by any program or a portcullis command, or edited directly) (a new credential, a tool allowed…): it is held, not in force, until you confirm it; reject sets the file back to the configuration in force.",
 		examples: []string{"portcullis changes", "portcullis changes confirm chg-1", "portcullis changes reject chg-1"},
 	},
 	"creds": {

@@ -82,6 +82,8 @@ var helpCases = []struct {
 	{[]string{"approve", "ID", "--tools", "a"}, []string{"portcullis approve ID [--once]"}},
 	{[]string{"deny"}, []string{"portcullis deny ID"}},
 	{[]string{"deny", "ID"}, []string{"portcullis deny ID"}},
+	{[]string{"revoke"}, []string{"portcullis revoke ID"}},
+	{[]string{"revoke", "ID"}, []string{"portcullis revoke ID"}},
 	{[]string{"changes"}, []string{"portcullis changes [--json] | confirm ID | reject ID"}},
 	{[]string{"changes", "confirm", "chg-1"}, []string{"portcullis changes [--json] | confirm ID | reject ID"}},
 	{[]string{"restart"}, []string{"portcullis restart LABEL"}},

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -96,8 +97,8 @@ func (a *App) editConfig(change func(*config.Config) error) (*config.Config, err
 		return nil, fmt.Errorf("reading the daemon's configuration: %w", err)
 	}
 	if st.Pending != nil {
-		return nil, fmt.Errorf("change %s to %s, made outside Portcullis, waits for your confirmation (%s): see it with portcullis changes, then confirm or reject it before editing; nothing was changed",
-			st.Pending.ID, st.Pending.File, heldSummary(st.Pending))
+		return nil, fmt.Errorf("change %s to %s, %s, waits for your confirmation (%s): see it with portcullis changes, then confirm or reject it before editing; nothing was changed",
+			st.Pending.ID, st.Pending.File, madeBy(st.Pending), heldSummary(st.Pending))
 	}
 	if st.Error != "" {
 		return nil, fmt.Errorf("%s is not in force as it is on disk: %s; nothing was changed", st.File, st.Error)
@@ -174,15 +175,38 @@ func (a *App) editConfigFile(change func(*config.Config) error) (*config.Config,
 	if err := config.Save(a.Dirs.ConfigFile(), cfg); err != nil {
 		return nil, err
 	}
+	a.offline = true
 	if _, held := config.SplitTrust(before, cfg); len(held) > 0 {
 		var what []string
 		for _, w := range held {
 			what = append(what, w.Text)
 		}
-		fmt.Fprintf(a.Stderr, "note: no daemon is running, so %s was written directly; this widens trust (%s), which the daemon holds when it starts until you confirm it with portcullis changes confirm ID\n",
+		fmt.Fprintf(a.Stderr, "note: no daemon is running, so %s was written directly and nothing of it is in force yet. It widens trust (%s): "+
+			"the daemon cannot tell who wrote the file, so when it starts it holds that until you confirm it (portcullis changes, then portcullis changes confirm ID); "+
+			"only a first start, on a data directory no daemon used before, takes the file as it is\n",
 			a.Dirs.ConfigFile(), strings.Join(what, "; "))
 	}
 	return cfg, nil
+}
+
+// madeBy says who made a pending change, as far as the daemon knows: one
+// found when it started was written while no daemon ran, by a portcullis
+// command (servers, creds, install) as well as by an editor or an agent's
+// shell; one found while it ran was written to the file directly, not
+// through the daemon.
+func madeBy(p *daemon.PendingChange) string {
+	if p.AtStart {
+		return "written while no daemon ran (by a portcullis command, an editor or any program: the daemon cannot tell which)"
+	}
+	return "written to the file directly, not through the running daemon (by an editor or any program)"
+}
+
+// count is n with the noun that agrees with it: "1 file", "2 files".
+func count[N ~int | ~int64 | ~uint64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func heldSummary(p *daemon.PendingChange) string {
@@ -539,10 +563,10 @@ func identityNote(label string, s config.Server) string {
 		return ""
 	}
 	if p := rec.Package; p != nil {
-		return fmt.Sprintf("note: Portcullis identifies the code of %s by its entry and its package %s (measured: %s, %d files):\n"+
+		return fmt.Sprintf("note: Portcullis identifies the code of %s by its entry and its package %s (measured: %s, %s):\n"+
 			"  an edit there is new code, a new epoch. A module imported from outside it is not measured;\n"+
 			"  to measure paths of your choosing instead: portcullis servers edit %s --watch PATH",
-			label, p.Dir, p.Measured, p.Files, label)
+			label, p.Dir, p.Measured, count(p.Files, "file", "files"), label)
 	}
 	measured := "only " + rec.Entry + " identifies"
 	if rec.Lockfile != "" {
@@ -584,6 +608,12 @@ func (a *App) serversPolicy(args []string) error {
 	}[config.Policy(policy)]
 	// A running daemon reads the file again before each tool call and
 	// tells agents whose tool list changed (core/daemon, fresh).
+	if a.offline {
+		// Written to the file: a daemon that starts puts it in force, or
+		// holds it when it widens trust (the note editConfigFile printed).
+		fmt.Fprintf(a.Stdout, "%s of %s: %s (%s), written to %s; no daemon is running, so nothing is in force until one starts.\n", tool, label, policy, what, a.Dirs.ConfigFile())
+		return nil
+	}
 	fmt.Fprintf(a.Stdout, "%s of %s: %s (%s); in force at once, for agent runs already connected too.\n", tool, label, policy, what)
 	return nil
 }
@@ -940,6 +970,13 @@ func (a *App) runStatus(args []string) error {
 }
 
 func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
+	// A list or a map with nothing in it is [] or {}, never null.
+	switch rv := reflect.ValueOf(v); {
+	case rv.Kind() == reflect.Slice && rv.IsNil():
+		v = reflect.MakeSlice(rv.Type(), 0, 0).Interface()
+	case rv.Kind() == reflect.Map && rv.IsNil():
+		v = reflect.MakeMap(rv.Type()).Interface()
+	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
@@ -1018,6 +1055,7 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 		fmt.Fprintf(w, "Audit: not signed, %s; hash-chained all the same (portcullis help audit; the whole reason: status --json)\n", shortAuditNote(rep.Audit.Note))
 	}
 	fmt.Fprintln(w, authLine(rep.Authentication))
+	writeStanding(w, rep, false)
 	if m := rep.Managed; m != nil {
 		writeManaged(w, *m)
 	}
@@ -1181,7 +1219,8 @@ func writeRun(w interface{ Write([]byte) (int, error) }, r gateway.Status) {
 	}
 }
 
-// runChanges shows the change made to config.json from outside Portcullis
+// runChanges shows the change made to config.json while no daemon ran or
+// directly to the file,
 // whose widening parts wait for the person, or confirms or rejects it:
 //
 //	portcullis changes [--json]
@@ -1227,7 +1266,7 @@ func (a *App) runChanges(args []string) error {
 		}
 		return nil
 	}
-	fs, asJSON := jsonFlags("changes", "print the held change as JSON")
+	fs, asJSON := jsonFlags("changes", "print the held changes as a JSON list ([] when none)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -1246,7 +1285,13 @@ func (a *App) runChanges(args []string) error {
 		return fmt.Errorf("reading the daemon's configuration: %w", err)
 	}
 	if *asJSON {
-		return writeJSON(a.Stdout, st.Pending)
+		// A list, as every --json list: [] when nothing waits (the daemon
+		// holds one change at most).
+		held := []*daemon.PendingChange{}
+		if st.Pending != nil {
+			held = append(held, st.Pending)
+		}
+		return writeJSON(a.Stdout, held)
 	}
 	if st.Pending == nil {
 		fmt.Fprintf(a.Stdout, "No change to %s waits for confirmation: it is in force as it is.\n", st.File)
@@ -1262,7 +1307,7 @@ func writePending(w interface{ Write([]byte) (int, error) }, p *daemon.PendingCh
 	if p.AtStart {
 		when = "found when the daemon started"
 	}
-	fmt.Fprintf(w, "Change %s to %s (%s), made outside Portcullis, widens trust and is not in force:\n", p.ID, p.File, when)
+	fmt.Fprintf(w, "Change %s to %s (%s), %s, widens trust and is not in force:\n", p.ID, p.File, when, madeBy(p))
 	for _, h := range p.Held {
 		fmt.Fprintf(w, "  %s\n", h.Text)
 	}

@@ -42,11 +42,14 @@ func pendingChange(t *testing.T, h *harness.Home) *daemon.PendingChange {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p *daemon.PendingChange
-	if err := json.Unmarshal([]byte(r.Stdout), &p); err != nil {
-		t.Fatalf("changes --json printed %q: %v", r.Stdout, err)
+	var held []*daemon.PendingChange // a list, [] when nothing waits
+	if err := json.Unmarshal([]byte(r.Stdout), &held); err != nil || held == nil || len(held) > 1 {
+		t.Fatalf("changes --json printed %q (%v): want a list of at most one change", r.Stdout, err)
 	}
-	return p
+	if len(held) == 0 {
+		return nil
+	}
+	return held[0]
 }
 
 // configEvents returns the fields of the audit events whose type starts

@@ -116,8 +116,8 @@ func TestServerCannotApproveItself(t *testing.T) {
 		mode string
 		want []string // in the answer the attempt got
 	}{
-		{"group", []string{string("refused to approve approval request " + req.ID), "descends from the Portcullis daemon", `the process tree of server "self"`, "approve from your own terminal or the Portcullis window"}},
-		{"setsid", []string{string("refused to approve approval request " + req.ID), "descends from the Portcullis daemon", "left a supervised server's process tree", "approve from your own terminal or the Portcullis window"}},
+		{"group", []string{string("refused to approve approval request " + req.ID), "descends from the Portcullis daemon", `the process tree of server "self"`, "approve or deny it from a terminal of your own"}},
+		{"setsid", []string{string("refused to approve approval request " + req.ID), "descends from the Portcullis daemon", "left a supervised server's process tree", "approve or deny it from a terminal of your own"}},
 		{"socket", []string{string("refused to approve approval request " + req.ID), "descends from the Portcullis daemon", `the process tree of server "self"`}},
 	} {
 		text := callText(t, s.agent.Session, "attack", map[string]any{"mode": tc.mode})

@@ -288,7 +288,9 @@ func (pl plan) build(fs fsys) ([]string, string, error) {
 	// What is hidden.
 	var hidden []string
 	for _, p := range pl.hide {
-		if r, ok := add(p, mountHide); ok {
+		// One directory named twice (PORTCULLIS_HOME is both the
+		// configuration and the state directory) is hidden, and said, once.
+		if r, ok := add(p, mountHide); ok && !slices.Contains(hidden, r) {
 			hidden = append(hidden, r)
 		}
 	}

@@ -164,6 +164,22 @@ func TestSandboxPlan(t *testing.T) {
 	}
 }
 
+// TestSandboxPlanHidesADirectoryOnce: a data directory named twice (a
+// PORTCULLIS_HOME is the configuration and the state directory) is said
+// once in the description that status shows.
+func TestSandboxPlanHidesADirectoryOnce(t *testing.T) {
+	fs := fakeFS{"/": true, "/tmp": true, "/tmp/home": true, "/tmp/home/run": true, "/home/p": true, "/home/p/proj": true}
+	pl := plan{level: SandboxStandard, home: "/home/p", cwd: "/home/p/proj", exe: "/usr/bin/node",
+		hide: []string{"/tmp/home", "/tmp/home", "/tmp/home/run"}}
+	_, desc, err := pl.build(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(desc, "standard: hides /tmp/home; writes") {
+		t.Errorf("status says %q, want /tmp/home hidden and said once", desc)
+	}
+}
+
 // TestSandboxWithoutBwrap: without bwrap in PATH the sandbox is
 // unsupported, and the reason names the command that installs it.
 func TestSandboxWithoutBwrap(t *testing.T) {

@@ -86,7 +86,8 @@ type ApprovalWindow struct {
 	body        *fyne.Container // arguments, what changed, details: scrolls
 	scroll      *container.Scroll
 	countdown   *widget.Label
-	scope       *widget.Label // what the run approval grants now, above the tool ticks
+	footer      *fyne.Container // the countdown and the buttons (layoutFooter)
+	scope       *widget.Label   // what the run approval grants now, above the tool ticks
 	ticks       *fyne.Container
 	ticksScroll *container.Scroll // the tool ticks, scrolled when there are many
 	creds       *widget.Label     // the credential scope
@@ -169,10 +170,11 @@ func (w *ApprovalWindow) ensure() {
 	w.approveCode.Hide()
 
 	w.top = container.NewBorder(nil, nil, nil, container.NewHBox(w.queueLabel, w.prev, w.next), w.heading)
-	buttons := container.NewBorder(nil, nil, nil, container.NewHBox(w.deny, w.approveOnce, w.approveRun, w.approveCode), w.countdown)
+	w.footer = container.NewVBox()
+	w.layoutFooter(cardWidth)
 	// The sentence on top and the scope and buttons below stay in view at
 	// every size: only the middle (arguments, changes, details) scrolls.
-	w.bottom = container.NewVBox(widget.NewSeparator(), w.scopeBox, buttons)
+	w.bottom = container.NewVBox(widget.NewSeparator(), w.scopeBox, w.footer)
 	w.win.SetContent(container.NewBorder(container.NewVBox(w.top, widget.NewSeparator()), w.bottom, nil, nil, w.scroll))
 	w.win.Resize(fyne.NewSize(cardWidth, 480))
 	w.win.CenterOnScreen()
@@ -679,6 +681,7 @@ func (w *ApprovalWindow) fit() {
 		maxH = area.Height
 	}
 	w.capTicks(maxH)
+	w.layoutFooter(width)
 	// Lay out at the width first: wrapped labels know their lines then.
 	content := w.win.Content()
 	content.Resize(fyne.NewSize(width, maxH))
@@ -691,6 +694,61 @@ func (w *ApprovalWindow) fit() {
 	if w.visible && size.Height > before.Height+0.5 {
 		w.win.CenterOnScreen()
 	}
+}
+
+// longestCountdown is as wide as countdownText gets while a request waits.
+const longestCountdown = "Denied in 10:00 · Esc denies"
+
+// layoutFooter lays the countdown and the shown buttons out for a window
+// width wide: the countdown beside the buttons when both fit whole, else
+// on a line of its own above them, the buttons on as many right-aligned
+// lines as they need (four buttons, a narrow or scaled screen). The
+// countdown is never cut to "…".
+func (w *ApprovalWindow) layoutFooter(width float32) {
+	var shown []fyne.CanvasObject
+	for _, b := range []fyne.CanvasObject{w.deny, w.approveOnce, w.approveRun, w.approveCode} {
+		if b.Visible() {
+			shown = append(shown, b)
+		}
+	}
+	pad := theme.Padding()
+	avail := width - 2*pad // the window's content inset
+	countW := widget.NewLabel(longestCountdown).MinSize().Width
+	rowW := func(bs []fyne.CanvasObject) float32 {
+		var sum float32
+		for i, b := range bs {
+			if i > 0 {
+				sum += pad
+			}
+			sum += b.MinSize().Width
+		}
+		return sum
+	}
+	right := func(bs []fyne.CanvasObject) fyne.CanvasObject {
+		return container.NewHBox(append([]fyne.CanvasObject{layout.NewSpacer()}, bs...)...)
+	}
+	if countW+pad+rowW(shown) <= avail {
+		// As container.NewBorder(nil, nil, nil, buttons, w.countdown).
+		buttons := container.NewHBox(w.deny, w.approveOnce, w.approveRun, w.approveCode)
+		w.footer.Layout = layout.NewBorderLayout(nil, nil, nil, buttons)
+		w.footer.Objects = []fyne.CanvasObject{w.countdown, buttons}
+	} else {
+		w.footer.Layout = layout.NewVBoxLayout()
+		objs := []fyne.CanvasObject{w.countdown}
+		var row []fyne.CanvasObject
+		for _, b := range shown {
+			if len(row) > 0 && rowW(append(slices.Clone(row), b)) > avail {
+				objs = append(objs, right(row))
+				row = nil
+			}
+			row = append(row, b)
+		}
+		if len(row) > 0 {
+			objs = append(objs, right(row))
+		}
+		w.footer.Objects = objs
+	}
+	w.footer.Refresh()
 }
 
 // capTicks bounds the tool ticks' height: all of them when few, else a

@@ -187,6 +187,8 @@ func why(c authz.Card) string {
 		return "its credentials ask for approval at every use"
 	case c.Rewritten:
 		return "the server rewrote the tool since you approved it"
+	case c.StandingEnded != "":
+		return "new code since you approved its code for every run of " + textsafe.Line(agentProgram(c))
 	case newEpoch && len(c.IdentityChanges) == 0:
 		return "a new process (no measured file changed) since you last approved"
 	case newEpoch:

@@ -370,3 +370,16 @@ func TestDiskLinesCompiledServer(t *testing.T) {
 		}
 	}
 }
+
+// TestCardAfterStandingApproval: after approve --code and a rebuild, a new
+// run's card says the code changed since that approval, not "first use"
+// (the run itself approved nothing before).
+func TestCardAfterStandingApproval(t *testing.T) {
+	c := authz.Card{Reason: "the code of inv changed since you approved it for every run of /usr/bin/claude (request apr_1, 2026-12-06 12:00)",
+		AgentRun: "run2", AgentExe: "/usr/bin/claude", ServerLabel: "inv", CurrentEpoch: epochB, Code: "sha256:c2",
+		CatalogRevision: 1, Tool: "lookup", ToolScope: []string{"lookup"}, StandingEnded: "apr_1"}
+	s := cardModel(c).Sentence
+	if want := "An agent wants to run `lookup` on inv — new code since you approved its code for every run of claude"; s != want {
+		t.Errorf("sentence %q, want %q", s, want)
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 
 	"github.com/portcullis/portcullis/core/authz"
 )
@@ -287,5 +289,43 @@ func TestApprovalWindowStaysOnScreen(t *testing.T) {
 			w.toggleDetails()
 			check("the rebuild card with its Details unfolded")
 		})
+	}
+}
+
+// TestApprovalCountdownReadable: with four buttons (a card that offers
+// "this code, every run of AGENT"), the countdown is shown whole, not cut
+// to "…", at every screen size and scale; and it stays beside the buttons
+// when there is room (three buttons).
+func TestApprovalCountdownReadable(t *testing.T) {
+	four := rebuildCard()
+	four.Code = "sha256:c0de"
+	if !codeChoice(four) {
+		t.Fatal("the test card offers no code choice")
+	}
+	for _, sc := range layoutScreens {
+		for name, card := range map[string]authz.Card{"four buttons": four, "first use": firstCard()} {
+			t.Run(sc.name+"/"+name, func(t *testing.T) {
+				w := newScreenWindow(t, sc.screen, sc.scale, request("apr_1", 0, card))
+				if w.approveCode.Visible() != (name == "four buttons") {
+					t.Fatalf("approve-code button visible: %t", w.approveCode.Visible())
+				}
+				text := w.countdown.Text
+				if !strings.HasPrefix(text, "Denied in") {
+					t.Fatalf("countdown %q", text)
+				}
+				if err := inView(w, w.countdown); err != nil {
+					t.Fatalf("the countdown is not in view: %v", err)
+				}
+				whole := fyne.MeasureText(text, theme.TextSize(), fyne.TextStyle{}).Width + 2*theme.InnerPadding()
+				if got := w.countdown.Size().Width; got+0.5 < whole {
+					t.Errorf("the countdown %q is %.0f wide, cut short of the %.0f it needs", text, got, whole)
+				}
+				for what, b := range map[string]fyne.CanvasObject{"Deny": w.deny, "Approve for this run": w.approveRun, "This code, every run": w.approveCode} {
+					if err := inView(w, b); err != nil && b.Visible() {
+						t.Errorf("%s is not in view: %v", what, err)
+					}
+				}
+			})
+		}
 	}
 }

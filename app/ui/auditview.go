@@ -561,13 +561,21 @@ func (v *auditView) verify() {
 func verifyText(rep audit.Report, err error) (string, widget.Importance) {
 	switch {
 	case errors.Is(err, audit.ErrBroken):
-		return fmt.Sprintf("Verification failed at seq %d: %s. %s (%d events before it verified.)",
-			rep.FirstBad, problemText(rep.Problem), rep.Detail, rep.Events), widget.DangerImportance
+		events := fmt.Sprintf("%d events", rep.Events)
+		if rep.Events == 1 {
+			events = "1 event"
+		}
+		return fmt.Sprintf("Verification failed at seq %d: %s. %s (%s before it verified.)",
+			rep.FirstBad, problemText(rep.Problem), rep.Detail, events), widget.DangerImportance
 	case err != nil:
 		return "Cannot verify the audit log: " + err.Error(), widget.DangerImportance
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "OK: %d events in %d file", rep.Events, rep.Files)
+	fmt.Fprintf(&b, "OK: %d event", rep.Events)
+	if rep.Events != 1 {
+		b.WriteString("s")
+	}
+	fmt.Fprintf(&b, " in %d file", rep.Files)
 	if rep.Files != 1 {
 		b.WriteString("s")
 	}

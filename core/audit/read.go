@@ -83,6 +83,19 @@ func HasType(dir, typ string) (bool, error) {
 	return found, nil
 }
 
+// EventsOfType returns every event of the log in dir whose type is typ, in
+// order. The error wraps fs.ErrNotExist when dir does not exist.
+func EventsOfType(dir, typ string) ([]Event, error) {
+	var out []Event
+	err := forEachEvent(dir, func(e Event) error {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // followInterval is how often Follow looks for new lines.
 var followInterval = 200 * time.Millisecond
 

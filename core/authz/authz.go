@@ -248,6 +248,14 @@ type Options struct {
 	OnGranted   func(r Request, g Grant) error
 	OnDenied    func(r Request, reason string)
 	OnWithdrawn func(r Request, why string)
+	// OnStanding is called (without locks) before a standing approval
+	// (ApproveCode) is kept; when it returns an error (it could not be
+	// recorded) none is kept: the decision's grants stand, later runs are
+	// asked. OnStandingEnded is called (without locks) when one ends:
+	// revoked (RevokeStanding), dropped for new code or for room, why
+	// says which.
+	OnStanding      func(st StandingApproval) error
+	OnStandingEnded func(st StandingApproval, why string)
 	// ToolDenied reports whether tool of server label is denied by the
 	// person's policy now; a grant never includes such a tool, whatever
 	// the card's tool scope said when it was raised. Called without locks.
@@ -268,18 +276,84 @@ type Authority struct {
 	ended    map[ids.RunID][]endedEpoch // guarded by mu; run → epochs that ended (requests raised on them are withdrawn)
 	decided  []*Request                 // guarded by mu; the last maxDecided resolved requests, for a late Wait
 	subs     map[chan Event]struct{}    // guarded by mu
-	standing []standingApproval         // guarded by mu; "this code, for every run of AGENT"
+	standing []StandingApproval         // guarded by mu; "this code, for every run of AGENT"
+	// superseded is, per server and agent program, the standing approval
+	// that new code ended (the reason of the cards for the new code says
+	// so). Guarded by mu.
+	superseded map[[2]string]StandingApproval
 }
 
-// standingApproval is a person's ApproveCode: the tools (with the
-// contracts shown) of server label that every run of agent program
-// agentExe may call while its epoch runs code.
-type standingApproval struct {
-	label, agentExe, code string
-	tools, creds          []string
-	contracts             map[string]string
-	request               ids.RequestID
-	decider               *audit.Decider
+// MaxStanding is how many standing approvals are kept; granting one more
+// ends the oldest.
+const MaxStanding = 32
+
+// StandingApproval is a person's ApproveCode: the tools (with the
+// contracts shown) of server ServerLabel that every run of agent program
+// AgentExe may call while its epoch runs Code. It is bound to the code:
+// a card for other code of the same server and program ends it.
+type StandingApproval struct {
+	// ID is the approval request the person approved with --code.
+	ID          ids.RequestID     `json:"id"`
+	ServerLabel string            `json:"serverLabel"`
+	AgentExe    string            `json:"agentExe"`
+	Code        string            `json:"code"`
+	Tools       []string          `json:"tools"`
+	Credentials []string          `json:"credentials,omitempty"`
+	Contracts   map[string]string `json:"contracts,omitempty"`
+	Granted     time.Time         `json:"granted"`
+	Decider     *audit.Decider    `json:"decider,omitempty"`
+}
+
+func (st StandingApproval) clone() StandingApproval {
+	st.Tools, st.Credentials, st.Contracts = slices.Clone(st.Tools), slices.Clone(st.Credentials), maps.Clone(st.Contracts)
+	return st
+}
+
+// Standing returns the standing approvals kept, oldest first.
+func (a *Authority) Standing() []StandingApproval {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]StandingApproval, 0, len(a.standing))
+	for _, st := range a.standing {
+		out = append(out, st.clone())
+	}
+	return out
+}
+
+// RestoreStanding makes list the standing approvals (a daemon's start:
+// those it kept and checked), the last MaxStanding of them; nothing is
+// reported to OnStanding.
+func (a *Authority) RestoreStanding(list []StandingApproval) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.standing = nil
+	for _, st := range list[max(0, len(list)-MaxStanding):] {
+		a.standing = append(a.standing, st.clone())
+	}
+}
+
+// ErrNoStanding is returned by RevokeStanding for an id no standing
+// approval has.
+var ErrNoStanding = errors.New("no standing approval")
+
+// RevokeStanding ends the standing approval of request id: later runs are
+// asked again (grants it made already stand until their runs end or their
+// code changes). OnStandingEnded is called with why.
+func (a *Authority) RevokeStanding(id ids.RequestID, why string) (StandingApproval, error) {
+	a.mu.Lock()
+	i := slices.IndexFunc(a.standing, func(st StandingApproval) bool { return st.ID == id })
+	if i < 0 {
+		a.mu.Unlock()
+		return StandingApproval{}, fmt.Errorf("%w %s", ErrNoStanding, id)
+	}
+	st := a.standing[i]
+	a.standing = slices.Delete(a.standing, i, i+1)
+	a.mu.Unlock()
+	a.log.Info("standing approval revoked", "request", id, "why", why)
+	if a.opts.OnStandingEnded != nil {
+		a.opts.OnStandingEnded(st.clone(), why)
+	}
+	return st.clone(), nil
 }
 
 // New returns an Authority.
@@ -732,16 +806,26 @@ func (a *Authority) Raise(card Card) ids.RequestID {
 		_ = a.Withdraw(r.ID, endedWhy)
 		return r.ID
 	}
-	a.dropStandingLocked(card)
+	dropped := a.dropStandingLocked(card)
+	defer a.standingEnded(dropped, "the code of "+card.ServerLabel+" changed: a card for other code was raised")
 	if st, tools := a.standingLocked(card); st != nil {
-		card.Reason = fmt.Sprintf("%s (granted: you approved this code of %s for every run of %s, request %s)", card.Reason, card.ServerLabel, card.AgentExe, st.request)
+		card.Reason = fmt.Sprintf("%s (granted: you approved this code of %s for every run of %s, request %s)", card.Reason, card.ServerLabel, card.AgentExe, st.ID)
 		r := a.newRequestLocked(card, now, now.Add(timeout), true)
 		a.mu.Unlock()
 		a.raised(r)
-		if err := a.resolve(r.ID, Decision{Choice: ApproveRun, Tools: tools, By: "standing approval " + string(st.request), Decider: st.decider}); err != nil {
+		if err := a.resolve(r.ID, Decision{Choice: ApproveRun, Tools: tools, By: "standing approval " + string(st.ID), Decider: st.Decider}); err != nil {
 			a.log.Warn("standing approval not applied", "request", r.ID, "err", err)
 		}
 		return r.ID
+	}
+	if old, ok := a.superseded[[2]string{card.ServerLabel, card.AgentExe}]; ok && card.Code != "" && card.Identity == "" && old.Code != card.Code &&
+		!card.Stale && !card.Rewritten && !card.AskEveryUse {
+		// What the person approved for every run of this program no longer
+		// runs: that is why this card is shown (a stale, rewritten or
+		// ask-every-use card keeps its own, more pressing reason).
+		card.Reason = fmt.Sprintf("the code of %s changed since you approved it for every run of %s (request %s, %s): new code asks for the authority you gave the old code",
+			card.ServerLabel, card.AgentExe, old.ID, old.Granted.Local().Format("2006-01-02 15:04"))
+		card.StandingEnded = old.ID
 	}
 	var fold *Request
 	for _, x := range a.requests {
@@ -832,20 +916,20 @@ func (a *Authority) decidedLocked(r *Request) {
 // standingLocked returns the standing approval that covers card, and the
 // tools it grants (those of its scope the card offers with the contract
 // the person approved), or nil. a.mu is held.
-func (a *Authority) standingLocked(card Card) (*standingApproval, []string) {
+func (a *Authority) standingLocked(card Card) (*StandingApproval, []string) {
 	if card.Identity != "" || card.ServerRequest != nil || card.AskEveryUse || card.Stale || card.Rewritten ||
 		card.Code == "" || card.Tool == "" || card.AgentExe == "" {
 		return nil, nil
 	}
 	for i := range a.standing {
 		st := &a.standing[i]
-		if st.label != card.ServerLabel || st.agentExe != card.AgentExe || st.code != card.Code ||
-			!containsAll(st.creds, card.CredentialScope) {
+		if st.ServerLabel != card.ServerLabel || st.AgentExe != card.AgentExe || st.Code != card.Code ||
+			!containsAll(st.Credentials, card.CredentialScope) {
 			continue
 		}
 		var tools []string
-		for _, t := range intersect(card.Offered(), st.tools) {
-			if card.ToolContracts[t] == st.contracts[t] {
+		for _, t := range intersect(card.Offered(), st.Tools) {
+			if card.ToolContracts[t] == st.Contracts[t] {
 				tools = append(tools, t)
 			}
 		}
@@ -857,15 +941,41 @@ func (a *Authority) standingLocked(card Card) (*standingApproval, []string) {
 }
 
 // dropStandingLocked forgets the standing approvals of the card's server
-// and agent program for other code: a card for new code means the code
-// they approved no longer runs. a.mu is held.
-func (a *Authority) dropStandingLocked(card Card) {
+// and agent program for other code, and returns them: a card for new code
+// means the code they approved no longer runs. a.mu is held.
+func (a *Authority) dropStandingLocked(card Card) []StandingApproval {
 	if card.Code == "" || card.Identity != "" {
-		return
+		return nil
 	}
-	a.standing = slices.DeleteFunc(a.standing, func(st standingApproval) bool {
-		return st.label == card.ServerLabel && st.agentExe == card.AgentExe && st.code != card.Code
+	var dropped []StandingApproval
+	a.standing = slices.DeleteFunc(a.standing, func(st StandingApproval) bool {
+		if st.ServerLabel == card.ServerLabel && st.AgentExe == card.AgentExe && st.Code != card.Code {
+			dropped = append(dropped, st)
+			return true
+		}
+		return false
 	})
+	for _, st := range dropped {
+		if a.superseded == nil {
+			a.superseded = map[[2]string]StandingApproval{}
+		}
+		if len(a.superseded) >= MaxStanding {
+			clear(a.superseded) // a bound; only the reason of later cards loses it
+		}
+		a.superseded[[2]string{st.ServerLabel, st.AgentExe}] = st
+	}
+	return dropped
+}
+
+// standingEnded reports standing approvals that ended (OnStandingEnded).
+// a.mu is not held.
+func (a *Authority) standingEnded(list []StandingApproval, why string) {
+	for _, st := range list {
+		a.log.Info("standing approval ended", "request", st.ID, "why", why)
+		if a.opts.OnStandingEnded != nil {
+			a.opts.OnStandingEnded(st.clone(), why)
+		}
+	}
 }
 
 // maxDecided is how many resolved requests Wait still knows: a call that
@@ -1215,6 +1325,27 @@ func (a *Authority) resolve(id ids.RequestID, d Decision) error {
 			a.opts.OnDenied(r.snapshot(), reason)
 		}
 	}
+	// A standing approval is recorded (OnStanding) before it is kept; one
+	// that cannot be is not kept.
+	var st *StandingApproval
+	if d.Choice == ApproveCode && len(grants) > 0 {
+		c := r.Card
+		st = &StandingApproval{ID: id, ServerLabel: c.ServerLabel, AgentExe: c.AgentExe, Code: c.Code, Credentials: slices.Clone(c.CredentialScope),
+			Contracts: map[string]string{}, Granted: a.opts.Clock().UTC(), Decider: d.Decider}
+		for _, g := range grants {
+			for _, t := range g.ToolScope {
+				st.Tools = appendNew(st.Tools, t)
+				st.Contracts[t] = g.Contract(t)
+			}
+		}
+		if a.opts.OnStanding != nil {
+			if err := a.opts.OnStanding(st.clone()); err != nil {
+				a.log.Error("standing approval not kept: it could not be recorded", "request", id, "err", err)
+				st = nil
+			}
+		}
+	}
+	var evicted []StandingApproval
 	a.mu.Lock()
 	for _, g := range grants {
 		a.grants[g.AgentRun] = append(a.grants[g.AgentRun], g)
@@ -1222,19 +1353,11 @@ func (a *Authority) resolve(id ids.RequestID, d Decision) error {
 			a.noteChosenLocked(g)
 		}
 	}
-	if d.Choice == ApproveCode && len(grants) > 0 {
-		c := r.Card
-		st := standingApproval{label: c.ServerLabel, agentExe: c.AgentExe, code: c.Code, creds: slices.Clone(c.CredentialScope),
-			contracts: map[string]string{}, request: id, decider: d.Decider}
-		for _, g := range grants {
-			for _, t := range g.ToolScope {
-				st.tools = appendNew(st.tools, t)
-				st.contracts[t] = g.Contract(t)
-			}
-		}
-		a.standing = append(a.standing, st)
-		if n := len(a.standing); n > 32 {
-			a.standing = a.standing[n-32:]
+	if st != nil {
+		a.standing = append(a.standing, *st)
+		if n := len(a.standing); n > MaxStanding {
+			evicted = slices.Clone(a.standing[:n-MaxStanding])
+			a.standing = slices.Delete(a.standing, 0, n-MaxStanding)
 		}
 	}
 	close(r.done)
@@ -1243,6 +1366,7 @@ func (a *Authority) resolve(id ids.RequestID, d Decision) error {
 		a.publishLocked(Event{Kind: EventResolved, Request: r.snapshot(), Decision: &dd})
 	}
 	a.mu.Unlock()
+	a.standingEnded(evicted, fmt.Sprintf("more than %d standing approvals: the oldest ends", MaxStanding))
 	if unrecorded != nil {
 		return fmt.Errorf("%w (%v); request %s is denied", ErrUnrecorded, unrecorded, id)
 	}

@@ -44,20 +44,24 @@ import (
 // call was refused already, so the card offers to allow the new code for
 // this run (or deny), never to approve that call once.
 type Card struct {
-	Reason           string      `json:"reason"`
-	AgentRun         ids.RunID   `json:"agentRun"`
-	AgentExe         string      `json:"agentExe,omitempty"`
-	AgentName        string      `json:"agentName,omitempty"` // the clientInfo title or name the agent sent: its own claim, for display only
-	AgentPID         int         `json:"agentPid,omitempty"`
-	ServerLabel      string      `json:"serverLabel"`
-	PreviousEpoch    ids.EpochID `json:"previousEpoch,omitempty"` // the epoch last approved for this run
-	CurrentEpoch     ids.EpochID `json:"currentEpoch,omitempty"`  // "" before the process has started
-	Identity         string      `json:"identity,omitempty"`
-	LaunchCommand    []string    `json:"launchCommand,omitempty"`
-	Executable       string      `json:"executable,omitempty"`
-	ExecutableDigest string      `json:"executableDigest,omitempty"`
-	Entry            string      `json:"entry,omitempty"` // the script or file run, when not the executable itself
-	EntryDigest      string      `json:"entryDigest,omitempty"`
+	Reason        string      `json:"reason"`
+	AgentRun      ids.RunID   `json:"agentRun"`
+	AgentExe      string      `json:"agentExe,omitempty"`
+	AgentName     string      `json:"agentName,omitempty"` // the clientInfo title or name the agent sent: its own claim, for display only
+	AgentPID      int         `json:"agentPid,omitempty"`
+	ServerLabel   string      `json:"serverLabel"`
+	PreviousEpoch ids.EpochID `json:"previousEpoch,omitempty"` // the epoch last approved for this run
+	// StandingEnded names the standing approval (approve --code) of this
+	// server and agent program that this card's code ended: the card is
+	// shown because the code changed since then (set by Raise).
+	StandingEnded    ids.RequestID `json:"standingEnded,omitempty"`
+	CurrentEpoch     ids.EpochID   `json:"currentEpoch,omitempty"` // "" before the process has started
+	Identity         string        `json:"identity,omitempty"`
+	LaunchCommand    []string      `json:"launchCommand,omitempty"`
+	Executable       string        `json:"executable,omitempty"`
+	ExecutableDigest string        `json:"executableDigest,omitempty"`
+	Entry            string        `json:"entry,omitempty"` // the script or file run, when not the executable itself
+	EntryDigest      string        `json:"entryDigest,omitempty"`
 	// Measured lists, beside the executable and the entry, what else the
 	// identity covers: each watched path, the lockfile, the entry's
 	// package — "watched dist (sha256 ab12…)".
@@ -563,7 +567,11 @@ func MeasuredParts(rec identity.Record) []string {
 		out = append(out, fmt.Sprintf("lockfile %s (sha256 %s)", rec.Lockfile, identity.ShortDigest(rec.LockfileDigest)))
 	}
 	if p := rec.Package; p != nil {
-		out = append(out, fmt.Sprintf("package %s: %s, %d files (sha256 %s)", p.Dir, p.Measured, p.Files, identity.ShortDigest(p.SHA256)))
+		n := fmt.Sprintf("%d files", p.Files)
+		if p.Files == 1 {
+			n = "1 file"
+		}
+		out = append(out, fmt.Sprintf("package %s: %s, %s (sha256 %s)", p.Dir, p.Measured, n, identity.ShortDigest(p.SHA256)))
 	}
 	if len(rec.Ignore) > 0 {
 		out = append(out, fmt.Sprintf("ignored as data unless code: %s", strings.Join(rec.Ignore, ", ")))

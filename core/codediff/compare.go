@@ -157,7 +157,7 @@ func (r Report) Summary() string {
 			s = "no file of " + r.Root + " that was compared changed since the code you approved"
 		}
 		if r.Omitted > 0 {
-			s += fmt.Sprintf(" (%d files past the limits or unreadable not compared)", r.Omitted)
+			s += fmt.Sprintf(" (%s past the limits or unreadable not compared)", files(r.Omitted))
 		}
 		if r.Incomplete {
 			s += " (the tree was too large to read whole)"
@@ -250,10 +250,18 @@ func sha256Sum(s string) []byte {
 // approved code's snapshot (nil when there is none). An old snapshot that
 // fails Check is not compared with: what it would show is not what the
 // person approved.
+// files is "1 file", "2 files".
+func files(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
+}
+
 func Build(label string, old, new *Snapshot) Report {
 	rep := Report{Label: label, Root: new.Root, Epoch: new.Epoch, TakenAt: new.TakenAt, Files: len(new.Files)}
 	if old == nil {
-		rep.Note = fmt.Sprintf("no code approved earlier on %s is kept, so there is nothing to compare with (%d files in %s)", label, len(new.Files), new.Root)
+		rep.Note = fmt.Sprintf("no code approved earlier on %s is kept, so there is nothing to compare with (%s in %s)", label, files(len(new.Files)), new.Root)
 		return rep
 	}
 	if probs := Check(old); len(probs) > 0 {

@@ -50,6 +50,10 @@ const (
 	OpApprovals = "approvals" // Reply.Data: the pending approval requests ([]authz.Request)
 	OpDecide    = "decide"    // answer approval request Request with Choice; Reply.Data: the grant made (authz.Grant), absent for a denial
 	OpCode      = "code"      // Reply.Data: what changed in the source tree of pending request Request's server since the code last approved (codediff.Report)
+	// OpRevokeStanding ends the standing approval (approve --code) of
+	// request Request; Reply.Data: the approval ended (authz.StandingApproval).
+	// It narrows trust: no person check, no OS authentication.
+	OpRevokeStanding = "revoke_standing"
 
 	// The configuration, through the daemon (the person's tools never write
 	// config.json while a daemon runs; see core/daemon configtrust.go).

@@ -128,6 +128,7 @@ type Daemon struct {
 	authz    *authz.Authority
 	code     *codeStore    // the source snapshots behind the cards' code sections (code.go)
 	health   serviceHealth // services that stopped on their own (services.go)
+	standing standingState // the standing approvals' file (standing.go)
 
 	// newWatcher makes the configuration file's watcher (newFileWatcher).
 	newWatcher func(settle time.Duration, log *slog.Logger) (fileWatcher, error)
@@ -288,6 +289,9 @@ func New(o Options) (*Daemon, error) {
 		OnDenied:    d.approvalDenied,
 		OnWithdrawn: d.approvalWithdrawn,
 		ToolDenied:  func(label, tool string) bool { return d.policyOf(label, tool) == config.PolicyDeny },
+		// Standing approvals outlive the daemon (standing.go).
+		OnStanding:      d.standingGranted,
+		OnStandingEnded: d.standingEnded,
 	})
 	return d, nil
 }
@@ -378,6 +382,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		d.recordConfig(data, cfg, true) // edits made while no daemon ran
 	}
 	d.recordHeldAtStart()
+	d.loadStanding() // before any agent connects
 	// After config_changed, which names a change of settings.auditSigning.
 	if err := d.startAuditSigning(ctx); err != nil {
 		ln.Close()
@@ -527,6 +532,14 @@ func (d *Daemon) handle(ctx context.Context, c net.Conn) {
 		reply(c, control.Reply{})
 	case control.OpApprovals:
 		b, _ := json.Marshal(d.authz.Pending())
+		reply(c, control.Reply{Data: b})
+	case control.OpRevokeStanding:
+		st, err := d.RevokeStanding(h.Request, fmt.Sprintf("cli (pid %d)", pid))
+		if err != nil {
+			reply(c, control.Reply{Error: err.Error(), Code: "not_standing"})
+			return
+		}
+		b, _ := json.Marshal(st)
 		reply(c, control.Reply{Data: b})
 	case control.OpCode:
 		rep, err := d.CodeChanges(ctx, ids.RequestID(h.Request))
@@ -1008,7 +1021,12 @@ func (d *Daemon) sandboxOf(label string, srv config.Server) (supervisor.Sandbox,
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s asks for sandbox %s (%s), which this system cannot provide (%v); it was not launched (set its sandbox to off to run it unconfined: portcullis servers edit %s --sandbox off)", label, level, cmp.Or(srv.Sandbox, "the default"), err, label)
 	}
-	hide := []string{d.opts.Dirs.Config, d.opts.Dirs.State, d.opts.Dirs.Runtime}
+	hide := []string{d.opts.Dirs.Config}
+	for _, p := range []string{d.opts.Dirs.State, d.opts.Dirs.Runtime} {
+		if !slices.Contains(hide, p) { // PORTCULLIS_HOME is both Config and State
+			hide = append(hide, p)
+		}
+	}
 	if !srv.SessionBus {
 		for _, part := range strings.Split(os.Getenv(supervisor.SessionBusEnv), ";") {
 			if p, ok := strings.CutPrefix(part, "unix:path="); ok {
@@ -1139,6 +1157,11 @@ type StatusReport struct {
 	// server inherits (supervisor.Withheld): a server's environment is its
 	// configuration's plus a fixed base.
 	Withheld []string `json:"withheldFromServers"`
+	// Standing lists the standing approvals in force (approve --code),
+	// oldest first; StandingError says why the ones kept in the state
+	// directory were not taken at start (then none is in force).
+	Standing      []authz.StandingApproval `json:"standing"`
+	StandingError string                   `json:"standingError,omitempty"`
 }
 
 // CheckSummary counts the health checks of one server label: agent runs
@@ -1153,7 +1176,8 @@ type CheckSummary struct {
 // Status returns a snapshot of every configured server and agent run.
 func (d *Daemon) Status() StatusReport {
 	cfg, cfgErr := d.config()
-	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}, Checks: []CheckSummary{}}
+	rep := StatusReport{Socket: d.opts.Dirs.Socket(), ConfigFile: d.opts.Dirs.ConfigFile(), Runs: []gateway.Status{}, Ended: []gateway.Status{}, Checks: []CheckSummary{},
+		Servers: []ServerInfo{}} // lists are [] in JSON, never null
 	rep.Audit = d.auditStatus()
 	rep.Telemetry = d.tel.status()
 	rep.PendingChange = d.pendingCopy()
@@ -1161,7 +1185,7 @@ func (d *Daemon) Status() StatusReport {
 	rep.Managed = d.managedStatus()
 	rep.Degraded = d.health.list()
 	rep.PID = os.Getpid()
-	rep.Withheld = supervisor.Withheld(os.Environ())
+	rep.Withheld = append([]string{}, supervisor.Withheld(os.Environ())...)
 	if cfgErr != nil {
 		rep.ConfigError = cfgErr.Error()
 	}
@@ -1176,6 +1200,8 @@ func (d *Daemon) Status() StatusReport {
 	}
 	d.mu.Unlock()
 	rep.Approvals = d.authz.Pending()
+	rep.Standing = d.authz.Standing()
+	rep.StandingError = d.standingError()
 	count := map[string]int{}
 	for _, s := range sessions {
 		st := s.Status()

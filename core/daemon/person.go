@@ -74,8 +74,14 @@ type notPersonError struct {
 
 func (e *notPersonError) Error() string { return e.msg }
 
-// personHint is the one step a refused decision leaves to the person.
-const personHint = "approve from your own terminal or the Portcullis window"
+// personHint is the one step a refused decision of an approval request
+// leaves to the person; actHint that of any other refused action (an edit
+// that widens trust, stop, audit acknowledge…), which is not approved in
+// an approval window but run again by the person.
+const (
+	personHint = "approve or deny it from a terminal of your own (portcullis approve|deny ID) or in the Portcullis approval window"
+	actHint    = "run the same portcullis command yourself, from a terminal of your own (not through a pipe, a script or an agent's shell), or use the Portcullis window"
+)
 
 // peerChain is the ancestry of a control connection's peer, read once when
 // the connection was accepted (the shortest window for its pid to be
@@ -186,6 +192,10 @@ func (d *Daemon) requirePerson(c net.Conn, what string) error {
 // requirePersonFor is requirePerson for a decision of approval request
 // request ("" for other changes), named in the audit event.
 func (d *Daemon) requirePersonFor(c net.Conn, what string, request ids.RequestID) error {
+	hint, nothing := personHint, "nothing was decided"
+	if request == "" {
+		hint, nothing = actHint, "nothing was changed"
+	}
 	chain, err := d.peerOf(c)
 	if err == nil && len(chain) == 0 {
 		err = errors.New("the kernel reported no process")
@@ -196,7 +206,7 @@ func (d *Daemon) requirePersonFor(c net.Conn, what string, request ids.RequestID
 			pid = p
 		}
 		return d.refuse(what, request, &identity.Observed{PID: pid}, nil, refusedUnverified, "", "",
-			fmt.Sprintf("refused to %s: Portcullis cannot tell which process asks (pid %d): its ancestry could not be read from the kernel (%v), so nothing was decided; %s", what, pid, err, personHint))
+			fmt.Sprintf("refused to %s: Portcullis cannot tell which process asks (pid %d): its ancestry could not be read from the kernel (%v), so %s; %s", what, pid, err, nothing, hint))
 	}
 	peer := &chain[0]
 	who := describeProc(*peer)
@@ -216,7 +226,7 @@ func (d *Daemon) requirePersonFor(c net.Conn, what string, request ids.RequestID
 			label = d.markedLabel(chain[:i])
 		}
 		return d.refuse(what, request, peer, chain, refusedSupervised, label, "",
-			fmt.Sprintf("refused to %s: %s descends from the Portcullis daemon (%s): it belongs to %s, and the code under review cannot decide for the person; %s", what, who, pidPath(chain[:i+1]), how, personHint))
+			fmt.Sprintf("refused to %s: %s descends from the Portcullis daemon (%s): it belongs to %s, and the code under review cannot decide for the person; %s", what, who, pidPath(chain[:i+1]), how, hint))
 	}
 	if lin, ok := d.opts.Peers.(Lineage); ok {
 		for _, p := range chain {
@@ -230,7 +240,7 @@ func (d *Daemon) requirePersonFor(c net.Conn, what string, request ids.RequestID
 				server = fmt.Sprintf("server %q", label)
 			}
 			return d.refuse(what, request, peer, chain, refusedMarked, label, "",
-				fmt.Sprintf("refused to %s: %s carries the mark of an execution epoch of %s (%s=%s in the environment of pid %d): it was started by that server's code, which cannot decide for the person; %s", what, who, server, supervisor.EpochEnv, epoch, p.PID, personHint))
+				fmt.Sprintf("refused to %s: %s carries the mark of an execution epoch of %s (%s=%s in the environment of pid %d): it was started by that server's code, which cannot decide for the person; %s", what, who, server, supervisor.EpochEnv, epoch, p.PID, hint))
 		}
 	}
 	d.mu.Lock()
@@ -249,7 +259,7 @@ func (d *Daemon) requirePersonFor(c net.Conn, what string, request ids.RequestID
 				continue
 			}
 			return d.refuse(what, request, peer, chain, refusedAgent, labels[run], run,
-				fmt.Sprintf("refused to %s: %s descends from the agent of agent run %s of %q (%s, %s): an agent cannot approve its own calls; %s", what, who, run, labels[run], describeProc(a), pidPath(chain[:i+1]), personHint))
+				fmt.Sprintf("refused to %s: %s descends from the agent of agent run %s of %q (%s, %s): an agent cannot approve its own calls; %s", what, who, run, labels[run], describeProc(a), pidPath(chain[:i+1]), hint))
 		}
 	}
 	at, err := false, fmt.Errorf("this build cannot read a process's terminal on %s", runtime.GOOS)
@@ -258,11 +268,11 @@ func (d *Daemon) requirePersonFor(c net.Conn, what string, request ids.RequestID
 	}
 	if err != nil {
 		return d.refuse(what, request, peer, chain, refusedNoTerminal, "", "",
-			fmt.Sprintf("refused to %s: Portcullis cannot tell whether %s runs at a terminal (%v), so nothing was decided; %s", what, who, err, personHint))
+			fmt.Sprintf("refused to %s: Portcullis cannot tell whether %s runs at a terminal (%v), so %s; %s", what, who, err, nothing, hint))
 	}
 	if !at {
 		return d.refuse(what, request, peer, chain, refusedNoTerminal, "", "",
-			fmt.Sprintf("refused to %s: %s does not run at a terminal (its standard input and output are not both a terminal: a pipe, a file, or a detached process), and the person decides at a terminal of their own; nothing was decided; %s", what, who, personHint))
+			fmt.Sprintf("refused to %s: %s does not run at a terminal (its standard input and output are not both a terminal: a pipe, a file, or a detached process), and only the person, at a terminal of their own, may; %s; %s", what, who, nothing, hint))
 	}
 	return nil
 }

@@ -125,3 +125,28 @@ func TestRequirePerson(t *testing.T) {
 		})
 	}
 }
+
+// TestRequirePersonActionHint: a refused action that is not the decision
+// of an approval request (an edit that widens trust, run through a pipe)
+// says what happened and the one step that fits it: run the command again
+// from a terminal of one's own; not "approve", which there is nothing to.
+func TestRequirePersonActionHint(t *testing.T) {
+	d := &Daemon{opts: Options{Peers: &fakeLineage{chain: []identity.Observed{proc(950, 50), proc(1, 1)}, noTerminal: true}}, log: slog.New(slog.DiscardHandler)}
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	err := d.requirePerson(c1, "widen trust in the configuration (tool echo of echo: allow)")
+	if err == nil {
+		t.Fatal("a process not at a terminal widened trust")
+	}
+	for _, w := range []string{"refused to widen trust in the configuration", "does not run at a terminal", "nothing was changed", "run the same portcullis command yourself, from a terminal of your own"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("refusal %q lacks %q", err, w)
+		}
+	}
+	for _, w := range []string{"approve", "nothing was decided"} {
+		if strings.Contains(err.Error(), w) {
+			t.Errorf("refusal %q says %q, which does not fit an edit", err, w)
+		}
+	}
+}

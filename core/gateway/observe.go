@@ -285,6 +285,7 @@ func (s *Session) BuildStarted(what string) {
 	}
 	s.buildHold = s.cur
 	s.buildDone = make(chan struct{})
+	s.suspectSentLocked()
 	s.state, s.reason = StateIdentityPending, "build in progress: "+what+" changed; calls are held until the identity is measured"
 	s.closeGateLocked()
 	s.mu.Unlock()

@@ -895,6 +895,19 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 		}
 		return
 	}
+	if p.method == methodToolsCall && s.opts.SourceUnsettled != nil {
+		s.mu.Unlock()
+		if s.suspectAnswer(e, p, m) {
+			return // recorded as the new code's late answer, not passed on
+		}
+		s.mu.Lock()
+		if !s.flight.is(gid, p) {
+			// Its epoch ended meanwhile: the agent was told so.
+			s.mu.Unlock()
+			s.lateAnswer(m)
+			return
+		}
+	}
 	s.dropPendingLocked(gid, p)
 	firstAnswer := !e.answered
 	if firstAnswer {

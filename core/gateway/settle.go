@@ -1,10 +1,18 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
+	"github.com/portcullis/portcullis/core/identity"
+	"github.com/portcullis/portcullis/core/mcpwire"
+	"github.com/portcullis/portcullis/core/supervisor"
 )
 
 // A launcher that hands its own stdin to whichever worker runs (nodemon,
@@ -122,4 +130,86 @@ func sourceChanging(label, tool, epoch string, timeout time.Duration) *control.R
 	return &control.Refusal{Error: control.HoldTimeout, Server: label, Tool: tool, CurrentEpoch: epoch,
 		Reason: fmt.Sprintf("the server's source is changing: files it runs from changed and did not settle within %s, so the request was not sent", timeout),
 		Retry:  "call again when the edit is finished"}
+}
+
+// The other side of the race: a call written while the source was settled
+// can still be in the launcher's buffer when the source changes, and be
+// read by the new worker. Its answer is suspect: a change that began after
+// the call was sent and before its answer (a build hold, the watcher's
+// report, or a settled build that measured other code) has the supervisor
+// check the tree before the answer is passed on. When the tree changed,
+// the new epoch is taken over as an observed one and the answer is
+// recorded as a late answer of the code that runs now, never passed on.
+// On Linux the writer of each answer is known besides (supervisor
+// Options.HoldNewCode), which records the same.
+
+// suspectSentLocked marks the tools/calls sent on the current epoch, whose
+// answer has not come, as suspect (a build began).
+func (s *Session) suspectSentLocked() {
+	if s.opts.SourceUnsettled == nil {
+		return
+	}
+	for _, p := range s.flight.pending {
+		if p.ep == s.cur && p.method == methodToolsCall && !p.unsent {
+			p.suspect = true
+		}
+	}
+}
+
+// suspectAnswer checks, before the answer m to tools/call p on e is passed
+// on, whether the server's source changed since p was sent; if so, e's
+// tree is checked, and a change found is taken over (observed) and m
+// recorded as a late answer, never passed on: it reports true then. A
+// check that cannot be made leaves the answer to pass, as it is without
+// a relaying launcher (logged).
+func (s *Session) suspectAnswer(e *epoch, p *pending, m *mcpwire.Message) bool {
+	unsettled := s.opts.SourceUnsettled()
+	s.mu.Lock()
+	suspect := p.suspect || e.superseded || unsettled != nil
+	s.mu.Unlock()
+	if !suspect {
+		return false
+	}
+	tw, ok := e.Proc.(treeWatcher)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, treeCheckTimeout)
+	defer cancel()
+	ch, err := tw.CheckTree(ctx)
+	switch {
+	case err != nil && !errors.Is(err, supervisor.ErrTreeUnwatched):
+		s.log.Warn("an answer that came while the server's source changed could not be checked; passed on", "epoch", e.ID, "tool", p.tool, "err", err)
+		return false
+	case ch == nil:
+		return false
+	}
+	s.log.Warn("an answer came while the server's source changed, and its tree changed: the answer is the new code's", "epoch", e.ID, "tool", p.tool, "what", strings.Join(ch.What, "; "))
+	s.observed(*ch) // ends e: the agent is told epoch_ended, and p is kept as a late call
+	s.mu.Lock()
+	if e.answeredBy == nil {
+		if o := answererOf(ch); o != nil {
+			e.answeredBy = &audit.Answerer{Epoch: ch.Epoch, PID: o.PID, Exe: o.Exe, SHA256: o.SHA256, Script: o.Script, ScriptSHA256: o.ScriptSHA256}
+		}
+	}
+	s.mu.Unlock()
+	return s.lateAnswer(m)
+}
+
+// answererOf names the process that ran when ch was observed: the one
+// whose output made it, else the first process of the new tree that the
+// old one lacked, else the first of the new tree.
+func answererOf(ch *supervisor.TreeChange) *identity.Observed {
+	if ch.Answered != nil {
+		return ch.Answered
+	}
+	for i, o := range ch.New {
+		if !slices.ContainsFunc(ch.Old, func(old identity.Observed) bool { return old.PID == o.PID && old.StartTime == o.StartTime }) {
+			return &ch.New[i]
+		}
+	}
+	if len(ch.New) > 0 {
+		return &ch.New[0]
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/portcullis/portcullis/core/audit"
 	"github.com/portcullis/portcullis/core/control"
 	"github.com/portcullis/portcullis/core/mcpwire"
+	"github.com/portcullis/portcullis/core/supervisor"
 )
 
 // fakeSource is a build watcher's view of a server's source for
@@ -179,6 +181,103 @@ func TestUnrelayedCallIsNotHeld(t *testing.T) {
 		r.agent.request(2, "tools/call", callParams(toolRead, 2, ""))
 		if _, ref := refusal(t, r.agent.wait(2, 5*time.Second)); ref != nil || !reachedServer(r, 2) {
 			t.Fatalf("an allowed call without credentials was held for the source: %+v", ref)
+		}
+	})
+}
+
+// newRelayTreeRig is newRelayRig whose processes are treeProcs (calls with
+// arguments.n == heldN are kept for the test to answer); it returns the
+// first.
+func newRelayTreeRig(t *testing.T, heldN int64) (*rig, *treeProc, *fakeSource) {
+	src := &fakeSource{}
+	var first *treeProc
+	var once sync.Once
+	ready := make(chan struct{})
+	r := newRig(t, rigOptions{noCredentials: true, sourceUnsettled: src.unsettled, wrap: func(p *scriptServer) Process {
+		tp := &treeProc{scriptServer: p, changes: make(chan supervisor.TreeChange, 4), heldN: heldN}
+		tp.stdin = &heldWriter{p: tp}
+		once.Do(func() { first = tp; close(ready) })
+		return tp
+	}})
+	r.handshake()
+	<-ready
+	approveFirstWrite(t, r)
+	return r, first, src
+}
+
+// answerHeld answers the call tp holds, as whichever worker reads it.
+func answerHeld(t *testing.T, tp *treeProc, text string) {
+	t.Helper()
+	waitFor(t, "the call held at the fake", func() bool {
+		tp.mu.Lock()
+		defer tp.mu.Unlock()
+		return len(tp.held) == 1
+	})
+	tp.mu.Lock()
+	req := tp.held[0]
+	tp.mu.Unlock()
+	id := mcpwire.GetPath(bytes.TrimSpace(req), "id")
+	tp.write(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"content":[{"type":"text","text":"` + text + `"}]}}`)
+}
+
+// A call sent while the source was settled, whose answer comes after a
+// change of the source began (the launcher may have handed it to the new
+// worker), is suspect: the tree is checked before the answer passes. When
+// the new worker is there, the answer is recorded as its late answer,
+// naming it, and the agent is told epoch_ended, never given the answer.
+func TestSuspectAnswerOfRelayedCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, tp, src := newRelayTreeRig(t, 5)
+		defer r.close()
+		r.agent.request(5, "tools/call", callParams(toolWrite, 5, ""))
+		synctest.Wait()
+		src.change() // the edit, after the call was written
+		r.sess.BuildStarted("server.js")
+		tp.mu.Lock()
+		ch := observedChange("E1", "E1n")
+		tp.next = &ch
+		tp.mu.Unlock()
+		answerHeld(t, tp, "new worker wrote")
+		line := r.agent.wait(5, 5*time.Second)
+		if bytes.Contains(line, []byte("new worker wrote")) {
+			t.Fatalf("the answer that came after the source changed reached the agent: %s", line)
+		}
+		if _, ref := refusal(t, line); ref == nil || ref.Error != control.EpochEnded || ref.Epoch != "E1" {
+			t.Fatalf("the suspect call: %+v, want epoch_ended on E1", ref)
+		}
+		waitFor(t, "the late answer recorded with who answered", func() bool {
+			for _, e := range r.audit.entries() {
+				if c, ok := e.Fields.(audit.ToolCompleted); ok && c.LateAnswer && c.Epoch == "E1" && c.AnsweredBy != nil {
+					return c.AnsweredBy.PID == 2002 && c.AnsweredBy.Epoch == "E1n"
+				}
+			}
+			return false
+		})
+	})
+}
+
+// The same answer from a tree that did not change (the old worker read the
+// call and answered) passes.
+func TestSuspectAnswerOfUnchangedTreePasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, tp, src := newRelayTreeRig(t, 5)
+		defer r.close()
+		r.agent.request(5, "tools/call", callParams(toolWrite, 5, ""))
+		synctest.Wait()
+		src.change()
+		r.sess.BuildStarted("server.js")
+		tp.mu.Lock()
+		before := tp.checks
+		tp.mu.Unlock()
+		answerHeld(t, tp, "old worker wrote")
+		if line := r.agent.wait(5, 5*time.Second); !bytes.Contains(line, []byte("old worker wrote")) {
+			t.Fatalf("the old worker's answer did not pass: %s", line)
+		}
+		tp.mu.Lock()
+		checks := tp.checks - before
+		tp.mu.Unlock()
+		if checks != 1 {
+			t.Errorf("the answer passed after %d tree checks, want 1", checks)
 		}
 	})
 }

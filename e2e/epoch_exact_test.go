@@ -374,7 +374,12 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 			n++
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // some writes on v1 first
+	// Some writes on v1 first (w0 and two of the loop's).
+	for deadline := time.Now().Add(time.Minute); len(readLedgerFields(t, ledger)) < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the writes on v1 did not run: %v", readLedgerFields(t, ledger))
+		}
+	}
 	if err := os.WriteFile(server, version("v2"), 0o644); err != nil {
 		t.Fatal(err)
 	}

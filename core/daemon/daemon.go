@@ -629,36 +629,36 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 	}
 	runID := ids.NewRun()
 	sess := gateway.New(gateway.Options{
-		RunID:       runID,
-		Label:       label,
-		Agent:       agent,
-		Launch:      d.launcher(label, runID, agent),
-		Authority:   d.authz,
-		Credentials: credentialsOf(cfg, srv),
-		Secrets:     d.secret,
-		SecretCheck: d.secretCheck,
-		// Behind a launcher that relays its stdin to the worker it
-		// swaps, a call carrying authority waits for the watched source
-		// to settle (docs/TRUST.md, "A relaying watcher's last call").
-		SourceUnsettled: d.sourceUnsettled(label, srv),
-		Catalog:         d.catalogs,
-		Validator:       d.validate,
-		Policy:          d.policy(label),
-		RequestPolicy:   func(kind string) config.Policy { return d.requestPolicyOf(label, kind) },
-		StartupTimeout:  srv.StartupTimeoutOrDefault(),
-		HoldTimeout:     cfg.Settings.HoldTimeoutOrDefault(),
-		DrainTimeout:    d.opts.DrainTimeout,
-		MaxMessage:      cfg.Settings.MaxMessageOrDefault(),
-		RestartOnCrash:  true,
-		Audit:           d.auditW,
-		Arguments:       func(call string, args func() json.RawMessage) { d.tel.arguments(label, call, args) },
-		Logger:          d.log,
-		OnChange:        func() { d.rewatch(label); d.notify() },
+		RunID:          runID,
+		Label:          label,
+		Agent:          agent,
+		Launch:         d.launcher(label, runID, agent),
+		Authority:      d.authz,
+		Credentials:    credentialsOf(cfg, srv),
+		Secrets:        d.secret,
+		SecretCheck:    d.secretCheck,
+		Catalog:        d.catalogs,
+		Validator:      d.validate,
+		Policy:         d.policy(label),
+		RequestPolicy:  func(kind string) config.Policy { return d.requestPolicyOf(label, kind) },
+		StartupTimeout: srv.StartupTimeoutOrDefault(),
+		HoldTimeout:    cfg.Settings.HoldTimeoutOrDefault(),
+		DrainTimeout:   d.opts.DrainTimeout,
+		MaxMessage:     cfg.Settings.MaxMessageOrDefault(),
+		RestartOnCrash: true,
+		Audit:          d.auditW,
+		Arguments:      func(call string, args func() json.RawMessage) { d.tel.arguments(label, call, args) },
+		Logger:         d.log,
+		OnChange:       func() { d.rewatch(label); d.notify() },
 		// A shim that reads shim lines learns which calls wait for a
 		// person, and a run a reconnecting shim continues is recorded.
 		ShimLines:       h.ShimLines,
 		Continues:       h.Continues,
 		PreviousLogHead: d.openedAt(),
+		// Behind a launcher that relays its stdin to the worker it
+		// swaps, a call carrying authority waits for the watched source
+		// to settle (docs/TRUST.md, "A relaying watcher's last call").
+		SourceUnsettled: d.sourceUnsettled(label, srv),
 	})
 	d.mu.Lock()
 	d.runs[ids.RunID(string(runID))] = sess

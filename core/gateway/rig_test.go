@@ -565,8 +565,9 @@ type rigOptions struct {
 	launchDelay     time.Duration
 	launchFails     bool // every launch fails: command not found
 	wrap            func(*scriptServer) Process
-	transcript      bool                   // the processes keep every line they read (scriptServer.wire)
-	shimLines       bool                   // Options.ShimLines
+	transcript      bool // the processes keep every line they read (scriptServer.wire)
+	shimLines       bool // Options.ShimLines
+
 	sourceUnsettled func() <-chan struct{} // Options.SourceUnsettled
 }
 

@@ -304,13 +304,13 @@ func TestExecdWorkerAnswerIsRecorded(t *testing.T) {
 }
 
 // TestNodemonWritesAcrossEditNeverOnOldGrant: nodemon with no --watch runs
-// server.js, and an approved write goes out every 10 ms while server.js is
-// edited. Portcullis watches the script nodemon runs (the gate closes at the
-// edit), and a call that carries a grant is not sent to a launcher that
-// relays its stdin while the watched source has changed without settling:
-// nodemon cannot hand it to the new worker. No write is run by the new
-// code before the person approved it (each ledger line says when it ran),
-// and after that the new code acts.
+// server.js, and approved writes go out every 10 ms from three writers
+// while server.js is edited. Portcullis watches the script nodemon runs
+// (the gate closes at the edit), and a call that carries a grant is not
+// sent to a launcher that relays its stdin while the watched source has
+// changed without settling: nodemon cannot hand it to the new worker. No
+// write is run by the new code before the person approved it (each ledger
+// line says when it ran), and after that the new code acts.
 func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 	npm := needNPM(t)
 	nodemon := filepath.Join(npm, ".bin", "nodemon")
@@ -345,36 +345,40 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "w0"})
 	decideCLI(t, h, "approve", string(waitApproval(t, h, "write on v1", forTool("write", epochA)).ID))
-	okText(t, await(t, pending))
+	v1pid := okText(t, await(t, pending))
 
-	// Writes every 10 ms, until the one that waits for the person. What
-	// the agent is answered before the person approved is kept: no answer
-	// of the new code may reach it.
+	// Three writers, each writing every 10 ms until its write waits for
+	// the person, so that a write is on its way at any moment of the
+	// edit. What the agent is answered before the person approved is
+	// kept: no answer of another worker than v1's may reach it.
+	const writers = 3
 	stop := make(chan struct{})
-	done := make(chan int, 1)
+	done := make(chan int, writers)
 	var approved atomic.Bool
 	var leakMu sync.Mutex
 	var leaked []string
-	go func() {
-		n := 0
-		defer func() { done <- n }()
-		for i := 1; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
+	for w := range writers {
+		go func() {
+			n := 0
+			defer func() { done <- n }()
+			for i := 1; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				ctx := testContext(t, 3*time.Minute)
+				res, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": fmt.Sprintf("w%d-%d", w, i)}})
+				if err == nil && !res.IsError && resultText(res) != v1pid && !approved.Load() {
+					leakMu.Lock()
+					leaked = append(leaked, resultText(res))
+					leakMu.Unlock()
+				}
+				n++
 			}
-			ctx := testContext(t, 3*time.Minute)
-			res, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": fmt.Sprintf("w%d", i)}})
-			if err == nil && !res.IsError && strings.Contains(resultText(res), " v2") && !approved.Load() {
-				leakMu.Lock()
-				leaked = append(leaked, resultText(res))
-				leakMu.Unlock()
-			}
-			n++
-		}
-	}()
-	// Some writes on v1 first (w0 and two of the loop's).
+		}()
+	}
+	// Some writes on v1 first (w0 and two of the writers').
 	for deadline := time.Now().Add(time.Minute); len(readLedgerFields(t, ledger)) < 3; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the writes on v1 did not run: %v", readLedgerFields(t, ledger))
@@ -414,13 +418,13 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 		waitApprovalGone(t, h, string(req.ID))
 	}
 	close(stop)
-	// The write in flight may wait on another card of the new code
-	// (each call it held raised its own): the person approves those too,
-	// rather than the write waiting out the approval timeout.
-	for waiting := true; waiting; {
+	// The writes in flight may wait on other cards of the new code (each
+	// call held raised its own): the person approves those too, rather
+	// than the writes waiting out the approval timeout.
+	for left := writers; left > 0; {
 		select {
 		case <-done:
-			waiting = false
+			left--
 		case <-time.After(200 * time.Millisecond):
 			for _, req := range approvals(t, h) {
 				if c := req.Card; c.Tool == "write" && c.CurrentEpoch != "" && string(c.CurrentEpoch) != epochA {

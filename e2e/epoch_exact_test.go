@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -303,11 +304,13 @@ func TestExecdWorkerAnswerIsRecorded(t *testing.T) {
 }
 
 // TestNodemonWritesAcrossEditNeverOnOldGrant: nodemon with no --watch runs
-// server.js, and an approved write goes out every 10 ms while server.js is
-// edited. Portcullis watches the script nodemon runs (the gate closes at the
-// edit), refuses a call while no worker answers, and judges the new worker
-// as new code: no write is run by the new code before the person approved
-// it, and after that the new code acts.
+// server.js, and approved writes go out every 10 ms from three writers
+// while server.js is edited. Portcullis watches the script nodemon runs
+// (the gate closes at the edit), and a call that carries a grant is not
+// sent to a launcher that relays its stdin while the watched source has
+// changed without settling: nodemon cannot hand it to the new worker. No
+// write is run by the new code before the person approved it (each ledger
+// line says when it ran), and after that the new code acts.
 func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 	npm := needNPM(t)
 	nodemon := filepath.Join(npm, ".bin", "nodemon")
@@ -319,8 +322,10 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	server := filepath.Join(dir, "server.js")
+	// Each ledger line is "PID VERSION@MILLISECONDS TEXT": which code ran
+	// the write, and when.
 	version := func(v string) []byte {
-		return []byte(strings.Replace(nodeWorker, `process.pid + " " + m.params.arguments.text`, `process.pid + " `+v+` " + m.params.arguments.text`, 1))
+		return []byte(strings.Replace(nodeWorker, `process.pid + " " + m.params.arguments.text`, `process.pid + " `+v+`@" + Date.now() + " " + m.params.arguments.text`, 1))
 	}
 	if err := os.WriteFile(server, version("v1"), 0o644); err != nil {
 		t.Fatal(err)
@@ -340,66 +345,71 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 	epochA := epochOf(t, h, a.PID(), "")
 	pending := asyncCall(t, a.Session, "write", map[string]any{"text": "w0"})
 	decideCLI(t, h, "approve", string(waitApproval(t, h, "write on v1", forTool("write", epochA)).ID))
-	okText(t, await(t, pending))
+	v1pid := okText(t, await(t, pending))
 
-	// Writes every 10 ms, until the one that waits for the person. What
-	// the agent is answered before the person approved is kept: no answer
-	// of the new code may reach it.
+	// Three writers, each writing every 10 ms until its write waits for
+	// the person, so that a write is on its way at any moment of the
+	// edit. What the agent is answered before the person approved is
+	// kept: no answer of another worker than v1's may reach it.
+	const writers = 3
 	stop := make(chan struct{})
-	done := make(chan int, 1)
+	done := make(chan int, writers)
 	var approved atomic.Bool
 	var leakMu sync.Mutex
 	var leaked []string
-	go func() {
-		n := 0
-		defer func() { done <- n }()
-		for i := 1; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
+	for w := range writers {
+		go func() {
+			n := 0
+			defer func() { done <- n }()
+			for i := 1; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				ctx := testContext(t, 3*time.Minute)
+				res, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": fmt.Sprintf("w%d-%d", w, i)}})
+				if err == nil && !res.IsError && resultText(res) != v1pid && !approved.Load() {
+					leakMu.Lock()
+					leaked = append(leaked, resultText(res))
+					leakMu.Unlock()
+				}
+				n++
 			}
-			ctx := testContext(t, 3*time.Minute)
-			res, err := a.Session.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"text": fmt.Sprintf("w%d", i)}})
-			if err == nil && !res.IsError && strings.Contains(resultText(res), " v2 ") && !approved.Load() {
-				leakMu.Lock()
-				leaked = append(leaked, resultText(res))
-				leakMu.Unlock()
-			}
-			n++
+		}()
+	}
+	// Some writes on v1 first (w0 and two of the writers').
+	for deadline := time.Now().Add(time.Minute); len(readLedgerFields(t, ledger)) < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the writes on v1 did not run: %v", readLedgerFields(t, ledger))
 		}
-	}()
-	time.Sleep(300 * time.Millisecond) // some writes on v1 first
+	}
 	if err := os.WriteFile(server, version("v2"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The new worker may be observed first (its card raised), then the
 	// build watcher's settled measurement replaces the server (that card
 	// is withdrawn, the next one raised): approve the card that holds.
+	var approvedAt time.Time
 	for attempt := 0; ; attempt++ {
 		req := waitApproval(t, h, "write on the new code", func(c authz.Card) bool {
 			return c.Tool == "write" && c.CurrentEpoch != "" && string(c.CurrentEpoch) != epochA
 		})
 		v1 := 0
 		for _, l := range readLedgerFields(t, ledger) {
-			if l[1] != "v1" {
-				// nodemon pipes its own stdin to whichever worker runs: a
-				// call sent while the old worker lived, in the instant
-				// before the build watcher closed the gate, can be read by
-				// the new worker (docs/TRUST.md, "A relaying watcher's last call").
-				// What must hold then: its answer is recorded as a late
-				// answer of the new code and never reaches the agent.
-				residualWrite(t, h, l)
-				continue
+			if code, _ := ledgerCode(t, l); code != "v1" {
+				t.Fatalf("the new code ran a write before the person approved it: %v", l)
 			}
 			v1++
 		}
 		if v1 < 2 {
 			t.Errorf("only %d writes on v1 before the edit; the test did not write across it", v1)
 		}
+		at := time.Now()
 		r, err := h.RunAtTerminal(testContext(t, 30*time.Second), "approve", string(req.ID))
 		if err == nil {
 			approved.Store(true)
+			approvedAt = at
 			break
 		}
 		if !strings.Contains(r.Stdout+r.Stderr, "withdrawn") || attempt == 3 {
@@ -408,7 +418,21 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 		waitApprovalGone(t, h, string(req.ID))
 	}
 	close(stop)
-	<-done
+	// The writes in flight may wait on other cards of the new code (each
+	// call held raised its own): the person approves those too, rather
+	// than the writes waiting out the approval timeout.
+	for left := writers; left > 0; {
+		select {
+		case <-done:
+			left--
+		case <-time.After(200 * time.Millisecond):
+			for _, req := range approvals(t, h) {
+				if c := req.Card; c.Tool == "write" && c.CurrentEpoch != "" && string(c.CurrentEpoch) != epochA {
+					_, _ = h.RunAtTerminal(testContext(t, 30*time.Second), "approve", string(req.ID)) // it may be withdrawn meanwhile
+				}
+			}
+		}
+	}
 	leakMu.Lock()
 	if len(leaked) > 0 {
 		t.Errorf("the agent was answered by the new code before the person approved it: %q", leaked)
@@ -430,36 +454,28 @@ func TestNodemonWritesAcrossEditNeverOnOldGrant(t *testing.T) {
 		})
 		decideCLI(t, h, "approve", string(req.ID))
 	}
+	// The new code's writes all ran after the person began to approve it.
 	lines := readLedgerFields(t, ledger)
-	if last := lines[len(lines)-1]; last[1] != "v2" || last[2] != "after" {
+	for _, l := range lines {
+		if code, ran := ledgerCode(t, l); code != "v1" && ran.Before(approvedAt.Truncate(time.Millisecond)) {
+			t.Errorf("the new code ran write %v at %s, before the person approved it at %s", l, ran.Format("15:04:05.000"), approvedAt.Format("15:04:05.000"))
+		}
+	}
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last[1], "v2@") || last[2] != "after" {
 		t.Fatalf("last ledger line %v, want the new code's write", last)
 	}
 }
 
-// residualWrite checks what must hold of a write the new worker ran
-// before the person approved it (line, from the ledger): the audit log
-// records its answer as a late answer, from a process other than the
-// epoch's, not forwarded.
-func residualWrite(t *testing.T, h *harness.Home, line []string) {
+// ledgerCode reads the second field of a ledger line written as
+// "VERSION@MILLISECONDS": which code ran the write, and when.
+func ledgerCode(t *testing.T, line []string) (string, time.Time) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		for _, ev := range auditEvents(t, h) {
-			if ev.Type != audit.TypeToolCompleted {
-				continue
-			}
-			var tc audit.ToolCompleted
-			if err := ev.DecodeFields(&tc); err != nil {
-				t.Fatal(err)
-			}
-			if tc.LateAnswer && tc.Tool == "write" && tc.AnsweredBy != nil {
-				t.Logf("the new worker ran a write sent just before the gate closed (%v); its answer was recorded as late, from pid %d, and not forwarded", line, tc.AnsweredBy.PID)
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the new code ran a write before the person approved it (%v), and no late answer of the new code is recorded", line)
-		}
+	code, ms, ok := strings.Cut(line[1], "@")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil {
+		t.Fatalf("ledger line %v: want VERSION@MILLISECONDS in its second field", line)
 	}
+	return code, time.UnixMilli(n)
 }
 
 // readLedgerFields returns the ledger's lines as their space-separated

@@ -122,6 +122,7 @@ func (d *Daemon) builds(ctx context.Context) error {
 			}
 		case ev := <-d.watcher.Events():
 			d.onBuild(ctx, ev)
+			ev.Done() // what it decided is in force: the source has settled
 		}
 	}
 }
@@ -277,4 +278,15 @@ func (d *Daemon) restartWait() time.Duration {
 // with settings s: the daemon's bound (restartWait) and a margin.
 func RestartTimeout(s config.Settings) time.Duration {
 	return s.ApprovalTimeoutOrDefault() + 2*time.Minute
+}
+
+// sourceUnsettled returns, for a server that runs behind a launcher that
+// relays its stdin to the worker it swaps (identity.Launcher.Relays), what
+// says whether the files its build watcher watches are unsettled
+// (gateway.Options.SourceUnsettled); nil for any other server.
+func (d *Daemon) sourceUnsettled(label string, srv config.Server) func() <-chan struct{} {
+	if !slices.ContainsFunc(identity.KnownLaunchers(srv.Command, srv.Args), identity.Launcher.Relays) {
+		return nil
+	}
+	return func() <-chan struct{} { return d.watcher.Unsettled(label) }
 }

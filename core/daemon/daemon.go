@@ -669,6 +669,10 @@ func (d *Daemon) connect(ctx context.Context, c net.Conn, br *bufio.Reader, h co
 		ShimLines:       h.ShimLines,
 		Continues:       h.Continues,
 		PreviousLogHead: d.openedAt(),
+		// Behind a launcher that relays its stdin to the worker it
+		// swaps, a call carrying authority waits for the watched source
+		// to settle (docs/TRUST.md, "A relaying watcher's last call").
+		SourceUnsettled: d.sourceUnsettled(label, srv),
 	})
 	d.mu.Lock()
 	d.runs[runID] = sess

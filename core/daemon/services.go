@@ -114,6 +114,8 @@ type fileWatcher interface {
 	Started() <-chan watch.Event // the first event of each change, before it settles
 	Set(key string, paths []string) error
 	SetData(key string, isData func(path string) bool)
+	// Unsettled: see watch.Watcher.Unsettled.
+	Unsettled(key string) <-chan struct{}
 }
 
 var _ fileWatcher = (*watch.Watcher)(nil)

@@ -33,6 +33,7 @@ func (w *fakeWatcher) Events() <-chan watch.Event           { return w.events }
 func (w *fakeWatcher) Started() <-chan watch.Event          { return nil }
 func (w *fakeWatcher) Set(key string, paths []string) error { return nil }
 func (w *fakeWatcher) SetData(string, func(string) bool)    {}
+func (w *fakeWatcher) Unsettled(string) <-chan struct{}     { return nil }
 
 // replaceWatcher gives d the build watcher w, closing the one New made.
 func replaceWatcher(d *Daemon, w fileWatcher) {

@@ -38,6 +38,9 @@ type pending struct {
 	call     *callRecord   // a tools/call, for its tool_completed event; set under Session.mu
 	unsent   bool          // reserved, not yet written to the server
 	approval ids.RequestID // the approval request it waits on, if any
+	// suspect: a tools/call sent to a relaying launcher, and a change
+	// of the server's source began before its answer (settle.go).
+	suspect bool
 }
 
 // reverseEntry is a server's request toward the agent.

@@ -155,7 +155,7 @@ func (s *Session) observed(ch supervisor.TreeChange) {
 // not show at all (ErrTreeUnwatched: no tree view on the platform, or tree
 // watching off) goes unchecked, as it was launched.
 func (s *Session) checkTree(e *epoch, tool, decision string) *control.Refusal {
-	if decision == decisionAllow && len(s.opts.Credentials) == 0 {
+	if !s.carriesAuthority(decision) {
 		return nil
 	}
 	tw, ok := e.Proc.(treeWatcher)
@@ -283,6 +283,8 @@ func (s *Session) BuildStarted(what string) {
 		return
 	}
 	s.buildHold = s.cur
+	s.buildDone = make(chan struct{})
+	s.suspectSentLocked()
 	s.state, s.reason = StateIdentityPending, "build in progress: "+what+" changed; calls are held until the identity is measured"
 	s.closeGateLocked()
 	s.mu.Unlock()
@@ -298,6 +300,15 @@ func (s *Session) BuildSettled(changed bool) {
 	s.mu.Lock()
 	e := s.buildHold
 	s.buildHold = nil
+	if s.buildDone != nil {
+		close(s.buildDone)
+		s.buildDone = nil
+	}
+	if changed && s.cur != nil {
+		// No call is written to it any more (sendSettled): the code
+		// that would read it is not the epoch's.
+		s.cur.superseded = true
+	}
 	if changed || e == nil || s.cur != e || e.ended || s.state != StateIdentityPending || s.replacing {
 		s.mu.Unlock()
 		return

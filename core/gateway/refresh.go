@@ -537,6 +537,7 @@ func (s *Session) replaceOnce(why string) {
 		if old != nil && !old.ended {
 			// The running process keeps serving: nothing new can run.
 			s.state, s.reason = StateReady, ""
+			old.superseded = false
 			s.mu.Unlock()
 			s.warn(fmt.Sprintf("could not launch a new epoch (%v); epoch %s keeps running", err, old.ID))
 			s.mu.Lock()

@@ -567,6 +567,8 @@ type rigOptions struct {
 	wrap            func(*scriptServer) Process
 	transcript      bool // the processes keep every line they read (scriptServer.wire)
 	shimLines       bool // Options.ShimLines
+
+	sourceUnsettled func() <-chan struct{} // Options.SourceUnsettled
 }
 
 const testSecret = "PCSECRET-gateway-7f3a9c21d4"
@@ -651,7 +653,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		}),
 		Credentials: creds, Secrets: secrets, SecretCheck: o.secretCheck,
 		StartupTimeout: 5 * time.Second, HoldTimeout: o.holdTimeout,
-		Audit: r.audit, ShimLines: o.shimLines,
+		Audit: r.audit, ShimLines: o.shimLines, SourceUnsettled: o.sourceUnsettled,
 	})
 	return r
 }

@@ -237,6 +237,7 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		st, cur := s.state, s.cur
 		open, _ := s.gate.state()
 		unidentified := open && s.awaitsIdentityLocked(m.Method) != nil
+		building := !open && s.buildHold != nil
 		s.mu.Unlock()
 		reason := fmt.Sprintf("the server was %s for more than %s", st, s.opts.HoldTimeout)
 		if unidentified {
@@ -245,6 +246,11 @@ func (s *Session) agentRequest(m *mcpwire.Message) {
 		r := &control.Refusal{Error: control.HoldTimeout, Server: s.opts.Label,
 			Reason: reason,
 			Retry:  "call again in a moment; if it persists, ask the person to check the server"}
+		if building {
+			// A build in progress that never settled: the files keep
+			// changing.
+			r = sourceChanging(s.opts.Label, callName(call), "", s.opts.HoldTimeout)
+		}
 		if cur != nil {
 			r.CurrentEpoch = cur.ID
 		}
@@ -384,14 +390,32 @@ func (s *Session) sendCall(e *epoch, c *toolCall, id int64, p *pending, auth aut
 		return
 	}
 	if r := s.checkTree(e, c.name, auth.decision); r != nil {
-		if s.abandon(id, p) {
-			s.recordCompletion(e, rec, "not_forwarded", r.Reason)
-			s.recordRefused(refusedReq{method: m.Method, tool: c.name, call: rec.id, r: r})
-			s.writeAgent(r.Response(m.ID))
-		}
+		s.notSent(e, c, id, p, rec, r)
 		return
 	}
-	s.transmit(id, p, auth.out) // false: p left flight, its completion recorded there
+	if s.sourceSettled(e, auth.decision) {
+		s.transmit(id, p, auth.out) // false: p left flight, its completion recorded there
+		return
+	}
+	// The server's source is changing behind a launcher that relays its
+	// stdin: the call waits for it to settle, off the agent's reading loop.
+	if !s.work.goFunc(func() { s.sendSettled(e, c, id, p, rec, auth) }) {
+		s.mu.Lock()
+		r := s.unavailableLocked()
+		s.mu.Unlock()
+		s.notSent(e, c, id, p, rec, r)
+	}
+}
+
+// notSent refuses call c (reserved as id, its intent recorded as rec)
+// with r, unless it left flight already, and records that it was not
+// forwarded.
+func (s *Session) notSent(e *epoch, c *toolCall, id int64, p *pending, rec *callRecord, r *control.Refusal) {
+	if s.abandon(id, p) {
+		s.recordCompletion(e, rec, "not_forwarded", r.Reason)
+		s.recordRefused(refusedReq{method: c.msg.Method, tool: c.name, call: rec.id, r: r})
+		s.writeAgent(r.Response(c.msg.ID))
+	}
 }
 
 // forward sends an agent request to the current epoch under a gateway id.
@@ -870,6 +894,19 @@ func (s *Session) serverResponse(e *epoch, m *mcpwire.Message) {
 			s.log.Warn("server answered an unknown request", "epoch", e.ID, "id", string(m.ID))
 		}
 		return
+	}
+	if p.method == methodToolsCall && s.opts.SourceUnsettled != nil {
+		s.mu.Unlock()
+		if s.suspectAnswer(e, p, m) {
+			return // recorded as the new code's late answer, not passed on
+		}
+		s.mu.Lock()
+		if !s.flight.is(gid, p) {
+			// Its epoch ended meanwhile: the agent was told so.
+			s.mu.Unlock()
+			s.lateAnswer(m)
+			return
+		}
 	}
 	s.dropPendingLocked(gid, p)
 	firstAnswer := !e.answered

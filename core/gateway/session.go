@@ -153,6 +153,14 @@ type Options struct {
 	// and its card says so); any other error (nothing stored, no keychain)
 	// refuses a call needing it at once, before anyone is asked.
 	SecretCheck func(scope string) error
+	// SourceUnsettled is set when the server runs behind a launcher that
+	// hands its stdin to whichever worker runs (identity.Launcher.Relays):
+	// it returns a channel closed once the files the build watcher
+	// watches for the server have settled and the build they made was
+	// decided, nil when nothing is unsettled now (watch.Watcher.Unsettled).
+	// A call that carries authority is not written to such a server while
+	// its source is unsettled (settle.go).
+	SourceUnsettled func() <-chan struct{}
 	// Audit receives the events of the run; the tool_called intent is
 	// durable before a call is forwarded, and calls fail closed with
 	// audit_unavailable when it cannot be written. Nil: no audit.
@@ -259,6 +267,7 @@ type Session struct {
 	late             map[int64]lateCall              // guarded by mu; calls answered epoch_ended whose answer may still come (observe.go)
 	asking           int                             // guarded by mu; server requests to the agent being decided (serverreq.go)
 	buildHold        *epoch                          // guarded by mu; the epoch whose calls a build in progress holds (observe.go)
+	buildDone        chan struct{}                   // guarded by mu; closed when the hold of buildHold ends; nil while none
 	startedAt        time.Time
 	ctx              context.Context // cancelled when Serve returns
 	cancel           context.CancelFunc
@@ -272,6 +281,7 @@ type epoch struct {
 	ended      bool       // guarded by Session.mu
 	endWhy     string     // guarded by Session.mu
 	replaced   bool       // guarded by Session.mu: ended because a newer epoch took over
+	superseded bool       // guarded by Session.mu: a settled build measured other code; a replacement follows (settle.go)
 	timer      *time.Timer
 	catalog    *catalog.Catalog // guarded by Session.mu; this epoch's revision once fetched
 	fallback   bool             // guarded by Session.mu; tools/list could not be fetched: pass through

@@ -31,6 +31,13 @@ const (
 	fetchHanding    = "the program it starts is observed in the process tree once its exec settles, and measured by its executable and script digests; pin a version (pkg@1.2.3) so that a launch does not fetch new code"
 )
 
+// Relays reports whether l restarts its worker behind its own stdio: the
+// new worker reads what is written to the launcher's stdin while it swaps
+// (nodemon relays it through its own pipe, the others leave it in the
+// pipe the workers share), so a request meant for the old worker can reach
+// the new one.
+func (l Launcher) Relays() bool { return strings.HasPrefix(l.Effect, swapEffect) }
+
 // KnownLaunchers recognises the watchers and launchers that change what
 // answers behind a launch command (nodemon, tsx watch, node --watch,
 // watchexec, air, uvicorn --reload, npx, uvx, bunx, pnpm dlx), in the

@@ -53,6 +53,30 @@ func TestKnownLaunchers(t *testing.T) {
 // known launcher runs is the record's entry, so that its package is
 // measured and watched; the launcher's own file stays measured as a
 // wrapper.
+// The launchers that swap their worker behind their own stdio relay it: a
+// request written while they swap can reach the new worker. Launchers that
+// fetch and run one program do not.
+func TestLaunchersThatRelay(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+		want bool
+	}{
+		{"nodemon", []string{"server.js"}, true},
+		{"node", []string{"--watch", "server.js"}, true},
+		{"sh", []string{"-c", "watchexec -r -- node server.js"}, true},
+		{"air", nil, true},
+		{"npx", []string{"-y", "@modelcontextprotocol/server-everything"}, false},
+		{"uvx", []string{"mcp-server-fetch"}, false},
+		{"node", []string{"server.js"}, false},
+	} {
+		got := slices.ContainsFunc(identity.KnownLaunchers(tc.cmd, tc.args), identity.Launcher.Relays)
+		if got != tc.want {
+			t.Errorf("%s %v relays: %v, want %v", tc.cmd, tc.args, got, tc.want)
+		}
+	}
+}
+
 func TestKnownLaunchersRunTheirEntry(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("no node")

@@ -36,6 +36,17 @@ type Event struct {
 	Key       string
 	Paths     []string
 	LastWrite time.Time
+	done      func() // ends the change's Unsettled report; nil on a Started event
+}
+
+// Done tells the Watcher that the consumer has acted on a settled Event
+// (measured the identity again and decided whether a new epoch follows):
+// Unsettled reports the change until then. It does nothing on a Started
+// event, or when called again.
+func (ev Event) Done() {
+	if ev.done != nil {
+		ev.done()
+	}
 }
 
 // Watcher watches sets of paths, one set per key (a server label).
@@ -47,21 +58,30 @@ type Watcher struct {
 	started chan Event
 
 	mu      sync.Mutex
-	sets    map[string][]string          // guarded by mu; key → watched roots (absolute, clean)
-	held    map[string][]string          // guarded by mu; key → directories it acquired
-	dirs    map[string]int               // guarded by mu; directory → number of acquisitions
-	pending map[string]*pendingChange    // guarded by mu; key → changes waiting to settle
-	isDir   map[string]bool              // guarded by mu; root → it is a directory tree
-	data    map[string]func(string) bool // guarded by mu; key → which changed paths are data (SetData)
-	timers  map[string]*time.Timer       // guarded by mu
-	closed  bool                         // guarded by mu
-	clock   func() time.Time
+	sets    map[string][]string       // guarded by mu; key → watched roots (absolute, clean)
+	held    map[string][]string       // guarded by mu; key → directories it acquired
+	dirs    map[string]int            // guarded by mu; directory → number of acquisitions
+	pending map[string]*pendingChange // guarded by mu; key → changes waiting to settle
+	// settling holds, per key, the change whose settled Event was
+	// delivered and not yet Done.
+	settling map[string]*pendingChange    // guarded by mu
+	stamps   map[string]stamp             // guarded by mu; watched file root → its stat when last seen (Unsettled)
+	isDir    map[string]bool              // guarded by mu; root → it is a directory tree
+	data     map[string]func(string) bool // guarded by mu; key → which changed paths are data (SetData)
+	timers   map[string]*time.Timer       // guarded by mu
+	closed   bool                         // guarded by mu
+	clock    func() time.Time
 }
 
 type pendingChange struct {
-	paths map[string]bool
-	last  time.Time
+	paths   map[string]bool
+	last    time.Time
+	settled chan struct{} // closed once the consumer is Done with the change
+	once    sync.Once
 }
+
+// end closes pc.settled, once.
+func (pc *pendingChange) end() { pc.once.Do(func() { close(pc.settled) }) }
 
 // New returns a Watcher that reports a key's change once no write has been
 // seen under its paths for settle (200 ms when zero).
@@ -77,19 +97,21 @@ func New(settle time.Duration, log *slog.Logger) (*Watcher, error) {
 		return nil, err
 	}
 	return &Watcher{
-		settle:  settle,
-		log:     log,
-		fsw:     fsw,
-		events:  make(chan Event, 16),
-		started: make(chan Event, startedBuffer),
-		sets:    map[string][]string{},
-		held:    map[string][]string{},
-		dirs:    map[string]int{},
-		pending: map[string]*pendingChange{},
-		isDir:   map[string]bool{},
-		data:    map[string]func(string) bool{},
-		timers:  map[string]*time.Timer{},
-		clock:   time.Now,
+		settle:   settle,
+		log:      log,
+		fsw:      fsw,
+		events:   make(chan Event, 16),
+		started:  make(chan Event, startedBuffer),
+		sets:     map[string][]string{},
+		held:     map[string][]string{},
+		dirs:     map[string]int{},
+		pending:  map[string]*pendingChange{},
+		settling: map[string]*pendingChange{},
+		stamps:   map[string]stamp{},
+		isDir:    map[string]bool{},
+		data:     map[string]func(string) bool{},
+		timers:   map[string]*time.Timer{},
+		clock:    time.Now,
 	}, nil
 }
 
@@ -148,8 +170,64 @@ func (w *Watcher) Set(key string, paths []string) error {
 				errs = append(errs, err)
 			}
 		}
+		if _, known := w.stamps[r]; !known && !w.isDir[r] {
+			// The file as it is when its watch begins; a root watched
+			// already keeps the stat it was last seen with.
+			w.stamps[r] = stampOf(r)
+		}
 	}
+	w.forgetStampsLocked()
 	return errors.Join(errs...)
+}
+
+// forgetStampsLocked drops the stats of files no key watches any more.
+func (w *Watcher) forgetStampsLocked() {
+	watched := map[string]bool{}
+	for _, roots := range w.sets {
+		for _, r := range roots {
+			watched[r] = true
+		}
+	}
+	for r := range w.stamps {
+		if !watched[r] {
+			delete(w.stamps, r)
+		}
+	}
+}
+
+// Unsettled returns, for key, a channel closed once the changes to its
+// paths have settled and the consumer is Done with them; nil when nothing
+// is unsettled. Unsettled means: a change was seen and the settle delay
+// has not passed since its last write, or its settled Event was delivered
+// and is not Done yet, or a watched file (a root that is no directory)
+// differs on disk from when it was last seen, although no event reported
+// it yet (its event is still on its way: it is noted now, as an event
+// would be). A change inside a watched directory is known only by its
+// event. Callers that hold work while the change settles bound their own
+// wait: a tree written to without pause never settles.
+func (w *Watcher) Unsettled(key string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if pc := w.pending[key]; pc != nil {
+		return pc.settled
+	}
+	if pc := w.settling[key]; pc != nil {
+		return pc.settled
+	}
+	if w.closed {
+		return nil
+	}
+	for _, r := range w.sets[key] {
+		if w.isDir[r] {
+			continue
+		}
+		if st, seen := w.stamps[r], stampOf(r); st != seen {
+			w.log.Info("a watched file changed before its event was read", "key", key, "path", r)
+			w.noteLocked(key, r)
+			return w.pending[key].settled
+		}
+	}
+	return nil
 }
 
 // SetData sets, for key, which changes inside its watched directories are
@@ -246,6 +324,16 @@ func (w *Watcher) Serve(ctx context.Context) error {
 		w.closed = true
 		for _, t := range w.timers {
 			t.Stop()
+		}
+		// Nothing will settle these now: whoever waits on them goes on.
+		for key, pc := range w.pending {
+			pc.end()
+			delete(w.pending, key)
+			delete(w.timers, key)
+		}
+		for key, pc := range w.settling {
+			pc.end()
+			delete(w.settling, key)
 		}
 		w.mu.Unlock()
 		w.fsw.Close()
@@ -409,9 +497,12 @@ func within(p, root string) bool {
 }
 
 func (w *Watcher) noteLocked(key, root string) {
+	if !w.isDir[root] {
+		w.stamps[root] = stampOf(root) // the file as this change leaves it
+	}
 	pc := w.pending[key]
 	if pc == nil {
-		pc = &pendingChange{paths: map[string]bool{}}
+		pc = &pendingChange{paths: map[string]bool{}, settled: make(chan struct{})}
 		w.pending[key] = pc
 		select {
 		case w.started <- Event{Key: key, Paths: []string{root}, LastWrite: w.clock()}:
@@ -434,11 +525,25 @@ func (w *Watcher) fire(key string) {
 	delete(w.pending, key)
 	delete(w.timers, key)
 	closed := w.closed
+	if pc != nil && !closed {
+		w.settling[key] = pc
+	}
 	w.mu.Unlock()
-	if pc == nil || closed {
+	if pc == nil {
 		return
 	}
-	ev := Event{Key: key, LastWrite: pc.last}
+	if closed {
+		pc.end()
+		return
+	}
+	ev := Event{Key: key, LastWrite: pc.last, done: func() {
+		w.mu.Lock()
+		if w.settling[key] == pc {
+			delete(w.settling, key)
+		}
+		w.mu.Unlock()
+		pc.end()
+	}}
 	for p := range pc.paths {
 		ev.Paths = append(ev.Paths, p)
 	}

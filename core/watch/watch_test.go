@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func start(t *testing.T) *Watcher {
@@ -183,7 +184,10 @@ func TestTwoKeysShareADirectory(t *testing.T) {
 	}
 }
 
-var cmpIgnoreTime = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".LastWrite" }, cmp.Ignore())
+var cmpIgnoreTime = cmp.Options{
+	cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".LastWrite" }, cmp.Ignore()),
+	cmpopts.IgnoreUnexported(Event{}),
+}
 
 // The first write of a change is reported on Started at once, before the
 // settle delay (500 ms here) ends; one settled Event follows, and a write
@@ -298,5 +302,92 @@ func TestServeAgainAfterStop(t *testing.T) {
 	write(t, filepath.Join(dir, "bin", "server"), "built again")
 	if ev := next(t, w); ev.Key != "srv" || !cmp.Equal(ev.Paths, []string{filepath.Join(dir, "bin")}) {
 		t.Fatalf("event of a build after the restart: %+v", ev)
+	}
+}
+
+// Unsettled reports a change from its first event until the consumer is
+// Done with its settled Event, and nil before and after.
+func TestUnsettledUntilDone(t *testing.T) {
+	root := t.TempDir()
+	server := filepath.Join(root, "server.js")
+	write(t, server, "v1")
+	w := start(t)
+	if err := w.Set("srv", []string{server}); err != nil {
+		t.Fatal(err)
+	}
+	if ch := w.Unsettled("srv"); ch != nil {
+		t.Fatal("Unsettled before any change")
+	}
+	write(t, server, "v2")
+	select {
+	case <-w.Started():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no started event")
+	}
+	ch := w.Unsettled("srv")
+	if ch == nil {
+		t.Fatal("Unsettled is nil while the change settles")
+	}
+	ev := next(t, w)
+	if w.Unsettled("srv") == nil {
+		t.Fatal("Unsettled is nil once the settled event was delivered, before the consumer is Done")
+	}
+	select {
+	case <-ch:
+		t.Fatal("the channel closed before the consumer is Done")
+	default:
+	}
+	ev.Done()
+	ev.Done() // again: nothing
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the channel did not close at Done")
+	}
+	if w.Unsettled("srv") != nil {
+		t.Fatal("Unsettled after the consumer is Done")
+	}
+}
+
+// A watched file written on disk is unsettled at once, although its event
+// was not read (no Serve runs here): the change is noted as an event
+// would note it, and settles as one does.
+func TestUnsettledBeforeItsEvent(t *testing.T) {
+	root := t.TempDir()
+	server := filepath.Join(root, "server.js")
+	write(t, server, "v1")
+	w, err := New(50*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Set("srv", []string{server}); err != nil {
+		t.Fatal(err)
+	}
+	if w.Unsettled("srv") != nil {
+		t.Fatal("Unsettled before any change")
+	}
+	write(t, server, "v2, as long")
+	ch := w.Unsettled("srv")
+	if ch == nil {
+		t.Fatal("a watched file written on disk is not unsettled before its event is read")
+	}
+	select {
+	case <-w.Started():
+	default:
+		t.Error("no started event for the change found on disk")
+	}
+	var ev Event
+	select {
+	case ev = <-w.Events():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the change found on disk never settled")
+	}
+	if diff := cmp.Diff(Event{Key: "srv", Paths: []string{server}}, ev, cmpIgnoreTime); diff != "" {
+		t.Errorf("settled event (-want +got):\n%s", diff)
+	}
+	ev.Done()
+	<-ch
+	if w.Unsettled("srv") != nil {
+		t.Fatal("Unsettled once the change settled and the file is as last seen")
 	}
 }

@@ -152,8 +152,9 @@ func (a *App) runWindowProcess(ctx context.Context) error {
 
 // windowLinger is how long the window process stays awake once no window
 // is shown and no request waits, before it stands by: the next card of a
-// burst then finds Fyne's loop running.
-var windowLinger = 10 * time.Second
+// burst then finds Fyne's loop running (from standby it is woken in
+// milliseconds, its windows kept).
+var windowLinger = 3 * time.Second
 
 // windowProcess shows the windows of the link r in fa; done quits fa.
 // started, if not nil, receives the tray (tests).

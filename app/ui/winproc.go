@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -205,6 +206,7 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 					return
 				}
 				slept = true
+				debug.FreeOSMemory() // what the windows shown left behind
 				log.Info("window process in standby")
 				if o.Standby != nil {
 					o.Standby(true)

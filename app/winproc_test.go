@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,7 +59,10 @@ func windowHelper(mode string) int {
 	fa := test.NewApp()
 	done := make(chan struct{})
 	trays := make(chan *ui.Tray, 1)
-	a.windowProcess(context.Background(), fa, ui.NewRemote(conn), func() { close(done) }, func(t *ui.Tray) { trays <- t })
+	// As app.Main: a signal ends the process.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	a.windowProcess(ctx, fa, ui.NewRemote(conn), func() { close(done) }, func(t *ui.Tray) { trays <- t })
 	tr := <-trays
 	for {
 		select {
@@ -160,8 +164,8 @@ func runWindows(t *testing.T, w *windows) {
 // stands by; a request raised wakes it, and its window decides it (the
 // decision arrives through the link, as the app's window); once nothing
 // waits it stands by again, and the next request is shown by the same
-// process. Killed after running a while, it is started again ahead of
-// time.
+// process. A signal ends it in standby too; ended after running a while,
+// it is started again ahead of time.
 func TestWindowProcessStandsByAheadOfRequests(t *testing.T) {
 	auth := authz.New(authz.Options{Timeout: time.Minute})
 	events, stop := auth.Subscribe()
@@ -204,10 +208,15 @@ func TestWindowProcessStandsByAheadOfRequests(t *testing.T) {
 	}
 
 	w.mu.Lock()
-	proc := w.cur.proc
+	s := w.cur
 	w.mu.Unlock()
-	if err := proc.Kill(); err != nil {
+	if err := s.proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the window process in standby did not end on SIGTERM")
 	}
 	eventually(t, "another window process, standing by", func() bool {
 		_, starts := w.Running()

@@ -11,6 +11,7 @@
 #   x_start DISPLAY GEOMETRY   starts Xvfb (its pid added to `pids`).
 #   wait_for SECONDS WHAT COMMAND...   retries COMMAND every 0.1 s.
 #   now_ms             wall-clock milliseconds (no fork).
+#   person ARGS...     `$bin ARGS...` as the person runs it (see below).
 #   note, die          messages; die shows the tail of each log in $tmp.
 
 note() { printf '%s: %s\n' "$me" "$*" >&2; }
@@ -61,3 +62,13 @@ wait_for() {
 }
 
 now_ms() { local t="${EPOCHREALTIME/[.,]/}"; echo $((t / 1000)); }
+
+# person ARGS...: `$bin ARGS...` as the person runs it: at a terminal
+# of its own (script(1)), outside this script's process tree (setsid -f),
+# since this script is the agent's parent.
+person() {
+	local done="$tmp/person.$RANDOM"
+	setsid -f sh -c 'script -qec "$1" /dev/null </dev/null >"$2.out" 2>&1; echo $? >"$2.code"' sh "$(printf '%q ' "$bin" "$@")" "$done"
+	wait_for 30 "portcullis $*" test -s "$done.code"
+	[[ "$(cat "$done.code")" == 0 ]] || die "portcullis $* failed: $(cat "$done.out")"
+}

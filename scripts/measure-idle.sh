@@ -198,15 +198,6 @@ window_viewable() {
 	[[ -n "$id" ]] && xwininfo -id "$id" 2>/dev/null | grep -q 'Map State: IsViewable'
 }
 window_gone() { ! window_viewable; }
-# person ARGS...: `portcullis ARGS...` as the person runs it: at a terminal
-# of its own (script(1)), outside this script's process tree (setsid -f),
-# since this script is the agent's parent.
-person() {
-	local done="$tmp/person.$RANDOM"
-	setsid -f sh -c 'script -qec "$1" /dev/null </dev/null >"$2.out" 2>&1; echo $? >"$2.code"' sh "$(printf '%q ' "$bin" "$@")" "$done"
-	wait_for 30 "portcullis $*" test -s "$done.code"
-	[[ "$(cat "$done.code")" == 0 ]] || die "portcullis $* failed: $(cat "$done.out")"
-}
 approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | sed -n 1p | cut -d'"' -f4; }
 
 # idle_costs LABEL: the app's and its standby window process's costs over

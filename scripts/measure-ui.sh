@@ -168,7 +168,7 @@ for k in $(seq 1 "$approvals"); do
 	shown_ms[k]="$(now_ms)"
 	id="$(approval_id)"
 	[[ -n "$id" ]] || die "the window showed but no approval is pending for call $k"
-	"$bin" approve --once "$id" >/dev/null
+	person approve --once "$id"
 	recv "$i" $((k + 2))
 	wait_for 20 "the approval window to hide after call $k" window_gone
 	gc_trend+=("$(last_gc | cut -d' ' -f1)")

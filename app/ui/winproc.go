@@ -216,6 +216,8 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 					case <-r.wake:
 					case <-linkEnded:
 						return
+					case <-ctx.Done(): // a signal: the process ends
+						return
 					}
 				}
 			})
@@ -250,6 +252,9 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 			slept := standby(asks)
 			select {
 			case <-linkEnded:
+				stopTray = func() {}
+				return
+			case <-ctx.Done():
 				stopTray = func() {}
 				return
 			default:

@@ -102,11 +102,8 @@ type WindowProcess struct {
 	// Warm makes the first window quick before the first standby: the
 	// OpenGL driver loaded (warmGL), the approval window's widgets made,
 	// the theme's fonts parsed.
-	Warm bool
-	// Standby, if not nil, is told each time the process goes to standby
-	// (true) and wakes (false) (tests).
-	Standby func(bool)
-	Logger  *slog.Logger
+	Warm   bool
+	Logger *slog.Logger
 	// Started, if not nil, receives the tray once it exists (tests).
 	Started func(*Tray)
 	// Input tells whether an approve button (or a widening Save) was
@@ -208,9 +205,6 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 				slept = true
 				debug.FreeOSMemory() // what the windows shown left behind
 				log.Info("window process in standby")
-				if o.Standby != nil {
-					o.Standby(true)
-				}
 				for r.asks() == asks {
 					select {
 					case <-r.wake:
@@ -261,9 +255,6 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 			}
 			if slept {
 				log.Info("window process awake")
-				if o.Standby != nil {
-					o.Standby(false)
-				}
 				linger = o.Linger
 			}
 			idleSince = time.Time{}

@@ -359,7 +359,11 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 			return
 		}
 	}
-	w.queue = slices.Delete(w.queue, w.cur, w.cur+1)
+	// The request by its id: under Fyne's test driver the tray's sync runs
+	// on its own goroutine and may have changed the queue meanwhile.
+	if i := slices.IndexFunc(w.queue, func(q authz.Request) bool { return q.ID == r.ID }); i >= 0 {
+		w.queue = slices.Delete(w.queue, i, i+1)
+	}
 	delete(w.picked, string(r.ID))
 	delete(w.skipped, string(r.ID))
 	if w.cur >= len(w.queue) && w.cur > 0 {

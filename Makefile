@@ -182,7 +182,7 @@ bench: ## run the benchmarks (no tests; the daemon idle with 0 to 100 agent runs
 	@echo "Write these figures, with the machine and the date, into docs/BENCHMARKS.md."
 
 .PHONY: bench-ui
-bench-ui: ## the menu-bar app under Xvfb (scripts/measure-ui.sh, scripts/measure-idle.sh): approval request → window mapped, idle RSS with 5 servers; idle CPU, wakeups and RSS with 0 and 1 server under a real tray host, cold and warm windows at 1x and 2x; copy the figures into docs/BENCHMARKS.md
+bench-ui: ## the menu-bar app under Xvfb (scripts/measure-ui.sh, scripts/measure-idle.sh): approval request → window mapped, idle RSS with 5 servers; idle CPU, wakeups and RSS with 0 and 1 server under a real tray host (the app and its standby window process), the first and later approval windows at 1x and 2x; copy the figures into docs/BENCHMARKS.md
 	bash scripts/measure-ui.sh
 	bash scripts/measure-idle.sh
 

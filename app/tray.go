@@ -136,21 +136,25 @@ func (a *App) runWindowProcess(ctx context.Context) error {
 	if headlessBuild {
 		return errors.New("this is the headless build of portcullis: it has no windows")
 	}
+	log := a.logger("window")
+	log.Debug("window process running")
 	conn, err := linkConn()
 	if err != nil {
 		return err
 	}
 	fa := fyneapp.NewWithID(AppID)
+	log.Debug("window process: Fyne app made")
+	fa.Lifecycle().SetOnStarted(func() { log.Debug("window process: Fyne's loop running") })
 	a.windowProcess(ctx, fa, ui.NewRemote(conn), func() { fyne.Do(fa.Driver().Quit) }, nil)
 	fa.Run()
 	return nil
 }
 
-// windowLinger is how long the window process stays once no window is
-// shown and no request waits: the next card of a burst then shows without
-// starting a process (on a machine without a GPU, creating the OpenGL
-// context and compiling the shaders is most of a window's first showing).
-var windowLinger = 10 * time.Second
+// windowLinger is how long the window process stays awake once no window
+// is shown and no request waits, before it stands by: the next card of a
+// burst then finds Fyne's loop running (from standby it is woken in
+// milliseconds, its windows kept).
+var windowLinger = 3 * time.Second
 
 // windowProcess shows the windows of the link r in fa; done quits fa.
 // started, if not nil, receives the tray (tests).
@@ -187,6 +191,7 @@ func (a *App) windowProcess(ctx context.Context, fa fyne.App, r *ui.Remote, done
 			return ui.AuditDeps{Dir: daemon.AuditDir(a.Dirs), Key: key}
 		},
 		Linger:  windowLinger,
+		Warm:    true,
 		Logger:  log,
 		Started: started,
 	}, done)

@@ -26,16 +26,22 @@ const windowProcessArg = "window-process"
 // first of exec.Cmd.ExtraFiles).
 const linkFD = 3
 
-// windows starts the window process on demand and serves its link: the
-// app (daemon and menu bar) runs all day without Fyne's loop, which draws
-// at 60 Hz whether or not a window is shown; the window process runs while
-// a window is shown or a request waits, and exits when idle.
+// windows runs the window process and serves its link: the app (daemon
+// and menu bar) runs all day without Fyne's loop, which draws at 60 Hz
+// whether or not a window is shown. The window process is started ahead
+// of its first window (Run) and stands by, its loop blocked, while no
+// window is shown (ui.RunWindowProcess); one that ended is started again,
+// ahead of time when it had run a while, else on the next request.
 type windows struct {
 	deps ui.LinkDeps // Daemon, Approvals, AuditStatus, ConfigState, EditFrom, Quit
 	// command starts the window process, the link's end given as its first
 	// extra file.
 	command func() *exec.Cmd
 	log     *slog.Logger
+	// again is how long a window process must have run for another to be
+	// started ahead of time when it ends (one that fails at once is
+	// started again only on demand); restartDelay is the wait before.
+	again, restartDelay time.Duration
 
 	mu     sync.Mutex
 	cur    *winSession // the running window process, nil when none
@@ -56,7 +62,7 @@ type winSession struct {
 }
 
 func newWindows(deps ui.LinkDeps, command func() *exec.Cmd, log *slog.Logger) *windows {
-	return &windows{deps: deps, command: command, log: log}
+	return &windows{deps: deps, command: command, log: log, again: time.Minute, restartDelay: time.Second}
 }
 
 // selfCommand runs this program's window process.
@@ -70,18 +76,17 @@ func selfCommand() *exec.Cmd {
 	return cmd
 }
 
-// Run follows the daemon and the approvals until ctx ends: a request
-// raised starts the window process when none runs (the approval window
-// pops up there); changes and events go to the running one. At the end it
-// closes the link, and the window process exits.
+// Run starts the window process ahead of its first window and follows the
+// daemon and the approvals until ctx ends: a request raised starts the
+// window process when none runs (the approval window pops up there);
+// changes and events go to the running one. At the end it closes the
+// link, and the window process exits.
 func (w *windows) Run(ctx context.Context) {
 	changes, stopChanges := w.deps.Daemon.Changes()
 	defer stopChanges()
 	events, stopEvents := w.deps.Approvals.Subscribe()
 	defer stopEvents()
-	if len(w.deps.Approvals.Pending()) > 0 {
-		w.ensure()
-	}
+	w.ensure()
 	defer w.close()
 	for {
 		select {
@@ -206,11 +211,11 @@ func (w *windows) spawn() (*winSession, error) {
 		return nil, err
 	}
 	w.starts++
+	started := time.Now()
 	s := &winSession{n: w.starts, conn: conn, wake: make(chan struct{}, 1), exited: make(chan struct{}), proc: cmd.Process}
 	w.log.Info("window process started", "pid", cmd.Process.Pid, "n", s.n)
 	deps := w.deps
 	deps.Next = func(closed <-chan struct{}) ui.Batch { return w.next(s, closed) }
-	deps.Bye = func() bool { return w.bye(s) }
 	go ui.ServeLink(conn, deps)
 	go func() {
 		err := cmd.Wait()
@@ -227,11 +232,18 @@ func (w *windows) spawn() (*winSession, error) {
 			w.log.Info("window process ended", "pid", cmd.Process.Pid)
 		}
 		close(s.exited)
-		if pending && err != nil {
-			// It failed with a request waiting: the next request or menu
-			// click starts another; say so once here.
-			w.log.Warn("an approval request waits without a window: decide it with `portcullis approvals` and `portcullis approve`")
+		if time.Since(started) < w.again {
+			if pending {
+				// It failed with a request waiting: the next request or
+				// menu click starts another; say so once here.
+				w.log.Warn("an approval request waits without a window: decide it with `portcullis approvals` and `portcullis approve`")
+			}
+			return
 		}
+		// It ran a while (killed, or its display went away): the next
+		// one is started ahead of its window again.
+		time.Sleep(w.restartDelay)
+		w.ensure()
 	}()
 	return s, nil
 }
@@ -254,21 +266,6 @@ func (w *windows) next(s *winSession, closed <-chan struct{}) ui.Batch {
 			return ui.Batch{}
 		}
 	}
-}
-
-// bye lets window process s exit when nothing waits for it: it is then no
-// longer the running one, and what comes next starts another.
-func (w *windows) bye(s *winSession) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cur != s {
-		return true
-	}
-	if len(s.queue) > 0 || len(w.deps.Approvals.Pending()) > 0 {
-		return false
-	}
-	w.cur = nil
-	return true
 }
 
 // errNoLink is the window process started without the app's link.

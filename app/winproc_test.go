@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,7 +59,10 @@ func windowHelper(mode string) int {
 	fa := test.NewApp()
 	done := make(chan struct{})
 	trays := make(chan *ui.Tray, 1)
-	a.windowProcess(context.Background(), fa, ui.NewRemote(conn), func() { close(done) }, func(t *ui.Tray) { trays <- t })
+	// As app.Main: a signal ends the process.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	a.windowProcess(ctx, fa, ui.NewRemote(conn), func() { close(done) }, func(t *ui.Tray) { trays <- t })
 	tr := <-trays
 	for {
 		select {
@@ -128,16 +132,9 @@ func (a deviceApprovals) DecideInput(id ids.RequestID, d authz.Decision, _ daemo
 	return a.Decide(id, d)
 }
 
-// The app starts no window process while nothing asks for one; a request
-// raised starts one, whose window decides it (the decision arrives through
-// the link, as the app's window); once nothing waits the process exits,
-// and the next request starts another.
-func TestWindowProcessStartsOnRequestAndExitsWhenIdle(t *testing.T) {
-	auth := authz.New(authz.Options{Timeout: time.Minute})
-	events, stop := auth.Subscribe()
-	defer stop()
-	stderr := &syncBuffer{}
-	w := newWindows(ui.LinkDeps{
+// winDeps is what the app serves on the link in these tests.
+func winDeps(auth *authz.Authority) ui.LinkDeps {
+	return ui.LinkDeps{
 		Daemon:      &winDaemon{ch: make(chan struct{})},
 		Approvals:   deviceApprovals{auth},
 		AuditStatus: func() daemon.AuditStatus { return daemon.AuditStatus{} },
@@ -146,26 +143,47 @@ func TestWindowProcessStartsOnRequestAndExitsWhenIdle(t *testing.T) {
 			return nil, errors.New("no edits in this test")
 		},
 		Quit: func() {},
-	}, helperCommand(t, "deny", stderr), slog.New(slog.NewTextHandler(stderr, nil)))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the window processes' stderr:\n%s", stderr.String())
-		}
-	})
+	}
+}
+
+// runWindows runs w until the test ends.
+func runWindows(t *testing.T, w *windows) {
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
 		w.Run(ctx)
 	}()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		<-ran
-	}()
+	})
+}
 
-	time.Sleep(200 * time.Millisecond)
-	if running, starts := w.Running(); running || starts != 0 {
-		t.Fatalf("before any request: running %v, %d window processes started; want none", running, starts)
+// The app starts its window process ahead of the first request, and it
+// stands by; a request raised wakes it, and its window decides it (the
+// decision arrives through the link, as the app's window); once nothing
+// waits it stands by again, and the next request is shown by the same
+// process. A signal ends it in standby too; ended after running a while,
+// it is started again ahead of time.
+func TestWindowProcessStandsByAheadOfRequests(t *testing.T) {
+	auth := authz.New(authz.Options{Timeout: time.Minute})
+	events, stop := auth.Subscribe()
+	defer stop()
+	stderr := &syncBuffer{}
+	w := newWindows(winDeps(auth), helperCommand(t, "deny", stderr), slog.New(slog.NewTextHandler(stderr, nil)))
+	w.again, w.restartDelay = 0, 10*time.Millisecond
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the window processes' stderr:\n%s", stderr.String())
+		}
+	})
+	standbys := func() int { return strings.Count(stderr.String(), `msg="window process in standby"`) }
+	runWindows(t, w)
+
+	eventually(t, "the window process to stand by before any request", func() bool { return standbys() == 1 })
+	if running, starts := w.Running(); !running || starts != 1 {
+		t.Fatalf("before any request: running %v, %d window processes started; want one, standing by", running, starts)
 	}
 	for round := 1; round <= 2; round++ {
 		id := auth.Raise(authz.Card{AgentRun: "run1", ServerLabel: "pub", Tool: "publish", CurrentEpoch: "ep1"})
@@ -180,14 +198,54 @@ func TestWindowProcessStartsOnRequestAndExitsWhenIdle(t *testing.T) {
 		if ev.Request.ID != id || ev.Decision == nil || ev.Decision.Choice != authz.Deny || ev.Decision.By != "app" {
 			t.Fatalf("round %d: resolved %+v decision %+v, want %s denied by the app's window", round, ev.Request.ID, ev.Decision, id)
 		}
-		if _, starts := w.Running(); starts != round {
-			t.Fatalf("round %d: %d window processes started, want %d", round, starts, round)
+		eventually(t, "the window process to stand by again once nothing waits", func() bool { return standbys() == round+1 })
+		if running, starts := w.Running(); !running || starts != 1 {
+			t.Fatalf("round %d: running %v, %d window processes started; want the first one still", round, running, starts)
 		}
-		eventually(t, "the window process to exit once nothing waits", func() bool {
-			running, _ := w.Running()
-			return !running
-		})
 	}
+	if n := strings.Count(stderr.String(), `msg="window process awake"`); n != 2 {
+		t.Errorf("the window process woke %d times, want once per request (2)", n)
+	}
+
+	w.mu.Lock()
+	s := w.cur
+	w.mu.Unlock()
+	if err := s.proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the window process in standby did not end on SIGTERM")
+	}
+	eventually(t, "another window process, standing by", func() bool {
+		_, starts := w.Running()
+		return starts == 2 && standbys() == 4
+	})
+}
+
+// A window process that ends at once (it cannot show windows here) is not
+// started again ahead of time, which would start one after another: the
+// next request starts it.
+func TestWindowProcessFailingAtOnceWaitsForARequest(t *testing.T) {
+	auth := authz.New(authz.Options{Timeout: time.Minute})
+	stderr := &syncBuffer{}
+	w := newWindows(winDeps(auth), helperCommand(t, "check", stderr), slog.New(slog.NewTextHandler(stderr, nil)))
+	w.restartDelay = 10 * time.Millisecond
+	runWindows(t, w)
+	eventually(t, "the window process started ahead of time to end", func() bool {
+		running, starts := w.Running()
+		return !running && starts == 1
+	})
+	time.Sleep(300 * time.Millisecond)
+	if _, starts := w.Running(); starts != 1 {
+		t.Fatalf("%d window processes started after one ended at once, want 1", starts)
+	}
+	auth.Raise(authz.Card{AgentRun: "run1", ServerLabel: "pub", Tool: "publish", CurrentEpoch: "ep1"})
+	eventually(t, "a request to start another", func() bool {
+		_, starts := w.Running()
+		return starts == 2
+	})
 }
 
 // A window process runs only on the link its parent, the app, made: not

@@ -9,18 +9,20 @@
 #              one core, its wakeups per second (voluntary + involuntary
 #              context switches of all its threads, /proc/PID/task/*/status)
 #              and VmRSS, over IDLE seconds after SETTLE seconds of quiet.
-#              The app is the daemon and the menu-bar icon; the window
-#              process, if any runs, is measured and listed apart.
+#              The app is the daemon and the menu-bar icon; its window
+#              process, standing by, is measured over the same seconds and
+#              listed apart.
 #   approval   at FYNE_SCALE 1 and 2: the time from the daemon's "approval
 #              requested" log line to the approval window being mapped
-#              (xwininfo, polled in a tight loop), for CALLS calls of the
-#              agent, each approved once from the command line: the odd
-#              calls once no window process runs ("cold": the process and
-#              its OpenGL context are started for the card), the even ones
-#              a second after the previous card was decided ("warm": the
-#              window process lingers for a while). The old single-process
-#              app created its window at the first call and showed it again
-#              at the others.
+#              (xwininfo, polled in a tight loop: under load the poll sees
+#              the map late) and to its Show returning (mapped and drawn;
+#              the window process's log line, PORTCULLIS_DEBUG), for CALLS
+#              calls of the agent, each approved once from the command line:
+#              call 1 is the first window of the window process (started
+#              and warmed up ahead, standing by), the other odd calls come
+#              once it stood by again, the even ones a second after the
+#              previous card was decided (awake). With where the time goes:
+#              the link, the card's layout, the window made and mapped.
 #
 # As on a desktop, a tray host runs on a private D-Bus session bus:
 # xfce4-panel (its systray plugin is a StatusNotifierWatcher), under Xvfb.
@@ -32,40 +34,20 @@
 # libglib2.0-bin xfce4-panel, and the cgo build dependencies of Fyne
 # (libgl1-mesa-dev xorg-dev). Environment: BIN, a cgo build of the full
 # program (portcullis-app) to measure instead of building one; IDLE
-# (seconds, default 20); SETTLE (default 5); CALLS (default 3); SCALES
+# (seconds, default 20); SETTLE (default 5); CALLS (default 4); SCALES
 # (default "1 2").
 set -euo pipefail
 
-note() { printf 'measure-idle: %s\n' "$*" >&2; }
-die() {
-	note "$*"
-	for f in "${tmp:-/nonexistent}"/*.log "${tmp:-/nonexistent}"/agent.err; do
-		[[ -s "$f" ]] && { note "--- ${f##*/}"; tail -n 30 "$f" >&2; }
-	done
-	exit 1
-}
-
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+me=measure-idle
+# shellcheck source=scripts/lib-x.sh
+. scripts/lib-x.sh
 idle="${IDLE:-20}"
 settle="${SETTLE:-5}"
 calls="${CALLS:-4}"
 title="Portcullis — Approval needed"
 
-if [[ "${1:-}" != --inside ]]; then
-	for tool in Xvfb xwininfo dbus-run-session gdbus xfce4-panel go; do
-		command -v "$tool" >/dev/null 2>&1 || die "$tool not found (bash scripts/test-deps.sh installs it)"
-	done
-	GOCACHE="$(go env GOCACHE)"
-	export GOCACHE
-	xdg="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-idle-xdg.XXXXXX")"
-	trap 'rm -rf "$xdg"' EXIT
-	mkdir -p "$xdg"/{data,config,cache,runtime}
-	chmod 700 "$xdg/runtime"
-	status=0
-	XDG_DATA_HOME="$xdg/data" XDG_CONFIG_HOME="$xdg/config" XDG_CACHE_HOME="$xdg/cache" XDG_RUNTIME_DIR="$xdg/runtime" \
-		dbus-run-session -- "$0" --inside || status=$?
-	exit "$status"
-fi
+x_session "${1:-}" Xvfb xwininfo dbus-run-session gdbus xfce4-panel go
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-idle.XXXXXX")"
 pids=()
@@ -87,23 +69,8 @@ fi
 CGO_ENABLED=0 go build -o "$bin" .
 CGO_ENABLED=0 go -C testdata/servers build -o "$tmp/echo" ./echo
 
-display=":$((80 + RANDOM % 9))"
-export DISPLAY="$display"
-Xvfb "$display" -screen 0 2560x1600x24 -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 50); do xwininfo -root >/dev/null 2>&1 && break; sleep 0.1; done
-xwininfo -root >/dev/null 2>&1 || die "Xvfb did not start on $display: $(cat "$tmp/xvfb.log")"
+x_start ":$((80 + RANDOM % 9))" 2560x1600x24
 
-wait_for() {
-	local secs="$1" what="$2"
-	shift 2
-	for _ in $(seq 1 $((secs * 10))); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	die "timed out after ${secs}s waiting for $what"
-}
-now_ms() { local t="${EPOCHREALTIME/[.,]/}"; echo $((t / 1000)); }
 bus_has() {
 	gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus \
 		--method org.freedesktop.DBus.NameHasOwner "$1" | grep -q true
@@ -151,7 +118,10 @@ switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # window_procs PID: the window processes of app PID.
 window_procs() { pgrep -P "$1" -f 'portcullis-app window-process' || true; }
-no_window_process() { [[ -z "$(window_procs "$app")" ]]; }
+# standing_by: the app's window process stands by (its last word in the log).
+standing_by() {
+	grep -E 'msg="window process (in standby|awake)"' "$tmp/app.log" | tail -n 1 | grep -q 'in standby'
+}
 # cost PID SECONDS: "CPU% wakeups/s RSS-MB" of PID over SECONDS.
 cost() {
 	local c0 w0 t0 c1 w1 t1 hz
@@ -211,7 +181,7 @@ start_app() {
 	sleep 3 # the audit log's sealing keys set up
 	kill -TERM "$first"
 	wait "$first" 2>/dev/null || true
-	FYNE_SCALE=$1 "$bin" >"$tmp/app.log" 2>&1 &
+	FYNE_SCALE=$1 PORTCULLIS_DEBUG="${2:-}" "$bin" >"$tmp/app.log" 2>&1 &
 	app=$!
 	pids+=("$app")
 	wait_for 30 "the daemon in the app" "$bin" status
@@ -228,44 +198,48 @@ window_viewable() {
 	[[ -n "$id" ]] && xwininfo -id "$id" 2>/dev/null | grep -q 'Map State: IsViewable'
 }
 window_gone() { ! window_viewable; }
-# person ARGS...: `portcullis ARGS...` as the person runs it: at a terminal
-# of its own (script(1)), outside this script's process tree (setsid -f),
-# since this script is the agent's parent.
-person() {
-	local done="$tmp/person.$RANDOM"
-	setsid -f sh -c 'script -qec "$1" /dev/null </dev/null >"$2.out" 2>&1; echo $? >"$2.code"' sh "$(printf '%q ' "$bin" "$@")" "$done"
-	wait_for 30 "portcullis $*" test -s "$done.code"
-	[[ "$(cat "$done.code")" == 0 ]] || die "portcullis $* failed: $(cat "$done.out")"
-}
 approval_id() { "$bin" approvals --json | grep -o '"id": *"apr_[A-Z0-9]*"' | sed -n 1p | cut -d'"' -f4; }
+
+# idle_costs LABEL: the app's and its standby window process's costs over
+# IDLE seconds, measured side by side.
+idle_costs() {
+	local wp
+	wp="$(window_procs "$app")"
+	[[ "$(wc -w <<<"$wp")" == 1 ]] || die "$(wc -w <<<"$wp") window processes, want the one standing by"
+	local p1 p2
+	cost "$app" "$idle" >"$tmp/cost.app" &
+	p1=$!
+	cost "$wp" "$idle" >"$tmp/cost.win" &
+	p2=$!
+	wait "$p1" "$p2"
+	printf '  %-30s app: %s\n  %-30s standby window process: %s\n' "$1" "$(cat "$tmp/cost.app")" "" "$(cat "$tmp/cost.win")"
+}
 
 start_panel 1
 start_app 1
+wait_for 60 "the window process to stand by" standing_by
 sleep "$settle"
 note "idle, 0 servers: app pid $app"
-idle0="$(cost "$app" "$idle")"
-wp0="$(window_procs "$app" | wc -l)"
 printf 'idle, no window shown, over %s s (tray host xfce4-panel):\n' "$idle"
-printf '  0 servers                      %s (window processes: %s)\n' "$idle0" "$wp0"
+idle_costs "0 servers"
 connect_agent echo1
 sleep "$settle"
 note "idle, 1 server with an agent connected"
-idle1="$(cost "$app" "$idle")"
-wp1="$(window_procs "$app" | wc -l)"
-printf '  1 server, 1 agent connected    %s (window processes: %s)\n' "$idle1" "$wp1"
+idle_costs "1 server, 1 agent connected"
 close_agent
 stop_app
 stop_panel
 
-declare -A lat
+declare -A lat drawn_lat parts warm stand
 for scale in ${SCALES:-1 2}; do
 	start_panel "$scale"
-	start_app "$scale"
+	start_app "$scale" 1 # PORTCULLIS_DEBUG: the window process's timings
+	wait_for 60 "the window process to stand by" standing_by
 	connect_agent echo1
 	for k in $(seq 1 "$calls"); do
 		if ((k % 2 == 1)); then
-			# cold: the window process (if the app has one) ended
-			wait_for 60 "no window process before call $k" no_window_process
+			# from standby: the window process stood by again
+			wait_for 60 "the window process to stand by before call $k" standing_by
 		fi
 		sleep 1
 		send "{\"jsonrpc\":\"2.0\",\"id\":$((k + 2)),\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"message\":\"ping $k\"}}}"
@@ -280,16 +254,39 @@ for scale in ${SCALES:-1 2}; do
 		recv $((k + 2))
 		wait_for 20 "the approval window to hide after call $k" window_gone
 		raised="$(grep -F 'msg="approval requested"' "$tmp/app.log" | grep -o '^time=[^ ]*' | cut -d= -f2 | sed -n "${k}p")"
-		lat[$scale,$k]=$((shown - $(date -d "$raised" +%s%3N)))
+		raised_ms="$(date -d "$raised" +%s%3N)"
+		lat[$scale,$k]=$((shown - raised_ms))
+		# The window process's timings: Show began (its log line's time
+		# less render_ms and show_ms), the card laid out, the window made
+		# and mapped (by the X server's map state), then drawn (Show
+		# returned: Fyne draws after the map).
+		line="$(grep -F 'msg="approval window shown"' "$tmp/app.log" | sed -n "${k}p")"
+		render="$(grep -o 'render_ms=[0-9]*' <<<"$line" | cut -d= -f2)"
+		show="$(grep -o 'show_ms=[0-9]*' <<<"$line" | cut -d= -f2)"
+		drawn="$(date -d "$(grep -o '^time=[^ ]*' <<<"$line" | cut -d= -f2)" +%s%3N)"
+		began=$((drawn - show - render))
+		drawn_lat[$scale,$k]=$((drawn - raised_ms))
+		parts[$scale,$k]="request→Show $((began - raised_ms)), layout $render, window made+mapped $((shown - began - render)), mapped→drawn $((drawn - shown))"
 	done
+	warm[$scale]="$(grep -F 'msg="window process warmed up"' "$tmp/app.log" | grep -o 'ms=[0-9]*' | head -n 1)"
+	stand[$scale]="$(cost "$(window_procs "$app")" 1)"
 	close_agent
 	stop_app
 	stop_panel
 done
 
-printf '\napproval requested → window mapped (ms), calls 1, 3, … cold, 2, 4, … warm:\n'
+printf '\napproval requested → window mapped (ms); call 1: the first window, from standby;\n'
+printf '3, 5, …: from standby again; 2, 4, …: a second after the previous card (awake):\n'
 for scale in ${SCALES:-1 2}; do
 	printf '  FYNE_SCALE=%s  ' "$scale"
 	for k in $(seq 1 "$calls"); do printf ' %6s' "${lat[$scale,$k]}"; done
-	printf '\n'
+	printf '   (mapped, as polled)\n  FYNE_SCALE=%s  ' "$scale"
+	for k in $(seq 1 "$calls"); do printf ' %6s' "${drawn_lat[$scale,$k]}"; done
+	printf '   (mapped and drawn: Show returned, by its log line)\n'
+done
+printf '\nwhere it goes (ms; PORTCULLIS_DEBUG timings of the window process, X map state):\n'
+for scale in ${SCALES:-1 2}; do
+	printf '  FYNE_SCALE=%s  warm-up %s\n' "$scale" "${warm[$scale]}"
+	for k in $(seq 1 "$calls"); do printf '    call %d  %s\n' "$k" "${parts[$scale,$k]}"; done
+	printf '    after the calls (awake, 1 s): %s\n' "${stand[$scale]}"
 done

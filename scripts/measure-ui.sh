@@ -3,7 +3,7 @@
 # docs/BENCHMARKS.md, section "Menu-bar app"):
 #
 #   idle RSS   VmRSS of the app process (daemon and menu-bar icon; the
-#              windows are another process, started while one is shown) from
+#              windows are another process, which stands by between them) from
 #              /proc/PID/status, with 5 servers running for 5 connected
 #              agent runs, after IDLE seconds without traffic: once before
 #              any approval window existed, once after the approvals below
@@ -34,34 +34,16 @@
 # front (portcullis, which runs it) is built beside it either way.
 set -euo pipefail
 
-note() { printf 'measure-ui: %s\n' "$*" >&2; }
-die() {
-	note "$*"
-	for f in "${tmp:-/nonexistent}"/*.log "${tmp:-/nonexistent}"/agent.err; do
-		[[ -s "$f" ]] && { note "--- ${f##*/}"; tail -n 30 "$f" >&2; }
-	done
-	exit 1
-}
-
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+me=measure-ui
+# shellcheck source=scripts/lib-x.sh
+. scripts/lib-x.sh
 idle="${IDLE:-5}"
 approvals="${APPROVALS:-10}"
 servers=5
 title="Portcullis — Approval needed"
 
-if [[ "${1:-}" != --inside ]]; then
-	for tool in Xvfb xwininfo dbus-run-session go; do
-		command -v "$tool" >/dev/null 2>&1 || die "$tool not found (Debian: apt-get install xvfb x11-utils dbus)"
-	done
-	xdg="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-mui-xdg.XXXXXX")"
-	trap 'rm -rf "$xdg"' EXIT
-	mkdir -p "$xdg"/{data,config,cache,runtime}
-	chmod 700 "$xdg/runtime"
-	status=0
-	XDG_DATA_HOME="$xdg/data" XDG_CONFIG_HOME="$xdg/config" XDG_CACHE_HOME="$xdg/cache" XDG_RUNTIME_DIR="$xdg/runtime" \
-		dbus-run-session -- "$0" --inside || status=$?
-	exit "$status"
-fi
+x_session "${1:-}" Xvfb xwininfo dbus-run-session go
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-mui.XXXXXX")"
 pids=()
@@ -85,26 +67,7 @@ CGO_ENABLED=0 go build -o "$bin" .
 note "building the echo server"
 CGO_ENABLED=0 go -C testdata/servers build -o "$tmp/echo" ./echo
 
-display=":$((90 + RANDOM % 9))"
-export DISPLAY="$display"
-Xvfb "$display" -screen 0 1920x1200x24 -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 50); do xwininfo -root >/dev/null 2>&1 && break; sleep 0.1; done
-xwininfo -root >/dev/null 2>&1 || die "Xvfb did not start on $display: $(cat "$tmp/xvfb.log")"
-
-# wait_for SECONDS DESCRIPTION COMMAND...: retry COMMAND every 0.1 s.
-wait_for() {
-	local secs="$1" what="$2"
-	shift 2
-	for _ in $(seq 1 $((secs * 10))); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	die "timed out after ${secs}s waiting for $what"
-}
-
-# now_ms: wall-clock milliseconds (bash's EPOCHREALTIME, no fork).
-now_ms() { local t="${EPOCHREALTIME/[.,]/}"; echo $((t / 1000)); }
+x_start ":$((90 + RANDOM % 9))" 1920x1200x24
 
 # window_id: the X window id of the approval window, if it exists.
 window_id() { xwininfo -root -tree | grep -F "\"$title\"" | grep -v '1x1+' | awk 'NR == 1 {print $1}'; }
@@ -205,7 +168,7 @@ for k in $(seq 1 "$approvals"); do
 	shown_ms[k]="$(now_ms)"
 	id="$(approval_id)"
 	[[ -n "$id" ]] || die "the window showed but no approval is pending for call $k"
-	"$bin" approve --once "$id" >/dev/null
+	person approve --once "$id"
 	recv "$i" $((k + 2))
 	wait_for 20 "the approval window to hide after call $k" window_gone
 	gc_trend+=("$(last_gc | cut -d' ' -f1)")

@@ -45,38 +45,16 @@
 # dependencies of Fyne (libgl1-mesa-dev xorg-dev).
 set -euo pipefail
 
-note() { printf 'screenshots: %s\n' "$*" >&2; }
-die() {
-	note "$*"
-	for f in "${tmp:-/nonexistent}"/*.log "${tmp:-/nonexistent}"/agent.err; do
-		[[ -s "$f" ]] && { note "--- ${f##*/}"; tail -n 30 "$f" >&2; }
-	done
-	exit 1
-}
-
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$PWD"
 out="$root/docs/screenshots"
+me=screenshots
+# shellcheck source=scripts/lib-x.sh
+. scripts/lib-x.sh
 
-if [[ "${1:-}" != --inside ]]; then
-	for tool in Xvfb import xwininfo xdotool dbus-run-session gdbus xfce4-panel dunst go; do
-		command -v "$tool" >/dev/null 2>&1 || die "$tool not found (bash scripts/test-deps.sh installs it)"
-	done
-	# Go keeps its build cache where it was (it lies under XDG_CACHE_HOME
-	# by default): a cold cgo build of the app takes minutes.
-	GOCACHE="$(go env GOCACHE)"
-	export GOCACHE
-	# Everything the app and a keyring daemon activated on the bus write
-	# (keyrings, autostart entries, caches) stays in a throwaway directory.
-	xdg="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-shots-xdg.XXXXXX")"
-	trap 'rm -rf "$xdg"' EXIT
-	mkdir -p "$xdg"/{data,config,cache,runtime}
-	chmod 700 "$xdg/runtime"
-	status=0
-	XDG_DATA_HOME="$xdg/data" XDG_CONFIG_HOME="$xdg/config" XDG_CACHE_HOME="$xdg/cache" XDG_RUNTIME_DIR="$xdg/runtime" \
-		dbus-run-session -- "$0" --inside || status=$?
-	exit "$status"
-fi
+# Everything the app and a keyring daemon activated on the bus write
+# (keyrings, autostart entries, caches) stays in throwaway directories.
+x_session "${1:-}" Xvfb import xwininfo xdotool dbus-run-session gdbus xfce4-panel dunst go
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-shots.XXXXXX")"
 pids=()
@@ -105,22 +83,7 @@ mkdir -p "$tmp/srv" "$out"
 build_server() { CGO_ENABLED=0 go -C testdata/servers build -ldflags "-X main.revision=$1 ${2:-}" -o "$tmp/srv/publish" ./publish; }
 bin="$tmp/portcullis"
 
-export DISPLAY=:99
-Xvfb :99 -screen 0 2560x1600x24 -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 50); do xwininfo -root >/dev/null 2>&1 && break; sleep 0.1; done
-xwininfo -root >/dev/null 2>&1 || die "Xvfb did not start: $(cat "$tmp/xvfb.log")"
-
-# wait_for SECONDS DESCRIPTION COMMAND...: retry COMMAND every 0.2 s.
-wait_for() {
-	local secs="$1" what="$2"
-	shift 2
-	for _ in $(seq 1 $((secs * 5))); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.2
-	done
-	die "timed out after ${secs}s waiting for $what"
-}
+x_start :99 2560x1600x24
 
 # window_id TITLE: the X window id of the mapped window with that title.
 window_id() { xwininfo -root -tree | grep -F "\"$1\"" | grep -v '1x1+' | awk 'NR == 1 {print $1}'; }

@@ -247,9 +247,16 @@ func (w *ApprovalWindow) Show() {
 		w.shownID = "" // popping up: the card appears now
 	}
 	popping := !w.visible
+	began := time.Now()
 	w.render()
+	rendered := time.Now()
 	activateApp()
 	w.win.Show()
+	if popping {
+		// Where a window's first showing goes (PORTCULLIS_DEBUG): the
+		// card's layout, then the window made, mapped and drawn.
+		w.log.Debug("approval window shown", "render_ms", rendered.Sub(began).Milliseconds(), "show_ms", time.Since(rendered).Milliseconds())
+	}
 	if popping {
 		// Shown again, a window goes back where it was, sized for the
 		// card it showed then: centred, the card that pops up is on the

@@ -9,6 +9,7 @@ import (
 	"net/rpc"
 	"net/rpc/jsonrpc"
 	"sync"
+	"sync/atomic"
 
 	"github.com/portcullis/portcullis/core/authz"
 	"github.com/portcullis/portcullis/core/codediff"
@@ -131,10 +132,6 @@ type LinkDeps struct {
 	// Next blocks until something happened for the window process or
 	// closed is closed (the link ended), and returns it.
 	Next func(closed <-chan struct{}) Batch
-	// Bye is the window process asking to exit: true when it may (no
-	// request waits and no command is queued), which the app takes as
-	// the process gone.
-	Bye func() bool
 }
 
 // link is the app's side of the link.
@@ -252,12 +249,6 @@ func (l *link) Next(_ Empty, b *Batch) error {
 	return nil
 }
 
-// Bye is LinkDeps.Bye.
-func (l *link) Bye(_ Empty, ok *bool) error {
-	*ok = l.deps.Bye()
-	return nil
-}
-
 // linkErr turns a LinkError answered by the app back into an error that
 // errors.Is tells apart as the app's was.
 func linkErr(e LinkError) error {
@@ -286,6 +277,11 @@ type Remote struct {
 	events   map[chan authz.Event]struct{}
 	commands chan Command
 	err      error // why the link ended, once it has
+
+	// asked counts what came for a window (a request raised, a command
+	// handed on: Nudge); each count is signalled on wake (standby).
+	asked atomic.Uint64
+	wake  chan struct{}
 }
 
 var (
@@ -301,8 +297,22 @@ func NewRemote(conn io.ReadWriteCloser) *Remote {
 		changes:  map[chan struct{}]struct{}{},
 		events:   map[chan authz.Event]struct{}{},
 		commands: make(chan Command, 16),
+		wake:     make(chan struct{}, 1),
 	}
 }
+
+// Nudge counts something that needs a window and wakes a window process
+// in standby (RunWindowProcess).
+func (r *Remote) Nudge() {
+	r.asked.Add(1)
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// asks returns how many times something needed a window so far (Nudge).
+func (r *Remote) asks() uint64 { return r.asked.Load() }
 
 // Commands delivers what the app asks to show; it is closed when the link
 // ends.
@@ -332,10 +342,15 @@ func (r *Remote) Run() error {
 			subs = append(subs, ch)
 		}
 		r.mu.Unlock()
+		raised := false
 		for _, ev := range b.Events {
 			for _, ch := range subs {
 				ch <- ev // the tray reads them at once; order matters
 			}
+			raised = raised || ev.Kind == authz.EventRaised
+		}
+		if raised {
+			r.Nudge() // after the tray got it: a standby process wakes for it
 		}
 		for _, c := range b.Commands {
 			r.commands <- c
@@ -512,16 +527,6 @@ func (r *Remote) Edit(window uint64, change func(*config.Config) error) (*config
 
 // Quit asks the app to quit.
 func (r *Remote) Quit() { _ = r.c.Call(linkService+".Quit", Empty{}, &Empty{}) }
-
-// Bye asks the app whether the window process may exit now: false when a
-// request waits or a command is on its way.
-func (r *Remote) Bye() bool {
-	var ok bool
-	if err := r.c.Call(linkService+".Bye", Empty{}, &ok); err != nil {
-		return true // the app is gone
-	}
-	return ok
-}
 
 // Close ends the link.
 func (r *Remote) Close() error { return r.c.Close() }

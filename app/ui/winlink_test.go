@@ -41,13 +41,9 @@ func TestLinkCarriesDecisionsAndEvents(t *testing.T) {
 				return Batch{}
 			}
 		},
-		Bye: func() bool { return len(fa.Pending()) == 0 },
 	})
 	if got := r.Pending(); len(got) != 1 || got[0].ID != "apr_1" || got[0].Card.Tool != req.Card.Tool {
 		t.Fatalf("Pending over the link = %+v, want apr_1", got)
-	}
-	if r.Bye() {
-		t.Fatal("Bye while a request waits: true, want false")
 	}
 	if err := r.Decide("apr_1", authz.Decision{Choice: authz.ApproveOnce, By: "app"}); err != nil {
 		t.Fatal(err)
@@ -59,10 +55,6 @@ func TestLinkCarriesDecisionsAndEvents(t *testing.T) {
 	if err := r.Decide("apr_1", authz.Decision{Choice: authz.Deny, By: "app"}); !errors.Is(err, authz.ErrNoRequest) {
 		t.Fatalf("Decide of a request no longer pending = %v, want ErrNoRequest", err)
 	}
-	if !r.Bye() {
-		t.Fatal("Bye with nothing waiting: false, want true")
-	}
-
 	events, stop := r.Subscribe()
 	defer stop()
 	changes, stopChanges := r.Changes()

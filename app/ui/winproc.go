@@ -3,9 +3,11 @@ package ui
 import (
 	"context"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/theme"
 )
 
 // Command shows what the app asks for (Fyne goroutine).
@@ -63,6 +65,18 @@ func (t *Tray) Idle(other map[fyne.Window]bool) bool {
 	return true
 }
 
+// warmUp does ahead of time what the first window would (Fyne goroutine).
+func (t *Tray) warmUp() {
+	if err := warmGL(); err != nil {
+		t.log.Warn("the OpenGL warm-up failed; the first window takes longer", "err", err)
+	}
+	t.Approval.ensure()
+	for _, st := range []fyne.TextStyle{{}, {Bold: true}, {Monospace: true}} {
+		fyne.MeasureText("Portcullis", theme.TextSize(), st)
+	}
+	fyne.MeasureText("Portcullis", theme.Size(theme.SizeNameSubHeadingText), fyne.TextStyle{Bold: true})
+}
+
 // silentNotifier is the window process's Notifier: the app posts the
 // notifications (it runs while the window process comes and goes).
 type silentNotifier struct{}
@@ -77,13 +91,18 @@ type WindowProcess struct {
 	// store); their edits and the daemon's state go over the link.
 	Prefs func() PrefsDeps
 	Audit func() AuditDeps
-	// IdleCheck is how often the process looks whether it may exit
-	// (default 1 s): no window shown and nothing waiting.
+	// IdleCheck is how often the process looks whether it may go to
+	// standby (default 1 s): no window shown and nothing waiting.
 	IdleCheck time.Duration
-	// Linger is how long it stays once idle, so that the cards of a burst
-	// (a rebuild asks once per run) need no new process; 0: it exits at
+	// Linger is how long it stays awake once idle after showing windows,
+	// so that the cards of a burst find Fyne's loop running; 0: standby at
+	// the first idle check. Before its first window it goes to standby at
 	// the first idle check.
 	Linger time.Duration
+	// Warm makes the first window quick before the first standby: the
+	// OpenGL driver loaded (warmGL), the approval window's widgets made,
+	// the theme's fonts parsed.
+	Warm   bool
 	Logger *slog.Logger
 	// Started, if not nil, receives the tray once it exists (tests).
 	Started func(*Tray)
@@ -95,13 +114,22 @@ type WindowProcess struct {
 }
 
 // RunWindowProcess shows the app's windows over the link r in fa until the
-// link ends or the process has been idle for o.Linger (no window shown, no
-// request waiting, and the app agrees: Remote.Bye). It runs Fyne's loop and must be called
-// on the main goroutine with a desktop driver; done is called once the
-// process should end (it quits Fyne).
+// link ends. The app starts it ahead of its first window: it warms up
+// (o.Warm), then stands by, and so again whenever it has been idle for
+// o.Linger (no window shown, no request waiting). In standby Fyne's loop is
+// blocked in a function on its goroutine, so that it neither polls nor
+// draws (its 60 Hz ticker does not fire while nobody receives from it),
+// and the tray is stopped; a request raised or a command from the app
+// (Remote.Nudge) wakes it. It runs Fyne's loop and must be called on the
+// main goroutine with a desktop driver; done is called once the process
+// should end (it quits Fyne).
 func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProcess, done func()) {
 	if o.IdleCheck <= 0 {
 		o.IdleCheck = time.Second
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	prefs := o.Prefs
 	if prefs != nil {
@@ -134,11 +162,9 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
-		t.Run(ctx)
-	}()
-	go func() {
 		for c := range r.Commands() {
 			fyne.Do(func() { t.Command(c) })
+			r.Nudge() // after it was queued: a standby process wakes for it
 		}
 	}()
 	go func() {
@@ -149,8 +175,51 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 			defer close(linkEnded)
 			_ = r.Run()
 		}()
+		if o.Warm {
+			began := time.Now()
+			fyne.DoAndWait(t.warmUp)
+			log.Debug("window process warmed up", "ms", time.Since(began).Milliseconds())
+		}
+		// The tray runs while the process is awake: it follows the
+		// requests and the countdown, which standby must not.
+		startTray := func() (stop func()) {
+			tctx, stopCtx := context.WithCancel(ctx)
+			ended := make(chan struct{})
+			go func() {
+				defer close(ended)
+				t.Run(tctx)
+			}()
+			return func() { stopCtx(); <-ended }
+		}
+		stopTray := startTray()
+		defer func() { stopTray() }()
+		// standby blocks Fyne's loop until something needs a window after
+		// the asks-th (Remote.Nudge) or the link ends; false when a window
+		// is shown or a request waits after all (what was queued before it
+		// ran on the loop first).
+		standby := func(asks uint64) (slept bool) {
+			fyne.DoAndWait(func() {
+				if !t.Idle(other) || len(r.Pending()) > 0 {
+					return
+				}
+				slept = true
+				debug.FreeOSMemory() // what the windows shown left behind
+				log.Info("window process in standby")
+				for r.asks() == asks {
+					select {
+					case <-r.wake:
+					case <-linkEnded:
+						return
+					case <-ctx.Done(): // a signal: the process ends
+						return
+					}
+				}
+			})
+			return slept
+		}
 		tick := time.NewTicker(o.IdleCheck)
 		defer tick.Stop()
+		linger := time.Duration(0) // ahead of its first window
 		var idleSince time.Time
 		for {
 			select {
@@ -159,18 +228,37 @@ func RunWindowProcess(ctx context.Context, fa fyne.App, r *Remote, o WindowProce
 			case <-linkEnded:
 				return
 			case <-tick.C:
-				idle := false
-				fyne.DoAndWait(func() { idle = t.Idle(other) })
-				switch {
-				case !idle:
-					idleSince = time.Time{}
-				case idleSince.IsZero():
-					idleSince = time.Now()
-				}
-				if idle && time.Since(idleSince) >= o.Linger && len(r.Pending()) == 0 && r.Bye() {
-					return
-				}
 			}
+			idle := false
+			fyne.DoAndWait(func() { idle = t.Idle(other) })
+			switch {
+			case !idle:
+				idleSince = time.Time{}
+				continue
+			case idleSince.IsZero():
+				idleSince = time.Now()
+			}
+			if time.Since(idleSince) < linger || len(r.Pending()) > 0 {
+				continue
+			}
+			asks := r.asks()
+			stopTray()
+			slept := standby(asks)
+			select {
+			case <-linkEnded:
+				stopTray = func() {}
+				return
+			case <-ctx.Done():
+				stopTray = func() {}
+				return
+			default:
+			}
+			if slept {
+				log.Info("window process awake")
+				linger = o.Linger
+			}
+			idleSince = time.Time{}
+			stopTray = startTray()
 		}
 	}()
 }

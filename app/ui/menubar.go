@@ -87,6 +87,11 @@ func (m *MenuBar) RunSystray(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
+	if err := trayReachable(); err != nil {
+		m.log.Warn("no menu-bar icon: the desktop's tray cannot be reached; approvals still open their window, and `portcullis status` shows the rest", "err", err)
+		<-ctx.Done()
+		return
+	}
 	go func() {
 		<-ctx.Done()
 		systray.Quit()

@@ -34,7 +34,7 @@ func findServer(pid int, launcher string, done <-chan struct{}, max time.Duratio
 			return cur, above // it exec'd the server
 		case err == nil:
 			if kid, ok := firstChild(cur); ok {
-				if v, ok := launcherView(cur); ok {
+				if v, ok := launcherView(cur, want); ok {
 					above = append(above, v)
 				}
 				cur = kid
@@ -62,14 +62,18 @@ func findServer(pid int, launcher string, done <-chan struct{}, max time.Duratio
 }
 
 // launcherView reads pid's start time and executable (as the tree scan's
-// viewOf reads them).
-func launcherView(pid int) (procView, bool) {
+// viewOf reads them); ok is false unless pid still runs the launcher's
+// file (launcher), read after the path.
+func launcherView(pid int, launcher os.FileInfo) (procView, bool) {
 	st, err := readStat(pid)
 	if err != nil || st.state == 'Z' {
 		return procView{}, false
 	}
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 	if err != nil {
+		return procView{}, false
+	}
+	if fi, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/exe"); err != nil || !os.SameFile(fi, launcher) {
 		return procView{}, false
 	}
 	return procView{pid: pid, ppid: st.ppid, start: st.start, exe: strings.TrimSuffix(exe, " (deleted)")}, true

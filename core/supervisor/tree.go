@@ -1109,10 +1109,12 @@ func (p *Process) attribute(pid, pidfd int) {
 	if ch == nil || !p.holdNew {
 		return
 	}
+	// Held while the process is being stopped too: a replaced epoch's
+	// process still writes until it exits, and the gateway records what
+	// it wrote as the new code's only once it took the change.
 	select {
 	case <-ch.ack.c:
 	case <-p.done:
-	case <-p.stopping:
 	}
 }
 

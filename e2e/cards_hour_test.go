@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis/portcullis/core/authz"
+	"github.com/portcullis/portcullis/core/gateway"
 	"github.com/portcullis/portcullis/core/ids"
 	"github.com/portcullis/portcullis/internal/harness"
 )
@@ -62,11 +63,9 @@ func heldOn(t *testing.T, h *harness.Home, what string, runs ...string) []authz.
 	}
 }
 
-// newUnsandboxedScopeSetup is newScopeSetup with the server unsandboxed:
-// with the sandbox, the processes of bubblewrap are at times seen running
-// in one run's epoch and not in the other's, so the two epochs show
-// different changes and are rightly never decided by one card; the count
-// of these tests is about the runs of one change.
+// newUnsandboxedScopeSetup is newScopeSetup with the server unsandboxed
+// (--sandbox off), as servers run where bubblewrap does not (macOS, Linux
+// without bwrap): no launcher's processes above the server.
 func newUnsandboxedScopeSetup(t *testing.T) *publishSetup {
 	t.Helper()
 	s := &publishSetup{home: newHome(t), binDir: t.TempDir()}
@@ -121,9 +120,12 @@ func waitReady(t *testing.T, h *harness.Home, shimPID int, old string) string {
 // five code-only rebuilds, 40 calls (4 per run after each rebuild, the
 // first of each held for the person). The person is asked at most once
 // per rebuild: at most 5 cards in the hour (the first use before it is
-// one card too).
+// one card too). The server runs in its default sandbox (bubblewrap where
+// it works): each run's epoch has bubblewrap's monitor and init above the
+// server, carrying the epoch's mark, and the two runs' epochs of one
+// rebuild must still record the same processes, the server's alone.
 func TestScriptedHourAsksOncePerChange(t *testing.T) {
-	s := newUnsandboxedScopeSetup(t)
+	s := newScopeSetup(t)
 	a := connectListChanged(t, s.home, pubLabel, "")
 	b := connectListChanged(t, s.home, pubLabel, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -140,10 +142,34 @@ func TestScriptedHourAsksOncePerChange(t *testing.T) {
 		ca := asyncCall(t, a.Session, "status", map[string]any{})
 		heldOn(t, s.home, "run A", string(stA.Run))
 		cb := asyncCall(t, b.Session, "status", map[string]any{})
-		for _, r := range heldOn(t, s.home, "runs A and B", string(stA.Run), string(stB.Run)) {
-			c := r.Card
-			b, _ := json.Marshal(c)
-			t.Logf("card %s: %s", r.ID, b)
+		held := heldOn(t, s.home, "runs A and B", string(stA.Run), string(stB.Run))
+		if len(held) > 1 {
+			// Say why the cards stayed apart: what each shows, and the
+			// processes each run's epoch recorded.
+			for _, r := range held {
+				c, _ := json.Marshal(r.Card)
+				t.Logf("card %s: %s", r.ID, c)
+			}
+			for _, ag := range []*listChangedAgent{a, b} {
+				st := waitRun(t, s.home, ag.PID(), time.Second, "a status", func(gateway.Status) bool { return true })
+				if st.Record != nil {
+					obs, _ := json.Marshal(st.Record.Observed)
+					t.Logf("run %s, epoch %s, observed: %s", st.Run, st.Epoch, obs)
+				}
+			}
+		}
+		for _, ag := range []*listChangedAgent{a, b} {
+			// What each epoch records as running is the server alone:
+			// nothing of the sandbox's launcher above it.
+			st := waitRun(t, s.home, ag.PID(), time.Second, "a status", func(gateway.Status) bool { return true })
+			if st.Record == nil || len(st.Record.Observed) == 0 {
+				t.Fatalf("run %s: epoch %s has no observed processes", st.Run, st.Epoch)
+			}
+			for _, o := range st.Record.Observed {
+				if o.Exe != s.bin {
+					t.Errorf("run %s: epoch %s records process %d running %s, not the server %s", st.Run, st.Epoch, o.PID, o.Exe, s.bin)
+				}
+			}
 		}
 		n := decideAllPending(t, s.home)
 		okText(t, await(t, ca))

@@ -24,7 +24,8 @@ import (
 // runs get a new epoch of the same code) their calls are again on one
 // card; approving it with one run left out (--skip-run) lets the other
 // run's call through and keeps the left-out run's call held, on a card of
-// its own, until the person decides that one too.
+// its own, until the person decides that one too. The server runs
+// unsandboxed here (the scripted hour runs it in the sandbox).
 func TestOneCardForTwoRunsOfOneRebuild(t *testing.T) {
 	s := newUnsandboxedScopeSetup(t)
 	a := connectListChanged(t, s.home, pubLabel, "")

@@ -57,6 +57,17 @@ func TestWatchLoopSwapIsObserved(t *testing.T) {
 		t.Fatalf("status of the new epoch: %+v", st)
 	}
 	epochB := st.Epoch
+	// What the new epoch records is the loop and its worker: never the
+	// sandbox's launcher above them (bubblewrap's monitor and init carry
+	// the epoch's mark too).
+	if st.Record == nil || len(st.Record.Observed) == 0 {
+		t.Fatalf("the new epoch %s has no observed processes: %+v", epochB, st.Record)
+	}
+	for _, o := range st.Record.Observed {
+		if filepath.Base(o.Exe) == "bwrap" {
+			t.Errorf("the new epoch %s records the sandbox's process %d (%s) as the server's: %+v", epochB, o.PID, o.Exe, st.Record.Observed)
+		}
+	}
 
 	// The grant of A does not reach B: the write is refused as
 	// authorization_stale, naming both epochs, and an approval request for
@@ -69,6 +80,11 @@ func TestWatchLoopSwapIsObserved(t *testing.T) {
 		t.Fatalf("refusal %+v, want authorization_stale from %s to %s", r, epochA, epochB)
 	}
 	req = waitApproval(t, h, "write on B", forTool("write", string(epochB)))
+	for _, ch := range req.Card.IdentityChanges {
+		if filepath.Base(ch.Path) == "bwrap" {
+			t.Errorf("the card of the new worker shows the sandbox's launcher as changed code: %+v", req.Card.IdentityChanges)
+		}
+	}
 	for _, l := range readLedger(t, ledger) {
 		if l[1] == "third" || l[0] != pidA {
 			t.Fatalf("the old grant reached a worker after the swap: %v", readLedger(t, ledger))

@@ -66,6 +66,7 @@ func (s *Session) watchTree(e *epoch) {
 		for {
 			select {
 			case ch := <-tw.Changes():
+				s.answeredAfterEnd(e, ch)
 				s.observed(ch)
 			case <-e.Proc.Done():
 				return
@@ -74,6 +75,24 @@ func (s *Session) watchTree(e *epoch) {
 			}
 		}
 	}()
+}
+
+// answeredAfterEnd notes, for a change the supervisor saw on the process
+// of first after its last epoch ended (a replacement came first, so the
+// change starts no epoch), the other code whose output made it: the late
+// answers of that epoch, recorded and never forwarded, are that code's.
+// Called before the change is acknowledged, which releases that output.
+func (s *Session) answeredAfterEnd(first *epoch, ch supervisor.TreeChange) {
+	a := ch.Answered
+	if a == nil {
+		return
+	}
+	last := s.lastOf(first)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if last.ended && last.ID == ch.Previous && last.answeredBy == nil {
+		last.answeredBy = &audit.Answerer{Epoch: ch.Epoch, PID: a.PID, Exe: a.Exe, SHA256: a.SHA256, Script: a.Script, ScriptSHA256: a.ScriptSHA256}
+	}
 }
 
 // armTree tells the supervisor that e's process answered: from now on a

@@ -721,7 +721,11 @@ func (s *Session) readServer(e *epoch) {
 		ended := e.ended
 		s.mu.Unlock()
 		if ended && !r.Unterminated() {
-			// Nothing from an ended epoch reaches the agent.
+			// Nothing from an ended epoch reaches the agent; an answer to
+			// a call it was answered epoch_ended for is recorded.
+			if m, err := mcpwire.Parse(bytes.Clone(line)); err == nil {
+				s.lateAnswer(m)
+			}
 			continue
 		}
 		m, err := mcpwire.Parse(bytes.Clone(line))

@@ -216,6 +216,10 @@ type Process struct {
 	// tree was read after the first answer (treeState.armed), or it is not
 	// watched at all.
 	identified chan struct{}
+	// launchers are the sandbox launcher's processes above the server
+	// (Nested: bubblewrap's monitor and init), set once by Start: they
+	// carry the epoch's mark, but run none of the server's code.
+	launchers []procView
 }
 
 // Start launches s in a new process group with pipes for stdin and stderr
@@ -380,7 +384,7 @@ func Start(ctx context.Context, s Spec, o Options) (*Process, error) {
 	go p.reap()
 	if launcher != "" {
 		// The sandbox's launcher stays: the server runs below it.
-		p.server = findServer(p.pid, launcher, p.done, o.SettleMax)
+		p.server, p.launchers = findServer(p.pid, launcher, p.done, o.SettleMax)
 		p.logger = o.Logger.With("server", s.Label, "pid", p.server, "epoch", epoch)
 	}
 	p.logger.Info("server started", "path", path)

@@ -482,8 +482,26 @@ func (p *Process) scanOpt(orphans bool) ([]procView, stamp, error) {
 		m, ok := p.tree.byKey[v.key()]
 		return m.view, ok
 	}
-	views, err := scanTree(p.server, extra, viewsOf(p.tree.base), string(p.epoch), p.pipes, p.dir, known, orphans)
+	views, err := scanTree(p.server, extra, viewsOf(p.tree.base), string(p.epoch), p.pipes, p.dir, known, p.isLauncher, orphans)
 	return views, st, err
+}
+
+// isLauncher reports whether the process pid, started at start and running
+// exe, is one of the sandbox launcher's processes above the server
+// (Process.launchers): the same process, still running the launcher's
+// file. Such a process carries the epoch's mark (the launcher passes the
+// server's environment on) and can be found among the daemon's children,
+// where orphans are looked for, or by the mark; it is never the epoch's,
+// so that what the epoch records is the server's tree and nothing of the
+// sandbox's.
+func (p *Process) isLauncher(pid int, start uint64, exe string) bool {
+	exe = strings.TrimSuffix(exe, " (deleted)")
+	for _, l := range p.launchers {
+		if l.pid == pid && l.start == start && l.exe == exe {
+			return true
+		}
+	}
+	return false
 }
 
 // measure gives each view its identity, reusing the base's for processes
@@ -1091,10 +1109,12 @@ func (p *Process) attribute(pid, pidfd int) {
 	if ch == nil || !p.holdNew {
 		return
 	}
+	// Held while the process is being stopped too: a replaced epoch's
+	// process still writes until it exits, and the gateway records what
+	// it wrote as the new code's only once it took the change.
 	select {
 	case <-ch.ack.c:
 	case <-p.done:
-	case <-p.stopping:
 	}
 }
 
@@ -1174,6 +1194,9 @@ func (p *Process) escapedLocked() error {
 		return err
 	}
 	for _, m := range found {
+		if p.isLauncher(m.pid, m.start, m.exe) {
+			continue
+		}
 		in := false
 		for _, b := range p.tree.base {
 			if b.view.pid == m.pid && b.view.start == m.start {

@@ -26,7 +26,7 @@ const treeSupported = true
 // them hold the server's pipes from libproc (see holdsPipes and markStdio; a process whose
 // descriptors cannot be read counts as holding them). No working directory
 // is read, so a relative script is resolved against dir, the launch's.
-func scanTree(root int, extra []int, keep []procView, mark string, pipes []uint64, dir string, known func(procView) (procView, bool), _ bool) ([]procView, error) {
+func scanTree(root int, extra []int, keep []procView, mark string, pipes []uint64, dir string, known func(procView) (procView, bool), _ func(int, uint64, string) bool, _ bool) ([]procView, error) {
 	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)

@@ -26,8 +26,9 @@ import (
 // reparented to the daemon when it is a child subreaper, seen for the
 // first time): for each one its parent, start time, executable, the
 // running file's identity, arguments, working directory, and whether it
-// holds one of the pipes.
-func scanTree(root int, extra []int, keep []procView, mark string, pipes []uint64, _ string, known func(procView) (procView, bool), orphans bool) ([]procView, error) {
+// holds one of the pipes. A process launcher names (the sandbox's, above
+// the server) is neither read nor walked from.
+func scanTree(root int, extra []int, keep []procView, mark string, pipes []uint64, _ string, known func(procView) (procView, bool), launcher func(pid int, start uint64, exe string) bool, orphans bool) ([]procView, error) {
 	rs, err := readStat(root)
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", root, err)
@@ -87,7 +88,7 @@ func scanTree(root int, extra []int, keep []procView, mark string, pipes []uint6
 			}
 			seen[pid] = true
 			v, ok := viewOf(pid, pipes, known)
-			if !ok {
+			if !ok || launcher(v.pid, v.start, v.exe) {
 				continue
 			}
 			out = append(out, v)

@@ -11,7 +11,7 @@ import (
 // treeSupported: no process table is read on this system.
 const treeSupported = false
 
-func scanTree(int, []int, []procView, string, []uint64, string, func(procView) (procView, bool), bool) ([]procView, error) {
+func scanTree(int, []int, []procView, string, []uint64, string, func(procView) (procView, bool), func(int, uint64, string) bool, bool) ([]procView, error) {
 	return nil, ErrTreeUnwatched
 }
 

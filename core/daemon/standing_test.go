@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -183,4 +184,79 @@ func countEvents(t *testing.T, dirs paths.Dirs, typ string) int {
 		t.Fatal(err)
 	}
 	return len(evs)
+}
+
+// TestStandingEventForgedOutsideTheLog: the agent cannot rewrite the log's
+// chain, but it can write any file of the audit directory. An entry that
+// names, as its event, a line in a file that is not one of the log's
+// segments (here a copy of the real event, widened to another agent
+// program, hash left as it was) backs nothing: the file is refused.
+//
+// It fails today: audit.FindEvent reads any file of the audit directory
+// that the entry names and does not recompute the line's hash nor check
+// that it is chained into the log, so a line copied and edited in a file
+// of the agent's beside the log backs a widened approval. The fix is to
+// look only in the log's segments and to take an event only where the
+// chain holds up to it (its hash recomputes and its prev is the hash of
+// the event before it).
+func TestStandingEventForgedOutsideTheLog(t *testing.T) {
+	t.Skip("audit.FindEvent takes an event from any file of the audit directory without checking its hash or chain")
+	dirs := shortHome(t)
+	d, stop := startStanding(t, dirs)
+	approveCode(t, d, "runA", "sha256:c1")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(StandingPath(dirs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f standingFile
+	if err := json.Unmarshal(good, &f); err != nil || len(f.Approvals) != 1 {
+		t.Fatalf("standing file %s: %v", good, err)
+	}
+	seg, err := os.ReadFile(filepath.Join(AuditDir(dirs), f.Approvals[0].Event.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(seg), "\n") {
+		if strings.Contains(l, `"type":"`+TypeStandingGranted+`"`) {
+			line = l
+		}
+	}
+	const from, to = `"agentExe":"/usr/bin/agent"`, `"agentExe":"/bin/sh"`
+	if !strings.Contains(line, from) {
+		t.Fatalf("no %s line with %s in %s", TypeStandingGranted, from, seg)
+	}
+	for name, forged := range map[string]string{
+		"a file beside the log":                 "forged.jsonl",
+		"a file named like a segment of no log": "audit-999999.jsonl",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(AuditDir(dirs), forged), []byte(strings.Replace(line, from, to, 1)+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(filepath.Join(AuditDir(dirs), forged))
+			w := f
+			w.Approvals = slices.Clone(f.Approvals)
+			w.Approvals[0].Approval.AgentExe = "/bin/sh"
+			w.Approvals[0].Event.File = forged
+			b, _ := json.Marshal(w)
+			if err := os.WriteFile(StandingPath(dirs), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d, stop := startStanding(t, dirs)
+			defer stop()
+			if rep := d.Status(); len(rep.Standing) != 0 || !strings.Contains(rep.StandingError, ErrBadStanding.Error()) {
+				t.Errorf("an event forged in %s was taken: standing %+v, error %q", forged, rep.Standing, rep.StandingError)
+			}
+			c := standingCard("runX", "sha256:c1")
+			c.AgentExe = "/bin/sh"
+			d.authz.Raise(c)
+			if p := d.authz.Pending(); len(p) != 1 {
+				t.Errorf("a run of /bin/sh was granted without a card: pending %d", len(p))
+			}
+		})
+	}
 }

@@ -61,7 +61,7 @@ func TestStandingRevocationCutFromTheLog(t *testing.T) {
 	for path, data := range map[string][]byte{
 		seg: b[:cut],
 		filepath.Join(AuditDir(dirs), "head.json"): []byte(fmt.Sprintf(`{"hash":"%s","seq":%d}`+"\n", h, len(lines))),
-		StandingPath(dirs): before,
+		StandingPath(dirs):                         before,
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)

@@ -82,15 +82,30 @@ const PressWindow = 1500
 // authenticates the person).
 func JudgePresses(events []RawPress, now uint32, used uint64, window uint64) (daemon.WindowInput, uint64) {
 	var last, synthetic *RawPress
+	// A button's release goes where its press went (the X server's
+	// implicit grab), whatever window the pointer is over by then: the
+	// pointer read at the release (Target) may have been moved onto the
+	// approval window meanwhile (a drag, or an agent's XWarpPointer).
+	pressedIn := map[string]uint64{}
+	var lastTarget uint64
 	for i := range events {
 		e := &events[i]
+		target := e.Target
+		switch e.Kind {
+		case "button press":
+			pressedIn[e.Device] = e.Target
+		case "button release":
+			if t, ok := pressedIn[e.Device]; ok {
+				target = t
+			}
+		}
 		if age := now - e.Time; age > PressWindow { // wraps: a later event's age is huge, and it is ignored
 			continue
 		}
 		if e.Synthetic() {
 			synthetic = e
 		} else if e.Serial > used {
-			last = e
+			last, lastTarget = e, target
 		}
 	}
 	if e := synthetic; e != nil {
@@ -101,8 +116,8 @@ func JudgePresses(events []RawPress, now uint32, used uint64, window uint64) (da
 		return daemon.WindowInput{Origin: daemon.InputSynthetic}, used
 	}
 	switch {
-	case window == 0 || last.Target == window:
-	case last.Target == 0:
+	case window == 0 || lastTarget == window:
+	case lastTarget == 0:
 		return daemon.WindowInput{Origin: daemon.InputUnknown,
 			Reason: fmt.Sprintf("the window the last %s of %s went to could not be read", last.Kind, last.Device)}, used
 	default:

@@ -94,3 +94,36 @@ func TestJudgePressesOnAnotherWindow(t *testing.T) {
 		t.Errorf("a key press whose window could not be read: %+v, want unknown", v)
 	}
 }
+
+// TestJudgePressesReleaseGoesWherePressWent: a button's release goes to
+// the window its press went to (the implicit grab), wherever the pointer
+// is when it is read. The person presses in their terminal; the agent,
+// which sees raw events too, warps the pointer onto the approval window
+// before the release and sends a click there: the release read over the
+// approval window must not answer for it.
+func TestJudgePressesReleaseGoesWherePressWent(t *testing.T) {
+	const mouse, approval, terminal = "Logitech USB Optical Mouse", 0x2a00007, 0x1c00003
+	warped := []RawPress{
+		{Serial: 1, Time: 10_000, Kind: "button press", Device: mouse, Target: terminal},
+		{Serial: 2, Time: 10_080, Kind: "button release", Device: mouse, Target: approval},
+	}
+	if v, used := JudgePresses(warped, 10_100, 0, approval); v.Origin != daemon.InputSynthetic || used != 0 {
+		t.Errorf("a press in the terminal, its release read over the approval window: %+v used %d, want synthetic, nothing used", v, used)
+	}
+	// Pressed on the approval window and released a little off it: the
+	// click was the window's (a button activates on release inside it,
+	// which the toolkit decides; the press went there).
+	onWindow := []RawPress{
+		{Serial: 1, Time: 10_000, Kind: "button press", Device: mouse, Target: approval},
+		{Serial: 2, Time: 10_080, Kind: "button release", Device: mouse, Target: terminal},
+	}
+	if v, used := JudgePresses(onWindow, 10_100, 0, approval); v.Origin != daemon.InputDevice || used != 2 {
+		t.Errorf("a press on the approval window released off it: %+v used %d, want the device's, both used", v, used)
+	}
+	// A release whose press came before the events kept (or was not
+	// seen) keeps the window read at the release.
+	lone := []RawPress{{Serial: 7, Time: 10_080, Kind: "button release", Device: mouse, Target: approval}}
+	if v, _ := JudgePresses(lone, 10_100, 0, approval); v.Origin != daemon.InputDevice {
+		t.Errorf("a release alone over the approval window: %+v, want the device's", v)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/portcullis/portcullis/core/ids"
@@ -403,29 +404,150 @@ func HasEvent(dir, file string, seq uint64, hash string) (bool, error) {
 	return found, err
 }
 
-// FindEvent is HasEvent that also returns the event found.
+// FindEvent is HasEvent that also returns the event found. It reads only
+// the log's own files (numbered from 1 without a gap) and finds an event
+// only where the chain holds around it: its line hashes to its hash, its
+// prev is the hash of the event before it (the last of the file before,
+// or the genesis), and the event after it, if any, names it as prev. A
+// line written beside the log, or edited in place with its hash computed
+// again, is not found: what names it (a standing approval, a run record)
+// is then not believed. A consistent rewrite of the chain from that event
+// to the end (and of head.json, for the last event) is beyond what this
+// sees (Verify, the seals and the anchor).
 func FindEvent(dir, file string, seq uint64, hash string) (Event, bool, error) {
-	var ev Event
-	found := false
-	match := func(e Event) error {
-		if e.Seq == seq && e.Hash == hash {
-			ev, found = e, true
-			return errStop
-		}
-		return nil
+	files, err := listFiles(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return Event{}, false, nil
 	}
+	if err != nil {
+		return Event{}, false, fmt.Errorf("audit: reading %s: %w", dir, err)
+	}
+	for k, lf := range files {
+		if lf.num != k+1 {
+			files = files[:k]
+			break
+		}
+	}
+	hint := -1
 	if file != "" {
-		err := forEachEventInFile(filepath.Join(dir, filepath.Base(file)), 0, match)
-		if found {
-			return ev, true, nil
-		}
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return Event{}, false, err
+		hint = slices.IndexFunc(files, func(lf logFile) bool { return lf.name == filepath.Base(file) })
+	}
+	order := make([]int, 0, len(files))
+	if hint >= 0 {
+		order = append(order, hint)
+	}
+	for k := range files {
+		if k != hint {
+			order = append(order, k)
 		}
 	}
-	err := forEachEvent(dir, match)
-	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, os.ErrNotExist) {
+	if h, ok, _ := readHead(dir); ok && h.Seq == seq && h.Hash != hash {
+		// The last event committed, as head.json records it, is another
+		// one: the log's last line was rewritten.
+		return Event{}, false, nil
+	}
+	enc := newEncoder(nil)
+	for _, k := range order {
+		prev, next := Genesis, ""
+		if k > 0 {
+			if prev, err = lastHashIn(files[k-1].path); err != nil {
+				return Event{}, false, err
+			}
+		}
+		if k+1 < len(files) {
+			if next, err = firstPrevIn(files[k+1].path); err != nil {
+				return Event{}, false, err
+			}
+		}
+		ev, found, err := findChained(enc, files[k].path, prev, next, seq, hash)
+		if err != nil || found {
+			return ev, found, err
+		}
+	}
+	return Event{}, false, nil
+}
+
+// findChained looks in the log file at path for the event seq with hash,
+// chained: prev is the hash of the event before the file's first, next the
+// prev of the first event of the file after it ("" when there is none).
+func findChained(enc *encoder, path, prev, next string, seq uint64, hash string) (Event, bool, error) {
+	var cand *line
+	var found Event
+	stop := errors.New("found")
+	err := forEachLine(path, func(l line) error {
+		if cand != nil {
+			if l.prev != cand.hash {
+				cand = nil
+			}
+			return stop
+		}
+		if l.seq == seq && l.hash == hash {
+			if l.prev != prev || !enc.hashIs(l.prev, l.open, l.hash) {
+				return stop
+			}
+			ev, err := l.event()
+			if err != nil {
+				return stop
+			}
+			c := l
+			cand, found = &c, ev
+		}
+		prev = l.hash
+		return nil
+	})
+	if err != nil && !errors.Is(err, stop) {
 		return Event{}, false, err
 	}
-	return ev, found, nil
+	if cand == nil {
+		return Event{}, false, nil
+	}
+	if !errors.Is(err, stop) && next != "" && next != cand.hash {
+		return Event{}, false, nil // the file's last event, and the next file does not follow it
+	}
+	return found, true, nil
+}
+
+// forEachLine calls fn for every line of the log file at path that parses
+// as an event line (torn regions are skipped).
+func forEachLine(path string, fn func(line) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer f.Close()
+	lr := newLineReader(f, 0)
+	for {
+		b, _, _, err := lr.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("audit: reading %s: %w", path, err)
+		}
+		l, err := parseLine(b)
+		if err != nil {
+			continue
+		}
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+}
+
+// lastHashIn is the hash of the last event line of the log file at path.
+func lastHashIn(path string) (string, error) {
+	last := ""
+	err := forEachLine(path, func(l line) error { last = l.hash; return nil })
+	return last, err
+}
+
+// firstPrevIn is the prev of the first event line of the log file at path.
+func firstPrevIn(path string) (string, error) {
+	first := ""
+	stop := errors.New("first")
+	err := forEachLine(path, func(l line) error { first = l.prev; return stop })
+	if errors.Is(err, stop) {
+		err = nil
+	}
+	return first, err
 }

@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -183,4 +186,121 @@ func countEvents(t *testing.T, dirs paths.Dirs, typ string) int {
 		t.Fatal(err)
 	}
 	return len(evs)
+}
+
+// TestStandingEventForgedOutsideTheLog: the agent can write any file of
+// the audit directory. An entry that names, as its event, a line the log's
+// chain does not hold backs nothing, and the file is refused: a copy of
+// the real event widened to another agent program in a file beside the log
+// (its hash left as it was, or computed again), in a file named like a
+// segment of no log, or edited in place in the log with its hash computed
+// again (the event after it, or head.json, no longer names it).
+func TestStandingEventForgedOutsideTheLog(t *testing.T) {
+	dirs := shortHome(t)
+	d, stop := startStanding(t, dirs)
+	approveCode(t, d, "runA", "sha256:c1")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(StandingPath(dirs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f standingFile
+	if err := json.Unmarshal(good, &f); err != nil || len(f.Approvals) != 1 {
+		t.Fatalf("standing file %s: %v", good, err)
+	}
+	segPath := filepath.Join(AuditDir(dirs), f.Approvals[0].Event.File)
+	seg, err := os.ReadFile(segPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(seg), "\n") {
+		if strings.Contains(l, `"type":"`+TypeStandingGranted+`"`) {
+			line = l
+		}
+	}
+	const from, to = `"agentExe":"/usr/bin/agent"`, `"agentExe":"/bin/sh"`
+	if !strings.Contains(line, from) || !strings.Contains(line, `,"hash":"`) {
+		t.Fatalf("no %s line with %s in %s", TypeStandingGranted, from, seg)
+	}
+	widened := strings.Replace(line, from, to, 1)
+	// rehashed is the widened line with its hash computed again, as
+	// anyone can: the hash is the SHA-256 of prev, the line up to its hash
+	// and a closing brace.
+	rehashed, newHash := func() (string, string) {
+		open := widened[:strings.Index(widened, `,"hash":"`)]
+		prev := open[strings.Index(open, `"prev":"`)+len(`"prev":"`):]
+		prev = prev[:strings.Index(prev, `"`)]
+		sum := sha256.Sum256([]byte(prev + open + "}"))
+		h := "sha256:" + hex.EncodeToString(sum[:])
+		rest := widened[len(open)+len(`,"hash":"`):]
+		return open + `,"hash":"` + h + rest[strings.Index(rest, `"`):], h
+	}()
+	for _, tc := range []struct {
+		name, file, line, hash string
+	}{
+		{"a file beside the log", "forged.jsonl", widened, f.Approvals[0].Event.Hash},
+		{"a file beside the log, hash computed again", "forged.jsonl", rehashed, newHash},
+		{"a file named like a segment of no log", "audit-999999.jsonl", rehashed, newHash},
+		{"edited in place, hash computed again", f.Approvals[0].Event.File, rehashed, newHash},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(AuditDir(dirs), tc.file)
+			if path == segPath {
+				now, err := os.ReadFile(path) // the starts before added events
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(strings.Replace(string(now), line, tc.line, 1)), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				defer os.WriteFile(path, now, 0o600)
+			} else {
+				if err := os.WriteFile(path, []byte(tc.line+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				defer os.Remove(path)
+			}
+			w := f
+			w.Approvals = slices.Clone(f.Approvals)
+			w.Approvals[0].Approval.AgentExe = "/bin/sh"
+			w.Approvals[0].Event.File = tc.file
+			w.Approvals[0].Event.Hash = tc.hash
+			b, _ := json.Marshal(w)
+			if err := os.WriteFile(StandingPath(dirs), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			defer os.WriteFile(StandingPath(dirs), good, 0o600)
+			if _, found, err := audit.FindEvent(AuditDir(dirs), tc.file, f.Approvals[0].Event.Seq, tc.hash); tc.hash != f.Approvals[0].Event.Hash && (err != nil || found) {
+				t.Errorf("FindEvent found the forged event: %v %v", found, err)
+			}
+			if _, found, err := audit.FindEvent(AuditDir(dirs), f.Approvals[0].Event.File, f.Approvals[0].Event.Seq, f.Approvals[0].Event.Hash); err != nil || found != (path != segPath) {
+				t.Errorf("FindEvent of the real event: found %v (%v), want %v", found, err, path != segPath)
+			}
+			if path == segPath {
+				// The daemon's start would record the edit; this is only
+				// about what the standing approvals' file is believed.
+				return
+			}
+			d, stop := startStanding(t, dirs)
+			defer stop()
+			if rep := d.Status(); len(rep.Standing) != 0 || !strings.Contains(rep.StandingError, ErrBadStanding.Error()) {
+				t.Errorf("an event forged in %s was taken: standing %+v, error %q", tc.file, rep.Standing, rep.StandingError)
+			}
+			c := standingCard("runX", "sha256:c1")
+			c.AgentExe = "/bin/sh"
+			d.authz.Raise(c)
+			if p := d.authz.Pending(); len(p) != 1 {
+				t.Errorf("a run of /bin/sh was granted without a card: pending %d", len(p))
+			}
+		})
+	}
+	// The daemon's own file and log: the approval is in force.
+	d, stop = startStanding(t, dirs)
+	defer stop()
+	if st := d.Status(); len(st.Standing) != 1 || st.StandingError != "" {
+		t.Errorf("the daemon's own file after the attempts: standing %+v, error %q", st.Standing, st.StandingError)
+	}
 }

@@ -232,10 +232,15 @@ func (d *Daemon) standingGranted(a authz.StandingApproval) error {
 	return nil
 }
 
-// standingEnded is authz.Options.OnStandingEnded: the approval leaves the
-// file (narrowing trust at once), then its end is recorded, so that a copy
-// of an older file that still holds it is refused.
+// standingEnded is authz.Options.OnStandingEnded (the authority no longer
+// applies the approval): its end is recorded first, so that a copy of an
+// older file that still holds it is refused, then it leaves the file. In
+// that order a daemon killed between the two leaves a file the log
+// contradicts, refused whole at the next start; in the other order it
+// would leave an older file and no record of the end, which a copy made
+// before could bring back.
 func (d *Daemon) standingEnded(a authz.StandingApproval, why string) {
+	_ = d.appendAudit(TypeStandingRevoked, StandingRevoked{ID: a.ID, ServerLabel: a.ServerLabel, AgentExe: a.AgentExe, Code: a.Code, Why: why})
 	st := &d.standing
 	st.mu.Lock()
 	entries := slices.DeleteFunc(slices.Clone(st.entries), func(e standingEntry) bool { return e.Approval.ID == a.ID })
@@ -244,7 +249,6 @@ func (d *Daemon) standingEnded(a authz.StandingApproval, why string) {
 	}
 	st.entries = entries
 	st.mu.Unlock()
-	_ = d.appendAudit(TypeStandingRevoked, StandingRevoked{ID: a.ID, ServerLabel: a.ServerLabel, AgentExe: a.AgentExe, Code: a.Code, Why: why})
 }
 
 // RevokeStanding ends the standing approval of request id (`portcullis

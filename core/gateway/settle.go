@@ -130,7 +130,7 @@ func (s *Session) awaitSource(e *epoch, tool string) *control.Refusal {
 func sourceChanging(label, tool string, epoch ids.EpochID, timeout time.Duration) *control.Refusal {
 	return &control.Refusal{Error: control.HoldTimeout, Server: label, Tool: tool, CurrentEpoch: epoch,
 		Reason: fmt.Sprintf("the server's source is changing: files it runs from changed and did not settle within %s, so the request was not sent", timeout),
-		Retry:  "call again when the edit is finished"}
+		Retry:  fmt.Sprintf("call again once the edit is finished; if no one is editing %s's files, the server itself keeps writing among them: tell the person, who can mark those files as data (portcullis servers edit %s --ignore PATTERN)", label, label)}
 }
 
 // The other side of the race: a call written while the source was settled

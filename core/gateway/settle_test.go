@@ -156,7 +156,7 @@ func TestRelayedCallSourceNeverSettles(t *testing.T) {
 				t.Fatalf("call %d while the source never settles: %+v, want hold_timeout", id, ref)
 			}
 			msg := string(mcpwire.GetPath(line, "error", "message"))
-			for _, want := range []string{"the server's source is changing", "was not sent", "call again when the edit is finished"} {
+			for _, want := range []string{"the server's source is changing", "was not sent", "call again once the edit is finished", "portcullis servers edit"} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("call %d: error.message %s lacks %q", id, msg, want)
 				}

@@ -1065,6 +1065,15 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep daemon.StatusRep
 	if len(rep.Servers) == 0 {
 		fmt.Fprintf(w, "No servers configured in %s.\n", rep.ConfigFile)
 	}
+	var idle []string
+	for _, s := range rep.Servers {
+		if s.Runs == 0 {
+			idle = append(idle, textsafe.Line(s.Label))
+		}
+	}
+	if len(idle) > 0 {
+		fmt.Fprintf(w, "Configured, no agent connected: %s (their commands: portcullis servers list)\n", strings.Join(idle, ", "))
+	}
 	if len(rep.Runs) == 0 {
 		fmt.Fprintln(w, "No agent runs.")
 	}

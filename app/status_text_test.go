@@ -83,3 +83,18 @@ func TestStatusTextDegraded(t *testing.T) {
 		t.Errorf("status text:\n%s\nwant it to hold:\n%s", b.String(), want)
 	}
 }
+
+// TestStatusListsIdleServers: a configured server no agent is connected to
+// is named, not left out behind "No agent runs."
+func TestStatusListsIdleServers(t *testing.T) {
+	var b strings.Builder
+	writeStatus(&b, daemon.StatusReport{Servers: []daemon.ServerInfo{{Label: "notes", Command: "/bin/notes"}, {Label: "busy", Command: "/bin/busy", Runs: 1}, {Label: "inv", Command: "/bin/inv"}}})
+	if !strings.Contains(b.String(), "Configured, no agent connected: notes, inv (their commands: portcullis servers list)\n") {
+		t.Errorf("status does not name the idle servers:\n%s", b.String())
+	}
+	b.Reset()
+	writeStatus(&b, daemon.StatusReport{})
+	if strings.Contains(b.String(), "Configured, no agent connected") {
+		t.Errorf("status names idle servers when none is configured:\n%s", b.String())
+	}
+}

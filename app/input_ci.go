@@ -16,7 +16,7 @@ func newInputCheck() platform.InputCheck { return testDriverInput{} }
 
 type testDriverInput struct{}
 
-func (testDriverInput) Judge(uint64) daemon.WindowInput {
+func (testDriverInput) Judge(uint64, string) daemon.WindowInput {
 	return daemon.WindowInput{Origin: daemon.InputDevice, Device: "Fyne's test driver"}
 }
 

@@ -258,7 +258,7 @@ func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) er
 				Edit: func(window uint64, change func(*config.Config) error) (*config.Config, error) {
 					// A widening edit takes the window's rule for
 					// approvals: never from synthetic input.
-					return d.EditConfigFromWindow("app (Preferences)", change, input.Judge(window))
+					return d.EditConfigFromWindow("app (Preferences)", change, input.Judge(window, ""))
 				}}
 		},
 		Audit: func() ui.AuditDeps {

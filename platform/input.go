@@ -18,8 +18,10 @@ type InputCheck interface {
 	// device press answers for one decision, and only for the window it
 	// went to: a press elsewhere on the screen does not answer for a
 	// click the window received (one an agent sent with SendEvent while
-	// the person clicked somewhere else).
-	Judge(window uint64) daemon.WindowInput
+	// the person clicked somewhere else). by is how the button was
+	// activated, "button" (a click) or "key" (a key press); only a press
+	// of that kind answers ("" when unknown: any).
+	Judge(window uint64, by string) daemon.WindowInput
 	// Unknown is the answer every Judge gives when this check can never
 	// tell (an InputUnknown origin, with the reason), for the cards to
 	// say so before any click; a zero WindowInput when it can.
@@ -80,7 +82,12 @@ const PressWindow = 1500
 // event sent to the window rode on it), and nothing is used; one whose
 // window could not be read makes it unknown (the operating system then
 // authenticates the person).
-func JudgePresses(events []RawPress, now uint32, used uint64, window uint64) (daemon.WindowInput, uint64) {
+//
+// With by set ("button" or "key", how the button was activated), only a
+// device event of that kind is the latest that counts: a key the person
+// typed into the window, which took the focus as it appeared, never
+// carries a click sent to it.
+func JudgePresses(events []RawPress, now uint32, used uint64, window uint64, by string) (daemon.WindowInput, uint64) {
 	var last, synthetic *RawPress
 	// A button's release goes where its press went (the X server's
 	// implicit grab), whatever window the pointer is over by then: the
@@ -104,7 +111,7 @@ func JudgePresses(events []RawPress, now uint32, used uint64, window uint64) (da
 		}
 		if e.Synthetic() {
 			synthetic = e
-		} else if e.Serial > used {
+		} else if e.Serial > used && (by == "" || strings.HasPrefix(e.Kind, by+" ")) {
 			last, lastTarget = e, target
 		}
 	}
@@ -132,10 +139,10 @@ func JudgePresses(events []RawPress, now uint32, used uint64, window uint64) (da
 // authentication.
 type unknownInput struct{ reason string }
 
-func (u unknownInput) Judge(uint64) daemon.WindowInput {
+func (u unknownInput) Judge(uint64, string) daemon.WindowInput {
 	return daemon.WindowInput{Origin: daemon.InputUnknown, Reason: u.reason}
 }
 
-func (u unknownInput) Unknown() daemon.WindowInput { return u.Judge(0) }
+func (u unknownInput) Unknown() daemon.WindowInput { return u.Judge(0, "") }
 
 func (unknownInput) Close() error { return nil }

@@ -199,6 +199,7 @@ type x11Input struct {
 // judgeReq is one Judge question: the window, and where to answer.
 type judgeReq struct {
 	window uint64
+	by     string
 	answer chan daemon.WindowInput
 }
 
@@ -240,10 +241,10 @@ const judgeWait = 2 * time.Second
 // pipe), which syncs with the server and applies JudgePresses; it answers
 // unknown, with the reason, when that thread has too many questions queued,
 // has stopped, or does not answer within judgeWait.
-func (x *x11Input) Judge(window uint64) daemon.WindowInput {
+func (x *x11Input) Judge(window uint64, by string) daemon.WindowInput {
 	ch := make(chan daemon.WindowInput, 1)
 	select {
-	case x.reqs <- judgeReq{window: window, answer: ch}:
+	case x.reqs <- judgeReq{window: window, by: by, answer: ch}:
 	case <-x.done:
 		return daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "the connection to the X server broke"}
 	default:
@@ -357,7 +358,7 @@ func (x *x11Input) run(opened chan<- string) {
 			syncing = false
 			for _, q := range waiting {
 				var v daemon.WindowInput
-				v, used = JudgePresses(events, uint32(tm), used, q.window)
+				v, used = JudgePresses(events, uint32(tm), used, q.window, q.by)
 				q.answer <- v
 			}
 			waiting = nil

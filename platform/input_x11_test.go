@@ -63,21 +63,21 @@ func TestX11InputCheckTellsXTEST(t *testing.T) {
 	c := NewInputCheck()
 	defer c.Close()
 	if _, ok := c.(*x11Input); !ok {
-		t.Fatalf("no X11 input check: %+v", c.Judge(0))
+		t.Fatalf("no X11 input check: %+v", c.Judge(0, ""))
 	}
-	if v := c.Judge(0); v.Origin != daemon.InputSynthetic || v.Device != "" {
+	if v := c.Judge(0, ""); v.Origin != daemon.InputSynthetic || v.Device != "" {
 		t.Errorf("no press at all: %+v, want synthetic without a device", v)
 	}
 	if out, err := exec.Command("xdotool", "click", "1").CombinedOutput(); err != nil {
 		t.Fatalf("xdotool: %v\n%s", err, out)
 	}
-	if v := c.Judge(0); v.Origin != daemon.InputSynthetic || v.Device != "Virtual core XTEST pointer" {
+	if v := c.Judge(0, ""); v.Origin != daemon.InputSynthetic || v.Device != "Virtual core XTEST pointer" {
 		t.Errorf("an XTEST click: %+v, want synthetic from the XTEST pointer", v)
 	}
 	if out, err := exec.Command("xdotool", "key", "space").CombinedOutput(); err != nil {
 		t.Fatalf("xdotool: %v\n%s", err, out)
 	}
-	if v := c.Judge(0); v.Origin != daemon.InputSynthetic || v.Device != "Virtual core XTEST keyboard" {
+	if v := c.Judge(0, ""); v.Origin != daemon.InputSynthetic || v.Device != "Virtual core XTEST keyboard" {
 		t.Errorf("an XTEST key press: %+v, want synthetic from the XTEST keyboard", v)
 	}
 }

@@ -65,7 +65,10 @@ type ApprovalWindow struct {
 	// double click, must not approve a request the person has not seen.
 	// Deny is never held back. shownID and shownAt say which card appeared
 	// when (wall clock, not the countdown's clock).
-	guard   time.Duration
+	guard time.Duration
+	// by is how the approve button being handled was activated
+	// ("button", "key"; "" when a test called decide directly).
+	by      string
 	shownID string
 	shownAt time.Time
 
@@ -323,6 +326,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		return
 	}
 	r := w.queue[w.cur]
+	defer func() { w.by = "" }() // told afresh by the next activation
 	if choice != authz.Deny && w.guard > 0 {
 		if since := time.Since(w.shownAt); since < w.guard {
 			w.log.Info("approval click ignored: the card appeared just before", "request", r.ID, "after", since.Round(time.Millisecond))
@@ -348,7 +352,7 @@ func (w *ApprovalWindow) decide(choice authz.Choice) {
 		// OS authenticates the person first.
 		in := daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "this window has no input check"}
 		if w.input != nil {
-			in = w.input.Judge(nativeHandle(w.win))
+			in = w.input.Judge(nativeHandle(w.win), w.by)
 		}
 		err = w.auth.DecideInput(r.ID, d, in)
 		if err != nil && !errors.Is(err, authz.ErrUnrecorded) && w.pending(string(r.ID)) {
@@ -1064,10 +1068,22 @@ type escButton struct {
 	widget.Button
 	escape func()
 	reveal func(fyne.CanvasObject)
+	// by is told how the button is being activated, just before its
+	// OnTapped runs: "button" (a click) or "key" (Space on the focused
+	// button).
+	by func(string)
+}
+
+// Tapped is a click (the driver's pointer event).
+func (b *escButton) Tapped(ev *fyne.PointEvent) {
+	if b.by != nil {
+		b.by(platformButton)
+	}
+	b.Button.Tapped(ev)
 }
 
 func (w *ApprovalWindow) button(text string, icon fyne.Resource, tapped func()) *escButton {
-	b := &escButton{escape: w.escape, reveal: w.reveal}
+	b := &escButton{escape: w.escape, reveal: w.reveal, by: func(k string) { w.by = k }}
 	b.Text, b.Icon, b.OnTapped = text, icon, tapped
 	b.ExtendBaseWidget(b)
 	return b
@@ -1087,8 +1103,20 @@ func (b *escButton) TypedKey(ev *fyne.KeyEvent) {
 		b.escape()
 		return
 	}
+	if b.by != nil {
+		b.by(platformKey)
+	}
 	b.Button.TypedKey(ev)
 }
+
+// How an approve button was activated (InputCheck.Judge's by): the press
+// behind the decision must be of that kind, so that a key the person
+// typed into the window, which took the focus as it appeared, does not
+// carry a click an agent sent, nor a click of theirs a key it sent.
+const (
+	platformButton = "button"
+	platformKey    = "key"
+)
 
 // escCheck is a tool check box that passes Escape to the window.
 type escCheck struct {

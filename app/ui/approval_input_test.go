@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
 
 	"github.com/portcullis/portcullis/core/authz"
@@ -15,9 +16,14 @@ import (
 type fakeInput struct {
 	v     daemon.WindowInput
 	calls int
+	by    []string // how each judged decision's button was activated
 }
 
-func (f *fakeInput) Judge(uint64) daemon.WindowInput { f.calls++; return f.v }
+func (f *fakeInput) Judge(_ uint64, by string) daemon.WindowInput {
+	f.calls++
+	f.by = append(f.by, by)
+	return f.v
+}
 
 // TestApprovalFromSyntheticInput: the window judges the press behind an
 // approve button and hands that to the daemon; when the daemon refuses it
@@ -56,6 +62,24 @@ func TestApprovalFromSyntheticInput(t *testing.T) {
 	test.Tap(w.deny)
 	if got := f.decisions(); len(got) != 2 || got[1].Choice != authz.Deny || in.calls != 3 {
 		t.Errorf("deny: decisions %+v, judged %d times", got, in.calls)
+	}
+	// Each judgement was asked for a click (test.Tap is the pointer's tap).
+	if !slices.Equal(in.by, []string{"button", "button", "button"}) {
+		t.Errorf("judged by %q, want three clicks", in.by)
+	}
+}
+
+// TestApprovalByKeyIsJudgedAsAKey: Space on the focused approve button
+// asks the input check for a key press, not a click: a key the person
+// typed into the window never answers for a click sent to it, nor the
+// other way round (platform.JudgePresses).
+func TestApprovalByKeyIsJudgedAsAKey(t *testing.T) {
+	w, f := newTestWindow(t, request("apr_1", 0, rebuildCard()))
+	in := &fakeInput{v: daemon.WindowInput{Origin: daemon.InputDevice, Device: "AT keyboard"}}
+	w.input = in
+	w.approveOnce.TypedKey(&fyne.KeyEvent{Name: fyne.KeySpace})
+	if !slices.Equal(in.by, []string{"key"}) || len(f.decisions()) != 1 {
+		t.Fatalf("Space on Approve once: judged by %q, decisions %+v; want one key judgement and the decision", in.by, f.decisions())
 	}
 }
 

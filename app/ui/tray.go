@@ -66,8 +66,9 @@ type Approvals interface {
 // (platform.InputCheck).
 type InputCheck interface {
 	// Judge: window is the display server's handle of the window whose
-	// button was activated, 0 when unknown.
-	Judge(window uint64) daemon.WindowInput
+	// button was activated, 0 when unknown; by how it was activated
+	// ("button", "key"; "" when unknown).
+	Judge(window uint64, by string) daemon.WindowInput
 }
 
 var (

@@ -514,7 +514,7 @@ func (r *Remote) Edit(window uint64, change func(*config.Config) error) (*config
 	var e LinkError
 	in := daemon.WindowInput{Origin: daemon.InputUnknown, Reason: "this window has no input check"}
 	if r.Input != nil {
-		in = r.Input.Judge(window)
+		in = r.Input.Judge(window, "")
 	}
 	if err := r.c.Call(linkService+".Edit", EditArgs{Base: st.Digest, Config: b, Input: in}, &e); err != nil {
 		return nil, fmt.Errorf("nothing was changed: Portcullis did not answer (%v)", err)

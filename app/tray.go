@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,22 @@ func (a *App) runTray(ctx context.Context) error {
 	return a.RunMenuBar(ctx, selfCommand, false)
 }
 
+// lockedDaemon takes the daemon's lock, before the daemon reads anything
+// (as runDaemon does), and makes the daemon the app runs; release lets the
+// lock go.
+func (a *App) lockedDaemon(log *slog.Logger) (d *daemon.Daemon, release func(), err error) {
+	lock, err := daemon.TakeLock(a.Dirs)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err = a.newDaemon(log)
+	if err != nil {
+		lock.Release()
+		return nil, nil, configError(err, "start Portcullis again")
+	}
+	return d, lock.Release, nil
+}
+
 // RunMenuBar runs the daemon with the menu-bar icon (fyne.io/systray, no
 // Fyne app) until ctx ends, the person quits from the menu, or the daemon
 // fails. Windows are shown by the window process, which command starts
@@ -48,15 +65,11 @@ func (a *App) runTray(ctx context.Context) error {
 // (tests). On macOS it must run on the main goroutine (the tray's loop).
 func (a *App) RunMenuBar(ctx context.Context, command func() *exec.Cmd, noTray bool) error {
 	log := a.logger("app")
-	lock, err := daemon.TakeLock(a.Dirs) // before the daemon reads anything (runDaemon)
+	d, release, err := a.lockedDaemon(log)
 	if err != nil {
 		return err
 	}
-	defer lock.Release()
-	d, err := a.newDaemon(log)
-	if err != nil {
-		return configError(err, "start Portcullis again")
-	}
+	defer release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -213,15 +226,11 @@ func (a *App) windowProcess(ctx context.Context, fa fyne.App, r *ui.Remote, done
 // not nil, receives the tray once it exists (tests drive it).
 func (a *App) RunUI(ctx context.Context, fa fyne.App, started func(*ui.Tray)) error {
 	log := a.logger("app")
-	lock, err := daemon.TakeLock(a.Dirs) // before the daemon reads anything (runDaemon)
+	d, release, err := a.lockedDaemon(log)
 	if err != nil {
 		return err
 	}
-	defer lock.Release()
-	d, err := a.newDaemon(log)
-	if err != nil {
-		return configError(err, "start Portcullis again")
-	}
+	defer release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 

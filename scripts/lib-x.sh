@@ -8,6 +8,11 @@
 #                      session bus, its XDG directories throwaway ones (Go's
 #                      build cache stays where it was), and exits with its
 #                      status; inside (--inside given) it returns.
+#   x_workdir NAME     makes `tmp` (removed at exit) and `pids` (killed at
+#                      exit, with AGENT_PID when set).
+#   build_app PREBUILT builds the front into $tmp/portcullis (`bin`) and the
+#                      cgo app beside it, or copies PREBUILT (a portcullis-app
+#                      built already) when it is set.
 #   x_start DISPLAY GEOMETRY   starts Xvfb (its pid added to `pids`).
 #   wait_for SECONDS WHAT COMMAND...   retries COMMAND every 0.1 s.
 #   now_ms             wall-clock milliseconds (no fork).
@@ -41,6 +46,33 @@ x_session() {
 		dbus-run-session -- "$0" --inside || status=$?
 	rm -rf "$xdg"
 	exit "$status"
+}
+
+x_workdir() {
+	tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-$1.XXXXXX")"
+	pids=()
+	trap x_cleanup EXIT
+}
+
+x_cleanup() {
+	# An agent's connection waits on its stdin, which the script holds: a
+	# failed run would wait for it forever.
+	for p in "${pids[@]}" ${AGENT_PID:-}; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+
+build_app() {
+	if [[ -n "${1:-}" ]]; then
+		[[ -x "$1" ]] || die "no app executable at $1"
+		cp "$1" "$tmp/portcullis-app"
+	else
+		note "building the app (cgo)"
+		CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis-app" ./cmd/portcullis-app
+	fi
+	# The front, as agents and people run it: it execs portcullis-app beside it.
+	bin="$tmp/portcullis"
+	CGO_ENABLED=0 go build -o "$bin" .
 }
 
 x_start() {

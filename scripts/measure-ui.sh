@@ -45,25 +45,8 @@ title="Portcullis — Approval needed"
 
 x_session "${1:-}" Xvfb xwininfo dbus-run-session go
 
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-mui.XXXXXX")"
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# The front, as agents and people run it, and the full program beside it.
-bin="$tmp/portcullis"
-if [[ -n "${BIN:-}" ]]; then
-	[[ -x "$BIN" ]] || die "no app executable at $BIN"
-	cp "$BIN" "$tmp/portcullis-app"
-else
-	note "building the app (cgo)"
-	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis-app" ./cmd/portcullis-app
-fi
-CGO_ENABLED=0 go build -o "$bin" .
+x_workdir mui
+build_app "${BIN:-}"
 note "building the echo server"
 CGO_ENABLED=0 go -C testdata/servers build -o "$tmp/echo" ./echo
 

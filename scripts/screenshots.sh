@@ -56,32 +56,15 @@ me=screenshots
 # (keyrings, autostart entries, caches) stays in throwaway directories.
 x_session "${1:-}" Xvfb import xwininfo xdotool dbus-run-session gdbus xfce4-panel dunst go
 
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/portcullis-shots.XXXXXX")"
-pids=()
-cleanup() {
-	# The agent's connection too: it waits on its stdin, which this
-	# script holds, so a failed run would wait for it forever.
-	for p in "${pids[@]}" ${AGENT_PID:-}; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+x_workdir shots
 
 # PORTCULLIS_SHOTS_BIN: the full program built already (portcullis-app:
 # cgo, APP_TAGS) to use instead of building one; SHOTS_SCALES: the scales to
 # shoot (default "1 2").
-if [[ -n "${PORTCULLIS_SHOTS_BIN:-}" ]]; then
-	cp "$PORTCULLIS_SHOTS_BIN" "$tmp/portcullis-app"
-else
-	note "building the app (cgo)"
-	CGO_ENABLED=1 go build -tags "${APP_TAGS-no_emoji}" -o "$tmp/portcullis-app" ./cmd/portcullis-app
-fi
-# The front, which people and agents run: it execs portcullis-app beside it.
-CGO_ENABLED=0 go build -o "$tmp/portcullis" .
+build_app "${PORTCULLIS_SHOTS_BIN:-}"
 note "building the publish server"
 mkdir -p "$tmp/srv" "$out"
 build_server() { CGO_ENABLED=0 go -C testdata/servers build -ldflags "-X main.revision=$1 ${2:-}" -o "$tmp/srv/publish" ./publish; }
-bin="$tmp/portcullis"
 
 x_start :99 2560x1600x24
 

@@ -246,10 +246,6 @@ func sha256Sum(s string) []byte {
 	return h[:]
 }
 
-// Build is the report of label's code: new compared with old, the
-// approved code's snapshot (nil when there is none). An old snapshot that
-// fails Check is not compared with: what it would show is not what the
-// person approved.
 // files is "1 file", "2 files".
 func files(n int) string {
 	if n == 1 {
@@ -258,6 +254,10 @@ func files(n int) string {
 	return fmt.Sprintf("%d files", n)
 }
 
+// Build is the report of label's code: new compared with old, the
+// approved code's snapshot (nil when there is none). An old snapshot that
+// fails Check is not compared with: what it would show is not what the
+// person approved.
 func Build(label string, old, new *Snapshot) Report {
 	rep := Report{Label: label, Root: new.Root, Epoch: new.Epoch, TakenAt: new.TakenAt, Files: len(new.Files)}
 	if old == nil {

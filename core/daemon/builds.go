@@ -236,9 +236,6 @@ func describeChanges(changes []identity.Change, cwd string) string {
 	return strings.Join(parts, ", ")
 }
 
-// Restart replaces the process of every live agent run of label with a new
-// epoch and returns how many runs it restarted. A crash-looping run restarts
-// too: the person acted.
 // RestartWait is Restart, waiting for each run's new epoch (or its
 // failure) until ctx ends; it returns one result per agent run of label.
 func (d *Daemon) RestartWait(ctx context.Context, label, why string) []gateway.RestartResult {
@@ -256,6 +253,9 @@ func (d *Daemon) RestartWait(ctx context.Context, label, why string) []gateway.R
 	return out
 }
 
+// Restart replaces the process of every live agent run of label with a new
+// epoch and returns how many runs it restarted. A crash-looping run restarts
+// too: the person acted.
 func (d *Daemon) Restart(label, why string) int {
 	runs := d.sessionsOf(label)
 	for _, s := range runs {

@@ -164,21 +164,30 @@ func (r Report) Summary() string {
 		}
 		return s
 	}
-	add, del := 0, 0
+	add, del, counted := 0, 0, 0
 	names := make([]string, 0, len(r.Changes))
 	for _, c := range r.Changes {
-		add += c.Added
-		del += c.Removed
+		if !c.Binary && c.Summary == "" {
+			add += c.Added
+			del += c.Removed
+			counted++
+		}
 		names = append(names, Name(c.Path))
+	}
+	// Lines are counted only where text was compared: a binary or a file
+	// held by digest alone adds no "+0 −0" it was never measured for.
+	lines := ""
+	switch counted {
+	case len(r.Changes):
+		lines = fmt.Sprintf(" (+%d −%d)", add, del)
+	case 0:
+	default:
+		lines = fmt.Sprintf(" (+%d −%d in %s of text)", add, del, files(counted))
 	}
 	if len(names) > 5 {
 		names = append(names[:5], fmt.Sprintf("and %d more", len(r.Changes)-5))
 	}
-	files := "files"
-	if len(r.Changes) == 1 {
-		files = "file"
-	}
-	return fmt.Sprintf("%d %s changed (+%d −%d): %s", len(r.Changes), files, add, del, strings.Join(names, ", "))
+	return fmt.Sprintf("%s changed%s: %s", files(len(r.Changes)), lines, strings.Join(names, ", "))
 }
 
 // Stat is one change in a line: "M server.py  +3 −1".
